@@ -1,0 +1,48 @@
+# One command per job. `make test` and `make demo` work on a fresh machine: they create
+# .venv, build the Rust extension with maturin through pip, and run.
+.DEFAULT_GOAL := help
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Cargo.toml rust/core/Cargo.toml rust/python/Cargo.toml | cksum | cut -d' ' -f1)
+
+.PHONY: help dev test test-rust test-python lint demo bench bench-check all clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml Cargo.toml Cargo.lock rust/core/Cargo.toml rust/python/Cargo.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test,lint]'
+	rm -f $(VENV)/.installed-* && touch $@
+
+dev: $(STAMP)  ## create .venv and build the extension (editable install)
+	$(PY) -m pip install --quiet --no-deps --force-reinstall -e .
+
+test: dev test-rust test-python  ## set up, then run every test (cargo test + pytest)
+
+test-rust:
+	cargo test --workspace --exclude ledgerfold-python
+
+test-python:
+	$(PY) -m pytest
+
+lint: $(STAMP)  ## ruff, mypy --strict, stubtest, rustfmt, clippy -D warnings
+	$(VENV)/bin/ruff check python tests benches
+	$(VENV)/bin/ruff format --check python tests benches
+	$(VENV)/bin/mypy --strict python/ledgerfold
+	$(PY) -m mypy.stubtest ledgerfold._native
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -- -D warnings
+
+demo: dev  ## set up, then run the main job (ledgerfold demo)
+	$(VENV)/bin/ledgerfold demo
+
+bench: dev  ## run the benchmarks for real and save the run
+	$(PY) -m pytest benches --benchmark-enable --benchmark-only --benchmark-autosave
+
+all: lint test  ## lint and test
+
+clean:
+	rm -rf $(VENV) target .pytest_cache .hypothesis .benchmarks

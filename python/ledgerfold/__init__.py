@@ -1,0 +1,61 @@
+"""ledgerfold: versioned, verifiable compaction of long agent conversations.
+
+Raw turns are an append-only ledger; a summary is a derived, versioned record bound to the
+exact IDs and BLAKE3 fingerprint of its sources, used only while it still matches them.
+"""
+
+from __future__ import annotations
+
+from ledgerfold.context import (
+    AssembledContext,
+    HistoryBoundary,
+    SummaryItem,
+    TurnItem,
+    assemble_context,
+)
+from ledgerfold.errors import (
+    ContextBudgetExceeded,
+    DuplicateId,
+    InvalidInput,
+    LedgerfoldError,
+    StoreError,
+)
+from ledgerfold.model import Conversation, Turn, fingerprint_turns, same_ordered_ids
+from ledgerfold.plan import CompactionPlan, plan_compaction
+from ledgerfold.summary import (
+    SummaryCheck,
+    SummaryEnvelope,
+    SummaryWrite,
+    accept_summary_result,
+    check_summary,
+    create_summary_envelope,
+    is_summary_current,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AssembledContext",
+    "CompactionPlan",
+    "ContextBudgetExceeded",
+    "Conversation",
+    "DuplicateId",
+    "HistoryBoundary",
+    "InvalidInput",
+    "LedgerfoldError",
+    "StoreError",
+    "SummaryCheck",
+    "SummaryEnvelope",
+    "SummaryItem",
+    "SummaryWrite",
+    "Turn",
+    "TurnItem",
+    "accept_summary_result",
+    "assemble_context",
+    "check_summary",
+    "create_summary_envelope",
+    "fingerprint_turns",
+    "is_summary_current",
+    "plan_compaction",
+    "same_ordered_ids",
+]

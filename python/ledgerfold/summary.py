@@ -1,0 +1,158 @@
+"""Summary envelopes (SPEC §5), their validity (SPEC §6) and acceptance (SPEC §7)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ledgerfold import _native, _validate
+from ledgerfold._native import Conversation, Turn
+from ledgerfold.errors import InvalidInput
+from ledgerfold.plan import CompactionPlan
+
+__all__ = [
+    "CHECK_REASONS",
+    "SummaryCheck",
+    "SummaryEnvelope",
+    "SummaryWrite",
+    "accept_summary_result",
+    "check_summary",
+    "create_summary_envelope",
+    "is_summary_current",
+]
+
+#: The reasons `check_summary` reports, in the order it checks them.
+CHECK_REASONS = (
+    "conversation-mismatch",
+    "policy-mismatch",
+    "empty-source",
+    "source-missing",
+    "source-reordered",
+    "source-modified",
+)
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class SummaryEnvelope:
+    """A summary as a derived record bound to the exact IDs and fingerprint of its sources.
+
+    Every summary has its own `id`; versions are never overwritten. The repr hides `text`.
+    """
+
+    id: str
+    plan_id: str
+    conversation_id: str
+    source_revision: int
+    source_ids: tuple[str, ...]
+    source_fingerprint: str
+    policy_version: str
+    text: str
+
+    def __post_init__(self) -> None:
+        for name in ("id", "plan_id", "conversation_id", "source_fingerprint", "policy_version"):
+            _validate.text(name, getattr(self, name))
+        _validate.text("text", self.text, blank_ok=True)
+        _validate.integer("source_revision", self.source_revision, minimum=0)
+        if isinstance(self.source_ids, str) or not isinstance(self.source_ids, Iterable):
+            raise InvalidInput(
+                "source_ids: must be a sequence of str", field="source_ids", problem="wrong-type"
+            )
+        if not isinstance(self.source_ids, tuple):
+            object.__setattr__(self, "source_ids", tuple(self.source_ids))
+
+    def __repr__(self) -> str:
+        return (
+            f"SummaryEnvelope(id={self.id!r}, plan_id={self.plan_id!r}, "
+            f"conversation_id={self.conversation_id!r}, source_revision={self.source_revision}, "
+            f"source_ids=<{len(self.source_ids)} ids>, source_fingerprint={self.source_fingerprint!r}, "
+            f"policy_version={self.policy_version!r}, text=<{len(self.text)} chars>)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryCheck:
+    """`current`, or the first failing `reason` of `CHECK_REASONS`; `turn_id` names the
+    offending turn where one exists."""
+
+    current: bool
+    reason: str | None = None
+    turn_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryWrite:
+    """The verdict on a summary result: `reason` is None when accepted, else
+    `invalid-summary` or `stale-source` with `detail` saying why."""
+
+    accepted: bool
+    summary: SummaryEnvelope | None
+    reason: str | None = None
+    detail: str | None = None
+
+
+def create_summary_envelope(
+    plan: CompactionPlan,
+    turns: Conversation | Iterable[Turn],
+    summary_id: str,
+    policy_version: str,
+    text: str,
+) -> SummaryEnvelope | None:
+    """Bind `text` to the plan's compacted turns. None when the plan is empty, a compacted
+    turn is missing from `turns`, or `text` is blank."""
+    _validate.instance("plan", plan, CompactionPlan)
+    summary_id = _validate.text("summary_id", summary_id)
+    policy_version = _validate.text("policy_version", policy_version)
+    text = _validate.text("text", text, blank_ok=True)
+    if plan.is_empty or not text.strip():
+        return None
+    fingerprint = _native.source_fingerprint(plan.compacted_ids, turns)
+    if fingerprint is None:
+        return None
+    return SummaryEnvelope(
+        id=summary_id,
+        plan_id=plan.plan_id,
+        conversation_id=plan.conversation_id,
+        source_revision=plan.source_revision,
+        source_ids=plan.compacted_ids,
+        source_fingerprint=fingerprint,
+        policy_version=policy_version,
+        text=text.strip(),
+    )
+
+
+def check_summary(
+    summary: SummaryEnvelope, conversation: Conversation, policy_version: str
+) -> SummaryCheck:
+    """Is `summary` still a faithful derivation of `conversation`? Uses cached digests only."""
+    _validate.instance("summary", summary, SummaryEnvelope)
+    conversation = _validate.conversation(conversation)
+    current, reason, turn_id = _native.check(summary, conversation, policy_version)
+    return SummaryCheck(current, reason, turn_id)
+
+
+def is_summary_current(
+    summary: SummaryEnvelope, conversation: Conversation, policy_version: str
+) -> bool:
+    """`check_summary(...).current`."""
+    return check_summary(summary, conversation, policy_version).current
+
+
+def accept_summary_result(
+    candidate: SummaryEnvelope | None,
+    conversation: Conversation,
+    policy_version: str,
+    active_plan_id: str,
+) -> SummaryWrite:
+    """Accept a finished summary only if its plan is still the active one and its sources
+    are unchanged; a late result of an older plan is refused as `superseded-plan`."""
+    conversation = _validate.conversation(conversation)
+    active_plan_id = _validate.text("active_plan_id", active_plan_id)
+    if candidate is None:
+        return SummaryWrite(False, None, "invalid-summary", None)
+    _validate.instance("candidate", candidate, SummaryEnvelope)
+    if candidate.plan_id != active_plan_id:
+        return SummaryWrite(False, candidate, "stale-source", "superseded-plan")
+    check = check_summary(candidate, conversation, policy_version)
+    if not check.current:
+        return SummaryWrite(False, candidate, "stale-source", check.reason)
+    return SummaryWrite(True, candidate, None, None)

@@ -1,0 +1,185 @@
+//! Summary validity (SPEC §6).
+
+use crate::fingerprint::{parse_fingerprint, Fingerprinter};
+
+/// Why a summary is not current, in the order the checks run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckReason {
+    ConversationMismatch,
+    PolicyMismatch,
+    EmptySource,
+    SourceMissing,
+    SourceReordered,
+    SourceModified,
+}
+
+impl CheckReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckReason::ConversationMismatch => "conversation-mismatch",
+            CheckReason::PolicyMismatch => "policy-mismatch",
+            CheckReason::EmptySource => "empty-source",
+            CheckReason::SourceMissing => "source-missing",
+            CheckReason::SourceReordered => "source-reordered",
+            CheckReason::SourceModified => "source-modified",
+        }
+    }
+}
+
+/// What a check needs of a summary envelope.
+#[derive(Clone, Copy, Debug)]
+pub struct SummaryRef<'a, S: AsRef<str>> {
+    pub conversation_id: &'a str,
+    pub policy_version: &'a str,
+    pub source_ids: &'a [S],
+    pub source_fingerprint: &'a str,
+}
+
+/// The outcome; `source_index` points into `source_ids` at the offending turn, if one exists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckResult {
+    pub reason: Option<CheckReason>,
+    pub source_index: Option<usize>,
+}
+
+impl CheckResult {
+    pub const CURRENT: CheckResult = CheckResult {
+        reason: None,
+        source_index: None,
+    };
+
+    fn failed(reason: CheckReason, source_index: Option<usize>) -> Self {
+        CheckResult {
+            reason: Some(reason),
+            source_index,
+        }
+    }
+
+    pub fn is_current(&self) -> bool {
+        self.reason.is_none()
+    }
+}
+
+/// Checks `summary` against a conversation. `lookup(id)` gives the turn's position in
+/// the conversation's sequence order and its cached digest; no body is re-hashed here.
+pub fn check_summary<'d, S, F>(
+    summary: &SummaryRef<'_, S>,
+    conversation_id: &str,
+    policy_version: &str,
+    mut lookup: F,
+) -> CheckResult
+where
+    S: AsRef<str>,
+    F: FnMut(&str) -> Option<(usize, &'d [u8; 32])>,
+{
+    if summary.conversation_id != conversation_id {
+        return CheckResult::failed(CheckReason::ConversationMismatch, None);
+    }
+    if summary.policy_version != policy_version {
+        return CheckResult::failed(CheckReason::PolicyMismatch, None);
+    }
+    if summary.source_ids.is_empty() {
+        return CheckResult::failed(CheckReason::EmptySource, None);
+    }
+    let mut positions = Vec::with_capacity(summary.source_ids.len());
+    let mut digests = Vec::with_capacity(summary.source_ids.len());
+    for (index, id) in summary.source_ids.iter().enumerate() {
+        match lookup(id.as_ref()) {
+            Some((position, digest)) => {
+                positions.push(position);
+                digests.push(digest);
+            }
+            None => return CheckResult::failed(CheckReason::SourceMissing, Some(index)),
+        }
+    }
+    if !positions.windows(2).all(|pair| pair[0] < pair[1]) {
+        return CheckResult::failed(CheckReason::SourceReordered, Some(first_misplaced(&positions)));
+    }
+    let mut fingerprint = Fingerprinter::new(digests.len());
+    for digest in digests {
+        fingerprint.push(digest);
+    }
+    if parse_fingerprint(summary.source_fingerprint) != Some(fingerprint.finish()) {
+        return CheckResult::failed(CheckReason::SourceModified, None);
+    }
+    CheckResult::CURRENT
+}
+
+/// The first index at which the given source order differs from the ledger's order of the
+/// same (distinct) turns; with a repeated ID the ledger list is shorter and the index past
+/// its end names the repeat.
+fn first_misplaced(positions: &[usize]) -> usize {
+    let mut ledger_order = positions.to_vec();
+    ledger_order.sort_unstable();
+    ledger_order.dedup();
+    positions
+        .iter()
+        .enumerate()
+        .find(|(index, position)| ledger_order.get(*index) != Some(position))
+        .map_or(positions.len(), |(index, _)| index)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fingerprint::fingerprint_hex;
+    use std::collections::HashMap;
+
+    struct Ledger {
+        ids: Vec<&'static str>,
+        digests: Vec<[u8; 32]>,
+    }
+
+    impl Ledger {
+        fn new(ids: &[&'static str]) -> Self {
+            let digests = (0..ids.len()).map(|i| [u8::try_from(i).unwrap(); 32]).collect();
+            Ledger {
+                ids: ids.to_vec(),
+                digests,
+            }
+        }
+
+        fn check(&self, sources: &[&str], fingerprint: &str) -> CheckResult {
+            let index: HashMap<&str, usize> =
+                self.ids.iter().enumerate().map(|(p, id)| (*id, p)).collect();
+            let summary = SummaryRef {
+                conversation_id: "c",
+                policy_version: "p",
+                source_ids: sources,
+                source_fingerprint: fingerprint,
+            };
+            check_summary(&summary, "c", "p", |id| {
+                index.get(id).map(|&p| (p, &self.digests[p]))
+            })
+        }
+
+        fn fingerprint_of(&self, positions: &[usize]) -> String {
+            fingerprint_hex(positions.iter().map(|&p| &self.digests[p]))
+        }
+    }
+
+    #[test]
+    fn current_when_ids_and_digests_match() {
+        let ledger = Ledger::new(&["a", "b", "c"]);
+        let fp = ledger.fingerprint_of(&[0, 1]);
+        assert!(ledger.check(&["a", "b"], &fp).is_current());
+    }
+
+    #[test]
+    fn reports_missing_reordered_and_modified() {
+        let ledger = Ledger::new(&["a", "b", "c"]);
+        let fp = ledger.fingerprint_of(&[0, 1]);
+        let missing = ledger.check(&["a", "x"], &fp);
+        assert_eq!(missing.reason, Some(CheckReason::SourceMissing));
+        assert_eq!(missing.source_index, Some(1));
+        let swapped = ledger.check(&["b", "a"], &fp);
+        assert_eq!(swapped.reason, Some(CheckReason::SourceReordered));
+        assert_eq!(swapped.source_index, Some(0));
+        let repeated = ledger.check(&["a", "b", "b"], &fp);
+        assert_eq!(repeated.source_index, Some(2));
+        let other = ledger.check(&["a", "c"], &fp);
+        assert_eq!(other.reason, Some(CheckReason::SourceModified));
+        let garbage = ledger.check(&["a", "b"], "not a fingerprint");
+        assert_eq!(garbage.reason, Some(CheckReason::SourceModified));
+    }
+}

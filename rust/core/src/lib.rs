@@ -1,0 +1,21 @@
+//! ledgerfold-core: the byte-exact parts of ledgerfold, with no knowledge of Python.
+//!
+//! - [`encoding`]: the canonical turn encoding and turn digest of SPEC §3;
+//! - [`fingerprint`]: the list fingerprint `lf1:<hex>` over turn digests;
+//! - [`ids`]: ordered-ID comparison and duplicate detection;
+//! - [`plan`], [`check`], [`assemble`]: compaction planning, summary validity and context
+//!   layout over turns already ordered by sequence;
+
+pub mod assemble;
+pub mod check;
+pub mod encoding;
+pub mod error;
+pub mod fingerprint;
+pub mod ids;
+pub mod model;
+pub mod plan;
+
+pub use encoding::{encode_turn, turn_digest, TurnRef};
+pub use error::{CoreError, Problem};
+pub use fingerprint::{fingerprint_digests, fingerprint_hex, Fingerprinter};
+pub use model::{ProtectionReason, Role};

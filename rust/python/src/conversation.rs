@@ -1,0 +1,190 @@
+//! `Conversation`: an immutable snapshot, normalised to ascending sequence, O(1) lookup by ID.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use ledgerfold_core::model::validate_id;
+use ledgerfold_core::{CoreError, Problem};
+use pyo3::basic::CompareOp;
+use pyo3::prelude::*;
+use pyo3::types::{PyIterator, PyList, PyTuple};
+
+use crate::errors::{invalid, to_py_err, IntoPyResult};
+use crate::extract;
+use crate::turn::Turn;
+
+#[pyclass(frozen, module = "ledgerfold._native", name = "Conversation")]
+pub struct Conversation {
+    pub id: String,
+    pub revision: i64,
+    /// Ascending sequence.
+    pub turns: Vec<Py<Turn>>,
+    tuple: Py<PyTuple>,
+    /// Turn ID -> position in `turns`.
+    index: HashMap<Arc<str>, usize>,
+}
+
+/// Collects `Turn`s from any iterable, with a clear error for anything else.
+pub fn collect_turns(py: Python<'_>, field: &'static str, turns: &Bound<'_, PyAny>) -> PyResult<Vec<Py<Turn>>> {
+    if let Ok(conversation) = turns.cast::<Conversation>() {
+        return Ok(conversation.get().turns.iter().map(|turn| turn.clone_ref(py)).collect());
+    }
+    if turns.is_instance_of::<pyo3::types::PyString>() {
+        return Err(extract::wrong_type(field, "an iterable of Turn", turns));
+    }
+    let iterator = PyIterator::from_object(turns).map_err(|_| extract::wrong_type(field, "an iterable of Turn", turns))?;
+    let mut out = Vec::with_capacity(turns.len().unwrap_or(0));
+    for item in iterator {
+        let item = item?;
+        let turn = item.cast::<Turn>().map_err(|_| extract::wrong_type(field, "an iterable of Turn", &item))?;
+        out.push(turn.clone().unbind());
+    }
+    Ok(out)
+}
+
+impl Conversation {
+    pub fn build(py: Python<'_>, id: String, revision: i64, mut turns: Vec<Py<Turn>>) -> PyResult<Self> {
+        validate_id("id", &id).or_raise(py)?;
+        turns.sort_by_key(|turn| turn.get().sequence);
+        let mut index = HashMap::with_capacity(turns.len());
+        for (position, turn) in turns.iter().enumerate() {
+            let turn = turn.get();
+            if index.insert(turn.id.clone(), position).is_some() {
+                return Err(to_py_err(py, CoreError::DuplicateId { id: turn.id.to_string() }));
+            }
+            if position > 0 {
+                let previous = turns[position - 1].get();
+                if previous.sequence == turn.sequence {
+                    return Err(invalid(
+                        py,
+                        "sequence",
+                        Problem::Duplicate,
+                        format!("turns {:?} and {:?} share sequence {}", &*previous.id, &*turn.id, turn.sequence),
+                    ));
+                }
+            }
+        }
+        let tuple = PyTuple::new(py, turns.iter().map(|turn| turn.bind(py)))?.unbind();
+        Ok(Conversation {
+            id,
+            revision,
+            turns,
+            tuple,
+            index,
+        })
+    }
+
+    pub fn position(&self, turn_id: &str) -> Option<usize> {
+        self.index.get(turn_id).copied()
+    }
+
+    pub fn turn(&self, position: usize) -> &Turn {
+        self.turns[position].get()
+    }
+}
+
+#[pymethods]
+impl Conversation {
+    #[new]
+    fn py_new(py: Python<'_>, id: &Bound<'_, PyAny>, revision: &Bound<'_, PyAny>, turns: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let id = extract::owned_string("id", id)?;
+        let revision = extract::non_negative("revision", revision)?;
+        let turns = collect_turns(py, "turns", turns)?;
+        Conversation::build(py, id, revision, turns)
+    }
+
+    #[getter]
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    #[getter]
+    fn revision(&self) -> i64 {
+        self.revision
+    }
+
+    /// The turns in ascending sequence.
+    #[getter]
+    fn turns<'py>(&self, py: Python<'py>) -> Bound<'py, PyTuple> {
+        self.tuple.bind(py).clone()
+    }
+
+    /// The IDs of the turns in ascending sequence.
+    #[getter]
+    fn turn_ids<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.turns.iter().map(|turn| &*turn.get().id))
+    }
+
+    /// The turn with this ID, or `None`.
+    fn get(&self, py: Python<'_>, turn_id: &Bound<'_, PyAny>) -> PyResult<Option<Py<Turn>>> {
+        let turn_id = extract::string("turn_id", turn_id)?;
+        Ok(self.position(turn_id.to_str()?).map(|position| self.turns[position].clone_ref(py)))
+    }
+
+    /// The position of this turn in sequence order, or `None`.
+    fn index_of(&self, turn_id: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
+        let turn_id = extract::string("turn_id", turn_id)?;
+        Ok(self.position(turn_id.to_str()?))
+    }
+
+    fn __contains__(&self, turn_id: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(turn_id
+            .cast::<pyo3::types::PyString>()
+            .ok()
+            .and_then(|id| id.to_str().ok().and_then(|id| self.position(id)))
+            .is_some())
+    }
+
+    fn __len__(&self) -> usize {
+        self.turns.len()
+    }
+
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyIterator>> {
+        PyIterator::from_object(self.tuple.bind(py))
+    }
+
+    fn __richcmp__(&self, py: Python<'_>, other: &Bound<'_, PyAny>, op: CompareOp) -> PyResult<Py<PyAny>> {
+        let Ok(other) = other.cast::<Conversation>() else {
+            return Ok(py.NotImplemented());
+        };
+        let other = other.get();
+        let mut equal = self.id == other.id && self.revision == other.revision && self.turns.len() == other.turns.len();
+        if equal {
+            for (mine, theirs) in self.turns.iter().zip(&other.turns) {
+                if !mine.get().same_value(py, theirs.get())? {
+                    equal = false;
+                    break;
+                }
+            }
+        }
+        Ok(match op {
+            CompareOp::Eq => equal.into_pyobject(py)?.to_owned().into_any().unbind(),
+            CompareOp::Ne => (!equal).into_pyobject(py)?.to_owned().into_any().unbind(),
+            _ => py.NotImplemented(),
+        })
+    }
+
+    fn __hash__(&self) -> isize {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.id.hash(&mut hasher);
+        self.revision.hash(&mut hasher);
+        for turn in &self.turns {
+            turn.get().digest.hash(&mut hasher);
+        }
+        #[allow(clippy::cast_possible_wrap, clippy::cast_possible_truncation)]
+        let value = hasher.finish() as isize;
+        if value == -1 { -2 } else { value }
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Conversation(id={:?}, revision={}, turns=<{} turns>)", self.id, self.revision, self.turns.len())
+    }
+
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, (String, i64, Bound<'py, PyList>))> {
+        let py = slf.py();
+        let me = slf.get();
+        let turns = PyList::new(py, me.turns.iter().map(|turn| turn.bind(py)))?;
+        Ok((slf.get_type().into_any(), (me.id.clone(), me.revision, turns)))
+    }
+}

@@ -1,0 +1,24 @@
+//! `ledgerfold._native`: the PyO3 binding of `ledgerfold-core`.
+//!
+//! Values cross once: Python objects are read while attached, the byte work runs in Rust.
+
+mod conversation;
+mod errors;
+mod extract;
+mod items;
+mod ops;
+mod turn;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+mod _native {
+    #[pymodule_export]
+    use crate::conversation::Conversation;
+    #[pymodule_export]
+    use crate::items::TurnItem;
+    #[pymodule_export]
+    use crate::ops::{assemble, check, fingerprint_turns, plan, same_ordered_ids, source_fingerprint};
+    #[pymodule_export]
+    use crate::turn::Turn;
+}
