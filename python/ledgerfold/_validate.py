@@ -1,4 +1,4 @@
-"""Argument checks shared by the Python layer; each failure is an `InvalidInput` naming the field."""
+"""Argument checks of the Python layer; each failure is an `InvalidInput` naming the field."""
 
 from __future__ import annotations
 

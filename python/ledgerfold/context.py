@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Union
 
 from ledgerfold import _native, _validate
 from ledgerfold._native import Conversation, TurnItem
@@ -41,7 +40,7 @@ class SummaryItem:
         )
 
 
-ContextItem = Union[SummaryItem, TurnItem]
+ContextItem = SummaryItem | TurnItem
 
 
 @dataclass(frozen=True, slots=True)

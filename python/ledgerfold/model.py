@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from ledgerfold._native import Conversation, Turn, fingerprint_turns, same_ordered_ids
 
-__all__ = ["ROLES", "PROTECTION_REASONS", "Conversation", "Turn", "fingerprint_turns", "same_ordered_ids"]
+__all__ = [
+    "PROTECTION_REASONS",
+    "ROLES",
+    "Conversation",
+    "Turn",
+    "fingerprint_turns",
+    "same_ordered_ids",
+]
 
 ROLES = ("system", "user", "assistant", "tool")
 PROTECTION_REASONS = (

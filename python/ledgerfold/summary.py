@@ -64,7 +64,8 @@ class SummaryEnvelope:
         return (
             f"SummaryEnvelope(id={self.id!r}, plan_id={self.plan_id!r}, "
             f"conversation_id={self.conversation_id!r}, source_revision={self.source_revision}, "
-            f"source_ids=<{len(self.source_ids)} ids>, source_fingerprint={self.source_fingerprint!r}, "
+            f"source_ids=<{len(self.source_ids)} ids>, "
+            f"source_fingerprint={self.source_fingerprint!r}, "
             f"policy_version={self.policy_version!r}, text=<{len(self.text)} chars>)"
         )
 

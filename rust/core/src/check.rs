@@ -93,7 +93,10 @@ where
         }
     }
     if !positions.windows(2).all(|pair| pair[0] < pair[1]) {
-        return CheckResult::failed(CheckReason::SourceReordered, Some(first_misplaced(&positions)));
+        return CheckResult::failed(
+            CheckReason::SourceReordered,
+            Some(first_misplaced(&positions)),
+        );
     }
     let mut fingerprint = Fingerprinter::new(digests.len());
     for digest in digests {
@@ -132,7 +135,9 @@ mod tests {
 
     impl Ledger {
         fn new(ids: &[&'static str]) -> Self {
-            let digests = (0..ids.len()).map(|i| [u8::try_from(i).unwrap(); 32]).collect();
+            let digests = (0..ids.len())
+                .map(|i| [u8::try_from(i).unwrap(); 32])
+                .collect();
             Ledger {
                 ids: ids.to_vec(),
                 digests,
@@ -140,8 +145,12 @@ mod tests {
         }
 
         fn check(&self, sources: &[&str], fingerprint: &str) -> CheckResult {
-            let index: HashMap<&str, usize> =
-                self.ids.iter().enumerate().map(|(p, id)| (*id, p)).collect();
+            let index: HashMap<&str, usize> = self
+                .ids
+                .iter()
+                .enumerate()
+                .map(|(p, id)| (*id, p))
+                .collect();
             let summary = SummaryRef {
                 conversation_id: "c",
                 policy_version: "p",

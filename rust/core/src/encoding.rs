@@ -51,7 +51,9 @@ fn put_lp(sink: &mut impl Sink, text: &str) {
 /// Writes the canonical encoding of `turn` into `sink`.
 pub fn encode_turn_into(turn: &TurnRef<'_>, sink: &mut impl Sink) {
     debug_assert!(
-        turn.meta.windows(2).all(|w| w[0].0.as_bytes() < w[1].0.as_bytes()),
+        turn.meta
+            .windows(2)
+            .all(|w| w[0].0.as_bytes() < w[1].0.as_bytes()),
         "meta must be sorted by key bytes with unique keys"
     );
     put_lp(sink, turn.id);
@@ -116,7 +118,10 @@ mod tests {
     #[test]
     fn length_prefixes_separate_id_from_body() {
         // Without length prefixes these two would concatenate to the same bytes.
-        assert_ne!(turn_digest(&plain("ab", "c")), turn_digest(&plain("a", "bc")));
+        assert_ne!(
+            turn_digest(&plain("ab", "c")),
+            turn_digest(&plain("a", "bc"))
+        );
     }
 
     #[test]

@@ -95,19 +95,30 @@ impl ProtectionReason {
 /// Field rules of SPEC §2 that do not depend on the host language.
 pub fn validate_id(field: &'static str, id: &str) -> Result<(), CoreError> {
     if id.is_empty() {
-        return Err(CoreError::invalid(field, Problem::Empty, "must be a non-empty string"));
+        return Err(CoreError::invalid(
+            field,
+            Problem::Empty,
+            "must be a non-empty string",
+        ));
     }
     Ok(())
 }
 
 pub fn validate_sequence(sequence: i64) -> Result<(), CoreError> {
     if sequence < 0 {
-        return Err(CoreError::invalid("sequence", Problem::OutOfRange, "must be >= 0"));
+        return Err(CoreError::invalid(
+            "sequence",
+            Problem::OutOfRange,
+            "must be >= 0",
+        ));
     }
     Ok(())
 }
 
-pub fn validate_protection(protected: bool, reason: Option<ProtectionReason>) -> Result<(), CoreError> {
+pub fn validate_protection(
+    protected: bool,
+    reason: Option<ProtectionReason>,
+) -> Result<(), CoreError> {
     if reason.is_some() && !protected {
         return Err(CoreError::invalid(
             "protection_reason",
@@ -120,7 +131,11 @@ pub fn validate_protection(protected: bool, reason: Option<ProtectionReason>) ->
 
 pub fn validate_group(group: Option<&str>) -> Result<(), CoreError> {
     if group == Some("") {
-        return Err(CoreError::invalid("group", Problem::Empty, "must be non-empty when given"));
+        return Err(CoreError::invalid(
+            "group",
+            Problem::Empty,
+            "must be non-empty when given",
+        ));
     }
     Ok(())
 }
@@ -131,10 +146,18 @@ pub fn normalise_meta(entries: &mut [(String, String)]) -> Result<(), CoreError>
     entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
     for (index, (key, _)) in entries.iter().enumerate() {
         if key.is_empty() {
-            return Err(CoreError::invalid("meta", Problem::Empty, "keys must be non-empty"));
+            return Err(CoreError::invalid(
+                "meta",
+                Problem::Empty,
+                "keys must be non-empty",
+            ));
         }
         if index > 0 && entries[index - 1].0 == *key {
-            return Err(CoreError::invalid("meta", Problem::Duplicate, "keys must be unique"));
+            return Err(CoreError::invalid(
+                "meta",
+                Problem::Duplicate,
+                "keys must be unique",
+            ));
         }
     }
     Ok(())

@@ -32,7 +32,9 @@ pub fn plan_layout(turns: &[PlanInput<'_>], keep_tail: usize) -> PlanLayout {
     for (position, turn) in turns.iter().enumerate() {
         let compactable = position < tail_start
             && !turn.protected
-            && turn.group.is_none_or(|group| !pinned_groups.contains(group));
+            && turn
+                .group
+                .is_none_or(|group| !pinned_groups.contains(group));
         if compactable {
             layout.compacted.push(position);
         } else {
@@ -52,7 +54,12 @@ mod tests {
 
     #[test]
     fn tail_and_protected_are_preserved() {
-        let turns = [turn(false, None), turn(true, None), turn(false, None), turn(false, None)];
+        let turns = [
+            turn(false, None),
+            turn(true, None),
+            turn(false, None),
+            turn(false, None),
+        ];
         let layout = plan_layout(&turns, 1);
         assert_eq!(layout.compacted, vec![0, 2]);
         assert_eq!(layout.preserved, vec![1, 3]);
@@ -60,7 +67,11 @@ mod tests {
 
     #[test]
     fn a_group_reaching_into_the_tail_stays_whole() {
-        let turns = [turn(false, None), turn(false, Some("g")), turn(false, Some("g"))];
+        let turns = [
+            turn(false, None),
+            turn(false, Some("g")),
+            turn(false, Some("g")),
+        ];
         let layout = plan_layout(&turns, 1);
         assert_eq!(layout.compacted, vec![0]);
         assert_eq!(layout.preserved, vec![1, 2]);
@@ -68,7 +79,12 @@ mod tests {
 
     #[test]
     fn a_group_with_a_protected_member_stays_whole() {
-        let turns = [turn(false, Some("g")), turn(true, Some("g")), turn(false, None), turn(false, None)];
+        let turns = [
+            turn(false, Some("g")),
+            turn(true, Some("g")),
+            turn(false, None),
+            turn(false, None),
+        ];
         let layout = plan_layout(&turns, 1);
         assert_eq!(layout.compacted, vec![2]);
     }

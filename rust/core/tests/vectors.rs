@@ -12,11 +12,16 @@ fn vectors_path() -> PathBuf {
         return PathBuf::from(shared).join("spec/fingerprint-v1-vectors.json");
     }
     // rust/core -> repository root -> its sibling `shared/`.
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/spec/fingerprint-v1-vectors.json")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/spec/fingerprint-v1-vectors.json")
 }
 
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    use std::fmt::Write;
+    bytes.iter().fold(String::new(), |mut out, b| {
+        let _ = write!(out, "{b:02x}");
+        out
+    })
 }
 
 #[test]
@@ -27,14 +32,22 @@ fn golden_vectors_match() {
     let doc: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(doc["format"], "ledgerfold fingerprint v1");
     let cases = doc["cases"].as_array().unwrap();
-    assert!(cases.len() >= 14, "expected every golden case, found {}", cases.len());
+    assert!(
+        cases.len() >= 14,
+        "expected every golden case, found {}",
+        cases.len()
+    );
     for case in cases {
         let name = case["name"].as_str().unwrap();
         let mut digests = Vec::new();
         for turn in case["turns"].as_array().unwrap() {
             let mut meta: Vec<(String, String)> = turn["meta"]
                 .as_object()
-                .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned())).collect())
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
+                        .collect()
+                })
                 .unwrap_or_default();
             normalise_meta(&mut meta).unwrap();
             let view = TurnRef {
@@ -49,11 +62,23 @@ fn golden_vectors_match() {
                 meta: &meta,
                 body: turn["body"].as_str().unwrap(),
             };
-            assert_eq!(hex(&encode_turn(&view)), turn["encoding_hex"].as_str().unwrap(), "{name}: encoding");
+            assert_eq!(
+                hex(&encode_turn(&view)),
+                turn["encoding_hex"].as_str().unwrap(),
+                "{name}: encoding"
+            );
             let digest = turn_digest(&view);
-            assert_eq!(hex(&digest), turn["digest_hex"].as_str().unwrap(), "{name}: digest");
+            assert_eq!(
+                hex(&digest),
+                turn["digest_hex"].as_str().unwrap(),
+                "{name}: digest"
+            );
             digests.push(digest);
         }
-        assert_eq!(fingerprint_hex(digests.iter()), case["fingerprint"].as_str().unwrap(), "{name}: fingerprint");
+        assert_eq!(
+            fingerprint_hex(digests.iter()),
+            case["fingerprint"].as_str().unwrap(),
+            "{name}: fingerprint"
+        );
     }
 }

@@ -26,32 +26,54 @@ pub struct Conversation {
 }
 
 /// Collects `Turn`s from any iterable, with a clear error for anything else.
-pub fn collect_turns(py: Python<'_>, field: &'static str, turns: &Bound<'_, PyAny>) -> PyResult<Vec<Py<Turn>>> {
+pub fn collect_turns(
+    py: Python<'_>,
+    field: &'static str,
+    turns: &Bound<'_, PyAny>,
+) -> PyResult<Vec<Py<Turn>>> {
     if let Ok(conversation) = turns.cast::<Conversation>() {
-        return Ok(conversation.get().turns.iter().map(|turn| turn.clone_ref(py)).collect());
+        return Ok(conversation
+            .get()
+            .turns
+            .iter()
+            .map(|turn| turn.clone_ref(py))
+            .collect());
     }
     if turns.is_instance_of::<pyo3::types::PyString>() {
         return Err(extract::wrong_type(field, "an iterable of Turn", turns));
     }
-    let iterator = PyIterator::from_object(turns).map_err(|_| extract::wrong_type(field, "an iterable of Turn", turns))?;
+    let iterator = PyIterator::from_object(turns)
+        .map_err(|_| extract::wrong_type(field, "an iterable of Turn", turns))?;
     let mut out = Vec::with_capacity(turns.len().unwrap_or(0));
     for item in iterator {
         let item = item?;
-        let turn = item.cast::<Turn>().map_err(|_| extract::wrong_type(field, "an iterable of Turn", &item))?;
+        let turn = item
+            .cast::<Turn>()
+            .map_err(|_| extract::wrong_type(field, "an iterable of Turn", &item))?;
         out.push(turn.clone().unbind());
     }
     Ok(out)
 }
 
 impl Conversation {
-    pub fn build(py: Python<'_>, id: String, revision: i64, mut turns: Vec<Py<Turn>>) -> PyResult<Self> {
+    pub fn build(
+        py: Python<'_>,
+        id: String,
+        revision: i64,
+        mut turns: Vec<Py<Turn>>,
+    ) -> PyResult<Self> {
         validate_id("id", &id).or_raise(py)?;
         turns.sort_by_key(|turn| turn.get().sequence);
         let mut index = HashMap::with_capacity(turns.len());
         for (position, turn) in turns.iter().enumerate() {
             let turn = turn.get();
             if index.insert(turn.id.clone(), position).is_some() {
-                return Err(to_py_err(py, CoreError::DuplicateId { id: turn.id.to_string() }));
+                return Err(to_py_err(
+                    py,
+                    CoreError::DuplicateId {
+                        id: turn.id.to_string(),
+                    },
+                ));
             }
             if position > 0 {
                 let previous = turns[position - 1].get();
@@ -60,7 +82,10 @@ impl Conversation {
                         py,
                         "sequence",
                         Problem::Duplicate,
-                        format!("turns {:?} and {:?} share sequence {}", &*previous.id, &*turn.id, turn.sequence),
+                        format!(
+                            "turns {:?} and {:?} share sequence {}",
+                            &*previous.id, &*turn.id, turn.sequence
+                        ),
                     ));
                 }
             }
@@ -87,7 +112,12 @@ impl Conversation {
 #[pymethods]
 impl Conversation {
     #[new]
-    fn py_new(py: Python<'_>, id: &Bound<'_, PyAny>, revision: &Bound<'_, PyAny>, turns: &Bound<'_, PyAny>) -> PyResult<Self> {
+    fn py_new(
+        py: Python<'_>,
+        id: &Bound<'_, PyAny>,
+        revision: &Bound<'_, PyAny>,
+        turns: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
         let id = extract::owned_string("id", id)?;
         let revision = extract::non_negative("revision", revision)?;
         let turns = collect_turns(py, "turns", turns)?;
@@ -119,7 +149,9 @@ impl Conversation {
     /// The turn with this ID, or `None`.
     fn get(&self, py: Python<'_>, turn_id: &Bound<'_, PyAny>) -> PyResult<Option<Py<Turn>>> {
         let turn_id = extract::string("turn_id", turn_id)?;
-        Ok(self.position(turn_id.to_str()?).map(|position| self.turns[position].clone_ref(py)))
+        Ok(self
+            .position(turn_id.to_str()?)
+            .map(|position| self.turns[position].clone_ref(py)))
     }
 
     /// The position of this turn in sequence order, or `None`.
@@ -128,12 +160,12 @@ impl Conversation {
         Ok(self.position(turn_id.to_str()?))
     }
 
-    fn __contains__(&self, turn_id: &Bound<'_, PyAny>) -> PyResult<bool> {
-        Ok(turn_id
+    fn __contains__(&self, turn_id: &Bound<'_, PyAny>) -> bool {
+        turn_id
             .cast::<pyo3::types::PyString>()
             .ok()
             .and_then(|id| id.to_str().ok().and_then(|id| self.position(id)))
-            .is_some())
+            .is_some()
     }
 
     fn __len__(&self) -> usize {
@@ -144,12 +176,19 @@ impl Conversation {
         PyIterator::from_object(self.tuple.bind(py))
     }
 
-    fn __richcmp__(&self, py: Python<'_>, other: &Bound<'_, PyAny>, op: CompareOp) -> PyResult<Py<PyAny>> {
+    fn __richcmp__(
+        &self,
+        py: Python<'_>,
+        other: &Bound<'_, PyAny>,
+        op: CompareOp,
+    ) -> PyResult<Py<PyAny>> {
         let Ok(other) = other.cast::<Conversation>() else {
             return Ok(py.NotImplemented());
         };
         let other = other.get();
-        let mut equal = self.id == other.id && self.revision == other.revision && self.turns.len() == other.turns.len();
+        let mut equal = self.id == other.id
+            && self.revision == other.revision
+            && self.turns.len() == other.turns.len();
         if equal {
             for (mine, theirs) in self.turns.iter().zip(&other.turns) {
                 if !mine.get().same_value(py, theirs.get())? {
@@ -174,17 +213,32 @@ impl Conversation {
         }
         #[allow(clippy::cast_possible_wrap, clippy::cast_possible_truncation)]
         let value = hasher.finish() as isize;
-        if value == -1 { -2 } else { value }
+        if value == -1 {
+            -2
+        } else {
+            value
+        }
     }
 
-    fn __repr__(&self) -> String {
-        format!("Conversation(id={:?}, revision={}, turns=<{} turns>)", self.id, self.revision, self.turns.len())
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "Conversation(id={}, revision={}, turns=<{} turns>)",
+            crate::turn::py_repr(py, &self.id)?,
+            self.revision,
+            self.turns.len()
+        ))
     }
 
-    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, (String, i64, Bound<'py, PyList>))> {
+    #[allow(clippy::type_complexity)]
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, (String, i64, Bound<'py, PyList>))> {
         let py = slf.py();
         let me = slf.get();
         let turns = PyList::new(py, me.turns.iter().map(|turn| turn.bind(py)))?;
-        Ok((slf.get_type().into_any(), (me.id.clone(), me.revision, turns)))
+        Ok((
+            slf.get_type().into_any(),
+            (me.id.clone(), me.revision, turns),
+        ))
     }
 }

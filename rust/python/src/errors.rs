@@ -43,7 +43,12 @@ pub fn to_py_err(py: Python<'_>, err: CoreError) -> PyErr {
 }
 
 /// Shorthand for an `InvalidInput` about one field.
-pub fn invalid(py: Python<'_>, field: &'static str, problem: Problem, message: impl Into<String>) -> PyErr {
+pub fn invalid(
+    py: Python<'_>,
+    field: &'static str,
+    problem: Problem,
+    message: impl Into<String>,
+) -> PyErr {
     to_py_err(py, CoreError::invalid(field, problem, message))
 }
 

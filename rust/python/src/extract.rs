@@ -24,8 +24,13 @@ pub fn wrong_type(field: &'static str, expected: &str, value: &Bound<'_, PyAny>)
 }
 
 /// A `str` (or subclass) that encodes as UTF-8.
-pub fn string<'a, 'py>(field: &'static str, value: &'a Bound<'py, PyAny>) -> PyResult<&'a Bound<'py, PyString>> {
-    let text = value.cast::<PyString>().map_err(|_| wrong_type(field, "str", value))?;
+pub fn string<'a, 'py>(
+    field: &'static str,
+    value: &'a Bound<'py, PyAny>,
+) -> PyResult<&'a Bound<'py, PyString>> {
+    let text = value
+        .cast::<PyString>()
+        .map_err(|_| wrong_type(field, "str", value))?;
     if text.to_str().is_err() {
         return Err(invalid(
             value.py(),
@@ -41,7 +46,10 @@ pub fn owned_string(field: &'static str, value: &Bound<'_, PyAny>) -> PyResult<S
     Ok(string(field, value)?.to_str()?.to_owned())
 }
 
-pub fn optional_string(field: &'static str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
+pub fn optional_string(
+    field: &'static str,
+    value: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<String>> {
     match value {
         Some(value) if !value.is_none() => owned_string(field, value).map(Some),
         _ => Ok(None),
@@ -53,16 +61,26 @@ pub fn int64(field: &'static str, value: &Bound<'_, PyAny>) -> PyResult<i64> {
     if value.is_instance_of::<PyBool>() || !value.is_instance_of::<PyInt>() {
         return Err(wrong_type(field, "int", value));
     }
-    value
-        .extract::<i64>()
-        .map_err(|_| invalid(value.py(), field, Problem::OutOfRange, "must fit in a signed 64-bit integer"))
+    value.extract::<i64>().map_err(|_| {
+        invalid(
+            value.py(),
+            field,
+            Problem::OutOfRange,
+            "must fit in a signed 64-bit integer",
+        )
+    })
 }
 
 /// A non-negative `int` that fits in i64.
 pub fn non_negative(field: &'static str, value: &Bound<'_, PyAny>) -> PyResult<i64> {
     let number = int64(field, value)?;
     if number < 0 {
-        return Err(invalid(value.py(), field, Problem::OutOfRange, "must be >= 0"));
+        return Err(invalid(
+            value.py(),
+            field,
+            Problem::OutOfRange,
+            "must be >= 0",
+        ));
     }
     Ok(number)
 }
@@ -70,7 +88,7 @@ pub fn non_negative(field: &'static str, value: &Bound<'_, PyAny>) -> PyResult<i
 pub fn boolean(field: &'static str, value: &Bound<'_, PyAny>) -> PyResult<bool> {
     value
         .cast::<PyBool>()
-        .map(|flag| flag.is_true())
+        .map(pyo3::types::PyBoolMethods::is_true)
         .map_err(|_| wrong_type(field, "bool", value))
 }
 

@@ -4,7 +4,7 @@ use pyo3::basic::CompareOp;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
-use crate::turn::{digest_hash, Turn};
+use crate::turn::{digest_hash, py_repr, Turn};
 
 /// A projection of a ledger turn: built in Rust by reference, never copying the body.
 #[pyclass(frozen, module = "ledgerfold._native", name = "TurnItem")]
@@ -32,6 +32,7 @@ impl TurnItem {
     }
 
     #[getter]
+    #[allow(clippy::unused_self)]
     fn kind(&self) -> &'static str {
         "turn"
     }
@@ -61,7 +62,12 @@ impl TurnItem {
         self.turn.get().meta_dict(py)
     }
 
-    fn __richcmp__(&self, py: Python<'_>, other: &Bound<'_, PyAny>, op: CompareOp) -> PyResult<Py<PyAny>> {
+    fn __richcmp__(
+        &self,
+        py: Python<'_>,
+        other: &Bound<'_, PyAny>,
+        op: CompareOp,
+    ) -> PyResult<Py<PyAny>> {
         let Ok(other) = other.cast::<TurnItem>() else {
             return Ok(py.NotImplemented());
         };
@@ -92,18 +98,27 @@ impl TurnItem {
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let turn = self.turn.get();
         Ok(format!(
-            "TurnItem(id={:?}, role={:?}, text=<{} chars>, sequence={})",
-            &*turn.id,
+            "TurnItem(id={}, role='{}', text=<{} chars>, sequence={})",
+            py_repr(py, &turn.id)?,
             turn.role.as_str(),
             turn.body.bind(py).len()?,
             turn.sequence
         ))
     }
 
-    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
         let py = slf.py();
         let turn = slf.get().turn.get();
-        let args = (&*turn.id, turn.role.as_str(), turn.body.bind(py), turn.sequence, turn.meta_dict(py)?).into_pyobject(py)?;
+        let args = (
+            &*turn.id,
+            turn.role.as_str(),
+            turn.body.bind(py),
+            turn.sequence,
+            turn.meta_dict(py)?,
+        )
+            .into_pyobject(py)?;
         Ok((slf.get_type().into_any(), args))
     }
 }

@@ -1,4 +1,4 @@
-//! `ledgerfold._native`: the PyO3 binding of `ledgerfold-core`.
+//! `ledgerfold._native`: the `PyO3` binding of `ledgerfold-core`.
 //!
 //! Values cross once: Python objects are read while attached, the byte work runs in Rust.
 
@@ -18,7 +18,9 @@ mod _native {
     #[pymodule_export]
     use crate::items::TurnItem;
     #[pymodule_export]
-    use crate::ops::{assemble, check, fingerprint_turns, plan, same_ordered_ids, source_fingerprint};
+    use crate::ops::{
+        assemble, check, fingerprint_turns, plan, same_ordered_ids, source_fingerprint,
+    };
     #[pymodule_export]
     use crate::turn::Turn;
 }

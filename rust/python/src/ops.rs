@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use ledgerfold_core::assemble::layout;
-use ledgerfold_core::check::{check_summary, CheckResult, SummaryRef};
+use ledgerfold_core::check::{check_summary, CheckReason, CheckResult, SummaryRef};
 use ledgerfold_core::fingerprint::Fingerprinter;
 use ledgerfold_core::ids;
 use ledgerfold_core::plan::{plan_layout, PlanInput};
@@ -18,11 +18,15 @@ use crate::items::TurnItem;
 use crate::turn::Turn;
 
 /// Strings of an iterable, borrowed from their Python objects.
-fn string_items<'py>(field: &'static str, value: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyString>>> {
+fn string_items<'py>(
+    field: &'static str,
+    value: &Bound<'py, PyAny>,
+) -> PyResult<Vec<Bound<'py, PyString>>> {
     if value.is_instance_of::<PyString>() {
         return Err(extract::wrong_type(field, "an iterable of str", value));
     }
-    let iterator = PyIterator::from_object(value).map_err(|_| extract::wrong_type(field, "an iterable of str", value))?;
+    let iterator = PyIterator::from_object(value)
+        .map_err(|_| extract::wrong_type(field, "an iterable of str", value))?;
     let mut out = Vec::with_capacity(value.len().unwrap_or(0));
     for item in iterator {
         let item = item?;
@@ -41,7 +45,9 @@ pub fn fingerprint_turns(py: Python<'_>, turns: &Bound<'_, PyAny>) -> PyResult<S
     if let Ok(list) = turns.cast::<PyList>() {
         let mut fingerprint = Fingerprinter::new(list.len());
         for item in list.iter() {
-            let turn = item.cast::<Turn>().map_err(|_| extract::wrong_type("turns", "an iterable of Turn", &item))?;
+            let turn = item
+                .cast::<Turn>()
+                .map_err(|_| extract::wrong_type("turns", "an iterable of Turn", &item))?;
             fingerprint.push(&turn.get().digest);
         }
         return Ok(fingerprint.finish_hex());
@@ -49,7 +55,9 @@ pub fn fingerprint_turns(py: Python<'_>, turns: &Bound<'_, PyAny>) -> PyResult<S
     if let Ok(tuple) = turns.cast::<PyTuple>() {
         let mut fingerprint = Fingerprinter::new(tuple.len());
         for item in tuple.iter() {
-            let turn = item.cast::<Turn>().map_err(|_| extract::wrong_type("turns", "an iterable of Turn", &item))?;
+            let turn = item
+                .cast::<Turn>()
+                .map_err(|_| extract::wrong_type("turns", "an iterable of Turn", &item))?;
             fingerprint.push(&turn.get().digest);
         }
         return Ok(fingerprint.finish_hex());
@@ -79,7 +87,12 @@ pub fn plan<'py>(
 ) -> PyResult<(Bound<'py, PyTuple>, Bound<'py, PyTuple>, i64)> {
     let keep_tail = extract::int64("keep_tail", keep_tail)?;
     if keep_tail < 1 {
-        return Err(invalid(py, "keep_tail", Problem::OutOfRange, "must be >= 1"));
+        return Err(invalid(
+            py,
+            "keep_tail",
+            Problem::OutOfRange,
+            "must be >= 1",
+        ));
     }
     let conversation = conversation.get();
     let inputs: Vec<PlanInput<'_>> = conversation
@@ -94,9 +107,18 @@ pub fn plan<'py>(
         })
         .collect();
     let layout = plan_layout(&inputs, usize::try_from(keep_tail).unwrap_or(usize::MAX));
-    let through_sequence = layout.compacted.last().map_or(0, |&p| conversation.turn(p).sequence);
-    let ids_at = |positions: &[usize]| PyTuple::new(py, positions.iter().map(|&p| &*conversation.turn(p).id));
-    Ok((ids_at(&layout.compacted)?, ids_at(&layout.preserved)?, through_sequence))
+    let through_sequence = layout
+        .compacted
+        .last()
+        .map_or(0, |&p| conversation.turn(p).sequence);
+    let ids_at = |positions: &[usize]| {
+        PyTuple::new(py, positions.iter().map(|&p| &*conversation.turn(p).id))
+    };
+    Ok((
+        ids_at(&layout.compacted)?,
+        ids_at(&layout.preserved)?,
+        through_sequence,
+    ))
 }
 
 /// The fields of a summary envelope that checking needs, read from any object.
@@ -110,10 +132,13 @@ struct SummaryFields<'py> {
 
 impl<'py> SummaryFields<'py> {
     fn read(summary: &Bound<'py, PyAny>) -> PyResult<Self> {
-        let text_field = |name: &'static str, field: &'static str| -> PyResult<Bound<'py, PyString>> {
-            let value = summary.getattr(name).map_err(|_| extract::wrong_type("summary", "a SummaryEnvelope", summary))?;
-            Ok(extract::string(field, &value)?.clone())
-        };
+        let text_field =
+            |name: &'static str, field: &'static str| -> PyResult<Bound<'py, PyString>> {
+                let value = summary
+                    .getattr(name)
+                    .map_err(|_| extract::wrong_type("summary", "a SummaryEnvelope", summary))?;
+                Ok(extract::string(field, &value)?.clone())
+            };
         let source_ids = summary
             .getattr("source_ids")
             .map_err(|_| extract::wrong_type("summary", "a SummaryEnvelope", summary))?;
@@ -126,7 +151,11 @@ impl<'py> SummaryFields<'py> {
         })
     }
 
-    fn check(&self, conversation: &Conversation, policy_version: &str) -> PyResult<(CheckResult, Vec<&str>)> {
+    fn check(
+        &self,
+        conversation: &Conversation,
+        policy_version: &str,
+    ) -> PyResult<(CheckResult, Vec<&str>)> {
         let source_ids = as_strs(&self.source_ids)?;
         let view = SummaryRef {
             conversation_id: self.conversation_id.to_str()?,
@@ -135,7 +164,9 @@ impl<'py> SummaryFields<'py> {
             source_fingerprint: self.source_fingerprint.to_str()?,
         };
         let result = check_summary(&view, &conversation.id, policy_version, |id| {
-            conversation.position(id).map(|p| (p, &conversation.turn(p).digest))
+            conversation
+                .position(id)
+                .map(|p| (p, &conversation.turn(p).digest))
         });
         Ok((result, source_ids))
     }
@@ -146,14 +177,20 @@ type CheckTuple = (bool, Option<&'static str>, Option<String>);
 fn check_tuple(result: CheckResult, source_ids: &[&str]) -> CheckTuple {
     (
         result.is_current(),
-        result.reason.map(|reason| reason.as_str()),
-        result.source_index.map(|index| source_ids[index].to_owned()),
+        result.reason.map(CheckReason::as_str),
+        result
+            .source_index
+            .map(|index| source_ids[index].to_owned()),
     )
 }
 
 /// `(current, reason, turn_id)` of SPEC §6, from cached digests only.
 #[pyfunction]
-pub fn check(summary: &Bound<'_, PyAny>, conversation: &Bound<'_, Conversation>, policy_version: &Bound<'_, PyAny>) -> PyResult<CheckTuple> {
+pub fn check(
+    summary: &Bound<'_, PyAny>,
+    conversation: &Bound<'_, Conversation>,
+    policy_version: &Bound<'_, PyAny>,
+) -> PyResult<CheckTuple> {
     let policy_version = extract::string("policy_version", policy_version)?;
     let fields = SummaryFields::read(summary)?;
     let (result, source_ids) = fields.check(conversation.get(), policy_version.to_str()?)?;
@@ -164,7 +201,14 @@ fn raw_items<'py>(py: Python<'py>, conversation: &Conversation) -> PyResult<Boun
     let items = conversation
         .turns
         .iter()
-        .map(|turn| Py::new(py, TurnItem { turn: turn.clone_ref(py) }))
+        .map(|turn| {
+            Py::new(
+                py,
+                TurnItem {
+                    turn: turn.clone_ref(py),
+                },
+            )
+        })
         .collect::<PyResult<Vec<_>>>()?;
     PyTuple::new(py, items)
 }
@@ -189,7 +233,9 @@ pub fn assemble<'py>(
         .map(|ids| string_items("preserved_ids", ids))
         .transpose()?;
     let conversation = conversation.get();
-    let raw = |reason: String, id: Option<String>| -> PyResult<AssembleTuple<'py>> { Ok((raw_items(py, conversation)?, Some(reason), id)) };
+    let raw = |reason: String, id: Option<String>| -> PyResult<AssembleTuple<'py>> {
+        Ok((raw_items(py, conversation)?, Some(reason), id))
+    };
     let Some(summary) = summary.filter(|summary| !summary.is_none()) else {
         return raw("no-summary".to_owned(), None);
     };
@@ -212,15 +258,28 @@ pub fn assemble<'py>(
         return raw("duplicate-id".to_owned(), Some(summary_id.to_owned()));
     }
     // A current summary's sources all exist and are in ascending ledger order.
-    let positions: Vec<usize> = source_ids.iter().filter_map(|id| conversation.position(id)).collect();
-    let through_sequence = conversation.turn(*positions.last().expect("current summary has sources")).sequence;
+    let positions: Vec<usize> = source_ids
+        .iter()
+        .filter_map(|id| conversation.position(id))
+        .collect();
+    let through_sequence = conversation
+        .turn(*positions.last().expect("current summary has sources"))
+        .sequence;
     let layout = layout(conversation.turns.len(), &positions);
     let mut items: Vec<Bound<'py, PyAny>> = Vec::with_capacity(layout.included.len() + 1);
     for (slot, &position) in layout.included.iter().enumerate() {
         if slot == layout.summary_at {
             items.push(make_summary_item.call1((through_sequence,))?);
         }
-        items.push(Bound::new(py, TurnItem { turn: conversation.turns[position].clone_ref(py) })?.into_any());
+        items.push(
+            Bound::new(
+                py,
+                TurnItem {
+                    turn: conversation.turns[position].clone_ref(py),
+                },
+            )?
+            .into_any(),
+        );
     }
     if layout.summary_at == layout.included.len() {
         items.push(make_summary_item.call1((through_sequence,))?);
@@ -230,7 +289,11 @@ pub fn assemble<'py>(
 
 /// Fingerprint over the turns with these IDs in sequence order; `None` if any is missing.
 #[pyfunction]
-pub fn source_fingerprint(py: Python<'_>, source_ids: &Bound<'_, PyAny>, turns: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+pub fn source_fingerprint(
+    py: Python<'_>,
+    source_ids: &Bound<'_, PyAny>,
+    turns: &Bound<'_, PyAny>,
+) -> PyResult<Option<String>> {
     let source_ids = string_items("source_ids", source_ids)?;
     let mut found: Vec<&Turn> = Vec::with_capacity(source_ids.len());
     let owned;
@@ -248,7 +311,12 @@ pub fn source_fingerprint(py: Python<'_>, source_ids: &Bound<'_, PyAny>, turns: 
         for turn in &owned {
             let turn = turn.get();
             if index.insert(&turn.id, turn).is_some() {
-                return Err(to_py_err(py, CoreError::DuplicateId { id: turn.id.to_string() }));
+                return Err(to_py_err(
+                    py,
+                    CoreError::DuplicateId {
+                        id: turn.id.to_string(),
+                    },
+                ));
             }
         }
         for id in &source_ids {

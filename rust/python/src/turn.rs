@@ -13,7 +13,16 @@ use crate::errors::{invalid, IntoPyResult};
 use crate::extract;
 
 /// Keyword fields accepted by `Turn.replace`, in constructor order.
-const FIELDS: [&str; 8] = ["id", "sequence", "role", "body", "protected", "protection_reason", "group", "meta"];
+const FIELDS: [&str; 8] = [
+    "id",
+    "sequence",
+    "role",
+    "body",
+    "protected",
+    "protection_reason",
+    "group",
+    "meta",
+];
 
 #[pyclass(frozen, module = "ledgerfold._native", name = "Turn")]
 pub struct Turn {
@@ -82,7 +91,11 @@ impl Turn {
             protected,
             protection_reason,
             group: group.map(Into::into),
-            meta: if meta.is_empty() { None } else { Some(meta.into()) },
+            meta: if meta.is_empty() {
+                None
+            } else {
+                Some(meta.into())
+            },
             digest,
         })
     }
@@ -146,13 +159,22 @@ impl Turn {
     }
 }
 
+/// Python's `repr` of a string (IDs are shown; bodies never are).
+pub fn py_repr(py: Python<'_>, text: &str) -> PyResult<String> {
+    Ok(PyString::new(py, text).repr()?.to_string())
+}
+
 pub fn digest_hash(digest: &[u8; 32]) -> isize {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     digest.hash(&mut hasher);
     // Truncation is the point: Python hashes are machine words.
     #[allow(clippy::cast_possible_wrap, clippy::cast_possible_truncation)]
     let value = hasher.finish() as isize;
-    if value == -1 { -2 } else { value }
+    if value == -1 {
+        -2
+    } else {
+        value
+    }
 }
 
 #[pymethods]
@@ -201,7 +223,17 @@ impl Turn {
         group: &Bound<'_, PyAny>,
         meta: &Bound<'_, PyAny>,
     ) -> PyResult<Self> {
-        Turn::build(py, id, sequence, role, body, protected, Some(protection_reason), Some(group), Some(meta))
+        Turn::build(
+            py,
+            id,
+            sequence,
+            role,
+            body,
+            protected,
+            Some(protection_reason),
+            Some(group),
+            Some(meta),
+        )
     }
 
     #[getter]
@@ -289,7 +321,12 @@ impl Turn {
         )
     }
 
-    fn __richcmp__(&self, py: Python<'_>, other: &Bound<'_, PyAny>, op: CompareOp) -> PyResult<Py<PyAny>> {
+    fn __richcmp__(
+        &self,
+        py: Python<'_>,
+        other: &Bound<'_, PyAny>,
+        op: CompareOp,
+    ) -> PyResult<Py<PyAny>> {
         let Ok(other) = other.cast::<Turn>() else {
             return Ok(py.NotImplemented());
         };
@@ -306,30 +343,32 @@ impl Turn {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let body_chars = self.body.bind(py).len()?;
+        use std::fmt::Write;
         let mut text = format!(
-            "Turn(id={:?}, sequence={}, role={:?}, body=<{} chars>, protected={}",
-            &*self.id,
+            "Turn(id={}, sequence={}, role='{}', body=<{} chars>, protected={}",
+            py_repr(py, &self.id)?,
             self.sequence,
             self.role.as_str(),
-            body_chars,
+            self.body.bind(py).len()?,
             if self.protected { "True" } else { "False" },
         );
         if let Some(reason) = self.protection_reason {
-            text.push_str(&format!(", protection_reason={:?}", reason.as_str()));
+            let _ = write!(text, ", protection_reason='{}'", reason.as_str());
         }
         if let Some(group) = &self.group {
-            text.push_str(&format!(", group={:?}", &**group));
+            let _ = write!(text, ", group={}", py_repr(py, group)?);
         }
         if let Some(meta) = &self.meta {
-            let keys: Vec<&str> = meta.iter().map(|(key, _)| key.as_str()).collect();
-            text.push_str(&format!(", meta_keys={keys:?}"));
+            let keys = PyTuple::new(py, meta.iter().map(|(key, _)| key.as_str()))?;
+            let _ = write!(text, ", meta_keys={}", keys.repr()?);
         }
         text.push(')');
         Ok(text)
     }
 
-    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
         let py = slf.py();
         let rebuild = slf.get_type().getattr("_from_fields")?;
         Ok((rebuild, slf.get().field_tuple(py)?))

@@ -1,0 +1,77 @@
+"""Token counting for budgets and compaction triggers (SPEC §13).
+
+`approx_tokens` is the default counter: a fast, model-independent approximation, not a
+tokenizer. BPE tokenizers of current chat models average about four characters per token
+on English, code and other Latin-script text, while each CJK ideograph, kana or hangul
+syllable usually costs a token of its own (often more). So:
+
+    tokens(text) = (CJK/kana/hangul characters) + ceil((all other characters) / 4)
+
+counted in code points, not bytes, so accented Latin text is not overcounted. A model's
+chat template also wraps every message in a few tokens of framing; `context_tokens` adds
+`MESSAGE_OVERHEAD_TOKENS` per item for that. Pass the model's real tokenizer as
+`CompactionPolicy(token_counter=...)` when exact counts matter.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+
+from ledgerfold.context import ContextItem, SummaryItem
+from ledgerfold.errors import InvalidInput
+
+__all__ = ["MESSAGE_OVERHEAD_TOKENS", "TokenCounter", "approx_tokens", "context_tokens"]
+
+#: A token counter: the number of tokens one message's text costs.
+TokenCounter = Callable[[str], int]
+
+#: Framing tokens a chat template adds around every message (role markers, separators).
+MESSAGE_OVERHEAD_TOKENS = 4
+
+# Scripts where one character is about one token: hangul jamo, CJK radicals through the
+# unified ideographs (includes CJK punctuation, hiragana, katakana, bopomofo), hangul
+# syllables, CJK compatibility ideographs and forms, full/half-width forms, the kana
+# supplements and the supplementary ideograph planes.
+_WIDE = re.compile(
+    "[\u1100-\u11ff\u2e80-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\ufe30-\ufe4f"
+    "\uff00-\uffef\U0001b000-\U0001b16f\U00020000-\U0003ffff]"
+)
+
+
+def approx_tokens(text: str) -> int:
+    """About one token per 4 characters, one per CJK/kana/hangul character (module doc)."""
+    if text.isascii():
+        return (len(text) + 3) // 4
+    wide = len(_WIDE.findall(text))
+    narrow = len(text) - wide
+    return wide + (narrow + 3) // 4
+
+
+def context_tokens(
+    items: Iterable[ContextItem], token_counter: TokenCounter = approx_tokens
+) -> int:
+    """Tokens of a context's items: each item's text and meta values (tool calls are sent to
+    the model too) plus `MESSAGE_OVERHEAD_TOKENS` per item."""
+    return sum(item_tokens(item, token_counter) for item in items)
+
+
+def item_tokens(item: ContextItem, token_counter: TokenCounter = approx_tokens) -> int:
+    """Tokens of one context item, as `context_tokens` counts them."""
+    total = MESSAGE_OVERHEAD_TOKENS + _count(token_counter, item.text)
+    if not isinstance(item, SummaryItem):
+        meta = item.meta
+        if meta:
+            total += sum(_count(token_counter, value) for value in meta.values())
+    return total
+
+
+def _count(token_counter: TokenCounter, text: str) -> int:
+    tokens = token_counter(text)
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+        raise InvalidInput(
+            f"token_counter: must return an int >= 0, got {type(tokens).__name__}",
+            field="token_counter",
+            problem="wrong-type",
+        )
+    return tokens

@@ -1,0 +1,36 @@
+"""Shared fixtures: the shared/ directory (spec vectors, real transcripts) and turn builders."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SHARED = Path(os.environ.get("LEDGERFOLD_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+VECTORS = SHARED / "spec" / "fingerprint-v1-vectors.json"
+DATA = SHARED / "data"
+
+
+def iter_raw_transcripts() -> Iterator[dict[str, Any]]:
+    """Every conversation of shared/data, read line by line (bodies contain U+2028)."""
+    for path in sorted(DATA.glob("*.jsonl")):
+        with path.open(encoding="utf-8") as handle:
+            for line in handle:
+                if line.strip():
+                    yield json.loads(line)
+
+
+@pytest.fixture(scope="session")
+def vectors() -> dict[str, Any]:
+    with VECTORS.open(encoding="utf-8") as handle:
+        data: dict[str, Any] = json.load(handle)
+    return data
+
+
+@pytest.fixture(scope="session")
+def raw_transcripts() -> list[dict[str, Any]]:
+    return list(iter_raw_transcripts())
