@@ -22,6 +22,7 @@ from ledgerfold.errors import (
 )
 from ledgerfold.model import Conversation, Turn, fingerprint_turns, same_ordered_ids
 from ledgerfold.plan import CompactionPlan, plan_compaction
+from ledgerfold.store import SQLiteStore, Store, SummaryRecord
 from ledgerfold.summary import (
     SummaryCheck,
     SummaryEnvelope,
@@ -43,10 +44,13 @@ __all__ = [
     "HistoryBoundary",
     "InvalidInput",
     "LedgerfoldError",
+    "SQLiteStore",
+    "Store",
     "StoreError",
     "SummaryCheck",
     "SummaryEnvelope",
     "SummaryItem",
+    "SummaryRecord",
     "SummaryWrite",
     "Turn",
     "TurnItem",

@@ -8,8 +8,8 @@ from ledgerfold._native import Conversation
 from ledgerfold.errors import InvalidInput
 
 
-def text(field: str, value: object, *, blank_ok: bool = False) -> str:
-    """A `str` that encodes as UTF-8 and, unless `blank_ok`, is not blank."""
+def text(field: str, value: object, *, blank_ok: bool = False, empty_ok: bool = True) -> str:
+    """A `str` that encodes as UTF-8; unless `blank_ok` not blank; unless `empty_ok` not ''."""
     if not isinstance(value, str):
         raise InvalidInput(
             f"{field}: must be str, got {type(value).__name__}", field=field, problem="wrong-type"
@@ -22,6 +22,8 @@ def text(field: str, value: object, *, blank_ok: bool = False) -> str:
             field=field,
             problem="not-utf8",
         ) from None
+    if not empty_ok and not value:
+        raise InvalidInput(f"{field}: must be a non-empty string", field=field, problem="empty")
     if not blank_ok and not value.strip():
         raise InvalidInput(f"{field}: must not be blank", field=field, problem="empty")
     return value

@@ -49,8 +49,10 @@ class SummaryEnvelope:
     text: str
 
     def __post_init__(self) -> None:
-        for name in ("id", "plan_id", "conversation_id", "source_fingerprint", "policy_version"):
+        for name in ("id", "plan_id", "source_fingerprint", "policy_version"):
             _validate.text(name, getattr(self, name))
+        # Any valid conversation ID (SPEC §2: non-empty), even one of whitespace only.
+        _validate.text("conversation_id", self.conversation_id, blank_ok=True, empty_ok=False)
         _validate.text("text", self.text, blank_ok=True)
         _validate.integer("source_revision", self.source_revision, minimum=0)
         if isinstance(self.source_ids, str) or not isinstance(self.source_ids, Iterable):

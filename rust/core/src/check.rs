@@ -26,32 +26,30 @@ impl CheckReason {
     }
 }
 
-/// What a check needs of a summary envelope.
+/// What a check needs of a summary envelope; its source IDs are reached through the lookup.
 #[derive(Clone, Copy, Debug)]
-pub struct SummaryRef<'a, S: AsRef<str>> {
+pub struct SummaryRef<'a> {
     pub conversation_id: &'a str,
     pub policy_version: &'a str,
-    pub source_ids: &'a [S],
+    pub source_count: usize,
     pub source_fingerprint: &'a str,
 }
 
-/// The outcome; `source_index` points into `source_ids` at the offending turn, if one exists.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The outcome; `source_index` points into the source IDs at the offending turn, if one
+/// exists. When current, `positions` are the sources' ledger positions (ascending).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CheckResult {
     pub reason: Option<CheckReason>,
     pub source_index: Option<usize>,
+    pub positions: Vec<usize>,
 }
 
 impl CheckResult {
-    pub const CURRENT: CheckResult = CheckResult {
-        reason: None,
-        source_index: None,
-    };
-
     fn failed(reason: CheckReason, source_index: Option<usize>) -> Self {
         CheckResult {
             reason: Some(reason),
             source_index,
+            positions: Vec::new(),
         }
     }
 
@@ -60,17 +58,17 @@ impl CheckResult {
     }
 }
 
-/// Checks `summary` against a conversation. `lookup(id)` gives the turn's position in
-/// the conversation's sequence order and its cached digest; no body is re-hashed here.
-pub fn check_summary<'d, S, F>(
-    summary: &SummaryRef<'_, S>,
+/// Checks `summary` against a conversation. `lookup(i)` resolves the i-th source ID to its
+/// position in the conversation's sequence order and its cached digest; no body is
+/// re-hashed here. Lookups happen in source order, so a caller may walk the ledger in step.
+pub fn check_summary<'d, F>(
+    summary: &SummaryRef<'_>,
     conversation_id: &str,
     policy_version: &str,
     mut lookup: F,
 ) -> CheckResult
 where
-    S: AsRef<str>,
-    F: FnMut(&str) -> Option<(usize, &'d [u8; 32])>,
+    F: FnMut(usize) -> Option<(usize, &'d [u8; 32])>,
 {
     if summary.conversation_id != conversation_id {
         return CheckResult::failed(CheckReason::ConversationMismatch, None);
@@ -78,16 +76,16 @@ where
     if summary.policy_version != policy_version {
         return CheckResult::failed(CheckReason::PolicyMismatch, None);
     }
-    if summary.source_ids.is_empty() {
+    if summary.source_count == 0 {
         return CheckResult::failed(CheckReason::EmptySource, None);
     }
-    let mut positions = Vec::with_capacity(summary.source_ids.len());
-    let mut digests = Vec::with_capacity(summary.source_ids.len());
-    for (index, id) in summary.source_ids.iter().enumerate() {
-        match lookup(id.as_ref()) {
+    let mut positions = Vec::with_capacity(summary.source_count);
+    let mut fingerprint = Fingerprinter::new(summary.source_count);
+    for index in 0..summary.source_count {
+        match lookup(index) {
             Some((position, digest)) => {
                 positions.push(position);
-                digests.push(digest);
+                fingerprint.push(digest);
             }
             None => return CheckResult::failed(CheckReason::SourceMissing, Some(index)),
         }
@@ -98,14 +96,14 @@ where
             Some(first_misplaced(&positions)),
         );
     }
-    let mut fingerprint = Fingerprinter::new(digests.len());
-    for digest in digests {
-        fingerprint.push(digest);
-    }
     if parse_fingerprint(summary.source_fingerprint) != Some(fingerprint.finish()) {
         return CheckResult::failed(CheckReason::SourceModified, None);
     }
-    CheckResult::CURRENT
+    CheckResult {
+        reason: None,
+        source_index: None,
+        positions,
+    }
 }
 
 /// The first index at which the given source order differs from the ledger's order of the
@@ -154,11 +152,11 @@ mod tests {
             let summary = SummaryRef {
                 conversation_id: "c",
                 policy_version: "p",
-                source_ids: sources,
+                source_count: sources.len(),
                 source_fingerprint: fingerprint,
             };
-            check_summary(&summary, "c", "p", |id| {
-                index.get(id).map(|&p| (p, &self.digests[p]))
+            check_summary(&summary, "c", "p", |i| {
+                index.get(sources[i]).map(|&p| (p, &self.digests[p]))
             })
         }
 

@@ -8,7 +8,7 @@ use ledgerfold_core::model::validate_id;
 use ledgerfold_core::{CoreError, Problem};
 use pyo3::basic::CompareOp;
 use pyo3::prelude::*;
-use pyo3::types::{PyIterator, PyList, PyTuple};
+use pyo3::types::{PyIterator, PyList, PyString, PyTuple};
 
 use crate::errors::{invalid, to_py_err, IntoPyResult};
 use crate::extract;
@@ -20,6 +20,9 @@ pub struct Conversation {
     pub revision: i64,
     /// Ascending sequence.
     pub turns: Vec<Py<Turn>>,
+    /// `turns[p].id_obj` and `turns[p].digest`, contiguous so that checks walk memory in order.
+    pub ids: Vec<Py<PyString>>,
+    pub digests: Vec<[u8; 32]>,
     tuple: Py<PyTuple>,
     /// Turn ID -> position in `turns`.
     index: HashMap<Arc<str>, usize>,
@@ -39,7 +42,7 @@ pub fn collect_turns(
             .map(|turn| turn.clone_ref(py))
             .collect());
     }
-    if turns.is_instance_of::<pyo3::types::PyString>() {
+    if turns.is_instance_of::<PyString>() {
         return Err(extract::wrong_type(field, "an iterable of Turn", turns));
     }
     let iterator = PyIterator::from_object(turns)
@@ -91,10 +94,17 @@ impl Conversation {
             }
         }
         let tuple = PyTuple::new(py, turns.iter().map(|turn| turn.bind(py)))?.unbind();
+        let ids = turns
+            .iter()
+            .map(|turn| turn.get().id_obj.clone_ref(py))
+            .collect();
+        let digests = turns.iter().map(|turn| turn.get().digest).collect();
         Ok(Conversation {
             id,
             revision,
             turns,
+            ids,
+            digests,
             tuple,
             index,
         })
@@ -143,7 +153,7 @@ impl Conversation {
     /// The IDs of the turns in ascending sequence.
     #[getter]
     fn turn_ids<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, self.turns.iter().map(|turn| &*turn.get().id))
+        PyTuple::new(py, self.ids.iter().map(|id| id.bind(py)))
     }
 
     /// The turn with this ID, or `None`.
@@ -162,7 +172,7 @@ impl Conversation {
 
     fn __contains__(&self, turn_id: &Bound<'_, PyAny>) -> bool {
         turn_id
-            .cast::<pyo3::types::PyString>()
+            .cast::<PyString>()
             .ok()
             .and_then(|id| id.to_str().ok().and_then(|id| self.position(id)))
             .is_some()

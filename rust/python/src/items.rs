@@ -38,8 +38,8 @@ impl TurnItem {
     }
 
     #[getter]
-    fn id(&self) -> &str {
-        &self.turn.get().id
+    fn id<'py>(&self, py: Python<'py>) -> Bound<'py, PyString> {
+        self.turn.get().id_obj.bind(py).clone()
     }
 
     #[getter]

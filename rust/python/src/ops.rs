@@ -42,6 +42,10 @@ fn as_strs<'a>(items: &'a [Bound<'_, PyString>]) -> PyResult<Vec<&'a str>> {
 /// `lf1:` fingerprint over the turns' cached digests, in the order given.
 #[pyfunction]
 pub fn fingerprint_turns(py: Python<'_>, turns: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(conversation) = turns.cast::<Conversation>() {
+        let digests = &conversation.get().digests;
+        return Ok(ledgerfold_core::fingerprint_hex(digests.iter()));
+    }
     if let Ok(list) = turns.cast::<PyList>() {
         let mut fingerprint = Fingerprinter::new(list.len());
         for item in list.iter() {
@@ -112,7 +116,7 @@ pub fn plan<'py>(
         .last()
         .map_or(0, |&p| conversation.turn(p).sequence);
     let ids_at = |positions: &[usize]| {
-        PyTuple::new(py, positions.iter().map(|&p| &*conversation.turn(p).id))
+        PyTuple::new(py, positions.iter().map(|&p| conversation.ids[p].bind(py)))
     };
     Ok((
         ids_at(&layout.compacted)?,
@@ -126,63 +130,96 @@ struct SummaryFields<'py> {
     id: Bound<'py, PyString>,
     conversation_id: Bound<'py, PyString>,
     policy_version: Bound<'py, PyString>,
-    source_ids: Vec<Bound<'py, PyString>>,
+    source_ids: Bound<'py, PyTuple>,
     source_fingerprint: Bound<'py, PyString>,
+}
+
+struct Checked {
+    result: CheckResult,
+    turn_id: Option<String>,
 }
 
 impl<'py> SummaryFields<'py> {
     fn read(summary: &Bound<'py, PyAny>) -> PyResult<Self> {
-        let text_field =
-            |name: &'static str, field: &'static str| -> PyResult<Bound<'py, PyString>> {
-                let value = summary
-                    .getattr(name)
-                    .map_err(|_| extract::wrong_type("summary", "a SummaryEnvelope", summary))?;
-                Ok(extract::string(field, &value)?.clone())
-            };
-        let source_ids = summary
-            .getattr("source_ids")
-            .map_err(|_| extract::wrong_type("summary", "a SummaryEnvelope", summary))?;
+        let attribute = |name: &'static str| {
+            summary
+                .getattr(name)
+                .map_err(|_| extract::wrong_type("summary", "a SummaryEnvelope", summary))
+        };
+        let text = |name: &'static str, field: &'static str| -> PyResult<Bound<'py, PyString>> {
+            Ok(extract::string(field, &attribute(name)?)?.clone())
+        };
+        let source_ids = attribute("source_ids")?;
+        let source_ids = match source_ids.cast::<PyTuple>() {
+            Ok(tuple) => tuple.clone(),
+            Err(_) => PyTuple::new(
+                summary.py(),
+                string_items("summary.source_ids", &source_ids)?,
+            )?,
+        };
         Ok(SummaryFields {
-            id: text_field("id", "summary.id")?,
-            conversation_id: text_field("conversation_id", "summary.conversation_id")?,
-            policy_version: text_field("policy_version", "summary.policy_version")?,
-            source_ids: string_items("summary.source_ids", &source_ids)?,
-            source_fingerprint: text_field("source_fingerprint", "summary.source_fingerprint")?,
+            id: text("id", "summary.id")?,
+            conversation_id: text("conversation_id", "summary.conversation_id")?,
+            policy_version: text("policy_version", "summary.policy_version")?,
+            source_ids,
+            source_fingerprint: text("source_fingerprint", "summary.source_fingerprint")?,
         })
     }
 
-    fn check(
-        &self,
-        conversation: &Conversation,
-        policy_version: &str,
-    ) -> PyResult<(CheckResult, Vec<&str>)> {
-        let source_ids = as_strs(&self.source_ids)?;
+    /// Resolves the sources by walking the ledger in step with them: a plan's IDs are the
+    /// very `str` objects of the conversation, so most steps compare two pointers; other
+    /// IDs compare as text at the cursor, and only a skip falls back to the hash index.
+    fn check(&self, conversation: &Conversation, policy_version: &str) -> PyResult<Checked> {
+        let py = self.source_ids.py();
         let view = SummaryRef {
             conversation_id: self.conversation_id.to_str()?,
             policy_version: self.policy_version.to_str()?,
-            source_ids: &source_ids,
+            source_count: self.source_ids.len(),
             source_fingerprint: self.source_fingerprint.to_str()?,
         };
-        let result = check_summary(&view, &conversation.id, policy_version, |id| {
-            conversation
-                .position(id)
-                .map(|p| (p, &conversation.turn(p).digest))
+        let (ids, digests) = (&conversation.ids, &conversation.digests);
+        let mut cursor = 0usize;
+        let mut bad_item: Option<PyErr> = None;
+        let result = check_summary(&view, &conversation.id, policy_version, |index| {
+            let item = self.source_ids.get_borrowed_item(index).ok()?;
+            if cursor < ids.len() && item.as_ptr() == ids[cursor].as_ptr() {
+                cursor += 1;
+                return Some((cursor - 1, &digests[cursor - 1]));
+            }
+            let text = match extract::string("summary.source_ids", &item) {
+                Ok(text) => text.to_str().ok()?,
+                Err(err) => {
+                    bad_item = Some(err);
+                    return None;
+                }
+            };
+            let position = if cursor < ids.len() && ids[cursor].bind(py).to_str().ok()? == text {
+                cursor
+            } else {
+                conversation.position(text)?
+            };
+            cursor = position + 1;
+            Some((position, &digests[position]))
         });
-        Ok((result, source_ids))
+        if let Some(err) = bad_item {
+            return Err(err);
+        }
+        let turn_id = result
+            .source_index
+            .map(|index| -> PyResult<String> {
+                Ok(self
+                    .source_ids
+                    .get_item(index)?
+                    .cast::<PyString>()?
+                    .to_str()?
+                    .to_owned())
+            })
+            .transpose()?;
+        Ok(Checked { result, turn_id })
     }
 }
 
 type CheckTuple = (bool, Option<&'static str>, Option<String>);
-
-fn check_tuple(result: CheckResult, source_ids: &[&str]) -> CheckTuple {
-    (
-        result.is_current(),
-        result.reason.map(CheckReason::as_str),
-        result
-            .source_index
-            .map(|index| source_ids[index].to_owned()),
-    )
-}
 
 /// `(current, reason, turn_id)` of SPEC §6, from cached digests only.
 #[pyfunction]
@@ -193,8 +230,12 @@ pub fn check(
 ) -> PyResult<CheckTuple> {
     let policy_version = extract::string("policy_version", policy_version)?;
     let fields = SummaryFields::read(summary)?;
-    let (result, source_ids) = fields.check(conversation.get(), policy_version.to_str()?)?;
-    Ok(check_tuple(result, &source_ids))
+    let checked = fields.check(conversation.get(), policy_version.to_str()?)?;
+    Ok((
+        checked.result.is_current(),
+        checked.result.reason.map(CheckReason::as_str),
+        checked.turn_id,
+    ))
 }
 
 fn raw_items<'py>(py: Python<'py>, conversation: &Conversation) -> PyResult<Bound<'py, PyTuple>> {
@@ -240,10 +281,12 @@ pub fn assemble<'py>(
         return raw("no-summary".to_owned(), None);
     };
     let fields = SummaryFields::read(summary)?;
-    let (result, source_ids) = fields.check(conversation, policy_version.to_str()?)?;
-    if let Some(reason) = result.reason {
-        let (_, _, turn_id) = check_tuple(result, &source_ids);
-        return raw(format!("stale-summary:{}", reason.as_str()), turn_id);
+    let checked = fields.check(conversation, policy_version.to_str()?)?;
+    if let Some(reason) = checked.result.reason {
+        return raw(
+            format!("stale-summary:{}", reason.as_str()),
+            checked.turn_id,
+        );
     }
     if let Some(preserved) = &preserved {
         for id in preserved {
@@ -258,10 +301,7 @@ pub fn assemble<'py>(
         return raw("duplicate-id".to_owned(), Some(summary_id.to_owned()));
     }
     // A current summary's sources all exist and are in ascending ledger order.
-    let positions: Vec<usize> = source_ids
-        .iter()
-        .filter_map(|id| conversation.position(id))
-        .collect();
+    let positions = checked.result.positions;
     let through_sequence = conversation
         .turn(*positions.last().expect("current summary has sources"))
         .sequence;

@@ -25,8 +25,13 @@ const FIELDS: [&str; 8] = [
 ];
 
 #[pyclass(frozen, module = "ledgerfold._native", name = "Turn")]
+#[repr(C)] // the digest first: it shares a cache line with the object header on hot loops
 pub struct Turn {
+    pub digest: [u8; 32],
     pub id: Arc<str>,
+    /// The same ID as a Python `str`, handed out as is (plans reuse it, so checks can
+    /// compare pointers before comparing text).
+    pub id_obj: Py<PyString>,
     pub sequence: i64,
     pub role: Role,
     /// Kept as the caller's `str` object: bodies can be large and are never copied.
@@ -36,7 +41,6 @@ pub struct Turn {
     pub group: Option<Arc<str>>,
     /// Sorted by key bytes; an empty mapping is stored as `None`.
     pub meta: Option<Arc<[(String, String)]>>,
-    pub digest: [u8; 32],
 }
 
 impl Turn {
@@ -52,8 +56,14 @@ impl Turn {
         group: Option<&Bound<'_, PyAny>>,
         meta: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let id = extract::owned_string("id", id)?;
+        let id_str = extract::string("id", id)?;
+        let id = id_str.to_str()?.to_owned();
         validate_id("id", &id).or_raise(py)?;
+        let id_obj = if id_str.is_exact_instance_of::<PyString>() {
+            id_str.clone().unbind()
+        } else {
+            PyString::new(py, &id).unbind()
+        };
         let sequence = extract::non_negative("sequence", sequence)?;
         let role = Role::parse(extract::string("role", role)?.to_str()?).or_raise(py)?;
         let body_str = extract::string("body", body)?;
@@ -85,6 +95,7 @@ impl Turn {
         };
         Ok(Turn {
             id: id.into(),
+            id_obj,
             sequence,
             role,
             body,
@@ -146,7 +157,7 @@ impl Turn {
 
     fn field_tuple<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         (
-            &*self.id,
+            self.id_obj.bind(py),
             self.sequence,
             self.role.as_str(),
             self.body.bind(py),
@@ -237,8 +248,8 @@ impl Turn {
     }
 
     #[getter]
-    fn id(&self) -> &str {
-        &self.id
+    fn id<'py>(&self, py: Python<'py>) -> Bound<'py, PyString> {
+        self.id_obj.bind(py).clone()
     }
 
     #[getter]

@@ -1,0 +1,531 @@
+"""Compaction orchestration (SPEC §13): what an agent calls on every turn.
+
+`Compactor.compact` / `acompact` run one compaction: start a plan (registered as the
+conversation's active plan) → give the summarizer only the turns to compact plus the
+current summary's text → save through the store's atomic commit. Every exit is a
+`CompactionOutcome`; a summarizer that raises, times out or returns blank text leaves the
+ledger and the current summary exactly as they were. `Compactor.context` assembles what
+goes to the model, within a token budget or not at all — it never drops a turn to fit.
+
+Logs (logger ``ledgerfold.compactor``) carry IDs, counts, sequences, fingerprints and
+exception type names only: never turn bodies, summary text or exception messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+import logging
+import threading
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+from ledgerfold import _validate
+from ledgerfold.context import AssembledContext, SummaryItem, TurnItem
+from ledgerfold.errors import ContextBudgetExceeded, InvalidInput, StoreError
+from ledgerfold.model import Conversation
+from ledgerfold.plan import CompactionPlan
+from ledgerfold.store.protocol import Store
+from ledgerfold.summarizers.extractive import ExtractiveSummarizer
+from ledgerfold.summary import SummaryEnvelope, create_summary_envelope
+from ledgerfold.tokens import TokenCounter, approx_tokens, context_tokens, item_tokens
+
+__all__ = [
+    "OUTCOME_STATUSES",
+    "CompactionOutcome",
+    "CompactionPolicy",
+    "CompactionStatus",
+    "Compactor",
+    "Summarizer",
+    "SummaryRequest",
+]
+
+_log = logging.getLogger("ledgerfold.compactor")
+
+CompactionStatus = Literal["accepted", "skipped", "stale", "failed"]
+OUTCOME_STATUSES: tuple[CompactionStatus, ...] = ("accepted", "skipped", "stale", "failed")
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionPolicy:
+    """How to compact: `version` (recorded on every summary; a summary of another version
+    is not used), the `keep_tail` newest turns always kept raw, and when compaction is due:
+    when the context as assembled now costs more than `trigger_tokens` (always, when None),
+    counted with `token_counter` (default `ledgerfold.tokens.approx_tokens`)."""
+
+    version: str
+    keep_tail: int = 8
+    trigger_tokens: int | None = None
+    token_counter: TokenCounter | None = None
+
+    def __post_init__(self) -> None:
+        _validate.text("version", self.version)
+        _validate.integer("keep_tail", self.keep_tail, minimum=1)
+        if self.trigger_tokens is not None:
+            _validate.integer("trigger_tokens", self.trigger_tokens, minimum=1)
+        if self.token_counter is not None and not callable(self.token_counter):
+            raise InvalidInput(
+                "token_counter: must be a callable str -> int",
+                field="token_counter",
+                problem="wrong-type",
+            )
+
+    @property
+    def counter(self) -> TokenCounter:
+        """The token counter in effect."""
+        return self.token_counter if self.token_counter is not None else approx_tokens
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class SummaryRequest:
+    """What a summarizer sees: only the turns to compact (sequence order) and the text of
+    the conversation's current summary, if any — never as a turn. A new summary replaces
+    the current one completely, so it should carry forward what `previous_summary` says."""
+
+    conversation_id: str
+    plan_id: str
+    policy_version: str
+    turns: tuple[TurnItem, ...]
+    previous_summary: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.turns, tuple):
+            object.__setattr__(self, "turns", tuple(self.turns))
+
+    def __repr__(self) -> str:
+        previous = (
+            "None" if self.previous_summary is None else f"<{len(self.previous_summary)} chars>"
+        )
+        return (
+            f"SummaryRequest(conversation_id={self.conversation_id!r}, plan_id={self.plan_id!r}, "
+            f"policy_version={self.policy_version!r}, turns=<{len(self.turns)} turns>, "
+            f"previous_summary={previous})"
+        )
+
+
+#: A summarizer: `SummaryRequest -> str`, or an async callable returning `str`.
+Summarizer = Callable[[SummaryRequest], str | Awaitable[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionOutcome:
+    """The result of one compaction.
+
+    - ``accepted``: `summary` is the new current summary; `reason` None.
+    - ``skipped``: `reason` ``nothing-to-compact`` or ``not-due``.
+    - ``stale``: the commit was refused as ``stale-source``; `reason` is its detail
+      (``superseded-plan``, ``source-modified``, ...).
+    - ``failed``: `reason` ``summarizer-error``, ``summarizer-timeout``,
+      ``blank-summary`` or ``store-error``. Nothing but the failure record changed.
+    """
+
+    status: CompactionStatus
+    summary: SummaryEnvelope | None = None
+    reason: str | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.status == "accepted"
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    plan: CompactionPlan
+    snapshot: Conversation  # the ledger the summarizer's input was read from
+    request: SummaryRequest
+
+
+class _AwaitableInRunningLoop(Exception):
+    """A sync summarizer returned an awaitable while `compact` ran inside an event loop."""
+
+
+class Compactor:
+    """Runs compactions of one store under one policy.
+
+    `summarizer` defaults to `ExtractiveSummarizer()`. `timeout` (seconds, optional) bounds
+    each summarizer call; on expiry the attempt fails as ``summarizer-timeout`` and a late
+    result is discarded. `summary_id_factory` makes summary IDs (default: random UUIDs).
+    Store calls run on the calling thread (in `acompact`, on the event loop's thread).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        policy: CompactionPolicy,
+        summarizer: Summarizer | None = None,
+        *,
+        timeout: float | None = None,
+        summary_id_factory: Callable[[], str] | None = None,
+    ) -> None:
+        _validate.instance("policy", policy, CompactionPolicy)
+        if summarizer is not None and not callable(summarizer):
+            raise InvalidInput(
+                "summarizer: must be a callable SummaryRequest -> str",
+                field="summarizer",
+                problem="wrong-type",
+            )
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
+        ):
+            raise InvalidInput(
+                "timeout: must be None or a number > 0", field="timeout", problem="out-of-range"
+            )
+        if summary_id_factory is not None and not callable(summary_id_factory):
+            raise InvalidInput(
+                "summary_id_factory: must be a callable () -> str",
+                field="summary_id_factory",
+                problem="wrong-type",
+            )
+        self.store = store
+        self.policy = policy
+        self.summarizer: Summarizer = (
+            summarizer if summarizer is not None else ExtractiveSummarizer()
+        )
+        self.timeout = None if timeout is None else float(timeout)
+        self._summary_id_factory = summary_id_factory or _random_summary_id
+
+    def __repr__(self) -> str:
+        return (
+            f"Compactor(store={type(self.store).__name__}, policy={self.policy!r}, "
+            f"summarizer={type(self.summarizer).__name__}, timeout={self.timeout})"
+        )
+
+    # -- due check -----------------------------------------------------------------------
+
+    def is_due(self, conversation_id: str) -> bool:
+        """Whether the context as assembled now costs more than `policy.trigger_tokens`
+        (always True when it is None)."""
+        conversation_id = _validate.text("conversation_id", conversation_id)
+        return self._is_due(conversation_id)
+
+    def _is_due(self, conversation_id: str) -> bool:
+        trigger = self.policy.trigger_tokens
+        if trigger is None:
+            return True
+        assembled = self.store.context(conversation_id, self.policy.version)
+        tokens = context_tokens(assembled.items, self.policy.counter)
+        _log.debug(
+            "compaction due check conversation_id=%s tokens=%d trigger_tokens=%d due=%s",
+            conversation_id,
+            tokens,
+            trigger,
+            tokens > trigger,
+        )
+        return tokens > trigger
+
+    # -- compaction ----------------------------------------------------------------------
+
+    def compact(self, conversation_id: str, *, force: bool = False) -> CompactionOutcome:
+        """Run one compaction synchronously (`force` skips the due check). An async
+        summarizer runs in its own event loop; inside a running loop use `acompact`."""
+        conversation_id = _validate.text("conversation_id", conversation_id)
+        in_loop = _in_running_loop()
+        if in_loop and _is_async_callable(self.summarizer):
+            raise InvalidInput(
+                "summarizer: is async and an event loop is running; use `await acompact(...)`",
+                field="summarizer",
+                problem="not-allowed",
+            )
+        begun = self._begin(conversation_id, force)
+        if isinstance(begun, CompactionOutcome):
+            return begun
+        try:
+            result = self._summarize_blocking(begun.request, in_loop)
+        except _AwaitableInRunningLoop:
+            self._record_failure(begun.plan, "summarizer-error")
+            raise InvalidInput(
+                "summarizer: returned an awaitable while an event loop is running; "
+                "use `await acompact(...)`",
+                field="summarizer",
+                problem="not-allowed",
+            ) from None
+        except Exception as error:
+            return self._fail(begun, _failure_reason(error), type(error).__name__)
+        return self._finish(begun, result)
+
+    async def acompact(self, conversation_id: str, *, force: bool = False) -> CompactionOutcome:
+        """Run one compaction without blocking the event loop on the summarizer: async
+        summarizers are awaited, sync ones run in a worker thread."""
+        conversation_id = _validate.text("conversation_id", conversation_id)
+        begun = self._begin(conversation_id, force)
+        if isinstance(begun, CompactionOutcome):
+            return begun
+        try:
+            result = await asyncio.wait_for(self._summarize_async(begun.request), self.timeout)
+        except Exception as error:  # cancellation (BaseException) propagates untouched
+            return self._fail(begun, _failure_reason(error), type(error).__name__)
+        return self._finish(begun, result)
+
+    def _begin(self, conversation_id: str, force: bool) -> _Job | CompactionOutcome:
+        """Due check, plan, and the summarizer's input read from one ledger snapshot."""
+        if not force and not self._is_due(conversation_id):
+            return self._skip(conversation_id, None, "not-due")
+        policy = self.policy
+        plan = self.store.start_plan(conversation_id, policy.keep_tail, policy.version)
+        _log.debug(
+            "compaction plan started plan_id=%s conversation_id=%s source_revision=%d "
+            "compacted=%d preserved=%d through_sequence=%d",
+            plan.plan_id,
+            conversation_id,
+            plan.source_revision,
+            len(plan.compacted_ids),
+            len(plan.preserved_ids),
+            plan.through_sequence,
+        )
+        if plan.is_empty:
+            return self._skip(conversation_id, plan, "nothing-to-compact")
+        previous = self.store.current_summary(conversation_id)
+        if (
+            not force
+            and previous is not None
+            and previous.policy_version == policy.version
+            and previous.source_ids == plan.compacted_ids
+        ):
+            # The current summary already covers exactly these turns.
+            return self._skip(conversation_id, plan, "nothing-to-compact")
+        snapshot = self.store.load(conversation_id)
+        turns = []
+        for turn_id in plan.compacted_ids:
+            turn = snapshot.get(turn_id)
+            if turn is None:  # retracted between planning and loading
+                _log.info(
+                    "compaction source gone before summarizing plan_id=%s turn_id=%s",
+                    plan.plan_id,
+                    turn_id,
+                )
+                self._record_failure(plan, "source-missing")
+                return CompactionOutcome("stale", None, "source-missing")
+            turns.append(TurnItem(turn.id, turn.role, turn.body, turn.sequence, turn.meta))
+        request = SummaryRequest(
+            conversation_id=conversation_id,
+            plan_id=plan.plan_id,
+            policy_version=policy.version,
+            turns=tuple(turns),
+            previous_summary=previous.text if previous is not None else None,
+        )
+        _log.debug(
+            "summarizer called plan_id=%s turns=%d previous_summary_id=%s",
+            plan.plan_id,
+            len(turns),
+            previous.id if previous is not None else None,
+        )
+        return _Job(plan, snapshot, request)
+
+    def _summarize_blocking(self, request: SummaryRequest, in_loop: bool) -> object:
+        summarizer = self.summarizer
+        if _is_async_callable(summarizer):
+            awaitable = cast("Awaitable[object]", summarizer(request))
+            return asyncio.run(_bounded(awaitable, self.timeout))
+        if self.timeout is None:
+            result: object = summarizer(request)
+        else:
+            result = _call_in_thread(summarizer, request, self.timeout)
+        if inspect.isawaitable(result):
+            if in_loop:
+                _discard(result)
+                raise _AwaitableInRunningLoop
+            return asyncio.run(_bounded(result, self.timeout))
+        return result
+
+    async def _summarize_async(self, request: SummaryRequest) -> object:
+        summarizer = self.summarizer
+        if _is_async_callable(summarizer):
+            return await cast("Awaitable[object]", summarizer(request))
+        result: object = await asyncio.to_thread(summarizer, request)
+        if inspect.isawaitable(result):
+            return await result
+        return result
+
+    def _finish(self, job: _Job, result: object) -> CompactionOutcome:
+        if not isinstance(result, str):
+            return self._fail(job, "summarizer-error", f"returned-{type(result).__name__}")
+        if not result.strip():
+            return self._fail(job, "blank-summary", None)
+        summary_id = _validate.text("summary_id", self._summary_id_factory())
+        try:
+            envelope = create_summary_envelope(
+                job.plan, job.snapshot, summary_id, self.policy.version, result
+            )
+        except InvalidInput:  # text that cannot be stored, e.g. lone surrogates
+            return self._fail(job, "summarizer-error", "invalid-text")
+        if envelope is None:  # unreachable: plan non-empty, sources in snapshot, text non-blank
+            return self._fail(job, "summarizer-error", "no-envelope")
+        try:
+            write = self.store.commit_summary(envelope)
+        except StoreError as error:
+            _log.warning(
+                "summary commit failed plan_id=%s summary_id=%s error_type=%s",
+                job.plan.plan_id,
+                envelope.id,
+                type(error).__name__,
+            )
+            self._record_failure(job.plan, "store-error")
+            return CompactionOutcome("failed", None, "store-error")
+        if write.accepted:
+            accepted = write.summary if write.summary is not None else envelope
+            _log.info(
+                "summary accepted summary_id=%s plan_id=%s conversation_id=%s "
+                "fingerprint=%s sources=%d through_sequence=%d",
+                accepted.id,
+                accepted.plan_id,
+                accepted.conversation_id,
+                accepted.source_fingerprint,
+                len(accepted.source_ids),
+                job.plan.through_sequence,
+            )
+            return CompactionOutcome("accepted", accepted, None)
+        _log.info(
+            "summary rejected summary_id=%s plan_id=%s conversation_id=%s reason=%s detail=%s",
+            envelope.id,
+            job.plan.plan_id,
+            job.plan.conversation_id,
+            write.reason,
+            write.detail,
+        )
+        if write.reason == "stale-source":
+            return CompactionOutcome("stale", None, write.detail or write.reason)
+        return CompactionOutcome("failed", None, write.reason)
+
+    def _skip(
+        self, conversation_id: str, plan: CompactionPlan | None, reason: str
+    ) -> CompactionOutcome:
+        _log.debug(
+            "compaction skipped conversation_id=%s plan_id=%s reason=%s",
+            conversation_id,
+            plan.plan_id if plan is not None else None,
+            reason,
+        )
+        return CompactionOutcome("skipped", None, reason)
+
+    def _fail(self, job: _Job, reason: str, error_type: str | None) -> CompactionOutcome:
+        _log.warning(
+            "summarizer failed plan_id=%s conversation_id=%s reason=%s error_type=%s",
+            job.plan.plan_id,
+            job.plan.conversation_id,
+            reason,
+            error_type,
+        )
+        self._record_failure(job.plan, reason)
+        return CompactionOutcome("failed", None, reason)
+
+    def _record_failure(self, plan: CompactionPlan, reason: str) -> None:
+        try:
+            self.store.record_failure(plan.plan_id, reason)
+        except StoreError as error:  # the attempt failed either way; nothing else changed
+            _log.error(
+                "failure record not saved plan_id=%s reason=%s error_type=%s",
+                plan.plan_id,
+                reason,
+                type(error).__name__,
+            )
+
+    # -- context -------------------------------------------------------------------------
+
+    def context(self, conversation_id: str, max_tokens: int | None = None) -> AssembledContext:
+        """The context to send: the current summary (if usable) and every other turn raw.
+
+        With `max_tokens`, raise `ContextBudgetExceeded(needed, budget, protected)` when the
+        context costs more — nothing is ever dropped to fit, protected turns least of all.
+        Never calls the summarizer; compact and call again to make room.
+        """
+        conversation_id = _validate.text("conversation_id", conversation_id)
+        if max_tokens is not None:
+            _validate.integer("max_tokens", max_tokens, minimum=1)
+        assembled = self.store.context(conversation_id, self.policy.version)
+        if assembled.fallback is not None:
+            _log.debug(
+                "context fallback conversation_id=%s fallback=%s fallback_id=%s items=%d",
+                conversation_id,
+                assembled.fallback,
+                assembled.fallback_id,
+                len(assembled.items),
+            )
+        if max_tokens is None:
+            return assembled
+        counter = self.policy.counter
+        needed = context_tokens(assembled.items, counter)
+        if needed <= max_tokens:
+            return assembled
+        protected_ids = {
+            turn.id for turn in self.store.load(conversation_id).turns if turn.protected
+        }
+        protected = sum(
+            item_tokens(item, counter)
+            for item in assembled.items
+            if not isinstance(item, SummaryItem) and item.id in protected_ids
+        )
+        _log.warning(
+            "context over budget conversation_id=%s needed=%d budget=%d protected=%d items=%d",
+            conversation_id,
+            needed,
+            max_tokens,
+            protected,
+            len(assembled.items),
+        )
+        raise ContextBudgetExceeded(needed, max_tokens, protected)
+
+
+def _random_summary_id() -> str:
+    return f"summary-{uuid.uuid4().hex}"
+
+
+def _in_running_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _is_async_callable(function: object) -> bool:
+    while isinstance(function, functools.partial):
+        function = function.func
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
+        getattr(function, "__call__", None)  # noqa: B004 -- instances with async __call__
+    )
+
+
+def _failure_reason(error: BaseException) -> str:
+    if isinstance(error, (TimeoutError, asyncio.TimeoutError)):
+        return "summarizer-timeout"
+    return "summarizer-error"
+
+
+async def _bounded(awaitable: Awaitable[Any], timeout: float | None) -> Any:
+    return await asyncio.wait_for(awaitable, timeout)
+
+
+def _discard(awaitable: Awaitable[Any]) -> None:
+    close = getattr(awaitable, "close", None)  # a coroutine never awaited: no warning
+    if callable(close):
+        close()
+
+
+def _call_in_thread(
+    summarizer: Callable[[SummaryRequest], object], request: SummaryRequest, timeout: float
+) -> object:
+    """Call a sync summarizer with a deadline. On expiry raise `TimeoutError` and abandon
+    the daemon thread; its late result is never used."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = summarizer(request)
+        except BaseException as error:
+            outcome["error"] = error
+
+    context = contextvars.copy_context()
+    thread = threading.Thread(
+        target=context.run, args=(run,), name="ledgerfold-summarizer", daemon=True
+    )
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise TimeoutError(f"summarizer did not return within {timeout:g}s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]

@@ -1,0 +1,252 @@
+"""Loader for the JSONL transcript format of `shared/data/README.md`.
+
+One conversation per line: ``{"conversation_id", "source", "turns": [{"id", "sequence",
+"role", "body", "tool_call_ids"}]}``. Bodies are kept exactly as given (they are the ledger
+facts); tool calls are also restored into meta in OpenAI form, and each assistant turn that
+calls tools shares a `group` with the tool turns answering it, so they compact atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Union
+
+from ledgerfold.errors import InvalidInput
+from ledgerfold.model import ROLES, Conversation, Turn
+
+__all__ = ["Transcript", "default_data_dir", "iter_transcripts", "load_transcripts"]
+
+PathArg = Union[str, "os.PathLike[str]"]
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Transcript:
+    """One conversation of a transcript file; `turns` in file order."""
+
+    conversation_id: str
+    source: str
+    turns: tuple[Turn, ...]
+
+    def conversation(self, revision: int = 0) -> Conversation:
+        """The transcript as a ledger snapshot."""
+        return Conversation(self.conversation_id, revision, self.turns)
+
+    def __repr__(self) -> str:
+        return (
+            f"Transcript(conversation_id={self.conversation_id!r}, source={self.source!r}, "
+            f"turns=<{len(self.turns)} turns>)"
+        )
+
+
+def default_data_dir() -> Path:
+    """`$LEDGERFOLD_DATA`, else the repository's sibling `shared/data`, else `../shared/data`
+    relative to the working directory."""
+    configured = os.environ.get("LEDGERFOLD_DATA")
+    if configured:
+        return Path(configured)
+    beside_repo = Path(__file__).resolve().parents[3] / "shared" / "data"
+    if beside_repo.is_dir():
+        return beside_repo
+    return (Path.cwd() / ".." / "shared" / "data").resolve()
+
+
+class _LineError(Exception):
+    """A problem in one line, before the file name and line number are attached."""
+
+    def __init__(self, detail: str, field: str, problem: str):
+        super().__init__(detail)
+        self.field = field
+        self.problem = problem
+
+
+def iter_transcripts(path: PathArg) -> Iterator[Transcript]:
+    """Transcripts of one JSONL file, read line by line; blank lines are skipped.
+
+    A malformed line raises `InvalidInput` naming the file, the line number and the field
+    (never a body).
+    """
+    name = os.fspath(path)
+    # Binary lines split on b"\n" only: bodies hold U+2028 and other Unicode line breaks.
+    with open(path, "rb") as handle:
+        for line_number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
+                if not line.strip():
+                    continue
+                yield _transcript(line)
+            except UnicodeDecodeError:
+                raise InvalidInput(
+                    f"{name}:{line_number}: not valid UTF-8", field="line", problem="not-utf8"
+                ) from None
+            except _LineError as error:
+                raise InvalidInput(
+                    f"{name}:{line_number}: {error}", field=error.field, problem=error.problem
+                ) from None
+
+
+def load_transcripts(paths: PathArg | Iterable[PathArg]) -> list[Transcript]:
+    """Every transcript of the given files; a directory stands for its `*.jsonl` files
+    in name order."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    transcripts: list[Transcript] = []
+    for path in paths:
+        if Path(path).is_dir():
+            for child in sorted(Path(path).glob("*.jsonl")):
+                transcripts.extend(iter_transcripts(child))
+        else:
+            transcripts.extend(iter_transcripts(path))
+    return transcripts
+
+
+def _field(record: dict[str, Any], key: str, kind: type, where: str) -> Any:
+    value = record.get(key)
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise _LineError(
+            f"{where}{key}: must be {kind.__name__}, got {type(value).__name__}",
+            key,
+            "wrong-type",
+        )
+    return value
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def _transcript(line: str) -> Transcript:
+    try:
+        record = json.loads(line)
+    except ValueError as error:
+        # JSONDecodeError's msg and column say what is wrong without quoting the line.
+        detail = (
+            f"{error.msg} at column {error.colno}"
+            if isinstance(error, json.JSONDecodeError)
+            else "invalid JSON"
+        )
+        raise _LineError(f"not valid JSON ({detail})", "line", "wrong-type") from None
+    if not isinstance(record, dict):
+        raise _LineError("must be a JSON object", "line", "wrong-type")
+    conversation_id = _field(record, "conversation_id", str, "")
+    if not conversation_id:
+        raise _LineError("conversation_id: must not be empty", "conversation_id", "empty")
+    source = _field(record, "source", str, "")
+    raw_turns = _field(record, "turns", list, "")
+
+    turns: list[Turn] = []
+    group_of_call: dict[str, str] = {}
+    seen_ids: set[str] = set()
+    seen_sequences: set[int] = set()
+    for index, raw_turn in enumerate(raw_turns):
+        where = f"turns[{index}]."
+        if not isinstance(raw_turn, dict):
+            raise _LineError(f"turns[{index}]: must be a JSON object", "turns", "wrong-type")
+        turn_id = _field(raw_turn, "id", str, where)
+        sequence = _field(raw_turn, "sequence", int, where)
+        role = _field(raw_turn, "role", str, where)
+        body = _field(raw_turn, "body", str, where)
+        call_ids = raw_turn.get("tool_call_ids", [])
+        if not isinstance(call_ids, list) or not all(
+            isinstance(call_id, str) and call_id for call_id in call_ids
+        ):
+            raise _LineError(
+                f"{where}tool_call_ids: must be a list of non-empty str",
+                "tool_call_ids",
+                "wrong-type",
+            )
+        if role not in ROLES:
+            raise _LineError(
+                f"{where}role: must be one of {', '.join(ROLES)}", "role", "unknown-value"
+            )
+        if turn_id in seen_ids:
+            raise _LineError(f"{where}id: {turn_id!r} appears twice", "id", "duplicate")
+        if sequence in seen_sequences:
+            raise _LineError(f"{where}sequence: {sequence} appears twice", "sequence", "duplicate")
+        seen_ids.add(turn_id)
+        seen_sequences.add(sequence)
+
+        meta: dict[str, str] = {}
+        group: str | None = None
+        if call_ids and role == "assistant":
+            calls = _appended_calls(body, call_ids, where)
+            meta["tool_call_ids"] = _compact_json(call_ids)
+            meta["tool_calls"] = _compact_json(calls)
+            group = "tools:" + call_ids[0]
+            for call_id in call_ids:
+                if call_id in group_of_call:
+                    raise _LineError(
+                        f"{where}tool_call_ids: call {call_id!r} was already made",
+                        "tool_call_ids",
+                        "duplicate",
+                    )
+                group_of_call[call_id] = group
+        elif call_ids and role == "tool":
+            if len(call_ids) != 1:
+                raise _LineError(
+                    f"{where}tool_call_ids: a tool turn answers exactly one call",
+                    "tool_call_ids",
+                    "out-of-range",
+                )
+            meta["tool_call_id"] = call_ids[0]
+            group = group_of_call.get(call_ids[0])  # None: answers no earlier call
+        elif call_ids:
+            raise _LineError(
+                f"{where}tool_call_ids: only assistant and tool turns carry call ids",
+                "tool_call_ids",
+                "not-allowed",
+            )
+        try:
+            turns.append(Turn(turn_id, sequence, role, body, group=group, meta=meta or None))
+        except InvalidInput as error:
+            raise _LineError(
+                f"turn {turn_id!r}: {error.field or 'turn'} rejected "
+                f"({error.problem or 'invalid'})",
+                error.field or "turns",
+                error.problem or "invalid",
+            ) from None
+    return Transcript(conversation_id, source, tuple(turns))
+
+
+def _appended_calls(body: str, call_ids: list[str], where: str) -> list[dict[str, Any]]:
+    """The OpenAI-form tool calls from the `{"tool_call": ...}` lines that end `body`."""
+    # split("\n"), not splitlines(): only "\n" separates the appended lines.
+    lines = body.split("\n")
+    if len(lines) < len(call_ids):
+        raise _LineError(f"{where}body: missing appended tool_call lines", "body", "wrong-type")
+    calls: list[dict[str, Any]] = []
+    for call_id, call_line in zip(call_ids, lines[len(lines) - len(call_ids) :], strict=True):
+        try:
+            parsed = json.loads(call_line)
+        except ValueError:
+            parsed = None
+        call = parsed.get("tool_call") if isinstance(parsed, dict) else None
+        if not isinstance(call, dict) or call.get("id") != call_id:
+            raise _LineError(
+                f"{where}body: no appended tool_call line for call {call_id!r}",
+                "body",
+                "wrong-type",
+            )
+        name = call.get("name")
+        if not isinstance(name, str):
+            raise _LineError(
+                f"{where}body: tool_call {call_id!r} has no str name", "body", "wrong-type"
+            )
+        arguments = call.get("arguments", {})
+        # Key order kept: it is the model's own output.
+        arguments_text = (
+            arguments
+            if isinstance(arguments, str)
+            else json.dumps(arguments, separators=(",", ":"))
+        )
+        calls.append(
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": arguments_text},
+            }
+        )
+    return calls
