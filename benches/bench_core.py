@@ -11,9 +11,9 @@ from typing import Any
 
 import blake3
 import pytest
+
 import reference  # tests/reference.py, put on sys.path by conftest
 from conftest import full_size, median_seconds, record_ratio
-
 from ledgerfold import (
     Conversation,
     Turn,
@@ -41,7 +41,9 @@ def anchor_rounds(config: pytest.Config, full: int) -> int:
     return full if full_size(config) else 1
 
 
-def test_fingerprint_turns(benchmark: Any, ledger: list[Turn], request: pytest.FixtureRequest) -> None:
+def test_fingerprint_turns(
+    benchmark: Any, ledger: list[Turn], request: pytest.FixtureRequest
+) -> None:
     bodies = [turn.body for turn in ledger]
     digests = b"".join(turn.digest for turn in ledger)
     rounds = anchor_rounds(request.config, 5)
@@ -60,7 +62,9 @@ def test_fingerprint_turns(benchmark: Any, ledger: list[Turn], request: pytest.F
     )
 
 
-def test_check_summary(benchmark: Any, compacted: tuple[Conversation, Any], request: pytest.FixtureRequest) -> None:
+def test_check_summary(
+    benchmark: Any, compacted: tuple[Conversation, Any], request: pytest.FixtureRequest
+) -> None:
     conversation, envelope = compacted
     result = benchmark(check_summary, envelope, conversation, POLICY)
     assert result.current
@@ -77,7 +81,9 @@ def test_check_summary(benchmark: Any, compacted: tuple[Conversation, Any], requ
     )
 
 
-def test_assemble_context(benchmark: Any, compacted: tuple[Conversation, Any], request: pytest.FixtureRequest) -> None:
+def test_assemble_context(
+    benchmark: Any, compacted: tuple[Conversation, Any], request: pytest.FixtureRequest
+) -> None:
     conversation, envelope = compacted
     context = benchmark(assemble_context, conversation, envelope, POLICY)
     assert context.fallback is None
@@ -92,7 +98,9 @@ def test_assemble_context(benchmark: Any, compacted: tuple[Conversation, Any], r
     )
 
 
-def test_assemble_context_raw_fallback(benchmark: Any, compacted: tuple[Conversation, Any], request: pytest.FixtureRequest) -> None:
+def test_assemble_context_raw_fallback(
+    benchmark: Any, compacted: tuple[Conversation, Any], request: pytest.FixtureRequest
+) -> None:
     """The worst case: a stale summary, so every turn goes raw."""
     conversation, envelope = compacted
     context = benchmark(assemble_context, conversation, envelope, "other-policy")
@@ -122,4 +130,8 @@ def test_build_turns(benchmark: Any, ledger: list[Turn], request: pytest.Fixture
 
     built = benchmark(build)
     assert built == ledger
-    record_ratio(benchmark, "python_blake3_loop", median_seconds(python_loop, rounds=anchor_rounds(request.config, 3)))
+    record_ratio(
+        benchmark,
+        "python_blake3_loop",
+        median_seconds(python_loop, rounds=anchor_rounds(request.config, 3)),
+    )
