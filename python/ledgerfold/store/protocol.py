@@ -1,0 +1,162 @@
+"""The `Store` protocol (SPEC §12): the persistence hook for applications with their own database.
+
+`SQLiteStore` is the embedded implementation. An application that keeps its conversations in
+another database implements these methods with the same behaviour and passes its object
+wherever ledgerfold takes a store (e.g. `Compactor`). The contract tests in
+`tests/test_store_contract.py` are parametrised over store implementations; run them against
+yours.
+
+Rules every implementation keeps:
+
+- The ledger is append-only: compaction deletes no turn; edits keep the earlier version;
+  a retracted turn leaves the ledger view but not the database.
+- Revisions start at 0 for an unknown conversation; every `append`, `append_many` (once per
+  call), `edit`, `retract` and `purge_through` adds 1. Sequences start at 1 and are never
+  reused (the next is one more than the highest ever written, retracted included).
+- `commit_summary` is one transaction: it re-reads the ledger, checks the active plan and the
+  sources, and writes the version, its source index and the current pointer together, or
+  only a `rejected` record. A database failure raises `StoreError` and writes nothing.
+- An edit or retraction of a turn marks every summary citing it `stale` in the same
+  transaction (`source-modified` / `source-missing`), so `context` may trust the stored
+  status instead of re-hashing summarised turns.
+- Bad input raises `InvalidInput` naming the field; messages never contain turn bodies or
+  summary text.
+
+Extras of `SQLiteStore` that are not part of the protocol: `import_legacy(conversation_id,
+records)` (legacy records without a role or provenance come in protected as
+`unverified-provenance`) and `close()` / the context-manager protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from ledgerfold.context import AssembledContext, HistoryBoundary
+from ledgerfold.model import Conversation, Turn
+from ledgerfold.plan import CompactionPlan
+from ledgerfold.summary import SummaryEnvelope, SummaryWrite
+
+__all__ = ["SUMMARY_STATUSES", "Store", "SummaryRecord"]
+
+#: Status strings of `SummaryRecord.status`.
+SUMMARY_STATUSES = ("current", "superseded", "stale", "failed", "rejected")
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryRecord:
+    """One summary attempt in a conversation's history.
+
+    `envelope` is None for `failed` attempts (there was no result); `reason` says why a
+    version is `stale` (`source-modified`, `source-missing`), why a result was `rejected`
+    (the `SummaryWrite.detail`, e.g. `superseded-plan`) or why an attempt `failed`.
+    `created_at` is ISO-8601 UTC; `plan_id` is always set.
+    """
+
+    envelope: SummaryEnvelope | None
+    status: str
+    reason: str | None
+    created_at: str
+    plan_id: str
+
+
+@runtime_checkable
+class Store(Protocol):
+    """A versioned ledger store. Every method is atomic: it changes all it says or nothing."""
+
+    def append(
+        self,
+        conversation_id: str,
+        role: str,
+        body: str,
+        *,
+        id: str | None = None,
+        protected: bool = False,
+        protection_reason: str | None = None,
+        group: str | None = None,
+        meta: Mapping[str, str] | None = None,
+    ) -> Turn:
+        """Append one turn at the next sequence; new revision. `id` defaults to a fresh
+        unique ID; a turn ID already used in the conversation raises `DuplicateId`."""
+        ...
+
+    def append_many(self, conversation_id: str, turns: Iterable[Mapping[str, Any]]) -> list[Turn]:
+        """Append several turns (mappings with the `append` keywords) in one transaction:
+        all or nothing, one new revision."""
+        ...
+
+    def edit(self, conversation_id: str, turn_id: str, **changes: Any) -> Turn:
+        """Change any field but `id` and `sequence` of a live turn; new revision. The earlier
+        version is kept; summaries citing the turn become `stale` (`source-modified`) in the
+        same transaction when its digest changed."""
+        ...
+
+    def retract(self, conversation_id: str, turn_id: str) -> None:
+        """Remove a live turn from the ledger view (the row stays, flagged); new revision;
+        summaries citing it become `stale` (`source-missing`)."""
+        ...
+
+    def load(self, conversation_id: str) -> Conversation:
+        """The live ledger. An unknown ID gives an empty conversation at revision 0."""
+        ...
+
+    def conversation_ids(self) -> list[str]:
+        """IDs of every conversation with at least one written turn, sorted."""
+        ...
+
+    def start_plan(
+        self,
+        conversation_id: str,
+        keep_tail: int,
+        policy_version: str,
+        plan_id: str | None = None,
+    ) -> CompactionPlan:
+        """Plan on the current ledger and register the plan (with its policy version) as the
+        conversation's active plan, superseding any older one, across processes."""
+        ...
+
+    def commit_summary(self, envelope: SummaryEnvelope | None) -> SummaryWrite:
+        """Save a result in one transaction: accepted only while its plan is the active one
+        and its sources are current (then it becomes the current version and the older
+        current one `superseded`); a refused result is recorded as `rejected` with the
+        reason; `None` returns `invalid-summary` and records nothing."""
+        ...
+
+    def record_failure(self, plan_id: str, reason: str) -> None:
+        """Record a failed attempt (no result) of a known plan."""
+        ...
+
+    def current_summary(self, conversation_id: str) -> SummaryEnvelope | None:
+        """The current version, or None when there is none or it went stale."""
+        ...
+
+    def summary_history(self, conversation_id: str) -> list[SummaryRecord]:
+        """Every attempt, oldest first, with its status and reason."""
+        ...
+
+    def sources_of(self, summary_id: str) -> list[Turn]:
+        """The cited turns still in the ledger, in source order."""
+        ...
+
+    def summaries_citing(self, conversation_id: str, turn_id: str) -> list[str]:
+        """IDs of the accepted versions whose sources include the turn, oldest first."""
+        ...
+
+    def context(self, conversation_id: str, policy_version: str) -> AssembledContext:
+        """SPEC §8 with the conversation's summary, plus `history_boundary`. Must equal
+        `assemble_context(load(c), <pointed version>, policy_version)` except that a
+        version stored as stale is never used."""
+        ...
+
+    def purge_through(
+        self, conversation_id: str, sequence: int, reason: str, *, force: bool = False
+    ) -> HistoryBoundary:
+        """Retention: delete the bodies of raw turns with sequence <= `sequence` (protected
+        turns only with `force=True`), record and return the boundary; citing summaries
+        become `stale` (`source-missing`)."""
+        ...
+
+    def history_boundary(self, conversation_id: str) -> HistoryBoundary | None:
+        """The latest purge boundary, or None."""
+        ...

@@ -1,0 +1,134 @@
+"""The SQLite schema of `SQLiteStore` and its migrations.
+
+Each migration runs in its own write transaction together with the row that records it, so a
+crash mid-migration leaves the previous version intact. `PRAGMA application_id` marks a file
+as a ledgerfold database; `PRAGMA user_version` mirrors the newest applied migration.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "APPLICATION_ID",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "TURN_LIVE",
+    "TURN_PURGED",
+    "TURN_RETRACTED",
+]
+
+#: "LDGF" in ASCII: marks an SQLite file as a ledgerfold store.
+APPLICATION_ID = 0x4C444746
+
+#: `turns.state` values. Rows are never deleted: a retracted turn keeps its body, a purged
+#: one loses body and meta (retention) but keeps its ID, sequence and digest.
+TURN_LIVE = 0
+TURN_RETRACTED = 1
+TURN_PURGED = 2
+
+_V1 = """
+CREATE TABLE schema_migrations (
+    version     INTEGER PRIMARY KEY,
+    name        TEXT NOT NULL,
+    applied_at  TEXT NOT NULL
+);
+CREATE TABLE conversations (
+    id               TEXT PRIMARY KEY,
+    revision         INTEGER NOT NULL,
+    last_sequence    INTEGER NOT NULL,   -- highest sequence ever written; never reused
+    current_summary  INTEGER REFERENCES summaries(pk)
+);
+CREATE TABLE turns (
+    pk                 INTEGER PRIMARY KEY,
+    conversation_id    TEXT NOT NULL REFERENCES conversations(id),
+    id                 TEXT NOT NULL,
+    sequence           INTEGER NOT NULL,
+    role               TEXT NOT NULL,
+    body               TEXT NOT NULL,
+    protected          INTEGER NOT NULL,
+    protection_reason  TEXT,
+    grp                TEXT,
+    meta               TEXT,             -- JSON object, or NULL
+    digest             BLOB NOT NULL,    -- SPEC §3 turn digest of the row as it is now
+    state              INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (conversation_id, id),
+    UNIQUE (conversation_id, sequence)
+);
+-- Earlier versions of edited turns: the ledger is append-only.
+CREATE TABLE turn_history (
+    pk                 INTEGER PRIMARY KEY,
+    turn_pk            INTEGER NOT NULL REFERENCES turns(pk),
+    replaced_at_revision INTEGER NOT NULL,
+    role               TEXT NOT NULL,
+    body               TEXT NOT NULL,
+    protected          INTEGER NOT NULL,
+    protection_reason  TEXT,
+    grp                TEXT,
+    meta               TEXT,
+    digest             BLOB NOT NULL,
+    replaced_at        TEXT NOT NULL
+);
+CREATE INDEX turn_history_by_turn ON turn_history (turn_pk);
+CREATE TABLE plans (
+    pk                INTEGER PRIMARY KEY,
+    id                TEXT NOT NULL UNIQUE,
+    conversation_id   TEXT NOT NULL,
+    policy_version    TEXT NOT NULL,
+    source_revision   INTEGER NOT NULL,
+    through_sequence  INTEGER NOT NULL,
+    compacted_count   INTEGER NOT NULL,
+    created_at        TEXT NOT NULL
+);
+CREATE TABLE active_plans (
+    conversation_id  TEXT PRIMARY KEY,
+    plan_pk          INTEGER NOT NULL REFERENCES plans(pk)
+);
+-- Every attempt: accepted versions (current / superseded / stale), rejected results
+-- (envelope kept, no index rows) and failures (no envelope: id and envelope fields NULL).
+CREATE TABLE summaries (
+    pk                  INTEGER PRIMARY KEY,
+    id                  TEXT UNIQUE,
+    conversation_id     TEXT NOT NULL,
+    plan_id             TEXT NOT NULL,
+    status              TEXT NOT NULL
+        CHECK (status IN ('current', 'superseded', 'stale', 'failed', 'rejected')),
+    reason              TEXT,
+    created_at          TEXT NOT NULL,
+    source_revision     INTEGER,
+    source_fingerprint  TEXT,
+    policy_version      TEXT,
+    text                TEXT,
+    source_count        INTEGER,
+    through_sequence    INTEGER,
+    rejected_source_ids TEXT              -- JSON array, rejected results only
+);
+CREATE INDEX summaries_by_conversation ON summaries (conversation_id, pk);
+-- The evidence index: summary -> sources by position, turn -> citing summaries by turn_id.
+CREATE TABLE summary_sources (
+    summary_pk   INTEGER NOT NULL REFERENCES summaries(pk),
+    position     INTEGER NOT NULL,
+    turn_id      TEXT NOT NULL,
+    turn_digest  BLOB NOT NULL,
+    PRIMARY KEY (summary_pk, position)
+) WITHOUT ROWID;
+CREATE INDEX summary_sources_by_turn ON summary_sources (turn_id);
+-- Live non-source turns below a summary's through_sequence when it was committed, so
+-- context() never has to scan the summarised rows to find them.
+CREATE TABLE summary_kept (
+    summary_pk  INTEGER NOT NULL REFERENCES summaries(pk),
+    turn_pk     INTEGER NOT NULL REFERENCES turns(pk),
+    PRIMARY KEY (summary_pk, turn_pk)
+) WITHOUT ROWID;
+CREATE TABLE history_boundaries (
+    pk                INTEGER PRIMARY KEY,
+    conversation_id   TEXT NOT NULL,
+    through_sequence  INTEGER NOT NULL,
+    reason            TEXT NOT NULL,
+    purged_at         TEXT NOT NULL
+);
+CREATE INDEX history_boundaries_by_conversation ON history_boundaries (conversation_id, pk);
+"""
+
+#: (version, name, DDL) in ascending order; append new migrations, never edit old ones.
+MIGRATIONS: tuple[tuple[int, str, str], ...] = ((1, "initial", _V1),)
+
+SCHEMA_VERSION = MIGRATIONS[-1][0]

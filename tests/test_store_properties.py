@@ -1,0 +1,185 @@
+"""Property tests of `SQLiteStore` (hypothesis): random operation sequences, and after every
+step `store.context()` — with its fast path that trusts stored statuses — must agree with
+`assemble_context(store.load(c), <pointed version>, policy_version)`, the slow oracle.
+
+Also checked after every step: a version stored `current` really is current by
+`check_summary` (eager invalidation is honest), a stale version's stored reason is what a
+full check reports, and SPEC §1 invariants 3 and 4 hold on the store's context.
+"""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ledgerfold as lf
+
+PV = "policy-1"
+POLICIES = (PV, "policy-2")
+C = "conv"
+
+BODY = st.text(st.characters(exclude_categories=("Cs",)), max_size=12)
+OPS = st.one_of(
+    st.tuples(
+        st.just("append"),
+        st.sampled_from(("user", "assistant", "tool", "system")),
+        st.booleans(),
+        st.sampled_from((None, "g1", "g2")),
+        BODY,
+    ),
+    st.tuples(st.just("append_many"), st.integers(1, 6)),
+    st.tuples(st.just("edit"), st.integers(0, 60), st.sampled_from(("change", "revert", "same"))),
+    st.tuples(st.just("protect"), st.integers(0, 60)),
+    st.tuples(st.just("retract"), st.integers(0, 60)),
+    st.tuples(st.just("summarise"), st.integers(1, 6)),
+    st.tuples(st.just("plan"), st.integers(1, 6)),
+    st.tuples(st.just("commit-pending"), st.integers(0, 10)),
+    st.tuples(st.just("purge"), st.integers(0, 60), st.booleans()),
+    st.tuples(
+        st.just("clash"),
+    ),
+)
+
+
+class Model:
+    """Drives a store and remembers what the test needs (original bodies, pending results)."""
+
+    def __init__(self) -> None:
+        self.store = lf.SQLiteStore(":memory:")
+        self.original: dict[str, str] = {}
+        self.pending: list[lf.SummaryEnvelope] = []
+        self.counter = 0
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def live(self, index: int) -> lf.Turn | None:
+        turns = self.store.load(C).turns
+        return turns[index % len(turns)] if turns else None
+
+    def plan(self, keep_tail: int) -> lf.SummaryEnvelope | None:
+        plan = self.store.start_plan(C, keep_tail, PV)
+        return lf.create_summary_envelope(
+            plan, self.store.load(C), self.fresh("s"), PV, f"summary {self.counter}"
+        )
+
+    def apply(self, op: tuple[Any, ...]) -> None:
+        kind = op[0]
+        store = self.store
+        if kind == "append":
+            _, role, protected, group, body = op
+            turn = store.append(
+                C,
+                role,
+                body,
+                protected=protected,
+                protection_reason="active-constraint" if protected else None,
+                group=group,
+            )
+            self.original[turn.id] = body
+        elif kind == "append_many":
+            for turn in store.append_many(
+                C, [{"role": "user", "body": f"b{i}"} for i in range(op[1])]
+            ):
+                self.original[turn.id] = turn.body
+        elif kind in ("edit", "protect", "retract", "purge"):
+            turn = self.live(op[1])
+            if turn is None:
+                return
+            if kind == "edit":
+                body = {"change": self.fresh("edited "), "revert": self.original.get(turn.id)}
+                store.edit(C, turn.id, body=body.get(op[2], turn.body) or "")
+            elif kind == "protect":
+                store.edit(C, turn.id, protected=True, protection_reason="audit-evidence")
+            elif kind == "retract":
+                store.retract(C, turn.id)
+            else:
+                store.purge_through(C, turn.sequence, "retention", force=op[2])
+        elif kind == "summarise":
+            envelope = self.plan(op[1])
+            if envelope is not None:
+                assert store.commit_summary(envelope).accepted
+        elif kind == "plan":
+            envelope = self.plan(op[1])
+            if envelope is not None:
+                self.pending.append(envelope)
+        elif kind == "commit-pending":
+            if self.pending:
+                envelope = self.pending.pop(op[1] % len(self.pending))
+                write = store.commit_summary(envelope)
+                assert write.accepted or write.reason == "stale-source"
+        elif kind == "clash":
+            history = store.summary_history(C)
+            if history and history[-1].envelope is not None:
+                clash_id = history[-1].envelope.id
+                if clash_id not in store.load(C):
+                    # A retracted turn may already hold that ID.
+                    with suppress(lf.DuplicateId):
+                        store.append(C, "user", "clash", id=clash_id)
+
+    def check(self) -> None:
+        store = self.store
+        conversation = store.load(C)
+        history = store.summary_history(C)
+        accepted = [r for r in history if r.status in ("current", "superseded", "stale")]
+        pointed = accepted[-1] if accepted else None
+        assert sum(r.status == "current" for r in history) <= 1
+        for record in history:
+            if record.status == "current":
+                assert record is pointed and record.envelope is not None
+                assert lf.check_summary(record.envelope, conversation, PV).current
+        for policy in POLICIES:
+            got = store.context(C, policy)
+            want = lf.assemble_context(conversation, pointed.envelope if pointed else None, policy)
+            if pointed is not None and pointed.status == "stale":
+                if want.fallback is None:  # sources edited back: stale stays stale
+                    raw = lf.assemble_context(conversation, None, policy)
+                    want = lf.AssembledContext(raw.items, f"stale-summary:{pointed.reason}")
+                elif policy == PV:
+                    assert want.fallback == f"stale-summary:{pointed.reason}"
+            assert got.items == want.items
+            assert (got.fallback, got.fallback_id) == (want.fallback, want.fallback_id)
+            assert got.history_boundary == store.history_boundary(C)
+            ids = [item.id for item in got.items]
+            summary = got.summary
+            cited = set(summary.source_ids) if summary else set()
+            assert len(ids) == len(set(ids)) and not cited & set(ids)  # invariant 3
+            protected = {t.id for t in conversation.turns if t.protected}
+            assert protected <= set(ids)  # invariant 4
+        current = store.current_summary(C)
+        assert current == (pointed.envelope if pointed and pointed.status == "current" else None)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(OPS, max_size=24))
+def test_store_context_agrees_with_assemble_context(ops: list[tuple[Any, ...]]) -> None:
+    model = Model()
+    try:
+        model.check()
+        for op in ops:
+            model.apply(op)
+            model.check()
+    finally:
+        model.store.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 5), min_size=1, max_size=8), st.integers(1, 4))
+def test_revision_counts_every_ledger_write_and_sequences_are_never_reused(
+    batches: list[int], retracts: int
+) -> None:
+    with lf.SQLiteStore() as store:
+        sequences: list[int] = []
+        for size in batches:
+            added = store.append_many(C, [{"role": "user", "body": "x"}] * size)
+            sequences.extend(t.sequence for t in added)
+        for _ in range(min(retracts, len(sequences))):
+            store.retract(C, store.load(C).turns[-1].id)
+        later = store.append(C, "user", "y")
+        assert sequences == list(range(1, len(sequences) + 1))
+        assert later.sequence == len(sequences) + 1
+        assert store.load(C).revision == len(batches) + min(retracts, len(sequences)) + 1
