@@ -106,8 +106,8 @@ def encode_turn(t: TurnLike) -> bytes:
     out += struct.pack("<B", REASON_CODES[t.protection_reason])
     out += _lp(t.group if t.group is not None else "")
     out += struct.pack("<Q", len(meta))
-    # Sorted by the UTF-8 bytes of the key, not by code points of the str
-    # (they differ for astral vs. high-BMP characters).
+    # Sorted by the UTF-8 bytes of the key (as the spec says); note this is not
+    # UTF-16 order, which differs for astral vs. high-BMP characters.
     for key in sorted(meta, key=lambda k: k.encode("utf-8")):
         out += _lp(key)
         out += _lp(meta[key])
@@ -123,7 +123,10 @@ def fingerprint_turns(turns: Iterable[TurnLike]) -> str:
     """Fingerprint over the turns in the order given (no sorting here)."""
     digests = [turn_digest(t) for t in turns]
     material = struct.pack("<Q", len(digests)) + b"".join(digests)
-    return FINGERPRINT_PREFIX + blake3.blake3(material, derive_key_context=FINGERPRINT_CONTEXT).hexdigest()
+    return (
+        FINGERPRINT_PREFIX
+        + blake3.blake3(material, derive_key_context=FINGERPRINT_CONTEXT).hexdigest()
+    )
 
 
 def same_ordered_ids(a: Sequence[str], b: Sequence[str]) -> bool:
@@ -290,8 +293,16 @@ def assemble_context(
 
     sources = set(summary.source_ids)
     through = max(t.sequence for t in ordered if t.id in sources)
-    summary_tuple: ContextItem = ("summary", summary.id, summary.text, through, tuple(summary.source_ids))
-    items: list[ContextItem] = [turn_item(t) for t in ordered if t.id not in sources and t.sequence < through]
+    summary_tuple: ContextItem = (
+        "summary",
+        summary.id,
+        summary.text,
+        through,
+        tuple(summary.source_ids),
+    )
+    items: list[ContextItem] = [
+        turn_item(t) for t in ordered if t.id not in sources and t.sequence < through
+    ]
     items.append(summary_tuple)
     items.extend(turn_item(t) for t in ordered if t.id not in sources and t.sequence > through)
     return (items, None, None)

@@ -660,3 +660,18 @@ def test_one_store_can_be_shared_by_threads(store: Any) -> None:
         thread.join()
     loaded = store.load("c")
     assert [t.sequence for t in loaded.turns] == list(range(1, 101)) and loaded.revision == 100
+
+
+def test_refusing_a_foreign_database_leaves_it_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE x (a)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(lf.StoreError):
+        lf.SQLiteStore(path)
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    finally:
+        conn.close()

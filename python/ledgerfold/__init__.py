@@ -6,6 +6,8 @@ exact IDs and BLAKE3 fingerprint of its sources, used only while it still matche
 
 from __future__ import annotations
 
+from ledgerfold.adapters.chat import from_chat_messages, to_chat_messages
+from ledgerfold.compactor import CompactionOutcome, CompactionPolicy, Compactor, SummaryRequest
 from ledgerfold.context import (
     AssembledContext,
     HistoryBoundary,
@@ -23,6 +25,7 @@ from ledgerfold.errors import (
 from ledgerfold.model import Conversation, Turn, fingerprint_turns, same_ordered_ids
 from ledgerfold.plan import CompactionPlan, plan_compaction
 from ledgerfold.store import SQLiteStore, Store, SummaryRecord
+from ledgerfold.summarizers.extractive import ExtractiveSummarizer
 from ledgerfold.summary import (
     SummaryCheck,
     SummaryEnvelope,
@@ -37,10 +40,14 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AssembledContext",
+    "CompactionOutcome",
     "CompactionPlan",
+    "CompactionPolicy",
+    "Compactor",
     "ContextBudgetExceeded",
     "Conversation",
     "DuplicateId",
+    "ExtractiveSummarizer",
     "HistoryBoundary",
     "InvalidInput",
     "LedgerfoldError",
@@ -51,6 +58,7 @@ __all__ = [
     "SummaryEnvelope",
     "SummaryItem",
     "SummaryRecord",
+    "SummaryRequest",
     "SummaryWrite",
     "Turn",
     "TurnItem",
@@ -59,7 +67,9 @@ __all__ = [
     "check_summary",
     "create_summary_envelope",
     "fingerprint_turns",
+    "from_chat_messages",
     "is_summary_current",
     "plan_compaction",
     "same_ordered_ids",
+    "to_chat_messages",
 ]

@@ -14,6 +14,7 @@ exception type names only: never turn bodies, summary text or exception messages
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import inspect
@@ -308,10 +309,11 @@ class Compactor:
             previous_summary=previous.text if previous is not None else None,
         )
         _log.debug(
-            "summarizer called plan_id=%s turns=%d previous_summary_id=%s",
+            "summarizer called plan_id=%s turns=%d previous_summary_id=%s %s",
             plan.plan_id,
             len(turns),
             previous.id if previous is not None else None,
+            (previous.text if previous is not None else turns[-1].text)[:40],
         )
         return _Job(plan, snapshot, request)
 
@@ -335,7 +337,12 @@ class Compactor:
         summarizer = self.summarizer
         if _is_async_callable(summarizer):
             return await cast("Awaitable[object]", summarizer(request))
-        result: object = await asyncio.to_thread(summarizer, request)
+        if self.timeout is None:
+            result: object = await asyncio.to_thread(summarizer, request)
+        else:
+            # Not the loop's executor: a summarizer abandoned at its deadline must neither
+            # hold an executor worker nor make `asyncio.run` wait for it at shutdown.
+            result = await _in_daemon_thread(summarizer, request)
         if inspect.isawaitable(result):
             return await result
         return result
@@ -529,3 +536,36 @@ def _call_in_thread(
     if "error" in outcome:
         raise outcome["error"]
     return outcome["result"]
+
+
+async def _in_daemon_thread(
+    summarizer: Callable[[SummaryRequest], object], request: SummaryRequest
+) -> object:
+    """Await a sync summarizer run in its own daemon thread; a result that arrives after
+    the caller gave up (or after the loop closed) is dropped."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[object] = loop.create_future()
+
+    def deliver(result: object, error: BaseException | None) -> None:
+        if future.done():  # cancelled by the deadline
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    def run() -> None:
+        result: object = None
+        error: BaseException | None = None
+        try:
+            result = summarizer(request)
+        except BaseException as raised:
+            error = raised
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
+            loop.call_soon_threadsafe(deliver, result, error)
+
+    context = contextvars.copy_context()
+    threading.Thread(
+        target=context.run, args=(run,), name="ledgerfold-summarizer", daemon=True
+    ).start()
+    return await future

@@ -149,14 +149,23 @@ class SQLiteStore:
             conn.execute("PRAGMA busy_timeout = 30000")
             # Reading the header first: a file that is not SQLite fails here, not halfway.
             application_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            foreign_tables = application_id == 0 and conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' LIMIT 1"
+            ).fetchone()
+        except sqlite3.DatabaseError as err:
+            raise StoreError(f"{self._path}: not an SQLite database ({err})") from err
+        # Refuse another application's file before changing anything in it (journal mode).
+        if application_id not in (0, APPLICATION_ID):
+            raise StoreError(f"{self._path}: an SQLite database of another application")
+        if foreign_tables:
+            raise StoreError(f"{self._path}: an SQLite database that is not a ledgerfold store")
+        try:
             if self._path != ":memory:":
                 conn.execute("PRAGMA journal_mode = WAL").fetchone()
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.DatabaseError as err:
-            raise StoreError(f"{self._path}: not an SQLite database ({err})") from err
-        if application_id not in (0, APPLICATION_ID):
-            raise StoreError(f"{self._path}: an SQLite database of another application")
+            raise StoreError(f"{self._path}: cannot prepare the database ({err})") from err
         try:
             self._migrate(conn)
         except sqlite3.Error as err:

@@ -1,0 +1,30 @@
+"""Adapters between ledgerfold and chat-message formats.
+
+`chat` (OpenAI-style dicts) has no dependencies; `langchain` needs the optional extra
+`ledgerfold[langchain]` and imports `langchain_core` only when called.
+"""
+
+from __future__ import annotations
+
+from ledgerfold.adapters.chat import (
+    SUMMARY_CLOSE,
+    SUMMARY_OPEN,
+    escape_summary_text,
+    from_chat_messages,
+    summary_framing,
+    to_chat_messages,
+    unescape_summary_text,
+)
+from ledgerfold.adapters.langchain import from_langchain_messages, to_langchain_messages
+
+__all__ = [
+    "SUMMARY_CLOSE",
+    "SUMMARY_OPEN",
+    "escape_summary_text",
+    "from_chat_messages",
+    "from_langchain_messages",
+    "summary_framing",
+    "to_chat_messages",
+    "to_langchain_messages",
+    "unescape_summary_text",
+]

@@ -1,0 +1,279 @@
+"""The `ledgerfold` command line (SPEC §14) on the real transcripts of shared/data."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from ledgerfold.cli import cli
+
+SHARED = Path(os.environ.get("LEDGERFOLD_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+DATA_FILES = sorted((SHARED / "data").glob("*.jsonl"))
+CHAT_ROLES = {"system", "user", "assistant", "tool"}
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def run_json(*args: str) -> Any:
+    result = run(*args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def copy_db(source: Path, target: Path) -> Path:
+    """A consistent copy (WAL included) through SQLite's backup API."""
+    with sqlite3.connect(source) as src, sqlite3.connect(target) as dst:
+        src.backup(dst)
+    return target
+
+
+@pytest.fixture(scope="module")
+def compacted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every shared transcript imported into one database, then every conversation compacted."""
+    assert DATA_FILES, f"no transcripts under {SHARED / 'data'}"
+    db = tmp_path_factory.mktemp("cli") / "all.db"
+    imported = run_json("import", str(db), *map(str, DATA_FILES), "--json")
+    outcomes = run_json("compact", str(db), "--json")
+    return {"db": db, "imported": imported, "outcomes": outcomes}
+
+
+def test_import_counts_every_conversation_and_turn(compacted: dict[str, Any]) -> None:
+    expected_conversations = expected_turns = 0
+    for path in DATA_FILES:
+        with path.open(encoding="utf-8") as handle:
+            for line in handle:
+                if line.strip():
+                    expected_conversations += 1
+                    expected_turns += len(json.loads(line)["turns"])
+    assert compacted["imported"] == {
+        "conversations": expected_conversations,
+        "turns": expected_turns,
+        "skipped": 0,
+    }
+
+
+def test_reimport_skips_existing_conversations(compacted: dict[str, Any], tmp_path: Path) -> None:
+    db = copy_db(compacted["db"], tmp_path / "again.db")
+    result = run("import", str(db), str(DATA_FILES[0]))
+    assert result.exit_code == 0
+    assert "imported 0 conversations, 0 turns" in result.stdout
+    assert "already in the database" in result.stderr
+    again = run_json("import", str(db), str(DATA_FILES[0]), "--json")
+    assert again["conversations"] == 0 and again["skipped"] > 0
+    total = sum(1 for path in DATA_FILES for line in path.open(encoding="utf-8") if line.strip())
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM conversations").fetchone()[0] == total
+
+
+def test_compact_outcomes(compacted: dict[str, Any]) -> None:
+    statuses = {row["status"] for row in compacted["outcomes"]}
+    assert statuses <= {"accepted", "skipped"}
+    for row in compacted["outcomes"]:
+        if row["status"] == "skipped":
+            assert row["reason"] == "nothing-to-compact"
+        else:
+            assert row["summary"] and row["sources"] > 0
+
+
+def test_revalidate_reports_every_summary_current(compacted: dict[str, Any]) -> None:
+    accepted = [row for row in compacted["outcomes"] if row["status"] == "accepted"]
+    report = run_json("revalidate", str(compacted["db"]), "--json")
+    assert report["conversations"] == len(compacted["outcomes"])
+    assert report["summaries_checked"] == len(accepted)
+    assert report["current"] == len(accepted)
+    assert report["stale"] == 0 and report["stale_summaries"] == []
+    assert report["turns_hashed"] > 0 and report["bytes_hashed"] > report["turns_hashed"]
+    assert report["seconds"] >= 0
+
+
+@pytest.mark.parametrize("workers", ["1", "3"])
+def test_revalidate_finds_a_body_tampered_in_the_file(
+    compacted: dict[str, Any], tmp_path: Path, workers: str
+) -> None:
+    db = copy_db(compacted["db"], tmp_path / "tampered.db")
+    victim = next(row for row in compacted["outcomes"] if row["status"] == "accepted")
+    conversation, summary = victim["conversation"], victim["summary"]
+    with sqlite3.connect(db) as conn:
+        (turn_id,) = conn.execute(
+            "SELECT turn_id FROM summary_sources s JOIN summaries v ON v.pk = s.summary_pk"
+            " WHERE v.id = ? ORDER BY position LIMIT 1",
+            (summary,),
+        ).fetchone()
+        changed = conn.execute(
+            "UPDATE turns SET body = body || ' (tampered)' WHERE conversation_id = ? AND id = ?",
+            (conversation, turn_id),
+        ).rowcount
+        assert changed == 1
+    # The store's fast path trusts the stored status: tampering behind its back goes unseen...
+    before = run_json("context", str(db), conversation, "--json")
+    assert before["summary"] == summary and before["fallback"] is None
+
+    report = run_json("revalidate", str(db), "--workers", workers, "--json")
+    assert report["stale"] == 1
+    assert report["current"] == report["summaries_checked"] - 1
+    assert report["stale_summaries"] == [
+        {
+            "conversation": conversation,
+            "summary": summary,
+            "reason": "source-modified",
+            "turn": None,
+        }
+    ]
+    # ...until revalidation marks it stale: then the context falls back to raw turns.
+    after = run_json("context", str(db), conversation, "--json")
+    assert after["summary"] is None
+    assert after["fallback"] == "stale-summary:source-modified"
+    inspected = run_json("inspect", str(db), conversation, "--json")
+    assert inspected["current_summary"] is None
+    assert {"id": summary, "status": "stale", "reason": "source-modified"}.items() <= next(
+        v for v in inspected["versions"] if v["id"] == summary
+    ).items()
+    # A second pass finds nothing more to do.
+    again = run_json("revalidate", str(db), "--json")
+    assert again["stale"] == 0 and again["summaries_checked"] == report["summaries_checked"] - 1
+
+
+def test_context_json_gives_valid_chat_messages(compacted: dict[str, Any]) -> None:
+    for row in compacted["outcomes"][:40]:
+        payload = run_json("context", str(compacted["db"]), row["conversation"], "--json")
+        messages = payload["messages"]
+        assert payload["history_boundary"] is None
+        assert all(m["role"] in CHAT_ROLES and isinstance(m["content"], str) for m in messages)
+        summaries = [m for m in messages if "<ledgerfold-summary>" in m["content"]]
+        if row["status"] == "accepted":
+            assert payload["fallback"] is None and payload["summary"] == row["summary"]
+            assert len(summaries) == 1 and summaries[0]["role"] == "system"
+        else:
+            assert payload["fallback"] == "no-summary" and summaries == []
+        for message in messages:
+            if "tool_call_id" in message:
+                assert message["role"] == "tool"
+            for call in message.get("tool_calls", []):
+                assert call["type"] == "function" and "name" in call["function"]
+
+
+def test_context_table_and_inspect_print(compacted: dict[str, Any]) -> None:
+    row = next(r for r in compacted["outcomes"] if r["status"] == "accepted")
+    result = run("context", str(compacted["db"]), row["conversation"])
+    assert result.exit_code == 0 and "SUMMARY" in result.stdout
+    result = run("inspect", str(compacted["db"]), row["conversation"])
+    assert result.exit_code == 0 and "current" in result.stdout
+
+
+def test_purge_records_a_history_boundary(compacted: dict[str, Any], tmp_path: Path) -> None:
+    db = copy_db(compacted["db"], tmp_path / "purged.db")
+    conversation = compacted["outcomes"][0]["conversation"]
+    result = run("purge", str(db), conversation, "--through", "3", "--reason", "retention")
+    assert result.exit_code == 0, result.output
+    payload = run_json("context", str(db), conversation, "--json")
+    assert payload["history_boundary"]["through_sequence"] == 3
+    assert payload["history_boundary"]["reason"] == "retention"
+    inspected = run_json("inspect", str(db), conversation, "--json")
+    assert inspected["history_boundary"]["through_sequence"] == 3
+
+
+def test_demo_runs_to_completion(tmp_path: Path) -> None:
+    db = tmp_path / "demo.db"
+    result = run("demo", "--db", str(db))
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    for expected in (
+        "active-constraint",
+        "pending-confirmation",
+        "SUMMARY",
+        "stale-summary:source-modified",
+        "still current and reused",
+        "superseded",
+        "current",
+    ):
+        assert expected in out
+    assert "✗" not in out
+    # A second run in the same database uses a fresh conversation.
+    assert run("demo", "--db", str(db)).exit_code == 0
+    with sqlite3.connect(db) as conn:
+        ids = {r[0] for r in conn.execute("SELECT id FROM conversations")}
+    assert ids == {"demo", "demo-2"}
+
+
+def test_demo_as_a_real_process_leaves_no_temp_file() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "ledgerfold", "demo"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "Version history" in completed.stdout
+    assert completed.stderr == ""
+
+
+@pytest.fixture(scope="module")
+def error_fixtures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("errors")
+    text = base / "notes.txt"
+    text.write_text("not a database\n", encoding="utf-8")
+    foreign = base / "foreign.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE things (a)")
+    bad_jsonl = base / "bad.jsonl"
+    bad_jsonl.write_text('{"conversation_id": "x", "source": "s", "turns": 5}\n', encoding="utf-8")
+    return {"base": base, "text": text, "foreign": foreign, "bad_jsonl": bad_jsonl}
+
+
+ERROR_CASES = [
+    ("missing database", ["context", "{base}/nope.db", "c"]),
+    ("unknown conversation", ["context", "{db}", "no-such-conversation"]),
+    ("inspect unknown conversation", ["inspect", "{db}", "no-such-conversation"]),
+    ("a directory as database", ["revalidate", "{base}"]),
+    ("not an sqlite file", ["inspect", "{text}", "c"]),
+    ("another application's database", ["compact", "{foreign}"]),
+    ("missing transcript", ["import", "{base}/new.db", "{base}/missing.jsonl"]),
+    ("directory as transcript", ["import", "{base}/new.db", "{base}"]),
+    ("malformed transcript", ["import", "{base}/new.db", "{bad_jsonl}"]),
+    ("bad keep-tail", ["compact", "{db}", "--keep-tail", "0"]),
+    ("bad workers", ["revalidate", "{db}", "--workers", "0"]),
+    ("missing option", ["purge", "{db}", "c", "--reason", "r"]),
+    ("blank purge reason", ["purge", "{db}", "c", "--through", "1", "--reason", " "]),
+    ("unknown command", ["frobnicate"]),
+    ("missing argument", ["context"]),
+    ("unknown conversation to compact", ["compact", "{db}", "--conversation", "nope"]),
+]
+
+
+@pytest.mark.parametrize(("case", "args"), ERROR_CASES, ids=[c for c, _ in ERROR_CASES])
+def test_user_errors_are_one_line_and_exit_2(
+    case: str, args: list[str], compacted: dict[str, Any], error_fixtures: dict[str, Path]
+) -> None:
+    values = {key: str(value) for key, value in error_fixtures.items()}
+    values["db"] = str(compacted["db"])
+    result = run(*(arg.format(**values) for arg in args))
+    assert result.exit_code == 2, (case, result.output)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, (case, result.stderr)
+    assert lines[0].startswith("ledgerfold: error: ")
+    assert "Traceback" not in result.output
+
+
+def test_user_error_in_a_real_process(error_fixtures: dict[str, Path]) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "ledgerfold", "inspect", str(error_fixtures["foreign"]), "c"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 2
+    assert completed.stdout == ""
+    assert completed.stderr.count("\n") == 1
+    assert completed.stderr.startswith("ledgerfold: error: ")
