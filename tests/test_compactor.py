@@ -180,7 +180,11 @@ def test_policy_validation_names_the_field(kwargs: dict[str, Any], field: str) -
 
 def test_summary_request_repr_hides_texts() -> None:
     request = SummaryRequest(
-        "c", "p", "v1", [TurnItem("a", "user", "secret body text", 1)], "secret summary text"
+        "c",
+        "p",
+        "v1",
+        [TurnItem("a", "user", "secret body text", 1)],  # type: ignore[arg-type]
+        "secret summary text",
     )
     assert isinstance(request.turns, tuple)
     shown = repr(request)
@@ -326,7 +330,10 @@ def test_second_compaction_gets_previous_summary_as_text_never_as_a_turn(
     summaries = [item for item in context.items if isinstance(item, SummaryItem)]
     assert [item.id for item in summaries] == [second.summary.id]
     assert context.ids == (second.summary.id, "m10", "m11")
-    statuses = [(record.envelope.id, record.status) for record in store.summary_history(CONV)]
+    statuses = [
+        (record.envelope.id if record.envelope else None, record.status)
+        for record in store.summary_history(CONV)
+    ]
     assert statuses == [(first.summary.id, "superseded"), (second.summary.id, "current")]
     assert_context_invariants(store, policy)
 
@@ -841,3 +848,119 @@ def test_every_missing_turn_is_a_summary_source_or_purged(store: SQLiteStore) ->
     assert context.fallback is None
     assert "confirm" in context.ids
     assert not {"m0", "m1", "m2", "m3"} & set(context.ids)  # purged
+
+
+# -- summarizer call paths -------------------------------------------------------------------
+
+
+class AsyncCallable:
+    """An object whose __call__ is a coroutine function."""
+
+    async def __call__(self, request: SummaryRequest) -> str:
+        return "from an async __call__"
+
+
+@pytest.mark.parametrize("call", ["compact", "acompact"])
+@pytest.mark.parametrize("timeout", [None, 30.0])
+def test_sync_summarizer_result_and_error_on_every_path(
+    store: SQLiteStore, call: str, timeout: float | None
+) -> None:
+    fill(store, 6)
+    policy = CompactionPolicy("v1", keep_tail=2)
+
+    def broken(request: SummaryRequest) -> str:
+        raise KeyError("x")
+
+    def run(compactor: Compactor) -> CompactionOutcome:
+        if call == "compact":
+            return compactor.compact(CONV, force=True)
+        return asyncio.run(compactor.acompact(CONV, force=True))
+
+    assert run(Compactor(store, policy, broken, timeout=timeout)) == CompactionOutcome(
+        "failed", None, "summarizer-error"
+    )
+    accepted = run(Compactor(store, policy, Recorder("ok"), timeout=timeout))
+    assert accepted.summary is not None
+    assert accepted.summary.text == "ok #1"
+
+
+@pytest.mark.parametrize("call", ["compact", "acompact"])
+def test_async_callable_objects_are_awaited(store: SQLiteStore, call: str) -> None:
+    fill(store, 6)
+    compactor = Compactor(store, CompactionPolicy("v1", keep_tail=2), AsyncCallable())
+    if call == "compact":
+        outcome = compactor.compact(CONV)
+    else:
+        outcome = asyncio.run(compactor.acompact(CONV))
+    assert outcome.summary is not None
+    assert outcome.summary.text == "from an async __call__"
+
+
+def test_async_callable_object_in_a_running_loop_is_refused_before_planning(
+    store: SQLiteStore,
+) -> None:
+    fill(store, 6)
+    compactor = Compactor(store, CompactionPolicy("v1", keep_tail=2), AsyncCallable())
+
+    async def main() -> None:
+        with pytest.raises(InvalidInput, match="acompact"):
+            compactor.compact(CONV)
+
+    asyncio.run(main())
+    assert store.summary_history(CONV) == []
+
+
+def test_awaitable_from_a_sync_callable_in_a_running_loop_is_refused(
+    store: SQLiteStore,
+) -> None:
+    fill(store, 6)
+
+    async def later(request: SummaryRequest) -> str:
+        return "never used"
+
+    compactor = Compactor(store, CompactionPolicy("v1", keep_tail=2), lambda r: later(r))
+
+    async def main() -> None:
+        with pytest.raises(InvalidInput, match="acompact"):
+            compactor.compact(CONV)
+
+    asyncio.run(main())
+    assert store.current_summary(CONV) is None
+    (record,) = store.summary_history(CONV)
+    assert (record.status, record.reason) == ("failed", "summarizer-error")
+
+
+def test_cancelled_acompact_propagates_and_writes_nothing(store: SQLiteStore) -> None:
+    fill(store, 6)
+    started = asyncio.Event()
+
+    async def forever(request: SummaryRequest) -> str:
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    compactor = Compactor(store, CompactionPolicy("v1", keep_tail=2), forever)
+
+    async def main() -> None:
+        task = asyncio.create_task(compactor.acompact(CONV))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    before = state(store)
+    asyncio.run(main())
+    assert state(store) == before
+    assert store.summary_history(CONV) == []
+
+
+def test_is_due_validates_the_conversation_id(store: SQLiteStore) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        Compactor(store, CompactionPolicy("v1")).is_due("")
+    assert caught.value.field == "conversation_id"
+
+
+def test_compactor_repr_names_parts_only(store: SQLiteStore) -> None:
+    shown = repr(Compactor(store, CompactionPolicy("v1"), timeout=2))
+    assert shown.startswith("Compactor(store=SQLiteStore, policy=CompactionPolicy(version='v1'")
+    assert "summarizer=ExtractiveSummarizer, timeout=2.0)" in shown

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from ledgerfold import Turn, fingerprint_turns
@@ -56,12 +58,15 @@ print(json.dumps(out))
 
 
 def test_fingerprints_identical_across_processes(vectors: dict[str, Any]) -> None:
-    from conftest import VECTORS
-
+    vectors_path = (
+        Path(os.environ.get("LEDGERFOLD_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+        / "spec"
+        / "fingerprint-v1-vectors.json"
+    )
     runs = []
     for seed in ("0", "1", "random"):
         result = subprocess.run(
-            [sys.executable, "-c", SCRIPT, str(VECTORS)],
+            [sys.executable, "-c", SCRIPT, str(vectors_path)],
             capture_output=True,
             text=True,
             check=True,

@@ -309,11 +309,10 @@ class Compactor:
             previous_summary=previous.text if previous is not None else None,
         )
         _log.debug(
-            "summarizer called plan_id=%s turns=%d previous_summary_id=%s %s",
+            "summarizer called plan_id=%s turns=%d previous_summary_id=%s",
             plan.plan_id,
             len(turns),
             previous.id if previous is not None else None,
-            (previous.text if previous is not None else turns[-1].text)[:40],
         )
         return _Job(plan, snapshot, request)
 
