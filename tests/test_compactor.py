@@ -23,7 +23,7 @@ from ledgerfold.compactor import (
     Compactor,
     SummaryRequest,
 )
-from ledgerfold.store.sqlite import SQLiteStore
+from ledgerfold.store import SQLiteStore
 from ledgerfold.summarizers import ExtractiveSummarizer
 from ledgerfold.tokens import MESSAGE_OVERHEAD_TOKENS, approx_tokens, context_tokens
 

@@ -19,7 +19,7 @@ import pytest
 
 from ledgerfold import ContextBudgetExceeded
 from ledgerfold.compactor import CompactionOutcome, CompactionPolicy, Compactor, SummaryRequest
-from ledgerfold.store.sqlite import SQLiteStore
+from ledgerfold.store import SQLiteStore
 from ledgerfold.summarizers import ExtractiveSummarizer, OpenAICompatibleSummarizer
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

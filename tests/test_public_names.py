@@ -4,14 +4,41 @@ from __future__ import annotations
 
 import ledgerfold
 
-SPEC_NAMES = """
-Turn Conversation fingerprint_turns same_ordered_ids plan_compaction CompactionPlan
-create_summary_envelope SummaryEnvelope check_summary SummaryCheck is_summary_current
-accept_summary_result SummaryWrite assemble_context AssembledContext SummaryItem TurnItem
-to_chat_messages LedgerfoldError from_chat_messages InvalidInput DuplicateId StoreError
-ContextBudgetExceeded Store SQLiteStore SummaryRecord HistoryBoundary CompactionPolicy
-SummaryRequest Compactor CompactionOutcome ExtractiveSummarizer
-""".split()
+SPEC_NAMES = [
+    "Turn",
+    "Conversation",
+    "fingerprint_turns",
+    "same_ordered_ids",
+    "plan_compaction",
+    "CompactionPlan",
+    "create_summary_envelope",
+    "SummaryEnvelope",
+    "check_summary",
+    "SummaryCheck",
+    "is_summary_current",
+    "accept_summary_result",
+    "SummaryWrite",
+    "assemble_context",
+    "AssembledContext",
+    "SummaryItem",
+    "TurnItem",
+    "to_chat_messages",
+    "LedgerfoldError",
+    "from_chat_messages",
+    "InvalidInput",
+    "DuplicateId",
+    "StoreError",
+    "ContextBudgetExceeded",
+    "Store",
+    "SQLiteStore",
+    "SummaryRecord",
+    "HistoryBoundary",
+    "CompactionPolicy",
+    "SummaryRequest",
+    "Compactor",
+    "CompactionOutcome",
+    "ExtractiveSummarizer",
+]
 
 
 def test_every_spec_name_is_exported() -> None:

@@ -20,7 +20,7 @@ import pytest
 
 from ledgerfold import InvalidInput, LedgerfoldError, TurnItem
 from ledgerfold.compactor import CompactionOutcome, CompactionPolicy, Compactor, SummaryRequest
-from ledgerfold.store.sqlite import SQLiteStore
+from ledgerfold.store import SQLiteStore
 from ledgerfold.summarizers import (
     ExtractiveSummarizer,
     OpenAICompatibleSummarizer,

@@ -149,9 +149,12 @@ class SQLiteStore:
             conn.execute("PRAGMA busy_timeout = 30000")
             # Reading the header first: a file that is not SQLite fails here, not halfway.
             application_id = conn.execute("PRAGMA application_id").fetchone()[0]
-            foreign_tables = application_id == 0 and conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' LIMIT 1"
-            ).fetchone()
+            foreign_tables = (
+                application_id == 0
+                and conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' LIMIT 1"
+                ).fetchone()
+            )
         except sqlite3.DatabaseError as err:
             raise StoreError(f"{self._path}: not an SQLite database ({err})") from err
         # Refuse another application's file before changing anything in it (journal mode).
