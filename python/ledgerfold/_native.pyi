@@ -11,6 +11,7 @@ __all__ = [
     "check",
     "fingerprint_turns",
     "plan",
+    "revalidate_rows",
     "same_ordered_ids",
     "source_fingerprint",
 ]
@@ -135,3 +136,9 @@ def assemble(
 def source_fingerprint(
     source_ids: Iterable[str], turns: Conversation | Iterable[Turn]
 ) -> str | None: ...
+def revalidate_rows(
+    conversations: Iterable[
+        tuple[str, Iterable[tuple[Any, ...]], Iterable[tuple[str, Iterable[str], str]]]
+    ],
+    threads: int | None = None,
+) -> tuple[list[tuple[str, str, str | None, str | None]], int, int]: ...

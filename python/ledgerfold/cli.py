@@ -11,14 +11,10 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import sqlite3
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -33,12 +29,11 @@ from rich.text import Text
 from ledgerfold.adapters.chat import to_chat_messages
 from ledgerfold.compactor import CompactionOutcome, CompactionPolicy, Compactor
 from ledgerfold.context import AssembledContext, HistoryBoundary, SummaryItem
-from ledgerfold.errors import InvalidInput, LedgerfoldError
+from ledgerfold.errors import LedgerfoldError
 from ledgerfold.model import Conversation, Turn
+from ledgerfold.revalidate import revalidate_database
 from ledgerfold.store import SQLiteStore
-from ledgerfold.store.schema import TURN_LIVE
 from ledgerfold.summarizers import ExtractiveSummarizer
-from ledgerfold.summary import SummaryEnvelope, check_summary
 from ledgerfold.transcripts import Transcript, iter_transcripts
 
 __all__ = ["cli", "main"]
@@ -529,156 +524,6 @@ def purge_command(db: str, conversation_id: str, through: int, reason: str, forc
 # --------------------------------------------------------------------------- revalidate
 
 
-@dataclass(frozen=True, slots=True)
-class _Checked:
-    conversation_id: str
-    summary_id: str
-    current: bool
-    reason: str | None
-    turn_id: str | None
-    turns: int
-    body_bytes: int
-
-
-_TURN_ROWS = (
-    "SELECT id, sequence, role, body, protected, protection_reason, grp, meta FROM turns"
-    " WHERE conversation_id = ? AND state = ? ORDER BY sequence"
-)
-
-
-def _open_readonly(db: str) -> sqlite3.Connection:
-    uri = Path(db).resolve().as_uri() + "?mode=ro"
-    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA busy_timeout = 30000")
-    return conn
-
-
-def _check_conversation(
-    conn: sqlite3.Connection, conversation_id: str, summary: SummaryEnvelope
-) -> _Checked:
-    """Re-read the turn rows and rebuild `Turn`s (which re-hashes every body; the stored
-    digests are not trusted), then `check_summary` against the summary's own policy."""
-    conn.execute("BEGIN")
-    try:
-        revision_row = conn.execute(
-            "SELECT revision FROM conversations WHERE id = ?", (conversation_id,)
-        ).fetchone()
-        rows = conn.execute(_TURN_ROWS, (conversation_id, TURN_LIVE)).fetchall()
-    finally:
-        conn.execute("COMMIT")
-    body_bytes = 0
-    try:
-        turns = []
-        for turn_id, sequence, role, body, protected, reason, group, meta in rows:
-            body_bytes += len(body.encode("utf-8", "surrogatepass"))
-            turns.append(
-                Turn(
-                    turn_id,
-                    sequence,
-                    role,
-                    body,
-                    protected=bool(protected),
-                    protection_reason=reason,
-                    group=group,
-                    meta=None if meta is None else json.loads(meta),
-                )
-            )
-        conversation = Conversation(conversation_id, revision_row[0] if revision_row else 0, turns)
-    except (InvalidInput, ValueError, TypeError):
-        # A row that no longer makes a valid turn cannot be a faithful source.
-        return _Checked(
-            conversation_id, summary.id, False, "source-modified", None, len(rows), body_bytes
-        )
-    check = check_summary(summary, conversation, summary.policy_version)
-    return _Checked(
-        conversation_id,
-        summary.id,
-        check.current,
-        check.reason,
-        check.turn_id,
-        len(turns),
-        body_bytes,
-    )
-
-
-_worker_conn: sqlite3.Connection | None = None
-
-
-def _worker_init(db: str) -> None:
-    global _worker_conn
-    _worker_conn = _open_readonly(db)
-
-
-def _worker_check(job: tuple[str, SummaryEnvelope]) -> _Checked:
-    assert _worker_conn is not None, "worker not initialised"
-    return _check_conversation(_worker_conn, *job)
-
-
-def _mark_stale(db: str, stale: list[_Checked]) -> int:
-    """Mark summaries found stale as `stale` with the check's reason, in one transaction.
-
-    The store has no public method for this yet, so this one UPDATE touches its
-    `summaries` table directly, the same change `SQLiteStore.edit` makes for citing
-    summaries; only versions still `current` are changed."""
-    if not stale:
-        return 0
-    conn = sqlite3.connect(db, isolation_level=None)
-    try:
-        conn.execute("PRAGMA busy_timeout = 30000")
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            changed = 0
-            for checked in stale:
-                changed += conn.execute(
-                    "UPDATE summaries SET status = 'stale', reason = ?"
-                    " WHERE id = ? AND conversation_id = ? AND status = 'current'",
-                    (checked.reason, checked.summary_id, checked.conversation_id),
-                ).rowcount
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-    finally:
-        conn.close()
-    for checked in stale:
-        _log.info(
-            "revalidation marked summary stale: conversation=%s summary=%s reason=%s turn=%s",
-            checked.conversation_id,
-            checked.summary_id,
-            checked.reason,
-            checked.turn_id,
-        )
-    return changed
-
-
-def _run_checks(
-    db: str,
-    jobs: list[tuple[str, SummaryEnvelope]],
-    workers: int,
-    advance: Callable[[], None],
-) -> list[_Checked]:
-    if workers <= 1 or len(jobs) <= 1:
-        conn = _open_readonly(db)
-        try:
-            results = []
-            for job in jobs:
-                results.append(_check_conversation(conn, *job))
-                advance()
-            return results
-        finally:
-            conn.close()
-    collected: list[_Checked] = []
-    with ProcessPoolExecutor(max_workers=workers, initializer=_worker_init, initargs=(db,)) as pool:
-        futures: list[Future[_Checked]] = [pool.submit(_worker_check, job) for job in jobs]
-        for future in as_completed(futures):
-            collected.append(future.result())
-            advance()
-    order = {job[0]: index for index, job in enumerate(jobs)}
-    collected.sort(key=lambda checked: order[checked.conversation_id])
-    return collected
-
-
 @cli.command("revalidate")
 @click.argument("db")
 @click.option(
@@ -692,71 +537,37 @@ def _run_checks(
 def revalidate_command(db: str, workers: int, as_json: bool) -> None:
     """Deep-check every current summary against its re-hashed source turns; mark the ones
     that no longer match as stale."""
-    started = time.perf_counter()
-    with _open_store(db) as store:
-        conversation_ids = store.conversation_ids()
-        jobs: list[tuple[str, SummaryEnvelope]] = []
-        for conversation_id in conversation_ids:
-            summary = store.current_summary(conversation_id)
-            if summary is not None:
-                jobs.append((conversation_id, summary))
-    show_progress = sys.stderr.isatty() and not as_json and bool(jobs)
+    with _open_store(db):  # one clear line for a missing file, a directory, a foreign DB
+        pass
+    show_progress = sys.stderr.isatty() and not as_json
     if show_progress:
         with Progress(console=_stderr(), transient=True) as progress:
-            task = progress.add_task("revalidating", total=len(jobs))
-            results = _run_checks(db, jobs, workers, lambda: progress.advance(task))
+            task = progress.add_task("revalidating", total=None)
+            report = revalidate_database(
+                db, workers=workers, progress=lambda done: progress.advance(task, done)
+            )
     else:
-        results = _run_checks(db, jobs, workers, lambda: None)
-    stale = [checked for checked in results if not checked.current]
-    _mark_stale(db, stale)
-    seconds = time.perf_counter() - started
-    report = {
-        "conversations": len(conversation_ids),
-        "summaries_checked": len(results),
-        "current": len(results) - len(stale),
-        "stale": len(stale),
-        "turns_hashed": sum(checked.turns for checked in results),
-        "bytes_hashed": sum(checked.body_bytes for checked in results),
-        "seconds": round(seconds, 6),
-        "workers": workers,
-        "stale_summaries": [
-            {
-                "conversation": checked.conversation_id,
-                "summary": checked.summary_id,
-                "reason": checked.reason,
-                "turn": checked.turn_id,
-            }
-            for checked in stale
-        ],
-    }
-    _log.info(
-        "revalidation: conversations=%d checked=%d stale=%d turns=%d bytes=%d",
-        report["conversations"],
-        report["summaries_checked"],
-        report["stale"],
-        report["turns_hashed"],
-        report["bytes_hashed"],
-    )
+        report = revalidate_database(db, workers=workers)
     if as_json:
-        _echo_json(report)
+        _echo_json(report.as_json())
         return
     console = _stdout()
     console.print(
-        f"checked {report['summaries_checked']} current summaries in"
-        f" {report['conversations']} conversations: [green]{report['current']} current[/],"
-        f" [red]{report['stale']} stale[/]; re-hashed {report['turns_hashed']} turns"
-        f" ({report['bytes_hashed']:,} bytes) in {seconds:.2f} s with {workers} worker(s)"
+        f"checked {report.summaries_checked} current summaries in"
+        f" {report.conversations} conversations: [green]{report.current} current[/],"
+        f" [red]{report.stale} stale[/]; re-hashed {report.turns_hashed} turns"
+        f" ({report.bytes_hashed:,} bytes) in {report.seconds:.2f} s with {workers} worker(s)"
     )
-    if stale:
+    if report.stale_summaries:
         table = Table(title="stale summaries (now marked stale)", title_justify="left")
         for column in ("conversation", "summary", "reason", "turn"):
             table.add_column(column, overflow="fold")
-        for checked in stale:
+        for item in report.stale_summaries:
             table.add_row(
-                Text(checked.conversation_id),
-                Text(checked.summary_id),
-                Text(checked.reason or ""),
-                Text(checked.turn_id or ""),
+                Text(item.conversation_id),
+                Text(item.summary_id),
+                Text(item.reason),
+                Text(item.turn_id or ""),
             )
         console.print(table)
 

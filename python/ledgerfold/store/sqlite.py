@@ -924,6 +924,37 @@ class SQLiteStore:
             self._cache.pop(next(iter(self._cache)))
         self._cache[version.envelope.id] = version
 
+    def mark_stale(self, verdicts: Iterable[tuple[str, str, str]]) -> int:
+        """Mark summaries found stale by a deep revalidation: `(conversation_id, summary_id,
+        reason)` each, in one transaction. Only versions still `current` change (one that
+        changed meanwhile was already handled by eager invalidation). Returns how many."""
+        items = [
+            (
+                _validate.text("reason", reason),
+                _validate.text("summary_id", summary_id),
+                _validate.text("conversation_id", conversation_id, blank_ok=True, empty_ok=False),
+            )
+            for conversation_id, summary_id, reason in verdicts
+        ]
+        if not items:
+            return 0
+        with self._transaction(write=True) as conn:
+            changed = 0
+            for reason, summary_id, conversation_id in items:
+                changed += conn.execute(
+                    "UPDATE summaries SET status = 'stale', reason = ?"
+                    " WHERE id = ? AND conversation_id = ? AND status = 'current'",
+                    (reason, summary_id, conversation_id),
+                ).rowcount
+        for reason, summary_id, conversation_id in items:
+            _log.info(
+                "summary marked stale by revalidation: conversation=%s summary=%s reason=%s",
+                conversation_id,
+                summary_id,
+                reason,
+            )
+        return changed
+
     def record_failure(self, plan_id: str, reason: str) -> None:
         """Record a failed attempt of a known plan (no envelope)."""
         plan_id = _validate.text("plan_id", plan_id)

@@ -12,8 +12,10 @@ pub mod encoding;
 pub mod error;
 pub mod fingerprint;
 pub mod ids;
+pub mod meta_json;
 pub mod model;
 pub mod plan;
+pub mod revalidate;
 
 pub use encoding::{encode_turn, turn_digest, TurnRef};
 pub use error::{CoreError, Problem};

@@ -7,6 +7,7 @@ mod errors;
 mod extract;
 mod items;
 mod ops;
+mod revalidate;
 mod turn;
 
 use pyo3::prelude::*;
@@ -21,6 +22,8 @@ mod _native {
     use crate::ops::{
         assemble, check, fingerprint_turns, plan, same_ordered_ids, source_fingerprint,
     };
+    #[pymodule_export]
+    use crate::revalidate::revalidate_rows;
     #[pymodule_export]
     use crate::turn::Turn;
 }

@@ -1,0 +1,235 @@
+"""Deep batch revalidation of a ledgerfold SQLite database.
+
+Every current summary is checked against its sources' *re-hashed* bodies: stored digests are
+never trusted here (the per-call path trusts them; this is what keeps that honest). Rows are
+streamed from SQLite in bounded batches, the bytes are borrowed by the native core without
+copying, and hashing runs detached from the interpreter on a rayon pool. `workers` splits the
+conversations over that many processes, each reading its share through its own read-only
+connection; the verdicts come back to the caller, which marks stale summaries in one
+transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledgerfold import _native, _validate
+from ledgerfold.errors import InvalidInput
+from ledgerfold.store.schema import TURN_LIVE
+from ledgerfold.store.sqlite import SQLiteStore
+
+__all__ = ["RevalidationReport", "StaleSummary", "revalidate_database"]
+
+_log = logging.getLogger("ledgerfold.revalidate")
+
+_CURRENT = (
+    "SELECT c.id, s.pk, s.id, s.source_fingerprint, s.source_count"
+    " FROM conversations AS c JOIN summaries AS s ON s.pk = c.current_summary"
+    " WHERE s.status = 'current' ORDER BY c.id"
+)
+_ROWS = (
+    "SELECT id, sequence, role, CAST(body AS BLOB), protected, protection_reason, grp, meta"
+    " FROM turns WHERE conversation_id = ? AND state = ?"
+)
+_SOURCES = "SELECT turn_id FROM summary_sources WHERE summary_pk = ? ORDER BY position"
+
+
+@dataclass(frozen=True, slots=True)
+class StaleSummary:
+    conversation_id: str
+    summary_id: str
+    reason: str
+    turn_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RevalidationReport:
+    """What `ledgerfold revalidate --json` prints."""
+
+    conversations: int
+    summaries_checked: int
+    current: int
+    stale: int
+    turns_hashed: int
+    bytes_hashed: int
+    seconds: float
+    workers: int
+    stale_summaries: tuple[StaleSummary, ...] = field(default=())
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "conversations": self.conversations,
+            "summaries_checked": self.summaries_checked,
+            "current": self.current,
+            "stale": self.stale,
+            "turns_hashed": self.turns_hashed,
+            "bytes_hashed": self.bytes_hashed,
+            "seconds": round(self.seconds, 6),
+            "workers": self.workers,
+            "stale_summaries": [
+                {
+                    "conversation": item.conversation_id,
+                    "summary": item.summary_id,
+                    "reason": item.reason,
+                    "turn": item.turn_id,
+                }
+                for item in self.stale_summaries
+            ],
+        }
+
+
+# (conversation_id, summary_pk, summary_id, source_fingerprint, source_count)
+_Job = tuple[str, int, str, str, int]
+# (conversation_id, summary_id, reason | None, turn_id | None)
+_Verdict = tuple[str, str, str | None, str | None]
+
+
+def _open_readonly(path: str) -> sqlite3.Connection:
+    uri = Path(path).resolve().as_uri() + "?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA busy_timeout = 30000")
+    return conn
+
+
+def _batches(conn: sqlite3.Connection, jobs: list[_Job], batch_turns: int) -> Iterator[list[Any]]:
+    """Conversations with their rows and summaries, at most about `batch_turns` rows a batch
+    (a larger conversation is a batch of its own): memory stays bounded by the batch."""
+    batch: list[Any] = []
+    rows_in_batch = 0
+    for conversation_id, summary_pk, summary_id, fingerprint, _count in jobs:
+        conn.execute("BEGIN")
+        try:
+            rows = conn.execute(_ROWS, (conversation_id, TURN_LIVE)).fetchall()
+            sources = [row[0] for row in conn.execute(_SOURCES, (summary_pk,))]
+        finally:
+            conn.execute("COMMIT")
+        batch.append((conversation_id, rows, [(summary_id, sources, fingerprint)]))
+        rows_in_batch += len(rows)
+        if rows_in_batch >= batch_turns:
+            yield batch
+            batch, rows_in_batch = [], 0
+    if batch:
+        yield batch
+
+
+def _check_jobs(
+    path: str,
+    jobs: list[_Job],
+    batch_turns: int,
+    threads: int,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[list[_Verdict], int, int]:
+    conn = _open_readonly(path)
+    verdicts: list[_Verdict] = []
+    turns_hashed = bytes_hashed = 0
+    try:
+        for batch in _batches(conn, jobs, batch_turns):
+            found, turns, size = _native.revalidate_rows(batch, threads)
+            verdicts.extend(found)
+            turns_hashed += turns
+            bytes_hashed += size
+            if progress is not None:
+                progress(len(batch))
+    finally:
+        conn.close()
+    return verdicts, turns_hashed, bytes_hashed
+
+
+def _shards(jobs: list[_Job], count: int) -> list[list[_Job]]:
+    """Split jobs into `count` shards of about equal source counts (largest first)."""
+    shards: list[list[_Job]] = [[] for _ in range(count)]
+    loads = [0] * count
+    for job in sorted(jobs, key=lambda job: -job[4]):
+        lightest = loads.index(min(loads))
+        shards[lightest].append(job)
+        loads[lightest] += job[4] + 1
+    return [shard for shard in shards if shard]
+
+
+def revalidate_database(
+    path: str | os.PathLike[str],
+    *,
+    workers: int = 1,
+    threads: int | None = None,
+    batch_turns: int = 50_000,
+    mark_stale: bool = True,
+    progress: Callable[[int], None] | None = None,
+) -> RevalidationReport:
+    """Re-hash every source of every current summary in the database at `path` and check it.
+
+    `workers` processes share the conversations; each hashes with `threads` rayon threads
+    (default: 1 per process when `workers` > 1, else every core). `progress(n)` is called
+    with the number of conversations done after each batch (in-process runs only).
+    Stale summaries are marked `stale` with the check's reason unless `mark_stale=False`."""
+    if not isinstance(path, str | os.PathLike):
+        raise InvalidInput("path: must be str or os.PathLike", field="path", problem="wrong-type")
+    path = os.fspath(path)
+    workers = _validate.integer("workers", workers, minimum=1)
+    batch_turns = _validate.integer("batch_turns", batch_turns, minimum=1)
+    if threads is not None:
+        threads = _validate.integer("threads", threads, minimum=1)
+    started = time.perf_counter()
+    with SQLiteStore(path) as store:  # refuses a file that is not a ledgerfold store
+        conversations = len(store.conversation_ids())
+    conn = _open_readonly(path)
+    try:
+        jobs: list[_Job] = conn.execute(_CURRENT).fetchall()
+    finally:
+        conn.close()
+    shards = _shards(jobs, workers)
+    verdicts: list[_Verdict] = []
+    turns_hashed = bytes_hashed = 0
+    if len(shards) <= 1:
+        found, turns_hashed, bytes_hashed = _check_jobs(
+            path, jobs, batch_turns, threads or (os.cpu_count() or 1), progress
+        )
+        verdicts.extend(found)
+    else:
+        with ProcessPoolExecutor(max_workers=len(shards)) as pool:
+            futures = [
+                pool.submit(_check_jobs, path, shard, batch_turns, threads or 1) for shard in shards
+            ]
+            for future in futures:
+                found, turns, size = future.result()
+                verdicts.extend(found)
+                turns_hashed += turns
+                bytes_hashed += size
+                if progress is not None:
+                    progress(len(found))
+    stale = [
+        StaleSummary(conversation_id, summary_id, reason, turn_id)
+        for conversation_id, summary_id, reason, turn_id in verdicts
+        if reason is not None
+    ]
+    if mark_stale and stale:
+        with SQLiteStore(path) as store:
+            store.mark_stale((item.conversation_id, item.summary_id, item.reason) for item in stale)
+    report = RevalidationReport(
+        conversations=conversations,
+        summaries_checked=len(verdicts),
+        current=len(verdicts) - len(stale),
+        stale=len(stale),
+        turns_hashed=turns_hashed,
+        bytes_hashed=bytes_hashed,
+        seconds=time.perf_counter() - started,
+        workers=workers,
+        stale_summaries=tuple(stale),
+    )
+    _log.info(
+        "revalidation: conversations=%d checked=%d stale=%d turns=%d bytes=%d workers=%d",
+        report.conversations,
+        report.summaries_checked,
+        report.stale,
+        report.turns_hashed,
+        report.bytes_hashed,
+        workers,
+    )
+    return report

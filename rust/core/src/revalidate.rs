@@ -1,0 +1,304 @@
+//! Deep batch revalidation: re-hash every source body of every summary from raw stored rows
+//! (never trusting stored digests) and check each summary, in parallel across conversations.
+
+use std::collections::HashMap;
+
+use rayon::prelude::*;
+
+use crate::check::{check_summary, CheckReason, SummaryRef};
+use crate::encoding::{turn_digest, TurnRef};
+use crate::meta_json::parse_flat_object;
+use crate::model::{
+    normalise_meta, validate_group, validate_id, validate_protection, validate_sequence,
+    ProtectionReason, Role,
+};
+
+/// One stored turn row, borrowed from wherever the rows were read.
+#[derive(Clone, Copy, Debug)]
+pub struct TurnRow<'a> {
+    pub id: &'a str,
+    pub sequence: i64,
+    pub role: &'a str,
+    /// UTF-8 bytes as stored; invalid UTF-8 makes the row an invalid turn.
+    pub body: &'a [u8],
+    pub protected: bool,
+    pub protection_reason: Option<&'a str>,
+    pub group: Option<&'a str>,
+    /// A flat JSON object of strings, as stored.
+    pub meta_json: Option<&'a str>,
+}
+
+/// One summary to check: its source IDs in source order and its recorded fingerprint.
+#[derive(Clone, Debug)]
+pub struct SummaryRow<'a> {
+    pub summary_id: &'a str,
+    pub source_ids: Vec<&'a str>,
+    pub source_fingerprint: &'a str,
+}
+
+/// The live turns of one conversation and the summaries to check against them.
+#[derive(Clone, Debug)]
+pub struct ConversationRows<'a> {
+    pub conversation_id: &'a str,
+    pub turns: Vec<TurnRow<'a>>,
+    pub summaries: Vec<SummaryRow<'a>>,
+}
+
+/// The verdict on `conversations[conversation].summaries[summary]`; `reason` is None when
+/// current; `source_index` names the offending source where there is one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub conversation: usize,
+    pub summary: usize,
+    pub reason: Option<CheckReason>,
+    pub source_index: Option<usize>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub turns_hashed: u64,
+    pub bytes_hashed: u64,
+}
+
+/// Conversations with more cited turns than this hash them in parallel too.
+const PARALLEL_TURNS: usize = 2048;
+
+/// The digest of a stored row, or `None` when the row is not a valid turn (SPEC §2).
+pub fn row_digest(row: &TurnRow<'_>) -> Option<[u8; 32]> {
+    validate_id("id", row.id).ok()?;
+    validate_sequence(row.sequence).ok()?;
+    let role = Role::parse(row.role).ok()?;
+    let protection_reason = row
+        .protection_reason
+        .map(ProtectionReason::parse)
+        .transpose()
+        .ok()?;
+    validate_protection(row.protected, protection_reason).ok()?;
+    validate_group(row.group).ok()?;
+    let mut meta = match row.meta_json {
+        Some(json) => parse_flat_object(json)?,
+        None => Vec::new(),
+    };
+    normalise_meta(&mut meta).ok()?;
+    let body = std::str::from_utf8(row.body).ok()?;
+    Some(turn_digest(&TurnRef {
+        id: row.id,
+        sequence: row.sequence,
+        role,
+        protected: row.protected,
+        protection_reason,
+        group: row.group,
+        meta: &meta,
+        body,
+    }))
+}
+
+fn revalidate_one(index: usize, rows: &ConversationRows<'_>) -> (Vec<Verdict>, Totals) {
+    // Ledger order is sequence order, whatever order the rows came in.
+    let mut order: Vec<usize> = (0..rows.turns.len()).collect();
+    order.sort_by_key(|&turn| rows.turns[turn].sequence);
+    let mut position_of: HashMap<&str, usize> = HashMap::with_capacity(order.len());
+    for (position, &turn) in order.iter().enumerate() {
+        position_of.entry(rows.turns[turn].id).or_insert(position);
+    }
+    // Hash each cited turn once, however many summaries cite it.
+    let mut cited: Vec<usize> = rows
+        .summaries
+        .iter()
+        .flat_map(|summary| summary.source_ids.iter())
+        .filter_map(|id| position_of.get(id).copied())
+        .collect();
+    cited.sort_unstable();
+    cited.dedup();
+    let hash = |&position: &usize| (position, row_digest(&rows.turns[order[position]]));
+    let hashed: Vec<(usize, Option<[u8; 32]>)> = if cited.len() > PARALLEL_TURNS {
+        cited.par_iter().map(hash).collect()
+    } else {
+        cited.iter().map(hash).collect()
+    };
+    let mut digests: Vec<Option<[u8; 32]>> = vec![None; order.len()];
+    let mut totals = Totals::default();
+    for &(position, digest) in &hashed {
+        digests[position] = digest;
+        totals.turns_hashed += 1;
+        totals.bytes_hashed += rows.turns[order[position]].body.len() as u64;
+    }
+    let verdicts = rows
+        .summaries
+        .iter()
+        .enumerate()
+        .map(|(summary_index, summary)| {
+            // A cited row that is no longer a valid turn cannot be a faithful source.
+            let invalid = summary.source_ids.iter().position(|id| {
+                position_of
+                    .get(id)
+                    .is_some_and(|&position| digests[position].is_none())
+            });
+            if let Some(source_index) = invalid {
+                return Verdict {
+                    conversation: index,
+                    summary: summary_index,
+                    reason: Some(CheckReason::SourceModified),
+                    source_index: Some(source_index),
+                };
+            }
+            let view = SummaryRef {
+                conversation_id: rows.conversation_id,
+                policy_version: "",
+                source_count: summary.source_ids.len(),
+                source_fingerprint: summary.source_fingerprint,
+            };
+            let result = check_summary(&view, rows.conversation_id, "", |source| {
+                let position = *position_of.get(summary.source_ids[source])?;
+                digests[position].as_ref().map(|digest| (position, digest))
+            });
+            Verdict {
+                conversation: index,
+                summary: summary_index,
+                reason: result.reason,
+                source_index: result.source_index,
+            }
+        })
+        .collect();
+    (verdicts, totals)
+}
+
+/// Checks every summary of every conversation, conversations in parallel on the current
+/// rayon pool. Verdicts come back in input order.
+pub fn revalidate_many(conversations: &[ConversationRows<'_>]) -> (Vec<Verdict>, Totals) {
+    let per_conversation: Vec<(Vec<Verdict>, Totals)> = conversations
+        .par_iter()
+        .enumerate()
+        .map(|(index, rows)| revalidate_one(index, rows))
+        .collect();
+    let mut verdicts = Vec::new();
+    let mut totals = Totals::default();
+    for (conversation_verdicts, conversation_totals) in per_conversation {
+        verdicts.extend(conversation_verdicts);
+        totals.turns_hashed += conversation_totals.turns_hashed;
+        totals.bytes_hashed += conversation_totals.bytes_hashed;
+    }
+    (verdicts, totals)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fingerprint::fingerprint_hex;
+
+    fn row<'a>(id: &'a str, sequence: i64, body: &'a str) -> TurnRow<'a> {
+        TurnRow {
+            id,
+            sequence,
+            role: "user",
+            body: body.as_bytes(),
+            protected: false,
+            protection_reason: None,
+            group: None,
+            meta_json: None,
+        }
+    }
+
+    fn fingerprint(rows: &[TurnRow<'_>]) -> String {
+        let digests: Vec<[u8; 32]> = rows.iter().map(|r| row_digest(r).unwrap()).collect();
+        fingerprint_hex(digests.iter())
+    }
+
+    #[test]
+    fn current_then_tampered_then_invalid() {
+        let turns = vec![row("a", 1, "one"), row("b", 2, "two"), row("c", 3, "three")];
+        let fp = fingerprint(&turns[..2]);
+        let summary = SummaryRow {
+            summary_id: "s",
+            source_ids: vec!["a", "b"],
+            source_fingerprint: &fp,
+        };
+        let mut input = vec![ConversationRows {
+            conversation_id: "c",
+            turns: turns.clone(),
+            summaries: vec![summary.clone()],
+        }];
+        let (verdicts, totals) = revalidate_many(&input);
+        assert_eq!(verdicts[0].reason, None);
+        assert_eq!(
+            totals,
+            Totals {
+                turns_hashed: 2,
+                bytes_hashed: 6
+            }
+        );
+
+        input[0].turns[1] = row("b", 2, "TWO");
+        let (verdicts, _) = revalidate_many(&input);
+        assert_eq!(verdicts[0].reason, Some(CheckReason::SourceModified));
+
+        input[0].turns[1] = TurnRow {
+            body: b"\xff",
+            ..row("b", 2, "")
+        };
+        let (verdicts, _) = revalidate_many(&input);
+        assert_eq!(verdicts[0].reason, Some(CheckReason::SourceModified));
+        assert_eq!(verdicts[0].source_index, Some(1));
+
+        input[0].turns.remove(1);
+        let (verdicts, _) = revalidate_many(&input);
+        assert_eq!(verdicts[0].reason, Some(CheckReason::SourceMissing));
+        assert_eq!(verdicts[0].source_index, Some(1));
+    }
+
+    #[test]
+    fn row_order_does_not_matter_and_meta_is_canonicalised() {
+        let mut with_meta = row("a", 1, "x");
+        with_meta.meta_json = Some(r#"{"b": "2", "a": "1"}"#);
+        let mut reordered_meta = with_meta;
+        reordered_meta.meta_json = Some(r#"{"a":"1","b":"2"}"#);
+        assert_eq!(row_digest(&with_meta), row_digest(&reordered_meta));
+        let turns = vec![row("b", 2, "two"), with_meta];
+        let fp = fingerprint(&[with_meta, row("b", 2, "two")]);
+        let input = [ConversationRows {
+            conversation_id: "c",
+            turns,
+            summaries: vec![SummaryRow {
+                summary_id: "s",
+                source_ids: vec!["a", "b"],
+                source_fingerprint: &fp,
+            }],
+        }];
+        assert_eq!(revalidate_many(&input).0[0].reason, None);
+    }
+
+    #[test]
+    fn invalid_rows_have_no_digest() {
+        let base = row("a", 1, "x");
+        assert!(row_digest(&base).is_some());
+        for bad in [
+            TurnRow { id: "", ..base },
+            TurnRow {
+                sequence: -1,
+                ..base
+            },
+            TurnRow {
+                role: "admin",
+                ..base
+            },
+            TurnRow {
+                protection_reason: Some("audit-evidence"),
+                ..base
+            },
+            TurnRow {
+                group: Some(""),
+                ..base
+            },
+            TurnRow {
+                meta_json: Some("[1]"),
+                ..base
+            },
+            TurnRow {
+                meta_json: Some(r#"{"":"v"}"#),
+                ..base
+            },
+        ] {
+            assert!(row_digest(&bad).is_none(), "{bad:?}");
+        }
+    }
+}

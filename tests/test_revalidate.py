@@ -1,0 +1,306 @@
+"""Deep batch revalidation (native, streamed from SQLite): it re-hashes bodies, never trusts
+stored digests, and agrees with the Python path (rebuild Turns, check_summary)."""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ledgerfold import (
+    CompactionPolicy,
+    Compactor,
+    Conversation,
+    ExtractiveSummarizer,
+    InvalidInput,
+    SQLiteStore,
+    StoreError,
+    Turn,
+    _native,
+    check_summary,
+)
+from ledgerfold.revalidate import revalidate_database
+from ledgerfold.transcripts import default_data_dir, iter_transcripts
+
+POLICY = "v1"
+
+
+def _spec(turn: Turn) -> dict[str, object]:
+    return {
+        "id": turn.id,
+        "role": turn.role,
+        "body": turn.body,
+        "protected": turn.protected,
+        "protection_reason": turn.protection_reason,
+        "group": turn.group,
+        "meta": turn.meta,
+    }
+
+
+@pytest.fixture(scope="module")
+def compacted_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every real transcript imported and compacted once; tests work on copies."""
+    path = tmp_path_factory.mktemp("revalidate") / "ledger.db"
+    with SQLiteStore(path) as store:
+        for source in sorted(default_data_dir().glob("*.jsonl")):
+            for transcript in iter_transcripts(source):
+                store.append_many(transcript.conversation_id, [_spec(t) for t in transcript.turns])
+        compactor = Compactor(store, CompactionPolicy(POLICY, keep_tail=4), ExtractiveSummarizer())
+        for conversation_id in store.conversation_ids():
+            compactor.compact(conversation_id, force=True)
+    return path
+
+
+@pytest.fixture
+def db(compacted_db: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "copy.db"
+    source = sqlite3.connect(compacted_db)
+    target = sqlite3.connect(copy)
+    source.backup(target)
+    source.close()
+    target.close()
+    return copy
+
+
+def oracle(path: Path) -> dict[str, str | None]:
+    """The slow Python way: rebuild Turns from the rows (re-hashing), then check_summary."""
+    verdicts: dict[str, str | None] = {}
+    conn = sqlite3.connect(path)
+    try:
+        with SQLiteStore(path) as store:
+            for conversation_id in store.conversation_ids():
+                summary = store.current_summary(conversation_id)
+                if summary is None:
+                    continue
+                rows = conn.execute(
+                    "SELECT id, sequence, role, CAST(body AS BLOB), protected, protection_reason,"
+                    " grp, meta FROM turns WHERE conversation_id = ? AND state = 0",
+                    (conversation_id,),
+                ).fetchall()
+                turns, invalid = [], set()
+                for turn_id, sequence, role, body, protected, reason, group, meta in rows:
+                    try:
+                        turns.append(
+                            Turn(
+                                turn_id,
+                                sequence,
+                                role,
+                                body.decode("utf-8"),
+                                protected=bool(protected),
+                                protection_reason=reason,
+                                group=group,
+                                meta=None if meta is None else json.loads(meta),
+                            )
+                        )
+                    except (InvalidInput, UnicodeDecodeError, ValueError, AttributeError):
+                        invalid.add(turn_id)
+                if invalid & set(summary.source_ids):
+                    verdicts[summary.id] = "source-modified"
+                    continue
+                check = check_summary(summary, Conversation(conversation_id, 0, turns), POLICY)
+                verdicts[summary.id] = check.reason
+    finally:
+        conn.close()
+    return verdicts
+
+
+def native_verdicts(path: Path, **options: object) -> dict[str, str | None]:
+    report = revalidate_database(path, mark_stale=False, **options)  # type: ignore[arg-type]
+    stale = {item.summary_id: item.reason for item in report.stale_summaries}
+    return {summary_id: stale.get(summary_id) for summary_id in oracle_ids(path)}
+
+
+def oracle_ids(path: Path) -> Iterator[str]:
+    with SQLiteStore(path) as store:
+        for conversation_id in store.conversation_ids():
+            summary = store.current_summary(conversation_id)
+            if summary is not None:
+                yield summary.id
+
+
+def cited_rows(path: Path, count: int, seed: int) -> list[tuple[int, str, str]]:
+    """(turn pk, conversation id, summary id) of `count` random summarised turns."""
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute(
+            "SELECT t.pk, t.conversation_id, s.id FROM summary_sources AS ss"
+            " JOIN summaries AS s ON s.pk = ss.summary_pk AND s.status = 'current'"
+            " JOIN turns AS t ON t.conversation_id = s.conversation_id AND t.id = ss.turn_id"
+            " ORDER BY t.pk"
+        ).fetchall()
+    finally:
+        conn.close()
+    picked = random.Random(seed).sample(rows, count)
+    # One tamper per summary, so each expected verdict is unambiguous.
+    seen: set[str] = set()
+    return [row for row in picked if not (row[2] in seen or seen.add(row[2]))]
+
+
+def test_all_current_and_counts(db: Path) -> None:
+    report = revalidate_database(db)
+    with SQLiteStore(db) as store:
+        conversations = store.conversation_ids()
+        summaries = [store.current_summary(c) for c in conversations]
+    expected = [s for s in summaries if s is not None]
+    assert report.conversations == len(conversations) == 244
+    assert report.summaries_checked == len(expected) > 200
+    assert (report.current, report.stale) == (len(expected), 0)
+    assert report.turns_hashed == sum(len(s.source_ids) for s in expected)
+    conn = sqlite3.connect(db)
+    try:
+        (bytes_cited,) = conn.execute(
+            "SELECT SUM(LENGTH(CAST(t.body AS BLOB))) FROM summary_sources AS ss"
+            " JOIN summaries AS s ON s.pk = ss.summary_pk AND s.status = 'current'"
+            " JOIN turns AS t ON t.conversation_id = s.conversation_id AND t.id = ss.turn_id"
+        ).fetchone()
+    finally:
+        conn.close()
+    assert report.bytes_hashed == bytes_cited
+
+
+TAMPERS = {
+    "body": ("UPDATE turns SET body = body || 'x' WHERE pk = ?", "source-modified"),
+    "role": (
+        "UPDATE turns SET role = CASE role WHEN 'user' THEN 'assistant' ELSE 'user' END"
+        " WHERE pk = ?",
+        "source-modified",
+    ),
+    "protected": (
+        "UPDATE turns SET protected = 1 - protected, protection_reason = NULL WHERE pk = ?",
+        "source-modified",
+    ),
+    "meta": ('UPDATE turns SET meta = \'{"k": "v"}\' WHERE pk = ?', "source-modified"),
+    "meta-not-json": ("UPDATE turns SET meta = '{\"k\": 1}' WHERE pk = ?", "source-modified"),
+    "invalid-utf8": ("UPDATE turns SET body = X'ff00' WHERE pk = ?", "source-modified"),
+    "unknown-role": ("UPDATE turns SET role = 'admin' WHERE pk = ?", "source-modified"),
+    "retracted": ("UPDATE turns SET state = 1 WHERE pk = ?", "source-missing"),
+    "deleted": ("DELETE FROM turns WHERE pk = ?", "source-missing"),
+    "moved": ("UPDATE turns SET sequence = sequence + 1000000 WHERE pk = ?", "source-reordered"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(TAMPERS))
+def test_tampering_behind_the_stores_back_is_found(db: Path, kind: str) -> None:
+    statement, expected = TAMPERS[kind]
+    targets = cited_rows(db, 12, seed=len(kind))
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA foreign_keys = OFF")
+    for pk, _, _ in targets:
+        conn.execute(statement, (pk,))
+    conn.commit()
+    conn.close()
+    verdicts = native_verdicts(db)
+    tampered = {summary_id for _, _, summary_id in targets}
+    for summary_id, reason in verdicts.items():
+        if summary_id in tampered:
+            # Moving the last source past the tail keeps the order: then only the sequence
+            # (an encoded field) changed.
+            allowed = {expected, "source-modified"} if kind == "moved" else {expected}
+            assert reason in allowed, (kind, summary_id, reason)
+        else:
+            assert reason is None, (kind, summary_id, reason)
+    assert verdicts == oracle(db)
+
+
+def test_meta_key_order_in_the_json_does_not_matter(db: Path) -> None:
+    conn = sqlite3.connect(db)
+    rows = conn.execute("SELECT pk, meta FROM turns WHERE meta IS NOT NULL").fetchall()
+    for pk, meta in rows:
+        reordered = dict(reversed(list(json.loads(meta).items())))
+        conn.execute(
+            "UPDATE turns SET meta = ? WHERE pk = ?", (json.dumps(reordered, indent=1), pk)
+        )
+    conn.commit()
+    conn.close()
+    assert len(rows) > 1000
+    assert set(native_verdicts(db).values()) == {None}
+
+
+def test_workers_and_batches_do_not_change_the_verdicts(db: Path) -> None:
+    targets = cited_rows(db, 20, seed=7)
+    conn = sqlite3.connect(db)
+    for pk, _, _ in targets:
+        conn.execute("UPDATE turns SET body = 'tampered' WHERE pk = ?", (pk,))
+    conn.commit()
+    conn.close()
+    expected = oracle(db)
+    assert sum(reason is not None for reason in expected.values()) == len(targets)
+    for options in (
+        {"workers": 1},
+        {"workers": 2},
+        {"workers": 3, "batch_turns": 1},
+        {"threads": 2},
+    ):
+        assert native_verdicts(db, **options) == expected, options
+
+
+def test_stale_summaries_are_marked_and_contexts_fall_back(db: Path) -> None:
+    (pk, conversation_id, summary_id), *_ = cited_rows(db, 1, seed=3)
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE turns SET body = 'tampered' WHERE pk = ?", (pk,))
+    conn.commit()
+    conn.close()
+    with SQLiteStore(db) as store:
+        # The per-call path trusts stored digests and eager invalidation; only deep
+        # revalidation can see a change made behind the store's back.
+        assert store.context(conversation_id, POLICY).fallback is None
+    report = revalidate_database(db)
+    assert [(s.conversation_id, s.summary_id, s.reason) for s in report.stale_summaries] == [
+        (conversation_id, summary_id, "source-modified")
+    ]
+    with SQLiteStore(db) as store:
+        assert store.current_summary(conversation_id) is None
+        assert store.context(conversation_id, POLICY).fallback == "stale-summary:source-modified"
+        statuses = {
+            r.envelope.id: (r.status, r.reason)
+            for r in store.summary_history(conversation_id)
+            if r.envelope
+        }
+        assert statuses[summary_id] == ("stale", "source-modified")
+    again = revalidate_database(db)
+    assert again.stale == 0 and again.summaries_checked == report.summaries_checked - 1
+
+
+def test_bad_arguments(db: Path, tmp_path: Path) -> None:
+    for options, field in (
+        ({"workers": 0}, "workers"),
+        ({"workers": True}, "workers"),
+        ({"batch_turns": 0}, "batch_turns"),
+        ({"threads": 0}, "threads"),
+    ):
+        with pytest.raises(InvalidInput) as caught:
+            revalidate_database(db, **options)  # type: ignore[arg-type]
+        assert caught.value.field == field
+    with pytest.raises(InvalidInput):
+        revalidate_database(42)  # type: ignore[arg-type]
+    foreign = tmp_path / "foreign.db"
+    conn = sqlite3.connect(foreign)
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError):
+        revalidate_database(foreign)
+
+
+def test_native_batch_input_is_validated() -> None:
+    row = ("a", 1, "user", b"hi", 0, None, None, None)
+    ok = [("c", [row], [("s", ["a"], "lf1:" + "0" * 64)])]
+    verdicts, turns, size = _native.revalidate_rows(ok, 1)
+    assert verdicts == [("c", "s", "source-modified", None)] and (turns, size) == (1, 2)
+    for bad in (
+        5,
+        [("c", [row])],
+        [("c", [row[:7]], [])],
+        [("c", [("a", "1", "user", b"", 0, None, None, None)], [])],
+        [("c", [("a", True, "user", b"", 0, None, None, None)], [])],
+        [("c", [row], [("s", "a", 5)])],
+        [(1, [row], [])],
+    ):
+        with pytest.raises(InvalidInput):
+            _native.revalidate_rows(bad, 1)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput):
+        _native.revalidate_rows(ok, 0)
