@@ -304,3 +304,18 @@ def test_native_batch_input_is_validated() -> None:
             _native.revalidate_rows(bad, 1)  # type: ignore[arg-type]
     with pytest.raises(InvalidInput):
         _native.revalidate_rows(ok, 0)
+
+
+def _revalidate_small(threads: int) -> int:
+    row = ("a", 1, "user", b"hi", 0, None, None, None)
+    verdicts, turns, _ = _native.revalidate_rows([("c", [row], [("s", ["a"], "lf1:x")])], threads)
+    return turns + len(verdicts)
+
+
+def test_a_forked_child_gets_its_own_thread_pool() -> None:
+    import multiprocessing
+
+    assert _revalidate_small(2) == 2  # the parent now has a 2-thread pool
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        # Reusing the parent's pool in the child would wait forever for absent threads.
+        assert pool.apply_async(_revalidate_small, (2,)).get(timeout=60) == 2

@@ -11,6 +11,7 @@ __all__ = [
     "check",
     "fingerprint_turns",
     "plan",
+    "revalidate_flat",
     "revalidate_rows",
     "same_ordered_ids",
     "source_fingerprint",
@@ -140,5 +141,11 @@ def revalidate_rows(
     conversations: Iterable[
         tuple[str, Iterable[tuple[Any, ...]], Iterable[tuple[str, Iterable[str], str]]]
     ],
+    threads: int | None = None,
+) -> tuple[list[tuple[str, str, str | None, str | None]], int, int]: ...
+def revalidate_flat(
+    rows: Iterable[tuple[Any, ...]],
+    sources: Iterable[tuple[int, str]],
+    summaries: Iterable[tuple[str, int, str, str]],
     threads: int | None = None,
 ) -> tuple[list[tuple[str, str, str | None, str | None]], int, int]: ...

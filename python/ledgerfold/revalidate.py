@@ -12,6 +12,7 @@ transaction.
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import sqlite3
 import time
@@ -35,11 +36,18 @@ _CURRENT = (
     " FROM conversations AS c JOIN summaries AS s ON s.pk = c.current_summary"
     " WHERE s.status = 'current' ORDER BY c.id"
 )
+# Whole ranges of conversations per query: the rows come back flat and the native core
+# groups them, so no Python code runs per row.
 _ROWS = (
-    "SELECT id, sequence, role, CAST(body AS BLOB), protected, protection_reason, grp, meta"
-    " FROM turns WHERE conversation_id = ? AND state = ?"
+    "SELECT conversation_id, id, sequence, role, CAST(body AS BLOB), protected,"
+    " protection_reason, grp, meta FROM turns"
+    " WHERE conversation_id BETWEEN ? AND ? AND state = ?"
 )
-_SOURCES = "SELECT turn_id FROM summary_sources WHERE summary_pk = ? ORDER BY position"
+_SOURCES = (
+    "SELECT ss.summary_pk, ss.turn_id FROM conversations AS c"
+    " JOIN summary_sources AS ss ON ss.summary_pk = c.current_summary"
+    " WHERE c.id BETWEEN ? AND ? ORDER BY ss.summary_pk, ss.position"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,25 +107,27 @@ def _open_readonly(path: str) -> sqlite3.Connection:
     return conn
 
 
-def _batches(conn: sqlite3.Connection, jobs: list[_Job], batch_turns: int) -> Iterator[list[Any]]:
-    """Conversations with their rows and summaries, at most about `batch_turns` rows a batch
-    (a larger conversation is a batch of its own): memory stays bounded by the batch."""
-    batch: list[Any] = []
-    rows_in_batch = 0
-    for conversation_id, summary_pk, summary_id, fingerprint, _count in jobs:
+def _batches(conn: sqlite3.Connection, jobs: list[_Job], batch_turns: int) -> Iterator[Any]:
+    """Runs of conversations (by ID) with about `batch_turns` cited turns each (a larger
+    conversation is a batch of its own), read in one snapshot per batch: memory stays
+    bounded by the batch, whatever the size of the database."""
+    start = 0
+    while start < len(jobs):
+        end, cited = start, 0
+        while end < len(jobs) and (end == start or cited + jobs[end][4] <= batch_turns):
+            cited += jobs[end][4]
+            end += 1
+        run = jobs[start:end]
+        first, last = run[0][0], run[-1][0]
         conn.execute("BEGIN")
         try:
-            rows = conn.execute(_ROWS, (conversation_id, TURN_LIVE)).fetchall()
-            sources = [row[0] for row in conn.execute(_SOURCES, (summary_pk,))]
+            rows = conn.execute(_ROWS, (first, last, TURN_LIVE)).fetchall()
+            sources = conn.execute(_SOURCES, (first, last)).fetchall()
         finally:
             conn.execute("COMMIT")
-        batch.append((conversation_id, rows, [(summary_id, sources, fingerprint)]))
-        rows_in_batch += len(rows)
-        if rows_in_batch >= batch_turns:
-            yield batch
-            batch, rows_in_batch = [], 0
-    if batch:
-        yield batch
+        summaries = [(job[0], job[1], job[2], job[3]) for job in run]
+        yield rows, sources, summaries
+        start = end
 
 
 def _check_jobs(
@@ -131,26 +141,29 @@ def _check_jobs(
     verdicts: list[_Verdict] = []
     turns_hashed = bytes_hashed = 0
     try:
-        for batch in _batches(conn, jobs, batch_turns):
-            found, turns, size = _native.revalidate_rows(batch, threads)
+        for rows, sources, summaries in _batches(conn, jobs, batch_turns):
+            found, turns, size = _native.revalidate_flat(rows, sources, summaries, threads)
             verdicts.extend(found)
             turns_hashed += turns
             bytes_hashed += size
             if progress is not None:
-                progress(len(batch))
+                progress(len(summaries))
     finally:
         conn.close()
     return verdicts, turns_hashed, bytes_hashed
 
 
 def _shards(jobs: list[_Job], count: int) -> list[list[_Job]]:
-    """Split jobs into `count` shards of about equal source counts (largest first)."""
-    shards: list[list[_Job]] = [[] for _ in range(count)]
-    loads = [0] * count
-    for job in sorted(jobs, key=lambda job: -job[4]):
-        lightest = loads.index(min(loads))
-        shards[lightest].append(job)
-        loads[lightest] += job[4] + 1
+    """Split jobs (sorted by conversation ID) into at most `count` contiguous runs of about
+    equal cited turns, so each worker reads its own range of the tables."""
+    total = sum(job[4] + 1 for job in jobs)
+    shards: list[list[_Job]] = [[]]
+    done = 0
+    for job in jobs:
+        if done >= total * len(shards) / count and len(shards) < count:
+            shards.append([])
+        shards[-1].append(job)
+        done += job[4] + 1
     return [shard for shard in shards if shard]
 
 
@@ -193,7 +206,10 @@ def revalidate_database(
         )
         verdicts.extend(found)
     else:
-        with ProcessPoolExecutor(max_workers=len(shards)) as pool:
+        # spawn, not fork: a forked child would inherit the parent's rayon pool without its
+        # threads (and any lock they held).
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=len(shards), mp_context=context) as pool:
             futures = [
                 pool.submit(_check_jobs, path, shard, batch_turns, threads or 1) for shard in shards
             ]
