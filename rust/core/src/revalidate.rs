@@ -60,6 +60,10 @@ pub struct Totals {
     pub bytes_hashed: u64,
 }
 
+/// Stands in for the digest of a row that is not a valid turn; no fingerprint can match it
+/// unless BLAKE3 has a preimage.
+const INVALID_ROW: [u8; 32] = [0; 32];
+
 /// Conversations with more cited turns than this hash them in parallel too.
 const PARALLEL_TURNS: usize = 2048;
 
@@ -128,30 +132,26 @@ fn revalidate_one(index: usize, rows: &ConversationRows<'_>) -> (Vec<Verdict>, T
         .iter()
         .enumerate()
         .map(|(summary_index, summary)| {
-            // A cited row that is no longer a valid turn cannot be a faithful source.
-            let invalid = summary.source_ids.iter().position(|id| {
-                position_of
-                    .get(id)
-                    .is_some_and(|&position| digests[position].is_none())
-            });
-            if let Some(source_index) = invalid {
-                return Verdict {
-                    conversation: index,
-                    summary: summary_index,
-                    reason: Some(CheckReason::SourceModified),
-                    source_index: Some(source_index),
-                };
-            }
+            // A cited row that is no longer a valid turn cannot be a faithful source: it gets
+            // a digest no turn has, so the checks still run in SPEC §6 order (missing and
+            // reordered first) and it surfaces as `source-modified`, naming that row.
             let view = SummaryRef {
                 conversation_id: rows.conversation_id,
                 policy_version: "",
                 source_count: summary.source_ids.len(),
                 source_fingerprint: summary.source_fingerprint,
             };
-            let result = check_summary(&view, rows.conversation_id, "", |source| {
+            let mut result = check_summary(&view, rows.conversation_id, "", |source| {
                 let position = *position_of.get(summary.source_ids[source])?;
-                digests[position].as_ref().map(|digest| (position, digest))
+                Some((position, digests[position].as_ref().unwrap_or(&INVALID_ROW)))
             });
+            if result.reason == Some(CheckReason::SourceModified) {
+                result.source_index = summary.source_ids.iter().position(|id| {
+                    position_of
+                        .get(id)
+                        .is_some_and(|&position| digests[position].is_none())
+                });
+            }
             Verdict {
                 conversation: index,
                 summary: summary_index,
