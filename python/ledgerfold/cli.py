@@ -29,7 +29,8 @@ from rich.text import Text
 from ledgerfold.adapters.chat import to_chat_messages
 from ledgerfold.compactor import CompactionOutcome, CompactionPolicy, Compactor
 from ledgerfold.context import AssembledContext, HistoryBoundary, SummaryItem
-from ledgerfold.errors import LedgerfoldError
+from ledgerfold.errors import InvalidInput, LedgerfoldError
+from ledgerfold.export import DEFAULT_TURNS_PER_FILE, export_parquet
 from ledgerfold.model import Conversation, Turn
 from ledgerfold.revalidate import revalidate_database
 from ledgerfold.store import SQLiteStore
@@ -570,6 +571,48 @@ def revalidate_command(db: str, workers: int, as_json: bool) -> None:
                 Text(item.turn_id or ""),
             )
         console.print(table)
+
+
+# --------------------------------------------------------------------------- export
+
+
+@cli.command("export")
+@click.argument("db")
+@click.option(
+    "--parquet",
+    "out_dir",
+    required=True,
+    metavar="DIR",
+    help="Write Parquet here (a new or empty directory): turns, summaries, sources.",
+)
+@click.option(
+    "--turns-per-file",
+    type=click.IntRange(min=1),
+    default=DEFAULT_TURNS_PER_FILE,
+    show_default=True,
+    help="About this many turns a part; a conversation never spans two parts.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+def export_command(db: str, out_dir: str, turns_per_file: int, as_json: bool) -> None:
+    """Export DB as Parquet, partitioned by conversation (for `ledgerfold.dask`)."""
+    with _open_store(db):  # one clear line for a missing file, a directory, a foreign DB
+        pass
+    try:
+        report = export_parquet(db, out_dir, turns_per_file=turns_per_file)
+    except ImportError as error:
+        raise UserError(str(error)) from None
+    except InvalidInput as error:
+        if error.field != "out_dir":
+            raise
+        raise UserError("--parquet: " + str(error).removeprefix("out_dir: ")) from None
+    if as_json:
+        _echo_json(report.as_json())
+        return
+    _stdout().print(
+        f"exported [bold]{report.conversations}[/] conversations, [bold]{report.turns}[/] turns,"
+        f" {report.summaries} summaries and {report.summary_sources} source rows in"
+        f" {report.parts} part(s) to {_e(report.out_dir)} in {report.seconds:.2f} s"
+    )
 
 
 # --------------------------------------------------------------------------- demo

@@ -1,0 +1,309 @@
+"""Distributed batch revalidation of a Parquet export on Dask (the `dask` extra).
+
+`revalidate_parquet(path, client=...)` turns an export of `ledgerfold export --parquet`
+(`ledgerfold.export`) into a Dask dataframe with one partition per part. Each partition
+reads its part's four files with pyarrow, keeps the live turns and each conversation's
+current summary, and checks them with the same native batch revalidation as
+`ledgerfold revalidate` (every cited body re-hashed; stored digests never read). Parts hold
+whole conversations, so partitions are independent: Dask schedules them over whatever
+cluster `client` is connected to (a `LocalCluster`, or `Client("tcp://scheduler:8786")`);
+the workers need this package and read access to `path` (a shared directory, or any URI
+pyarrow's filesystems understand, e.g. ``s3://bucket/export``).
+
+The aggregate equals `revalidate_database(db, mark_stale=False).as_json()` on the exported
+database in every field but `seconds` and `workers`. Revalidating an export marks nothing
+stale: the export is a copy; apply the verdicts to the source store if it is yours.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from ledgerfold import _native, _validate
+from ledgerfold.errors import InvalidInput
+from ledgerfold.export import FORMAT, FORMAT_VERSION, MANIFEST, part_name
+from ledgerfold.store.schema import TURN_LIVE
+
+__all__ = ["RESULT_COLUMNS", "check_part", "read_manifest", "revalidate_parquet"]
+
+#: Columns of the result frame: one row per current summary checked.
+RESULT_COLUMNS = (
+    "conversation",
+    "summary",
+    "status",  # 'current' | 'stale'
+    "reason",  # None when current, else the check's reason (e.g. 'source-modified')
+    "turn",  # the offending source where the check names one
+    "turns_hashed",  # distinct cited live turns re-hashed for this summary
+    "bytes_hashed",  # their body bytes
+)
+_STRINGS = ("conversation", "summary", "status", "reason", "turn")
+
+_TURN_COLUMNS = [
+    "conversation_id",
+    "id",
+    "sequence",
+    "role",
+    "body",
+    "protected",
+    "protection_reason",
+    "group",
+    "meta",
+    "state",
+]
+
+
+def _require(module: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        raise ImportError(
+            f"ledgerfold.dask needs {module.split('.')[0]}:"
+            " pip install 'ledgerfold[dask]' (dask[dataframe,distributed] and pyarrow)"
+        ) from error
+
+
+def _filesystem(path: str) -> tuple[Any, str]:
+    """A pyarrow filesystem and the base path inside it: local paths are made absolute
+    (workers resolve them as given), URIs go to `pyarrow.fs.FileSystem.from_uri`."""
+    fs = _require("pyarrow.fs")
+    if "://" in path:
+        filesystem, base = fs.FileSystem.from_uri(path)
+        return filesystem, base.rstrip("/")
+    return fs.LocalFileSystem(), os.path.abspath(path)
+
+
+def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The `_manifest.json` of the export at `path`; `InvalidInput` when there is none or
+    it is not a ledgerfold export of a format version this release reads."""
+    if isinstance(path, bool) or not isinstance(path, str | os.PathLike):
+        raise InvalidInput(
+            f"path: must be str or os.PathLike, got {type(path).__name__}",
+            field="path",
+            problem="wrong-type",
+        )
+    location = os.fspath(path)
+    filesystem, base = _filesystem(location)
+    try:
+        with filesystem.open_input_stream(f"{base}/{MANIFEST}") as stream:
+            manifest = json.loads(stream.read().decode("utf-8"))
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        raise InvalidInput(
+            f"path: {location} is not a ledgerfold Parquet export (no {MANIFEST})",
+            field="path",
+            problem="not-allowed",
+        ) from None
+    except (ValueError, UnicodeDecodeError) as error:
+        raise InvalidInput(
+            f"path: {location}/{MANIFEST} is not valid JSON ({type(error).__name__})",
+            field="path",
+            problem="not-allowed",
+        ) from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise InvalidInput(
+            f"path: {location} is not a ledgerfold Parquet export",
+            field="path",
+            problem="not-allowed",
+        )
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise InvalidInput(
+            f"path: export format version {manifest.get('format_version')!r} is not supported"
+            f" (this release reads version {FORMAT_VERSION})",
+            field="path",
+            problem="unknown-value",
+        )
+    return manifest
+
+
+def _empty_frame() -> Any:
+    pd = _require("pandas")
+    return _frame(pd, {name: [] for name in RESULT_COLUMNS})
+
+
+def _frame(pd: Any, columns: dict[str, Sequence[Any]]) -> Any:
+    data = {
+        name: pd.Series(
+            columns[name], dtype="string" if name in _STRINGS else "int64", name=name
+        ).reset_index(drop=True)
+        for name in RESULT_COLUMNS
+    }
+    return pd.DataFrame(data)
+
+
+def check_part(index: int, *, path: str, threads: int | None = 1, run: str | None = None) -> Any:
+    """Revalidate part `index` of the export at `path`: a pandas frame of `RESULT_COLUMNS`,
+    one row per current summary, in conversation order. This is the function every Dask
+    partition runs; it is usable on its own (one part, one process). `run` is ignored: it
+    only makes each `revalidate_parquet` call's task keys unique."""
+    del run
+    pq = _require("pyarrow.parquet")
+    pd = _require("pandas")
+    filesystem, base = _filesystem(path)
+
+    def read(table: str, columns: list[str] | None = None) -> Any:
+        return pq.read_table(
+            f"{base}/{table}/{part_name(index)}", columns=columns, filesystem=filesystem
+        )
+
+    summaries = read(
+        "summaries", ["conversation_id", "pk", "id", "status", "source_fingerprint", "current"]
+    )
+    current: dict[int, tuple[str, str, str]] = {
+        pk: (conversation_id, summary_id, fingerprint)
+        for conversation_id, pk, summary_id, status, fingerprint, is_current in zip(
+            *(summaries.column(i).to_pylist() for i in range(summaries.num_columns)),
+            strict=True,
+        )
+        if is_current and status == "current"
+    }
+    sources: dict[int, list[str]] = {pk: [] for pk in current}
+    if current:
+        table = read("summary_sources", ["summary_pk", "position", "turn_id"])
+        ordered = sorted(
+            (
+                (pk, position, turn_id)
+                for pk, position, turn_id in zip(
+                    *(table.column(i).to_pylist() for i in range(3)), strict=True
+                )
+                if pk in sources
+            ),
+        )
+        for pk, _position, turn_id in ordered:
+            sources[pk].append(turn_id)
+    # Live rows of the conversations that have a summary to check, grouped by conversation.
+    wanted = {conversation_id for conversation_id, _, _ in current.values()}
+    rows: dict[str, list[tuple[Any, ...]]] = {conversation_id: [] for conversation_id in wanted}
+    if wanted:
+        turns = read("turns", _TURN_COLUMNS)
+        columns = [turns.column(name).to_pylist() for name in _TURN_COLUMNS]
+        for cid, tid, seq, role, body, prot, reason, grp, meta, state in zip(*columns, strict=True):
+            if state == TURN_LIVE and cid in rows:
+                rows[cid].append((tid, seq, role, body, prot, reason, grp, meta))
+    batch = [
+        (conversation_id, rows[conversation_id], [(summary_id, sources[pk], fingerprint)])
+        for pk, (conversation_id, summary_id, fingerprint) in sorted(
+            current.items(), key=lambda item: (item[1][0], item[0])
+        )
+    ]
+    verdicts, turns_hashed, bytes_hashed = (
+        _native.revalidate_rows(batch, threads) if batch else ([], 0, 0)
+    )
+    # Attribute the hashing to summaries: the native core hashes each cited live turn of a
+    # conversation once; one current summary per conversation makes that per summary.
+    per_turns: list[int] = []
+    per_bytes: list[int] = []
+    for _conversation_id, conversation_rows, ((_, source_ids, _),) in batch:
+        sizes = {row[0]: len(row[3]) for row in conversation_rows}
+        cited = {turn_id for turn_id in source_ids if turn_id in sizes}
+        per_turns.append(len(cited))
+        per_bytes.append(sum(sizes[turn_id] for turn_id in cited))
+    if sum(per_turns) != turns_hashed or sum(per_bytes) != bytes_hashed:
+        raise RuntimeError(
+            f"part {index}: hashing attribution {sum(per_turns)}/{sum(per_bytes)} differs from"
+            f" the native totals {turns_hashed}/{bytes_hashed}"
+        )
+    return _frame(
+        pd,
+        {
+            "conversation": [verdict[0] for verdict in verdicts],
+            "summary": [verdict[1] for verdict in verdicts],
+            "status": ["current" if verdict[2] is None else "stale" for verdict in verdicts],
+            "reason": [verdict[2] for verdict in verdicts],
+            "turn": [verdict[3] for verdict in verdicts],
+            "turns_hashed": per_turns,
+            "bytes_hashed": per_bytes,
+        },
+    )
+
+
+def revalidate_parquet(
+    path: str | os.PathLike[str],
+    *,
+    client: Any = None,
+    threads: int | None = 1,
+) -> tuple[Any, dict[str, Any]]:
+    """Revalidate the Parquet export at `path` with Dask.
+
+    Returns `(frame, aggregate)`: `frame` is a Dask dataframe of `RESULT_COLUMNS` with one
+    partition per part, already persisted (computing it again costs nothing); `aggregate`
+    is the dict of `ledgerfold revalidate --json` (`conversations`, `summaries_checked`,
+    `current`, `stale`, `turns_hashed`, `bytes_hashed`, `stale_summaries`, plus `seconds`,
+    `workers` and `partitions`). With `client` (a `dask.distributed.Client`) the work runs
+    on its cluster; without, on Dask's current default scheduler. `threads` is the native
+    hashing threads per partition task (1: Dask's workers provide the parallelism)."""
+    if threads is not None:
+        threads = _validate.integer("threads", threads, minimum=1)
+    manifest = read_manifest(path)
+    location = os.fspath(path)
+    if "://" not in location:
+        location = os.path.abspath(location)
+    dd = _require("dask.dataframe")
+    dask = _require("dask")
+    _require("dask.base")
+    started = time.perf_counter()
+    parts = len(manifest["parts"])
+    frame = dd.from_map(
+        check_part,
+        range(parts),
+        meta=_empty_frame(),
+        label="ledgerfold-revalidate",
+        enforce_metadata=False,
+        path=location,
+        threads=threads,
+        # Fresh task keys every call: a revalidation re-reads and re-hashes, never reuses the
+        # results of an earlier call that the cluster still holds.
+        run=uuid.uuid4().hex,
+    )
+    if client is None:
+        # A `dask.distributed.Client` made the default (e.g. `with Client(...)`) counts too.
+        owner = getattr(dask.base.get_scheduler(), "__self__", None)
+        if owner is not None and hasattr(owner, "scheduler_info"):
+            client = owner
+    if client is not None:
+        frame = client.persist(frame)
+        stale_rows = frame[frame["status"] == "stale"]
+        checked, turns, size, stale = client.compute(
+            [frame.shape[0], frame["turns_hashed"].sum(), frame["bytes_hashed"].sum(), stale_rows],
+            sync=True,
+        )
+        workers = len(client.scheduler_info().get("workers", {}))
+    else:
+        frame = frame.persist()
+        stale_rows = frame[frame["status"] == "stale"]
+        checked, turns, size, stale = dask.compute(
+            frame.shape[0], frame["turns_hashed"].sum(), frame["bytes_hashed"].sum(), stale_rows
+        )
+        workers = 1
+    stale_summaries = [
+        {
+            "conversation": str(row.conversation),
+            "summary": str(row.summary),
+            "reason": str(row.reason),
+            "turn": None if _missing(row.turn) else str(row.turn),
+        }
+        for row in stale.itertuples(index=False)
+    ]
+    checked = int(checked)
+    return frame, {
+        "conversations": int(manifest["counts"]["conversations"]),
+        "summaries_checked": checked,
+        "current": checked - len(stale_summaries),
+        "stale": len(stale_summaries),
+        "turns_hashed": int(turns),
+        "bytes_hashed": int(size),
+        "seconds": round(time.perf_counter() - started, 6),
+        "workers": workers,
+        "partitions": parts,
+        "stale_summaries": stale_summaries,
+    }
+
+
+def _missing(value: Any) -> bool:
+    pd = _require("pandas")
+    return bool(pd.isna(value))

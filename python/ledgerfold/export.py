@@ -1,0 +1,339 @@
+"""Columnar export of a ledgerfold SQLite database as Parquet (the `parquet` extra).
+
+`export_parquet(db, out_dir)` writes one directory per table, each split into the same
+numbered parts, with whole conversations per part: part N of every table holds the same
+conversations, and no conversation spans two parts. A distributed engine can therefore
+treat a part as an independent unit of work (see `ledgerfold.dask`)::
+
+    DIR/_manifest.json
+    DIR/conversations/part-00000.parquet   id, revision, last_sequence, current_summary, ...
+    DIR/turns/part-00000.parquet           every row, any state; body as binary UTF-8 bytes
+    DIR/summaries/part-00000.parquet       every attempt, its status, a `current` pointer flag
+    DIR/summary_sources/part-00000.parquet the evidence index, with the conversation ID
+
+Conversations are assigned to parts in ID order by cumulative turn count (about
+`turns_per_file` rows a part; a larger conversation is a part of its own). The whole export
+reads one consistent snapshot of the database, is written beside `out_dir` first and
+renamed into place when complete, and `_manifest.json` (written last) records the format
+version, the counts and the parts. An empty database exports as one empty part per table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ledgerfold import _validate
+from ledgerfold.errors import InvalidInput
+from ledgerfold.store.schema import SCHEMA_VERSION
+from ledgerfold.store.sqlite import SQLiteStore
+
+__all__ = [
+    "DEFAULT_TURNS_PER_FILE",
+    "FORMAT",
+    "FORMAT_VERSION",
+    "MANIFEST",
+    "TABLES",
+    "ExportReport",
+    "export_parquet",
+    "part_name",
+    "require_pyarrow",
+]
+
+#: `_manifest.json` identifies a ledgerfold export by `format` and `format_version`.
+FORMAT = "ledgerfold-parquet"
+FORMAT_VERSION = 1
+MANIFEST = "_manifest.json"
+#: One directory per table, each with the same numbered parts.
+TABLES = ("conversations", "turns", "summaries", "summary_sources")
+DEFAULT_TURNS_PER_FILE = 200_000
+
+_CONVERSATIONS = (
+    "SELECT c.id, c.revision, c.last_sequence, s.id, c.current_summary"
+    " FROM conversations AS c LEFT JOIN summaries AS s ON s.pk = c.current_summary"
+    " WHERE {where} ORDER BY c.id"
+)
+_TURNS = (
+    "SELECT conversation_id, pk, id, sequence, role, CAST(body AS BLOB), protected,"
+    " protection_reason, grp, meta, digest, state"
+    " FROM turns WHERE {where} ORDER BY conversation_id, sequence"
+)
+_SUMMARIES = (
+    "SELECT s.conversation_id, s.pk, s.id, s.plan_id, s.status, s.reason, s.created_at,"
+    " s.source_revision, s.source_fingerprint, s.policy_version, s.text, s.source_count,"
+    " s.through_sequence, s.rejected_source_ids, c.current_summary IS s.pk"
+    " FROM summaries AS s LEFT JOIN conversations AS c ON c.id = s.conversation_id"
+    " WHERE {where} ORDER BY s.conversation_id, s.pk"
+)
+_SOURCES = (
+    "SELECT s.conversation_id, ss.summary_pk, s.id, ss.position, ss.turn_id, ss.turn_digest"
+    " FROM summaries AS s JOIN summary_sources AS ss ON ss.summary_pk = s.pk"
+    " WHERE {where} ORDER BY s.conversation_id, ss.summary_pk, ss.position"
+)
+#: The conversation-ID column each query's part range applies to.
+_QUERIES = {
+    "conversations": (_CONVERSATIONS, "c.id"),
+    "turns": (_TURNS, "conversation_id"),
+    "summaries": (_SUMMARIES, "s.conversation_id"),
+    "summary_sources": (_SOURCES, "s.conversation_id"),
+}
+
+
+def require_pyarrow() -> Any:
+    """`pyarrow`, or an ImportError that names the extra to install."""
+    try:
+        import pyarrow  # type: ignore[import-untyped,unused-ignore]
+    except ImportError as error:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "Parquet export needs pyarrow: pip install 'ledgerfold[parquet]'"
+        ) from error
+    return pyarrow
+
+
+def _schemas(pa: Any) -> dict[str, Any]:
+    text, blob, i64 = pa.string(), pa.binary(), pa.int64()
+    return {
+        "conversations": pa.schema(
+            [
+                pa.field("id", text, nullable=False),
+                pa.field("revision", i64, nullable=False),
+                pa.field("last_sequence", i64, nullable=False),
+                pa.field("current_summary", text),
+                pa.field("current_summary_pk", i64),
+            ]
+        ),
+        "turns": pa.schema(
+            [
+                pa.field("conversation_id", text, nullable=False),
+                pa.field("pk", i64, nullable=False),
+                pa.field("id", text, nullable=False),
+                pa.field("sequence", i64, nullable=False),
+                pa.field("role", text, nullable=False),
+                pa.field("body", blob, nullable=False),  # UTF-8 bytes exactly as stored
+                pa.field("protected", pa.bool_(), nullable=False),
+                pa.field("protection_reason", text),
+                pa.field("group", text),
+                pa.field("meta", text),  # a JSON object as stored, or null
+                pa.field("digest", blob, nullable=False),  # stored; revalidation re-hashes
+                pa.field("state", pa.int8(), nullable=False),  # 0 live, 1 retracted, 2 purged
+            ]
+        ),
+        "summaries": pa.schema(
+            [
+                pa.field("conversation_id", text, nullable=False),
+                pa.field("pk", i64, nullable=False),
+                pa.field("id", text),
+                pa.field("plan_id", text, nullable=False),
+                pa.field("status", text, nullable=False),
+                pa.field("reason", text),
+                pa.field("created_at", text, nullable=False),
+                pa.field("source_revision", i64),
+                pa.field("source_fingerprint", text),
+                pa.field("policy_version", text),
+                pa.field("text", text),
+                pa.field("source_count", i64),
+                pa.field("through_sequence", i64),
+                pa.field("rejected_source_ids", text),  # JSON array, rejected results only
+                # conversations.current_summary points here (its status may be 'stale')
+                pa.field("current", pa.bool_(), nullable=False),
+            ]
+        ),
+        "summary_sources": pa.schema(
+            [
+                pa.field("conversation_id", text, nullable=False),
+                pa.field("summary_pk", i64, nullable=False),
+                pa.field("summary_id", text),
+                pa.field("position", i64, nullable=False),
+                pa.field("turn_id", text, nullable=False),
+                pa.field("turn_digest", blob, nullable=False),
+            ]
+        ),
+    }
+
+
+def part_name(index: int) -> str:
+    return f"part-{index:05d}.parquet"
+
+
+@dataclass(frozen=True, slots=True)
+class ExportReport:
+    """What `ledgerfold export --json` prints."""
+
+    out_dir: str
+    parts: int
+    conversations: int
+    turns: int
+    summaries: int
+    summary_sources: int
+    seconds: float
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "out_dir": self.out_dir,
+            "parts": self.parts,
+            "conversations": self.conversations,
+            "turns": self.turns,
+            "summaries": self.summaries,
+            "summary_sources": self.summary_sources,
+            "seconds": round(self.seconds, 6),
+        }
+
+
+def _assign_parts(counts: Sequence[tuple[str, int]], turns_per_file: int) -> list[list[str]]:
+    """Conversations (in ID order) into consecutive parts of about `turns_per_file` rows."""
+    parts: list[list[str]] = []
+    current: list[str] = []
+    rows = 0
+    for conversation_id, turns in counts:
+        if current and rows + turns > turns_per_file:
+            parts.append(current)
+            current, rows = [], 0
+        current.append(conversation_id)
+        rows += turns
+    if current or not parts:
+        parts.append(current)  # an empty database still gets one (empty) part
+    return parts
+
+
+def _bounds(parts: list[list[str]], index: int) -> tuple[str, list[str]]:
+    """A WHERE clause template and its arguments selecting part `index`'s conversations.
+
+    Parts are contiguous ranges [first of part, first of next part) so every row, even one
+    whose conversation has no `conversations` row, falls into exactly one part."""
+    clauses: list[str] = []
+    args: list[str] = []
+    if index > 0:
+        clauses.append("{col} >= ?")
+        args.append(parts[index][0])
+    if index + 1 < len(parts):
+        clauses.append("{col} < ?")
+        args.append(parts[index + 1][0])
+    return (" AND ".join(clauses) or "1"), args
+
+
+def _table(pa: Any, schema: Any, rows: list[tuple[Any, ...]]) -> Any:
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
+    arrays = [
+        pa.array([bool(v) for v in column] if field.type == pa.bool_() else column, field.type)
+        for column, field in zip(columns, schema, strict=True)
+    ]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _check_out_dir(out_dir: Path) -> None:
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InvalidInput(
+            f"out_dir: {out_dir} exists and is not a directory",
+            field="out_dir",
+            problem="not-allowed",
+        )
+    if out_dir.is_dir() and any(out_dir.iterdir()):
+        raise InvalidInput(
+            f"out_dir: {out_dir} is not empty (export into a new or empty directory)",
+            field="out_dir",
+            problem="not-allowed",
+        )
+    if not out_dir.parent.is_dir():
+        raise InvalidInput(
+            f"out_dir: the directory {str(out_dir.parent)!r} does not exist",
+            field="out_dir",
+            problem="not-allowed",
+        )
+
+
+def export_parquet(
+    db_path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    turns_per_file: int = DEFAULT_TURNS_PER_FILE,
+) -> ExportReport:
+    """Export the database at `db_path` as Parquet into `out_dir` (new or empty).
+
+    Each part holds whole conversations, about `turns_per_file` turn rows. Raises
+    `InvalidInput` for bad arguments, a missing database or an unusable `out_dir`, and
+    `StoreError` for a file that is not a ledgerfold database."""
+    for name, value in (("db_path", db_path), ("out_dir", out_dir)):
+        if isinstance(value, bool) or not isinstance(value, str | os.PathLike):
+            raise InvalidInput(
+                f"{name}: must be str or os.PathLike, got {type(value).__name__}",
+                field=name,
+                problem="wrong-type",
+            )
+    turns_per_file = _validate.integer("turns_per_file", turns_per_file, minimum=1)
+    db = Path(os.fspath(db_path))
+    target = Path(os.fspath(out_dir))
+    if not db.is_file():
+        problem = "is a directory" if db.is_dir() else "no such database"
+        raise InvalidInput(f"db_path: {db}: {problem}", field="db_path", problem="not-allowed")
+    _check_out_dir(target)
+    pa = require_pyarrow()
+    import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
+
+    started = time.perf_counter()
+    with SQLiteStore(db):  # refuses a file that is not a ledgerfold store; migrates
+        pass
+    schemas = _schemas(pa)
+    staging = target.parent / f".{target.name}.partial-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    conn = sqlite3.connect(
+        db.resolve().as_uri() + "?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+    )
+    try:
+        conn.execute("PRAGMA busy_timeout = 30000")
+        conn.execute("BEGIN")  # one snapshot for every table
+        counts = conn.execute(
+            "SELECT c.id, (SELECT COUNT(*) FROM turns AS t WHERE t.conversation_id = c.id)"
+            " FROM conversations AS c ORDER BY c.id"
+        ).fetchall()
+        parts = _assign_parts(counts, turns_per_file)
+        for table in TABLES:
+            (staging / table).mkdir(parents=True)
+        totals = dict.fromkeys(TABLES, 0)
+        described: list[dict[str, Any]] = []
+        for index in range(len(parts)):
+            where, args = _bounds(parts, index)
+            entry: dict[str, Any] = {"index": index, "file": part_name(index)}
+            for table in TABLES:
+                query, column = _QUERIES[table]
+                rows = conn.execute(query.format(where=where.format(col=column)), args).fetchall()
+                pq.write_table(_table(pa, schemas[table], rows), staging / table / part_name(index))
+                entry[table] = len(rows)
+                totals[table] += len(rows)
+            entry["first_conversation"] = parts[index][0] if parts[index] else None
+            entry["last_conversation"] = parts[index][-1] if parts[index] else None
+            described.append(entry)
+        conn.execute("COMMIT")
+        manifest = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "schema_version": SCHEMA_VERSION,
+            "turns_per_file": turns_per_file,
+            "tables": list(TABLES),
+            "counts": totals,
+            "parts": described,
+        }
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        if target.is_dir():
+            target.rmdir()  # checked empty above
+        staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    finally:
+        conn.close()
+    return ExportReport(
+        out_dir=str(target),
+        parts=len(parts),
+        conversations=totals["conversations"],
+        turns=totals["turns"],
+        summaries=totals["summaries"],
+        summary_sources=totals["summary_sources"],
+        seconds=time.perf_counter() - started,
+    )

@@ -1,0 +1,363 @@
+"""Columnar export (`ledgerfold export --parquet`) and distributed revalidation on a real
+`dask.distributed.LocalCluster`, compared with the single-machine `revalidate_database` on
+the real transcripts of shared/data, one summarised body tampered behind the store's back."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from ledgerfold import (
+    CompactionPolicy,
+    Compactor,
+    ExtractiveSummarizer,
+    InvalidInput,
+    SQLiteStore,
+    StoreError,
+    Turn,
+)
+from ledgerfold.cli import cli
+from ledgerfold.export import MANIFEST, TABLES, export_parquet, part_name
+from ledgerfold.revalidate import revalidate_database
+from ledgerfold.transcripts import default_data_dir, iter_transcripts
+
+pq = pytest.importorskip("pyarrow.parquet")
+dask = pytest.importorskip("dask")
+distributed = pytest.importorskip("dask.distributed")
+ldask = pytest.importorskip("ledgerfold.dask")
+
+POLICY = "v1"
+#: Small parts, so the 244 conversations spread over several partitions and both workers.
+TURNS_PER_FILE = 1_500
+#: The fields of `ledgerfold revalidate --json` that must be identical (not timing/workers).
+SAME = ("conversations", "summaries_checked", "current", "stale", "turns_hashed", "bytes_hashed")
+
+
+def _spec(turn: Turn) -> dict[str, object]:
+    return {
+        "id": turn.id,
+        "role": turn.role,
+        "body": turn.body,
+        "protected": turn.protected,
+        "protection_reason": turn.protection_reason,
+        "group": turn.group,
+        "meta": turn.meta,
+    }
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def ledger(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every real transcript imported and compacted; one conversation purged (its summary
+    stale in the store, its first rows no longer live); then one summarised body of another
+    conversation tampered with raw SQL, so only a deep revalidation can see it."""
+    path = tmp_path_factory.mktemp("export-dask") / "ledger.db"
+    with SQLiteStore(path) as store:
+        for source in sorted(default_data_dir().glob("*.jsonl")):
+            for transcript in iter_transcripts(source):
+                store.append_many(transcript.conversation_id, [_spec(t) for t in transcript.turns])
+        compactor = Compactor(store, CompactionPolicy(POLICY, keep_tail=4), ExtractiveSummarizer())
+        for conversation_id in store.conversation_ids():
+            compactor.compact(conversation_id, force=True)
+        summarised = [
+            (cid, summary.id)
+            for cid in store.conversation_ids()
+            if (summary := store.current_summary(cid)) is not None
+        ]
+        purged, _ = summarised[0]
+        store.purge_through(purged, 2, "retention")
+    conversation, summary = summarised[len(summarised) // 2]
+    with sqlite3.connect(path) as conn:
+        (turn_id,) = conn.execute(
+            "SELECT turn_id FROM summary_sources s JOIN summaries v ON v.pk = s.summary_pk"
+            " WHERE v.id = ? ORDER BY position LIMIT 1",
+            (summary,),
+        ).fetchone()
+        changed = conn.execute(
+            "UPDATE turns SET body = body || ' (tampered)' WHERE conversation_id = ? AND id = ?",
+            (conversation, turn_id),
+        ).rowcount
+        assert changed == 1
+    conn.close()
+    return {"db": path, "tampered": (conversation, summary), "purged": purged}
+
+
+@pytest.fixture(scope="module")
+def exported(ledger: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("export-dask") / "parquet"
+    report = export_parquet(ledger["db"], out, turns_per_file=TURNS_PER_FILE)
+    assert report.parts >= 4
+    return out
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Any]:
+    cluster = distributed.LocalCluster(
+        n_workers=2,
+        processes=True,
+        threads_per_worker=1,
+        host="127.0.0.1",
+        dashboard_address=None,
+    )
+    with cluster, distributed.Client(cluster) as connected:
+        connected.wait_for_workers(2, timeout=60)
+        yield connected
+
+
+def _db_rows(path: Path, query: str) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(query).fetchall()
+    finally:
+        conn.close()
+
+
+def _manifest(out: Path) -> dict[str, Any]:
+    manifest: dict[str, Any] = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    return manifest
+
+
+# ------------------------------------------------------------------ the cluster
+
+
+def test_cluster_agrees_with_the_single_machine_command(
+    ledger: dict[str, Any], exported: Path, client: Any
+) -> None:
+    expected = revalidate_database(ledger["db"], mark_stale=False).as_json()
+    frame, aggregate = ldask.revalidate_parquet(exported, client=client)
+
+    assert {key: aggregate[key] for key in SAME} == {key: expected[key] for key in SAME}
+    assert aggregate["stale_summaries"] == expected["stale_summaries"]
+    conversation, summary = ledger["tampered"]
+    assert expected["stale_summaries"] == [
+        {
+            "conversation": conversation,
+            "summary": summary,
+            "reason": "source-modified",
+            "turn": None,
+        }
+    ]
+    assert aggregate["workers"] == 2
+    assert frame.npartitions == aggregate["partitions"] == len(_manifest(exported)["parts"])
+
+    # The partitions really ran on both worker processes.
+    holders = {address for addresses in client.who_has(frame).values() for address in addresses}
+    assert len(holders) == 2
+
+    rows = frame.compute()
+    assert list(rows.columns) == list(ldask.RESULT_COLUMNS)
+    assert len(rows) == expected["summaries_checked"]
+    assert rows["conversation"].is_unique and rows["summary"].is_unique
+    stale = rows[rows["status"] == "stale"]
+    assert list(zip(stale["conversation"], stale["summary"], stale["reason"], strict=True)) == [
+        (conversation, summary, "source-modified")
+    ]
+    current = rows[rows["status"] == "current"]
+    assert current["reason"].isna().all() and current["turn"].isna().all()
+    assert int(rows["turns_hashed"].sum()) == expected["turns_hashed"]
+    assert int(rows["bytes_hashed"].sum()) == expected["bytes_hashed"]
+    # The purged conversation's summary is stale in the store: neither path checks it.
+    assert ledger["purged"] not in set(rows["conversation"])
+
+
+def test_a_part_checked_on_its_own_matches_its_partition(exported: Path, client: Any) -> None:
+    frame, _ = ldask.revalidate_parquet(exported, client=client)
+    for index in (0, frame.npartitions - 1):
+        alone = ldask.check_part(index, path=str(exported))
+        assert alone.equals(frame.get_partition(index).compute().reset_index(drop=True))
+
+
+def test_default_scheduler_without_a_client(ledger: dict[str, Any], exported: Path) -> None:
+    expected = revalidate_database(ledger["db"], mark_stale=False).as_json()
+    # The module's cluster client is the default while it lives: force the local threads.
+    with dask.config.set(scheduler="threads"):
+        _, aggregate = ldask.revalidate_parquet(str(exported), threads=2)
+    assert aggregate["workers"] == 1
+    assert {key: aggregate[key] for key in SAME} == {key: expected[key] for key in SAME}
+    assert aggregate["stale_summaries"] == expected["stale_summaries"]
+
+
+# ------------------------------------------------------------------ the export
+
+
+def test_every_conversation_is_in_exactly_one_part(ledger: dict[str, Any], exported: Path) -> None:
+    manifest = _manifest(exported)
+    parts = manifest["parts"]
+    seen: dict[str, dict[str, int]] = {table: {} for table in TABLES}
+    for part in parts:
+        index = part["index"]
+        ids_in_part: dict[str, set[str]] = {}
+        for table in TABLES:
+            data = pq.read_table(exported / table / part_name(index))
+            assert data.num_rows == part[table]
+            column = "id" if table == "conversations" else "conversation_id"
+            ids = data.column(column).to_pylist()
+            ids_in_part[table] = set(ids)
+            for conversation_id in set(ids):
+                assert conversation_id not in seen[table], (table, conversation_id)
+                seen[table][conversation_id] = index
+        # Part N of every table holds the same conversations.
+        assert ids_in_part["turns"] == ids_in_part["conversations"]
+        assert ids_in_part["summary_sources"] <= ids_in_part["summaries"]
+        assert ids_in_part["summaries"] <= ids_in_part["conversations"]
+        assert part["turns"] <= TURNS_PER_FILE or part["conversations"] == 1
+    db = ledger["db"]
+    counts = {table: _db_rows(db, f"SELECT COUNT(*) FROM {table}")[0][0] for table in TABLES}
+    assert manifest["counts"] == counts
+    assert len(seen["conversations"]) == counts["conversations"] == 244
+
+
+def test_rows_are_exported_exactly(ledger: dict[str, Any], exported: Path) -> None:
+    turns = pq.read_table(exported / "turns").to_pylist()
+    stored = _db_rows(
+        ledger["db"],
+        "SELECT conversation_id, id, sequence, role, CAST(body AS BLOB), protected,"
+        " protection_reason, grp, meta, digest, state FROM turns"
+        " ORDER BY conversation_id, sequence",
+    )
+    assert [
+        (
+            t["conversation_id"],
+            t["id"],
+            t["sequence"],
+            t["role"],
+            t["body"],
+            int(t["protected"]),
+            t["protection_reason"],
+            t["group"],
+            t["meta"],
+            t["digest"],
+            t["state"],
+        )
+        for t in turns
+    ] == stored
+    assert {t["state"] for t in turns} == {0, 2}  # the purge left non-live rows
+    summaries = pq.read_table(exported / "summaries").to_pylist()
+    statuses = {s["id"]: (s["status"], s["current"]) for s in summaries}
+    _, summary = ledger["tampered"]
+    assert statuses[summary] == ("current", True)  # the store has not noticed the tampering
+    # The purge made the purged conversation's summary stale; it is still the one the
+    # conversation points at (`current`), but only status 'current' is ever checked.
+    purged = [s for s in summaries if s["conversation_id"] == ledger["purged"]]
+    assert [(s["status"], s["reason"], s["current"]) for s in purged] == [
+        ("stale", "source-missing", True)
+    ]
+    sources = pq.read_table(exported / "summary_sources").to_pylist()
+    assert len(sources) == _db_rows(ledger["db"], "SELECT COUNT(*) FROM summary_sources")[0][0]
+
+
+def test_export_of_an_empty_database(tmp_path: Path) -> None:
+    db = tmp_path / "empty.db"
+    SQLiteStore(db).close()
+    report = export_parquet(db, tmp_path / "out")
+    assert (report.parts, report.conversations, report.turns, report.summaries) == (1, 0, 0, 0)
+    for table in TABLES:
+        assert pq.read_table(tmp_path / "out" / table / part_name(0)).num_rows == 0
+    frame, aggregate = ldask.revalidate_parquet(tmp_path / "out")
+    expected = revalidate_database(db, mark_stale=False).as_json()
+    assert {key: aggregate[key] for key in SAME} == {key: expected[key] for key in SAME}
+    assert aggregate["stale_summaries"] == [] and len(frame.compute()) == 0
+
+
+def test_export_cli_json(ledger: dict[str, Any], tmp_path: Path) -> None:
+    result = run("export", str(ledger["db"]), "--parquet", str(tmp_path / "p"), "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["conversations"] == 244 and report["parts"] == 1
+    assert report["turns"] == _manifest(tmp_path / "p")["counts"]["turns"]
+    # The export is written beside the target and renamed: nothing else is left behind.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p"]
+
+
+# ------------------------------------------------------------------ bad arguments
+
+
+def test_export_refuses_bad_arguments(ledger: dict[str, Any], tmp_path: Path) -> None:
+    db = ledger["db"]
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "x").write_text("x")
+    cases: list[tuple[Any, Any, dict[str, Any], str, str]] = [
+        (tmp_path / "missing.db", tmp_path / "a", {}, "db_path", "not-allowed"),
+        (tmp_path, tmp_path / "a", {}, "db_path", "not-allowed"),
+        (db, full, {}, "out_dir", "not-allowed"),
+        (db, full / "x", {}, "out_dir", "not-allowed"),
+        (db, tmp_path / "no" / "such", {}, "out_dir", "not-allowed"),
+        (db, tmp_path / "a", {"turns_per_file": 0}, "turns_per_file", "out-of-range"),
+        (db, tmp_path / "a", {"turns_per_file": True}, "turns_per_file", "wrong-type"),
+        (42, tmp_path / "a", {}, "db_path", "wrong-type"),
+        (db, None, {}, "out_dir", "wrong-type"),
+    ]
+    for db_path, out_dir, options, field, problem in cases:
+        with pytest.raises(InvalidInput) as caught:
+            export_parquet(db_path, out_dir, **options)
+        assert (caught.value.field, caught.value.problem) == (field, problem), db_path
+    foreign = tmp_path / "foreign.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    conn.close()
+    with pytest.raises(StoreError):
+        export_parquet(foreign, tmp_path / "a")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["foreign.db", "full"]
+
+
+def test_revalidate_parquet_refuses_what_is_not_an_export(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="not a ledgerfold Parquet export"):
+        ldask.revalidate_parquet(tmp_path)
+    (tmp_path / MANIFEST).write_text('{"format": "ledgerfold-parquet", "format_version": 99}')
+    with pytest.raises(InvalidInput, match="version 99") as caught:
+        ldask.revalidate_parquet(tmp_path)
+    assert caught.value.problem == "unknown-value"
+    (tmp_path / MANIFEST).write_text("{")
+    with pytest.raises(InvalidInput, match="not valid JSON"):
+        ldask.revalidate_parquet(tmp_path)
+    with pytest.raises(InvalidInput) as caught:
+        ldask.revalidate_parquet(tmp_path, threads=0)
+    assert caught.value.field == "threads"
+    with pytest.raises(InvalidInput):
+        ldask.revalidate_parquet(3)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["export", "{base}/missing.db", "--parquet", "{base}/out"],
+        ["export", "{base}", "--parquet", "{base}/out"],
+        ["export", "{db}", "--parquet", "{base}"],  # not empty
+        ["export", "{db}", "--parquet", "{base}/no/such"],
+        ["export", "{db}", "--parquet", "{db}"],
+        ["export", "{db}", "--parquet", "{base}/out", "--turns-per-file", "0"],
+        ["export", "{db}"],
+        ["export", "{foreign}", "--parquet", "{base}/out"],
+    ],
+    ids=[
+        "missing-db",
+        "dir-as-db",
+        "non-empty",
+        "no-parent",
+        "file-as-dir",
+        "zero",
+        "no-dir",
+        "foreign",
+    ],
+)
+def test_export_cli_user_errors(args: list[str], ledger: dict[str, Any], tmp_path: Path) -> None:
+    foreign = tmp_path / "foreign.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    conn.close()
+    values = {"base": str(tmp_path), "db": str(ledger["db"]), "foreign": str(foreign)}
+    result = run(*(arg.format(**values) for arg in args))
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ledgerfold: error: "), result.stderr
+    assert not (tmp_path / "out").exists()
