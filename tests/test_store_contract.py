@@ -675,3 +675,14 @@ def test_refusing_a_foreign_database_leaves_it_untouched(tmp_path: Path) -> None
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
     finally:
         conn.close()
+
+
+def test_a_later_smaller_purge_does_not_shrink_the_boundary() -> None:
+    with lf.SQLiteStore() as store:
+        store.append_many("c", [{"role": "user", "body": str(n)} for n in range(30)])
+        store.purge_through("c", 20, "retention-a")
+        store.purge_through("c", 5, "retention-b")
+        boundary = store.history_boundary("c")
+        assert boundary is not None
+        assert (boundary.through_sequence, boundary.reason) == (20, "retention-a")
+        assert store.context("c", "v1").history_boundary == boundary

@@ -80,6 +80,10 @@ def test_replace_validates_like_the_constructor() -> None:
     with pytest.raises(InvalidInput) as caught:
         original.replace(colour="red")
     assert caught.value.field == "replace"
+    # Found by the atheris harness: a keyword name that is not valid UTF-8.
+    with pytest.raises(InvalidInput) as caught:
+        original.replace(**{"\ud800": 1})
+    assert caught.value.field == "replace"
 
 
 def test_valid_edge_values_are_accepted() -> None:

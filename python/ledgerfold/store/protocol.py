@@ -158,5 +158,5 @@ class Store(Protocol):
         ...
 
     def history_boundary(self, conversation_id: str) -> HistoryBoundary | None:
-        """The latest purge boundary, or None."""
+        """The furthest purge boundary (largest purged sequence), or None."""
         ...

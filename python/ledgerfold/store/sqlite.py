@@ -573,7 +573,12 @@ class SQLiteStore:
         for key in changes:
             if key not in _EDIT_KEYS:
                 problem = "not-allowed" if key in ("id", "sequence") else "unknown-value"
-                raise InvalidInput(f"{key}: cannot be edited", field=key, problem=problem)
+                try:
+                    key.encode("utf-8")
+                    shown = key
+                except UnicodeEncodeError:  # keep the message printable on any stream
+                    shown = ascii(key)
+                raise InvalidInput(f"{shown}: cannot be edited", field=key, problem=problem)
         with self._transaction(write=True) as conn:
             row = self._live_turn_row(conn, conversation_id, turn_id)
             turn_pk, old_digest = row[0], row[-1]
@@ -1161,13 +1166,15 @@ class SQLiteStore:
     def _boundary(conn: sqlite3.Connection, conversation_id: str) -> HistoryBoundary | None:
         row = conn.execute(
             "SELECT through_sequence, reason, purged_at FROM history_boundaries"
-            " WHERE conversation_id = ? ORDER BY pk DESC LIMIT 1",
+            # The furthest boundary: a later, smaller purge does not bring history back.
+            " WHERE conversation_id = ? ORDER BY through_sequence DESC, pk DESC LIMIT 1",
             (conversation_id,),
         ).fetchone()
         return None if row is None else HistoryBoundary(row[0], row[1], row[2])
 
     def history_boundary(self, conversation_id: str) -> HistoryBoundary | None:
-        """The latest purge boundary of the conversation, or None."""
+        """The furthest purge boundary of the conversation (the largest purged sequence, with
+        the reason and time of the purge that reached it), or None."""
         conversation_id = _validate.text("conversation_id", conversation_id)
         with self._transaction(write=False) as conn:
             return self._boundary(conn, conversation_id)

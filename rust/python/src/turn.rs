@@ -307,7 +307,7 @@ impl Turn {
         let mut values: Vec<Bound<'_, PyAny>> = current.iter().collect();
         if let Some(changes) = changes {
             for (key, value) in changes.iter() {
-                let name: String = key.extract()?;
+                let name = extract::owned_string("replace", &key)?;
                 let Some(slot) = FIELDS.iter().position(|field| *field == name) else {
                     return Err(invalid(
                         py,

@@ -1,0 +1,861 @@
+"""The bad-input table: each kind of bad input across the public API, the exception it
+raises, its `.code` and its `.field`.
+
+`tests/test_bad_input.py` runs every row; `python tests/bad_input_table.py > docs/bad-input.md`
+writes the same rows as the Markdown table of the README (a test checks it is up to date).
+Bodies and summary texts in the rows carry `SECRET_BODY` / `SECRET_SUMMARY`, which no error
+message may contain.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ledgerfold as lf
+
+SECRET_BODY = "BODY-SECRET-\u2028-7f3a"
+SECRET_SUMMARY = "SUMMARY-SECRET-91c2"
+SURROGATE = "\ud800"  # a lone surrogate: not encodable as UTF-8
+
+CONVERSATION_ID = "c"
+POLICY = "policy-1"
+
+
+@dataclass(frozen=True)
+class BadInput:
+    """One row: what is wrong, an example call, and what must come out."""
+
+    kind: str
+    example: str
+    call: Callable[[], object]
+    error: type[lf.LedgerfoldError]
+    code: str
+    field: str | None
+
+
+def turns(n: int = 6) -> list[lf.Turn]:
+    return [
+        lf.Turn(f"t{i}", i, "user" if i % 2 else "assistant", f"{SECRET_BODY} {i}")
+        for i in range(1, n + 1)
+    ]
+
+
+def conversation() -> lf.Conversation:
+    return lf.Conversation(CONVERSATION_ID, 6, turns())
+
+
+def plan() -> lf.CompactionPlan:
+    return lf.plan_compaction(conversation(), 2, "plan-1")
+
+
+def envelope() -> lf.SummaryEnvelope:
+    made = lf.create_summary_envelope(plan(), conversation(), "s-1", POLICY, SECRET_SUMMARY)
+    assert made is not None
+    return made
+
+
+def turn(**changes: Any) -> lf.Turn:
+    """`Turn("t1", 1, "user", SECRET_BODY, ...)` with some arguments replaced."""
+    fields: dict[str, Any] = {"id": "t1", "sequence": 1, "role": "user", "body": SECRET_BODY}
+    fields.update(changes)
+    positional = [fields.pop(name) for name in ("id", "sequence", "role", "body")]
+    return lf.Turn(*positional, **fields)
+
+
+def on_store(action: Callable[[lf.SQLiteStore], object]) -> Callable[[], object]:
+    """Run `action` on a fresh in-memory store holding conversation "c" (t1..t6)."""
+
+    def run() -> object:
+        with lf.SQLiteStore(":memory:") as store:
+            store.append_many(
+                CONVERSATION_ID,
+                [{"id": t.id, "role": t.role, "body": t.body} for t in turns()],
+            )
+            return action(store)
+
+    return run
+
+
+def on_file(prepare: Callable[[Path], Path]) -> Callable[[], object]:
+    """Open an `SQLiteStore` on the path `prepare` makes inside a temporary directory."""
+
+    def run() -> object:
+        with tempfile.TemporaryDirectory() as directory:
+            return lf.SQLiteStore(prepare(Path(directory)))
+
+    return run
+
+
+def _text_file(directory: Path) -> Path:
+    path = directory / "notes.txt"
+    path.write_text("not a database\n" * 200, encoding="utf-8")
+    return path
+
+
+def _sqlite_file(directory: Path, statement: str) -> Path:
+    path = directory / "other.db"
+    connection = sqlite3.connect(path)
+    connection.execute(statement)
+    connection.commit()
+    connection.close()
+    return path
+
+
+def _closed_store() -> object:
+    store = lf.SQLiteStore(":memory:")
+    store.close()
+    return store.load(CONVERSATION_ID)
+
+
+def _commit_twice(store: lf.SQLiteStore) -> object:
+    first = store.start_plan(CONVERSATION_ID, 2, POLICY)
+    made = lf.create_summary_envelope(first, store.load(CONVERSATION_ID), "s-1", POLICY, "x")
+    store.commit_summary(made)
+    store.start_plan(CONVERSATION_ID, 2, POLICY)
+    return store.commit_summary(made)
+
+
+def compactor(store: lf.SQLiteStore, **policy: Any) -> lf.Compactor:
+    return lf.Compactor(store, lf.CompactionPolicy(POLICY, **policy))
+
+
+INVALID = (lf.InvalidInput, "invalid-input")
+DUPLICATE = (lf.DuplicateId, "duplicate-id")
+STORE = (lf.StoreError, "store-error")
+BUDGET = (lf.ContextBudgetExceeded, "context-budget-exceeded")
+
+
+def row(
+    kind: str,
+    example: str,
+    call: Callable[[], object],
+    expected: tuple[type[lf.LedgerfoldError], str],
+    field: str | None,
+) -> BadInput:
+    return BadInput(kind, example, call, expected[0], expected[1], field)
+
+
+ROWS: tuple[BadInput, ...] = (
+    # ---- Turn (SPEC §2)
+    row(
+        "Turn: id of the wrong type", "Turn(1, 1, 'user', body)", lambda: turn(id=1), INVALID, "id"
+    ),
+    row("Turn: empty id", "Turn('', 1, 'user', body)", lambda: turn(id=""), INVALID, "id"),
+    row(
+        "Turn: lone surrogate in id",
+        "Turn('\\ud800', 1, 'user', body)",
+        lambda: turn(id=SURROGATE),
+        INVALID,
+        "id",
+    ),
+    row(
+        "Turn: sequence of the wrong type",
+        "Turn('t1', '1', 'user', body)",
+        lambda: turn(sequence="1"),
+        INVALID,
+        "sequence",
+    ),
+    row(
+        "Turn: bool for an int",
+        "Turn('t1', True, 'user', body)",
+        lambda: turn(sequence=True),
+        INVALID,
+        "sequence",
+    ),
+    row(
+        "Turn: negative sequence",
+        "Turn('t1', -1, 'user', body)",
+        lambda: turn(sequence=-1),
+        INVALID,
+        "sequence",
+    ),
+    row(
+        "Turn: sequence beyond i64",
+        "Turn('t1', 2**63, 'user', body)",
+        lambda: turn(sequence=2**63),
+        INVALID,
+        "sequence",
+    ),
+    row(
+        "Turn: unknown role",
+        "Turn('t1', 1, 'admin', body)",
+        lambda: turn(role="admin"),
+        INVALID,
+        "role",
+    ),
+    row(
+        "Turn: role of the wrong type",
+        "Turn('t1', 1, 2, body)",
+        lambda: turn(role=2),
+        INVALID,
+        "role",
+    ),
+    row(
+        "Turn: body of the wrong type",
+        "Turn('t1', 1, 'user', None)",
+        lambda: turn(body=None),
+        INVALID,
+        "body",
+    ),
+    row(
+        "Turn: lone surrogate in body",
+        "Turn('t1', 1, 'user', body + '\\ud800')",
+        lambda: turn(body=SECRET_BODY + SURROGATE),
+        INVALID,
+        "body",
+    ),
+    row(
+        "Turn: protected not a bool",
+        "Turn(..., protected=1)",
+        lambda: turn(protected=1),
+        INVALID,
+        "protected",
+    ),
+    row(
+        "Turn: unknown protection reason",
+        "Turn(..., protected=True, protection_reason='because')",
+        lambda: turn(protected=True, protection_reason="because"),
+        INVALID,
+        "protection_reason",
+    ),
+    row(
+        "Turn: protection reason without protected",
+        "Turn(..., protection_reason='audit-evidence')",
+        lambda: turn(protection_reason="audit-evidence"),
+        INVALID,
+        "protection_reason",
+    ),
+    row("Turn: empty group", "Turn(..., group='')", lambda: turn(group=""), INVALID, "group"),
+    row(
+        "Turn: group of the wrong type",
+        "Turn(..., group=3)",
+        lambda: turn(group=3),
+        INVALID,
+        "group",
+    ),
+    row(
+        "Turn: meta not a mapping",
+        "Turn(..., meta=[('k', 'v')])",
+        lambda: turn(meta=[("k", "v")]),
+        INVALID,
+        "meta",
+    ),
+    row(
+        "Turn: non-str meta key",
+        "Turn(..., meta={1: 'v'})",
+        lambda: turn(meta={1: SECRET_BODY}),
+        INVALID,
+        "meta",
+    ),
+    row(
+        "Turn: non-str meta value",
+        "Turn(..., meta={'k': 1})",
+        lambda: turn(meta={"k": 1}),
+        INVALID,
+        "meta",
+    ),
+    row(
+        "Turn: empty meta key",
+        "Turn(..., meta={'': 'v'})",
+        lambda: turn(meta={"": SECRET_BODY}),
+        INVALID,
+        "meta",
+    ),
+    row(
+        "Turn: lone surrogate in meta",
+        "Turn(..., meta={'k': '\\ud800'})",
+        lambda: turn(meta={"k": SECRET_BODY + SURROGATE}),
+        INVALID,
+        "meta",
+    ),
+    row(
+        "Turn.replace: unknown field",
+        "turn.replace(colour='red')",
+        lambda: turn().replace(colour="red"),
+        INVALID,
+        "replace",
+    ),
+    row(
+        "Turn.replace: invalid value",
+        "turn.replace(sequence=-1)",
+        lambda: turn().replace(sequence=-1),
+        INVALID,
+        "sequence",
+    ),
+    # ---- Conversation
+    row(
+        "Conversation: duplicate turn id",
+        "Conversation('c', 0, [Turn('a', 1, ...), Turn('a', 2, ...)])",
+        lambda: lf.Conversation("c", 0, [turn(id="a"), turn(id="a", sequence=2)]),
+        DUPLICATE,
+        "id",
+    ),
+    row(
+        "Conversation: duplicate sequence",
+        "Conversation('c', 0, [Turn('a', 1, ...), Turn('b', 1, ...)])",
+        lambda: lf.Conversation("c", 0, [turn(id="a"), turn(id="b")]),
+        INVALID,
+        "sequence",
+    ),
+    row(
+        "Conversation: empty id",
+        "Conversation('', 0, turns)",
+        lambda: lf.Conversation("", 0, turns()),
+        INVALID,
+        "id",
+    ),
+    row(
+        "Conversation: negative revision",
+        "Conversation('c', -1, turns)",
+        lambda: lf.Conversation("c", -1, turns()),
+        INVALID,
+        "revision",
+    ),
+    row(
+        "Conversation: turns that are not Turns",
+        "Conversation('c', 0, [1])",
+        lambda: lf.Conversation("c", 0, [1]),  # type: ignore[list-item]
+        INVALID,
+        "turns",
+    ),
+    row(
+        "fingerprint_turns: not Turns",
+        "fingerprint_turns([1])",
+        lambda: lf.fingerprint_turns([1]),  # type: ignore[list-item]
+        INVALID,
+        "turns",
+    ),
+    row(
+        "same_ordered_ids: not an iterable of str",
+        "same_ordered_ids(5, [])",
+        lambda: lf.same_ordered_ids(5, []),  # type: ignore[arg-type]
+        INVALID,
+        "a",
+    ),
+    # ---- plan_compaction (SPEC §4)
+    row(
+        "plan_compaction: keep_tail 0",
+        "plan_compaction(conversation, 0, 'p')",
+        lambda: lf.plan_compaction(conversation(), 0, "p"),
+        INVALID,
+        "keep_tail",
+    ),
+    row(
+        "plan_compaction: keep_tail bool",
+        "plan_compaction(conversation, True, 'p')",
+        lambda: lf.plan_compaction(conversation(), True, "p"),
+        INVALID,
+        "keep_tail",
+    ),
+    row(
+        "plan_compaction: keep_tail float",
+        "plan_compaction(conversation, 2.0, 'p')",
+        lambda: lf.plan_compaction(conversation(), 2.0, "p"),  # type: ignore[arg-type]
+        INVALID,
+        "keep_tail",
+    ),
+    row(
+        "plan_compaction: blank plan_id",
+        "plan_compaction(conversation, 2, ' ')",
+        lambda: lf.plan_compaction(conversation(), 2, " "),
+        INVALID,
+        "plan_id",
+    ),
+    row(
+        "plan_compaction: not a Conversation",
+        "plan_compaction([turn], 2, 'p')",
+        lambda: lf.plan_compaction(turns(), 2, "p"),  # type: ignore[arg-type]
+        INVALID,
+        "conversation",
+    ),
+    # ---- envelopes, checks, acceptance, assembly (SPEC §5–§8)
+    row(
+        "create_summary_envelope: plan of the wrong type",
+        "create_summary_envelope('p', conversation, 's', 'v', text)",
+        lambda: lf.create_summary_envelope("p", conversation(), "s", POLICY, SECRET_SUMMARY),  # type: ignore[arg-type]
+        INVALID,
+        "plan",
+    ),
+    row(
+        "create_summary_envelope: turns of the wrong type",
+        "create_summary_envelope(plan, 5, 's', 'v', text)",
+        lambda: lf.create_summary_envelope(plan(), 5, "s", POLICY, SECRET_SUMMARY),  # type: ignore[arg-type]
+        INVALID,
+        "turns",
+    ),
+    row(
+        "create_summary_envelope: blank summary_id",
+        "create_summary_envelope(plan, turns, '', 'v', text)",
+        lambda: lf.create_summary_envelope(plan(), conversation(), "", POLICY, SECRET_SUMMARY),
+        INVALID,
+        "summary_id",
+    ),
+    row(
+        "create_summary_envelope: text of the wrong type",
+        "create_summary_envelope(plan, turns, 's', 'v', 5)",
+        lambda: lf.create_summary_envelope(plan(), conversation(), "s", POLICY, 5),  # type: ignore[arg-type]
+        INVALID,
+        "text",
+    ),
+    row(
+        "create_summary_envelope: lone surrogate in text",
+        "create_summary_envelope(plan, turns, 's', 'v', text + '\\ud800')",
+        lambda: lf.create_summary_envelope(
+            plan(), conversation(), "s", POLICY, SECRET_SUMMARY + SURROGATE
+        ),
+        INVALID,
+        "text",
+    ),
+    row(
+        "SummaryEnvelope: field of the wrong type",
+        "SummaryEnvelope(..., text=5)",
+        lambda: lf.SummaryEnvelope("s", "p", "c", 0, ("t1",), "lf1:00", POLICY, 5),  # type: ignore[arg-type]
+        INVALID,
+        "text",
+    ),
+    row(
+        "check_summary: summary of the wrong type",
+        "check_summary('s', conversation, 'v')",
+        lambda: lf.check_summary("s", conversation(), POLICY),  # type: ignore[arg-type]
+        INVALID,
+        "summary",
+    ),
+    row(
+        "check_summary: conversation of the wrong type",
+        "check_summary(envelope, 'c', 'v')",
+        lambda: lf.check_summary(envelope(), "c", POLICY),  # type: ignore[arg-type]
+        INVALID,
+        "conversation",
+    ),
+    row(
+        "check_summary: policy_version of the wrong type",
+        "check_summary(envelope, conversation, 5)",
+        lambda: lf.check_summary(envelope(), conversation(), 5),  # type: ignore[arg-type]
+        INVALID,
+        "policy_version",
+    ),
+    row(
+        "accept_summary_result: candidate of the wrong type",
+        "accept_summary_result('s', conversation, 'v', 'p')",
+        lambda: lf.accept_summary_result("s", conversation(), POLICY, "p"),  # type: ignore[arg-type]
+        INVALID,
+        "candidate",
+    ),
+    row(
+        "assemble_context: summary of the wrong type",
+        "assemble_context(conversation, 's', 'v')",
+        lambda: lf.assemble_context(conversation(), "s", POLICY),  # type: ignore[arg-type]
+        INVALID,
+        "summary",
+    ),
+    row(
+        "assemble_context: policy_version None",
+        "assemble_context(conversation, envelope, None)",
+        lambda: lf.assemble_context(conversation(), envelope(), None),  # type: ignore[arg-type]
+        INVALID,
+        "policy_version",
+    ),
+    row(
+        "assemble_context: preserved_ids a str",
+        "assemble_context(conversation, envelope, 'v', 't1')",
+        lambda: lf.assemble_context(conversation(), envelope(), POLICY, "t1"),
+        INVALID,
+        "preserved_ids",
+    ),
+    row(
+        "to_chat_messages: not an AssembledContext",
+        "to_chat_messages([message])",
+        lambda: lf.to_chat_messages([{"role": "user", "content": SECRET_BODY}]),  # type: ignore[arg-type]
+        INVALID,
+        "context",
+    ),
+    # ---- from_chat_messages
+    row(
+        "from_chat_messages: not a list of messages",
+        "from_chat_messages('hello')",
+        lambda: lf.from_chat_messages(SECRET_BODY),  # type: ignore[arg-type]
+        INVALID,
+        "messages",
+    ),
+    row(
+        "from_chat_messages: message not a mapping",
+        "from_chat_messages(['hello'])",
+        lambda: lf.from_chat_messages([SECRET_BODY]),  # type: ignore[list-item]
+        INVALID,
+        "messages[0]",
+    ),
+    row(
+        "from_chat_messages: unknown role",
+        "from_chat_messages([{'role': 'admin', ...}])",
+        lambda: lf.from_chat_messages([{"role": "admin", "content": SECRET_BODY}]),
+        INVALID,
+        "messages[0].role",
+    ),
+    row(
+        "from_chat_messages: content of the wrong type",
+        "from_chat_messages([{'role': 'user', 'content': 5}])",
+        lambda: lf.from_chat_messages([{"role": "user", "content": 5}]),
+        INVALID,
+        "messages[0].content",
+    ),
+    row(
+        "from_chat_messages: lone surrogate in content",
+        "from_chat_messages([{'role': 'user', 'content': '\\ud800'}])",
+        lambda: lf.from_chat_messages([{"role": "user", "content": SECRET_BODY + SURROGATE}]),
+        INVALID,
+        "messages[0].content",
+    ),
+    row(
+        "from_chat_messages: tool calls on a user message",
+        "from_chat_messages([{'role': 'user', 'tool_calls': [...]}])",
+        lambda: lf.from_chat_messages(
+            [{"role": "user", "content": SECRET_BODY, "tool_calls": [{"id": "call-1"}]}]
+        ),
+        INVALID,
+        "messages[0].tool_calls",
+    ),
+    row(
+        "from_chat_messages: duplicate message id",
+        "from_chat_messages([{'id': 'x', ...}, {'id': 'x', ...}])",
+        lambda: lf.from_chat_messages(
+            [
+                {"id": "x", "role": "user", "content": SECRET_BODY},
+                {"id": "x", "role": "user", "content": SECRET_BODY},
+            ]
+        ),
+        DUPLICATE,
+        "messages[1].id",
+    ),
+    # ---- SQLiteStore (SPEC §12)
+    row(
+        "SQLiteStore: path not str or PathLike",
+        "SQLiteStore(5)",
+        lambda: lf.SQLiteStore(5),  # type: ignore[arg-type]
+        INVALID,
+        "path",
+    ),
+    row(
+        "SQLiteStore: bytes path",
+        "SQLiteStore(b'ledger.db')",
+        lambda: lf.SQLiteStore(b"ledger.db"),  # type: ignore[arg-type]
+        INVALID,
+        "path",
+    ),
+    row("SQLiteStore: empty path", "SQLiteStore('')", lambda: lf.SQLiteStore(""), INVALID, "path"),
+    row(
+        "SQLiteStore: a directory",
+        "SQLiteStore('/tmp')",
+        on_file(lambda directory: directory),
+        STORE,
+        None,
+    ),
+    row(
+        "SQLiteStore: a file that is not SQLite",
+        "SQLiteStore('notes.txt')",
+        on_file(_text_file),
+        STORE,
+        None,
+    ),
+    row(
+        "SQLiteStore: another program's SQLite database",
+        "SQLiteStore('other.db')  # has its own tables",
+        on_file(lambda directory: _sqlite_file(directory, "CREATE TABLE notes (text)")),
+        STORE,
+        None,
+    ),
+    row(
+        "SQLiteStore: SQLite database of another application",
+        "SQLiteStore('other.db')  # PRAGMA application_id set",
+        on_file(lambda directory: _sqlite_file(directory, "PRAGMA application_id = 7")),
+        STORE,
+        None,
+    ),
+    row(
+        "SQLiteStore: used after close()",
+        "store.close(); store.load('c')",
+        _closed_store,
+        STORE,
+        None,
+    ),
+    row(
+        "append: blank conversation_id",
+        "store.append(' ', 'user', body)",
+        on_store(lambda store: store.append(" ", "user", SECRET_BODY)),
+        INVALID,
+        "conversation_id",
+    ),
+    row(
+        "append: unknown role",
+        "store.append('c', 'admin', body)",
+        on_store(lambda store: store.append("c", "admin", SECRET_BODY)),
+        INVALID,
+        "role",
+    ),
+    row(
+        "append: turn id already used",
+        "store.append('c', 'user', body, id='t1')",
+        on_store(lambda store: store.append("c", "user", SECRET_BODY, id="t1")),
+        DUPLICATE,
+        "id",
+    ),
+    row(
+        "append_many: not a list of mappings",
+        "store.append_many('c', 5)",
+        on_store(lambda store: store.append_many("c", 5)),  # type: ignore[arg-type]
+        INVALID,
+        "turns",
+    ),
+    row(
+        "append_many: unknown key",
+        "store.append_many('c', [{'role': 'user', 'body': body, 'x': 1}])",
+        on_store(lambda store: store.append_many("c", [{"role": "user", "body": "b", "x": 1}])),
+        INVALID,
+        "turns[0]",
+    ),
+    row(
+        "edit: unknown conversation",
+        "store.edit('nope', 't1', body=body)",
+        on_store(lambda store: store.edit("nope", "t1", body=SECRET_BODY)),
+        INVALID,
+        "turn_id",
+    ),
+    row(
+        "edit: unknown turn",
+        "store.edit('c', 'nope', body=body)",
+        on_store(lambda store: store.edit("c", "nope", body=SECRET_BODY)),
+        INVALID,
+        "turn_id",
+    ),
+    row(
+        "edit: of id",
+        "store.edit('c', 't1', id='t9')",
+        on_store(lambda store: store.edit("c", "t1", id="t9")),
+        INVALID,
+        "id",
+    ),
+    row(
+        "edit: of sequence",
+        "store.edit('c', 't1', sequence=9)",
+        on_store(lambda store: store.edit("c", "t1", sequence=9)),
+        INVALID,
+        "sequence",
+    ),
+    row(
+        "edit: unknown field",
+        "store.edit('c', 't1', colour='red')",
+        on_store(lambda store: store.edit("c", "t1", colour="red")),
+        INVALID,
+        "colour",
+    ),
+    row(
+        "edit: invalid new value",
+        "store.edit('c', 't1', body='\\ud800')",
+        on_store(lambda store: store.edit("c", "t1", body=SECRET_BODY + SURROGATE)),
+        INVALID,
+        "body",
+    ),
+    row(
+        "retract: unknown conversation or turn",
+        "store.retract('nope', 't1')",
+        on_store(lambda store: store.retract("nope", "t1")),
+        INVALID,
+        "turn_id",
+    ),
+    row(
+        "start_plan: blank policy_version",
+        "store.start_plan('c', 2, '')",
+        on_store(lambda store: store.start_plan("c", 2, "")),
+        INVALID,
+        "policy_version",
+    ),
+    row(
+        "start_plan: policy_version of the wrong type",
+        "store.start_plan('c', 2, 1)",
+        on_store(lambda store: store.start_plan("c", 2, 1)),  # type: ignore[arg-type]
+        INVALID,
+        "policy_version",
+    ),
+    row(
+        "context: policy_version of the wrong type",
+        "store.context('c', None)",
+        on_store(lambda store: store.context("c", None)),  # type: ignore[arg-type]
+        INVALID,
+        "policy_version",
+    ),
+    row(
+        "commit_summary: not an envelope",
+        "store.commit_summary('s')",
+        on_store(lambda store: store.commit_summary("s")),  # type: ignore[arg-type]
+        INVALID,
+        "envelope",
+    ),
+    row(
+        "commit_summary: summary id already stored",
+        "store.commit_summary(envelope)  # twice",
+        on_store(_commit_twice),
+        INVALID,
+        "envelope.id",
+    ),
+    row(
+        "record_failure: unknown plan",
+        "store.record_failure('nope', 'summarizer-error')",
+        on_store(lambda store: store.record_failure("nope", "summarizer-error")),
+        INVALID,
+        "plan_id",
+    ),
+    row(
+        "sources_of: unknown summary",
+        "store.sources_of('nope')",
+        on_store(lambda store: store.sources_of("nope")),
+        INVALID,
+        "summary_id",
+    ),
+    row(
+        "purge_through: negative sequence",
+        "store.purge_through('c', -1, 'retention')",
+        on_store(lambda store: store.purge_through("c", -1, "retention")),
+        INVALID,
+        "sequence",
+    ),
+    row(
+        "purge_through: unknown conversation",
+        "store.purge_through('nope', 3, 'retention')",
+        on_store(lambda store: store.purge_through("nope", 3, "retention")),
+        INVALID,
+        "conversation_id",
+    ),
+    row(
+        "purge_through: force not a bool",
+        "store.purge_through('c', 3, 'retention', force=1)",
+        on_store(lambda store: store.purge_through("c", 3, "retention", force=1)),  # type: ignore[arg-type]
+        INVALID,
+        "force",
+    ),
+    # ---- orchestration (SPEC §13)
+    row(
+        "CompactionPolicy: blank version",
+        "CompactionPolicy('')",
+        lambda: lf.CompactionPolicy(""),
+        INVALID,
+        "version",
+    ),
+    row(
+        "CompactionPolicy: keep_tail 0",
+        "CompactionPolicy('v', keep_tail=0)",
+        lambda: lf.CompactionPolicy(POLICY, keep_tail=0),
+        INVALID,
+        "keep_tail",
+    ),
+    row(
+        "CompactionPolicy: keep_tail bool",
+        "CompactionPolicy('v', keep_tail=True)",
+        lambda: lf.CompactionPolicy(POLICY, keep_tail=True),
+        INVALID,
+        "keep_tail",
+    ),
+    row(
+        "CompactionPolicy: trigger_tokens 0",
+        "CompactionPolicy('v', trigger_tokens=0)",
+        lambda: lf.CompactionPolicy(POLICY, trigger_tokens=0),
+        INVALID,
+        "trigger_tokens",
+    ),
+    row(
+        "CompactionPolicy: token_counter not callable",
+        "CompactionPolicy('v', token_counter=5)",
+        lambda: lf.CompactionPolicy(POLICY, token_counter=5),  # type: ignore[arg-type]
+        INVALID,
+        "token_counter",
+    ),
+    row(
+        "Compactor: policy of the wrong type",
+        "Compactor(store, 'v')",
+        on_store(lambda store: lf.Compactor(store, POLICY)),  # type: ignore[arg-type]
+        INVALID,
+        "policy",
+    ),
+    row(
+        "Compactor: summarizer not callable",
+        "Compactor(store, policy, 'summarize')",
+        on_store(lambda store: lf.Compactor(store, lf.CompactionPolicy(POLICY), "x")),  # type: ignore[arg-type]
+        INVALID,
+        "summarizer",
+    ),
+    row(
+        "Compactor: timeout not > 0",
+        "Compactor(store, policy, timeout=0)",
+        on_store(lambda store: lf.Compactor(store, lf.CompactionPolicy(POLICY), timeout=0)),
+        INVALID,
+        "timeout",
+    ),
+    row(
+        "Compactor.compact: blank conversation_id",
+        "compactor.compact('')",
+        on_store(lambda store: compactor(store).compact("")),
+        INVALID,
+        "conversation_id",
+    ),
+    row(
+        "Compactor.context: max_tokens 0",
+        "compactor.context('c', max_tokens=0)",
+        on_store(lambda store: compactor(store).context("c", max_tokens=0)),
+        INVALID,
+        "max_tokens",
+    ),
+    row(
+        "Compactor.context: token_counter returns a non-int",
+        "CompactionPolicy('v', token_counter=lambda text: -1)",
+        on_store(lambda store: compactor(store, token_counter=lambda text: -1).context("c", 10)),
+        INVALID,
+        "token_counter",
+    ),
+    row(
+        "Compactor.context: budget too small",
+        "compactor.context('c', max_tokens=10)",
+        on_store(lambda store: compactor(store).context("c", max_tokens=10)),
+        BUDGET,
+        None,
+    ),
+    row(
+        "ExtractiveSummarizer: max_chars_per_turn too small",
+        "ExtractiveSummarizer(max_chars_per_turn=2)",
+        lambda: lf.ExtractiveSummarizer(max_chars_per_turn=2),
+        INVALID,
+        "max_chars_per_turn",
+    ),
+)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown() -> str:
+    """The table as Markdown, as the README shows it."""
+    lines = [
+        "<!-- Generated by `python tests/bad_input_table.py > docs/bad-input.md`; "
+        "tests/test_bad_input.py checks it is up to date. -->",
+        "",
+        "Every row is a test (`tests/test_bad_input.py`): the exception class and `.code` are "
+        "exact, `.field` names the offending argument (`InvalidInput` and `DuplicateId` only), "
+        "and neither `str(error)` nor `repr(error)` contains a turn body or summary text.",
+        "",
+        "| kind of bad input | example | exception | `.code` | `.field` |",
+        "|---|---|---|---|---|",
+    ]
+    for bad in ROWS:
+        field = f"`{bad.field}`" if bad.field is not None else "—"
+        lines.append(
+            f"| {_cell(bad.kind)} | `{_cell(bad.example)}` | `{bad.error.__name__}` "
+            f"| `{bad.code}` | {_cell(field)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")

@@ -1,0 +1,810 @@
+"""Stateful property test (issue 7): random operation sequences against a real `SQLiteStore`
+file and a `Compactor`, checked after every step against a plain in-test model of the ledger
+and against every invariant of SPEC §1.
+
+Rules: appends (protected with reasons, tool call + results groups, hostile IDs), edits of
+any field but `id`/`sequence`, protect/unprotect, retractions, compactions with summarizers
+that succeed, raise, return blank text or time out, two plans finishing out of order (at
+the store level and through `acompact`), policy upgrades, purges with and without `force`,
+rejected bad input, and closing and reopening the store on the same file.
+
+What holds, exactly (checked by `check_everything` after every step):
+
+- `store.load(c)` equals the model: IDs, sequences, roles, bodies, flags, group, meta and the
+  revision. Purged turns leave the ledger view (their bodies are deleted, SPEC §9); an empty
+  `meta` reads back as None.
+- `summary_history(c)` equals the model's record list (status and reason of every attempt),
+  so at most one version is `current`, and `current_summary(c)` is that version.
+- `store.context(c, v)` has no ID twice, no turn both raw and a source, every protected live
+  turn raw, every live turn newer than the summary's `through_sequence` raw, every other live
+  turn missing from it a source of the used summary; a used summary passes `check_summary`
+  against `load(c)` under `v`; and the whole context equals the slow reference
+  (`reference.assemble_context`) over the model. The newest `keep_tail` turns are raw right
+  after a compaction commits (checked in the rule: later retractions of tail turns may
+  legitimately leave a current summary's sources as the newest live turns).
+- Groups (§6): checked on the ledger at commit time, since a later edit may move a turn into
+  or out of a group without touching the summary's sources.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, event, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+import ledgerfold as lf
+from ledgerfold import SummaryItem, TurnItem
+
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
+    sys.path.insert(0, str(_HERE))
+
+import reference as ref  # noqa: E402
+
+CONVERSATIONS = ("c1", "c2")
+ROLES = ("system", "user", "assistant", "tool")
+REASONS = ("pending-confirmation", "active-constraint", "audit-evidence", "unverified-provenance")
+POLICIES = ("policy-1", "policy-2", "policy-3")
+SHARED_GROUPS = ("g-shared-a", "g-shared-b")
+SECRET = "SECRET-STATEFUL-\u2028"
+
+conversations = st.sampled_from(CONVERSATIONS)
+# Any valid text: no lone surrogates (those are bad input, tested by `reject_bad_input`).
+texts = st.text(st.characters(exclude_categories=("Cs",)), max_size=24)
+bodies = st.one_of(texts, texts.map(lambda text: SECRET + text))
+keys = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=8)
+metas = st.one_of(st.none(), st.dictionaries(keys, texts, max_size=3))
+protections = st.one_of(
+    st.just((False, None)),
+    st.tuples(st.just(True), st.one_of(st.none(), st.sampled_from(REASONS))),
+)
+groups = st.one_of(st.none(), st.sampled_from(SHARED_GROUPS))
+picks = st.integers(min_value=0, max_value=10_000)  # an index into the live turns, modulo
+
+
+@dataclass(frozen=True)
+class ModelTurn:
+    """A turn as the model keeps it; `meta` is a sorted tuple of pairs or None."""
+
+    id: str
+    sequence: int
+    role: str
+    body: str
+    protected: bool
+    protection_reason: str | None
+    group: str | None
+    meta: tuple[tuple[str, str], ...] | None
+
+    @classmethod
+    def of(cls, turn: lf.Turn) -> ModelTurn:
+        meta = turn.meta
+        return cls(
+            turn.id,
+            turn.sequence,
+            turn.role,
+            turn.body,
+            turn.protected,
+            turn.protection_reason,
+            turn.group,
+            None if meta is None else tuple(sorted(meta.items())),
+        )
+
+    @property
+    def meta_dict(self) -> dict[str, str] | None:
+        return None if self.meta is None else dict(self.meta)
+
+    def ref(self) -> ref.RefTurn:
+        return ref.RefTurn(
+            self.id,
+            self.sequence,
+            self.role,
+            self.body,
+            self.protected,
+            self.protection_reason,
+            self.group,
+            self.meta_dict,
+        )
+
+
+def _meta(meta: dict[str, str] | None) -> tuple[tuple[str, str], ...] | None:
+    # An empty mapping is no meta (the store and `Turn` read it back as None).
+    return tuple(sorted(meta.items())) if meta else None
+
+
+@dataclass
+class ModelRecord:
+    """One entry of `summary_history`: an accepted version (with its envelope), or a
+    `failed` / `rejected` attempt."""
+
+    summary_id: str | None
+    status: str
+    reason: str | None
+    envelope: lf.SummaryEnvelope | None = None
+
+
+@dataclass
+class ModelConversation:
+    turns: list[ModelTurn] = field(default_factory=list)  # live, ascending sequence
+    revision: int = 0
+    last_sequence: int = 0  # sequences are never reused, retracted and purged included
+    exists: bool = False
+    used_ids: set[str] = field(default_factory=set)  # every turn ID ever written
+    purged: dict[str, int] = field(default_factory=dict)  # purged turn ID -> sequence
+    history: list[ModelRecord] = field(default_factory=list)
+    boundary: tuple[int, str] | None = None
+
+    @property
+    def current(self) -> ModelRecord | None:
+        found = [record for record in self.history if record.status == "current"]
+        assert len(found) <= 1
+        return found[0] if found else None
+
+    @property
+    def pointed(self) -> ModelRecord | None:
+        """The last accepted version: what the conversation's summary pointer designates."""
+        accepted = [record for record in self.history if record.envelope is not None]
+        return accepted[-1] if accepted else None
+
+    def mark_stale(self, turn_id: str, reason: str) -> None:
+        for record in self.history:
+            if record.envelope is None or turn_id not in record.envelope.source_ids:
+                continue
+            if record.status in ("current", "superseded") or (
+                record.status == "stale"
+                and reason == "source-missing"
+                and record.reason != "source-missing"
+            ):
+                record.status, record.reason = "stale", reason
+
+    def accept(self, envelope: lf.SummaryEnvelope) -> None:
+        for record in self.history:
+            if record.status == "current":
+                record.status = "superseded"
+        self.history.append(ModelRecord(envelope.id, "current", None, envelope))
+
+
+def _context_tuples(context: lf.AssembledContext) -> list[tuple[Any, ...]]:
+    """Context items in the reference's tuple form."""
+    out: list[tuple[Any, ...]] = []
+    for item in context.items:
+        if isinstance(item, SummaryItem):
+            out.append(
+                ("summary", item.id, item.text, item.through_sequence, tuple(item.source_ids))
+            )
+        else:
+            out.append(("turn", item.id, item.role, item.text, item.sequence, item.meta))
+    return out
+
+
+def used_sources(summaries: list[SummaryItem]) -> set[str]:
+    return set(summaries[0].source_ids) if summaries else set()
+
+
+def _blank(request: lf.SummaryRequest) -> str:
+    return " \n\t "
+
+
+def _raising(request: lf.SummaryRequest) -> str:
+    raise RuntimeError("summarizer crashed")
+
+
+async def _too_slow(request: lf.SummaryRequest) -> str:
+    await asyncio.sleep(3600)
+    return "never"
+
+
+SUMMARIZERS: dict[str, tuple[Any, float | None, str | None]] = {
+    # name: (summarizer, compactor timeout, failure reason or None when it succeeds)
+    "extractive": (lf.ExtractiveSummarizer(), None, None),
+    "raises": (_raising, None, "summarizer-error"),
+    "blank": (_blank, None, "blank-summary"),
+    "timeout": (_too_slow, 0.01, "summarizer-timeout"),
+}
+
+
+def open_store(path: Path) -> lf.SQLiteStore:
+    """A store on the file, without the fsync of every commit: no power loss is simulated
+    here, and transactions, rollbacks and WAL behave the same, while the runtime is no longer
+    bound by the disk of a busy machine."""
+    store = lf.SQLiteStore(path)
+    store._connection().execute("PRAGMA synchronous = OFF")
+    return store
+
+
+class LedgerMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.directory = Path(tempfile.mkdtemp(prefix="ledgerfold-sm-"))
+        self.path = self.directory / "ledger.db"
+        self.store = open_store(self.path)
+        self.model = {conversation: ModelConversation() for conversation in CONVERSATIONS}
+        self.version = POLICIES[0]
+        self.keep_tail = 2
+        self.counter = 0
+
+    def teardown(self) -> None:
+        self.store.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    # ------------------------------------------------------------------ helpers
+
+    def fresh(self, stem: str) -> str:
+        self.counter += 1
+        return f"{stem}-{self.counter}"
+
+    def pick(self, conversation: str, index: int) -> ModelTurn | None:
+        turns = self.model[conversation].turns
+        return turns[index % len(turns)] if turns else None
+
+    def snapshot(self, conversation: str) -> tuple[Any, ...]:
+        """Everything a failed or refused operation must leave as it was."""
+        return (
+            self.store.load(conversation),
+            self.store.current_summary(conversation),
+            _context_tuples(self.store.context(conversation, self.version)),
+        )
+
+    def record_append(self, conversation: str, written: list[lf.Turn]) -> None:
+        model = self.model[conversation]
+        for offset, turn in enumerate(written, start=1):
+            assert turn.sequence == model.last_sequence + offset
+        model.turns.extend(ModelTurn.of(turn) for turn in written)
+        model.used_ids.update(turn.id for turn in written)
+        model.last_sequence += len(written)
+        model.revision += 1
+        model.exists = True
+
+    def expected_compacted(self, conversation: str, keep_tail: int) -> tuple[str, ...]:
+        model = self.model[conversation]
+        plan = ref.plan_compaction(
+            conversation, model.revision, [turn.ref() for turn in model.turns], keep_tail, "p"
+        )
+        compacted: tuple[str, ...] = plan["compacted_ids"]
+        return compacted
+
+    def check_just_committed(self, conversation: str, envelope: lf.SummaryEnvelope) -> None:
+        """SPEC §1.5 and §1.6 at commit time: the plan's tail is raw and no group is split."""
+        ledger = self.store.load(conversation)
+        context = self.store.context(conversation, self.version)
+        assert context.fallback is None
+        assert context.summary is not None and context.summary.id == envelope.id
+        raw = {item.id for item in context.items if isinstance(item, TurnItem)}
+        for turn in ledger.turns[-self.keep_tail :]:
+            assert turn.id in raw
+        sources = set(envelope.source_ids)
+        for group in {turn.group for turn in ledger.turns if turn.group is not None}:
+            members = {turn.id for turn in ledger.turns if turn.group == group}
+            assert members <= sources or not members & sources, group
+
+    # ------------------------------------------------------------------ ledger writes
+
+    @initialize(
+        seeds=st.lists(
+            st.tuples(conversations, st.sampled_from(ROLES), bodies, protections),
+            min_size=4,
+            max_size=16,
+        )
+    )
+    def seed(self, seeds: list[tuple[str, str, str, tuple[bool, str | None]]]) -> None:
+        """Start from a few turns, so that compactions have something to do early."""
+        for conversation in CONVERSATIONS:
+            specs = [
+                {
+                    "id": self.fresh("t"),
+                    "role": role,
+                    "body": body,
+                    "protected": protection[0],
+                    "protection_reason": protection[1],
+                }
+                for target, role, body, protection in seeds
+                if target == conversation
+            ]
+            written = self.store.append_many(conversation, specs)
+            assert len(written) == len(specs)
+            if written:
+                self.record_append(conversation, written)
+
+    @rule(
+        conversation=conversations,
+        role=st.sampled_from(ROLES),
+        body=bodies,
+        protection=protections,
+        group=groups,
+        meta=metas,
+    )
+    def append(
+        self,
+        conversation: str,
+        role: str,
+        body: str,
+        protection: tuple[bool, str | None],
+        group: str | None,
+        meta: dict[str, str] | None,
+    ) -> None:
+        protected, reason = protection
+        turn = self.store.append(
+            conversation,
+            role,
+            body,
+            id=self.fresh("t"),
+            protected=protected,
+            protection_reason=reason,
+            group=group,
+            meta=meta,
+        )
+        assert ModelTurn.of(turn) == ModelTurn(
+            turn.id,
+            self.model[conversation].last_sequence + 1,
+            role,
+            body,
+            protected,
+            reason,
+            group,
+            _meta(meta),
+        )
+        self.record_append(conversation, [turn])
+
+    @rule(conversation=conversations, results=st.integers(1, 3), body=bodies)
+    def append_tool_call(self, conversation: str, results: int, body: str) -> None:
+        """An assistant tool call and its results, one group, one transaction."""
+        group = self.fresh("tools")
+        call_ids = [f"{group}-call-{index}" for index in range(results)]
+        calls = [{"id": call_id, "type": "function"} for call_id in call_ids]
+        specs: list[dict[str, Any]] = [
+            {
+                "id": self.fresh("t"),
+                "role": "assistant",
+                "body": body,
+                "group": group,
+                "meta": {"tool_calls": json.dumps(calls)},
+            }
+        ]
+        specs.extend(
+            {
+                "id": self.fresh("t"),
+                "role": "tool",
+                "body": f"{SECRET} result {call_id}",
+                "group": group,
+                "meta": {"tool_call_id": call_id},
+            }
+            for call_id in call_ids
+        )
+        written = self.store.append_many(conversation, specs)
+        assert [turn.group for turn in written] == [group] * (results + 1)
+        self.record_append(conversation, written)
+
+    @rule(conversation=conversations)
+    def append_with_the_summary_id(self, conversation: str) -> None:
+        """A turn whose ID equals the current summary's: the context must fall back raw
+        (`duplicate-id`), never pick one of the two."""
+        current = self.model[conversation].current
+        if current is None or current.summary_id in self.model[conversation].used_ids:
+            return
+        assert current.summary_id is not None
+        turn = self.store.append(conversation, "user", SECRET, id=current.summary_id)
+        self.record_append(conversation, [turn])
+        context = self.store.context(conversation, self.version)
+        if current.envelope is not None and current.envelope.policy_version == self.version:
+            assert (context.fallback, context.fallback_id) == ("duplicate-id", current.summary_id)
+
+    @rule(
+        conversation=conversations,
+        index=picks,
+        changes=st.fixed_dictionaries(
+            {},
+            optional={
+                "role": st.sampled_from(ROLES),
+                "body": bodies,
+                "protected": st.booleans(),
+                "protection_reason": st.one_of(st.none(), st.sampled_from(REASONS)),
+                "group": groups,
+                "meta": metas,
+            },
+        ),
+    )
+    def edit(self, conversation: str, index: int, changes: dict[str, Any]) -> None:
+        old = self.pick(conversation, index)
+        if old is None:
+            return
+        new = ModelTurn(
+            old.id,
+            old.sequence,
+            changes.get("role", old.role),
+            changes.get("body", old.body),
+            changes.get("protected", old.protected),
+            changes.get("protection_reason", old.protection_reason),
+            changes.get("group", old.group),
+            _meta(changes["meta"]) if "meta" in changes else old.meta,
+        )
+        if new.protection_reason is not None and not new.protected:
+            # A reason without protection is bad input: refused, nothing changes.
+            before = self.snapshot(conversation)
+            with pytest.raises(lf.InvalidInput) as caught:
+                self.store.edit(conversation, old.id, **changes)
+            assert caught.value.field == "protection_reason"
+            assert self.snapshot(conversation) == before
+            return
+        self.apply_edit(conversation, old, new, changes)
+
+    @rule(
+        conversation=conversations,
+        index=picks,
+        protect=st.booleans(),
+        reason=st.one_of(st.none(), st.sampled_from(REASONS)),
+    )
+    def protect_or_unprotect(
+        self, conversation: str, index: int, protect: bool, reason: str | None
+    ) -> None:
+        old = self.pick(conversation, index)
+        if old is None:
+            return
+        reason = reason if protect else None
+        changes = {"protected": protect, "protection_reason": reason}
+        new = ModelTurn(
+            old.id, old.sequence, old.role, old.body, protect, reason, old.group, old.meta
+        )
+        self.apply_edit(conversation, old, new, changes)
+
+    def apply_edit(
+        self, conversation: str, old: ModelTurn, new: ModelTurn, changes: dict[str, Any]
+    ) -> None:
+        edited = self.store.edit(conversation, old.id, **changes)
+        assert ModelTurn.of(edited) == new
+        model = self.model[conversation]
+        model.turns[model.turns.index(old)] = new
+        model.revision += 1
+        if new != old:  # every encoded field is in the digest: any change makes it stale
+            model.mark_stale(old.id, "source-modified")
+
+    @rule(conversation=conversations, index=picks)
+    def retract(self, conversation: str, index: int) -> None:
+        turn = self.pick(conversation, index)
+        if turn is None:
+            return
+        self.store.retract(conversation, turn.id)
+        model = self.model[conversation]
+        model.turns.remove(turn)
+        model.revision += 1
+        model.mark_stale(turn.id, "source-missing")
+
+    @rule(conversation=conversations, through=st.integers(0, 30), force=st.booleans())
+    def purge(self, conversation: str, through: int, force: bool) -> None:
+        model = self.model[conversation]
+        reason = self.fresh("retention")
+        if not model.exists:
+            with pytest.raises(lf.InvalidInput) as caught:
+                self.store.purge_through(conversation, through, reason, force=force)
+            assert caught.value.field == "conversation_id"
+            return
+        boundary = self.store.purge_through(conversation, through, reason, force=force)
+        assert (boundary.through_sequence, boundary.reason) == (through, reason)
+        purged = [t for t in model.turns if t.sequence <= through and (force or not t.protected)]
+        for turn in purged:
+            model.turns.remove(turn)
+            model.purged[turn.id] = turn.sequence
+            model.mark_stale(turn.id, "source-missing")
+        model.revision += 1
+        # The store reports the furthest boundary; a later, smaller purge does not shrink it.
+        if model.boundary is None or through >= model.boundary[0]:
+            model.boundary = (through, reason)
+
+    @rule(
+        conversation=conversations,
+        index=picks,
+        bad=st.sampled_from(
+            [
+                ("edit", {"body": SECRET + "\ud800"}, "body"),
+                ("edit", {"role": "admin"}, "role"),
+                ("edit", {"id": "renamed"}, "id"),
+                ("edit", {"sequence": 10**6}, "sequence"),
+                ("edit", {"group": ""}, "group"),
+                ("edit", {"meta": {"": SECRET}}, "meta"),
+                ("edit", {"protected": 1}, "protected"),
+                ("edit-unknown", {"body": SECRET}, "turn_id"),
+                ("retract-unknown", {}, "turn_id"),
+                ("append-duplicate", {}, "id"),
+            ]
+        ),
+    )
+    def reject_bad_input(
+        self, conversation: str, index: int, bad: tuple[str, dict[str, Any], str]
+    ) -> None:
+        """Hostile input: refused with `InvalidInput` naming the field, nothing changes."""
+        kind, changes, expected_field = bad
+        turn = self.pick(conversation, index)
+        if turn is None and kind in ("edit", "append-duplicate"):
+            return
+        before = self.snapshot(conversation)
+        history = self.store.summary_history(conversation)
+        if kind == "edit":
+            assert turn is not None
+            call = partial(self.store.edit, conversation, turn.id, **changes)
+        elif kind == "edit-unknown":
+            call = partial(self.store.edit, conversation, "no-such-turn", **changes)
+        elif kind == "retract-unknown":
+            call = partial(self.store.retract, conversation, "no-such-turn")
+        else:
+            assert turn is not None
+            call = partial(self.store.append, conversation, "user", SECRET, id=turn.id)
+        with pytest.raises(lf.InvalidInput) as caught:
+            call()
+        error = caught.value
+        assert error.field == expected_field
+        assert SECRET not in str(error) and SECRET not in repr(error)
+        if kind == "append-duplicate":
+            assert isinstance(error, lf.DuplicateId) and error.code == "duplicate-id"
+        assert self.snapshot(conversation) == before
+        assert self.store.summary_history(conversation) == history
+
+    # ------------------------------------------------------------------ compaction
+
+    @rule(
+        conversation=conversations,
+        kind=st.sampled_from(sorted(SUMMARIZERS)),
+        force=st.booleans(),
+    )
+    def compact(self, conversation: str, kind: str, force: bool) -> None:
+        model = self.model[conversation]
+        summarizer, timeout, failure = SUMMARIZERS[kind]
+        compacted = self.expected_compacted(conversation, self.keep_tail)
+        current = model.current
+        before = self.snapshot(conversation)
+        policy = lf.CompactionPolicy(self.version, keep_tail=self.keep_tail)
+        outcome = lf.Compactor(self.store, policy, summarizer, timeout=timeout).compact(
+            conversation, force=force
+        )
+        already_covered = (
+            current is not None
+            and current.envelope is not None
+            and current.envelope.policy_version == self.version
+            and current.envelope.source_ids == compacted
+        )
+        event(f"compact: {outcome.status} {outcome.reason}")
+        if not compacted or (already_covered and not force):
+            assert outcome == lf.CompactionOutcome("skipped", None, "nothing-to-compact")
+            assert self.snapshot(conversation) == before
+            return
+        if failure is not None:
+            # SPEC §1.8: the ledger and the previous current summary exactly as they were.
+            assert outcome == lf.CompactionOutcome("failed", None, failure)
+            assert self.snapshot(conversation) == before
+            model.history.append(ModelRecord(None, "failed", failure))
+            return
+        assert outcome.status == "accepted", outcome
+        envelope = outcome.summary
+        assert envelope is not None
+        assert envelope.source_ids == compacted
+        assert envelope.policy_version == self.version
+        assert self.store.load(conversation) == before[0]  # §1.1: the ledger is not rewritten
+        model.accept(envelope)
+        self.check_just_committed(conversation, envelope)
+
+    @rule(conversation=conversations)
+    def plans_commit_out_of_order(self, conversation: str) -> None:
+        """Plan A, then plan B; B's result commits first, A's arrives late: A is refused as
+        `superseded-plan` and never replaces B (SPEC §1.7)."""
+        model = self.model[conversation]
+        compacted = self.expected_compacted(conversation, self.keep_tail)
+        plan_a = self.store.start_plan(conversation, self.keep_tail, self.version)
+        plan_b = self.store.start_plan(conversation, self.keep_tail, self.version)
+        assert plan_a.compacted_ids == plan_b.compacted_ids == compacted
+        ledger = self.store.load(conversation)
+        envelope_b = lf.create_summary_envelope(
+            plan_b, ledger, self.fresh("s-b"), self.version, f"{SECRET} summary B"
+        )
+        envelope_a = lf.create_summary_envelope(
+            plan_a, ledger, self.fresh("s-a"), self.version, f"{SECRET} summary A"
+        )
+        event(f"out of order: {'empty plan' if not compacted else 'committed'}")
+        if not compacted:
+            assert envelope_a is None and envelope_b is None
+            before = self.snapshot(conversation)
+            write = self.store.commit_summary(None)
+            assert (write.accepted, write.reason) == (False, "invalid-summary")
+            assert self.snapshot(conversation) == before
+            return
+        assert envelope_a is not None and envelope_b is not None
+        accepted = self.store.commit_summary(envelope_b)
+        assert accepted.accepted, accepted
+        model.accept(envelope_b)
+        late = self.store.commit_summary(envelope_a)
+        assert (late.accepted, late.reason, late.detail) == (
+            False,
+            "stale-source",
+            "superseded-plan",
+        )
+        model.history.append(ModelRecord(envelope_a.id, "rejected", "superseded-plan"))
+        assert self.store.current_summary(conversation) == envelope_b
+        self.check_just_committed(conversation, envelope_b)
+
+    @rule(conversation=conversations)
+    def acompact_race(self, conversation: str) -> None:
+        """Two `acompact` calls; the newer plan's summarizer finishes first, the older one's
+        result arrives late and is refused."""
+        model = self.model[conversation]
+        compacted = self.expected_compacted(conversation, self.keep_tail)
+        policy = lf.CompactionPolicy(self.version, keep_tail=self.keep_tail)
+
+        async def race() -> tuple[lf.CompactionOutcome, lf.CompactionOutcome]:
+            started = {"older": asyncio.Event(), "newer": asyncio.Event()}
+            release = {"older": asyncio.Event(), "newer": asyncio.Event()}
+
+            def summarizer(name: str) -> Any:
+                async def summarize(request: lf.SummaryRequest) -> str:
+                    started[name].set()
+                    await release[name].wait()
+                    return f"{SECRET} summary by the {name} plan"
+
+                return summarize
+
+            older = lf.Compactor(self.store, policy, summarizer("older"))
+            newer = lf.Compactor(self.store, policy, summarizer("newer"))
+            older_task = asyncio.create_task(older.acompact(conversation, force=True))
+            newer_task = asyncio.create_task(newer.acompact(conversation, force=True))
+            if not compacted:
+                return await older_task, await newer_task
+            await started["older"].wait()
+            await started["newer"].wait()
+            release["newer"].set()
+            newer_outcome = await newer_task
+            release["older"].set()
+            return await older_task, newer_outcome
+
+        before = self.snapshot(conversation)
+        late, newer = asyncio.run(race())
+        event(f"acompact race: {newer.status}")
+        if not compacted:
+            skipped = lf.CompactionOutcome("skipped", None, "nothing-to-compact")
+            assert (late, newer) == (skipped, skipped)
+            assert self.snapshot(conversation) == before
+            return
+        assert newer.status == "accepted" and newer.summary is not None
+        assert late == lf.CompactionOutcome("stale", None, "superseded-plan")
+        model.accept(newer.summary)
+        rejected = self.store.summary_history(conversation)[-1]
+        assert rejected.status == "rejected" and rejected.envelope is not None
+        model.history.append(ModelRecord(rejected.envelope.id, "rejected", "superseded-plan"))
+        assert self.store.current_summary(conversation) == newer.summary
+        self.check_just_committed(conversation, newer.summary)
+
+    @rule(version=st.sampled_from(POLICIES), keep_tail=st.integers(1, 4))
+    def change_policy(self, version: str, keep_tail: int) -> None:
+        """A policy upgrade (or downgrade): summaries of another version are not used."""
+        self.version, self.keep_tail = version, keep_tail
+
+    @rule()
+    def reopen(self) -> None:
+        self.store.close()
+        with pytest.raises(lf.StoreError):
+            self.store.load(CONVERSATIONS[0])
+        self.store = open_store(self.path)
+
+    # ------------------------------------------------------------------ invariants
+
+    @invariant()
+    def check_everything(self) -> None:
+        existing = sorted(c for c, model in self.model.items() if model.exists)
+        assert self.store.conversation_ids() == existing
+        for conversation in CONVERSATIONS:
+            ledger = self.check_ledger(conversation)
+            self.check_history(conversation)
+            for version in POLICIES:
+                self.check_context(conversation, ledger, version)
+
+    def check_ledger(self, conversation: str) -> lf.Conversation:
+        model = self.model[conversation]
+        ledger = self.store.load(conversation)
+        assert ledger.id == conversation
+        assert ledger.revision == model.revision
+        assert [ModelTurn.of(turn) for turn in ledger.turns] == model.turns
+        sequences = [turn.sequence for turn in ledger.turns]
+        assert sequences == sorted(set(sequences))
+        return ledger
+
+    def check_history(self, conversation: str) -> None:
+        model = self.model[conversation]
+        history = self.store.summary_history(conversation)
+        assert [
+            (r.envelope.id if r.envelope is not None else None, r.status, r.reason) for r in history
+        ] == [(r.summary_id, r.status, r.reason) for r in model.history]
+        assert sum(record.status == "current" for record in history) <= 1
+        for record, expected in zip(history, model.history, strict=True):
+            if expected.envelope is not None:
+                assert record.envelope == expected.envelope
+        current = model.current
+        stored = self.store.current_summary(conversation)
+        assert stored == (current.envelope if current is not None else None)
+        boundary = self.store.history_boundary(conversation)
+        got = None if boundary is None else (boundary.through_sequence, boundary.reason)
+        assert got == model.boundary
+
+    def check_context(self, conversation: str, ledger: lf.Conversation, version: str) -> None:
+        model = self.model[conversation]
+        context = self.store.context(conversation, version)
+        ids = context.ids
+        assert len(ids) == len(set(ids))  # §1.3
+        summaries = [item for item in context.items if isinstance(item, SummaryItem)]
+        assert len(summaries) <= 1
+        raw = {item.id for item in context.items if isinstance(item, TurnItem)}
+        for item in context.items:
+            if isinstance(item, TurnItem):
+                turn = ledger.get(item.id)
+                assert turn is not None
+                assert item == TurnItem(turn.id, turn.role, turn.body, turn.sequence, turn.meta)
+        for turn in ledger.turns:
+            if turn.protected:
+                assert turn.id in raw  # §1.4
+        if summaries:
+            item = summaries[0]
+            assert context.fallback is None
+            current = self.store.current_summary(conversation)
+            assert current is not None and current.id == item.id
+            assert (item.text, item.source_ids) == (current.text, current.source_ids)
+            assert current.policy_version == version
+            assert lf.check_summary(current, ledger, version).current  # §1.2
+            sources = set(item.source_ids)
+            assert not raw & sources  # §1.3
+            assert item.through_sequence == max(
+                turn.sequence for turn in ledger.turns if turn.id in sources
+            )
+            for turn in ledger.turns:
+                if turn.sequence > item.through_sequence:
+                    assert turn.id in raw
+                if turn.id not in raw:
+                    assert turn.id in sources
+        else:
+            assert context.fallback is not None
+            assert ids == ledger.turn_ids
+        # Context order: ascending sequence, the summary at its through_sequence.
+        positions = [
+            item.through_sequence if isinstance(item, SummaryItem) else item.sequence
+            for item in context.items
+        ]
+        assert positions == sorted(positions)
+        # A purged turn never comes back, raw or as a source; the context says history was
+        # purged. (`history_boundary` is the furthest purge's boundary, as the store documents.)
+        if summaries:
+            event(f"context: summary used under {version}")
+        for turn_id in model.purged:
+            assert turn_id not in ids and turn_id not in used_sources(summaries)
+            assert context.history_boundary is not None
+        got = context.history_boundary
+        assert (None if got is None else (got.through_sequence, got.reason)) == model.boundary
+        # Differential: the whole context equals the slow reference over the model.
+        expected = self.expected_context(conversation, version)
+        assert (_context_tuples(context), context.fallback) == expected
+
+    def expected_context(
+        self, conversation: str, version: str
+    ) -> tuple[list[tuple[Any, ...]], str | None]:
+        model = self.model[conversation]
+        turns = [turn.ref() for turn in model.turns]
+        pointed = model.pointed
+        items, fallback, _ = ref.assemble_context(
+            conversation, turns, pointed.envelope if pointed is not None else None, version
+        )
+        if pointed is not None and pointed.status == "stale" and fallback is None:
+            # Sources edited back to their old values: a version stored stale stays unused.
+            items, _, _ = ref.assemble_context(conversation, turns, None, version)
+            fallback = f"stale-summary:{pointed.reason}"
+        return items, fallback
+
+
+LedgerMachine.TestCase.settings = settings(
+    max_examples=60,
+    stateful_step_count=50,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+TestLedgerMachine = LedgerMachine.TestCase
