@@ -206,9 +206,11 @@ def revalidate_database(
         )
         verdicts.extend(found)
     else:
-        # spawn, not fork: a forked child would inherit the parent's rayon pool without its
-        # threads (and any lock they held).
-        context = multiprocessing.get_context("spawn")
+        # fork where there is one (no re-import of the caller's __main__, so scripts need no
+        # main guard); the native core keys its thread pools by process, so a child never
+        # waits on its parent's pool threads, which do not exist in the child.
+        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+        context = multiprocessing.get_context(method)
         with ProcessPoolExecutor(max_workers=len(shards), mp_context=context) as pool:
             futures = [
                 pool.submit(_check_jobs, path, shard, batch_turns, threads or 1) for shard in shards
