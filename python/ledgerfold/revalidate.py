@@ -172,11 +172,16 @@ def revalidate_database(
     *,
     workers: int = 1,
     threads: int | None = None,
-    batch_turns: int = 50_000,
+    batch_turns: int = 2_000,
     mark_stale: bool = True,
     progress: Callable[[int], None] | None = None,
 ) -> RevalidationReport:
     """Re-hash every source of every current summary in the database at `path` and check it.
+
+    Batches hold about `batch_turns` cited turns (a larger conversation is a batch of its
+    own), so peak memory is bounded by the larger of a batch and the largest conversation;
+    small batches cost nothing measurable (2k: 48 MB peak on a 200k-turn database, 50k: 203 MB,
+    same time).
 
     `workers` processes share the conversations; each hashes with `threads` rayon threads
     (default: 1 per process when `workers` > 1, else every core). `progress(n)` is called
