@@ -39,8 +39,16 @@ lint: $(STAMP)  ## ruff, mypy --strict, stubtest, rustfmt, clippy -D warnings
 demo: dev  ## set up, then run the main job (ledgerfold demo)
 	$(VENV)/bin/ledgerfold demo
 
-bench: dev  ## run the benchmarks for real and save the run
-	$(PY) -m pytest benches --benchmark-enable --benchmark-only --benchmark-autosave
+BENCH_RUN := $(PY) -m pytest benches --benchmark-enable --benchmark-only
+
+bench: dev  ## run the benchmarks for real, save the run, regenerate benches/RESULTS.md
+	mkdir -p .benchmarks
+	$(BENCH_RUN) --benchmark-autosave --benchmark-json=.benchmarks/last.json
+	$(PY) benches/report.py .benchmarks/last.json -o benches/RESULTS.md
+
+# pytest-benchmark takes a file path as a saved run to compare against.
+bench-check: dev  ## run the benchmarks; fail on a median regression > 25% vs benches/baseline.json
+	$(BENCH_RUN) --benchmark-compare=benches/baseline.json --benchmark-compare-fail=median:25%
 
 all: lint test  ## lint and test
 

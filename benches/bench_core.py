@@ -1,8 +1,13 @@
-"""Core hot paths on a 200k-turn ledger of real transcripts, each beside its anchor.
+"""Core hot paths on ledgers of 10k, 200k and 1M real-transcript turns, each beside its anchors.
 
-Anchors in the same run: the hand-written Python way (a blake3-package loop over the
-bodies), raw BLAKE3 over the same bytes in one stream (the physical limit), and the slow
-pure-Python reference of tests/reference.py (the differential oracle).
+Anchors, measured in the same run: raw BLAKE3 over the same bytes in one stream (the
+physical limit), the hand-written Python way (a blake3-package loop over the bodies), and the
+slow pure-Python reference of tests/reference.py (the differential oracle). The LangChain
+peer is in bench_peer.py, heavy bodies in bench_heavy.py.
+
+Targets (judged by benches/report.py): `fingerprint_turns` over built Turns >= 20x the Python
+blake3 loop over the same bodies; `check_summary` >= 50x the reference; `assemble_context`
+on 200k turns >= 20x the reference.
 """
 
 from __future__ import annotations
@@ -11,9 +16,9 @@ from typing import Any
 
 import blake3
 import pytest
+from bench_conftest import anchor_seconds, full_size, record_ratio, target
 
 import reference  # tests/reference.py, put on sys.path by conftest
-from conftest import full_size, median_seconds, record_ratio
 from ledgerfold import (
     Conversation,
     Turn,
@@ -28,38 +33,48 @@ POLICY = "bench-v1"
 
 
 @pytest.fixture(scope="module")
-def compacted(ledger: list[Turn]) -> tuple[Conversation, Any]:
+def compacted(sized_ledger: list[Turn]) -> tuple[Conversation, Any]:
     """A conversation whose summary covers all but the newest 1,000 turns."""
-    conversation = Conversation("bench", 1, ledger)
-    plan = plan_compaction(conversation, min(1_000, len(ledger) // 2), "plan-1")
+    conversation = Conversation("bench", 1, sized_ledger)
+    plan = plan_compaction(conversation, min(1_000, len(sized_ledger) // 2), "plan-1")
     envelope = create_summary_envelope(plan, conversation, "summary-1", POLICY, "summary")
     assert envelope is not None
     return conversation, envelope
 
 
-def anchor_rounds(config: pytest.Config, full: int) -> int:
-    return full if full_size(config) else 1
+def python_blake3_loop(bodies: list[str]) -> None:
+    """The hand-written Python way: hash every body with the blake3 package."""
+    for body in bodies:
+        blake3.blake3(body.encode()).digest()
 
 
 def test_fingerprint_turns(
-    benchmark: Any, ledger: list[Turn], request: pytest.FixtureRequest
+    benchmark: Any, sized_ledger: list[Turn], request: pytest.FixtureRequest
 ) -> None:
+    ledger = sized_ledger
     bodies = [turn.body for turn in ledger]
     digests = b"".join(turn.digest for turn in ledger)
-    rounds = anchor_rounds(request.config, 5)
-
-    def python_loop() -> None:
-        for body in bodies:
-            blake3.blake3(body.encode()).digest()
+    config = request.config
 
     result = benchmark(fingerprint_turns, ledger)
-    assert result == reference.fingerprint_turns(ledger)
-    record_ratio(benchmark, "python_blake3_loop", median_seconds(python_loop, rounds=rounds))
+    # The full reference re-encodes every turn (seconds at 1M); the digests are checked by the
+    # reference on a prefix, the fingerprint over them by hand.
+    assert [t.digest for t in ledger[:500]] == [reference.turn_digest(t) for t in ledger[:500]]
+    material = len(ledger).to_bytes(8, "little") + digests
+    context = "ledgerfold v1 fingerprint"
+    assert result == "lf1:" + blake3.blake3(material, derive_key_context=context).hexdigest()
+    benchmark.extra_info.update(
+        turns=len(ledger), body_bytes=sum(map(len, map(str.encode, bodies)))
+    )
+    record_ratio(
+        benchmark, "python_blake3_loop", anchor_seconds(config, lambda: python_blake3_loop(bodies))
+    )
     record_ratio(
         benchmark,
         "raw_blake3_one_stream_of_digests",
-        median_seconds(lambda: blake3.blake3(digests).digest(), rounds=rounds),
+        anchor_seconds(config, lambda: blake3.blake3(digests).digest()),
     )
+    target(benchmark, "python_blake3_loop", min_speedup=20)
 
 
 def test_check_summary(
@@ -71,31 +86,46 @@ def test_check_summary(
     turns = list(conversation.turns)
     expected = reference.check_summary(envelope, conversation.id, turns, POLICY)
     assert expected == (True, None, None)
+    digests = b"".join(conversation.get(i).digest for i in envelope.source_ids)  # type: ignore[union-attr]
+    benchmark.extra_info.update(turns=len(turns), sources=len(envelope.source_ids))
     record_ratio(
         benchmark,
         "reference",
-        median_seconds(
+        anchor_seconds(
+            request.config,
             lambda: reference.check_summary(envelope, conversation.id, turns, POLICY),
-            rounds=anchor_rounds(request.config, 3),
+            rounds=3,
         ),
     )
+    record_ratio(
+        benchmark,
+        "raw_blake3_one_stream_of_digests",
+        anchor_seconds(request.config, lambda: blake3.blake3(digests).digest()),
+    )
+    target(benchmark, "reference", min_speedup=50)
 
 
 def test_assemble_context(
-    benchmark: Any, compacted: tuple[Conversation, Any], request: pytest.FixtureRequest
+    benchmark: Any,
+    compacted: tuple[Conversation, Any],
+    request: pytest.FixtureRequest,
 ) -> None:
     conversation, envelope = compacted
     context = benchmark(assemble_context, conversation, envelope, POLICY)
     assert context.fallback is None
     turns = list(conversation.turns)
+    benchmark.extra_info.update(turns=len(turns), items=len(context.items))
     record_ratio(
         benchmark,
         "reference",
-        median_seconds(
+        anchor_seconds(
+            request.config,
             lambda: reference.assemble_context(conversation.id, turns, envelope, POLICY),
-            rounds=anchor_rounds(request.config, 3),
+            rounds=3,
         ),
     )
+    if request.node.callspec.id == "200k":
+        target(benchmark, "reference", min_speedup=20)
 
 
 def test_assemble_context_raw_fallback(
@@ -106,32 +136,40 @@ def test_assemble_context_raw_fallback(
     context = benchmark(assemble_context, conversation, envelope, "other-policy")
     assert context.fallback == "stale-summary:policy-mismatch"
     turns = list(conversation.turns)
+    benchmark.extra_info.update(turns=len(turns), items=len(context.items))
     record_ratio(
         benchmark,
         "reference",
-        median_seconds(
+        anchor_seconds(
+            request.config,
             lambda: reference.assemble_context(conversation.id, turns, envelope, "other-policy"),
-            rounds=anchor_rounds(request.config, 3),
+            rounds=3,
         ),
     )
 
 
-def test_build_turns(benchmark: Any, ledger: list[Turn], request: pytest.FixtureRequest) -> None:
+def test_build_turns(
+    benchmark: Any, sized_ledger: list[Turn], request: pytest.FixtureRequest
+) -> None:
     """Building Turns hashes every body once; compare with the Python loop that only hashes."""
-    rows = [(t.id, t.sequence, t.role, t.body) for t in ledger]
+    rows = [(t.id, t.sequence, t.role, t.body) for t in sized_ledger]
     bodies = [row[3] for row in rows]
+    stream = "".join(bodies).encode()
 
     def build() -> list[Turn]:
         return [Turn(*row) for row in rows]
 
-    def python_loop() -> None:
-        for body in bodies:
-            blake3.blake3(body.encode()).digest()
-
-    built = benchmark(build)
-    assert built == ledger
+    # A 1M-turn build takes seconds a round: a fixed 3 rounds, not pytest-benchmark's >= 5.
+    built = benchmark.pedantic(build, rounds=3 if full_size(request.config) else 1)
+    assert built == sized_ledger
+    benchmark.extra_info.update(turns=len(rows), body_bytes=len(stream))
     record_ratio(
         benchmark,
         "python_blake3_loop",
-        median_seconds(python_loop, rounds=anchor_rounds(request.config, 3)),
+        anchor_seconds(request.config, lambda: python_blake3_loop(bodies), rounds=3),
+    )
+    record_ratio(
+        benchmark,
+        "raw_blake3_one_stream_of_bodies",
+        anchor_seconds(request.config, lambda: blake3.blake3(stream).digest()),
     )

@@ -2,6 +2,10 @@
 
 Under the normal test run (`--benchmark-disable`) every benchmark runs once as a smoke
 test on a small ledger; under `make bench` the ledgers have their full sizes.
+
+Every benchmark records its anchors (measured in the same run) in `extra_info` as
+`<anchor>_median_s`, and its targets as `extra_info["targets"]`; `benches/report.py` turns
+the JSON of a run into `benches/RESULTS.md` with the ratios and PASS/MISS per target.
 """
 
 from __future__ import annotations
@@ -20,8 +24,17 @@ import pytest
 from ledgerfold import Turn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+# tests/ has a conftest.py too, and `import conftest` gets whichever pytest loaded last (it
+# depends on the order of the command-line paths): the benches import this one by a name
+# of its own. pytest has just put this module in sys.modules under `conftest`.
+sys.modules["bench_conftest"] = sys.modules[__name__]
 
 SHARED = Path(os.environ.get("LEDGERFOLD_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+
+#: Ledger sizes by label: the labels are the test IDs, so a smoke run and a full run collect
+#: the same tests; only the number of turns behind a label changes.
+FULL_SIZES = {"10k": 10_000, "200k": 200_000, "1M": 1_000_000}
+SMOKE_SIZES = {"10k": 300, "200k": 600, "1M": 1_200}
 
 
 def iter_transcript_turns() -> Iterator[dict[str, Any]]:
@@ -47,6 +60,10 @@ def full_size(config: pytest.Config) -> bool:
     return bool(config.getoption("benchmark_enable")) or not config.getoption("benchmark_disable")
 
 
+def size_of(config: pytest.Config, label: str) -> int:
+    return (FULL_SIZES if full_size(config) else SMOKE_SIZES)[label]
+
+
 @pytest.fixture(scope="session")
 def ledger_size(request: pytest.FixtureRequest) -> int:
     return 200_000 if full_size(request.config) else 2_000
@@ -55,6 +72,16 @@ def ledger_size(request: pytest.FixtureRequest) -> int:
 @pytest.fixture(scope="session")
 def ledger(ledger_size: int) -> list[Turn]:
     return real_turns(ledger_size)
+
+
+@pytest.fixture(scope="session", params=list(FULL_SIZES))
+def sized_ledger(request: pytest.FixtureRequest) -> list[Turn]:
+    """The real-transcript ledger at 10k, 200k and 1M turns (tiny in smoke mode).
+
+    Session-scoped and parametrized: pytest groups the tests by size and drops one ledger
+    before it builds the next, so at most one large ledger is alive at a time.
+    """
+    return real_turns(size_of(request.config, request.param))
 
 
 def median_seconds(function: Callable[[], object], *, rounds: int) -> float:
@@ -67,6 +94,27 @@ def median_seconds(function: Callable[[], object], *, rounds: int) -> float:
     return statistics.median(times)
 
 
+def anchor_seconds(
+    config: pytest.Config,
+    function: Callable[[], object],
+    *,
+    rounds: int = 5,
+    budget_s: float = 15.0,
+) -> float:
+    """Median wall time of an anchor: once in smoke mode; under `make bench` up to `rounds`
+    calls, stopping early once `budget_s` is spent (a 1M-turn reference takes ~20 s a call)."""
+    if not full_size(config):
+        return median_seconds(function, rounds=1)
+    times: list[float] = []
+    spent = 0.0
+    while len(times) < rounds and (not times or spent + times[-1] <= budget_s):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+        spent += times[-1]
+    return statistics.median(times)
+
+
 def record_ratio(benchmark: Any, anchor_name: str, anchor_seconds: float) -> None:
     """Store the anchor's median and the speed-up over it beside the benchmark's own stats."""
     stats = getattr(benchmark, "stats", None)
@@ -74,3 +122,49 @@ def record_ratio(benchmark: Any, anchor_name: str, anchor_seconds: float) -> Non
     benchmark.extra_info[f"{anchor_name}_median_s"] = anchor_seconds
     if ours:
         benchmark.extra_info[f"speedup_vs_{anchor_name}"] = round(anchor_seconds / ours, 2)
+
+
+def target(
+    benchmark: Any,
+    anchor: str,
+    *,
+    min_speedup: float | None = None,
+    max_ratio: float | None = None,
+    max_value: float | None = None,
+) -> None:
+    """Declare a target for `benches/report.py` to judge.
+
+    - `min_speedup`: anchor median / our median must be at least this (anchor key
+      `<anchor>_median_s` in `extra_info`);
+    - `max_ratio`: our median / anchor median must be at most this;
+    - `max_value`: `extra_info[anchor]` itself (e.g. a peak RSS in bytes) must be at most this.
+    """
+    entry: dict[str, Any] = {"anchor": anchor}
+    if min_speedup is not None:
+        entry["min_speedup"] = min_speedup
+    if max_ratio is not None:
+        entry["max_ratio"] = max_ratio
+    if max_value is not None:
+        entry["max_value"] = max_value
+    benchmark.extra_info.setdefault("targets", []).append(entry)
+
+
+#: Targets of benchmarks whose files declare none (bench_store.py records its anchors under
+#: its own names): test name -> (anchor key in extra_info, target entry).
+_EXTERNAL_TARGETS: dict[str, list[dict[str, Any]]] = {
+    # context() on 1M turns within 3x of 10k turns: ours (1M) / anchor (10k) <= 3.
+    "test_context_on_a_long_ledger": [{"anchor": "context_10k_turns_s", "max_ratio": 3.0}],
+    "test_append_many_throughput": [{"anchor": "raw_executemany_s"}],
+    "test_commit_summary_10k_sources": [{"anchor": "raw_executemany_s"}],
+}
+
+
+def pytest_benchmark_update_json(
+    config: pytest.Config, benchmarks: list[Any], output_json: dict[str, Any]
+) -> None:
+    """Attach the targets above, and the command line, to the saved run."""
+    output_json["command"] = " ".join(["pytest", *config.invocation_params.args])
+    for bench in output_json.get("benchmarks", []):
+        extra = bench.setdefault("extra_info", {})
+        if "targets" not in extra and bench.get("name") in _EXTERNAL_TARGETS:
+            extra["targets"] = _EXTERNAL_TARGETS[bench["name"]]

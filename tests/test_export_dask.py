@@ -4,6 +4,7 @@ the real transcripts of shared/data, one summarised body tampered behind the sto
 
 from __future__ import annotations
 
+import importlib
 import json
 import sqlite3
 from collections.abc import Iterator
@@ -27,10 +28,10 @@ from ledgerfold.export import MANIFEST, TABLES, export_parquet, part_name
 from ledgerfold.revalidate import revalidate_database
 from ledgerfold.transcripts import default_data_dir, iter_transcripts
 
-pq = pytest.importorskip("pyarrow.parquet")
-dask = pytest.importorskip("dask")
-distributed = pytest.importorskip("dask.distributed")
-ldask = pytest.importorskip("ledgerfold.dask")
+pq = importlib.import_module("pyarrow.parquet")
+dask = importlib.import_module("dask")
+distributed = importlib.import_module("dask.distributed")
+ldask = importlib.import_module("ledgerfold.dask")
 
 POLICY = "v1"
 #: Small parts, so the 244 conversations spread over several partitions and both workers.
