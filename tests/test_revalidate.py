@@ -319,3 +319,37 @@ def test_a_forked_child_gets_its_own_thread_pool() -> None:
     with multiprocessing.get_context("fork").Pool(1) as pool:
         # Reusing the parent's pool in the child would wait forever for absent threads.
         assert pool.apply_async(_revalidate_small, (2,)).get(timeout=60) == 2
+
+
+def test_flat_rows_in_any_order_with_per_summary_totals() -> None:
+    turns = {
+        "c1": [Turn("a", 1, "user", "one"), Turn("b", 2, "user", "two!")],
+        "c2": [Turn("x", 5, "assistant", "hello", meta={"k": "v"})],
+    }
+    rows = [
+        (conversation, t.id, t.sequence, t.role, t.body.encode(), 0, None, None, None)
+        for conversation, items in turns.items()
+        for t in items
+    ]
+    rows[-1] = (*rows[-1][:8], json.dumps(turns["c2"][0].meta))
+    rows.reverse()  # grouping must not depend on row order
+    from ledgerfold import fingerprint_turns
+
+    summaries = [
+        ("c1", 10, "s1", fingerprint_turns(turns["c1"])),
+        ("c2", 20, "s2", fingerprint_turns(turns["c2"])),
+    ]
+    sources = [(20, "x"), (10, "a"), (10, "b")]
+    verdicts, total_turns, total_bytes = _native.revalidate_flat(
+        rows, sources, summaries, 1, per_summary=True
+    )
+    assert verdicts == [("c1", "s1", None, None, 2, 7), ("c2", "s2", None, None, 1, 5)]
+    assert (total_turns, total_bytes) == (3, 12)
+    plain, _, _ = _native.revalidate_flat(rows, sources, summaries, 1)
+    assert plain == [verdict[:4] for verdict in verdicts]
+    # A source that lost its row is missing; a sources list in the wrong order is reordered.
+    without_a = [row for row in rows if row[1] != "a"]
+    missing, _, _ = _native.revalidate_flat(without_a, sources, summaries, 1)
+    assert missing[0][2:] == ("source-missing", "a")
+    swapped, _, _ = _native.revalidate_flat(rows, [(20, "x"), (10, "b"), (10, "a")], summaries, 1)
+    assert swapped[0][2:] == ("source-reordered", "b")

@@ -148,4 +148,6 @@ def revalidate_flat(
     sources: Iterable[tuple[int, str]],
     summaries: Iterable[tuple[str, int, str, str]],
     threads: int | None = None,
-) -> tuple[list[tuple[str, str, str | None, str | None]], int, int]: ...
+    *,
+    per_summary: bool = False,
+) -> tuple[list[tuple[Any, ...]], int, int]: ...

@@ -162,50 +162,43 @@ def check_part(index: int, *, path: str, threads: int | None = 1, run: str | Non
         )
         if is_current and status == "current"
     }
-    sources: dict[int, list[str]] = {pk: [] for pk in current}
-    if current:
-        table = read("summary_sources", ["summary_pk", "position", "turn_id"])
-        ordered = sorted(
-            (
-                (pk, position, turn_id)
-                for pk, position, turn_id in zip(
-                    *(table.column(i).to_pylist() for i in range(3)), strict=True
-                )
-                if pk in sources
-            ),
-        )
-        for pk, _position, turn_id in ordered:
-            sources[pk].append(turn_id)
-    # Live rows of the conversations that have a summary to check, grouped by conversation.
-    wanted = {conversation_id for conversation_id, _, _ in current.values()}
-    rows: dict[str, list[tuple[Any, ...]]] = {conversation_id: [] for conversation_id in wanted}
-    if wanted:
-        turns = read("turns", _TURN_COLUMNS)
-        columns = [turns.column(name).to_pylist() for name in _TURN_COLUMNS]
-        for cid, tid, seq, role, body, prot, reason, grp, meta, state in zip(*columns, strict=True):
-            if state == TURN_LIVE and cid in rows:
-                rows[cid].append((tid, seq, role, body, prot, reason, grp, meta))
-    batch = [
-        (conversation_id, rows[conversation_id], [(summary_id, sources[pk], fingerprint)])
+    pc = _require("pyarrow.compute")
+    summaries_in = [
+        (conversation_id, pk, summary_id, fingerprint)
         for pk, (conversation_id, summary_id, fingerprint) in sorted(
             current.items(), key=lambda item: (item[1][0], item[0])
         )
     ]
+    rows: list[tuple[Any, ...]] = []
+    sources: list[tuple[Any, ...]] = []
+    if summaries_in:
+        # Columns to row tuples in C (`zip`), never a Python loop per turn; the native core
+        # groups rows by conversation and ignores those without a summary to check.
+        turns = read("turns", _TURN_COLUMNS)
+        live = turns.filter(pc.equal(turns.column("state"), TURN_LIVE))
+        rows = list(
+            zip(*(live.column(name).to_pylist() for name in _TURN_COLUMNS[:-1]), strict=True)
+        )
+        cited = read("summary_sources", ["summary_pk", "position", "turn_id"]).sort_by(
+            [("summary_pk", "ascending"), ("position", "ascending")]
+        )
+        sources = list(
+            zip(
+                cited.column("summary_pk").to_pylist(),
+                cited.column("turn_id").to_pylist(),
+                strict=True,
+            )
+        )
     verdicts, turns_hashed, bytes_hashed = (
-        _native.revalidate_rows(batch, threads) if batch else ([], 0, 0)
+        _native.revalidate_flat(rows, sources, summaries_in, threads, per_summary=True)
+        if summaries_in
+        else ([], 0, 0)
     )
-    # Attribute the hashing to summaries: the native core hashes each cited live turn of a
-    # conversation once; one current summary per conversation makes that per summary.
-    per_turns: list[int] = []
-    per_bytes: list[int] = []
-    for _conversation_id, conversation_rows, ((_, source_ids, _),) in batch:
-        sizes = {row[0]: len(row[3]) for row in conversation_rows}
-        cited = {turn_id for turn_id in source_ids if turn_id in sizes}
-        per_turns.append(len(cited))
-        per_bytes.append(sum(sizes[turn_id] for turn_id in cited))
+    per_turns = [verdict[4] for verdict in verdicts]
+    per_bytes = [verdict[5] for verdict in verdicts]
     if sum(per_turns) != turns_hashed or sum(per_bytes) != bytes_hashed:
         raise RuntimeError(
-            f"part {index}: hashing attribution {sum(per_turns)}/{sum(per_bytes)} differs from"
+            f"part {index}: per-summary hashing {sum(per_turns)}/{sum(per_bytes)} differs from"
             f" the native totals {turns_hashed}/{bytes_hashed}"
         )
     return _frame(

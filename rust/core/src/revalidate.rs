@@ -163,14 +163,19 @@ fn revalidate_one(index: usize, rows: &ConversationRows<'_>) -> (Vec<Verdict>, T
     (verdicts, totals)
 }
 
-/// Checks every summary of every conversation, conversations in parallel on the current
-/// rayon pool. Verdicts come back in input order.
-pub fn revalidate_many(conversations: &[ConversationRows<'_>]) -> (Vec<Verdict>, Totals) {
-    let per_conversation: Vec<(Vec<Verdict>, Totals)> = conversations
+/// Like [`revalidate_many`], with the hashing totals of each conversation kept apart.
+pub fn revalidate_each(conversations: &[ConversationRows<'_>]) -> Vec<(Vec<Verdict>, Totals)> {
+    conversations
         .par_iter()
         .enumerate()
         .map(|(index, rows)| revalidate_one(index, rows))
-        .collect();
+        .collect()
+}
+
+/// Checks every summary of every conversation, conversations in parallel on the current
+/// rayon pool. Verdicts come back in input order.
+pub fn revalidate_many(conversations: &[ConversationRows<'_>]) -> (Vec<Verdict>, Totals) {
+    let per_conversation = revalidate_each(conversations);
     let mut verdicts = Vec::new();
     let mut totals = Totals::default();
     for (conversation_verdicts, conversation_totals) in per_conversation {

@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use ledgerfold_core::revalidate::{revalidate_many, ConversationRows, SummaryRow, TurnRow};
+use ledgerfold_core::revalidate::{
+    revalidate_each, revalidate_many, ConversationRows, SummaryRow, TurnRow,
+};
 use ledgerfold_core::Problem;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyIterator, PyString, PyTuple};
@@ -291,17 +293,20 @@ struct FlatSummary {
 /// `rows` are `(conversation_id, id, sequence, role, body, protected, protection_reason,
 /// group, meta_json)` in any order; `sources` are `(summary_pk, turn_id)`, each
 /// summary's in source order; `summaries` are
-/// `(conversation_id, summary_pk, summary_id, source_fingerprint)`. Rows of conversations
-/// without a summary here are ignored. Output as `revalidate_rows`.
+/// `(conversation_id, summary_pk, summary_id, source_fingerprint)`, at most one summary per
+/// conversation (the current one). Rows of conversations
+/// without a summary here are ignored. Output as `revalidate_rows`; with `per_summary`, each
+/// verdict also carries the turns and bytes hashed for that summary's conversation.
 #[pyfunction]
-#[pyo3(signature = (rows, sources, summaries, threads=None))]
+#[pyo3(signature = (rows, sources, summaries, threads=None, *, per_summary=false))]
 pub fn revalidate_flat(
     py: Python<'_>,
     rows: &Bound<'_, PyAny>,
     sources: &Bound<'_, PyAny>,
     summaries: &Bound<'_, PyAny>,
     threads: Option<&Bound<'_, PyAny>>,
-) -> PyResult<(Vec<VerdictTuple>, u64, u64)> {
+    per_summary: bool,
+) -> PyResult<(Vec<Py<PyTuple>>, u64, u64)> {
     let threads = thread_count(py, threads)?;
     let owned_rows: Vec<(Py<PyString>, OwnedRow)> = items("rows", rows)?
         .iter()
@@ -364,23 +369,42 @@ pub fn revalidate_flat(
         });
     }
     let pool = pool(py, threads)?;
-    let (verdicts, totals) = py.detach(|| pool.install(|| revalidate_many(&conversations)));
-    let out = verdicts
-        .into_iter()
-        .map(|verdict| {
+    let per_conversation = py.detach(|| pool.install(|| revalidate_each(&conversations)));
+    let (mut turns_hashed, mut bytes_hashed) = (0u64, 0u64);
+    let mut out = Vec::with_capacity(owned_summaries.len());
+    for (verdicts, totals) in per_conversation {
+        turns_hashed += totals.turns_hashed;
+        bytes_hashed += totals.bytes_hashed;
+        for verdict in verdicts {
             let summary = &owned_summaries[verdict.conversation];
             let rows = &conversations[verdict.conversation].summaries[verdict.summary];
-            Ok((
-                summary.conversation.clone_ref(py),
-                summary.id.clone_ref(py),
-                verdict
-                    .reason
-                    .map(ledgerfold_core::check::CheckReason::as_str),
-                verdict
-                    .source_index
-                    .map(|index| PyString::new(py, rows.source_ids[index]).unbind()),
-            ))
-        })
-        .collect::<PyResult<_>>()?;
-    Ok((out, totals.turns_hashed, totals.bytes_hashed))
+            let turn_id = verdict
+                .source_index
+                .map(|index| PyString::new(py, rows.source_ids[index]));
+            let reason = verdict
+                .reason
+                .map(ledgerfold_core::check::CheckReason::as_str);
+            let item = if per_summary {
+                (
+                    summary.conversation.bind(py),
+                    summary.id.bind(py),
+                    reason,
+                    turn_id,
+                    totals.turns_hashed,
+                    totals.bytes_hashed,
+                )
+                    .into_pyobject(py)?
+            } else {
+                (
+                    summary.conversation.bind(py),
+                    summary.id.bind(py),
+                    reason,
+                    turn_id,
+                )
+                    .into_pyobject(py)?
+            };
+            out.push(item.unbind());
+        }
+    }
+    Ok((out, turns_hashed, bytes_hashed))
 }
