@@ -286,29 +286,32 @@ def test_bad_arguments(db: Path, tmp_path: Path) -> None:
         revalidate_database(foreign)
 
 
+ROW = ("c", "a", 1, "user", b"hi", 0, None, None, None)
+SUMMARY = ("c", 1, "s", "lf1:" + "0" * 64)
+
+
 def test_native_batch_input_is_validated() -> None:
-    row = ("a", 1, "user", b"hi", 0, None, None, None)
-    ok = [("c", [row], [("s", ["a"], "lf1:" + "0" * 64)])]
-    verdicts, turns, size = _native.revalidate_rows(ok, 1)
+    verdicts, turns, size = _native.revalidate_flat([ROW], [(1, "a")], [SUMMARY], 1)
     assert verdicts == [("c", "s", "source-modified", None)] and (turns, size) == (1, 2)
-    for bad in (
-        5,
-        [("c", [row])],
-        [("c", [row[:7]], [])],
-        [("c", [("a", "1", "user", b"", 0, None, None, None)], [])],
-        [("c", [("a", True, "user", b"", 0, None, None, None)], [])],
-        [("c", [row], [("s", "a", 5)])],
-        [(1, [row], [])],
+    for rows, sources, summaries in (
+        (5, [], []),
+        ([ROW[:8]], [], []),
+        ([("c", "a", "1", "user", b"", 0, None, None, None)], [], []),
+        ([("c", "a", True, "user", b"", 0, None, None, None)], [], []),
+        ([(1, *ROW[1:])], [], []),
+        ([ROW], [(1,)], [SUMMARY]),
+        ([ROW], [("1", "a")], [SUMMARY]),
+        ([ROW], [(1, "a")], [("c", 1, "s")]),
+        ([ROW], [(1, "a")], [("c", 1, "s", 5)]),
     ):
         with pytest.raises(InvalidInput):
-            _native.revalidate_rows(bad, 1)  # type: ignore[arg-type]
+            _native.revalidate_flat(rows, sources, summaries, 1)  # type: ignore[arg-type]
     with pytest.raises(InvalidInput):
-        _native.revalidate_rows(ok, 0)
+        _native.revalidate_flat([ROW], [(1, "a")], [SUMMARY], 0)
 
 
 def _revalidate_small(threads: int) -> int:
-    row = ("a", 1, "user", b"hi", 0, None, None, None)
-    verdicts, turns, _ = _native.revalidate_rows([("c", [row], [("s", ["a"], "lf1:x")])], threads)
+    verdicts, turns, _ = _native.revalidate_flat([ROW], [(1, "a")], [SUMMARY], threads)
     return turns + len(verdicts)
 
 

@@ -12,7 +12,6 @@ __all__ = [
     "fingerprint_turns",
     "plan",
     "revalidate_flat",
-    "revalidate_rows",
     "same_ordered_ids",
     "source_fingerprint",
 ]
@@ -137,12 +136,6 @@ def assemble(
 def source_fingerprint(
     source_ids: Iterable[str], turns: Conversation | Iterable[Turn]
 ) -> str | None: ...
-def revalidate_rows(
-    conversations: Iterable[
-        tuple[str, Iterable[tuple[Any, ...]], Iterable[tuple[str, Iterable[str], str]]]
-    ],
-    threads: int | None = None,
-) -> tuple[list[tuple[str, str, str | None, str | None]], int, int]: ...
 def revalidate_flat(
     rows: Iterable[tuple[Any, ...]],
     sources: Iterable[tuple[int, str]],

@@ -4,9 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use ledgerfold_core::revalidate::{
-    revalidate_each, revalidate_many, ConversationRows, SummaryRow, TurnRow,
-};
+use ledgerfold_core::revalidate::{revalidate_each, ConversationRows, SummaryRow, TurnRow};
 use ledgerfold_core::Problem;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyIterator, PyString, PyTuple};
@@ -28,18 +26,6 @@ struct OwnedRow {
     protection_reason: Option<Py<PyString>>,
     group: Option<Py<PyString>>,
     meta: Option<Py<PyString>>,
-}
-
-struct OwnedSummary {
-    id: Py<PyString>,
-    sources: Vec<Py<PyString>>,
-    fingerprint: Py<PyString>,
-}
-
-struct OwnedConversation {
-    id: Py<PyString>,
-    rows: Vec<OwnedRow>,
-    summaries: Vec<OwnedSummary>,
 }
 
 fn items<'py>(field: &'static str, value: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyAny>>> {
@@ -78,10 +64,6 @@ fn tuple_of<'py>(
     Ok(tuple.clone())
 }
 
-fn owned_row(row: &Bound<'_, PyAny>) -> PyResult<OwnedRow> {
-    owned_row_fields(&tuple_of("rows", row, 8)?, 0)
-}
-
 /// The eight turn fields of a row tuple, starting at `at`.
 fn owned_row_fields(row: &Bound<'_, PyTuple>, at: usize) -> PyResult<OwnedRow> {
     let body = row.get_item(at + 3)?;
@@ -102,33 +84,6 @@ fn owned_row_fields(row: &Bound<'_, PyTuple>, at: usize) -> PyResult<OwnedRow> {
     })
 }
 
-fn owned_conversation(value: &Bound<'_, PyAny>) -> PyResult<OwnedConversation> {
-    let conversation = tuple_of("conversations", value, 3)?;
-    let rows = items("rows", &conversation.get_item(1)?)?
-        .iter()
-        .map(owned_row)
-        .collect::<PyResult<_>>()?;
-    let summaries = items("summaries", &conversation.get_item(2)?)?
-        .iter()
-        .map(|summary| {
-            let summary = tuple_of("summaries", summary, 3)?;
-            Ok(OwnedSummary {
-                id: text("summary_id", &summary.get_item(0)?)?,
-                sources: items("source_ids", &summary.get_item(1)?)?
-                    .iter()
-                    .map(|id| text("source_ids", id))
-                    .collect::<PyResult<_>>()?,
-                fingerprint: text("source_fingerprint", &summary.get_item(2)?)?,
-            })
-        })
-        .collect::<PyResult<_>>()?;
-    Ok(OwnedConversation {
-        id: text("conversation_id", &conversation.get_item(0)?)?,
-        rows,
-        summaries,
-    })
-}
-
 fn borrowed_row<'a>(py: Python<'_>, row: &'a OwnedRow) -> PyResult<TurnRow<'a>> {
     let opt =
         |value: &'a Option<Py<PyString>>| value.as_ref().map(|text| text.to_str(py)).transpose();
@@ -144,37 +99,6 @@ fn borrowed_row<'a>(py: Python<'_>, row: &'a OwnedRow) -> PyResult<TurnRow<'a>> 
         protection_reason: opt(&row.protection_reason)?,
         group: opt(&row.group)?,
         meta_json: opt(&row.meta)?,
-    })
-}
-
-fn borrowed<'a>(
-    py: Python<'_>,
-    conversation: &'a OwnedConversation,
-) -> PyResult<ConversationRows<'a>> {
-    let turns = conversation
-        .rows
-        .iter()
-        .map(|row| borrowed_row(py, row))
-        .collect::<PyResult<_>>()?;
-    let summaries = conversation
-        .summaries
-        .iter()
-        .map(|summary| {
-            Ok(SummaryRow {
-                summary_id: summary.id.to_str(py)?,
-                source_ids: summary
-                    .sources
-                    .iter()
-                    .map(|id| id.to_str(py))
-                    .collect::<PyResult<_>>()?,
-                source_fingerprint: summary.fingerprint.to_str(py)?,
-            })
-        })
-        .collect::<PyResult<_>>()?;
-    Ok(ConversationRows {
-        conversation_id: conversation.id.to_str(py)?,
-        turns,
-        summaries,
     })
 }
 
@@ -212,58 +136,6 @@ fn pool(py: Python<'_>, threads: usize) -> PyResult<Arc<rayon::ThreadPool>> {
     Ok(pool)
 }
 
-type VerdictTuple = (
-    Py<PyString>,
-    Py<PyString>,
-    Option<&'static str>,
-    Option<Py<PyString>>,
-);
-
-/// Deep revalidation of stored rows. `conversations` is a sequence of
-/// `(conversation_id, rows, summaries)` with rows
-/// `(id, sequence, role, body: bytes | str, protected, protection_reason, group, meta_json)`
-/// and summaries `(summary_id, source_ids, source_fingerprint)`. Every cited body is
-/// re-hashed; stored digests are never read. Returns one
-/// `(conversation_id, summary_id, reason | None, turn_id | None)` per summary, in input
-/// order, plus `(turns_hashed, bytes_hashed)`.
-#[pyfunction]
-#[pyo3(signature = (conversations, threads=None))]
-pub fn revalidate_rows(
-    py: Python<'_>,
-    conversations: &Bound<'_, PyAny>,
-    threads: Option<&Bound<'_, PyAny>>,
-) -> PyResult<(Vec<VerdictTuple>, u64, u64)> {
-    let threads = thread_count(py, threads)?;
-    let owned: Vec<OwnedConversation> = items("conversations", conversations)?
-        .iter()
-        .map(owned_conversation)
-        .collect::<PyResult<_>>()?;
-    let rows: Vec<ConversationRows<'_>> = owned
-        .iter()
-        .map(|c| borrowed(py, c))
-        .collect::<PyResult<_>>()?;
-    let pool = pool(py, threads)?;
-    let (verdicts, totals) = py.detach(|| pool.install(|| revalidate_many(&rows)));
-    let out = verdicts
-        .into_iter()
-        .map(|verdict| {
-            let conversation = &owned[verdict.conversation];
-            let summary = &conversation.summaries[verdict.summary];
-            (
-                conversation.id.clone_ref(py),
-                summary.id.clone_ref(py),
-                verdict
-                    .reason
-                    .map(ledgerfold_core::check::CheckReason::as_str),
-                verdict
-                    .source_index
-                    .map(|index| summary.sources[index].clone_ref(py)),
-            )
-        })
-        .collect();
-    Ok((out, totals.turns_hashed, totals.bytes_hashed))
-}
-
 fn thread_count(py: Python<'_>, threads: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
     Ok(match threads.filter(|value| !value.is_none()) {
         Some(value) => {
@@ -295,7 +167,9 @@ struct FlatSummary {
 /// summary's in source order; `summaries` are
 /// `(conversation_id, summary_pk, summary_id, source_fingerprint)`, at most one summary per
 /// conversation (the current one). Rows of conversations
-/// without a summary here are ignored. Output as `revalidate_rows`; with `per_summary`, each
+/// without a summary here are ignored. Every cited body is re-hashed; stored digests are
+/// never read. Returns one `(conversation_id, summary_id, reason | None, turn_id | None)` per
+/// summary, in input order, plus `(turns_hashed, bytes_hashed)`; with `per_summary`, each
 /// verdict also carries the turns and bytes hashed for that summary's conversation.
 #[pyfunction]
 #[pyo3(signature = (rows, sources, summaries, threads=None, *, per_summary=false))]
