@@ -302,24 +302,8 @@ class SQLiteStore:
 
     def append_many(self, conversation_id: str, turns: Iterable[Mapping[str, Any]]) -> list[Turn]:
         """Append turns (mappings with the `append` keywords) all or nothing; one revision."""
-        if isinstance(turns, (str, bytes, Mapping)) or not isinstance(turns, Iterable):
-            raise InvalidInput(
-                "turns: must be an iterable of mappings", field="turns", problem="wrong-type"
-            )
         specs: list[Mapping[str, Any]] = []
-        for index, spec in enumerate(turns):
-            field = f"turns[{index}]"
-            if not isinstance(spec, Mapping):
-                raise InvalidInput(
-                    f"{field}: must be a mapping, got {type(spec).__name__}",
-                    field=field,
-                    problem="wrong-type",
-                )
-            unknown = sorted(str(key) for key in spec if key not in _APPEND_KEYS)
-            if unknown:
-                raise InvalidInput(
-                    f"{field}: unknown keys {unknown}", field=field, problem="not-allowed"
-                )
+        for field, spec in _mappings("turns", turns, _APPEND_KEYS):
             for required in ("role", "body"):
                 if required not in spec:
                     raise InvalidInput(
@@ -336,24 +320,8 @@ class SQLiteStore:
         comes in protected as `unverified-provenance`, so it is never silently compacted; a
         missing or unknown role becomes `user` with `meta["legacy_role"]` = the original
         value (or `"missing"`). Provenance is kept as `meta["provenance"]`."""
-        if isinstance(records, (str, bytes, Mapping)) or not isinstance(records, Iterable):
-            raise InvalidInput(
-                "records: must be an iterable of mappings", field="records", problem="wrong-type"
-            )
         specs: list[Mapping[str, Any]] = []
-        for index, record in enumerate(records):
-            field = f"records[{index}]"
-            if not isinstance(record, Mapping):
-                raise InvalidInput(
-                    f"{field}: must be a mapping, got {type(record).__name__}",
-                    field=field,
-                    problem="wrong-type",
-                )
-            unknown = sorted(str(key) for key in record if key not in _LEGACY_KEYS)
-            if unknown:
-                raise InvalidInput(
-                    f"{field}: unknown keys {unknown}", field=field, problem="not-allowed"
-                )
+        for field, record in _mappings("records", records, _LEGACY_KEYS):
             raw_meta = record.get("meta")
             if raw_meta is not None and not isinstance(raw_meta, Mapping):
                 raise InvalidInput(
@@ -1178,3 +1146,28 @@ class SQLiteStore:
         conversation_id = _validate.text("conversation_id", conversation_id)
         with self._transaction(write=False) as conn:
             return self._boundary(conn, conversation_id)
+
+
+def _mappings(
+    name: str, items: object, allowed: frozenset[str] | set[str]
+) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """`(field, mapping)` for each item of an iterable of mappings with only `allowed` keys;
+    anything else is `InvalidInput` naming `name[index]`."""
+    if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
+        raise InvalidInput(
+            f"{name}: must be an iterable of mappings", field=name, problem="wrong-type"
+        )
+    for index, item in enumerate(items):
+        field = f"{name}[{index}]"
+        if not isinstance(item, Mapping):
+            raise InvalidInput(
+                f"{field}: must be a mapping, got {type(item).__name__}",
+                field=field,
+                problem="wrong-type",
+            )
+        unknown = sorted(str(key) for key in item if key not in allowed)
+        if unknown:
+            raise InvalidInput(
+                f"{field}: unknown keys {unknown}", field=field, problem="not-allowed"
+            )
+        yield field, item
