@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import json
 import sqlite3
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,41 +16,30 @@ import pytest
 from click.testing import CliRunner, Result
 
 from ledgerfold import (
-    CompactionPolicy,
-    Compactor,
-    ExtractiveSummarizer,
     InvalidInput,
     SQLiteStore,
     StoreError,
-    Turn,
 )
 from ledgerfold.cli import cli
 from ledgerfold.export import MANIFEST, TABLES, export_parquet, part_name
 from ledgerfold.revalidate import revalidate_database
-from ledgerfold.transcripts import default_data_dir, iter_transcripts
 
 pq = importlib.import_module("pyarrow.parquet")
 dask = importlib.import_module("dask")
 distributed = importlib.import_module("dask.distributed")
 ldask = importlib.import_module("ledgerfold.dask")
 
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
+    sys.path.insert(0, str(_HERE))
+
+from ledgers import import_and_compact  # noqa: E402
+
 POLICY = "v1"
 #: Small parts, so the 244 conversations spread over several partitions and both workers.
 TURNS_PER_FILE = 1_500
 #: The fields of `ledgerfold revalidate --json` that must be identical (not timing/workers).
 SAME = ("conversations", "summaries_checked", "current", "stale", "turns_hashed", "bytes_hashed")
-
-
-def _spec(turn: Turn) -> dict[str, object]:
-    return {
-        "id": turn.id,
-        "role": turn.role,
-        "body": turn.body,
-        "protected": turn.protected,
-        "protection_reason": turn.protection_reason,
-        "group": turn.group,
-        "meta": turn.meta,
-    }
 
 
 def run(*args: str) -> Result:
@@ -62,13 +52,8 @@ def ledger(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     stale in the store, its first rows no longer live); then one summarised body of another
     conversation tampered with raw SQL, so only a deep revalidation can see it."""
     path = tmp_path_factory.mktemp("export-dask") / "ledger.db"
+    import_and_compact(path, POLICY)
     with SQLiteStore(path) as store:
-        for source in sorted(default_data_dir().glob("*.jsonl")):
-            for transcript in iter_transcripts(source):
-                store.append_many(transcript.conversation_id, [_spec(t) for t in transcript.turns])
-        compactor = Compactor(store, CompactionPolicy(POLICY, keep_tail=4), ExtractiveSummarizer())
-        for conversation_id in store.conversation_ids():
-            compactor.compact(conversation_id, force=True)
         summarised = [
             (cid, summary.id)
             for cid in store.conversation_ids()

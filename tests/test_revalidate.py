@@ -6,16 +6,14 @@ from __future__ import annotations
 import json
 import random
 import sqlite3
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from ledgerfold import (
-    CompactionPolicy,
-    Compactor,
     Conversation,
-    ExtractiveSummarizer,
     InvalidInput,
     SQLiteStore,
     StoreError,
@@ -24,34 +22,21 @@ from ledgerfold import (
     check_summary,
 )
 from ledgerfold.revalidate import revalidate_database
-from ledgerfold.transcripts import default_data_dir, iter_transcripts
+
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
+    sys.path.insert(0, str(_HERE))
+
+from ledgers import import_and_compact  # noqa: E402
 
 POLICY = "v1"
-
-
-def _spec(turn: Turn) -> dict[str, object]:
-    return {
-        "id": turn.id,
-        "role": turn.role,
-        "body": turn.body,
-        "protected": turn.protected,
-        "protection_reason": turn.protection_reason,
-        "group": turn.group,
-        "meta": turn.meta,
-    }
 
 
 @pytest.fixture(scope="module")
 def compacted_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every real transcript imported and compacted once; tests work on copies."""
     path = tmp_path_factory.mktemp("revalidate") / "ledger.db"
-    with SQLiteStore(path) as store:
-        for source in sorted(default_data_dir().glob("*.jsonl")):
-            for transcript in iter_transcripts(source):
-                store.append_many(transcript.conversation_id, [_spec(t) for t in transcript.turns])
-        compactor = Compactor(store, CompactionPolicy(POLICY, keep_tail=4), ExtractiveSummarizer())
-        for conversation_id in store.conversation_ids():
-            compactor.compact(conversation_id, force=True)
+    import_and_compact(path, POLICY)
     return path
 
 

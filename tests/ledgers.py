@@ -1,0 +1,36 @@
+"""Shared test ledger: every real transcript of shared/data imported into an SQLiteStore and
+compacted once (used by the revalidation, export and Dask tests)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ledgerfold import CompactionPolicy, Compactor, ExtractiveSummarizer, SQLiteStore, Turn
+from ledgerfold.transcripts import default_data_dir, iter_transcripts
+
+
+def turn_spec(turn: Turn) -> dict[str, object]:
+    """A Turn as the keywords of `SQLiteStore.append` (the store assigns the sequence)."""
+    return {
+        "id": turn.id,
+        "role": turn.role,
+        "body": turn.body,
+        "protected": turn.protected,
+        "protection_reason": turn.protection_reason,
+        "group": turn.group,
+        "meta": turn.meta,
+    }
+
+
+def import_and_compact(path: Path, policy_version: str, keep_tail: int = 4) -> None:
+    with SQLiteStore(path) as store:
+        for source in sorted(default_data_dir().glob("*.jsonl")):
+            for transcript in iter_transcripts(source):
+                store.append_many(
+                    transcript.conversation_id, [turn_spec(t) for t in transcript.turns]
+                )
+        compactor = Compactor(
+            store, CompactionPolicy(policy_version, keep_tail=keep_tail), ExtractiveSummarizer()
+        )
+        for conversation_id in store.conversation_ids():
+            compactor.compact(conversation_id, force=True)
