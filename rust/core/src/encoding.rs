@@ -50,6 +50,11 @@ fn put_lp(sink: &mut impl Sink, text: &str) {
 
 /// Writes the canonical encoding of `turn` into `sink`.
 pub fn encode_turn_into(turn: &TurnRef<'_>, sink: &mut impl Sink) {
+    encode_fields_into(turn, turn.body.as_bytes(), sink);
+}
+
+/// The encoding of `turn`'s fields with `body` as its body bytes (`turn.body` unused).
+fn encode_fields_into(turn: &TurnRef<'_>, body: &[u8], sink: &mut impl Sink) {
     debug_assert!(
         turn.meta
             .windows(2)
@@ -69,7 +74,8 @@ pub fn encode_turn_into(turn: &TurnRef<'_>, sink: &mut impl Sink) {
         put_lp(sink, key);
         put_lp(sink, value);
     }
-    put_lp(sink, turn.body);
+    put_len(sink, body.len());
+    sink.put(body);
 }
 
 /// The canonical encoding of `turn` as bytes.
@@ -79,11 +85,63 @@ pub fn encode_turn(turn: &TurnRef<'_>) -> Vec<u8> {
     out
 }
 
+/// The derive-key context hashed once per process, not once per turn.
+fn turn_context_key() -> &'static blake3::hazmat::ContextKey {
+    static KEY: std::sync::OnceLock<blake3::hazmat::ContextKey> = std::sync::OnceLock::new();
+    KEY.get_or_init(|| blake3::hazmat::hash_derive_key_context(TURN_CONTEXT))
+}
+
+/// Gathers the small fields of an encoding into one hasher update; large pieces (bodies)
+/// go straight through.
+struct Gathered<'h> {
+    hasher: &'h mut blake3::Hasher,
+    buffer: [u8; 256],
+    len: usize,
+}
+
+impl Gathered<'_> {
+    fn flush(&mut self) {
+        self.hasher.update(&self.buffer[..self.len]);
+        self.len = 0;
+    }
+}
+
+impl Sink for Gathered<'_> {
+    fn put(&mut self, bytes: &[u8]) {
+        if self.len + bytes.len() > self.buffer.len() {
+            self.flush();
+            if bytes.len() > self.buffer.len() {
+                self.hasher.update(bytes);
+                return;
+            }
+        }
+        self.buffer[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
+    }
+}
+
+fn digest_fields(turn: &TurnRef<'_>, body: &[u8]) -> [u8; 32] {
+    use blake3::hazmat::HasherExt;
+    let mut hasher = blake3::Hasher::new_from_context_key(turn_context_key());
+    let mut gathered = Gathered {
+        hasher: &mut hasher,
+        buffer: [0; 256],
+        len: 0,
+    };
+    encode_fields_into(turn, body, &mut gathered);
+    gathered.flush();
+    *hasher.finalize().as_bytes()
+}
+
 /// `BLAKE3 derive_key("ledgerfold v1 turn", encoding)`, streamed without materialising the encoding.
 pub fn turn_digest(turn: &TurnRef<'_>) -> [u8; 32] {
-    let mut hasher = blake3::Hasher::new_derive_key(TURN_CONTEXT);
-    encode_turn_into(turn, &mut hasher);
-    *hasher.finalize().as_bytes()
+    digest_fields(turn, turn.body.as_bytes())
+}
+
+/// [`turn_digest`] of `turn` with `body` as its body bytes, UTF-8 or not (`turn.body` is
+/// unused): what a stored row hashes to before anyone checks that its body is text.
+pub(crate) fn turn_digest_of_body(turn: &TurnRef<'_>, body: &[u8]) -> [u8; 32] {
+    digest_fields(turn, body)
 }
 
 #[cfg(test)]

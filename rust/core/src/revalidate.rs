@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use rayon::prelude::*;
 
 use crate::check::{check_summary, CheckReason, SummaryRef};
-use crate::encoding::{turn_digest, TurnRef};
+use crate::encoding::{turn_digest_of_body, TurnRef};
 use crate::meta_json::parse_flat_object;
 use crate::model::{
     normalise_meta, validate_group, validate_id, validate_protection, validate_sequence,
@@ -69,6 +69,15 @@ const PARALLEL_TURNS: usize = 2048;
 
 /// The digest of a stored row, or `None` when the row is not a valid turn (SPEC §2).
 pub fn row_digest(row: &TurnRow<'_>) -> Option<[u8; 32]> {
+    std::str::from_utf8(row.body).ok()?;
+    digest_unchecked_body(row)
+}
+
+/// [`row_digest`] without checking that the body is UTF-8. A body that is not cannot be a
+/// faithful source either way: no valid turn encodes to the same bytes, so its digest
+/// matches no fingerprint (barring a BLAKE3 collision), the same verdict the invalid-row
+/// digest gives. The full check runs only to name the row of a failed summary.
+fn digest_unchecked_body(row: &TurnRow<'_>) -> Option<[u8; 32]> {
     validate_id("id", row.id).ok()?;
     validate_sequence(row.sequence).ok()?;
     let role = Role::parse(row.role).ok()?;
@@ -84,17 +93,19 @@ pub fn row_digest(row: &TurnRow<'_>) -> Option<[u8; 32]> {
         None => Vec::new(),
     };
     normalise_meta(&mut meta).ok()?;
-    let body = std::str::from_utf8(row.body).ok()?;
-    Some(turn_digest(&TurnRef {
-        id: row.id,
-        sequence: row.sequence,
-        role,
-        protected: row.protected,
-        protection_reason,
-        group: row.group,
-        meta: &meta,
-        body,
-    }))
+    Some(turn_digest_of_body(
+        &TurnRef {
+            id: row.id,
+            sequence: row.sequence,
+            role,
+            protected: row.protected,
+            protection_reason,
+            group: row.group,
+            meta: &meta,
+            body: "",
+        },
+        row.body,
+    ))
 }
 
 fn revalidate_one(index: usize, rows: &ConversationRows<'_>) -> (Vec<Verdict>, Totals) {
@@ -114,7 +125,12 @@ fn revalidate_one(index: usize, rows: &ConversationRows<'_>) -> (Vec<Verdict>, T
         .collect();
     cited.sort_unstable();
     cited.dedup();
-    let hash = |&position: &usize| (position, row_digest(&rows.turns[order[position]]));
+    let hash = |&position: &usize| {
+        (
+            position,
+            digest_unchecked_body(&rows.turns[order[position]]),
+        )
+    };
     let hashed: Vec<(usize, Option<[u8; 32]>)> = if cited.len() > PARALLEL_TURNS {
         cited.par_iter().map(hash).collect()
     } else {
@@ -147,9 +163,10 @@ fn revalidate_one(index: usize, rows: &ConversationRows<'_>) -> (Vec<Verdict>, T
             });
             if result.reason == Some(CheckReason::SourceModified) {
                 result.source_index = summary.source_ids.iter().position(|id| {
-                    position_of
-                        .get(id)
-                        .is_some_and(|&position| digests[position].is_none())
+                    position_of.get(id).is_some_and(|&position| {
+                        digests[position].is_none()
+                            || std::str::from_utf8(rows.turns[order[position]].body).is_err()
+                    })
                 });
             }
             Verdict {
