@@ -20,6 +20,7 @@ from ledgerfold import (
     Turn,
     _native,
     check_summary,
+    revalidate,
 )
 from ledgerfold.revalidate import revalidate_database
 
@@ -62,19 +63,22 @@ def oracle(path: Path) -> dict[str, str | None]:
                 if summary is None:
                     continue
                 rows = conn.execute(
-                    "SELECT id, sequence, role, CAST(body AS BLOB), protected, protection_reason,"
+                    "SELECT id, sequence, role, body, protected, protection_reason,"
                     " grp, meta FROM turns WHERE conversation_id = ? AND state = 0",
                     (conversation_id,),
                 ).fetchall()
                 turns, invalid = [], set()
                 for turn_id, sequence, role, body, protected, reason, group, meta in rows:
+                    if not isinstance(protected, int):  # a damaged flag: not a turn
+                        invalid.add(turn_id)
+                        continue
                     try:
                         turns.append(
                             Turn(
                                 turn_id,
                                 sequence,
                                 role,
-                                body.decode("utf-8"),
+                                body.decode("utf-8") if isinstance(body, bytes) else body,
                                 protected=bool(protected),
                                 protection_reason=reason,
                                 group=group,
@@ -165,6 +169,12 @@ TAMPERS = {
     "retracted": ("UPDATE turns SET state = 1 WHERE pk = ?", "source-missing"),
     "deleted": ("DELETE FROM turns WHERE pk = ?", "source-missing"),
     "moved": ("UPDATE turns SET sequence = sequence + 1000000 WHERE pk = ?", "source-reordered"),
+    "unknown-reason": (
+        "UPDATE turns SET protected = 1, protection_reason = 'because' WHERE pk = ?",
+        "source-modified",
+    ),
+    "protected-not-integer": ("UPDATE turns SET protected = 'yes' WHERE pk = ?", "source-modified"),
+    "role-as-blob": ("UPDATE turns SET role = CAST(role AS BLOB) WHERE pk = ?", "source-modified"),
 }
 
 
@@ -189,6 +199,138 @@ def test_tampering_behind_the_stores_back_is_found(db: Path, kind: str) -> None:
         else:
             assert reason is None, (kind, summary_id, reason)
     assert verdicts == oracle(db)
+
+
+# Damage of every kind at once, one per summary, for the packed-vs-rows comparison: a
+# sequence that is not an integer (the packed form reads it as no sequence, the row form as a
+# wrong type: both an invalid turn), and one holding a comma, which misaligns the packed
+# integers so that batch falls back to rows.
+DAMAGE = [
+    *(statement for statement, _ in TAMPERS.values()),
+    "UPDATE turns SET sequence = 'x' WHERE pk = ?",
+    "UPDATE turns SET protected = 0.5 WHERE pk = ?",
+    "UPDATE turns SET role = 7 WHERE pk = ?",
+    "UPDATE turns SET body = CAST(body AS BLOB) WHERE pk = ?",
+    "UPDATE turns SET grp = 'g-new' WHERE pk = ?",
+    "UPDATE turns SET meta = NULL WHERE pk = ?",
+]
+COMMA_SEQUENCE = "UPDATE turns SET sequence = '1,2' WHERE pk = ?"
+
+
+def _runs_both_ways(path: Path, batch_turns: int) -> tuple[list[object], list[object], int]:
+    """Each run of conversations checked from the packed read and from the row read."""
+    conn = revalidate._open_readonly(str(path))
+    packed_runs = 0
+    try:
+        jobs = conn.execute(revalidate._CURRENT).fetchall()
+        packed, rows = [], []
+        for run in revalidate._runs(jobs, batch_turns):
+            first, last = run[0][0], run[-1][0]
+            summaries = [job[:4] for job in run]
+            turn_columns = conn.execute(revalidate._PACKED_ROWS, (first, last, 0)).fetchone()
+            source_columns = conn.execute(revalidate._PACKED_SOURCES, (first, last)).fetchone()
+            direct = _native.revalidate_columns(turn_columns, source_columns, summaries, 2)
+            packed_runs += direct is not None
+            packed.append(revalidate._check_run(conn, run, 2, utf8=True))
+            rows.append(revalidate._check_run(conn, run, 2, utf8=True, packed=False))
+            assert direct is None or direct == packed[-1]
+    finally:
+        conn.close()
+    return packed, rows, packed_runs
+
+
+def test_packed_and_row_reads_agree_on_every_kind_of_damage(db: Path) -> None:
+    targets = cited_rows(db, len(DAMAGE) * 6 + 1, seed=11)
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA foreign_keys = OFF")
+    for index, (pk, _, _) in enumerate(targets[1:]):
+        conn.execute(DAMAGE[index % len(DAMAGE)], (pk,))
+    conn.commit()
+    conn.close()
+    packed, rows, packed_runs = _runs_both_ways(db, batch_turns=500)
+    assert packed == rows
+    assert packed_runs == len(packed) > 10  # every run was read packed
+    verdicts = {v[1]: v[2] for found, _, _ in packed for v in found}
+    for index, (_, _, summary_id) in enumerate(targets[1:]):
+        statement = DAMAGE[index % len(DAMAGE)]
+        if "CAST(body AS BLOB)" in statement:  # the same bytes: the same turn
+            assert verdicts[summary_id] is None, statement
+        elif "meta = NULL" not in statement:  # (which may have been NULL already)
+            assert verdicts[summary_id] is not None, statement
+    # A comma inside an integer column misaligns that run's packing: it falls back to rows.
+    conn = sqlite3.connect(db)
+    conn.execute(COMMA_SEQUENCE, (targets[0][0],))
+    conn.commit()
+    conn.close()
+    packed, rows, packed_runs = _runs_both_ways(db, batch_turns=500)
+    assert packed == rows and packed_runs == len(packed) - 1
+    verdicts = {v[1]: v[2] for found, _, _ in packed for v in found}
+    assert verdicts[targets[0][2]] in {"source-modified", "source-reordered"}
+
+
+def test_a_run_over_sqlites_length_limit_is_read_by_rows(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = revalidate_database(db, mark_stale=False)
+    opened = revalidate._open_readonly
+    packed_reads: list[object] = []
+    real = _native.revalidate_columns
+
+    def limited(path: str) -> sqlite3.Connection:
+        conn = opened(path)
+        # Smaller than the packed bodies of the larger runs, larger than any single row.
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 200_000)
+        return conn
+
+    def counting(*args: object) -> object:
+        packed_reads.append(args)
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(revalidate, "_open_readonly", limited)
+    monkeypatch.setattr(_native, "revalidate_columns", counting)
+    report = revalidate_database(db, mark_stale=False, batch_turns=200)
+    runs = len(list(revalidate._runs(_current_jobs(db), 200)))
+    assert 0 < len(packed_reads) < runs  # some runs packed, the large ones by rows
+    assert report.stale_summaries == expected.stale_summaries
+    assert (report.turns_hashed, report.bytes_hashed) == (
+        expected.turns_hashed,
+        expected.bytes_hashed,
+    )
+
+
+def _current_jobs(path: Path) -> list[tuple[str, int, str, str, int]]:
+    conn = revalidate._open_readonly(str(path))
+    try:
+        return conn.execute(revalidate._CURRENT).fetchall()
+    finally:
+        conn.close()
+
+
+def test_a_utf16_database_is_read_by_rows(tmp_path: Path) -> None:
+    path = tmp_path / "utf16.db"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA encoding = 'UTF-16le'")
+    conn.execute("CREATE TABLE probe (x)")  # the encoding is fixed by the first table
+    conn.execute("DROP TABLE probe")
+    conn.commit()
+    conn.close()
+    import_and_compact(path, POLICY)
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA encoding").fetchone()[0] == "UTF-16le"
+    target = conn.execute(
+        "SELECT t.pk, s.id FROM summary_sources AS ss JOIN summaries AS s ON s.pk = ss.summary_pk"
+        " AND s.status = 'current' JOIN turns AS t ON t.id = ss.turn_id"
+        " AND t.conversation_id = s.conversation_id LIMIT 1"
+    ).fetchone()
+    conn.execute("UPDATE turns SET body = body || 'é' WHERE pk = ?", (target[0],))
+    conn.commit()
+    conn.close()
+    report = revalidate_database(path, mark_stale=False)
+    assert [(s.summary_id, s.reason) for s in report.stale_summaries] == [
+        (target[1], "source-modified")
+    ]
+    assert report.summaries_checked > 200
+    assert native_verdicts(path) == oracle(path)
 
 
 def test_meta_key_order_in_the_json_does_not_matter(db: Path) -> None:
@@ -281,9 +423,8 @@ def test_native_batch_input_is_validated() -> None:
     for rows, sources, summaries in (
         (5, [], []),
         ([ROW[:8]], [], []),
-        ([("c", "a", "1", "user", b"", 0, None, None, None)], [], []),
-        ([("c", "a", True, "user", b"", 0, None, None, None)], [], []),
         ([(1, *ROW[1:])], [], []),
+        ([("c", 1, *ROW[2:])], [], []),
         ([ROW], [(1,)], [SUMMARY]),
         ([ROW], [("1", "a")], [SUMMARY]),
         ([ROW], [(1, "a")], [("c", 1, "s")]),
@@ -293,6 +434,34 @@ def test_native_batch_input_is_validated() -> None:
             _native.revalidate_flat(rows, sources, summaries, 1)  # type: ignore[arg-type]
     with pytest.raises(InvalidInput):
         _native.revalidate_flat([ROW], [(1, "a")], [SUMMARY], 0)
+
+
+@pytest.mark.parametrize(
+    ("position", "value"),
+    [
+        (2, "1"),
+        (2, 1.0),
+        (3, 5),
+        (3, b"user"),
+        (4, 7),
+        (5, "yes"),
+        (5, None),
+        (6, 3),
+        (7, 3),
+        (8, {"k": "v"}),
+        (4, "\ud800"),
+    ],
+)
+def test_a_stored_field_of_the_wrong_type_is_an_invalid_turn(position: int, value: object) -> None:
+    """Storage damage is a verdict: the row is no longer a turn, its summary is stale and
+    the row is named; only the keys (conversation and turn ID) must be well-typed."""
+    good = Turn("a", 1, "user", "hi")
+    summary = ("c", 1, "s", _native.fingerprint_turns([good]))
+    row = ("c", "a", 1, "user", b"hi", 0, None, None, None)
+    assert _native.revalidate_flat([row], [(1, "a")], [summary], 1)[0] == [("c", "s", None, None)]
+    damaged = (*row[:position], value, *row[position + 1 :])
+    verdicts, turns, _ = _native.revalidate_flat([damaged], [(1, "a")], [summary], 1)
+    assert verdicts == [("c", "s", "source-modified", "a")] and turns == 1
 
 
 def _revalidate_small(threads: int) -> int:

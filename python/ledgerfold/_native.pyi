@@ -11,6 +11,7 @@ __all__ = [
     "check",
     "fingerprint_turns",
     "plan",
+    "revalidate_columns",
     "revalidate_flat",
     "same_ordered_ids",
     "source_fingerprint",
@@ -144,3 +145,9 @@ def revalidate_flat(
     *,
     per_summary: bool = False,
 ) -> tuple[list[tuple[Any, ...]], int, int]: ...
+def revalidate_columns(
+    turn_columns: tuple[bytes | str | None, ...],
+    source_columns: tuple[bytes | str | None, ...],
+    summaries: Iterable[tuple[str, int, str, str]],
+    threads: int | None = None,
+) -> tuple[list[tuple[Any, ...]], int, int] | None: ...

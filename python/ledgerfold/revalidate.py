@@ -36,12 +36,69 @@ _CURRENT = (
     " FROM conversations AS c JOIN summaries AS s ON s.pk = c.current_summary"
     " WHERE s.status = 'current' ORDER BY c.id"
 )
-# Whole ranges of conversations per query: the rows come back flat and the native core
-# groups them, so no Python code runs per row.
+# Whole ranges of conversations per query. The packed form is one aggregate row per batch:
+# per text column its byte lengths (-1 for NULL) and its values back to back, per integer
+# column its values, and role, protection flag and reason as one code (see
+# `ledgerfold_core::columns`), so no driver or Python code runs per row; the row form is the
+# fallback for a batch whose packing does not line up.
+_WHERE_TURNS = " FROM turns WHERE conversation_id BETWEEN ? AND ? AND state = ?"
+
+
+def _text_column(column: str) -> str:
+    return (
+        f"group_concat(ifnull(length(CAST({column} AS BLOB)), -1), ','),"
+        f" CAST(group_concat({column}, '') AS BLOB)"
+    )
+
+
+def _code(column: str, codes: dict[str, int]) -> str:
+    whens = " ".join(f"WHEN '{value}' THEN {code}" for value, code in codes.items())
+    return f"CASE {column} {whens} ELSE 9 END"
+
+
+# role * 100 + protected * 10 + reason, SPEC §3 codes; 9 for a value no valid turn has.
+_FLAGS = (
+    "group_concat("
+    + _code("role", {"assistant": 3, "tool": 4, "user": 2, "system": 1})
+    + " * 100 + CASE WHEN protected = 0 THEN 0 WHEN typeof(protected) = 'integer' THEN 10"
+    " ELSE 90 END + CASE WHEN protection_reason IS NULL THEN 0 ELSE "
+    + _code(
+        "protection_reason",
+        {
+            "pending-confirmation": 1,
+            "active-constraint": 2,
+            "audit-evidence": 3,
+            "unverified-provenance": 4,
+        },
+    )
+    + " END, ',')"
+)
+_PACKED_ROWS = (
+    "SELECT "
+    + ", ".join(
+        [
+            _text_column("conversation_id"),
+            _text_column("id"),
+            "group_concat(sequence, ',')",
+            _FLAGS,
+            _text_column("body"),
+            _text_column("grp"),
+            _text_column("meta"),
+        ]
+    )
+    + _WHERE_TURNS
+)
+_PACKED_SOURCES = (
+    "SELECT group_concat(ss.summary_pk, ','), group_concat(ss.position, ','), "
+    + _text_column("ss.turn_id")
+    + " FROM conversations AS c JOIN summary_sources AS ss ON ss.summary_pk = c.current_summary"
+    " WHERE c.id BETWEEN ? AND ?"
+)
+# Bodies as their stored bytes in a UTF-8 database (text that is not UTF-8 stays visible as
+# such), as text in a UTF-16 one (SQLite converts it).
 _ROWS = (
-    "SELECT conversation_id, id, sequence, role, CAST(body AS BLOB), protected,"
-    " protection_reason, grp, meta FROM turns"
-    " WHERE conversation_id BETWEEN ? AND ? AND state = ?"
+    "SELECT conversation_id, id, sequence, role, {body}, protected,"
+    " protection_reason, grp, meta" + _WHERE_TURNS
 )
 _SOURCES = (
     "SELECT ss.summary_pk, ss.turn_id FROM conversations AS c"
@@ -107,27 +164,48 @@ def _open_readonly(path: str) -> sqlite3.Connection:
     return conn
 
 
-def _batches(conn: sqlite3.Connection, jobs: list[_Job], batch_turns: int) -> Iterator[Any]:
+def _runs(jobs: list[_Job], batch_turns: int) -> Iterator[list[_Job]]:
     """Runs of conversations (by ID) with about `batch_turns` cited turns each (a larger
-    conversation is a batch of its own), read in one snapshot per batch: memory stays
-    bounded by the batch, whatever the size of the database."""
+    conversation is a run of its own)."""
     start = 0
     while start < len(jobs):
         end, cited = start, 0
         while end < len(jobs) and (end == start or cited + jobs[end][4] <= batch_turns):
             cited += jobs[end][4]
             end += 1
-        run = jobs[start:end]
-        first, last = run[0][0], run[-1][0]
-        conn.execute("BEGIN")
-        try:
-            rows = conn.execute(_ROWS, (first, last, TURN_LIVE)).fetchall()
-            sources = conn.execute(_SOURCES, (first, last)).fetchall()
-        finally:
-            conn.execute("COMMIT")
-        summaries = [(job[0], job[1], job[2], job[3]) for job in run]
-        yield rows, sources, summaries
+        yield jobs[start:end]
         start = end
+
+
+def _check_run(
+    conn: sqlite3.Connection, run: list[_Job], threads: int, *, utf8: bool, packed: bool = True
+) -> Any:
+    """Check one run of conversations, read in one snapshot: packed in a UTF-8 database
+    (lengths count bytes of the stored text), else, or when the packing does not line up,
+    row by row."""
+    first, last = run[0][0], run[-1][0]
+    summaries = [(job[0], job[1], job[2], job[3]) for job in run]
+    conn.execute("BEGIN")
+    try:
+        if utf8 and packed:
+            try:
+                turn_columns = conn.execute(_PACKED_ROWS, (first, last, TURN_LIVE)).fetchone()
+                source_columns = conn.execute(_PACKED_SOURCES, (first, last)).fetchone()
+            except sqlite3.DataError:  # a run over SQLite's length limit: read it by rows
+                pass
+            else:
+                checked = _native.revalidate_columns(
+                    turn_columns, source_columns, summaries, threads
+                )
+                if checked is not None:
+                    return checked
+                _log.debug("revalidation: packed rows did not line up; reading by rows")
+        query = _ROWS.format(body="CAST(body AS BLOB)" if utf8 else "body")
+        rows = conn.execute(query, (first, last, TURN_LIVE)).fetchall()
+        sources = conn.execute(_SOURCES, (first, last)).fetchall()
+    finally:
+        conn.execute("COMMIT")
+    return _native.revalidate_flat(rows, sources, summaries, threads)
 
 
 def _check_jobs(
@@ -141,13 +219,14 @@ def _check_jobs(
     verdicts: list[_Verdict] = []
     turns_hashed = bytes_hashed = 0
     try:
-        for rows, sources, summaries in _batches(conn, jobs, batch_turns):
-            found, turns, size = _native.revalidate_flat(rows, sources, summaries, threads)
+        utf8 = conn.execute("PRAGMA encoding").fetchone()[0] == "UTF-8"
+        for run in _runs(jobs, batch_turns):
+            found, turns, size = _check_run(conn, run, threads, utf8=utf8)
             verdicts.extend(found)
             turns_hashed += turns
             bytes_hashed += size
             if progress is not None:
-                progress(len(summaries))
+                progress(len(run))
     finally:
         conn.close()
     return verdicts, turns_hashed, bytes_hashed

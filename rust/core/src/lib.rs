@@ -8,6 +8,7 @@
 
 pub mod assemble;
 pub mod check;
+pub mod columns;
 pub mod encoding;
 pub mod error;
 pub mod fingerprint;

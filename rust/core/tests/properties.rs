@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 
 use ledgerfold_core::assemble::layout;
 use ledgerfold_core::check::{check_summary, CheckReason, CheckResult, SummaryRef};
+use ledgerfold_core::columns::{self, CurrentSummary, Packed, SourceColumns, TurnColumns};
 use ledgerfold_core::encoding::{encode_turn_into, TURN_CONTEXT};
 use ledgerfold_core::fingerprint::{parse_fingerprint, to_fingerprint_string, FINGERPRINT_CONTEXT};
 use ledgerfold_core::meta_json::parse_flat_object;
@@ -1224,6 +1225,161 @@ proptest! {
         let specs: Vec<ConversationSpec> = input.iter().map(|(spec, _)| spec.clone()).collect();
         let rows = borrow(&specs);
         prop_assert_eq!(revalidate_many(&rows), reference_revalidate(&input));
+    }
+}
+
+// ------------------------------------------------------------ (7) column-packed batches
+
+/// What `ledgerfold.revalidate`'s aggregate query makes of rows: lengths and values per text
+/// column, decimals per integer column, the flags code (9 for a role or reason no turn has).
+struct PackedBatch {
+    text: [(String, Vec<u8>); 5], // conversation_id, id, body, group, meta
+    sequence: String,
+    flags: String,
+    sources: (String, String, (String, Vec<u8>)),
+}
+
+fn push_text(column: &mut (String, Vec<u8>), value: Option<&[u8]>) {
+    if !column.0.is_empty() {
+        column.0.push(',');
+    }
+    match value {
+        None => column.0.push_str("-1"),
+        Some(bytes) => {
+            write!(column.0, "{}", bytes.len()).unwrap();
+            column.1.extend_from_slice(bytes);
+        }
+    }
+}
+
+fn push_integer(list: &mut String, value: i64) {
+    if !list.is_empty() {
+        list.push(',');
+    }
+    write!(list, "{value}").unwrap();
+}
+
+fn flags_code(row: &RowSpec) -> i64 {
+    let role = Role::parse(&row.role).map_or(9, |role| i64::from(role.code()));
+    let reason = match row.protection_reason.as_deref() {
+        None => 0,
+        Some(reason) => ProtectionReason::parse(reason).map_or(9, |r| i64::from(r.code())),
+    };
+    role * 100 + i64::from(row.protected) * 10 + reason
+}
+
+/// The first summary of each distinct conversation, packed with its rows; sources are
+/// listed in `rotate`d order with their positions, as an aggregate may meet them.
+fn pack(conversations: &[ConversationSpec], rotate: usize) -> PackedBatch {
+    let mut batch = PackedBatch {
+        text: Default::default(),
+        sequence: String::new(),
+        flags: String::new(),
+        sources: Default::default(),
+    };
+    for (index, conversation) in conversations.iter().enumerate() {
+        for row in &conversation.rows {
+            push_text(&mut batch.text[0], Some(conversation.id.as_bytes()));
+            push_text(&mut batch.text[1], Some(row.id.as_bytes()));
+            push_text(&mut batch.text[2], Some(&row.body));
+            push_text(&mut batch.text[3], row.group.as_deref().map(str::as_bytes));
+            push_text(
+                &mut batch.text[4],
+                row.meta_json.as_deref().map(str::as_bytes),
+            );
+            push_integer(&mut batch.sequence, row.sequence);
+            push_integer(&mut batch.flags, flags_code(row));
+        }
+        let Some(summary) = conversation.summaries.first() else {
+            continue;
+        };
+        let mut cited: Vec<(usize, &String)> = summary.source_ids.iter().enumerate().collect();
+        if !cited.is_empty() {
+            let by = rotate % cited.len();
+            cited.rotate_left(by);
+        }
+        for (position, id) in cited {
+            push_integer(&mut batch.sources.0, i64::try_from(index).unwrap());
+            push_integer(&mut batch.sources.1, i64::try_from(position).unwrap());
+            push_text(&mut batch.sources.2, Some(id.as_bytes()));
+        }
+    }
+    batch
+}
+
+fn packed<'a>(column: &'a (String, Vec<u8>)) -> Packed<'a> {
+    Packed {
+        lengths: column.0.as_bytes(),
+        values: &column.1,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Unpacking a column-packed batch gives the verdicts and totals of the rows themselves,
+    /// for hostile rows too (an unknown role or reason becomes the unreadable role: invalid
+    /// either way), and sources in any order come back in position order.
+    #[test]
+    fn column_packed_batches_check_like_their_rows(
+        conversations in arbitrary_conversations(),
+        rotate in 0..6_usize,
+    ) {
+        let mut seen = HashSet::new();
+        let mut distinct: Vec<ConversationSpec> = conversations
+            .into_iter()
+            .filter(|conversation| seen.insert(conversation.id.clone()))
+            .collect();
+        for conversation in &mut distinct {
+            conversation.summaries.truncate(1);
+        }
+        let batch = pack(&distinct, rotate);
+        let columns = TurnColumns {
+            conversation_id: packed(&batch.text[0]),
+            id: packed(&batch.text[1]),
+            sequence: batch.sequence.as_bytes(),
+            flags: batch.flags.as_bytes(),
+            body: packed(&batch.text[2]),
+            group: packed(&batch.text[3]),
+            meta: packed(&batch.text[4]),
+        };
+        let source_columns = SourceColumns {
+            summary_pk: batch.sources.0.as_bytes(),
+            position: batch.sources.1.as_bytes(),
+            turn_id: packed(&batch.sources.2),
+        };
+        let rows = columns::turn_rows(&columns).expect("a faithful packing lines up");
+        let originals: Vec<(&str, &RowSpec)> = distinct
+            .iter()
+            .flat_map(|c| c.rows.iter().map(move |row| (c.id.as_str(), row)))
+            .collect();
+        prop_assert_eq!(rows.len(), originals.len());
+        for ((conversation, row), (expected_conversation, original)) in rows.iter().zip(&originals) {
+            prop_assert_eq!(conversation, expected_conversation);
+            prop_assert_eq!(row.id, original.id.as_str());
+            prop_assert_eq!(row.sequence, original.sequence);
+            prop_assert_eq!(row.body, original.body.as_slice());
+            prop_assert_eq!(row_digest(row), row_digest(&original.row()));
+        }
+        let sources = columns::sources(&source_columns).expect("sources line up");
+        let with_summary: Vec<(usize, &ConversationSpec)> = distinct
+            .iter()
+            .enumerate()
+            .filter(|(_, conversation)| !conversation.summaries.is_empty())
+            .collect();
+        let current: Vec<CurrentSummary<'_>> = with_summary
+            .iter()
+            .map(|(index, conversation)| CurrentSummary {
+                conversation_id: &conversation.id,
+                summary_pk: i64::try_from(*index).unwrap(),
+                summary_id: "s",
+                source_fingerprint: &conversation.summaries[0].fingerprint,
+            })
+            .collect();
+        let unpacked = columns::group(rows, sources, &current);
+        let direct: Vec<ConversationSpec> =
+            with_summary.iter().map(|(_, conversation)| (*conversation).clone()).collect();
+        prop_assert_eq!(revalidate_many(&unpacked), revalidate_many(&borrow(&direct)));
     }
 }
 

@@ -23,7 +23,7 @@ mod _native {
         assemble, check, fingerprint_turns, plan, same_ordered_ids, source_fingerprint,
     };
     #[pymodule_export]
-    use crate::revalidate::revalidate_flat;
+    use crate::revalidate::{revalidate_columns, revalidate_flat};
     #[pymodule_export]
     use crate::turn::Turn;
 }

@@ -4,10 +4,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use ledgerfold_core::revalidate::{revalidate_each, ConversationRows, SummaryRow, TurnRow};
+use ledgerfold_core::columns::{self, CurrentSummary, Packed, SourceColumns, TurnColumns};
+use ledgerfold_core::revalidate::{revalidate_each, ConversationRows, Totals, TurnRow, Verdict};
 use ledgerfold_core::Problem;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyIterator, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyInt, PyIterator, PyString, PyTuple};
 
 use crate::errors::invalid;
 use crate::extract;
@@ -15,12 +16,15 @@ use crate::extract;
 enum Body {
     Bytes(Py<PyBytes>),
     Text(Py<PyString>),
+    Unreadable,
 }
 
 struct OwnedRow {
+    /// False when a turn field was of the wrong type: the row is then an invalid turn.
+    readable: bool,
     id: Py<PyString>,
     sequence: i64,
-    role: Py<PyString>,
+    role: Option<Py<PyString>>,
     body: Body,
     protected: bool,
     protection_reason: Option<Py<PyString>>,
@@ -64,25 +68,59 @@ fn tuple_of<'py>(
     Ok(tuple.clone())
 }
 
+/// A turn field read leniently: one of the wrong type (or text that is not UTF-8) makes its
+/// row an invalid turn, as any stored row that no longer is one; damage in storage is a
+/// verdict (`source-modified`), not an error. Only the keys (conversation and turn ID) must
+/// be well-typed.
+fn lenient<T>(readable: &mut bool, value: PyResult<T>) -> Option<T> {
+    value.map_err(|_| *readable = false).ok()
+}
+
 /// The eight turn fields of a row tuple, starting at `at`.
 fn owned_row_fields(row: &Bound<'_, PyTuple>, at: usize) -> PyResult<OwnedRow> {
+    let mut readable = true;
     let body = row.get_item(at + 3)?;
     let body = if let Ok(bytes) = body.cast::<PyBytes>() {
         Body::Bytes(bytes.clone().unbind())
     } else {
-        Body::Text(text("body", &body)?)
+        lenient(&mut readable, text("body", &body)).map_or(Body::Unreadable, Body::Text)
     };
+    let sequence = lenient(
+        &mut readable,
+        extract::int64("sequence", &row.get_item(at + 1)?),
+    );
+    let role = lenient(&mut readable, text("role", &row.get_item(at + 2)?));
+    let protected = row.get_item(at + 4)?;
+    let protected = if protected.is_instance_of::<PyInt>() {
+        protected.is_truthy()?
+    } else {
+        readable = false;
+        false
+    };
+    let protection_reason = lenient(
+        &mut readable,
+        optional_text("protection_reason", &row.get_item(at + 5)?),
+    );
+    let group = lenient(
+        &mut readable,
+        optional_text("group", &row.get_item(at + 6)?),
+    );
+    let meta = lenient(&mut readable, optional_text("meta", &row.get_item(at + 7)?));
     Ok(OwnedRow {
+        readable,
         id: text("id", &row.get_item(at)?)?,
-        sequence: extract::int64("sequence", &row.get_item(at + 1)?)?,
-        role: text("role", &row.get_item(at + 2)?)?,
+        sequence: sequence.unwrap_or(-1),
+        role,
         body,
-        protected: row.get_item(at + 4)?.is_truthy()?,
-        protection_reason: optional_text("protection_reason", &row.get_item(at + 5)?)?,
-        group: optional_text("group", &row.get_item(at + 6)?)?,
-        meta: optional_text("meta", &row.get_item(at + 7)?)?,
+        protected,
+        protection_reason: protection_reason.flatten(),
+        group: group.flatten(),
+        meta: meta.flatten(),
     })
 }
+
+/// A role no valid turn has, for rows that are not readable.
+const UNREADABLE_ROLE: &str = "";
 
 fn borrowed_row<'a>(py: Python<'_>, row: &'a OwnedRow) -> PyResult<TurnRow<'a>> {
     let opt =
@@ -90,10 +128,14 @@ fn borrowed_row<'a>(py: Python<'_>, row: &'a OwnedRow) -> PyResult<TurnRow<'a>> 
     Ok(TurnRow {
         id: row.id.to_str(py)?,
         sequence: row.sequence,
-        role: row.role.to_str(py)?,
+        role: match &row.role {
+            Some(role) if row.readable => role.to_str(py)?,
+            _ => UNREADABLE_ROLE,
+        },
         body: match &row.body {
             Body::Bytes(bytes) => bytes.as_bytes(py),
             Body::Text(text) => text.to_str(py)?.as_bytes(),
+            Body::Unreadable => &[],
         },
         protected: row.protected,
         protection_reason: opt(&row.protection_reason)?,
@@ -166,8 +208,9 @@ struct FlatSummary {
 /// group, meta_json)` in any order; `sources` are `(summary_pk, turn_id)`, each
 /// summary's in source order; `summaries` are
 /// `(conversation_id, summary_pk, summary_id, source_fingerprint)`, at most one summary per
-/// conversation (the current one). Rows of conversations
-/// without a summary here are ignored. Every cited body is re-hashed; stored digests are
+/// conversation (the current one). Rows of conversations without a summary here are
+/// ignored; a turn field of the wrong type makes its row an invalid turn (only the keys must
+/// be well-typed), as a stored row that no longer is a turn always is. Every cited body is re-hashed; stored digests are
 /// never read. Returns one `(conversation_id, summary_id, reason | None, turn_id | None)` per
 /// summary, in input order, plus `(turns_hashed, bytes_hashed)`; with `per_summary`, each
 /// verdict also carries the turns and bytes hashed for that summary's conversation.
@@ -180,7 +223,7 @@ pub fn revalidate_flat(
     summaries: &Bound<'_, PyAny>,
     threads: Option<&Bound<'_, PyAny>>,
     per_summary: bool,
-) -> PyResult<(Vec<Py<PyTuple>>, u64, u64)> {
+) -> PyResult<Report> {
     let threads = thread_count(py, threads)?;
     let owned_rows: Vec<(Py<PyString>, OwnedRow)> = items("rows", rows)?
         .iter()
@@ -202,7 +245,48 @@ pub fn revalidate_flat(
             ))
         })
         .collect::<PyResult<_>>()?;
-    let owned_summaries: Vec<FlatSummary> = items("summaries", summaries)?
+    let owned_summaries = flat_summaries(summaries)?;
+
+    let rows = owned_rows
+        .iter()
+        .map(|(conversation, row)| Ok((conversation.to_str(py)?, borrowed_row(py, row)?)))
+        .collect::<PyResult<Vec<_>>>()?;
+    let mut sources: HashMap<i64, Vec<&str>> = HashMap::new();
+    for (pk, turn_id) in &owned_sources {
+        sources.entry(*pk).or_default().push(turn_id.to_str(py)?);
+    }
+    let current = current_summaries(py, &owned_summaries)?;
+    let conversations = columns::group(rows, sources, &current);
+    let pool = pool(py, threads)?;
+    let per_conversation = py.detach(|| pool.install(|| revalidate_each(&conversations)));
+    verdicts(
+        py,
+        &owned_summaries,
+        &conversations,
+        per_conversation,
+        per_summary,
+    )
+}
+
+fn current_summaries<'a>(
+    py: Python<'_>,
+    summaries: &'a [FlatSummary],
+) -> PyResult<Vec<CurrentSummary<'a>>> {
+    summaries
+        .iter()
+        .map(|summary| {
+            Ok(CurrentSummary {
+                conversation_id: summary.conversation.to_str(py)?,
+                summary_pk: summary.pk,
+                summary_id: summary.id.to_str(py)?,
+                source_fingerprint: summary.fingerprint.to_str(py)?,
+            })
+        })
+        .collect()
+}
+
+fn flat_summaries(summaries: &Bound<'_, PyAny>) -> PyResult<Vec<FlatSummary>> {
+    items("summaries", summaries)?
         .iter()
         .map(|summary| {
             let summary = tuple_of("summaries", summary, 4)?;
@@ -213,44 +297,31 @@ pub fn revalidate_flat(
                 fingerprint: text("source_fingerprint", &summary.get_item(3)?)?,
             })
         })
-        .collect::<PyResult<_>>()?;
+        .collect()
+}
 
-    // Group rows by conversation and sources by summary, borrowing every string.
-    let mut turns_of: HashMap<&str, Vec<TurnRow<'_>>> = HashMap::new();
-    for (conversation, row) in &owned_rows {
-        let conversation = conversation.to_str(py)?;
-        turns_of
-            .entry(conversation)
-            .or_default()
-            .push(borrowed_row(py, row)?);
-    }
-    let mut sources_of: HashMap<i64, Vec<&str>> = HashMap::new();
-    for (pk, turn_id) in &owned_sources {
-        sources_of.entry(*pk).or_default().push(turn_id.to_str(py)?);
-    }
-    let mut conversations = Vec::with_capacity(owned_summaries.len());
-    for summary in &owned_summaries {
-        let conversation_id = summary.conversation.to_str(py)?;
-        conversations.push(ConversationRows {
-            conversation_id,
-            // One summary per conversation is the common case: move the rows, else copy.
-            turns: turns_of.remove(conversation_id).unwrap_or_default(),
-            summaries: vec![SummaryRow {
-                summary_id: summary.id.to_str(py)?,
-                source_ids: sources_of.remove(&summary.pk).unwrap_or_default(),
-                source_fingerprint: summary.fingerprint.to_str(py)?,
-            }],
-        });
-    }
-    let pool = pool(py, threads)?;
-    let per_conversation = py.detach(|| pool.install(|| revalidate_each(&conversations)));
+type Checked = Vec<(Vec<Verdict>, Totals)>;
+
+/// `(verdicts, turns_hashed, bytes_hashed)`.
+type Report = (Vec<Py<PyTuple>>, u64, u64);
+
+/// `(verdicts, turns_hashed, bytes_hashed)`: one `(conversation_id, summary_id, reason |
+/// None, turn_id | None)` per summary, in input order (with `per_summary`, plus the turns
+/// and bytes hashed for that summary's conversation).
+fn verdicts(
+    py: Python<'_>,
+    summaries: &[FlatSummary],
+    conversations: &[ConversationRows<'_>],
+    per_conversation: Checked,
+    per_summary: bool,
+) -> PyResult<Report> {
     let (mut turns_hashed, mut bytes_hashed) = (0u64, 0u64);
-    let mut out = Vec::with_capacity(owned_summaries.len());
-    for (verdicts, totals) in per_conversation {
+    let mut out = Vec::with_capacity(summaries.len());
+    for (found, totals) in per_conversation {
         turns_hashed += totals.turns_hashed;
         bytes_hashed += totals.bytes_hashed;
-        for verdict in verdicts {
-            let summary = &owned_summaries[verdict.conversation];
+        for verdict in found {
+            let summary = &summaries[verdict.conversation];
             let rows = &conversations[verdict.conversation].summaries[verdict.summary];
             let turn_id = verdict
                 .source_index
@@ -281,4 +352,95 @@ pub fn revalidate_flat(
         }
     }
     Ok((out, turns_hashed, bytes_hashed))
+}
+
+/// The bytes of one packed column: `bytes`, `str` (its UTF-8) or `None` (nothing: what
+/// `SQLite`'s `group_concat` gives over no rows).
+fn column_bytes<'a>(field: &'static str, value: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
+    if value.is_none() {
+        Ok(&[])
+    } else if let Ok(bytes) = value.cast::<PyBytes>() {
+        Ok(bytes.as_bytes())
+    } else {
+        Ok(extract::string(field, value)?.to_str()?.as_bytes())
+    }
+}
+
+fn column_items<'py>(
+    field: &'static str,
+    value: &Bound<'py, PyAny>,
+    len: usize,
+) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    Ok(tuple_of(field, value, len)?.iter().collect())
+}
+
+fn packed<'a>(
+    items: &'a [Bound<'_, PyAny>],
+    at: usize,
+    field: &'static str,
+) -> PyResult<Packed<'a>> {
+    Ok(Packed {
+        lengths: column_bytes(field, &items[at])?,
+        values: column_bytes(field, &items[at + 1])?,
+    })
+}
+
+/// Deep revalidation of a batch packed by column (what one `SQLite` aggregate query over the
+/// batch gives; see `ledgerfold_core::columns`): `turn_columns` is the 12-tuple
+/// `(conversation_id lengths, values, id lengths, values, sequences, flags, body lengths,
+/// values, group lengths, values, meta lengths, values)`, `source_columns` the 4-tuple `(summary_pks, positions, turn_id
+/// lengths, values)`, `summaries` as for `revalidate_flat`. Unpacking, grouping, hashing and
+/// checking all run detached from the interpreter. Returns what `revalidate_flat` returns,
+/// or None when the packing does not line up (the caller then reads those rows one by one).
+#[pyfunction]
+#[pyo3(signature = (turn_columns, source_columns, summaries, threads=None))]
+pub fn revalidate_columns(
+    py: Python<'_>,
+    turn_columns: &Bound<'_, PyAny>,
+    source_columns: &Bound<'_, PyAny>,
+    summaries: &Bound<'_, PyAny>,
+    threads: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<Report>> {
+    let threads = thread_count(py, threads)?;
+    let turn_items = column_items("turn_columns", turn_columns, 12)?;
+    let source_items = column_items("source_columns", source_columns, 4)?;
+    let field = "turn_columns";
+    let turn_columns = TurnColumns {
+        conversation_id: packed(&turn_items, 0, field)?,
+        id: packed(&turn_items, 2, field)?,
+        sequence: column_bytes(field, &turn_items[4])?,
+        flags: column_bytes(field, &turn_items[5])?,
+        body: packed(&turn_items, 6, field)?,
+        group: packed(&turn_items, 8, field)?,
+        meta: packed(&turn_items, 10, field)?,
+    };
+    let field = "source_columns";
+    let source_columns = SourceColumns {
+        summary_pk: column_bytes(field, &source_items[0])?,
+        position: column_bytes(field, &source_items[1])?,
+        turn_id: packed(&source_items, 2, field)?,
+    };
+    let owned_summaries = flat_summaries(summaries)?;
+    let current = current_summaries(py, &owned_summaries)?;
+    let pool = pool(py, threads)?;
+    let checked = py.detach(|| {
+        pool.install(|| {
+            let rows = columns::turn_rows(&turn_columns)?;
+            let sources = columns::sources(&source_columns)?;
+            let conversations = columns::group(rows, sources, &current);
+            let per_conversation = revalidate_each(&conversations);
+            Some((conversations, per_conversation))
+        })
+    });
+    match checked {
+        Some((conversations, per_conversation)) => verdicts(
+            py,
+            &owned_summaries,
+            &conversations,
+            per_conversation,
+            false,
+        )
+        .map(Some),
+        None => Ok(None),
+    }
 }

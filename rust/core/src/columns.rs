@@ -1,0 +1,461 @@
+//! Rows packed by column, the way one `SQLite` aggregate query hands a whole batch over:
+//! per text column, the byte lengths as comma-separated decimals (`-1` for NULL) and the
+//! values concatenated; per integer column, the values as comma-separated decimals; role,
+//! protection flag and protection reason as one integer of [`flags`] codes.
+//!
+//! One result row per batch instead of one per turn: the reader skips the per-row cost of
+//! a database driver (a step, a lock and an object per column), and the rows here borrow
+//! their bytes from the packed values. A packing that does not line up (counts or lengths
+//! that disagree, an ID that is not UTF-8) is refused as a whole with `None`, so the caller
+//! reads that batch row by row instead; a single field that cannot be read (a role that is
+//! not UTF-8, a sequence that is not an integer) makes its row an invalid turn, as a stored
+//! row that no longer is a valid turn always is.
+
+use std::collections::HashMap;
+
+use crate::model::{ProtectionReason, Role};
+use crate::revalidate::{ConversationRows, SummaryRow, TurnRow};
+
+/// One text column: byte lengths (`-1` for NULL) and the values back to back.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Packed<'a> {
+    pub lengths: &'a [u8],
+    pub values: &'a [u8],
+}
+
+/// The columns of the `turns` rows of a batch, each in the same row order.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TurnColumns<'a> {
+    pub conversation_id: Packed<'a>,
+    pub id: Packed<'a>,
+    pub sequence: &'a [u8],
+    /// `role * 100 + protected * 10 + reason` per row, see [`flags`].
+    pub flags: &'a [u8],
+    pub body: Packed<'a>,
+    pub group: Packed<'a>,
+    pub meta: Packed<'a>,
+}
+
+/// The codes of the flags column: SPEC §3's role and protection-reason codes (reason 0 for
+/// none), protected 0 or 1; 9 in any place for a value no valid turn has (an unknown role or
+/// reason, a protection flag that is not an integer). Any nonzero integer is protected.
+pub mod flags {
+    /// A code place holding a value no valid turn has.
+    pub const UNREADABLE: i64 = 9;
+
+    /// `(role code, protected code, reason code)`, or `None` when out of range.
+    #[must_use]
+    pub fn split(flags: i64) -> Option<(i64, i64, i64)> {
+        (0..1000)
+            .contains(&flags)
+            .then_some((flags / 100, flags / 10 % 10, flags % 10))
+    }
+}
+
+/// The columns of `summary_sources` rows: which summary, at which position, citing which
+/// turn ID; in any order.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SourceColumns<'a> {
+    pub summary_pk: &'a [u8],
+    pub position: &'a [u8],
+    pub turn_id: Packed<'a>,
+}
+
+/// A role no valid turn has: an unreadable field makes its row invalid through it.
+const UNREADABLE_ROLE: &str = "";
+
+/// The comma-separated entries of a list; an empty list has none.
+fn entries(list: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut parts = list.split(|&byte| byte == b',');
+    if list.is_empty() {
+        parts.next();
+    }
+    parts
+}
+
+fn integer(entry: &[u8]) -> Option<i64> {
+    std::str::from_utf8(entry).ok()?.parse().ok()
+}
+
+/// The values of a text column, `None` for NULL, or `None` overall when it does not line up.
+fn values(column: Packed<'_>) -> Option<Vec<Option<&[u8]>>> {
+    let mut at = 0usize;
+    let mut out = Vec::new();
+    for entry in entries(column.lengths) {
+        let length = integer(entry)?;
+        if length == -1 {
+            out.push(None);
+            continue;
+        }
+        let end = at.checked_add(usize::try_from(length).ok()?)?;
+        out.push(Some(column.values.get(at..end)?));
+        at = end;
+    }
+    (at == column.values.len()).then_some(out)
+}
+
+fn integers(list: &[u8]) -> Vec<Option<i64>> {
+    entries(list).map(integer).collect()
+}
+
+/// Required text: present and UTF-8, or the packing is refused.
+fn required(value: Option<&[u8]>) -> Option<&str> {
+    std::str::from_utf8(value?).ok()
+}
+
+fn role_of(code: i64) -> Option<&'static str> {
+    Role::ALL
+        .into_iter()
+        .find(|role| i64::from(role.code()) == code)
+        .map(Role::as_str)
+}
+
+fn reason_of(code: i64) -> Option<&'static str> {
+    ProtectionReason::ALL
+        .into_iter()
+        .find(|reason| i64::from(reason.code()) == code)
+        .map(ProtectionReason::as_str)
+}
+
+/// Role, protected and reason of one flags entry, or `None` when any is unreadable.
+fn decode_flags(entry: Option<i64>) -> Option<(&'static str, bool, Option<&'static str>)> {
+    let (role, protected, reason) = flags::split(entry?)?;
+    let protected = match protected {
+        0 => false,
+        1 => true,
+        _ => return None,
+    };
+    let reason = match reason {
+        0 => None,
+        code => Some(reason_of(code)?),
+    };
+    Some((role_of(role)?, protected, reason))
+}
+
+/// `(conversation_id, row)` for every packed turn row, in packed order.
+pub fn turn_rows<'a>(columns: &TurnColumns<'a>) -> Option<Vec<(&'a str, TurnRow<'a>)>> {
+    // The columns unpack independently: in parallel on the current rayon pool.
+    let ((conversation_ids, ids), ((bodies, (sequences, flags)), (groups, metas))) = rayon::join(
+        || rayon::join(|| values(columns.conversation_id), || values(columns.id)),
+        || {
+            rayon::join(
+                || {
+                    rayon::join(
+                        || values(columns.body),
+                        || (integers(columns.sequence), integers(columns.flags)),
+                    )
+                },
+                || rayon::join(|| values(columns.group), || values(columns.meta)),
+            )
+        },
+    );
+    let (conversation_ids, ids, bodies) = (conversation_ids?, ids?, bodies?);
+    let (groups, metas) = (groups?, metas?);
+    let count = conversation_ids.len();
+    let lengths = [
+        ids.len(),
+        sequences.len(),
+        flags.len(),
+        bodies.len(),
+        groups.len(),
+        metas.len(),
+    ];
+    if lengths.iter().any(|&length| length != count) {
+        return None;
+    }
+    let mut rows = Vec::with_capacity(count);
+    for index in 0..count {
+        let text = |value: Option<&'a [u8]>| value.map(std::str::from_utf8);
+        let group = text(groups[index]);
+        let meta = text(metas[index]);
+        let decoded = decode_flags(flags[index]);
+        let readable = decoded.is_some()
+            && !matches!(group, Some(Err(_)))
+            && !matches!(meta, Some(Err(_)))
+            && bodies[index].is_some()
+            && sequences[index].is_some();
+        let (role, protected, protection_reason) = match decoded {
+            Some(decoded) if readable => decoded,
+            _ => (UNREADABLE_ROLE, false, None),
+        };
+        rows.push((
+            required(conversation_ids[index])?,
+            TurnRow {
+                id: required(ids[index])?,
+                sequence: sequences[index].unwrap_or(-1),
+                role,
+                body: bodies[index].unwrap_or_default(),
+                protected,
+                protection_reason,
+                group: group.and_then(Result::ok),
+                meta_json: meta.and_then(Result::ok),
+            },
+        ));
+    }
+    Some(rows)
+}
+
+/// Each summary's cited turn IDs in position order, by summary key.
+pub fn sources<'a>(columns: &SourceColumns<'a>) -> Option<HashMap<i64, Vec<&'a str>>> {
+    let keys = integers(columns.summary_pk);
+    let positions = integers(columns.position);
+    let ids = values(columns.turn_id)?;
+    if keys.len() != ids.len() || positions.len() != ids.len() {
+        return None;
+    }
+    let mut cited: HashMap<i64, Vec<(i64, &'a str)>> = HashMap::new();
+    for index in 0..ids.len() {
+        cited
+            .entry(keys[index]?)
+            .or_default()
+            .push((positions[index]?, required(ids[index])?));
+    }
+    Some(
+        cited
+            .into_iter()
+            .map(|(key, mut sources)| {
+                // Usually in order already; a stable sort keeps it cheap then.
+                sources.sort_by_key(|&(position, _)| position);
+                (key, sources.into_iter().map(|(_, id)| id).collect())
+            })
+            .collect(),
+    )
+}
+
+/// The one summary to check in a conversation: its key in `summary_sources`, its ID and
+/// its recorded fingerprint.
+#[derive(Clone, Copy, Debug)]
+pub struct CurrentSummary<'a> {
+    pub conversation_id: &'a str,
+    pub summary_pk: i64,
+    pub summary_id: &'a str,
+    pub source_fingerprint: &'a str,
+}
+
+/// Groups flat rows and cited IDs into one [`ConversationRows`] per summary, in summary
+/// order; rows of conversations without a summary here are dropped.
+pub fn group<'a, S: std::hash::BuildHasher>(
+    rows: Vec<(&'a str, TurnRow<'a>)>,
+    mut sources: HashMap<i64, Vec<&'a str>, S>,
+    summaries: &[CurrentSummary<'a>],
+) -> Vec<ConversationRows<'a>> {
+    let mut turns_of: HashMap<&str, Vec<TurnRow<'a>>> = HashMap::new();
+    let mut run: Option<(&str, Vec<TurnRow<'a>>)> = None;
+    // Rows arrive a conversation at a time: look the conversation up once per run.
+    for (conversation, row) in rows {
+        match &mut run {
+            Some((current, turns)) if *current == conversation => turns.push(row),
+            _ => {
+                if let Some((current, turns)) = run.take() {
+                    turns_of.entry(current).or_default().extend(turns);
+                }
+                run = Some((conversation, vec![row]));
+            }
+        }
+    }
+    if let Some((current, turns)) = run {
+        turns_of.entry(current).or_default().extend(turns);
+    }
+    summaries
+        .iter()
+        .map(|summary| ConversationRows {
+            conversation_id: summary.conversation_id,
+            turns: turns_of.remove(summary.conversation_id).unwrap_or_default(),
+            summaries: vec![SummaryRow {
+                summary_id: summary.summary_id,
+                source_ids: sources.remove(&summary.summary_pk).unwrap_or_default(),
+                source_fingerprint: summary.source_fingerprint,
+            }],
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn packed<'a>(lengths: &'a str, values: &'a str) -> Packed<'a> {
+        Packed {
+            lengths: lengths.as_bytes(),
+            values: values.as_bytes(),
+        }
+    }
+
+    fn two_rows() -> TurnColumns<'static> {
+        TurnColumns {
+            conversation_id: packed("1,1", "cc"),
+            id: packed("1,2", "abb"),
+            sequence: b"1,2",
+            flags: b"200,311",
+            body: packed("0,3", ",x,"),
+            group: packed("-1,-1", ""),
+            meta: packed("-1,9", r#"{"k":"v"}"#),
+        }
+    }
+
+    #[test]
+    fn rows_unpack_in_order_with_nulls() {
+        let rows = turn_rows(&two_rows()).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].0, "c");
+        assert_eq!(rows[0].1.id, "a");
+        assert_eq!(rows[0].1.body, b"");
+        assert_eq!(rows[0].1.role, "user");
+        assert!(!rows[0].1.protected);
+        assert_eq!(rows[0].1.meta_json, None);
+        assert_eq!(rows[1].1.id, "bb");
+        assert_eq!(rows[1].1.sequence, 2);
+        assert_eq!(rows[1].1.body, b",x,");
+        assert_eq!(rows[1].1.role, "assistant");
+        assert!(rows[1].1.protected);
+        assert_eq!(rows[1].1.protection_reason, Some("pending-confirmation"));
+        assert_eq!(rows[1].1.meta_json, Some(r#"{"k":"v"}"#));
+    }
+
+    #[test]
+    fn empty_columns_are_no_rows() {
+        assert_eq!(turn_rows(&TurnColumns::default()).unwrap().len(), 0);
+        assert!(sources(&SourceColumns::default()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn packings_that_do_not_line_up_are_refused() {
+        let base = two_rows();
+        let cases = [
+            TurnColumns {
+                sequence: b"1",
+                ..base
+            },
+            TurnColumns {
+                body: packed("0,2", ",x,"),
+                ..base
+            },
+            TurnColumns {
+                body: packed("0,4", ",x,"),
+                ..base
+            },
+            TurnColumns {
+                id: packed("1,x", "abb"),
+                ..base
+            },
+            TurnColumns {
+                id: packed("-1,3", "abb"),
+                ..base
+            },
+            TurnColumns {
+                conversation_id: Packed {
+                    lengths: b"1,1",
+                    values: b"c\xff",
+                },
+                ..base
+            },
+        ];
+        for columns in cases {
+            assert!(turn_rows(&columns).is_none(), "{columns:?}");
+        }
+    }
+
+    #[test]
+    fn unreadable_fields_make_invalid_rows() {
+        let base = two_rows();
+        let cases = [
+            TurnColumns {
+                sequence: b"1,2.5",
+                ..base
+            },
+            TurnColumns {
+                flags: b"200,x",
+                ..base
+            },
+            TurnColumns {
+                flags: b"200,911",
+                ..base
+            },
+            TurnColumns {
+                flags: b"200,391",
+                ..base
+            },
+            TurnColumns {
+                flags: b"200,319",
+                ..base
+            },
+            TurnColumns {
+                flags: b"200,1311",
+                ..base
+            },
+            TurnColumns {
+                flags: b"200,-311",
+                ..base
+            },
+            TurnColumns {
+                meta: Packed {
+                    lengths: b"-1,1",
+                    values: b"\xff",
+                },
+                ..base
+            },
+            TurnColumns {
+                group: Packed {
+                    lengths: b"-1,1",
+                    values: b"\xff",
+                },
+                ..base
+            },
+            TurnColumns {
+                body: packed("0,-1", ""),
+                ..base
+            },
+        ];
+        for columns in cases {
+            let rows = turn_rows(&columns).unwrap();
+            assert!(crate::revalidate::row_digest(&rows[0].1).is_some());
+            assert!(
+                crate::revalidate::row_digest(&rows[1].1).is_none(),
+                "{columns:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_flag_code_round_trips() {
+        for role in Role::ALL {
+            for protected in [false, true] {
+                for reason in [None].into_iter().chain(ProtectionReason::ALL.map(Some)) {
+                    let code = i64::from(role.code()) * 100
+                        + i64::from(protected) * 10
+                        + reason.map_or(0, |reason| i64::from(reason.code()));
+                    assert_eq!(
+                        decode_flags(Some(code)),
+                        Some((
+                            role.as_str(),
+                            protected,
+                            reason.map(ProtectionReason::as_str)
+                        ))
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sources_come_back_in_position_order() {
+        let columns = SourceColumns {
+            summary_pk: b"7,7,3,7",
+            position: b"2,0,0,1",
+            turn_id: packed("1,1,1,1", "cadb"),
+        };
+        let cited = sources(&columns).unwrap();
+        assert_eq!(cited[&7], vec!["a", "b", "c"]);
+        assert_eq!(cited[&3], vec!["d"]);
+        let short = SourceColumns {
+            position: b"2,0,0",
+            ..columns
+        };
+        assert!(sources(&short).is_none());
+        let bad_key = SourceColumns {
+            summary_pk: b"7,7,x,7",
+            ..columns
+        };
+        assert!(sources(&bad_key).is_none());
+    }
+}
