@@ -1,12 +1,13 @@
 """Deep batch revalidation of a ledgerfold SQLite database.
 
 Every current summary is checked against its sources' *re-hashed* bodies: stored digests are
-never trusted here (the per-call path trusts them; this is what keeps that honest). Rows are
-streamed from SQLite in bounded batches, the bytes are borrowed by the native core without
-copying, and hashing runs detached from the interpreter on a rayon pool. `workers` splits the
-conversations over that many processes, each reading its share through its own read-only
-connection; the verdicts come back to the caller, which marks stale summaries in one
-transaction.
+never trusted here (the per-call path trusts them; this is what keeps that honest). Each batch
+of conversations is read in one snapshot as a single aggregate row, packed by column (the
+database driver never makes a Python object per turn), and the native core unpacks it,
+groups the rows, hashes and checks them detached from the interpreter on a rayon pool.
+`workers` splits the conversations over that many processes, each reading its share through
+its own read-only connection; the verdicts come back to the caller, which marks stale
+summaries in one transaction.
 """
 
 from __future__ import annotations

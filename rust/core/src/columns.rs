@@ -73,14 +73,36 @@ fn entries(list: &[u8]) -> impl Iterator<Item = &[u8]> {
     parts
 }
 
+/// A decimal integer as `SQLite` writes one: an optional `-`, then digits.
 fn integer(entry: &[u8]) -> Option<i64> {
-    std::str::from_utf8(entry).ok()?.parse().ok()
+    let (negative, digits) = match entry.split_first()? {
+        (b'-', rest) => (true, rest),
+        _ => (false, entry),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut value: i64 = 0;
+    for &digit in digits {
+        if !digit.is_ascii_digit() {
+            return None;
+        }
+        // Accumulate negatively so that i64::MIN parses too.
+        value = value
+            .checked_mul(10)?
+            .checked_sub(i64::from(digit - b'0'))?;
+    }
+    if negative {
+        Some(value)
+    } else {
+        value.checked_neg()
+    }
 }
 
 /// The values of a text column, `None` for NULL, or `None` overall when it does not line up.
 fn values(column: Packed<'_>) -> Option<Vec<Option<&[u8]>>> {
     let mut at = 0usize;
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(column.lengths.len() / 2 + 1);
     for entry in entries(column.lengths) {
         let length = integer(entry)?;
         if length == -1 {
@@ -164,7 +186,13 @@ pub fn turn_rows<'a>(columns: &TurnColumns<'a>) -> Option<Vec<(&'a str, TurnRow<
         return None;
     }
     let mut rows = Vec::with_capacity(count);
+    // Rows come a conversation at a time: its ID is checked once per run, not once per row.
+    let mut conversation: (&[u8], &str) = (&[], "");
     for index in 0..count {
+        let conversation_id = conversation_ids[index]?;
+        if conversation_id != conversation.0 || index == 0 {
+            conversation = (conversation_id, std::str::from_utf8(conversation_id).ok()?);
+        }
         let text = |value: Option<&'a [u8]>| value.map(std::str::from_utf8);
         let group = text(groups[index]);
         let meta = text(metas[index]);
@@ -179,7 +207,7 @@ pub fn turn_rows<'a>(columns: &TurnColumns<'a>) -> Option<Vec<(&'a str, TurnRow<
             _ => (UNREADABLE_ROLE, false, None),
         };
         rows.push((
-            required(conversation_ids[index])?,
+            conversation.1,
             TurnRow {
                 id: required(ids[index])?,
                 sequence: sequences[index].unwrap_or(-1),
@@ -310,6 +338,26 @@ mod tests {
         assert!(rows[1].1.protected);
         assert_eq!(rows[1].1.protection_reason, Some("pending-confirmation"));
         assert_eq!(rows[1].1.meta_json, Some(r#"{"k":"v"}"#));
+    }
+
+    #[test]
+    fn integers_parse_as_sqlite_writes_them() {
+        for (text, value) in [
+            ("0", Some(0)),
+            ("-1", Some(-1)),
+            ("42", Some(42)),
+            ("9223372036854775807", Some(i64::MAX)),
+            ("-9223372036854775808", Some(i64::MIN)),
+            ("9223372036854775808", None),
+            ("", None),
+            ("-", None),
+            ("1.5", None),
+            ("+1", None),
+            (" 1", None),
+            ("x", None),
+        ] {
+            assert_eq!(integer(text.as_bytes()), value, "{text}");
+        }
     }
 
     #[test]

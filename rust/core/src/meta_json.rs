@@ -5,6 +5,7 @@
 /// bytes) is `None`. Entries come back in document order.
 pub fn parse_flat_object(text: &str) -> Option<Vec<(String, String)>> {
     let mut parser = Parser {
+        text,
         bytes: text.as_bytes(),
         at: 0,
     };
@@ -14,6 +15,7 @@ pub fn parse_flat_object(text: &str) -> Option<Vec<(String, String)>> {
 }
 
 struct Parser<'a> {
+    text: &'a str,
     bytes: &'a [u8],
     at: usize,
 }
@@ -70,7 +72,8 @@ impl Parser<'_> {
                 }
                 self.at += 1;
             }
-            out.push_str(std::str::from_utf8(&self.bytes[start..self.at]).ok()?);
+            // Runs end at ASCII bytes (or the end), so both ends are character boundaries.
+            out.push_str(self.text.get(start..self.at)?);
             match *self.bytes.get(self.at)? {
                 b'"' => {
                     self.at += 1;

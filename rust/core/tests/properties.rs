@@ -1307,7 +1307,7 @@ fn pack(conversations: &[ConversationSpec], rotate: usize) -> PackedBatch {
     batch
 }
 
-fn packed<'a>(column: &'a (String, Vec<u8>)) -> Packed<'a> {
+fn packed(column: &(String, Vec<u8>)) -> Packed<'_> {
     Packed {
         lengths: column.0.as_bytes(),
         values: &column.1,
