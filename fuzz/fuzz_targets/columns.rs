@@ -1,0 +1,126 @@
+//! Arbitrary bytes -> a column-packed batch (the 12 turn columns and 4 source columns that
+//! `ledgerfold.revalidate` reads from SQLite, as any damaged database could hand them over)
+//! -> unpack, group and check.
+//!
+//! Checks: no panic; a packing is refused as a whole or unpacks to one row per entry of
+//! every column; sources come back in position order; one verdict per summary.
+#![no_main]
+
+use arbitrary::{Result, Unstructured};
+use ledgerfold_core::columns::{self, CurrentSummary, Packed, SourceColumns, TurnColumns};
+use ledgerfold_core::revalidate::revalidate_many;
+use libfuzzer_sys::fuzz_target;
+
+/// A text column of `count` entries that lines up (values from a small pool so IDs collide,
+/// sometimes NULL or any bytes), or, now and then, anything at all.
+fn text_column(input: &mut Unstructured<'_>, count: usize) -> Result<(Vec<u8>, Vec<u8>)> {
+    const POOL: [&[u8]; 6] = [b"a", b"b", b"user", b"{\"k\": \"v\"}", b"", b"\xff"];
+    if input.arbitrary::<u8>()? % 16 == 0 {
+        return Ok((input.arbitrary()?, input.arbitrary()?));
+    }
+    let (mut lengths, mut values) = (Vec::new(), Vec::new());
+    for index in 0..count {
+        if index > 0 {
+            lengths.push(b',');
+        }
+        let choice: u8 = input.arbitrary()?;
+        let value: Option<Vec<u8>> = match choice % 8 {
+            0 => None,
+            1 => Some(input.arbitrary()?),
+            other => Some(POOL[usize::from(other) % POOL.len()].to_vec()),
+        };
+        match value {
+            None => lengths.extend_from_slice(b"-1"),
+            Some(value) => {
+                lengths.extend_from_slice(value.len().to_string().as_bytes());
+                values.extend_from_slice(&value);
+            }
+        }
+    }
+    Ok((lengths, values))
+}
+
+/// An integer column of `count` entries from `codes` (or any i64), or anything at all.
+fn integer_column(input: &mut Unstructured<'_>, count: usize, codes: &[i64]) -> Result<Vec<u8>> {
+    if input.arbitrary::<u8>()? % 16 == 0 {
+        return input.arbitrary();
+    }
+    let mut out = Vec::new();
+    for index in 0..count {
+        if index > 0 {
+            out.push(b',');
+        }
+        let choice: u8 = input.arbitrary()?;
+        let value = match codes.get(usize::from(choice) % (codes.len() + 1)) {
+            Some(code) => *code,
+            None => input.arbitrary()?,
+        };
+        out.extend_from_slice(value.to_string().as_bytes());
+    }
+    Ok(out)
+}
+
+fn fuzz(data: &[u8]) -> Result<()> {
+    let mut input = Unstructured::new(data);
+    let rows = usize::from(input.arbitrary::<u8>()? % 12);
+    let sources = usize::from(input.arbitrary::<u8>()? % 12);
+    let mut texts: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    for _ in 0..5 {
+        texts.push(text_column(&mut input, rows)?);
+    }
+    texts.push(text_column(&mut input, sources)?);
+    let sequence = integer_column(&mut input, rows, &[0, 1, 2, 3, -1])?;
+    let flags = integer_column(&mut input, rows, &[200, 300, 311, 400, 100, 922, 1000])?;
+    let keys = integer_column(&mut input, sources, &[0, 1, 2])?;
+    let positions = integer_column(&mut input, sources, &[0, 1, 2, 3])?;
+    let packed = |at: usize| Packed {
+        lengths: &texts[at].0,
+        values: &texts[at].1,
+    };
+    let turn_columns = TurnColumns {
+        conversation_id: packed(0),
+        id: packed(1),
+        sequence: &sequence,
+        flags: &flags,
+        body: packed(2),
+        group: packed(3),
+        meta: packed(4),
+    };
+    let source_columns = SourceColumns {
+        summary_pk: &keys,
+        position: &positions,
+        turn_id: packed(5),
+    };
+    let rows = columns::turn_rows(&turn_columns);
+    if let Some(unpacked) = &rows {
+        let entries = if texts[0].0.is_empty() {
+            0
+        } else {
+            texts[0].0.split(|&b| b == b',').count()
+        };
+        assert_eq!(unpacked.len(), entries);
+    }
+    let sources = columns::sources(&source_columns);
+    if let (Some(rows), Some(sources)) = (rows, sources) {
+        let mut ids: Vec<&str> = rows.iter().map(|(conversation, _)| *conversation).collect();
+        ids.dedup();
+        let current: Vec<CurrentSummary<'_>> = ids
+            .iter()
+            .enumerate()
+            .map(|(pk, conversation_id)| CurrentSummary {
+                conversation_id,
+                summary_pk: i64::try_from(pk).unwrap_or(0),
+                summary_id: "s",
+                source_fingerprint: "lf1:",
+            })
+            .collect();
+        let grouped = columns::group(rows, sources, &current);
+        let (verdicts, _) = revalidate_many(&grouped);
+        assert_eq!(verdicts.len(), current.len());
+    }
+    Ok(())
+}
+
+fuzz_target!(|data: &[u8]| {
+    let _ = fuzz(data);
+});
