@@ -425,8 +425,11 @@ pub fn revalidate_columns(
     let pool = pool(py, threads)?;
     let checked = py.detach(|| {
         pool.install(|| {
-            let rows = columns::turn_rows(&turn_columns)?;
-            let sources = columns::sources(&source_columns)?;
+            let (rows, sources) = rayon::join(
+                || columns::turn_rows(&turn_columns),
+                || columns::sources(&source_columns),
+            );
+            let (rows, sources) = (rows?, sources?);
             let conversations = columns::group(rows, sources, &current);
             let per_conversation = revalidate_each(&conversations);
             Some((conversations, per_conversation))
