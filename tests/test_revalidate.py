@@ -56,6 +56,14 @@ def oracle(path: Path) -> dict[str, str | None]:
     """The slow Python way: rebuild Turns from the rows (re-hashing), then check_summary."""
     verdicts: dict[str, str | None] = {}
     conn = sqlite3.connect(path)
+    # Text fields by their bytes (whatever the storage class), decoded here: bytes that are
+    # not UTF-8 are not a turn.
+    # (the driver hands text over as UTF-8 whatever the database's encoding).
+    conn.text_factory = bytes
+
+    def text(value: object) -> object:
+        return value.decode("utf-8") if isinstance(value, bytes) else value
+
     try:
         with SQLiteStore(path) as store:
             for conversation_id in store.conversation_ids():
@@ -68,17 +76,20 @@ def oracle(path: Path) -> dict[str, str | None]:
                     (conversation_id,),
                 ).fetchall()
                 turns, invalid = [], set()
-                for turn_id, sequence, role, body, protected, reason, group, meta in rows:
+                for raw_id, sequence, *fields in rows:
+                    turn_id = text(raw_id)
+                    protected = fields[2]
                     if not isinstance(protected, int):  # a damaged flag: not a turn
                         invalid.add(turn_id)
                         continue
                     try:
+                        role, body, _, reason, group, meta = (text(value) for value in fields)
                         turns.append(
                             Turn(
                                 turn_id,
                                 sequence,
                                 role,
-                                body.decode("utf-8") if isinstance(body, bytes) else body,
+                                body,
                                 protected=bool(protected),
                                 protection_reason=reason,
                                 group=group,
@@ -174,7 +185,14 @@ TAMPERS = {
         "source-modified",
     ),
     "protected-not-integer": ("UPDATE turns SET protected = 'yes' WHERE pk = ?", "source-modified"),
-    "role-as-blob": ("UPDATE turns SET role = CAST(role AS BLOB) WHERE pk = ?", "source-modified"),
+    "role-not-utf8": (
+        "UPDATE turns SET role = CAST(X'ff' AS TEXT) WHERE pk = ?",
+        "source-modified",
+    ),
+    "meta-not-utf8": (
+        "UPDATE turns SET meta = CAST(X'7bff' AS TEXT) WHERE pk = ?",
+        "source-modified",
+    ),
 }
 
 
@@ -211,6 +229,8 @@ DAMAGE = [
     "UPDATE turns SET protected = 0.5 WHERE pk = ?",
     "UPDATE turns SET role = 7 WHERE pk = ?",
     "UPDATE turns SET body = CAST(body AS BLOB) WHERE pk = ?",
+    "UPDATE turns SET role = CAST(role AS BLOB), meta = CAST(meta AS BLOB) WHERE pk = ?",
+    "UPDATE turns SET grp = CAST('g-blob' AS BLOB) WHERE pk = ?",
     "UPDATE turns SET grp = 'g-new' WHERE pk = ?",
     "UPDATE turns SET meta = NULL WHERE pk = ?",
 ]
@@ -253,7 +273,8 @@ def test_packed_and_row_reads_agree_on_every_kind_of_damage(db: Path) -> None:
     verdicts = {v[1]: v[2] for found, _, _ in packed for v in found}
     for index, (_, _, summary_id) in enumerate(targets[1:]):
         statement = DAMAGE[index % len(DAMAGE)]
-        if "CAST(body AS BLOB)" in statement:  # the same bytes: the same turn
+        if "CAST(body AS BLOB)" in statement or "CAST(role AS BLOB)" in statement:
+            # the same bytes in another storage class: the same turn
             assert verdicts[summary_id] is None, statement
         elif "meta = NULL" not in statement:  # (which may have been NULL already)
             assert verdicts[summary_id] is not None, statement
@@ -425,6 +446,9 @@ def test_native_batch_input_is_validated() -> None:
         ([ROW[:8]], [], []),
         ([(1, *ROW[1:])], [], []),
         ([("c", 1, *ROW[2:])], [], []),
+        ([(b"\xff", *ROW[1:])], [], []),
+        ([("c", b"\xff", *ROW[2:])], [], []),
+        ([ROW], [(1, b"\xff")], [SUMMARY]),
         ([ROW], [(1,)], [SUMMARY]),
         ([ROW], [("1", "a")], [SUMMARY]),
         ([ROW], [(1, "a")], [("c", 1, "s")]),
@@ -442,13 +466,15 @@ def test_native_batch_input_is_validated() -> None:
         (2, "1"),
         (2, 1.0),
         (3, 5),
-        (3, b"user"),
+        (3, b"\xff"),
         (4, 7),
         (5, "yes"),
         (5, None),
         (6, 3),
         (7, 3),
         (8, {"k": "v"}),
+        (8, b"{\xff"),
+        (7, b"\xff"),
         (4, "\ud800"),
     ],
 )
@@ -462,6 +488,14 @@ def test_a_stored_field_of_the_wrong_type_is_an_invalid_turn(position: int, valu
     damaged = (*row[:position], value, *row[position + 1 :])
     verdicts, turns, _ = _native.revalidate_flat([damaged], [(1, "a")], [summary], 1)
     assert verdicts == [("c", "s", "source-modified", "a")] and turns == 1
+
+
+def test_text_fields_as_utf8_bytes_read_like_str() -> None:
+    """What a row read with every text column cast to a blob gives."""
+    good = Turn("a", 1, "user", "hi", meta={"k": "v"}, group="g")
+    summary = ("c", 1, "s", _native.fingerprint_turns([good]))
+    row = (b"c", b"a", 1, b"user", b"hi", 0, None, b"g", b'{"k": "v"}')
+    assert _native.revalidate_flat([row], [(1, b"a")], [summary], 1)[0] == [("c", "s", None, None)]
 
 
 def _revalidate_small(threads: int) -> int:

@@ -57,14 +57,15 @@ def _code(column: str, codes: dict[str, int]) -> str:
     return f"CASE {column} {whens} ELSE 9 END"
 
 
-# role * 100 + protected * 10 + reason, SPEC §3 codes; 9 for a value no valid turn has.
+# role * 100 + protected * 10 + reason, SPEC §3 codes; 9 for a value no valid turn has. Role
+# and reason are compared as text whatever their storage class, as every text field is read.
 _FLAGS = (
     "group_concat("
-    + _code("role", {"assistant": 3, "tool": 4, "user": 2, "system": 1})
+    + _code("CAST(role AS TEXT)", {"assistant": 3, "tool": 4, "user": 2, "system": 1})
     + " * 100 + CASE WHEN protected = 0 THEN 0 WHEN typeof(protected) = 'integer' THEN 10"
     " ELSE 90 END + CASE WHEN protection_reason IS NULL THEN 0 ELSE "
     + _code(
-        "protection_reason",
+        "CAST(protection_reason AS TEXT)",
         {
             "pending-confirmation": 1,
             "active-constraint": 2,
@@ -95,14 +96,33 @@ _PACKED_SOURCES = (
     + " FROM conversations AS c JOIN summary_sources AS ss ON ss.summary_pk = c.current_summary"
     " WHERE c.id BETWEEN ? AND ?"
 )
-# Bodies as their stored bytes in a UTF-8 database (text that is not UTF-8 stays visible as
-# such), as text in a UTF-16 one (SQLite converts it).
-_ROWS = (
-    "SELECT conversation_id, id, sequence, role, {body}, protected,"
-    " protection_reason, grp, meta" + _WHERE_TURNS
+# Text fields as their stored bytes in a UTF-8 database (whatever the storage class, and text
+# that is not UTF-8 stays visible as such: the packed read sees the same bytes), as text in a
+# UTF-16 one (SQLite converts it).
+_ROW_COLUMNS = (
+    "conversation_id",
+    "id",
+    "sequence",
+    "role",
+    "body",
+    "protected",
+    "protection_reason",
+    "grp",
+    "meta",
 )
+_TEXT_COLUMNS = {"conversation_id", "id", "role", "body", "protection_reason", "grp", "meta"}
+
+
+def _rows_query(utf8: bool) -> str:
+    columns = (
+        f"CAST({column} AS BLOB)" if utf8 and column in _TEXT_COLUMNS else column
+        for column in _ROW_COLUMNS
+    )
+    return "SELECT " + ", ".join(columns) + _WHERE_TURNS
+
+
 _SOURCES = (
-    "SELECT ss.summary_pk, ss.turn_id FROM conversations AS c"
+    "SELECT ss.summary_pk, {turn_id} FROM conversations AS c"
     " JOIN summary_sources AS ss ON ss.summary_pk = c.current_summary"
     " WHERE c.id BETWEEN ? AND ? ORDER BY ss.summary_pk, ss.position"
 )
@@ -201,9 +221,9 @@ def _check_run(
                 if checked is not None:
                     return checked
                 _log.debug("revalidation: packed rows did not line up; reading by rows")
-        query = _ROWS.format(body="CAST(body AS BLOB)" if utf8 else "body")
-        rows = conn.execute(query, (first, last, TURN_LIVE)).fetchall()
-        sources = conn.execute(_SOURCES, (first, last)).fetchall()
+        rows = conn.execute(_rows_query(utf8), (first, last, TURN_LIVE)).fetchall()
+        turn_id = "CAST(ss.turn_id AS BLOB)" if utf8 else "ss.turn_id"
+        sources = conn.execute(_SOURCES.format(turn_id=turn_id), (first, last)).fetchall()
     finally:
         conn.execute("COMMIT")
     return _native.revalidate_flat(rows, sources, summaries, threads)

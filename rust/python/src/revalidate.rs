@@ -19,17 +19,33 @@ enum Body {
     Unreadable,
 }
 
+/// A stored text field: `str`, or `bytes` holding its UTF-8 (what reading a column as a blob
+/// gives, whatever its storage class; bytes that are not UTF-8 are not text).
+enum Text {
+    Str(Py<PyString>),
+    Bytes(Py<PyBytes>),
+}
+
+impl Text {
+    fn read<'a>(&'a self, py: Python<'_>) -> Option<&'a str> {
+        match self {
+            Text::Str(text) => text.to_str(py).ok(),
+            Text::Bytes(bytes) => std::str::from_utf8(bytes.as_bytes(py)).ok(),
+        }
+    }
+}
+
 struct OwnedRow {
     /// False when a turn field was of the wrong type: the row is then an invalid turn.
     readable: bool,
-    id: Py<PyString>,
+    id: Text,
     sequence: i64,
-    role: Option<Py<PyString>>,
+    role: Option<Text>,
     body: Body,
     protected: bool,
-    protection_reason: Option<Py<PyString>>,
-    group: Option<Py<PyString>>,
-    meta: Option<Py<PyString>>,
+    protection_reason: Option<Text>,
+    group: Option<Text>,
+    meta: Option<Text>,
 }
 
 fn items<'py>(field: &'static str, value: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyAny>>> {
@@ -42,11 +58,38 @@ fn text(field: &'static str, value: &Bound<'_, PyAny>) -> PyResult<Py<PyString>>
     Ok(extract::string(field, value)?.clone().unbind())
 }
 
-fn optional_text(field: &'static str, value: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyString>>> {
+/// A text field as `str` or as `bytes` (checked for UTF-8 when read).
+fn text_or_bytes(field: &'static str, value: &Bound<'_, PyAny>) -> PyResult<Text> {
+    if let Ok(bytes) = value.cast::<PyBytes>() {
+        return Ok(Text::Bytes(bytes.clone().unbind()));
+    }
+    text(field, value).map(Text::Str)
+}
+
+/// A key (conversation or turn ID) as `str` or UTF-8 `bytes`: it must be readable.
+fn key(field: &'static str, value: &Bound<'_, PyAny>) -> PyResult<Text> {
+    let key = text_or_bytes(field, value)?;
+    if key.read(value.py()).is_none() {
+        return Err(invalid(
+            value.py(),
+            field,
+            Problem::NotUtf8,
+            "must be UTF-8 text",
+        ));
+    }
+    Ok(key)
+}
+
+fn read_key<'a>(py: Python<'_>, field: &'static str, key: &'a Text) -> PyResult<&'a str> {
+    key.read(py)
+        .ok_or_else(|| invalid(py, field, Problem::NotUtf8, "must be UTF-8 text"))
+}
+
+fn optional_text(field: &'static str, value: &Bound<'_, PyAny>) -> PyResult<Option<Text>> {
     if value.is_none() {
         return Ok(None);
     }
-    text(field, value).map(Some)
+    text_or_bytes(field, value).map(Some)
 }
 
 fn tuple_of<'py>(
@@ -89,7 +132,7 @@ fn owned_row_fields(row: &Bound<'_, PyTuple>, at: usize) -> PyResult<OwnedRow> {
         &mut readable,
         extract::int64("sequence", &row.get_item(at + 1)?),
     );
-    let role = lenient(&mut readable, text("role", &row.get_item(at + 2)?));
+    let role = lenient(&mut readable, text_or_bytes("role", &row.get_item(at + 2)?));
     let protected = row.get_item(at + 4)?;
     let protected = if protected.is_instance_of::<PyInt>() {
         protected.is_truthy()?
@@ -108,7 +151,7 @@ fn owned_row_fields(row: &Bound<'_, PyTuple>, at: usize) -> PyResult<OwnedRow> {
     let meta = lenient(&mut readable, optional_text("meta", &row.get_item(at + 7)?));
     Ok(OwnedRow {
         readable,
-        id: text("id", &row.get_item(at)?)?,
+        id: key("id", &row.get_item(at)?)?,
         sequence: sequence.unwrap_or(-1),
         role,
         body,
@@ -123,13 +166,24 @@ fn owned_row_fields(row: &Bound<'_, PyTuple>, at: usize) -> PyResult<OwnedRow> {
 const UNREADABLE_ROLE: &str = "";
 
 fn borrowed_row<'a>(py: Python<'_>, row: &'a OwnedRow) -> PyResult<TurnRow<'a>> {
-    let opt =
-        |value: &'a Option<Py<PyString>>| value.as_ref().map(|text| text.to_str(py)).transpose();
+    // `Some(None)` for NULL, `None` for bytes that are not UTF-8.
+    let read = |value: &'a Option<Text>| match value {
+        None => Some(None),
+        Some(text) => text.read(py).map(Some),
+    };
+    let role = row.role.as_ref().and_then(|role| role.read(py));
+    let (reason, group, meta) = (
+        read(&row.protection_reason),
+        read(&row.group),
+        read(&row.meta),
+    );
+    let readable =
+        row.readable && role.is_some() && reason.is_some() && group.is_some() && meta.is_some();
     Ok(TurnRow {
-        id: row.id.to_str(py)?,
+        id: read_key(py, "id", &row.id)?,
         sequence: row.sequence,
-        role: match &row.role {
-            Some(role) if row.readable => role.to_str(py)?,
+        role: match role {
+            Some(role) if readable => role,
             _ => UNREADABLE_ROLE,
         },
         body: match &row.body {
@@ -138,9 +192,9 @@ fn borrowed_row<'a>(py: Python<'_>, row: &'a OwnedRow) -> PyResult<TurnRow<'a>> 
             Body::Unreadable => &[],
         },
         protected: row.protected,
-        protection_reason: opt(&row.protection_reason)?,
-        group: opt(&row.group)?,
-        meta_json: opt(&row.meta)?,
+        protection_reason: reason.flatten(),
+        group: group.flatten(),
+        meta_json: meta.flatten(),
     })
 }
 
@@ -225,23 +279,23 @@ pub fn revalidate_flat(
     per_summary: bool,
 ) -> PyResult<Report> {
     let threads = thread_count(py, threads)?;
-    let owned_rows: Vec<(Py<PyString>, OwnedRow)> = items("rows", rows)?
+    let owned_rows: Vec<(Text, OwnedRow)> = items("rows", rows)?
         .iter()
         .map(|row| {
             let row = tuple_of("rows", row, 9)?;
             Ok((
-                text("conversation_id", &row.get_item(0)?)?,
+                key("conversation_id", &row.get_item(0)?)?,
                 owned_row_fields(&row, 1)?,
             ))
         })
         .collect::<PyResult<_>>()?;
-    let owned_sources: Vec<(i64, Py<PyString>)> = items("sources", sources)?
+    let owned_sources: Vec<(i64, Text)> = items("sources", sources)?
         .iter()
         .map(|source| {
             let source = tuple_of("sources", source, 2)?;
             Ok((
                 extract::int64("summary_pk", &source.get_item(0)?)?,
-                text("turn_id", &source.get_item(1)?)?,
+                key("turn_id", &source.get_item(1)?)?,
             ))
         })
         .collect::<PyResult<_>>()?;
@@ -249,11 +303,19 @@ pub fn revalidate_flat(
 
     let rows = owned_rows
         .iter()
-        .map(|(conversation, row)| Ok((conversation.to_str(py)?, borrowed_row(py, row)?)))
+        .map(|(conversation, row)| {
+            Ok((
+                read_key(py, "conversation_id", conversation)?,
+                borrowed_row(py, row)?,
+            ))
+        })
         .collect::<PyResult<Vec<_>>>()?;
     let mut sources: HashMap<i64, Vec<&str>> = HashMap::new();
     for (pk, turn_id) in &owned_sources {
-        sources.entry(*pk).or_default().push(turn_id.to_str(py)?);
+        sources
+            .entry(*pk)
+            .or_default()
+            .push(read_key(py, "turn_id", turn_id)?);
     }
     let current = current_summaries(py, &owned_summaries)?;
     let conversations = columns::group(rows, sources, &current);
