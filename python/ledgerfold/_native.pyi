@@ -139,7 +139,7 @@ def source_fingerprint(
 ) -> str | None: ...
 def revalidate_flat(
     rows: Iterable[tuple[Any, ...]],
-    sources: Iterable[tuple[int, str]],
+    sources: Iterable[tuple[int, str | bytes]],
     summaries: Iterable[tuple[str, int, str, str]],
     threads: int | None = None,
     *,

@@ -25,6 +25,7 @@ from typing import Any
 
 from ledgerfold import _native, _validate
 from ledgerfold.errors import InvalidInput
+from ledgerfold.model import PROTECTION_REASONS, ROLES
 from ledgerfold.store.schema import TURN_LIVE
 from ledgerfold.store.sqlite import SQLiteStore
 
@@ -57,21 +58,17 @@ def _code(column: str, codes: dict[str, int]) -> str:
     return f"CASE {column} {whens} ELSE 9 END"
 
 
-# role * 100 + protected * 10 + reason, SPEC §3 codes; 9 for a value no valid turn has. Role
-# and reason are compared as text whatever their storage class, as every text field is read.
+# role * 100 + protected * 10 + reason, SPEC §3 codes (the position in ROLES and in
+# PROTECTION_REASONS, from 1); 9 for a value no valid turn has. Role and reason are compared
+# as text whatever their storage class, as every text field is read.
 _FLAGS = (
     "group_concat("
-    + _code("CAST(role AS TEXT)", {"assistant": 3, "tool": 4, "user": 2, "system": 1})
+    + _code("CAST(role AS TEXT)", {role: code for code, role in enumerate(ROLES, 1)})
     + " * 100 + CASE WHEN protected = 0 THEN 0 WHEN typeof(protected) = 'integer' THEN 10"
     " ELSE 90 END + CASE WHEN protection_reason IS NULL THEN 0 ELSE "
     + _code(
         "CAST(protection_reason AS TEXT)",
-        {
-            "pending-confirmation": 1,
-            "active-constraint": 2,
-            "audit-evidence": 3,
-            "unverified-provenance": 4,
-        },
+        {reason: code for code, reason in enumerate(PROTECTION_REASONS, 1)},
     )
     + " END, ',')"
 )
@@ -96,9 +93,9 @@ _PACKED_SOURCES = (
     + " FROM conversations AS c JOIN summary_sources AS ss ON ss.summary_pk = c.current_summary"
     " WHERE c.id BETWEEN ? AND ?"
 )
-# Text fields as their stored bytes in a UTF-8 database (whatever the storage class, and text
-# that is not UTF-8 stays visible as such: the packed read sees the same bytes), as text in a
-# UTF-16 one (SQLite converts it).
+# The row form, text fields as their stored bytes in a UTF-8 database (whatever the storage
+# class, and text that is not UTF-8 stays visible as such: the packed read sees the same
+# bytes), as text in a UTF-16 one (SQLite converts it).
 _ROW_COLUMNS = (
     "conversation_id",
     "id",
@@ -110,22 +107,26 @@ _ROW_COLUMNS = (
     "grp",
     "meta",
 )
-_TEXT_COLUMNS = {"conversation_id", "id", "role", "body", "protection_reason", "grp", "meta"}
+
+
+def _read(column: str, utf8: bool) -> str:
+    return f"CAST({column} AS BLOB)" if utf8 else column
 
 
 def _rows_query(utf8: bool) -> str:
-    columns = (
-        f"CAST({column} AS BLOB)" if utf8 and column in _TEXT_COLUMNS else column
+    columns = [
+        _read(column, utf8) if column not in ("sequence", "protected") else column
         for column in _ROW_COLUMNS
-    )
+    ]
     return "SELECT " + ", ".join(columns) + _WHERE_TURNS
 
 
-_SOURCES = (
-    "SELECT ss.summary_pk, {turn_id} FROM conversations AS c"
-    " JOIN summary_sources AS ss ON ss.summary_pk = c.current_summary"
-    " WHERE c.id BETWEEN ? AND ? ORDER BY ss.summary_pk, ss.position"
-)
+def _sources_query(utf8: bool) -> str:
+    return (
+        f"SELECT ss.summary_pk, {_read('ss.turn_id', utf8)} FROM conversations AS c"
+        " JOIN summary_sources AS ss ON ss.summary_pk = c.current_summary"
+        " WHERE c.id BETWEEN ? AND ? ORDER BY ss.summary_pk, ss.position"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,8 +223,7 @@ def _check_run(
                     return checked
                 _log.debug("revalidation: packed rows did not line up; reading by rows")
         rows = conn.execute(_rows_query(utf8), (first, last, TURN_LIVE)).fetchall()
-        turn_id = "CAST(ss.turn_id AS BLOB)" if utf8 else "ss.turn_id"
-        sources = conn.execute(_SOURCES.format(turn_id=turn_id), (first, last)).fetchall()
+        sources = conn.execute(_sources_query(utf8), (first, last)).fetchall()
     finally:
         conn.execute("COMMIT")
     return _native.revalidate_flat(rows, sources, summaries, threads)

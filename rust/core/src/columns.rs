@@ -1,7 +1,7 @@
 //! Rows packed by column, the way one `SQLite` aggregate query hands a whole batch over:
 //! per text column, the byte lengths as comma-separated decimals (`-1` for NULL) and the
 //! values concatenated; per integer column, the values as comma-separated decimals; role,
-//! protection flag and protection reason as one integer of [`flags`] codes.
+//! protection flag and protection reason as one integer of SPEC §3 codes.
 //!
 //! One result row per batch instead of one per turn: the reader skips the per-row cost of
 //! a database driver (a step, a lock and an object per column), and the rows here borrow
@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 
 use crate::model::{ProtectionReason, Role};
-use crate::revalidate::{ConversationRows, SummaryRow, TurnRow};
+use crate::revalidate::{ConversationRows, SummaryRow, TurnRow, UNREADABLE_ROLE};
 
 /// One text column: byte lengths (`-1` for NULL) and the values back to back.
 #[derive(Clone, Copy, Debug, Default)]
@@ -29,27 +29,22 @@ pub struct TurnColumns<'a> {
     pub conversation_id: Packed<'a>,
     pub id: Packed<'a>,
     pub sequence: &'a [u8],
-    /// `role * 100 + protected * 10 + reason` per row, see [`flags`].
+    /// `role * 100 + protected * 10 + reason` per row (SPEC §3 codes, 9 for a value no
+    /// valid turn has).
     pub flags: &'a [u8],
     pub body: Packed<'a>,
     pub group: Packed<'a>,
     pub meta: Packed<'a>,
 }
 
-/// The codes of the flags column: SPEC §3's role and protection-reason codes (reason 0 for
-/// none), protected 0 or 1; 9 in any place for a value no valid turn has (an unknown role or
-/// reason, a protection flag that is not an integer). Any nonzero integer is protected.
-pub mod flags {
-    /// A code place holding a value no valid turn has.
-    pub const UNREADABLE: i64 = 9;
-
-    /// `(role code, protected code, reason code)`, or `None` when out of range.
-    #[must_use]
-    pub fn split(flags: i64) -> Option<(i64, i64, i64)> {
-        (0..1000)
-            .contains(&flags)
-            .then_some((flags / 100, flags / 10 % 10, flags % 10))
-    }
+/// `(role code, protected code, reason code)` of a flags entry, or `None` out of range. The
+/// codes are SPEC §3's role and protection-reason codes (reason 0 for none) and protected 0
+/// or 1; 9 in any place stands for a value no valid turn has (an unknown role or reason, a
+/// protection flag that is not an integer).
+fn split_flags(flags: i64) -> Option<(i64, i64, i64)> {
+    (0..1000)
+        .contains(&flags)
+        .then_some((flags / 100, flags / 10 % 10, flags % 10))
 }
 
 /// The columns of `summary_sources` rows: which summary, at which position, citing which
@@ -60,9 +55,6 @@ pub struct SourceColumns<'a> {
     pub position: &'a [u8],
     pub turn_id: Packed<'a>,
 }
-
-/// A role no valid turn has: an unreadable field makes its row invalid through it.
-const UNREADABLE_ROLE: &str = "";
 
 /// The comma-separated entries of a list; an empty list has none.
 fn entries(list: &[u8]) -> impl Iterator<Item = &[u8]> {
@@ -141,7 +133,7 @@ fn reason_of(code: i64) -> Option<&'static str> {
 
 /// Role, protected and reason of one flags entry, or `None` when any is unreadable.
 fn decode_flags(entry: Option<i64>) -> Option<(&'static str, bool, Option<&'static str>)> {
-    let (role, protected, reason) = flags::split(entry?)?;
+    let (role, protected, reason) = split_flags(entry?)?;
     let protected = match protected {
         0 => false,
         1 => true,

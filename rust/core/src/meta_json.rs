@@ -4,32 +4,34 @@
 /// Parses `{"key": "value", ...}`; anything else (nesting, numbers, bad escapes, trailing
 /// bytes) is `None`. Entries come back in document order.
 pub fn parse_flat_object(text: &str) -> Option<Vec<(String, String)>> {
-    let mut parser = Parser {
-        text,
-        bytes: text.as_bytes(),
-        at: 0,
-    };
+    let mut parser = Parser { text, at: 0 };
     let entries = parser.object()?;
     parser.skip_space();
-    (parser.at == parser.bytes.len()).then_some(entries)
+    (parser.at == parser.bytes().len()).then_some(entries)
 }
 
 struct Parser<'a> {
     text: &'a str,
-    bytes: &'a [u8],
     at: usize,
 }
 
-impl Parser<'_> {
+impl<'a> Parser<'a> {
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
     fn skip_space(&mut self) {
-        while matches!(self.bytes.get(self.at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        while matches!(
+            self.bytes().get(self.at),
+            Some(b' ' | b'\t' | b'\n' | b'\r')
+        ) {
             self.at += 1;
         }
     }
 
     fn eat(&mut self, byte: u8) -> Option<()> {
         self.skip_space();
-        (self.bytes.get(self.at) == Some(&byte)).then(|| self.at += 1)
+        (self.bytes().get(self.at) == Some(&byte)).then(|| self.at += 1)
     }
 
     fn object(&mut self) -> Option<Vec<(String, String)>> {
@@ -51,7 +53,7 @@ impl Parser<'_> {
     }
 
     fn hex4(&mut self) -> Option<u32> {
-        let digits = self.bytes.get(self.at..self.at + 4)?;
+        let digits = self.bytes().get(self.at..self.at + 4)?;
         self.at += 4;
         let text = std::str::from_utf8(digits).ok()?;
         if !text.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -66,7 +68,7 @@ impl Parser<'_> {
         loop {
             // Copy the run of plain bytes up to the next quote or backslash at once.
             let start = self.at;
-            while let Some(&byte) = self.bytes.get(self.at) {
+            while let Some(&byte) = self.bytes().get(self.at) {
                 if byte == b'"' || byte == b'\\' || byte < 0x20 {
                     break;
                 }
@@ -74,14 +76,14 @@ impl Parser<'_> {
             }
             // Runs end at ASCII bytes (or the end), so both ends are character boundaries.
             out.push_str(self.text.get(start..self.at)?);
-            match *self.bytes.get(self.at)? {
+            match *self.bytes().get(self.at)? {
                 b'"' => {
                     self.at += 1;
                     return Some(out);
                 }
                 b'\\' => {
                     self.at += 1;
-                    let escape = *self.bytes.get(self.at)?;
+                    let escape = *self.bytes().get(self.at)?;
                     self.at += 1;
                     match escape {
                         b'"' => out.push('"'),
@@ -105,7 +107,7 @@ impl Parser<'_> {
     fn unicode_escape(&mut self) -> Option<char> {
         let first = self.hex4()?;
         if (0xD800..0xDC00).contains(&first) {
-            if self.bytes.get(self.at..self.at + 2)? != b"\\u" {
+            if self.bytes().get(self.at..self.at + 2)? != b"\\u" {
                 return None;
             }
             self.at += 2;

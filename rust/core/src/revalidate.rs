@@ -60,6 +60,10 @@ pub struct Totals {
     pub bytes_hashed: u64,
 }
 
+/// The role given to a stored row whose fields could not be read (a wrong type, bytes that
+/// are not UTF-8): no valid turn has it, so the row is an invalid turn.
+pub const UNREADABLE_ROLE: &str = "";
+
 /// Stands in for the digest of a row that is not a valid turn; no fingerprint can match it
 /// unless BLAKE3 has a preimage.
 const INVALID_ROW: [u8; 32] = [0; 32];

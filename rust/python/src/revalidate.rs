@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use ledgerfold_core::columns::{self, CurrentSummary, Packed, SourceColumns, TurnColumns};
-use ledgerfold_core::revalidate::{revalidate_each, ConversationRows, Totals, TurnRow, Verdict};
+use ledgerfold_core::revalidate::{
+    revalidate_each, ConversationRows, Totals, TurnRow, Verdict, UNREADABLE_ROLE,
+};
 use ledgerfold_core::Problem;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyIterator, PyString, PyTuple};
@@ -162,9 +164,6 @@ fn owned_row_fields(row: &Bound<'_, PyTuple>, at: usize) -> PyResult<OwnedRow> {
     })
 }
 
-/// A role no valid turn has, for rows that are not readable.
-const UNREADABLE_ROLE: &str = "";
-
 fn borrowed_row<'a>(py: Python<'_>, row: &'a OwnedRow) -> PyResult<TurnRow<'a>> {
     // `Some(None)` for NULL, `None` for bytes that are not UTF-8.
     let read = |value: &'a Option<Text>| match value {
@@ -262,10 +261,11 @@ struct FlatSummary {
 /// group, meta_json)` in any order; `sources` are `(summary_pk, turn_id)`, each
 /// summary's in source order; `summaries` are
 /// `(conversation_id, summary_pk, summary_id, source_fingerprint)`, at most one summary per
-/// conversation (the current one). Rows of conversations without a summary here are
-/// ignored; a turn field of the wrong type makes its row an invalid turn (only the keys must
-/// be well-typed), as a stored row that no longer is a turn always is. Every cited body is re-hashed; stored digests are
-/// never read. Returns one `(conversation_id, summary_id, reason | None, turn_id | None)` per
+/// conversation (the current one). Text may come as `str` or UTF-8 `bytes`. Rows of
+/// conversations without a summary here are ignored; a turn field of the wrong type makes
+/// its row an invalid turn (only the keys must be well-typed), as a stored row that no
+/// longer is a turn always is. Every cited body is re-hashed; stored digests are never
+/// read. Returns one `(conversation_id, summary_id, reason | None, turn_id | None)` per
 /// summary, in input order, plus `(turns_hashed, bytes_hashed)`; with `per_summary`, each
 /// verdict also carries the turns and bytes hashed for that summary's conversation.
 #[pyfunction]
@@ -450,8 +450,8 @@ fn packed<'a>(
 /// Deep revalidation of a batch packed by column (what one `SQLite` aggregate query over the
 /// batch gives; see `ledgerfold_core::columns`): `turn_columns` is the 12-tuple
 /// `(conversation_id lengths, values, id lengths, values, sequences, flags, body lengths,
-/// values, group lengths, values, meta lengths, values)`, `source_columns` the 4-tuple `(summary_pks, positions, turn_id
-/// lengths, values)`, `summaries` as for `revalidate_flat`. Unpacking, grouping, hashing and
+/// values, group lengths, values, meta lengths, values)`, `source_columns` the 4-tuple
+/// `(summary_pks, positions, turn_id lengths, values)`, `summaries` as for `revalidate_flat`. Unpacking, grouping, hashing and
 /// checking all run detached from the interpreter. Returns what `revalidate_flat` returns,
 /// or None when the packing does not line up (the caller then reads those rows one by one).
 #[pyfunction]
