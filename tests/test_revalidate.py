@@ -20,8 +20,10 @@ from ledgerfold import (
     Turn,
     _native,
     check_summary,
+    fingerprint_turns,
     revalidate,
 )
+from ledgerfold.model import PROTECTION_REASONS, ROLES
 from ledgerfold.revalidate import revalidate_database
 
 _HERE = Path(__file__).resolve().parent
@@ -287,6 +289,85 @@ def test_packed_and_row_reads_agree_on_every_kind_of_damage(db: Path) -> None:
     assert packed == rows and packed_runs == len(packed) - 1
     verdicts = {v[1]: v[2] for found, _, _ in packed for v in found}
     assert verdicts[targets[0][2]] in {"source-modified", "source-reordered"}
+
+
+def test_every_role_and_reason_reads_back_packed(db: Path) -> None:
+    """The packed flags codes are the SPEC's: rows with every role, and protected with every
+    reason, re-hash to the fingerprint the Python Turns give (a summary made to cite them)."""
+    conn = sqlite3.connect(db)
+    summary_pk, summary_id, conversation_id = conn.execute(
+        "SELECT s.pk, s.id, s.conversation_id FROM summaries AS s"
+        " JOIN summary_sources AS ss ON ss.summary_pk = s.pk WHERE s.status = 'current'"
+        " GROUP BY s.pk HAVING count(*) >= 8 ORDER BY s.pk LIMIT 1"
+    ).fetchone()
+    cited = [
+        turn_id
+        for (turn_id,) in conn.execute(
+            "SELECT turn_id FROM summary_sources WHERE summary_pk = ? ORDER BY position",
+            (summary_pk,),
+        )
+    ]
+    for index, turn_id in enumerate(cited):
+        reason = PROTECTION_REASONS[index // 2 % 4] if index % 2 else None
+        conn.execute(
+            "UPDATE turns SET role = ?, protected = ?, protection_reason = ?"
+            " WHERE conversation_id = ? AND id = ?",
+            (ROLES[index % 4], int(reason is not None), reason, conversation_id, turn_id),
+        )
+    turns = []
+    for turn_id in cited:
+        row = conn.execute(
+            "SELECT sequence, role, body, protected, protection_reason, grp, meta FROM turns"
+            " WHERE conversation_id = ? AND id = ?",
+            (conversation_id, turn_id),
+        ).fetchone()
+        sequence, role, body, protected, reason, group, meta = row
+        turns.append(
+            Turn(
+                turn_id,
+                sequence,
+                role,
+                body,
+                protected=bool(protected),
+                protection_reason=reason,
+                group=group,
+                meta=None if meta is None else json.loads(meta),
+            )
+        )
+    assert {t.role for t in turns} == set(ROLES)
+    assert {t.protection_reason for t in turns} == {None, *PROTECTION_REASONS}
+    conn.execute(
+        "UPDATE summaries SET source_fingerprint = ? WHERE pk = ?",
+        (fingerprint_turns(turns), summary_pk),
+    )
+    conn.commit()
+    conn.close()
+    packed, rows, packed_runs = _runs_both_ways(db, batch_turns=500)
+    assert packed == rows and packed_runs == len(packed)
+    verdicts = {v[1]: v[2] for found, _, _ in packed for v in found}
+    assert set(verdicts.values()) == {None} and summary_id in verdicts
+
+
+def test_packed_batch_input_is_validated() -> None:
+    turn_columns: tuple[object, ...] = (None,) * 12
+    source_columns: tuple[object, ...] = (None,) * 4
+    assert _native.revalidate_columns(turn_columns, source_columns, [], 1) == ([], 0, 0)  # type: ignore[arg-type]
+    for bad_turns, bad_sources, field in (
+        ((None,) * 11, source_columns, "turn_columns"),
+        ([None] * 12, source_columns, "turn_columns"),
+        ((1,) + (None,) * 11, source_columns, "turn_columns"),
+        (turn_columns, (None,) * 5, "source_columns"),
+        (turn_columns, (None, None, 3.5, None), "source_columns"),
+    ):
+        with pytest.raises(InvalidInput) as caught:
+            _native.revalidate_columns(bad_turns, bad_sources, [], 1)  # type: ignore[arg-type]
+        assert caught.value.field == field
+    with pytest.raises(InvalidInput) as caught:
+        _native.revalidate_columns(turn_columns, source_columns, [], 0)  # type: ignore[arg-type]
+    assert caught.value.field == "threads"
+    # Columns that do not line up are refused whole: the caller reads those rows by rows.
+    misaligned = (b"1", b"c", b"1,1", b"ab", *((None,) * 8))
+    assert _native.revalidate_columns(misaligned, source_columns, [], 1) is None  # type: ignore[arg-type]
 
 
 def test_a_run_over_sqlites_length_limit_is_read_by_rows(
