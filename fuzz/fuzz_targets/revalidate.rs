@@ -13,11 +13,9 @@ mod support;
 use arbitrary::{Result, Unstructured};
 use ledgerfold_core::fingerprint_hex;
 use ledgerfold_core::meta_json::parse_flat_object;
-use ledgerfold_core::revalidate::{
-    revalidate_many, row_digest, ConversationRows, SummaryRow, TurnRow,
-};
+use ledgerfold_core::revalidate::{revalidate_many, row_digest, ConversationRows, SummaryRow};
 use libfuzzer_sys::fuzz_target;
-use support::{python_json_dumps, write_json_object};
+use support::{python_json_dumps, write_json_object, RowSpec};
 
 const IDS: [&str; 5] = ["a", "b", "c", "", "\0"];
 const ROLES: [&str; 6] = ["system", "user", "assistant", "tool", "admin", ""];
@@ -39,33 +37,7 @@ fn pick(input: &mut Unstructured<'_>, pool: &[&str]) -> Result<String> {
     })
 }
 
-struct Row {
-    id: String,
-    sequence: i64,
-    role: String,
-    body: Vec<u8>,
-    protected: bool,
-    protection_reason: Option<String>,
-    group: Option<String>,
-    meta_json: Option<String>,
-}
-
-impl Row {
-    fn view(&self) -> TurnRow<'_> {
-        TurnRow {
-            id: &self.id,
-            sequence: self.sequence,
-            role: &self.role,
-            body: &self.body,
-            protected: self.protected,
-            protection_reason: self.protection_reason.as_deref(),
-            group: self.group.as_deref(),
-            meta_json: self.meta_json.as_deref(),
-        }
-    }
-}
-
-fn row(input: &mut Unstructured<'_>) -> Result<Row> {
+fn row(input: &mut Unstructured<'_>) -> Result<RowSpec> {
     let sequence = if input.arbitrary()? {
         i64::from(input.arbitrary::<i8>()? % 4)
     } else {
@@ -84,7 +56,7 @@ fn row(input: &mut Unstructured<'_>) -> Result<Row> {
         )),
         _ => Some(input.arbitrary()?),
     };
-    Ok(Row {
+    Ok(RowSpec {
         id: pick(input, &IDS)?,
         sequence,
         role: pick(input, &ROLES)?,
@@ -102,7 +74,7 @@ fn row(input: &mut Unstructured<'_>) -> Result<Row> {
 
 struct Conversation {
     id: String,
-    rows: Vec<Row>,
+    rows: Vec<RowSpec>,
     summaries: Vec<(Vec<String>, String)>,
 }
 
@@ -123,7 +95,7 @@ fn conversation(input: &mut Unstructured<'_>) -> Result<Conversation> {
             let digests: Vec<[u8; 32]> = sources
                 .iter()
                 .filter_map(|id| rows.iter().find(|row| &row.id == id))
-                .filter_map(|row| row_digest(&row.view()))
+                .filter_map(|row| row_digest(&row.row()))
                 .collect();
             fingerprint_hex(digests.iter())
         } else {
@@ -171,7 +143,7 @@ fuzz_target!(|data: &[u8]| {
         .iter()
         .map(|conversation| ConversationRows {
             conversation_id: &conversation.id,
-            turns: conversation.rows.iter().map(Row::view).collect(),
+            turns: conversation.rows.iter().map(RowSpec::row).collect(),
             summaries: conversation
                 .summaries
                 .iter()

@@ -17,7 +17,7 @@ use ledgerfold_core::meta_json::parse_flat_object;
 use ledgerfold_core::model::normalise_meta;
 use ledgerfold_core::plan::{plan_layout, PlanInput};
 use ledgerfold_core::revalidate::{
-    revalidate_many, row_digest, ConversationRows, SummaryRow, Totals, TurnRow, Verdict,
+    revalidate_many, row_digest, ConversationRows, SummaryRow, Totals, Verdict,
 };
 use ledgerfold_core::{
     encode_turn, fingerprint_digests, fingerprint_hex, turn_digest, Fingerprinter,
@@ -27,6 +27,7 @@ use proptest::prelude::*;
 use proptest::sample::select;
 use support::{
     decode_turn, python_json_dumps, spec_encoding, write_json_object, DecodeError, OwnedTurn,
+    RowSpec,
 };
 
 // ------------------------------------------------------------------------------ strategies
@@ -764,34 +765,6 @@ proptest! {
 }
 
 // ---------------------------------------------------------------------- (6) revalidate_many
-
-/// A stored row, owned, possibly not a valid turn at all.
-#[derive(Clone, Debug)]
-struct RowSpec {
-    id: String,
-    sequence: i64,
-    role: String,
-    body: Vec<u8>,
-    protected: bool,
-    protection_reason: Option<String>,
-    group: Option<String>,
-    meta_json: Option<String>,
-}
-
-impl RowSpec {
-    fn row(&self) -> TurnRow<'_> {
-        TurnRow {
-            id: &self.id,
-            sequence: self.sequence,
-            role: &self.role,
-            body: &self.body,
-            protected: self.protected,
-            protection_reason: self.protection_reason.as_deref(),
-            group: self.group.as_deref(),
-            meta_json: self.meta_json.as_deref(),
-        }
-    }
-}
 
 #[derive(Clone, Debug)]
 struct SummarySpec {

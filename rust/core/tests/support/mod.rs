@@ -1,11 +1,13 @@
 //! Test-only helpers shared by `tests/properties.rs` and the fuzz targets (`fuzz/`, which
 //! include this file by path): an owned turn, a decoder of the canonical encoding (its left
 //! inverse, the real proof that the encoding is injective), an independent encoder written
-//! from SPEC §3, and a JSON writer that writes what Python's `json.dumps` writes.
+//! from SPEC §3, a JSON writer that writes what Python's `json.dumps` writes, and an owned
+//! stored row (possibly not a valid turn).
 #![allow(dead_code)]
 
 use std::fmt::Write as _;
 
+use ledgerfold_core::revalidate::TurnRow;
 use ledgerfold_core::{ProtectionReason, Role, TurnRef};
 
 /// A turn that owns its fields; `meta` sorted by key bytes, keys unique and non-empty.
@@ -246,4 +248,32 @@ pub fn write_json_object(
 /// Python's default `json.dumps(meta)`: `", "` and `": "`, `ensure_ascii=True`.
 pub fn python_json_dumps(entries: &[(String, String)]) -> String {
     write_json_object(entries, true, ", ", ": ")
+}
+
+/// A stored row, owned, possibly not a valid turn at all.
+#[derive(Clone, Debug)]
+pub struct RowSpec {
+    pub id: String,
+    pub sequence: i64,
+    pub role: String,
+    pub body: Vec<u8>,
+    pub protected: bool,
+    pub protection_reason: Option<String>,
+    pub group: Option<String>,
+    pub meta_json: Option<String>,
+}
+
+impl RowSpec {
+    pub fn row(&self) -> TurnRow<'_> {
+        TurnRow {
+            id: &self.id,
+            sequence: self.sequence,
+            role: &self.role,
+            body: &self.body,
+            protected: self.protected,
+            protection_reason: self.protection_reason.as_deref(),
+            group: self.group.as_deref(),
+            meta_json: self.meta_json.as_deref(),
+        }
+    }
 }
