@@ -5,21 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ledgerfold import CompactionPolicy, Compactor, ExtractiveSummarizer, SQLiteStore, Turn
+from ledgerfold import CompactionPolicy, Compactor, ExtractiveSummarizer, SQLiteStore
+from ledgerfold.cli import _turn_spec as turn_spec
 from ledgerfold.transcripts import default_data_dir, iter_transcripts
-
-
-def turn_spec(turn: Turn) -> dict[str, object]:
-    """A Turn as the keywords of `SQLiteStore.append` (the store assigns the sequence)."""
-    return {
-        "id": turn.id,
-        "role": turn.role,
-        "body": turn.body,
-        "protected": turn.protected,
-        "protection_reason": turn.protection_reason,
-        "group": turn.group,
-        "meta": turn.meta,
-    }
 
 
 def import_and_compact(path: Path, policy_version: str, keep_tail: int = 4) -> None:
