@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 
 from ledgerfold import (
+    CompactionPolicy,
+    Compactor,
     Conversation,
+    ExtractiveSummarizer,
     InvalidInput,
     SQLiteStore,
     StoreError,
@@ -250,7 +253,8 @@ def _runs_both_ways(path: Path, batch_turns: int) -> tuple[list[object], list[ob
             first, last = run[0][0], run[-1][0]
             summaries = [job[:4] for job in run]
             turn_columns = conn.execute(revalidate._PACKED_ROWS, (first, last, 0)).fetchone()
-            source_columns = conn.execute(revalidate._PACKED_SOURCES, (first, last)).fetchone()
+            keys = revalidate._keys(run)
+            source_columns = conn.execute(revalidate._packed_sources(len(keys)), keys).fetchone()
             direct = _native.revalidate_columns(turn_columns, source_columns, summaries, 2)
             packed_runs += direct is not None
             packed.append(revalidate._check_run(conn, run, 2, utf8=True))
@@ -447,6 +451,43 @@ def test_meta_key_order_in_the_json_does_not_matter(db: Path) -> None:
     conn.close()
     assert len(rows) > 1000
     assert set(native_verdicts(db).values()) == {None}
+
+
+@pytest.mark.parametrize("packed", [True, False], ids=["packed", "rows"])
+def test_a_summary_superseded_while_the_run_waits_is_checked_as_itself(
+    db: Path, packed: bool
+) -> None:
+    """The jobs are read first, each run later in its own snapshot: a summary superseded in
+    between is checked against its own sources (it still matches), not the new summary's
+    (it used to be reported stale with `empty-source`)."""
+    jobs = _current_jobs(db)
+    conversation_id, _, old_summary, _, _ = jobs[0]
+    with SQLiteStore(db) as store:
+        store.append_many(
+            conversation_id, [{"id": f"late-{n}", "role": "user", "body": "more"} for n in range(8)]
+        )
+        outcome = Compactor(
+            store, CompactionPolicy(POLICY, keep_tail=2), ExtractiveSummarizer()
+        ).compact(conversation_id, force=True)
+        assert outcome.status == "accepted" and outcome.summary is not None
+        assert store.current_summary(conversation_id).id == outcome.summary.id != old_summary
+    conn = revalidate._open_readonly(str(db))
+    try:
+        for run in revalidate._runs(jobs, 500):
+            found, _, _ = revalidate._check_run(conn, run, 2, utf8=True, packed=packed)
+            assert [verdict[2] for verdict in found] == [None] * len(run)
+    finally:
+        conn.close()
+
+
+def test_runs_name_at_most_512_summaries_and_pad_their_keys() -> None:
+    jobs = [(f"c{n:05}", n, f"s{n}", "lf1:", 1) for n in range(1200)]
+    runs = list(revalidate._runs(jobs, 10_000))
+    assert [len(run) for run in runs] == [512, 512, 176]
+    assert [job for run in runs for job in run] == jobs
+    keys = revalidate._keys(runs[2])
+    assert len(keys) == 256 and keys[:176] == list(range(1024, 1200)) and set(keys[176:]) == {None}
+    assert revalidate._keys(runs[0][:1]) == [0]
 
 
 def test_workers_and_batches_do_not_change_the_verdicts(db: Path) -> None:

@@ -87,12 +87,29 @@ _PACKED_ROWS = (
     )
     + _WHERE_TURNS
 )
-_PACKED_SOURCES = (
-    "SELECT group_concat(ss.summary_pk, ','), group_concat(ss.position, ','), "
-    + _text_column("ss.turn_id")
-    + " FROM conversations AS c JOIN summary_sources AS ss ON ss.summary_pk = c.current_summary"
-    " WHERE c.id BETWEEN ? AND ?"
-)
+# The sources of exactly the summaries a run names (by key; `None` pads the list to a power
+# of two so few statements are prepared), not whatever is current by the time the run is
+# read: a summary superseded meanwhile is still checked as the summary it is.
+_MAX_RUN_SUMMARIES = 512  # under SQLite's oldest default limit of 999 parameters
+
+
+def _keys(run: list[_Job]) -> list[int | None]:
+    keys: list[int | None] = [job[1] for job in run]
+    return keys + [None] * ((1 << (len(keys) - 1).bit_length()) - len(keys))
+
+
+def _in(count: int) -> str:
+    return "(" + ", ".join(["?"] * count) + ")"
+
+
+def _packed_sources(count: int) -> str:
+    return (
+        "SELECT group_concat(summary_pk, ','), group_concat(position, ','), "
+        + _text_column("turn_id")
+        + f" FROM summary_sources WHERE summary_pk IN {_in(count)}"
+    )
+
+
 # The row form, text fields as their stored bytes in a UTF-8 database (whatever the storage
 # class, and text that is not UTF-8 stays visible as such: the packed read sees the same
 # bytes), as text in a UTF-16 one (SQLite converts it).
@@ -121,11 +138,10 @@ def _rows_query(utf8: bool) -> str:
     return "SELECT " + ", ".join(columns) + _WHERE_TURNS
 
 
-def _sources_query(utf8: bool) -> str:
+def _sources_query(utf8: bool, count: int) -> str:
     return (
-        f"SELECT ss.summary_pk, {_read('ss.turn_id', utf8)} FROM conversations AS c"
-        " JOIN summary_sources AS ss ON ss.summary_pk = c.current_summary"
-        " WHERE c.id BETWEEN ? AND ? ORDER BY ss.summary_pk, ss.position"
+        f"SELECT summary_pk, {_read('turn_id', utf8)} FROM summary_sources"
+        f" WHERE summary_pk IN {_in(count)} ORDER BY summary_pk, position"
     )
 
 
@@ -188,11 +204,15 @@ def _open_readonly(path: str) -> sqlite3.Connection:
 
 def _runs(jobs: list[_Job], batch_turns: int) -> Iterator[list[_Job]]:
     """Runs of conversations (by ID) with about `batch_turns` cited turns each (a larger
-    conversation is a run of its own)."""
+    conversation is a run of its own) and at most `_MAX_RUN_SUMMARIES` summaries."""
     start = 0
     while start < len(jobs):
         end, cited = start, 0
-        while end < len(jobs) and (end == start or cited + jobs[end][4] <= batch_turns):
+        while (
+            end < len(jobs)
+            and end - start < _MAX_RUN_SUMMARIES
+            and (end == start or cited + jobs[end][4] <= batch_turns)
+        ):
             cited += jobs[end][4]
             end += 1
         yield jobs[start:end]
@@ -207,12 +227,13 @@ def _check_run(
     row by row."""
     first, last = run[0][0], run[-1][0]
     summaries = [(job[0], job[1], job[2], job[3]) for job in run]
+    keys = _keys(run)
     conn.execute("BEGIN")
     try:
         if utf8 and packed:
             try:
                 turn_columns = conn.execute(_PACKED_ROWS, (first, last, TURN_LIVE)).fetchone()
-                source_columns = conn.execute(_PACKED_SOURCES, (first, last)).fetchone()
+                source_columns = conn.execute(_packed_sources(len(keys)), keys).fetchone()
             except sqlite3.DataError:  # a run over SQLite's length limit: read it by rows
                 pass
             else:
@@ -223,7 +244,7 @@ def _check_run(
                     return checked
                 _log.debug("revalidation: packed rows did not line up; reading by rows")
         rows = conn.execute(_rows_query(utf8), (first, last, TURN_LIVE)).fetchall()
-        sources = conn.execute(_sources_query(utf8), (first, last)).fetchall()
+        sources = conn.execute(_sources_query(utf8, len(keys)), keys).fetchall()
     finally:
         conn.execute("COMMIT")
     return _native.revalidate_flat(rows, sources, summaries, threads)
