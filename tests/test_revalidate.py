@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ledgerfold import (
     CompactionPolicy,
@@ -247,7 +249,7 @@ def _runs_both_ways(path: Path, batch_turns: int) -> tuple[list[object], list[ob
     conn = revalidate._open_readonly(str(path))
     packed_runs = 0
     try:
-        jobs = conn.execute(revalidate._CURRENT).fetchall()
+        jobs = revalidate._current_jobs(conn)
         packed, rows = [], []
         for run in revalidate._runs(jobs, batch_turns):
             first, last = run[0][0], run[-1][0]
@@ -407,7 +409,7 @@ def test_a_run_over_sqlites_length_limit_is_read_by_rows(
 def _current_jobs(path: Path) -> list[tuple[str, int, str, str, int]]:
     conn = revalidate._open_readonly(str(path))
     try:
-        return conn.execute(revalidate._CURRENT).fetchall()
+        return revalidate._current_jobs(conn)
     finally:
         conn.close()
 
@@ -478,6 +480,24 @@ def test_a_summary_superseded_while_the_run_waits_is_checked_as_itself(
             assert [verdict[2] for verdict in found] == [None] * len(run)
     finally:
         conn.close()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.text(min_size=1, max_size=6), st.binary(max_size=4), st.none()),
+        max_size=12,
+    )
+)
+def test_jobs_sort_as_sqlite_orders_conversation_keys(keys: list[object]) -> None:
+    """Runs read `BETWEEN` their first and last key, so the jobs must come in SQLite's order
+    (text by UTF-8 bytes, NUL, surrogate-free astral characters and blob keys included)."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE k (id TEXT)")
+    conn.executemany("INSERT INTO k VALUES (?)", [(key,) for key in keys])
+    expected = [row[0] for row in conn.execute("SELECT id FROM k ORDER BY id")]
+    jobs = [(key, 0, "", "", 0) for key in keys]
+    assert [job[0] for job in sorted(jobs, key=revalidate._sqlite_order)] == expected
 
 
 def test_runs_name_at_most_512_summaries_and_pad_their_keys() -> None:

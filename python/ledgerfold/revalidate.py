@@ -33,10 +33,12 @@ __all__ = ["RevalidationReport", "StaleSummary", "revalidate_database"]
 
 _log = logging.getLogger("ledgerfold.revalidate")
 
+# In table order (ORDER BY c.id would walk the ID index and look each row up, twice the
+# time); `_current_jobs` sorts them as SQLite orders the keys.
 _CURRENT = (
     "SELECT c.id, s.pk, s.id, s.source_fingerprint, s.source_count"
     " FROM conversations AS c JOIN summaries AS s ON s.pk = c.current_summary"
-    " WHERE s.status = 'current' ORDER BY c.id"
+    " WHERE s.status = 'current'"
 )
 # Whole ranges of conversations per query. The packed form is one aggregate row per batch:
 # per text column its byte lengths (-1 for NULL) and its values back to back, per integer
@@ -202,6 +204,27 @@ def _open_readonly(path: str) -> sqlite3.Connection:
     return conn
 
 
+def _sqlite_order(job: _Job) -> tuple[int, Any]:
+    """SQLite's order of a conversation key (BINARY collation): NULL, text, then blobs. Text
+    compares by UTF-8 bytes, which is code point order, Python's order of `str`. (A column
+    of TEXT affinity stores numbers as text.)"""
+    key: object = job[0]
+    if key is None:
+        return (0, "")
+    return (1, key) if isinstance(key, str) else (2, key)
+
+
+def _current_jobs(conn: sqlite3.Connection) -> list[_Job]:
+    """Every current summary to check, sorted by conversation key as SQLite sorts it: runs
+    read contiguous key ranges (`BETWEEN` the first and last key)."""
+    jobs: list[_Job] = conn.execute(_CURRENT).fetchall()
+    if all(type(job[0]) is str for job in jobs):  # unique text keys: the tuples sort by them
+        jobs.sort()
+    else:
+        jobs.sort(key=_sqlite_order)
+    return jobs
+
+
 def _runs(jobs: list[_Job], batch_turns: int) -> Iterator[list[_Job]]:
     """Runs of conversations (by ID) with about `batch_turns` cited turns each (a larger
     conversation is a run of its own) and at most `_MAX_RUN_SUMMARIES` summaries."""
@@ -320,7 +343,7 @@ def revalidate_database(
         conversations = len(store.conversation_ids())
     conn = _open_readonly(path)
     try:
-        jobs: list[_Job] = conn.execute(_CURRENT).fetchall()
+        jobs = _current_jobs(conn)
     finally:
         conn.close()
     shards = _shards(jobs, workers)
