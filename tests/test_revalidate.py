@@ -686,3 +686,28 @@ def test_flat_rows_in_any_order_with_per_summary_totals() -> None:
     assert missing[0][2:] == ("source-missing", "a")
     swapped, _, _ = _native.revalidate_flat(rows, [(20, "x"), (10, "b"), (10, "a")], summaries, 1)
     assert swapped[0][2:] == ("source-reordered", "b")
+
+
+_META_TEXT = st.text(
+    st.characters(codec="utf-8")  # every code point but lone surrogates
+    | st.sampled_from(['"', "\\", "/", "\n", "\t", "\x00", "\x1f", "\u2028", "é", "😀"]),
+    max_size=24,
+).map(lambda text: json.dumps([text]) if len(text) % 3 == 0 else text)  # JSON inside JSON
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(_META_TEXT.filter(bool), _META_TEXT, max_size=4),
+    st.sampled_from([{}, {"ensure_ascii": False}, {"indent": 1}, {"separators": (",", ":")}]),
+)
+def test_stored_meta_json_reads_as_pythons_json_reads_it(
+    meta: dict[str, str], options: dict[str, object]
+) -> None:
+    """The native reader of the stored `meta` column against the json module: whatever way
+    Python wrote the object (escaped or raw non-ASCII, surrogate pairs, nested escapes),
+    the row re-hashes to the digest of the Turn with that meta."""
+    turn = Turn("t", 1, "tool", "body", meta=meta)
+    stored = json.dumps(meta, **options)  # type: ignore[arg-type]
+    row = ("c", "t", 1, "tool", b"body", 0, None, None, stored)
+    summary = ("c", 1, "s", fingerprint_turns([turn]))
+    assert _native.revalidate_flat([row], [(1, "t")], [summary], 1)[0] == [("c", "s", None, None)]

@@ -10,6 +10,39 @@ pub fn parse_flat_object(text: &str) -> Option<Vec<(String, String)>> {
     (parser.at == parser.bytes().len()).then_some(entries)
 }
 
+/// The index of the first byte at or after `at` that ends a run of plain string bytes (a
+/// quote, a backslash or a control character), or the length: eight bytes per step.
+fn special(bytes: &[u8], mut at: usize) -> usize {
+    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_le_bytes([0x80; 8]);
+    const QUOTES: u64 = u64::from_le_bytes([b'"'; 8]);
+    const BACKSLASHES: u64 = u64::from_le_bytes([b'\\'; 8]);
+    const SPACES: u64 = u64::from_le_bytes([0x20; 8]);
+    while let Some(chunk) = bytes.get(at..at + 8) {
+        let word = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+        // A byte's high bit is set where it is zero (after the XOR) or below 0x20; only
+        // bytes above the first real hit can be false hits (a borrow), and the lowest set
+        // bit is taken.
+        let quote = word ^ QUOTES;
+        let backslash = word ^ BACKSLASHES;
+        let hits = (quote.wrapping_sub(ONES) & !quote
+            | backslash.wrapping_sub(ONES) & !backslash
+            | word.wrapping_sub(SPACES) & !word)
+            & HIGH;
+        if hits != 0 {
+            return at + (hits.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    while let Some(&byte) = bytes.get(at) {
+        if byte == b'"' || byte == b'\\' || byte < 0x20 {
+            break;
+        }
+        at += 1;
+    }
+    at.min(bytes.len())
+}
+
 struct Parser<'a> {
     text: &'a str,
     at: usize,
@@ -64,41 +97,46 @@ impl<'a> Parser<'a> {
 
     fn string(&mut self) -> Option<String> {
         self.eat(b'"')?;
-        let mut out = String::new();
+        let (bytes, start) = (self.bytes(), self.at);
+        let mut at = special(bytes, start);
+        // Runs end at ASCII bytes (or the end), so both ends are character boundaries.
+        let mut out = String::with_capacity(at - start + 16);
+        out.push_str(self.text.get(start..at)?);
+        // Stored meta is what `json.dumps` writes: tool calls nest JSON in strings, so often
+        // an escape every few bytes, and escapes side by side.
         loop {
-            // Copy the run of plain bytes up to the next quote or backslash at once.
-            let start = self.at;
-            while let Some(&byte) = self.bytes().get(self.at) {
-                if byte == b'"' || byte == b'\\' || byte < 0x20 {
-                    break;
-                }
-                self.at += 1;
-            }
-            // Runs end at ASCII bytes (or the end), so both ends are character boundaries.
-            out.push_str(self.text.get(start..self.at)?);
-            match *self.bytes().get(self.at)? {
+            match *bytes.get(at)? {
                 b'"' => {
-                    self.at += 1;
+                    self.at = at + 1;
                     return Some(out);
                 }
                 b'\\' => {
-                    self.at += 1;
-                    let escape = *self.bytes().get(self.at)?;
-                    self.at += 1;
-                    match escape {
-                        b'"' => out.push('"'),
-                        b'\\' => out.push('\\'),
-                        b'/' => out.push('/'),
-                        b'b' => out.push('\u{8}'),
-                        b'f' => out.push('\u{c}'),
-                        b'n' => out.push('\n'),
-                        b'r' => out.push('\r'),
-                        b't' => out.push('\t'),
-                        b'u' => out.push(self.unicode_escape()?),
+                    let escape = *bytes.get(at + 1)?;
+                    at += 2;
+                    out.push(match escape {
+                        b'"' => '"',
+                        b'\\' => '\\',
+                        b'/' => '/',
+                        b'b' => '\u{8}',
+                        b'f' => '\u{c}',
+                        b'n' => '\n',
+                        b'r' => '\r',
+                        b't' => '\t',
+                        b'u' => {
+                            self.at = at;
+                            let character = self.unicode_escape()?;
+                            at = self.at;
+                            character
+                        }
                         _ => return None,
-                    }
+                    });
                 }
                 _ => return None, // a raw control character
+            }
+            if !matches!(bytes.get(at), Some(b'"' | b'\\')) {
+                let plain = special(bytes, at);
+                out.push_str(self.text.get(at..plain)?);
+                at = plain;
             }
         }
     }
@@ -123,7 +161,27 @@ impl<'a> Parser<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_flat_object;
+    use super::{parse_flat_object, special};
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The word-at-a-time scan finds what a byte-at-a-time one does, wherever it starts
+        /// (hits in every lane, false hits above a real one, bytes >= 0x80).
+        #[test]
+        fn special_finds_the_first_quote_backslash_or_control_byte(
+            bytes in proptest::collection::vec(
+                prop_oneof![
+                    Just(b'"'), Just(b'\\'), Just(0x1f), Just(b' '), Just(b'!'), 0u8..0x20,
+                    0x20u8..=0xff,
+                ], 0..40),
+            from in 0usize..44,
+        ) {
+            let naive = (from..bytes.len())
+                .find(|&at| matches!(bytes[at], b'"' | b'\\' | 0..=0x1f))
+                .unwrap_or(bytes.len());
+            prop_assert_eq!(special(&bytes, from), naive);
+        }
+    }
 
     fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
         items
