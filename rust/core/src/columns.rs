@@ -11,6 +11,7 @@
 //! not UTF-8, a sequence that is not an integer) makes its row an invalid turn, as a stored
 //! row that no longer is a valid turn always is.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use crate::model::{ProtectionReason, Role};
@@ -252,6 +253,21 @@ pub struct CurrentSummary<'a> {
     pub source_fingerprint: &'a str,
 }
 
+/// A conversation's run of rows: moved in whole when it is the first (rows come a
+/// conversation at a time, so nearly always).
+fn add_turns<'a>(
+    turns_of: &mut HashMap<&'a str, Vec<TurnRow<'a>>>,
+    conversation: &'a str,
+    turns: Vec<TurnRow<'a>>,
+) {
+    match turns_of.entry(conversation) {
+        Entry::Vacant(entry) => {
+            entry.insert(turns);
+        }
+        Entry::Occupied(mut entry) => entry.get_mut().extend(turns),
+    }
+}
+
 /// Groups flat rows and cited IDs into one [`ConversationRows`] per summary, in summary
 /// order; rows of conversations without a summary here are dropped.
 pub fn group<'a, S: std::hash::BuildHasher>(
@@ -267,14 +283,14 @@ pub fn group<'a, S: std::hash::BuildHasher>(
             Some((current, turns)) if *current == conversation => turns.push(row),
             _ => {
                 if let Some((current, turns)) = run.take() {
-                    turns_of.entry(current).or_default().extend(turns);
+                    add_turns(&mut turns_of, current, turns);
                 }
                 run = Some((conversation, vec![row]));
             }
         }
     }
     if let Some((current, turns)) = run {
-        turns_of.entry(current).or_default().extend(turns);
+        add_turns(&mut turns_of, current, turns);
     }
     summaries
         .iter()
