@@ -14,6 +14,8 @@
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
+use rayon::prelude::*;
+
 use crate::model::{ProtectionReason, Role};
 use crate::revalidate::{ConversationRows, SummaryRow, TurnRow, UNREADABLE_ROLE};
 
@@ -149,7 +151,18 @@ fn decode_flags(entry: Option<i64>) -> Option<(&'static str, bool, Option<&'stat
 
 /// `(conversation_id, row)` for every packed turn row, in packed order.
 pub fn turn_rows<'a>(columns: &TurnColumns<'a>) -> Option<Vec<(&'a str, TurnRow<'a>)>> {
-    // The columns unpack independently: in parallel on the current rayon pool.
+    Some(
+        turn_runs(columns)?
+            .into_iter()
+            .flat_map(|(conversation, rows)| rows.into_iter().map(move |row| (conversation, row)))
+            .collect(),
+    )
+}
+
+/// The packed turn rows as runs of one conversation each (rows come a conversation at a
+/// time), in packed order: the columns unpack, and then the runs assemble, in parallel on
+/// the current rayon pool.
+pub fn turn_runs<'a>(columns: &TurnColumns<'a>) -> Option<Vec<(&'a str, Vec<TurnRow<'a>>)>> {
     let ((conversation_ids, ids), ((bodies, (sequences, flags)), (groups, metas))) = rayon::join(
         || rayon::join(|| values(columns.conversation_id), || values(columns.id)),
         || {
@@ -178,14 +191,7 @@ pub fn turn_rows<'a>(columns: &TurnColumns<'a>) -> Option<Vec<(&'a str, TurnRow<
     if lengths.iter().any(|&length| length != count) {
         return None;
     }
-    let mut rows = Vec::with_capacity(count);
-    // Rows come a conversation at a time: its ID is checked once per run, not once per row.
-    let mut conversation: (&[u8], &str) = (&[], "");
-    for index in 0..count {
-        let conversation_id = conversation_ids[index]?;
-        if conversation_id != conversation.0 || index == 0 {
-            conversation = (conversation_id, std::str::from_utf8(conversation_id).ok()?);
-        }
+    let row = |index: usize| -> Option<TurnRow<'a>> {
         let text = |value: Option<&'a [u8]>| value.map(std::str::from_utf8);
         let group = text(groups[index]);
         let meta = text(metas[index]);
@@ -199,21 +205,33 @@ pub fn turn_rows<'a>(columns: &TurnColumns<'a>) -> Option<Vec<(&'a str, TurnRow<
             Some(decoded) if readable => decoded,
             _ => (UNREADABLE_ROLE, false, None),
         };
-        rows.push((
-            conversation.1,
-            TurnRow {
-                id: required(ids[index])?,
-                sequence: sequences[index].unwrap_or(-1),
-                role,
-                body: bodies[index].unwrap_or_default(),
-                protected,
-                protection_reason,
-                group: group.and_then(Result::ok),
-                meta_json: meta.and_then(Result::ok),
-            },
-        ));
-    }
-    Some(rows)
+        Some(TurnRow {
+            id: required(ids[index])?,
+            sequence: sequences[index].unwrap_or(-1),
+            role,
+            body: bodies[index].unwrap_or_default(),
+            protected,
+            protection_reason,
+            group: group.and_then(Result::ok),
+            meta_json: meta.and_then(Result::ok),
+        })
+    };
+    // Where each conversation's run starts: its ID is read once per run, not once per row.
+    let starts: Vec<usize> = (0..count)
+        .filter(|&index| index == 0 || conversation_ids[index] != conversation_ids[index - 1])
+        .collect();
+    starts
+        .par_iter()
+        .enumerate()
+        .map(|(run, &start)| {
+            let end = starts.get(run + 1).copied().unwrap_or(count);
+            let conversation = required(conversation_ids[start])?;
+            Some((
+                conversation,
+                (start..end).map(row).collect::<Option<Vec<_>>>()?,
+            ))
+        })
+        .collect()
 }
 
 /// Each summary's cited turn IDs in position order, by summary key.
@@ -253,44 +271,38 @@ pub struct CurrentSummary<'a> {
     pub source_fingerprint: &'a str,
 }
 
-/// A conversation's run of rows: moved in whole when it is the first (rows come a
-/// conversation at a time, so nearly always).
-fn add_turns<'a>(
-    turns_of: &mut HashMap<&'a str, Vec<TurnRow<'a>>>,
-    conversation: &'a str,
-    turns: Vec<TurnRow<'a>>,
-) {
-    match turns_of.entry(conversation) {
-        Entry::Vacant(entry) => {
-            entry.insert(turns);
-        }
-        Entry::Occupied(mut entry) => entry.get_mut().extend(turns),
-    }
-}
-
 /// Groups flat rows and cited IDs into one [`ConversationRows`] per summary, in summary
 /// order; rows of conversations without a summary here are dropped.
 pub fn group<'a, S: std::hash::BuildHasher>(
     rows: Vec<(&'a str, TurnRow<'a>)>,
+    sources: HashMap<i64, Vec<&'a str>, S>,
+    summaries: &[CurrentSummary<'a>],
+) -> Vec<ConversationRows<'a>> {
+    let mut runs: Vec<(&str, Vec<TurnRow<'a>>)> = Vec::new();
+    for (conversation, row) in rows {
+        match runs.last_mut() {
+            Some((current, turns)) if *current == conversation => turns.push(row),
+            _ => runs.push((conversation, vec![row])),
+        }
+    }
+    group_runs(runs, sources, summaries)
+}
+
+/// [`group`] for rows already in runs of one conversation each (a conversation may have
+/// several runs).
+pub fn group_runs<'a, S: std::hash::BuildHasher>(
+    runs: Vec<(&'a str, Vec<TurnRow<'a>>)>,
     mut sources: HashMap<i64, Vec<&'a str>, S>,
     summaries: &[CurrentSummary<'a>],
 ) -> Vec<ConversationRows<'a>> {
-    let mut turns_of: HashMap<&str, Vec<TurnRow<'a>>> = HashMap::new();
-    let mut run: Option<(&str, Vec<TurnRow<'a>>)> = None;
-    // Rows arrive a conversation at a time: look the conversation up once per run.
-    for (conversation, row) in rows {
-        match &mut run {
-            Some((current, turns)) if *current == conversation => turns.push(row),
-            _ => {
-                if let Some((current, turns)) = run.take() {
-                    add_turns(&mut turns_of, current, turns);
-                }
-                run = Some((conversation, vec![row]));
+    let mut turns_of: HashMap<&str, Vec<TurnRow<'a>>> = HashMap::with_capacity(runs.len());
+    for (conversation, turns) in runs {
+        match turns_of.entry(conversation) {
+            Entry::Vacant(entry) => {
+                entry.insert(turns);
             }
+            Entry::Occupied(mut entry) => entry.get_mut().extend(turns),
         }
-    }
-    if let Some((current, turns)) = run {
-        add_turns(&mut turns_of, current, turns);
     }
     summaries
         .iter()

@@ -1349,10 +1349,16 @@ proptest! {
                 source_fingerprint: &conversation.summaries[0].fingerprint,
             })
             .collect();
+        // The runs the packed path groups (assembled in parallel) are the flat rows, cut
+        // where the conversation changes.
+        let runs = columns::turn_runs(&columns).expect("a faithful packing lines up");
+        prop_assert_eq!(runs.len(), distinct.iter().filter(|c| !c.rows.is_empty()).count());
+        let by_runs = columns::group_runs(runs, sources.clone(), &current);
         let unpacked = columns::group(rows, sources, &current);
         let direct: Vec<ConversationSpec> =
             with_summary.iter().map(|(_, conversation)| (*conversation).clone()).collect();
         prop_assert_eq!(revalidate_many(&unpacked), revalidate_many(&borrow(&direct)));
+        prop_assert_eq!(revalidate_many(&by_runs), revalidate_many(&unpacked));
     }
 }
 

@@ -487,12 +487,12 @@ pub fn revalidate_columns(
     let pool = pool(py, threads)?;
     let checked = py.detach(|| {
         pool.install(|| {
-            let (rows, sources) = rayon::join(
-                || columns::turn_rows(&turn_columns),
+            let (runs, sources) = rayon::join(
+                || columns::turn_runs(&turn_columns),
                 || columns::sources(&source_columns),
             );
-            let (rows, sources) = (rows?, sources?);
-            let conversations = columns::group(rows, sources, &current);
+            let (runs, sources) = (runs?, sources?);
+            let conversations = columns::group_runs(runs, sources, &current);
             let per_conversation = revalidate_each(&conversations);
             Some((conversations, per_conversation))
         })
