@@ -30,6 +30,7 @@ from ledgerfold import (
 )
 from ledgerfold.model import PROTECTION_REASONS, ROLES
 from ledgerfold.revalidate import revalidate_database
+from ledgerfold.store.sqlite import _turn_from_row as turn_from_row
 
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
@@ -90,19 +91,7 @@ def oracle(path: Path) -> dict[str, str | None]:
                         invalid.add(turn_id)
                         continue
                     try:
-                        role, body, _, reason, group, meta = (text(value) for value in fields)
-                        turns.append(
-                            Turn(
-                                turn_id,
-                                sequence,
-                                role,
-                                body,
-                                protected=bool(protected),
-                                protection_reason=reason,
-                                group=group,
-                                meta=None if meta is None else json.loads(meta),
-                            )
-                        )
+                        turns.append(turn_from_row((turn_id, sequence, *map(text, fields))))
                     except (InvalidInput, UnicodeDecodeError, ValueError, AttributeError):
                         invalid.add(turn_id)
                 if invalid & set(summary.source_ids):
@@ -327,19 +316,7 @@ def test_every_role_and_reason_reads_back_packed(db: Path) -> None:
             " WHERE conversation_id = ? AND id = ?",
             (conversation_id, turn_id),
         ).fetchone()
-        sequence, role, body, protected, reason, group, meta = row
-        turns.append(
-            Turn(
-                turn_id,
-                sequence,
-                role,
-                body,
-                protected=bool(protected),
-                protection_reason=reason,
-                group=group,
-                meta=None if meta is None else json.loads(meta),
-            )
-        )
+        turns.append(turn_from_row((turn_id, *row)))
     assert {t.role for t in turns} == set(ROLES)
     assert {t.protection_reason for t in turns} == {None, *PROTECTION_REASONS}
     conn.execute(
