@@ -91,18 +91,18 @@ fn fuzz(data: &[u8]) -> Result<()> {
         position: &positions,
         turn_id: packed(5),
     };
-    let rows = columns::turn_rows(&turn_columns);
-    if let Some(unpacked) = &rows {
+    let runs = columns::turn_runs(&turn_columns);
+    if let Some(unpacked) = &runs {
         let entries = if texts[0].0.is_empty() {
             0
         } else {
             texts[0].0.split(|&b| b == b',').count()
         };
-        assert_eq!(unpacked.len(), entries);
+        assert_eq!(unpacked.iter().map(|(_, rows)| rows.len()).sum::<usize>(), entries);
     }
     let sources = columns::sources(&source_columns);
-    if let (Some(rows), Some(sources)) = (rows, sources) {
-        let mut ids: Vec<&str> = rows.iter().map(|(conversation, _)| *conversation).collect();
+    if let (Some(runs), Some(sources)) = (runs, sources) {
+        let mut ids: Vec<&str> = runs.iter().map(|(conversation, _)| *conversation).collect();
         ids.dedup();
         let current: Vec<CurrentSummary<'_>> = ids
             .iter()
@@ -114,7 +114,7 @@ fn fuzz(data: &[u8]) -> Result<()> {
                 source_fingerprint: "lf1:",
             })
             .collect();
-        let grouped = columns::group(rows, sources, &current);
+        let grouped = columns::group_runs(runs, sources, &current);
         let (verdicts, _) = revalidate_many(&grouped);
         assert_eq!(verdicts.len(), current.len());
     }

@@ -149,16 +149,6 @@ fn decode_flags(entry: Option<i64>) -> Option<(&'static str, bool, Option<&'stat
     Some((role_of(role)?, protected, reason))
 }
 
-/// `(conversation_id, row)` for every packed turn row, in packed order.
-pub fn turn_rows<'a>(columns: &TurnColumns<'a>) -> Option<Vec<(&'a str, TurnRow<'a>)>> {
-    Some(
-        turn_runs(columns)?
-            .into_iter()
-            .flat_map(|(conversation, rows)| rows.into_iter().map(move |row| (conversation, row)))
-            .collect(),
-    )
-}
-
 /// The packed turn rows as runs of one conversation each (rows come a conversation at a
 /// time), in packed order: the columns unpack, and then the runs assemble, in parallel on
 /// the current rayon pool.
@@ -321,6 +311,18 @@ pub fn group_runs<'a, S: std::hash::BuildHasher>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `(conversation_id, row)` for every packed turn row, in packed order.
+    fn turn_rows<'a>(columns: &TurnColumns<'a>) -> Option<Vec<(&'a str, TurnRow<'a>)>> {
+        let runs = turn_runs(columns)?;
+        Some(
+            runs.into_iter()
+                .flat_map(|(conversation, rows)| {
+                    rows.into_iter().map(move |row| (conversation, row))
+                })
+                .collect(),
+        )
+    }
 
     fn packed<'a>(lengths: &'a str, values: &'a str) -> Packed<'a> {
         Packed {

@@ -17,7 +17,7 @@ use ledgerfold_core::meta_json::parse_flat_object;
 use ledgerfold_core::model::normalise_meta;
 use ledgerfold_core::plan::{plan_layout, PlanInput};
 use ledgerfold_core::revalidate::{
-    revalidate_many, row_digest, ConversationRows, SummaryRow, Totals, Verdict,
+    revalidate_many, row_digest, ConversationRows, SummaryRow, Totals, TurnRow, Verdict,
 };
 use ledgerfold_core::{
     encode_turn, fingerprint_digests, fingerprint_hex, turn_digest, Fingerprinter,
@@ -1321,7 +1321,12 @@ proptest! {
             position: batch.sources.1.as_bytes(),
             turn_id: packed(&batch.sources.2),
         };
-        let rows = columns::turn_rows(&columns).expect("a faithful packing lines up");
+        let runs = columns::turn_runs(&columns).expect("a faithful packing lines up");
+        prop_assert_eq!(runs.len(), distinct.iter().filter(|c| !c.rows.is_empty()).count());
+        let rows: Vec<(&str, TurnRow<'_>)> = runs
+            .iter()
+            .flat_map(|(conversation, rows)| rows.iter().map(move |row| (*conversation, *row)))
+            .collect();
         let originals: Vec<(&str, &RowSpec)> = distinct
             .iter()
             .flat_map(|c| c.rows.iter().map(move |row| (c.id.as_str(), row)))
@@ -1349,10 +1354,8 @@ proptest! {
                 source_fingerprint: &conversation.summaries[0].fingerprint,
             })
             .collect();
-        // The runs the packed path groups (assembled in parallel) are the flat rows, cut
-        // where the conversation changes.
-        let runs = columns::turn_runs(&columns).expect("a faithful packing lines up");
-        prop_assert_eq!(runs.len(), distinct.iter().filter(|c| !c.rows.is_empty()).count());
+        // The packed path groups the runs, the flat path (`group`) rows one by one: the
+        // same conversations either way.
         let by_runs = columns::group_runs(runs, sources.clone(), &current);
         let unpacked = columns::group(rows, sources, &current);
         let direct: Vec<ConversationSpec> =
