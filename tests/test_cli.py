@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from ledgerfold import revalidate
 from ledgerfold.cli import cli
 
 SHARED = Path(os.environ.get("LEDGERFOLD_SHARED", Path(__file__).resolve().parents[2] / "shared"))
@@ -94,6 +95,8 @@ def test_revalidate_reports_every_summary_current(compacted: dict[str, Any]) -> 
     assert report["stale"] == 0 and report["stale_summaries"] == []
     assert report["turns_hashed"] > 0 and report["bytes_hashed"] > report["turns_hashed"]
     assert report["seconds"] >= 0
+    # Without --workers, one worker per core this process may run on.
+    assert report["workers"] == revalidate.available_cores()
 
 
 @pytest.mark.parametrize("workers", ["1", "3"])

@@ -7,6 +7,7 @@ import json
 import random
 import sqlite3
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -505,6 +506,68 @@ def test_workers_and_batches_do_not_change_the_verdicts(db: Path) -> None:
         assert native_verdicts(db, **options) == expected, options
 
 
+def _database_dump(path: Path) -> list[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return list(conn.iterdump())
+    finally:
+        conn.close()
+
+
+def test_workers_are_threads_of_this_process_and_one_keeps_to_the_caller(db: Path) -> None:
+    """`workers=1` checks on the calling thread (one core); `workers=2` on two threads of
+    this process, each reporting its own batches; the default is one per available core."""
+    summaries = sum(1 for _ in oracle_ids(db))
+    for workers, expected in ((1, {threading.main_thread().name}), (2, None)):
+        seen: list[tuple[str, int]] = []
+
+        def progress(done: int, seen: list[tuple[str, int]] = seen) -> None:
+            seen.append((threading.current_thread().name, done))
+
+        report = revalidate_database(db, workers=workers, batch_turns=50, progress=progress)
+        assert report.workers == workers
+        assert sum(done for _, done in seen) == report.summaries_checked == summaries
+        names = {name for name, _ in seen}
+        if expected is not None:
+            assert names == expected
+        else:
+            assert len(names) == 2 and all(n.startswith("ledgerfold-worker") for n in names)
+    assert revalidate_database(db).workers == revalidate.available_cores()
+
+
+@pytest.mark.parametrize(
+    ("workers", "failing"),
+    [(1, "MainThread"), (2, "ledgerfold-worker_0"), (2, "ledgerfold-worker_1")],
+)
+def test_a_failing_worker_stops_the_run_and_marks_nothing(
+    db: Path, workers: int, failing: str
+) -> None:
+    """Whichever worker fails (the first shard's or a later one's), the others stop after
+    the batch they are on, the error reaches the caller and nothing is marked."""
+    (pk, _, _), *_ = cited_rows(db, 1, seed=5)
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE turns SET body = 'tampered' WHERE pk = ?", (pk,))
+    conn.commit()
+    conn.close()
+    before = _database_dump(db)
+    conn = sqlite3.connect(db)
+    batches = len(list(revalidate._runs(revalidate._current_jobs(conn), 50)))
+    conn.close()
+    assert batches > 20
+    others: list[int] = []
+
+    def progress(done: int) -> None:
+        if threading.current_thread().name == failing:
+            raise RuntimeError("the progress display went away")
+        others.append(done)
+
+    with pytest.raises(RuntimeError, match="went away"):
+        revalidate_database(db, workers=workers, batch_turns=50, progress=progress)
+    assert len(others) <= 2
+    assert _database_dump(db) == before
+    assert revalidate_database(db, workers=workers).stale == 1
+
+
 def test_stale_summaries_are_marked_and_contexts_fall_back(db: Path) -> None:
     (pk, conversation_id, summary_id), *_ = cited_rows(db, 1, seed=3)
     conn = sqlite3.connect(db)
@@ -629,6 +692,39 @@ def test_a_forked_child_gets_its_own_thread_pool() -> None:
     with multiprocessing.get_context("fork").Pool(1) as pool:
         # Reusing the parent's pool in the child would wait forever for absent threads.
         assert pool.apply_async(_revalidate_small, (2,)).get(timeout=60) == 2
+
+
+def _pool_threads() -> int:
+    """This process's native hashing threads (Linux names threads in /proc)."""
+    tasks = Path("/proc/self/task")
+    return sum(
+        (task / "comm").read_text().startswith("ledgerfold-reva") for task in tasks.iterdir()
+    )
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="thread names need /proc")
+def test_each_calling_thread_hashes_on_its_own_pool() -> None:
+    """Two interpreter threads checking with one hashing thread each get one pool thread
+    each: a pool shared by the process would take their batches in turn."""
+    before = _pool_threads()
+    ready = threading.Barrier(3)
+    release = threading.Event()
+
+    def check() -> None:
+        assert _revalidate_small(1) == 2
+        ready.wait(timeout=60)
+        release.wait(timeout=60)  # keep this thread, and so its pool, alive
+
+    threads = [threading.Thread(target=check) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    try:
+        ready.wait(timeout=60)
+        assert _pool_threads() - before == 2
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join(timeout=60)
 
 
 def test_flat_rows_in_any_order_with_per_summary_totals() -> None:

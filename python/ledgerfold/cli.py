@@ -530,12 +530,12 @@ def purge_command(db: str, conversation_id: str, through: int, reason: str, forc
 @click.option(
     "--workers",
     type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Worker processes (each opens DB read-only).",
+    default=None,
+    help="Conversations checked at once, one core each (each reads DB through its own"
+    " read-only connection).  [default: every available core]",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def revalidate_command(db: str, workers: int, as_json: bool) -> None:
+def revalidate_command(db: str, workers: int | None, as_json: bool) -> None:
     """Deep-check every current summary against its re-hashed source turns; mark the ones
     that no longer match as stale."""
     with _open_store(db):  # one clear line for a missing file, a directory, a foreign DB
@@ -557,7 +557,8 @@ def revalidate_command(db: str, workers: int, as_json: bool) -> None:
         f"checked {report.summaries_checked} current summaries in"
         f" {report.conversations} conversations: [green]{report.current} current[/],"
         f" [red]{report.stale} stale[/]; re-hashed {report.turns_hashed} turns"
-        f" ({report.bytes_hashed:,} bytes) in {report.seconds:.2f} s with {workers} worker(s)"
+        f" ({report.bytes_hashed:,} bytes) in {report.seconds:.2f} s"
+        f" with {report.workers} worker(s)"
     )
     if report.stale_summaries:
         table = Table(title="stale summaries (now marked stale)", title_justify="left")

@@ -2,7 +2,7 @@
 //! copied), then hash and check detached from the interpreter on a rayon pool.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use ledgerfold_core::columns::{self, CurrentSummary, Packed, SourceColumns, TurnColumns};
 use ledgerfold_core::revalidate::{
@@ -197,38 +197,44 @@ fn borrowed_row<'a>(py: Python<'_>, row: &'a OwnedRow) -> PyResult<TurnRow<'a>> 
     })
 }
 
-/// Pools by (process, size): a forked child must not reuse its parent's pools, whose
-/// threads do not exist in the child.
-static POOLS: Mutex<Vec<(u32, usize, Arc<rayon::ThreadPool>)>> = Mutex::new(Vec::new());
+thread_local! {
+    /// Each calling thread's pools by (process, size), so two interpreter threads checking
+    /// at once each hash on their own threads (a shared one-thread pool would take their
+    /// work in turn). A forked child must not use or drop its parent's pools, whose threads
+    /// do not exist in the child: those are forgotten.
+    static POOLS: std::cell::RefCell<Vec<(u32, usize, Arc<rayon::ThreadPool>)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
 
 fn pool(py: Python<'_>, threads: usize) -> PyResult<Arc<rayon::ThreadPool>> {
     let process = std::process::id();
-    let mut pools = POOLS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    // A parent's pools stay in the list untouched (dropping one would signal threads that
-    // do not exist here).
-    if let Some((_, _, pool)) = pools
-        .iter()
-        .find(|(owner, size, _)| *owner == process && *size == threads)
-    {
-        return Ok(pool.clone());
-    }
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .thread_name(|index| format!("ledgerfold-revalidate-{index}"))
-        .build()
-        .map_err(|err| {
-            invalid(
-                py,
-                "threads",
-                Problem::OutOfRange,
-                format!("cannot start threads: {err}"),
-            )
-        })?;
-    let pool = Arc::new(pool);
-    pools.push((process, threads, pool.clone()));
-    Ok(pool)
+    POOLS.with_borrow_mut(|pools| {
+        if pools.iter().any(|(owner, _, _)| *owner != process) {
+            let (mine, inherited) = std::mem::take(pools)
+                .into_iter()
+                .partition(|(owner, _, _)| *owner == process);
+            std::mem::forget::<Vec<_>>(inherited);
+            *pools = mine;
+        }
+        if let Some((_, _, pool)) = pools.iter().find(|(_, size, _)| *size == threads) {
+            return Ok(pool.clone());
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|index| format!("ledgerfold-revalidate-{index}"))
+            .build()
+            .map_err(|err| {
+                invalid(
+                    py,
+                    "threads",
+                    Problem::OutOfRange,
+                    format!("cannot start threads: {err}"),
+                )
+            })?;
+        let pool = Arc::new(pool);
+        pools.push((process, threads, pool.clone()));
+        Ok(pool)
+    })
 }
 
 fn thread_count(py: Python<'_>, threads: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
