@@ -13,8 +13,9 @@ stream (the physical limit), and `workers=1` for the `workers=2` run. Peak RSS i
 in a child process.
 
 Targets: `revalidate_database` >= 2x the hand-written script with one worker (one core, as
-the script) and with two; `workers=2` >= 1.6x faster than `workers=1`; peak RSS <= 2x the largest conversation's bytes + a fixed allowance (the
-RSS of the same child stopped just before revalidating, plus 64 MiB).
+the script) and with two; `workers=2` >= 1.6x faster than `workers=1`; peak RSS <= 2x the
+largest conversation's bytes + a fixed allowance (the RSS of the same child stopped just
+before revalidating, plus 64 MiB).
 """
 
 from __future__ import annotations
