@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import signal
 import sqlite3
 import sys
 import threading
@@ -554,18 +555,67 @@ def test_a_failing_worker_stops_the_run_and_marks_nothing(
     batches = len(list(revalidate._runs(revalidate._current_jobs(conn), 50)))
     conn.close()
     assert batches > 20
-    others: list[int] = []
+    after: list[int] = []  # batches reported once the failure happened
+    failed = threading.Event()
 
     def progress(done: int) -> None:
         if threading.current_thread().name == failing:
+            failed.set()
             raise RuntimeError("the progress display went away")
-        others.append(done)
+        if failed.is_set():
+            after.append(done)
 
     with pytest.raises(RuntimeError, match="went away"):
         revalidate_database(db, workers=workers, batch_turns=50, progress=progress)
-    assert len(others) <= 2
+    assert failed.is_set() and len(after) <= 2
     assert _database_dump(db) == before
     assert revalidate_database(db, workers=workers).stale == 1
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def test_an_interrupt_while_workers_run_stops_them_and_marks_nothing(db: Path) -> None:
+    """Ctrl-C while workers run, delivered to a worker's thread (a terminal's SIGINT goes to
+    any thread): the caller's thread handles it at once, the workers stop after the batch
+    they are on, the interrupt propagates and nothing is marked."""
+    (pk, _, _), *_ = cited_rows(db, 1, seed=9)
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE turns SET body = 'tampered' WHERE pk = ?", (pk,))
+    conn.commit()
+    conn.close()
+    before = _database_dump(db)
+    conn = sqlite3.connect(db)
+    batches = len(list(revalidate._runs(revalidate._current_jobs(conn), 50)))
+    conn.close()
+    done: list[int] = []
+    handled = threading.Event()
+    seen: list[bool] = []  # whether the main thread handled the signal while workers ran
+
+    def progress(count: int) -> None:
+        done.append(count)
+        if len(done) == 1:
+            # To this worker's thread, as a terminal's Ctrl-C may be: the handler runs in
+            # the main thread, once it wakes.
+            signal.raise_signal(signal.SIGINT)
+            seen.append(handled.wait(timeout=10))
+
+    def interrupted(signum: int, frame: object) -> None:
+        handled.set()
+        raise _Interrupted
+
+    previous = signal.signal(signal.SIGINT, interrupted)
+    try:
+        with pytest.raises(_Interrupted):
+            revalidate_database(db, workers=2, batch_turns=50, progress=progress)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    # Handled while the workers ran; then the first batch, and at most the batch each
+    # worker was on.
+    assert seen == [True]
+    assert batches > 20 and len(done) <= 4
+    assert _database_dump(db) == before
 
 
 def test_stale_summaries_are_marked_and_contexts_fall_back(db: Path) -> None:

@@ -19,7 +19,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -307,6 +307,10 @@ def _check_jobs(
     return verdicts, turns_hashed, bytes_hashed
 
 
+#: How often the caller's thread wakes while workers run (to handle signals).
+_POLL_S = 0.05
+
+
 def available_cores() -> int:
     """The cores this process may run on (its CPU affinity where the platform has one)."""
     try:
@@ -390,6 +394,10 @@ def revalidate_database(
                 pool.submit(_check_jobs, path, shard, batch_turns, threads, report_progress, stop)
                 for shard in shards
             ]
+            # Wake up now and then, so that a signal (Ctrl-C) delivered to a worker's thread is
+            # handled here, in the main thread, without waiting for a whole shard.
+            while not stop.is_set() and wait(futures, timeout=_POLL_S).not_done:
+                pass
             # In shard order: verdicts come back in conversation order; a failure raises.
             results = [future.result() for future in futures]
         except BaseException:  # a worker failed, or the caller was interrupted
