@@ -16,7 +16,7 @@ from typing import Any
 
 import blake3
 import pytest
-from bench_conftest import anchor_seconds, full_size, record_ratio, target
+from bench_conftest import anchor_seconds, full_size, interleaved, record_ratio, target
 
 import reference  # tests/reference.py, put on sys.path by conftest
 from ledgerfold import (
@@ -48,6 +48,12 @@ def python_blake3_loop(bodies: list[str]) -> None:
         blake3.blake3(body.encode()).digest()
 
 
+def _reference_rounds(turns: int) -> int:
+    """Rounds for a benchmark timed in turn with the pure-Python reference (about 10 s a call
+    at 1M turns)."""
+    return 20 if turns <= 10_000 else 5 if turns <= 200_000 else 3
+
+
 def test_fingerprint_turns(
     benchmark: Any, sized_ledger: list[Turn], request: pytest.FixtureRequest
 ) -> None:
@@ -56,7 +62,14 @@ def test_fingerprint_turns(
     digests = b"".join(turn.digest for turn in ledger)
     config = request.config
 
-    result = benchmark(fingerprint_turns, ledger)
+    rounds = {10_000: 30, 200_000: 10}.get(len(ledger), 5)
+    result = interleaved(
+        benchmark,
+        config,
+        lambda: fingerprint_turns(ledger),
+        {"python_blake3_loop": lambda: python_blake3_loop(bodies)},
+        rounds=rounds,
+    )
     # The full reference re-encodes every turn (seconds at 1M); the digests are checked by the
     # reference on a prefix, the fingerprint over them by hand.
     assert [t.digest for t in ledger[:500]] == [reference.turn_digest(t) for t in ledger[:500]]
@@ -65,9 +78,6 @@ def test_fingerprint_turns(
     assert result == "lf1:" + blake3.blake3(material, derive_key_context=context).hexdigest()
     benchmark.extra_info.update(
         turns=len(ledger), body_bytes=sum(map(len, map(str.encode, bodies)))
-    )
-    record_ratio(
-        benchmark, "python_blake3_loop", anchor_seconds(config, lambda: python_blake3_loop(bodies))
     )
     record_ratio(
         benchmark,
@@ -81,22 +91,19 @@ def test_check_summary(
     benchmark: Any, compacted: tuple[Conversation, Any], request: pytest.FixtureRequest
 ) -> None:
     conversation, envelope = compacted
-    result = benchmark(check_summary, envelope, conversation, POLICY)
-    assert result.current
     turns = list(conversation.turns)
     expected = reference.check_summary(envelope, conversation.id, turns, POLICY)
     assert expected == (True, None, None)
+    result = interleaved(
+        benchmark,
+        request.config,
+        lambda: check_summary(envelope, conversation, POLICY),
+        {"reference": lambda: reference.check_summary(envelope, conversation.id, turns, POLICY)},
+        rounds=_reference_rounds(len(turns)),
+    )
+    assert result.current
     digests = b"".join(conversation.get(i).digest for i in envelope.source_ids)  # type: ignore[union-attr]
     benchmark.extra_info.update(turns=len(turns), sources=len(envelope.source_ids))
-    record_ratio(
-        benchmark,
-        "reference",
-        anchor_seconds(
-            request.config,
-            lambda: reference.check_summary(envelope, conversation.id, turns, POLICY),
-            rounds=3,
-        ),
-    )
     record_ratio(
         benchmark,
         "raw_blake3_one_stream_of_digests",
@@ -111,19 +118,16 @@ def test_assemble_context(
     request: pytest.FixtureRequest,
 ) -> None:
     conversation, envelope = compacted
-    context = benchmark(assemble_context, conversation, envelope, POLICY)
-    assert context.fallback is None
     turns = list(conversation.turns)
-    benchmark.extra_info.update(turns=len(turns), items=len(context.items))
-    record_ratio(
+    context = interleaved(
         benchmark,
-        "reference",
-        anchor_seconds(
-            request.config,
-            lambda: reference.assemble_context(conversation.id, turns, envelope, POLICY),
-            rounds=3,
-        ),
+        request.config,
+        lambda: assemble_context(conversation, envelope, POLICY),
+        {"reference": lambda: reference.assemble_context(conversation.id, turns, envelope, POLICY)},
+        rounds=_reference_rounds(len(turns)),
     )
+    assert context.fallback is None
+    benchmark.extra_info.update(turns=len(turns), items=len(context.items))
     if request.node.callspec.id == "200k":
         target(benchmark, "reference", min_speedup=20)
 

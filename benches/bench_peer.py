@@ -7,8 +7,9 @@ the summary's 199k sources on the way); the peer trims the same history, as Lang
 count of the kept tail, with a `len`-based token counter so the peer is not handicapped by
 a tokenizer. Both must keep exactly the same tail turns.
 
-Anchors in the same run: `trim_messages` (the peer) and the hand-written Python way (walk
-back from the end summing lengths). Target: `assemble_context` >= 10x `trim_messages`.
+Anchors in the same run: `trim_messages` (the peer), timed in turn with ours, and the
+hand-written Python way (walk back from the end summing lengths). Target: `assemble_context`
+>= 10x `trim_messages`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import importlib
 from typing import Any
 
 import pytest
-from bench_conftest import anchor_seconds, record_ratio, target
+from bench_conftest import anchor_seconds, interleaved, record_ratio, target
 
 from ledgerfold import (
     Conversation,
@@ -58,7 +59,7 @@ def test_assemble_context_vs_trim_messages(
     envelope = create_summary_envelope(plan, conversation, "summary-1", POLICY, "summary")
     assert envelope is not None
 
-    context = benchmark(assemble_context, conversation, envelope, POLICY)
+    context = assemble_context(conversation, envelope, POLICY)
     assert context.fallback is None
     kept = [item for item in context.items if item.id != envelope.id]
     assert len(kept) == tail
@@ -75,17 +76,20 @@ def test_assemble_context_vs_trim_messages(
     assert len(python_tail_by_budget(plain, budget)) == tail
 
     config = request.config
-    benchmark.extra_info.update(turns=len(ledger), kept_turns=tail, budget_chars=budget)
-    record_ratio(
+    # Ours timed in turn with the peer (one call of each a round), so a drift in the shared
+    # machine's speed hits both alike.
+    interleaved(
         benchmark,
-        "langchain_trim_messages",
-        anchor_seconds(
-            config,
-            lambda: langchain_messages.trim_messages(
+        config,
+        lambda: assemble_context(conversation, envelope, POLICY),
+        {
+            "langchain_trim_messages": lambda: langchain_messages.trim_messages(
                 history, max_tokens=budget, token_counter=count_chars, strategy="last"
-            ),
-        ),
+            )
+        },
+        rounds=30,
     )
+    benchmark.extra_info.update(turns=len(ledger), kept_turns=tail, budget_chars=budget)
     record_ratio(
         benchmark,
         "python_tail_by_budget",

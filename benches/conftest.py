@@ -115,6 +115,35 @@ def anchor_seconds(
     return statistics.median(times)
 
 
+def interleaved(
+    benchmark: Any,
+    config: pytest.Config,
+    ours: Callable[[], Any],
+    anchors: dict[str, Callable[[], object]],
+    *,
+    rounds: int,
+) -> Any:
+    """Time `ours` with pytest-benchmark, `rounds` rounds of one call, and before each round
+    one call of every anchor (through pytest-benchmark's `setup` hook, outside our timing);
+    record each anchor's median with `record_ratio`. Timed in turn, a drift in the shared
+    machine's speed hits both sides of a ratio alike (a block of ours then a block of the
+    anchor's does not). One round in smoke mode."""
+    times: dict[str, list[float]] = {name: [] for name in anchors}
+
+    def time_the_anchors() -> None:
+        for name, anchor in anchors.items():
+            start = time.perf_counter()
+            anchor()
+            times[name].append(time.perf_counter() - start)
+
+    result = benchmark.pedantic(
+        ours, setup=time_the_anchors, rounds=rounds if full_size(config) else 1
+    )
+    for name, samples in times.items():
+        record_ratio(benchmark, name, statistics.median(samples))
+    return result
+
+
 def record_ratio(benchmark: Any, anchor_name: str, anchor_seconds: float) -> None:
     """Store the anchor's median and the speed-up over it beside the benchmark's own stats."""
     stats = getattr(benchmark, "stats", None)
