@@ -25,7 +25,6 @@ from __future__ import annotations
 import importlib
 import json
 import sqlite3
-import statistics
 import struct
 import subprocess
 import sys
@@ -38,7 +37,7 @@ from typing import Any
 
 import blake3
 import pytest
-from bench_conftest import SHARED, anchor_seconds, full_size, record_ratio, target
+from bench_conftest import SHARED, anchor_seconds, full_size, interleaved, record_ratio, target
 
 from ledgerfold import SQLiteStore, create_summary_envelope
 from ledgerfold.transcripts import load_transcripts
@@ -254,24 +253,17 @@ def test_revalidate_database(
     machine's speed over the minute a round takes hits both sides alike."""
     config = request.config
     path = database.path
-    interleaved: dict[str, tuple[Callable[[], object], list[float]]] = {
-        "hand_written_sqlite3_blake3": (lambda: hand_written_revalidate(path), []),
+    timed_in_turn: dict[str, Callable[[], object]] = {
+        "hand_written_sqlite3_blake3": lambda: hand_written_revalidate(path)
     }
     if workers > 1:
-        interleaved["workers_1"] = (lambda: revalidate.revalidate_database(path, workers=1), [])
-
-    def time_the_anchors() -> None:
-        for run, times in interleaved.values():
-            start = time.perf_counter()
-            run()
-            times.append(time.perf_counter() - start)
-
-    report = benchmark.pedantic(
-        revalidate.revalidate_database,
-        args=(path,),
-        kwargs={"workers": workers},
-        setup=time_the_anchors,
-        rounds=3 if full_size(config) else 1,
+        timed_in_turn["workers_1"] = lambda: revalidate.revalidate_database(path, workers=1)
+    report = interleaved(
+        benchmark,
+        config,
+        lambda: revalidate.revalidate_database(path, workers=workers),
+        timed_in_turn,
+        rounds=3,
     )
     assert report.summaries_checked == report.current == database.summaries
     assert report.stale == 0
@@ -284,8 +276,6 @@ def test_revalidate_database(
         source_body_bytes=int(anchors["source_body_bytes"]),
         build_s=round(database.build_seconds, 1),
     )
-    for name, (_, times) in interleaved.items():
-        record_ratio(benchmark, name, statistics.median(times))
     for name in ("raw_blake3_one_stream_of_bodies", "raw_blake3_one_stream_of_bodies_all_cores"):
         record_ratio(benchmark, name, anchors[name])
     target(benchmark, "hand_written_sqlite3_blake3", min_speedup=2)

@@ -138,6 +138,17 @@ def cited_rows(path: Path, count: int, seed: int) -> list[tuple[int, str, str]]:
     return [row for row in picked if not (row[2] in seen or seen.add(row[2]))]
 
 
+def tamper(path: Path, count: int, seed: int) -> list[tuple[int, str, str]]:
+    """Change the body of `count` random summarised turns behind the store's back; returns
+    their `cited_rows`."""
+    targets = cited_rows(path, count, seed)
+    conn = sqlite3.connect(path)
+    conn.executemany("UPDATE turns SET body = 'tampered' WHERE pk = ?", [(t[0],) for t in targets])
+    conn.commit()
+    conn.close()
+    return targets
+
+
 def test_all_current_and_counts(db: Path) -> None:
     report = revalidate_database(db)
     with SQLiteStore(db) as store:
@@ -490,12 +501,7 @@ def test_runs_name_at_most_512_summaries_and_pad_their_keys() -> None:
 
 
 def test_workers_and_batches_do_not_change_the_verdicts(db: Path) -> None:
-    targets = cited_rows(db, 20, seed=7)
-    conn = sqlite3.connect(db)
-    for pk, _, _ in targets:
-        conn.execute("UPDATE turns SET body = 'tampered' WHERE pk = ?", (pk,))
-    conn.commit()
-    conn.close()
+    targets = tamper(db, 20, seed=7)
     expected = oracle(db)
     assert sum(reason is not None for reason in expected.values()) == len(targets)
     for options in (
@@ -545,16 +551,9 @@ def test_a_failing_worker_stops_the_run_and_marks_nothing(
 ) -> None:
     """Whichever worker fails (the first shard's or a later one's), the others stop after
     the batch they are on, the error reaches the caller and nothing is marked."""
-    (pk, _, _), *_ = cited_rows(db, 1, seed=5)
-    conn = sqlite3.connect(db)
-    conn.execute("UPDATE turns SET body = 'tampered' WHERE pk = ?", (pk,))
-    conn.commit()
-    conn.close()
+    tamper(db, 1, seed=5)
     before = _database_dump(db)
-    conn = sqlite3.connect(db)
-    batches = len(list(revalidate._runs(revalidate._current_jobs(conn), 50)))
-    conn.close()
-    assert batches > 20
+    assert len(list(revalidate._runs(_current_jobs(db), 50))) > 20
     after: list[int] = []  # batches reported once the failure happened
     failed = threading.Event()
 
@@ -580,15 +579,9 @@ def test_an_interrupt_while_workers_run_stops_them_and_marks_nothing(db: Path) -
     """Ctrl-C while workers run, delivered to a worker's thread (a terminal's SIGINT goes to
     any thread): the caller's thread handles it at once, the workers stop after the batch
     they are on, the interrupt propagates and nothing is marked."""
-    (pk, _, _), *_ = cited_rows(db, 1, seed=9)
-    conn = sqlite3.connect(db)
-    conn.execute("UPDATE turns SET body = 'tampered' WHERE pk = ?", (pk,))
-    conn.commit()
-    conn.close()
+    tamper(db, 1, seed=9)
     before = _database_dump(db)
-    conn = sqlite3.connect(db)
-    batches = len(list(revalidate._runs(revalidate._current_jobs(conn), 50)))
-    conn.close()
+    batches = len(list(revalidate._runs(_current_jobs(db), 50)))
     done: list[int] = []
     handled = threading.Event()
     seen: list[bool] = []  # whether the main thread handled the signal while workers ran
@@ -619,11 +612,7 @@ def test_an_interrupt_while_workers_run_stops_them_and_marks_nothing(db: Path) -
 
 
 def test_stale_summaries_are_marked_and_contexts_fall_back(db: Path) -> None:
-    (pk, conversation_id, summary_id), *_ = cited_rows(db, 1, seed=3)
-    conn = sqlite3.connect(db)
-    conn.execute("UPDATE turns SET body = 'tampered' WHERE pk = ?", (pk,))
-    conn.commit()
-    conn.close()
+    ((_, conversation_id, summary_id),) = tamper(db, 1, seed=3)
     with SQLiteStore(db) as store:
         # The per-call path trusts stored digests and eager invalidation; only deep
         # revalidation can see a change made behind the store's back.
