@@ -254,10 +254,14 @@ def _runs_both_ways(path: Path, batch_turns: int) -> tuple[list[object], list[ob
         jobs = revalidate._current_jobs(conn)
         packed, rows = [], []
         for run in revalidate._runs(jobs, batch_turns):
-            first, last = run[0][0], run[-1][0]
             summaries = [job[:4] for job in run]
-            turn_columns = conn.execute(revalidate._PACKED_ROWS, (first, last, 0)).fetchone()
             keys = revalidate._keys(run)
+            # Every live turn of the run, packed (the check reads up to each summary's bound
+            # first, and all of them when a cited turn is missing there).
+            turn_columns = conn.execute(
+                revalidate._packed_turns(len(keys), bounded=False),
+                revalidate._turn_parameters(run),
+            ).fetchone()
             source_columns = conn.execute(revalidate._packed_sources(len(keys)), keys).fetchone()
             direct = _native.revalidate_columns(turn_columns, source_columns, summaries, 2)
             packed_runs += direct is not None
@@ -297,6 +301,32 @@ def test_packed_and_row_reads_agree_on_every_kind_of_damage(db: Path) -> None:
     assert packed == rows and packed_runs == len(packed) - 1
     verdicts = {v[1]: v[2] for found, _, _ in packed for v in found}
     assert verdicts[targets[0][2]] in {"source-modified", "source-reordered"}
+
+
+def test_packed_runs_read_turns_up_to_each_summarys_bound(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the turns a summary can cite are read: the newest ones, above its
+    `through_sequence`, are not (a run reads them all only when a cited turn is missing)."""
+    read: list[int] = []
+    real = _native.revalidate_columns
+
+    def counting(turn_columns: tuple[str | bytes | None, ...], *rest: object) -> object:
+        keys = turn_columns[0]  # text: the driver gives an aggregate of integers as such
+        assert isinstance(keys, str)
+        read.append(len(keys.split(",")))
+        return real(turn_columns, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_native, "revalidate_columns", counting)
+    assert revalidate_database(db, mark_stale=False).stale == 0
+    conn = sqlite3.connect(db)
+    below, live = conn.execute(
+        "SELECT sum(t.sequence <= s.through_sequence), count(*) FROM conversations AS c"
+        " JOIN summaries AS s ON s.pk = c.current_summary AND s.status = 'current'"
+        " JOIN turns AS t ON t.conversation_id = c.id AND t.state = 0"
+    ).fetchone()
+    conn.close()
+    assert sum(read) == below < live
 
 
 def test_every_role_and_reason_reads_back_packed(db: Path) -> None:
@@ -345,13 +375,14 @@ def test_every_role_and_reason_reads_back_packed(db: Path) -> None:
 
 
 def test_packed_batch_input_is_validated() -> None:
-    turn_columns: tuple[object, ...] = (None,) * 12
+    turn_columns: tuple[object, ...] = (None,) * 10
     source_columns: tuple[object, ...] = (None,) * 4
     assert _native.revalidate_columns(turn_columns, source_columns, [], 1) == ([], 0, 0)  # type: ignore[arg-type]
     for bad_turns, bad_sources, field in (
-        ((None,) * 11, source_columns, "turn_columns"),
-        ([None] * 12, source_columns, "turn_columns"),
-        ((1,) + (None,) * 11, source_columns, "turn_columns"),
+        ((None,) * 9, source_columns, "turn_columns"),
+        ((None,) * 12, source_columns, "turn_columns"),
+        ([None] * 10, source_columns, "turn_columns"),
+        ((1,) + (None,) * 9, source_columns, "turn_columns"),
         (turn_columns, (None,) * 5, "source_columns"),
         (turn_columns, (None, None, 3.5, None), "source_columns"),
     ):
@@ -362,8 +393,14 @@ def test_packed_batch_input_is_validated() -> None:
         _native.revalidate_columns(turn_columns, source_columns, [], 0)  # type: ignore[arg-type]
     assert caught.value.field == "threads"
     # Columns that do not line up are refused whole: the caller reads those rows by rows.
-    misaligned = (b"1", b"c", b"1,1", b"ab", *((None,) * 8))
+    misaligned = (b"200", b"1,1", b"ab", *((None,) * 7))
     assert _native.revalidate_columns(misaligned, source_columns, [], 1) is None  # type: ignore[arg-type]
+    # So is a row read for a summary the batch does not have.
+    summary = [("c", 1, "s", "lf1:" + "0" * 64)]
+    lined_up = (b"200", b"1", b"a", b"1", b"0", b"", b"-1", None, b"-1", None)
+    assert _native.revalidate_columns(lined_up, source_columns, summary, 1) is not None  # type: ignore[arg-type]
+    stray = (b"1200", *lined_up[1:])
+    assert _native.revalidate_columns(stray, source_columns, summary, 1) is None  # type: ignore[arg-type]
 
 
 def test_a_run_over_sqlites_length_limit_is_read_by_rows(
@@ -396,7 +433,7 @@ def test_a_run_over_sqlites_length_limit_is_read_by_rows(
     )
 
 
-def _current_jobs(path: Path) -> list[tuple[str, int, str, str, int]]:
+def _current_jobs(path: Path) -> list[tuple[str, int, str, str, int, int | None]]:
     conn = revalidate._open_readonly(str(path))
     try:
         return revalidate._current_jobs(conn)
@@ -453,7 +490,7 @@ def test_a_summary_superseded_while_the_run_waits_is_checked_as_itself(
     between is checked against its own sources (it still matches), not the new summary's
     (it used to be reported stale with `empty-source`)."""
     jobs = _current_jobs(db)
-    conversation_id, _, old_summary, _, _ = jobs[0]
+    conversation_id, _, old_summary, *_ = jobs[0]
     with SQLiteStore(db) as store:
         store.append_many(
             conversation_id, [{"id": f"late-{n}", "role": "user", "body": "more"} for n in range(8)]
@@ -490,14 +527,22 @@ def test_jobs_sort_as_sqlite_orders_conversation_keys(keys: list[object]) -> Non
     assert [job[0] for job in sorted(jobs, key=revalidate._sqlite_order)] == expected
 
 
-def test_runs_name_at_most_512_summaries_and_pad_their_keys() -> None:
-    jobs = [(f"c{n:05}", n, f"s{n}", "lf1:", 1) for n in range(1200)]
+def test_runs_name_at_most_256_summaries_and_pad_their_parameters() -> None:
+    jobs = [(f"c{n:05}", n, f"s{n}", "lf1:", 1, n + 5) for n in range(1200)]
     runs = list(revalidate._runs(jobs, 10_000))
-    assert [len(run) for run in runs] == [512, 512, 176]
+    assert [len(run) for run in runs] == [256] * 4 + [176]
     assert [job for run in runs for job in run] == jobs
-    keys = revalidate._keys(runs[2])
+    keys = revalidate._keys(runs[4])
     assert len(keys) == 256 and keys[:176] == list(range(1024, 1200)) and set(keys[176:]) == {None}
     assert revalidate._keys(runs[0][:1]) == [0]
+    # The turns query names each summary by its index in the run, with its conversation and
+    # bound, padded as the keys are, then the live state: within SQLite's oldest limit.
+    parameters = revalidate._turn_parameters(runs[4])
+    assert len(parameters) == 3 * 256 + 1 <= 999
+    assert parameters[:6] == [0, "c01024", 1029, 1, "c01025", 1030]
+    assert parameters[3 * 175 : 3 * 176] == [175, "c01199", 1204]
+    assert set(parameters[3 * 176 : -1]) == {None} and parameters[-1] == 0
+    assert revalidate._turn_parameters(runs[0][:1]) == [0, "c00000", 5, 0]
 
 
 def test_workers_and_batches_do_not_change_the_verdicts(db: Path) -> None:

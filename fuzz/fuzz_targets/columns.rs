@@ -1,4 +1,4 @@
-//! Arbitrary bytes -> a column-packed batch (the 12 turn columns and 4 source columns that
+//! Arbitrary bytes -> a column-packed batch (the 10 turn columns and 4 source columns that
 //! `ledgerfold.revalidate` reads from SQLite, as any damaged database could hand them over)
 //! -> unpack, group and check.
 //!
@@ -65,12 +65,18 @@ fn fuzz(data: &[u8]) -> Result<()> {
     let rows = usize::from(input.arbitrary::<u8>()? % 12);
     let sources = usize::from(input.arbitrary::<u8>()? % 12);
     let mut texts: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-    for _ in 0..5 {
+    for _ in 0..4 {
         texts.push(text_column(&mut input, rows)?);
     }
     texts.push(text_column(&mut input, sources)?);
     let sequence = integer_column(&mut input, rows, &[0, 1, 2, 3, -1])?;
-    let flags = integer_column(&mut input, rows, &[200, 300, 311, 400, 100, 922, 1000])?;
+    // Summary index * 1000 + flags: three summaries, known and unknown codes, a fourth
+    // summary no batch has, a negative key.
+    let turn_keys = integer_column(
+        &mut input,
+        rows,
+        &[200, 300, 1311, 1400, 2100, 922, 2200, 3200, -1],
+    )?;
     let keys = integer_column(&mut input, sources, &[0, 1, 2])?;
     let positions = integer_column(&mut input, sources, &[0, 1, 2, 3])?;
     let packed = |at: usize| Packed {
@@ -78,18 +84,17 @@ fn fuzz(data: &[u8]) -> Result<()> {
         values: &texts[at].1,
     };
     let turn_columns = TurnColumns {
-        conversation_id: packed(0),
-        id: packed(1),
+        keys: &turn_keys,
+        id: packed(0),
         sequence: &sequence,
-        flags: &flags,
-        body: packed(2),
-        group: packed(3),
-        meta: packed(4),
+        body: packed(1),
+        group: packed(2),
+        meta: packed(3),
     };
     let source_columns = SourceColumns {
         summary_pk: &keys,
         position: &positions,
-        turn_id: packed(5),
+        turn_id: packed(4),
     };
     let runs = columns::turn_runs(&turn_columns);
     if let Some(unpacked) = &runs {
@@ -102,9 +107,8 @@ fn fuzz(data: &[u8]) -> Result<()> {
     }
     let sources = columns::sources(&source_columns);
     if let (Some(runs), Some(sources)) = (runs, sources) {
-        let mut ids: Vec<&str> = runs.iter().map(|(conversation, _)| *conversation).collect();
-        ids.dedup();
-        let current: Vec<CurrentSummary<'_>> = ids
+        let named = runs.iter().all(|(summary, _)| *summary < 3);
+        let current: Vec<CurrentSummary<'_>> = ["c0", "c1", "c2"]
             .iter()
             .enumerate()
             .map(|(pk, conversation_id)| CurrentSummary {
@@ -114,9 +118,12 @@ fn fuzz(data: &[u8]) -> Result<()> {
                 source_fingerprint: "lf1:",
             })
             .collect();
-        let grouped = columns::group_runs(runs, sources, &current);
-        let (verdicts, _) = revalidate_many(&grouped);
-        assert_eq!(verdicts.len(), current.len());
+        let grouped = columns::group_indexed(runs, sources, &current);
+        assert_eq!(grouped.is_some(), named);
+        if let Some(grouped) = grouped {
+            let (verdicts, _) = revalidate_many(&grouped);
+            assert_eq!(verdicts.len(), current.len());
+        }
     }
     Ok(())
 }

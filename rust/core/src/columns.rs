@@ -1,15 +1,16 @@
 //! Rows packed by column, the way one `SQLite` aggregate query hands a whole batch over:
 //! per text column, the byte lengths as comma-separated decimals (`-1` for NULL) and the
-//! values concatenated; per integer column, the values as comma-separated decimals; role,
-//! protection flag and protection reason as one integer of SPEC §3 codes.
+//! values concatenated; per integer column, the values as comma-separated decimals; which
+//! of the batch's summaries a turn row was read for, its role, protection flag and protection
+//! reason as one integer key (the summary's index and SPEC §3 codes).
 //!
 //! One result row per batch instead of one per turn: the reader skips the per-row cost of
 //! a database driver (a step, a lock and an object per column), and the rows here borrow
 //! their bytes from the packed values. A packing that does not line up (counts or lengths
-//! that disagree, an ID that is not UTF-8) is refused as a whole with `None`, so the caller
-//! reads that batch row by row instead; a single field that cannot be read (a role that is
-//! not UTF-8, a sequence that is not an integer) makes its row an invalid turn, as a stored
-//! row that no longer is a valid turn always is.
+//! that disagree, an ID that is not UTF-8, a key that names no summary) is refused as a whole
+//! with `None`, so the caller reads that batch row by row instead; a single field that cannot
+//! be read (a role that is not UTF-8, a sequence that is not an integer) makes its row an
+//! invalid turn, as a stored row that no longer is a valid turn always is.
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -26,28 +27,32 @@ pub struct Packed<'a> {
     pub values: &'a [u8],
 }
 
-/// The columns of the `turns` rows of a batch, each in the same row order.
+/// The columns of the `turns` rows of a batch, each in the same row order; the rows read for
+/// one summary come together.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TurnColumns<'a> {
-    pub conversation_id: Packed<'a>,
+    /// `summary * 1000 + role * 100 + protected * 10 + reason` per row: the index of the
+    /// summary (in the batch's list) whose conversation the row was read for, then SPEC §3
+    /// codes (9 for a value no valid turn has).
+    pub keys: &'a [u8],
     pub id: Packed<'a>,
     pub sequence: &'a [u8],
-    /// `role * 100 + protected * 10 + reason` per row (SPEC §3 codes, 9 for a value no
-    /// valid turn has).
-    pub flags: &'a [u8],
     pub body: Packed<'a>,
     pub group: Packed<'a>,
     pub meta: Packed<'a>,
 }
 
-/// `(role code, protected code, reason code)` of a flags entry, or `None` out of range. The
-/// codes are SPEC §3's role and protection-reason codes (reason 0 for none) and protected 0
-/// or 1; 9 in any place stands for a value no valid turn has (an unknown role or reason, a
-/// protection flag that is not an integer).
-fn split_flags(flags: i64) -> Option<(i64, i64, i64)> {
-    (0..1000)
-        .contains(&flags)
-        .then_some((flags / 100, flags / 10 % 10, flags % 10))
+/// `(summary index, flags)` of a key entry, or `None` when it is negative.
+fn split_key(key: i64) -> Option<(usize, i64)> {
+    Some((usize::try_from(key / 1000).ok()?, key.checked_rem(1000)?)).filter(|_| key >= 0)
+}
+
+/// `(role code, protected code, reason code)` of the flags of a key. The codes are SPEC §3's
+/// role and protection-reason codes (reason 0 for none) and protected 0 or 1; 9 in any place
+/// stands for a value no valid turn has (an unknown role or reason, a protection flag that is
+/// not an integer).
+fn split_flags(flags: i64) -> (i64, i64, i64) {
+    (flags / 100, flags / 10 % 10, flags % 10)
 }
 
 /// The columns of `summary_sources` rows: which summary, at which position, citing which
@@ -134,9 +139,10 @@ fn reason_of(code: i64) -> Option<&'static str> {
         .map(ProtectionReason::as_str)
 }
 
-/// Role, protected and reason of one flags entry, or `None` when any is unreadable.
-fn decode_flags(entry: Option<i64>) -> Option<(&'static str, bool, Option<&'static str>)> {
-    let (role, protected, reason) = split_flags(entry?)?;
+/// Role, protected and reason of the flags of a key (`0..1000`), or `None` when any is
+/// unreadable.
+fn decode_flags(flags: i64) -> Option<(&'static str, bool, Option<&'static str>)> {
+    let (role, protected, reason) = split_flags(flags);
     let protected = match protected {
         0 => false,
         1 => true,
@@ -149,31 +155,33 @@ fn decode_flags(entry: Option<i64>) -> Option<(&'static str, bool, Option<&'stat
     Some((role_of(role)?, protected, reason))
 }
 
-/// The packed turn rows as runs of one conversation each (rows come a conversation at a
-/// time), in packed order: the columns unpack, and then the runs assemble, in parallel on
-/// the current rayon pool.
-pub fn turn_runs<'a>(columns: &TurnColumns<'a>) -> Option<Vec<(&'a str, Vec<TurnRow<'a>>)>> {
-    let ((conversation_ids, ids), ((bodies, (sequences, flags)), (groups, metas))) = rayon::join(
-        || rayon::join(|| values(columns.conversation_id), || values(columns.id)),
+/// The keys of a packed turn column as `(summary index, flags)`, or `None` when one is not
+/// a key.
+fn keys(list: &[u8]) -> Option<Vec<(usize, i64)>> {
+    entries(list)
+        .map(|entry| split_key(integer(entry)?))
+        .collect()
+}
+
+/// The packed turn rows as runs of one summary's rows each (they come a summary at a time),
+/// in packed order, each with the index of its summary: the columns unpack, and then the
+/// runs assemble, in parallel on the current rayon pool.
+pub fn turn_runs<'a>(columns: &TurnColumns<'a>) -> Option<Vec<(usize, Vec<TurnRow<'a>>)>> {
+    let ((keys, ids), ((bodies, sequences), (groups, metas))) = rayon::join(
+        || rayon::join(|| keys(columns.keys), || values(columns.id)),
         || {
             rayon::join(
-                || {
-                    rayon::join(
-                        || values(columns.body),
-                        || (integers(columns.sequence), integers(columns.flags)),
-                    )
-                },
+                || rayon::join(|| values(columns.body), || integers(columns.sequence)),
                 || rayon::join(|| values(columns.group), || values(columns.meta)),
             )
         },
     );
-    let (conversation_ids, ids, bodies) = (conversation_ids?, ids?, bodies?);
+    let (keys, ids, bodies) = (keys?, ids?, bodies?);
     let (groups, metas) = (groups?, metas?);
-    let count = conversation_ids.len();
+    let count = keys.len();
     let lengths = [
         ids.len(),
         sequences.len(),
-        flags.len(),
         bodies.len(),
         groups.len(),
         metas.len(),
@@ -185,7 +193,7 @@ pub fn turn_runs<'a>(columns: &TurnColumns<'a>) -> Option<Vec<(&'a str, Vec<Turn
         let text = |value: Option<&'a [u8]>| value.map(std::str::from_utf8);
         let group = text(groups[index]);
         let meta = text(metas[index]);
-        let decoded = decode_flags(flags[index]);
+        let decoded = decode_flags(keys[index].1);
         let readable = decoded.is_some()
             && !matches!(group, Some(Err(_)))
             && !matches!(meta, Some(Err(_)))
@@ -206,18 +214,17 @@ pub fn turn_runs<'a>(columns: &TurnColumns<'a>) -> Option<Vec<(&'a str, Vec<Turn
             meta_json: meta.and_then(Result::ok),
         })
     };
-    // Where each conversation's run starts: its ID is read once per run, not once per row.
+    // Where each summary's run starts.
     let starts: Vec<usize> = (0..count)
-        .filter(|&index| index == 0 || conversation_ids[index] != conversation_ids[index - 1])
+        .filter(|&index| index == 0 || keys[index].0 != keys[index - 1].0)
         .collect();
     starts
         .par_iter()
         .enumerate()
         .map(|(run, &start)| {
             let end = starts.get(run + 1).copied().unwrap_or(count);
-            let conversation = required(conversation_ids[start])?;
             Some((
-                conversation,
+                keys[start].0,
                 (start..end).map(row).collect::<Option<Vec<_>>>()?,
             ))
         })
@@ -308,18 +315,50 @@ pub fn group_runs<'a, S: std::hash::BuildHasher>(
         .collect()
 }
 
+/// One [`ConversationRows`] per summary, in summary order, from runs of packed rows by
+/// summary index ([`turn_runs`]) and cited IDs by summary key; `None` when a run names no
+/// summary of `summaries`.
+pub fn group_indexed<'a, S: std::hash::BuildHasher>(
+    runs: Vec<(usize, Vec<TurnRow<'a>>)>,
+    mut sources: HashMap<i64, Vec<&'a str>, S>,
+    summaries: &[CurrentSummary<'a>],
+) -> Option<Vec<ConversationRows<'a>>> {
+    let mut turns_of: Vec<Vec<TurnRow<'a>>> = vec![Vec::new(); summaries.len()];
+    for (summary, turns) in runs {
+        let slot = turns_of.get_mut(summary)?;
+        if slot.is_empty() {
+            *slot = turns;
+        } else {
+            slot.extend(turns);
+        }
+    }
+    Some(
+        summaries
+            .iter()
+            .zip(turns_of)
+            .map(|(summary, turns)| ConversationRows {
+                conversation_id: summary.conversation_id,
+                turns,
+                summaries: vec![SummaryRow {
+                    summary_id: summary.summary_id,
+                    source_ids: sources.remove(&summary.summary_pk).unwrap_or_default(),
+                    source_fingerprint: summary.source_fingerprint,
+                }],
+            })
+            .collect(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// `(conversation_id, row)` for every packed turn row, in packed order.
-    fn turn_rows<'a>(columns: &TurnColumns<'a>) -> Option<Vec<(&'a str, TurnRow<'a>)>> {
+    /// `(summary index, row)` for every packed turn row, in packed order.
+    fn turn_rows<'a>(columns: &TurnColumns<'a>) -> Option<Vec<(usize, TurnRow<'a>)>> {
         let runs = turn_runs(columns)?;
         Some(
             runs.into_iter()
-                .flat_map(|(conversation, rows)| {
-                    rows.into_iter().map(move |row| (conversation, row))
-                })
+                .flat_map(|(summary, rows)| rows.into_iter().map(move |row| (summary, row)))
                 .collect(),
         )
     }
@@ -333,10 +372,9 @@ mod tests {
 
     fn two_rows() -> TurnColumns<'static> {
         TurnColumns {
-            conversation_id: packed("1,1", "cc"),
+            keys: b"200,311",
             id: packed("1,2", "abb"),
             sequence: b"1,2",
-            flags: b"200,311",
             body: packed("0,3", ",x,"),
             group: packed("-1,-1", ""),
             meta: packed("-1,9", r#"{"k":"v"}"#),
@@ -347,7 +385,7 @@ mod tests {
     fn rows_unpack_in_order_with_nulls() {
         let rows = turn_rows(&two_rows()).unwrap();
         assert_eq!(rows.len(), 2);
-        assert_eq!(rows[0].0, "c");
+        assert_eq!((rows[0].0, rows[1].0), (0, 0));
         assert_eq!(rows[0].1.id, "a");
         assert_eq!(rows[0].1.body, b"");
         assert_eq!(rows[0].1.role, "user");
@@ -413,10 +451,19 @@ mod tests {
                 ..base
             },
             TurnColumns {
-                conversation_id: Packed {
-                    lengths: b"1,1",
-                    values: b"c\xff",
-                },
+                keys: b"200",
+                ..base
+            },
+            TurnColumns {
+                keys: b"200,x",
+                ..base
+            },
+            TurnColumns {
+                keys: b"200,-311",
+                ..base
+            },
+            TurnColumns {
+                keys: b"200,",
                 ..base
             },
         ];
@@ -434,27 +481,15 @@ mod tests {
                 ..base
             },
             TurnColumns {
-                flags: b"200,x",
+                keys: b"200,911",
                 ..base
             },
             TurnColumns {
-                flags: b"200,911",
+                keys: b"200,391",
                 ..base
             },
             TurnColumns {
-                flags: b"200,391",
-                ..base
-            },
-            TurnColumns {
-                flags: b"200,319",
-                ..base
-            },
-            TurnColumns {
-                flags: b"200,1311",
-                ..base
-            },
-            TurnColumns {
-                flags: b"200,-311",
+                keys: b"200,319",
                 ..base
             },
             TurnColumns {
@@ -495,7 +530,7 @@ mod tests {
                         + i64::from(protected) * 10
                         + reason.map_or(0, |reason| i64::from(reason.code()));
                     assert_eq!(
-                        decode_flags(Some(code)),
+                        decode_flags(code),
                         Some((
                             role.as_str(),
                             protected,
@@ -505,6 +540,49 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn rows_run_by_summary_and_group_by_index() {
+        let columns = TurnColumns {
+            keys: b"1200,311,1300,300",
+            id: packed("1,1,1,1", "abcd"),
+            sequence: b"1,2,3,4",
+            body: packed("0,0,0,0", ""),
+            group: packed("-1,-1,-1,-1", ""),
+            meta: packed("-1,-1,-1,-1", ""),
+        };
+        let runs = turn_runs(&columns).unwrap();
+        let shape: Vec<(usize, Vec<&str>)> = runs
+            .iter()
+            .map(|(summary, rows)| (*summary, rows.iter().map(|row| row.id).collect()))
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                (1, vec!["a"]),
+                (0, vec!["b"]),
+                (1, vec!["c"]),
+                (0, vec!["d"])
+            ]
+        );
+        let summary = |conversation_id, summary_pk| CurrentSummary {
+            conversation_id,
+            summary_pk,
+            summary_id: "s",
+            source_fingerprint: "f",
+        };
+        let summaries = [summary("x", 10), summary("y", 20)];
+        let cited = HashMap::from([(20, vec!["a"]), (30, vec!["z"])]);
+        let grouped = group_indexed(runs.clone(), cited, &summaries).unwrap();
+        let ids =
+            |index: usize| -> Vec<&str> { grouped[index].turns.iter().map(|row| row.id).collect() };
+        assert_eq!((grouped[0].conversation_id, ids(0)), ("x", vec!["b", "d"]));
+        assert_eq!((grouped[1].conversation_id, ids(1)), ("y", vec!["a", "c"]));
+        assert!(grouped[0].summaries[0].source_ids.is_empty());
+        assert_eq!(grouped[1].summaries[0].source_ids, vec!["a"]);
+        // A run for a summary the batch does not have refuses the packing.
+        assert!(group_indexed(runs, HashMap::new(), &summaries[..1]).is_none());
     }
 
     #[test]

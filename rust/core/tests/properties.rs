@@ -1206,9 +1206,9 @@ proptest! {
 /// What `ledgerfold.revalidate`'s aggregate query makes of rows: lengths and values per text
 /// column, decimals per integer column, the flags code (9 for a role or reason no turn has).
 struct PackedBatch {
-    text: [(String, Vec<u8>); 5], // conversation_id, id, body, group, meta
+    text: [(String, Vec<u8>); 4], // id, body, group, meta
     sequence: String,
-    flags: String,
+    keys: String,
     sources: (String, String, (String, Vec<u8>)),
 }
 
@@ -1241,31 +1241,34 @@ fn flags_code(row: &RowSpec) -> i64 {
     role * 100 + i64::from(row.protected) * 10 + reason
 }
 
-/// The first summary of each distinct conversation, packed with its rows; sources are
-/// listed in `rotate`d order with their positions, as an aggregate may meet them.
+/// The first summary of each distinct conversation that has one, packed with its rows (keyed
+/// by the summary's index among them, as the batch query reads rows for its summaries only);
+/// sources are listed in `rotate`d order with their positions, as an aggregate may meet them.
 fn pack(conversations: &[ConversationSpec], rotate: usize) -> PackedBatch {
     let mut batch = PackedBatch {
         text: Default::default(),
         sequence: String::new(),
-        flags: String::new(),
+        keys: String::new(),
         sources: Default::default(),
     };
-    for (index, conversation) in conversations.iter().enumerate() {
+    let with_summary = conversations
+        .iter()
+        .enumerate()
+        .filter(|(_, conversation)| !conversation.summaries.is_empty());
+    for (summary_index, (index, conversation)) in with_summary.enumerate() {
         for row in &conversation.rows {
-            push_text(&mut batch.text[0], Some(conversation.id.as_bytes()));
-            push_text(&mut batch.text[1], Some(row.id.as_bytes()));
-            push_text(&mut batch.text[2], Some(&row.body));
-            push_text(&mut batch.text[3], row.group.as_deref().map(str::as_bytes));
+            push_text(&mut batch.text[0], Some(row.id.as_bytes()));
+            push_text(&mut batch.text[1], Some(&row.body));
+            push_text(&mut batch.text[2], row.group.as_deref().map(str::as_bytes));
             push_text(
-                &mut batch.text[4],
+                &mut batch.text[3],
                 row.meta_json.as_deref().map(str::as_bytes),
             );
             push_integer(&mut batch.sequence, row.sequence);
-            push_integer(&mut batch.flags, flags_code(row));
+            let key = i64::try_from(summary_index).unwrap() * 1000 + flags_code(row);
+            push_integer(&mut batch.keys, key);
         }
-        let Some(summary) = conversation.summaries.first() else {
-            continue;
-        };
+        let summary = &conversation.summaries[0];
         let mut cited: Vec<(usize, &String)> = summary.source_ids.iter().enumerate().collect();
         if !cited.is_empty() {
             let by = rotate % cited.len();
@@ -1308,38 +1311,18 @@ proptest! {
         }
         let batch = pack(&distinct, rotate);
         let columns = TurnColumns {
-            conversation_id: packed(&batch.text[0]),
-            id: packed(&batch.text[1]),
+            keys: batch.keys.as_bytes(),
+            id: packed(&batch.text[0]),
             sequence: batch.sequence.as_bytes(),
-            flags: batch.flags.as_bytes(),
-            body: packed(&batch.text[2]),
-            group: packed(&batch.text[3]),
-            meta: packed(&batch.text[4]),
+            body: packed(&batch.text[1]),
+            group: packed(&batch.text[2]),
+            meta: packed(&batch.text[3]),
         };
         let source_columns = SourceColumns {
             summary_pk: batch.sources.0.as_bytes(),
             position: batch.sources.1.as_bytes(),
             turn_id: packed(&batch.sources.2),
         };
-        let runs = columns::turn_runs(&columns).expect("a faithful packing lines up");
-        prop_assert_eq!(runs.len(), distinct.iter().filter(|c| !c.rows.is_empty()).count());
-        let rows: Vec<(&str, TurnRow<'_>)> = runs
-            .iter()
-            .flat_map(|(conversation, rows)| rows.iter().map(move |row| (*conversation, *row)))
-            .collect();
-        let originals: Vec<(&str, &RowSpec)> = distinct
-            .iter()
-            .flat_map(|c| c.rows.iter().map(move |row| (c.id.as_str(), row)))
-            .collect();
-        prop_assert_eq!(rows.len(), originals.len());
-        for ((conversation, row), (expected_conversation, original)) in rows.iter().zip(&originals) {
-            prop_assert_eq!(conversation, expected_conversation);
-            prop_assert_eq!(row.id, original.id.as_str());
-            prop_assert_eq!(row.sequence, original.sequence);
-            prop_assert_eq!(row.body, original.body.as_slice());
-            prop_assert_eq!(row_digest(row), row_digest(&original.row()));
-        }
-        let sources = columns::sources(&source_columns).expect("sources line up");
         let with_summary: Vec<(usize, &ConversationSpec)> = distinct
             .iter()
             .enumerate()
@@ -1354,9 +1337,35 @@ proptest! {
                 source_fingerprint: &conversation.summaries[0].fingerprint,
             })
             .collect();
-        // The packed path groups the runs, the flat path (`group`) rows one by one: the
-        // same conversations either way.
-        let by_runs = columns::group_runs(runs, sources.clone(), &current);
+        let runs = columns::turn_runs(&columns).expect("a faithful packing lines up");
+        prop_assert_eq!(
+            runs.len(),
+            with_summary.iter().filter(|(_, c)| !c.rows.is_empty()).count()
+        );
+        let rows: Vec<(&str, TurnRow<'_>)> = runs
+            .iter()
+            .flat_map(|(summary, rows)| {
+                let conversation = current[*summary].conversation_id;
+                rows.iter().map(move |row| (conversation, *row))
+            })
+            .collect();
+        let originals: Vec<(&str, &RowSpec)> = with_summary
+            .iter()
+            .flat_map(|(_, c)| c.rows.iter().map(move |row| (c.id.as_str(), row)))
+            .collect();
+        prop_assert_eq!(rows.len(), originals.len());
+        for ((conversation, row), (expected_conversation, original)) in rows.iter().zip(&originals) {
+            prop_assert_eq!(conversation, expected_conversation);
+            prop_assert_eq!(row.id, original.id.as_str());
+            prop_assert_eq!(row.sequence, original.sequence);
+            prop_assert_eq!(row.body, original.body.as_slice());
+            prop_assert_eq!(row_digest(row), row_digest(&original.row()));
+        }
+        let sources = columns::sources(&source_columns).expect("sources line up");
+        // The packed path groups the runs by summary index, the flat path (`group`) rows
+        // one by one by conversation ID: the same conversations either way.
+        let by_runs = columns::group_indexed(runs, sources.clone(), &current)
+            .expect("every run names a summary");
         let unpacked = columns::group(rows, sources, &current);
         let direct: Vec<ConversationSpec> =
             with_summary.iter().map(|(_, conversation)| (*conversation).clone()).collect();

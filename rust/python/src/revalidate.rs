@@ -454,12 +454,14 @@ fn packed<'a>(
 }
 
 /// Deep revalidation of a batch packed by column (what one `SQLite` aggregate query over the
-/// batch gives; see `ledgerfold_core::columns`): `turn_columns` is the 12-tuple
-/// `(conversation_id lengths, values, id lengths, values, sequences, flags, body lengths,
-/// values, group lengths, values, meta lengths, values)`, `source_columns` the 4-tuple
-/// `(summary_pks, positions, turn_id lengths, values)`, `summaries` as for `revalidate_flat`. Unpacking, grouping, hashing and
-/// checking all run detached from the interpreter. Returns what `revalidate_flat` returns,
-/// or None when the packing does not line up (the caller then reads those rows one by one).
+/// batch gives; see `ledgerfold_core::columns`): `turn_columns` is the 10-tuple `(keys, id
+/// lengths, values, sequences, body lengths, values, group lengths, values, meta lengths,
+/// values)`, where a row's key is `index * 1000 + role * 100 + protected * 10 + reason` with
+/// `index` the position in `summaries` of the summary the row was read for;
+/// `source_columns` is the 4-tuple `(summary_pks, positions, turn_id lengths, values)`;
+/// `summaries` as for `revalidate_flat`. Unpacking, grouping, hashing and checking all run
+/// detached from the interpreter. Returns what `revalidate_flat` returns, or None when the
+/// packing does not line up (the caller then reads those rows one by one).
 #[pyfunction]
 #[pyo3(signature = (turn_columns, source_columns, summaries, threads=None))]
 pub fn revalidate_columns(
@@ -470,17 +472,16 @@ pub fn revalidate_columns(
     threads: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Option<Report>> {
     let threads = thread_count(py, threads)?;
-    let turn_items = column_items("turn_columns", turn_columns, 12)?;
+    let turn_items = column_items("turn_columns", turn_columns, 10)?;
     let source_items = column_items("source_columns", source_columns, 4)?;
     let field = "turn_columns";
     let turn_columns = TurnColumns {
-        conversation_id: packed(&turn_items, 0, field)?,
-        id: packed(&turn_items, 2, field)?,
-        sequence: column_bytes(field, &turn_items[4])?,
-        flags: column_bytes(field, &turn_items[5])?,
-        body: packed(&turn_items, 6, field)?,
-        group: packed(&turn_items, 8, field)?,
-        meta: packed(&turn_items, 10, field)?,
+        keys: column_bytes(field, &turn_items[0])?,
+        id: packed(&turn_items, 1, field)?,
+        sequence: column_bytes(field, &turn_items[3])?,
+        body: packed(&turn_items, 4, field)?,
+        group: packed(&turn_items, 6, field)?,
+        meta: packed(&turn_items, 8, field)?,
     };
     let field = "source_columns";
     let source_columns = SourceColumns {
@@ -498,7 +499,7 @@ pub fn revalidate_columns(
                 || columns::sources(&source_columns),
             );
             let (runs, sources) = (runs?, sources?);
-            let conversations = columns::group_runs(runs, sources, &current);
+            let conversations = columns::group_indexed(runs, sources, &current)?;
             let per_conversation = revalidate_each(&conversations);
             Some((conversations, per_conversation))
         })
