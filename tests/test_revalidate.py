@@ -262,7 +262,9 @@ def _runs_both_ways(path: Path, batch_turns: int) -> tuple[list[object], list[ob
                 revalidate._packed_turns(len(keys), bounded=False),
                 revalidate._turn_parameters(run),
             ).fetchone()
-            source_columns = conn.execute(revalidate._packed_sources(len(keys)), keys).fetchone()
+            source_columns = conn.execute(
+                revalidate._packed_sources(len(keys)), revalidate._source_parameters(run)
+            ).fetchone()
             direct = _native.revalidate_columns(turn_columns, source_columns, summaries, 2)
             packed_runs += direct is not None
             packed.append(revalidate._check_run(conn, run, 2, utf8=True))
@@ -301,6 +303,28 @@ def test_packed_and_row_reads_agree_on_every_kind_of_damage(db: Path) -> None:
     assert packed == rows and packed_runs == len(packed) - 1
     verdicts = {v[1]: v[2] for found, _, _ in packed for v in found}
     assert verdicts[targets[0][2]] in {"source-modified", "source-reordered"}
+
+
+def test_a_source_position_the_packed_key_cannot_hold_reads_that_run_by_rows(db: Path) -> None:
+    """Positions are keyed in 28 bits: a larger one (the last source of a summary moved past
+    2^28, its order unchanged) makes that run's packing refused; read by rows, the summary
+    still checks."""
+    conn = sqlite3.connect(db)
+    summary_pk, summary_id, last = conn.execute(
+        "SELECT s.pk, s.id, max(ss.position) FROM summaries AS s"
+        " JOIN summary_sources AS ss ON ss.summary_pk = s.pk WHERE s.status = 'current'"
+        " GROUP BY s.pk ORDER BY s.pk LIMIT 1"
+    ).fetchone()
+    conn.execute(
+        "UPDATE summary_sources SET position = ? WHERE summary_pk = ? AND position = ?",
+        (1 << 28, summary_pk, last),
+    )
+    conn.commit()
+    conn.close()
+    packed, rows, packed_runs = _runs_both_ways(db, batch_turns=500)
+    assert packed == rows and packed_runs == len(packed) - 1
+    verdicts = {v[1]: v[2] for found, _, _ in packed for v in found}
+    assert verdicts[summary_id] is None and set(verdicts.values()) == {None}
 
 
 def test_packed_runs_read_turns_up_to_each_summarys_bound(
@@ -376,15 +400,15 @@ def test_every_role_and_reason_reads_back_packed(db: Path) -> None:
 
 def test_packed_batch_input_is_validated() -> None:
     turn_columns: tuple[object, ...] = (None,) * 10
-    source_columns: tuple[object, ...] = (None,) * 4
+    source_columns: tuple[object, ...] = (None,) * 2
     assert _native.revalidate_columns(turn_columns, source_columns, [], 1) == ([], 0, 0)  # type: ignore[arg-type]
     for bad_turns, bad_sources, field in (
         ((None,) * 9, source_columns, "turn_columns"),
         ((None,) * 12, source_columns, "turn_columns"),
         ([None] * 10, source_columns, "turn_columns"),
         ((1,) + (None,) * 9, source_columns, "turn_columns"),
-        (turn_columns, (None,) * 5, "source_columns"),
-        (turn_columns, (None, None, 3.5, None), "source_columns"),
+        (turn_columns, (None,) * 4, "source_columns"),
+        (turn_columns, (None, 3.5), "source_columns"),
     ):
         with pytest.raises(InvalidInput) as caught:
             _native.revalidate_columns(bad_turns, bad_sources, [], 1)  # type: ignore[arg-type]
@@ -401,6 +425,15 @@ def test_packed_batch_input_is_validated() -> None:
     assert _native.revalidate_columns(lined_up, source_columns, summary, 1) is not None  # type: ignore[arg-type]
     stray = (b"1200", *lined_up[1:])
     assert _native.revalidate_columns(stray, source_columns, summary, 1) is None  # type: ignore[arg-type]
+    # Sources: keyed `k << 54 | position << 26 | ID length`, the IDs back to back; a key
+    # naming no summary of the batch, or 'x' (a position or ID the key cannot hold), is
+    # refused as well.
+    cited = _native.revalidate_columns(lined_up, ("1", b"a"), summary, 1)  # type: ignore[arg-type]
+    assert cited is not None and cited[1:] == (1, 0)  # the one source hashed
+    for stray_sources in ((str((1 << 54) + 1), b"a"), ("x", b"a"), ("2", b"a")):
+        assert _native.revalidate_columns(lined_up, stray_sources, summary, 1) is None, (
+            stray_sources
+        )  # type: ignore[arg-type]
 
 
 def test_a_run_over_sqlites_length_limit_is_read_by_rows(

@@ -1,4 +1,4 @@
-//! Arbitrary bytes -> a column-packed batch (the 10 turn columns and 4 source columns that
+//! Arbitrary bytes -> a column-packed batch (the 10 turn columns and 2 source columns that
 //! `ledgerfold.revalidate` reads from SQLite, as any damaged database could hand them over)
 //! -> unpack, group and check.
 //!
@@ -60,6 +60,37 @@ fn integer_column(input: &mut Unstructured<'_>, count: usize, codes: &[i64]) -> 
     Ok(out)
 }
 
+/// Source keys for the turn IDs of a text column: summary 0-3 (3 is no summary of the
+/// batch), position 0-3, and the ID's length (an arbitrary entry for NULL); now and then an
+/// arbitrary entry anywhere, or anything at all.
+fn source_keys(input: &mut Unstructured<'_>, lengths: &[u8]) -> Result<Vec<u8>> {
+    if input.arbitrary::<u8>()? % 16 == 0 {
+        return input.arbitrary();
+    }
+    let mut out = Vec::new();
+    for (index, entry) in lengths.split(|&b| b == b',').enumerate() {
+        if lengths.is_empty() {
+            break;
+        }
+        if index > 0 {
+            out.push(b',');
+        }
+        let length = std::str::from_utf8(entry)
+            .ok()
+            .and_then(|text| text.parse::<u32>().ok());
+        let (summary, position): (u8, u8) = (input.arbitrary()?, input.arbitrary()?);
+        let key = match length {
+            Some(length) if summary % 8 != 7 => {
+                columns::source_key(summary % 4, u32::from(position % 4), length)
+                    .unwrap_or(-1)
+            }
+            _ => input.arbitrary()?,
+        };
+        out.extend_from_slice(key.to_string().as_bytes());
+    }
+    Ok(out)
+}
+
 fn fuzz(data: &[u8]) -> Result<()> {
     let mut input = Unstructured::new(data);
     let rows = usize::from(input.arbitrary::<u8>()? % 12);
@@ -77,8 +108,7 @@ fn fuzz(data: &[u8]) -> Result<()> {
         rows,
         &[200, 300, 1311, 1400, 2100, 922, 2200, 3200, -1],
     )?;
-    let keys = integer_column(&mut input, sources, &[0, 1, 2])?;
-    let positions = integer_column(&mut input, sources, &[0, 1, 2, 3])?;
+    let keys = source_keys(&mut input, &texts[4].0)?;
     let packed = |at: usize| Packed {
         lengths: &texts[at].0,
         values: &texts[at].1,
@@ -92,9 +122,8 @@ fn fuzz(data: &[u8]) -> Result<()> {
         meta: packed(3),
     };
     let source_columns = SourceColumns {
-        summary_pk: &keys,
-        position: &positions,
-        turn_id: packed(4),
+        keys: &keys,
+        turn_ids: &texts[4].1,
     };
     let runs = columns::turn_runs(&turn_columns);
     if let Some(unpacked) = &runs {
@@ -105,7 +134,10 @@ fn fuzz(data: &[u8]) -> Result<()> {
         };
         assert_eq!(unpacked.iter().map(|(_, rows)| rows.len()).sum::<usize>(), entries);
     }
-    let sources = columns::sources(&source_columns);
+    let sources = columns::sources(&source_columns, 3);
+    if let Some(sources) = &sources {
+        assert_eq!(sources.len(), 3);
+    }
     if let (Some(runs), Some(sources)) = (runs, sources) {
         let named = runs.iter().all(|(summary, _)| *summary < 3);
         let current: Vec<CurrentSummary<'_>> = ["c0", "c1", "c2"]

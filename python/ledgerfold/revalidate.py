@@ -113,7 +113,7 @@ def _packed_turns(count: int, *, bounded: bool) -> str:
 # The sources of exactly the summaries a run names (by key; `None` pads the list to a power
 # of two so few statements are prepared), not whatever is current by the time the run is
 # read: a summary superseded meanwhile is still checked as the summary it is.
-_MAX_RUN_SUMMARIES = 256  # 3 parameters each: under SQLite's oldest default limit of 999
+_MAX_RUN_SUMMARIES = 256  # 3 parameters each (under SQLite's oldest limit of 999); k fits 8 bits
 
 
 def _keys(run: list[_Job]) -> list[int | None]:
@@ -137,12 +137,34 @@ def _in(count: int) -> str:
     return "(" + ", ".join(["?"] * count) + ")"
 
 
+# Each source row as one key, `k << 54 | position << 26 | byte length of the turn ID` (see
+# `ledgerfold_core::columns::source_key`), and the turn IDs back to back: two aggregate calls
+# a row instead of four. A position or ID out of those ranges (or not an integer) writes 'x',
+# which is no key: the packing is refused and the run read by rows.
+_SOURCE_KEY = (
+    "CASE WHEN ss.position BETWEEN 0 AND 268435455"
+    " AND length(CAST(ss.turn_id AS BLOB)) < 67108864"
+    " THEN run.k * 18014398509481984 + ss.position * 67108864"
+    " + length(CAST(ss.turn_id AS BLOB)) ELSE 'x' END"
+)
+
+
 def _packed_sources(count: int) -> str:
+    rows = ", ".join(["(?, ?)"] * count)
     return (
-        "SELECT group_concat(summary_pk, ','), group_concat(position, ','), "
-        + _required_text_column("turn_id")
-        + f" FROM summary_sources WHERE summary_pk IN {_in(count)}"
+        f"WITH run(k, pk) AS (VALUES {rows})"
+        f" SELECT group_concat({_SOURCE_KEY}, ','), CAST(group_concat(ss.turn_id, '') AS BLOB)"
+        " FROM run CROSS JOIN summary_sources AS ss ON ss.summary_pk = run.pk"
     )
+
+
+def _source_parameters(run: list[_Job]) -> list[object]:
+    """`(k, summary key)` for each summary of the run, padded as `_keys` pads."""
+    parameters: list[object] = []
+    for k, job in enumerate(run):
+        parameters += [k, job[1]]
+    padding = (1 << (len(run) - 1).bit_length()) - len(run)
+    return parameters + [None] * (2 * padding)
 
 
 # The row form, text fields as their stored bytes in a UTF-8 database (whatever the storage
@@ -311,7 +333,9 @@ def _check_packed(
     again whole, so that the verdict is the one every live turn gives."""
     parameters = _turn_parameters(run)
     try:
-        source_columns = conn.execute(_packed_sources(len(keys)), keys).fetchone()
+        source_columns = conn.execute(
+            _packed_sources(len(keys)), _source_parameters(run)
+        ).fetchone()
         for bounded in (True, False):
             turn_columns = conn.execute(
                 _packed_turns(len(keys), bounded=bounded), parameters

@@ -55,13 +55,40 @@ fn split_flags(flags: i64) -> (i64, i64, i64) {
     (flags / 100, flags / 10 % 10, flags % 10)
 }
 
-/// The columns of `summary_sources` rows: which summary, at which position, citing which
-/// turn ID; in any order.
+/// The columns of `summary_sources` rows, in any order: per row one key, which summary (its
+/// index in the batch's list), at which position, and the byte length of the turn ID it
+/// cites (see [`source_key`]); and the turn IDs back to back.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SourceColumns<'a> {
-    pub summary_pk: &'a [u8],
-    pub position: &'a [u8],
-    pub turn_id: Packed<'a>,
+    pub keys: &'a [u8],
+    pub turn_ids: &'a [u8],
+}
+
+/// Bits of a source key below the summary index, and below the position.
+pub const SOURCE_SUMMARY_SHIFT: u32 = 54;
+pub const SOURCE_POSITION_SHIFT: u32 = 26;
+
+/// The key of a source row: `summary << 54 | position << 26 | id_len`, for a summary index
+/// below 256, a position below 2^28 and an ID below 64 MiB (the query writes something that
+/// is not a key for anything else, and the packing is refused).
+#[must_use]
+pub fn source_key(summary: u8, position: u32, id_len: u32) -> Option<i64> {
+    (position < 1 << 28 && id_len < 1 << SOURCE_POSITION_SHIFT).then(|| {
+        i64::from(summary) << SOURCE_SUMMARY_SHIFT
+            | i64::from(position) << SOURCE_POSITION_SHIFT
+            | i64::from(id_len)
+    })
+}
+
+/// `(summary index, position, ID length)` of a source key, or `None` when it is negative.
+fn split_source_key(key: i64) -> Option<(usize, i64, usize)> {
+    let key = u64::try_from(key).ok()?;
+    let low = |bits: u32, value: u64| value & ((1 << bits) - 1);
+    Some((
+        usize::try_from(key >> SOURCE_SUMMARY_SHIFT).ok()?,
+        i64::try_from(low(28, key >> SOURCE_POSITION_SHIFT)).ok()?,
+        usize::try_from(low(SOURCE_POSITION_SHIFT, key)).ok()?,
+    ))
 }
 
 /// The comma-separated entries of a list; an empty list has none.
@@ -231,31 +258,29 @@ pub fn turn_runs<'a>(columns: &TurnColumns<'a>) -> Option<Vec<(usize, Vec<TurnRo
         .collect()
 }
 
-/// Each summary's cited turn IDs in position order, by summary key.
-pub fn sources<'a>(columns: &SourceColumns<'a>) -> Option<HashMap<i64, Vec<&'a str>>> {
-    let keys = integers(columns.summary_pk);
-    let positions = integers(columns.position);
-    let ids = values(columns.turn_id)?;
-    if keys.len() != ids.len() || positions.len() != ids.len() {
-        return None;
+/// Each summary's cited turn IDs in position order, by summary index (`summaries` of them),
+/// or `None` when the packing does not line up (an entry that is not a key, an index out of
+/// range, ID lengths that do not add up to the IDs, an ID that is not UTF-8).
+pub fn sources<'a>(columns: &SourceColumns<'a>, summaries: usize) -> Option<Vec<Vec<&'a str>>> {
+    let mut cited: Vec<Vec<(i64, &'a str)>> = vec![Vec::new(); summaries];
+    let mut at = 0usize;
+    for entry in entries(columns.keys) {
+        let (summary, position, length) = split_source_key(integer(entry)?)?;
+        let end = at.checked_add(length)?;
+        let id = required(Some(columns.turn_ids.get(at..end)?))?;
+        cited.get_mut(summary)?.push((position, id));
+        at = end;
     }
-    let mut cited: HashMap<i64, Vec<(i64, &'a str)>> = HashMap::new();
-    for index in 0..ids.len() {
-        cited
-            .entry(keys[index]?)
-            .or_default()
-            .push((positions[index]?, required(ids[index])?));
-    }
-    Some(
+    (at == columns.turn_ids.len()).then(|| {
         cited
             .into_iter()
-            .map(|(key, mut sources)| {
+            .map(|mut sources| {
                 // Usually in order already; a stable sort keeps it cheap then.
                 sources.sort_by_key(|&(position, _)| position);
-                (key, sources.into_iter().map(|(_, id)| id).collect())
+                sources.into_iter().map(|(_, id)| id).collect()
             })
-            .collect(),
-    )
+            .collect()
+    })
 }
 
 /// The one summary to check in a conversation: its key in `summary_sources`, its ID and
@@ -316,11 +341,11 @@ pub fn group_runs<'a, S: std::hash::BuildHasher>(
 }
 
 /// One [`ConversationRows`] per summary, in summary order, from runs of packed rows by
-/// summary index ([`turn_runs`]) and cited IDs by summary key; `None` when a run names no
-/// summary of `summaries`.
-pub fn group_indexed<'a, S: std::hash::BuildHasher>(
+/// summary index ([`turn_runs`]) and cited IDs by summary index ([`sources`]); `None` when
+/// a run names no summary of `summaries`.
+pub fn group_indexed<'a>(
     runs: Vec<(usize, Vec<TurnRow<'a>>)>,
-    mut sources: HashMap<i64, Vec<&'a str>, S>,
+    sources: Vec<Vec<&'a str>>,
     summaries: &[CurrentSummary<'a>],
 ) -> Option<Vec<ConversationRows<'a>>> {
     let mut turns_of: Vec<Vec<TurnRow<'a>>> = vec![Vec::new(); summaries.len()];
@@ -332,6 +357,7 @@ pub fn group_indexed<'a, S: std::hash::BuildHasher>(
             slot.extend(turns);
         }
     }
+    let mut sources = sources.into_iter();
     Some(
         summaries
             .iter()
@@ -341,7 +367,7 @@ pub fn group_indexed<'a, S: std::hash::BuildHasher>(
                 turns,
                 summaries: vec![SummaryRow {
                     summary_id: summary.summary_id,
-                    source_ids: sources.remove(&summary.summary_pk).unwrap_or_default(),
+                    source_ids: sources.next().unwrap_or_default(),
                     source_fingerprint: summary.source_fingerprint,
                 }],
             })
@@ -423,7 +449,11 @@ mod tests {
     #[test]
     fn empty_columns_are_no_rows() {
         assert_eq!(turn_rows(&TurnColumns::default()).unwrap().len(), 0);
-        assert!(sources(&SourceColumns::default()).unwrap().is_empty());
+        assert!(sources(&SourceColumns::default(), 0).unwrap().is_empty());
+        assert_eq!(
+            sources(&SourceColumns::default(), 2).unwrap(),
+            vec![Vec::<&str>::new(); 2]
+        );
     }
 
     #[test]
@@ -573,7 +603,7 @@ mod tests {
             source_fingerprint: "f",
         };
         let summaries = [summary("x", 10), summary("y", 20)];
-        let cited = HashMap::from([(20, vec!["a"]), (30, vec!["z"])]);
+        let cited = vec![vec![], vec!["a"]];
         let grouped = group_indexed(runs.clone(), cited, &summaries).unwrap();
         let ids =
             |index: usize| -> Vec<&str> { grouped[index].turns.iter().map(|row| row.id).collect() };
@@ -582,28 +612,60 @@ mod tests {
         assert!(grouped[0].summaries[0].source_ids.is_empty());
         assert_eq!(grouped[1].summaries[0].source_ids, vec!["a"]);
         // A run for a summary the batch does not have refuses the packing.
-        assert!(group_indexed(runs, HashMap::new(), &summaries[..1]).is_none());
+        assert!(group_indexed(runs, vec![vec![]], &summaries[..1]).is_none());
+    }
+
+    /// `keys` as the query writes them, from `(summary, position, id_len)`.
+    fn source_keys(rows: &[(u8, u32, u32)]) -> String {
+        let keys: Vec<String> = rows
+            .iter()
+            .map(|&(summary, position, len)| {
+                source_key(summary, position, len).unwrap().to_string()
+            })
+            .collect();
+        keys.join(",")
     }
 
     #[test]
     fn sources_come_back_in_position_order() {
+        let keys = source_keys(&[(1, 2, 1), (1, 0, 1), (0, 0, 1), (1, 1, 2)]);
         let columns = SourceColumns {
-            summary_pk: b"7,7,3,7",
-            position: b"2,0,0,1",
-            turn_id: packed("1,1,1,1", "cadb"),
+            keys: keys.as_bytes(),
+            turn_ids: b"cadbb",
         };
-        let cited = sources(&columns).unwrap();
-        assert_eq!(cited[&7], vec!["a", "b", "c"]);
-        assert_eq!(cited[&3], vec!["d"]);
-        let short = SourceColumns {
-            position: b"2,0,0",
-            ..columns
-        };
-        assert!(sources(&short).is_none());
-        let bad_key = SourceColumns {
-            summary_pk: b"7,7,x,7",
-            ..columns
-        };
-        assert!(sources(&bad_key).is_none());
+        let cited = sources(&columns, 2).unwrap();
+        assert_eq!(cited, vec![vec!["d"], vec!["a", "bb", "c"]]);
+        // Refused whole: a key naming no summary of the batch, IDs that do not add up, an
+        // entry that is not a key (what the query writes for a position or ID out of range),
+        // an ID that is not UTF-8.
+        assert!(sources(&columns, 1).is_none());
+        for (keys, ids) in [
+            (keys.clone(), &b"cadb"[..]),
+            (keys.clone(), &b"cadbbx"[..]),
+            (format!("{keys},x"), &b"cadbb"[..]),
+            (format!("{keys},-1"), &b"cadbb"[..]),
+            (keys.clone(), &b"\xffadbb"[..]),
+        ] {
+            let columns = SourceColumns {
+                keys: keys.as_bytes(),
+                turn_ids: ids,
+            };
+            assert!(sources(&columns, 2).is_none(), "{keys} {ids:?}");
+        }
+    }
+
+    #[test]
+    fn source_keys_round_trip_within_their_ranges() {
+        for (summary, position, len) in [(0, 0, 0), (255, (1 << 28) - 1, (1 << 26) - 1), (7, 3, 40)]
+        {
+            let key = source_key(summary, position, len).unwrap();
+            assert!(key >= 0);
+            assert_eq!(
+                split_source_key(key),
+                Some((usize::from(summary), i64::from(position), len as usize))
+            );
+        }
+        assert_eq!(source_key(0, 1 << 28, 0), None);
+        assert_eq!(source_key(0, 0, 1 << 26), None);
     }
 }

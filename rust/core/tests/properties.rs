@@ -1209,7 +1209,7 @@ struct PackedBatch {
     text: [(String, Vec<u8>); 4], // id, body, group, meta
     sequence: String,
     keys: String,
-    sources: (String, String, (String, Vec<u8>)),
+    sources: (String, Vec<u8>), // keys, turn IDs
 }
 
 fn push_text(column: &mut (String, Vec<u8>), value: Option<&[u8]>) {
@@ -1255,7 +1255,7 @@ fn pack(conversations: &[ConversationSpec], rotate: usize) -> PackedBatch {
         .iter()
         .enumerate()
         .filter(|(_, conversation)| !conversation.summaries.is_empty());
-    for (summary_index, (index, conversation)) in with_summary.enumerate() {
+    for (summary_index, (_, conversation)) in with_summary.enumerate() {
         for row in &conversation.rows {
             push_text(&mut batch.text[0], Some(row.id.as_bytes()));
             push_text(&mut batch.text[1], Some(&row.body));
@@ -1275,9 +1275,14 @@ fn pack(conversations: &[ConversationSpec], rotate: usize) -> PackedBatch {
             cited.rotate_left(by);
         }
         for (position, id) in cited {
-            push_integer(&mut batch.sources.0, i64::try_from(index).unwrap());
-            push_integer(&mut batch.sources.1, i64::try_from(position).unwrap());
-            push_text(&mut batch.sources.2, Some(id.as_bytes()));
+            let key = columns::source_key(
+                u8::try_from(summary_index).unwrap(),
+                u32::try_from(position).unwrap(),
+                u32::try_from(id.len()).unwrap(),
+            )
+            .unwrap();
+            push_integer(&mut batch.sources.0, key);
+            batch.sources.1.extend_from_slice(id.as_bytes());
         }
     }
     batch
@@ -1319,9 +1324,8 @@ proptest! {
             meta: packed(&batch.text[3]),
         };
         let source_columns = SourceColumns {
-            summary_pk: batch.sources.0.as_bytes(),
-            position: batch.sources.1.as_bytes(),
-            turn_id: packed(&batch.sources.2),
+            keys: batch.sources.0.as_bytes(),
+            turn_ids: &batch.sources.1,
         };
         let with_summary: Vec<(usize, &ConversationSpec)> = distinct
             .iter()
@@ -1361,12 +1365,18 @@ proptest! {
             prop_assert_eq!(row.body, original.body.as_slice());
             prop_assert_eq!(row_digest(row), row_digest(&original.row()));
         }
-        let sources = columns::sources(&source_columns).expect("sources line up");
-        // The packed path groups the runs by summary index, the flat path (`group`) rows
-        // one by one by conversation ID: the same conversations either way.
-        let by_runs = columns::group_indexed(runs, sources.clone(), &current)
+        let sources = columns::sources(&source_columns, current.len()).expect("sources line up");
+        // The packed path groups the runs and sources by summary index, the flat path
+        // (`group`) rows one by one by conversation ID and sources by summary key: the same
+        // conversations either way.
+        let by_key: HashMap<i64, Vec<&str>> = current
+            .iter()
+            .zip(&sources)
+            .map(|(summary, cited)| (summary.summary_pk, cited.clone()))
+            .collect();
+        let by_runs = columns::group_indexed(runs, sources, &current)
             .expect("every run names a summary");
-        let unpacked = columns::group(rows, sources, &current);
+        let unpacked = columns::group(rows, by_key, &current);
         let direct: Vec<ConversationSpec> =
             with_summary.iter().map(|(_, conversation)| (*conversation).clone()).collect();
         prop_assert_eq!(revalidate_many(&unpacked), revalidate_many(&borrow(&direct)));

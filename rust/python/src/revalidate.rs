@@ -458,7 +458,8 @@ fn packed<'a>(
 /// lengths, values, sequences, body lengths, values, group lengths, values, meta lengths,
 /// values)`, where a row's key is `index * 1000 + role * 100 + protected * 10 + reason` with
 /// `index` the position in `summaries` of the summary the row was read for;
-/// `source_columns` is the 4-tuple `(summary_pks, positions, turn_id lengths, values)`;
+/// `source_columns` is the 2-tuple `(keys, turn_ids)`, where a source row's key is `index <<
+/// 54 | position << 26 | byte length of its turn ID` and the turn IDs come back to back;
 /// `summaries` as for `revalidate_flat`. Unpacking, grouping, hashing and checking all run
 /// detached from the interpreter. Returns what `revalidate_flat` returns, or None when the
 /// packing does not line up (the caller then reads those rows one by one).
@@ -473,7 +474,7 @@ pub fn revalidate_columns(
 ) -> PyResult<Option<Report>> {
     let threads = thread_count(py, threads)?;
     let turn_items = column_items("turn_columns", turn_columns, 10)?;
-    let source_items = column_items("source_columns", source_columns, 4)?;
+    let source_items = column_items("source_columns", source_columns, 2)?;
     let field = "turn_columns";
     let turn_columns = TurnColumns {
         keys: column_bytes(field, &turn_items[0])?,
@@ -485,9 +486,8 @@ pub fn revalidate_columns(
     };
     let field = "source_columns";
     let source_columns = SourceColumns {
-        summary_pk: column_bytes(field, &source_items[0])?,
-        position: column_bytes(field, &source_items[1])?,
-        turn_id: packed(&source_items, 2, field)?,
+        keys: column_bytes(field, &source_items[0])?,
+        turn_ids: column_bytes(field, &source_items[1])?,
     };
     let owned_summaries = flat_summaries(summaries)?;
     let current = current_summaries(py, &owned_summaries)?;
@@ -496,7 +496,7 @@ pub fn revalidate_columns(
         pool.install(|| {
             let (runs, sources) = rayon::join(
                 || columns::turn_runs(&turn_columns),
-                || columns::sources(&source_columns),
+                || columns::sources(&source_columns, current.len()),
             );
             let (runs, sources) = (runs?, sources?);
             let conversations = columns::group_indexed(runs, sources, &current)?;
