@@ -820,28 +820,30 @@ def _pool_threads() -> int:
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="thread names need /proc")
-def test_each_calling_thread_hashes_on_its_own_pool() -> None:
-    """Two interpreter threads checking with one hashing thread each get one pool thread
-    each: a pool shared by the process would take their batches in turn."""
+@pytest.mark.parametrize(("threads", "pool_threads"), [(1, 0), (2, 4)])
+def test_each_calling_thread_hashes_on_its_own_threads(threads: int, pool_threads: int) -> None:
+    """With one hashing thread, each interpreter thread hashes inline, starting no pool (a
+    pool thread would cost two wake-ups a batch); with two, each gets its own pool of two (a
+    pool shared by the process would take their batches in turn)."""
     before = _pool_threads()
     ready = threading.Barrier(3)
     release = threading.Event()
 
     def check() -> None:
-        assert _revalidate_small(1) == 2
+        assert _revalidate_small(threads) == 2
         ready.wait(timeout=60)
-        release.wait(timeout=60)  # keep this thread, and so its pool, alive
+        release.wait(timeout=60)  # keep this thread, and so any pool of its own, alive
 
-    threads = [threading.Thread(target=check) for _ in range(2)]
-    for thread in threads:
-        thread.start()
+    workers = [threading.Thread(target=check) for _ in range(2)]
+    for worker in workers:
+        worker.start()
     try:
         ready.wait(timeout=60)
-        assert _pool_threads() - before == 2
+        assert _pool_threads() - before == pool_threads
     finally:
         release.set()
-        for thread in threads:
-            thread.join(timeout=60)
+        for worker in workers:
+            worker.join(timeout=60)
 
 
 def test_flat_rows_in_any_order_with_per_summary_totals() -> None:

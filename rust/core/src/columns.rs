@@ -15,8 +15,7 @@
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
-use rayon::prelude::*;
-
+use crate::exec::Exec;
 use crate::model::{ProtectionReason, Role};
 use crate::revalidate::{ConversationRows, SummaryRow, TurnRow, UNREADABLE_ROLE};
 
@@ -194,12 +193,20 @@ fn keys(list: &[u8]) -> Option<Vec<(usize, i64)>> {
 /// in packed order, each with the index of its summary: the columns unpack, and then the
 /// runs assemble, in parallel on the current rayon pool.
 pub fn turn_runs<'a>(columns: &TurnColumns<'a>) -> Option<Vec<(usize, Vec<TurnRow<'a>>)>> {
-    let ((keys, ids), ((bodies, sequences), (groups, metas))) = rayon::join(
-        || rayon::join(|| keys(columns.keys), || values(columns.id)),
+    turn_runs_on(columns, Exec::Pool)
+}
+
+/// [`turn_runs`], run as `exec` says.
+pub fn turn_runs_on<'a>(
+    columns: &TurnColumns<'a>,
+    exec: Exec,
+) -> Option<Vec<(usize, Vec<TurnRow<'a>>)>> {
+    let ((keys, ids), ((bodies, sequences), (groups, metas))) = exec.join(
+        || exec.join(|| keys(columns.keys), || values(columns.id)),
         || {
-            rayon::join(
-                || rayon::join(|| values(columns.body), || integers(columns.sequence)),
-                || rayon::join(|| values(columns.group), || values(columns.meta)),
+            exec.join(
+                || exec.join(|| values(columns.body), || integers(columns.sequence)),
+                || exec.join(|| values(columns.group), || values(columns.meta)),
             )
         },
     );
@@ -245,17 +252,13 @@ pub fn turn_runs<'a>(columns: &TurnColumns<'a>) -> Option<Vec<(usize, Vec<TurnRo
     let starts: Vec<usize> = (0..count)
         .filter(|&index| index == 0 || keys[index].0 != keys[index - 1].0)
         .collect();
-    starts
-        .par_iter()
-        .enumerate()
-        .map(|(run, &start)| {
-            let end = starts.get(run + 1).copied().unwrap_or(count);
-            Some((
-                keys[start].0,
-                (start..end).map(row).collect::<Option<Vec<_>>>()?,
-            ))
-        })
-        .collect()
+    exec.map_indexed(&starts, |run, &start| {
+        let end = starts.get(run + 1).copied().unwrap_or(count);
+        Some((
+            keys[start].0,
+            (start..end).map(row).collect::<Option<Vec<_>>>()?,
+        ))
+    })
 }
 
 /// Each summary's cited turn IDs in position order, by summary index (`summaries` of them),

@@ -11,6 +11,7 @@ pub mod check;
 pub mod columns;
 pub mod encoding;
 pub mod error;
+pub mod exec;
 pub mod fingerprint;
 pub mod ids;
 pub mod meta_json;
@@ -20,5 +21,6 @@ pub mod revalidate;
 
 pub use encoding::{encode_turn, turn_digest, TurnRef};
 pub use error::{CoreError, Problem};
+pub use exec::Exec;
 pub use fingerprint::{fingerprint_digests, fingerprint_hex, Fingerprinter};
 pub use model::{ProtectionReason, Role};

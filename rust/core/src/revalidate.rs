@@ -3,10 +3,9 @@
 
 use std::collections::HashMap;
 
-use rayon::prelude::*;
-
 use crate::check::{check_summary, CheckReason, SummaryRef};
 use crate::encoding::{turn_digest_of_body, TurnRef};
+use crate::exec::Exec;
 use crate::meta_json::parse_flat_object;
 use crate::model::{
     normalise_meta, validate_group, validate_id, validate_protection, validate_sequence,
@@ -112,7 +111,7 @@ fn digest_unchecked_body(row: &TurnRow<'_>) -> Option<[u8; 32]> {
     ))
 }
 
-fn revalidate_one(index: usize, rows: &ConversationRows<'_>) -> (Vec<Verdict>, Totals) {
+fn revalidate_one(index: usize, rows: &ConversationRows<'_>, exec: Exec) -> (Vec<Verdict>, Totals) {
     // Ledger order is sequence order, whatever order the rows came in.
     let mut order: Vec<usize> = (0..rows.turns.len()).collect();
     order.sort_by_key(|&turn| rows.turns[turn].sequence);
@@ -136,7 +135,7 @@ fn revalidate_one(index: usize, rows: &ConversationRows<'_>) -> (Vec<Verdict>, T
         )
     };
     let hashed: Vec<(usize, Option<[u8; 32]>)> = if cited.len() > PARALLEL_TURNS {
-        cited.par_iter().map(hash).collect()
+        exec.map_indexed(&cited, |_, position| hash(position))
     } else {
         cited.iter().map(hash).collect()
     };
@@ -186,11 +185,17 @@ fn revalidate_one(index: usize, rows: &ConversationRows<'_>) -> (Vec<Verdict>, T
 
 /// Like [`revalidate_many`], with the hashing totals of each conversation kept apart.
 pub fn revalidate_each(conversations: &[ConversationRows<'_>]) -> Vec<(Vec<Verdict>, Totals)> {
-    conversations
-        .par_iter()
-        .enumerate()
-        .map(|(index, rows)| revalidate_one(index, rows))
-        .collect()
+    revalidate_each_on(conversations, Exec::Pool)
+}
+
+/// [`revalidate_each`], run as `exec` says.
+pub fn revalidate_each_on(
+    conversations: &[ConversationRows<'_>],
+    exec: Exec,
+) -> Vec<(Vec<Verdict>, Totals)> {
+    exec.map_indexed(conversations, |index, rows| {
+        revalidate_one(index, rows, exec)
+    })
 }
 
 /// Checks every summary of every conversation, conversations in parallel on the current

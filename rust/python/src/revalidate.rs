@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use ledgerfold_core::columns::{self, CurrentSummary, Packed, SourceColumns, TurnColumns};
 use ledgerfold_core::revalidate::{
-    revalidate_each, ConversationRows, Totals, TurnRow, Verdict, UNREADABLE_ROLE,
+    revalidate_each_on, ConversationRows, Totals, TurnRow, Verdict, UNREADABLE_ROLE,
 };
-use ledgerfold_core::Problem;
+use ledgerfold_core::{Exec, Problem};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyIterator, PyString, PyTuple};
 
@@ -237,6 +237,20 @@ fn pool(py: Python<'_>, threads: usize) -> PyResult<Arc<rayon::ThreadPool>> {
     })
 }
 
+/// Runs `work` detached from the interpreter: with one thread, inline on the calling thread
+/// (no pool, so no thread hand-off a batch); with more, on this thread's pool of that size.
+fn on_threads<R: Send>(
+    py: Python<'_>,
+    threads: usize,
+    work: impl FnOnce(Exec) -> R + Send,
+) -> PyResult<R> {
+    if threads == 1 {
+        return Ok(py.detach(|| work(Exec::Inline)));
+    }
+    let pool = pool(py, threads)?;
+    Ok(py.detach(|| pool.install(|| work(Exec::Pool))))
+}
+
 fn thread_count(py: Python<'_>, threads: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
     Ok(match threads.filter(|value| !value.is_none()) {
         Some(value) => {
@@ -325,8 +339,8 @@ pub fn revalidate_flat(
     }
     let current = current_summaries(py, &owned_summaries)?;
     let conversations = columns::group(rows, sources, &current);
-    let pool = pool(py, threads)?;
-    let per_conversation = py.detach(|| pool.install(|| revalidate_each(&conversations)));
+    let per_conversation =
+        on_threads(py, threads, |exec| revalidate_each_on(&conversations, exec))?;
     verdicts(
         py,
         &owned_summaries,
@@ -491,19 +505,16 @@ pub fn revalidate_columns(
     };
     let owned_summaries = flat_summaries(summaries)?;
     let current = current_summaries(py, &owned_summaries)?;
-    let pool = pool(py, threads)?;
-    let checked = py.detach(|| {
-        pool.install(|| {
-            let (runs, sources) = rayon::join(
-                || columns::turn_runs(&turn_columns),
-                || columns::sources(&source_columns, current.len()),
-            );
-            let (runs, sources) = (runs?, sources?);
-            let conversations = columns::group_indexed(runs, sources, &current)?;
-            let per_conversation = revalidate_each(&conversations);
-            Some((conversations, per_conversation))
-        })
-    });
+    let checked = on_threads(py, threads, |exec| {
+        let (runs, sources) = exec.join(
+            || columns::turn_runs_on(&turn_columns, exec),
+            || columns::sources(&source_columns, current.len()),
+        );
+        let (runs, sources) = (runs?, sources?);
+        let conversations = columns::group_indexed(runs, sources, &current)?;
+        let per_conversation = revalidate_each_on(&conversations, exec);
+        Some((conversations, per_conversation))
+    })?;
     match checked {
         Some((conversations, per_conversation)) => verdicts(
             py,
