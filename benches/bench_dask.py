@@ -99,7 +99,7 @@ def warm_client(workers: int, parquet: Path) -> Iterator[Any]:
         processes=True,
         threads_per_worker=1,
         host="127.0.0.1",
-        dashboard_address=None,
+        dashboard_address=":0",  # any free port: two clusters run side by side
     )
     with cluster, distributed.Client(cluster) as client:
         client.wait_for_workers(workers, timeout=120)
