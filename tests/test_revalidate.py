@@ -7,6 +7,7 @@ import json
 import random
 import signal
 import sqlite3
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -811,12 +812,38 @@ def test_a_forked_child_gets_its_own_thread_pool() -> None:
         assert pool.apply_async(_revalidate_small, (2,)).get(timeout=60) == 2
 
 
-def _pool_threads() -> int:
-    """This process's native hashing threads (Linux names threads in /proc)."""
+# Run in a fresh interpreter: pools of threads that other tests started are torn down
+# asynchronously when those threads end, so counting this process's threads would race them.
+_POOL_SCENARIO = """
+import sys, threading
+from pathlib import Path
+from ledgerfold import _native
+
+def pool_threads():
     tasks = Path("/proc/self/task")
-    return sum(
-        (task / "comm").read_text().startswith("ledgerfold-reva") for task in tasks.iterdir()
-    )
+    names = [(task / "comm").read_text() for task in tasks.iterdir()]
+    return sum(name.startswith("ledgerfold-reva") for name in names)
+
+threads = int(sys.argv[1])
+ready, release = threading.Barrier(3), threading.Event()
+
+def check():
+    row = ("c", "a", 1, "user", b"hi", 0, None, None, None)
+    summary = ("c", 1, "s", "lf1:" + "0" * 64)
+    verdicts, turns, _ = _native.revalidate_flat([row], [(1, "a")], [summary], threads)
+    assert turns + len(verdicts) == 2
+    ready.wait(timeout=60)
+    release.wait(timeout=60)  # keep this thread, and so any pool of its own, alive
+
+workers = [threading.Thread(target=check) for _ in range(2)]
+for worker in workers:
+    worker.start()
+ready.wait(timeout=60)
+print(pool_threads())
+release.set()
+for worker in workers:
+    worker.join(timeout=60)
+"""
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="thread names need /proc")
@@ -825,25 +852,14 @@ def test_each_calling_thread_hashes_on_its_own_threads(threads: int, pool_thread
     """With one hashing thread, each interpreter thread hashes inline, starting no pool (a
     pool thread would cost two wake-ups a batch); with two, each gets its own pool of two (a
     pool shared by the process would take their batches in turn)."""
-    before = _pool_threads()
-    ready = threading.Barrier(3)
-    release = threading.Event()
-
-    def check() -> None:
-        assert _revalidate_small(threads) == 2
-        ready.wait(timeout=60)
-        release.wait(timeout=60)  # keep this thread, and so any pool of its own, alive
-
-    workers = [threading.Thread(target=check) for _ in range(2)]
-    for worker in workers:
-        worker.start()
-    try:
-        ready.wait(timeout=60)
-        assert _pool_threads() - before == pool_threads
-    finally:
-        release.set()
-        for worker in workers:
-            worker.join(timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", _POOL_SCENARIO, str(threads)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert int(done.stdout) == pool_threads
 
 
 def test_flat_rows_in_any_order_with_per_summary_totals() -> None:
