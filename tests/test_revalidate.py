@@ -276,6 +276,14 @@ def _runs_both_ways(path: Path, batch_turns: int) -> tuple[list[object], list[ob
     return packed, rows, packed_runs
 
 
+def _verdicts_with_one_run_read_by_rows(path: Path) -> dict[str, str | None]:
+    """Verdicts by summary ID, after checking that exactly one run fell back to rows and
+    that packed and row reads agree."""
+    packed, rows, packed_runs = _runs_both_ways(path, batch_turns=500)
+    assert packed == rows and packed_runs == len(packed) - 1
+    return {v[1]: v[2] for found, _, _ in packed for v in found}
+
+
 def test_packed_and_row_reads_agree_on_every_kind_of_damage(db: Path) -> None:
     targets = cited_rows(db, len(DAMAGE) * 6 + 1, seed=11)
     conn = sqlite3.connect(db)
@@ -300,9 +308,7 @@ def test_packed_and_row_reads_agree_on_every_kind_of_damage(db: Path) -> None:
     conn.execute(COMMA_SEQUENCE, (targets[0][0],))
     conn.commit()
     conn.close()
-    packed, rows, packed_runs = _runs_both_ways(db, batch_turns=500)
-    assert packed == rows and packed_runs == len(packed) - 1
-    verdicts = {v[1]: v[2] for found, _, _ in packed for v in found}
+    verdicts = _verdicts_with_one_run_read_by_rows(db)
     assert verdicts[targets[0][2]] in {"source-modified", "source-reordered"}
 
 
@@ -322,9 +328,7 @@ def test_a_source_position_the_packed_key_cannot_hold_reads_that_run_by_rows(db:
     )
     conn.commit()
     conn.close()
-    packed, rows, packed_runs = _runs_both_ways(db, batch_turns=500)
-    assert packed == rows and packed_runs == len(packed) - 1
-    verdicts = {v[1]: v[2] for found, _, _ in packed for v in found}
+    verdicts = _verdicts_with_one_run_read_by_rows(db)
     assert verdicts[summary_id] is None and set(verdicts.values()) == {None}
 
 

@@ -45,21 +45,14 @@ _CURRENT = (
 _WHERE_TURNS = " FROM turns WHERE conversation_id BETWEEN ? AND ? AND state = ?"
 
 
-def _text_column(column: str) -> str:
-    """A text column packed: its byte lengths (-1 for NULL), then its values back to back."""
-    return (
-        f"group_concat(ifnull(length(CAST({column} AS BLOB)), -1), ','),"
-        f" CAST(group_concat({column}, '') AS BLOB)"
-    )
-
-
-def _required_text_column(column: str) -> str:
-    """[`_text_column`] of a NOT NULL column, without the NULL case (a fifth less time per
-    row here; a NULL would be left out of both lists, and the packing refused)."""
-    return (
-        f"group_concat(length(CAST({column} AS BLOB)), ','),"
-        f" CAST(group_concat({column}, '') AS BLOB)"
-    )
+def _text_column(column: str, *, nullable: bool = True) -> str:
+    """A text column packed: its byte lengths (-1 for NULL), then its values back to back. A
+    NOT NULL column skips the NULL case (a fifth less time a row; a NULL would drop out of
+    both lists, and the packing be refused)."""
+    length = f"length(CAST({column} AS BLOB))"
+    if nullable:
+        length = f"ifnull({length}, -1)"
+    return f"group_concat({length}, ','), CAST(group_concat({column}, '') AS BLOB)"
 
 
 def _code(column: str, codes: dict[str, int]) -> str:
@@ -91,9 +84,9 @@ _FLAGS = (
 _PACKED_COLUMNS = ", ".join(
     [
         f"group_concat(k * 1000 + {_FLAGS}, ',')",
-        _required_text_column("id"),
+        _text_column("id", nullable=False),
         "group_concat(sequence, ',')",
-        _required_text_column("body"),
+        _text_column("body", nullable=False),
         _text_column("grp"),
         _text_column("meta"),
     ]
@@ -116,9 +109,14 @@ def _packed_turns(count: int, *, bounded: bool) -> str:
 _MAX_RUN_SUMMARIES = 256  # 3 parameters each (under SQLite's oldest limit of 999); k fits 8 bits
 
 
+def _slots(run: list[_Job]) -> int:
+    """How many summaries a run's statements name: its own, padded to a power of two."""
+    return 1 << (len(run) - 1).bit_length()
+
+
 def _keys(run: list[_Job]) -> list[int | None]:
     keys: list[int | None] = [job[1] for job in run]
-    return keys + [None] * ((1 << (len(keys) - 1).bit_length()) - len(keys))
+    return keys + [None] * (_slots(run) - len(keys))
 
 
 def _turn_parameters(run: list[_Job]) -> list[object]:
@@ -126,11 +124,7 @@ def _turn_parameters(run: list[_Job]) -> list[object]:
     parameters: list[object] = []
     for k, job in enumerate(run):
         parameters += [k, job[0], job[5]]
-    padding = (1 << (len(run) - 1).bit_length()) - len(run)
-    return parameters + [None] * (3 * padding) + [TURN_LIVE]
-
-
-_SOURCE_MISSING = "source-missing"
+    return parameters + [None] * (3 * (_slots(run) - len(run))) + [TURN_LIVE]
 
 
 def _in(count: int) -> str:
@@ -163,8 +157,7 @@ def _source_parameters(run: list[_Job]) -> list[object]:
     parameters: list[object] = []
     for k, job in enumerate(run):
         parameters += [k, job[1]]
-    padding = (1 << (len(run) - 1).bit_length()) - len(run)
-    return parameters + [None] * (2 * padding)
+    return parameters + [None] * (2 * (_slots(run) - len(run)))
 
 
 # The row form, text fields as their stored bytes in a UTF-8 database (whatever the storage
@@ -308,7 +301,7 @@ def _check_run(
     conn.execute("BEGIN")
     try:
         if utf8 and packed:
-            checked = _check_packed(conn, run, summaries, keys, threads)
+            checked = _check_packed(conn, run, summaries, threads)
             if checked is not None:
                 return checked
             _log.debug("revalidation: packed rows did not line up; reading by rows")
@@ -320,25 +313,25 @@ def _check_run(
     return _native.revalidate_flat(rows, sources, summaries, threads)
 
 
+_SOURCE_MISSING = "source-missing"
+
+
 def _check_packed(
     conn: sqlite3.Connection,
     run: list[_Job],
     summaries: list[tuple[str, int, str, str]],
-    keys: list[int | None],
     threads: int,
 ) -> Any:
     """The packed check of a run (inside the caller's snapshot), or None when the packing
     does not line up. Turns are read up to each summary's `through_sequence`; should a cited
     turn be missing there (retracted, or its sequence no longer what it was), the run is read
     again whole, so that the verdict is the one every live turn gives."""
-    parameters = _turn_parameters(run)
+    slots, parameters = _slots(run), _turn_parameters(run)
     try:
-        source_columns = conn.execute(
-            _packed_sources(len(keys)), _source_parameters(run)
-        ).fetchone()
+        source_columns = conn.execute(_packed_sources(slots), _source_parameters(run)).fetchone()
         for bounded in (True, False):
             turn_columns = conn.execute(
-                _packed_turns(len(keys), bounded=bounded), parameters
+                _packed_turns(slots, bounded=bounded), parameters
             ).fetchone()
             checked = _native.revalidate_columns(turn_columns, source_columns, summaries, threads)
             if checked is None or not any(verdict[2] == _SOURCE_MISSING for verdict in checked[0]):

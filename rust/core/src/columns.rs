@@ -43,7 +43,11 @@ pub struct TurnColumns<'a> {
 
 /// `(summary index, flags)` of a key entry, or `None` when it is negative.
 fn split_key(key: i64) -> Option<(usize, i64)> {
-    Some((usize::try_from(key / 1000).ok()?, key.checked_rem(1000)?)).filter(|_| key >= 0)
+    let key = u64::try_from(key).ok()?;
+    Some((
+        usize::try_from(key / 1000).ok()?,
+        i64::try_from(key % 1000).ok()?,
+    ))
 }
 
 /// `(role code, protected code, reason code)` of the flags of a key. The codes are SPEC §3's
@@ -63,16 +67,18 @@ pub struct SourceColumns<'a> {
     pub turn_ids: &'a [u8],
 }
 
-/// Bits of a source key below the summary index, and below the position.
+/// Bits of a source key below the summary index, and below the position; the position's
+/// width.
 pub const SOURCE_SUMMARY_SHIFT: u32 = 54;
 pub const SOURCE_POSITION_SHIFT: u32 = 26;
+const SOURCE_POSITION_BITS: u32 = SOURCE_SUMMARY_SHIFT - SOURCE_POSITION_SHIFT;
 
 /// The key of a source row: `summary << 54 | position << 26 | id_len`, for a summary index
 /// below 256, a position below 2^28 and an ID below 64 MiB (the query writes something that
 /// is not a key for anything else, and the packing is refused).
 #[must_use]
 pub fn source_key(summary: u8, position: u32, id_len: u32) -> Option<i64> {
-    (position < 1 << 28 && id_len < 1 << SOURCE_POSITION_SHIFT).then(|| {
+    (position < 1 << SOURCE_POSITION_BITS && id_len < 1 << SOURCE_POSITION_SHIFT).then(|| {
         i64::from(summary) << SOURCE_SUMMARY_SHIFT
             | i64::from(position) << SOURCE_POSITION_SHIFT
             | i64::from(id_len)
@@ -85,7 +91,7 @@ fn split_source_key(key: i64) -> Option<(usize, i64, usize)> {
     let low = |bits: u32, value: u64| value & ((1 << bits) - 1);
     Some((
         usize::try_from(key >> SOURCE_SUMMARY_SHIFT).ok()?,
-        i64::try_from(low(28, key >> SOURCE_POSITION_SHIFT)).ok()?,
+        i64::try_from(low(SOURCE_POSITION_BITS, key >> SOURCE_POSITION_SHIFT)).ok()?,
         usize::try_from(low(SOURCE_POSITION_SHIFT, key)).ok()?,
     ))
 }
