@@ -64,7 +64,7 @@ class Database:
 
 def _fast_build(store: SQLiteStore) -> None:
     """Setup only: no fsync per append while building (the benchmarks never write)."""
-    conn = getattr(store, "_conn", None)
+    conn = store._connection()
     if isinstance(conn, sqlite3.Connection):
         conn.execute("PRAGMA synchronous = OFF")
 

@@ -33,7 +33,7 @@ from ledgerfold import (
 )
 from ledgerfold.model import PROTECTION_REASONS, ROLES
 from ledgerfold.revalidate import revalidate_database
-from ledgerfold.store.sqlite import _turn_from_row as turn_from_row
+from ledgerfold.store.rows import turn_from_row
 
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
@@ -819,7 +819,7 @@ def test_a_forked_child_gets_its_own_thread_pool() -> None:
 # Run in a fresh interpreter: pools of threads that other tests started are torn down
 # asynchronously when those threads end, so counting this process's threads would race them.
 _POOL_SCENARIO = """
-import sys, threading
+import sys, threading, time
 from pathlib import Path
 from ledgerfold import _native
 
@@ -843,6 +843,13 @@ workers = [threading.Thread(target=check) for _ in range(2)]
 for worker in workers:
     worker.start()
 ready.wait(timeout=60)
+# A new thread names itself once it runs, so a pool thread may not carry its name yet:
+# wait (bounded) for the expected count, then let any late extra thread show up too.
+expected = int(sys.argv[2])
+deadline = time.monotonic() + 20
+while pool_threads() < expected and time.monotonic() < deadline:
+    time.sleep(0.01)
+time.sleep(0.2)
 print(pool_threads())
 release.set()
 for worker in workers:
@@ -857,7 +864,7 @@ def test_each_calling_thread_hashes_on_its_own_threads(threads: int, pool_thread
     pool thread would cost two wake-ups a batch); with two, each gets its own pool of two (a
     pool shared by the process would take their batches in turn)."""
     done = subprocess.run(
-        [sys.executable, "-c", _POOL_SCENARIO, str(threads)],
+        [sys.executable, "-c", _POOL_SCENARIO, str(threads), str(pool_threads)],
         capture_output=True,
         text=True,
         timeout=120,

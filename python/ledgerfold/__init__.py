@@ -7,7 +7,7 @@ exact IDs and BLAKE3 fingerprint of its sources, used only while it still matche
 from __future__ import annotations
 
 from ledgerfold.adapters.chat import from_chat_messages, to_chat_messages
-from ledgerfold.compactor import CompactionOutcome, CompactionPolicy, Compactor, SummaryRequest
+from ledgerfold.compactor import CompactionOutcome, Compactor
 from ledgerfold.context import (
     AssembledContext,
     HistoryBoundary,
@@ -24,7 +24,9 @@ from ledgerfold.errors import (
 )
 from ledgerfold.model import Conversation, Turn, fingerprint_turns, same_ordered_ids
 from ledgerfold.plan import CompactionPlan, plan_compaction
+from ledgerfold.policy import CompactionPolicy
 from ledgerfold.store import SQLiteStore, Store, SummaryRecord
+from ledgerfold.summarizers.base import SummaryRequest
 from ledgerfold.summarizers.extractive import ExtractiveSummarizer
 from ledgerfold.summary import (
     SummaryCheck,

@@ -13,27 +13,32 @@ exception type names only: never turn bodies, summary text or exception messages
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import contextvars
-import functools
-import inspect
 import logging
-import threading
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Literal
 
 from ledgerfold import _validate
 from ledgerfold.context import AssembledContext, SummaryItem, TurnItem
 from ledgerfold.errors import ContextBudgetExceeded, InvalidInput, StoreError
-from ledgerfold.model import Conversation
+from ledgerfold.model import Turn
 from ledgerfold.plan import CompactionPlan
+from ledgerfold.policy import CompactionPolicy
 from ledgerfold.store.protocol import Store
+from ledgerfold.summarizers.base import (
+    AwaitableInRunningLoop,
+    Summarizer,
+    SummaryRequest,
+    call_summarizer,
+    call_summarizer_async,
+    failure_reason,
+    in_running_loop,
+    is_async_callable,
+)
 from ledgerfold.summarizers.extractive import ExtractiveSummarizer
 from ledgerfold.summary import SummaryEnvelope, create_summary_envelope
-from ledgerfold.tokens import TokenCounter, approx_tokens, context_tokens, item_tokens
+from ledgerfold.tokens import context_tokens, item_tokens
 
 __all__ = [
     "OUTCOME_STATUSES",
@@ -49,67 +54,6 @@ _log = logging.getLogger("ledgerfold.compactor")
 
 CompactionStatus = Literal["accepted", "skipped", "stale", "failed"]
 OUTCOME_STATUSES: tuple[CompactionStatus, ...] = ("accepted", "skipped", "stale", "failed")
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionPolicy:
-    """How to compact: `version` (recorded on every summary; a summary of another version
-    is not used), the `keep_tail` newest turns always kept raw, and when compaction is due:
-    when the context as assembled now costs more than `trigger_tokens` (always, when None),
-    counted with `token_counter` (default `ledgerfold.tokens.approx_tokens`)."""
-
-    version: str
-    keep_tail: int = 8
-    trigger_tokens: int | None = None
-    token_counter: TokenCounter | None = None
-
-    def __post_init__(self) -> None:
-        _validate.text("version", self.version)
-        _validate.integer("keep_tail", self.keep_tail, minimum=1)
-        if self.trigger_tokens is not None:
-            _validate.integer("trigger_tokens", self.trigger_tokens, minimum=1)
-        if self.token_counter is not None and not callable(self.token_counter):
-            raise InvalidInput(
-                "token_counter: must be a callable str -> int",
-                field="token_counter",
-                problem="wrong-type",
-            )
-
-    @property
-    def counter(self) -> TokenCounter:
-        """The token counter in effect."""
-        return self.token_counter if self.token_counter is not None else approx_tokens
-
-
-@dataclass(frozen=True, slots=True, repr=False)
-class SummaryRequest:
-    """What a summarizer sees: only the turns to compact (sequence order) and the text of
-    the conversation's current summary, if any — never as a turn. A new summary replaces
-    the current one completely, so it should carry forward what `previous_summary` says."""
-
-    conversation_id: str
-    plan_id: str
-    policy_version: str
-    turns: tuple[TurnItem, ...]
-    previous_summary: str | None = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.turns, tuple):
-            object.__setattr__(self, "turns", tuple(self.turns))
-
-    def __repr__(self) -> str:
-        previous = (
-            "None" if self.previous_summary is None else f"<{len(self.previous_summary)} chars>"
-        )
-        return (
-            f"SummaryRequest(conversation_id={self.conversation_id!r}, plan_id={self.plan_id!r}, "
-            f"policy_version={self.policy_version!r}, turns=<{len(self.turns)} turns>, "
-            f"previous_summary={previous})"
-        )
-
-
-#: A summarizer: `SummaryRequest -> str`, or an async callable returning `str`.
-Summarizer = Callable[[SummaryRequest], str | Awaitable[str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,12 +80,8 @@ class CompactionOutcome:
 @dataclass(frozen=True, slots=True)
 class _Job:
     plan: CompactionPlan
-    snapshot: Conversation  # the ledger the summarizer's input was read from
+    sources: tuple[Turn, ...]  # the turns the summarizer's input was read from
     request: SummaryRequest
-
-
-class _AwaitableInRunningLoop(Exception):
-    """A sync summarizer returned an awaitable while `compact` ran inside an event loop."""
 
 
 class Compactor:
@@ -224,8 +164,8 @@ class Compactor:
         """Run one compaction synchronously (`force` skips the due check). An async
         summarizer runs in its own event loop; inside a running loop use `acompact`."""
         conversation_id = _validate.text("conversation_id", conversation_id)
-        in_loop = _in_running_loop()
-        if in_loop and _is_async_callable(self.summarizer):
+        in_loop = in_running_loop()
+        if in_loop and is_async_callable(self.summarizer):
             raise InvalidInput(
                 "summarizer: is async and an event loop is running; use `await acompact(...)`",
                 field="summarizer",
@@ -235,8 +175,8 @@ class Compactor:
         if isinstance(begun, CompactionOutcome):
             return begun
         try:
-            result = self._summarize_blocking(begun.request, in_loop)
-        except _AwaitableInRunningLoop:
+            result = call_summarizer(self.summarizer, begun.request, self.timeout, in_loop)
+        except AwaitableInRunningLoop:
             self._record_failure(begun.plan, "summarizer-error")
             raise InvalidInput(
                 "summarizer: returned an awaitable while an event loop is running; "
@@ -245,7 +185,7 @@ class Compactor:
                 problem="not-allowed",
             ) from None
         except Exception as error:
-            return self._fail(begun, _failure_reason(error), type(error).__name__)
+            return self._fail(begun, failure_reason(error), type(error).__name__)
         return self._finish(begun, result)
 
     async def acompact(self, conversation_id: str, *, force: bool = False) -> CompactionOutcome:
@@ -256,9 +196,9 @@ class Compactor:
         if isinstance(begun, CompactionOutcome):
             return begun
         try:
-            result = await asyncio.wait_for(self._summarize_async(begun.request), self.timeout)
+            result = await call_summarizer_async(self.summarizer, begun.request, self.timeout)
         except Exception as error:  # cancellation (BaseException) propagates untouched
-            return self._fail(begun, _failure_reason(error), type(error).__name__)
+            return self._fail(begun, failure_reason(error), type(error).__name__)
         return self._finish(begun, result)
 
     def _begin(self, conversation_id: str, force: bool) -> _Job | CompactionOutcome:
@@ -288,19 +228,21 @@ class Compactor:
         ):
             # The current summary already covers exactly these turns.
             return self._skip(conversation_id, plan, "nothing-to-compact")
-        snapshot = self.store.load(conversation_id)
-        turns = []
-        for turn_id in plan.compacted_ids:
-            turn = snapshot.get(turn_id)
-            if turn is None:  # retracted between planning and loading
-                _log.info(
-                    "compaction source gone before summarizing plan_id=%s turn_id=%s",
-                    plan.plan_id,
-                    turn_id,
-                )
-                self._record_failure(plan, "source-missing")
-                return CompactionOutcome("stale", None, "source-missing")
-            turns.append(TurnItem(turn.id, turn.role, turn.body, turn.sequence, turn.meta))
+        # Only the compacted turns are read: the plan's transaction already read the ledger.
+        sources = self.store.get_turns(conversation_id, plan.compacted_ids)
+        if len(sources) != len(plan.compacted_ids):  # retracted between planning and reading
+            found = {turn.id for turn in sources}
+            gone = next(turn_id for turn_id in plan.compacted_ids if turn_id not in found)
+            _log.info(
+                "compaction source gone before summarizing plan_id=%s turn_id=%s",
+                plan.plan_id,
+                gone,
+            )
+            self._record_failure(plan, "source-missing")
+            return CompactionOutcome("stale", None, "source-missing")
+        turns = [
+            TurnItem(turn.id, turn.role, turn.body, turn.sequence, turn.meta) for turn in sources
+        ]
         request = SummaryRequest(
             conversation_id=conversation_id,
             plan_id=plan.plan_id,
@@ -314,37 +256,7 @@ class Compactor:
             len(turns),
             previous.id if previous is not None else None,
         )
-        return _Job(plan, snapshot, request)
-
-    def _summarize_blocking(self, request: SummaryRequest, in_loop: bool) -> object:
-        summarizer = self.summarizer
-        if _is_async_callable(summarizer):
-            awaitable = cast("Awaitable[object]", summarizer(request))
-            return asyncio.run(_bounded(awaitable, self.timeout))
-        if self.timeout is None:
-            result: object = summarizer(request)
-        else:
-            result = _call_in_thread(summarizer, request, self.timeout)
-        if inspect.isawaitable(result):
-            if in_loop:
-                _discard(result)
-                raise _AwaitableInRunningLoop
-            return asyncio.run(_bounded(result, self.timeout))
-        return result
-
-    async def _summarize_async(self, request: SummaryRequest) -> object:
-        summarizer = self.summarizer
-        if _is_async_callable(summarizer):
-            return await cast("Awaitable[object]", summarizer(request))
-        if self.timeout is None:
-            result: object = await asyncio.to_thread(summarizer, request)
-        else:
-            # Not the loop's executor: a summarizer abandoned at its deadline must neither
-            # hold an executor worker nor make `asyncio.run` wait for it at shutdown.
-            result = await _in_daemon_thread(summarizer, request)
-        if inspect.isawaitable(result):
-            return await result
-        return result
+        return _Job(plan, tuple(sources), request)
 
     def _finish(self, job: _Job, result: object) -> CompactionOutcome:
         if not isinstance(result, str):
@@ -354,7 +266,7 @@ class Compactor:
         summary_id = _validate.text("summary_id", self._summary_id_factory())
         try:
             envelope = create_summary_envelope(
-                job.plan, job.snapshot, summary_id, self.policy.version, result
+                job.plan, job.sources, summary_id, self.policy.version, result
             )
         except InvalidInput:  # text that cannot be stored, e.g. lone surrogates
             return self._fail(job, "summarizer-error", "invalid-text")
@@ -477,94 +389,3 @@ class Compactor:
 
 def _random_summary_id() -> str:
     return f"summary-{uuid.uuid4().hex}"
-
-
-def _in_running_loop() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
-
-
-def _is_async_callable(function: object) -> bool:
-    while isinstance(function, functools.partial):
-        function = function.func
-    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
-        getattr(function, "__call__", None)  # noqa: B004 -- instances with async __call__
-    )
-
-
-def _failure_reason(error: BaseException) -> str:
-    if isinstance(error, (TimeoutError, asyncio.TimeoutError)):
-        return "summarizer-timeout"
-    return "summarizer-error"
-
-
-async def _bounded(awaitable: Awaitable[Any], timeout: float | None) -> Any:
-    return await asyncio.wait_for(awaitable, timeout)
-
-
-def _discard(awaitable: Awaitable[Any]) -> None:
-    close = getattr(awaitable, "close", None)  # a coroutine never awaited: no warning
-    if callable(close):
-        close()
-
-
-def _call_in_thread(
-    summarizer: Callable[[SummaryRequest], object], request: SummaryRequest, timeout: float
-) -> object:
-    """Call a sync summarizer with a deadline. On expiry raise `TimeoutError` and abandon
-    the daemon thread; its late result is never used."""
-    outcome: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            outcome["result"] = summarizer(request)
-        except BaseException as error:
-            outcome["error"] = error
-
-    context = contextvars.copy_context()
-    thread = threading.Thread(
-        target=context.run, args=(run,), name="ledgerfold-summarizer", daemon=True
-    )
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        raise TimeoutError(f"summarizer did not return within {timeout:g}s")
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["result"]
-
-
-async def _in_daemon_thread(
-    summarizer: Callable[[SummaryRequest], object], request: SummaryRequest
-) -> object:
-    """Await a sync summarizer run in its own daemon thread; a result that arrives after
-    the caller gave up (or after the loop closed) is dropped."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[object] = loop.create_future()
-
-    def deliver(result: object, error: BaseException | None) -> None:
-        if future.done():  # cancelled by the deadline
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-
-    def run() -> None:
-        result: object = None
-        error: BaseException | None = None
-        try:
-            result = summarizer(request)
-        except BaseException as raised:
-            error = raised
-        with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
-            loop.call_soon_threadsafe(deliver, result, error)
-
-    context = contextvars.copy_context()
-    threading.Thread(
-        target=context.run, args=(run,), name="ledgerfold-summarizer", daemon=True
-    ).start()
-    return await future

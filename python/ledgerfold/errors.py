@@ -12,6 +12,8 @@ __all__ = [
     "InvalidInput",
     "LedgerfoldError",
     "StoreError",
+    "SummarizerError",
+    "SummarizerTimeout",
 ]
 
 
@@ -74,9 +76,33 @@ class ContextBudgetExceeded(LedgerfoldError):
         return (type(self), (self.needed, self.budget, self.protected))
 
 
+class SummarizerError(LedgerfoldError):
+    """A summarizer's model call failed: HTTP error, unreachable, or a malformed reply.
+
+    The message names the server status or the problem, never turn or summary text.
+    `status` is the HTTP status when the server answered with an error.
+    """
+
+    code = "summarizer-error"
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+class SummarizerTimeout(SummarizerError, TimeoutError):
+    """The model did not answer within the timeout (also a `TimeoutError`, so the
+    compactor reports `summarizer-timeout`)."""
+
+    code = "summarizer-timeout"
+
+
 def _rebuild(
-    cls: type[InvalidInput], args: tuple[object, ...], state: dict[str, object]
-) -> InvalidInput:
+    cls: type[LedgerfoldError], args: tuple[object, ...], state: dict[str, object]
+) -> LedgerfoldError:
     error = cls.__new__(cls)
     Exception.__init__(error, *args)
     error.__dict__.update(state)

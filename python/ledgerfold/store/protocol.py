@@ -101,6 +101,12 @@ class Store(Protocol):
         """The live ledger. An unknown ID gives an empty conversation at revision 0."""
         ...
 
+    def get_turns(self, conversation_id: str, turn_ids: Iterable[str]) -> list[Turn]:
+        """The live turns with these IDs, in sequence order; IDs not in the ledger view are
+        left out. Reads only those turns (the compactor gives a summarizer its input this
+        way, without loading the whole conversation)."""
+        ...
+
     def conversation_ids(self) -> list[str]:
         """IDs of every conversation with at least one written turn, sorted."""
         ...

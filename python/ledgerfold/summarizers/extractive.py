@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ledgerfold import _validate
 
 if TYPE_CHECKING:
-    from ledgerfold.compactor import SummaryRequest
+    from ledgerfold.summarizers.base import SummaryRequest
 
 __all__ = ["ExtractiveSummarizer"]
 

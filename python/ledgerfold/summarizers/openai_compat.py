@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ledgerfold import _validate
-from ledgerfold.errors import InvalidInput, LedgerfoldError
+from ledgerfold.errors import InvalidInput, SummarizerError, SummarizerTimeout
 
 if TYPE_CHECKING:
-    from ledgerfold.compactor import SummaryRequest
+    from ledgerfold.summarizers.base import SummaryRequest
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
@@ -42,30 +42,6 @@ DEFAULT_SYSTEM_PROMPT = (
 
 # A leading reasoning block some local models emit before the answer.
 _THINK_BLOCK = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL)
-
-
-class SummarizerError(LedgerfoldError):
-    """The model server failed: HTTP error, unreachable, or a malformed reply.
-
-    The message names the server status or the problem, never turn or summary text.
-    `status` is the HTTP status when the server answered with an error.
-    """
-
-    code = "summarizer-error"
-
-    def __init__(self, message: str, *, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (_rebuild, (type(self), self.args, self.__dict__))
-
-
-class SummarizerTimeout(SummarizerError, TimeoutError):
-    """The model server did not answer within the timeout (also a `TimeoutError`, so the
-    compactor reports `summarizer-timeout`)."""
-
-    code = "summarizer-timeout"
 
 
 class OpenAICompatibleSummarizer:
@@ -225,12 +201,3 @@ def _parse_content(raw: bytes) -> str:
     if not isinstance(content, str):
         raise SummarizerError("chat completion failed: choices[0].message.content is not a string")
     return _THINK_BLOCK.sub("", content, count=1).strip()
-
-
-def _rebuild(
-    cls: type[SummarizerError], args: tuple[object, ...], state: dict[str, object]
-) -> SummarizerError:
-    error = cls.__new__(cls)
-    Exception.__init__(error, *args)
-    error.__dict__.update(state)
-    return error

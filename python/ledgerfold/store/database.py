@@ -1,0 +1,192 @@
+"""Opening a ledgerfold SQLite file: the path check, pragmas, migrations and transactions.
+
+Durability: WAL with `synchronous=FULL`, so a returned commit survives power loss (the WAL
+is fsynced at every commit). Every write is one `BEGIN IMMEDIATE` transaction, which takes
+the database's write lock up front: across processes, writes are serialised and a plan or a
+commit always sees the newest committed state. Every read of more than one query runs in one
+read transaction, so it sees one snapshot.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from datetime import datetime, timezone
+
+from ledgerfold.errors import InvalidInput, StoreError
+from ledgerfold.store.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
+
+__all__ = ["Database", "database_path", "now"]
+
+
+def now() -> str:
+    """The current time as ISO-8601 UTC with microseconds (how the store dates records)."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def database_path(value: object, field: str = "path") -> str:
+    """A database path as text: `str` or `os.PathLike`, non-empty, without NUL."""
+    if isinstance(value, bool) or not isinstance(value, (str, os.PathLike)):
+        raise InvalidInput(
+            f"{field}: must be str or os.PathLike, got {type(value).__name__}",
+            field=field,
+            problem="wrong-type",
+        )
+    path = os.fspath(value)
+    if not isinstance(path, str) or not path:
+        raise InvalidInput(f"{field}: must be a non-empty text path", field=field, problem="empty")
+    return path
+
+
+def _statements(script: str) -> Iterator[str]:
+    """Split a DDL script into statements (`executescript` would commit the transaction)."""
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            yield pending
+            pending = ""
+
+
+class Database:
+    """One connection to a ledgerfold file (or `":memory:"`), migrated to the newest schema.
+
+    Every use goes through `transaction()`, which holds the instance's lock: one instance may
+    be shared by threads.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        try:
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as err:
+            raise StoreError(f"{path}: cannot open the database ({err})") from err
+        try:
+            self._setup(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+
+    @property
+    def closed(self) -> bool:
+        return self._conn is None
+
+    def close(self) -> None:
+        """Close the connection; later transactions raise `StoreError`. Idempotent."""
+        with self.lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def connection(self) -> sqlite3.Connection:
+        """The open connection (raises `StoreError` once closed)."""
+        if self._conn is None:
+            raise StoreError("the store is closed")
+        return self._conn
+
+    @contextmanager
+    def transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
+        """One transaction; any failure rolls it back. sqlite errors become `StoreError`."""
+        with self.lock:
+            conn = self.connection()
+            try:
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            except sqlite3.Error as err:
+                raise StoreError(f"cannot start a transaction ({err})") from err
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                _rollback(conn)
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreError(f"database failure, nothing was written ({exc})") from exc
+                raise
+
+    # ------------------------------------------------------------------ opening
+
+    def _setup(self, conn: sqlite3.Connection) -> None:
+        try:
+            conn.execute("PRAGMA busy_timeout = 30000")
+            # Reading the header first: a file that is not SQLite fails here, not halfway.
+            application_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            foreign_tables = (
+                application_id == 0
+                and conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' LIMIT 1"
+                ).fetchone()
+            )
+        except sqlite3.DatabaseError as err:
+            raise StoreError(f"{self.path}: not an SQLite database ({err})") from err
+        # Refuse another application's file before changing anything in it (journal mode).
+        if application_id not in (0, APPLICATION_ID):
+            raise StoreError(f"{self.path}: an SQLite database of another application")
+        if foreign_tables:
+            raise StoreError(f"{self.path}: an SQLite database that is not a ledgerfold store")
+        try:
+            if self.path != ":memory:":
+                conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.DatabaseError as err:
+            raise StoreError(f"{self.path}: cannot prepare the database ({err})") from err
+        try:
+            self._migrate(conn)
+        except sqlite3.Error as err:
+            raise StoreError(f"{self.path}: cannot prepare the database ({err})") from err
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        for version, name, ddl in MIGRATIONS:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                current = self._schema_version(conn)
+                if current >= version:
+                    conn.execute("COMMIT")
+                    continue
+                for statement in _statements(ddl):
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                    (version, name, now()),
+                )
+                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                conn.execute(f"PRAGMA user_version = {version}")
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def _schema_version(self, conn: sqlite3.Connection) -> int:
+        application_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        tables = {
+            row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        if application_id != APPLICATION_ID:
+            if tables:
+                raise StoreError(f"{self.path}: an SQLite database that is not a ledgerfold store")
+            return 0
+        if "schema_migrations" not in tables:
+            raise StoreError(f"{self.path}: a ledgerfold store without its migration table")
+        version = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0]
+        if version is None:
+            return 0
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path}: schema version {version} is newer than this ledgerfold "
+                f"({SCHEMA_VERSION})"
+            )
+        return int(version)
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        # SQLite may already have rolled back (e.g. after SQLITE_FULL); what is on disk is
+        # then the state before the transaction.
+        with suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")

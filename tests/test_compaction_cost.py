@@ -1,0 +1,60 @@
+"""What one compaction costs the store: whole-conversation loads are counted, not timed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ledgerfold import CompactionPolicy, Compactor, SQLiteStore
+from ledgerfold.model import Conversation
+from ledgerfold.store import ledger
+
+TURNS = 10_000
+
+
+@pytest.fixture
+def loads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Every whole-conversation load the store makes, by conversation ID."""
+    seen: list[str] = []
+    real_load = ledger.load
+
+    def counting_load(conn: object, conversation_id: str) -> Conversation:
+        seen.append(conversation_id)
+        return real_load(conn, conversation_id)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ledger, "load", counting_load)
+    yield seen
+
+
+def _ledger(path: Path) -> SQLiteStore:
+    store = SQLiteStore(path)
+    store.append_many(
+        "c",
+        [
+            {"role": "user" if i % 2 == 0 else "assistant", "body": f"turn {i} " + "x" * 40}
+            for i in range(TURNS)
+        ],
+    )
+    return store
+
+
+@pytest.mark.parametrize("trigger_tokens", [None, 1_000])
+def test_one_compaction_of_a_10k_turn_conversation_loads_it_at_most_twice(
+    tmp_path: Path, loads: list[str], trigger_tokens: int | None
+) -> None:
+    with _ledger(tmp_path / "ledger.db") as store:
+        compactor = Compactor(store, CompactionPolicy("v1", trigger_tokens=trigger_tokens))
+        loads.clear()
+        assert compactor.compact("c").status == "accepted"
+        first = len(loads)
+        store.append_many(
+            "c",
+            [{"role": "user", "body": f"new {i}"} for i in range(20)],
+        )
+        loads.clear()
+        assert compactor.compact("c").status == "accepted"
+        second = len(loads)
+    assert first <= 2, first
+    assert second <= 2, second
