@@ -19,9 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from ledgerfold import _validate
-from ledgerfold.context import AssembledContext, SummaryItem, TurnItem
+from ledgerfold import _native, _validate
+from ledgerfold.context import AssembledContext, SummaryItem
 from ledgerfold.errors import ContextBudgetExceeded, InvalidInput, StoreError
+from ledgerfold.fold import fold_chunk
 from ledgerfold.model import Turn
 from ledgerfold.plan import CompactionPlan
 from ledgerfold.policy import CompactionPolicy
@@ -37,7 +38,7 @@ from ledgerfold.summarizers.base import (
     is_async_callable,
 )
 from ledgerfold.summarizers.extractive import ExtractiveSummarizer
-from ledgerfold.summary import SummaryEnvelope, create_summary_envelope
+from ledgerfold.summary import SummaryEnvelope
 from ledgerfold.tokens import context_tokens, item_tokens
 
 __all__ = [
@@ -80,7 +81,9 @@ class CompactionOutcome:
 @dataclass(frozen=True, slots=True)
 class _Job:
     plan: CompactionPlan
-    sources: tuple[Turn, ...]  # the turns the summarizer's input was read from
+    parent: SummaryEnvelope | None  # the summary the request's text extends (None: rebase)
+    parent_digests: bytes  # its stored source digests, source order
+    chunk: tuple[Turn, ...]  # the turns the summarizer's input was read from
     request: SummaryRequest
 
 
@@ -202,61 +205,44 @@ class Compactor:
         return self._finish(begun, result)
 
     def _begin(self, conversation_id: str, force: bool) -> _Job | CompactionOutcome:
-        """Due check, plan, and the summarizer's input read from one ledger snapshot."""
-        if not force and not self._is_due(conversation_id):
-            return self._skip(conversation_id, None, "not-due")
+        """Due check, plan, and the summarizer's input: the uncovered turns (one chunk of
+        them, within `max_input_tokens`) read in the plan's transaction."""
         policy = self.policy
-        plan = self.store.start_plan(conversation_id, policy.keep_tail, policy.version)
-        _log.debug(
-            "compaction plan started plan_id=%s conversation_id=%s source_revision=%d "
-            "compacted=%d preserved=%d through_sequence=%d",
-            plan.plan_id,
+        needed = 1
+        if not force:
+            if policy.trigger_tokens is not None and not self._is_due(conversation_id):
+                return self._skip(conversation_id, None, "not-due")
+            failures = self.store.consecutive_failures(conversation_id)
+            needed = policy.min_new_turns * 2 ** min(failures, _MAX_BACKOFF_DOUBLINGS)
+        work = self.store.begin_compaction(
             conversation_id,
-            plan.source_revision,
-            len(plan.compacted_ids),
-            len(plan.preserved_ids),
-            plan.through_sequence,
+            policy.keep_tail,
+            policy.version,
+            preserve_roles=policy.preserve_roles,
+            min_new_turns=needed,
         )
-        if plan.is_empty:
-            return self._skip(conversation_id, plan, "nothing-to-compact")
-        previous = self.store.current_summary(conversation_id)
-        if (
-            not force
-            and previous is not None
-            and previous.policy_version == policy.version
-            and previous.source_ids == plan.compacted_ids
-        ):
-            # The current summary already covers exactly these turns.
-            return self._skip(conversation_id, plan, "nothing-to-compact")
-        # Only the compacted turns are read: the plan's transaction already read the ledger.
-        sources = self.store.get_turns(conversation_id, plan.compacted_ids)
-        if len(sources) != len(plan.compacted_ids):  # retracted between planning and reading
-            found = {turn.id for turn in sources}
-            gone = next(turn_id for turn_id in plan.compacted_ids if turn_id not in found)
-            _log.info(
-                "compaction source gone before summarizing plan_id=%s turn_id=%s",
-                plan.plan_id,
-                gone,
-            )
-            self._record_failure(plan, "source-missing")
-            return CompactionOutcome("stale", None, "source-missing")
-        turns = [
-            TurnItem(turn.id, turn.role, turn.body, turn.sequence, turn.meta) for turn in sources
-        ]
+        if work.plan is None:
+            return self._skip(conversation_id, None, work.status)
+        plan = work.plan
+        chunk, items = fold_chunk(work.new_turns, policy.max_input_tokens, policy.counter)
+        parent = work.parent
         request = SummaryRequest(
             conversation_id=conversation_id,
             plan_id=plan.plan_id,
             policy_version=policy.version,
-            turns=tuple(turns),
-            previous_summary=previous.text if previous is not None else None,
+            turns=items,
+            previous_summary=None if parent is None else parent.text,
+            covered_count=0 if parent is None else len(parent.source_ids),
+            max_summary_tokens=policy.max_summary_tokens,
         )
         _log.debug(
-            "summarizer called plan_id=%s turns=%d previous_summary_id=%s",
+            "summarizer called plan_id=%s turns=%d backlog=%d previous_summary_id=%s",
             plan.plan_id,
-            len(turns),
-            previous.id if previous is not None else None,
+            len(items),
+            len(work.new_turns),
+            None if parent is None else parent.id,
         )
-        return _Job(plan, tuple(sources), request)
+        return _Job(plan, parent, work.parent_digests, chunk, request)
 
     def _finish(self, job: _Job, result: object) -> CompactionOutcome:
         if not isinstance(result, str):
@@ -265,13 +251,9 @@ class Compactor:
             return self._fail(job, "blank-summary", None)
         summary_id = _validate.text("summary_id", self._summary_id_factory())
         try:
-            envelope = create_summary_envelope(
-                job.plan, job.sources, summary_id, self.policy.version, result
-            )
+            envelope = _envelope(job, summary_id, self.policy.version, result)
         except InvalidInput:  # text that cannot be stored, e.g. lone surrogates
             return self._fail(job, "summarizer-error", "invalid-text")
-        if envelope is None:  # unreachable: plan non-empty, sources in snapshot, text non-blank
-            return self._fail(job, "summarizer-error", "no-envelope")
         try:
             write = self.store.commit_summary(envelope)
         except StoreError as error:
@@ -283,6 +265,16 @@ class Compactor:
             )
             self._record_failure(job.plan, "store-error")
             return CompactionOutcome("failed", None, "store-error")
+        except InvalidInput as error:  # e.g. a summary ID the store already holds
+            _log.warning(
+                "summary commit refused plan_id=%s summary_id=%s field=%s problem=%s",
+                job.plan.plan_id,
+                envelope.id,
+                error.field,
+                error.problem,
+            )
+            self._record_failure(job.plan, "summarizer-error")
+            return CompactionOutcome("failed", None, "summarizer-error")
         if write.accepted:
             accepted = write.summary if write.summary is not None else envelope
             _log.info(
@@ -295,6 +287,7 @@ class Compactor:
                 len(accepted.source_ids),
                 job.plan.through_sequence,
             )
+            self._prune(accepted.conversation_id)
             return CompactionOutcome("accepted", accepted, None)
         _log.info(
             "summary rejected summary_id=%s plan_id=%s conversation_id=%s reason=%s detail=%s",
@@ -306,7 +299,20 @@ class Compactor:
         )
         if write.reason == "stale-source":
             return CompactionOutcome("stale", None, write.detail or write.reason)
-        return CompactionOutcome("failed", None, write.reason)
+        return CompactionOutcome("failed", None, write.detail or write.reason)
+
+    def _prune(self, conversation_id: str) -> None:
+        keep = self.policy.keep_versions
+        if keep is None:
+            return
+        try:
+            self.store.prune_versions(conversation_id, keep=keep)
+        except StoreError as error:  # the summary is saved; pruning waits for the next one
+            _log.warning(
+                "pruning failed conversation_id=%s error_type=%s",
+                conversation_id,
+                type(error).__name__,
+            )
 
     def _skip(
         self, conversation_id: str, plan: CompactionPlan | None, reason: str
@@ -385,6 +391,31 @@ class Compactor:
             len(assembled.items),
         )
         raise ContextBudgetExceeded(needed, max_tokens, protected)
+
+
+#: The back-off doubles the new turns needed per consecutive failure, up to 2**6 times.
+_MAX_BACKOFF_DOUBLINGS = 6
+
+
+def _envelope(job: _Job, summary_id: str, policy_version: str, text: str) -> SummaryEnvelope:
+    """The envelope of a result: the chunk's turns, after the parent's sources when the text
+    extends the parent, fingerprinted over the parent's stored digests and the chunk's."""
+    _validate.text("text", text)
+    parent = job.parent
+    covered = () if parent is None else parent.source_ids
+    return SummaryEnvelope(
+        id=summary_id,
+        plan_id=job.plan.plan_id,
+        conversation_id=job.plan.conversation_id,
+        source_revision=job.plan.source_revision,
+        source_ids=covered + tuple(turn.id for turn in job.chunk),
+        source_fingerprint=_native.fingerprint_digests(
+            job.parent_digests + b"".join(turn.digest for turn in job.chunk)
+        ),
+        policy_version=policy_version,
+        text=text.strip(),
+        parent_id=None if parent is None else parent.id,
+    )
 
 
 def _random_summary_id() -> str:

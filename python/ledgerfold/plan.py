@@ -1,13 +1,18 @@
-"""Compaction planning (SPEC §4): which turns a summary may cover. A plan changes nothing."""
+"""Compaction planning (SPEC §4, §15.3): which turns a summary may cover. A plan changes
+nothing."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ledgerfold import _native, _validate
 from ledgerfold._native import Conversation
+from ledgerfold.errors import InvalidInput
+from ledgerfold.model import ROLES
+from ledgerfold.toolcalls import open_call_turns
 
-__all__ = ["CompactionPlan", "plan_compaction"]
+__all__ = ["CompactionPlan", "pinned_ids", "plan_compaction", "preserve_roles_arg"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,13 +32,57 @@ class CompactionPlan:
         return not self.compacted_ids
 
 
-def plan_compaction(conversation: Conversation, keep_tail: int, plan_id: str) -> CompactionPlan:
+def preserve_roles_arg(value: object, field: str = "preserve_roles") -> tuple[str, ...]:
+    """`preserve_roles` as a sorted tuple of known roles (`InvalidInput` otherwise)."""
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise InvalidInput(
+            f"{field}: must be an iterable of roles", field=field, problem="wrong-type"
+        )
+    roles = set()
+    for role in value:
+        if role not in ROLES:
+            raise InvalidInput(
+                f"{field}: unknown role (expected one of {', '.join(ROLES)})",
+                field=field,
+                problem="unknown-value",
+            )
+        roles.add(role)
+    return tuple(sorted(roles))
+
+
+def pinned_ids(turns: Iterable[object], preserve_roles: tuple[str, ...]) -> set[str]:
+    """Turns that stay raw like protected ones: a role in `preserve_roles`, or an assistant
+    turn with a tool call no tool turn answers yet (an open group)."""
+    turns = list(turns)
+    pinned = open_call_turns(turns)
+    if preserve_roles:
+        pinned.update(turn.id for turn in turns if turn.role in preserve_roles)  # type: ignore[attr-defined]
+    return pinned
+
+
+def plan_compaction(
+    conversation: Conversation,
+    keep_tail: int,
+    plan_id: str,
+    *,
+    preserve_roles: Iterable[str] = (),
+) -> CompactionPlan:
     """Plan a compaction: the last `keep_tail` turns are the tail; a prefix turn is compacted
-    when it is not protected and no member of its group is protected or in the tail."""
+    when it is not protected, its role is not in `preserve_roles`, it calls no tool that is
+    still unanswered, and no member of its group is any of those or in the tail."""
     conversation = _validate.conversation(conversation)
     _validate.integer("keep_tail", keep_tail, minimum=1)
     plan_id = _validate.text("plan_id", plan_id)
-    compacted, preserved, through_sequence = _native.plan(conversation, keep_tail)
+    roles = preserve_roles_arg(preserve_roles)
+    return plan_unchecked(conversation, keep_tail, plan_id, roles)
+
+
+def plan_unchecked(
+    conversation: Conversation, keep_tail: int, plan_id: str, preserve_roles: tuple[str, ...]
+) -> CompactionPlan:
+    """`plan_compaction` for arguments already validated at the public boundary."""
+    pinned = pinned_ids(conversation.turns, preserve_roles)
+    compacted, preserved, through_sequence = _native.plan(conversation, keep_tail, pinned)
     return CompactionPlan(
         plan_id=plan_id,
         conversation_id=conversation.id,

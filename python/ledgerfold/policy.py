@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ledgerfold import _validate
 from ledgerfold.errors import InvalidInput
+from ledgerfold.plan import preserve_roles_arg
 from ledgerfold.tokens import TokenCounter, approx_tokens
 
 __all__ = ["CompactionPolicy"]
@@ -13,21 +14,44 @@ __all__ = ["CompactionPolicy"]
 
 @dataclass(frozen=True, slots=True)
 class CompactionPolicy:
-    """How to compact: `version` (recorded on every summary; a summary of another version
-    is not used), the `keep_tail` newest turns always kept raw, and when compaction is due:
-    when the context as assembled now costs more than `trigger_tokens` (always, when None),
-    counted with `token_counter` (default `ledgerfold.tokens.approx_tokens`)."""
+    """How to compact (SPEC §13, §15.2).
+
+    - `version` is recorded on every summary; a summary of another version is not used.
+    - The `keep_tail` newest turns always stay raw, and so do turns whose role is in
+      `preserve_roles` (system prompts, by default) and their groups.
+    - Compaction is due when at least `min_new_turns` compactable turns are not yet covered
+      by the current summary and, when `trigger_tokens` is set, the assembled context (summary
+      plus raw turns) costs more than that, counted with `token_counter` (default
+      `ledgerfold.tokens.approx_tokens`). After k consecutive failures it needs
+      `min_new_turns * 2**min(k, 6)` new turns.
+    - No summarizer request carries more than `max_input_tokens` of turn text (a backlog is
+      folded in chunks, one per `compact()` call); `max_summary_tokens` bounds the summary
+      text, which custom summarizers are asked to honour.
+    - After each accepted summary, versions other than the current one beyond the newest
+      `keep_versions` are pruned (None keeps every version).
+    """
 
     version: str
     keep_tail: int = 8
     trigger_tokens: int | None = None
     token_counter: TokenCounter | None = None
+    min_new_turns: int = field(default=8, kw_only=True)
+    max_input_tokens: int = field(default=8000, kw_only=True)
+    max_summary_tokens: int = field(default=1000, kw_only=True)
+    keep_versions: int | None = field(default=4, kw_only=True)
+    preserve_roles: tuple[str, ...] = field(default=("system",), kw_only=True)
 
     def __post_init__(self) -> None:
         _validate.text("version", self.version)
         _validate.integer("keep_tail", self.keep_tail, minimum=1)
         if self.trigger_tokens is not None:
             _validate.integer("trigger_tokens", self.trigger_tokens, minimum=1)
+        _validate.integer("min_new_turns", self.min_new_turns, minimum=1)
+        _validate.integer("max_input_tokens", self.max_input_tokens, minimum=1)
+        _validate.integer("max_summary_tokens", self.max_summary_tokens, minimum=1)
+        if self.keep_versions is not None:
+            _validate.integer("keep_versions", self.keep_versions, minimum=0)
+        object.__setattr__(self, "preserve_roles", preserve_roles_arg(self.preserve_roles))
         if self.token_counter is not None and not callable(self.token_counter):
             raise InvalidInput(
                 "token_counter: must be a callable str -> int",

@@ -36,7 +36,10 @@ CHECK_REASONS = (
 class SummaryEnvelope:
     """A summary as a derived record bound to the exact IDs and fingerprint of its sources.
 
-    Every summary has its own `id`; versions are never overwritten. The repr hides `text`.
+    Every summary has its own `id`; versions are never overwritten. `parent_id` names the
+    summary this one extends (SPEC §15.1): its `source_ids` are then every turn it covers,
+    the parent's sources included, so an edit of any of them makes it stale. The repr hides
+    `text`.
     """
 
     id: str
@@ -47,10 +50,13 @@ class SummaryEnvelope:
     source_fingerprint: str
     policy_version: str
     text: str
+    parent_id: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("id", "plan_id", "source_fingerprint", "policy_version"):
             _validate.text(name, getattr(self, name))
+        if self.parent_id is not None:
+            _validate.text("parent_id", self.parent_id)
         # Any valid conversation ID (SPEC §2: non-empty), even one of whitespace only.
         _validate.text("conversation_id", self.conversation_id, blank_ok=True, empty_ok=False)
         _validate.text("text", self.text, blank_ok=True)
@@ -68,7 +74,8 @@ class SummaryEnvelope:
             f"conversation_id={self.conversation_id!r}, source_revision={self.source_revision}, "
             f"source_ids=<{len(self.source_ids)} ids>, "
             f"source_fingerprint={self.source_fingerprint!r}, "
-            f"policy_version={self.policy_version!r}, text=<{len(self.text)} chars>)"
+            f"policy_version={self.policy_version!r}, text=<{len(self.text)} chars>, "
+            f"parent_id={self.parent_id!r})"
         )
 
 
@@ -99,28 +106,52 @@ def create_summary_envelope(
     summary_id: str,
     policy_version: str,
     text: str,
+    *,
+    parent: SummaryEnvelope | None = None,
 ) -> SummaryEnvelope | None:
-    """Bind `text` to the plan's compacted turns. None when the plan is empty, a compacted
-    turn is missing from `turns`, or `text` is blank."""
+    """Bind `text` to the plan's compacted turns. With a `parent` (the summary this text
+    extends), the sources are the parent's followed by the plan's compacted IDs not among
+    them, in sequence order, and `turns` must hold all of them. None when the plan is empty,
+    a source is missing from `turns`, or `text` is blank."""
     _validate.instance("plan", plan, CompactionPlan)
     summary_id = _validate.text("summary_id", summary_id)
     policy_version = _validate.text("policy_version", policy_version)
     text = _validate.text("text", text, blank_ok=True)
+    if parent is not None:
+        _validate.instance("parent", parent, SummaryEnvelope)
     if plan.is_empty or not text.strip():
         return None
-    fingerprint = _native.source_fingerprint(plan.compacted_ids, turns)
+    source_ids = plan.compacted_ids
+    if parent is not None:
+        covered = set(parent.source_ids)
+        source_ids = parent.source_ids + tuple(i for i in plan.compacted_ids if i not in covered)
+    fingerprint = _native.source_fingerprint(source_ids, turns)
     if fingerprint is None:
         return None
+    if parent is not None:
+        # In sequence order: the order the fingerprint was taken in.
+        source_ids = _in_sequence_order(source_ids, turns)
     return SummaryEnvelope(
         id=summary_id,
         plan_id=plan.plan_id,
         conversation_id=plan.conversation_id,
         source_revision=plan.source_revision,
-        source_ids=plan.compacted_ids,
+        source_ids=source_ids,
         source_fingerprint=fingerprint,
         policy_version=policy_version,
         text=text.strip(),
+        parent_id=None if parent is None else parent.id,
     )
+
+
+def _in_sequence_order(
+    source_ids: tuple[str, ...], turns: Conversation | Iterable[Turn]
+) -> tuple[str, ...]:
+    if isinstance(turns, Conversation):
+        sequence = {turn_id: turns.get(turn_id).sequence for turn_id in source_ids}  # type: ignore[union-attr]
+    else:
+        sequence = {turn.id: turn.sequence for turn in turns}
+    return tuple(sorted(source_ids, key=sequence.__getitem__))
 
 
 def check_summary(

@@ -38,7 +38,7 @@ from ledgerfold.model import Conversation, Turn
 from ledgerfold.plan import CompactionPlan
 from ledgerfold.summary import SummaryEnvelope, SummaryWrite
 
-__all__ = ["SUMMARY_STATUSES", "Store", "SummaryRecord"]
+__all__ = ["SUMMARY_STATUSES", "CompactionWork", "Store", "SummaryRecord"]
 
 #: Status strings of `SummaryRecord.status`.
 SUMMARY_STATUSES = ("current", "superseded", "stale", "failed", "rejected")
@@ -59,6 +59,24 @@ class SummaryRecord:
     reason: str | None
     created_at: str
     plan_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionWork:
+    """What the store hands a compactor for one compaction (`SQLiteStore.begin_compaction`).
+
+    `status` is ``ready`` (a plan was registered), ``not-due`` (fewer new turns than asked
+    for; nothing registered) or ``nothing-to-compact``. When ready: `plan`, the `parent` the
+    summary may extend (None: a rebase), its stored source digests (32 bytes each, source
+    order) and the compactable turns it does not cover, in sequence order.
+    """
+
+    status: str
+    plan: CompactionPlan | None = None
+    parent: SummaryEnvelope | None = None
+    parent_digests: bytes = b""
+    new_turns: tuple[Turn, ...] = ()
+    failures: int = 0
 
 
 @runtime_checkable
@@ -117,9 +135,45 @@ class Store(Protocol):
         keep_tail: int,
         policy_version: str,
         plan_id: str | None = None,
+        *,
+        preserve_roles: Iterable[str] = (),
     ) -> CompactionPlan:
-        """Plan on the current ledger and register the plan (with its policy version) as the
-        conversation's active plan, superseding any older one, across processes."""
+        """Plan on the current ledger and register the plan (with its policy version and the
+        IDs it may compact) as the conversation's active plan, superseding any older one,
+        across processes. An older plan that ended without any record gets
+        `failed`/`abandoned`."""
+        ...
+
+    def begin_compaction(
+        self,
+        conversation_id: str,
+        keep_tail: int,
+        policy_version: str,
+        *,
+        preserve_roles: Iterable[str] = (),
+        min_new_turns: int = 1,
+        plan_id: str | None = None,
+    ) -> CompactionWork:
+        """Plan and, when at least `min_new_turns` compactable turns are not covered by the
+        current summary (or coverage would shrink: a rebase, due at once), register the plan
+        and return the work: the summary it may extend, that summary's stored source digests
+        and the uncovered turns. Otherwise register nothing. Cost follows the uncovered turns
+        and the tail, not the ledger."""
+        ...
+
+    def consecutive_failures(self, conversation_id: str) -> int:
+        """`failed` records since the conversation's newest accepted summary, answered
+        without reading the whole history."""
+        ...
+
+    def prune_versions(
+        self,
+        conversation_id: str | None = None,
+        keep: int = 4,
+        older_than: float | None = None,
+    ) -> int:
+        """Delete non-current summary records beyond the newest `keep` (and, with
+        `older_than` seconds, only older ones) with their text and index; returns how many."""
         ...
 
     def commit_summary(self, envelope: SummaryEnvelope | None) -> SummaryWrite:

@@ -128,7 +128,24 @@ CREATE TABLE history_boundaries (
 CREATE INDEX history_boundaries_by_conversation ON history_boundaries (conversation_id, pk);
 """
 
+# v1.1, the agent loop (SPEC §15): rolling summaries name their parent; a plan keeps what it
+# may compact (the summary it extends plus the IDs it adds) and the roles it preserved;
+# pruned versions leave a count; groups are looked up per conversation (group-split).
+_V2 = """
+ALTER TABLE summaries ADD COLUMN parent_id TEXT;
+ALTER TABLE plans ADD COLUMN base_summary_pk INTEGER;
+ALTER TABLE plans ADD COLUMN compacted_ids TEXT;
+ALTER TABLE plans ADD COLUMN preserve_roles TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE plans ADD COLUMN ended INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE conversations ADD COLUMN pruned_count INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX turns_by_group ON turns (conversation_id, grp) WHERE grp IS NOT NULL;
+CREATE INDEX plans_by_conversation ON plans (conversation_id, pk);
+"""
+
 #: (version, name, DDL) in ascending order; append new migrations, never edit old ones.
-MIGRATIONS: tuple[tuple[int, str, str], ...] = ((1, "initial", _V1),)
+MIGRATIONS: tuple[tuple[int, str, str], ...] = (
+    (1, "initial", _V1),
+    (2, "agent-loop", _V2),
+)
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -15,9 +15,6 @@ from typing import Any
 
 from ledgerfold.context import ContextItem, SummaryItem
 from ledgerfold.errors import InvalidInput
-from ledgerfold.model import Conversation
-from ledgerfold.plan import CompactionPlan, plan_compaction
-from ledgerfold.store import ledger
 from ledgerfold.store.database import now
 from ledgerfold.store.rows import (
     ITEM_COLUMNS,
@@ -27,15 +24,12 @@ from ledgerfold.store.rows import (
     item_from_row,
 )
 from ledgerfold.store.schema import TURN_LIVE
-from ledgerfold.summary import SummaryEnvelope, SummaryWrite, accept_summary_result
 
 __all__ = [
     "VersionCache",
-    "commit",
     "mark_stale",
     "pointed",
     "record_failure",
-    "register_plan",
     "summarised_items",
     "version",
 ]
@@ -52,6 +46,8 @@ class VersionCache:
     def __init__(self) -> None:
         self._versions: dict[str, Version] = {}
         self._staged: list[Version] = []
+        self._digests: dict[int, bytes] = {}
+        self._staged_digests: dict[int, bytes] = {}
 
     def get(self, summary_id: str) -> Version | None:
         return self._versions.get(summary_id)
@@ -59,15 +55,28 @@ class VersionCache:
     def stage(self, staged: Version) -> None:
         self._staged.append(staged)
 
+    def digests(self, summary_pk: int) -> bytes | None:
+        """A version's stored source digests, by row (versions are immutable)."""
+        return self._digests.get(summary_pk)
+
+    def stage_digests(self, summary_pk: int, digests: bytes) -> None:
+        self._staged_digests[summary_pk] = digests
+
     def publish(self) -> None:
         for staged in self._staged:
             if len(self._versions) >= _CACHE_LIMIT:
                 self._versions.pop(next(iter(self._versions)))
             self._versions[staged.envelope.id] = staged
-        self._staged.clear()
+        for pk, digests in self._staged_digests.items():
+            # Only the newest few: digests are 32 bytes per covered turn.
+            while len(self._digests) >= 4:
+                self._digests.pop(next(iter(self._digests)))
+            self._digests[pk] = digests
+        self.discard()
 
     def discard(self) -> None:
         self._staged.clear()
+        self._staged_digests.clear()
 
 
 def version(conn: sqlite3.Connection, cache: VersionCache, row: tuple[Any, ...]) -> Version:
@@ -102,146 +111,6 @@ def pointed(
     if row is None:
         return None
     return version(conn, cache, tuple(row)), row[4], row[5]
-
-
-def register_plan(
-    conn: sqlite3.Connection,
-    conversation_id: str,
-    keep_tail: int,
-    policy_version: str,
-    plan_id: str,
-) -> CompactionPlan:
-    """Plan on the current ledger and make the plan the conversation's active one."""
-    if conn.execute("SELECT 1 FROM plans WHERE id = ?", (plan_id,)).fetchone():
-        raise InvalidInput(
-            f"plan_id: plan {plan_id!r} already exists", field="plan_id", problem="duplicate"
-        )
-    plan = plan_compaction(ledger.load(conn, conversation_id), keep_tail, plan_id)
-    plan_pk = conn.execute(
-        "INSERT INTO plans (id, conversation_id, policy_version, source_revision,"
-        " through_sequence, compacted_count, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (
-            plan_id,
-            conversation_id,
-            policy_version,
-            plan.source_revision,
-            plan.through_sequence,
-            len(plan.compacted_ids),
-            now(),
-        ),
-    ).lastrowid
-    conn.execute(
-        "INSERT INTO active_plans (conversation_id, plan_pk) VALUES (?, ?)"
-        " ON CONFLICT (conversation_id) DO UPDATE SET plan_pk = excluded.plan_pk",
-        (conversation_id, plan_pk),
-    )
-    return plan
-
-
-def commit(
-    conn: sqlite3.Connection, cache: VersionCache, envelope: SummaryEnvelope
-) -> tuple[SummaryWrite, int]:
-    """Check the active plan (then cleared: a plan yields at most one accepted version) and
-    the sources against the plan's policy version; write version + source index + kept turns
-    + pointer, or a `rejected` record. Returns the verdict and the ledger revision."""
-    if conn.execute("SELECT 1 FROM summaries WHERE id = ?", (envelope.id,)).fetchone():
-        raise InvalidInput(
-            f"envelope.id: summary {envelope.id!r} already exists",
-            field="envelope.id",
-            problem="duplicate",
-        )
-    active = conn.execute(
-        "SELECT p.pk, p.id, p.policy_version FROM active_plans a"
-        " JOIN plans p ON p.pk = a.plan_pk WHERE a.conversation_id = ?",
-        (envelope.conversation_id,),
-    ).fetchone()
-    conversation = ledger.load(conn, envelope.conversation_id)
-    if active is None:
-        write = SummaryWrite(False, envelope, "stale-source", "superseded-plan")
-    else:
-        write = accept_summary_result(envelope, conversation, active[2], active[1])
-    created_at = now()
-    if not write.accepted:
-        conn.execute(
-            "INSERT INTO summaries (id, conversation_id, plan_id, status, reason,"
-            " created_at, source_revision, source_fingerprint, policy_version, text,"
-            " source_count, rejected_source_ids)"
-            " VALUES (?, ?, ?, 'rejected', ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                envelope.id,
-                envelope.conversation_id,
-                envelope.plan_id,
-                write.detail,
-                created_at,
-                envelope.source_revision,
-                envelope.source_fingerprint,
-                envelope.policy_version,
-                envelope.text,
-                len(envelope.source_ids),
-                json.dumps(envelope.source_ids, ensure_ascii=False),
-            ),
-        )
-    else:
-        cache.stage(_write_version(conn, envelope, conversation, created_at))
-        conn.execute(
-            "DELETE FROM active_plans WHERE conversation_id = ?", (envelope.conversation_id,)
-        )
-    return write, conversation.revision
-
-
-def _write_version(
-    conn: sqlite3.Connection,
-    envelope: SummaryEnvelope,
-    conversation: Conversation,
-    created_at: str,
-) -> Version:
-    sources = [conversation.get(turn_id) for turn_id in envelope.source_ids]
-    # accept_summary_result has checked that every source exists, in ledger order.
-    through_sequence = max(turn.sequence for turn in sources if turn is not None)
-    summary_pk = conn.execute(
-        "INSERT INTO summaries (id, conversation_id, plan_id, status, reason, created_at,"
-        " source_revision, source_fingerprint, policy_version, text, source_count,"
-        " through_sequence) VALUES (?, ?, ?, 'current', NULL, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            envelope.id,
-            envelope.conversation_id,
-            envelope.plan_id,
-            created_at,
-            envelope.source_revision,
-            envelope.source_fingerprint,
-            envelope.policy_version,
-            envelope.text,
-            len(envelope.source_ids),
-            through_sequence,
-        ),
-    ).lastrowid
-    assert summary_pk is not None
-    conn.executemany(
-        "INSERT INTO summary_sources (summary_pk, position, turn_id, turn_digest)"
-        " VALUES (?, ?, ?, ?)",
-        [
-            (summary_pk, position, turn.id, turn.digest)
-            for position, turn in enumerate(sources)
-            if turn is not None
-        ],
-    )
-    # The live turns below the summary's slot that it does not cover: read by `context()`.
-    conn.execute(
-        "INSERT INTO summary_kept (summary_pk, turn_pk) SELECT ?, t.pk FROM turns AS t"
-        " WHERE t.conversation_id = ? AND t.state = ? AND t.sequence < ?"
-        " AND t.id NOT IN (SELECT turn_id FROM summary_sources WHERE summary_pk = ?)",
-        (summary_pk, envelope.conversation_id, TURN_LIVE, through_sequence, summary_pk),
-    )
-    conn.execute(
-        "UPDATE summaries SET status = 'superseded' WHERE pk = ("
-        " SELECT current_summary FROM conversations WHERE id = ?) AND status = 'current'",
-        (envelope.conversation_id,),
-    )
-    conn.execute(
-        "UPDATE conversations SET current_summary = ? WHERE id = ?",
-        (summary_pk, envelope.conversation_id),
-    )
-    return Version(summary_pk, envelope, through_sequence)
 
 
 def record_failure(conn: sqlite3.Connection, plan_id: str, reason: str) -> str:
@@ -294,3 +163,35 @@ def summarised_items(
     )
     items.extend(item_from_row(row) for row in tail)
     return tuple(items)
+
+
+def prune(conn: sqlite3.Connection, conversation_id: str, keep: int, cutoff: str | None) -> int:
+    """Delete the conversation's records beyond the newest `keep` other than the one its
+    pointer designates (and, with `cutoff`, only those created before it): their text and
+    index rows go with them. Returns how many records were deleted."""
+    doomed = [
+        row[0]
+        for row in conn.execute(
+            "SELECT pk, created_at FROM summaries WHERE conversation_id = ? AND pk IS NOT"
+            " (SELECT current_summary FROM conversations WHERE id = ?) AND status != 'current'"
+            " ORDER BY pk DESC LIMIT -1 OFFSET ?",
+            (conversation_id, conversation_id, keep),
+        )
+        if cutoff is None or row[1] < cutoff
+    ]
+    if not doomed:
+        return 0
+    for start in range(0, len(doomed), 500):
+        chunk = doomed[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        conn.execute(f"DELETE FROM summary_sources WHERE summary_pk IN ({marks})", chunk)
+        conn.execute(f"DELETE FROM summary_kept WHERE summary_pk IN ({marks})", chunk)
+        conn.execute(
+            f"UPDATE plans SET base_summary_pk = NULL WHERE base_summary_pk IN ({marks})", chunk
+        )
+        conn.execute(f"DELETE FROM summaries WHERE pk IN ({marks})", chunk)
+    conn.execute(
+        "UPDATE conversations SET pruned_count = pruned_count + ? WHERE id = ?",
+        (len(doomed), conversation_id),
+    )
+    return len(doomed)

@@ -34,15 +34,23 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True, repr=False)
 class SummaryRequest:
-    """What a summarizer sees: only the turns to compact (sequence order) and the text of
-    the conversation's current summary, if any — never as a turn. A new summary replaces
-    the current one completely, so it should carry forward what `previous_summary` says."""
+    """What a summarizer sees (SPEC §13, §15.1).
+
+    `turns` are only the turns new since `previous_summary` (sequence order), never more
+    than the policy's `max_input_tokens` of text; `previous_summary` is the text of the
+    summary being extended, which already covers `covered_count` turns (None and 0 on a
+    rebase: then `turns` start from the beginning). The reply replaces the previous text
+    completely, so it should carry forward what that text says, and stay within
+    `max_summary_tokens`.
+    """
 
     conversation_id: str
     plan_id: str
     policy_version: str
     turns: tuple[TurnItem, ...]
     previous_summary: str | None = None
+    covered_count: int = 0
+    max_summary_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.turns, tuple):
@@ -55,7 +63,8 @@ class SummaryRequest:
         return (
             f"SummaryRequest(conversation_id={self.conversation_id!r}, plan_id={self.plan_id!r}, "
             f"policy_version={self.policy_version!r}, turns=<{len(self.turns)} turns>, "
-            f"previous_summary={previous})"
+            f"previous_summary={previous}, covered_count={self.covered_count}, "
+            f"max_summary_tokens={self.max_summary_tokens})"
         )
 
 

@@ -20,7 +20,8 @@ mod _native {
     use crate::items::TurnItem;
     #[pymodule_export]
     use crate::ops::{
-        assemble, check, fingerprint_turns, plan, same_ordered_ids, source_fingerprint,
+        assemble, check, fingerprint_digests, fingerprint_turns, plan, same_ordered_ids,
+        source_fingerprint,
     };
     #[pymodule_export]
     use crate::revalidate::{revalidate_columns, revalidate_flat};

@@ -1,6 +1,6 @@
 //! The per-turn work of SPEC §3–8, done natively over cached digests.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use ledgerfold_core::assemble::layout;
 use ledgerfold_core::check::{check_summary, CheckReason, CheckResult, SummaryRef};
@@ -74,6 +74,25 @@ pub fn fingerprint_turns(py: Python<'_>, turns: &Bound<'_, PyAny>) -> PyResult<S
     Ok(fingerprint.finish_hex())
 }
 
+/// `lf1:` fingerprint over turn digests given back to back (32 bytes each), e.g. the stored
+/// digests of a summary's sources followed by those of the turns it adds.
+#[pyfunction]
+pub fn fingerprint_digests(py: Python<'_>, digests: &[u8]) -> PyResult<String> {
+    if digests.len() % 32 != 0 {
+        return Err(invalid(
+            py,
+            "digests",
+            Problem::OutOfRange,
+            "must be 32 bytes per digest",
+        ));
+    }
+    let mut fingerprint = Fingerprinter::new(digests.len() / 32);
+    for digest in digests.chunks_exact(32) {
+        fingerprint.push(digest.try_into().expect("chunks of 32"));
+    }
+    Ok(fingerprint.finish_hex())
+}
+
 /// True when both have the same length and the same ID at every position.
 #[pyfunction]
 pub fn same_ordered_ids(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -82,12 +101,15 @@ pub fn same_ordered_ids(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<
     Ok(ids::same_ordered_ids(&as_strs(&a)?, &as_strs(&b)?))
 }
 
-/// `(compacted_ids, preserved_ids, through_sequence)` of SPEC §4.
+/// `(compacted_ids, preserved_ids, through_sequence)` of SPEC §4; the turns named in
+/// `pinned` (preserved roles, open tool calls: SPEC §15.3) stay raw like protected ones.
 #[pyfunction]
+#[pyo3(signature = (conversation, keep_tail, pinned=None))]
 pub fn plan<'py>(
     py: Python<'py>,
     conversation: &Bound<'py, Conversation>,
     keep_tail: &Bound<'py, PyAny>,
+    pinned: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<(Bound<'py, PyTuple>, Bound<'py, PyTuple>, i64)> {
     let keep_tail = extract::int64("keep_tail", keep_tail)?;
     if keep_tail < 1 {
@@ -98,6 +120,14 @@ pub fn plan<'py>(
             "must be >= 1",
         ));
     }
+    let pinned = pinned
+        .filter(|ids| !ids.is_none())
+        .map(|ids| string_items("pinned", ids))
+        .transpose()?;
+    let pinned: HashSet<&str> = match &pinned {
+        Some(ids) => ids.iter().map(|id| id.to_str()).collect::<PyResult<_>>()?,
+        None => HashSet::new(),
+    };
     let conversation = conversation.get();
     let inputs: Vec<PlanInput<'_>> = conversation
         .turns
@@ -105,7 +135,7 @@ pub fn plan<'py>(
         .map(|turn| {
             let turn = turn.get();
             PlanInput {
-                protected: turn.protected,
+                protected: turn.protected || (!pinned.is_empty() && pinned.contains(&*turn.id)),
                 group: turn.group.as_deref(),
             }
         })

@@ -1,0 +1,310 @@
+"""The atomic commit of a summary result (SPEC §9, §15.4), inside one write transaction.
+
+Checks, in order: the plan is still the active one (`superseded-plan`); the sources are
+current (`check_summary`'s reasons, `group-split` last); the envelope keeps to its plan
+(`invalid-summary` / `plan-mismatch`: a source the plan did not compact, a protected source,
+a parent that is not the current summary or whose sources it does not all keep). Then the
+version, its source index, its kept turns and the current pointer are written together, or
+only a `rejected` record.
+
+An envelope extending the current summary is checked from the new sources plus the
+summary's stored source digests (kept honest by eager invalidation); any other envelope is
+checked against the whole ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+
+from ledgerfold.errors import InvalidInput
+from ledgerfold.model import Conversation, Turn
+from ledgerfold.store import compaction, ledger, summaries
+from ledgerfold.store.database import now
+from ledgerfold.store.rows import Version
+from ledgerfold.store.schema import TURN_LIVE
+from ledgerfold.summary import SummaryEnvelope, SummaryWrite, check_summary
+
+__all__ = ["commit"]
+
+
+def _refused(envelope: SummaryEnvelope, reason: str, detail: str | None) -> SummaryWrite:
+    return SummaryWrite(False, envelope, reason, detail)
+
+
+def commit(
+    conn: sqlite3.Connection, cache: summaries.VersionCache, envelope: SummaryEnvelope
+) -> tuple[SummaryWrite, int]:
+    """Check and write `envelope`; returns the verdict and the ledger revision."""
+    cid = envelope.conversation_id
+    if conn.execute("SELECT 1 FROM summaries WHERE id = ?", (envelope.id,)).fetchone():
+        raise InvalidInput(
+            f"envelope.id: summary {envelope.id!r} already exists",
+            field="envelope.id",
+            problem="duplicate",
+        )
+    row = ledger.conversation_row(conn, cid)
+    revision = 0 if row is None else int(row[0])
+    active = conn.execute(
+        "SELECT p.id, p.policy_version FROM active_plans a JOIN plans p ON p.pk = a.plan_pk"
+        " WHERE a.conversation_id = ?",
+        (cid,),
+    ).fetchone()
+    if active is None or active[0] != envelope.plan_id:
+        write = _refused(envelope, "stale-source", "superseded-plan")
+    else:
+        write = _verdict(conn, cache, envelope, policy_version=active[1])
+    if not write.accepted:
+        _write_rejected(conn, envelope, write.detail)
+    return write, revision
+
+
+def _verdict(
+    conn: sqlite3.Connection,
+    cache: summaries.VersionCache,
+    envelope: SummaryEnvelope,
+    policy_version: str,
+) -> SummaryWrite:
+    cid = envelope.conversation_id
+    pointed = summaries.pointed(conn, cache, cid)
+    parent: Version | None = None
+    if envelope.parent_id is not None:
+        if pointed is None or pointed[0].envelope.id != envelope.parent_id:
+            return _refused(envelope, "invalid-summary", "plan-mismatch")
+        parent = pointed[0]
+        if pointed[1] == "stale":  # a source of the parent changed meanwhile
+            return _refused(envelope, "stale-source", pointed[2])
+        if pointed[1] != "current":
+            return _refused(envelope, "invalid-summary", "plan-mismatch")
+    planned = compaction.planned_ids(conn, envelope.plan_id)
+    covered = parent.envelope.source_ids if parent is not None else ()
+    if (
+        parent is not None
+        and envelope.policy_version == policy_version == parent.envelope.policy_version
+        and envelope.source_ids[: len(covered)] == covered
+        and planned is not None
+        and planned[0] == parent.pk
+    ):
+        return _extending(conn, cache, envelope, parent, planned[1], policy_version)
+    return _general(conn, envelope, parent, planned, policy_version)
+
+
+def _extending(
+    conn: sqlite3.Connection,
+    cache: summaries.VersionCache,
+    envelope: SummaryEnvelope,
+    parent: Version,
+    added: set[str],
+    policy_version: str,
+) -> SummaryWrite:
+    """An envelope that keeps its current parent's sources and adds turns after them."""
+    cid = envelope.conversation_id
+    new_ids = envelope.source_ids[len(parent.envelope.source_ids) :]
+    if not new_ids:
+        return _refused(envelope, "invalid-summary", "plan-mismatch")
+    found = {turn.id: turn for turn in ledger.get_turns(conn, cid, new_ids)}
+    new_turns: list[Turn] = []
+    last = parent.through_sequence
+    for turn_id in new_ids:
+        turn = found.get(turn_id)
+        if turn is None:
+            return _refused(envelope, "stale-source", "source-missing")
+        if turn.sequence <= last:
+            return _refused(envelope, "stale-source", "source-reordered")
+        last = turn.sequence
+        new_turns.append(turn)
+    digests = parent_digests(conn, cache, parent)
+    if compaction.fingerprint_of(digests, new_turns) != envelope.source_fingerprint:
+        return _refused(envelope, "stale-source", "source-modified")
+    if _splits_a_group(conn, cid, new_turns, set(envelope.source_ids)):
+        return _refused(envelope, "stale-source", "group-split")
+    if not added.issuperset(new_ids) or any(turn.protected for turn in new_turns):
+        return _refused(envelope, "invalid-summary", "plan-mismatch")
+    cache.stage(_write_extending(conn, envelope, parent, new_turns, digests))
+    conn.execute("DELETE FROM active_plans WHERE conversation_id = ?", (cid,))
+    return SummaryWrite(True, envelope, None, None)
+
+
+def parent_digests(
+    conn: sqlite3.Connection, cache: summaries.VersionCache, parent: Version
+) -> bytes:
+    """A version's stored source digests (kept beside the cached version once read)."""
+    digests = cache.digests(parent.pk)
+    if digests is None:
+        digests = compaction.source_digests(conn, parent.pk)
+        cache.stage_digests(parent.pk, digests)
+    return digests
+
+
+def _splits_a_group(
+    conn: sqlite3.Connection, cid: str, new_turns: Sequence[Turn], sources: set[str]
+) -> bool:
+    groups = sorted({turn.group for turn in new_turns if turn.group is not None})
+    for start in range(0, len(groups), 500):
+        chunk = groups[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        for (turn_id,) in conn.execute(
+            f"SELECT id FROM turns WHERE conversation_id = ? AND state = ? AND grp IN ({marks})",
+            (cid, TURN_LIVE, *chunk),
+        ):
+            if turn_id not in sources:
+                return True
+    return False
+
+
+def _general(
+    conn: sqlite3.Connection,
+    envelope: SummaryEnvelope,
+    parent: Version | None,
+    planned: tuple[int | None, set[str]] | None,
+    policy_version: str,
+) -> SummaryWrite:
+    conversation = ledger.load(conn, envelope.conversation_id)
+    check = check_summary(envelope, conversation, policy_version)
+    if not check.current:
+        return _refused(envelope, "stale-source", check.reason)
+    allowed: set[str] | None = None
+    if planned is not None:
+        base_pk, added = planned
+        allowed = set(added)
+        if base_pk is not None:
+            base = conn.execute(
+                "SELECT turn_id FROM summary_sources WHERE summary_pk = ?", (base_pk,)
+            )
+            allowed.update(row[0] for row in base)
+    sources = [conversation.get(turn_id) for turn_id in envelope.source_ids]
+    if (allowed is not None and not allowed.issuperset(envelope.source_ids)) or any(
+        turn is not None and turn.protected for turn in sources
+    ):
+        return _refused(envelope, "invalid-summary", "plan-mismatch")
+    if parent is not None and not set(envelope.source_ids).issuperset(parent.envelope.source_ids):
+        return _refused(envelope, "invalid-summary", "plan-mismatch")
+    _write_full(conn, envelope, conversation)
+    conn.execute("DELETE FROM active_plans WHERE conversation_id = ?", (envelope.conversation_id,))
+    return SummaryWrite(True, envelope, None, None)
+
+
+def _insert_version(conn: sqlite3.Connection, envelope: SummaryEnvelope, through: int) -> int:
+    pk = conn.execute(
+        "INSERT INTO summaries (id, conversation_id, plan_id, status, reason, created_at,"
+        " source_revision, source_fingerprint, policy_version, text, source_count,"
+        " through_sequence, parent_id) VALUES (?, ?, ?, 'current', NULL, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            envelope.id,
+            envelope.conversation_id,
+            envelope.plan_id,
+            now(),
+            envelope.source_revision,
+            envelope.source_fingerprint,
+            envelope.policy_version,
+            envelope.text,
+            len(envelope.source_ids),
+            through,
+            envelope.parent_id,
+        ),
+    ).lastrowid
+    assert pk is not None
+    return pk
+
+
+def _point_at(conn: sqlite3.Connection, conversation_id: str, summary_pk: int) -> None:
+    conn.execute(
+        "UPDATE summaries SET status = 'superseded' WHERE pk = ("
+        " SELECT current_summary FROM conversations WHERE id = ?) AND status = 'current'",
+        (conversation_id,),
+    )
+    conn.execute(
+        "UPDATE conversations SET current_summary = ? WHERE id = ?", (summary_pk, conversation_id)
+    )
+
+
+def _write_full(
+    conn: sqlite3.Connection, envelope: SummaryEnvelope, conversation: Conversation
+) -> Version:
+    sources = [conversation.get(turn_id) for turn_id in envelope.source_ids]
+    # check_summary has found every source, in ledger order.
+    through = max(turn.sequence for turn in sources if turn is not None)
+    pk = _insert_version(conn, envelope, through)
+    conn.executemany(
+        "INSERT INTO summary_sources (summary_pk, position, turn_id, turn_digest)"
+        " VALUES (?, ?, ?, ?)",
+        [
+            (pk, position, turn.id, turn.digest)
+            for position, turn in enumerate(sources)
+            if turn is not None
+        ],
+    )
+    # The live turns below the summary's slot that it does not cover: read by `context()`.
+    conn.execute(
+        "INSERT INTO summary_kept (summary_pk, turn_pk) SELECT ?, t.pk FROM turns AS t"
+        " WHERE t.conversation_id = ? AND t.state = ? AND t.sequence < ?"
+        " AND t.id NOT IN (SELECT turn_id FROM summary_sources WHERE summary_pk = ?)",
+        (pk, envelope.conversation_id, TURN_LIVE, through, pk),
+    )
+    _point_at(conn, envelope.conversation_id, pk)
+    return Version(pk, envelope, through)
+
+
+def _write_extending(
+    conn: sqlite3.Connection,
+    envelope: SummaryEnvelope,
+    parent: Version,
+    new_turns: Sequence[Turn],
+    parent_source_digests: bytes,
+) -> Version:
+    cid = envelope.conversation_id
+    through = new_turns[-1].sequence
+    pk = _insert_version(conn, envelope, through)
+    covered = len(parent.envelope.source_ids)
+    conn.execute(
+        "INSERT INTO summary_sources (summary_pk, position, turn_id, turn_digest)"
+        " SELECT ?, position, turn_id, turn_digest FROM summary_sources WHERE summary_pk = ?",
+        (pk, parent.pk),
+    )
+    conn.executemany(
+        "INSERT INTO summary_sources (summary_pk, position, turn_id, turn_digest)"
+        " VALUES (?, ?, ?, ?)",
+        [(pk, covered + i, turn.id, turn.digest) for i, turn in enumerate(new_turns)],
+    )
+    new_ids = json.dumps([turn.id for turn in new_turns], ensure_ascii=False)
+    # Kept turns: the parent's that are still live, plus the live non-sources between the
+    # parent's slot and this one's.
+    conn.execute(
+        "INSERT INTO summary_kept (summary_pk, turn_pk) SELECT ?, k.turn_pk FROM summary_kept k"
+        " JOIN turns t ON t.pk = k.turn_pk WHERE k.summary_pk = ? AND t.state = ?",
+        (pk, parent.pk, TURN_LIVE),
+    )
+    conn.execute(
+        "INSERT INTO summary_kept (summary_pk, turn_pk) SELECT ?, t.pk FROM turns AS t"
+        " WHERE t.conversation_id = ? AND t.state = ? AND t.sequence > ? AND t.sequence < ?"
+        " AND t.id NOT IN (SELECT value FROM json_each(?))",
+        (pk, cid, TURN_LIVE, parent.through_sequence, through, new_ids),
+    )
+    _point_at(conn, cid, pk)
+    return Version(pk, envelope, through)
+
+
+def _write_rejected(
+    conn: sqlite3.Connection, envelope: SummaryEnvelope, detail: str | None
+) -> None:
+    conn.execute(
+        "INSERT INTO summaries (id, conversation_id, plan_id, status, reason,"
+        " created_at, source_revision, source_fingerprint, policy_version, text,"
+        " source_count, rejected_source_ids, parent_id)"
+        " VALUES (?, ?, ?, 'rejected', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            envelope.id,
+            envelope.conversation_id,
+            envelope.plan_id,
+            detail,
+            now(),
+            envelope.source_revision,
+            envelope.source_fingerprint,
+            envelope.policy_version,
+            envelope.text,
+            len(envelope.source_ids),
+            json.dumps(envelope.source_ids, ensure_ascii=False),
+            envelope.parent_id,
+        ),
+    )
