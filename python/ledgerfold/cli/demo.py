@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from ledgerfold.cli.main import UserError, cli
+from ledgerfold.cli.main import check_db_path, cli
 from ledgerfold.cli.render import (
     context_table,
     esc,
@@ -274,11 +274,7 @@ def demo_command(db: str | None) -> None:
     """Run an end-to-end story: compaction, a stale summary, recovery, versions."""
     console = stdout_console()
     if db is not None:
-        path = Path(db)
-        if path.is_dir():
-            raise UserError(f"{db}: is a directory, not a database file")
-        if not path.parent.is_dir():
-            raise UserError(f"{db}: the directory {str(path.parent)!r} does not exist")
+        path = check_db_path(db, create=True)
         _run_demo(console, path)
         console.print(Text(f"database kept at {path}"))
         return
