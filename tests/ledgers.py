@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ledgerfold import CompactionPolicy, Compactor, ExtractiveSummarizer, SQLiteStore
-from ledgerfold.cli import _turn_spec as turn_spec
+from ledgerfold.cli.commands_write import turn_spec
 from ledgerfold.transcripts import default_data_dir, iter_transcripts
 
 

@@ -280,3 +280,31 @@ def test_user_error_in_a_real_process(error_fixtures: dict[str, Path]) -> None:
     assert completed.stdout == ""
     assert completed.stderr.count("\n") == 1
     assert completed.stderr.startswith("ledgerfold: error: ")
+
+
+@pytest.mark.parametrize(
+    ("command", "creates"),
+    [
+        (["context", "{db}", "c"], False),
+        (["import", "{db}", "{data}"], True),
+        (["demo", "--db", "{db}"], True),
+        (["revalidate", "{db}"], False),
+    ],
+    ids=["context", "import", "demo", "revalidate"],
+)
+def test_every_command_words_a_bad_database_path_alike(
+    command: list[str], creates: bool, tmp_path: Path
+) -> None:
+    missing_dir = tmp_path / "none"
+    cases = [(tmp_path, f"{tmp_path}: is a directory, not a database file")]
+    if creates:
+        db = missing_dir / "new.db"
+        cases.append((db, f"{db}: the directory {str(missing_dir)!r} does not exist"))
+    else:
+        db = tmp_path / "missing.db"
+        cases.append((db, f"{db}: no such database"))
+    for path, message in cases:
+        result = run(*(arg.format(db=path, data=DATA_FILES[0]) for arg in command))
+        assert result.exit_code == 2, result.output
+        assert result.stderr == f"ledgerfold: error: {message}\n"
+        assert not path.is_file()  # nothing created on the way to the error

@@ -1,0 +1,225 @@
+"""The subcommands that write to a database: `import`, `compact`, `purge` and `revalidate`
+(which marks summaries whose sources changed as stale)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.progress import Progress
+from rich.table import Table
+from rich.text import Text
+
+from ledgerfold.cli.main import DEFAULT_POLICY, UserError, cli, open_store, require_conversation
+from ledgerfold.cli.render import echo_json, esc, stderr_console, stdout_console
+from ledgerfold.compactor import CompactionOutcome, CompactionPolicy, Compactor
+from ledgerfold.model import Turn
+from ledgerfold.revalidate import revalidate_database
+from ledgerfold.summarizers import ExtractiveSummarizer
+from ledgerfold.transcripts import Transcript, iter_transcripts
+
+__all__ = [
+    "compact_command",
+    "import_command",
+    "purge_command",
+    "revalidate_command",
+    "turn_spec",
+]
+
+# The records keep the name they had when the command line was one module.
+_log = logging.getLogger("ledgerfold.cli")
+
+
+# --------------------------------------------------------------------------- import
+
+
+def turn_spec(turn: Turn) -> dict[str, Any]:
+    """The `append_many` spec of a transcript turn (its sequence is the store's to assign)."""
+    return {
+        "id": turn.id,
+        "role": turn.role,
+        "body": turn.body,
+        "protected": turn.protected,
+        "protection_reason": turn.protection_reason,
+        "group": turn.group,
+        "meta": turn.meta,
+    }
+
+
+@cli.command("import")
+@click.argument("db")
+@click.argument("files", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+def import_command(db: str, files: tuple[str, ...], as_json: bool) -> None:
+    """Import JSONL transcripts (shared/data format) into DB, creating it if needed.
+
+    A conversation already in DB is skipped with a note, so importing twice is harmless.
+    """
+    for name in files:
+        path = Path(name)
+        if path.is_dir():
+            raise UserError(f"{name}: is a directory, not a transcript file")
+        if not path.is_file():
+            raise UserError(f"{name}: no such file")
+    # Parse everything first: a malformed line imports nothing.
+    transcripts: list[Transcript] = []
+    for name in files:
+        transcripts.extend(iter_transcripts(name))
+    imported = skipped = turns = 0
+    notes: list[str] = []
+    with open_store(db, create=True) as store:
+        existing = set(store.conversation_ids())
+        for transcript in transcripts:
+            if transcript.conversation_id in existing:
+                skipped += 1
+                notes.append(f"skipped {transcript.conversation_id!r}: already in the database")
+                continue
+            written = store.append_many(
+                transcript.conversation_id, [turn_spec(turn) for turn in transcript.turns]
+            )
+            existing.add(transcript.conversation_id)
+            imported += 1
+            turns += len(written)
+    _log.info("import: conversations=%d turns=%d skipped=%d", imported, turns, skipped)
+    if as_json:
+        echo_json({"conversations": imported, "turns": turns, "skipped": skipped})
+        return
+    err = stderr_console()
+    for note in notes:
+        err.print(Text(f"note: {note}", style="dim"))
+    stdout_console().print(
+        f"imported [bold]{imported}[/] conversations, [bold]{turns}[/] turns"
+        + (f"; skipped {skipped} already present" if skipped else "")
+    )
+
+
+# --------------------------------------------------------------------------- compact
+
+
+def _outcome_json(conversation_id: str, outcome: CompactionOutcome) -> dict[str, Any]:
+    summary = outcome.summary
+    return {
+        "conversation": conversation_id,
+        "status": outcome.status,
+        "reason": outcome.reason,
+        "summary": summary.id if summary is not None else None,
+        "sources": len(summary.source_ids) if summary is not None else 0,
+    }
+
+
+@cli.command("compact")
+@click.argument("db")
+@click.option("--conversation", "conversation_id", help="Only this conversation.")
+@click.option("--keep-tail", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--policy-version", default=DEFAULT_POLICY, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the outcomes as JSON.")
+def compact_command(
+    db: str, conversation_id: str | None, keep_tail: int, policy_version: str, as_json: bool
+) -> None:
+    """Force-compact conversations with the built-in ExtractiveSummarizer."""
+    if not policy_version.strip():
+        raise UserError("--policy-version: must not be blank")
+    with open_store(db) as store:
+        if conversation_id is not None:
+            require_conversation(store, conversation_id)
+            ids = [conversation_id]
+        else:
+            ids = store.conversation_ids()
+        compactor = Compactor(
+            store, CompactionPolicy(policy_version, keep_tail=keep_tail), ExtractiveSummarizer()
+        )
+        rows = [_outcome_json(cid, compactor.compact(cid, force=True)) for cid in ids]
+    if as_json:
+        echo_json(rows)
+        return
+    table = Table(title=Text(f"compaction (policy {policy_version}, keep tail {keep_tail})"))
+    for column in ("conversation", "status", "reason", "summary", "sources"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(Text(str(row[key]) if row[key] is not None else "") for key in row))
+    console = stdout_console()
+    console.print(table)
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    console.print(
+        Text(", ".join(f"{status}: {n}" for status, n in sorted(counts.items())) or "none")
+    )
+
+
+# --------------------------------------------------------------------------- purge
+
+
+@cli.command("purge")
+@click.argument("db")
+@click.argument("conversation_id", metavar="CONVERSATION")
+@click.option("--through", "through", type=click.IntRange(min=0), required=True)
+@click.option("--reason", required=True, help="Why (recorded with the boundary).")
+@click.option("--force", is_flag=True, help="Also purge protected turns.")
+def purge_command(db: str, conversation_id: str, through: int, reason: str, force: bool) -> None:
+    """Retention: delete the bodies of raw turns through sequence --through."""
+    if not reason.strip():
+        raise UserError("--reason: must not be blank")
+    with open_store(db) as store:
+        require_conversation(store, conversation_id)
+        boundary = store.purge_through(conversation_id, through, reason, force=force)
+    stdout_console().print(
+        f"purged {esc(conversation_id)}: raw turns through sequence {boundary.through_sequence}"
+        f" ({esc(boundary.reason)}) at {boundary.purged_at}"
+        + ("" if force else "; protected turns kept")
+    )
+
+
+# --------------------------------------------------------------------------- revalidate
+
+
+@cli.command("revalidate")
+@click.argument("db")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Conversations checked at once, one core each (each reads DB through its own"
+    " read-only connection).  [default: every available core]",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def revalidate_command(db: str, workers: int | None, as_json: bool) -> None:
+    """Deep-check every current summary against its re-hashed source turns; mark the ones
+    that no longer match as stale."""
+    with open_store(db):  # one clear line for a missing file, a directory, a foreign DB
+        pass
+    show_progress = sys.stderr.isatty() and not as_json
+    if show_progress:
+        with Progress(console=stderr_console(), transient=True) as progress:
+            task = progress.add_task("revalidating", total=None)
+            report = revalidate_database(
+                db, workers=workers, progress=lambda done: progress.advance(task, done)
+            )
+    else:
+        report = revalidate_database(db, workers=workers)
+    if as_json:
+        echo_json(report.as_json())
+        return
+    console = stdout_console()
+    console.print(
+        f"checked {report.summaries_checked} current summaries in"
+        f" {report.conversations} conversations: [green]{report.current} current[/],"
+        f" [red]{report.stale} stale[/]; re-hashed {report.turns_hashed} turns"
+        f" ({report.bytes_hashed:,} bytes) in {report.seconds:.2f} s"
+        f" with {report.workers} worker(s)"
+    )
+    if report.stale_summaries:
+        table = Table(title="stale summaries (now marked stale)", title_justify="left")
+        for column in ("conversation", "summary", "reason", "turn"):
+            table.add_column(column, overflow="fold")
+        for item in report.stale_summaries:
+            table.add_row(
+                Text(item.conversation_id),
+                Text(item.summary_id),
+                Text(item.reason),
+                Text(item.turn_id or ""),
+            )
+        console.print(table)
