@@ -121,7 +121,7 @@ def _commit_twice(store: lf.SQLiteStore) -> object:
 
 
 def compactor(store: lf.SQLiteStore, **policy: Any) -> lf.Compactor:
-    return lf.Compactor(store, lf.CompactionPolicy(POLICY, **policy))
+    return lf.Compactor(store, lf.CompactionPolicy(POLICY, **{"min_new_turns": 1, **policy}))
 
 
 INVALID = (lf.InvalidInput, "invalid-input")

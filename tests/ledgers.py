@@ -18,7 +18,9 @@ def import_and_compact(path: Path, policy_version: str, keep_tail: int = 4) -> N
                     transcript.conversation_id, [turn_spec(t) for t in transcript.turns]
                 )
         compactor = Compactor(
-            store, CompactionPolicy(policy_version, keep_tail=keep_tail), ExtractiveSummarizer()
+            store,
+            CompactionPolicy(policy_version, min_new_turns=1, keep_tail=keep_tail),
+            ExtractiveSummarizer(),
         )
         for conversation_id in store.conversation_ids():
             compactor.compact(conversation_id, force=True)

@@ -95,7 +95,7 @@ def test_context_budget_exceeded_reports_needed_budget_and_protected() -> None:
             "c", "user", SECRET_BODY * 4, protected=True, protection_reason="audit-evidence"
         )
         store.append("c", "assistant", SECRET_BODY)
-        compactor = lf.Compactor(store, lf.CompactionPolicy("v", keep_tail=1))
+        compactor = lf.Compactor(store, lf.CompactionPolicy("v", min_new_turns=1, keep_tail=1))
         needed = len(compactor.context("c"))  # the context itself is still there, whole
         assert needed == 2
         with pytest.raises(lf.ContextBudgetExceeded) as caught:
@@ -136,7 +136,7 @@ def test_reprs_never_contain_bodies_or_summary_text() -> None:
                 protected=i == 0,
                 protection_reason="pending-confirmation" if i == 0 else None,
             )
-        policy = lf.CompactionPolicy("v", keep_tail=2)
+        policy = lf.CompactionPolicy("v", min_new_turns=1, keep_tail=2)
         outcome = lf.Compactor(store, policy, summarize).compact("c")
         assert outcome.accepted
         store.purge_through("c", 1, "retention", force=False)
@@ -202,7 +202,9 @@ def test_failed_async_compaction_outcome_repr_hides_the_exception_text() -> None
         for i in range(4):
             store.append("c", "user", f"{SECRET_BODY} {i}")
         outcome = asyncio.run(
-            lf.Compactor(store, lf.CompactionPolicy("v", keep_tail=1), broken).acompact("c")
+            lf.Compactor(
+                store, lf.CompactionPolicy("v", min_new_turns=1, keep_tail=1), broken
+            ).acompact("c")
         )
         history = store.summary_history("c")
     assert outcome == lf.CompactionOutcome("failed", None, "summarizer-error")

@@ -217,7 +217,9 @@ def test_compactor_validation(store: SQLiteStore, kwargs: dict[str, Any], field:
 def test_nothing_to_compact_is_skipped_without_calling_the_summarizer(store: SQLiteStore) -> None:
     fill(store, 3)
     recorder = Recorder()
-    outcome = Compactor(store, CompactionPolicy("v1", keep_tail=4), recorder).compact(CONV)
+    outcome = Compactor(
+        store, CompactionPolicy("v1", min_new_turns=1, keep_tail=4), recorder
+    ).compact(CONV)
     assert outcome == CompactionOutcome("skipped", None, "nothing-to-compact")
     assert recorder.requests == []
     assert store.current_summary(CONV) is None
@@ -226,7 +228,7 @@ def test_nothing_to_compact_is_skipped_without_calling_the_summarizer(store: SQL
 def test_compact_accepts_a_summary_of_exactly_the_prefix(store: SQLiteStore) -> None:
     fill(store, 10)
     recorder = Recorder()
-    policy = CompactionPolicy("v1", keep_tail=4)
+    policy = CompactionPolicy("v1", min_new_turns=1, keep_tail=4)
     outcome = Compactor(store, policy, recorder).compact(CONV)
 
     assert outcome.status == "accepted"
@@ -256,7 +258,7 @@ def test_compact_accepts_a_summary_of_exactly_the_prefix(store: SQLiteStore) -> 
 
 def test_default_summarizer_is_extractive(store: SQLiteStore) -> None:
     fill(store, 6)
-    compactor = Compactor(store, CompactionPolicy("v1", keep_tail=2))
+    compactor = Compactor(store, CompactionPolicy("v1", min_new_turns=1, keep_tail=2))
     assert isinstance(compactor.summarizer, ExtractiveSummarizer)
     outcome = compactor.compact(CONV)
     assert outcome.summary is not None
@@ -267,7 +269,9 @@ def test_summary_id_factory_names_the_summary(store: SQLiteStore) -> None:
     fill(store, 6)
     names = iter(["sum-a", "sum-b"])
     compactor = Compactor(
-        store, CompactionPolicy("v1", keep_tail=2), summary_id_factory=lambda: next(names)
+        store,
+        CompactionPolicy("v1", min_new_turns=1, keep_tail=2),
+        summary_id_factory=lambda: next(names),
     )
     first = compactor.compact(CONV)
     fill(store, 2, start=6)
@@ -293,7 +297,7 @@ def test_protected_turns_and_groups_are_never_given_to_the_summarizer(store: SQL
     store.append(CONV, "assistant", "done", id="a2")
     recorder = Recorder()
     # keep_tail=3 puts "result" in the tail, so its group member "call" is preserved too.
-    policy = CompactionPolicy("v1", keep_tail=3)
+    policy = CompactionPolicy("v1", min_new_turns=1, keep_tail=3)
     outcome = Compactor(store, policy, recorder).compact(CONV)
     assert outcome.status == "accepted"
     assert [turn.id for turn in recorder.requests[0].turns] == ["u1"]
@@ -308,7 +312,7 @@ def test_second_compaction_gets_previous_summary_as_text_never_as_a_turn(
 ) -> None:
     fill(store, 8)
     recorder = Recorder()
-    policy = CompactionPolicy("v1", keep_tail=2)
+    policy = CompactionPolicy("v1", min_new_turns=1, keep_tail=2)
     compactor = Compactor(store, policy, recorder)
     first = compactor.compact(CONV)
     fill(store, 4, start=8)
@@ -324,7 +328,11 @@ def test_second_compaction_gets_previous_summary_as_text_never_as_a_turn(
     assert all(turn.role != "system" for turn in request.turns)
     # The new summary covers everything the old one did, and more: it replaces it fully.
     assert set(first.summary.source_ids) < set(second.summary.source_ids)
-    assert [turn.id for turn in request.turns] == [f"m{i}" for i in range(10)]
+    # Only the turns new since the previous summary (SPEC §15.1), which covers the rest.
+    assert [turn.id for turn in request.turns] == [f"m{i}" for i in range(6, 10)]
+    assert request.covered_count == 6
+    assert second.summary.parent_id == first.summary.id
+    assert second.summary.source_ids == tuple(f"m{i}" for i in range(10))
 
     context = compactor.context(CONV)
     summaries = [item for item in context.items if isinstance(item, SummaryItem)]
@@ -338,10 +346,12 @@ def test_second_compaction_gets_previous_summary_as_text_never_as_a_turn(
     assert_context_invariants(store, policy)
 
 
-def test_recompacting_the_same_turns_is_skipped_unless_forced(store: SQLiteStore) -> None:
+def test_recompacting_the_same_turns_is_skipped_even_when_forced(store: SQLiteStore) -> None:
+    """SPEC §15.8: `force` bypasses the trigger, `min_new_turns` and the back-off, but with no
+    uncovered compactable turn there is nothing to summarise."""
     fill(store, 8)
     recorder = Recorder()
-    compactor = Compactor(store, CompactionPolicy("v1", keep_tail=2), recorder)
+    compactor = Compactor(store, CompactionPolicy("v1", min_new_turns=1, keep_tail=2), recorder)
     first = compactor.compact(CONV)
     again = compactor.compact(CONV)
     assert again == CompactionOutcome("skipped", None, "nothing-to-compact")
@@ -349,20 +359,32 @@ def test_recompacting_the_same_turns_is_skipped_unless_forced(store: SQLiteStore
     assert store.current_summary(CONV) == first.summary
 
     forced = compactor.compact(CONV, force=True)
+    assert forced == CompactionOutcome("skipped", None, "nothing-to-compact")
+    assert len(recorder.requests) == 1
+    fill(store, 1, start=8)  # one new turn pushes one turn out of the tail
+    forced = compactor.compact(CONV, force=True)
     assert forced.status == "accepted"
     assert recorder.requests[1].previous_summary == "summary of earlier turns #1"
+    assert [turn.id for turn in recorder.requests[1].turns] == ["m6"]
 
 
-def test_new_policy_version_resummarises_with_the_old_text(store: SQLiteStore) -> None:
+def test_new_policy_version_rebases_without_the_old_text(store: SQLiteStore) -> None:
+    """A summary of another policy version is not used, so it cannot be extended: the new
+    version summarises every compacted turn afresh (SPEC §15.1 rebase)."""
     fill(store, 8)
-    Compactor(store, CompactionPolicy("v1", keep_tail=2), Recorder("old")).compact(CONV)
+    Compactor(store, CompactionPolicy("v1", min_new_turns=1, keep_tail=2), Recorder("old")).compact(
+        CONV
+    )
     recorder = Recorder("new")
-    policy_v2 = CompactionPolicy("v2", keep_tail=2)
+    policy_v2 = CompactionPolicy("v2", min_new_turns=1, keep_tail=2)
     compactor = Compactor(store, policy_v2, recorder)
     assert compactor.context(CONV).fallback == "stale-summary:policy-mismatch"
     outcome = compactor.compact(CONV)
     assert outcome.status == "accepted"
-    assert recorder.requests[0].previous_summary == "old #1"
+    assert recorder.requests[0].previous_summary is None
+    assert recorder.requests[0].covered_count == 0
+    assert [turn.id for turn in recorder.requests[0].turns] == [f"m{i}" for i in range(6)]
+    assert outcome.summary is not None and outcome.summary.parent_id is None
     assert compactor.context(CONV).fallback is None
 
 
@@ -370,7 +392,7 @@ def test_extractive_rolling_summary_carries_lines_forward_without_duplicates(
     store: SQLiteStore,
 ) -> None:
     fill(store, 8)
-    compactor = Compactor(store, CompactionPolicy("v1", keep_tail=2))
+    compactor = Compactor(store, CompactionPolicy("v1", min_new_turns=1, keep_tail=2))
     compactor.compact(CONV)
     fill(store, 4, start=8)
     second = compactor.compact(CONV)
@@ -386,7 +408,7 @@ def test_extractive_rolling_summary_carries_lines_forward_without_duplicates(
 
 def test_summarizer_error_changes_nothing_but_the_failure_record(store: SQLiteStore) -> None:
     fill(store, 8)
-    policy = CompactionPolicy("v1", keep_tail=2)
+    policy = CompactionPolicy("v1", min_new_turns=1, keep_tail=2)
     Compactor(store, policy).compact(CONV)
     fill(store, 4, start=8)
     before = state(store)
@@ -406,7 +428,7 @@ def test_sync_summarizer_timeout_fails_and_its_late_result_is_discarded(
     store: SQLiteStore,
 ) -> None:
     fill(store, 8)
-    policy = CompactionPolicy("v1", keep_tail=2)
+    policy = CompactionPolicy("v1", min_new_turns=1, keep_tail=2)
     Compactor(store, policy).compact(CONV)
     fill(store, 2, start=8)
     before = state(store)
@@ -435,7 +457,9 @@ def test_async_summarizer_timeout_fails(store: SQLiteStore, mode: str) -> None:
         await asyncio.Event().wait()
         return "never"
 
-    compactor = Compactor(store, CompactionPolicy("v1", keep_tail=2), never, timeout=0.05)
+    compactor = Compactor(
+        store, CompactionPolicy("v1", min_new_turns=1, keep_tail=2), never, timeout=0.05
+    )
     if mode == "compact":
         outcome = compactor.compact(CONV)
     else:
@@ -452,7 +476,9 @@ def test_acompact_sync_summarizer_timeout(store: SQLiteStore) -> None:
         release.wait()
         return "late"
 
-    compactor = Compactor(store, CompactionPolicy("v1", keep_tail=2), stuck, timeout=0.05)
+    compactor = Compactor(
+        store, CompactionPolicy("v1", min_new_turns=1, keep_tail=2), stuck, timeout=0.05
+    )
     try:
         outcome = asyncio.run(compactor.acompact(CONV))
     finally:
@@ -473,7 +499,9 @@ def test_acompact_sync_summarizer_timeout(store: SQLiteStore) -> None:
 def test_unusable_summarizer_results_fail(store: SQLiteStore, result: object, reason: str) -> None:
     fill(store, 6)
     before = state(store)
-    outcome = Compactor(store, CompactionPolicy("v1", keep_tail=2), lambda request: result).compact(  # type: ignore[arg-type,return-value]
+    outcome = Compactor(
+        store, CompactionPolicy("v1", min_new_turns=1, keep_tail=2), lambda request: result
+    ).compact(  # type: ignore[arg-type,return-value]
         CONV
     )
     assert outcome == CompactionOutcome("failed", None, reason)
@@ -485,7 +513,7 @@ def test_database_failure_at_commit_is_failed_store_error(
     store: SQLiteStore, db_path: Path
 ) -> None:
     fill(store, 8)
-    policy = CompactionPolicy("v1", keep_tail=2)
+    policy = CompactionPolicy("v1", min_new_turns=1, keep_tail=2)
     Compactor(store, policy).compact(CONV)
     fill(store, 2, start=8)
     before = state(store)
@@ -521,7 +549,9 @@ def test_compact_runs_an_async_summarizer(store: SQLiteStore) -> None:
         await asyncio.sleep(0)
         return f"async summary of {len(request.turns)} turns"
 
-    outcome = Compactor(store, CompactionPolicy("v1", keep_tail=2), summarize).compact(CONV)
+    outcome = Compactor(
+        store, CompactionPolicy("v1", min_new_turns=1, keep_tail=2), summarize
+    ).compact(CONV)
     assert outcome.summary is not None
     assert outcome.summary.text == "async summary of 4 turns"
 
@@ -532,9 +562,9 @@ def test_compact_runs_a_sync_callable_that_returns_an_awaitable(store: SQLiteSto
     async def later(request: SummaryRequest) -> str:
         return "from a coroutine"
 
-    outcome = Compactor(store, CompactionPolicy("v1", keep_tail=2), lambda r: later(r)).compact(
-        CONV
-    )
+    outcome = Compactor(
+        store, CompactionPolicy("v1", min_new_turns=1, keep_tail=2), lambda r: later(r)
+    ).compact(CONV)
     assert outcome.summary is not None
     assert outcome.summary.text == "from a coroutine"
 
@@ -547,7 +577,7 @@ def test_compact_inside_a_running_loop_with_async_summarizer_is_refused(
     async def summarize(request: SummaryRequest) -> str:
         return "x"
 
-    compactor = Compactor(store, CompactionPolicy("v1", keep_tail=2), summarize)
+    compactor = Compactor(store, CompactionPolicy("v1", min_new_turns=1, keep_tail=2), summarize)
 
     async def main() -> None:
         with pytest.raises(InvalidInput, match="acompact") as caught:
@@ -560,7 +590,7 @@ def test_compact_inside_a_running_loop_with_async_summarizer_is_refused(
 
 def test_compact_inside_a_running_loop_with_sync_summarizer_works(store: SQLiteStore) -> None:
     fill(store, 6)
-    compactor = Compactor(store, CompactionPolicy("v1", keep_tail=2))
+    compactor = Compactor(store, CompactionPolicy("v1", min_new_turns=1, keep_tail=2))
 
     async def main() -> CompactionOutcome:
         return compactor.compact(CONV)
@@ -576,7 +606,7 @@ def test_acompact_runs_sync_summarizers_off_the_event_loop_thread(store: SQLiteS
         threads.append(threading.get_ident())
         return "sync in a thread"
 
-    compactor = Compactor(store, CompactionPolicy("v1", keep_tail=2), summarize)
+    compactor = Compactor(store, CompactionPolicy("v1", min_new_turns=1, keep_tail=2), summarize)
 
     async def main() -> tuple[CompactionOutcome, int]:
         return await compactor.acompact(CONV), threading.get_ident()
@@ -595,7 +625,9 @@ def test_acompact_failure_changes_nothing(store: SQLiteStore) -> None:
         raise ConnectionError("server gone")
 
     outcome = asyncio.run(
-        Compactor(store, CompactionPolicy("v1", keep_tail=2), broken).acompact(CONV)
+        Compactor(store, CompactionPolicy("v1", min_new_turns=1, keep_tail=2), broken).acompact(
+            CONV
+        )
     )
     assert outcome == CompactionOutcome("failed", None, "summarizer-error")
     assert state(store) == before
@@ -607,7 +639,7 @@ def test_acompact_failure_changes_nothing(store: SQLiteStore) -> None:
 def test_older_plan_finishing_last_never_replaces_the_newer_summary(db_path: Path) -> None:
     with SQLiteStore(db_path) as store:
         fill(store, 10)
-        policy = CompactionPolicy("v1", keep_tail=2)
+        policy = CompactionPolicy("v1", min_new_turns=1, keep_tail=2)
         started = {"first": asyncio.Event(), "second": asyncio.Event()}
         release = {"first": asyncio.Event(), "second": asyncio.Event()}
         order: list[str] = []
@@ -645,12 +677,15 @@ def test_older_plan_finishing_last_never_replaces_the_newer_summary(db_path: Pat
         assert current == newer.summary
         assert current.text == "summary by the second plan"
         history = store.summary_history(CONV)
+        # The first plan ended without a record when the second was registered: abandoned
+        # (SPEC §15.8); its late result is still refused as superseded.
         assert [(record.status, record.reason) for record in history] == [
+            ("failed", "abandoned"),
             ("current", None),
             ("rejected", "superseded-plan"),
         ]
-        assert history[1].envelope is not None
-        assert history[1].envelope.text == "summary by the first plan"
+        assert history[2].envelope is not None
+        assert history[2].envelope.text == "summary by the first plan"
         context = Compactor(store, policy).context(CONV)
         assert [item.text for item in context.items if isinstance(item, SummaryItem)] == [
             "summary by the second plan"
@@ -659,7 +694,7 @@ def test_older_plan_finishing_last_never_replaces_the_newer_summary(db_path: Pat
 
 def test_turn_appended_during_summarizing_is_in_the_next_context(store: SQLiteStore) -> None:
     fill(store, 8)
-    policy = CompactionPolicy("v1", keep_tail=2)
+    policy = CompactionPolicy("v1", min_new_turns=1, keep_tail=2)
 
     async def summarize(request: SummaryRequest) -> str:
         # The user keeps talking while the summary is generated.
@@ -682,7 +717,7 @@ def test_turn_appended_during_summarizing_is_in_the_next_context(store: SQLiteSt
 
 def test_source_edited_during_summarizing_is_refused_as_stale(store: SQLiteStore) -> None:
     fill(store, 8)
-    policy = CompactionPolicy("v1", keep_tail=2)
+    policy = CompactionPolicy("v1", min_new_turns=1, keep_tail=2)
     Compactor(store, policy).compact(CONV)
     fill(store, 2, start=8)
     previous = store.current_summary(CONV)
@@ -702,22 +737,26 @@ def test_source_edited_during_summarizing_is_refused_as_stale(store: SQLiteStore
 class RetractingStore(SQLiteStore):
     """A real store where another writer retracts a turn right after a plan is made."""
 
-    def start_plan(
-        self, conversation_id: str, keep_tail: int, policy_version: str, plan_id: str | None = None
-    ) -> Any:
-        plan = super().start_plan(conversation_id, keep_tail, policy_version, plan_id)
-        self.retract(conversation_id, plan.compacted_ids[0])
-        return plan
+    def begin_compaction(self, conversation_id: str, *args: Any, **kwargs: Any) -> Any:
+        work = super().begin_compaction(conversation_id, *args, **kwargs)
+        if work.plan is not None:
+            self.retract(conversation_id, work.plan.compacted_ids[0])
+        return work
 
 
-def test_source_retracted_before_summarizing_is_stale_without_a_call(db_path: Path) -> None:
+def test_source_retracted_while_summarizing_is_refused_as_stale(db_path: Path) -> None:
+    """The summarizer's input is read in the plan's transaction; a source retracted after
+    that makes the commit refuse the result, and the current summary stays as it was."""
     with RetractingStore(db_path) as store:
         fill(store, 6)
         recorder = Recorder()
-        outcome = Compactor(store, CompactionPolicy("v1", keep_tail=2), recorder).compact(CONV)
+        outcome = Compactor(
+            store, CompactionPolicy("v1", min_new_turns=1, keep_tail=2), recorder
+        ).compact(CONV)
         assert outcome == CompactionOutcome("stale", None, "source-missing")
-        assert recorder.requests == []
-        assert store.summary_history(CONV)[-1].status == "failed"
+        assert len(recorder.requests) == 1
+        assert store.summary_history(CONV)[-1].status == "rejected"
+        assert store.current_summary(CONV) is None
 
 
 # -- due check and budgets -------------------------------------------------------------------
@@ -727,7 +766,7 @@ def test_not_due_below_trigger_and_forced_anyway(store: SQLiteStore) -> None:
     fill(store, 10)
     recorder = Recorder()
     raw_tokens = context_tokens(store.context(CONV, "v1").items)
-    policy = CompactionPolicy("v1", keep_tail=2, trigger_tokens=raw_tokens)
+    policy = CompactionPolicy("v1", min_new_turns=1, keep_tail=2, trigger_tokens=raw_tokens)
     compactor = Compactor(store, policy, recorder)
     assert not compactor.is_due(CONV)
     assert compactor.compact(CONV) == CompactionOutcome("skipped", None, "not-due")
@@ -740,7 +779,7 @@ def test_due_past_trigger_then_not_due_once_the_summary_shrinks_the_context(
 ) -> None:
     fill(store, 10)
     raw_tokens = context_tokens(store.context(CONV, "v1").items)
-    policy = CompactionPolicy("v1", keep_tail=2, trigger_tokens=raw_tokens - 1)
+    policy = CompactionPolicy("v1", min_new_turns=1, keep_tail=2, trigger_tokens=raw_tokens - 1)
     compactor = Compactor(store, policy, Recorder("short"))
     assert compactor.is_due(CONV)
     assert compactor.compact(CONV).status == "accepted"
@@ -757,14 +796,16 @@ def test_custom_token_counter_decides_when_due(store: SQLiteStore) -> None:
         seen.append(text)
         return 1000
 
-    policy = CompactionPolicy("v1", keep_tail=2, trigger_tokens=5000, token_counter=counter)
+    policy = CompactionPolicy(
+        "v1", min_new_turns=1, keep_tail=2, trigger_tokens=5000, token_counter=counter
+    )
     assert Compactor(store, policy).compact(CONV).status == "accepted"
     assert "Message number 0. It has a second sentence." in seen
 
 
 def test_context_within_budget_is_returned_whole(store: SQLiteStore) -> None:
     fill(store, 6)
-    compactor = Compactor(store, CompactionPolicy("v1", keep_tail=2))
+    compactor = Compactor(store, CompactionPolicy("v1", min_new_turns=1, keep_tail=2))
     needed = context_tokens(store.context(CONV, "v1").items)
     context = compactor.context(CONV, max_tokens=needed)
     assert len(context.items) == 6
@@ -782,7 +823,7 @@ def test_context_over_budget_raises_and_never_drops_protected_turns(store: SQLit
     )
     fill(store, 4, start=4)
     recorder = Recorder()
-    policy = CompactionPolicy("v1", keep_tail=2)
+    policy = CompactionPolicy("v1", min_new_turns=1, keep_tail=2)
     compactor = Compactor(store, policy, recorder)
     compactor.compact(CONV)
     calls = len(recorder.requests)
@@ -813,7 +854,7 @@ def test_context_max_tokens_validation(store: SQLiteStore, bad: object) -> None:
 
 
 def test_every_missing_turn_is_a_summary_source_or_purged(store: SQLiteStore) -> None:
-    policy = CompactionPolicy("v1", keep_tail=3)
+    policy = CompactionPolicy("v1", min_new_turns=1, keep_tail=3)
     compactor = Compactor(store, policy)
     written: dict[str, int] = {}
     for round_number in range(6):
@@ -866,7 +907,7 @@ def test_sync_summarizer_result_and_error_on_every_path(
     store: SQLiteStore, call: str, timeout: float | None
 ) -> None:
     fill(store, 6)
-    policy = CompactionPolicy("v1", keep_tail=2)
+    policy = CompactionPolicy("v1", min_new_turns=1, keep_tail=2)
 
     def broken(request: SummaryRequest) -> str:
         raise KeyError("x")
@@ -887,7 +928,9 @@ def test_sync_summarizer_result_and_error_on_every_path(
 @pytest.mark.parametrize("call", ["compact", "acompact"])
 def test_async_callable_objects_are_awaited(store: SQLiteStore, call: str) -> None:
     fill(store, 6)
-    compactor = Compactor(store, CompactionPolicy("v1", keep_tail=2), AsyncCallable())
+    compactor = Compactor(
+        store, CompactionPolicy("v1", min_new_turns=1, keep_tail=2), AsyncCallable()
+    )
     if call == "compact":
         outcome = compactor.compact(CONV)
     else:
@@ -900,7 +943,9 @@ def test_async_callable_object_in_a_running_loop_is_refused_before_planning(
     store: SQLiteStore,
 ) -> None:
     fill(store, 6)
-    compactor = Compactor(store, CompactionPolicy("v1", keep_tail=2), AsyncCallable())
+    compactor = Compactor(
+        store, CompactionPolicy("v1", min_new_turns=1, keep_tail=2), AsyncCallable()
+    )
 
     async def main() -> None:
         with pytest.raises(InvalidInput, match="acompact"):
@@ -918,7 +963,9 @@ def test_awaitable_from_a_sync_callable_in_a_running_loop_is_refused(
     async def later(request: SummaryRequest) -> str:
         return "never used"
 
-    compactor = Compactor(store, CompactionPolicy("v1", keep_tail=2), lambda r: later(r))
+    compactor = Compactor(
+        store, CompactionPolicy("v1", min_new_turns=1, keep_tail=2), lambda r: later(r)
+    )
 
     async def main() -> None:
         with pytest.raises(InvalidInput, match="acompact"):
@@ -939,7 +986,7 @@ def test_cancelled_acompact_propagates_and_writes_nothing(store: SQLiteStore) ->
         await asyncio.Event().wait()
         return "never"
 
-    compactor = Compactor(store, CompactionPolicy("v1", keep_tail=2), forever)
+    compactor = Compactor(store, CompactionPolicy("v1", min_new_turns=1, keep_tail=2), forever)
 
     async def main() -> None:
         task = asyncio.create_task(compactor.acompact(CONV))

@@ -138,7 +138,7 @@ def test_a_whole_run_over_real_transcripts_logs_no_body_and_no_summary_text(
     bodies: list[str] = []
     outcomes: list[CompactionOutcome] = []
     errors: list[BaseException] = []
-    policy = CompactionPolicy("v1", keep_tail=4)
+    policy = CompactionPolicy("v1", min_new_turns=1, keep_tail=4)
 
     with SQLiteStore(tmp_path / "ledger.db") as store:
         for number, conversation in enumerate(conversations):
@@ -250,7 +250,9 @@ def test_outcome_records_carry_ids_and_fingerprints(tmp_path: Path, capture: Cap
     with SQLiteStore(tmp_path / "ledger.db") as store:
         for index in range(6):
             store.append("c", "user", f"body number {index} with enough text", id=f"t{index}")
-        outcome = Compactor(store, CompactionPolicy("v1", keep_tail=2)).compact("c")
+        outcome = Compactor(store, CompactionPolicy("v1", min_new_turns=1, keep_tail=2)).compact(
+            "c"
+        )
     assert outcome.summary is not None
     accepted = [r for r in capture.records if r.getMessage().startswith("summary accepted")]
     assert len(accepted) == 1
@@ -271,7 +273,9 @@ def test_failure_record_names_the_exception_type_only(tmp_path: Path, capture: C
     with SQLiteStore(tmp_path / "ledger.db") as store:
         for index in range(6):
             store.append("c", "user", f"body {index}")
-        outcome = Compactor(store, CompactionPolicy("v1", keep_tail=2), failing).compact("c")
+        outcome = Compactor(
+            store, CompactionPolicy("v1", min_new_turns=1, keep_tail=2), failing
+        ).compact("c")
     assert outcome.reason == "summarizer-error"
     (failed,) = [r for r in capture.records if r.getMessage().startswith("summarizer failed")]
     assert failed.levelno == logging.WARNING

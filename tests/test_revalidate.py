@@ -534,7 +534,7 @@ def test_a_summary_superseded_while_the_run_waits_is_checked_as_itself(
             conversation_id, [{"id": f"late-{n}", "role": "user", "body": "more"} for n in range(8)]
         )
         outcome = Compactor(
-            store, CompactionPolicy(POLICY, keep_tail=2), ExtractiveSummarizer()
+            store, CompactionPolicy(POLICY, min_new_turns=1, keep_tail=2), ExtractiveSummarizer()
         ).compact(conversation_id, force=True)
         assert outcome.status == "accepted" and outcome.summary is not None
         assert store.current_summary(conversation_id).id == outcome.summary.id != old_summary

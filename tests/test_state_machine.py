@@ -560,7 +560,7 @@ class LedgerMachine(RuleBasedStateMachine):
         compacted = self.expected_compacted(conversation, self.keep_tail)
         current = model.current
         before = self.snapshot(conversation)
-        policy = lf.CompactionPolicy(self.version, keep_tail=self.keep_tail)
+        policy = lf.CompactionPolicy(self.version, min_new_turns=1, keep_tail=self.keep_tail)
         outcome = lf.Compactor(self.store, policy, summarizer, timeout=timeout).compact(
             conversation, force=force
         )
@@ -634,7 +634,7 @@ class LedgerMachine(RuleBasedStateMachine):
         result arrives late and is refused."""
         model = self.model[conversation]
         compacted = self.expected_compacted(conversation, self.keep_tail)
-        policy = lf.CompactionPolicy(self.version, keep_tail=self.keep_tail)
+        policy = lf.CompactionPolicy(self.version, min_new_turns=1, keep_tail=self.keep_tail)
 
         async def race() -> tuple[lf.CompactionOutcome, lf.CompactionOutcome]:
             started = {"older": asyncio.Event(), "newer": asyncio.Event()}

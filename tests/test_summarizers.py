@@ -27,6 +27,7 @@ from ledgerfold.summarizers import (
     SummarizerError,
     SummarizerTimeout,
 )
+from ledgerfold.tokens import approx_tokens
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -63,11 +64,52 @@ def test_extractive_truncates_long_sentences() -> None:
     assert len(line) - len("[seq 1 user] ") == 20
 
 
-def test_extractive_reduces_tool_output_to_its_size() -> None:
+def test_extractive_keeps_a_short_head_of_tool_output_and_its_size() -> None:
     request = request_of(
         TurnItem("r", "tool", '{"balance": 1234, "secret": "x"}', 7, {"name": "get_balance"})
     )
-    assert ExtractiveSummarizer()(request) == "[seq 7 tool] get_balance 32 chars of output"
+    assert ExtractiveSummarizer()(request) == (
+        '[seq 7 tool] get_balance: {"balance": 1234, "secret": "x"} (32 chars of output)'
+    )
+    long_output = "line one of the output\n" + "x" * 500
+    request = request_of(TurnItem("r", "tool", long_output, 8, {"name": "cat"}))
+    line = ExtractiveSummarizer(tool_head_chars=20)(request)
+    assert line == f"[seq 8 tool] cat: line one of the out… ({len(long_output)} chars of output)"
+    assert ExtractiveSummarizer(tool_head_chars=0)(request) == (
+        f"[seq 8 tool] cat: ({len(long_output)} chars of output)"
+    )
+
+
+def test_extractive_lists_each_tool_call_once() -> None:
+    """An imported call is in meta["tool_calls"] and also a {"tool_call": ...} body line."""
+    calls = json.dumps(
+        [
+            {"id": "c1", "type": "function", "function": {"name": "search", "arguments": "{}"}},
+            {"id": "c2", "type": "function", "function": {"name": "search", "arguments": "{}"}},
+        ]
+    )
+    body = "Let me look.\n" + "\n".join(
+        json.dumps({"tool_call": {"id": i, "name": "search", "arguments": {}}})
+        for i in ("c1", "c2")
+    )
+    request = request_of(TurnItem("a", "assistant", body, 3, {"tool_calls": calls}))
+    assert ExtractiveSummarizer()(request) == "[seq 3 assistant] Let me look. calls: search, search"
+
+
+def test_extractive_honours_max_summary_tokens() -> None:
+    turns = tuple(
+        TurnItem(f"t{i}", "user", f"fact number {i} is worth keeping", i, None)
+        for i in range(1, 201)
+    )
+    unbounded = ExtractiveSummarizer()(request_of(*turns))
+    assert approx_tokens(unbounded) > 500
+    for budget in (500, 120, 30):
+        request = SummaryRequest("c", "p", "v1", turns, None, 0, budget)
+        text = ExtractiveSummarizer()(request)
+        assert approx_tokens(text) <= budget
+        assert text.splitlines()[-1].startswith("[seq 200 user]")  # the newest are kept
+        omitted = int(text.splitlines()[0].split()[0].strip("["))
+        assert omitted + len(text.splitlines()) - 1 == 200
 
 
 def test_extractive_lists_tool_calls_from_meta_and_transcript_lines() -> None:
@@ -398,7 +440,7 @@ def test_compactor_with_http_summarizer_accepts(
 ) -> None:
     compactor = Compactor(
         filled_store,
-        CompactionPolicy("v1", keep_tail=2),
+        CompactionPolicy("v1", min_new_turns=1, keep_tail=2),
         OpenAICompatibleSummarizer(chat_server.url, "m"),
     )
     outcome = compactor.compact("c")
@@ -429,7 +471,7 @@ def test_compactor_with_failing_http_summarizer_changes_nothing(
     before = filled_store.load("c")
     compactor = Compactor(
         filled_store,
-        CompactionPolicy("v1", keep_tail=2),
+        CompactionPolicy("v1", min_new_turns=1, keep_tail=2),
         OpenAICompatibleSummarizer(chat_server.url, "m", timeout=0.2),
     )
     outcome = compactor.compact("c") if call == "compact" else asyncio.run(compactor.acompact("c"))

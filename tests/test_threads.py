@@ -197,7 +197,7 @@ def hammer(
     rng = random.Random(worker)
     store = store_for(worker)
     own = f"own-{worker}"
-    policy = lf.CompactionPolicy(POLICY, keep_tail=3)
+    policy = lf.CompactionPolicy(POLICY, min_new_turns=1, keep_tail=3)
     compactor = lf.Compactor(store, policy)
     previous_sequence: dict[str, int] = {}
     try:
@@ -298,7 +298,7 @@ def test_one_compactor_shared_by_threads(tmp_path: Path) -> None:
     """A `Compactor` keeps no per-call state: one instance may serve several threads."""
     path = tmp_path / "ledger.db"
     with lf.SQLiteStore(path) as store:
-        compactor = lf.Compactor(store, lf.CompactionPolicy(POLICY, keep_tail=2))
+        compactor = lf.Compactor(store, lf.CompactionPolicy(POLICY, min_new_turns=1, keep_tail=2))
         workload = Workload()
 
         def work(worker: int) -> None:

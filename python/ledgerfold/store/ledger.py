@@ -7,6 +7,7 @@ arguments; `SQLiteStore` owns the transactions, validation and logging.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -149,6 +150,7 @@ def insert_turns(
         "UPDATE conversations SET revision = ?, last_sequence = ? WHERE id = ?",
         (revision + 1, turns[-1].sequence, conversation_id),
     )
+    mark_group_split(conn, conversation_id, turns)
     return turns, revision + 1
 
 
@@ -218,6 +220,28 @@ def mark_citing_stale(
     return cursor.rowcount
 
 
+def mark_group_split(conn: sqlite3.Connection, conversation_id: str, joined: Sequence[Turn]) -> int:
+    """A turn that joins a group holding a summary's source, without being a source itself,
+    splits the group (SPEC §15.4): every version citing a member goes stale (`group-split`)
+    in the same transaction. A late tool result is the usual case."""
+    groups = sorted({turn.group for turn in joined if turn.group is not None})
+    if not groups:
+        return 0
+    joined_ids = json.dumps([turn.id for turn in joined], ensure_ascii=False)
+    marks = ",".join("?" * len(groups))
+    # Versions citing a member of the group, but not the joining turn itself.
+    return conn.execute(
+        "UPDATE summaries SET status = 'stale', reason = 'group-split'"
+        " WHERE conversation_id = ? AND status IN ('current', 'superseded')"
+        " AND pk IN (SELECT ss.summary_pk FROM turns AS t"
+        " JOIN summary_sources AS ss ON ss.turn_id = t.id"
+        f" WHERE t.conversation_id = ? AND t.grp IN ({marks}) AND t.state = ?)"
+        " AND pk NOT IN (SELECT summary_pk FROM summary_sources"
+        " WHERE turn_id IN (SELECT value FROM json_each(?)))",
+        (conversation_id, conversation_id, *groups, TURN_LIVE, joined_ids),
+    ).rowcount
+
+
 def edit_turn(
     conn: sqlite3.Connection, conversation_id: str, turn_id: str, changes: Mapping[str, Any]
 ) -> tuple[Turn, int, int]:
@@ -252,6 +276,8 @@ def edit_turn(
     stale = 0
     if new.digest != bytes(old_digest):
         stale = mark_citing_stale(conn, conversation_id, "?", (turn_id,), "source-modified")
+    if new.group is not None and new.group != old.group:
+        stale += mark_group_split(conn, conversation_id, [new])
     return new, revision, stale
 
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ledgerfold import _validate
+from ledgerfold.errors import InvalidInput
+from ledgerfold.tokens import approx_tokens
 
 if TYPE_CHECKING:
     from ledgerfold.summarizers.base import SummaryRequest
@@ -35,23 +38,41 @@ class ExtractiveSummarizer:
       turn of this request, which gets a fresh line instead — so re-compacting the same
       turns never duplicates them.
     - Each turn becomes ``[seq N role] first sentence…`` cut to `max_chars_per_turn`;
-      tool turns become ``[seq N tool] <n> chars of output``; calls an assistant turn
-      makes are listed by tool name.
+      tool turns become ``[seq N tool] <name>: <head of the output>… (<n> chars)``; the calls
+      an assistant turn makes are listed once each by tool name (a call both in
+      `meta["tool_calls"]` and as a transcript ``{"tool_call": ...}`` line counts once).
     - `max_turns` (optional) keeps only the newest turn lines and counts the rest.
+    - The request's `max_summary_tokens` (SPEC §15.2) is honoured: the oldest turn lines are
+      dropped, and counted, until the text fits (measured with `token_counter`).
     """
 
-    def __init__(self, max_chars_per_turn: int = 160, max_turns: int | None = None) -> None:
+    def __init__(
+        self,
+        max_chars_per_turn: int = 160,
+        max_turns: int | None = None,
+        *,
+        tool_head_chars: int = 80,
+        token_counter: Callable[[str], int] | None = None,
+    ) -> None:
         self.max_chars_per_turn = _validate.integer(
             "max_chars_per_turn", max_chars_per_turn, minimum=8
         )
         if max_turns is not None:
             _validate.integer("max_turns", max_turns, minimum=1)
         self.max_turns = max_turns
+        self.tool_head_chars = _validate.integer("tool_head_chars", tool_head_chars, minimum=0)
+        if token_counter is not None and not callable(token_counter):
+            raise InvalidInput(
+                "token_counter: must be a callable str -> int",
+                field="token_counter",
+                problem="wrong-type",
+            )
+        self.token_counter = token_counter if token_counter is not None else approx_tokens
 
     def __repr__(self) -> str:
         return (
             f"ExtractiveSummarizer(max_chars_per_turn={self.max_chars_per_turn}, "
-            f"max_turns={self.max_turns})"
+            f"max_turns={self.max_turns}, tool_head_chars={self.tool_head_chars})"
         )
 
     def __call__(self, request: SummaryRequest) -> str:
@@ -74,11 +95,31 @@ class ExtractiveSummarizer:
         if self.max_turns is not None and len(turn_lines) > self.max_turns:
             omitted += len(turn_lines) - self.max_turns
             turn_lines = turn_lines[-self.max_turns :]
-        lines = list(notes)
-        if omitted:
-            lines.append(f"[{omitted} earlier turn lines omitted]")
-        lines.extend(line for _, line in turn_lines)
-        return "\n".join(lines)
+        text = _compose(notes, omitted, turn_lines)
+        budget = getattr(request, "max_summary_tokens", None)
+        if budget is not None and self.token_counter(text) > budget:
+            text = self._fit(notes, omitted, turn_lines, budget)
+        return text
+
+    def _fit(
+        self, notes: list[str], omitted: int, turn_lines: list[tuple[int, str]], budget: int
+    ) -> str:
+        """Drop the oldest turn lines (counted) until the text fits `budget` tokens; the
+        largest number kept that fits is found by bisection."""
+        low, high = 0, len(turn_lines)  # turn lines kept
+        while low < high:
+            keep = (low + high + 1) // 2
+            dropped = len(turn_lines) - keep
+            candidate = _compose(notes, omitted + dropped, turn_lines[dropped:])
+            if self.token_counter(candidate) <= budget:
+                low = keep
+            else:
+                high = keep - 1
+        dropped = len(turn_lines) - low
+        text = _compose(notes, omitted + dropped, turn_lines[dropped:])
+        if self.token_counter(text) > budget:  # the notes alone are over: cut the text
+            text = text[: max(1, budget)]
+        return text
 
     def _turn_line(self, turn: Any) -> str:
         prefix = f"[seq {turn.sequence} {turn.role}]"
@@ -86,25 +127,49 @@ class ExtractiveSummarizer:
         text: str = turn.text
         if turn.role == "tool":
             name = meta.get("name")
-            named = f" {_one_line(name, 40)}" if name else ""
-            return f"{prefix}{named} {len(text)} chars of output"
-        calls = _tool_call_names(meta.get("tool_calls"))
+            named = f" {_one_line(name, 40)}:" if name else ""
+            head = _one_line(text, self.tool_head_chars) if self.tool_head_chars else ""
+            shown = f" {head}" if head else ""
+            return f"{prefix}{named}{shown} ({len(text)} chars of output)"
+        calls = _tool_calls(meta.get("tool_calls"))
         prose_lines = []
         for line in text.splitlines():
             # The transcript format appends one {"tool_call": ...} JSON line per call.
             if line.startswith('{"tool_call":'):
-                calls.extend(_tool_call_names(f"[{line}]"))
+                calls.extend(_tool_calls(f"[{line}]"))
             elif line.strip():
                 prose_lines.append(line)
+        names = _once(calls)
         sentence = _first_sentence(prose_lines[0]) if prose_lines else ""
         parts = [prefix]
         if sentence:
             parts.append(_one_line(sentence, self.max_chars_per_turn))
-        elif not calls:
+        elif not names:
             parts.append("(empty)")
-        if calls:
-            parts.append("calls: " + ", ".join(_one_line(name, 40) for name in calls))
+        if names:
+            parts.append("calls: " + ", ".join(_one_line(name, 40) for name in names))
         return " ".join(parts)
+
+
+def _compose(notes: list[str], omitted: int, turn_lines: list[tuple[int, str]]) -> str:
+    lines = list(notes)
+    if omitted:
+        lines.append(f"[{omitted} earlier turn lines omitted]")
+    lines.extend(line for _, line in turn_lines)
+    return "\n".join(lines)
+
+
+def _once(calls: list[tuple[str | None, str]]) -> list[str]:
+    """Tool names, each call once: a call seen again under the same ID is the same call."""
+    seen: set[str] = set()
+    names: list[str] = []
+    for call_id, name in calls:
+        if call_id is not None:
+            if call_id in seen:
+                continue
+            seen.add(call_id)
+        names.append(name)
+    return names
 
 
 def _previous_lines(previous_summary: str | None) -> list[str]:
@@ -124,23 +189,27 @@ def _one_line(text: str, limit: int) -> str:
     return text
 
 
-def _tool_call_names(tool_calls_json: str | None) -> list[str]:
-    """Tool names of an OpenAI-style ``tool_calls`` list or of ``{"tool_call": ...}`` lines."""
+def _tool_calls(tool_calls_json: str | None) -> list[tuple[str | None, str]]:
+    """`(id, tool name)` of an OpenAI-style ``tool_calls`` list or ``{"tool_call": ...}``
+    lines."""
     if not tool_calls_json:
         return []
     try:
         calls = json.loads(tool_calls_json)
-    except ValueError:
+    except (ValueError, RecursionError):
         return []
-    names: list[str] = []
+    found: list[tuple[str | None, str]] = []
     if not isinstance(calls, list):
-        return names
+        return found
     for call in calls:
         if not isinstance(call, dict):
             continue
         call = call.get("tool_call", call)
-        function = call.get("function", call) if isinstance(call, dict) else None
+        if not isinstance(call, dict):
+            continue
+        function = call.get("function", call)
         name = function.get("name") if isinstance(function, dict) else None
+        call_id = call.get("id")
         if isinstance(name, str) and name.strip():
-            names.append(name)
-    return names
+            found.append((call_id if isinstance(call_id, str) else None, name))
+    return found
