@@ -13,17 +13,20 @@ treat a part as an independent unit of work (see `ledgerfold.dask`)::
 
 Conversations are assigned to parts in ID order by cumulative turn count (about
 `turns_per_file` rows a part; a larger conversation is a part of its own). The whole export
-reads one consistent snapshot of the database, is written beside `out_dir` first and
-renamed into place when complete, and `_manifest.json` (written last) records the format
-version, the counts and the parts. An empty database exports as one empty part per table.
+reads one consistent snapshot of the database, is written beside `out_dir` first (inside a
+new directory made for it) and renamed into place when complete, and `_manifest.json`
+(written last) records the format version, the counts and the parts. An empty database
+exports as one empty part per table.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import sqlite3
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -228,6 +231,21 @@ def _table(pa: Any, schema: Any, rows: list[tuple[Any, ...]]) -> Any:
 
 
 def _check_out_dir(out_dir: Path) -> None:
+    # The export is renamed into place as `out_dir`: that needs a name of its own in an
+    # existing parent, and nothing there that a rename would follow or could not replace.
+    if out_dir.name in ("", ".", ".."):
+        raise InvalidInput(
+            f"out_dir: {str(out_dir)!r} does not end in a directory name"
+            " (give a new or empty directory by name, e.g. ./export)",
+            field="out_dir",
+            problem="not-allowed",
+        )
+    if out_dir.is_symlink():
+        raise InvalidInput(
+            f"out_dir: {out_dir} is a symbolic link (give the directory itself, or a new path)",
+            field="out_dir",
+            problem="not-allowed",
+        )
     if out_dir.exists() and not out_dir.is_dir():
         raise InvalidInput(
             f"out_dir: {out_dir} exists and is not a directory",
@@ -246,6 +264,23 @@ def _check_out_dir(out_dir: Path) -> None:
             field="out_dir",
             problem="not-allowed",
         )
+
+
+def _make_staging(target: Path) -> Path:
+    """A new directory beside `target`, created for this export only (`mkdtemp`: a unique
+    name, never an existing path), so cleaning up never touches anything else."""
+    # The name is cut so the holder's stays within NAME_MAX whatever the target's length.
+    return Path(tempfile.mkdtemp(prefix=f".{target.name[:64]}.partial-", dir=target.parent))
+
+
+def _publish(holder: Path, target: Path) -> None:
+    """Rename the finished export `holder/<name>` to `target`, then drop `holder`."""
+    if target.is_dir() and not target.is_symlink():
+        target.rmdir()  # checked empty above; rmdir never removes a non-empty directory
+    (holder / target.name).rename(target)
+    # The export is in place; a holder that cannot be removed is litter, not a failure.
+    with contextlib.suppress(OSError):
+        holder.rmdir()
 
 
 def export_parquet(
@@ -280,12 +315,15 @@ def export_parquet(
     with SQLiteStore(db):  # refuses a file that is not a ledgerfold store; migrates
         pass
     schemas = _schemas(pa)
-    staging = target.parent / f".{target.name}.partial-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
+    holder: Path | None = None
     conn = sqlite3.connect(
         db.resolve().as_uri() + "?mode=ro", uri=True, isolation_level=None, check_same_thread=False
     )
     try:
+        holder = _make_staging(target)
+        # Written inside the holder under the target's name, with the usual directory modes
+        # (mkdtemp's own directory is 0700), then renamed into place.
+        staging = holder / target.name
         conn.execute("PRAGMA busy_timeout = 30000")
         conn.execute("BEGIN")  # one snapshot for every table
         counts = conn.execute(
@@ -320,11 +358,10 @@ def export_parquet(
             "parts": described,
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        if target.is_dir():
-            target.rmdir()  # checked empty above
-        staging.rename(target)
+        _publish(holder, target)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        if holder is not None:
+            shutil.rmtree(holder, ignore_errors=True)  # ours alone: made by _make_staging
         raise
     finally:
         conn.close()
