@@ -4,6 +4,21 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, final
 
 __all__ = [
+    "CHECK_REASONS",
+    "PACKED_MAX_SUMMARIES",
+    "PACKED_NULL_LENGTH",
+    "PACKED_SEPARATOR",
+    "PACKED_SOURCE_ID_LENGTH_BITS",
+    "PACKED_SOURCE_POSITION_BITS",
+    "PACKED_SOURCE_POSITION_SHIFT",
+    "PACKED_SOURCE_SUMMARY_SHIFT",
+    "PACKED_TURN_KEY_PROTECTED",
+    "PACKED_TURN_KEY_REASON",
+    "PACKED_TURN_KEY_ROLE",
+    "PACKED_TURN_KEY_SUMMARY",
+    "PACKED_UNKNOWN_CODE",
+    "PROTECTION_REASON_CODES",
+    "ROLE_CODES",
     "Conversation",
     "Turn",
     "TurnItem",
@@ -16,6 +31,29 @@ __all__ = [
     "same_ordered_ids",
     "source_fingerprint",
 ]
+
+#: SPEC §3's codes by name, read-only, in code order.
+ROLE_CODES: Mapping[str, int]
+PROTECTION_REASON_CODES: Mapping[str, int]
+#: The reasons `check` reports, in the order it checks them.
+CHECK_REASONS: tuple[str, ...]
+
+# The packed revalidation format (`ledgerfold_core::columns::format`): the separator of list
+# entries and the length of a NULL text value; a turn key's multipliers (summary index, then
+# one decimal digit each for role, protection flag and reason) and the digit of a value no
+# valid turn has; a source key's shifts and widths; how many summaries one batch may name.
+PACKED_SEPARATOR: str
+PACKED_NULL_LENGTH: int
+PACKED_TURN_KEY_SUMMARY: int
+PACKED_TURN_KEY_ROLE: int
+PACKED_TURN_KEY_PROTECTED: int
+PACKED_TURN_KEY_REASON: int
+PACKED_UNKNOWN_CODE: int
+PACKED_SOURCE_SUMMARY_SHIFT: int
+PACKED_SOURCE_POSITION_SHIFT: int
+PACKED_SOURCE_POSITION_BITS: int
+PACKED_SOURCE_ID_LENGTH_BITS: int
+PACKED_MAX_SUMMARIES: int
 
 @final
 class Turn:

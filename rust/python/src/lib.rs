@@ -2,6 +2,7 @@
 //!
 //! Values cross once: Python objects are read while attached, the byte work runs in Rust.
 
+mod constants;
 mod conversation;
 mod errors;
 mod extract;
@@ -26,4 +27,10 @@ mod _native {
     use crate::revalidate::{revalidate_columns, revalidate_flat};
     #[pymodule_export]
     use crate::turn::Turn;
+
+    /// The codes and packed-format constants (see `constants`).
+    #[pymodule_init]
+    fn init(module: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
+        crate::constants::add(module)
+    }
 }
