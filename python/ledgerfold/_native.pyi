@@ -1,6 +1,6 @@
 """Type stubs of the native module `ledgerfold._native` (Rust, PyO3)."""
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, final
 
 __all__ = [
@@ -132,8 +132,7 @@ def assemble(
     summary: Any | None,
     policy_version: str,
     preserved_ids: Iterable[str] | None,
-    make_summary_item: Callable[[int], Any],
-) -> tuple[tuple[Any, ...], str | None, str | None]: ...
+) -> tuple[tuple[TurnItem, ...], int | None, int | None, str | None, str | None]: ...
 def source_fingerprint(
     source_ids: Iterable[str], turns: Conversation | Iterable[Turn]
 ) -> str | None: ...

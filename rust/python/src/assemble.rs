@@ -1,4 +1,5 @@
-//! Context assembly (SPEC §8): which ledger turns go raw and where the summary goes.
+//! Context assembly (SPEC §8): which ledger turns go raw and where the summary goes. Python
+//! builds the one summary item; nothing here calls back into Python.
 
 use ledgerfold_core::assemble::layout;
 use pyo3::prelude::*;
@@ -9,35 +10,38 @@ use crate::conversation::Conversation;
 use crate::extract;
 use crate::items::TurnItem;
 
-fn raw_items<'py>(py: Python<'py>, conversation: &Conversation) -> PyResult<Bound<'py, PyTuple>> {
-    let items = conversation
-        .turns
-        .iter()
-        .map(|turn| {
-            Py::new(
-                py,
-                TurnItem {
-                    turn: turn.clone_ref(py),
-                },
-            )
-        })
-        .collect::<PyResult<Vec<_>>>()?;
-    PyTuple::new(py, items)
+/// `(turn_items, summary_at, through_sequence, fallback, fallback_id)`.
+type AssembleTuple<'py> = (
+    Bound<'py, PyTuple>,
+    Option<usize>,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+);
+
+/// The `TurnItem`s of the turns at `positions`, sharing the ledger's objects.
+fn turn_items<'py>(
+    py: Python<'py>,
+    conversation: &Conversation,
+    positions: impl ExactSizeIterator<Item = usize>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    PyTuple::new(
+        py,
+        positions.map(|position| TurnItem::of(py, &conversation.turns[position])),
+    )
 }
 
-type AssembleTuple<'py> = (Bound<'py, PyTuple>, Option<String>, Option<String>);
-
-/// `(items, fallback, fallback_id)` of SPEC §8; `make_summary_item(through_sequence)` builds
-/// the summary's item once it is known to be used.
+/// `(turn_items, summary_at, through_sequence, fallback, fallback_id)` of SPEC §8. When the
+/// summary is used, its item goes before `turn_items[summary_at]` with `through_sequence`;
+/// otherwise every turn is raw and `fallback` says why.
 #[pyfunction]
-#[pyo3(signature = (conversation, summary, policy_version, preserved_ids, make_summary_item))]
+#[pyo3(signature = (conversation, summary, policy_version, preserved_ids))]
 pub fn assemble<'py>(
     py: Python<'py>,
     conversation: &Bound<'py, Conversation>,
     summary: Option<&Bound<'py, PyAny>>,
     policy_version: &Bound<'py, PyAny>,
     preserved_ids: Option<&Bound<'py, PyAny>>,
-    make_summary_item: &Bound<'py, PyAny>,
 ) -> PyResult<AssembleTuple<'py>> {
     let policy_version = extract::string("policy_version", policy_version)?;
     let preserved = preserved_ids
@@ -46,7 +50,8 @@ pub fn assemble<'py>(
         .transpose()?;
     let conversation = conversation.get();
     let raw = |reason: String, id: Option<String>| -> PyResult<AssembleTuple<'py>> {
-        Ok((raw_items(py, conversation)?, Some(reason), id))
+        let items = turn_items(py, conversation, 0..conversation.turns.len())?;
+        Ok((items, None, None, Some(reason), id))
     };
     let Some(summary) = summary.filter(|summary| !summary.is_none()) else {
         return raw("no-summary".to_owned(), None);
@@ -77,23 +82,12 @@ pub fn assemble<'py>(
         .turn(*positions.last().expect("current summary has sources"))
         .sequence;
     let layout = layout(conversation.turns.len(), &positions);
-    let mut items: Vec<Bound<'py, PyAny>> = Vec::with_capacity(layout.included.len() + 1);
-    for (slot, &position) in layout.included.iter().enumerate() {
-        if slot == layout.summary_at {
-            items.push(make_summary_item.call1((through_sequence,))?);
-        }
-        items.push(
-            Bound::new(
-                py,
-                TurnItem {
-                    turn: conversation.turns[position].clone_ref(py),
-                },
-            )?
-            .into_any(),
-        );
-    }
-    if layout.summary_at == layout.included.len() {
-        items.push(make_summary_item.call1((through_sequence,))?);
-    }
-    Ok((PyTuple::new(py, items)?, None, None))
+    let items = turn_items(py, conversation, layout.included.iter().copied())?;
+    Ok((
+        items,
+        Some(layout.summary_at),
+        Some(through_sequence),
+        None,
+        None,
+    ))
 }

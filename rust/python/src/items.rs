@@ -9,7 +9,16 @@ use crate::turn::{digest_hash, py_repr, Turn};
 /// A projection of a ledger turn: built in Rust by reference, never copying the body.
 #[pyclass(frozen, module = "ledgerfold._native", name = "TurnItem")]
 pub struct TurnItem {
-    pub turn: Py<Turn>,
+    turn: Py<Turn>,
+}
+
+impl TurnItem {
+    /// The item of a ledger turn, sharing the turn.
+    pub fn of(py: Python<'_>, turn: &Py<Turn>) -> Self {
+        TurnItem {
+            turn: turn.clone_ref(py),
+        }
+    }
 }
 
 #[pymethods]
