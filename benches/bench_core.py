@@ -7,7 +7,8 @@ peer is in bench_peer.py, heavy bodies in bench_heavy.py.
 
 Targets (judged by benches/report.py): `fingerprint_turns` over built Turns >= 20x the Python
 blake3 loop over the same bodies; `check_summary` >= 50x the reference; `assemble_context`
-on 200k turns >= 20x the reference.
+on 200k turns >= 20x the reference; a `TurnItem` of a 50 MB text >= 100x a `Turn` of it (the
+item does not hash).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import reference  # tests/reference.py, put on sys.path by conftest
 from ledgerfold import (
     Conversation,
     Turn,
+    TurnItem,
     assemble_context,
     check_summary,
     create_summary_envelope,
@@ -177,3 +179,20 @@ def test_build_turns(
         "raw_blake3_one_stream_of_bodies",
         anchor_seconds(request.config, lambda: blake3.blake3(stream).digest()),
     )
+
+
+def test_turn_item_of_a_large_text(benchmark: Any, request: pytest.FixtureRequest) -> None:
+    """A `TurnItem` validates its fields but does not hash its text; a `Turn` of the same
+    body hashes it. The body is ASCII, whose UTF-8 view CPython has for free (a non-ASCII str
+    is encoded once by either, and CPython caches that on the str)."""
+    body = "x" * (50_000_000 if full_size(request.config) else 1_000_000)
+    item = interleaved(
+        benchmark,
+        request.config,
+        lambda: TurnItem("m1", "user", body, 1),
+        {"turn": lambda: Turn("m1", 1, "user", body)},
+        rounds=20,
+    )
+    assert item.text is body
+    benchmark.extra_info.update(body_bytes=len(body))
+    target(benchmark, "turn", min_speedup=100)
