@@ -13,11 +13,20 @@ item does not hash).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import blake3
 import pytest
-from bench_conftest import anchor_seconds, full_size, interleaved, record_ratio, target
+from bench_conftest import (
+    anchor_seconds,
+    full_size,
+    interleaved,
+    real_turns,
+    record_ratio,
+    size_of,
+    target,
+)
 
 import reference  # tests/reference.py, put on sys.path by conftest
 from ledgerfold import (
@@ -196,3 +205,58 @@ def test_turn_item_of_a_large_text(benchmark: Any, request: pytest.FixtureReques
     assert item.text is body
     benchmark.extra_info.update(body_bytes=len(body))
     target(benchmark, "turn", min_speedup=100)
+
+
+def test_conversation_from_rows(benchmark: Any, request: pytest.FixtureRequest) -> None:
+    """10k stored rows to a `Conversation` in one call, the stored digests trusted, against
+    a `Turn` per row from keyword arguments (every body hashed again, meta through
+    `json.loads`) and a `Conversation` over them: how store/sqlite.py loads today."""
+    turns = [
+        t.replace(meta={"tool_call_id": f"call-{t.sequence}", "name": "lookup"})
+        if t.role == "tool"
+        else t
+        for t in real_turns(size_of(request.config, "10k"))
+    ]
+    rows = [
+        (
+            t.id,
+            t.sequence,
+            t.role,
+            t.body,
+            int(t.protected),
+            t.protection_reason,
+            t.group,
+            None if t.meta is None else json.dumps(t.meta, sort_keys=True, ensure_ascii=False),
+            t.digest,
+        )
+        for t in turns
+    ]
+
+    def per_turn() -> Conversation:
+        return Conversation(
+            "c",
+            1,
+            [
+                Turn(
+                    turn_id,
+                    sequence,
+                    role,
+                    body,
+                    protected=bool(protected),
+                    protection_reason=reason,
+                    group=group,
+                    meta=None if meta is None else json.loads(meta),
+                )
+                for turn_id, sequence, role, body, protected, reason, group, meta, _ in rows
+            ],
+        )
+
+    built = interleaved(
+        benchmark,
+        request.config,
+        lambda: Conversation.from_rows("c", 1, rows),
+        {"turn_per_row": per_turn},
+        rounds=20,
+    )
+    assert built == per_turn() == Conversation("c", 1, turns)
+    benchmark.extra_info.update(turns=len(rows), with_meta=sum(row[7] is not None for row in rows))

@@ -17,6 +17,9 @@ __all__ = [
     "source_fingerprint",
 ]
 
+#: `(id, sequence, role, body, protected, protection_reason, group, meta_json, digest)`.
+_StoredRow = tuple[str, int, str, str, bool | int, str | None, str | None, str | None, bytes]
+
 @final
 class Turn:
     """An immutable ledger turn (SPEC §2); its 32-byte digest is computed once."""
@@ -77,6 +80,9 @@ class Conversation:
     """An immutable snapshot: turns in ascending sequence, O(1) lookup by ID."""
 
     def __new__(cls, id: str, revision: int, turns: Iterable[Turn]) -> Conversation: ...
+    # Rows as the store reads them, each stored digest trusted (not recomputed).
+    @classmethod
+    def from_rows(cls, id: str, revision: int, rows: Iterable[_StoredRow]) -> Conversation: ...
     @property
     def id(self) -> str: ...
     @property

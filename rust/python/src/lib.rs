@@ -11,6 +11,7 @@ mod fingerprint;
 mod items;
 mod plan;
 mod revalidate;
+mod rows;
 mod turn;
 
 use pyo3::prelude::*;
