@@ -1,6 +1,6 @@
 """Type stubs of the native module `ledgerfold._native` (Rust, PyO3)."""
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, final
 
 __all__ = [
@@ -54,6 +54,8 @@ PACKED_SOURCE_POSITION_SHIFT: int
 PACKED_SOURCE_POSITION_BITS: int
 PACKED_SOURCE_ID_LENGTH_BITS: int
 PACKED_MAX_SUMMARIES: int
+#: `(id, sequence, role, body, protected, protection_reason, group, meta_json, digest)`.
+_StoredRow = tuple[str, int, str, str, bool | int, str | None, str | None, str | None, bytes]
 
 @final
 class Turn:
@@ -115,6 +117,9 @@ class Conversation:
     """An immutable snapshot: turns in ascending sequence, O(1) lookup by ID."""
 
     def __new__(cls, id: str, revision: int, turns: Iterable[Turn]) -> Conversation: ...
+    # Rows as the store reads them, each stored digest trusted (not recomputed).
+    @classmethod
+    def from_rows(cls, id: str, revision: int, rows: Iterable[_StoredRow]) -> Conversation: ...
     @property
     def id(self) -> str: ...
     @property
@@ -170,8 +175,7 @@ def assemble(
     summary: Any | None,
     policy_version: str,
     preserved_ids: Iterable[str] | None,
-    make_summary_item: Callable[[int], Any],
-) -> tuple[tuple[Any, ...], str | None, str | None]: ...
+) -> tuple[tuple[TurnItem, ...], int | None, int | None, str | None, str | None]: ...
 def source_fingerprint(
     source_ids: Iterable[str], turns: Conversation | Iterable[Turn]
 ) -> str | None: ...
