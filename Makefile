@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Cargo.toml rust/core/Cargo.toml rust/python/Cargo.toml | cksum | cut -d' ' -f1)
 
-.PHONY: help dev test test-rust test-python lint demo bench bench-check all clean
+.PHONY: help dev test test-rust test-python lint rust-lint-tools wheel wheel-test demo bench bench-check all clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -28,13 +28,30 @@ test-rust:
 test-python:
 	$(PY) -m pytest
 
-lint: $(STAMP)  ## ruff, mypy --strict, stubtest, rustfmt, clippy -D warnings
+lint: $(STAMP) rust-lint-tools  ## ruff, mypy --strict, stubtest, rustfmt, clippy -D warnings
 	$(VENV)/bin/ruff check python tests benches
 	$(VENV)/bin/ruff format --check python tests benches
 	$(VENV)/bin/mypy --strict python/ledgerfold
 	$(PY) -m mypy.stubtest ledgerfold._native
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
+
+# rustfmt and clippy are rustup components that a minimal toolchain does not have.
+rust-lint-tools:
+	@cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
+	@cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
+
+# The wheel users install: release profile, stable ABI (one wheel for CPython >= 3.10).
+# maturin: the range of pyproject's build-system.requires.
+wheel: $(STAMP)  ## build the abi3 release wheel into dist/
+	$(PY) -m pip install --quiet 'maturin>=1.9.4,<2'
+	rm -f dist/ledgerfold-*.whl
+	$(PY) -m maturin build --release --features abi3 --out dist
+
+WHEEL_PYTHON ?= $(PYTHON)
+
+wheel-test: wheel  ## install the wheel into a fresh venv (no Rust, no checkout) and run the README
+	tests/wheel_test.sh dist/ledgerfold-*-abi3-*.whl $(WHEEL_PYTHON)
 
 demo: dev  ## set up, then run the main job (ledgerfold demo)
 	$(VENV)/bin/ledgerfold demo

@@ -7,21 +7,32 @@ peer is in bench_peer.py, heavy bodies in bench_heavy.py.
 
 Targets (judged by benches/report.py): `fingerprint_turns` over built Turns >= 20x the Python
 blake3 loop over the same bodies; `check_summary` >= 50x the reference; `assemble_context`
-on 200k turns >= 20x the reference.
+on 200k turns >= 20x the reference; a `TurnItem` of a 50 MB text >= 100x a `Turn` of it (the
+item does not hash).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import blake3
 import pytest
-from bench_conftest import anchor_seconds, full_size, interleaved, record_ratio, target
+from bench_conftest import (
+    anchor_seconds,
+    full_size,
+    interleaved,
+    real_turns,
+    record_ratio,
+    size_of,
+    target,
+)
 
 import reference  # tests/reference.py, put on sys.path by conftest
 from ledgerfold import (
     Conversation,
     Turn,
+    TurnItem,
     assemble_context,
     check_summary,
     create_summary_envelope,
@@ -177,3 +188,75 @@ def test_build_turns(
         "raw_blake3_one_stream_of_bodies",
         anchor_seconds(request.config, lambda: blake3.blake3(stream).digest()),
     )
+
+
+def test_turn_item_of_a_large_text(benchmark: Any, request: pytest.FixtureRequest) -> None:
+    """A `TurnItem` validates its fields but does not hash its text; a `Turn` of the same
+    body hashes it. The body is ASCII, whose UTF-8 view CPython has for free (a non-ASCII str
+    is encoded once by either, and CPython caches that on the str)."""
+    body = "x" * (50_000_000 if full_size(request.config) else 1_000_000)
+    item = interleaved(
+        benchmark,
+        request.config,
+        lambda: TurnItem("m1", "user", body, 1),
+        {"turn": lambda: Turn("m1", 1, "user", body)},
+        rounds=20,
+    )
+    assert item.text is body
+    benchmark.extra_info.update(body_bytes=len(body))
+    target(benchmark, "turn", min_speedup=100)
+
+
+def test_conversation_from_rows(benchmark: Any, request: pytest.FixtureRequest) -> None:
+    """10k stored rows to a `Conversation` in one call, the stored digests trusted, against
+    a `Turn` per row from keyword arguments (every body hashed again, meta through
+    `json.loads`) and a `Conversation` over them: how store/sqlite.py loads today."""
+    turns = [
+        t.replace(meta={"tool_call_id": f"call-{t.sequence}", "name": "lookup"})
+        if t.role == "tool"
+        else t
+        for t in real_turns(size_of(request.config, "10k"))
+    ]
+    rows = [
+        (
+            t.id,
+            t.sequence,
+            t.role,
+            t.body,
+            int(t.protected),
+            t.protection_reason,
+            t.group,
+            None if t.meta is None else json.dumps(t.meta, sort_keys=True, ensure_ascii=False),
+            t.digest,
+        )
+        for t in turns
+    ]
+
+    def per_turn() -> Conversation:
+        return Conversation(
+            "c",
+            1,
+            [
+                Turn(
+                    turn_id,
+                    sequence,
+                    role,
+                    body,
+                    protected=bool(protected),
+                    protection_reason=reason,
+                    group=group,
+                    meta=None if meta is None else json.loads(meta),
+                )
+                for turn_id, sequence, role, body, protected, reason, group, meta, _ in rows
+            ],
+        )
+
+    built = interleaved(
+        benchmark,
+        request.config,
+        lambda: Conversation.from_rows("c", 1, rows),
+        {"turn_per_row": per_turn},
+        rounds=20,
+    )
+    assert built == per_turn() == Conversation("c", 1, turns)
+    benchmark.extra_info.update(turns=len(rows), with_meta=sum(row[7] is not None for row in rows))

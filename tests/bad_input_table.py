@@ -2,13 +2,14 @@
 raises, its `.code` and its `.field`.
 
 `tests/test_bad_input.py` runs every row; `python tests/bad_input_table.py > docs/bad-input.md`
-writes the same rows as the Markdown table of the README (a test checks it is up to date).
+writes the same rows as a Markdown table (a test checks that docs/bad-input.md is up to date).
 Bodies and summary texts in the rows carry `SECRET_BODY` / `SECRET_SUMMARY`, which no error
 message may contain.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import tempfile
 from collections.abc import Callable
@@ -118,6 +119,88 @@ def _commit_twice(store: lf.SQLiteStore) -> object:
     store.commit_summary(made)
     store.start_plan(CONVERSATION_ID, 2, POLICY)
     return store.commit_summary(made)
+
+
+# Deeper than Python's JSON parser and encoder can recurse (they raised RecursionError).
+DEEP_JSON = "[" * 100_000 + "]" * 100_000
+
+
+def _deep_list() -> list[Any]:
+    nested: list[Any] = []
+    for _ in range(100_000):
+        nested = [nested]
+    return nested
+
+
+def _tool_calls_with(value: Any) -> object:
+    call = {"id": "k1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    return lf.from_chat_messages(
+        [{"role": "assistant", "content": SECRET_BODY, "tool_calls": [{**call, "x": value}]}]
+    )
+
+
+def _stored_tool_calls(text: str) -> object:
+    item = lf.TurnItem("t1", "assistant", SECRET_BODY, 1, {"tool_calls": text})
+    return lf.to_chat_messages(lf.AssembledContext((item,)))
+
+
+def on_transcript(line: str) -> Callable[[], object]:
+    """Load a transcript file holding `line`."""
+
+    def run() -> object:
+        from ledgerfold.transcripts import load_transcripts
+
+        with tempfile.TemporaryDirectory() as directory:
+            path = Path(directory) / "t.jsonl"
+            path.write_text(line + "\n", encoding="utf-8")
+            return load_transcripts(path)
+
+    return run
+
+
+def on_export(out_dir: Callable[[Path], Path | str]) -> Callable[[], object]:
+    """`export_parquet` of an empty database to the path `out_dir` makes in a temporary
+    directory, run from that directory's empty subdirectory `empty`."""
+
+    def run() -> object:
+        from ledgerfold.export import export_parquet
+
+        cwd = os.getcwd()
+        with tempfile.TemporaryDirectory() as directory:
+            base = Path(directory)
+            (base / "empty").mkdir()
+            lf.SQLiteStore(base / "ledger.db").close()
+            os.chdir(base / "empty")
+            try:
+                return export_parquet(base / "ledger.db", out_dir(base))
+            finally:
+                os.chdir(cwd)
+
+    return run
+
+
+def _link(base: Path, to: str) -> Path:
+    (base / "link").symlink_to(base / to)
+    return base / "link"
+
+
+def on_manifest(text: str) -> Callable[[], object]:
+    """`ledgerfold.dask.read_manifest` of a directory whose `_manifest.json` is `text`."""
+
+    def run() -> object:
+        from ledgerfold.dask import read_manifest
+
+        with tempfile.TemporaryDirectory() as directory:
+            (Path(directory) / "_manifest.json").write_text(text, encoding="utf-8")
+            return read_manifest(directory)
+
+    return run
+
+
+_COUNTS = '{"conversations": 0, "turns": 0, "summaries": 0, "summary_sources": 0}'
+_MANIFEST_HEAD = '{"format": "ledgerfold-parquet", "format_version": 1, '
+_COUNTS_8_TURNS = _COUNTS.replace('"turns": 0', '"turns": 8')
+_PART = '{"index": 0, "file": "part-00000.parquet", ' + _COUNTS[1:]
 
 
 def compactor(store: lf.SQLiteStore, **policy: Any) -> lf.Compactor:
@@ -474,6 +557,13 @@ ROWS: tuple[BadInput, ...] = (
         INVALID,
         "context",
     ),
+    row(
+        "to_chat_messages: NaN in stored meta.tool_calls",
+        "to_chat_messages(context)  # a turn's meta.tool_calls holds NaN",
+        lambda: _stored_tool_calls('[{"id": "k1", "x": NaN}]'),
+        INVALID,
+        "meta.tool_calls",
+    ),
     # ---- from_chat_messages
     row(
         "from_chat_messages: not a list of messages",
@@ -530,6 +620,85 @@ ROWS: tuple[BadInput, ...] = (
         ),
         DUPLICATE,
         "messages[1].id",
+    ),
+    row(
+        "from_chat_messages: NaN or Infinity in tool_calls",
+        "from_chat_messages([{'role': 'assistant', 'tool_calls': [{..., 'x': nan}]}])",
+        lambda: _tool_calls_with(float("nan")),
+        INVALID,
+        "messages[0].tool_calls",
+    ),
+    row(
+        "from_chat_messages: tool_calls nested too deeply",
+        "from_chat_messages([{'role': 'assistant', 'tool_calls': [{..., 'x': [[[...]]]}]}])",
+        lambda: _tool_calls_with(_deep_list()),
+        INVALID,
+        "messages[0].tool_calls",
+    ),
+    # ---- transcripts (`ledgerfold import`)
+    row(
+        "load_transcripts: JSON line nested too deeply",
+        "load_transcripts('t.jsonl')  # a line of 100,000 nested arrays",
+        on_transcript('{"conversation_id": "c", "source": "s", "turns": ' + DEEP_JSON + "}"),
+        INVALID,
+        "line",
+    ),
+    row(
+        "load_transcripts: NaN or Infinity in a line",
+        "load_transcripts('t.jsonl')  # {..., 'x': NaN}",
+        on_transcript('{"conversation_id": "c", "source": "s", "turns": [], "x": NaN}'),
+        INVALID,
+        "line",
+    ),
+    # ---- Parquet export and its Dask revalidation
+    row(
+        "export_parquet: out_dir without a directory name",
+        "export_parquet(db, '.')  # in an empty directory",
+        on_export(lambda base: "."),
+        INVALID,
+        "out_dir",
+    ),
+    row(
+        "export_parquet: out_dir a symbolic link",
+        "export_parquet(db, 'link')  # link -> an empty directory",
+        on_export(lambda base: _link(base, "empty")),
+        INVALID,
+        "out_dir",
+    ),
+    row(
+        "export_parquet: out_dir a dangling symbolic link",
+        "export_parquet(db, 'link')  # link -> nothing",
+        on_export(lambda base: _link(base, "nowhere")),
+        INVALID,
+        "out_dir",
+    ),
+    row(
+        "read_manifest: JSON nested too deeply",
+        "read_manifest(path)  # _manifest.json of 100,000 nested arrays",
+        on_manifest(DEEP_JSON),
+        INVALID,
+        "path",
+    ),
+    row(
+        "read_manifest: parts not a list",
+        "read_manifest(path)  # _manifest.json with 'parts': 5",
+        on_manifest(_MANIFEST_HEAD + f'"counts": {_COUNTS}, "parts": 5}}'),
+        INVALID,
+        "path",
+    ),
+    row(
+        "read_manifest: counts not the parts' total",
+        "read_manifest(path)  # 'counts': {'turns': 8, ...}, parts of 0 turns",
+        on_manifest(_MANIFEST_HEAD + f'"counts": {_COUNTS_8_TURNS}, "parts": [{_PART}]}}'),
+        INVALID,
+        "path",
+    ),
+    row(
+        "read_manifest: a listed part file missing",
+        "read_manifest(path)  # part-00000.parquet not there",
+        on_manifest(_MANIFEST_HEAD + f'"counts": {_COUNTS}, "parts": [{_PART}]}}'),
+        INVALID,
+        "path",
     ),
     # ---- SQLiteStore (SPEC §12)
     row(
@@ -836,7 +1005,7 @@ def _cell(text: str) -> str:
 
 
 def markdown() -> str:
-    """The table as Markdown, as the README shows it."""
+    """The table as Markdown, as docs/bad-input.md shows it."""
     lines = [
         "<!-- Generated by `python tests/bad_input_table.py > docs/bad-input.md`; "
         "tests/test_bad_input.py checks it is up to date. -->",

@@ -1,5 +1,5 @@
 """Bad input across the public API (issue 7): one test per row of `bad_input_table.ROWS`,
-reprs that never show bodies or summary text, and the README's table kept up to date."""
+reprs that never show bodies or summary text, and docs/bad-input.md kept up to date."""
 
 from __future__ import annotations
 

@@ -268,6 +268,26 @@ def test_user_errors_are_one_line_and_exit_2(
     assert "Traceback" not in result.output
 
 
+def test_import_of_deeply_nested_json_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    # Issue 16 item 5: a RecursionError with a 39-line traceback and exit 1.
+    deep = tmp_path / "deep.jsonl"
+    good = json.dumps({"conversation_id": "ok", "source": "s", "turns": []})
+    deep.write_text(
+        good + "\n" + '{"conversation_id": ' + "[" * 100_000 + "]" * 100_000 + "}\n",
+        encoding="utf-8",
+    )
+    completed = subprocess.run(
+        [sys.executable, "-m", "ledgerfold", "import", str(tmp_path / "new.db"), str(deep)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 2, completed.stderr[-500:]
+    assert completed.stderr == f"ledgerfold: error: {deep}:2: not valid JSON (nested too deeply)\n"
+    assert not (tmp_path / "new.db").exists()  # a malformed file imports nothing
+
+
 def test_user_error_in_a_real_process(error_fixtures: dict[str, Path]) -> None:
     completed = subprocess.run(
         [sys.executable, "-m", "ledgerfold", "inspect", str(error_fixtures["foreign"]), "c"],

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ TURNS = 10_000
 
 
 @pytest.fixture
-def loads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+def loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every whole-conversation load the store makes, by conversation ID."""
     seen: list[str] = []
     real_load = ledger.load
@@ -25,7 +24,7 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         return real_load(conn, conversation_id)  # type: ignore[arg-type]
 
     monkeypatch.setattr(ledger, "load", counting_load)
-    yield seen
+    return seen
 
 
 def _ledger(path: Path) -> SQLiteStore:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sqlite3
 import sys
 from collections.abc import Iterator
@@ -294,6 +295,191 @@ def test_export_refuses_bad_arguments(ledger: dict[str, Any], tmp_path: Path) ->
     with pytest.raises(StoreError):
         export_parquet(foreign, tmp_path / "a")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["foreign.db", "full"]
+
+
+# ------------------------------------------------------------------ staging (issue 16 item 12)
+
+
+def _empty_db(tmp_path: Path) -> Path:
+    """A ledgerfold database in a directory of its own (its -wal/-shm files stay there)."""
+    db = tmp_path / "db" / "ledger.db"
+    db.parent.mkdir()
+    SQLiteStore(db).close()
+    return db
+
+
+def test_export_never_removes_a_directory_it_did_not_create(tmp_path: Path) -> None:
+    # The old staging name, `.<name>.partial-<pid>`, was removed with everything in it.
+    db = _empty_db(tmp_path)
+    theirs = tmp_path / f".out.partial-{os.getpid()}"
+    theirs.mkdir()
+    (theirs / "keep.txt").write_text("someone else's file", encoding="utf-8")
+    export_parquet(db, tmp_path / "out")
+    assert (theirs / "keep.txt").read_text(encoding="utf-8") == "someone else's file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [theirs.name, "db", "out"]
+    assert (tmp_path / "out" / MANIFEST).is_file()
+
+
+def test_export_never_follows_a_symlink_at_the_staging_name(tmp_path: Path) -> None:
+    # A symlink of the old staging name was followed: files written into its target, then
+    # the link renamed to the output.
+    db = _empty_db(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    link = tmp_path / f".out.partial-{os.getpid()}"
+    link.symlink_to(elsewhere)
+    export_parquet(db, tmp_path / "out")
+    assert list(elsewhere.iterdir()) == []
+    assert link.is_symlink() and link.resolve() == elsewhere.resolve()
+    out = tmp_path / "out"
+    assert out.is_dir() and not out.is_symlink() and (out / MANIFEST).is_file()
+
+
+def test_export_directory_has_the_usual_modes(tmp_path: Path) -> None:
+    # Staged inside a private `mkdtemp` directory (0700), but the export itself is made
+    # like any new directory: its mode follows the umask.
+    db = _empty_db(tmp_path)
+    umask = os.umask(0o022)
+    try:
+        export_parquet(db, tmp_path / "out")
+    finally:
+        os.umask(umask)
+    for directory in [tmp_path / "out", *(tmp_path / "out" / table for table in TABLES)]:
+        assert directory.stat().st_mode & 0o777 == 0o755, directory
+
+
+def test_export_failure_removes_only_its_own_staging(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = _empty_db(tmp_path)
+    theirs = tmp_path / f".out.partial-{os.getpid()}"
+    theirs.mkdir()
+
+    def fail(*args: Any, **kwargs: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pq, "write_table", fail)
+    with pytest.raises(OSError, match="No space left"):
+        export_parquet(db, tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [theirs.name, "db"]
+
+
+def _out_dot(tmp_path: Path) -> str:
+    return "."
+
+
+def _out_link_to_empty_dir(tmp_path: Path) -> str:
+    (tmp_path / "link").symlink_to(tmp_path / "empty")
+    return str(tmp_path / "link")
+
+
+def _out_dangling_link(tmp_path: Path) -> str:
+    (tmp_path / "link").symlink_to(tmp_path / "nowhere")
+    return str(tmp_path / "link")
+
+
+@pytest.mark.parametrize(
+    "out_dir",
+    [_out_dot, _out_link_to_empty_dir, _out_dangling_link],
+    ids=["dot", "link-to-empty-dir", "dangling-link"],
+)
+def test_export_to_a_path_it_cannot_rename_into_is_a_clear_error(
+    out_dir: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: "Invalid argument" for `.`, a raw NotADirectoryError for the links.
+    db = _empty_db(tmp_path)
+    (tmp_path / "empty").mkdir()
+    monkeypatch.chdir(tmp_path / "empty")
+    target = out_dir(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(InvalidInput) as caught:
+        export_parquet(db, target)
+    assert (caught.value.field, caught.value.problem) == ("out_dir", "not-allowed")
+    result = run("export", str(db), "--parquet", target)
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("ledgerfold: error: --parquet: "), line
+    assert "Invalid argument" not in line and "Not a directory" not in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert list((tmp_path / "empty").iterdir()) == []
+
+
+# ------------------------------------------------------------------ damaged manifests
+
+
+@pytest.fixture
+def small_export(tmp_path: Path) -> Path:
+    db = tmp_path / "ledger.db"
+    with SQLiteStore(db) as store:
+        for conversation in ("a", "b", "c"):
+            store.append_many(conversation, [{"role": "user", "body": "x"}] * 3)
+    out = tmp_path / "export"
+    export_parquet(db, out, turns_per_file=3)
+    assert len(_manifest(out)["parts"]) == 3
+    return out
+
+
+def _deep(manifest: dict[str, Any]) -> str:
+    return json.dumps(manifest)[:-1] + ', "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+
+
+def _edit(change: Any) -> Any:
+    def edit(manifest: dict[str, Any]) -> str:
+        change(manifest)
+        return json.dumps(manifest)
+
+    return edit
+
+
+DAMAGED_MANIFESTS = [
+    ("nested-too-deeply", _deep, "nested too deeply"),
+    ("parts-not-a-list", _edit(lambda m: m.update(parts=5)), "parts"),
+    ("parts-empty", _edit(lambda m: m.update(parts=[])), "parts"),
+    ("part-not-an-object", _edit(lambda m: m["parts"].__setitem__(1, "x")), r"parts\[1\]"),
+    ("part-index-wrong", _edit(lambda m: m["parts"][1].update(index=7)), r"parts\[1\]\.index"),
+    ("part-index-bool", _edit(lambda m: m["parts"][1].update(index=True)), r"parts\[1\]\.index"),
+    ("part-file-wrong", _edit(lambda m: m["parts"][0].update(file="../x")), r"parts\[0\]\.file"),
+    ("part-count-str", _edit(lambda m: m["parts"][0].update(turns="3")), r"parts\[0\]\.turns"),
+    ("counts-not-an-object", _edit(lambda m: m.update(counts=[])), "counts"),
+    ("count-str", _edit(lambda m: m["counts"].update(conversations="x")), "counts.conversations"),
+    ("count-negative", _edit(lambda m: m["counts"].update(turns=-1)), "counts.turns"),
+    ("counts-not-the-total", _edit(lambda m: m["counts"].update(turns=8)), "counts.turns"),
+    (
+        "part-missing",
+        _edit(
+            lambda m: m["parts"].append(
+                {**m["parts"][2], "index": 3, "file": part_name(3), "conversations": 0, "turns": 0}
+            )
+        ),
+        "part-00003.parquet",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("damage", "named"),
+    [case[1:] for case in DAMAGED_MANIFESTS],
+    ids=[case[0] for case in DAMAGED_MANIFESTS],
+)
+def test_a_damaged_manifest_is_invalid_input(small_export: Path, damage: Any, named: str) -> None:
+    # Before: raw RecursionError, TypeError, ValueError or FileNotFoundError (in a worker).
+    (small_export / MANIFEST).write_text(damage(_manifest(small_export)), encoding="utf-8")
+    with pytest.raises(InvalidInput, match=named) as caught:
+        ldask.revalidate_parquet(small_export)
+    assert (caught.value.field, caught.value.problem) == ("path", "not-allowed")
+    with pytest.raises(InvalidInput, match=named):
+        ldask.read_manifest(small_export)
+
+
+def test_a_missing_part_file_is_invalid_input(small_export: Path) -> None:
+    (small_export / "summary_sources" / part_name(1)).unlink()
+    with pytest.raises(InvalidInput, match=r"summary_sources/part-00001\.parquet"):
+        ldask.revalidate_parquet(small_export)
+
+
+def test_the_small_export_revalidates(small_export: Path) -> None:
+    _, aggregate = ldask.revalidate_parquet(small_export)
+    assert (aggregate["conversations"], aggregate["partitions"]) == (3, 3)
 
 
 def test_revalidate_parquet_refuses_what_is_not_an_export(tmp_path: Path) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -283,3 +285,28 @@ def test_failure_record_names_the_exception_type_only(tmp_path: Path, capture: C
     assert "error_type=ValueError" in failed.getMessage()
     assert "reason=summarizer-error" in failed.getMessage()
     assert all("secret" not in line for line in capture.lines)
+
+
+def test_an_application_without_logging_config_gets_no_stderr_lines() -> None:
+    # Issue 16: a failing summarizer printed two WARNING lines per failure to the stderr of
+    # an application that configured no logging (Python's "last resort" handler). The
+    # failure itself is a WARNING record (see the test above); here nobody asked for it.
+    script = """
+import ledgerfold as lf
+
+def failing(request):
+    raise ValueError("boom")
+
+with lf.SQLiteStore() as store:
+    for index in range(6):
+        store.append("c", "user", f"body {index}")
+    compactor = lf.Compactor(store, lf.CompactionPolicy("v1", keep_tail=2), failing)
+    outcomes = [compactor.compact("c", force=True) for _ in range(3)]
+print(",".join(outcome.reason or "" for outcome in outcomes))
+"""
+    completed = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "summarizer-error,summarizer-error,summarizer-error\n"
+    assert completed.stderr == ""

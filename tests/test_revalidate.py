@@ -4,6 +4,7 @@ stored digests, and agrees with the Python path (rebuild Turns, check_summary)."
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import sqlite3
@@ -33,6 +34,7 @@ from ledgerfold import (
 )
 from ledgerfold.model import PROTECTION_REASONS, ROLES
 from ledgerfold.revalidate import revalidate_database
+from ledgerfold.store import batch_reads
 from ledgerfold.store.rows import turn_from_row
 
 _HERE = Path(__file__).resolve().parent
@@ -249,23 +251,17 @@ COMMA_SEQUENCE = "UPDATE turns SET sequence = '1,2' WHERE pk = ?"
 
 def _runs_both_ways(path: Path, batch_turns: int) -> tuple[list[object], list[object], int]:
     """Each run of conversations checked from the packed read and from the row read."""
-    conn = revalidate._open_readonly(str(path))
+    conn = batch_reads.open_readonly(str(path))
     packed_runs = 0
     try:
         jobs = revalidate._current_jobs(conn)
         packed, rows = [], []
         for run in revalidate._runs(jobs, batch_turns):
             summaries = [job[:4] for job in run]
-            keys = revalidate._keys(run)
             # Every live turn of the run, packed (the check reads up to each summary's bound
             # first, and all of them when a cited turn is missing there).
-            turn_columns = conn.execute(
-                revalidate._packed_turns(len(keys), bounded=False),
-                revalidate._turn_parameters(run),
-            ).fetchone()
-            source_columns = conn.execute(
-                revalidate._packed_sources(len(keys)), revalidate._source_parameters(run)
-            ).fetchone()
+            turn_columns = batch_reads.packed_turns(conn, run, bounded=False)
+            source_columns = batch_reads.packed_sources(conn, run)
             direct = _native.revalidate_columns(turn_columns, source_columns, summaries, 2)
             packed_runs += direct is not None
             packed.append(revalidate._check_run(conn, run, 2, utf8=True))
@@ -445,11 +441,11 @@ def test_a_run_over_sqlites_length_limit_is_read_by_rows(
     db: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     expected = revalidate_database(db, mark_stale=False)
-    opened = revalidate._open_readonly
+    opened = batch_reads.open_readonly
     packed_reads: list[object] = []
     real = _native.revalidate_columns
 
-    def limited(path: str) -> sqlite3.Connection:
+    def limited(path: str | os.PathLike[str]) -> sqlite3.Connection:
         conn = opened(path)
         # Smaller than the packed bodies of the larger runs, larger than any single row.
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 200_000)
@@ -459,7 +455,7 @@ def test_a_run_over_sqlites_length_limit_is_read_by_rows(
         packed_reads.append(args)
         return real(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(revalidate, "_open_readonly", limited)
+    monkeypatch.setattr(batch_reads, "open_readonly", limited)
     monkeypatch.setattr(_native, "revalidate_columns", counting)
     report = revalidate_database(db, mark_stale=False, batch_turns=200)
     runs = len(list(revalidate._runs(_current_jobs(db), 200)))
@@ -472,7 +468,7 @@ def test_a_run_over_sqlites_length_limit_is_read_by_rows(
 
 
 def _current_jobs(path: Path) -> list[tuple[str, int, str, str, int, int | None]]:
-    conn = revalidate._open_readonly(str(path))
+    conn = batch_reads.open_readonly(str(path))
     try:
         return revalidate._current_jobs(conn)
     finally:
@@ -538,7 +534,7 @@ def test_a_summary_superseded_while_the_run_waits_is_checked_as_itself(
         ).compact(conversation_id, force=True)
         assert outcome.status == "accepted" and outcome.summary is not None
         assert store.current_summary(conversation_id).id == outcome.summary.id != old_summary
-    conn = revalidate._open_readonly(str(db))
+    conn = batch_reads.open_readonly(str(db))
     try:
         for run in revalidate._runs(jobs, 500):
             found, _, _ = revalidate._check_run(conn, run, 2, utf8=True, packed=packed)
@@ -570,17 +566,17 @@ def test_runs_name_at_most_256_summaries_and_pad_their_parameters() -> None:
     runs = list(revalidate._runs(jobs, 10_000))
     assert [len(run) for run in runs] == [256] * 4 + [176]
     assert [job for run in runs for job in run] == jobs
-    keys = revalidate._keys(runs[4])
+    keys = batch_reads._keys(runs[4])
     assert len(keys) == 256 and keys[:176] == list(range(1024, 1200)) and set(keys[176:]) == {None}
-    assert revalidate._keys(runs[0][:1]) == [0]
+    assert batch_reads._keys(runs[0][:1]) == [0]
     # The turns query names each summary by its index in the run, with its conversation and
     # bound, padded as the keys are, then the live state: within SQLite's oldest limit.
-    parameters = revalidate._turn_parameters(runs[4])
+    parameters = batch_reads._turn_parameters(runs[4])
     assert len(parameters) == 3 * 256 + 1 <= 999
     assert parameters[:6] == [0, "c01024", 1029, 1, "c01025", 1030]
     assert parameters[3 * 175 : 3 * 176] == [175, "c01199", 1204]
     assert set(parameters[3 * 176 : -1]) == {None} and parameters[-1] == 0
-    assert revalidate._turn_parameters(runs[0][:1]) == [0, "c00000", 5, 0]
+    assert batch_reads._turn_parameters(runs[0][:1]) == [0, "c00000", 5, 0]
 
 
 def test_workers_and_batches_do_not_change_the_verdicts(db: Path) -> None:

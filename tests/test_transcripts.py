@@ -243,6 +243,10 @@ def test_load_transcripts_accepts_one_path_a_list_or_a_directory(tmp_path: Path)
 
 GOOD = record(raw_turn(1, "user"))
 CALLER = raw_turn(2, "assistant", SECRET + "\n" + call_line("c1"), tool_call_ids=["c1"])
+# Deeper than Python's JSON parser can recurse: it raised RecursionError (issue 16 item 5).
+DEEP = "[" * 100_000 + "]" * 100_000
+DEEP_CALL_LINE = '{"tool_call": {"id": "c1", "name": "f", "arguments": ' + DEEP + "}}"
+NAN_CALL_LINE = '{"tool_call": {"id": "c1", "name": "f", "arguments": {"x": NaN}}}'
 
 MALFORMED: list[tuple[str, Any, str]] = [
     ("not-json", '{"conversation_id": "c", ' + SECRET, "JSON"),
@@ -275,6 +279,22 @@ MALFORMED: list[tuple[str, Any, str]] = [
         "body",
     ),
     ("call-made-twice", record(CALLER, {**CALLER, "id": "c:3", "sequence": 3}), "tool_call_ids"),
+    (
+        "nested-too-deeply",
+        '{"conversation_id": "c", "source": "' + SECRET + '", "turns": ' + DEEP + "}",
+        "nested too deeply",
+    ),
+    ("nan", '{"conversation_id": "c", "source": "s", "turns": [], "x": NaN}', "NaN is not JSON"),
+    (
+        "call-line-nested-too-deeply",
+        record(raw_turn(2, "assistant", SECRET + "\n" + DEEP_CALL_LINE, tool_call_ids=["c1"])),
+        "nested too deeply",
+    ),
+    (
+        "call-line-nan",
+        record(raw_turn(2, "assistant", SECRET + "\n" + NAN_CALL_LINE, tool_call_ids=["c1"])),
+        "body",
+    ),
 ]
 
 

@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import copy
 import pickle
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from ledgerfold import Conversation, DuplicateId, InvalidInput, LedgerfoldError, Turn
+from ledgerfold import (
+    Conversation,
+    DuplicateId,
+    InvalidInput,
+    LedgerfoldError,
+    Turn,
+    TurnItem,
+    assemble_context,
+)
 
 SECRET = "the launch code is 0000"
 
@@ -221,3 +231,38 @@ def test_invalid_input_pickles_with_its_fields() -> None:
         turn(role="x")
     back = pickle.loads(pickle.dumps(caught.value))
     assert (back.field, back.problem, str(back)) == ("role", "unknown-value", str(caught.value))
+
+
+def _best_seconds(build: Callable[[], object], rounds: int) -> float:
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        build()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def test_turn_item_does_not_hash_its_text() -> None:
+    """A Turn hashes its 50 MB body (milliseconds of BLAKE3); a TurnItem of the same text only
+    validates its fields (microseconds: an ASCII str is UTF-8 already). The margin is ~1000x,
+    the bound 50x, so a busy machine does not make this flaky."""
+    body = "x" * 50_000_000
+    item_s = _best_seconds(lambda: TurnItem("m1", "user", body, 1), rounds=5)
+    turn_s = _best_seconds(lambda: Turn("m1", 1, "user", body), rounds=3)
+    assert item_s * 50 < turn_s, (item_s, turn_s)
+
+
+def test_turn_item_from_python_equals_the_item_of_a_ledger_turn() -> None:
+    """Items built from Python carry no digest; equality, hashing and pickling never read one."""
+    t = turn(protected=True, protection_reason="audit-evidence", group="g", meta={"k": "v"})
+    (assembled,) = assemble_context(Conversation("c", 1, [t]), None, "p").items
+    built = TurnItem("m1", "user", SECRET, 1, {"k": "v"})
+    assert isinstance(assembled, TurnItem)
+    assert built == assembled and assembled == built and hash(built) == hash(assembled)
+    assert pickle.loads(pickle.dumps(built)) == assembled
+    assert repr(built) == repr(assembled) and SECRET not in repr(built)
+    assert built != TurnItem("m1", "user", SECRET, 1)
+    assert built != TurnItem("m1", "user", SECRET + ".", 1, {"k": "v"})
+    with pytest.raises(InvalidInput) as caught:
+        TurnItem("m1", "user", SECRET + "\udcff", 1)
+    assert caught.value.field == "body"

@@ -6,6 +6,8 @@ exact IDs and BLAKE3 fingerprint of its sources, used only while it still matche
 
 from __future__ import annotations
 
+import logging
+
 from ledgerfold.adapters.chat import from_chat_messages, to_chat_messages
 from ledgerfold.compactor import CompactionOutcome, Compactor
 from ledgerfold.context import (
@@ -39,6 +41,10 @@ from ledgerfold.summary import (
 )
 
 __version__ = "0.1.0"
+
+# A library's records go where the application configures logging, and nowhere otherwise:
+# without a handler, Python's "last resort" would print WARNING records to stderr.
+logging.getLogger("ledgerfold").addHandler(logging.NullHandler())
 
 __all__ = [
     "AssembledContext",

@@ -1,9 +1,24 @@
 """Type stubs of the native module `ledgerfold._native` (Rust, PyO3)."""
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, final
 
 __all__ = [
+    "CHECK_REASONS",
+    "PACKED_MAX_SUMMARIES",
+    "PACKED_NULL_LENGTH",
+    "PACKED_SEPARATOR",
+    "PACKED_SOURCE_ID_LENGTH_BITS",
+    "PACKED_SOURCE_POSITION_BITS",
+    "PACKED_SOURCE_POSITION_SHIFT",
+    "PACKED_SOURCE_SUMMARY_SHIFT",
+    "PACKED_TURN_KEY_PROTECTED",
+    "PACKED_TURN_KEY_REASON",
+    "PACKED_TURN_KEY_ROLE",
+    "PACKED_TURN_KEY_SUMMARY",
+    "PACKED_UNKNOWN_CODE",
+    "PROTECTION_REASON_CODES",
+    "ROLE_CODES",
     "Conversation",
     "Turn",
     "TurnItem",
@@ -16,6 +31,31 @@ __all__ = [
     "same_ordered_ids",
     "source_fingerprint",
 ]
+
+#: SPEC §3's codes by name, read-only, in code order.
+ROLE_CODES: Mapping[str, int]
+PROTECTION_REASON_CODES: Mapping[str, int]
+#: The reasons `check` reports, in the order it checks them.
+CHECK_REASONS: tuple[str, ...]
+
+# The packed revalidation format (`ledgerfold_core::columns::format`): the separator of list
+# entries and the length of a NULL text value; a turn key's multipliers (summary index, then
+# one decimal digit each for role, protection flag and reason) and the digit of a value no
+# valid turn has; a source key's shifts and widths; how many summaries one batch may name.
+PACKED_SEPARATOR: str
+PACKED_NULL_LENGTH: int
+PACKED_TURN_KEY_SUMMARY: int
+PACKED_TURN_KEY_ROLE: int
+PACKED_TURN_KEY_PROTECTED: int
+PACKED_TURN_KEY_REASON: int
+PACKED_UNKNOWN_CODE: int
+PACKED_SOURCE_SUMMARY_SHIFT: int
+PACKED_SOURCE_POSITION_SHIFT: int
+PACKED_SOURCE_POSITION_BITS: int
+PACKED_SOURCE_ID_LENGTH_BITS: int
+PACKED_MAX_SUMMARIES: int
+#: `(id, sequence, role, body, protected, protection_reason, group, meta_json, digest)`.
+_StoredRow = tuple[str, int, str, str, bool | int, str | None, str | None, str | None, bytes]
 
 @final
 class Turn:
@@ -77,6 +117,9 @@ class Conversation:
     """An immutable snapshot: turns in ascending sequence, O(1) lookup by ID."""
 
     def __new__(cls, id: str, revision: int, turns: Iterable[Turn]) -> Conversation: ...
+    # Rows as the store reads them, each stored digest trusted (not recomputed).
+    @classmethod
+    def from_rows(cls, id: str, revision: int, rows: Iterable[_StoredRow]) -> Conversation: ...
     @property
     def id(self) -> str: ...
     @property
@@ -133,8 +176,7 @@ def assemble(
     summary: Any | None,
     policy_version: str,
     preserved_ids: Iterable[str] | None,
-    make_summary_item: Callable[[int], Any],
-) -> tuple[tuple[Any, ...], str | None, str | None]: ...
+) -> tuple[tuple[TurnItem, ...], int | None, int | None, str | None, str | None]: ...
 def source_fingerprint(
     source_ids: Iterable[str], turns: Conversation | Iterable[Turn]
 ) -> str | None: ...

@@ -26,7 +26,7 @@ from typing import Any
 
 from ledgerfold import _native, _validate
 from ledgerfold.errors import InvalidInput
-from ledgerfold.export import FORMAT, FORMAT_VERSION, MANIFEST, part_name
+from ledgerfold.export import FORMAT, FORMAT_VERSION, MANIFEST, TABLES, part_name
 from ledgerfold.store.schema import TURN_LIVE
 
 __all__ = ["RESULT_COLUMNS", "check_part", "read_manifest", "revalidate_parquet"]
@@ -105,6 +105,12 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
             field="path",
             problem="not-allowed",
         ) from None
+    except RecursionError:
+        raise InvalidInput(
+            f"path: {location}/{MANIFEST} is not valid JSON (nested too deeply)",
+            field="path",
+            problem="not-allowed",
+        ) from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise InvalidInput(
             f"path: {location} is not a ledgerfold Parquet export",
@@ -118,7 +124,69 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
             field="path",
             problem="unknown-value",
         )
+    _check_layout(manifest, location, filesystem, base)
     return manifest
+
+
+def _bad_manifest(location: str, detail: str) -> InvalidInput:
+    # Names the manifest key, never its value (a damaged file may hold anything).
+    return InvalidInput(
+        f"path: {location}/{MANIFEST}: {detail}", field="path", problem="not-allowed"
+    )
+
+
+def _is_count(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _check_layout(manifest: dict[str, Any], location: str, filesystem: Any, base: str) -> None:
+    """`counts` and `parts` as `export_parquet` writes them, and every part file present, so
+    a damaged or hand-edited manifest is one `InvalidInput` here, not a raw error in a
+    worker."""
+    counts = manifest.get("counts")
+    if not isinstance(counts, dict):
+        raise _bad_manifest(location, "counts: must be an object")
+    for table in TABLES:
+        if not _is_count(counts.get(table)):
+            raise _bad_manifest(location, f"counts.{table}: must be a non-negative integer")
+    parts = manifest.get("parts")
+    if not isinstance(parts, list) or not parts:
+        raise _bad_manifest(location, "parts: must be a non-empty list")
+    totals = dict.fromkeys(TABLES, 0)
+    for index, part in enumerate(parts):
+        where = f"parts[{index}]"
+        if not isinstance(part, dict):
+            raise _bad_manifest(location, f"{where}: must be an object")
+        if type(part.get("index")) is not int or part["index"] != index:
+            raise _bad_manifest(location, f"{where}.index: must be {index}")
+        if part.get("file") != part_name(index):
+            raise _bad_manifest(location, f"{where}.file: must be {part_name(index)}")
+        for table in TABLES:
+            if not _is_count(part.get(table)):
+                raise _bad_manifest(location, f"{where}.{table}: must be a non-negative integer")
+            totals[table] += part[table]
+    for table in TABLES:
+        if totals[table] != counts[table]:
+            raise _bad_manifest(
+                location, f"counts.{table}: {counts[table]} is not the parts' total {totals[table]}"
+            )
+    files = [f"{table}/{part_name(index)}" for index in range(len(parts)) for table in TABLES]
+    fs = _require("pyarrow.fs")
+    try:
+        infos = filesystem.get_file_info([f"{base}/{name}" for name in files])
+    except OSError as error:
+        raise InvalidInput(
+            f"path: {location}: cannot list the part files ({type(error).__name__})",
+            field="path",
+            problem="not-allowed",
+        ) from None
+    for name, info in zip(files, infos, strict=True):
+        if info.type != fs.FileType.File:
+            raise InvalidInput(
+                f"path: {location}: the part file {name} (listed in {MANIFEST}) is missing",
+                field="path",
+                problem="not-allowed",
+            )
 
 
 def _empty_frame() -> Any:

@@ -13,17 +13,19 @@ treat a part as an independent unit of work (see `ledgerfold.dask`)::
 
 Conversations are assigned to parts in ID order by cumulative turn count (about
 `turns_per_file` rows a part; a larger conversation is a part of its own). The whole export
-reads one consistent snapshot of the database, is written beside `out_dir` first and
-renamed into place when complete, and `_manifest.json` (written last) records the format
-version, the counts and the parts. An empty database exports as one empty part per table.
+reads one consistent snapshot of the database, is written beside `out_dir` first (inside a
+new directory made for it) and renamed into place when complete, and `_manifest.json`
+(written last) records the format version, the counts and the parts. An empty database
+exports as one empty part per table.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
-import sqlite3
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,6 +34,7 @@ from typing import Any
 
 from ledgerfold import _validate
 from ledgerfold.errors import InvalidInput
+from ledgerfold.store import batch_reads
 from ledgerfold.store.schema import SCHEMA_VERSION
 from ledgerfold.store.sqlite import SQLiteStore
 
@@ -54,36 +57,6 @@ MANIFEST = "_manifest.json"
 #: One directory per table, each with the same numbered parts.
 TABLES = ("conversations", "turns", "summaries", "summary_sources")
 DEFAULT_TURNS_PER_FILE = 200_000
-
-_CONVERSATIONS = (
-    "SELECT c.id, c.revision, c.last_sequence, s.id, c.current_summary"
-    " FROM conversations AS c LEFT JOIN summaries AS s ON s.pk = c.current_summary"
-    " WHERE {where} ORDER BY c.id"
-)
-_TURNS = (
-    "SELECT conversation_id, pk, id, sequence, role, CAST(body AS BLOB), protected,"
-    " protection_reason, grp, meta, digest, state"
-    " FROM turns WHERE {where} ORDER BY conversation_id, sequence"
-)
-_SUMMARIES = (
-    "SELECT s.conversation_id, s.pk, s.id, s.plan_id, s.status, s.reason, s.created_at,"
-    " s.source_revision, s.source_fingerprint, s.policy_version, s.text, s.source_count,"
-    " s.through_sequence, s.rejected_source_ids, c.current_summary IS s.pk"
-    " FROM summaries AS s LEFT JOIN conversations AS c ON c.id = s.conversation_id"
-    " WHERE {where} ORDER BY s.conversation_id, s.pk"
-)
-_SOURCES = (
-    "SELECT s.conversation_id, ss.summary_pk, s.id, ss.position, ss.turn_id, ss.turn_digest"
-    " FROM summaries AS s JOIN summary_sources AS ss ON ss.summary_pk = s.pk"
-    " WHERE {where} ORDER BY s.conversation_id, ss.summary_pk, ss.position"
-)
-#: The conversation-ID column each query's part range applies to.
-_QUERIES = {
-    "conversations": (_CONVERSATIONS, "c.id"),
-    "turns": (_TURNS, "conversation_id"),
-    "summaries": (_SUMMARIES, "s.conversation_id"),
-    "summary_sources": (_SOURCES, "s.conversation_id"),
-}
 
 
 def require_pyarrow() -> Any:
@@ -202,20 +175,12 @@ def _assign_parts(counts: Sequence[tuple[str, int]], turns_per_file: int) -> lis
     return parts
 
 
-def _bounds(parts: list[list[str]], index: int) -> tuple[str, list[str]]:
-    """A WHERE clause template and its arguments selecting part `index`'s conversations.
-
-    Parts are contiguous ranges [first of part, first of next part) so every row, even one
-    whose conversation has no `conversations` row, falls into exactly one part."""
-    clauses: list[str] = []
-    args: list[str] = []
-    if index > 0:
-        clauses.append("{col} >= ?")
-        args.append(parts[index][0])
-    if index + 1 < len(parts):
-        clauses.append("{col} < ?")
-        args.append(parts[index + 1][0])
-    return (" AND ".join(clauses) or "1"), args
+def _part_range(parts: list[list[str]], index: int) -> tuple[str | None, str | None]:
+    """Part `index` as the range [its first conversation, the next part's first): `None` at
+    either end, so that every row falls into exactly one part."""
+    low = parts[index][0] if index > 0 else None
+    high = parts[index + 1][0] if index + 1 < len(parts) else None
+    return low, high
 
 
 def _table(pa: Any, schema: Any, rows: list[tuple[Any, ...]]) -> Any:
@@ -228,6 +193,21 @@ def _table(pa: Any, schema: Any, rows: list[tuple[Any, ...]]) -> Any:
 
 
 def _check_out_dir(out_dir: Path) -> None:
+    # The export is renamed into place as `out_dir`: that needs a name of its own in an
+    # existing parent, and nothing there that a rename would follow or could not replace.
+    if out_dir.name in ("", ".", ".."):
+        raise InvalidInput(
+            f"out_dir: {str(out_dir)!r} does not end in a directory name"
+            " (give a new or empty directory by name, e.g. ./export)",
+            field="out_dir",
+            problem="not-allowed",
+        )
+    if out_dir.is_symlink():
+        raise InvalidInput(
+            f"out_dir: {out_dir} is a symbolic link (give the directory itself, or a new path)",
+            field="out_dir",
+            problem="not-allowed",
+        )
     if out_dir.exists() and not out_dir.is_dir():
         raise InvalidInput(
             f"out_dir: {out_dir} exists and is not a directory",
@@ -246,6 +226,23 @@ def _check_out_dir(out_dir: Path) -> None:
             field="out_dir",
             problem="not-allowed",
         )
+
+
+def _make_staging(target: Path) -> Path:
+    """A new directory beside `target`, created for this export only (`mkdtemp`: a unique
+    name, never an existing path), so cleaning up never touches anything else."""
+    # The name is cut so the holder's stays within NAME_MAX whatever the target's length.
+    return Path(tempfile.mkdtemp(prefix=f".{target.name[:64]}.partial-", dir=target.parent))
+
+
+def _publish(holder: Path, target: Path) -> None:
+    """Rename the finished export `holder/<name>` to `target`, then drop `holder`."""
+    if target.is_dir() and not target.is_symlink():
+        target.rmdir()  # checked empty above; rmdir never removes a non-empty directory
+    (holder / target.name).rename(target)
+    # The export is in place; a holder that cannot be removed is litter, not a failure.
+    with contextlib.suppress(OSError):
+        holder.rmdir()
 
 
 def export_parquet(
@@ -280,36 +277,31 @@ def export_parquet(
     with SQLiteStore(db):  # refuses a file that is not a ledgerfold store; migrates
         pass
     schemas = _schemas(pa)
-    staging = target.parent / f".{target.name}.partial-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    conn = sqlite3.connect(
-        db.resolve().as_uri() + "?mode=ro", uri=True, isolation_level=None, check_same_thread=False
-    )
+    holder: Path | None = None
+    conn = batch_reads.open_readonly(db)
     try:
-        conn.execute("PRAGMA busy_timeout = 30000")
-        conn.execute("BEGIN")  # one snapshot for every table
-        counts = conn.execute(
-            "SELECT c.id, (SELECT COUNT(*) FROM turns AS t WHERE t.conversation_id = c.id)"
-            " FROM conversations AS c ORDER BY c.id"
-        ).fetchall()
-        parts = _assign_parts(counts, turns_per_file)
-        for table in TABLES:
-            (staging / table).mkdir(parents=True)
-        totals = dict.fromkeys(TABLES, 0)
-        described: list[dict[str, Any]] = []
-        for index in range(len(parts)):
-            where, args = _bounds(parts, index)
-            entry: dict[str, Any] = {"index": index, "file": part_name(index)}
+        holder = _make_staging(target)
+        # Written inside the holder under the target's name, with the usual directory modes
+        # (mkdtemp's own directory is 0700), then renamed into place.
+        staging = holder / target.name
+        with batch_reads.snapshot(conn):  # one snapshot for every table
+            parts = _assign_parts(batch_reads.conversation_turn_counts(conn), turns_per_file)
             for table in TABLES:
-                query, column = _QUERIES[table]
-                rows = conn.execute(query.format(where=where.format(col=column)), args).fetchall()
-                pq.write_table(_table(pa, schemas[table], rows), staging / table / part_name(index))
-                entry[table] = len(rows)
-                totals[table] += len(rows)
-            entry["first_conversation"] = parts[index][0] if parts[index] else None
-            entry["last_conversation"] = parts[index][-1] if parts[index] else None
-            described.append(entry)
-        conn.execute("COMMIT")
+                (staging / table).mkdir(parents=True)
+            totals = dict.fromkeys(TABLES, 0)
+            described: list[dict[str, Any]] = []
+            for index in range(len(parts)):
+                low, high = _part_range(parts, index)
+                entry: dict[str, Any] = {"index": index, "file": part_name(index)}
+                for table in TABLES:
+                    rows = batch_reads.part_rows(conn, table, low, high)
+                    table_data = _table(pa, schemas[table], rows)
+                    pq.write_table(table_data, staging / table / part_name(index))
+                    entry[table] = len(rows)
+                    totals[table] += len(rows)
+                entry["first_conversation"] = parts[index][0] if parts[index] else None
+                entry["last_conversation"] = parts[index][-1] if parts[index] else None
+                described.append(entry)
         manifest = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
@@ -320,11 +312,10 @@ def export_parquet(
             "parts": described,
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        if target.is_dir():
-            target.rmdir()  # checked empty above
-        staging.rename(target)
+        _publish(holder, target)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        if holder is not None:
+            shutil.rmtree(holder, ignore_errors=True)  # ours alone: made by _make_staging
         raise
     finally:
         conn.close()

@@ -6,6 +6,9 @@ it is built, so fingerprints and summary checks never re-hash bodies.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from ledgerfold import _native
 from ledgerfold._native import Conversation, Turn, fingerprint_turns, same_ordered_ids
 
 __all__ = [
@@ -17,10 +20,11 @@ __all__ = [
     "same_ordered_ids",
 ]
 
-ROLES = ("system", "user", "assistant", "tool")
-PROTECTION_REASONS = (
-    "pending-confirmation",
-    "active-constraint",
-    "audit-evidence",
-    "unverified-provenance",
-)
+
+def _by_code(codes: Mapping[str, int]) -> tuple[str, ...]:
+    return tuple(sorted(codes, key=codes.__getitem__))
+
+
+#: The roles and protection reasons in SPEC §3 code order, as the native core defines them.
+ROLES = _by_code(_native.ROLE_CODES)
+PROTECTION_REASONS = _by_code(_native.PROTECTION_REASON_CODES)

@@ -3,7 +3,8 @@
 Every current summary is checked against its sources' *re-hashed* bodies: stored digests are
 never trusted here (the per-call path trusts them; this is what keeps that honest). Each batch
 of conversations is read in one snapshot as a single aggregate row, packed by column (the
-database driver never makes a Python object per turn), and the native core unpacks it,
+database driver never makes a Python object per turn; the reads are
+`ledgerfold.store.batch_reads`), and the native core unpacks it,
 groups the rows, hashes and checks them detached from the interpreter.
 `workers` threads of this process share the conversations, each reading its share through its
 own read-only connection and checking it on its own core (SQLite's reads and the native check
@@ -21,178 +22,16 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ledgerfold import _native, _validate
 from ledgerfold.errors import InvalidInput
-from ledgerfold.model import PROTECTION_REASONS, ROLES
-from ledgerfold.store.schema import TURN_LIVE
+from ledgerfold.store import batch_reads
 from ledgerfold.store.sqlite import SQLiteStore
 
 __all__ = ["RevalidationReport", "StaleSummary", "revalidate_database"]
 
 _log = logging.getLogger("ledgerfold.revalidate")
-
-# In table order (ORDER BY c.id would walk the ID index and look each row up, twice the
-# time); `_current_jobs` sorts them as SQLite orders the keys.
-_CURRENT = (
-    "SELECT c.id, s.pk, s.id, s.source_fingerprint, s.source_count, s.through_sequence"
-    " FROM conversations AS c JOIN summaries AS s ON s.pk = c.current_summary"
-    " WHERE s.status = 'current'"
-)
-# The row form's range: every live turn of a run of conversations.
-_WHERE_TURNS = " FROM turns WHERE conversation_id BETWEEN ? AND ? AND state = ?"
-
-
-def _text_column(column: str, *, nullable: bool = True) -> str:
-    """A text column packed: its byte lengths (-1 for NULL), then its values back to back. A
-    NOT NULL column skips the NULL case (a fifth less time a row; a NULL would drop out of
-    both lists, and the packing be refused)."""
-    length = f"length(CAST({column} AS BLOB))"
-    if nullable:
-        length = f"ifnull({length}, -1)"
-    return f"group_concat({length}, ','), CAST(group_concat({column}, '') AS BLOB)"
-
-
-def _code(column: str, codes: dict[str, int]) -> str:
-    whens = " ".join(f"WHEN '{value}' THEN {code}" for value, code in codes.items())
-    return f"CASE {column} {whens} ELSE 9 END"
-
-
-# role * 100 + protected * 10 + reason, SPEC §3 codes (the position in ROLES and in
-# PROTECTION_REASONS, from 1); 9 for a value no valid turn has. Role and reason are compared
-# as text whatever their storage class, as every text field is read.
-_FLAGS = (
-    _code("CAST(role AS TEXT)", {role: code for code, role in enumerate(ROLES, 1)})
-    + " * 100 + CASE WHEN protected = 0 THEN 0 WHEN typeof(protected) = 'integer' THEN 10"
-    " ELSE 90 END + CASE WHEN protection_reason IS NULL THEN 0 ELSE "
-    + _code(
-        "CAST(protection_reason AS TEXT)",
-        {reason: code for code, reason in enumerate(PROTECTION_REASONS, 1)},
-    )
-    + " END"
-)
-# The packed form is one aggregate row per run: per text column its byte lengths and its
-# values back to back, per integer column its values, and which summary a row was read for
-# with its role, protection flag and reason as one key (see `ledgerfold_core::columns`), so
-# no driver or Python code runs per row; the row form is the fallback for a run whose packing
-# does not line up. Each summary `k` of the run reads the live turns of its conversation up
-# to its `through_sequence` (the largest sequence it cites): the newest turns, which no
-# summary covers, are never read. The unbounded form reads all of them, for a run where a
-# cited turn was not found below that bound.
-_PACKED_COLUMNS = ", ".join(
-    [
-        f"group_concat(k * 1000 + {_FLAGS}, ',')",
-        _text_column("id", nullable=False),
-        "group_concat(sequence, ',')",
-        _text_column("body", nullable=False),
-        _text_column("grp"),
-        _text_column("meta"),
-    ]
-)
-
-
-def _packed_turns(count: int, *, bounded: bool) -> str:
-    rows = ", ".join(["(?, ?, ?)"] * count)
-    below = " AND t.sequence <= run.bound" if bounded else ""
-    return (
-        f"WITH run(k, conversation, bound) AS (VALUES {rows}) SELECT {_PACKED_COLUMNS}"
-        " FROM run CROSS JOIN turns AS t ON t.conversation_id = run.conversation"
-        f"{below} WHERE t.state = ?"
-    )
-
-
-# The sources of exactly the summaries a run names (by key; `None` pads the list to a power
-# of two so few statements are prepared), not whatever is current by the time the run is
-# read: a summary superseded meanwhile is still checked as the summary it is.
-_MAX_RUN_SUMMARIES = 256  # 3 parameters each (under SQLite's oldest limit of 999); k fits 8 bits
-
-
-def _slots(run: list[_Job]) -> int:
-    """How many summaries a run's statements name: its own, padded to a power of two."""
-    return 1 << (len(run) - 1).bit_length()
-
-
-def _keys(run: list[_Job]) -> list[int | None]:
-    keys: list[int | None] = [job[1] for job in run]
-    return keys + [None] * (_slots(run) - len(keys))
-
-
-def _turn_parameters(run: list[_Job]) -> list[object]:
-    """`(k, conversation, bound)` for each summary of the run, padded as `_keys` pads."""
-    parameters: list[object] = []
-    for k, job in enumerate(run):
-        parameters += [k, job[0], job[5]]
-    return parameters + [None] * (3 * (_slots(run) - len(run))) + [TURN_LIVE]
-
-
-def _in(count: int) -> str:
-    return "(" + ", ".join(["?"] * count) + ")"
-
-
-# Each source row as one key, `k << 54 | position << 26 | byte length of the turn ID` (see
-# `ledgerfold_core::columns::source_key`), and the turn IDs back to back: two aggregate calls
-# a row instead of four. A position or ID out of those ranges (or not an integer) writes 'x',
-# which is no key: the packing is refused and the run read by rows.
-_SOURCE_KEY = (
-    "CASE WHEN ss.position BETWEEN 0 AND 268435455"
-    " AND length(CAST(ss.turn_id AS BLOB)) < 67108864"
-    " THEN run.k * 18014398509481984 + ss.position * 67108864"
-    " + length(CAST(ss.turn_id AS BLOB)) ELSE 'x' END"
-)
-
-
-def _packed_sources(count: int) -> str:
-    rows = ", ".join(["(?, ?)"] * count)
-    return (
-        f"WITH run(k, pk) AS (VALUES {rows})"
-        f" SELECT group_concat({_SOURCE_KEY}, ','), CAST(group_concat(ss.turn_id, '') AS BLOB)"
-        " FROM run CROSS JOIN summary_sources AS ss ON ss.summary_pk = run.pk"
-    )
-
-
-def _source_parameters(run: list[_Job]) -> list[object]:
-    """`(k, summary key)` for each summary of the run, padded as `_keys` pads."""
-    parameters: list[object] = []
-    for k, job in enumerate(run):
-        parameters += [k, job[1]]
-    return parameters + [None] * (2 * (_slots(run) - len(run)))
-
-
-# The row form, text fields as their stored bytes in a UTF-8 database (whatever the storage
-# class, and text that is not UTF-8 stays visible as such: the packed read sees the same
-# bytes), as text in a UTF-16 one (SQLite converts it).
-_ROW_COLUMNS = (
-    "conversation_id",
-    "id",
-    "sequence",
-    "role",
-    "body",
-    "protected",
-    "protection_reason",
-    "grp",
-    "meta",
-)
-
-
-def _read(column: str, utf8: bool) -> str:
-    return f"CAST({column} AS BLOB)" if utf8 else column
-
-
-def _rows_query(utf8: bool) -> str:
-    columns = [
-        _read(column, utf8) if column not in ("sequence", "protected") else column
-        for column in _ROW_COLUMNS
-    ]
-    return "SELECT " + ", ".join(columns) + _WHERE_TURNS
-
-
-def _sources_query(utf8: bool, count: int) -> str:
-    return (
-        f"SELECT summary_pk, {_read('turn_id', utf8)} FROM summary_sources"
-        f" WHERE summary_pk IN {_in(count)} ORDER BY summary_pk, position"
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,17 +78,9 @@ class RevalidationReport:
         }
 
 
-# (conversation_id, summary_pk, summary_id, source_fingerprint, source_count, through_sequence)
-_Job = tuple[str, int, str, str, int, int | None]
+_Job = batch_reads.Job
 # (conversation_id, summary_id, reason | None, turn_id | None)
 _Verdict = tuple[str, str, str | None, str | None]
-
-
-def _open_readonly(path: str) -> sqlite3.Connection:
-    uri = Path(path).resolve().as_uri() + "?mode=ro"
-    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA busy_timeout = 30000")
-    return conn
 
 
 def _sqlite_order(job: _Job) -> tuple[int, Any]:
@@ -265,7 +96,7 @@ def _sqlite_order(job: _Job) -> tuple[int, Any]:
 def _current_jobs(conn: sqlite3.Connection) -> list[_Job]:
     """Every current summary to check, sorted by conversation key as SQLite sorts it: runs
     read contiguous key ranges (`BETWEEN` the first and last key)."""
-    jobs: list[_Job] = conn.execute(_CURRENT).fetchall()
+    jobs = batch_reads.current_summaries(conn)
     if all(type(job[0]) is str for job in jobs):  # unique text keys: the tuples sort by them
         jobs.sort()
     else:
@@ -275,13 +106,13 @@ def _current_jobs(conn: sqlite3.Connection) -> list[_Job]:
 
 def _runs(jobs: list[_Job], batch_turns: int) -> Iterator[list[_Job]]:
     """Runs of conversations (by ID) with about `batch_turns` cited turns each (a larger
-    conversation is a run of its own) and at most `_MAX_RUN_SUMMARIES` summaries."""
+    conversation is a run of its own) and at most `MAX_RUN_SUMMARIES` summaries."""
     start = 0
     while start < len(jobs):
         end, cited = start, 0
         while (
             end < len(jobs)
-            and end - start < _MAX_RUN_SUMMARIES
+            and end - start < batch_reads.MAX_RUN_SUMMARIES
             and (end == start or cited + jobs[end][4] <= batch_turns)
         ):
             cited += jobs[end][4]
@@ -297,19 +128,14 @@ def _check_run(
     (lengths count bytes of the stored text), else, or when the packing does not line up,
     row by row."""
     summaries = [(job[0], job[1], job[2], job[3]) for job in run]
-    keys = _keys(run)
-    conn.execute("BEGIN")
-    try:
+    with batch_reads.snapshot(conn):
         if utf8 and packed:
             checked = _check_packed(conn, run, summaries, threads)
             if checked is not None:
                 return checked
             _log.debug("revalidation: packed rows did not line up; reading by rows")
-        first, last = run[0][0], run[-1][0]
-        rows = conn.execute(_rows_query(utf8), (first, last, TURN_LIVE)).fetchall()
-        sources = conn.execute(_sources_query(utf8, len(keys)), keys).fetchall()
-    finally:
-        conn.execute("COMMIT")
+        rows = batch_reads.turn_rows(conn, run, utf8=utf8)
+        sources = batch_reads.source_rows(conn, run, utf8=utf8)
     return _native.revalidate_flat(rows, sources, summaries, threads)
 
 
@@ -326,13 +152,10 @@ def _check_packed(
     does not line up. Turns are read up to each summary's `through_sequence`; should a cited
     turn be missing there (retracted, or its sequence no longer what it was), the run is read
     again whole, so that the verdict is the one every live turn gives."""
-    slots, parameters = _slots(run), _turn_parameters(run)
     try:
-        source_columns = conn.execute(_packed_sources(slots), _source_parameters(run)).fetchone()
+        source_columns = batch_reads.packed_sources(conn, run)
         for bounded in (True, False):
-            turn_columns = conn.execute(
-                _packed_turns(slots, bounded=bounded), parameters
-            ).fetchone()
+            turn_columns = batch_reads.packed_turns(conn, run, bounded=bounded)
             checked = _native.revalidate_columns(turn_columns, source_columns, summaries, threads)
             if checked is None or not any(verdict[2] == _SOURCE_MISSING for verdict in checked[0]):
                 return checked
@@ -351,11 +174,11 @@ def _check_jobs(
 ) -> tuple[list[_Verdict], int, int]:
     """Check `jobs` run by run through one read-only connection; returns early (with what
     it has) once `stop` is set, and sets it when it fails, so its siblings stop too."""
-    conn = _open_readonly(path)
+    conn = batch_reads.open_readonly(path)
     verdicts: list[_Verdict] = []
     turns_hashed = bytes_hashed = 0
     try:
-        utf8 = conn.execute("PRAGMA encoding").fetchone()[0] == "UTF-8"
+        utf8 = batch_reads.is_utf8(conn)
         for run in _runs(jobs, batch_turns):
             if stop is not None and stop.is_set():
                 break
@@ -435,7 +258,7 @@ def revalidate_database(
     started = time.perf_counter()
     with SQLiteStore(path) as store:  # refuses a file that is not a ledgerfold store
         conversations = len(store.conversation_ids())
-    conn = _open_readonly(path)
+    conn = batch_reads.open_readonly(path)
     try:
         jobs = _current_jobs(conn)
     finally:

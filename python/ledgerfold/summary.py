@@ -21,15 +21,8 @@ __all__ = [
     "is_summary_current",
 ]
 
-#: The reasons `check_summary` reports, in the order it checks them.
-CHECK_REASONS = (
-    "conversation-mismatch",
-    "policy-mismatch",
-    "empty-source",
-    "source-missing",
-    "source-reordered",
-    "source-modified",
-)
+#: The reasons `check_summary` reports, in the order it checks them (the native core's).
+CHECK_REASONS = _native.CHECK_REASONS
 
 
 @dataclass(frozen=True, slots=True, repr=False)

@@ -118,14 +118,38 @@ def _compact_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
+class _TooDeep(Exception):
+    """JSON nested deeper than Python's parser can follow (a RecursionError inside it)."""
+
+
+class _NotJson(ValueError):
+    """NaN or ±Infinity: Python reads them, JSON has no such values."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NotJson(f"{name} is not JSON")
+
+
+def _loads(text: str) -> Any:
+    """Strict JSON (no NaN/Infinity); `_TooDeep` for nesting beyond the parser's stack."""
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise _TooDeep from None
+
+
 def _transcript(line: str) -> Transcript:
     try:
-        record = json.loads(line)
+        record = _loads(line)
+    except _TooDeep:
+        raise _LineError("not valid JSON (nested too deeply)", "line", "not-allowed") from None
     except ValueError as error:
         # JSONDecodeError's msg and column say what is wrong without quoting the line.
         detail = (
             f"{error.msg} at column {error.colno}"
             if isinstance(error, json.JSONDecodeError)
+            else str(error)
+            if isinstance(error, _NotJson)
             else "invalid JSON"
         )
         raise _LineError(f"not valid JSON ({detail})", "line", "wrong-type") from None
@@ -220,7 +244,13 @@ def _appended_calls(body: str, call_ids: list[str], where: str) -> list[dict[str
     calls: list[dict[str, Any]] = []
     for call_id, call_line in zip(call_ids, lines[len(lines) - len(call_ids) :], strict=True):
         try:
-            parsed = json.loads(call_line)
+            parsed = _loads(call_line)
+        except _TooDeep:
+            raise _LineError(
+                f"{where}body: tool_call line for call {call_id!r} is nested too deeply",
+                "body",
+                "not-allowed",
+            ) from None
         except ValueError:
             parsed = None
         call = parsed.get("tool_call") if isinstance(parsed, dict) else None
@@ -237,11 +267,18 @@ def _appended_calls(body: str, call_ids: list[str], where: str) -> list[dict[str
             )
         arguments = call.get("arguments", {})
         # Key order kept: it is the model's own output.
-        arguments_text = (
-            arguments
-            if isinstance(arguments, str)
-            else json.dumps(arguments, separators=(",", ":"))
-        )
+        try:
+            arguments_text = (
+                arguments
+                if isinstance(arguments, str)
+                else json.dumps(arguments, separators=(",", ":"))
+            )
+        except RecursionError:
+            raise _LineError(
+                f"{where}body: tool_call {call_id!r} arguments are nested too deeply",
+                "body",
+                "not-allowed",
+            ) from None
         calls.append(
             {
                 "id": call_id,

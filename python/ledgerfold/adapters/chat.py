@@ -16,10 +16,11 @@ over the text; every replacement is an HTML-style entity, so the text stays read
   ``&gt;`` after ``|``/``｜`` (the end of ``<|...|>`` tokens). ``a < b`` is left alone;
 - ``[`` → ``&#91;`` before an all-caps bracket token (``[INST]``, ``[/INST]``,
   ``[SYSTEM_PROMPT]``, ``[TOOL_CALLS]`` ...);
-- at the start of a line (after any blanks; every Unicode line break counts), the colon of a
-  role prefix (``system:``, ``user:``, ``assistant:``, ``tool:``, ``human:``, ``ai:``,
-  ``developer:``, ``function:``, ``model:``, ``bot:``) → ``&#58;``, and the first ``#`` of a
-  role heading (``### Instruction``, ``## Response``, ``### User`` ...) → ``&#35;``.
+- at the start of a line (after any Unicode spaces, such as U+00A0 or U+3000, and invisible
+  ones such as U+200B; every Unicode line break counts), the colon of a role prefix
+  (``system:``, ``user:``, ``assistant:``, ``tool:``, ``human:``, ``ai:``, ``developer:``,
+  ``function:``, ``model:``, ``bot:``) → ``&#58;``, and the first ``#`` of a role heading
+  (``### Instruction``, ``## Response``, ``### User`` ...) → ``&#35;``.
 """
 
 from __future__ import annotations
@@ -52,7 +53,11 @@ _ROLE_ALIASES = {"developer": "system"}
 _CHAT_ROLE_KEY = "chat_role"
 _OMITTED_PARTS_KEY = "omitted_content_parts"
 
-_LINE_START = r"(?:^|(?<=[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]))"
+_LINE_BREAKS = r"\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+_LINE_START = rf"(?:^|(?<=[{_LINE_BREAKS}]))"
+# Any Unicode space but a line break, and the invisible characters a reader or a model skips
+# as well: a prefix after U+00A0, U+3000 or U+200B still reads as a role (SPEC §15.6).
+_BLANK = rf"(?:[^\S{_LINE_BREAKS}]|[\u180e\u200b-\u200d\u2060\ufeff])"
 _ROLE_WORDS = r"system|user|assistant|tool|human|ai|developer|function|model|bot"
 _HEADING_WORDS = r"instructions?|response|input|system|user|assistant|human|tool|context"
 _ESCAPE_PATTERN = re.compile(
@@ -60,8 +65,8 @@ _ESCAPE_PATTERN = re.compile(
     r"|(?P<lt><)(?=[A-Za-z/!?|｜]|\s+[/|｜])"
     r"|(?<=[|｜])(?P<gt>>)"
     r"|(?P<bracket>\[)(?=/?[A-Z][A-Z0-9_]*\])"
-    rf"|{_LINE_START}(?P<role>[ \t]*(?i:{_ROLE_WORDS})[ \t]*):"
-    rf"|{_LINE_START}(?P<heading>[ \t]*)#(?=#*[ \t]*(?i:{_HEADING_WORDS})\b)"
+    rf"|{_LINE_START}(?P<role>{_BLANK}*(?i:{_ROLE_WORDS}){_BLANK}*):"
+    rf"|{_LINE_START}(?P<heading>{_BLANK}*)#(?=#*{_BLANK}*(?i:{_HEADING_WORDS})\b)"
 )
 _UNESCAPE_PATTERN = re.compile(r"&(amp|lt|gt|#91|#58|#35);")
 _UNESCAPES = {"amp": "&", "lt": "<", "gt": ">", "#91": "[", "#58": ":", "#35": "#"}
@@ -109,35 +114,53 @@ def _summary_message(item: SummaryItem) -> dict[str, Any]:
     return {"role": "system", "content": content}
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _strict_json(text: str) -> Any:
+    """`json.loads` that refuses NaN and ±Infinity (not JSON, though Python writes them)."""
+    return json.loads(text, parse_constant=_refuse_constant)
+
+
 def _turn_message(item: TurnItem) -> dict[str, Any]:
     meta = item.meta or {}
-    message: dict[str, Any] = {"role": meta.get(_CHAT_ROLE_KEY, item.role), "content": item.text}
+    # The role is the turn's own (SPEC §15.6): meta, which any caller may write, can only
+    # give a system turn back its `developer` name, never grant a role.
+    role = item.role
+    if role == "system" and meta.get(_CHAT_ROLE_KEY) == "developer":
+        role = "developer"
+    message: dict[str, Any] = {"role": role, "content": item.text}
     tool_calls = meta.get("tool_calls")
-    if tool_calls is not None:
+    if tool_calls is not None and item.role == "assistant":
         try:
-            calls = json.loads(tool_calls)
-        except ValueError:
+            calls = _strict_json(tool_calls)
+        except (ValueError, RecursionError):
             calls = None
         if not isinstance(calls, list):
             raise InvalidInput(
-                f"item {item.id!r}: meta.tool_calls must be JSON text of a list",
+                f"item {item.id!r}: meta.tool_calls must be strict JSON text of a list",
                 field="meta.tool_calls",
                 problem="wrong-type",
             )
         message["tool_calls"] = calls
-    for key in ("tool_call_id", "name"):
-        if key in meta:
-            message[key] = meta[key]
+    if "tool_call_id" in meta and item.role == "tool":
+        message["tool_call_id"] = meta["tool_call_id"]
+    if "name" in meta:
+        message["name"] = meta["name"]
     return message
 
 
 def to_chat_messages(context: AssembledContext) -> list[dict[str, Any]]:
     """OpenAI-style messages for an assembled context, in context order.
 
-    A turn gives `role` and `content` plus `tool_calls` (parsed from its meta JSON text),
-    `tool_call_id` and `name` when its meta holds them. The summary gives one `system`
-    message: `summary_framing`, then the escaped text between `SUMMARY_OPEN` and
-    `SUMMARY_CLOSE` on lines of their own. It is never a `user` message.
+    A turn gives its own `role` (a system turn whose `meta["chat_role"]` is `developer` gives
+    `developer`; no other meta changes a role) and `content`, plus `name`, `tool_calls`
+    (parsed from its meta JSON text; assistant turns only) and `tool_call_id` (tool turns
+    only) when its meta holds them. The summary gives one `system` message:
+    `summary_framing`, then the escaped text between `SUMMARY_OPEN` and `SUMMARY_CLOSE` on
+    lines of their own. It is never a `user` message. The result is strict JSON (no NaN or
+    Infinity): `meta.tool_calls` holding them raises `InvalidInput`.
     """
     if not isinstance(context, AssembledContext):
         raise InvalidInput(
@@ -232,10 +255,19 @@ def _tool_calls(message: Mapping[str, Any], index: int) -> list[Mapping[str, Any
 
 
 def _compact_json(value: Any, index: int, field: str) -> str:
+    # Strict JSON only: NaN and Infinity would make every later `to_chat_messages` output
+    # invalid JSON (SPEC §15.6, §15.8).
     try:
-        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+        return json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=False)
+    except RecursionError:
+        raise _bad(index, field, "not-allowed", "is nested too deeply") from None
     except (TypeError, ValueError):
+        pass
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
         raise _bad(index, field, "wrong-type", "must be JSON-serialisable") from None
+    raise _bad(index, field, "not-allowed", "must not hold NaN or Infinity (not JSON)")
 
 
 def _explicit_id(message: Mapping[str, Any], index: int) -> str | None:

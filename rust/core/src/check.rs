@@ -14,6 +14,16 @@ pub enum CheckReason {
 }
 
 impl CheckReason {
+    /// Every reason, in the order the checks run.
+    pub const ALL: [CheckReason; 6] = [
+        CheckReason::ConversationMismatch,
+        CheckReason::PolicyMismatch,
+        CheckReason::EmptySource,
+        CheckReason::SourceMissing,
+        CheckReason::SourceReordered,
+        CheckReason::SourceModified,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             CheckReason::ConversationMismatch => "conversation-mismatch",

@@ -1232,13 +1232,16 @@ fn push_integer(list: &mut String, value: i64) {
     write!(list, "{value}").unwrap();
 }
 
-fn flags_code(row: &RowSpec) -> i64 {
-    let role = Role::parse(&row.role).map_or(9, |role| i64::from(role.code()));
+/// The row's turn key, as the batch query writes it (an unknown role or reason as the
+/// unknown code).
+fn turn_key(summary_index: usize, row: &RowSpec) -> i64 {
+    let unknown = columns::format::UNKNOWN_CODE;
+    let role = Role::parse(&row.role).map_or(unknown, |role| i64::from(role.code()));
     let reason = match row.protection_reason.as_deref() {
         None => 0,
-        Some(reason) => ProtectionReason::parse(reason).map_or(9, |r| i64::from(r.code())),
+        Some(reason) => ProtectionReason::parse(reason).map_or(unknown, |r| i64::from(r.code())),
     };
-    role * 100 + i64::from(row.protected) * 10 + reason
+    columns::turn_key(summary_index, role, i64::from(row.protected), reason).unwrap()
 }
 
 /// The first summary of each distinct conversation that has one, packed with its rows (keyed
@@ -1265,7 +1268,7 @@ fn pack(conversations: &[ConversationSpec], rotate: usize) -> PackedBatch {
                 row.meta_json.as_deref().map(str::as_bytes),
             );
             push_integer(&mut batch.sequence, row.sequence);
-            let key = i64::try_from(summary_index).unwrap() * 1000 + flags_code(row);
+            let key = turn_key(summary_index, row);
             push_integer(&mut batch.keys, key);
         }
         let summary = &conversation.summaries[0];

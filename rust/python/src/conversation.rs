@@ -134,6 +134,23 @@ impl Conversation {
         Conversation::build(py, id, revision, turns)
     }
 
+    /// A conversation from rows as the store reads them, `(id, sequence, role, body,
+    /// protected, protection_reason, group, meta_json, digest)`, in one call: each row's
+    /// digest is trusted, not recomputed.
+    #[classmethod]
+    fn from_rows(
+        _cls: &Bound<'_, pyo3::types::PyType>,
+        py: Python<'_>,
+        id: &Bound<'_, PyAny>,
+        revision: &Bound<'_, PyAny>,
+        rows: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        let id = extract::owned_string("id", id)?;
+        let revision = extract::non_negative("revision", revision)?;
+        let turns = crate::rows::turns_from_rows(py, rows)?;
+        Conversation::build(py, id, revision, turns)
+    }
+
     #[getter]
     fn id(&self) -> &str {
         &self.id

@@ -52,6 +52,27 @@ pub fn invalid(
     to_py_err(py, CoreError::invalid(field, problem, message))
 }
 
+/// An `InvalidInput` about one field of one row, restated as `rows[<index>].<field>: ...`
+/// (`field` and `problem` kept); any other error as it is.
+pub fn in_row(py: Python<'_>, index: usize, err: PyErr) -> PyErr {
+    let restate = |err: &PyErr| -> PyResult<Option<PyErr>> {
+        let class = errors_module(py)?.getattr("InvalidInput")?;
+        let value = err.value(py);
+        if !value.get_type().is(&class) {
+            return Ok(None);
+        }
+        let kw = PyDict::new(py);
+        kw.set_item("field", value.getattr("field")?)?;
+        kw.set_item("problem", value.getattr("problem")?)?;
+        let message = format!("rows[{index}].{}", value.str()?);
+        Ok(Some(PyErr::from_value(class.call((message,), Some(&kw))?)))
+    };
+    match restate(&err) {
+        Ok(Some(restated)) => restated,
+        _ => err,
+    }
+}
+
 pub trait IntoPyResult<T> {
     fn or_raise(self, py: Python<'_>) -> PyResult<T>;
 }

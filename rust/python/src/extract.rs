@@ -3,7 +3,7 @@
 
 use ledgerfold_core::Problem;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyInt, PyMapping, PyString};
+use pyo3::types::{PyBool, PyInt, PyIterator, PyMapping, PyString};
 
 use crate::errors::invalid;
 
@@ -40,6 +40,28 @@ pub fn string<'a, 'py>(
         ));
     }
     Ok(text)
+}
+
+/// The `str`s of an iterable (not of a lone `str`), borrowed from their Python objects.
+pub fn string_items<'py>(
+    field: &'static str,
+    value: &Bound<'py, PyAny>,
+) -> PyResult<Vec<Bound<'py, PyString>>> {
+    if value.is_instance_of::<PyString>() {
+        return Err(wrong_type(field, "an iterable of str", value));
+    }
+    let iterator = PyIterator::from_object(value)
+        .map_err(|_| wrong_type(field, "an iterable of str", value))?;
+    let mut out = Vec::with_capacity(value.len().unwrap_or(0));
+    for item in iterator {
+        let item = item?;
+        out.push(string(field, &item)?.clone());
+    }
+    Ok(out)
+}
+
+pub fn as_strs<'a>(items: &'a [Bound<'_, PyString>]) -> PyResult<Vec<&'a str>> {
+    items.iter().map(|item| item.to_str()).collect()
 }
 
 pub fn owned_string(field: &'static str, value: &Bound<'_, PyAny>) -> PyResult<String> {

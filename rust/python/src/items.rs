@@ -9,7 +9,18 @@ use crate::turn::{digest_hash, py_repr, Turn};
 /// A projection of a ledger turn: built in Rust by reference, never copying the body.
 #[pyclass(frozen, module = "ledgerfold._native", name = "TurnItem")]
 pub struct TurnItem {
-    pub turn: Py<Turn>,
+    /// Built from Python, this turn has no digest (see `Turn::unhashed`): it stays private,
+    /// and nothing here reads its digest or its protection fields.
+    turn: Py<Turn>,
+}
+
+impl TurnItem {
+    /// The item of a ledger turn, sharing the turn.
+    pub fn of(py: Python<'_>, turn: &Py<Turn>) -> Self {
+        TurnItem {
+            turn: turn.clone_ref(py),
+        }
+    }
 }
 
 #[pymethods]
@@ -25,7 +36,9 @@ impl TurnItem {
         meta: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let unprotected = pyo3::types::PyBool::new(py, false).to_owned().into_any();
-        let turn = Turn::build(py, id, sequence, role, text, &unprotected, None, None, meta)?;
+        // Validated as a turn, but not hashed: an item is a view, and a 50 MB body would
+        // cost milliseconds of BLAKE3 for a digest nobody reads.
+        let turn = Turn::unhashed(py, id, sequence, role, text, &unprotected, None, None, meta)?;
         Ok(TurnItem {
             turn: Py::new(py, turn)?,
         })

@@ -2,12 +2,17 @@
 //!
 //! Values cross once: Python objects are read while attached, the byte work runs in Rust.
 
+mod assemble;
+mod check;
+mod constants;
 mod conversation;
 mod errors;
 mod extract;
+mod fingerprint;
 mod items;
-mod ops;
+mod plan;
 mod revalidate;
+mod rows;
 mod turn;
 
 use pyo3::prelude::*;
@@ -15,16 +20,25 @@ use pyo3::prelude::*;
 #[pymodule]
 mod _native {
     #[pymodule_export]
+    use crate::assemble::assemble;
+    #[pymodule_export]
+    use crate::check::check;
+    #[pymodule_export]
     use crate::conversation::Conversation;
+    #[pymodule_export]
+    use crate::fingerprint::{fingerprint_digests, fingerprint_turns, source_fingerprint};
     #[pymodule_export]
     use crate::items::TurnItem;
     #[pymodule_export]
-    use crate::ops::{
-        assemble, check, fingerprint_digests, fingerprint_turns, plan, same_ordered_ids,
-        source_fingerprint,
-    };
+    use crate::plan::{plan, same_ordered_ids};
     #[pymodule_export]
     use crate::revalidate::{revalidate_columns, revalidate_flat};
     #[pymodule_export]
     use crate::turn::Turn;
+
+    /// The codes and packed-format constants (see `constants`).
+    #[pymodule_init]
+    fn init(module: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
+        crate::constants::add(module)
+    }
 }

@@ -468,13 +468,13 @@ fn packed<'a>(
 }
 
 /// Deep revalidation of a batch packed by column (what one `SQLite` aggregate query over the
-/// batch gives; see `ledgerfold_core::columns`): `turn_columns` is the 10-tuple `(keys, id
-/// lengths, values, sequences, body lengths, values, group lengths, values, meta lengths,
-/// values)`, where a row's key is `index * 1000 + role * 100 + protected * 10 + reason` with
-/// `index` the position in `summaries` of the summary the row was read for;
-/// `source_columns` is the 2-tuple `(keys, turn_ids)`, where a source row's key is `index <<
-/// 54 | position << 26 | byte length of its turn ID` and the turn IDs come back to back;
-/// `summaries` as for `revalidate_flat`. Unpacking, grouping, hashing and checking all run
+/// batch gives; the format is `ledgerfold_core::columns::format`, its constants exported as
+/// `PACKED_*`): `turn_columns` is the 10-tuple `(keys, id lengths, values, sequences, body
+/// lengths, values, group lengths, values, meta lengths, values)`, where a row's key is its
+/// `turn_key` with `index` the position in `summaries` of the summary the row was read for;
+/// `source_columns` is the 2-tuple `(keys, turn_ids)`, where a source row's key is its
+/// `source_key` (`index`, position, byte length of its turn ID) and the turn IDs come back
+/// to back; `summaries` as for `revalidate_flat`. Unpacking, grouping, hashing and checking all run
 /// detached from the interpreter. Returns what `revalidate_flat` returns, or None when the
 /// packing does not line up (the caller then reads those rows one by one).
 #[pyfunction]

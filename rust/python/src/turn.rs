@@ -44,8 +44,38 @@ pub struct Turn {
 }
 
 impl Turn {
+    /// A validated turn with its digest computed (SPEC §3).
     #[allow(clippy::too_many_arguments)]
     pub fn build(
+        py: Python<'_>,
+        id: &Bound<'_, PyAny>,
+        sequence: &Bound<'_, PyAny>,
+        role: &Bound<'_, PyAny>,
+        body: &Bound<'_, PyAny>,
+        protected: &Bound<'_, PyAny>,
+        protection_reason: Option<&Bound<'_, PyAny>>,
+        group: Option<&Bound<'_, PyAny>>,
+        meta: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let mut turn = Turn::unhashed(
+            py,
+            id,
+            sequence,
+            role,
+            body,
+            protected,
+            protection_reason,
+            group,
+            meta,
+        )?;
+        turn.digest = turn.with_body(py, |view| turn_digest(&view))?;
+        Ok(turn)
+    }
+
+    /// A validated turn whose digest is all zeros: only for a value that never exposes the
+    /// turn nor compares or hashes by its digest (a `TurnItem` built from Python).
+    #[allow(clippy::too_many_arguments)]
+    pub fn unhashed(
         py: Python<'_>,
         id: &Bound<'_, PyAny>,
         sequence: &Bound<'_, PyAny>,
@@ -77,16 +107,6 @@ impl Turn {
         validate_group(group.as_deref()).or_raise(py)?;
         let mut meta = extract::meta_pairs(meta)?.unwrap_or_default();
         normalise_meta(&mut meta).or_raise(py)?;
-        let digest = turn_digest(&TurnRef {
-            id: &id,
-            sequence,
-            role,
-            protected,
-            protection_reason,
-            group: group.as_deref(),
-            meta: &meta,
-            body: body_str.to_str()?,
-        });
         // A str subclass is stored as a plain str so the value cannot change under us.
         let body = if body_str.is_exact_instance_of::<PyString>() {
             body_str.clone().unbind()
@@ -107,7 +127,7 @@ impl Turn {
             } else {
                 Some(meta.into())
             },
-            digest,
+            digest: [0; 32],
         })
     }
 

@@ -1,0 +1,111 @@
+//! List fingerprints of SPEC §3 over the turns' cached digests.
+
+use std::collections::HashMap;
+
+use ledgerfold_core::{CoreError, Fingerprinter};
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
+
+use crate::conversation::{collect_turns, Conversation};
+use crate::errors::to_py_err;
+use crate::extract;
+use crate::turn::Turn;
+
+/// The fingerprint of `items`, each of which must be a `Turn`.
+fn fingerprint_items<'py>(
+    items: impl ExactSizeIterator<Item = Bound<'py, PyAny>>,
+) -> PyResult<String> {
+    let mut fingerprint = Fingerprinter::new(items.len());
+    for item in items {
+        let turn = item
+            .cast::<Turn>()
+            .map_err(|_| extract::wrong_type("turns", "an iterable of Turn", &item))?;
+        fingerprint.push(&turn.get().digest);
+    }
+    Ok(fingerprint.finish_hex())
+}
+
+/// `lf1:` fingerprint over the turns' cached digests, in the order given.
+#[pyfunction]
+pub fn fingerprint_turns(py: Python<'_>, turns: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(conversation) = turns.cast::<Conversation>() {
+        let digests = &conversation.get().digests;
+        return Ok(ledgerfold_core::fingerprint_hex(digests.iter()));
+    }
+    // Lists and tuples are read in place; anything else is collected first, as the count
+    // is hashed before the digests.
+    if let Ok(list) = turns.cast::<PyList>() {
+        return fingerprint_items(list.iter());
+    }
+    if let Ok(tuple) = turns.cast::<PyTuple>() {
+        return fingerprint_items(tuple.iter());
+    }
+    let turns = collect_turns(py, "turns", turns)?;
+    fingerprint_items(turns.into_iter().map(|turn| turn.into_bound(py).into_any()))
+}
+
+/// Fingerprint over the turns with these IDs in sequence order; `None` if any is missing.
+#[pyfunction]
+pub fn source_fingerprint(
+    py: Python<'_>,
+    source_ids: &Bound<'_, PyAny>,
+    turns: &Bound<'_, PyAny>,
+) -> PyResult<Option<String>> {
+    let source_ids = extract::string_items("source_ids", source_ids)?;
+    let mut found: Vec<&Turn> = Vec::with_capacity(source_ids.len());
+    let owned;
+    if let Ok(conversation) = turns.cast::<Conversation>() {
+        let conversation = conversation.get();
+        for id in &source_ids {
+            match conversation.position(id.to_str()?) {
+                Some(position) => found.push(conversation.turn(position)),
+                None => return Ok(None),
+            }
+        }
+    } else {
+        owned = collect_turns(py, "turns", turns)?;
+        let mut index: HashMap<&str, &Turn> = HashMap::with_capacity(owned.len());
+        for turn in &owned {
+            let turn = turn.get();
+            if index.insert(&turn.id, turn).is_some() {
+                return Err(to_py_err(
+                    py,
+                    CoreError::DuplicateId {
+                        id: turn.id.to_string(),
+                    },
+                ));
+            }
+        }
+        for id in &source_ids {
+            match index.get(id.to_str()?) {
+                Some(turn) => found.push(turn),
+                None => return Ok(None),
+            }
+        }
+    }
+    found.sort_by_key(|turn| turn.sequence);
+    let mut fingerprint = Fingerprinter::new(found.len());
+    for turn in found {
+        fingerprint.push(&turn.digest);
+    }
+    Ok(Some(fingerprint.finish_hex()))
+}
+
+/// `lf1:` fingerprint over turn digests given back to back (32 bytes each), e.g. the stored
+/// digests of a summary's sources followed by those of the turns it adds.
+#[pyfunction]
+pub fn fingerprint_digests(py: Python<'_>, digests: &[u8]) -> PyResult<String> {
+    if digests.len() % 32 != 0 {
+        return Err(crate::errors::invalid(
+            py,
+            "digests",
+            ledgerfold_core::Problem::OutOfRange,
+            "must be 32 bytes per digest",
+        ));
+    }
+    let mut fingerprint = Fingerprinter::new(digests.len() / 32);
+    for digest in digests.chunks_exact(32) {
+        fingerprint.push(digest.try_into().expect("chunks of 32"));
+    }
+    Ok(fingerprint.finish_hex())
+}

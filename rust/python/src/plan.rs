@@ -1,0 +1,78 @@
+//! Compaction planning (SPEC §4) and the ordered-ID comparison that goes with it.
+
+use std::collections::HashSet;
+
+use ledgerfold_core::ids;
+use ledgerfold_core::plan::{plan_layout, PlanInput};
+use ledgerfold_core::Problem;
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+
+use crate::conversation::Conversation;
+use crate::errors::invalid;
+use crate::extract;
+
+/// True when both have the same length and the same ID at every position.
+#[pyfunction]
+pub fn same_ordered_ids(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let a = extract::string_items("a", a)?;
+    let b = extract::string_items("b", b)?;
+    Ok(ids::same_ordered_ids(
+        &extract::as_strs(&a)?,
+        &extract::as_strs(&b)?,
+    ))
+}
+
+/// `(compacted_ids, preserved_ids, through_sequence)` of SPEC §4; the turns named in
+/// `pinned` (preserved roles, open tool calls: SPEC §15.3) stay raw like protected ones.
+#[pyfunction]
+#[pyo3(signature = (conversation, keep_tail, pinned=None))]
+pub fn plan<'py>(
+    py: Python<'py>,
+    conversation: &Bound<'py, Conversation>,
+    keep_tail: &Bound<'py, PyAny>,
+    pinned: Option<&Bound<'py, PyAny>>,
+) -> PyResult<(Bound<'py, PyTuple>, Bound<'py, PyTuple>, i64)> {
+    let keep_tail = extract::int64("keep_tail", keep_tail)?;
+    if keep_tail < 1 {
+        return Err(invalid(
+            py,
+            "keep_tail",
+            Problem::OutOfRange,
+            "must be >= 1",
+        ));
+    }
+    let pinned = pinned
+        .filter(|ids| !ids.is_none())
+        .map(|ids| extract::string_items("pinned", ids))
+        .transpose()?;
+    let pinned: HashSet<&str> = match &pinned {
+        Some(ids) => ids.iter().map(|id| id.to_str()).collect::<PyResult<_>>()?,
+        None => HashSet::new(),
+    };
+    let conversation = conversation.get();
+    let inputs: Vec<PlanInput<'_>> = conversation
+        .turns
+        .iter()
+        .map(|turn| {
+            let turn = turn.get();
+            PlanInput {
+                protected: turn.protected || (!pinned.is_empty() && pinned.contains(&*turn.id)),
+                group: turn.group.as_deref(),
+            }
+        })
+        .collect();
+    let layout = plan_layout(&inputs, usize::try_from(keep_tail).unwrap_or(usize::MAX));
+    let through_sequence = layout
+        .compacted
+        .last()
+        .map_or(0, |&p| conversation.turn(p).sequence);
+    let ids_at = |positions: &[usize]| {
+        PyTuple::new(py, positions.iter().map(|&p| conversation.ids[p].bind(py)))
+    };
+    Ok((
+        ids_at(&layout.compacted)?,
+        ids_at(&layout.preserved)?,
+        through_sequence,
+    ))
+}
