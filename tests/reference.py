@@ -10,6 +10,7 @@ cache in the package cannot hide behind the oracle.
 
 from __future__ import annotations
 
+import json
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -142,25 +143,53 @@ def _by_sequence(turns: Iterable[TurnLike]) -> list[TurnLike]:
 # ---------------------------------------------------------------- §4 planning
 
 
+def _open_calls(ordered: list[Any]) -> set[str]:
+    """§15.3: assistant turns whose `tool_calls` name a call no tool turn answers."""
+    answered = {(t.meta or {}).get("tool_call_id") for t in ordered if t.role == "tool" and t.meta}
+    open_ids: set[str] = set()
+    for t in ordered:
+        raw = (t.meta or {}).get("tool_calls") if t.role == "assistant" else None
+        if raw is None:
+            continue
+        try:
+            calls = json.loads(raw)
+            ids = [call["id"] for call in calls]
+        except (ValueError, TypeError, KeyError):
+            ids = [None]
+        if any(call_id not in answered for call_id in ids):
+            open_ids.add(t.id)
+    return open_ids
+
+
 def plan_compaction(
-    conv_id: str, revision: int, turns: Iterable[TurnLike], keep_tail: int, plan_id: str
+    conv_id: str,
+    revision: int,
+    turns: Iterable[TurnLike],
+    keep_tail: int,
+    plan_id: str,
+    preserve_roles: Iterable[str] = (),
 ) -> dict[str, Any]:
     ordered = _by_sequence(turns)
     split = max(len(ordered) - keep_tail, 0)
     prefix, tail = ordered[:split], ordered[split:]
     tail_ids = {t.id for t in tail}
+    roles = set(preserve_roles)
+    open_calls = _open_calls(ordered)
 
-    # A group is "pinned" when any member (anywhere in the ledger) is protected or in the tail.
+    def pinned(t: Any) -> bool:
+        return bool(t.protected) or t.role in roles or t.id in open_calls
+
+    # A group is "pinned" when any member (anywhere in the ledger) is pinned or in the tail.
     pinned_groups: set[str] = set()
     for t in ordered:
-        if t.group is not None and (t.protected or t.id in tail_ids):
+        if t.group is not None and (pinned(t) or t.id in tail_ids):
             pinned_groups.add(t.group)
 
     compacted: list[str] = []
     preserved: list[str] = []
     through = 0
     for t in prefix:
-        if not t.protected and (t.group is None or t.group not in pinned_groups):
+        if not pinned(t) and (t.group is None or t.group not in pinned_groups):
             compacted.append(t.id)
             through = t.sequence
         else:
@@ -238,6 +267,11 @@ def check_summary(
         return (False, "source-reordered", source_ids[p])
     if fingerprint_turns(found) != summary.source_fingerprint:
         return (False, "source-modified", None)
+    # §15.4: a turn that is not a source shares a group with a source.
+    source_groups = {t.group for t in found if t.group is not None}
+    for t in _by_sequence(turn_list):
+        if t.id not in wanted and t.group is not None and t.group in source_groups:
+            return (False, "group-split", t.id)
     return (True, None, None)
 
 

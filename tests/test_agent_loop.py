@@ -271,9 +271,47 @@ def test_a_late_tool_result_in_a_summarised_group_makes_the_summary_stale(
     context = store.context(CONV, "v1")
     assert context.fallback == "stale-summary:group-split"
     assert [record.reason for record in store.summary_history(CONV)][-1] == "group-split"
-    # The same through an edit of a turn outside the summary into the summarised group.
-    store2_summary = Compactor(store, policy(), Recorder()).compact(CONV, force=True).summary
-    assert store2_summary is not None
-    outside = next(item.id for item in store.context(CONV, "v1").items if item.id.startswith("m"))
-    store.edit(CONV, outside, group="g1")
-    assert store.context(CONV, "v1").fallback == "stale-summary:group-split"
+    # The same through an edit that moves a turn outside the summary into a summarised group.
+    store.append("c2", "user", "question", id="q", group="g2")
+    store.append("c2", "assistant", "answer", id="a", group="g2")
+    for index in range(4):
+        store.append("c2", "user", f"later {index}", id=f"later{index}")
+    summary = Compactor(store, policy(), Recorder()).compact("c2").summary
+    assert summary is not None and {"q", "a"} <= set(summary.source_ids)
+    store.edit("c2", "later3", group="g2")
+    assert store.context("c2", "v1").fallback == "stale-summary:group-split"
+    assert check_summary(summary, store.load("c2"), "v1").turn_id == "later3"
+
+
+def test_parent_id_survives_reopening_the_store(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    with SQLiteStore(path) as store:
+        talk(store, 6)
+        compactor = Compactor(store, policy(), Recorder())
+        compactor.compact(CONV)
+        talk(store, 2, start=6)
+        second = compactor.compact(CONV).summary
+        assert second is not None and second.parent_id is not None
+    with SQLiteStore(path) as reopened:
+        assert reopened.current_summary(CONV) == second
+        assert reopened.summary_history(CONV)[-1].envelope == second
+
+
+@pytest.mark.parametrize(("durability", "level"), [("full", 2), ("normal", 1)])
+def test_durability_sets_the_sync_level(tmp_path: Path, durability: str, level: int) -> None:
+    with SQLiteStore(tmp_path / "ledger.db", durability=durability) as store:
+        conn = store._connection()
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == level
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        store.append(CONV, "user", "hello")
+    with SQLiteStore(tmp_path / "ledger.db", durability=durability) as store:
+        assert [turn.body for turn in store.load(CONV).turns] == ["hello"]
+
+
+def test_durability_refuses_other_values(tmp_path: Path) -> None:
+    from ledgerfold import InvalidInput
+
+    with pytest.raises(InvalidInput) as caught:
+        SQLiteStore(tmp_path / "ledger.db", durability="off")
+    assert caught.value.field == "durability"
+    assert not (tmp_path / "ledger.db").exists()

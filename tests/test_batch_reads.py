@@ -49,7 +49,7 @@ def test_codes_are_spec_section_3s_and_python_derives_its_tuples_from_them() -> 
         "audit-evidence",
         "unverified-provenance",
     )
-    # SPEC §6's order.
+    # SPEC §6's order, then §15.4's group-split.
     assert CHECK_REASONS == (
         "conversation-mismatch",
         "policy-mismatch",
@@ -57,6 +57,7 @@ def test_codes_are_spec_section_3s_and_python_derives_its_tuples_from_them() -> 
         "source-missing",
         "source-reordered",
         "source-modified",
+        "group-split",
     )
     assert CHECK_REASONS is _native.CHECK_REASONS
     with pytest.raises(TypeError):

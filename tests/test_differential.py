@@ -565,8 +565,15 @@ def check_matches_reference(sc: Scenario) -> None:
     # Sanity of the oracle itself against SPEC §6.
     if sc.mutation in MUST_INVALIDATE and not (sc.mutation == "swap" and len(sc.case.conv) < 2):
         assert expected[0] is False
-    if sc.mutation in ("none", "append", "remove-preserved"):
+    if sc.mutation in ("none", "append", "remove-preserved") and not _splits_a_group(sc):
         assert expected == (True, None, None)
+
+
+def _splits_a_group(sc: Scenario) -> bool:
+    """SPEC §15.4: a non-source turn shares a group with a source (then `group-split`)."""
+    sources = set(sc.summary.source_ids)
+    groups = {t.group for t in sc.conv.turns if t.id in sources and t.group is not None}
+    return any(t.id not in sources and t.group in groups for t in sc.conv.turns)
 
 
 def assemble_matches_reference(sc: Scenario) -> None:

@@ -17,7 +17,14 @@ SECRET = "the launch code is 0000"
 TURNS = [
     Turn("m1", 1, "system", "be brief"),
     Turn("m2", 2, "user", SECRET),
-    Turn("m3", 5, "assistant", "é 😀 \u2028", group="calls-3", meta={"tool_calls": '[{"a": 1}]'}),
+    Turn(
+        "m3",
+        5,
+        "assistant",
+        "é 😀 \u2028",
+        group="calls-3",
+        meta={"tool_calls": '[{"id": "c1", "a": 1}]'},
+    ),
     Turn("m4", 7, "tool", "ok", group="calls-3", meta={"tool_call_id": "c1", "name": 'x"\\\n'}),
     Turn("m5", 9, "user", "wait", protected=True, protection_reason="pending-confirmation"),
     Turn("m6", 10, "user", "", protected=True, meta={}),

@@ -448,7 +448,7 @@ def test_a_run_over_sqlites_length_limit_is_read_by_rows(
     def limited(path: str | os.PathLike[str]) -> sqlite3.Connection:
         conn = opened(path)
         # Smaller than the packed bodies of the larger runs, larger than any single row.
-        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 200_000)
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 100_000)
         return conn
 
     def counting(*args: object) -> object:

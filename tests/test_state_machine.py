@@ -143,6 +143,21 @@ class ModelConversation:
     purged: dict[str, int] = field(default_factory=dict)  # purged turn ID -> sequence
     history: list[ModelRecord] = field(default_factory=list)
     boundary: tuple[int, str] | None = None
+    active_plan: str | None = None  # the registered plan a commit must name
+    recorded_plans: set[str] = field(default_factory=set)  # plans with any record
+
+    def register_plan(self, plan_id: str) -> None:
+        """A newly registered plan; the one it supersedes, if it ended without any record,
+        gets `failed`/`abandoned` (SPEC §15.8)."""
+        if self.active_plan is not None and self.active_plan not in self.recorded_plans:
+            self.history.append(ModelRecord(None, "failed", "abandoned"))
+            self.recorded_plans.add(self.active_plan)
+        self.active_plan = plan_id
+
+    def plan_recorded(self, plan_id: str, *, accepted: bool) -> None:
+        self.recorded_plans.add(plan_id)
+        if accepted:  # an accepted result clears the active plan
+            self.active_plan = None
 
     @property
     def current(self) -> ModelRecord | None:
@@ -167,7 +182,30 @@ class ModelConversation:
             ):
                 record.status, record.reason = "stale", reason
 
+    def mark_group_split(self, joined: list[str]) -> None:
+        """SPEC §15.4: turns that join a group holding a source of a version, without being
+        its sources, split the group: that version goes stale (`group-split`)."""
+        by_id = {turn.id: turn for turn in self.turns}
+        groups = {by_id[turn_id].group for turn_id in joined if by_id[turn_id].group}
+        members = {turn.id for turn in self.turns if turn.group in groups}
+        for record in self.history:
+            if record.envelope is None or record.status not in ("current", "superseded"):
+                continue
+            sources = set(record.envelope.source_ids)
+            if sources & members and not sources & set(joined):
+                record.status, record.reason = "stale", "group-split"
+
+    def failures(self) -> int:
+        """`failed` records since the newest accepted version (the back-off's count)."""
+        count = 0
+        for record in reversed(self.history):
+            if record.envelope is not None and record.status != "rejected":
+                break
+            count += record.status == "failed"
+        return count
+
     def accept(self, envelope: lf.SummaryEnvelope) -> None:
+        self.plan_recorded(envelope.plan_id, accepted=True)
         for record in self.history:
             if record.status == "current":
                 record.status = "superseded"
@@ -264,6 +302,7 @@ class LedgerMachine(RuleBasedStateMachine):
         model.last_sequence += len(written)
         model.revision += 1
         model.exists = True
+        model.mark_group_split([turn.id for turn in written])
 
     def expected_compacted(self, conversation: str, keep_tail: int) -> tuple[str, ...]:
         model = self.model[conversation]
@@ -272,6 +311,44 @@ class LedgerMachine(RuleBasedStateMachine):
         )
         compacted: tuple[str, ...] = plan["compacted_ids"]
         return compacted
+
+    def expected_work(
+        self, conversation: str, force: bool
+    ) -> tuple[tuple[str, ...], ModelRecord | None, tuple[str, ...], str | None]:
+        """What one compaction should do (SPEC §15.1, §15.8): the compacted IDs, the current
+        summary it extends (None: a rebase), the uncovered turns it summarises, and why it is
+        skipped (None when it runs)."""
+        model = self.model[conversation]
+        compacted = self.expected_compacted(conversation, self.keep_tail)
+        current = model.current
+        base = None
+        rebase_due = False
+        if (
+            current is not None
+            and current.envelope is not None
+            and current.envelope.policy_version == self.version
+        ):
+            covered = current.envelope.source_ids
+            if set(covered) <= set(compacted):
+                sequence = {turn.id: turn.sequence for turn in model.turns}
+                last = max(sequence[turn_id] for turn_id in covered)
+                added = [turn_id for turn_id in compacted if turn_id not in set(covered)]
+                # Turns below the summary's slot that became compactable: a rebase (the
+                # store's choice; sources stay in sequence order).
+                if all(sequence[turn_id] > last for turn_id in added):
+                    base = current
+            else:
+                rebase_due = True
+        new = compacted
+        if base is not None and base.envelope is not None:
+            covered_set = set(base.envelope.source_ids)
+            new = tuple(turn_id for turn_id in compacted if turn_id not in covered_set)
+        if not new:
+            return compacted, base, new, "nothing-to-compact"
+        needed = 1 if force else 2 ** min(model.failures(), 6)
+        if len(new) < needed and not rebase_due:
+            return compacted, base, new, "not-due"
+        return compacted, base, new, None
 
     def check_just_committed(self, conversation: str, envelope: lf.SummaryEnvelope) -> None:
         """SPEC §1.5 and §1.6 at commit time: the plan's tail is raw and no group is split."""
@@ -466,6 +543,8 @@ class LedgerMachine(RuleBasedStateMachine):
         model.revision += 1
         if new != old:  # every encoded field is in the digest: any change makes it stale
             model.mark_stale(old.id, "source-modified")
+        if new.group is not None and new.group != old.group:
+            model.mark_group_split([new.id])
 
     @rule(conversation=conversations, index=picks)
     def retract(self, conversation: str, index: int) -> None:
@@ -557,38 +636,52 @@ class LedgerMachine(RuleBasedStateMachine):
     def compact(self, conversation: str, kind: str, force: bool) -> None:
         model = self.model[conversation]
         summarizer, timeout, failure = SUMMARIZERS[kind]
-        compacted = self.expected_compacted(conversation, self.keep_tail)
-        current = model.current
+        compacted, base, new, skipped = self.expected_work(conversation, force)
         before = self.snapshot(conversation)
-        policy = lf.CompactionPolicy(self.version, min_new_turns=1, keep_tail=self.keep_tail)
-        outcome = lf.Compactor(self.store, policy, summarizer, timeout=timeout).compact(
+        outcome = lf.Compactor(self.store, self.policy(), summarizer, timeout=timeout).compact(
             conversation, force=force
         )
-        already_covered = (
-            current is not None
-            and current.envelope is not None
-            and current.envelope.policy_version == self.version
-            and current.envelope.source_ids == compacted
-        )
-        event(f"compact: {outcome.status} {outcome.reason}")
-        if not compacted or (already_covered and not force):
-            assert outcome == lf.CompactionOutcome("skipped", None, "nothing-to-compact")
+        event(f"compact: {outcome.status} {outcome.reason} {'rolling' if base else 'rebase'}")
+        if skipped is not None:
+            assert outcome == lf.CompactionOutcome("skipped", None, skipped)
             assert self.snapshot(conversation) == before
             return
+        plan_id = self.store.summary_history(conversation)[-1].plan_id
+        model.register_plan(plan_id)
         if failure is not None:
             # SPEC §1.8: the ledger and the previous current summary exactly as they were.
             assert outcome == lf.CompactionOutcome("failed", None, failure)
             assert self.snapshot(conversation) == before
             model.history.append(ModelRecord(None, "failed", failure))
+            model.plan_recorded(plan_id, accepted=False)
             return
         assert outcome.status == "accepted", outcome
         envelope = outcome.summary
         assert envelope is not None
-        assert envelope.source_ids == compacted
+        if base is not None and base.envelope is not None:
+            # Rolling (§15.1): every turn the parent covered, then the new ones.
+            assert envelope.parent_id == base.summary_id
+            assert envelope.source_ids == base.envelope.source_ids + new
+        else:
+            assert envelope.parent_id is None
+            assert envelope.source_ids == compacted
+        assert set(envelope.source_ids) <= set(compacted)
         assert envelope.policy_version == self.version
         assert self.store.load(conversation) == before[0]  # §1.1: the ledger is not rewritten
         model.accept(envelope)
         self.check_just_committed(conversation, envelope)
+
+    def policy(self) -> lf.CompactionPolicy:
+        """One chunk holds any backlog here (chunking has its own tests); no pruning, so the
+        model's history is the store's; no preserved roles, as the reference plans."""
+        return lf.CompactionPolicy(
+            self.version,
+            keep_tail=self.keep_tail,
+            min_new_turns=1,
+            max_input_tokens=10**9,
+            keep_versions=None,
+            preserve_roles=(),
+        )
 
     @rule(conversation=conversations)
     def plans_commit_out_of_order(self, conversation: str) -> None:
@@ -597,7 +690,9 @@ class LedgerMachine(RuleBasedStateMachine):
         model = self.model[conversation]
         compacted = self.expected_compacted(conversation, self.keep_tail)
         plan_a = self.store.start_plan(conversation, self.keep_tail, self.version)
+        model.register_plan(plan_a.plan_id)
         plan_b = self.store.start_plan(conversation, self.keep_tail, self.version)
+        model.register_plan(plan_b.plan_id)  # plan A ended without any record: abandoned
         assert plan_a.compacted_ids == plan_b.compacted_ids == compacted
         ledger = self.store.load(conversation)
         envelope_b = lf.create_summary_envelope(
@@ -633,8 +728,9 @@ class LedgerMachine(RuleBasedStateMachine):
         """Two `acompact` calls; the newer plan's summarizer finishes first, the older one's
         result arrives late and is refused."""
         model = self.model[conversation]
-        compacted = self.expected_compacted(conversation, self.keep_tail)
-        policy = lf.CompactionPolicy(self.version, min_new_turns=1, keep_tail=self.keep_tail)
+        _, base, new, skipped = self.expected_work(conversation, force=True)
+        compacted = skipped is None
+        policy = self.policy()
 
         async def race() -> tuple[lf.CompactionOutcome, lf.CompactionOutcome]:
             started = {"older": asyncio.Event(), "newer": asyncio.Event()}
@@ -665,15 +761,22 @@ class LedgerMachine(RuleBasedStateMachine):
         late, newer = asyncio.run(race())
         event(f"acompact race: {newer.status}")
         if not compacted:
-            skipped = lf.CompactionOutcome("skipped", None, "nothing-to-compact")
-            assert (late, newer) == (skipped, skipped)
+            nothing = lf.CompactionOutcome("skipped", None, "nothing-to-compact")
+            assert (late, newer) == (nothing, nothing)
             assert self.snapshot(conversation) == before
             return
         assert newer.status == "accepted" and newer.summary is not None
         assert late == lf.CompactionOutcome("stale", None, "superseded-plan")
-        model.accept(newer.summary)
+        if base is not None and base.envelope is not None:
+            assert newer.summary.parent_id == base.summary_id
+            assert newer.summary.source_ids == base.envelope.source_ids + new
         rejected = self.store.summary_history(conversation)[-1]
         assert rejected.status == "rejected" and rejected.envelope is not None
+        # Both plans registered before either finished: the older one was abandoned when
+        # the newer was registered, and its late result is refused as superseded.
+        model.register_plan(rejected.plan_id)
+        model.register_plan(newer.summary.plan_id)
+        model.accept(newer.summary)
         model.history.append(ModelRecord(rejected.envelope.id, "rejected", "superseded-plan"))
         assert self.store.current_summary(conversation) == newer.summary
         self.check_just_committed(conversation, newer.summary)

@@ -262,7 +262,13 @@ def test_start_plan_supersedes_older_plans_and_late_results_are_rejected(store: 
         "superseded-plan",
     )
     assert store.current_summary("c") is None
-    [record] = store.summary_history("c")
+    # The old plan ended without a record when the new one was registered: `abandoned`.
+    abandoned, record = store.summary_history("c")
+    assert (abandoned.status, abandoned.reason, abandoned.plan_id) == (
+        "failed",
+        "abandoned",
+        old_plan.plan_id,
+    )
     assert (record.status, record.reason, record.envelope) == ("rejected", "superseded-plan", late)
     assert store.summaries_citing("c", old_plan.compacted_ids[0]) == []  # rejected: no index
     fresh = lf.create_summary_envelope(new_plan, store.load("c"), "s-new", PV, "new")

@@ -24,6 +24,7 @@ __all__ = [
     "TurnItem",
     "assemble",
     "check",
+    "fingerprint_digests",
     "fingerprint_turns",
     "plan",
     "revalidate_columns",

@@ -224,6 +224,18 @@ class Compactor:
         if work.plan is None:
             return self._skip(conversation_id, None, work.status)
         plan = work.plan
+        _log.debug(
+            "compaction plan started plan_id=%s conversation_id=%s source_revision=%d "
+            "compacted=%d preserved=%d through_sequence=%d new=%d rolling=%s",
+            plan.plan_id,
+            conversation_id,
+            plan.source_revision,
+            len(plan.compacted_ids),
+            len(plan.preserved_ids),
+            plan.through_sequence,
+            len(work.new_turns),
+            work.parent is not None,
+        )
         chunk, items = fold_chunk(work.new_turns, policy.max_input_tokens, policy.counter)
         parent = work.parent
         request = SummaryRequest(

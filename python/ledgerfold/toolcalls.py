@@ -31,8 +31,8 @@ def _finite(value: Any) -> bool:
 def check_meta(meta: Mapping[str, str] | None, field: str = "meta") -> None:
     """Refuse `tool_calls` that is not a JSON array of objects each with a string `id`,
     NaN/Infinity anywhere in it, and a `tool_call_id` that is blank (`InvalidInput`)."""
-    if not meta:
-        return
+    if not meta or not isinstance(meta, Mapping):
+        return  # no meta, or not a mapping: the `Turn` constructor names that problem
     raw = meta.get("tool_calls")
     if isinstance(raw, str):
         tool_call_ids(raw, field=f"{field}.tool_calls")

@@ -161,7 +161,7 @@ def _run_demo(console: Console, db_path: Path) -> None:
             )
 
         rule(f"2. Compact (ExtractiveSummarizer, keep_tail={_DEMO_KEEP_TAIL})")
-        first = compactor.compact(cid)
+        first = compactor.compact(cid, force=True)
         _print_outcome(console, first)
         _show_context(console, store, cid, "context after compaction")
         context = store.context(cid, _DEMO_POLICY)
@@ -196,7 +196,7 @@ def _run_demo(console: Console, db_path: Path) -> None:
         )
 
         rule("4. Re-compact")
-        second = compactor.compact(cid)
+        second = compactor.compact(cid, force=True)
         _print_outcome(console, second)
 
         rule("5. Append a new turn")
@@ -212,8 +212,8 @@ def _run_demo(console: Console, db_path: Path) -> None:
         )
         _show_context(console, store, cid, "context after the append", rows_from=-4)
 
-        rule("6. Compact again: a new version supersedes the old one")
-        third = compactor.compact(cid)
+        rule("6. Compact again: a new version extends the current one, which it supersedes")
+        third = compactor.compact(cid, force=True)
         _print_outcome(console, third)
 
         rule("Version history")

@@ -19,7 +19,18 @@ from datetime import datetime, timezone
 from ledgerfold.errors import InvalidInput, StoreError
 from ledgerfold.store.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 
-__all__ = ["Database", "database_path", "now"]
+__all__ = ["DURABILITIES", "Database", "database_path", "durability_arg", "now"]
+
+#: `SQLiteStore(durability=...)` values.
+DURABILITIES = ("full", "normal")
+
+
+def durability_arg(value: object) -> str:
+    if value not in DURABILITIES:
+        raise InvalidInput(
+            "durability: must be 'full' or 'normal'", field="durability", problem="unknown-value"
+        )
+    return str(value)
 
 
 def now() -> str:
@@ -58,8 +69,9 @@ class Database:
     be shared by threads.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, durability: str = "full") -> None:
         self.path = path
+        self.durability = durability
         self.lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         try:
@@ -131,7 +143,11 @@ class Database:
         try:
             if self.path != ":memory:":
                 conn.execute("PRAGMA journal_mode = WAL").fetchone()
-            conn.execute("PRAGMA synchronous = FULL")
+            # "full": every commit is fsynced (survives power loss). "normal": WAL commits are
+            # fsynced at checkpoints only: durable across app crashes, never corrupt, but
+            # the last commits may be lost on power loss.
+            level = "FULL" if self.durability == "full" else "NORMAL"
+            conn.execute(f"PRAGMA synchronous = {level}")
             conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.DatabaseError as err:
             raise StoreError(f"{self.path}: cannot prepare the database ({err})") from err

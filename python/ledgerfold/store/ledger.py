@@ -25,6 +25,7 @@ from ledgerfold.store.rows import (
     turn_values,
 )
 from ledgerfold.store.schema import TURN_LIVE, TURN_PURGED, TURN_RETRACTED
+from ledgerfold.toolcalls import check_meta
 
 __all__ = [
     "boundary",
@@ -53,19 +54,18 @@ def conversation_row(conn: sqlite3.Connection, conversation_id: str) -> tuple[An
 
 
 def load(conn: sqlite3.Connection, conversation_id: str) -> Conversation:
-    """The live ledger of a conversation (empty at revision 0 when unknown)."""
+    """The live ledger of a conversation (empty at revision 0 when unknown), built in one
+    native call from the stored rows with their stored digests: no body is re-hashed (eager
+    invalidation keeps them honest; batch revalidation re-hashes)."""
     row = conversation_row(conn, conversation_id)
     if row is None:
         return Conversation(conversation_id, 0, ())
-    turns = [
-        turn_from_row(turn_row)
-        for turn_row in conn.execute(
-            f"SELECT {TURN_COLUMNS} FROM turns"
-            " WHERE conversation_id = ? AND state = ? ORDER BY sequence",
-            (conversation_id, TURN_LIVE),
-        )
-    ]
-    return Conversation(conversation_id, row[0], turns)
+    rows = conn.execute(
+        f"SELECT {TURN_COLUMNS}, digest FROM turns"
+        " WHERE conversation_id = ? AND state = ? ORDER BY sequence",
+        (conversation_id, TURN_LIVE),
+    ).fetchall()
+    return Conversation.from_rows(conversation_id, row[0], rows)
 
 
 def raw_items(conn: sqlite3.Connection, conversation_id: str) -> tuple[TurnItem, ...]:
@@ -115,6 +115,7 @@ def insert_turns(
     turns: list[Turn] = []
     for index, (turn_id, spec) in enumerate(prepared):
         prefix = f"{field_prefix}[{index}]." if field_prefix else ""
+        check_meta(spec.get("meta"), f"{prefix}meta")
         try:
             turn = Turn(
                 turn_id,
@@ -250,6 +251,8 @@ def edit_turn(
     row = _live_turn_row(conn, conversation_id, turn_id)
     turn_pk, old_digest = row[0], row[-1]
     old = turn_from_row(row[1:-1])
+    if "meta" in changes:
+        check_meta(changes["meta"])
     new = old.replace(**changes)
     revision = bump_revision(conn, conversation_id)
     conn.execute(

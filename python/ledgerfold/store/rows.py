@@ -31,7 +31,8 @@ ITEM_COLUMNS = "id, sequence, role, body, meta"
 #: `summaries` columns in the order `envelope_from_row` and the store read them.
 SUMMARY_COLUMNS = (
     "pk, id, conversation_id, plan_id, status, reason, created_at, source_revision,"
-    " source_fingerprint, policy_version, text, through_sequence, rejected_source_ids"
+    " source_fingerprint, policy_version, text, through_sequence, rejected_source_ids,"
+    " parent_id"
 )
 
 
@@ -104,5 +105,6 @@ def envelope_from_row(row: tuple[Any, ...], source_ids: tuple[str, ...]) -> Vers
         source_fingerprint=row[8],
         policy_version=row[9],
         text=row[10],
+        parent_id=row[13],
     )
     return Version(row[0], envelope, row[11] if row[11] is not None else 0)

@@ -24,7 +24,7 @@ from ledgerfold.errors import DuplicateId, InvalidInput
 from ledgerfold.model import Conversation, Turn
 from ledgerfold.plan import CompactionPlan, preserve_roles_arg
 from ledgerfold.store import commit, compaction, ledger, summaries
-from ledgerfold.store.database import Database, database_path
+from ledgerfold.store.database import Database, database_path, durability_arg
 from ledgerfold.store.legacy import legacy_specs
 from ledgerfold.store.protocol import CompactionWork, SummaryRecord
 from ledgerfold.store.rows import SUMMARY_COLUMNS
@@ -40,16 +40,22 @@ _EDIT_KEYS = frozenset({"role", "body", "protected", "protection_reason", "group
 
 
 class SQLiteStore:
-    """The embedded ledger store: a file path (WAL, `synchronous=FULL`) or `":memory:"`.
+    """The embedded ledger store: a file path (WAL) or `":memory:"`.
 
-    One instance may be shared by threads (every method holds the instance's lock); several
-    processes may open the same file. Usable as a context manager; `close()` releases it.
+    `durability="full"` (the default) fsyncs every commit, so a returned write survives
+    power loss. `durability="normal"` (WAL with `synchronous=NORMAL`, the usual choice on
+    phones) fsyncs at checkpoints only: a returned write survives the app crashing or being
+    killed, the file is never corrupted, but the last commits may be lost if the device
+    loses power. One instance may be shared by threads (every method holds the instance's
+    lock); several processes may open the same file. Usable as a context manager.
     """
 
-    def __init__(self, path: str | os.PathLike[str] = ":memory:") -> None:
+    def __init__(
+        self, path: str | os.PathLike[str] = ":memory:", *, durability: str = "full"
+    ) -> None:
         self._path = database_path(path)
         self._cache = summaries.VersionCache()
-        self._db = Database(self._path)
+        self._db = Database(self._path, durability_arg(durability))
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -70,7 +76,8 @@ class SQLiteStore:
 
     def __repr__(self) -> str:
         state = "closed" if self._db.closed else "open"
-        return f"SQLiteStore(path={self._path!r}, {state})"
+        durability = "" if self._db.durability == "full" else ", durability='normal'"
+        return f"SQLiteStore(path={self._path!r}{durability}, {state})"
 
     def _connection(self) -> sqlite3.Connection:
         """The underlying connection, for tests and tools that need SQLite itself."""

@@ -1,6 +1,6 @@
 //! Whether a summary is current (SPEC §6), from the conversation's cached digests only.
 
-use ledgerfold_core::check::{check_summary, CheckReason, CheckResult, SummaryRef};
+use ledgerfold_core::check::{check_summary, group_split, CheckReason, CheckResult, SummaryRef};
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 
@@ -85,6 +85,23 @@ impl<'py> SummaryFields<'py> {
         });
         if let Some(err) = bad_item {
             return Err(err);
+        }
+        if result.is_current() {
+            let groups: Vec<Option<&str>> = conversation
+                .turns
+                .iter()
+                .map(|turn| turn.get().group.as_deref())
+                .collect();
+            if let Some(position) = group_split(&groups, &result.positions) {
+                return Ok(Checked {
+                    result: CheckResult {
+                        reason: Some(CheckReason::GroupSplit),
+                        source_index: None,
+                        positions: Vec::new(),
+                    },
+                    turn_id: Some(conversation.turn(position).id.to_string()),
+                });
+            }
         }
         let turn_id = result
             .source_index
