@@ -45,6 +45,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 import ledgerfold as lf
 from ledgerfold import SummaryItem, TurnItem
+from ledgerfold.tokens import approx_tokens
 
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
@@ -131,6 +132,9 @@ class ModelRecord:
     status: str
     reason: str | None
     envelope: lf.SummaryEnvelope | None = None
+    #: Every turn whose text this summary's text was made from, as it was then: the new
+    #: turns of its request plus, for a rolling summary, everything its parent was made from.
+    derived_from: dict[str, ModelTurn] = field(default_factory=dict)
 
 
 @dataclass
@@ -204,12 +208,25 @@ class ModelConversation:
             count += record.status == "failed"
         return count
 
-    def accept(self, envelope: lf.SummaryEnvelope) -> None:
+    def accept(
+        self, envelope: lf.SummaryEnvelope, derived_from: dict[str, ModelTurn] | None = None
+    ) -> None:
         self.plan_recorded(envelope.plan_id, accepted=True)
+        if derived_from is None:  # made from exactly its sources, as they are now
+            by_id = {turn.id: turn for turn in self.turns}
+            derived_from = {i: by_id[i] for i in envelope.source_ids if i in by_id}
         for record in self.history:
             if record.status == "current":
                 record.status = "superseded"
-        self.history.append(ModelRecord(envelope.id, "current", None, envelope))
+        self.history.append(ModelRecord(envelope.id, "current", None, envelope, derived_from))
+
+    def prune(self, keep: int) -> int:
+        """SPEC §15.8: records other than the pointed one beyond the newest `keep` go."""
+        pointed = self.pointed
+        others = [r for r in self.history if r is not pointed and r.status != "current"]
+        doomed = others[: max(0, len(others) - keep)]
+        self.history = [r for r in self.history if not any(r is d for d in doomed)]
+        return len(doomed)
 
 
 def _context_tuples(context: lf.AssembledContext) -> list[tuple[Any, ...]]:
@@ -632,13 +649,16 @@ class LedgerMachine(RuleBasedStateMachine):
         conversation=conversations,
         kind=st.sampled_from(sorted(SUMMARIZERS)),
         force=st.booleans(),
+        max_input_tokens=st.sampled_from([10**9, 10**9, 40, 12]),
     )
-    def compact(self, conversation: str, kind: str, force: bool) -> None:
+    def compact(self, conversation: str, kind: str, force: bool, max_input_tokens: int) -> None:
+        """One compaction; with a small `max_input_tokens` a backlog folds in chunks."""
         model = self.model[conversation]
         summarizer, timeout, failure = SUMMARIZERS[kind]
         compacted, base, new, skipped = self.expected_work(conversation, force)
         before = self.snapshot(conversation)
-        outcome = lf.Compactor(self.store, self.policy(), summarizer, timeout=timeout).compact(
+        policy = self.policy(max_input_tokens=max_input_tokens)
+        outcome = lf.Compactor(self.store, policy, summarizer, timeout=timeout).compact(
             conversation, force=force
         )
         event(f"compact: {outcome.status} {outcome.reason} {'rolling' if base else 'rebase'}")
@@ -658,30 +678,85 @@ class LedgerMachine(RuleBasedStateMachine):
         assert outcome.status == "accepted", outcome
         envelope = outcome.summary
         assert envelope is not None
+        by_id = {turn.id: turn for turn in model.turns}
+        chunk = self.expected_chunk(conversation, new, max_input_tokens)
         if base is not None and base.envelope is not None:
             # Rolling (§15.1): every turn the parent covered, then the new ones.
             assert envelope.parent_id == base.summary_id
-            assert envelope.source_ids == base.envelope.source_ids + new
+            assert envelope.source_ids == base.envelope.source_ids + chunk
+            derived = dict(base.derived_from) | {i: by_id[i] for i in chunk}
         else:
             assert envelope.parent_id is None
-            assert envelope.source_ids == compacted
+            assert envelope.source_ids == chunk
+            derived = {i: by_id[i] for i in chunk}
         assert set(envelope.source_ids) <= set(compacted)
         assert envelope.policy_version == self.version
         assert self.store.load(conversation) == before[0]  # §1.1: the ledger is not rewritten
-        model.accept(envelope)
+        model.accept(envelope, derived)
         self.check_just_committed(conversation, envelope)
 
-    def policy(self) -> lf.CompactionPolicy:
-        """One chunk holds any backlog here (chunking has its own tests); no pruning, so the
-        model's history is the store's; no preserved roles, as the reference plans."""
+    def policy(self, max_input_tokens: int = 10**9) -> lf.CompactionPolicy:
+        """No automatic pruning (the `prune` rule prunes, so the model knows when); no
+        preserved roles, as the reference plans."""
         return lf.CompactionPolicy(
             self.version,
             keep_tail=self.keep_tail,
             min_new_turns=1,
-            max_input_tokens=10**9,
+            max_input_tokens=max_input_tokens,
             keep_versions=None,
             preserve_roles=(),
         )
+
+    def expected_chunk(
+        self, conversation: str, new: tuple[str, ...], budget: int
+    ) -> tuple[str, ...]:
+        """SPEC §15.8, written independently of `ledgerfold.fold`: the longest prefix of the
+        new turns that ends between groups and whose texts fit the budget; if none, the first
+        turn with the rest of its group (cut to fit)."""
+        by_id = {turn.id: turn for turn in self.model[conversation].turns}
+        turns = [by_id[i] for i in new]
+
+        def closed(k: int) -> bool:  # no group has members on both sides of the cut
+            before = {t.group for t in turns[:k] if t.group is not None}
+            return not any(t.group in before for t in turns[k:])
+
+        best = 0
+        for k in range(1, len(turns) + 1):
+            if closed(k) and sum(approx_tokens(t.body) for t in turns[:k]) <= budget:
+                best = k
+        if best == 0:
+            best = next(k for k in range(1, len(turns) + 1) if closed(k))
+        return tuple(t.id for t in turns[:best])
+
+    @rule(
+        conversation=conversations,
+        bodies_=st.lists(bodies, min_size=1, max_size=6),
+        max_input_tokens=st.sampled_from([10**9, 40]),
+    )
+    def converse(self, conversation: str, bodies_: list[str], max_input_tokens: int) -> None:
+        """The agent loop: a few plain turns, then a compaction (rolling when it can)."""
+        written = [
+            self.store.append(
+                conversation, "user" if n % 2 == 0 else "assistant", body, id=self.fresh("t")
+            )
+            for n, body in enumerate(bodies_)
+        ]
+        for turn in written:
+            self.record_append(conversation, [turn])
+        self.compact(conversation, "extractive", False, max_input_tokens)
+
+    @rule(conversation=conversations, keep=st.integers(0, 3))
+    def prune(self, conversation: str, keep: int) -> None:
+        """Version pruning (SPEC §15.8): the pointed version and the newest `keep` others
+        stay; the rest go with their text and index rows; the current context is unchanged."""
+        model = self.model[conversation]
+        before = self.store.context(conversation, self.version)
+        counted = self.store.pruned_count(conversation)
+        deleted = self.store.prune_versions(conversation, keep=keep)
+        assert deleted == model.prune(keep)
+        assert self.store.pruned_count(conversation) == counted + deleted
+        assert self.store.context(conversation, self.version) == before
+        event(f"prune: {deleted} deleted")
 
     @rule(conversation=conversations)
     def plans_commit_out_of_order(self, conversation: str) -> None:
@@ -856,6 +931,11 @@ class LedgerMachine(RuleBasedStateMachine):
             assert (item.text, item.source_ids) == (current.text, current.source_ids)
             assert current.policy_version == version
             assert lf.check_summary(current, ledger, version).current  # §1.2
+            # §15.1: no context holds text made from a turn whose content has changed since
+            # (tracked by the model through every rolling parent).
+            [record] = [r for r in model.history if r.summary_id == item.id]
+            for turn_id, then in record.derived_from.items():
+                assert ModelTurn.of(ledger.get(turn_id)) == then  # type: ignore[arg-type]
             sources = set(item.source_ids)
             assert not raw & sources  # §1.3
             assert item.through_sequence == max(
