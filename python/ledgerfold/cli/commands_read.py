@@ -6,6 +6,7 @@ import click
 from rich.console import Console
 
 from ledgerfold.adapters.chat import to_chat_messages
+from ledgerfold.cli.commands_html import write_inspect_html  # also registers `report`
 from ledgerfold.cli.main import DEFAULT_POLICY, UserError, cli, open_store, require_conversation
 from ledgerfold.cli.render import (
     boundary_json,
@@ -81,10 +82,14 @@ def _print_context_status(console: Console, context: AssembledContext) -> None:
 @click.argument("db")
 @click.argument("conversation_id", metavar="CONVERSATION")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
-def inspect_command(db: str, conversation_id: str, as_json: bool) -> None:
+@click.option("--html", "html_out", metavar="OUT.html", help="Write an HTML inspector page.")
+def inspect_command(db: str, conversation_id: str, as_json: bool, html_out: str | None) -> None:
     """Show summary versions, the current summary's sources and the history boundary."""
     with open_store(db) as store:
         require_conversation(store, conversation_id)
+        if html_out is not None:
+            write_inspect_html(store, db, conversation_id, html_out)
+            return
         conversation = store.load(conversation_id)
         history = store.summary_history(conversation_id)
         current = store.current_summary(conversation_id)

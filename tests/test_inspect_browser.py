@@ -1,0 +1,157 @@
+"""The inspector page in a real browser: headless Chromium renders it, and the test checks
+what a person would see (the band, the legend, the versions table, the timeline colours in
+the screenshot), that no script from the ledger ran, and that the console stayed clean.
+
+Chromium is Debian's `chromium` package (`.ci/run` installs it). Without it the test fails
+under CI (`CI` set); only a local run without `CI` may skip it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from html_ledgers import CONVERSATION, build_states_db
+from ledgerfold.cli import cli
+
+TIMEOUT = 120
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        message = "chromium is not installed (apt-get install -y chromium; .ci/run does it)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message + "; set CI=1 to make this a failure")
+    return path
+
+
+def _run_chromium(chromium: str, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [
+        chromium,
+        "--headless",
+        "--no-sandbox",  # root in containers
+        "--disable-gpu",
+        "--no-first-run",
+        "--hide-scrollbars",
+        f"--user-data-dir={profile}",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--virtual-time-budget=2000",  # let any script that would run, run
+        *args,
+    ]
+    return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, check=False)
+
+
+def _console_errors(stderr: str) -> list[str]:
+    lines = stderr.splitlines()
+    return [
+        line
+        for line in lines
+        if "CONSOLE" in line
+        or "Uncaught" in line
+        or "Refused to" in line
+        or ":ERROR:CONSOLE" in line
+    ]
+
+
+def _png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
+    """Width, height and RGB(A) rows of an 8-bit RGB/RGBA PNG (what Chromium writes)."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, width = 8, b"", 0
+    height = channels = 0
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind = data[pos + 4 : pos + 8]
+        chunk = data[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, colour = struct.unpack(">IIBB", chunk[:10])
+            assert depth == 8 and colour in (2, 6)
+            channels = 3 if colour == 2 else 4
+        elif kind == b"IDAT":
+            idat += chunk
+        pos += 12 + length
+    raw = zlib.decompress(idat)
+    stride = width * channels
+    rows: list[bytes] = []
+    previous = bytearray(stride)
+    for y in range(height):
+        line = raw[y * (stride + 1) : (y + 1) * (stride + 1)]
+        kind, row = line[0], bytearray(line[1:])
+        for x in range(stride):
+            left = row[x - channels] if x >= channels else 0
+            up = previous[x]
+            corner = previous[x - channels] if x >= channels else 0
+            if kind == 1:
+                row[x] = (row[x] + left) & 0xFF
+            elif kind == 2:
+                row[x] = (row[x] + up) & 0xFF
+            elif kind == 3:
+                row[x] = (row[x] + (left + up) // 2) & 0xFF
+            elif kind == 4:
+                p = left + up - corner
+                pa, pb, pc = abs(p - left), abs(p - up), abs(p - corner)
+                pred = left if pa <= pb and pa <= pc else up if pb <= pc else corner
+                row[x] = (row[x] + pred) & 0xFF
+        rows.append(bytes(row))
+        previous = row
+    return width, height, [bytes(r) for r in rows] if channels == 3 else _rgb(rows)
+
+
+def _rgb(rows: list[bytes]) -> list[bytes]:
+    return [bytes(b for i, b in enumerate(row) if i % 4 != 3) for row in rows]
+
+
+def _has_colour(rows: list[bytes], rgb: tuple[int, int, int], tolerance: int = 6) -> bool:
+    for row in rows:
+        for x in range(0, len(row), 3):
+            if all(abs(row[x + i] - rgb[i]) <= tolerance for i in range(3)):
+                return True
+    return False
+
+
+def test_inspector_page_in_headless_chromium(chromium: str, tmp_path: Path) -> None:
+    db = tmp_path / "states.db"
+    build_states_db(db)
+    page = tmp_path / "inspect.html"
+    result = CliRunner().invoke(
+        cli, ["inspect", str(db), CONVERSATION, "--html", str(page)], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    url = page.resolve().as_uri()
+
+    dumped = _run_chromium(chromium, tmp_path / "profile-dom", "--dump-dom", url)
+    assert dumped.returncode == 0, dumped.stderr[-2000:]
+    dom = dumped.stdout
+    # What a person sees: the title, the band, the legend, the versions table, the context.
+    assert "<title>ledgerfold · c&lt;b&gt;1&lt;/b&gt;</title>" in dom
+    assert 'id="band"' in dom and 'id="legend"' in dom and 'id="versions"' in dom
+    assert 'id="context"' in dom and 'class="msg summary"' in dom
+    # No script from a body ran: the title is unchanged, no element was made from a body.
+    assert "pwned" not in dom.split("</title>")[0]
+    assert "<script" not in dom and "<img" not in dom
+    assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in dom
+    assert _console_errors(dumped.stderr) == []
+
+    shot = tmp_path / "inspect.png"
+    shown = _run_chromium(
+        chromium, tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1280,900", url
+    )
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert _console_errors(shown.stderr) == []
+    width, height, rows = _png_pixels(shot)
+    assert (width, height) == (1280, 900)
+    # The timeline is on screen: compacted (green), raw (blue), protected (amber) marks and
+    # the band's fill.
+    for colour in ((0x10, 0xB9, 0x81), (0x3B, 0x82, 0xF6), (0xF5, 0x9E, 0x0B), (0xD1, 0xFA, 0xE5)):
+        assert _has_colour(rows, colour), colour

@@ -1,0 +1,220 @@
+"""`ledgerfold inspect --html` and `ledgerfold report --html`: the page's content, escaping of
+everything from the ledger, and the size of a 100k-turn conversation's page."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from html_ledgers import CONVERSATION, POLICY, SCRIPT, build_purged_db, build_states_db
+from ledgerfold import SQLiteStore
+from ledgerfold.cli import cli
+from ledgerfold.cli.html_data import MAX_MARKS, aggregate
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+class _Tags(HTMLParser):
+    """Element counts, the classes of the timeline marks and the text of the page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: Counter[str] = Counter()
+        self.classes: list[str] = []
+        self.attrs: list[tuple[str, str | None]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags[tag] += 1
+        self.attrs += attrs
+        for name, value in attrs:
+            if name == "class" and value:
+                self.classes.append(value)
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def parse(page: str) -> _Tags:
+    parser = _Tags()
+    parser.feed(page)
+    return parser
+
+
+def inspect_page(db: Path, conversation: str, tmp_path: Path) -> str:
+    out = tmp_path / "out.html"
+    result = run("inspect", str(db), conversation, "--html", str(out))
+    assert result.exit_code == 0, result.output
+    assert "wrote" in result.stdout
+    return out.read_text(encoding="utf-8")
+
+
+@pytest.fixture
+def states_page(tmp_path: Path) -> str:
+    db = tmp_path / "states.db"
+    build_states_db(db)
+    return inspect_page(db, CONVERSATION, tmp_path)
+
+
+def test_every_turn_state_has_a_mark_and_a_legend_entry(states_page: str) -> None:
+    tags = parse(states_page)
+    marks = Counter(c.split()[1] for c in tags.classes if c.startswith("m "))
+    for state in ("raw", "protected", "preserved", "compacted", "retracted"):
+        assert marks[state] >= 1, (state, marks)
+        assert f'<span class="sw {state}"></span>' in states_page
+    text = "".join(tags.text)
+    # Reasons show on the marks: the protection reason, and each preserved kind.
+    titles = " ".join(v or "" for k, v in tags.attrs if k == "title")
+    assert "system role" in titles and "open tool-call group" in titles
+    assert "group pinned" in titles and "protected: active-constraint" in titles
+    assert "into summary " in titles
+    assert "raw tail" in text and "history boundary" in text
+
+
+def test_band_versions_and_context(tmp_path: Path) -> None:
+    db = tmp_path / "states.db"
+    build_states_db(db)
+    page = inspect_page(db, CONVERSATION, tmp_path)
+    with SQLiteStore(db) as store:
+        current = store.current_summary(CONVERSATION)
+        history = store.summary_history(CONVERSATION)
+        context_len = len(store.context(CONVERSATION, POLICY).items)
+    assert current is not None
+    tags = parse(page)
+    assert 'id="band"' in page and f"summary {current.id}" in page
+    assert f"{len(current.source_ids)} turns" in page
+    # One row per version (plus the header row), with status, fingerprint prefix, parent.
+    versions = page.split('id="versions"')[1].split("</table>")[0]
+    assert versions.count("<tr") == len(history) + 1
+    statuses = {record.status for record in history}
+    assert {"stale", "failed", "current"} <= statuses
+    for status in statuses:
+        assert f"st-{status}" in versions
+    assert current.source_fingerprint[:12] in versions
+    if current.parent_id:
+        assert current.parent_id in versions
+    context = page.split('id="context"')[1]
+    assert context.count('class="msg') == context_len
+    assert 'class="msg summary"' in context
+    assert tags.tags["script"] == 0
+
+
+def test_ledger_text_is_escaped(states_page: str) -> None:
+    tags = parse(states_page)
+    assert tags.tags["script"] == 0 and tags.tags["img"] == 0
+    assert not any(name.startswith("on") for name, _ in tags.attrs)
+    assert "&lt;script&gt;document.title=&#x27;pwned&#x27;&lt;/script&gt;" in states_page
+    # The conversation ID and the failure reason are data too.
+    assert "c&lt;b&gt;1&lt;/b&gt;" in states_page and "<b>1</b>" not in states_page
+    assert "model timed out &lt;script&gt;" in states_page
+    # Defence in depth: the page allows no script at all.
+    assert "content=\"default-src 'none'; style-src 'unsafe-inline'" in states_page
+
+
+def test_no_network_and_one_file(states_page: str) -> None:
+    tags = parse(states_page)
+    assert not [name for name, _ in tags.attrs if name in ("src", "href", "srcset")]
+    assert tags.tags["link"] == 0 and tags.tags["iframe"] == 0
+    assert (
+        "http:" not in states_page and "https:" not in states_page and "@import" not in states_page
+    )
+    assert "url(" not in states_page
+
+
+def test_history_boundary_and_purged_marks(tmp_path: Path) -> None:
+    db = tmp_path / "purged.db"
+    conversation = build_purged_db(db)
+    page = inspect_page(db, conversation, tmp_path)
+    tags = parse(page)
+    purged = [c for c in tags.classes if c == "m purged t"]
+    assert len(purged) == 10  # a small conversation: one mark per turn, named
+    assert 'title="seq 1 · p1 · purged: below the history boundary"' in page
+    assert 'id="boundary" style="left:25.0000%"' in page  # 10 of 40 turns
+    assert "turns through sequence <b>10</b> were purged (retention &lt;script&gt;" in page
+
+
+def test_aggregate_runs_and_mixed_marks() -> None:
+    turns = [(n, "raw", "raw") for n in range(1, 4)] + [
+        (4, "protected", "a"),
+        (5, "protected", "b"),
+    ]
+    marks = aggregate(turns)
+    assert [(m.state, m.first, m.last, m.start, m.count) for m in marks] == [
+        ("raw", 1, 3, 0, 3),
+        ("protected", 4, 4, 3, 1),
+        ("protected", 5, 5, 4, 1),
+    ]
+    alternating = [(n, "raw" if n % 2 else "protected", "") for n in range(1, 10_001)]
+    long_run = [(n, "compacted", "s") for n in range(10_001, 20_001)]
+    marks = aggregate(alternating + long_run, max_marks=100)
+    assert len(marks) <= 2 * 100
+    assert sum(m.count for m in marks) == 20_000
+    assert marks[-1].state == "compacted" and marks[-1].count == 10_000  # long runs stay exact
+    mixed = [m for m in marks if m.state == "mixed"]
+    assert mixed and all(dict(m.mix).keys() == {"raw", "protected"} for m in mixed)
+    # Marks tile the axis: each starts where the previous ended.
+    assert all(a.start + a.count == b.start for a, b in itertools.pairwise(marks))
+
+
+def test_100k_turn_conversation_page_stays_small(tmp_path: Path) -> None:
+    db = tmp_path / "big.db"
+    turns = [
+        {
+            "id": f"b{n}",
+            "role": "user" if n % 2 else "assistant",
+            "body": f"turn {n} " + "x" * 40,
+            "protected": n > 5_000 and n % 7 == 0,
+            "protection_reason": "audit-evidence" if n > 5_000 and n % 7 == 0 else None,
+        }
+        for n in range(1, 100_001)
+    ]
+    with SQLiteStore(db) as store:
+        store.append_many("big", turns)
+        store.purge_through("big", 5_000, "retention")
+    page = inspect_page(db, "big", tmp_path)
+    size = len(page.encode("utf-8"))
+    tags = parse(page)
+    elements = sum(tags.tags.values())
+    assert size < 2_000_000, size
+    assert elements < 6 * MAX_MARKS, elements
+    assert "100000</b>turns" in page
+    assert 'title="seq 1–5000 · 5000 turns · purged: below the history boundary"' in page
+    assert 'class="m mixed"' in page  # every seventh turn protected: runs merged
+    assert "messages not shown" in page  # the context is cut to its head and tail
+
+
+def test_report_lists_conversations_and_problems(tmp_path: Path) -> None:
+    db = tmp_path / "two.db"
+    build_states_db(db)
+    build_purged_db(db)
+    out = tmp_path / "report.html"
+    result = run("report", str(db), "--html", str(out))
+    assert result.exit_code == 0, result.output
+    page = out.read_text(encoding="utf-8")
+    tags = parse(page)
+    assert tags.tags["script"] == 0 and tags.tags["img"] == 0
+    rows = page.split('id="conversations"')[1].split("</table>")[0]
+    assert rows.count("<tr") == 3
+    assert "c&lt;b&gt;1&lt;/b&gt;" in rows and ">p</td>" in rows
+    problems = page.split('id="problems"')[1].split("</table>")[0]
+    assert "st-stale" in problems and "st-failed" in problems
+    assert "model timed out &lt;script&gt;" in problems
+    assert "last revalidation: never recorded" in page
+
+
+def test_html_errors_are_one_line(tmp_path: Path) -> None:
+    db = tmp_path / "purged.db"
+    build_purged_db(db)
+    result = run("inspect", str(db), "p", "--html", str(tmp_path / "no" / "out.html"))
+    assert result.exit_code == 2
+    assert result.stderr.startswith("ledgerfold: error: ") and "does not exist" in result.stderr
+    result = run("report", str(tmp_path / "missing.db"), "--html", str(tmp_path / "r.html"))
+    assert result.exit_code == 2 and "no such database" in result.stderr
+    assert SCRIPT not in result.stderr
