@@ -787,6 +787,43 @@ ROWS: tuple[BadInput, ...] = (
         "turns[0]",
     ),
     row(
+        "append_many: explicit sequence not above the last one",
+        "store.append_many('c', [{'role': 'user', 'body': body, 'sequence': 6}])",
+        on_store(
+            lambda store: store.append_many(
+                "c", [{"role": "user", "body": SECRET_BODY, "sequence": 6}]
+            )
+        ),
+        INVALID,
+        "turns[0].sequence",
+    ),
+    row(
+        "append_many: explicit sequences not increasing",
+        "store.append_many('c', [{..., 'sequence': 9}, {..., 'sequence': 8}])",
+        on_store(
+            lambda store: store.append_many(
+                "c",
+                [
+                    {"role": "user", "body": SECRET_BODY, "sequence": 9},
+                    {"role": "user", "body": SECRET_BODY, "sequence": 8},
+                ],
+            )
+        ),
+        INVALID,
+        "turns[1].sequence",
+    ),
+    row(
+        "append_many: sequence not an int",
+        "store.append_many('c', [{'role': 'user', 'body': body, 'sequence': True}])",
+        on_store(
+            lambda store: store.append_many(
+                "c", [{"role": "user", "body": SECRET_BODY, "sequence": True}]
+            )
+        ),
+        INVALID,
+        "turns[0].sequence",
+    ),
+    row(
         "edit: unknown conversation",
         "store.edit('nope', 't1', body=body)",
         on_store(lambda store: store.edit("nope", "t1", body=SECRET_BODY)),

@@ -231,6 +231,7 @@ def revalidate_database(
     batch_turns: int = 2_000,
     mark_stale: bool = True,
     progress: Callable[[int], None] | None = None,
+    on_total: Callable[[int], None] | None = None,
 ) -> RevalidationReport:
     """Re-hash every source of every current summary in the database at `path` and check it.
 
@@ -245,8 +246,9 @@ def revalidate_database(
     database, 50k: 203 MB, same time).
 
     `progress(n)` is called with the number of conversations done after each batch, from the
-    worker's thread (one call at a time). Stale summaries are marked `stale` with the check's
-    reason unless `mark_stale=False`."""
+    worker's thread (one call at a time); `on_total(n)` is called first with how many
+    conversations will be checked (those with a current summary). Stale summaries are
+    marked `stale` with the check's reason unless `mark_stale=False`."""
     if not isinstance(path, str | os.PathLike):
         raise InvalidInput("path: must be str or os.PathLike", field="path", problem="wrong-type")
     path = os.fspath(path)
@@ -263,6 +265,8 @@ def revalidate_database(
         jobs = _current_jobs(conn)
     finally:
         conn.close()
+    if on_total is not None:
+        on_total(len(jobs))
     shards = _shards(jobs, workers)
     verdicts: list[_Verdict] = []
     turns_hashed = bytes_hashed = 0

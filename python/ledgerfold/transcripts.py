@@ -2,8 +2,12 @@
 
 One conversation per line: ``{"conversation_id", "source", "turns": [{"id", "sequence",
 "role", "body", "tool_call_ids"}]}``. Bodies are kept exactly as given (they are the ledger
-facts); tool calls are also restored into meta in OpenAI form, and each assistant turn that
-calls tools shares a `group` with the tool turns answering it, so they compact atomically.
+facts), and so are sequences (turns sorted by them, gaps kept); tool calls are also restored
+into meta in OpenAI form, and each assistant turn that calls tools shares a `group` with the
+tool turns answering it, so they compact atomically.
+
+A line of an OpenAI fine-tuning file, ``{"messages": [...]}`` with no ``conversation_id``,
+is read with `from_chat_messages`; its conversation ID is ``<file stem>:<line number>``.
 """
 
 from __future__ import annotations
@@ -11,12 +15,15 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Union
 
+from ledgerfold import _validate
+from ledgerfold.adapters.chat import from_chat_messages
 from ledgerfold.errors import InvalidInput
 from ledgerfold.model import ROLES, Conversation, Turn
+from ledgerfold.toolcalls import check_meta
 
 __all__ = ["Transcript", "default_data_dir", "iter_transcripts", "load_transcripts"]
 
@@ -25,11 +32,13 @@ PathArg = Union[str, "os.PathLike[str]"]
 
 @dataclass(frozen=True, slots=True, repr=False)
 class Transcript:
-    """One conversation of a transcript file; `turns` in file order."""
+    """One conversation of a transcript file; `turns` in sequence order; `line` its line
+    number in the file (0 when not read from one)."""
 
     conversation_id: str
     source: str
     turns: tuple[Turn, ...]
+    line: int = field(default=0, compare=False)
 
     def conversation(self, revision: int = 0) -> Conversation:
         """The transcript as a ledger snapshot."""
@@ -77,7 +86,9 @@ def iter_transcripts(path: PathArg) -> Iterator[Transcript]:
                 line = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
                 if not line.strip():
                     continue
-                yield _transcript(line)
+                yield replace(
+                    _transcript(line, f"{Path(name).stem}:{line_number}"), line=line_number
+                )
             except UnicodeDecodeError:
                 raise InvalidInput(
                     f"{name}:{line_number}: not valid UTF-8", field="line", problem="not-utf8"
@@ -138,7 +149,8 @@ def _loads(text: str) -> Any:
         raise _TooDeep from None
 
 
-def _transcript(line: str) -> Transcript:
+def _transcript(line: str, chat_id: str) -> Transcript:
+    """One line; `chat_id` names the conversation of a fine-tuning (`messages`) line."""
     try:
         record = _loads(line)
     except _TooDeep:
@@ -155,22 +167,25 @@ def _transcript(line: str) -> Transcript:
         raise _LineError(f"not valid JSON ({detail})", "line", "wrong-type") from None
     if not isinstance(record, dict):
         raise _LineError("must be a JSON object", "line", "wrong-type")
+    if "conversation_id" not in record and "messages" in record:
+        return _chat_transcript(record, chat_id)
     conversation_id = _field(record, "conversation_id", str, "")
-    if not conversation_id:
-        raise _LineError("conversation_id: must not be empty", "conversation_id", "empty")
+    try:
+        _validate.text("conversation_id", conversation_id)
+    except InvalidInput as error:
+        raise _LineError(str(error), "conversation_id", error.problem or "invalid") from None
     source = _field(record, "source", str, "")
     raw_turns = _field(record, "turns", list, "")
 
     turns: list[Turn] = []
     group_of_call: dict[str, str] = {}
     seen_ids: set[str] = set()
-    seen_sequences: set[int] = set()
-    for index, raw_turn in enumerate(raw_turns):
+    # Sequences are kept: turns are read in sequence order, gaps and all.
+    for index in _sequence_order(raw_turns):
+        raw_turn = raw_turns[index]
         where = f"turns[{index}]."
-        if not isinstance(raw_turn, dict):
-            raise _LineError(f"turns[{index}]: must be a JSON object", "turns", "wrong-type")
         turn_id = _field(raw_turn, "id", str, where)
-        sequence = _field(raw_turn, "sequence", int, where)
+        sequence = raw_turn["sequence"]
         role = _field(raw_turn, "role", str, where)
         body = _field(raw_turn, "body", str, where)
         call_ids = raw_turn.get("tool_call_ids", [])
@@ -188,10 +203,7 @@ def _transcript(line: str) -> Transcript:
             )
         if turn_id in seen_ids:
             raise _LineError(f"{where}id: {turn_id!r} appears twice", "id", "duplicate")
-        if sequence in seen_sequences:
-            raise _LineError(f"{where}sequence: {sequence} appears twice", "sequence", "duplicate")
         seen_ids.add(turn_id)
-        seen_sequences.add(sequence)
 
         meta: dict[str, str] = {}
         group: str | None = None
@@ -233,6 +245,41 @@ def _transcript(line: str) -> Transcript:
                 error.problem or "invalid",
             ) from None
     return Transcript(conversation_id, source, tuple(turns))
+
+
+def _sequence_order(raw_turns: list[Any]) -> list[int]:
+    """Indexes of the turns in sequence order; every turn an object with a distinct int
+    `sequence` above 0."""
+    seen: set[int] = set()
+    for index, raw_turn in enumerate(raw_turns):
+        if not isinstance(raw_turn, dict):
+            raise _LineError(f"turns[{index}]: must be a JSON object", "turns", "wrong-type")
+        sequence = _field(raw_turn, "sequence", int, f"turns[{index}].")
+        if sequence < 1 or sequence > 2**63 - 1:
+            raise _LineError(
+                f"turns[{index}].sequence: must be between 1 and 2**63-1",
+                "sequence",
+                "out-of-range",
+            )
+        if sequence in seen:
+            raise _LineError(
+                f"turns[{index}].sequence: {sequence} appears twice", "sequence", "duplicate"
+            )
+        seen.add(sequence)
+    return sorted(range(len(raw_turns)), key=lambda index: raw_turns[index]["sequence"])
+
+
+def _chat_transcript(record: dict[str, Any], conversation_id: str) -> Transcript:
+    """A fine-tuning line: `messages` through `from_chat_messages` (sequences 1..n)."""
+    try:
+        turns = from_chat_messages(_field(record, "messages", list, ""))
+        for index, turn in enumerate(turns):
+            check_meta(turn.meta, f"messages[{index}].meta")
+    except InvalidInput as error:
+        raise _LineError(
+            str(error), error.field or "messages", error.problem or "invalid"
+        ) from None
+    return Transcript(conversation_id, "chat-messages", tuple(turns))
 
 
 def _appended_calls(body: str, call_ids: list[str], where: str) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ from ledgerfold.cli.render import (
     context_table,
     echo_json,
     esc,
+    print_table,
     sequence_ranges,
     stdout_console,
     versions_table,
@@ -55,8 +56,11 @@ def context_command(
         )
         return
     console = stdout_console()
-    console.print(
-        context_table(context, conversation, title=f"context of {conversation_id}", preview=preview)
+    print_table(
+        console,
+        context_table(
+            context, conversation, title=f"context of {conversation_id}", preview=preview
+        ),
     )
     _print_context_status(console, context)
 
@@ -125,7 +129,7 @@ def inspect_command(db: str, conversation_id: str, as_json: bool, html_out: str 
         f"conversation [bold]{esc(conversation_id)}[/]: revision {conversation.revision},"
         f" {len(conversation)} turns"
     )
-    console.print(versions_table(versions))
+    print_table(console, versions_table(versions))
     if current is not None:
         ranges = sequence_ranges([turn.sequence for turn in sources])
         console.print(

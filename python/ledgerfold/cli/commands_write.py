@@ -9,12 +9,20 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.progress import Progress
+from rich.progress import MofNCompleteColumn, Progress
 from rich.table import Table
 from rich.text import Text
 
+from ledgerfold.cli.dry_run import dry_run as _dry_run
 from ledgerfold.cli.main import DEFAULT_POLICY, UserError, cli, open_store, require_conversation
-from ledgerfold.cli.render import echo_json, esc, stderr_console, stdout_console
+from ledgerfold.cli.render import (
+    echo_json,
+    esc,
+    print_table,
+    safe_text,
+    stderr_console,
+    stdout_console,
+)
 from ledgerfold.compactor import CompactionOutcome, CompactionPolicy, Compactor
 from ledgerfold.model import Turn
 from ledgerfold.revalidate import revalidate_database
@@ -37,9 +45,10 @@ _log = logging.getLogger("ledgerfold.cli")
 
 
 def turn_spec(turn: Turn) -> dict[str, Any]:
-    """The `append_many` spec of a transcript turn (its sequence is the store's to assign)."""
+    """The `append_many` spec of a transcript turn, its sequence kept (SPEC §15.6)."""
     return {
         "id": turn.id,
+        "sequence": turn.sequence,
         "role": turn.role,
         "body": turn.body,
         "protected": turn.protected,
@@ -56,7 +65,9 @@ def turn_spec(turn: Turn) -> dict[str, Any]:
 def import_command(db: str, files: tuple[str, ...], as_json: bool) -> None:
     """Import JSONL transcripts (shared/data format) into DB, creating it if needed.
 
-    A conversation already in DB is skipped with a note, so importing twice is harmless.
+    A conversation already in DB is skipped (one line counts them), so importing twice is
+    harmless. Also reads OpenAI fine-tuning files ({"messages": [...]} per line; the
+    conversation ID is <file stem>:<line number>).
     """
     for name in files:
         path = Path(name)
@@ -66,16 +77,23 @@ def import_command(db: str, files: tuple[str, ...], as_json: bool) -> None:
             raise UserError(f"{name}: no such file")
     # Parse everything first: a malformed line imports nothing.
     transcripts: list[Transcript] = []
+    seen: dict[str, str] = {}
     for name in files:
-        transcripts.extend(iter_transcripts(name))
+        for transcript in iter_transcripts(name):
+            where = f"{name}:{transcript.line}"
+            first = seen.setdefault(transcript.conversation_id, where)
+            if first != where:
+                raise UserError(
+                    f"{where}: conversation_id {transcript.conversation_id!r}"
+                    f" also appears at {first}"
+                )
+            transcripts.append(transcript)
     imported = skipped = turns = 0
-    notes: list[str] = []
     with open_store(db, create=True) as store:
         existing = set(store.conversation_ids())
         for transcript in transcripts:
             if transcript.conversation_id in existing:
                 skipped += 1
-                notes.append(f"skipped {transcript.conversation_id!r}: already in the database")
                 continue
             written = store.append_many(
                 transcript.conversation_id, [turn_spec(turn) for turn in transcript.turns]
@@ -87,12 +105,9 @@ def import_command(db: str, files: tuple[str, ...], as_json: bool) -> None:
     if as_json:
         echo_json({"conversations": imported, "turns": turns, "skipped": skipped})
         return
-    err = stderr_console()
-    for note in notes:
-        err.print(Text(f"note: {note}", style="dim"))
     stdout_console().print(
         f"imported [bold]{imported}[/] conversations, [bold]{turns}[/] turns"
-        + (f"; skipped {skipped} already present" if skipped else "")
+        + (f"; {skipped} conversations already present, skipped" if skipped else "")
     )
 
 
@@ -130,8 +145,18 @@ def _compact_backlog(compactor: Compactor, conversation_id: str) -> CompactionOu
 @click.option("--keep-tail", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("--policy-version", default=DEFAULT_POLICY, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the outcomes as JSON.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Show the plan and what the summarizer would get (turns, tokens); write nothing.",
+)
 def compact_command(
-    db: str, conversation_id: str | None, keep_tail: int, policy_version: str, as_json: bool
+    db: str,
+    conversation_id: str | None,
+    keep_tail: int,
+    policy_version: str,
+    as_json: bool,
+    dry_run: bool,
 ) -> None:
     """Force-compact conversations with the built-in ExtractiveSummarizer."""
     if not policy_version.strip():
@@ -142,10 +167,15 @@ def compact_command(
             ids = [conversation_id]
         else:
             ids = store.conversation_ids()
-        compactor = Compactor(
-            store, CompactionPolicy(policy_version, keep_tail=keep_tail), ExtractiveSummarizer()
-        )
-        rows = [_outcome_json(cid, _compact_backlog(compactor, cid)) for cid in ids]
+        policy = CompactionPolicy(policy_version, keep_tail=keep_tail)
+        if dry_run:
+            plans = [_dry_run(store.load(cid), store.current_summary(cid), policy) for cid in ids]
+        else:
+            compactor = Compactor(store, policy, ExtractiveSummarizer())
+            rows = [_outcome_json(cid, _compact_backlog(compactor, cid)) for cid in ids]
+    if dry_run:
+        _print_dry_run(plans, policy, as_json)
+        return
     if as_json:
         echo_json(rows)
         return
@@ -153,15 +183,43 @@ def compact_command(
     for column in ("conversation", "status", "reason", "summary", "sources"):
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(*(Text(str(row[key]) if row[key] is not None else "") for key in row))
+        table.add_row(*(Text(safe_text(row[key]) if row[key] is not None else "") for key in row))
     console = stdout_console()
-    console.print(table)
+    print_table(console, table)
     counts: dict[str, int] = {}
     for row in rows:
         counts[row["status"]] = counts.get(row["status"], 0) + 1
     console.print(
         Text(", ".join(f"{status}: {n}" for status, n in sorted(counts.items())) or "none")
     )
+
+
+def _print_dry_run(plans: list[dict[str, Any]], policy: CompactionPolicy, as_json: bool) -> None:
+    if as_json:
+        echo_json(plans)
+        return
+    table = Table(
+        title=Text(
+            f"dry run (policy {safe_text(policy.version)}, keep tail {policy.keep_tail},"
+            f" at most {policy.max_input_tokens} tokens a request): nothing written"
+        )
+    )
+    for column in ("conversation", "mode", "extends", "covered", "turns", "sequences", "tokens"):
+        table.add_column(column, overflow="fold")
+    table.add_column("requests", justify="right")
+    for plan in plans:
+        requests = plan["requests"]
+        table.add_row(
+            Text(safe_text(plan["conversation"])),
+            Text(plan["status"]),
+            Text(safe_text(plan["current_summary"] or "") if plan["status"] == "rolling" else ""),
+            str(requests[0]["covered_count"] if requests else 0),
+            str(plan["new_turns"]),
+            ", ".join(request["sequences"] for request in requests) or "none",
+            str(plan["tokens"]),
+            str(len(requests)),
+        )
+    print_table(stdout_console(), table)
 
 
 # --------------------------------------------------------------------------- purge
@@ -207,10 +265,14 @@ def revalidate_command(db: str, workers: int | None, as_json: bool) -> None:
         pass
     show_progress = sys.stderr.isatty() and not as_json
     if show_progress:
-        with Progress(console=stderr_console(), transient=True) as progress:
+        columns = (*Progress.get_default_columns(), MofNCompleteColumn())
+        with Progress(*columns, console=stderr_console(), transient=True) as progress:
             task = progress.add_task("revalidating", total=None)
             report = revalidate_database(
-                db, workers=workers, progress=lambda done: progress.advance(task, done)
+                db,
+                workers=workers,
+                progress=lambda done: progress.advance(task, done),
+                on_total=lambda total: progress.update(task, total=total),
             )
     else:
         report = revalidate_database(db, workers=workers)
@@ -231,9 +293,9 @@ def revalidate_command(db: str, workers: int | None, as_json: bool) -> None:
             table.add_column(column, overflow="fold")
         for item in report.stale_summaries:
             table.add_row(
-                Text(item.conversation_id),
-                Text(item.summary_id),
-                Text(item.reason),
-                Text(item.turn_id or ""),
+                Text(safe_text(item.conversation_id)),
+                Text(safe_text(item.summary_id)),
+                Text(safe_text(item.reason)),
+                Text(safe_text(item.turn_id or "")),
             )
-        console.print(table)
+        print_table(console, table)

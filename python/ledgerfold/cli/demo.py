@@ -16,7 +16,11 @@ from rich.text import Text
 from ledgerfold.cli.main import check_db_path, cli
 from ledgerfold.cli.render import (
     context_table,
+    echo_json,
     esc,
+    print_rule,
+    print_table,
+    safe_text,
     stdout_console,
     tail_ids,
     text_preview,
@@ -132,8 +136,12 @@ def _demo_conversation_id(store: SQLiteStore) -> str:
     return candidate
 
 
-def _run_demo(console: Console, db_path: Path) -> None:
-    rule = console.rule
+def _run_demo(console: Console, db_path: Path) -> dict[str, Any]:
+    """Tell the story on `console`; return what `demo --json` prints."""
+
+    def rule(title: str) -> None:
+        print_rule(console, title)
+
     with SQLiteStore(db_path) as store:
         cid = _demo_conversation_id(store)
         policy = CompactionPolicy(_DEMO_POLICY, keep_tail=_DEMO_KEEP_TAIL)
@@ -190,6 +198,7 @@ def _run_demo(console: Console, db_path: Path) -> None:
             if record.envelope is not None and record.envelope.id == first_id:
                 console.print(f"  {first_id}: [red]{record.status}[/] ({record.reason})")
         context = store.context(cid, _DEMO_POLICY)
+        context_fallback_after_edit = context.fallback
         console.print(
             f"context fallback: [bold red]{context.fallback}[/] — all {len(context.items)} turns"
             " raw, nothing lost, the stale summary is not used"
@@ -229,7 +238,35 @@ def _run_demo(console: Console, db_path: Path) -> None:
             }
             for record in store.summary_history(cid)
         ]
-        console.print(versions_table(versions))
+        print_table(console, versions_table(versions))
+        final_turns = len(store.load(cid))
+    return {
+        "conversation": cid,
+        "turns": final_turns,
+        "protected": len(protected),
+        "compactions": [
+            _outcome_json(step, outcome)
+            for step, outcome in (("first", first), ("after-edit", second), ("after-append", third))
+        ],
+        "checks": {
+            "protected_raw": ok_protected,
+            "tail_raw": ok_tail,
+            "stale_after_edit_fallback": context_fallback_after_edit,
+            "summary_reused_after_append": reused is not None and reused.id == second_id,
+        },
+        "versions": versions,
+    }
+
+
+def _outcome_json(step: str, outcome: CompactionOutcome) -> dict[str, Any]:
+    summary = outcome.summary
+    return {
+        "step": step,
+        "status": outcome.status,
+        "reason": outcome.reason,
+        "summary": summary.id if summary is not None else None,
+        "sources": len(summary.source_ids) if summary is not None else 0,
+    }
 
 
 def _tick(ok: bool) -> str:
@@ -257,29 +294,35 @@ def _show_context(
             context.items[rows_from:], context.fallback, context.history_boundary
         )
         title += f" (last {-rows_from} items)"
-    console.print(
+    print_table(
+        console,
         context_table(
             context,
             conversation,
             title=title,
             preview=True,
             tail_ids=tail_ids(conversation, _DEMO_KEEP_TAIL),
-        )
+        ),
     )
 
 
 @cli.command("demo")
 @click.option("--db", "db", help="Keep the demo database at this path (default: a temp file).")
-def demo_command(db: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print what happened as one JSON object.")
+def demo_command(db: str | None, as_json: bool) -> None:
     """Run an end-to-end story: compaction, a stale summary, recovery, versions."""
-    console = stdout_console()
+    # With --json the story is told to no one; only the report is printed.
+    console = Console(quiet=True) if as_json else stdout_console()
+    kept: Path | None = None
     if db is not None:
-        path = check_db_path(db, create=True)
-        _run_demo(console, path)
-        console.print(Text(f"database kept at {path}"))
-        return
-    directory = tempfile.mkdtemp(prefix="ledgerfold-demo-")
-    try:
-        _run_demo(console, Path(directory) / "demo.db")
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+        kept = check_db_path(db, create=True)
+        report = _run_demo(console, kept)
+        console.print(Text(f"database kept at {safe_text(kept)}"))
+    else:
+        directory = tempfile.mkdtemp(prefix="ledgerfold-demo-")
+        try:
+            report = _run_demo(console, Path(directory) / "demo.db")
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+    if as_json:
+        echo_json({**report, "db": str(kept) if kept is not None else None})

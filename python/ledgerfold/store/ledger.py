@@ -113,13 +113,15 @@ def insert_turns(
     ).fetchone()
     revision, last_sequence = row if row is not None else (0, 0)
     turns: list[Turn] = []
+    previous = last_sequence  # the highest sequence ever written, retracted turns included
     for index, (turn_id, spec) in enumerate(prepared):
         prefix = f"{field_prefix}[{index}]." if field_prefix else ""
         check_meta(spec.get("meta"), f"{prefix}meta")
+        previous = _sequence_of(spec, previous, f"{prefix}sequence")
         try:
             turn = Turn(
                 turn_id,
-                last_sequence + 1 + index,
+                previous,
                 spec.get("role"),  # type: ignore[arg-type]  # validated by Turn
                 spec.get("body"),  # type: ignore[arg-type]
                 protected=spec.get("protected", False),
@@ -153,6 +155,27 @@ def insert_turns(
     )
     mark_group_split(conn, conversation_id, turns)
     return turns, revision + 1
+
+
+def _sequence_of(spec: Mapping[str, Any], previous: int, field: str) -> int:
+    """A spec's explicit `sequence` (SPEC §15.6, §15.8: above every sequence written before,
+    gaps kept), else the next one."""
+    if "sequence" not in spec:
+        return previous + 1
+    sequence = spec["sequence"]
+    if isinstance(sequence, bool) or not isinstance(sequence, int):
+        raise InvalidInput(
+            f"{field}: must be int, got {type(sequence).__name__}",
+            field=field,
+            problem="wrong-type",
+        )
+    if sequence <= previous:
+        raise InvalidInput(
+            f"{field}: {sequence} must exceed {previous}, the highest sequence written before",
+            field=field,
+            problem="out-of-range",
+        )
+    return sequence
 
 
 def _first_existing_id(

@@ -34,7 +34,10 @@ __all__ = ["SQLiteStore"]
 
 _log = logging.getLogger("ledgerfold.store")
 
-_APPEND_KEYS = frozenset({"id", "role", "body", "protected", "protection_reason", "group", "meta"})
+# `sequence` (optional) must exceed every sequence written before (SPEC §15.8).
+_APPEND_KEYS = frozenset(
+    {"id", "sequence", "role", "body", "protected", "protection_reason", "group", "meta"}
+)
 _EDIT_KEYS = frozenset({"role", "body", "protected", "protection_reason", "group", "meta"})
 
 
@@ -122,7 +125,8 @@ class SQLiteStore(CompactionMethods):
         return self._append(conversation_id, [spec], field_prefix="")[0]
 
     def append_many(self, conversation_id: str, turns: Iterable[Mapping[str, Any]]) -> list[Turn]:
-        """Append turns (mappings with the `append` keywords) all or nothing; one revision."""
+        """Append turns (mappings with the `append` keywords and an optional `sequence`, which
+        must exceed every sequence written before) all or nothing; one revision."""
         specs: list[Mapping[str, Any]] = []
         for field, spec in ledger.mappings("turns", turns, _APPEND_KEYS):
             for required in ("role", "body"):

@@ -1,0 +1,133 @@
+"""Terminal control characters from a transcript never reach the terminal raw (SPEC §15.7,
+issue 16 item 13): bodies, turn IDs and conversation IDs are escaped in everything the
+command line prints, errors included."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from ledgerfold.cli import cli
+from ledgerfold.cli.render import safe_text
+
+# Everything a terminal could act on, except the newline and tab the output itself uses.
+RAW_CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
+
+CLEAR = "\x1b[2J\x1b[H"
+TITLE = "\x1b]0;pwned\x07"
+LINK = "\x1b]8;;https://evil.example/\x1b\\click\x1b]8;;\x1b\\"
+C1 = "\x9b31m\x9d0;c1\x9c"
+EVIL_CONVERSATION = f"conv{TITLE}{C1}"
+EVIL_TURN = f"turn{CLEAR}"
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def assert_clean(result: Result | subprocess.CompletedProcess[str], what: object) -> None:
+    for stream in (result.stdout, result.stderr):
+        found = RAW_CONTROL.search(stream)
+        assert found is None, (what, repr(found.group()) if found else None)
+
+
+@pytest.fixture(scope="module")
+def evil_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("evil")
+    turns = [
+        {"id": EVIL_TURN, "sequence": 1, "role": "system", "body": f"system {CLEAR}"},
+        {"id": f"t2{LINK}", "sequence": 2, "role": "user", "body": f"hello {TITLE} {LINK}"},
+        {"id": "t3", "sequence": 3, "role": "assistant", "body": f"bell\x07 {C1} \u202eevil"},
+    ]
+    turns += [
+        {"id": f"t{n}\x1b[1m", "sequence": n, "role": "user", "body": f"line {n}\r{CLEAR}x\x7f"}
+        for n in range(4, 16)
+    ]
+    line = {"conversation_id": EVIL_CONVERSATION, "source": f"src{CLEAR}", "turns": turns}
+    transcript = base / "evil.jsonl"
+    transcript.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    db = base / "evil.db"
+    result = run("import", str(db), str(transcript))
+    assert result.exit_code == 0, result.output
+    assert_clean(result, "import")
+    return db
+
+
+def test_safe_text_spells_out_controls() -> None:
+    assert safe_text("a\x1b[2Jb\x07\x9b\n\t\u202e") == "a\\x1b[2Jb\\x07\\x9b\\n\\t\\u202e"
+    assert safe_text(safe_text(CLEAR)) == safe_text(CLEAR)
+    assert safe_text("plain ünïcode ✓") == "plain ünïcode ✓"
+
+
+def test_every_command_escapes_ledger_text(evil_db: Path, tmp_path: Path) -> None:
+    db = str(evil_db)
+    commands = [
+        ["list", db],
+        ["list", db, "--json"],
+        ["context", db, EVIL_CONVERSATION],
+        ["context", db, EVIL_CONVERSATION, "--preview"],
+        ["context", db, EVIL_CONVERSATION, "--json"],
+        ["inspect", db, EVIL_CONVERSATION],
+        ["inspect", db, EVIL_CONVERSATION, "--json"],
+        ["compact", db, "--dry-run"],
+        ["compact", db, "--dry-run", "--json"],
+        ["compact", db, "--keep-tail", "3"],
+        ["compact", db, "--json"],
+        ["context", db, EVIL_CONVERSATION, "--preview"],  # the summary's text now
+        ["context", db, EVIL_CONVERSATION, "--json"],
+        ["inspect", db, EVIL_CONVERSATION],
+        ["revalidate", db],
+    ]
+    for args in commands:
+        result = run(*args)
+        assert result.exit_code == 0, (args, result.output)
+        assert_clean(result, args)
+    # The escaped text is shown, so the user still sees what is there.
+    shown = run("context", db, EVIL_CONVERSATION, "--preview").stdout
+    assert "\\x1b[2J" in shown
+    # JSON stays exact: decoding gives back the stored characters.
+    payload = json.loads(run("context", db, EVIL_CONVERSATION, "--json").stdout)
+    assert payload["conversation"] == EVIL_CONVERSATION
+    assert any(C1 in message["content"] for message in payload["messages"])
+
+
+def test_errors_escape_ids_and_paths(evil_db: Path, tmp_path: Path) -> None:
+    db = str(evil_db)
+    bad = tmp_path / "dup.jsonl"
+    line = {"conversation_id": f"x{CLEAR}", "source": "s", "turns": []}
+    bad.write_text(json.dumps(line) + "\n" + json.dumps(line) + "\n", encoding="utf-8")
+    cases = [
+        ["context", db, f"nope{CLEAR}"],
+        ["inspect", db, f"nope{TITLE}"],
+        ["compact", db, "--conversation", f"nope{C1}"],
+        ["context", str(tmp_path / f"missing{CLEAR}.db"), "c"],
+        ["import", str(tmp_path / "new.db"), str(tmp_path / f"missing{LINK}.jsonl")],
+        ["import", str(tmp_path / "new.db"), str(bad)],
+    ]
+    for args in cases:
+        result = run(*args)
+        assert result.exit_code == 2, (args, result.output)
+        assert result.stderr.startswith("ledgerfold: error: ")
+        assert len(result.stderr.splitlines()) == 1
+        assert_clean(result, args)
+
+
+def test_a_real_process_prints_no_raw_control(evil_db: Path) -> None:
+    for args in (["context", str(evil_db), EVIL_CONVERSATION, "--preview"], ["list", str(evil_db)]):
+        completed = subprocess.run(
+            [sys.executable, "-m", "ledgerfold", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert completed.returncode == 0, completed.stderr
+        assert_clean(completed, args)
