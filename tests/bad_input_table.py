@@ -107,6 +107,53 @@ def _sqlite_file(directory: Path, statement: str) -> Path:
     return path
 
 
+def on_damaged(statement: str, read: Callable[[lf.SQLiteStore], object]) -> Callable[[], object]:
+    """Run `read` on a database file holding conversation "c" (t1..t6, a summary of t1..t4)
+    after `statement` damaged it behind the store's back."""
+
+    def run() -> object:
+        with tempfile.TemporaryDirectory() as directory:
+            path = Path(directory) / "ledger.db"
+            with lf.SQLiteStore(path) as store:
+                store.append_many(
+                    CONVERSATION_ID,
+                    [{"id": t.id, "role": t.role, "body": t.body} for t in turns()],
+                )
+                planned = store.start_plan(CONVERSATION_ID, 2, POLICY)
+                made = lf.create_summary_envelope(
+                    planned, store.load(CONVERSATION_ID), "s-1", POLICY, SECRET_SUMMARY
+                )
+                store.commit_summary(made)
+            connection = sqlite3.connect(path)
+            connection.execute(statement, (SECRET_BODY.encode() + b"\xff",))
+            connection.commit()
+            connection.close()
+            with lf.SQLiteStore(path) as store:
+                return read(store)
+
+    return run
+
+
+def _revalidate(path: str | Path) -> object:
+    from ledgerfold.revalidate import revalidate_database
+
+    return revalidate_database(path)
+
+
+def _read_only_write() -> object:
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "ledger.db"
+        lf.SQLiteStore(path).close()
+        with lf.SQLiteStore(path, read_only=True) as store:
+            return store.append(CONVERSATION_ID, "user", SECRET_BODY)
+
+
+def _empty_file(directory: Path) -> Path:
+    path = directory / "empty.db"
+    path.write_bytes(b"")
+    return path
+
+
 def _closed_store() -> object:
     store = lf.SQLiteStore(":memory:")
     store.close()
@@ -750,6 +797,113 @@ ROWS: tuple[BadInput, ...] = (
         _closed_store,
         STORE,
         None,
+    ),
+    row(
+        "SQLiteStore: path with a NUL character",
+        "SQLiteStore('a\\x00b.db')",
+        lambda: lf.SQLiteStore("a\x00b.db"),
+        INVALID,
+        "path",
+    ),
+    row(
+        "SQLiteStore: read_only not a bool",
+        "SQLiteStore(path, read_only=1)",
+        lambda: lf.SQLiteStore(":memory:", read_only=1),  # type: ignore[arg-type]
+        INVALID,
+        "read_only",
+    ),
+    row(
+        "SQLiteStore(read_only=True): no such file (nothing is created)",
+        "SQLiteStore('missing.db', read_only=True)",
+        on_file(
+            lambda directory: Path(lf.SQLiteStore(directory / "missing.db", read_only=True)._path)
+        ),
+        STORE,
+        None,
+    ),
+    row(
+        "SQLiteStore(read_only=True): an empty file (left empty)",
+        "SQLiteStore('empty.db', read_only=True)",
+        on_file(
+            lambda directory: Path(lf.SQLiteStore(_empty_file(directory), read_only=True)._path)
+        ),
+        STORE,
+        None,
+    ),
+    row(
+        "SQLiteStore(read_only=True): a write",
+        "SQLiteStore(path, read_only=True).append('c', 'user', body)",
+        _read_only_write,
+        STORE,
+        None,
+    ),
+    row(
+        "damaged file: a turn body that is not valid UTF-8",
+        "store.context('c', policy)  # body bytes + 0xFF written by another tool",
+        on_damaged(
+            "UPDATE turns SET body = CAST(? AS TEXT) WHERE id = 't5'",
+            lambda store: store.context(CONVERSATION_ID, POLICY),
+        ),
+        STORE,
+        None,
+    ),
+    row(
+        "damaged file: a summary text that is not valid UTF-8",
+        "store.summary_history('c')  # text bytes + 0xFF",
+        on_damaged(
+            "UPDATE summaries SET text = CAST(? AS TEXT) WHERE id = 's-1'",
+            lambda store: store.summary_history(CONVERSATION_ID),
+        ),
+        STORE,
+        None,
+    ),
+    row(
+        "damaged file: a turn meta that is not JSON",
+        "store.load('c')  # meta = '{not json'",
+        on_damaged(
+            "UPDATE turns SET meta = '{not json' WHERE id = 't6' OR ? IS NULL",
+            lambda store: store.load(CONVERSATION_ID),
+        ),
+        STORE,
+        None,
+    ),
+    row(
+        "damaged file: a summary without its fingerprint",
+        "store.summary_history('c')  # source_fingerprint = NULL (context() falls back raw)",
+        on_damaged(
+            "UPDATE summaries SET source_fingerprint = NULL WHERE id = 's-1' OR ? IS NULL",
+            lambda store: store.summary_history(CONVERSATION_ID),
+        ),
+        STORE,
+        None,
+    ),
+    row(
+        "revalidate_database: no such file (nothing is created)",
+        "revalidate_database('missing.db')",
+        on_file(lambda directory: _revalidate(directory / "missing.db")),  # type: ignore[arg-type, return-value]
+        STORE,
+        None,
+    ),
+    row(
+        "revalidate_database: path with a NUL character",
+        "revalidate_database('a\\x00b.db')",
+        lambda: _revalidate("a\x00b.db"),
+        INVALID,
+        "path",
+    ),
+    row(
+        "mark_stale: a verdict that is not a 3-tuple",
+        "store.mark_stale([('c',)])",
+        on_store(lambda store: store.mark_stale([("c",)])),  # type: ignore[list-item]
+        INVALID,
+        "verdicts[0]",
+    ),
+    row(
+        "edit: a field name that is a lone surrogate",
+        "store.edit('c', 't1', **{'\\ud800': 1})  # .field is ascii-escaped",
+        on_store(lambda store: store.edit("c", "t1", **{SURROGATE: 1})),
+        INVALID,
+        ascii(SURROGATE),
     ),
     row(
         "append: blank conversation_id",

@@ -3,16 +3,24 @@ compacted once (used by the revalidation, export and Dask tests)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ledgerfold import CompactionPolicy, Compactor, ExtractiveSummarizer, SQLiteStore
 from ledgerfold.cli.commands_write import turn_spec
-from ledgerfold.transcripts import default_data_dir, iter_transcripts
+from ledgerfold.transcripts import iter_transcripts
+
+# The real transcripts: `$LEDGERFOLD_SHARED/data`, else the repository's sibling shared/data
+# (test code, not the library's: ledgerfold never looks beside its own installation).
+DATA = (
+    Path(os.environ.get("LEDGERFOLD_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+    / "data"
+)
 
 
 def import_and_compact(path: Path, policy_version: str, keep_tail: int = 4) -> None:
     with SQLiteStore(path) as store:
-        for source in sorted(default_data_dir().glob("*.jsonl")):
+        for source in sorted(DATA.glob("*.jsonl")):
             for transcript in iter_transcripts(source):
                 store.append_many(
                     transcript.conversation_id, [turn_spec(t) for t in transcript.turns]

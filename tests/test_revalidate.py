@@ -97,7 +97,14 @@ def oracle(path: Path) -> dict[str, str | None]:
                         continue
                     try:
                         turns.append(turn_from_row((turn_id, sequence, *map(text, fields))))
-                    except (InvalidInput, UnicodeDecodeError, ValueError, AttributeError):
+                    # A damaged row reads back as a StoreError naming it (issue 16).
+                    except (
+                        InvalidInput,
+                        StoreError,
+                        UnicodeDecodeError,
+                        ValueError,
+                        AttributeError,
+                    ):
                         invalid.add(turn_id)
                 if invalid & set(summary.source_ids):
                     verdicts[summary.id] = "source-modified"

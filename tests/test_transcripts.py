@@ -15,7 +15,6 @@ import pytest
 from ledgerfold import Conversation, InvalidInput, Turn
 from ledgerfold.transcripts import (
     Transcript,
-    default_data_dir,
     iter_transcripts,
     load_transcripts,
 )
@@ -222,13 +221,14 @@ def test_multiple_calls_and_unknown_results(tmp_path: Path) -> None:
     ]
 
 
-def test_default_data_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("LEDGERFOLD_DATA", str(tmp_path))
-    assert default_data_dir() == tmp_path
-    monkeypatch.delenv("LEDGERFOLD_DATA")
-    found = default_data_dir()
-    assert found.is_dir()
-    assert sorted(found.glob("*.jsonl"))
+def test_the_library_does_not_look_for_data_beside_its_installation() -> None:
+    """Where the real transcripts are is the tests' business (issue 15): the library has
+    no default data directory."""
+    import ledgerfold.transcripts as transcripts
+
+    assert not hasattr(transcripts, "default_data_dir")
+    source = Path(transcripts.__file__).read_text(encoding="utf-8")
+    assert "__file__" not in source and "LEDGERFOLD_DATA" not in source
 
 
 def test_load_transcripts_accepts_one_path_a_list_or_a_directory(tmp_path: Path) -> None:
@@ -319,3 +319,26 @@ def test_invalid_utf8_names_the_line(tmp_path: Path) -> None:
     path.write_bytes(json.dumps(GOOD).encode() + b"\n" + b'{"conversation_id": "\xff"}\n')
     with pytest.raises(InvalidInput, match=r"bytes\.jsonl:2: not valid UTF-8"):
         list(iter_transcripts(path))
+
+
+def test_one_helper_imports_optional_dependencies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 15: `ledgerfold.dask` and the Parquet export share one helper, whose error says
+    what to install."""
+    import sys
+
+    from ledgerfold import dask, export
+    from ledgerfold._optional import require
+
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # an import of it now fails
+    with pytest.raises(
+        ImportError, match=r"Parquet export needs pyarrow: pip install 'ledgerfold\[parquet\]'"
+    ):
+        export.require_pyarrow()
+    monkeypatch.setitem(sys.modules, "pyarrow.fs", None)
+    with pytest.raises(
+        ImportError, match=r"ledgerfold.dask needs pyarrow: pip install 'ledgerfold\[dask\]'"
+    ):
+        dask._require("pyarrow.fs")
+    for module in (dask, export):
+        assert "importlib" not in Path(module.__file__ or "").read_text(encoding="utf-8")
+        assert "require" in vars(module) and vars(module)["require"] is require

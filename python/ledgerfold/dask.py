@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ledgerfold import _native, _validate
+from ledgerfold._optional import require
 from ledgerfold.errors import InvalidInput
 from ledgerfold.export import FORMAT, FORMAT_VERSION, MANIFEST, TABLES, part_name
 from ledgerfold.store.schema import TURN_LIVE
@@ -58,15 +59,11 @@ _TURN_COLUMNS = [
 
 
 def _require(module: str) -> Any:
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError as error:
-        raise ImportError(
-            f"ledgerfold.dask needs {module.split('.')[0]}:"
-            " pip install 'ledgerfold[dask]' (dask[dataframe,distributed] and pyarrow)"
-        ) from error
+    return require(
+        module,
+        needed_by="ledgerfold.dask",
+        install="'ledgerfold[dask]' (dask[dataframe,distributed] and pyarrow)",
+    )
 
 
 def _filesystem(path: str) -> tuple[Any, str]:

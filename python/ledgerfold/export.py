@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgerfold import _validate
+from ledgerfold._optional import require
 from ledgerfold.errors import InvalidInput
 from ledgerfold.store import batch_reads
 from ledgerfold.store.schema import SCHEMA_VERSION
@@ -61,13 +62,7 @@ DEFAULT_TURNS_PER_FILE = 200_000
 
 def require_pyarrow() -> Any:
     """`pyarrow`, or an ImportError that names the extra to install."""
-    try:
-        import pyarrow  # type: ignore[import-untyped,unused-ignore]
-    except ImportError as error:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "Parquet export needs pyarrow: pip install 'ledgerfold[parquet]'"
-        ) from error
-    return pyarrow
+    return require("pyarrow", needed_by="Parquet export", install="'ledgerfold[parquet]'")
 
 
 def _schemas(pa: Any) -> dict[str, Any]:

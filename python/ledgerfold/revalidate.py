@@ -16,17 +16,20 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 from ledgerfold import _native, _validate
-from ledgerfold.errors import InvalidInput
 from ledgerfold.store import batch_reads
+from ledgerfold.store.database import database_path, quotes_stored_data, store_error
+from ledgerfold.store.rows import DAMAGED
 from ledgerfold.store.sqlite import SQLiteStore
 
 __all__ = ["RevalidationReport", "StaleSummary", "revalidate_database"]
@@ -94,14 +97,27 @@ def _sqlite_order(job: _Job) -> tuple[int, Any]:
 
 
 def _current_jobs(conn: sqlite3.Connection) -> list[_Job]:
+    """Every current summary that can be checked (see `_jobs_and_damage`)."""
+    return _jobs_and_damage(conn)[0]
+
+
+def _jobs_and_damage(conn: sqlite3.Connection) -> tuple[list[_Job], list[_Verdict]]:
     """Every current summary to check, sorted by conversation key as SQLite sorts it: runs
-    read contiguous key ranges (`BETWEEN` the first and last key)."""
-    jobs = batch_reads.current_summaries(conn)
+    read contiguous key ranges (`BETWEEN` the first and last key). A record damaged in
+    storage (no text ID or fingerprint) cannot be checked: it is a `damaged-record` verdict,
+    not a crash."""
+    jobs: list[_Job] = []
+    damaged: list[_Verdict] = []
+    for job in batch_reads.current_summaries(conn):
+        if isinstance(job[2], str) and isinstance(job[3], str) and isinstance(job[4], int):
+            jobs.append(job)
+        else:
+            damaged.append((job[0], job[2] if isinstance(job[2], str) else "?", DAMAGED, None))
     if all(type(job[0]) is str for job in jobs):  # unique text keys: the tuples sort by them
         jobs.sort()
     else:
         jobs.sort(key=_sqlite_order)
-    return jobs
+    return jobs, damaged
 
 
 def _runs(jobs: list[_Job], batch_turns: int) -> Iterator[list[_Job]]:
@@ -223,6 +239,100 @@ def _shards(jobs: list[_Job], count: int) -> list[list[_Job]]:
     return [shard for shard in shards if shard]
 
 
+@contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Hold a Ctrl-C (SIGINT) back until the block is done: starting a worker and recording
+    it must not be split, or an interrupted caller could return while that worker still
+    runs. Only the main thread receives signals, so elsewhere nothing is needed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous):  # ignored, default, or not installed from Python
+        yield
+        return
+    held: list[tuple[int, FrameType | None]] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: held.append((signum, frame)))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if held:
+            previous(*held[0])
+
+
+def _check_all(
+    path: str,
+    workers: int,
+    threads: int,
+    batch_turns: int,
+    progress: Callable[[int], None] | None,
+    on_total: Callable[[int], None] | None = None,
+) -> tuple[list[_Verdict], int, int]:
+    """Every current summary's verdict (damaged records first), with the turns and bytes
+    hashed: one worker thread per shard, each through its own read-only connection."""
+    conn = batch_reads.open_readonly(path)
+    try:
+        jobs, verdicts = _jobs_and_damage(conn)
+    finally:
+        conn.close()
+    if on_total is not None:
+        on_total(len(jobs))
+    shards = _shards(jobs, workers)
+    if len(shards) <= 1:
+        found, turns_hashed, bytes_hashed = _check_jobs(path, jobs, batch_turns, threads, progress)
+        return verdicts + found, turns_hashed, bytes_hashed
+    lock = threading.Lock()
+    stop = threading.Event()
+    results: list[tuple[list[_Verdict], int, int] | None] = [None] * len(shards)
+    errors: list[BaseException | None] = [None] * len(shards)
+
+    def report_progress(done: int) -> None:
+        if progress is not None:
+            with lock:
+                progress(done)
+
+    def work(index: int) -> None:
+        try:
+            results[index] = _check_jobs(
+                path, shards[index], batch_turns, threads, report_progress, stop
+            )
+        except BaseException as error:  # handed to the caller's thread
+            errors[index] = error
+
+    running: list[threading.Thread] = []
+    try:
+        with _interrupts_deferred():  # every started worker is in `running`
+            for index in range(len(shards)):
+                worker = threading.Thread(
+                    target=work, args=(index,), name=f"ledgerfold-worker_{index}"
+                )
+                worker.start()
+                running.append(worker)
+        # Wake up now and then, so that a signal (Ctrl-C) is handled here, in the main
+        # thread, without waiting for a whole shard.
+        for worker in running:
+            while worker.is_alive() and not stop.is_set():
+                worker.join(_POLL_S)
+    except BaseException:  # the caller was interrupted
+        stop.set()  # the workers stop after the batch they are on
+        raise
+    finally:
+        for worker in running:
+            worker.join()
+    for error in errors:  # in shard order
+        if error is not None:
+            raise error
+    turns_hashed = bytes_hashed = 0
+    for result in results:
+        assert result is not None  # every worker without an error stored its result
+        found, turns, size = result
+        verdicts.extend(found)
+        turns_hashed += turns
+        bytes_hashed += size
+    return verdicts, turns_hashed, bytes_hashed
+
+
 def revalidate_database(
     path: str | os.PathLike[str],
     *,
@@ -249,60 +359,25 @@ def revalidate_database(
     worker's thread (one call at a time); `on_total(n)` is called first with how many
     conversations will be checked (those with a current summary). Stale summaries are
     marked `stale` with the check's reason unless `mark_stale=False`."""
-    if not isinstance(path, str | os.PathLike):
-        raise InvalidInput("path: must be str or os.PathLike", field="path", problem="wrong-type")
-    path = os.fspath(path)
+    path = database_path(path)
     workers = (
         available_cores() if workers is None else _validate.integer("workers", workers, minimum=1)
     )
     threads = _validate.integer("threads", threads, minimum=1)
     batch_turns = _validate.integer("batch_turns", batch_turns, minimum=1)
     started = time.perf_counter()
-    with SQLiteStore(path) as store:  # refuses a file that is not a ledgerfold store
+    # Read-only: refuses a missing file or one that is not a ledgerfold store, creates nothing.
+    with SQLiteStore(path, read_only=True) as store:
         conversations = len(store.conversation_ids())
-    conn = batch_reads.open_readonly(path)
     try:
-        jobs = _current_jobs(conn)
-    finally:
-        conn.close()
-    if on_total is not None:
-        on_total(len(jobs))
-    shards = _shards(jobs, workers)
-    verdicts: list[_Verdict] = []
-    turns_hashed = bytes_hashed = 0
-    if len(shards) <= 1:
-        found, turns_hashed, bytes_hashed = _check_jobs(path, jobs, batch_turns, threads, progress)
-        verdicts.extend(found)
-    else:
-        lock = threading.Lock()
-        stop = threading.Event()
-
-        def report_progress(done: int) -> None:
-            if progress is not None:
-                with lock:
-                    progress(done)
-
-        pool = ThreadPoolExecutor(len(shards), thread_name_prefix="ledgerfold-worker")
-        try:
-            futures = [
-                pool.submit(_check_jobs, path, shard, batch_turns, threads, report_progress, stop)
-                for shard in shards
-            ]
-            # Wake up now and then, so that a signal (Ctrl-C) delivered to a worker's thread is
-            # handled here, in the main thread, without waiting for a whole shard.
-            while not stop.is_set() and wait(futures, timeout=_POLL_S).not_done:
-                pass
-            # In shard order: verdicts come back in conversation order; a failure raises.
-            results = [future.result() for future in futures]
-        except BaseException:  # a worker failed, or the caller was interrupted
-            stop.set()  # the others stop after the batch they are on
-            raise
-        finally:
-            pool.shutdown(wait=True)
-        for found, turns, size in results:
-            verdicts.extend(found)
-            turns_hashed += turns
-            bytes_hashed += size
+        verdicts, turns_hashed, bytes_hashed = _check_all(
+            path, workers, threads, batch_turns, progress, on_total
+        )
+    except sqlite3.Error as error:
+        failure = store_error(None, error, operation="revalidate", write=False)
+        if quotes_stored_data(error):
+            raise failure from None  # SQLite's message quotes the stored bytes
+        raise failure from error
     stale = [
         StaleSummary(conversation_id, summary_id, reason, turn_id)
         for conversation_id, summary_id, reason, turn_id in verdicts

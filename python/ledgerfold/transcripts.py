@@ -25,7 +25,7 @@ from ledgerfold.errors import InvalidInput
 from ledgerfold.model import ROLES, Conversation, Turn
 from ledgerfold.toolcalls import check_meta
 
-__all__ = ["Transcript", "default_data_dir", "iter_transcripts", "load_transcripts"]
+__all__ = ["Transcript", "iter_transcripts", "load_transcripts"]
 
 PathArg = Union[str, "os.PathLike[str]"]
 
@@ -49,18 +49,6 @@ class Transcript:
             f"Transcript(conversation_id={self.conversation_id!r}, source={self.source!r}, "
             f"turns=<{len(self.turns)} turns>)"
         )
-
-
-def default_data_dir() -> Path:
-    """`$LEDGERFOLD_DATA`, else the repository's sibling `shared/data`, else `../shared/data`
-    relative to the working directory."""
-    configured = os.environ.get("LEDGERFOLD_DATA")
-    if configured:
-        return Path(configured)
-    beside_repo = Path(__file__).resolve().parents[3] / "shared" / "data"
-    if beside_repo.is_dir():
-        return beside_repo
-    return (Path.cwd() / ".." / "shared" / "data").resolve()
 
 
 class _LineError(Exception):

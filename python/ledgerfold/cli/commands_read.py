@@ -38,7 +38,7 @@ def context_command(
     db: str, conversation_id: str, policy_version: str, as_json: bool, preview: bool
 ) -> None:
     """Print the assembled model context of CONVERSATION."""
-    with open_store(db) as store:
+    with open_store(db, read_only=True) as store:
         require_conversation(store, conversation_id)
         context = store.context(conversation_id, policy_version)
         conversation = store.load(conversation_id)
@@ -89,7 +89,7 @@ def _print_context_status(console: Console, context: AssembledContext) -> None:
 @click.option("--html", "html_out", metavar="OUT.html", help="Write an HTML inspector page.")
 def inspect_command(db: str, conversation_id: str, as_json: bool, html_out: str | None) -> None:
     """Show summary versions, the current summary's sources and the history boundary."""
-    with open_store(db) as store:
+    with open_store(db, read_only=True) as store:
         require_conversation(store, conversation_id)
         if html_out is not None:
             write_inspect_html(store, db, conversation_id, html_out)
@@ -169,7 +169,9 @@ def inspect_command(db: str, conversation_id: str, as_json: bool, html_out: str 
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 def export_command(db: str, out_dir: str, turns_per_file: int, as_json: bool) -> None:
     """Export DB as Parquet, partitioned by conversation (for `ledgerfold.dask`)."""
-    with open_store(db):  # one clear line for a missing file, a directory, a foreign DB
+    with open_store(
+        db, read_only=True
+    ):  # one clear line for a missing file, a directory, a foreign DB
         pass
     try:
         report = export_parquet(db, out_dir, turns_per_file=turns_per_file)

@@ -261,7 +261,7 @@ def purge_command(db: str, conversation_id: str, through: int, reason: str, forc
 def revalidate_command(db: str, workers: int | None, as_json: bool) -> None:
     """Deep-check every current summary against its re-hashed source turns; mark the ones
     that no longer match as stale."""
-    with open_store(db):  # one clear line for a missing file, a directory, a foreign DB
+    with open_store(db, read_only=True):  # one clear line for a missing file, a directory
         pass
     show_progress = sys.stderr.isatty() and not as_json
     if show_progress:

@@ -117,14 +117,21 @@ def check_db_path(db: str, *, create: bool = False) -> Path:
             raise UserError(f"{db}: no such database")
         if not path.parent.is_dir():
             raise UserError(f"{db}: the directory {str(path.parent)!r} does not exist")
+    elif not path.is_file():  # /dev/null, a FIFO: SQLite would create a journal beside it
+        raise UserError(f"{db}: not a regular file")
+    elif not create and path.stat().st_size == 0:  # never turned into a database (§15.7)
+        raise UserError(f"{db}: an empty file, not a ledgerfold database")
     return path
 
 
 @contextmanager
-def open_store(db: str, *, create: bool = False) -> Iterator[SQLiteStore]:
-    """Open an existing ledgerfold database (or create one when `create`)."""
+def open_store(db: str, *, create: bool = False, read_only: bool = False) -> Iterator[SQLiteStore]:
+    """Open an existing ledgerfold database (or create one when `create`); commands that
+    only read open it `read_only`, which creates or changes nothing and works where the
+    process cannot write."""
     path = check_db_path(db, create=create)
-    store = SQLiteStore(path)  # StoreError (not ours, not SQLite) becomes one error line
+    # StoreError (not ours, not SQLite) becomes one error line.
+    store = SQLiteStore(path, read_only=read_only)
     try:
         yield store
     finally:

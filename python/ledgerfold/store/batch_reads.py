@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgerfold import _native
+from ledgerfold.store.database import quotes_stored_data, readonly_uri, store_error
 from ledgerfold.store.schema import TURN_LIVE
 
 __all__ = [
@@ -43,7 +44,7 @@ __all__ = [
 
 def open_readonly(path: str | os.PathLike[str]) -> sqlite3.Connection:
     """A read-only connection any thread may use (one at a time), waiting out writers."""
-    uri = Path(path).resolve().as_uri() + "?mode=ro"
+    uri = readonly_uri(str(Path(path).resolve()))
     conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA busy_timeout = 30000")
     return conn
@@ -363,4 +364,10 @@ def part_rows(
     if high is not None:
         clauses.append(f"{column} < ?")
         args.append(high)
-    return conn.execute(query.format(where=" AND ".join(clauses) or "1"), args).fetchall()
+    try:
+        return conn.execute(query.format(where=" AND ".join(clauses) or "1"), args).fetchall()
+    except sqlite3.Error as error:
+        failure = store_error(conn, error, operation="export", write=False)
+        if quotes_stored_data(error):
+            raise failure from None  # SQLite's message quotes the stored bytes
+        raise failure from error

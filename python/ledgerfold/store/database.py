@@ -10,16 +10,27 @@ read transaction, so it sees one snapshot.
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
+from pathlib import Path
 
 from ledgerfold.errors import InvalidInput, StoreError
 from ledgerfold.store.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 
-__all__ = ["DURABILITIES", "Database", "database_path", "durability_arg", "now"]
+__all__ = [
+    "DURABILITIES",
+    "Database",
+    "database_path",
+    "durability_arg",
+    "now",
+    "quotes_stored_data",
+    "readonly_uri",
+    "store_error",
+]
 
 #: `SQLiteStore(durability=...)` values.
 DURABILITIES = ("full", "normal")
@@ -49,7 +60,74 @@ def database_path(value: object, field: str = "path") -> str:
     path = os.fspath(value)
     if not isinstance(path, str) or not path:
         raise InvalidInput(f"{field}: must be a non-empty text path", field=field, problem="empty")
+    if "\0" in path:
+        raise InvalidInput(
+            f"{field}: must not contain a NUL character", field=field, problem="not-allowed"
+        )
     return path
+
+
+def readonly_uri(path: str) -> str:
+    """The SQLite URI that opens `path` read-only, never creating or changing a file (not
+    even a journal). In a directory this process cannot write, a WAL file without its `-shm`
+    companion is opened `immutable` (nothing can be writing it through this directory)."""
+    resolved = os.path.abspath(path)
+    uri = Path(resolved).as_uri() + "?mode=ro"  # percent-encoded
+    directory = os.path.dirname(resolved) or "."
+    if not os.access(directory, os.W_OK) and not os.path.exists(resolved + "-shm"):
+        uri += "&immutable=1"
+    return uri
+
+
+def _reading_uri(path: str) -> str:
+    """The URI of a `read_only` database: where the file and its directory are writable,
+    `mode=rw` (never creates the file; the store issues no write, and the WAL's companion
+    files go away again when the connection closes, which a `mode=ro` connection cannot
+    do), else `readonly_uri`."""
+    resolved = os.path.abspath(path)
+    directory = os.path.dirname(resolved) or "."
+    if os.path.isfile(resolved) and os.access(resolved, os.W_OK) and os.access(directory, os.W_OK):
+        return Path(resolved).as_uri() + "?mode=rw"
+    return readonly_uri(path)
+
+
+_UNDECODABLE = re.compile(r"^Could not decode to UTF-8 column '([^']*)'")
+
+
+def quotes_stored_data(error: sqlite3.Error) -> bool:
+    """Whether SQLite's message may quote stored text."""
+    return bool(_UNDECODABLE.match(str(error))) or " with text " in str(error)
+
+
+def store_error(
+    conn: sqlite3.Connection | None, error: sqlite3.Error, *, operation: str, write: bool
+) -> StoreError:
+    """The `StoreError` of a failed read or write. SQLite's message is kept unless it may
+    quote stored data (a text column that is not valid UTF-8 quotes its bytes): then only
+    the column, its table(s) and the operation are named, and the caller raises it
+    `from None` (SPEC §15.8 "Errors")."""
+    message = str(error)
+    undecodable = _UNDECODABLE.match(message)
+    if not quotes_stored_data(error):
+        outcome = "nothing was written" if write else "while reading"
+        return StoreError(f"{operation}: database failure, {outcome} ({message})")
+    column = undecodable.group(1) if undecodable is not None else "?"
+    tables = "?"
+    if conn is not None:
+        with suppress(sqlite3.Error):
+            names = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT m.name FROM sqlite_master AS m, pragma_table_info(m.name) AS p"
+                    " WHERE m.type = 'table' AND p.name = ? ORDER BY m.name",
+                    (column,),
+                )
+            ]
+            tables = " or ".join(names) or "?"
+    return StoreError(
+        f"{operation}: cannot read column {column!r} of table {tables}: its text is not"
+        " valid UTF-8 (a damaged database?)" + ("; nothing was written" if write else "")
+    )
 
 
 def _statements(script: str) -> Iterator[str]:
@@ -69,17 +147,28 @@ class Database:
     be shared by threads.
     """
 
-    def __init__(self, path: str, durability: str = "full") -> None:
+    def __init__(self, path: str, durability: str = "full", *, read_only: bool = False) -> None:
+        if not isinstance(read_only, bool):
+            raise InvalidInput("read_only: must be bool", field="read_only", problem="wrong-type")
         self.path = path
         self.durability = durability
+        self.read_only = read_only
         self.lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         try:
-            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            if read_only:
+                conn = sqlite3.connect(
+                    _reading_uri(path), uri=True, isolation_level=None, check_same_thread=False
+                )
+            else:
+                conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as err:
             raise StoreError(f"{path}: cannot open the database ({err})") from err
         try:
-            self._setup(conn)
+            if read_only:
+                self._check_readable(conn)
+            else:
+                self._setup(conn)
         except BaseException:
             conn.close()
             raise
@@ -103,24 +192,50 @@ class Database:
         return self._conn
 
     @contextmanager
-    def transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
-        """One transaction; any failure rolls it back. sqlite errors become `StoreError`."""
+    def transaction(self, *, write: bool, operation: str = "store") -> Iterator[sqlite3.Connection]:
+        """One transaction; any failure rolls it back. sqlite errors become `StoreError`
+        naming `operation` (see `store_error`)."""
         with self.lock:
             conn = self.connection()
+            if write and self.read_only:
+                raise StoreError(f"{operation}: the store was opened read-only")
             try:
                 conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             except sqlite3.Error as err:
-                raise StoreError(f"cannot start a transaction ({err})") from err
+                raise StoreError(f"{operation}: cannot start a transaction ({err})") from err
             try:
                 yield conn
                 conn.execute("COMMIT")
             except BaseException as exc:
                 _rollback(conn)
-                if isinstance(exc, sqlite3.Error):
-                    raise StoreError(f"database failure, nothing was written ({exc})") from exc
-                raise
+                if not isinstance(exc, sqlite3.Error):
+                    raise
+                error = store_error(conn, exc, operation=operation, write=write)
+                if quotes_stored_data(exc):
+                    raise error from None  # SQLite's message quotes the stored bytes
+                raise error from exc
 
     # ------------------------------------------------------------------ opening
+
+    def _check_readable(self, conn: sqlite3.Connection) -> None:
+        """A read-only open: the file must already be a ledgerfold store of the newest
+        schema (nothing can be created or migrated)."""
+        try:
+            conn.execute("PRAGMA busy_timeout = 30000")
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("BEGIN")
+            try:
+                version = self._schema_version(conn)
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.DatabaseError as err:
+            raise StoreError(f"{self.path}: not an SQLite database ({err})") from err
+        if version == 0:
+            raise StoreError(f"{self.path}: not a ledgerfold database (empty)")
+        if version < SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path}: schema version {version} needs an upgrade; open it once for writing"
+            )
 
     def _setup(self, conn: sqlite3.Connection) -> None:
         try:

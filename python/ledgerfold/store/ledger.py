@@ -8,6 +8,7 @@ arguments; `SQLiteStore` owns the transactions, validation and logging.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -19,6 +20,7 @@ from ledgerfold.store.database import now
 from ledgerfold.store.rows import (
     ITEM_COLUMNS,
     TURN_COLUMNS,
+    damaged_turn,
     item_from_row,
     meta_json,
     turn_from_row,
@@ -65,7 +67,16 @@ def load(conn: sqlite3.Connection, conversation_id: str) -> Conversation:
         " WHERE conversation_id = ? AND state = ? ORDER BY sequence",
         (conversation_id, TURN_LIVE),
     ).fetchall()
-    return Conversation.from_rows(conversation_id, row[0], rows)
+    try:
+        return Conversation.from_rows(conversation_id, row[0], rows)
+    except InvalidInput as err:
+        # Stored rows are valid when written: one that is not was damaged in storage.
+        found = re.match(r"rows\[(\d+)\]\.", str(err))  # 'rows[i].<field>: ...'
+        if found is None or int(found.group(1)) >= len(rows):
+            raise
+        index, column = int(found.group(1)), str(err.field)
+        column = {"group": "grp", "meta_json": "meta"}.get(column, column)
+        raise damaged_turn(column, rows[index][0], rows[index][1]) from None
 
 
 def raw_items(conn: sqlite3.Connection, conversation_id: str) -> tuple[TurnItem, ...]:

@@ -8,13 +8,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledgerfold.context import TurnItem
+from ledgerfold.errors import InvalidInput, StoreError
 from ledgerfold.model import Turn
 from ledgerfold.summary import SummaryEnvelope
 
 __all__ = [
+    "DAMAGED",
     "ITEM_COLUMNS",
     "SUMMARY_COLUMNS",
     "TURN_COLUMNS",
+    "DamagedSummary",
     "Version",
     "envelope_from_row",
     "item_from_row",
@@ -40,26 +43,61 @@ def meta_json(meta: Mapping[str, str] | None) -> str | None:
     return None if meta is None else json.dumps(dict(meta), sort_keys=True, ensure_ascii=False)
 
 
-def meta_dict(text: str | None) -> dict[str, str] | None:
+#: The stale reason of a summary whose stored record is damaged (it cannot be read back).
+DAMAGED = "damaged-record"
+
+
+class DamagedSummary(Exception):
+    """A `summaries` row that cannot be read back as a version (damaged in storage). Internal:
+    it reaches callers as a `StoreError` with the same message, or as a fallback."""
+
+    def __init__(self, message: str, *, summary_id: str | None):
+        super().__init__(message)
+        self.summary_id = summary_id
+
+
+def damaged_turn(column: str, turn_id: object, sequence: object) -> StoreError:
+    """A `turns` row that cannot be read back: named by table, column and row, never by
+    its content."""
+    return StoreError(
+        f"damaged row in table turns, column {column}: turn {turn_id!r} (sequence"
+        f" {sequence!r}); the database was changed outside ledgerfold"
+    )
+
+
+def meta_dict(
+    text: str | None, turn_id: object = None, sequence: object = None
+) -> dict[str, str] | None:
     if text is None:
         return None
-    meta: dict[str, str] = json.loads(text)
+    try:
+        meta = json.loads(text)
+    except (ValueError, TypeError, RecursionError):
+        meta = None
+    if not isinstance(meta, dict) or not all(
+        isinstance(key, str) and isinstance(value, str) for key, value in meta.items()
+    ):
+        raise damaged_turn("meta", turn_id, sequence) from None
     return meta
 
 
 def turn_from_row(row: tuple[Any, ...]) -> Turn:
     """A `Turn` from a row of `TURN_COLUMNS`."""
     turn_id, sequence, role, body, protected, reason, group, meta = row
-    return Turn(
-        turn_id,
-        sequence,
-        role,
-        body,
-        protected=bool(protected),
-        protection_reason=reason,
-        group=group,
-        meta=meta_dict(meta),
-    )
+    try:
+        return Turn(
+            turn_id,
+            sequence,
+            role,
+            body,
+            protected=bool(protected),
+            protection_reason=reason,
+            group=group,
+            meta=meta_dict(meta, turn_id, sequence),
+        )
+    except InvalidInput as err:
+        column = {"group": "grp"}.get(str(err.field), str(err.field))
+        raise damaged_turn(column, turn_id, sequence) from None
 
 
 def turn_values(conversation_id: str, turn: Turn) -> tuple[Any, ...]:
@@ -82,7 +120,7 @@ def turn_values(conversation_id: str, turn: Turn) -> tuple[Any, ...]:
 def item_from_row(row: tuple[Any, ...]) -> TurnItem:
     """A `TurnItem` from a row of `ITEM_COLUMNS`."""
     turn_id, sequence, role, body, meta = row
-    return TurnItem(turn_id, role, body, sequence, meta_dict(meta))
+    return TurnItem(turn_id, role, body, sequence, meta_dict(meta, turn_id, sequence))
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,16 +133,29 @@ class Version:
 
 
 def envelope_from_row(row: tuple[Any, ...], source_ids: tuple[str, ...]) -> Version:
-    """The version of a `summaries` row of `SUMMARY_COLUMNS` (not a `failed` one)."""
-    envelope = SummaryEnvelope(
-        id=row[1],
-        plan_id=row[3],
-        conversation_id=row[2],
-        source_revision=row[7],
-        source_ids=source_ids,
-        source_fingerprint=row[8],
-        policy_version=row[9],
-        text=row[10],
-        parent_id=row[13],
-    )
+    """The version of a `summaries` row of `SUMMARY_COLUMNS` (not a `failed` one); a row
+    that does not make one raises `DamagedSummary` naming its column."""
+    try:
+        envelope = SummaryEnvelope(
+            id=row[1],
+            plan_id=row[3],
+            conversation_id=row[2],
+            source_revision=row[7],
+            source_ids=source_ids,
+            source_fingerprint=row[8],
+            policy_version=row[9],
+            text=row[10],
+            parent_id=row[13],
+        )
+    except InvalidInput as err:
+        raise damaged_summary(row, str(err.field)) from None
     return Version(row[0], envelope, row[11] if row[11] is not None else 0)
+
+
+def damaged_summary(row: tuple[Any, ...], column: str) -> DamagedSummary:
+    summary_id = row[1] if isinstance(row[1], str) else None
+    return DamagedSummary(
+        f"damaged row in table summaries, column {column}: pk {row[0]!r} (summary"
+        f" {summary_id!r}); the database was changed outside ledgerfold",
+        summary_id=summary_id,
+    )

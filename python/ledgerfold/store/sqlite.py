@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import sys
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -26,7 +27,7 @@ from ledgerfold.store.database import Database, database_path, durability_arg
 from ledgerfold.store.legacy import legacy_specs
 from ledgerfold.store.loop_methods import CompactionMethods
 from ledgerfold.store.protocol import SummaryRecord
-from ledgerfold.store.rows import SUMMARY_COLUMNS
+from ledgerfold.store.rows import DAMAGED, SUMMARY_COLUMNS, DamagedSummary
 from ledgerfold.store.schema import TURN_LIVE
 from ledgerfold.summary import SummaryEnvelope, SummaryWrite
 
@@ -50,14 +51,23 @@ class SQLiteStore(CompactionMethods):
     killed, the file is never corrupted, but the last commits may be lost if the device
     loses power. One instance may be shared by threads (every method holds the instance's
     lock); several processes may open the same file. Usable as a context manager.
+
+    `read_only=True` opens an existing ledgerfold file for reading only (SQLite's
+    `mode=ro`): nothing is created, migrated or written, not even a journal, so it works in
+    a directory the process cannot write; a missing, empty or outdated file is a
+    `StoreError`, and every write method raises `StoreError`.
     """
 
     def __init__(
-        self, path: str | os.PathLike[str] = ":memory:", *, durability: str = "full"
+        self,
+        path: str | os.PathLike[str] = ":memory:",
+        *,
+        durability: str = "full",
+        read_only: bool = False,
     ) -> None:
         self._path = database_path(path)
         self._cache = summaries.VersionCache()
-        self._db = Database(self._path, durability_arg(durability))
+        self._db = Database(self._path, durability_arg(durability), read_only=read_only)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -79,7 +89,8 @@ class SQLiteStore(CompactionMethods):
     def __repr__(self) -> str:
         state = "closed" if self._db.closed else "open"
         durability = "" if self._db.durability == "full" else ", durability='normal'"
-        return f"SQLiteStore(path={self._path!r}{durability}, {state})"
+        mode = ", read_only=True" if self._db.read_only else ""
+        return f"SQLiteStore(path={self._path!r}{durability}{mode}, {state})"
 
     def _connection(self) -> sqlite3.Connection:
         """The underlying connection, for tests and tools that need SQLite itself."""
@@ -89,9 +100,11 @@ class SQLiteStore(CompactionMethods):
     def _transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
         """One transaction of the database; versions it staged reach the cache only once
         it has committed."""
+        # The public method that called (what a failure names): one frame lookup.
+        operation = sys._getframe(2).f_code.co_name.lstrip("_")
         with self._db.lock:
             try:
-                with self._db.transaction(write=write) as conn:
+                with self._db.transaction(write=write, operation=operation) as conn:
                     yield conn
             except BaseException:
                 self._cache.discard()
@@ -208,7 +221,7 @@ class SQLiteStore(CompactionMethods):
                     shown = key
                 except UnicodeEncodeError:  # keep the message printable on any stream
                     shown = ascii(key)
-                raise InvalidInput(f"{shown}: cannot be edited", field=key, problem=problem)
+                raise InvalidInput(f"{shown}: cannot be edited", field=shown, problem=problem)
         with self._transaction(write=True) as conn:
             new, revision, stale = ledger.edit_turn(conn, conversation_id, turn_id, changes)
         _log.info(
@@ -332,7 +345,7 @@ class SQLiteStore(CompactionMethods):
                 _validate.text("summary_id", summary_id),
                 _validate.text("conversation_id", conversation_id, blank_ok=True, empty_ok=False),
             )
-            for conversation_id, summary_id, reason in verdicts
+            for conversation_id, summary_id, reason in summaries.verdict_triples(verdicts)
         ]
         if not items:
             return 0
@@ -429,9 +442,13 @@ class SQLiteStore(CompactionMethods):
         """
         conversation_id = _validate.text("conversation_id", conversation_id)
         policy_version = _validate.text("policy_version", policy_version)
+        damaged: DamagedSummary | None = None
         with self._transaction(write=False) as conn:
             boundary = ledger.boundary(conn, conversation_id)
-            pointed = summaries.pointed(conn, self._cache, conversation_id)
+            try:
+                pointed = summaries.pointed(conn, self._cache, conversation_id, strict=True)
+            except DamagedSummary as damage:  # a verdict, not a crash: the context is raw
+                pointed, damaged = None, damage
             if pointed is not None:
                 version, status, reason = pointed
                 envelope = version.envelope
@@ -447,7 +464,12 @@ class SQLiteStore(CompactionMethods):
                     return AssembledContext(items, None, boundary)
             if pointed is None:
                 # No summary: the context is every turn raw, read as items directly.
-                assembled = AssembledContext(ledger.raw_items(conn, conversation_id), "no-summary")
+                assembled = AssembledContext(
+                    ledger.raw_items(conn, conversation_id),
+                    "no-summary" if damaged is None else f"stale-summary:{DAMAGED}",
+                    None,
+                    None if damaged is None else damaged.summary_id,
+                )
             else:
                 conversation = ledger.load(conn, conversation_id)
         if pointed is not None:

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ledgerfold.context import ContextItem, SummaryItem
-from ledgerfold.errors import InvalidInput
+from ledgerfold.errors import InvalidInput, StoreError
 from ledgerfold.store.database import now
 from ledgerfold.store.rows import (
     ITEM_COLUMNS,
     SUMMARY_COLUMNS,
+    DamagedSummary,
     Version,
+    damaged_summary,
     envelope_from_row,
     item_from_row,
 )
@@ -31,6 +33,7 @@ __all__ = [
     "pointed",
     "record_failure",
     "summarised_items",
+    "verdict_triples",
     "version",
 ]
 
@@ -80,12 +83,23 @@ class VersionCache:
 
 
 def version(conn: sqlite3.Connection, cache: VersionCache, row: tuple[Any, ...]) -> Version:
-    """The version of a `summaries` row of `SUMMARY_COLUMNS` (never a `failed` row)."""
+    """The version of a `summaries` row of `SUMMARY_COLUMNS` (never a `failed` row); a
+    damaged row is a `StoreError` naming its table, column and row."""
+    try:
+        return _version(conn, cache, row)
+    except DamagedSummary as damage:
+        raise StoreError(str(damage)) from None
+
+
+def _version(conn: sqlite3.Connection, cache: VersionCache, row: tuple[Any, ...]) -> Version:
     found = cache.get(row[1])
     if found is not None and found.pk == row[0]:
         return found
     if row[12] is not None:
-        source_ids = tuple(json.loads(row[12]))
+        try:
+            source_ids = tuple(json.loads(row[12]))
+        except (ValueError, TypeError, RecursionError):
+            raise damaged_summary(row, "rejected_source_ids") from None
     else:
         source_ids = tuple(
             r[0]
@@ -100,9 +114,11 @@ def version(conn: sqlite3.Connection, cache: VersionCache, row: tuple[Any, ...])
 
 
 def pointed(
-    conn: sqlite3.Connection, cache: VersionCache, conversation_id: str
+    conn: sqlite3.Connection, cache: VersionCache, conversation_id: str, *, strict: bool = False
 ) -> tuple[Version, str, str | None] | None:
-    """The version the conversation's pointer designates, its status and reason."""
+    """The version the conversation's pointer designates, its status and reason. A damaged
+    record is no usable summary: None (a plan then rebases), or with `strict`
+    `DamagedSummary` (the context says why it fell back)."""
     row = conn.execute(
         f"SELECT {SUMMARY_COLUMNS} FROM summaries"
         " WHERE pk = (SELECT current_summary FROM conversations WHERE id = ?)",
@@ -110,7 +126,12 @@ def pointed(
     ).fetchone()
     if row is None:
         return None
-    return version(conn, cache, tuple(row)), row[4], row[5]
+    try:
+        return _version(conn, cache, tuple(row)), row[4], row[5]
+    except DamagedSummary:
+        if strict:
+            raise
+        return None
 
 
 def record_failure(conn: sqlite3.Connection, plan_id: str, reason: str) -> str:
@@ -195,3 +216,17 @@ def prune(conn: sqlite3.Connection, conversation_id: str, keep: int, cutoff: str
         (len(doomed), conversation_id),
     )
     return len(doomed)
+
+
+def verdict_triples(verdicts: object) -> Iterator[tuple[Any, Any, Any]]:
+    """`mark_stale`'s argument: an iterable of 3-item tuples (or lists)."""
+    if isinstance(verdicts, (str, bytes, Mapping)) or not isinstance(verdicts, Iterable):
+        raise InvalidInput("verdicts: must be an iterable", field="verdicts", problem="wrong-type")
+    for index, verdict in enumerate(verdicts):
+        if not isinstance(verdict, (tuple, list)) or len(verdict) != 3:
+            raise InvalidInput(
+                f"verdicts[{index}]: must be a (conversation_id, summary_id, reason) tuple",
+                field=f"verdicts[{index}]",
+                problem="wrong-type",
+            )
+        yield verdict[0], verdict[1], verdict[2]
