@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import Any
 
 from ledgerfold import _validate
-from ledgerfold.adapters.chat import chat_turn_specs
+from ledgerfold.adapters.chat import ChatTurnSpec, chat_turn_specs
 from ledgerfold.context import AssembledContext, HistoryBoundary, assemble_context
 from ledgerfold.errors import DuplicateId, InvalidInput
 from ledgerfold.model import Conversation, Turn
@@ -148,8 +148,11 @@ class SQLiteStore:
         `id` when present, else a fresh unique ID. A tool result joins its call's group
         even when the call was appended by an earlier call (looked up in the same
         transaction); a call ID already used in the conversation is `InvalidInput`."""
+        return self._append_chat(conversation_id, chat_turn_specs(messages))
+
+    def _append_chat(self, conversation_id: str, specs: list[ChatTurnSpec]) -> list[Turn]:
+        """`append_chat_messages` from converted messages (integrations add meta to them)."""
         conversation_id = _validate.text("conversation_id", conversation_id)
-        specs = chat_turn_specs(messages)
         if not specs:
             return []
         ids = chat_append.prepare(specs)
