@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs a built wheel (with the extras the README uses) the way a user does and runs the README's examples against it:
+# Installs a built wheel the way a user does and runs the README's examples against it:
 # a fresh virtualenv in a temporary directory, binaries only (nothing is compiled, so no
 # Rust toolchain), and the checkout nowhere on the path.
 # Usage: tests/wheel_test.sh WHEEL [PYTHON]   (`make wheel-test` builds the wheel first)
@@ -12,6 +12,7 @@ trap 'rm -rf "$work"' EXIT
 
 "$python" -m venv "$work/venv"
 # cargo lives in ~/.cargo/bin: leave it off PATH so that nothing could build from source.
+# With the extras whose examples the README runs (OpenAI, Agents SDK, LangChain, tiktoken).
 PATH="$work/venv/bin:/usr/bin:/bin" "$work/venv/bin/python" -m pip install --quiet \
     --disable-pip-version-check --only-binary=:all: "$wheel[openai,openai-agents,langgraph,tiktoken]" pytest
 
