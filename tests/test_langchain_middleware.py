@@ -124,3 +124,22 @@ def test_the_same_as_a_langgraph_pre_model_hook() -> None:
     assert store.current_summary("c") is not None
     assert "Visa" in model.inputs[-1][0].content
     assert len(model.inputs[-1]) < len(state)
+
+
+def test_an_unparsable_tool_call_keeps_its_record_and_group() -> None:
+    # langchain_core's convert_to_openai_messages drops invalid_tool_calls; the ledger keeps
+    # the call, so its error result stays grouped with it.
+    store = SQLiteStore()
+    middleware = LedgerfoldMiddleware(store, "c")
+    bad = {"type": "invalid_tool_call", "id": "c9", "name": "f", "args": "{no", "error": None}
+    state = [
+        AIMessage(content="", invalid_tool_calls=[bad], id="a1"),
+        ToolMessage(content="error: bad arguments", tool_call_id="c9", id="t1"),
+    ]
+    assert middleware.append_new(state) == 2
+    assert middleware.append_new(state) == 0  # appended once, by message id
+    first, second = store.load("c").turns
+    assert first.group == second.group == "tools:c9"
+    ai, result = middleware.model_messages()
+    assert [call["args"] for call in ai.invalid_tool_calls] == ["{no"]
+    assert result.tool_call_id == "c9"

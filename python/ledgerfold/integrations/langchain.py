@@ -7,8 +7,10 @@ summary as one `SystemMessage`, then every uncovered turn). The graph state is n
 changed: every message stays in it, and nothing is deleted. `pre_model_hook` is the same
 for LangGraph's `create_react_agent` (it returns `llm_input_messages`).
 
-Messages cross over through `langchain_core`'s own converters
-(`convert_to_openai_messages`, `convert_to_messages`) and the ledger's chat-message rules.
+Messages cross over through `ledgerfold.adapters.langchain`, not `langchain_core`'s
+`convert_to_openai_messages` / `convert_to_messages`: those drop `invalid_tool_calls`
+(a model's unparsable call would lose its record and its result its group), raise on a
+stored call whose arguments are not JSON, and join text blocks with newlines.
 """
 
 from __future__ import annotations
@@ -17,9 +19,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
-from langchain_core.messages import convert_to_messages, convert_to_openai_messages
 
-from ledgerfold.adapters.chat import to_chat_messages
+from ledgerfold.adapters.langchain import chat_message, to_langchain_messages
 from ledgerfold.compactor import Compactor
 from ledgerfold.errors import InvalidInput
 from ledgerfold.policy import CompactionPolicy
@@ -69,15 +70,12 @@ class LedgerfoldMiddleware(AgentMiddleware):
         new = [message for message in messages if message.id not in known]
         if not new:
             return 0
-        dicts = convert_to_openai_messages(new)
-        for message, converted in zip(new, dicts, strict=True):
-            converted["id"] = message.id
-        self.store.append_chat_messages(self.conversation_id, dicts)
+        self.store.append_chat_messages(self.conversation_id, [chat_message(m) for m in new])
         return len(new)
 
     def model_messages(self) -> list[Any]:
         """The ledgerfold context as LangChain messages."""
-        return convert_to_messages(to_chat_messages(self.compactor.context(self.conversation_id)))
+        return to_langchain_messages(self.compactor.context(self.conversation_id))
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         self.append_new(request.messages)
