@@ -144,3 +144,23 @@ def test_items_come_back_as_they_came_and_pop_and_clear() -> None:
         assert await session.pop_item() is None
 
     asyncio.run(scenario())
+
+
+def test_an_items_text_is_stored_once() -> None:
+    from ledgerfold.tokens import approx_tokens, item_tokens
+
+    session = LedgerfoldSession("s")
+    text = "word " * 800  # 4000 characters, about 1000 tokens
+    call = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": text, "id": "x"}
+    items: list[Any] = [
+        {"role": "user", "content": text, "type": "message"},
+        call,
+        {"type": "function_call_output", "call_id": "c1", "output": text},
+    ]
+    asyncio.run(session.add_items(items))
+    assert asyncio.run(session.get_items()) == items
+    for item in session.context().items:
+        # The text once (plus the item's few other fields), not twice.
+        assert item_tokens(item) < approx_tokens(text) * 1.2
+    assert asyncio.run(session.pop_item()) == items[-1]
+    assert asyncio.run(session.pop_item()) == call

@@ -1,13 +1,14 @@
 """`LedgerfoldSession`: an OpenAI Agents SDK `Session` backed by the ledger (`openai-agents`).
 
 Every item the SDK adds becomes one turn, with the item kept verbatim in
-`meta["agents_item"]` (JSON) so it comes back exactly as it came: a `message` is a turn of
-its role (`developer` → `system`), a `function_call` an assistant turn with `tool_calls`
-and its `function_call_output` a tool turn in the same group (also across `add_items`
-calls), a `reasoning` item an assistant turn holding its summary text, and any other item
-type an assistant turn with no text. `get_items` returns the ledgerfold context: the
-current summary as one `system` item, then every turn it does not cover, as its item.
-After each `add_items`, compaction runs when the policy says it is due.
+`meta["agents_item"]` (JSON) so it comes back exactly as it came (a str text field is kept
+once, as the turn body or the call's arguments, so its tokens are not counted twice): a
+`message` is a turn of its role (`developer` → `system`), a `function_call` an assistant
+turn with `tool_calls` and its `function_call_output` a tool turn in the same group (also
+across `add_items` calls), a `reasoning` item an assistant turn holding its summary text,
+and any other item type an assistant turn with no text. `get_items` returns the ledgerfold
+context: the current summary as one `system` item, then every turn it does not cover, as
+its item. After each `add_items`, compaction runs when the policy says it is due.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ __all__ = ["ITEM_KEY", "LedgerfoldSession", "item_message"]
 
 #: The meta key holding each item's original JSON.
 ITEM_KEY = "agents_item"
+
+# The str field of an item that the turn already holds, so the verbatim copy leaves it out.
+_MOVED = {"message": "content", "function_call_output": "output", "function_call": "arguments"}
+_MOVED_KEY = "__ledgerfold_moved__"
 
 #: The default policy: compact once the context passes 8000 (approximate) tokens.
 DEFAULT_POLICY = CompactionPolicy("ledgerfold-agents-1", keep_tail=8, trigger_tokens=8000)
@@ -55,9 +60,33 @@ def _text_of(content: Any) -> str:
     return ""
 
 
+def _kind(item: Mapping[str, Any]) -> Any:
+    return item.get("type", "message" if "role" in item else None)
+
+
+def _stored(item: Mapping[str, Any]) -> str:
+    """The item's verbatim JSON, less the str field the turn holds anyway."""
+    moved = _MOVED.get(_kind(item))
+    if moved is not None and isinstance(item.get(moved), str) and _MOVED_KEY not in item:
+        item = {**{k: v for k, v in item.items() if k != moved}, _MOVED_KEY: moved}
+    return json.dumps(item, ensure_ascii=False, sort_keys=True)
+
+
+def _restored(text: str, meta: Mapping[str, str] | None) -> Any:
+    """The item as it came, from a turn's text and meta."""
+    meta = meta or {}
+    item = json.loads(meta[ITEM_KEY])
+    moved = item.pop(_MOVED_KEY, None) if isinstance(item, dict) else None
+    if moved == "arguments":
+        item[moved] = json.loads(meta["tool_calls"])[0]["function"]["arguments"]
+    elif moved is not None:
+        item[moved] = text
+    return item
+
+
 def item_message(item: Mapping[str, Any]) -> dict[str, Any]:
     """The chat message an item is stored as (before its verbatim copy is added)."""
-    kind = item.get("type", "message" if "role" in item else None)
+    kind = _kind(item)
     if kind == "message":
         role = item.get("role")
         return {"role": role, "content": _text_of(item.get("content"))}
@@ -125,7 +154,7 @@ class LedgerfoldSession:
             if isinstance(item, SummaryItem):
                 items.append({"role": "system", "content": message["content"]})
             else:
-                items.append(json.loads((item.meta or {})[ITEM_KEY]))
+                items.append(_restored(item.text, item.meta))
         if limit is not None:
             items = items[-limit:] if limit > 0 else []
         return items
@@ -141,7 +170,7 @@ class LedgerfoldSession:
                 spec.id,
                 spec.role,
                 spec.body,
-                {**spec.meta, ITEM_KEY: json.dumps(item, ensure_ascii=False, sort_keys=True)},
+                {**spec.meta, ITEM_KEY: _stored(item)},
                 spec.call_ids,
                 spec.answers,
             )
@@ -157,7 +186,7 @@ class LedgerfoldSession:
             return None
         last = turns[-1]
         self.store.retract(self.session_id, last.id)
-        return json.loads((last.meta or {})[ITEM_KEY])
+        return _restored(last.body, last.meta)
 
     async def clear_session(self) -> None:
         """Retract every turn: the items are gone from the session (the ledger keeps them
