@@ -978,6 +978,35 @@ ROWS: tuple[BadInput, ...] = (
         "turns[0].sequence",
     ),
     row(
+        "append_chat_messages: not a list of messages",
+        "store.append_chat_messages('c', 'hello')",
+        on_store(lambda store: store.append_chat_messages("c", "hello")),  # type: ignore[arg-type]
+        INVALID,
+        "messages",
+    ),
+    row(
+        "append_chat_messages: unknown role",
+        "store.append_chat_messages('c', [{'role': 'admin', ...}])",
+        on_store(lambda store: store.append_chat_messages("c", [{"role": "admin"}])),
+        INVALID,
+        "messages[0].role",
+    ),
+    row(
+        "append_chat_messages: call id already used",
+        "store.append_chat_messages('c', [{'role': 'assistant', 'tool_calls': [{'id': 'k'}]}])"
+        " twice",
+        on_store(
+            lambda store: [
+                store.append_chat_messages(
+                    "c", [{"role": "assistant", "content": "", "tool_calls": [{"id": "k"}]}]
+                )
+                for _ in range(2)
+            ]
+        ),
+        INVALID,
+        "messages[0].tool_calls[0].id",
+    ),
+    row(
         "edit: unknown conversation",
         "store.edit('nope', 't1', body=body)",
         on_store(lambda store: store.edit("nope", "t1", body=SECRET_BODY)),

@@ -132,6 +132,7 @@ def load_ledger(
         )
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the alias is driven on purpose
 def test_a_whole_run_over_real_transcripts_logs_no_body_and_no_summary_text(
     tmp_path: Path, capture: Capture, echo_server: str
 ) -> None:

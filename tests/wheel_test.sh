@@ -12,8 +12,9 @@ trap 'rm -rf "$work"' EXIT
 
 "$python" -m venv "$work/venv"
 # cargo lives in ~/.cargo/bin: leave it off PATH so that nothing could build from source.
+# With the extras whose examples the README runs (OpenAI, Agents SDK, LangChain, tiktoken).
 PATH="$work/venv/bin:/usr/bin:/bin" "$work/venv/bin/python" -m pip install --quiet \
-    --disable-pip-version-check --only-binary=:all: "$wheel" pytest
+    --disable-pip-version-check --only-binary=:all: "$wheel[openai,openai-agents,langgraph,tiktoken]" pytest
 
 # tests/test_readme.py finds README.md from its own place; its tests of the examples run here
 # (the one of the README's links needs the checkout's docs/ and runs in the suite).

@@ -10,18 +10,31 @@ syllable usually costs a token of its own (often more). So:
 counted in code points, not bytes, so accented Latin text is not overcounted. A model's
 chat template also wraps every message in a few tokens of framing; `context_tokens` adds
 `MESSAGE_OVERHEAD_TOKENS` per item for that. Pass the model's real tokenizer as
-`CompactionPolicy(token_counter=...)` when exact counts matter.
+`CompactionPolicy(token_counter=...)` when exact counts matter: `tiktoken_counter()` gives
+tiktoken's count when the `tiktoken` package is installed and the encoding's file is
+already in tiktoken's cache (``TIKTOKEN_CACHE_DIR``, else ``DATA_GYM_CACHE_DIR``, else
+``<tmp>/data-gym-cache``), and `approx_tokens` otherwise: it never downloads anything.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import tempfile
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from ledgerfold.context import ContextItem, SummaryItem
 from ledgerfold.errors import InvalidInput
 
-__all__ = ["MESSAGE_OVERHEAD_TOKENS", "TokenCounter", "approx_tokens", "context_tokens"]
+__all__ = [
+    "MESSAGE_OVERHEAD_TOKENS",
+    "TokenCounter",
+    "approx_tokens",
+    "context_tokens",
+    "tiktoken_counter",
+]
 
 #: A token counter: the number of tokens one message's text costs.
 TokenCounter = Callable[[str], int]
@@ -75,3 +88,54 @@ def _count(token_counter: TokenCounter, text: str) -> int:
             problem="wrong-type",
         )
     return tokens
+
+
+# Where tiktoken keeps the encodings it publishes (tiktoken_ext.openai_public).
+_TIKTOKEN_BLOBS = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+
+
+def _tiktoken_cached(name: str) -> bool:
+    """Whether tiktoken would load encoding `name` from its cache, without a download."""
+    cache_dir = os.environ.get("TIKTOKEN_CACHE_DIR", os.environ.get("DATA_GYM_CACHE_DIR"))
+    if cache_dir is None:
+        cache_dir = os.path.join(tempfile.gettempdir(), "data-gym-cache")
+    if not cache_dir:  # caching disabled: every load would download
+        return False
+    key = hashlib.sha1(_TIKTOKEN_BLOBS.format(name=name).encode()).hexdigest()
+    return os.path.isfile(os.path.join(cache_dir, key))
+
+
+def tiktoken_counter(encoding: Any = "o200k_base", *, model: str | None = None) -> TokenCounter:
+    """A token counter using tiktoken when it can work offline, else `approx_tokens`.
+
+    `encoding` is a tiktoken encoding name (``o200k_base``, ``cl100k_base``, ...) or a
+    `tiktoken.Encoding`; `model` (e.g. ``"gpt-4o"``) picks the encoding by tiktoken's model
+    table instead. An encoding by name is used only when its file is already in tiktoken's
+    cache (see the module doc): no download is ever tried. Otherwise, or without the
+    `tiktoken` package, the result is `approx_tokens` itself, so `counter is approx_tokens`
+    tells which one you got. Special-token text (``<|endoftext|>``) counts as ordinary text.
+    """
+    try:
+        import tiktoken
+    except ImportError:
+        return approx_tokens
+    if isinstance(encoding, tiktoken.Encoding):
+        found = encoding
+    else:
+        if model is not None:
+            try:
+                encoding = tiktoken.encoding_name_for_model(model)
+            except KeyError:
+                return approx_tokens
+        if not isinstance(encoding, str) or not _tiktoken_cached(encoding):
+            return approx_tokens
+        try:
+            found = tiktoken.get_encoding(encoding)
+        except Exception:  # a bad cache file, an unknown name: fall back, never fail
+            return approx_tokens
+
+    def count(text: str) -> int:
+        return len(found.encode(text, disallowed_special=()))
+
+    count.__name__ = f"tiktoken_{found.name}"
+    return count

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ledgerfold.context import AssembledContext, SummaryItem, TurnItem
@@ -37,10 +38,13 @@ from ledgerfold.model import ROLES, Turn
 __all__ = [
     "SUMMARY_CLOSE",
     "SUMMARY_OPEN",
+    "ChatTurnSpec",
+    "chat_turn_specs",
     "escape_summary_text",
     "from_chat_messages",
     "summary_framing",
     "to_chat_messages",
+    "tool_group",
     "unescape_summary_text",
 ]
 
@@ -298,6 +302,107 @@ def _assign_ids(explicit: list[str | None], id_prefix: str) -> list[str]:
     return ids
 
 
+@dataclass(frozen=True, slots=True)
+class ChatTurnSpec:
+    """One chat message converted for the ledger, before IDs, sequences and groups are
+    decided: `id` is the message's own (or None), `call_ids` the tool calls an assistant
+    message makes, `answers` the call a tool message answers."""
+
+    id: str | None
+    role: str
+    body: str
+    meta: dict[str, str]
+    call_ids: tuple[str, ...]
+    answers: str | None
+
+
+def chat_turn_specs(messages: Iterable[Mapping[str, Any]]) -> list[ChatTurnSpec]:
+    """Validate and convert OpenAI-style messages (the rules of `from_chat_messages`) without
+    deciding IDs, sequences or groups; shared with `SQLiteStore.append_chat_messages`."""
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
+        raise InvalidInput(
+            "messages: must be an iterable of message mappings",
+            field="messages",
+            problem="wrong-type",
+        )
+    items = list(messages)
+    explicit: list[str | None] = []
+    seen: dict[str, int] = {}
+    for index, message in enumerate(items):
+        if not isinstance(message, Mapping):
+            raise _bad(index, "", "wrong-type", f"must be a mapping, got {type(message).__name__}")
+        turn_id = _explicit_id(message, index)
+        if turn_id is not None:
+            if turn_id in seen:
+                raise DuplicateId(
+                    f"messages[{index}].id: {turn_id!r} is also the id of "
+                    f"messages[{seen[turn_id]}]",
+                    id=turn_id,
+                    field=f"messages[{index}].id",
+                )
+            seen[turn_id] = index
+        explicit.append(turn_id)
+
+    used_calls: set[str] = set()
+    specs: list[ChatTurnSpec] = []
+    for index, message in enumerate(items):
+        chat_role = message.get("role")
+        if not isinstance(chat_role, str):
+            raise _bad(index, "role", "wrong-type", f"must be str, got {type(chat_role).__name__}")
+        role = _ROLE_ALIASES.get(chat_role, chat_role)
+        if role not in ROLES:
+            raise _bad(
+                index, "role", "unknown-value", f"must be one of {', '.join(ROLES)} or developer"
+            )
+        body, omitted = _content_text(message, index)
+        meta: dict[str, str] = {}
+        if role != chat_role:
+            meta[_CHAT_ROLE_KEY] = chat_role
+        if omitted:
+            meta[_OMITTED_PARTS_KEY] = _compact_json(omitted, index, "content")
+
+        calls = _tool_calls(message, index)
+        if calls:
+            if role != "assistant":
+                raise _bad(index, "tool_calls", "not-allowed", "only assistant messages call tools")
+            meta["tool_calls"] = _compact_json(calls, index, "tool_calls")
+            for call_index, call in enumerate(calls):
+                if call["id"] in used_calls:
+                    raise _bad(
+                        index,
+                        f"tool_calls[{call_index}].id",
+                        "duplicate",
+                        f"call id {call['id']!r} was already used",
+                    )
+                used_calls.add(call["id"])
+
+        call_id = _optional_text(message, index, "tool_call_id")
+        if call_id is not None:
+            if role != "tool":
+                raise _bad(index, "tool_call_id", "not-allowed", "only tool messages answer calls")
+            meta["tool_call_id"] = call_id
+
+        name = _optional_text(message, index, "name")
+        if name is not None:
+            meta["name"] = name
+        specs.append(
+            ChatTurnSpec(
+                explicit[index],
+                role,
+                body,
+                meta,
+                tuple(call["id"] for call in calls),
+                call_id,
+            )
+        )
+    return specs
+
+
+def tool_group(call_ids: tuple[str, ...]) -> str:
+    """The group of an assistant turn calling tools and of the tool turns answering it."""
+    return "tools:" + call_ids[0]
+
+
 def from_chat_messages(
     messages: Iterable[Mapping[str, Any]], *, id_prefix: str = "m"
 ) -> list[Turn]:
@@ -325,73 +430,23 @@ def from_chat_messages(
             field="id_prefix",
             problem="wrong-type",
         )
-    items = list(messages)
-    explicit: list[str | None] = []
-    seen: dict[str, int] = {}
-    for index, message in enumerate(items):
-        if not isinstance(message, Mapping):
-            raise _bad(index, "", "wrong-type", f"must be a mapping, got {type(message).__name__}")
-        turn_id = _explicit_id(message, index)
-        if turn_id is not None:
-            if turn_id in seen:
-                raise DuplicateId(
-                    f"messages[{index}].id: {turn_id!r} is also the id of "
-                    f"messages[{seen[turn_id]}]",
-                    id=turn_id,
-                    field=f"messages[{index}].id",
-                )
-            seen[turn_id] = index
-        explicit.append(turn_id)
-    ids = _assign_ids(explicit, id_prefix)
-
+    specs = chat_turn_specs(messages)
+    ids = _assign_ids([spec.id for spec in specs], id_prefix)
     group_of_call: dict[str, str] = {}
     turns: list[Turn] = []
-    for index, message in enumerate(items):
-        chat_role = message.get("role")
-        if not isinstance(chat_role, str):
-            raise _bad(index, "role", "wrong-type", f"must be str, got {type(chat_role).__name__}")
-        role = _ROLE_ALIASES.get(chat_role, chat_role)
-        if role not in ROLES:
-            raise _bad(
-                index, "role", "unknown-value", f"must be one of {', '.join(ROLES)} or developer"
-            )
-        body, omitted = _content_text(message, index)
-        meta: dict[str, str] = {}
-        if role != chat_role:
-            meta[_CHAT_ROLE_KEY] = chat_role
-        if omitted:
-            meta[_OMITTED_PARTS_KEY] = _compact_json(omitted, index, "content")
+    for index, spec in enumerate(specs):
         group: str | None = None
-
-        calls = _tool_calls(message, index)
-        if calls:
-            if role != "assistant":
-                raise _bad(index, "tool_calls", "not-allowed", "only assistant messages call tools")
-            meta["tool_calls"] = _compact_json(calls, index, "tool_calls")
-            group = "tools:" + calls[0]["id"]
-            for call_index, call in enumerate(calls):
-                if call["id"] in group_of_call:
-                    raise _bad(
-                        index,
-                        f"tool_calls[{call_index}].id",
-                        "duplicate",
-                        f"call id {call['id']!r} was already used",
-                    )
-                group_of_call[call["id"]] = group
-
-        call_id = _optional_text(message, index, "tool_call_id")
-        if call_id is not None:
-            if role != "tool":
-                raise _bad(index, "tool_call_id", "not-allowed", "only tool messages answer calls")
-            meta["tool_call_id"] = call_id
-            group = group_of_call.get(call_id)
-
-        name = _optional_text(message, index, "name")
-        if name is not None:
-            meta["name"] = name
-
+        if spec.call_ids:
+            group = tool_group(spec.call_ids)
+            group_of_call.update(dict.fromkeys(spec.call_ids, group))
+        if spec.answers is not None:
+            group = group_of_call.get(spec.answers)
         try:
-            turns.append(Turn(ids[index], index + 1, role, body, group=group, meta=meta or None))
+            turns.append(
+                Turn(
+                    ids[index], index + 1, spec.role, spec.body, group=group, meta=spec.meta or None
+                )
+            )
         except InvalidInput as error:
             raise _bad(
                 index, error.field or "", error.problem or "invalid", "rejected by Turn"

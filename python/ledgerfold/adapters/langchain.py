@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     # unused-ignore: the ignore is only needed where the extra is not installed.
     from langchain_core.messages import BaseMessage  # type: ignore[import-not-found,unused-ignore]
 
-__all__ = ["from_langchain_messages", "to_langchain_messages"]
+__all__ = ["chat_message", "from_langchain_messages", "to_langchain_messages"]
 
 
 def _messages_module() -> Any:
@@ -117,11 +117,14 @@ def from_langchain_messages(messages: Iterable[BaseMessage], *, id_prefix: str =
                 field=f"messages[{index}]",
                 problem="wrong-type",
             )
-        chat.append(_chat_message(lc, message))
+        chat.append(chat_message(message))
     return from_chat_messages(chat, id_prefix=id_prefix)
 
 
-def _chat_message(lc: Any, message: Any) -> dict[str, Any]:
+def chat_message(message: Any) -> dict[str, Any]:
+    """The OpenAI-style message for a LangChain message (its `id` and `name` kept; valid and
+    invalid tool calls alike as `tool_calls`)."""
+    lc = _messages_module()
     content = message.content
     if isinstance(content, list):
         # LangChain allows bare strings among content blocks; OpenAI parts are mappings.

@@ -19,10 +19,11 @@ from types import TracebackType
 from typing import Any
 
 from ledgerfold import _validate
+from ledgerfold.adapters.chat import ChatTurnSpec, chat_turn_specs
 from ledgerfold.context import AssembledContext, HistoryBoundary, assemble_context
 from ledgerfold.errors import DuplicateId, InvalidInput
 from ledgerfold.model import Conversation, Turn
-from ledgerfold.store import commit, ledger, summaries
+from ledgerfold.store import chat_append, commit, ledger, summaries
 from ledgerfold.store.database import Database, database_path, durability_arg
 from ledgerfold.store.legacy import legacy_specs
 from ledgerfold.store.loop_methods import CompactionMethods
@@ -138,8 +139,11 @@ class SQLiteStore(CompactionMethods):
         return self._append(conversation_id, [spec], field_prefix="")[0]
 
     def append_many(self, conversation_id: str, turns: Iterable[Mapping[str, Any]]) -> list[Turn]:
-        """Append turns (mappings with the `append` keywords and an optional `sequence`, which
-        must exceed every sequence written before) all or nothing; one revision."""
+        """Append turns all or nothing, one revision: mappings with the `append` keywords
+        and an optional `sequence` (which must exceed every sequence written before), or
+        `Turn` values, whose fields but `sequence` are taken (the ledger assigns the next)."""
+        if isinstance(turns, Iterable) and not isinstance(turns, (str, bytes, Mapping)):
+            turns = [chat_append.turn_spec(turn) for turn in turns]  # type: ignore[misc]
         specs: list[Mapping[str, Any]] = []
         for field, spec in ledger.mappings("turns", turns, _APPEND_KEYS):
             for required in ("role", "body"):
@@ -149,6 +153,33 @@ class SQLiteStore(CompactionMethods):
                     )
             specs.append(spec)
         return self._append(conversation_id, specs, field_prefix="turns")
+
+    def append_chat_messages(
+        self, conversation_id: str, messages: Iterable[Mapping[str, Any]]
+    ) -> list[Turn]:
+        """Append OpenAI-style chat messages all or nothing; one revision (SPEC §15.6).
+
+        Converted as `from_chat_messages` converts them; each turn's ID is the message's
+        `id` when present, else a fresh unique ID. A tool result joins its call's group
+        even when the call was appended by an earlier call (looked up in the same
+        transaction); a call ID already used in the conversation is `InvalidInput`."""
+        return self._append_chat(conversation_id, chat_turn_specs(messages))
+
+    def _append_chat(self, conversation_id: str, specs: list[ChatTurnSpec]) -> list[Turn]:
+        """`append_chat_messages` from converted messages (integrations add meta to them)."""
+        conversation_id = _validate.text("conversation_id", conversation_id)
+        if not specs:
+            return []
+        ids = chat_append.prepare(specs)
+        with self._transaction(write=True) as conn:
+            turns, revision = chat_append.append_chat(conn, conversation_id, specs, ids)
+        _log.debug(
+            "appended chat messages: conversation=%s turns=%d revision=%d",
+            conversation_id,
+            len(turns),
+            revision,
+        )
+        return turns
 
     def import_legacy(
         self, conversation_id: str, records: Iterable[Mapping[str, Any]]

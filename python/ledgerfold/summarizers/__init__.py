@@ -1,15 +1,21 @@
 """Summarizers: callables `SummaryRequest -> str` (or async ones) for `Compactor`.
 
-`ExtractiveSummarizer` is the deterministic, offline default; `OpenAICompatibleSummarizer`
-asks a local model server (llama.cpp server, Ollama, vLLM) over the chat-completions
-protocol, with the standard library only.
+`ExtractiveSummarizer` is the deterministic, offline default. `ChatCompletionsSummarizer`
+asks a model through an `openai.OpenAI` / `AsyncOpenAI` client (the `openai` extra; a
+local server through `base_url` too); `ChatModelSummarizer` asks any LangChain chat model.
+`OpenAICompatibleSummarizer` is a deprecated alias over `ChatCompletionsSummarizer`.
 """
 
 from __future__ import annotations
 
+from ledgerfold.summarizers.chat_completions import (
+    DEFAULT_SYSTEM_PROMPT,
+    AsyncChatCompletionsSummarizer,
+    ChatCompletionsSummarizer,
+)
+from ledgerfold.summarizers.chat_model import AsyncChatModelSummarizer, ChatModelSummarizer
 from ledgerfold.summarizers.extractive import ExtractiveSummarizer
 from ledgerfold.summarizers.openai_compat import (
-    DEFAULT_SYSTEM_PROMPT,
     OpenAICompatibleSummarizer,
     SummarizerError,
     SummarizerTimeout,
@@ -17,6 +23,10 @@ from ledgerfold.summarizers.openai_compat import (
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
+    "AsyncChatCompletionsSummarizer",
+    "AsyncChatModelSummarizer",
+    "ChatCompletionsSummarizer",
+    "ChatModelSummarizer",
     "ExtractiveSummarizer",
     "OpenAICompatibleSummarizer",
     "SummarizerError",
