@@ -143,6 +143,10 @@ def _by_sequence(turns: Iterable[TurnLike]) -> list[TurnLike]:
 # ---------------------------------------------------------------- §4 planning
 
 
+def _not_json(name: str) -> Any:
+    raise ValueError(name)
+
+
 def _open_calls(ordered: list[Any]) -> set[str]:
     """§15.3: assistant turns whose `tool_calls` name a call no tool turn answers."""
     answered = {(t.meta or {}).get("tool_call_id") for t in ordered if t.role == "tool" and t.meta}
@@ -151,10 +155,12 @@ def _open_calls(ordered: list[Any]) -> set[str]:
         raw = (t.meta or {}).get("tool_calls") if t.role == "assistant" else None
         if raw is None:
             continue
-        try:
-            calls = json.loads(raw)
+        try:  # malformed (not an array of objects with a string id, NaN): stays raw
+            calls = json.loads(raw, parse_constant=_not_json)
             ids = [call["id"] for call in calls]
-        except (ValueError, TypeError, KeyError):
+            if not all(isinstance(call_id, str) and call_id for call_id in ids):
+                ids = [None]
+        except (ValueError, TypeError, KeyError, RecursionError):
             ids = [None]
         if any(call_id not in answered for call_id in ids):
             open_ids.add(t.id)

@@ -221,7 +221,10 @@ class ModelConversation:
         self.history.append(ModelRecord(envelope.id, "current", None, envelope, derived_from))
 
     def prune(self, keep: int) -> int:
-        """SPEC §15.8: records other than the pointed one beyond the newest `keep` go."""
+        """SPEC §15.8: records other than the pointed one beyond the newest `keep` go (a
+        conversation without any turn keeps its records: there is no tally to count them)."""
+        if not self.exists:
+            return 0
         pointed = self.pointed
         others = [r for r in self.history if r is not pointed and r.status != "current"]
         doomed = others[: max(0, len(others) - keep)]

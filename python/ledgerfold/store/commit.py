@@ -57,6 +57,7 @@ def commit(
         write = _verdict(conn, cache, envelope, policy_version=active[1])
     if not write.accepted:
         _write_rejected(conn, envelope, write.detail)
+    compaction.mark_ended(conn, envelope.plan_id)
     return write, revision
 
 

@@ -165,12 +165,15 @@ def register(
             f"plan_id: plan {plan.plan_id!r} already exists", field="plan_id", problem="duplicate"
         )
     previous = conn.execute(
-        "SELECT p.id FROM active_plans a JOIN plans p ON p.pk = a.plan_pk"
+        "SELECT p.id, p.ended FROM active_plans a JOIN plans p ON p.pk = a.plan_pk"
         " WHERE a.conversation_id = ?",
         (plan.conversation_id,),
     ).fetchone()
+    # `ended` is set with a plan's first record, so a record pruned since does not make the
+    # plan look abandoned; plans of a v1 database have records but no flag.
     if (
         previous is not None
+        and not previous[1]
         and not conn.execute(
             "SELECT 1 FROM summaries WHERE conversation_id = ? AND plan_id = ? LIMIT 1",
             (plan.conversation_id, previous[0]),
@@ -181,6 +184,7 @@ def register(
             " VALUES (?, ?, 'failed', 'abandoned', ?)",
             (plan.conversation_id, previous[0], now()),
         )
+        mark_ended(conn, previous[0])
     base = planned.base
     added = plan.compacted_ids[len(base.envelope.source_ids) :] if base else plan.compacted_ids
     plan_pk = conn.execute(
@@ -205,6 +209,11 @@ def register(
         " ON CONFLICT (conversation_id) DO UPDATE SET plan_pk = excluded.plan_pk",
         (plan.conversation_id, plan_pk),
     )
+
+
+def mark_ended(conn: sqlite3.Connection, plan_id: str) -> None:
+    """The plan has a record (accepted, rejected, failed or abandoned)."""
+    conn.execute("UPDATE plans SET ended = 1 WHERE id = ?", (plan_id,))
 
 
 def planned_ids(conn: sqlite3.Connection, plan_id: str) -> tuple[int | None, set[str]] | None:

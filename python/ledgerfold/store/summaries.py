@@ -15,6 +15,7 @@ from typing import Any
 
 from ledgerfold.context import ContextItem, SummaryItem
 from ledgerfold.errors import InvalidInput, StoreError
+from ledgerfold.store import ledger
 from ledgerfold.store.database import now
 from ledgerfold.store.rows import (
     ITEM_COLUMNS,
@@ -146,6 +147,7 @@ def record_failure(conn: sqlite3.Connection, plan_id: str, reason: str) -> str:
         " VALUES (?, ?, 'failed', ?, ?)",
         (row[0], plan_id, reason, now()),
     )
+    conn.execute("UPDATE plans SET ended = 1 WHERE id = ?", (plan_id,))
     return str(row[0])
 
 
@@ -190,6 +192,8 @@ def prune(conn: sqlite3.Connection, conversation_id: str, keep: int, cutoff: str
     """Delete the conversation's records beyond the newest `keep` other than the one its
     pointer designates (and, with `cutoff`, only those created before it): their text and
     index rows go with them. Returns how many records were deleted."""
+    if ledger.conversation_row(conn, conversation_id) is None:
+        return 0  # no turn was ever written: only records of empty plans, and no tally
     doomed = [
         row[0]
         for row in conn.execute(
