@@ -934,6 +934,46 @@ ROWS: tuple[BadInput, ...] = (
         "turns",
     ),
     row(
+        "append: meta.tool_calls not JSON",
+        "store.append('c', 'assistant', body, meta={'tool_calls': 'not json'})",
+        on_store(
+            lambda store: store.append(
+                "c", "assistant", SECRET_BODY, meta={"tool_calls": "not json"}
+            )
+        ),
+        INVALID,
+        "meta.tool_calls",
+    ),
+    row(
+        "append: meta.tool_calls call without an id",
+        "store.append('c', 'assistant', body, meta={'tool_calls': '[{\"name\": \"f\"}]'})",
+        on_store(
+            lambda store: store.append(
+                "c", "assistant", SECRET_BODY, meta={"tool_calls": '[{"name": "f"}]'}
+            )
+        ),
+        INVALID,
+        "meta.tool_calls[0].id",
+    ),
+    row(
+        "append: NaN in meta.tool_calls",
+        "store.append('c', 'assistant', body, meta={'tool_calls': '[{...NaN}]'})",
+        on_store(
+            lambda store: store.append(
+                "c", "assistant", SECRET_BODY, meta={"tool_calls": '[{"id": "k", "x": NaN}]'}
+            )
+        ),
+        INVALID,
+        "meta.tool_calls",
+    ),
+    row(
+        "edit: meta.tool_calls not JSON",
+        "store.edit('c', 't1', meta={'tool_calls': 'not json'})",
+        on_store(lambda store: (store.edit("c", "t1", meta={"tool_calls": "not json"}),)),
+        INVALID,
+        "meta.tool_calls",
+    ),
+    row(
         "append_many: unknown key",
         "store.append_many('c', [{'role': 'user', 'body': body, 'x': 1}])",
         on_store(lambda store: store.append_many("c", [{"role": "user", "body": "b", "x": 1}])),

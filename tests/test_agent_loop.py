@@ -315,3 +315,21 @@ def test_durability_refuses_other_values(tmp_path: Path) -> None:
         SQLiteStore(tmp_path / "ledger.db", durability="off")
     assert caught.value.field == "durability"
     assert not (tmp_path / "ledger.db").exists()
+
+
+def test_malformed_tool_calls_are_refused_at_write_so_reads_never_fail(
+    store: SQLiteStore,
+) -> None:
+    """Issue 16 item 7: `meta={"tool_calls": "not json"}` was accepted, and every later
+    `to_chat_messages` of the conversation raised. Now the write is refused (SPEC §15.8)."""
+    from ledgerfold import InvalidInput
+
+    talk(store, 2)
+    for bad in ("not json", '{"id": "x"}', '[{"name": "f"}]', '[{"id": "k", "v": NaN}]'):
+        with pytest.raises(InvalidInput) as caught:
+            store.append(CONV, "assistant", "calling", meta={"tool_calls": bad})
+        assert caught.value.field is not None and caught.value.field.startswith("meta.tool_calls")
+    with pytest.raises(InvalidInput):
+        store.edit(CONV, "m1", meta={"tool_calls": "not json"})
+    assert len(store.load(CONV)) == 2
+    assert len(to_chat_messages(store.context(CONV, "v1"))) == 2
