@@ -1,4 +1,5 @@
-"""A v1 database (schema 1, written before the agent loop) opens, migrates and keeps working:
+"""A v1 database (schema 1, written before the agent loop) opens, migrates to the newest
+schema and keeps working:
 its current summary is still used, and the next compaction rebases or extends it soundly."""
 
 from __future__ import annotations
@@ -80,4 +81,7 @@ def test_a_v1_database_migrates_and_its_summary_is_rebased_without_the_system_pr
         context = store.context("c", "v1")
         assert context.fallback is None and context.items[0].id == "sys"
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] == 2
+        assert (
+            conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0]
+            == (MIGRATIONS[-1][0])
+        )
