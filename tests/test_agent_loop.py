@@ -333,3 +333,36 @@ def test_malformed_tool_calls_are_refused_at_write_so_reads_never_fail(
         store.edit(CONV, "m1", meta={"tool_calls": "not json"})
     assert len(store.load(CONV)) == 2
     assert len(to_chat_messages(store.context(CONV, "v1"))) == 2
+
+
+def test_create_summary_envelope_with_a_parent_cites_every_covered_turn() -> None:
+    from ledgerfold import Conversation, Turn, create_summary_envelope
+
+    turns = [Turn(f"t{i}", i, "user", f"fact {i}") for i in range(1, 11)]
+    first_ledger = Conversation("c", 1, turns[:8])
+    first = create_summary_envelope(
+        plan_compaction(first_ledger, 2, "p1"), first_ledger, "s1", "v1", "a"
+    )
+    assert first is not None and first.source_ids == tuple(f"t{i}" for i in range(1, 7))
+    ledger = Conversation("c", 2, turns)
+    plan = plan_compaction(ledger, 2, "p2")
+    second = create_summary_envelope(plan, ledger, "s2", "v1", "b", parent=first)
+    assert second is not None and second.parent_id == "s1"
+    assert second.source_ids == tuple(f"t{i}" for i in range(1, 9))
+    assert check_summary(second, ledger, "v1").current
+    # Without the parent's turns in `turns` there is nothing to fingerprint: None.
+    assert create_summary_envelope(plan, turns[6:], "s3", "v1", "b", parent=first) is None
+    edited = Conversation("c", 3, [*turns[:2], turns[2].replace(body="changed"), *turns[3:]])
+    assert check_summary(second, edited, "v1").reason == "source-modified"
+
+
+@pytest.mark.parametrize("roles", ["system", ["robot"], [1]])
+def test_preserve_roles_must_be_known_roles(roles: object) -> None:
+    from ledgerfold import Conversation, InvalidInput
+
+    with pytest.raises(InvalidInput) as caught:
+        plan_compaction(Conversation("c", 0, ()), 1, "p", preserve_roles=roles)  # type: ignore[arg-type]
+    assert caught.value.field == "preserve_roles"
+    with pytest.raises(InvalidInput) as caught:
+        CompactionPolicy("v1", preserve_roles=roles)  # type: ignore[arg-type]
+    assert caught.value.field == "preserve_roles"

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from ledgerfold import _native, _validate
+from ledgerfold import _validate
 from ledgerfold.context import AssembledContext, SummaryItem
 from ledgerfold.errors import ContextBudgetExceeded, InvalidInput, StoreError
 from ledgerfold.fold import fold_chunk
@@ -38,7 +38,7 @@ from ledgerfold.summarizers.base import (
     is_async_callable,
 )
 from ledgerfold.summarizers.extractive import ExtractiveSummarizer
-from ledgerfold.summary import SummaryEnvelope
+from ledgerfold.summary import SummaryEnvelope, extended_fingerprint
 from ledgerfold.tokens import context_tokens, item_tokens
 
 __all__ = [
@@ -141,8 +141,9 @@ class Compactor:
     # -- due check -----------------------------------------------------------------------
 
     def is_due(self, conversation_id: str) -> bool:
-        """Whether the context as assembled now costs more than `policy.trigger_tokens`
-        (always True when it is None)."""
+        """The trigger half of due-ness: whether the context as assembled now costs more than
+        `policy.trigger_tokens` (always True when it is None). `compact` also needs
+        `min_new_turns` uncovered turns (doubled per consecutive failure)."""
         conversation_id = _validate.text("conversation_id", conversation_id)
         return self._is_due(conversation_id)
 
@@ -421,9 +422,7 @@ def _envelope(job: _Job, summary_id: str, policy_version: str, text: str) -> Sum
         conversation_id=job.plan.conversation_id,
         source_revision=job.plan.source_revision,
         source_ids=covered + tuple(turn.id for turn in job.chunk),
-        source_fingerprint=_native.fingerprint_digests(
-            job.parent_digests + b"".join(turn.digest for turn in job.chunk)
-        ),
+        source_fingerprint=extended_fingerprint(job.parent_digests, job.chunk),
         policy_version=policy_version,
         text=text.strip(),
         parent_id=None if parent is None else parent.id,

@@ -137,6 +137,12 @@ def create_summary_envelope(
     )
 
 
+def extended_fingerprint(parent_digests: bytes, turns: Iterable[Turn]) -> str:
+    """The fingerprint of a summary's sources given as its parent's stored source digests
+    (32 bytes each, source order) followed by the turns it adds (SPEC §15.1)."""
+    return _native.fingerprint_digests(parent_digests + b"".join(t.digest for t in turns))
+
+
 def _in_sequence_order(
     source_ids: tuple[str, ...], turns: Conversation | Iterable[Turn]
 ) -> tuple[str, ...]:

@@ -24,7 +24,7 @@ from ledgerfold.store import compaction, ledger, summaries
 from ledgerfold.store.database import now
 from ledgerfold.store.rows import Version
 from ledgerfold.store.schema import TURN_LIVE
-from ledgerfold.summary import SummaryEnvelope, SummaryWrite, check_summary
+from ledgerfold.summary import SummaryEnvelope, SummaryWrite, check_summary, extended_fingerprint
 
 __all__ = ["commit"]
 
@@ -116,7 +116,7 @@ def _extending(
         last = turn.sequence
         new_turns.append(turn)
     digests = parent_digests(conn, cache, parent)
-    if compaction.fingerprint_of(digests, new_turns) != envelope.source_fingerprint:
+    if extended_fingerprint(digests, new_turns) != envelope.source_fingerprint:
         return _refused(envelope, "stale-source", "source-modified")
     if _splits_a_group(conn, cid, new_turns, set(envelope.source_ids)):
         return _refused(envelope, "stale-source", "group-split")

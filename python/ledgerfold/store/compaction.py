@@ -14,9 +14,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass
-from typing import Any
 
-from ledgerfold import _native
 from ledgerfold.errors import InvalidInput
 from ledgerfold.model import Conversation, Turn
 from ledgerfold.plan import CompactionPlan, plan_unchecked
@@ -224,8 +222,3 @@ def planned_ids(conn: sqlite3.Connection, plan_id: str) -> tuple[int | None, set
     if row is None or row[1] is None:  # a plan from before v1.1: no record of its IDs
         return None
     return row[0], set(json.loads(row[1]))
-
-
-def fingerprint_of(parent_digests: bytes, turns: Any) -> str:
-    """The fingerprint over a parent's stored digests followed by these turns' digests."""
-    return _native.fingerprint_digests(parent_digests + b"".join(t.digest for t in turns))
