@@ -1,5 +1,6 @@
-"""The subcommands that write to a database: `import`, `compact`, `purge` and `revalidate`
-(which marks summaries whose sources changed as stale)."""
+"""The subcommands that write to a database: `import`, `compact` and `revalidate` (which
+marks summaries whose sources changed as stale); `purge` and `delete` are in
+`commands_retention`."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ledgerfold.cli.main import DEFAULT_POLICY, UserError, cli, open_store, require_conversation
-from ledgerfold.cli.render import echo_json, esc, stderr_console, stdout_console
+from ledgerfold.cli.render import echo_json, stderr_console, stdout_console
 from ledgerfold.compactor import CompactionOutcome, CompactionPolicy, Compactor
 from ledgerfold.model import Turn
 from ledgerfold.revalidate import revalidate_database
@@ -24,7 +25,6 @@ from ledgerfold.transcripts import Transcript, iter_transcripts
 __all__ = [
     "compact_command",
     "import_command",
-    "purge_command",
     "revalidate_command",
     "turn_spec",
 ]
@@ -161,29 +161,6 @@ def compact_command(
         counts[row["status"]] = counts.get(row["status"], 0) + 1
     console.print(
         Text(", ".join(f"{status}: {n}" for status, n in sorted(counts.items())) or "none")
-    )
-
-
-# --------------------------------------------------------------------------- purge
-
-
-@cli.command("purge")
-@click.argument("db")
-@click.argument("conversation_id", metavar="CONVERSATION")
-@click.option("--through", "through", type=click.IntRange(min=0), required=True)
-@click.option("--reason", required=True, help="Why (recorded with the boundary).")
-@click.option("--force", is_flag=True, help="Also purge protected turns.")
-def purge_command(db: str, conversation_id: str, through: int, reason: str, force: bool) -> None:
-    """Retention: delete the bodies of raw turns through sequence --through."""
-    if not reason.strip():
-        raise UserError("--reason: must not be blank")
-    with open_store(db) as store:
-        require_conversation(store, conversation_id)
-        boundary = store.purge_through(conversation_id, through, reason, force=force)
-    stdout_console().print(
-        f"purged {esc(conversation_id)}: raw turns through sequence {boundary.through_sequence}"
-        f" ({esc(boundary.reason)}) at {boundary.purged_at}"
-        + ("" if force else "; protected turns kept")
     )
 
 

@@ -205,16 +205,33 @@ class Store(Protocol):
 
     def context(self, conversation_id: str, policy_version: str) -> AssembledContext:
         """SPEC §8 with the conversation's summary, plus `history_boundary`. Must equal
-        `assemble_context(load(c), <pointed version>, policy_version)` except that a
-        version stored as stale is never used."""
+        `assemble_context(load(c), <pointed version>, policy_version, sealed=<its purged
+        sources' stored digests>)` except that a version stored as stale is never used."""
         ...
 
     def purge_through(
         self, conversation_id: str, sequence: int, reason: str, *, force: bool = False
     ) -> HistoryBoundary:
         """Retention: delete the bodies of raw turns with sequence <= `sequence` (protected
-        turns only with `force=True`), record and return the boundary; citing summaries
-        become `stale` (`source-missing`)."""
+        turns only with `force=True`), record and return the boundary. The current summary,
+        checked current first, is sealed (SPEC §15.5); other versions citing a purged turn
+        are erased."""
+        ...
+
+    def apply_retention(
+        self,
+        conversation_id: str,
+        *,
+        retain_turns: int | None = None,
+        retain_days: float | None = None,
+        reason: str = "retention",
+    ) -> HistoryBoundary | None:
+        """Purge (sealing first) the raw turns beyond the newest `retain_turns` or older than
+        `retain_days` that the current summary covers; the boundary, or None."""
+        ...
+
+    def delete_conversation(self, conversation_id: str) -> None:
+        """Erase the conversation's turns, history, summaries, plans and index rows."""
         ...
 
     def history_boundary(self, conversation_id: str) -> HistoryBoundary | None:
