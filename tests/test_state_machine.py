@@ -141,6 +141,12 @@ class ModelConversation:
     exists: bool = False
     used_ids: set[str] = field(default_factory=set)  # every turn ID ever written
     purged: dict[str, int] = field(default_factory=dict)  # purged turn ID -> sequence
+    # Turns as they were before a purge took them: a sealed summary's purged sources are
+    # checked by their digests (SPEC §15.5).
+    purged_turns: dict[str, ModelTurn] = field(default_factory=dict)
+    retracted: list[ModelTurn] = field(default_factory=list)  # purge takes these too
+    pointer: str | None = None  # the summary the conversation points at
+    erased: int = 0  # versions purge erased (the store counts them as pruned)
     history: list[ModelRecord] = field(default_factory=list)
     boundary: tuple[int, str] | None = None
     active_plan: str | None = None  # the registered plan a commit must name
@@ -167,9 +173,18 @@ class ModelConversation:
 
     @property
     def pointed(self) -> ModelRecord | None:
-        """The last accepted version: what the conversation's summary pointer designates."""
-        accepted = [record for record in self.history if record.envelope is not None]
-        return accepted[-1] if accepted else None
+        """The last accepted version (what the conversation's summary pointer designates),
+        unless a purge erased it."""
+        for record in self.history:
+            if record.summary_id == self.pointer and record.status != "rejected":
+                return record
+        return None
+
+    def sealed_turns(self, record: ModelRecord | None) -> list[ModelTurn]:
+        """A version's purged sources, as they were (its sealed sources)."""
+        if record is None or record.envelope is None:
+            return []
+        return [self.purged_turns[i] for i in record.envelope.source_ids if i in self.purged]
 
     def mark_stale(self, turn_id: str, reason: str) -> None:
         for record in self.history:
@@ -210,6 +225,7 @@ class ModelConversation:
             if record.status == "current":
                 record.status = "superseded"
         self.history.append(ModelRecord(envelope.id, "current", None, envelope))
+        self.pointer = envelope.id
 
 
 def _context_tuples(context: lf.AssembledContext) -> list[tuple[Any, ...]]:
@@ -329,8 +345,10 @@ class LedgerMachine(RuleBasedStateMachine):
             and current.envelope.policy_version == self.version
         ):
             covered = current.envelope.source_ids
-            if set(covered) <= set(compacted):
-                sequence = {turn.id: turn.sequence for turn in model.turns}
+            live_covered = [turn_id for turn_id in covered if turn_id not in model.purged]
+            if set(live_covered) <= set(compacted):
+                # Sealed sources (purged, SPEC §15.5) keep their sequences for the slot.
+                sequence = {turn.id: turn.sequence for turn in model.turns} | model.purged
                 last = max(sequence[turn_id] for turn_id in covered)
                 added = [turn_id for turn_id in compacted if turn_id not in set(covered)]
                 # Turns below the summary's slot that became compactable: a rebase (the
@@ -546,16 +564,48 @@ class LedgerMachine(RuleBasedStateMachine):
         if new.group is not None and new.group != old.group:
             model.mark_group_split([new.id])
 
-    @rule(conversation=conversations, index=picks)
-    def retract(self, conversation: str, index: int) -> None:
+    @rule(conversation=conversations, index=picks, erase=st.booleans())
+    def retract(self, conversation: str, index: int, erase: bool) -> None:
         turn = self.pick(conversation, index)
         if turn is None:
             return
-        self.store.retract(conversation, turn.id)
+        self.store.retract(conversation, turn.id, erase=erase)
         model = self.model[conversation]
         model.turns.remove(turn)
+        model.retracted.append(turn)
         model.revision += 1
         model.mark_stale(turn.id, "source-missing")
+        if erase:  # the body is gone from the row and from the turn's history
+            rows = (
+                self.store._connection()
+                .execute(
+                    "SELECT body, meta, (SELECT COUNT(*) FROM turn_history h WHERE h.turn_pk = t.pk)"
+                    " FROM turns t WHERE conversation_id = ? AND id = ?",
+                    (conversation, turn.id),
+                )
+                .fetchall()
+            )
+            assert rows == [("", None, 0)]
+
+    @rule(conversation=conversations, confirm=st.booleans())
+    def delete(self, conversation: str, confirm: bool) -> None:
+        """`delete_conversation`: everything of the conversation goes; the other stays."""
+        if not confirm:  # deleting an unknown conversation is not an error
+            self.store.delete_conversation("never-written")
+            return
+        self.store.delete_conversation(conversation)
+        self.model[conversation] = ModelConversation()
+        conn = self.store._connection()
+        for table, column in (
+            ("turns", "conversation_id"),
+            ("summaries", "conversation_id"),
+            ("plans", "conversation_id"),
+            ("history_boundaries", "conversation_id"),
+            ("conversations", "id"),
+        ):
+            query = f"SELECT COUNT(*) FROM {table} WHERE {column} = ?"
+            assert conn.execute(query, (conversation,)).fetchone()[0] == 0
+        assert self.store.pruned_count(conversation) == 0
 
     @rule(conversation=conversations, through=st.integers(0, 30), force=st.booleans())
     def purge(self, conversation: str, through: int, force: bool) -> None:
@@ -566,14 +616,53 @@ class LedgerMachine(RuleBasedStateMachine):
                 self.store.purge_through(conversation, through, reason, force=force)
             assert caught.value.field == "conversation_id"
             return
+        preview = self.store.preview_purge(conversation, through, force=force)
+        # The current summary is sealed when it passes the full check (SPEC §15.5).
+        current = model.current
+        sealed_id = None
+        if current is not None and current.envelope is not None:
+            check = ref.check_summary(
+                current.envelope,
+                conversation,
+                [turn.ref() for turn in model.turns],
+                current.envelope.policy_version,
+                [turn.ref() for turn in model.sealed_turns(current)],
+            )
+            assert check[0], check  # eager invalidation kept its status honest
+            sealed_id = current.summary_id
+        assert preview["sealed_summary"] == sealed_id
         boundary = self.store.purge_through(conversation, through, reason, force=force)
         assert (boundary.through_sequence, boundary.reason) == (through, reason)
-        purged = [t for t in model.turns if t.sequence <= through and (force or not t.protected)]
-        for turn in purged:
-            model.turns.remove(turn)
+        taken = [
+            t
+            for t in [*model.turns, *model.retracted]
+            if t.sequence <= through and (force or not t.protected)
+        ]
+        assert preview["turns"] == len(taken)
+        for turn in taken:
+            if turn in model.turns:
+                model.turns.remove(turn)
+            else:
+                model.retracted.remove(turn)
             model.purged[turn.id] = turn.sequence
-            model.mark_stale(turn.id, "source-missing")
+            model.purged_turns[turn.id] = turn
+        # Every other version (and rejected result) citing a purged turn is erased.
+        gone = {turn.id for turn in taken}
+        kept = [
+            record
+            for record in model.history
+            if record.envelope is None
+            or record.summary_id == sealed_id
+            or not gone & set(record.envelope.source_ids)
+        ]
+        erased = len(model.history) - len(kept)
+        assert preview["versions_erased"] == erased
+        model.history = kept
+        model.erased += erased
+        if model.pointed is None:
+            model.pointer = None
         model.revision += 1
+        assert self.store.pruned_count(conversation) == model.erased
         # The store reports the furthest boundary; a later, smaller purge does not shrink it.
         if model.boundary is None or through >= model.boundary[0]:
             model.boundary = (through, reason)
@@ -719,7 +808,7 @@ class LedgerMachine(RuleBasedStateMachine):
             "stale-source",
             "superseded-plan",
         )
-        model.history.append(ModelRecord(envelope_a.id, "rejected", "superseded-plan"))
+        model.history.append(ModelRecord(envelope_a.id, "rejected", "superseded-plan", envelope_a))
         assert self.store.current_summary(conversation) == envelope_b
         self.check_just_committed(conversation, envelope_b)
 
@@ -777,7 +866,9 @@ class LedgerMachine(RuleBasedStateMachine):
         model.register_plan(rejected.plan_id)
         model.register_plan(newer.summary.plan_id)
         model.accept(newer.summary)
-        model.history.append(ModelRecord(rejected.envelope.id, "rejected", "superseded-plan"))
+        model.history.append(
+            ModelRecord(rejected.envelope.id, "rejected", "superseded-plan", rejected.envelope)
+        )
         assert self.store.current_summary(conversation) == newer.summary
         self.check_just_committed(conversation, newer.summary)
 
@@ -855,12 +946,14 @@ class LedgerMachine(RuleBasedStateMachine):
             assert current is not None and current.id == item.id
             assert (item.text, item.source_ids) == (current.text, current.source_ids)
             assert current.policy_version == version
-            assert lf.check_summary(current, ledger, version).current  # §1.2
+            sealed = {
+                turn.id: ref.turn_digest(turn.ref()) for turn in model.sealed_turns(model.current)
+            }
+            assert lf.check_summary(current, ledger, version, sealed=sealed).current  # §1.2
             sources = set(item.source_ids)
             assert not raw & sources  # §1.3
-            assert item.through_sequence == max(
-                turn.sequence for turn in ledger.turns if turn.id in sources
-            )
+            sequences = {turn.id: turn.sequence for turn in ledger.turns} | model.purged
+            assert item.through_sequence == max(sequences[turn_id] for turn_id in sources)
             for turn in ledger.turns:
                 if turn.sequence > item.through_sequence:
                     assert turn.id in raw
@@ -879,8 +972,11 @@ class LedgerMachine(RuleBasedStateMachine):
         # purged. (`history_boundary` is the furthest purge's boundary, as the store documents.)
         if summaries:
             event(f"context: summary used under {version}")
+        # A purged turn may stay a source only of the sealed summary, never raw.
+        sealed_ids = {turn.id for turn in model.sealed_turns(model.current)}
         for turn_id in model.purged:
-            assert turn_id not in ids and turn_id not in used_sources(summaries)
+            assert turn_id not in ids
+            assert turn_id not in used_sources(summaries) or turn_id in sealed_ids
             assert context.history_boundary is not None
         got = context.history_boundary
         assert (None if got is None else (got.through_sequence, got.reason)) == model.boundary
@@ -895,7 +991,11 @@ class LedgerMachine(RuleBasedStateMachine):
         turns = [turn.ref() for turn in model.turns]
         pointed = model.pointed
         items, fallback, _ = ref.assemble_context(
-            conversation, turns, pointed.envelope if pointed is not None else None, version
+            conversation,
+            turns,
+            pointed.envelope if pointed is not None else None,
+            version,
+            sealed=[turn.ref() for turn in model.sealed_turns(pointed)],
         )
         if pointed is not None and pointed.status == "stale" and fallback is None:
             # Sources edited back to their old values: a version stored stale stays unused.
