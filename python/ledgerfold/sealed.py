@@ -23,7 +23,9 @@ SOURCE_MISSING = "source-missing"
 
 
 def _text(value: Any) -> Any:
-    return bytes(value).decode("utf-8") if isinstance(value, (bytes, bytearray, memoryview)) else value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8")
+    return value
 
 
 def _turn(row: tuple[Any, ...]) -> Turn:
