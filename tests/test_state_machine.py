@@ -579,7 +579,8 @@ class LedgerMachine(RuleBasedStateMachine):
             rows = (
                 self.store._connection()
                 .execute(
-                    "SELECT body, meta, (SELECT COUNT(*) FROM turn_history h WHERE h.turn_pk = t.pk)"
+                    "SELECT body, meta, (SELECT COUNT(*) FROM turn_history h"
+                    " WHERE h.turn_pk = t.pk)"
                     " FROM turns t WHERE conversation_id = ? AND id = ?",
                     (conversation, turn.id),
                 )

@@ -2,7 +2,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use ledgerfold_core::check::{check_sealed, group_split, CheckReason, CheckResult, Source, SummaryRef};
+use ledgerfold_core::check::{
+    check_sealed, group_split, CheckReason, CheckResult, Source, SummaryRef,
+};
 use ledgerfold_core::Problem;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
@@ -183,7 +185,11 @@ pub fn check(
     let policy_version = extract::string("policy_version", policy_version)?;
     let fields = SummaryFields::read(summary)?;
     let sealed = sealed_arg(sealed)?;
-    let checked = fields.check(conversation.get(), policy_version.to_str()?, sealed.as_ref())?;
+    let checked = fields.check(
+        conversation.get(),
+        policy_version.to_str()?,
+        sealed.as_ref(),
+    )?;
     Ok((
         checked.result.is_current(),
         checked.result.reason.map(CheckReason::as_str),
