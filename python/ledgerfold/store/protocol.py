@@ -110,9 +110,10 @@ class Store(Protocol):
         same transaction when its digest changed."""
         ...
 
-    def retract(self, conversation_id: str, turn_id: str) -> None:
+    def retract(self, conversation_id: str, turn_id: str, *, erase: bool = False) -> None:
         """Remove a live turn from the ledger view (the row stays, flagged); new revision;
-        summaries citing it become `stale` (`source-missing`)."""
+        summaries citing it become `stale` (`source-missing`). `erase=True` also erases its
+        body and earlier versions (SPEC §15.5)."""
         ...
 
     def load(self, conversation_id: str) -> Conversation:
@@ -206,7 +207,8 @@ class Store(Protocol):
     def context(self, conversation_id: str, policy_version: str) -> AssembledContext:
         """SPEC §8 with the conversation's summary, plus `history_boundary`. Must equal
         `assemble_context(load(c), <pointed version>, policy_version, sealed=<its purged
-        sources' stored digests>)` except that a version stored as stale is never used."""
+        sources' stored digests>)` except that a version stored as stale is never used and
+        that a summary whose sources are all sealed keeps its recorded `through_sequence`."""
         ...
 
     def purge_through(
