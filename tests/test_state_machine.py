@@ -755,7 +755,8 @@ class LedgerMachine(RuleBasedStateMachine):
         else:
             assert envelope.parent_id is None
             assert envelope.source_ids == compacted
-        assert set(envelope.source_ids) <= set(compacted)
+        sealed = {turn.id for turn in model.sealed_turns(base)}
+        assert set(envelope.source_ids) <= set(compacted) | sealed
         assert envelope.policy_version == self.version
         assert self.store.load(conversation) == before[0]  # §1.1: the ledger is not rewritten
         model.accept(envelope)
@@ -778,6 +779,11 @@ class LedgerMachine(RuleBasedStateMachine):
         """Plan A, then plan B; B's result commits first, A's arrives late: A is refused as
         `superseded-plan` and never replaces B (SPEC §1.7)."""
         model = self.model[conversation]
+        if model.sealed_turns(model.current):
+            # A plan extending a sealed summary covers its purged sources, which
+            # `create_summary_envelope` cannot fingerprint from the ledger; the Compactor
+            # extends it from the stored digests (the `compact` rules cover that).
+            return
         compacted = self.expected_compacted(conversation, self.keep_tail)
         plan_a = self.store.start_plan(conversation, self.keep_tail, self.version)
         model.register_plan(plan_a.plan_id)
@@ -975,8 +981,9 @@ class LedgerMachine(RuleBasedStateMachine):
             event(f"context: summary used under {version}")
         # A purged turn may stay a source only of the sealed summary, never raw.
         sealed_ids = {turn.id for turn in model.sealed_turns(model.current)}
+        raw_ids = {item.id for item in context.items if isinstance(item, TurnItem)}
         for turn_id in model.purged:
-            assert turn_id not in ids
+            assert turn_id not in raw_ids  # (a summary may carry a purged turn's ID)
             assert turn_id not in used_sources(summaries) or turn_id in sealed_ids
             assert context.history_boundary is not None
         got = context.history_boundary

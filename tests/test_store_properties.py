@@ -130,7 +130,8 @@ class Model:
         row = (
             store._connection()
             .execute(
-                "SELECT s.id, s.pk FROM conversations c JOIN summaries s ON s.pk = c.current_summary"
+                "SELECT s.id, s.pk FROM conversations c JOIN summaries s"
+                " ON s.pk = c.current_summary"
                 " WHERE c.id = ?",
                 (C,),
             )
