@@ -247,9 +247,16 @@ def create_summary_envelope(
 
 
 def check_summary(
-    summary: SummaryLike, conv_id: str, turns: Iterable[TurnLike], policy_version: str
+    summary: SummaryLike,
+    conv_id: str,
+    turns: Iterable[TurnLike],
+    policy_version: str,
+    sealed: Sequence[TurnLike] = (),
 ) -> tuple[bool, str | None, str | None]:
-    turn_list = list(turns)
+    """`sealed`: purged sources as they were (SPEC §15.5), checked like ledger turns but left
+    out of the group-split test, which looks at the live ledger only."""
+    live = list(turns)
+    turn_list = [*sealed, *live]
     if summary.conversation_id != conv_id:
         return (False, "conversation-mismatch", None)
     if summary.policy_version != policy_version:
@@ -275,7 +282,9 @@ def check_summary(
         return (False, "source-modified", None)
     # §15.4: a turn that is not a source shares a group with a source.
     source_groups = {t.group for t in found if t.group is not None}
-    for t in _by_sequence(turn_list):
+    sealed_ids = {t.id for t in sealed}
+    source_groups = {t.group for t in found if t.group is not None and t.id not in sealed_ids}
+    for t in _by_sequence(live):
         if t.id not in wanted and t.group is not None and t.group in source_groups:
             return (False, "group-split", t.id)
     return (True, None, None)
@@ -315,12 +324,13 @@ def assemble_context(
     summary: SummaryLike | None,
     policy_version: str,
     preserved_ids: Sequence[str] | None = None,
+    sealed: Sequence[TurnLike] = (),
 ) -> tuple[list[ContextItem], str | None, str | None]:
     ordered = _by_sequence(turns)
     raw = [turn_item(t) for t in ordered]
     if summary is None:
         return (raw, "no-summary", None)
-    current, reason, bad_id = check_summary(summary, conv_id, ordered, policy_version)
+    current, reason, bad_id = check_summary(summary, conv_id, ordered, policy_version, sealed)
     if not current:
         return (raw, f"stale-summary:{reason}", bad_id)
     ids = {t.id for t in ordered}
@@ -332,7 +342,7 @@ def assemble_context(
         return (raw, "duplicate-id", summary.id)
 
     sources = set(summary.source_ids)
-    through = max(t.sequence for t in ordered if t.id in sources)
+    through = max(t.sequence for t in [*sealed, *ordered] if t.id in sources)
     summary_tuple: ContextItem = (
         "summary",
         summary.id,

@@ -152,8 +152,9 @@ def test_cluster_agrees_with_the_single_machine_command(
     assert current["reason"].isna().all() and current["turn"].isna().all()
     assert int(rows["turns_hashed"].sum()) == expected["turns_hashed"]
     assert int(rows["bytes_hashed"].sum()) == expected["bytes_hashed"]
-    # The purged conversation's summary is stale in the store: neither path checks it.
-    assert ledger["purged"] not in set(rows["conversation"])
+    # The purged conversation's summary is sealed (SPEC §15.5): both paths check its purged
+    # sources by their stored digests and find it current.
+    assert ledger["purged"] in set(current["conversation"])
 
 
 def test_a_part_checked_on_its_own_matches_its_partition(exported: Path, client: Any) -> None:
@@ -232,12 +233,9 @@ def test_rows_are_exported_exactly(ledger: dict[str, Any], exported: Path) -> No
     statuses = {s["id"]: (s["status"], s["current"]) for s in summaries}
     _, summary = ledger["tampered"]
     assert statuses[summary] == ("current", True)  # the store has not noticed the tampering
-    # The purge made the purged conversation's summary stale; it is still the one the
-    # conversation points at (`current`), but only status 'current' is ever checked.
+    # The purge sealed the purged conversation's summary (SPEC §15.5): still current.
     purged = [s for s in summaries if s["conversation_id"] == ledger["purged"]]
-    assert [(s["status"], s["reason"], s["current"]) for s in purged] == [
-        ("stale", "source-missing", True)
-    ]
+    assert [(s["status"], s["reason"], s["current"]) for s in purged] == [("current", None, True)]
     sources = pq.read_table(exported / "summary_sources").to_pylist()
     assert len(sources) == _db_rows(ledger["db"], "SELECT COUNT(*) FROM summary_sources")[0][0]
 

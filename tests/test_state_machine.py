@@ -145,6 +145,12 @@ class ModelConversation:
     exists: bool = False
     used_ids: set[str] = field(default_factory=set)  # every turn ID ever written
     purged: dict[str, int] = field(default_factory=dict)  # purged turn ID -> sequence
+    # Turns as they were before a purge took them: a sealed summary's purged sources are
+    # checked by their digests (SPEC §15.5).
+    purged_turns: dict[str, ModelTurn] = field(default_factory=dict)
+    retracted: list[ModelTurn] = field(default_factory=list)  # purge takes these too
+    pointer: str | None = None  # the summary the conversation points at
+    erased: int = 0  # versions purge erased (the store counts them as pruned)
     history: list[ModelRecord] = field(default_factory=list)
     boundary: tuple[int, str] | None = None
     active_plan: str | None = None  # the registered plan a commit must name
@@ -171,9 +177,20 @@ class ModelConversation:
 
     @property
     def pointed(self) -> ModelRecord | None:
-        """The last accepted version: what the conversation's summary pointer designates."""
-        accepted = [record for record in self.history if record.envelope is not None]
-        return accepted[-1] if accepted else None
+        """The last accepted version (what the conversation's summary pointer designates),
+        unless a purge erased it."""
+        if self.pointer is None:  # failed records carry no ID: they never match
+            return None
+        for record in self.history:
+            if record.summary_id == self.pointer and record.status != "rejected":
+                return record
+        return None
+
+    def sealed_turns(self, record: ModelRecord | None) -> list[ModelTurn]:
+        """A version's purged sources, as they were (its sealed sources)."""
+        if record is None or record.envelope is None:
+            return []
+        return [self.purged_turns[i] for i in record.envelope.source_ids if i in self.purged]
 
     def mark_stale(self, turn_id: str, reason: str) -> None:
         for record in self.history:
@@ -219,6 +236,7 @@ class ModelConversation:
             if record.status == "current":
                 record.status = "superseded"
         self.history.append(ModelRecord(envelope.id, "current", None, envelope, derived_from))
+        self.pointer = envelope.id
 
     def prune(self, keep: int) -> int:
         """SPEC §15.8: records other than the pointed one beyond the newest `keep` go (a
@@ -349,8 +367,10 @@ class LedgerMachine(RuleBasedStateMachine):
             and current.envelope.policy_version == self.version
         ):
             covered = current.envelope.source_ids
-            if set(covered) <= set(compacted):
-                sequence = {turn.id: turn.sequence for turn in model.turns}
+            live_covered = [turn_id for turn_id in covered if turn_id not in model.purged]
+            if set(live_covered) <= set(compacted):
+                # Sealed sources (purged, SPEC §15.5) keep their sequences for the slot.
+                sequence = {turn.id: turn.sequence for turn in model.turns} | model.purged
                 last = max(sequence[turn_id] for turn_id in covered)
                 added = [turn_id for turn_id in compacted if turn_id not in set(covered)]
                 # Turns below the summary's slot that became compactable: a rebase (the
@@ -566,16 +586,49 @@ class LedgerMachine(RuleBasedStateMachine):
         if new.group is not None and new.group != old.group:
             model.mark_group_split([new.id])
 
-    @rule(conversation=conversations, index=picks)
-    def retract(self, conversation: str, index: int) -> None:
+    @rule(conversation=conversations, index=picks, erase=st.booleans())
+    def retract(self, conversation: str, index: int, erase: bool) -> None:
         turn = self.pick(conversation, index)
         if turn is None:
             return
-        self.store.retract(conversation, turn.id)
+        self.store.retract(conversation, turn.id, erase=erase)
         model = self.model[conversation]
         model.turns.remove(turn)
+        model.retracted.append(turn)
         model.revision += 1
         model.mark_stale(turn.id, "source-missing")
+        if erase:  # the body is gone from the row and from the turn's history
+            rows = (
+                self.store._connection()
+                .execute(
+                    "SELECT body, meta, (SELECT COUNT(*) FROM turn_history h"
+                    " WHERE h.turn_pk = t.pk)"
+                    " FROM turns t WHERE conversation_id = ? AND id = ?",
+                    (conversation, turn.id),
+                )
+                .fetchall()
+            )
+            assert rows == [("", None, 0)]
+
+    @rule(conversation=conversations, confirm=st.booleans())
+    def delete(self, conversation: str, confirm: bool) -> None:
+        """`delete_conversation`: everything of the conversation goes; the other stays."""
+        if not confirm:  # deleting an unknown conversation is not an error
+            self.store.delete_conversation("never-written")
+            return
+        self.store.delete_conversation(conversation)
+        self.model[conversation] = ModelConversation()
+        conn = self.store._connection()
+        for table, column in (
+            ("turns", "conversation_id"),
+            ("summaries", "conversation_id"),
+            ("plans", "conversation_id"),
+            ("history_boundaries", "conversation_id"),
+            ("conversations", "id"),
+        ):
+            query = f"SELECT COUNT(*) FROM {table} WHERE {column} = ?"
+            assert conn.execute(query, (conversation,)).fetchone()[0] == 0
+        assert self.store.pruned_count(conversation) == 0
 
     @rule(conversation=conversations, through=st.integers(0, 30), force=st.booleans())
     def purge(self, conversation: str, through: int, force: bool) -> None:
@@ -586,14 +639,53 @@ class LedgerMachine(RuleBasedStateMachine):
                 self.store.purge_through(conversation, through, reason, force=force)
             assert caught.value.field == "conversation_id"
             return
+        preview = self.store.preview_purge(conversation, through, force=force)
+        # The current summary is sealed when it passes the full check (SPEC §15.5).
+        current = model.current
+        sealed_id = None
+        if current is not None and current.envelope is not None:
+            check = ref.check_summary(
+                current.envelope,
+                conversation,
+                [turn.ref() for turn in model.turns],
+                current.envelope.policy_version,
+                [turn.ref() for turn in model.sealed_turns(current)],
+            )
+            assert check[0], check  # eager invalidation kept its status honest
+            sealed_id = current.summary_id
+        assert preview["sealed_summary"] == sealed_id
         boundary = self.store.purge_through(conversation, through, reason, force=force)
         assert (boundary.through_sequence, boundary.reason) == (through, reason)
-        purged = [t for t in model.turns if t.sequence <= through and (force or not t.protected)]
-        for turn in purged:
-            model.turns.remove(turn)
+        taken = [
+            t
+            for t in [*model.turns, *model.retracted]
+            if t.sequence <= through and (force or not t.protected)
+        ]
+        assert preview["turns"] == len(taken)
+        for turn in taken:
+            if turn in model.turns:
+                model.turns.remove(turn)
+            else:
+                model.retracted.remove(turn)
             model.purged[turn.id] = turn.sequence
-            model.mark_stale(turn.id, "source-missing")
+            model.purged_turns[turn.id] = turn
+        # Every other version (and rejected result) citing a purged turn is erased.
+        gone = {turn.id for turn in taken}
+        kept = [
+            record
+            for record in model.history
+            if record.envelope is None
+            or record.summary_id == sealed_id
+            or not gone & set(record.envelope.source_ids)
+        ]
+        erased = len(model.history) - len(kept)
+        assert preview["versions_erased"] == erased
+        model.history = kept
+        model.erased += erased
+        if model.pointed is None:
+            model.pointer = None
         model.revision += 1
+        assert self.store.pruned_count(conversation) == model.erased
         # The store reports the furthest boundary; a later, smaller purge does not shrink it.
         if model.boundary is None or through >= model.boundary[0]:
             model.boundary = (through, reason)
@@ -692,7 +784,8 @@ class LedgerMachine(RuleBasedStateMachine):
             assert envelope.parent_id is None
             assert envelope.source_ids == chunk
             derived = {i: by_id[i] for i in chunk}
-        assert set(envelope.source_ids) <= set(compacted)
+        sealed = {turn.id for turn in model.sealed_turns(base)}
+        assert set(envelope.source_ids) <= set(compacted) | sealed
         assert envelope.policy_version == self.version
         assert self.store.load(conversation) == before[0]  # §1.1: the ledger is not rewritten
         model.accept(envelope, derived)
@@ -757,6 +850,7 @@ class LedgerMachine(RuleBasedStateMachine):
         counted = self.store.pruned_count(conversation)
         deleted = self.store.prune_versions(conversation, keep=keep)
         assert deleted == model.prune(keep)
+        model.erased += deleted  # the store counts pruned and purge-erased versions together
         assert self.store.pruned_count(conversation) == counted + deleted
         assert self.store.context(conversation, self.version) == before
         event(f"prune: {deleted} deleted")
@@ -766,6 +860,11 @@ class LedgerMachine(RuleBasedStateMachine):
         """Plan A, then plan B; B's result commits first, A's arrives late: A is refused as
         `superseded-plan` and never replaces B (SPEC §1.7)."""
         model = self.model[conversation]
+        if model.sealed_turns(model.current):
+            # A plan extending a sealed summary covers its purged sources, which
+            # `create_summary_envelope` cannot fingerprint from the ledger; the Compactor
+            # extends it from the stored digests (the `compact` rules cover that).
+            return
         compacted = self.expected_compacted(conversation, self.keep_tail)
         plan_a = self.store.start_plan(conversation, self.keep_tail, self.version)
         model.register_plan(plan_a.plan_id)
@@ -797,7 +896,7 @@ class LedgerMachine(RuleBasedStateMachine):
             "stale-source",
             "superseded-plan",
         )
-        model.history.append(ModelRecord(envelope_a.id, "rejected", "superseded-plan"))
+        model.history.append(ModelRecord(envelope_a.id, "rejected", "superseded-plan", envelope_a))
         assert self.store.current_summary(conversation) == envelope_b
         self.check_just_committed(conversation, envelope_b)
 
@@ -855,7 +954,9 @@ class LedgerMachine(RuleBasedStateMachine):
         model.register_plan(rejected.plan_id)
         model.register_plan(newer.summary.plan_id)
         model.accept(newer.summary)
-        model.history.append(ModelRecord(rejected.envelope.id, "rejected", "superseded-plan"))
+        model.history.append(
+            ModelRecord(rejected.envelope.id, "rejected", "superseded-plan", rejected.envelope)
+        )
         assert self.store.current_summary(conversation) == newer.summary
         self.check_just_committed(conversation, newer.summary)
 
@@ -933,17 +1034,21 @@ class LedgerMachine(RuleBasedStateMachine):
             assert current is not None and current.id == item.id
             assert (item.text, item.source_ids) == (current.text, current.source_ids)
             assert current.policy_version == version
-            assert lf.check_summary(current, ledger, version).current  # §1.2
+            sealed = {
+                turn.id: ref.turn_digest(turn.ref()) for turn in model.sealed_turns(model.current)
+            }
+            assert lf.check_summary(current, ledger, version, sealed=sealed).current  # §1.2
             # §15.1: no context holds text made from a turn whose content has changed since
-            # (tracked by the model through every rolling parent).
+            # (tracked by the model through every rolling parent; purged turns are sealed).
             [record] = [r for r in model.history if r.summary_id == item.id]
             for turn_id, then in record.derived_from.items():
+                if turn_id in sealed:
+                    continue
                 assert ModelTurn.of(ledger.get(turn_id)) == then  # type: ignore[arg-type]
             sources = set(item.source_ids)
             assert not raw & sources  # §1.3
-            assert item.through_sequence == max(
-                turn.sequence for turn in ledger.turns if turn.id in sources
-            )
+            sequences = {turn.id: turn.sequence for turn in ledger.turns} | model.purged
+            assert item.through_sequence == max(sequences[turn_id] for turn_id in sources)
             for turn in ledger.turns:
                 if turn.sequence > item.through_sequence:
                     assert turn.id in raw
@@ -962,8 +1067,12 @@ class LedgerMachine(RuleBasedStateMachine):
         # purged. (`history_boundary` is the furthest purge's boundary, as the store documents.)
         if summaries:
             event(f"context: summary used under {version}")
+        # A purged turn may stay a source only of the sealed summary, never raw.
+        sealed_ids = {turn.id for turn in model.sealed_turns(model.current)}
+        raw_ids = {item.id for item in context.items if isinstance(item, TurnItem)}
         for turn_id in model.purged:
-            assert turn_id not in ids and turn_id not in used_sources(summaries)
+            assert turn_id not in raw_ids  # (a summary may carry a purged turn's ID)
+            assert turn_id not in used_sources(summaries) or turn_id in sealed_ids
             assert context.history_boundary is not None
         got = context.history_boundary
         assert (None if got is None else (got.through_sequence, got.reason)) == model.boundary
@@ -978,7 +1087,11 @@ class LedgerMachine(RuleBasedStateMachine):
         turns = [turn.ref() for turn in model.turns]
         pointed = model.pointed
         items, fallback, _ = ref.assemble_context(
-            conversation, turns, pointed.envelope if pointed is not None else None, version
+            conversation,
+            turns,
+            pointed.envelope if pointed is not None else None,
+            version,
+            sealed=[turn.ref() for turn in model.sealed_turns(pointed)],
         )
         if pointed is not None and pointed.status == "stale" and fallback is None:
             # Sources edited back to their old values: a version stored stale stays unused.

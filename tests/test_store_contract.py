@@ -480,10 +480,11 @@ def test_purge_records_the_boundary_and_keeps_protected_turns(store: Any) -> Non
     assert store.history_boundary("c") == boundary
     loaded = store.load("c")
     assert loaded.turns[0] == guard and len(loaded) == 4 and loaded.revision == 4
-    assert store.summary_history("c")[0].status == "stale"
-    assert store.summary_history("c")[0].reason == "source-missing"
+    # The current summary is sealed (SPEC §15.5): still current, still in the context.
+    assert store.summary_history("c")[0].status == "current"
     context = store.context("c", PV)
     assert context.history_boundary == boundary and guard.id in context.ids
+    assert context.summary is not None and context.summary.id == envelope.id
     assert store.sources_of(envelope.id) == [loaded.turns[1]]
     forced = store.purge_through("c", 7, "legal-hold-lifted", force=True)
     assert guard.id not in store.load("c").turn_ids and store.history_boundary("c") == forced

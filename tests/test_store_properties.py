@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ledgerfold as lf
+from ledgerfold.store.retention import sealed_digests
 
 PV = "policy-1"
 POLICIES = (PV, "policy-2")
@@ -125,16 +126,50 @@ class Model:
         store = self.store
         conversation = store.load(C)
         history = store.summary_history(C)
-        accepted = [r for r in history if r.status in ("current", "superseded", "stale")]
-        pointed = accepted[-1] if accepted else None
+        # The pointer; a purge erases a non-current pointed version (SPEC §15.5).
+        row = (
+            store._connection()
+            .execute(
+                "SELECT s.id, s.pk FROM conversations c JOIN summaries s"
+                " ON s.pk = c.current_summary"
+                " WHERE c.id = ?",
+                (C,),
+            )
+            .fetchone()
+        )
+        pointed = next(
+            (r for r in history if r.envelope is not None and row and r.envelope.id == row[0]),
+            None,
+        )
+        # A sealed summary's purged sources are checked by their stored digests.
+        sealed = {} if row is None else sealed_digests(store._connection(), C, row[1])
         assert sum(r.status == "current" for r in history) <= 1
         for record in history:
             if record.status == "current":
                 assert record is pointed and record.envelope is not None
-                assert lf.check_summary(record.envelope, conversation, PV).current
+                assert lf.check_summary(record.envelope, conversation, PV, sealed=sealed).current
         for policy in POLICIES:
             got = store.context(C, policy)
-            want = lf.assemble_context(conversation, pointed.envelope if pointed else None, policy)
+            want = lf.assemble_context(
+                conversation, pointed.envelope if pointed else None, policy, sealed=sealed
+            )
+            if want.summary is not None and set(want.summary.source_ids) <= set(sealed):
+                # Only sealed sources: the pure function cannot know their sequences and
+                # puts the summary just below the first live turn; the store keeps the
+                # sequence it recorded (documented on `Store.context`).
+                assert got.summary is not None and got.items[0] == got.summary
+                stored = lf.SummaryItem(
+                    want.summary.id,
+                    want.summary.text,
+                    got.summary.through_sequence,
+                    want.summary.source_ids,
+                )
+                want = lf.AssembledContext(
+                    tuple(stored if item == want.summary else item for item in want.items),
+                    want.fallback,
+                    want.history_boundary,
+                    want.fallback_id,
+                )
             if pointed is not None and pointed.status == "stale":
                 if want.fallback is None:  # sources edited back: stale stays stale
                     raw = lf.assemble_context(conversation, None, policy)

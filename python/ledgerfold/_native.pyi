@@ -170,13 +170,17 @@ def plan(
     conversation: Conversation, keep_tail: int, pinned: Iterable[str] | None = None
 ) -> tuple[tuple[str, ...], tuple[str, ...], int]: ...
 def check(
-    summary: Any, conversation: Conversation, policy_version: str
+    summary: Any,
+    conversation: Conversation,
+    policy_version: str,
+    sealed: dict[str, bytes] | None = None,
 ) -> tuple[bool, str | None, str | None]: ...
 def assemble(
     conversation: Conversation,
     summary: Any | None,
     policy_version: str,
     preserved_ids: Iterable[str] | None,
+    sealed: dict[str, bytes] | None = None,
 ) -> tuple[tuple[TurnItem, ...], int | None, int | None, str | None, str | None]: ...
 def source_fingerprint(
     source_ids: Iterable[str], turns: Conversation | Iterable[Turn]

@@ -301,6 +301,7 @@ class Compactor:
                 job.plan.through_sequence,
             )
             self._prune(accepted.conversation_id)
+            self._retain(accepted.conversation_id)
             return CompactionOutcome("accepted", accepted, None)
         _log.info(
             "summary rejected summary_id=%s plan_id=%s conversation_id=%s reason=%s detail=%s",
@@ -323,6 +324,24 @@ class Compactor:
         except StoreError as error:  # the summary is saved; pruning waits for the next one
             _log.warning(
                 "pruning failed conversation_id=%s error_type=%s",
+                conversation_id,
+                type(error).__name__,
+            )
+
+    def _retain(self, conversation_id: str) -> None:
+        """The policy's retention, right after an accepted summary (which it seals)."""
+        if not self.policy.retains:
+            return
+        try:
+            self.store.apply_retention(
+                conversation_id,
+                retain_turns=self.policy.retain_turns,
+                retain_days=self.policy.retain_days,
+                keep_roles=self.policy.preserve_roles,
+            )
+        except StoreError as error:  # retried after the next accepted summary
+            _log.warning(
+                "retention failed conversation_id=%s error_type=%s",
                 conversation_id,
                 type(error).__name__,
             )

@@ -4,12 +4,12 @@ ledger turn raw, or every turn raw with the reason when the summary cannot be us
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from ledgerfold import _native, _validate
 from ledgerfold._native import Conversation, TurnItem
-from ledgerfold.summary import SummaryEnvelope
+from ledgerfold.summary import SummaryEnvelope, _sealed_arg
 
 __all__ = [
     "AssembledContext",
@@ -89,10 +89,13 @@ def assemble_context(
     summary: SummaryEnvelope | None,
     policy_version: str,
     preserved_ids: Iterable[str] | None = None,
+    *,
+    sealed: Mapping[str, bytes] | None = None,
 ) -> AssembledContext:
     """One summary item plus every ledger turn not among its sources (turns appended after
     the plan included), in sequence order with the summary at its last source; or every turn
-    raw when the summary is missing, stale, or the layout would be ambiguous."""
+    raw when the summary is missing, stale, or the layout would be ambiguous. `sealed`: as
+    for `check_summary` (a summary whose sources are all sealed goes before every turn)."""
     conversation = _validate.conversation(conversation)
     if summary is not None:
         _validate.instance("summary", summary, SummaryEnvelope)
@@ -104,7 +107,7 @@ def assemble_context(
     gc.disable()
     try:
         turns, summary_at, through_sequence, fallback, fallback_id = _native.assemble(
-            conversation, summary, policy_version, preserved_ids
+            conversation, summary, policy_version, preserved_ids, _sealed_arg(sealed)
         )
     finally:
         if collecting:

@@ -24,11 +24,11 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from ledgerfold import _native, _validate
+from ledgerfold import _native, _validate, sealed
 from ledgerfold._optional import require
 from ledgerfold.errors import InvalidInput
 from ledgerfold.export import FORMAT, FORMAT_VERSION, MANIFEST, TABLES, part_name
-from ledgerfold.store.schema import TURN_LIVE
+from ledgerfold.store.schema import TURN_LIVE, TURN_PURGED
 
 __all__ = ["RESULT_COLUMNS", "check_part", "read_manifest", "revalidate_parquet"]
 
@@ -236,6 +236,7 @@ def check_part(index: int, *, path: str, threads: int | None = 1, run: str | Non
     ]
     rows: list[tuple[Any, ...]] = []
     sources: list[tuple[Any, ...]] = []
+    turns = cited = None
     if summaries_in:
         # Columns to row tuples in C (`zip`), never a Python loop per turn; the native core
         # groups rows by conversation and ignores those without a summary to check.
@@ -244,9 +245,9 @@ def check_part(index: int, *, path: str, threads: int | None = 1, run: str | Non
         rows = list(
             zip(*(live.column(name).to_pylist() for name in _TURN_COLUMNS[:-1]), strict=True)
         )
-        cited = read("summary_sources", ["summary_pk", "position", "turn_id"]).sort_by(
-            [("summary_pk", "ascending"), ("position", "ascending")]
-        )
+        cited = read(
+            "summary_sources", ["summary_pk", "position", "turn_id", "turn_digest"]
+        ).sort_by([("summary_pk", "ascending"), ("position", "ascending")])
         sources = list(
             zip(
                 cited.column("summary_pk").to_pylist(),
@@ -259,6 +260,8 @@ def check_part(index: int, *, path: str, threads: int | None = 1, run: str | Non
         if summaries_in
         else ([], 0, 0)
     )
+    if any(verdict[2] == sealed.SOURCE_MISSING for verdict in verdicts):
+        verdicts = _unseal(verdicts, summaries_in, turns, cited)
     per_turns = [verdict[4] for verdict in verdicts]
     per_bytes = [verdict[5] for verdict in verdicts]
     if sum(per_turns) != turns_hashed or sum(per_bytes) != bytes_hashed:
@@ -278,6 +281,37 @@ def check_part(index: int, *, path: str, threads: int | None = 1, run: str | Non
             "bytes_hashed": per_bytes,
         },
     )
+
+
+def _unseal(verdicts: Any, summaries_in: Any, turns: Any, cited: Any) -> list[Any]:
+    """`source-missing` verdicts redone with the summary's purged sources sealed (as the
+    single-machine command does)."""
+    fingerprints = {summary_id: fingerprint for _, _, summary_id, fingerprint in summaries_in}
+    pks = {summary_id: pk for _, pk, summary_id, _ in summaries_in}
+    turn_rows = list(zip(*(turns.column(name).to_pylist() for name in _TURN_COLUMNS), strict=True))
+    source_rows = list(
+        zip(
+            *(cited.column(name).to_pylist() for name in ("summary_pk", "turn_id", "turn_digest")),
+            strict=True,
+        )
+    )
+    out = []
+    for verdict in verdicts:
+        conversation_id, summary_id, reason = verdict[:3]
+        if reason == sealed.SOURCE_MISSING:
+            mine = [row for row in turn_rows if row[0] == conversation_id]
+            rechecked = sealed.recheck(
+                conversation_id,
+                summary_id,
+                fingerprints[summary_id],
+                [(row[1], row[2]) for row in source_rows if row[0] == pks[summary_id]],
+                {row[1] for row in mine if row[-1] == TURN_PURGED},
+                sorted((row[1:-1] for row in mine if row[-1] == TURN_LIVE), key=lambda r: r[1]),
+            )
+            if rechecked is not None:
+                verdict = (conversation_id, summary_id, *rechecked, *verdict[4:])
+        out.append(verdict)
+    return out
 
 
 def revalidate_parquet(

@@ -29,6 +29,11 @@ class CompactionPolicy:
       text, which custom summarizers are asked to honour.
     - After each accepted summary, versions other than the current one beyond the newest
       `keep_versions` are pruned (None keeps every version).
+    - Retention (SPEC §15.5): with `retain_turns` and/or `retain_days`, after each accepted
+      summary the raw turns beyond the newest `retain_turns` or written more than
+      `retain_days` ago are purged, but only those the new summary covers; the summary is
+      sealed, so the context keeps what they said. Protected turns and turns of
+      `preserve_roles` (the system prompt) are never purged this way.
     """
 
     version: str
@@ -40,6 +45,8 @@ class CompactionPolicy:
     max_summary_tokens: int = field(default=1000, kw_only=True)
     keep_versions: int | None = field(default=4, kw_only=True)
     preserve_roles: tuple[str, ...] = field(default=("system",), kw_only=True)
+    retain_turns: int | None = field(default=None, kw_only=True)
+    retain_days: float | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         _validate.text("version", self.version)
@@ -52,12 +59,28 @@ class CompactionPolicy:
         if self.keep_versions is not None:
             _validate.integer("keep_versions", self.keep_versions, minimum=0)
         object.__setattr__(self, "preserve_roles", preserve_roles_arg(self.preserve_roles))
+        if self.retain_turns is not None:
+            _validate.integer("retain_turns", self.retain_turns, minimum=0)
+        days = self.retain_days
+        if days is not None and (
+            isinstance(days, bool) or not isinstance(days, (int, float)) or not 0 <= days < 1e9
+        ):
+            raise InvalidInput(
+                "retain_days: must be None or a number of days >= 0",
+                field="retain_days",
+                problem="out-of-range",
+            )
         if self.token_counter is not None and not callable(self.token_counter):
             raise InvalidInput(
                 "token_counter: must be a callable str -> int",
                 field="token_counter",
                 problem="wrong-type",
             )
+
+    @property
+    def retains(self) -> bool:
+        """Whether the policy states a retention limit."""
+        return self.retain_turns is not None or self.retain_days is not None
 
     @property
     def counter(self) -> TokenCounter:

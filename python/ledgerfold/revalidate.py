@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-from ledgerfold import _native, _validate
+from ledgerfold import _native, _validate, sealed
 from ledgerfold.store import batch_reads
 from ledgerfold.store.database import database_path, quotes_stored_data, store_error
 from ledgerfold.store.rows import DAMAGED
@@ -180,6 +180,19 @@ def _check_packed(
     return checked
 
 
+def _unseal(conn: sqlite3.Connection, verdict: _Verdict) -> _Verdict:
+    """A `source-missing` verdict redone with the summary's purged sources sealed."""
+    conversation_id, summary_id, reason, _ = verdict
+    if reason != sealed.SOURCE_MISSING:
+        return verdict
+    rechecked = sealed.recheck(
+        conversation_id,
+        summary_id,
+        *batch_reads.sealed_inputs(conn, conversation_id, summary_id),
+    )
+    return verdict if rechecked is None else (conversation_id, summary_id, *rechecked)
+
+
 def _check_jobs(
     path: str,
     jobs: list[_Job],
@@ -199,7 +212,7 @@ def _check_jobs(
             if stop is not None and stop.is_set():
                 break
             found, turns, size = _check_run(conn, run, threads, utf8=utf8)
-            verdicts.extend(found)
+            verdicts.extend(_unseal(conn, verdict) for verdict in found)
             turns_hashed += turns
             bytes_hashed += size
             if progress is not None:

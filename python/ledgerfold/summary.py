@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ledgerfold import _native, _validate
@@ -154,13 +154,33 @@ def _in_sequence_order(
 
 
 def check_summary(
-    summary: SummaryEnvelope, conversation: Conversation, policy_version: str
+    summary: SummaryEnvelope,
+    conversation: Conversation,
+    policy_version: str,
+    *,
+    sealed: Mapping[str, bytes] | None = None,
 ) -> SummaryCheck:
-    """Is `summary` still a faithful derivation of `conversation`? Uses cached digests only."""
+    """Is `summary` still a faithful derivation of `conversation`? Uses cached digests only.
+
+    `sealed` maps the IDs of sources purged from the ledger to the 32-byte digests the
+    store's source index kept for them (SPEC §15.5): such a source is checked by that digest
+    instead of the ledger, and sorts before every live source."""
     _validate.instance("summary", summary, SummaryEnvelope)
     conversation = _validate.conversation(conversation)
-    current, reason, turn_id = _native.check(summary, conversation, policy_version)
+    current, reason, turn_id = _native.check(
+        summary, conversation, policy_version, _sealed_arg(sealed)
+    )
     return SummaryCheck(current, reason, turn_id)
+
+
+def _sealed_arg(sealed: Mapping[str, bytes] | None) -> dict[str, bytes] | None:
+    if sealed is None or isinstance(sealed, dict):
+        return sealed
+    if not isinstance(sealed, Mapping):
+        raise InvalidInput(
+            "sealed: must be a mapping of str to bytes", field="sealed", problem="wrong-type"
+        )
+    return dict(sealed)
 
 
 def is_summary_current(

@@ -1,5 +1,6 @@
-"""The subcommands that write to a database: `import`, `compact`, `purge` and `revalidate`
-(which marks summaries whose sources changed as stale)."""
+"""The subcommands that write to a database: `import`, `compact` and `revalidate` (which
+marks summaries whose sources changed as stale); `purge` and `delete` are in
+`commands_retention`."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ from ledgerfold.cli.dry_run import dry_run as _dry_run
 from ledgerfold.cli.main import DEFAULT_POLICY, UserError, cli, open_store, require_conversation
 from ledgerfold.cli.render import (
     echo_json,
-    esc,
     print_table,
     safe_text,
     stderr_console,
@@ -32,7 +32,6 @@ from ledgerfold.transcripts import Transcript, iter_transcripts
 __all__ = [
     "compact_command",
     "import_command",
-    "purge_command",
     "revalidate_command",
     "turn_spec",
 ]
@@ -220,29 +219,6 @@ def _print_dry_run(plans: list[dict[str, Any]], policy: CompactionPolicy, as_jso
             str(len(requests)),
         )
     print_table(stdout_console(), table)
-
-
-# --------------------------------------------------------------------------- purge
-
-
-@cli.command("purge")
-@click.argument("db")
-@click.argument("conversation_id", metavar="CONVERSATION")
-@click.option("--through", "through", type=click.IntRange(min=0), required=True)
-@click.option("--reason", required=True, help="Why (recorded with the boundary).")
-@click.option("--force", is_flag=True, help="Also purge protected turns.")
-def purge_command(db: str, conversation_id: str, through: int, reason: str, force: bool) -> None:
-    """Retention: delete the bodies of raw turns through sequence --through."""
-    if not reason.strip():
-        raise UserError("--reason: must not be blank")
-    with open_store(db) as store:
-        require_conversation(store, conversation_id)
-        boundary = store.purge_through(conversation_id, through, reason, force=force)
-    stdout_console().print(
-        f"purged {esc(conversation_id)}: raw turns through sequence {boundary.through_sequence}"
-        f" ({esc(boundary.reason)}) at {boundary.purged_at}"
-        + ("" if force else "; protected turns kept")
-    )
 
 
 # --------------------------------------------------------------------------- revalidate

@@ -22,7 +22,7 @@ from typing import Any
 
 from ledgerfold import _native
 from ledgerfold.store.database import quotes_stored_data, readonly_uri, store_error
-from ledgerfold.store.schema import TURN_LIVE
+from ledgerfold.store.schema import TURN_LIVE, TURN_PURGED
 
 __all__ = [
     "MAX_RUN_SUMMARIES",
@@ -304,6 +304,33 @@ def source_rows(
         f" WHERE summary_pk IN ({', '.join(['?'] * len(keys))}) ORDER BY summary_pk, position"
     )
     return conn.execute(query, keys).fetchall()
+
+
+def sealed_inputs(
+    conn: sqlite3.Connection, conversation_id: str, summary_id: str
+) -> tuple[str, list[tuple[str, bytes]], set[str], list[tuple[Any, ...]]]:
+    """What `ledgerfold.sealed.recheck` needs of one summary: its fingerprint, its sources
+    with their stored digests, the conversation's purged turn IDs and its live turns."""
+    pk, fingerprint = conn.execute(
+        "SELECT pk, source_fingerprint FROM summaries WHERE id = ?", (summary_id,)
+    ).fetchone()
+    sources = conn.execute(
+        "SELECT turn_id, turn_digest FROM summary_sources WHERE summary_pk = ? ORDER BY position",
+        (pk,),
+    ).fetchall()
+    purged = {
+        row[0]
+        for row in conn.execute(
+            "SELECT id FROM turns WHERE conversation_id = ? AND state = ?",
+            (conversation_id, TURN_PURGED),
+        )
+    }
+    live = conn.execute(
+        "SELECT id, sequence, role, body, protected, protection_reason, grp, meta FROM turns"
+        " WHERE conversation_id = ? AND state = ? ORDER BY sequence",
+        (conversation_id, TURN_LIVE),
+    ).fetchall()
+    return fingerprint, sources, purged, live
 
 
 # ------------------------------------------------------------------ export

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from ledgerfold.errors import InvalidInput
 from ledgerfold.model import Conversation, Turn
-from ledgerfold.store import compaction, ledger, summaries
+from ledgerfold.store import compaction, ledger, retention, summaries
 from ledgerfold.store.database import now
 from ledgerfold.store.rows import Version
 from ledgerfold.store.schema import TURN_LIVE
@@ -131,10 +131,10 @@ def parent_digests(
     conn: sqlite3.Connection, cache: summaries.VersionCache, parent: Version
 ) -> bytes:
     """A version's stored source digests (kept beside the cached version once read)."""
-    digests = cache.digests(parent.pk)
+    digests = cache.digests(parent.pk, parent.envelope.id)
     if digests is None:
         digests = compaction.source_digests(conn, parent.pk)
-        cache.stage_digests(parent.pk, digests)
+        cache.stage_digests(parent.pk, parent.envelope.id, digests)
     return digests
 
 
@@ -162,7 +162,13 @@ def _general(
     policy_version: str,
 ) -> SummaryWrite:
     conversation = ledger.load(conn, envelope.conversation_id)
-    check = check_summary(envelope, conversation, policy_version)
+    # A summary extending a sealed one inherits its sealed sources (SPEC §15.5).
+    sealed = (
+        {}
+        if parent is None
+        else retention.sealed_digests(conn, parent.envelope.conversation_id, parent.pk)
+    )
+    check = check_summary(envelope, conversation, policy_version, sealed=sealed)
     if not check.current:
         return _refused(envelope, "stale-source", check.reason)
     allowed: set[str] | None = None
@@ -181,7 +187,7 @@ def _general(
         return _refused(envelope, "invalid-summary", "plan-mismatch")
     if parent is not None and not set(envelope.source_ids).issuperset(parent.envelope.source_ids):
         return _refused(envelope, "invalid-summary", "plan-mismatch")
-    _write_full(conn, envelope, conversation)
+    _write_full(conn, envelope, conversation, sealed, parent)
     conn.execute("DELETE FROM active_plans WHERE conversation_id = ?", (envelope.conversation_id,))
     return SummaryWrite(True, envelope, None, None)
 
@@ -221,20 +227,27 @@ def _point_at(conn: sqlite3.Connection, conversation_id: str, summary_pk: int) -
 
 
 def _write_full(
-    conn: sqlite3.Connection, envelope: SummaryEnvelope, conversation: Conversation
+    conn: sqlite3.Connection,
+    envelope: SummaryEnvelope,
+    conversation: Conversation,
+    sealed: dict[str, bytes],
+    parent: Version | None,
 ) -> Version:
-    sources = [conversation.get(turn_id) for turn_id in envelope.source_ids]
-    # check_summary has found every source, in ledger order.
-    through = max(turn.sequence for turn in sources if turn is not None)
+    # check_summary has found every source, sealed ones first, live ones in ledger order.
+    rows: list[tuple[int, str, bytes]] = []
+    through = 0 if parent is None else parent.through_sequence
+    for position, turn_id in enumerate(envelope.source_ids):
+        turn = None if turn_id in sealed else conversation.get(turn_id)
+        if turn is None:
+            rows.append((position, turn_id, sealed[turn_id]))
+        else:
+            rows.append((position, turn_id, turn.digest))
+            through = max(through, turn.sequence)
     pk = _insert_version(conn, envelope, through)
     conn.executemany(
         "INSERT INTO summary_sources (summary_pk, position, turn_id, turn_digest)"
         " VALUES (?, ?, ?, ?)",
-        [
-            (pk, position, turn.id, turn.digest)
-            for position, turn in enumerate(sources)
-            if turn is not None
-        ],
+        [(pk, position, turn_id, digest) for position, turn_id, digest in rows],
     )
     # The live turns below the summary's slot that it does not cover: read by `context()`.
     conn.execute(

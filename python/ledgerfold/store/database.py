@@ -215,6 +215,18 @@ class Database:
                     raise error from None  # SQLite's message quotes the stored bytes
                 raise error from exc
 
+    def checkpoint(self) -> None:
+        """Copy the WAL into the database file and truncate it, so pages that held erased
+        content survive in neither (after a purge, an erase or a deletion). A reader that
+        holds an old snapshot can keep the WAL from being truncated; that is not an error."""
+        with self.lock:
+            if self.path == ":memory:":
+                return
+            try:
+                self.connection().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            except sqlite3.Error as err:
+                raise StoreError(f"cannot checkpoint the database ({err})") from err
+
     # ------------------------------------------------------------------ opening
 
     def _check_readable(self, conn: sqlite3.Connection) -> None:
@@ -264,6 +276,9 @@ class Database:
             level = "FULL" if self.durability == "full" else "NORMAL"
             conn.execute(f"PRAGMA synchronous = {level}")
             conn.execute("PRAGMA foreign_keys = ON")
+            # Erased and purged bodies are overwritten with zeros, not left in free pages
+            # (SPEC §15.5).
+            conn.execute("PRAGMA secure_delete = ON")
         except sqlite3.DatabaseError as err:
             raise StoreError(f"{self.path}: cannot prepare the database ({err})") from err
         try:

@@ -26,7 +26,7 @@ from ledgerfold.store.rows import (
     turn_from_row,
     turn_values,
 )
-from ledgerfold.store.schema import TURN_LIVE, TURN_PURGED, TURN_RETRACTED
+from ledgerfold.store.schema import TURN_LIVE, TURN_RETRACTED
 from ledgerfold.toolcalls import check_meta
 
 __all__ = [
@@ -39,7 +39,6 @@ __all__ = [
     "load",
     "mappings",
     "mark_citing_stale",
-    "purge",
     "raw_items",
     "retract_turn",
 ]
@@ -150,6 +149,7 @@ def insert_turns(
     clash = _first_existing_id(conn, conversation_id, [t.id for t in turns])
     if clash is not None:
         raise DuplicateId(f"id: turn id {clash!r} already exists", id=clash)
+    written_at = now()
     if row is None:
         conn.execute(
             "INSERT INTO conversations (id, revision, last_sequence) VALUES (?, 0, 0)",
@@ -157,8 +157,9 @@ def insert_turns(
         )
     conn.executemany(
         "INSERT INTO turns (conversation_id, id, sequence, role, body, protected,"
-        " protection_reason, grp, meta, digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [turn_values(conversation_id, turn) for turn in turns],
+        " protection_reason, grp, meta, digest, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(*turn_values(conversation_id, turn), written_at) for turn in turns],
     )
     conn.execute(
         "UPDATE conversations SET revision = ?, last_sequence = ? WHERE id = ?",
@@ -328,53 +329,6 @@ def retract_turn(
     revision = bump_revision(conn, conversation_id)
     stale = mark_citing_stale(conn, conversation_id, "?", (turn_id,), "source-missing")
     return int(row[2]), revision, stale
-
-
-def purge(
-    conn: sqlite3.Connection, conversation_id: str, sequence: int, reason: str, force: bool
-) -> tuple[HistoryBoundary, int, int, int]:
-    """Retention through `sequence`; returns the boundary, the purged turn count, the new
-    revision and how many summaries went stale."""
-    if conversation_row(conn, conversation_id) is None:
-        raise InvalidInput(
-            f"conversation_id: unknown conversation {conversation_id!r}",
-            field="conversation_id",
-            problem="unknown-value",
-        )
-    selected = (
-        "SELECT {column} FROM turns WHERE conversation_id = ? AND sequence <= ?"
-        " AND state IN ({states}) AND (protected = 0 OR ?)"
-    )
-    params = (conversation_id, sequence, int(force))
-    # Only live turns can make a version stale: a retracted one already did.
-    stale = mark_citing_stale(
-        conn,
-        conversation_id,
-        selected.format(column="id", states=TURN_LIVE),
-        params,
-        "source-missing",
-    )
-    both = f"{TURN_LIVE}, {TURN_RETRACTED}"
-    conn.execute(
-        "DELETE FROM turn_history WHERE turn_pk IN ("
-        + selected.format(column="pk", states=both)
-        + ")",
-        params,
-    )
-    purged = conn.execute(
-        "UPDATE turns SET state = ?, body = '', meta = NULL WHERE pk IN ("
-        + selected.format(column="pk", states=both)
-        + ")",
-        (TURN_PURGED, *params),
-    ).rowcount
-    revision = bump_revision(conn, conversation_id)
-    purged_boundary = HistoryBoundary(sequence, reason, now())
-    conn.execute(
-        "INSERT INTO history_boundaries (conversation_id, through_sequence, reason,"
-        " purged_at) VALUES (?, ?, ?, ?)",
-        (conversation_id, sequence, reason, purged_boundary.purged_at),
-    )
-    return purged_boundary, purged, revision, stale
 
 
 def boundary(conn: sqlite3.Connection, conversation_id: str) -> HistoryBoundary | None:

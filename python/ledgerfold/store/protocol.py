@@ -110,9 +110,10 @@ class Store(Protocol):
         same transaction when its digest changed."""
         ...
 
-    def retract(self, conversation_id: str, turn_id: str) -> None:
+    def retract(self, conversation_id: str, turn_id: str, *, erase: bool = False) -> None:
         """Remove a live turn from the ledger view (the row stays, flagged); new revision;
-        summaries citing it become `stale` (`source-missing`)."""
+        summaries citing it become `stale` (`source-missing`). `erase=True` also erases its
+        body and earlier versions (SPEC §15.5)."""
         ...
 
     def load(self, conversation_id: str) -> Conversation:
@@ -205,16 +206,36 @@ class Store(Protocol):
 
     def context(self, conversation_id: str, policy_version: str) -> AssembledContext:
         """SPEC §8 with the conversation's summary, plus `history_boundary`. Must equal
-        `assemble_context(load(c), <pointed version>, policy_version)` except that a
-        version stored as stale is never used."""
+        `assemble_context(load(c), <pointed version>, policy_version, sealed=<its purged
+        sources' stored digests>)` except that a version stored as stale is never used and
+        that a summary whose sources are all sealed keeps its recorded `through_sequence`."""
         ...
 
     def purge_through(
         self, conversation_id: str, sequence: int, reason: str, *, force: bool = False
     ) -> HistoryBoundary:
         """Retention: delete the bodies of raw turns with sequence <= `sequence` (protected
-        turns only with `force=True`), record and return the boundary; citing summaries
-        become `stale` (`source-missing`)."""
+        turns only with `force=True`), record and return the boundary. The current summary,
+        checked current first, is sealed (SPEC §15.5); other versions citing a purged turn
+        are erased."""
+        ...
+
+    def apply_retention(
+        self,
+        conversation_id: str,
+        *,
+        retain_turns: int | None = None,
+        retain_days: float | None = None,
+        reason: str = "retention",
+        keep_roles: Iterable[str] = (),
+    ) -> HistoryBoundary | None:
+        """Purge (sealing first) the raw turns beyond the newest `retain_turns` or older than
+        `retain_days` that the current summary covers, keeping protected turns and those of
+        `keep_roles`; the boundary, or None."""
+        ...
+
+    def delete_conversation(self, conversation_id: str) -> None:
+        """Erase the conversation's turns, history, summaries, plans and index rows."""
         ...
 
     def history_boundary(self, conversation_id: str) -> HistoryBoundary | None:

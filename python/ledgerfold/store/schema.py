@@ -142,10 +142,17 @@ CREATE INDEX turns_by_group ON turns (conversation_id, grp) WHERE grp IS NOT NUL
 CREATE INDEX plans_by_conversation ON plans (conversation_id, pk);
 """
 
+# v1.1 retention (SPEC §15.5): when each turn was written, so `retain_days` can tell its
+# age (NULL for turns written before: their age is unknown and they are never aged out).
+_V3 = """
+ALTER TABLE turns ADD COLUMN created_at TEXT;
+"""
+
 #: (version, name, DDL) in ascending order; append new migrations, never edit old ones.
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial", _V1),
     (2, "agent-loop", _V2),
+    (3, "retention", _V3),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -23,11 +23,12 @@ from ledgerfold.adapters.chat import ChatTurnSpec, chat_turn_specs
 from ledgerfold.context import AssembledContext, HistoryBoundary, assemble_context
 from ledgerfold.errors import DuplicateId, InvalidInput
 from ledgerfold.model import Conversation, Turn
-from ledgerfold.store import chat_append, commit, ledger, summaries
+from ledgerfold.store import chat_append, commit, ledger, retention, summaries
 from ledgerfold.store.database import Database, database_path, durability_arg
 from ledgerfold.store.legacy import legacy_specs
 from ledgerfold.store.loop_methods import CompactionMethods
 from ledgerfold.store.protocol import SummaryRecord
+from ledgerfold.store.retention_methods import RetentionMethods
 from ledgerfold.store.rows import DAMAGED, SUMMARY_COLUMNS, DamagedSummary
 from ledgerfold.store.schema import TURN_LIVE
 from ledgerfold.summary import SummaryEnvelope, SummaryWrite
@@ -43,7 +44,7 @@ _APPEND_KEYS = frozenset(
 _EDIT_KEYS = frozenset({"role", "body", "protected", "protection_reason", "group", "meta"})
 
 
-class SQLiteStore(CompactionMethods):
+class SQLiteStore(CompactionMethods, RetentionMethods):
     """The embedded ledger store: a file path (WAL) or `":memory:"`.
 
     `durability="full"` (the default) fsyncs every commit, so a returned write survives
@@ -265,48 +266,31 @@ class SQLiteStore(CompactionMethods):
         )
         return new
 
-    def retract(self, conversation_id: str, turn_id: str) -> None:
+    def retract(self, conversation_id: str, turn_id: str, *, erase: bool = False) -> None:
         """Remove a live turn from the ledger view (the row stays); new revision; citing
-        summaries become stale (`source-missing`)."""
+        summaries become stale (`source-missing`). With `erase=True` its body, meta and
+        earlier versions are erased too, overwritten in the file (ID, sequence and digest
+        stay)."""
         conversation_id = _validate.text("conversation_id", conversation_id)
         turn_id = _validate.text("turn_id", turn_id)
+        if not isinstance(erase, bool):
+            raise InvalidInput("erase: must be bool", field="erase", problem="wrong-type")
         with self._transaction(write=True) as conn:
             sequence, revision, stale = ledger.retract_turn(conn, conversation_id, turn_id)
+            if erase:
+                retention.erase_body(conn, conversation_id, turn_id)
+        if erase:
+            self._db.checkpoint()
         _log.info(
-            "retracted: conversation=%s turn=%s sequence=%d revision=%d summaries_stale=%d",
+            "retracted: conversation=%s turn=%s sequence=%d revision=%d summaries_stale=%d"
+            " erased=%s",
             conversation_id,
             turn_id,
             sequence,
             revision,
             stale,
+            erase,
         )
-
-    def purge_through(
-        self, conversation_id: str, sequence: int, reason: str, *, force: bool = False
-    ) -> HistoryBoundary:
-        """Retention: delete bodies (and earlier versions) of raw turns with sequence <=
-        `sequence`, protected ones only when `force` is True; record the boundary; new
-        revision; citing summaries become stale (`source-missing`)."""
-        conversation_id = _validate.text("conversation_id", conversation_id)
-        sequence = _validate.integer("sequence", sequence, minimum=0)
-        reason = _validate.text("reason", reason)
-        if not isinstance(force, bool):
-            raise InvalidInput("force: must be bool", field="force", problem="wrong-type")
-        with self._transaction(write=True) as conn:
-            boundary, purged, revision, stale = ledger.purge(
-                conn, conversation_id, sequence, reason, force
-            )
-        _log.info(
-            "purged: conversation=%s through_sequence=%d turns=%d force=%s revision=%d"
-            " summaries_stale=%d",
-            conversation_id,
-            sequence,
-            purged,
-            force,
-            revision,
-            stale,
-        )
-        return boundary
 
     # ------------------------------------------------------------------ ledger reads
 
@@ -503,8 +487,9 @@ class SQLiteStore(CompactionMethods):
                 )
             else:
                 conversation = ledger.load(conn, conversation_id)
+                sealed = retention.sealed_digests(conn, conversation_id, version.pk)
         if pointed is not None:
-            assembled = assemble_context(conversation, envelope, policy_version)
+            assembled = assemble_context(conversation, envelope, policy_version, sealed=sealed)
             if status == "stale" and assembled.fallback is None:
                 # The sources were edited back to their old values; a stale version stays
                 # stale (its record says so), so the context stays raw.

@@ -50,8 +50,10 @@ class VersionCache:
     def __init__(self) -> None:
         self._versions: dict[str, Version] = {}
         self._staged: list[Version] = []
-        self._digests: dict[int, bytes] = {}
-        self._staged_digests: dict[int, bytes] = {}
+        # Keyed by row and ID: SQLite reuses the rowid of a deleted newest row (after
+        # `delete_conversation` or a purge), and a reused pk must not find old digests.
+        self._digests: dict[tuple[int, str], bytes] = {}
+        self._staged_digests: dict[tuple[int, str], bytes] = {}
 
     def get(self, summary_id: str) -> Version | None:
         return self._versions.get(summary_id)
@@ -59,23 +61,23 @@ class VersionCache:
     def stage(self, staged: Version) -> None:
         self._staged.append(staged)
 
-    def digests(self, summary_pk: int) -> bytes | None:
+    def digests(self, summary_pk: int, summary_id: str) -> bytes | None:
         """A version's stored source digests, by row (versions are immutable)."""
-        return self._digests.get(summary_pk)
+        return self._digests.get((summary_pk, summary_id))
 
-    def stage_digests(self, summary_pk: int, digests: bytes) -> None:
-        self._staged_digests[summary_pk] = digests
+    def stage_digests(self, summary_pk: int, summary_id: str, digests: bytes) -> None:
+        self._staged_digests[(summary_pk, summary_id)] = digests
 
     def publish(self) -> None:
         for staged in self._staged:
             if len(self._versions) >= _CACHE_LIMIT:
                 self._versions.pop(next(iter(self._versions)))
             self._versions[staged.envelope.id] = staged
-        for pk, digests in self._staged_digests.items():
+        for key, digests in self._staged_digests.items():
             # Only the newest few: digests are 32 bytes per covered turn.
             while len(self._digests) >= 4:
                 self._digests.pop(next(iter(self._digests)))
-            self._digests[pk] = digests
+            self._digests[key] = digests
         self.discard()
 
     def discard(self) -> None:

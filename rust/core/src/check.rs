@@ -71,6 +71,16 @@ impl CheckResult {
     }
 }
 
+/// How one source resolves: a live ledger turn (its position and cached digest), a sealed
+/// source (purged, checked by the digest its summary's source index keeps, SPEC §15.5), or a
+/// sealed ID named a second time.
+#[derive(Clone, Copy, Debug)]
+pub enum Source<'d> {
+    Live(usize, &'d [u8; 32]),
+    Sealed(&'d [u8; 32]),
+    SealedAgain,
+}
+
 /// Checks `summary` against a conversation. `lookup(i)` resolves the i-th source ID to its
 /// position in the conversation's sequence order and its cached digest; no body is
 /// re-hashed here. Lookups happen in source order, so a caller may walk the ledger in step.
@@ -83,6 +93,24 @@ pub fn check_summary<'d, F>(
 where
     F: FnMut(usize) -> Option<(usize, &'d [u8; 32])>,
 {
+    check_sealed(summary, conversation_id, policy_version, |index| {
+        lookup(index).map(|(position, digest)| Source::Live(position, digest))
+    })
+}
+
+/// `check_summary` where a source may be sealed (SPEC §15.5). A sealed source sorts before
+/// every live turn above the purge boundary, so every sealed source must come before every
+/// live one in source order (`source-reordered` otherwise). `positions` are the live
+/// sources' positions only.
+pub fn check_sealed<'d, F>(
+    summary: &SummaryRef<'_>,
+    conversation_id: &str,
+    policy_version: &str,
+    mut lookup: F,
+) -> CheckResult
+where
+    F: FnMut(usize) -> Option<Source<'d>>,
+{
     if summary.conversation_id != conversation_id {
         return CheckResult::failed(CheckReason::ConversationMismatch, None);
     }
@@ -94,19 +122,33 @@ where
     }
     let mut positions = Vec::with_capacity(summary.source_count);
     let mut fingerprint = Fingerprinter::new(summary.source_count);
+    let mut misplaced_sealed: Option<usize> = None;
     for index in 0..summary.source_count {
         match lookup(index) {
-            Some((position, digest)) => {
+            Some(Source::Live(position, digest)) => {
                 positions.push(position);
                 fingerprint.push(digest);
+            }
+            Some(Source::Sealed(digest)) => {
+                if !positions.is_empty() && misplaced_sealed.is_none() {
+                    misplaced_sealed = Some(index);
+                }
+                fingerprint.push(digest);
+            }
+            Some(Source::SealedAgain) => {
+                misplaced_sealed.get_or_insert(index);
             }
             None => return CheckResult::failed(CheckReason::SourceMissing, Some(index)),
         }
     }
+    if let Some(index) = misplaced_sealed {
+        return CheckResult::failed(CheckReason::SourceReordered, Some(index));
+    }
     if !positions.windows(2).all(|pair| pair[0] < pair[1]) {
+        let sealed = summary.source_count - positions.len();
         return CheckResult::failed(
             CheckReason::SourceReordered,
-            Some(first_misplaced(&positions)),
+            Some(sealed + first_misplaced(&positions)),
         );
     }
     if parse_fingerprint(summary.source_fingerprint) != Some(fingerprint.finish()) {
@@ -234,5 +276,54 @@ mod tests {
         assert_eq!(other.reason, Some(CheckReason::SourceModified));
         let garbage = ledger.check(&["a", "b"], "not a fingerprint");
         assert_eq!(garbage.reason, Some(CheckReason::SourceModified));
+    }
+
+    fn sealed_check(
+        ledger: &Ledger,
+        sources: &[&str],
+        sealed: &HashMap<&str, [u8; 32]>,
+        fingerprint: &str,
+    ) -> CheckResult {
+        let summary = SummaryRef {
+            conversation_id: "c",
+            policy_version: "p",
+            source_count: sources.len(),
+            source_fingerprint: fingerprint,
+        };
+        let mut seen = std::collections::HashSet::new();
+        check_sealed(&summary, "c", "p", |i| {
+            if let Some(digest) = sealed.get(sources[i]) {
+                return Some(if seen.insert(sources[i]) {
+                    Source::Sealed(digest)
+                } else {
+                    Source::SealedAgain
+                });
+            }
+            let p = ledger.ids.iter().position(|id| *id == sources[i])?;
+            Some(Source::Live(p, &ledger.digests[p]))
+        })
+    }
+
+    #[test]
+    fn sealed_sources_are_checked_by_their_digests() {
+        let ledger = Ledger::new(&["c", "d"]);
+        let sealed: HashMap<&str, [u8; 32]> = [("a", [7; 32]), ("b", [8; 32])].into();
+        let fp = fingerprint_hex([&[7; 32], &[8; 32], &ledger.digests[0]]);
+        let current = sealed_check(&ledger, &["a", "b", "c"], &sealed, &fp);
+        assert!(current.is_current());
+        assert_eq!(current.positions, vec![0]);
+        let other: HashMap<&str, [u8; 32]> = [("a", [7; 32]), ("b", [9; 32])].into();
+        let modified = sealed_check(&ledger, &["a", "b", "c"], &other, &fp);
+        assert_eq!(modified.reason, Some(CheckReason::SourceModified));
+        let after_live = sealed_check(&ledger, &["c", "a"], &sealed, &fp);
+        assert_eq!(after_live.reason, Some(CheckReason::SourceReordered));
+        assert_eq!(after_live.source_index, Some(1));
+        let repeated = sealed_check(&ledger, &["a", "a", "c"], &sealed, &fp);
+        assert_eq!(repeated.source_index, Some(1));
+        let missing = sealed_check(&ledger, &["a", "x"], &sealed, &fp);
+        assert_eq!(missing.reason, Some(CheckReason::SourceMissing));
+        let only_sealed = fingerprint_hex([&[7; 32], &[8; 32]]);
+        let all = sealed_check(&ledger, &["a", "b"], &sealed, &only_sealed);
+        assert!(all.is_current() && all.positions.is_empty());
     }
 }

@@ -5,7 +5,7 @@ use ledgerfold_core::assemble::layout;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use crate::check::SummaryFields;
+use crate::check::{sealed_arg, SummaryFields};
 use crate::conversation::Conversation;
 use crate::extract;
 use crate::items::TurnItem;
@@ -35,14 +35,16 @@ fn turn_items<'py>(
 /// summary is used, its item goes before `turn_items[summary_at]` with `through_sequence`;
 /// otherwise every turn is raw and `fallback` says why.
 #[pyfunction]
-#[pyo3(signature = (conversation, summary, policy_version, preserved_ids))]
+#[pyo3(signature = (conversation, summary, policy_version, preserved_ids, sealed=None))]
 pub fn assemble<'py>(
     py: Python<'py>,
     conversation: &Bound<'py, Conversation>,
     summary: Option<&Bound<'py, PyAny>>,
     policy_version: &Bound<'py, PyAny>,
     preserved_ids: Option<&Bound<'py, PyAny>>,
+    sealed: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<AssembleTuple<'py>> {
+    let sealed = sealed_arg(sealed)?;
     let policy_version = extract::string("policy_version", policy_version)?;
     let preserved = preserved_ids
         .filter(|ids| !ids.is_none())
@@ -57,7 +59,7 @@ pub fn assemble<'py>(
         return raw("no-summary".to_owned(), None);
     };
     let fields = SummaryFields::read(summary)?;
-    let checked = fields.check(conversation, policy_version.to_str()?)?;
+    let checked = fields.check(conversation, policy_version.to_str()?, sealed.as_ref())?;
     if let Some(reason) = checked.result.reason {
         return raw(
             format!("stale-summary:{}", reason.as_str()),
@@ -76,11 +78,15 @@ pub fn assemble<'py>(
     if conversation.position(summary_id).is_some() {
         return raw("duplicate-id".to_owned(), Some(summary_id.to_owned()));
     }
-    // A current summary's sources all exist and are in ascending ledger order.
+    // A current summary's live sources all exist and are in ascending ledger order; sealed
+    // ones sort before every live turn, so a summary with only sealed sources goes first,
+    // its slot just below the first live turn (SPEC §15.5).
     let positions = checked.result.positions;
-    let through_sequence = conversation
-        .turn(*positions.last().expect("current summary has sources"))
-        .sequence;
+    let through_sequence = match positions.last() {
+        Some(&last) => conversation.turn(last).sequence,
+        None if conversation.turns.is_empty() => 0,
+        None => conversation.turn(0).sequence - 1,
+    };
     let layout = layout(conversation.turns.len(), &positions);
     let items = turn_items(py, conversation, layout.included.iter().copied())?;
     Ok((

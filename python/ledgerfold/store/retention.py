@@ -1,0 +1,306 @@
+"""Retention and erasure inside one transaction (SPEC §15.5): purge with a sealed summary,
+erasing the versions that cite purged turns, retraction with erasure, and deleting a whole
+conversation.
+
+Purge **seals** the current summary: it is checked current inside the purge transaction,
+and afterwards its purged sources are checked by the digests its source index kept
+(`sealed_digests`), which can no longer change. Every other version citing a purged turn
+is erased (text and index rows) and counted with the pruned ones.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from ledgerfold.context import HistoryBoundary
+from ledgerfold.errors import InvalidInput
+from ledgerfold.model import ROLES
+from ledgerfold.store import ledger, summaries
+from ledgerfold.store.database import now
+from ledgerfold.store.schema import TURN_LIVE, TURN_PURGED, TURN_RETRACTED
+from ledgerfold.summary import check_summary
+
+__all__ = [
+    "PurgePreview",
+    "delete_conversation",
+    "erase_body",
+    "preview",
+    "purge",
+    "retention_cutoff",
+    "sealed_digests",
+]
+
+#: The turns a purge through `sequence` takes: live and retracted ones, protected ones only
+#: when forced. Parameters: (conversation_id, sequence, force).
+_SELECTED = (
+    "SELECT {column} FROM turns WHERE conversation_id = ? AND sequence <= ?"
+    " AND state IN ({states}) AND (protected = 0 OR ?){roles}"
+)
+_BOTH = f"{TURN_LIVE}, {TURN_RETRACTED}"
+
+
+def _selected(column: str, keep_roles: tuple[str, ...] = ()) -> str:
+    """`_SELECTED` for a column, leaving out turns of `keep_roles` (retention keeps the
+    policy's preserved roles, such as the system prompt). Roles are checked names, never
+    user text, so they are written into the SQL."""
+    assert all(role in ROLES for role in keep_roles)
+    roles = f" AND role NOT IN ({', '.join(repr(r) for r in keep_roles)})" if keep_roles else ""
+    return _SELECTED.format(column=column, states=_BOTH, roles=roles)
+
+
+def sealed_digests(
+    conn: sqlite3.Connection, conversation_id: str, summary_pk: int
+) -> dict[str, bytes]:
+    """The stored digests of a version's purged sources, by turn ID (empty when none)."""
+    return {
+        row[0]: bytes(row[1])
+        for row in conn.execute(
+            "SELECT ss.turn_id, ss.turn_digest FROM summary_sources ss JOIN turns t"
+            " ON t.conversation_id = ? AND t.id = ss.turn_id"
+            " WHERE ss.summary_pk = ? AND t.state = ?",
+            (conversation_id, summary_pk, TURN_PURGED),
+        )
+    }
+
+
+def _require(conn: sqlite3.Connection, conversation_id: str) -> None:
+    if ledger.conversation_row(conn, conversation_id) is None:
+        raise InvalidInput(
+            f"conversation_id: unknown conversation {conversation_id!r}",
+            field="conversation_id",
+            problem="unknown-value",
+        )
+
+
+def _seal(
+    conn: sqlite3.Connection, cache: summaries.VersionCache, conversation_id: str
+) -> tuple[int | None, str | None]:
+    """The pk and ID of the current summary once checked current on the whole ledger (with
+    the sealed sources of earlier purges), or None. A current one that fails the check goes
+    stale here with the check's reason."""
+    pointed = summaries.pointed(conn, cache, conversation_id)
+    if pointed is None or pointed[1] != "current":
+        return None, None
+    version = pointed[0]
+    envelope = version.envelope
+    check = check_summary(
+        envelope,
+        ledger.load(conn, conversation_id),
+        envelope.policy_version,
+        sealed=sealed_digests(conn, conversation_id, version.pk),
+    )
+    if check.current:
+        return version.pk, envelope.id
+    conn.execute(
+        "UPDATE summaries SET status = 'stale', reason = ? WHERE pk = ?",
+        (check.reason, version.pk),
+    )
+    return None, None
+
+
+def _citing(selected: str, sealed_pk: int | None) -> str:
+    """Versions (other than the sealed one) whose index or rejected sources name a selected
+    turn. Parameters: conversation_id, then the selection's, twice, then sealed_pk."""
+    return (
+        "SELECT pk FROM summaries WHERE conversation_id = ? AND (pk IN (SELECT summary_pk"
+        f" FROM summary_sources WHERE turn_id IN ({selected})) OR (rejected_source_ids IS NOT"
+        " NULL AND EXISTS (SELECT 1 FROM json_each(rejected_source_ids)"
+        f" WHERE value IN ({selected})))) AND pk IS NOT ?"
+    )
+
+
+def _erase_versions(conn: sqlite3.Connection, conversation_id: str, doomed: list[int]) -> None:
+    """Delete these records with their text and index rows; they count as pruned."""
+    for start in range(0, len(doomed), 500):
+        chunk = doomed[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        conn.execute(f"DELETE FROM summary_sources WHERE summary_pk IN ({marks})", chunk)
+        conn.execute(f"DELETE FROM summary_kept WHERE summary_pk IN ({marks})", chunk)
+        conn.execute(
+            f"UPDATE plans SET base_summary_pk = NULL WHERE base_summary_pk IN ({marks})", chunk
+        )
+        conn.execute(
+            f"UPDATE conversations SET current_summary = NULL WHERE current_summary IN ({marks})",
+            chunk,
+        )
+        conn.execute(f"DELETE FROM summaries WHERE pk IN ({marks})", chunk)
+    conn.execute(
+        "UPDATE conversations SET pruned_count = pruned_count + ? WHERE id = ?",
+        (len(doomed), conversation_id),
+    )
+
+
+def purge(
+    conn: sqlite3.Connection,
+    cache: summaries.VersionCache,
+    conversation_id: str,
+    sequence: int,
+    reason: str,
+    force: bool,
+    keep_roles: tuple[str, ...] = (),
+) -> tuple[HistoryBoundary, int, int, int]:
+    """Retention through `sequence`: seal the current summary, erase every other version
+    citing a purged turn, blank the purged bodies and drop their earlier versions, record
+    the boundary. Returns the boundary, the purged turn count, the new revision and how many
+    versions were erased. Turns of `keep_roles` stay, like protected ones."""
+    _require(conn, conversation_id)
+    sealed_pk, _ = _seal(conn, cache, conversation_id)
+    params = (conversation_id, sequence, int(force))
+    selected = _selected("id", keep_roles)
+    doomed = [
+        row[0]
+        for row in conn.execute(
+            _citing(selected, sealed_pk), (conversation_id, *params, *params, sealed_pk)
+        )
+    ]
+    if doomed:
+        _erase_versions(conn, conversation_id, doomed)
+    pks = _selected("pk", keep_roles)
+    conn.execute(f"DELETE FROM turn_history WHERE turn_pk IN ({pks})", params)
+    purged = conn.execute(
+        f"UPDATE turns SET state = ?, body = '', meta = NULL WHERE pk IN ({pks})",
+        (TURN_PURGED, *params),
+    ).rowcount
+    revision = ledger.bump_revision(conn, conversation_id)
+    boundary = HistoryBoundary(sequence, reason, now())
+    conn.execute(
+        "INSERT INTO history_boundaries (conversation_id, through_sequence, reason,"
+        " purged_at) VALUES (?, ?, ?, ?)",
+        (conversation_id, sequence, reason, boundary.purged_at),
+    )
+    return boundary, purged, revision, len(doomed)
+
+
+class PurgePreview(dict[str, Any]):
+    """What a purge would do, as JSON-ready fields (nothing is written)."""
+
+
+def preview(
+    conn: sqlite3.Connection,
+    cache: summaries.VersionCache,
+    conversation_id: str,
+    sequence: int,
+    force: bool,
+) -> PurgePreview:
+    """`purge_through(..., dry_run=True)`: the turns that would go (and protected ones that
+    would stay), the summary that would be sealed and how many versions would be erased.
+    Runs the purge's own checks, then the caller rolls the transaction back."""
+    _require(conn, conversation_id)
+    row = conn.execute(
+        "SELECT last_sequence FROM conversations WHERE id = ?", (conversation_id,)
+    ).fetchone()
+    sealed_pk, sealed_id = _seal(conn, cache, conversation_id)
+    params = (conversation_id, sequence, int(force))
+    selected = _selected("id")
+    turns = conn.execute(
+        f"SELECT COUNT(*), MIN(sequence), MAX(sequence) FROM turns WHERE id IN ({selected})"
+        " AND conversation_id = ?",
+        (*params, conversation_id),
+    ).fetchone()
+    kept_protected = conn.execute(
+        "SELECT COUNT(*) FROM turns WHERE conversation_id = ? AND sequence <= ?"
+        " AND state IN (?, ?) AND protected = 1 AND NOT ?",
+        (conversation_id, sequence, TURN_LIVE, TURN_RETRACTED, int(force)),
+    ).fetchone()[0]
+    erased = conn.execute(
+        f"SELECT COUNT(*) FROM ({_citing(selected, sealed_pk)})",
+        (conversation_id, *params, *params, sealed_pk),
+    ).fetchone()[0]
+    # Live turns that go without being a source of the sealed summary: what they said
+    # leaves the agent's context for good (the system prompt, a tail kept raw...).
+    unsummarised = conn.execute(
+        f"SELECT COUNT(*) FROM turns WHERE id IN ({selected}) AND conversation_id = ?"
+        " AND state = ? AND id NOT IN (SELECT turn_id FROM summary_sources"
+        " WHERE summary_pk IS ?)",
+        (*params, conversation_id, TURN_LIVE, sealed_pk),
+    ).fetchone()[0]
+    return PurgePreview(
+        conversation_id=conversation_id,
+        through_sequence=sequence,
+        last_sequence=int(row[0]),
+        turns=int(turns[0]),
+        first_sequence=turns[1],
+        last_purged_sequence=turns[2],
+        protected_kept=int(kept_protected),
+        sealed_summary=sealed_id,
+        versions_erased=int(erased),
+        unsummarised=int(unsummarised),
+    )
+
+
+def retention_cutoff(
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    retain_turns: int | None,
+    written_before: str | None,
+    keep_roles: tuple[str, ...] = (),
+) -> int | None:
+    """The sequence a retention purge would go through, or None when nothing is due: turns
+    beyond the newest `retain_turns` live ones, or written before `written_before`, but
+    never past the current summary's last source, so nothing it does not cover is lost.
+    Turns of `keep_roles` (the policy's preserved roles) and protected ones are kept."""
+    pointed = conn.execute(
+        "SELECT s.through_sequence FROM conversations c JOIN summaries s"
+        " ON s.pk = c.current_summary WHERE c.id = ? AND s.status = 'current'",
+        (conversation_id,),
+    ).fetchone()
+    if pointed is None:
+        return None
+    candidates: list[int] = []
+    if retain_turns is not None:
+        row = conn.execute(
+            "SELECT sequence FROM turns WHERE conversation_id = ? AND state = ?"
+            " ORDER BY sequence DESC LIMIT 1 OFFSET ?",
+            (conversation_id, TURN_LIVE, retain_turns),
+        ).fetchone()
+        if row is not None:
+            candidates.append(int(row[0]))
+    if written_before is not None:
+        row = conn.execute(
+            "SELECT MAX(sequence) FROM turns WHERE conversation_id = ? AND state = ?"
+            " AND created_at < ?",
+            (conversation_id, TURN_LIVE, written_before),
+        ).fetchone()
+        if row[0] is not None:
+            candidates.append(int(row[0]))
+    if not candidates:
+        return None
+    through = min(max(candidates), int(pointed[0]))
+    purged = conn.execute(
+        f"SELECT 1 FROM ({_selected('pk', keep_roles)}) LIMIT 1", (conversation_id, through, 0)
+    ).fetchone()
+    return through if purged else None
+
+
+def erase_body(conn: sqlite3.Connection, conversation_id: str, turn_id: str) -> None:
+    """Blank a retracted turn's body and meta and drop its earlier versions (ID, sequence
+    and digest stay)."""
+    conn.execute(
+        "DELETE FROM turn_history WHERE turn_pk IN (SELECT pk FROM turns"
+        " WHERE conversation_id = ? AND id = ?)",
+        (conversation_id, turn_id),
+    )
+    conn.execute(
+        "UPDATE turns SET body = '', meta = NULL WHERE conversation_id = ? AND id = ?",
+        (conversation_id, turn_id),
+    )
+
+
+def delete_conversation(conn: sqlite3.Connection, conversation_id: str) -> int:
+    """Erase a conversation's turns, turn history, summaries, plans, index rows and
+    boundaries. Returns how many turn rows went (0 for an unknown conversation)."""
+    summary_pks = "SELECT pk FROM summaries WHERE conversation_id = ?"
+    turn_pks = "SELECT pk FROM turns WHERE conversation_id = ?"
+    key = (conversation_id,)
+    conn.execute(f"DELETE FROM summary_sources WHERE summary_pk IN ({summary_pks})", key)
+    conn.execute(f"DELETE FROM summary_kept WHERE summary_pk IN ({summary_pks})", key)
+    conn.execute("DELETE FROM active_plans WHERE conversation_id = ?", key)
+    conn.execute("UPDATE conversations SET current_summary = NULL WHERE id = ?", key)
+    conn.execute("DELETE FROM summaries WHERE conversation_id = ?", key)
+    conn.execute("DELETE FROM plans WHERE conversation_id = ?", key)
+    conn.execute(f"DELETE FROM turn_history WHERE turn_pk IN ({turn_pks})", key)
+    turns = conn.execute("DELETE FROM turns WHERE conversation_id = ?", key).rowcount
+    conn.execute("DELETE FROM history_boundaries WHERE conversation_id = ?", key)
+    conn.execute("DELETE FROM conversations WHERE id = ?", key)
+    return turns

@@ -1,0 +1,162 @@
+"""`SQLiteStore`'s retention and erasure methods (SPEC §15.5): purge with a sealed summary,
+its preview, the retention policy's purge and deleting a conversation. Kept beside
+`sqlite.py`, which holds the other public methods; the work inside each transaction is in
+`retention`."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from ledgerfold import _validate
+from ledgerfold.context import HistoryBoundary
+from ledgerfold.errors import InvalidInput
+from ledgerfold.plan import preserve_roles_arg
+from ledgerfold.store import retention, summaries
+from ledgerfold.store.database import Database
+
+__all__ = ["RetentionMethods"]
+
+_log = logging.getLogger("ledgerfold.store")
+
+
+def _days(value: object) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (0 <= value < float("inf"))
+    ):
+        raise InvalidInput(
+            "retain_days: must be None or a number of days >= 0",
+            field="retain_days",
+            problem="out-of-range",
+        )
+    return float(value)
+
+
+class _RollBack(Exception):
+    """Raised inside a transaction to roll it back on purpose (previews)."""
+
+
+class RetentionMethods:
+    """Mixed into `SQLiteStore`, which provides the database, cache and transactions."""
+
+    _db: Database
+    _cache: summaries.VersionCache
+
+    def _transaction(self, *, write: bool) -> AbstractContextManager[sqlite3.Connection]:
+        raise NotImplementedError
+
+    def purge_through(
+        self, conversation_id: str, sequence: int, reason: str, *, force: bool = False
+    ) -> HistoryBoundary:
+        """Retention: delete bodies (and earlier versions) of raw turns with sequence <=
+        `sequence`, protected ones only when `force` is True; record the boundary; new
+        revision. The current summary, checked current first, is sealed: it stays in the
+        context, its purged sources checked by their stored digests (SPEC §15.5). Every other
+        summary version citing a purged turn is erased (counted by `pruned_count`). Erased
+        bytes are overwritten in the file and the WAL is checkpointed."""
+        conversation_id, sequence, force = self._purge_args(conversation_id, sequence, force)
+        reason = _validate.text("reason", reason)
+        with self._transaction(write=True) as conn:
+            boundary, purged, revision, erased = retention.purge(
+                conn, self._cache, conversation_id, sequence, reason, force
+            )
+        self._db.checkpoint()
+        _log.info(
+            "purged: conversation=%s through_sequence=%d turns=%d force=%s revision=%d"
+            " versions_erased=%d",
+            conversation_id,
+            sequence,
+            purged,
+            force,
+            revision,
+            erased,
+        )
+        return boundary
+
+    def apply_retention(
+        self,
+        conversation_id: str,
+        *,
+        retain_turns: int | None = None,
+        retain_days: float | None = None,
+        reason: str = "retention",
+        keep_roles: Iterable[str] = (),
+    ) -> HistoryBoundary | None:
+        """Purge (sealing first) the raw turns beyond the newest `retain_turns` or written
+        more than `retain_days` ago, but only those the current summary covers: without a
+        current summary nothing is purged. Protected turns and turns of `keep_roles` are
+        kept (the Compactor passes its policy's `preserve_roles`, so the system prompt stays
+        raw in the context). Returns the boundary,
+        or None when nothing was due. (The Compactor calls this after an accepted summary
+        when its policy states a retention.)"""
+        conversation_id = _validate.text("conversation_id", conversation_id)
+        if retain_turns is not None:
+            retain_turns = _validate.integer("retain_turns", retain_turns, minimum=0)
+        cutoff = None
+        if retain_days is not None:
+            cutoff = (datetime.now(timezone.utc) - timedelta(days=_days(retain_days))).isoformat(
+                timespec="microseconds"
+            )
+        reason = _validate.text("reason", reason)
+        roles = preserve_roles_arg(keep_roles, "keep_roles")
+        with self._transaction(write=True) as conn:
+            through = retention.retention_cutoff(conn, conversation_id, retain_turns, cutoff, roles)
+            if through is None:
+                return None
+            boundary, purged, revision, erased = retention.purge(
+                conn, self._cache, conversation_id, through, reason, False, roles
+            )
+        self._db.checkpoint()
+        _log.info(
+            "retention purge: conversation=%s through_sequence=%d turns=%d revision=%d"
+            " versions_erased=%d",
+            conversation_id,
+            through,
+            purged,
+            revision,
+            erased,
+        )
+        return boundary
+
+    def preview_purge(
+        self, conversation_id: str, sequence: int, *, force: bool = False
+    ) -> dict[str, Any]:
+        """What `purge_through` would do, nothing written: `turns` (how many would go, with
+        `first_sequence`/`last_purged_sequence`), `protected_kept`, `sealed_summary` (the ID
+        of the summary that would be sealed, or None), `versions_erased`, `last_sequence`,
+        and `unsummarised`: live turns that would go without being a source of the sealed
+        summary, so what they said would leave the context for good."""
+        conversation_id, sequence, force = self._purge_args(conversation_id, sequence, force)
+        found: dict[str, Any] = {}
+        try:
+            with self._transaction(write=True) as conn:
+                found.update(retention.preview(conn, self._cache, conversation_id, sequence, force))
+                raise _RollBack  # a preview writes nothing, not even a stale mark
+        except _RollBack:
+            pass
+        return found
+
+    def _purge_args(
+        self, conversation_id: str, sequence: int, force: bool
+    ) -> tuple[str, int, bool]:
+        conversation_id = _validate.text("conversation_id", conversation_id)
+        sequence = _validate.integer("sequence", sequence, minimum=0)
+        if not isinstance(force, bool):
+            raise InvalidInput("force: must be bool", field="force", problem="wrong-type")
+        return conversation_id, sequence, force
+
+    def delete_conversation(self, conversation_id: str) -> None:
+        """Erase the conversation: its turns, turn history, summaries, plans, index rows and
+        purge boundaries, overwritten in the file (the WAL is checkpointed). An unknown ID
+        is not an error."""
+        conversation_id = _validate.text("conversation_id", conversation_id)
+        with self._transaction(write=True) as conn:
+            turns = retention.delete_conversation(conn, conversation_id)
+        self._db.checkpoint()
+        _log.info("conversation deleted: conversation=%s turns=%d", conversation_id, turns)
