@@ -150,6 +150,7 @@ def _not_json(name: str) -> Any:
 def _open_calls(ordered: list[Any]) -> set[str]:
     """§15.3: assistant turns whose `tool_calls` name a call no tool turn answers."""
     answered = {(t.meta or {}).get("tool_call_id") for t in ordered if t.role == "tool" and t.meta}
+    answered.discard(None)  # a tool turn without `tool_call_id` answers nothing
     open_ids: set[str] = set()
     for t in ordered:
         raw = (t.meta or {}).get("tool_calls") if t.role == "assistant" else None
