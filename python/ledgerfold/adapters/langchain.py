@@ -1,13 +1,22 @@
 """LangChain messages in and out of the ledger (optional extra `ledgerfold[langchain]`).
 
-Both directions go through the OpenAI-style dicts of `ledgerfold.adapters.chat`, so the
-summary slot, its escaping and the tool-call grouping are exactly the same.
+Both directions go through the OpenAI-style dicts of `ledgerfold.adapters.chat` (the same
+summary slot, escaping and tool-call groups) and `langchain_core`'s own converters,
+`convert_to_messages` and `convert_to_openai_messages` (`text_format="block"`: the ledger
+joins text parts without LangChain's newlines). Kept by hand, as they lose it:
+
+- a stored call `convert_to_messages` cannot parse (it raises) goes to `invalid_tool_calls`
+  with its raw text, as LangChain records a model's unparsable call; `convert_to_openai_messages`
+  drops `invalid_tool_calls`, so they come back as tool calls (after the parsed ones);
+- a tool turn answering no call gets `tool_call_id=""` (LangChain requires one) and `""`
+  comes back as none;
+- a message LangChain splits (`tool_result` blocks) keeps its `id` on its first part.
+
 `langchain_core` is imported only when a function is called.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +29,11 @@ if TYPE_CHECKING:
     # unused-ignore: the ignore is only needed where the extra is not installed.
     from langchain_core.messages import BaseMessage  # type: ignore[import-not-found,unused-ignore]
 
-__all__ = ["chat_message", "from_langchain_messages", "to_langchain_messages"]
+__all__ = ["chat_messages", "from_langchain_messages", "to_langchain_messages"]
+
+# What langchain_core raises on input it cannot convert (JSONDecodeError and pydantic's
+# ValidationError are ValueErrors).
+_CONVERSION_ERRORS = (ValueError, TypeError, KeyError, RecursionError)
 
 
 def _messages_module() -> Any:
@@ -35,73 +48,63 @@ def _messages_module() -> Any:
 
 
 def to_langchain_messages(context: AssembledContext) -> list[BaseMessage]:
-    """LangChain messages for an assembled context (the summary is one `SystemMessage`).
-
-    Tool calls whose `arguments` are not JSON text of an object become
-    `invalid_tool_calls`, as LangChain does for unparsable model output.
-    """
+    """LangChain messages for an assembled context, by `convert_to_messages`: the summary is
+    one `SystemMessage`; calls it cannot parse are `invalid_tool_calls` with their raw text."""
     lc = _messages_module()
-    result: list[BaseMessage] = []
-    for message in to_chat_messages(context):
-        role = message["role"]
-        extra: dict[str, Any] = {}
-        if "name" in message:
-            extra["name"] = message["name"]
-        content = message["content"]
-        if role == "system":
-            result.append(lc.SystemMessage(content=content, **extra))
-        elif role == "user":
-            result.append(lc.HumanMessage(content=content, **extra))
-        elif role == "tool":
-            result.append(
-                lc.ToolMessage(
-                    content=content, tool_call_id=message.get("tool_call_id", ""), **extra
-                )
-            )
-        elif role == "assistant":
-            tool_calls, invalid = _langchain_calls(message.get("tool_calls", []))
-            result.append(
-                lc.AIMessage(
-                    content=content, tool_calls=tool_calls, invalid_tool_calls=invalid, **extra
-                )
-            )
-        else:  # a chat-only role such as "developer"
-            result.append(lc.ChatMessage(role=role, content=content, **extra))
+    chat = to_chat_messages(context)
+    invalid_calls: list[list[Any]] = []
+    for message in chat:
+        parsable, invalid = _split_calls(lc, message.pop("tool_calls", []))
+        if parsable:
+            message["tool_calls"] = parsable
+        invalid_calls.append(invalid)
+        if message["role"] == "tool":
+            message.setdefault("tool_call_id", "")
+    result: list[Any] = lc.convert_to_messages(chat)
+    for converted, invalid in zip(result, invalid_calls, strict=True):
+        if invalid:
+            converted.invalid_tool_calls = invalid
     return result
 
 
-def _langchain_calls(calls: list[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """OpenAI tool calls as LangChain `ToolCall` / `InvalidToolCall` dicts."""
-    valid: list[dict[str, Any]] = []
-    invalid: list[dict[str, Any]] = []
+def _split_calls(lc: Any, calls: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The calls `convert_to_messages` takes (it decides; its rules are not copied), and the
+    others as LangChain `InvalidToolCall`s."""
+    parsable: list[Any] = []
+    invalid: list[Any] = []
     for call in calls:
-        function = call.get("function") if isinstance(call, Mapping) else None
-        function = function if isinstance(function, Mapping) else {}
-        call_id = call.get("id") if isinstance(call, Mapping) else None
-        name = function.get("name")
-        arguments = function.get("arguments")
         try:
-            args = json.loads(arguments) if isinstance(arguments, str) else None
-        except ValueError:
-            args = None
-        if isinstance(args, dict):
-            valid.append({"type": "tool_call", "id": call_id, "name": name, "args": args})
+            lc.convert_to_messages([{"role": "assistant", "content": "", "tool_calls": [call]}])
+        except _CONVERSION_ERRORS:
+            invalid.append(_invalid_call(call))
         else:
-            invalid.append(
-                {
-                    "type": "invalid_tool_call",
-                    "id": call_id,
-                    "name": name,
-                    "args": arguments if isinstance(arguments, str) else None,
-                    "error": None,
-                }
-            )
-    return valid, invalid
+            parsable.append(call)
+    return parsable, invalid
+
+
+def _invalid_call(call: Mapping[str, Any]) -> dict[str, Any]:
+    function = call.get("function")
+    function = function if isinstance(function, Mapping) else {}
+    name, arguments = function.get("name"), function.get("arguments")
+    return {
+        "type": "invalid_tool_call",
+        "id": call["id"],  # the ledger refuses calls without a string id (toolcalls.py)
+        "name": name if isinstance(name, str) else None,
+        "args": arguments if isinstance(arguments, str) else None,
+        "error": None,
+    }
 
 
 def from_langchain_messages(messages: Iterable[BaseMessage], *, id_prefix: str = "m") -> list[Turn]:
-    """Ledger turns from LangChain messages (see `from_chat_messages`); a message's `id`
-    becomes the turn ID when set."""
+    """Ledger turns from LangChain messages (see `chat_messages` and `from_chat_messages`);
+    a message's `id` becomes the turn ID when set."""
+    return from_chat_messages(chat_messages(messages), id_prefix=id_prefix)
+
+
+def chat_messages(messages: Iterable[Any]) -> list[dict[str, Any]]:
+    """OpenAI-style messages for LangChain messages, by `convert_to_openai_messages`, with
+    their `id`s and `invalid_tool_calls`. Anything but a `BaseMessage`, or a message LangChain
+    cannot convert, raises `InvalidInput` naming `messages[<index>]`."""
     lc = _messages_module()
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
         raise InvalidInput(
@@ -117,49 +120,27 @@ def from_langchain_messages(messages: Iterable[BaseMessage], *, id_prefix: str =
                 field=f"messages[{index}]",
                 problem="wrong-type",
             )
-        chat.append(chat_message(message))
-    return from_chat_messages(chat, id_prefix=id_prefix)
-
-
-def chat_message(message: Any) -> dict[str, Any]:
-    """The OpenAI-style message for a LangChain message (its `id` and `name` kept; valid and
-    invalid tool calls alike as `tool_calls`)."""
-    lc = _messages_module()
-    content = message.content
-    if isinstance(content, list):
-        # LangChain allows bare strings among content blocks; OpenAI parts are mappings.
-        content = [
-            {"type": "text", "text": part} if isinstance(part, str) else part for part in content
-        ]
-    chat: dict[str, Any] = {"content": content}
-    if message.id is not None:
-        chat["id"] = message.id
-    if message.name is not None:
-        chat["name"] = message.name
-    if isinstance(message, lc.SystemMessage):
-        chat["role"] = "system"
-    elif isinstance(message, lc.HumanMessage):
-        chat["role"] = "user"
-    elif isinstance(message, lc.ToolMessage):
-        chat["role"] = "tool"
-        chat["tool_call_id"] = message.tool_call_id
-    elif isinstance(message, lc.AIMessage):
-        chat["role"] = "assistant"
-        calls = [
-            _openai_call(call["id"], call["name"], json.dumps(call["args"]))
-            for call in message.tool_calls
-        ] + [
-            _openai_call(call["id"], call["name"], call["args"])
-            for call in message.invalid_tool_calls
-        ]
-        if calls:
-            chat["tool_calls"] = calls
-    elif isinstance(message, lc.ChatMessage):
-        chat["role"] = message.role
-    else:
-        chat["role"] = message.type  # unknown kinds are rejected by from_chat_messages
+        try:
+            converted = lc.convert_to_openai_messages(
+                [message], text_format="block", include_id=True
+            )
+        except _CONVERSION_ERRORS:
+            # LangChain's message quotes the content block; ours names the message only.
+            raise InvalidInput(
+                f"messages[{index}]: langchain_core cannot convert this "
+                f"{type(message).__name__} to an OpenAI-style message",
+                field=f"messages[{index}]",
+                problem="wrong-type",
+            ) from None
+        first = converted[0]
+        if message.id and "id" not in first:
+            first["id"] = message.id
+        if first.get("tool_call_id") == "":
+            del first["tool_call_id"]
+        for call in getattr(message, "invalid_tool_calls", []):
+            function = {"name": call["name"], "arguments": call["args"]}
+            first.setdefault("tool_calls", []).append(
+                {"id": call["id"], "type": "function", "function": function}
+            )
+        chat.extend(converted)
     return chat
-
-
-def _openai_call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}

@@ -7,10 +7,9 @@ summary as one `SystemMessage`, then every uncovered turn). The graph state is n
 changed: every message stays in it, and nothing is deleted. `pre_model_hook` is the same
 for LangGraph's `create_react_agent` (it returns `llm_input_messages`).
 
-Messages cross over through `ledgerfold.adapters.langchain`, not `langchain_core`'s
-`convert_to_openai_messages` / `convert_to_messages`: those drop `invalid_tool_calls`
-(a model's unparsable call would lose its record and its result its group), raise on a
-stored call whose arguments are not JSON, and join text blocks with newlines.
+Messages cross over through `ledgerfold.adapters.langchain`: `langchain_core`'s own
+converters, plus what they would lose (a model's unparsable call keeps its record in the
+ledger, and its result its group).
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
 
-from ledgerfold.adapters.langchain import chat_message, to_langchain_messages
+from ledgerfold.adapters.langchain import chat_messages, to_langchain_messages
 from ledgerfold.compactor import Compactor
 from ledgerfold.errors import InvalidInput
 from ledgerfold.policy import CompactionPolicy
@@ -70,7 +69,7 @@ class LedgerfoldMiddleware(AgentMiddleware):
         new = [message for message in messages if message.id not in known]
         if not new:
             return 0
-        self.store.append_chat_messages(self.conversation_id, [chat_message(m) for m in new])
+        self.store.append_chat_messages(self.conversation_id, chat_messages(new))
         return len(new)
 
     def model_messages(self) -> list[Any]:
