@@ -76,6 +76,10 @@ def checkpoints(n_exchanges: int) -> set[int]:
     return {n_exchanges * step // 8 - 1 for step in range(1, 9)}
 
 
+def turn_ids(items: Any) -> set[str]:
+    return {item.id for item in items if isinstance(item, lf.TurnItem)}
+
+
 class CountingSummarizer:
     """The built-in extractive summarizer, counting what it is given."""
 
@@ -85,6 +89,7 @@ class CountingSummarizer:
         self.largest_request = 0  # turn text only: what max_input_tokens bounds
         self.largest_with_summary = 0  # the previous summary too, as LangChain's is counted
         self.calls = 0
+        self.seen: set[str] = set()  # IDs of the turns it was given
 
     def __call__(self, request: lf.SummaryRequest) -> str:
         tokens = sum(approx_tokens(turn.text) for turn in request.turns)
@@ -92,6 +97,7 @@ class CountingSummarizer:
         self.input_tokens += with_summary
         self.largest_request = max(self.largest_request, tokens)
         self.largest_with_summary = max(self.largest_with_summary, with_summary)
+        self.seen.update(turn.id for turn in request.turns)
         self.calls += 1
         return self.inner(request)
 
@@ -124,7 +130,8 @@ def test_agent_session(benchmark: Any, request: pytest.FixtureRequest, tmp_path:
                 if result.accepted and result.summary is not None:
                     v1_input += sum(tokens_of[i] for i in result.summary.source_ids)
                     v1_input += approx_tokens(previous.text) if previous else 0
-                sent = "\n".join(item.text for item in compactor.context("c").items)
+                context = compactor.context("c")
+                sent = "\n".join(item.text for item in context.items)
                 facts_seen.append(facts_in(sent, facts_planted(index + 1)))
         store_bytes = sum(
             os.path.getsize(f"{path}{suffix}")
@@ -139,6 +146,7 @@ def test_agent_session(benchmark: Any, request: pytest.FixtureRequest, tmp_path:
             v1_input=v1_input,
             store_bytes=store_bytes,
             facts_seen=facts_seen,
+            unread=2 * n_exchanges - len(summarizer.seen | turn_ids(context.items)),
         )
 
     benchmark.pedantic(session, rounds=1)
@@ -167,6 +175,7 @@ def test_agent_session(benchmark: Any, request: pytest.FixtureRequest, tmp_path:
         facts_in_context_mean=round(statistics.mean(outcome["facts_seen"]), 3),
         facts_in_context=outcome["facts_seen"][-1],
         facts_in_ledger=facts_in(ledger, planted),
+        turns_never_summarised=outcome["unread"],  # neither given to the summarizer nor sent
     )
     extra.update(_langchain_anchor(benchmark, n_exchanges, policy, marks))
     target(benchmark, "input_per_appended_token", max_value=1.5)
@@ -176,6 +185,7 @@ def test_agent_session(benchmark: Any, request: pytest.FixtureRequest, tmp_path:
     assert summarizer.largest_request <= policy.max_input_tokens
     assert summarizer.calls <= turns // policy.min_new_turns
     assert extra["facts_in_ledger"] == len(planted)  # the raw ledger keeps every turn
+    assert extra["turns_never_summarised"] == 0  # each turn is summarised before it leaves
 
 
 def _langchain_anchor(
@@ -219,6 +229,9 @@ def _langchain_anchor(
         "langchain_facts_in_model_input_mean": round(statistics.mean(facts_seen), 3),
         "langchain_facts_in_model_input": facts_seen[-1],
         "langchain_facts_in_state": facts_in(session.state_text(), facts_planted(n_exchanges)),
+        # Trimmed away before its summarizer call (trim_tokens_to_summarize) and not kept.
+        "langchain_turns_never_summarised": 2 * n_exchanges
+        - len(summarizer.seen | session.turn_ids()),
     }
 
 

@@ -63,6 +63,7 @@ class CountingLangChainSummarizer:
         self.input_tokens = 0
         self.largest_request = 0
         self.calls = 0
+        self.seen: set[str] = set()  # IDs of the messages it was given (some cut by trimming)
 
     def __call__(self, messages: list[Any]) -> str:
         previous: str | None = None
@@ -77,6 +78,7 @@ class CountingLangChainSummarizer:
             role = "user" if message.type == "human" else "assistant"
             sequence = int(str(message.id).removeprefix("s"))
             turns.append(lf.TurnItem(str(message.id), role, text, sequence))
+            self.seen.add(str(message.id))
         self.input_tokens += tokens
         self.largest_request = max(self.largest_request, tokens)
         self.calls += 1
@@ -120,6 +122,14 @@ class LangChainSession:
         state = self.agent.invoke({"messages": [*self.messages, user_message]})
         self.messages = state["messages"]
         return "\n".join(text_of(message) for message in self.model.last_input)
+
+    def turn_ids(self) -> set[str]:
+        """IDs of the exchanges' messages the agent carries forward (not its summary)."""
+        return {
+            str(message.id)
+            for message in self.messages
+            if message.additional_kwargs.get("lc_source") != "summarization"
+        }
 
     def state_text(self) -> str:
         """The text of every message the agent carries forward."""
