@@ -5,7 +5,12 @@ append. Smoke-sized in the normal test run; full size under `make bench`.
   `Compactor` (trigger 4,000 tokens) with a token-counting summarizer: summarizer input
   tokens / tokens appended (anchor, same session: what v1 would have sent for the same
   compactions, every covered turn plus the previous summary each time), the largest request,
-  the number of compactions and the database size.
+  the number of compactions and the database size. Anchor, same run: LangChain v1's
+  `SummarizationMiddleware` in `create_agent` over the same exchanges with the same
+  summarizer and bound (`langchain_session.py`): its summarizer input, largest request and
+  summarisations. Facts planted in every 25th user turn are counted in what the model is
+  sent after every exchange (ours: summary + raw tail; LangChain's: its summary + kept
+  messages) and in what is kept afterwards (our ledger; LangChain's agent state).
 - Per-compaction store cost: a compaction of 8 new turns on a 100k-turn conversation vs on a
   1k-turn one (a trivial summarizer, so the store's work is what is timed), in turn.
 - Append latency: single `append` with durability "full" and "normal", each vs a raw
@@ -18,6 +23,7 @@ import os
 import sqlite3
 import statistics
 import time
+import warnings
 from collections.abc import Iterator
 from itertools import count
 from pathlib import Path
@@ -26,6 +32,7 @@ from typing import Any
 import pytest
 from bench_conftest import full_size, iter_transcript_turns, record_ratio, target
 
+import langchain_session
 import ledgerfold as lf
 from ledgerfold.summarizers import ExtractiveSummarizer
 from ledgerfold.tokens import approx_tokens
@@ -33,13 +40,44 @@ from ledgerfold.tokens import approx_tokens
 PV = "bench-loop"
 
 
+#: A fact is planted in the user turn of every FACT_EVERY-th exchange, from the first.
+FACT_EVERY = 25
+
+
+def fact(k: int) -> str:
+    """The k-th planted fact: a distinct constraint, a sentence of its own."""
+    return f"FACT-{k:04d}: ship crate {k} to dock {k * 37 % 101}."
+
+
+def facts_planted(exchanges_done: int) -> list[str]:
+    return [fact(k) for k in range((exchanges_done + FACT_EVERY - 1) // FACT_EVERY)]
+
+
+def facts_in(text: str, planted: list[str]) -> int:
+    return sum(1 for planted_fact in planted if planted_fact in text)
+
+
 def exchanges() -> Iterator[tuple[str, str]]:
-    """(user body, assistant body) pairs from the real transcripts, in order, repeated."""
+    """(user body, assistant body) pairs from the real transcripts, in order, repeated; every
+    FACT_EVERY-th user body starts with a planted fact (its first sentence, so the extractive
+    summarizer's line for the turn carries it)."""
     turns = [t for t in iter_transcript_turns() if t["role"] in ("user", "assistant")]
     users = [t["body"] for t in turns if t["role"] == "user" and t["body"].strip()]
     assistants = [t["body"] for t in turns if t["role"] == "assistant" and t["body"].strip()]
     for n in count():
-        yield users[n % len(users)], assistants[n % len(assistants)]
+        user = users[n % len(users)]
+        if n % FACT_EVERY == 0:
+            user = f"{fact(n // FACT_EVERY)}\n{user}"
+        yield user, assistants[n % len(assistants)]
+
+
+def checkpoints(n_exchanges: int) -> set[int]:
+    """The exchanges (0-based) whose fact counts extra_info lists (eight, evenly spaced)."""
+    return {n_exchanges * step // 8 - 1 for step in range(1, 9)}
+
+
+def turn_ids(items: Any) -> set[str]:
+    return {item.id for item in items if isinstance(item, lf.TurnItem)}
 
 
 class CountingSummarizer:
@@ -48,13 +86,18 @@ class CountingSummarizer:
     def __init__(self) -> None:
         self.inner = ExtractiveSummarizer()
         self.input_tokens = 0
-        self.largest_request = 0
+        self.largest_request = 0  # turn text only: what max_input_tokens bounds
+        self.largest_with_summary = 0  # the previous summary too, as LangChain's is counted
         self.calls = 0
+        self.seen: set[str] = set()  # IDs of the turns it was given
 
     def __call__(self, request: lf.SummaryRequest) -> str:
         tokens = sum(approx_tokens(turn.text) for turn in request.turns)
-        self.input_tokens += tokens + approx_tokens(request.previous_summary or "")
+        with_summary = tokens + approx_tokens(request.previous_summary or "")
+        self.input_tokens += with_summary
         self.largest_request = max(self.largest_request, tokens)
+        self.largest_with_summary = max(self.largest_with_summary, with_summary)
+        self.seen.update(turn.id for turn in request.turns)
         self.calls += 1
         return self.inner(request)
 
@@ -62,6 +105,7 @@ class CountingSummarizer:
 def test_agent_session(benchmark: Any, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     n_exchanges = 2_000 if full_size(request.config) else 150
     policy = lf.CompactionPolicy(PV, keep_tail=6, trigger_tokens=4_000)
+    marks = checkpoints(n_exchanges)
     outcome: dict[str, Any] = {}
 
     def session() -> None:
@@ -70,6 +114,7 @@ def test_agent_session(benchmark: Any, request: pytest.FixtureRequest, tmp_path:
         appended_tokens = appended_bytes = 0
         v1_input = 0  # what v1 would have sent: every covered turn + the previous summary
         tokens_of: dict[str, int] = {}
+        facts_seen = []  # facts in the context (summary + raw tail) after each exchange
         with lf.SQLiteStore(path, durability="normal") as store:
             compactor = lf.Compactor(store, policy, summarizer)
             source = exchanges()
@@ -85,21 +130,30 @@ def test_agent_session(benchmark: Any, request: pytest.FixtureRequest, tmp_path:
                 if result.accepted and result.summary is not None:
                     v1_input += sum(tokens_of[i] for i in result.summary.source_ids)
                     v1_input += approx_tokens(previous.text) if previous else 0
+                context = compactor.context("c")
+                sent = "\n".join(item.text for item in context.items)
+                facts_seen.append(facts_in(sent, facts_planted(index + 1)))
         store_bytes = sum(
             os.path.getsize(f"{path}{suffix}")
             for suffix in ("", "-wal")
             if os.path.exists(f"{path}{suffix}")
         )
         outcome.update(
+            path=path,
             summarizer=summarizer,
             appended_tokens=appended_tokens,
             appended_bytes=appended_bytes,
             v1_input=v1_input,
             store_bytes=store_bytes,
+            facts_seen=facts_seen,
+            unread=2 * n_exchanges - len(summarizer.seen | turn_ids(context.items)),
         )
 
     benchmark.pedantic(session, rounds=1)
     summarizer: CountingSummarizer = outcome["summarizer"]
+    planted = facts_planted(n_exchanges)
+    with lf.SQLiteStore(outcome["path"]) as store:
+        ledger = "\n".join(turn.body for turn in store.load("c").turns)
     turns = 2 * n_exchanges
     extra = benchmark.extra_info
     extra.update(
@@ -110,17 +164,75 @@ def test_agent_session(benchmark: Any, request: pytest.FixtureRequest, tmp_path:
         v1_input_tokens=outcome["v1_input"],
         v1_input_per_appended_token=round(outcome["v1_input"] / outcome["appended_tokens"], 3),
         largest_request_tokens=summarizer.largest_request,
+        largest_request_with_summary_tokens=summarizer.largest_with_summary,
         compactions=summarizer.calls,
         compaction_bound=turns // policy.min_new_turns,
         store_bytes=outcome["store_bytes"],
         store_bound_bytes=2 * outcome["appended_bytes"] + 2**20,
+        facts_planted=len(planted),
+        facts_planted_by_checkpoint=[len(facts_planted(index + 1)) for index in sorted(marks)],
+        facts_in_context_by_checkpoint=[outcome["facts_seen"][index] for index in sorted(marks)],
+        facts_in_context_mean=round(statistics.mean(outcome["facts_seen"]), 3),
+        facts_in_context=outcome["facts_seen"][-1],
+        facts_in_ledger=facts_in(ledger, planted),
+        turns_never_summarised=outcome["unread"],  # neither given to the summarizer nor sent
     )
+    extra.update(_langchain_anchor(benchmark, n_exchanges, policy, marks))
     target(benchmark, "input_per_appended_token", max_value=1.5)
     target(benchmark, "largest_request_tokens", max_value=policy.max_input_tokens)
     target(benchmark, "compactions", max_value=turns // policy.min_new_turns)
     target(benchmark, "store_bytes", max_value=2 * outcome["appended_bytes"] + 2**20)
     assert summarizer.largest_request <= policy.max_input_tokens
     assert summarizer.calls <= turns // policy.min_new_turns
+    assert extra["facts_in_ledger"] == len(planted)  # the raw ledger keeps every turn
+    assert extra["turns_never_summarised"] == 0  # each turn is summarised before it leaves
+
+
+def _langchain_anchor(
+    benchmark: Any, n_exchanges: int, policy: lf.CompactionPolicy, marks: set[int]
+) -> dict[str, Any]:
+    """The same exchanges through LangChain v1's `SummarizationMiddleware` (see
+    `langchain_session.py`): a comparable trigger (tokens of the whole input, the same
+    counter) and keep (the last `keep_tail` messages), the same summarizer and bound."""
+    reason = langchain_session.unavailable()
+    if reason is not None:
+        warnings.warn(f"agent session: LangChain anchor skipped: {reason}", stacklevel=2)
+        return {"langchain_anchor": f"skipped: {reason}"}
+    assert policy.trigger_tokens is not None
+    session = langchain_session.LangChainSession(
+        trigger_tokens=policy.trigger_tokens,
+        keep_messages=policy.keep_tail,
+        max_summary_tokens=policy.max_summary_tokens,
+    )
+    source = exchanges()
+    facts_seen = []  # facts in what the agent's model was sent, each exchange
+    start = time.perf_counter()
+    for index in range(n_exchanges):
+        user, assistant = next(source)
+        sent = session.exchange(2 * index + 1, user, assistant)
+        facts_seen.append(facts_in(sent, facts_planted(index + 1)))
+    record_ratio(benchmark, "langchain_session", time.perf_counter() - start)
+    summarizer = session.summarizer
+    assert summarizer.calls > 0  # else the anchor measured nothing
+    ours = benchmark.extra_info
+    return {
+        "langchain_summarizer_input_tokens": summarizer.input_tokens,
+        "langchain_input_per_appended_token": round(
+            summarizer.input_tokens / ours["appended_tokens"], 3
+        ),
+        "input_tokens_vs_langchain": round(
+            ours["summarizer_input_tokens"] / summarizer.input_tokens, 3
+        ),
+        "langchain_largest_request_tokens": summarizer.largest_request,
+        "langchain_summarisations": summarizer.calls,
+        "langchain_facts_in_model_input_by_checkpoint": [facts_seen[i] for i in sorted(marks)],
+        "langchain_facts_in_model_input_mean": round(statistics.mean(facts_seen), 3),
+        "langchain_facts_in_model_input": facts_seen[-1],
+        "langchain_facts_in_state": facts_in(session.state_text(), facts_planted(n_exchanges)),
+        # Trimmed away before its summarizer call (trim_tokens_to_summarize) and not kept.
+        "langchain_turns_never_summarised": 2 * n_exchanges
+        - len(summarizer.seen | session.turn_ids()),
+    }
 
 
 def _summarised(path: Path, turns: int) -> tuple[lf.SQLiteStore, lf.Compactor]:

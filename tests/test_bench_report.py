@@ -122,6 +122,26 @@ def test_a_near_miss_shows_the_digit_that_misses() -> None:
     assert "vs one: 1.597×, target ≥ 1.60×" in report.render(run(bench("t", 1.0, extra)), "x")
 
 
+def test_a_max_value_is_bytes_only_when_its_key_says_so() -> None:
+    extra = {
+        "compactions": 157,
+        "input_per_appended_token": 1.379,
+        "store_bytes": 4_239_360,
+        "targets": [
+            {"anchor": "compactions", "max_value": 500},
+            {"anchor": "input_per_appended_token", "max_value": 1.5},
+            {"anchor": "store_bytes", "max_value": 4_274_674},
+        ],
+    }
+    text = report.render(run(bench("test_agent_session", 6.0, extra)), "x")
+    assert "| compactions | 157 | — | ≤ 500 | PASS |" in text
+    assert "| input_per_appended_token | 1.379 | — | ≤ 1.5 | PASS |" in text
+    assert "| store_bytes | 4.0 MiB | — | ≤ 4.1 MiB | PASS |" in text
+    extra["compactions"] = 1_234
+    missed = report.render(run(bench("test_agent_session", 6.0, extra)), "x")
+    assert "- `test_agent_session` vs compactions: 1,234, target ≤ 500" in missed
+
+
 def test_format_bytes() -> None:
     assert report.format_bytes(524_288_000) == "500.0 MiB"
     assert report.format_bytes(512) == "512 B"
@@ -195,3 +215,46 @@ def test_baseline_drops_per_round_timings(tmp_path: Path) -> None:
 def test_main_unreadable_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert report.main([str(tmp_path / "missing.json")]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_a_later_run_replaces_the_same_suite_and_each_suite_names_its_run(
+    tmp_path: Path,
+) -> None:
+    full = run(
+        bench("test_core", 1.0, {}),
+        bench("test_old_session", 1.0, {}, suite="bench_agent_loop.py"),
+    )
+    later = run(bench("test_session", 2.0, {}, suite="bench_agent_loop.py"))
+    later["command"] = "pytest benches/bench_agent_loop.py --benchmark-enable"
+    later["datetime"] = "2026-02-02T00:00:00"
+    paths = [tmp_path / "full.json", tmp_path / "loop.json"]
+    for path, content in zip(paths, (full, later), strict=True):
+        path.write_text(json.dumps(content), encoding="utf-8")
+    out = tmp_path / "R.md"
+    assert report.main([*map(str, paths), "-o", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert "test_core" in text and "test_session" in text
+    assert "test_old_session" not in text  # the whole suite came from the later run
+    assert f"python benches/report.py {paths[0]} {paths[1]}" in text
+    assert "Run 1:" in text and "Run 2:" in text
+    assert "`pytest benches/bench_agent_loop.py --benchmark-enable`" in text
+    assert "- When: 2026-02-02T00:00:00" in text
+    core, loop = text.index("## bench_core.py"), text.index("## bench_agent_loop.py")
+    assert text.index("From run 1.", core) < text.index("| `test_core`")
+    assert text.index("From run 2.", loop) < text.index("| `test_session`")
+
+
+def test_a_run_that_gives_no_suite_is_not_listed() -> None:
+    first = run(bench("test_a", 1.0, {}, suite="bench_agent_loop.py"))
+    second = run(bench("test_b", 1.0, {}, suite="bench_agent_loop.py"))
+    text = report.render_runs([(first, "one.json"), (second, "two.json")])
+    assert "Run 2:" not in text and "From run" not in text and "test_a" not in text
+    assert "Medians of one run" in text
+
+
+def test_baseline_takes_one_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "last.json"
+    path.write_text(json.dumps(run(bench("test_a", 1.0, {}))), encoding="utf-8")
+    baseline = tmp_path / "baseline.json"
+    assert report.main([str(path), str(path), "--baseline", str(baseline)]) == 2
+    assert "one run" in capsys.readouterr().err and not baseline.exists()
