@@ -325,9 +325,14 @@ def test_a_source_position_the_packed_key_cannot_hold_reads_that_run_by_rows(db:
         " JOIN summary_sources AS ss ON ss.summary_pk = s.pk WHERE s.status = 'current'"
         " GROUP BY s.pk ORDER BY s.pk LIMIT 1"
     ).fetchone()
+    # A version reads the rows of its run below its count: stretch it over the moved row.
+    (run_pk,) = conn.execute("SELECT source_run FROM summaries WHERE pk = ?", (summary_pk,))
     conn.execute(
-        "UPDATE summary_sources SET position = ? WHERE summary_pk = ? AND position = ?",
-        (1 << 28, summary_pk, last),
+        "UPDATE run_sources SET position = ? WHERE run_pk = ? AND position = ?",
+        (1 << 28, run_pk[0], last),
+    )
+    conn.execute(
+        "UPDATE summaries SET source_count = ? WHERE pk = ?", ((1 << 28) + 1, summary_pk)
     )
     conn.commit()
     conn.close()

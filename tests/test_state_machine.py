@@ -52,6 +52,7 @@ if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
     sys.path.insert(0, str(_HERE))
 
 import reference as ref  # noqa: E402
+from source_index import check_source_index  # noqa: E402
 
 CONVERSATIONS = ("c1", "c2")
 ROLES = ("system", "user", "assistant", "tool")
@@ -983,6 +984,8 @@ class LedgerMachine(RuleBasedStateMachine):
             self.check_history(conversation)
             for version in POLICIES:
                 self.check_context(conversation, ledger, version)
+        # Shared source runs: none orphaned, none holding rows no version reads.
+        check_source_index(self.store._connection())
 
     def check_ledger(self, conversation: str) -> lf.Conversation:
         model = self.model[conversation]

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from ledgerfold.errors import InvalidInput
 from ledgerfold.model import Conversation, Turn
-from ledgerfold.store import compaction, ledger, retention, summaries
+from ledgerfold.store import compaction, ledger, retention, sources, summaries
 from ledgerfold.store.database import now
 from ledgerfold.store.rows import Version
 from ledgerfold.store.schema import TURN_LIVE
@@ -192,11 +192,14 @@ def _general(
     return SummaryWrite(True, envelope, None, None)
 
 
-def _insert_version(conn: sqlite3.Connection, envelope: SummaryEnvelope, through: int) -> int:
+def _insert_version(
+    conn: sqlite3.Connection, envelope: SummaryEnvelope, through: int, run_pk: int
+) -> int:
     pk = conn.execute(
         "INSERT INTO summaries (id, conversation_id, plan_id, status, reason, created_at,"
         " source_revision, source_fingerprint, policy_version, text, source_count,"
-        " through_sequence, parent_id) VALUES (?, ?, ?, 'current', NULL, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " through_sequence, parent_id, source_run)"
+        " VALUES (?, ?, ?, 'current', NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             envelope.id,
             envelope.conversation_id,
@@ -209,6 +212,7 @@ def _insert_version(conn: sqlite3.Connection, envelope: SummaryEnvelope, through
             len(envelope.source_ids),
             through,
             envelope.parent_id,
+            run_pk,
         ),
     ).lastrowid
     assert pk is not None
@@ -234,21 +238,18 @@ def _write_full(
     parent: Version | None,
 ) -> Version:
     # check_summary has found every source, sealed ones first, live ones in ledger order.
-    rows: list[tuple[int, str, bytes]] = []
+    rows: list[tuple[str, bytes]] = []
     through = 0 if parent is None else parent.through_sequence
-    for position, turn_id in enumerate(envelope.source_ids):
+    for turn_id in envelope.source_ids:
         turn = None if turn_id in sealed else conversation.get(turn_id)
         if turn is None:
-            rows.append((position, turn_id, sealed[turn_id]))
+            rows.append((turn_id, sealed[turn_id]))
         else:
-            rows.append((position, turn_id, turn.digest))
+            rows.append((turn_id, turn.digest))
             through = max(through, turn.sequence)
-    pk = _insert_version(conn, envelope, through)
-    conn.executemany(
-        "INSERT INTO summary_sources (summary_pk, position, turn_id, turn_digest)"
-        " VALUES (?, ?, ?, ?)",
-        [(pk, position, turn_id, digest) for position, turn_id, digest in rows],
-    )
+    run_pk = sources.new_run(conn, envelope.conversation_id)  # a rebase starts a new run
+    pk = _insert_version(conn, envelope, through, run_pk)
+    sources.append(conn, run_pk, 0, rows)
     # The live turns below the summary's slot that it does not cover: read by `context()`.
     conn.execute(
         "INSERT INTO summary_kept (summary_pk, turn_pk) SELECT ?, t.pk FROM turns AS t"
@@ -269,18 +270,11 @@ def _write_extending(
 ) -> Version:
     cid = envelope.conversation_id
     through = new_turns[-1].sequence
-    pk = _insert_version(conn, envelope, through)
+    # The parent's sources stay where they are: only the new ones are written (SPEC §15.8).
+    run_pk = sources.extension_run(conn, cid, parent.pk)
+    pk = _insert_version(conn, envelope, through, run_pk)
     covered = len(parent.envelope.source_ids)
-    conn.execute(
-        "INSERT INTO summary_sources (summary_pk, position, turn_id, turn_digest)"
-        " SELECT ?, position, turn_id, turn_digest FROM summary_sources WHERE summary_pk = ?",
-        (pk, parent.pk),
-    )
-    conn.executemany(
-        "INSERT INTO summary_sources (summary_pk, position, turn_id, turn_digest)"
-        " VALUES (?, ?, ?, ?)",
-        [(pk, covered + i, turn.id, turn.digest) for i, turn in enumerate(new_turns)],
-    )
+    sources.append(conn, run_pk, covered, [(turn.id, turn.digest) for turn in new_turns])
     new_ids = json.dumps([turn.id for turn in new_turns], ensure_ascii=False)
     # Kept turns: the parent's that are still live, plus the live non-sources between the
     # parent's slot and this one's.

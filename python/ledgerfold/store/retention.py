@@ -16,7 +16,7 @@ from typing import Any
 from ledgerfold.context import HistoryBoundary
 from ledgerfold.errors import InvalidInput
 from ledgerfold.model import ROLES
-from ledgerfold.store import ledger, summaries
+from ledgerfold.store import ledger, sources, summaries
 from ledgerfold.store.database import now
 from ledgerfold.store.schema import TURN_LIVE, TURN_PURGED, TURN_RETRACTED
 from ledgerfold.summary import check_summary
@@ -111,11 +111,12 @@ def _citing(selected: str, sealed_pk: int | None) -> str:
 
 
 def _erase_versions(conn: sqlite3.Connection, conversation_id: str, doomed: list[int]) -> None:
-    """Delete these records with their text and index rows; they count as pruned."""
+    """Delete these records with their text, and the index rows no remaining version reads
+    (the sealed summary keeps its lineage's); they count as pruned."""
+    runs = sources.runs_of(conn, doomed)
     for start in range(0, len(doomed), 500):
         chunk = doomed[start : start + 500]
         marks = ",".join("?" * len(chunk))
-        conn.execute(f"DELETE FROM summary_sources WHERE summary_pk IN ({marks})", chunk)
         conn.execute(f"DELETE FROM summary_kept WHERE summary_pk IN ({marks})", chunk)
         conn.execute(
             f"UPDATE plans SET base_summary_pk = NULL WHERE base_summary_pk IN ({marks})", chunk
@@ -125,6 +126,7 @@ def _erase_versions(conn: sqlite3.Connection, conversation_id: str, doomed: list
             chunk,
         )
         conn.execute(f"DELETE FROM summaries WHERE pk IN ({marks})", chunk)
+    sources.release(conn, runs)
     conn.execute(
         "UPDATE conversations SET pruned_count = pruned_count + ? WHERE id = ?",
         (len(doomed), conversation_id),
@@ -293,11 +295,11 @@ def delete_conversation(conn: sqlite3.Connection, conversation_id: str) -> int:
     summary_pks = "SELECT pk FROM summaries WHERE conversation_id = ?"
     turn_pks = "SELECT pk FROM turns WHERE conversation_id = ?"
     key = (conversation_id,)
-    conn.execute(f"DELETE FROM summary_sources WHERE summary_pk IN ({summary_pks})", key)
     conn.execute(f"DELETE FROM summary_kept WHERE summary_pk IN ({summary_pks})", key)
     conn.execute("DELETE FROM active_plans WHERE conversation_id = ?", key)
     conn.execute("UPDATE conversations SET current_summary = NULL WHERE id = ?", key)
     conn.execute("DELETE FROM summaries WHERE conversation_id = ?", key)
+    sources.delete_conversation_runs(conn, conversation_id)
     conn.execute("DELETE FROM plans WHERE conversation_id = ?", key)
     conn.execute(f"DELETE FROM turn_history WHERE turn_pk IN ({turn_pks})", key)
     turns = conn.execute("DELETE FROM turns WHERE conversation_id = ?", key).rowcount

@@ -148,11 +148,49 @@ _V3 = """
 ALTER TABLE turns ADD COLUMN created_at TEXT;
 """
 
+# v1.1 shared source index (SPEC §15.8 cost): a rolling version appends its new sources to
+# its parent's *source run* instead of copying the parent's rows, so a compaction writes
+# O(new sources) rows. A version uses the first `source_count` rows of its run; a rebase
+# starts a new run. AUTOINCREMENT: a run's pk is never reused, even after the newest run is
+# deleted, so rows of a deleted run can never be read as another's. Existing versions each
+# get their own run (pk = summary pk) holding their rows. `summary_sources` becomes a view
+# with the old columns: every version's sources, as before.
+_V4 = """
+CREATE TABLE source_runs (
+    pk               INTEGER PRIMARY KEY AUTOINCREMENT,
+    conversation_id  TEXT NOT NULL
+);
+CREATE INDEX source_runs_by_conversation ON source_runs (conversation_id);
+CREATE TABLE run_sources (
+    run_pk       INTEGER NOT NULL REFERENCES source_runs(pk),
+    position     INTEGER NOT NULL,
+    turn_id      TEXT NOT NULL,
+    turn_digest  BLOB NOT NULL,
+    PRIMARY KEY (run_pk, position)
+) WITHOUT ROWID;
+CREATE INDEX run_sources_by_turn ON run_sources (turn_id);
+ALTER TABLE summaries ADD COLUMN source_run INTEGER REFERENCES source_runs(pk);
+INSERT INTO source_runs (pk, conversation_id)
+    SELECT pk, conversation_id FROM summaries
+    WHERE status IN ('current', 'superseded', 'stale')
+        OR pk IN (SELECT summary_pk FROM summary_sources);
+UPDATE summaries SET source_run = pk WHERE pk IN (SELECT pk FROM source_runs);
+INSERT INTO run_sources (run_pk, position, turn_id, turn_digest)
+    SELECT summary_pk, position, turn_id, turn_digest FROM summary_sources;
+DROP TABLE summary_sources;
+CREATE INDEX summaries_by_run ON summaries (source_run, source_count);
+CREATE VIEW summary_sources (summary_pk, position, turn_id, turn_digest) AS
+    SELECT s.pk, r.position, r.turn_id, r.turn_digest
+    FROM summaries AS s JOIN run_sources AS r
+        ON r.run_pk = s.source_run AND r.position < s.source_count;
+"""
+
 #: (version, name, DDL) in ascending order; append new migrations, never edit old ones.
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial", _V1),
     (2, "agent-loop", _V2),
     (3, "retention", _V3),
+    (4, "source-runs", _V4),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -15,7 +15,7 @@ from typing import Any
 
 from ledgerfold.context import ContextItem, SummaryItem
 from ledgerfold.errors import InvalidInput, StoreError
-from ledgerfold.store import ledger
+from ledgerfold.store import ledger, sources
 from ledgerfold.store.database import now
 from ledgerfold.store.rows import (
     ITEM_COLUMNS,
@@ -192,8 +192,8 @@ def summarised_items(
 
 def prune(conn: sqlite3.Connection, conversation_id: str, keep: int, cutoff: str | None) -> int:
     """Delete the conversation's records beyond the newest `keep` other than the one its
-    pointer designates (and, with `cutoff`, only those created before it): their text and
-    index rows go with them. Returns how many records were deleted."""
+    pointer designates (and, with `cutoff`, only those created before it): their text goes
+    with them, and the index rows no remaining version reads. Returns how many records were deleted."""
     if ledger.conversation_row(conn, conversation_id) is None:
         return 0  # no turn was ever written: only records of empty plans, and no tally
     doomed = [
@@ -208,15 +208,17 @@ def prune(conn: sqlite3.Connection, conversation_id: str, keep: int, cutoff: str
     ]
     if not doomed:
         return 0
+    runs = sources.runs_of(conn, doomed)
     for start in range(0, len(doomed), 500):
         chunk = doomed[start : start + 500]
         marks = ",".join("?" * len(chunk))
-        conn.execute(f"DELETE FROM summary_sources WHERE summary_pk IN ({marks})", chunk)
         conn.execute(f"DELETE FROM summary_kept WHERE summary_pk IN ({marks})", chunk)
         conn.execute(
             f"UPDATE plans SET base_summary_pk = NULL WHERE base_summary_pk IN ({marks})", chunk
         )
         conn.execute(f"DELETE FROM summaries WHERE pk IN ({marks})", chunk)
+    # Sources shared along a lineage stay while a remaining version reads them.
+    sources.release(conn, runs)
     conn.execute(
         "UPDATE conversations SET pruned_count = pruned_count + ? WHERE id = ?",
         (len(doomed), conversation_id),
