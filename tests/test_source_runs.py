@@ -11,6 +11,7 @@ from typing import Any
 
 import ledgerfold as lf
 from ledgerfold.revalidate import revalidate_database
+from ledgerfold.summary import extended_fingerprint
 
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
@@ -250,3 +251,18 @@ def test_a_v3_database_keeps_each_versions_sources(tmp_path: Path) -> None:
         ) == int(pk)
         assert count(store, "SELECT COUNT(*) FROM run_sources") == 26
         each_version_reads_its_own_sources(store)
+
+
+def test_a_long_parent_digest_list_fingerprints_as_the_turns_do() -> None:
+    """The parent's digests are hashed in one update (many BLAKE3 chunks at once): the same
+    fingerprint as the turns themselves, at every split between parent and new turns."""
+    turns = [lf.Turn(f"t{i}", i + 1, "user", f"body {i}") for i in range(3_000)]
+    expected = lf.fingerprint_turns(turns)
+    for split in (0, 1, 31, 32, 33, 1_024, 2_999, 3_000):
+        parent = b"".join(turn.digest for turn in turns[:split])
+        assert extended_fingerprint(parent, turns[split:]) == expected, split
+    # The same parent object with other new turns is hashed again, not taken from the last.
+    parent = b"".join(turn.digest for turn in turns[:2_000])
+    assert extended_fingerprint(parent, turns[2_000:]) == expected
+    shorter = turns[2_000:2_500]
+    assert extended_fingerprint(parent, shorter) == lf.fingerprint_turns(turns[:2_500])

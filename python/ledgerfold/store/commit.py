@@ -118,11 +118,15 @@ def _extending(
     digests = parent_digests(conn, cache, parent)
     if extended_fingerprint(digests, new_turns) != envelope.source_fingerprint:
         return _refused(envelope, "stale-source", "source-modified")
-    if _splits_a_group(conn, cid, new_turns, set(envelope.source_ids)):
+    if _splits_a_group(conn, cid, new_turns, envelope.source_ids):
         return _refused(envelope, "stale-source", "group-split")
     if not added.issuperset(new_ids) or any(turn.protected for turn in new_turns):
         return _refused(envelope, "invalid-summary", "plan-mismatch")
-    cache.stage(_write_extending(conn, envelope, parent, new_turns, digests))
+    written = _write_extending(conn, envelope, parent, new_turns)
+    cache.stage(written)
+    # The next compaction extends this version: its digests are known without reading them.
+    extended = digests + b"".join(turn.digest for turn in new_turns)
+    cache.stage_digests(written.pk, envelope.id, extended)
     conn.execute("DELETE FROM active_plans WHERE conversation_id = ?", (cid,))
     return SummaryWrite(True, envelope, None, None)
 
@@ -139,9 +143,10 @@ def parent_digests(
 
 
 def _splits_a_group(
-    conn: sqlite3.Connection, cid: str, new_turns: Sequence[Turn], sources: set[str]
+    conn: sqlite3.Connection, cid: str, new_turns: Sequence[Turn], source_ids: Sequence[str]
 ) -> bool:
     groups = sorted({turn.group for turn in new_turns if turn.group is not None})
+    sources: set[str] | None = None  # built only when a group has members to look up
     for start in range(0, len(groups), 500):
         chunk = groups[start : start + 500]
         marks = ",".join("?" * len(chunk))
@@ -149,6 +154,8 @@ def _splits_a_group(
             f"SELECT id FROM turns WHERE conversation_id = ? AND state = ? AND grp IN ({marks})",
             (cid, TURN_LIVE, *chunk),
         ):
+            if sources is None:
+                sources = set(source_ids)
             if turn_id not in sources:
                 return True
     return False
@@ -266,7 +273,6 @@ def _write_extending(
     envelope: SummaryEnvelope,
     parent: Version,
     new_turns: Sequence[Turn],
-    parent_source_digests: bytes,
 ) -> Version:
     cid = envelope.conversation_id
     through = new_turns[-1].sequence

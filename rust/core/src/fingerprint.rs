@@ -30,6 +30,18 @@ impl Fingerprinter {
         self.hasher.update(digest);
     }
 
+    /// Push digests given back to back (32 bytes each) in one update: the same fingerprint
+    /// as pushing them one by one, but BLAKE3 hashes a long input several chunks at a time
+    /// (a rolling summary's parent digests: 3.2 MB at 100k sources).
+    ///
+    /// # Panics
+    /// When the length is not a multiple of 32 (a caller bug).
+    pub fn push_packed(&mut self, digests: &[u8]) {
+        assert_eq!(digests.len() % 32, 0, "digests are 32 bytes each");
+        self.pushed += (digests.len() / 32) as u64;
+        self.hasher.update(digests);
+    }
+
     /// The raw 32-byte fingerprint.
     ///
     /// # Panics

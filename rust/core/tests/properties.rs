@@ -403,6 +403,9 @@ proptest! {
             incremental.push(digest);
         }
         prop_assert_eq!(&incremental.finish_hex(), &text);
+        let mut packed = Fingerprinter::new(digests.len());
+        packed.push_packed(&digests.concat());
+        prop_assert_eq!(&packed.finish_hex(), &text);
         prop_assert_eq!(parse_fingerprint(&text), Some(fingerprint_digests(digests.iter())));
     }
 

@@ -104,8 +104,6 @@ pub fn fingerprint_digests(py: Python<'_>, digests: &[u8]) -> PyResult<String> {
         ));
     }
     let mut fingerprint = Fingerprinter::new(digests.len() / 32);
-    for digest in digests.chunks_exact(32) {
-        fingerprint.push(digest.try_into().expect("chunks of 32"));
-    }
+    fingerprint.push_packed(digests);
     Ok(fingerprint.finish_hex())
 }
