@@ -266,3 +266,16 @@ def test_a_long_parent_digest_list_fingerprints_as_the_turns_do() -> None:
     assert extended_fingerprint(parent, turns[2_000:]) == expected
     shorter = turns[2_000:2_500]
     assert extended_fingerprint(parent, shorter) == lf.fingerprint_turns(turns[:2_500])
+
+
+def test_starts_with_ids_compares_text_when_the_objects_differ() -> None:
+    from ledgerfold import _native
+
+    parent = tuple(f"t{i}" for i in range(1_000))
+    assert _native.starts_with_ids(parent + ("n1",), parent)  # the very objects
+    copies = tuple("".join(["t", str(i)]) for i in range(1_000))  # equal, other objects
+    assert copies[5] is not parent[5] and _native.starts_with_ids(copies + ("n1",), parent)
+    changed = parent[:500] + ("other",) + parent[501:]
+    assert not _native.starts_with_ids(changed + ("n1",), parent)
+    assert not _native.starts_with_ids(parent[:-1], parent)  # shorter than the prefix
+    assert _native.starts_with_ids(parent, ()) and _native.starts_with_ids((), ())

@@ -152,7 +152,7 @@ def extended_fingerprint(parent_digests: bytes, turns: Iterable[Turn]) -> str:
     last = _last_extended
     if last is not None and last[0] is parent_digests and last[1] == added:
         return last[2]
-    fingerprint = _native.fingerprint_digests(parent_digests + added)
+    fingerprint = _native.fingerprint_digests(parent_digests, added)
     if type(parent_digests) is bytes:
         _last_extended = (parent_digests, added, fingerprint)
     return fingerprint

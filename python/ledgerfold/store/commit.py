@@ -18,6 +18,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
+from ledgerfold import _native
 from ledgerfold.errors import InvalidInput
 from ledgerfold.model import Conversation, Turn
 from ledgerfold.store import compaction, ledger, retention, sources, summaries
@@ -83,7 +84,7 @@ def _verdict(
     if (
         parent is not None
         and envelope.policy_version == policy_version == parent.envelope.policy_version
-        and envelope.source_ids[: len(covered)] == covered
+        and _native.starts_with_ids(envelope.source_ids, covered)
         and planned is not None
         and planned[0] == parent.pk
     ):

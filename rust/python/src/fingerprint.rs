@@ -92,18 +92,24 @@ pub fn source_fingerprint(
 }
 
 /// `lf1:` fingerprint over turn digests given back to back (32 bytes each), e.g. the stored
-/// digests of a summary's sources followed by those of the turns it adds.
+/// digests of a summary's sources, followed by those in `more` (the turns it adds): two
+/// buffers, so that the caller need not copy the first to append the second.
 #[pyfunction]
-pub fn fingerprint_digests(py: Python<'_>, digests: &[u8]) -> PyResult<String> {
-    if digests.len() % 32 != 0 {
-        return Err(crate::errors::invalid(
-            py,
-            "digests",
-            ledgerfold_core::Problem::OutOfRange,
-            "must be 32 bytes per digest",
-        ));
+#[pyo3(signature = (digests, more=None))]
+pub fn fingerprint_digests(py: Python<'_>, digests: &[u8], more: Option<&[u8]>) -> PyResult<String> {
+    let more = more.unwrap_or_default();
+    for (field, buffer) in [("digests", digests), ("more", more)] {
+        if buffer.len() % 32 != 0 {
+            return Err(crate::errors::invalid(
+                py,
+                field,
+                ledgerfold_core::Problem::OutOfRange,
+                "must be 32 bytes per digest",
+            ));
+        }
     }
-    let mut fingerprint = Fingerprinter::new(digests.len() / 32);
+    let mut fingerprint = Fingerprinter::new((digests.len() + more.len()) / 32);
     fingerprint.push_packed(digests);
+    fingerprint.push_packed(more);
     Ok(fingerprint.finish_hex())
 }

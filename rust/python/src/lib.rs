@@ -30,7 +30,7 @@ mod _native {
     #[pymodule_export]
     use crate::items::TurnItem;
     #[pymodule_export]
-    use crate::plan::{plan, same_ordered_ids};
+    use crate::plan::{plan, same_ordered_ids, starts_with_ids};
     #[pymodule_export]
     use crate::revalidate::{revalidate_columns, revalidate_flat};
     #[pymodule_export]

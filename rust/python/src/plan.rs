@@ -12,6 +12,23 @@ use crate::conversation::Conversation;
 use crate::errors::invalid;
 use crate::extract;
 
+/// True when the tuple `ids` begins with the tuple `prefix`. An item that is the very object
+/// of the prefix is equal without comparing text, so a rolling envelope built on its parent's
+/// IDs is checked at pointer speed (O(covered) pointers, no string compares).
+#[pyfunction]
+pub fn starts_with_ids(ids: &Bound<'_, PyTuple>, prefix: &Bound<'_, PyTuple>) -> PyResult<bool> {
+    if prefix.len() > ids.len() {
+        return Ok(false);
+    }
+    for (index, expected) in prefix.iter_borrowed().enumerate() {
+        let item = ids.get_borrowed_item(index)?;
+        if item.as_ptr() != expected.as_ptr() && !item.eq(&*expected)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// True when both have the same length and the same ID at every position.
 #[pyfunction]
 pub fn same_ordered_ids(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<bool> {
