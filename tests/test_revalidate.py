@@ -331,9 +331,7 @@ def test_a_source_position_the_packed_key_cannot_hold_reads_that_run_by_rows(db:
         "UPDATE run_sources SET position = ? WHERE run_pk = ? AND position = ?",
         (1 << 28, run_pk[0], last),
     )
-    conn.execute(
-        "UPDATE summaries SET source_count = ? WHERE pk = ?", ((1 << 28) + 1, summary_pk)
-    )
+    conn.execute("UPDATE summaries SET source_count = ? WHERE pk = ?", ((1 << 28) + 1, summary_pk))
     conn.commit()
     conn.close()
     verdicts = _verdicts_with_one_run_read_by_rows(db)

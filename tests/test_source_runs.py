@@ -209,7 +209,8 @@ def test_a_v3_database_keeps_each_versions_sources(tmp_path: Path) -> None:
             " VALUES ('c', ?, ?, 'user', ?, 0, ?)",
             (turn.id, turn.sequence, turn.body, turn.digest),
         )
-    for plan, count_, status, parent in (("p1", 10, "superseded", None), ("p2", 20, "current", "s1")):
+    versions = (("p1", 10, "superseded", None), ("p2", 20, "current", "s1"))
+    for plan, count_, status, parent in versions:
         conn.execute(
             "INSERT INTO plans (id, conversation_id, policy_version, source_revision,"
             " through_sequence, compacted_count, created_at, ended, preserve_roles)"
@@ -272,10 +273,10 @@ def test_starts_with_ids_compares_text_when_the_objects_differ() -> None:
     from ledgerfold import _native
 
     parent = tuple(f"t{i}" for i in range(1_000))
-    assert _native.starts_with_ids(parent + ("n1",), parent)  # the very objects
+    assert _native.starts_with_ids((*parent, "n1"), parent)  # the very objects
     copies = tuple("".join(["t", str(i)]) for i in range(1_000))  # equal, other objects
-    assert copies[5] is not parent[5] and _native.starts_with_ids(copies + ("n1",), parent)
-    changed = parent[:500] + ("other",) + parent[501:]
-    assert not _native.starts_with_ids(changed + ("n1",), parent)
+    assert copies[5] is not parent[5] and _native.starts_with_ids((*copies, "n1"), parent)
+    changed = (*parent[:500], "other", *parent[501:])
+    assert not _native.starts_with_ids((*changed, "n1"), parent)
     assert not _native.starts_with_ids(parent[:-1], parent)  # shorter than the prefix
     assert _native.starts_with_ids(parent, ()) and _native.starts_with_ids((), ())

@@ -30,8 +30,8 @@ __all__ = [
     "revalidate_columns",
     "revalidate_flat",
     "same_ordered_ids",
-    "starts_with_ids",
     "source_fingerprint",
+    "starts_with_ids",
 ]
 
 #: SPEC §3's codes by name, read-only, in code order.

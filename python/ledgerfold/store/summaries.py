@@ -193,7 +193,8 @@ def summarised_items(
 def prune(conn: sqlite3.Connection, conversation_id: str, keep: int, cutoff: str | None) -> int:
     """Delete the conversation's records beyond the newest `keep` other than the one its
     pointer designates (and, with `cutoff`, only those created before it): their text goes
-    with them, and the index rows no remaining version reads. Returns how many records were deleted."""
+    with them, and the index rows no remaining version reads. Returns how many records were
+    deleted."""
     if ledger.conversation_row(conn, conversation_id) is None:
         return 0  # no turn was ever written: only records of empty plans, and no tally
     doomed = [

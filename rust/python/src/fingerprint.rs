@@ -96,7 +96,11 @@ pub fn source_fingerprint(
 /// buffers, so that the caller need not copy the first to append the second.
 #[pyfunction]
 #[pyo3(signature = (digests, more=None))]
-pub fn fingerprint_digests(py: Python<'_>, digests: &[u8], more: Option<&[u8]>) -> PyResult<String> {
+pub fn fingerprint_digests(
+    py: Python<'_>,
+    digests: &[u8],
+    more: Option<&[u8]>,
+) -> PyResult<String> {
     let more = more.unwrap_or_default();
     for (field, buffer) in [("digests", digests), ("more", more)] {
         if buffer.len() % 32 != 0 {
