@@ -237,6 +237,11 @@ def test_a_v3_database_keeps_each_versions_sources(tmp_path: Path) -> None:
                 "INSERT INTO summary_sources VALUES (?, ?, ?, ?)",
                 (pk, position, turn.id, turn.digest),
             )
+    conn.execute(  # a rejected result: no index rows, so no run
+        "INSERT INTO summaries (id, conversation_id, plan_id, status, created_at,"
+        " source_count, rejected_source_ids) VALUES ('r1', 'c', 'p2', 'rejected', '2026-01-01',"
+        " 1, '[\"t0\"]')"
+    )
     conn.execute("UPDATE conversations SET current_summary = ?", (pk,))
     conn.close()
     with lf.SQLiteStore(path) as store:
