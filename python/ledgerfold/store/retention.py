@@ -27,6 +27,7 @@ __all__ = [
     "erase_body",
     "preview",
     "purge",
+    "retain",
     "retention_cutoff",
     "sealed_digests",
 ]
@@ -40,13 +41,20 @@ _SELECTED = (
 _BOTH = f"{TURN_LIVE}, {TURN_RETRACTED}"
 
 
-def _selected(column: str, keep_roles: tuple[str, ...] = ()) -> str:
+def _selected(column: str, keep_roles: tuple[str, ...] = (), kept_of: int | None = None) -> str:
     """`_SELECTED` for a column, leaving out turns of `keep_roles` (retention keeps the
-    policy's preserved roles, such as the system prompt). Roles are checked names, never
-    user text, so they are written into the SQL."""
+    policy's preserved roles, such as the system prompt) and, with `kept_of`, the live turns
+    that version keeps raw below its slot (it does not cover them). Roles are checked names
+    and `kept_of` a row number, never user text, so they are written into the SQL."""
     assert all(role in ROLES for role in keep_roles)
     roles = f" AND role NOT IN ({', '.join(repr(r) for r in keep_roles)})" if keep_roles else ""
+    if kept_of is not None:
+        roles += f" AND pk NOT IN ({_kept(kept_of)})"
     return _SELECTED.format(column=column, states=_BOTH, roles=roles)
+
+
+def _kept(summary_pk: int) -> str:
+    return f"SELECT turn_pk FROM summary_kept WHERE summary_pk = {int(summary_pk)}"
 
 
 def sealed_digests(
@@ -138,16 +146,61 @@ def purge(
     sequence: int,
     reason: str,
     force: bool,
-    keep_roles: tuple[str, ...] = (),
 ) -> tuple[HistoryBoundary, int, int, int]:
     """Retention through `sequence`: seal the current summary, erase every other version
     citing a purged turn, blank the purged bodies and drop their earlier versions, record
     the boundary. Returns the boundary, the purged turn count, the new revision and how many
-    versions were erased. Turns of `keep_roles` stay, like protected ones."""
+    versions were erased."""
     _require(conn, conversation_id)
     sealed_pk, _ = _seal(conn, cache, conversation_id)
+    return _purge_sealed(conn, conversation_id, sequence, reason, force, sealed_pk)
+
+
+def retain(
+    conn: sqlite3.Connection,
+    cache: summaries.VersionCache,
+    conversation_id: str,
+    sequence: int,
+    reason: str,
+    keep_roles: tuple[str, ...],
+) -> tuple[HistoryBoundary, int, int, int] | None:
+    """The retention policy's purge through `sequence`: only turns the current summary
+    covers go, once it is sealed (none when it cannot be). A turn it keeps raw below its
+    slot (a preserved role, an open or protected group) stays; a covered turn of
+    `keep_roles` stops the purge just before it, so every sealed source still precedes the
+    live ones. Returns as `purge`, or None when nothing goes."""
+    sealed_pk, _ = _seal(conn, cache, conversation_id)
+    if sealed_pk is None:
+        return None
+    if keep_roles:
+        marks = ",".join("?" * len(keep_roles))
+        first = conn.execute(
+            "SELECT MIN(sequence) FROM turns WHERE conversation_id = ? AND state = ?"
+            f" AND sequence <= ? AND role IN ({marks}) AND pk NOT IN ({_kept(sealed_pk)})",
+            (conversation_id, TURN_LIVE, sequence, *keep_roles),
+        ).fetchone()[0]
+        if first is not None:
+            sequence = int(first) - 1
+    selected = _selected("pk", keep_roles, sealed_pk)
+    if not conn.execute(f"{selected} LIMIT 1", (conversation_id, sequence, 0)).fetchone():
+        return None
+    return _purge_sealed(
+        conn, conversation_id, sequence, reason, False, sealed_pk, keep_roles, sealed_pk
+    )
+
+
+def _purge_sealed(
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    sequence: int,
+    reason: str,
+    force: bool,
+    sealed_pk: int | None,
+    keep_roles: tuple[str, ...] = (),
+    kept_of: int | None = None,
+) -> tuple[HistoryBoundary, int, int, int]:
     params = (conversation_id, sequence, int(force))
-    selected = _selected("id", keep_roles)
+    selected = _selected("id", keep_roles, kept_of)
     doomed = [
         row[0]
         for row in conn.execute(
@@ -156,7 +209,7 @@ def purge(
     ]
     if doomed:
         _erase_versions(conn, conversation_id, doomed)
-    pks = _selected("pk", keep_roles)
+    pks = _selected("pk", keep_roles, kept_of)
     conn.execute(f"DELETE FROM turn_history WHERE turn_pk IN ({pks})", params)
     purged = conn.execute(
         f"UPDATE turns SET state = ?, body = '', meta = NULL WHERE pk IN ({pks})",

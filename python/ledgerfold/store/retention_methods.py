@@ -90,9 +90,10 @@ class RetentionMethods:
     ) -> HistoryBoundary | None:
         """Purge (sealing first) the raw turns beyond the newest `retain_turns` or written
         more than `retain_days` ago, but only those the current summary covers: without a
-        current summary nothing is purged. Protected turns and turns of `keep_roles` are
-        kept (the Compactor passes its policy's `preserve_roles`, so the system prompt stays
-        raw in the context). Returns the boundary,
+        current summary nothing is purged, and a turn it keeps raw (preserved, protected,
+        an open tool call) stays. Turns of `keep_roles` are kept (the Compactor passes its
+        policy's `preserve_roles`, so the system prompt stays raw in the context). Returns
+        the boundary,
         or None when nothing was due. (The Compactor calls this after an accepted summary
         when its policy states a retention.)"""
         conversation_id = _validate.text("conversation_id", conversation_id)
@@ -109,9 +110,11 @@ class RetentionMethods:
             through = retention.retention_cutoff(conn, conversation_id, retain_turns, cutoff, roles)
             if through is None:
                 return None
-            boundary, purged, revision, erased = retention.purge(
-                conn, self._cache, conversation_id, through, reason, False, roles
-            )
+            done = retention.retain(conn, self._cache, conversation_id, through, reason, roles)
+            if done is None:
+                return None
+            boundary, purged, revision, erased = done
+            through = boundary.through_sequence
         self._db.checkpoint()
         _log.info(
             "retention purge: conversation=%s through_sequence=%d turns=%d revision=%d"

@@ -1,0 +1,100 @@
+"""Adversarial review of retention and erasure (SPEC §15.5, issue 18): the defects found by
+purging and deleting while compactions run, by the retention policy around turns a summary
+does not cover, and by reusing IDs after `delete_conversation`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import ledgerfold as lf
+
+MARK = "LATE-9c1e"
+
+
+def file_has(path: Path, marker: str) -> bool:
+    data = path.read_bytes()
+    wal = Path(f"{path}-wal")
+    if wal.exists():
+        data += wal.read_bytes()
+    return marker.encode() in data
+
+
+def quoting(request: lf.SummaryRequest) -> str:
+    """A summary that quotes its turns, as extractive and model summaries do."""
+    return " | ".join(turn.text for turn in request.turns)
+
+
+def policy(**changes: object) -> lf.CompactionPolicy:
+    settings: dict[str, object] = {"keep_tail": 4, "min_new_turns": 1, **changes}
+    return lf.CompactionPolicy("p", **settings)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ retention policy
+
+
+def test_retention_never_purges_a_turn_the_summary_does_not_cover() -> None:
+    """An open tool call below the summary's slot is preserved raw (SPEC §15.3), not
+    summarised: the retention policy purges only what the sealed summary covers, so the
+    call stays in the context for its result to answer."""
+    store = lf.SQLiteStore(":memory:")
+    store.append("c", "user", "book me a flight", id="u0")
+    call = json.dumps([{"id": "call-1", "type": "function", "function": {"name": "f"}}])
+    store.append("c", "assistant", "", id="a1", group="g1", meta={"tool_calls": call})
+    for index in range(2, 12):
+        store.append("c", "user", f"body {index}", id=f"t{index}")
+    outcome = lf.Compactor(store, policy(keep_tail=2, retain_days=0), quoting).compact("c")
+    assert outcome.summary is not None and "a1" not in outcome.summary.source_ids
+    assert [turn.id for turn in store.load("c").turns] == ["a1", "t10", "t11"]
+    context = store.context("c", "p")
+    assert context.fallback is None and "a1" in context.ids
+    # The result arrives later and still finds its call.
+    store.append("c", "tool", "ok", id="r1", group="g1", meta={"tool_call_id": "call-1"})
+    messages = lf.to_chat_messages(store.context("c", "p"))
+    assert [m["role"] for m in messages].count("tool") == 1
+    assert any(m.get("tool_calls") for m in messages)
+
+
+def test_retention_keeps_a_group_whose_member_is_protected() -> None:
+    """A group with a protected member is preserved whole: retention purges neither member
+    (the call would otherwise be gone while its protected result stays)."""
+    store = lf.SQLiteStore(":memory:")
+    call = json.dumps([{"id": "call-1", "type": "function", "function": {"name": "f"}}])
+    store.append("c", "assistant", "", id="a0", group="g", meta={"tool_calls": call})
+    store.append(
+        "c",
+        "tool",
+        "receipt",
+        id="r0",
+        group="g",
+        meta={"tool_call_id": "call-1"},
+        protected=True,
+        protection_reason="audit-evidence",
+    )
+    for index in range(2, 12):
+        store.append("c", "user", f"body {index}", id=f"t{index}")
+    lf.Compactor(store, policy(keep_tail=2, retain_turns=0), quoting).compact("c")
+    assert [turn.id for turn in store.load("c").turns][:2] == ["a0", "r0"]
+
+
+def test_retention_with_a_preserved_role_among_the_sources_keeps_the_summary_sound(
+    tmp_path: Path,
+) -> None:
+    """`keep_roles` naming a role the summary covers (it was made without preserving it):
+    the purge stops before that source, so every sealed source still precedes the live
+    ones and a deep revalidation agrees with `context()` that the summary is current."""
+    from ledgerfold.revalidate import revalidate_database
+
+    path = tmp_path / "a.db"
+    store = lf.SQLiteStore(path)
+    for index in range(12):
+        store.append("c", "system" if index == 3 else "user", f"b{index}", id=f"t{index}")
+    summary = lf.Compactor(store, policy(keep_tail=2, preserve_roles=()), quoting).compact("c")
+    assert summary.summary is not None and "t3" in summary.summary.source_ids
+    boundary = store.apply_retention("c", retain_turns=0, keep_roles=("system",))
+    assert boundary is not None and boundary.through_sequence == 3
+    assert [turn.id for turn in store.load("c").turns][:2] == ["t3", "t4"]
+    assert store.context("c", "p").fallback is None
+    store.close()
+    report = revalidate_database(path, mark_stale=False)
+    assert (report.current, report.stale) == (1, 0), report.stale_summaries
