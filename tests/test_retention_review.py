@@ -98,3 +98,45 @@ def test_retention_with_a_preserved_role_among_the_sources_keeps_the_summary_sou
     store.close()
     report = revalidate_database(path, mark_stale=False)
     assert (report.current, report.stale) == (1, 0), report.stale_summaries
+
+
+# ------------------------------------------------------------------ late results
+
+
+def test_a_late_result_citing_purged_turns_keeps_no_text(tmp_path: Path) -> None:
+    """A compaction whose turns are purged while its summarizer runs is refused, and its
+    text (made from the purged bodies) is not kept as a `rejected` record: a purge erases
+    every such version, so this one counts as erased at once."""
+    path = tmp_path / "a.db"
+    store = lf.SQLiteStore(path)
+    for index in range(12):
+        store.append("c", "user", f"{MARK}-{index:03d}", id=f"t{index}")
+
+    def purging(request: lf.SummaryRequest) -> str:
+        store.purge_through("c", 3, "retention")
+        return quoting(request)
+
+    outcome = lf.Compactor(store, policy(), purging).compact("c")
+    assert outcome == lf.CompactionOutcome("stale", None, "source-missing")
+    assert store.summary_history("c") == [] and store.pruned_count("c") == 1
+    assert store.context("c", "p").fallback == "no-summary"
+    store.close()
+    assert not file_has(path, f"{MARK}-001")
+    assert file_has(path, f"{MARK}-005")  # after the boundary: still in the ledger
+
+
+def test_a_late_result_of_a_deleted_conversation_keeps_no_text(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    store = lf.SQLiteStore(path)
+    for index in range(12):
+        store.append("c", "user", f"{MARK}-{index:03d}", id=f"t{index}")
+
+    def deleting(request: lf.SummaryRequest) -> str:
+        store.delete_conversation("c")
+        return quoting(request)
+
+    outcome = lf.Compactor(store, policy(), deleting).compact("c")
+    assert outcome == lf.CompactionOutcome("stale", None, "superseded-plan")
+    assert store.conversation_ids() == [] and store.summary_history("c") == []
+    store.close()
+    assert not file_has(path, MARK)

@@ -23,7 +23,7 @@ from ledgerfold.model import Conversation, Turn
 from ledgerfold.store import compaction, ledger, retention, summaries
 from ledgerfold.store.database import now
 from ledgerfold.store.rows import Version
-from ledgerfold.store.schema import TURN_LIVE
+from ledgerfold.store.schema import TURN_LIVE, TURN_PURGED
 from ledgerfold.summary import SummaryEnvelope, SummaryWrite, check_summary, extended_fingerprint
 
 __all__ = ["commit"]
@@ -56,9 +56,34 @@ def commit(
     else:
         write = _verdict(conn, cache, envelope, policy_version=active[1])
     if not write.accepted:
-        _write_rejected(conn, envelope, write.detail)
+        _record_refused(conn, envelope, write.detail, known=row is not None)
     compaction.mark_ended(conn, envelope.plan_id)
     return write, revision
+
+
+def _record_refused(
+    conn: sqlite3.Connection, envelope: SummaryEnvelope, detail: str | None, *, known: bool
+) -> None:
+    """The `rejected` record of a refused result, unless its text may hold erased content
+    (SPEC §15.5): its conversation was deleted, or it cites a purged turn (a purge erases
+    every version citing one, so this late one counts as erased at once)."""
+    if not known:
+        return
+    if conn.execute(
+        "SELECT 1 FROM turns WHERE conversation_id = ? AND state = ?"
+        " AND id IN (SELECT value FROM json_each(?)) LIMIT 1",
+        (
+            envelope.conversation_id,
+            TURN_PURGED,
+            json.dumps(envelope.source_ids, ensure_ascii=False),
+        ),
+    ).fetchone():
+        conn.execute(
+            "UPDATE conversations SET pruned_count = pruned_count + 1 WHERE id = ?",
+            (envelope.conversation_id,),
+        )
+        return
+    _write_rejected(conn, envelope, detail)
 
 
 def _verdict(
