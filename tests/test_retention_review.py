@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 import ledgerfold as lf
 
 MARK = "LATE-9c1e"
@@ -140,3 +142,55 @@ def test_a_late_result_of_a_deleted_conversation_keeps_no_text(tmp_path: Path) -
     assert store.conversation_ids() == [] and store.summary_history("c") == []
     store.close()
     assert not file_has(path, MARK)
+
+
+# ------------------------------------------------------------------ IDs reused after delete
+
+
+def test_a_summary_id_reused_after_delete_reads_the_new_version() -> None:
+    """`delete_conversation`, then the same conversation, plan and summary IDs again: the
+    store serves the new summary, never the deleted one it read before."""
+    store = lf.SQLiteStore(":memory:")
+
+    def lifetime(word: str) -> None:
+        for index in range(6):
+            store.append("c", "user", f"{word} {index}", id=f"t{index}")
+        plan = store.start_plan("c", 2, "p", plan_id="plan-1")
+        envelope = lf.create_summary_envelope(plan, store.load("c"), "s1", "p", f"{word} text")
+        assert store.commit_summary(envelope).accepted
+        context = store.context("c", "p")
+        assert context.summary is not None and context.summary.text == f"{word} text"
+        current = store.current_summary("c")
+        assert current is not None and current.text == f"{word} text"
+        assert lf.check_summary(current, store.load("c"), "p").current
+
+    lifetime("old")
+    store.delete_conversation("c")
+    lifetime("new")
+    assert [r.envelope.text for r in store.summary_history("c") if r.envelope] == ["new text"]
+
+
+def test_rolling_summaries_with_ids_reused_after_delete_are_sound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same with summary IDs a deterministic factory hands out again: a rolling summary
+    of the new conversation extends its own parent's digests, never the deleted parent's
+    that the store remembered for the same row and ID."""
+    import itertools
+
+    from ledgerfold import compactor
+
+    store = lf.SQLiteStore(":memory:")
+    for word in ("old", "new"):
+        ids = itertools.count()
+        monkeypatch.setattr(compactor, "_random_summary_id", lambda: f"s{next(ids)}")
+        loop = lf.Compactor(store, policy(keep_tail=2), quoting)
+        for index in range(12):
+            store.append("c", "user", f"{word} {index}", id=f"t{index}")
+            if index in (5, 11):
+                assert loop.compact("c").status == "accepted"
+        rolling = store.current_summary("c")
+        assert rolling is not None and rolling.id == "s1" and rolling.parent_id == "s0"
+        assert lf.check_summary(rolling, store.load("c"), "p").current
+        assert word in rolling.text
+        store.delete_conversation("c")

@@ -156,10 +156,10 @@ def parent_digests(
     conn: sqlite3.Connection, cache: summaries.VersionCache, parent: Version
 ) -> bytes:
     """A version's stored source digests (kept beside the cached version once read)."""
-    digests = cache.digests(parent.pk, parent.envelope.id)
+    digests = cache.digests(parent)
     if digests is None:
         digests = compaction.source_digests(conn, parent.pk)
-        cache.stage_digests(parent.pk, parent.envelope.id, digests)
+        cache.stage_digests(parent, digests)
     return digests
 
 
