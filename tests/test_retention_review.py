@@ -144,6 +144,39 @@ def test_a_late_result_of_a_deleted_conversation_keeps_no_text(tmp_path: Path) -
     assert not file_has(path, MARK)
 
 
+def test_a_late_result_extending_the_sealed_summary_is_still_recorded() -> None:
+    """Sources inherited from the sealed parent are not erased content (the sealed text is
+    kept by design): a superseded result extending it keeps its `rejected` record."""
+    from ledgerfold.summary import extended_fingerprint
+
+    store = lf.SQLiteStore(":memory:")
+    for index in range(12):
+        store.append("c", "user", f"body {index}", id=f"t{index}")
+    sealed = lf.Compactor(store, policy(), quoting).compact("c").summary
+    assert sealed is not None
+    store.purge_through("c", 3, "retention")
+    for index in range(12, 18):
+        store.append("c", "user", f"body {index}", id=f"t{index}")
+    older = store.begin_compaction("c", 4, "p")
+    store.begin_compaction("c", 4, "p")  # supersedes the older plan
+    assert older.plan is not None and older.parent == sealed
+    late = lf.SummaryEnvelope(
+        id="late",
+        plan_id=older.plan.plan_id,
+        conversation_id="c",
+        source_revision=older.plan.source_revision,
+        source_ids=sealed.source_ids + tuple(turn.id for turn in older.new_turns),
+        source_fingerprint=extended_fingerprint(older.parent_digests, older.new_turns),
+        policy_version="p",
+        text="extends the sealed summary",
+        parent_id=sealed.id,
+    )
+    assert store.commit_summary(late).detail == "superseded-plan"
+    record = store.summary_history("c")[-1]
+    assert (record.status, record.envelope) == ("rejected", late)
+    assert store.pruned_count("c") == 0
+
+
 # ------------------------------------------------------------------ IDs reused after delete
 
 
@@ -183,7 +216,7 @@ def test_rolling_summaries_with_ids_reused_after_delete_are_sound(
     store = lf.SQLiteStore(":memory:")
     for word in ("old", "new"):
         ids = itertools.count()
-        monkeypatch.setattr(compactor, "_random_summary_id", lambda: f"s{next(ids)}")
+        monkeypatch.setattr(compactor, "_random_summary_id", lambda ids=ids: f"s{next(ids)}")
         loop = lf.Compactor(store, policy(keep_tail=2), quoting)
         for index in range(12):
             store.append("c", "user", f"{word} {index}", id=f"t{index}")
