@@ -227,3 +227,40 @@ def test_rolling_summaries_with_ids_reused_after_delete_are_sound(
         assert lf.check_summary(rolling, store.load("c"), "p").current
         assert word in rolling.text
         store.delete_conversation("c")
+
+
+# ------------------------------------------------------------------ previews only read
+
+
+def test_a_purge_preview_only_reads(tmp_path: Path) -> None:
+    """`preview_purge` and `purge --dry-run` write nothing, so they work on a store opened
+    read-only (SPEC §15.7: commands that only read never change a file)."""
+    from click.testing import CliRunner
+
+    from ledgerfold.cli import cli
+
+    path = tmp_path / "a.db"
+    with lf.SQLiteStore(path) as store:
+        for index in range(12):
+            store.append("c", "user", f"body {index}", id=f"t{index}")
+        summary = lf.Compactor(store, policy(), quoting).compact("c").summary
+        assert summary is not None
+        expected = store.preview_purge("c", 3)
+    with lf.SQLiteStore(path, read_only=True) as reader:
+        assert reader.preview_purge("c", 3) == expected
+        assert expected["sealed_summary"] == summary.id and expected["turns"] == 3
+    before = path.read_bytes()
+    args = ["purge", str(path), "c", "--through", "3", "--reason", "r", "--dry-run", "--json"]
+    opened: list[bool] = []
+    real = lf.SQLiteStore.__init__
+
+    def spy(self: lf.SQLiteStore, *args: object, **kwargs: object) -> None:
+        opened.append(bool(kwargs.get("read_only")))
+        real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(lf.SQLiteStore, "__init__", spy)
+        result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["sealed_summary"] == summary.id
+    assert opened == [True] and path.read_bytes() == before

@@ -82,11 +82,15 @@ def _require(conn: sqlite3.Connection, conversation_id: str) -> None:
 
 
 def _seal(
-    conn: sqlite3.Connection, cache: summaries.VersionCache, conversation_id: str
+    conn: sqlite3.Connection,
+    cache: summaries.VersionCache,
+    conversation_id: str,
+    *,
+    mark: bool = True,
 ) -> tuple[int | None, str | None]:
     """The pk and ID of the current summary once checked current on the whole ledger (with
     the sealed sources of earlier purges), or None. A current one that fails the check goes
-    stale here with the check's reason."""
+    stale here with the check's reason (unless `mark` is False: a preview only reads)."""
     pointed = summaries.pointed(conn, cache, conversation_id)
     if pointed is None or pointed[1] != "current":
         return None, None
@@ -100,10 +104,11 @@ def _seal(
     )
     if check.current:
         return version.pk, envelope.id
-    conn.execute(
-        "UPDATE summaries SET status = 'stale', reason = ? WHERE pk = ?",
-        (check.reason, version.pk),
-    )
+    if mark:
+        conn.execute(
+            "UPDATE summaries SET status = 'stale', reason = ? WHERE pk = ?",
+            (check.reason, version.pk),
+        )
     return None, None
 
 
@@ -238,12 +243,12 @@ def preview(
 ) -> PurgePreview:
     """`purge_through(..., dry_run=True)`: the turns that would go (and protected ones that
     would stay), the summary that would be sealed and how many versions would be erased.
-    Runs the purge's own checks, then the caller rolls the transaction back."""
+    Runs the purge's own checks and writes nothing (a read transaction will do)."""
     _require(conn, conversation_id)
     row = conn.execute(
         "SELECT last_sequence FROM conversations WHERE id = ?", (conversation_id,)
     ).fetchone()
-    sealed_pk, sealed_id = _seal(conn, cache, conversation_id)
+    sealed_pk, sealed_id = _seal(conn, cache, conversation_id, mark=False)
     params = (conversation_id, sequence, int(force))
     selected = _selected("id")
     turns = conn.execute(

@@ -38,10 +38,6 @@ def _days(value: object) -> float:
     return float(value)
 
 
-class _RollBack(Exception):
-    """Raised inside a transaction to roll it back on purpose (previews)."""
-
-
 class RetentionMethods:
     """Mixed into `SQLiteStore`, which provides the database, cache and transactions."""
 
@@ -136,14 +132,10 @@ class RetentionMethods:
         and `unsummarised`: live turns that would go without being a source of the sealed
         summary, so what they said would leave the context for good."""
         conversation_id, sequence, force = self._purge_args(conversation_id, sequence, force)
-        found: dict[str, Any] = {}
-        try:
-            with self._transaction(write=True) as conn:
-                found.update(retention.preview(conn, self._cache, conversation_id, sequence, force))
-                raise _RollBack  # a preview writes nothing, not even a stale mark
-        except _RollBack:
-            pass
-        return found
+        # A read transaction: a preview writes nothing, not even a stale mark, so it works
+        # on a store opened read-only.
+        with self._transaction(write=False) as conn:
+            return dict(retention.preview(conn, self._cache, conversation_id, sequence, force))
 
     def _purge_args(
         self, conversation_id: str, sequence: int, force: bool
