@@ -264,3 +264,19 @@ def test_a_purge_preview_only_reads(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["sealed_summary"] == summary.id
     assert opened == [True] and path.read_bytes() == before
+
+
+# ------------------------------------------------------------------ retention arguments
+
+
+def test_a_retention_longer_than_the_calendar_purges_nothing() -> None:
+    """`retain_days` the policy accepts (below 1e9) but reaching before year 1: no turn is
+    that old, so nothing is due (it raised OverflowError out of an accepted `compact()`)."""
+    store = lf.SQLiteStore(":memory:")
+    for index in range(10):
+        store.append("c", "user", f"body {index}", id=f"t{index}")
+    outcome = lf.Compactor(store, policy(retain_days=1e6), quoting).compact("c")
+    assert outcome.status == "accepted" and store.history_boundary("c") is None
+    for days in (1e6, 1e9, 1e300):
+        assert store.apply_retention("c", retain_days=days) is None
+    assert len(store.load("c").turns) == 10

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Iterable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -97,9 +97,12 @@ class RetentionMethods:
             retain_turns = _validate.integer("retain_turns", retain_turns, minimum=0)
         cutoff = None
         if retain_days is not None:
-            cutoff = (datetime.now(timezone.utc) - timedelta(days=_days(retain_days))).isoformat(
-                timespec="microseconds"
-            )
+            days = _days(retain_days)
+            # A retention reaching before year 1 has no cutoff: no turn is that old.
+            with suppress(OverflowError):
+                cutoff = (datetime.now(timezone.utc) - timedelta(days=days)).isoformat(
+                    timespec="microseconds"
+                )
         reason = _validate.text("reason", reason)
         roles = preserve_roles_arg(keep_roles, "keep_roles")
         with self._transaction(write=True) as conn:
