@@ -280,3 +280,34 @@ def test_a_retention_longer_than_the_calendar_purges_nothing() -> None:
     for days in (1e6, 1e9, 1e300):
         assert store.apply_retention("c", retain_days=days) is None
     assert len(store.load("c").turns) == 10
+
+
+# ------------------------------------------------------------------ the command line
+
+
+def test_inspect_counts_sealed_sources_and_erased_versions(tmp_path: Path) -> None:
+    """After a purge `inspect` says how many of the summary's sources are sealed (it
+    reported only the live ones as what it covers) and how many versions were pruned or
+    erased: counts, never their text."""
+    from click.testing import CliRunner
+
+    from ledgerfold.cli import cli
+
+    path = tmp_path / "a.db"
+    with lf.SQLiteStore(path) as store:
+        for index in range(12):
+            store.append("c", "user", f"{MARK}-{index:03d}", id=f"t{index}")
+        loop = lf.Compactor(store, policy(), quoting)
+        loop.compact("c")
+        for index in range(12, 18):
+            store.append("c", "user", f"{MARK}-{index:03d}", id=f"t{index}")
+        summary = loop.compact("c").summary
+        assert summary is not None
+        store.purge_through("c", 3, "retention")
+    runner = CliRunner()
+    report = json.loads(runner.invoke(cli, ["inspect", str(path), "c", "--json"]).output)
+    assert (report["sealed_sources"], report["pruned_versions"]) == (3, 1)
+    assert len(report["sources"]) + 3 == len(summary.source_ids)
+    text = runner.invoke(cli, ["inspect", str(path), "c"]).output
+    assert f"covers {len(summary.source_ids)} turns" in text and "3 purged, sealed" in text
+    assert "1 older summary versions pruned or erased" in text
