@@ -311,3 +311,24 @@ def test_inspect_counts_sealed_sources_and_erased_versions(tmp_path: Path) -> No
     text = runner.invoke(cli, ["inspect", str(path), "c"]).output
     assert f"covers {len(summary.source_ids)} turns" in text and "3 purged, sealed" in text
     assert "1 older summary versions pruned or erased" in text
+
+
+def test_a_turn_retracted_earlier_can_be_erased_later(tmp_path: Path) -> None:
+    """`retract(..., erase=True)` of a turn retracted before erases its body (it raised
+    `InvalidInput`, so the body stayed until a purge took every turn before it)."""
+    path = tmp_path / "a.db"
+    store = lf.SQLiteStore(path)
+    for index in range(4):
+        store.append("c", "user", f"{MARK}-{index:03d}", id=f"t{index}")
+    store.edit("c", "t1", body=f"{MARK}-edited")
+    store.retract("c", "t1")
+    revision = store.load("c").revision
+    store.retract("c", "t1", erase=True)
+    assert not file_has(path, f"{MARK}-001") and not file_has(path, f"{MARK}-edited")
+    assert store.load("c").revision == revision and store.load("c").get("t1") is None
+    store.retract("c", "t1", erase=True)  # erasing again changes nothing
+    for turn_id, erase in (("t1", False), ("nope", True)):  # not live, not a turn
+        with pytest.raises(lf.InvalidInput) as caught:
+            store.retract("c", turn_id, erase=erase)
+        assert caught.value.field == "turn_id"
+    store.close()

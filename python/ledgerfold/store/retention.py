@@ -29,6 +29,7 @@ __all__ = [
     "purge",
     "retain",
     "retention_cutoff",
+    "retracted",
     "sealed_digests",
 ]
 
@@ -329,6 +330,18 @@ def retention_cutoff(
         f"SELECT 1 FROM ({_selected('pk', keep_roles)}) LIMIT 1", (conversation_id, through, 0)
     ).fetchone()
     return through if purged else None
+
+
+def retracted(
+    conn: sqlite3.Connection, conversation_id: str, turn_id: str
+) -> tuple[int, int] | None:
+    """The sequence of a turn retracted earlier and the conversation's revision, or None."""
+    row = conn.execute(
+        "SELECT t.sequence, c.revision FROM turns t JOIN conversations c"
+        " ON c.id = t.conversation_id WHERE t.conversation_id = ? AND t.id = ? AND t.state = ?",
+        (conversation_id, turn_id, TURN_RETRACTED),
+    ).fetchone()
+    return None if row is None else (int(row[0]), int(row[1]))
 
 
 def erase_body(conn: sqlite3.Connection, conversation_id: str, turn_id: str) -> None:
