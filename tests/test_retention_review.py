@@ -332,3 +332,31 @@ def test_a_turn_retracted_earlier_can_be_erased_later(tmp_path: Path) -> None:
             store.retract("c", turn_id, erase=erase)
         assert caught.value.field == "turn_id"
     store.close()
+
+
+def test_compact_dry_run_after_a_purge_extends_the_sealed_summary(tmp_path: Path) -> None:
+    """`compact --dry-run` after a purge said `rebase` and listed every live compactable
+    turn, while `compact` extends the sealed summary with the new turns only."""
+    from click.testing import CliRunner
+
+    from ledgerfold.cli import cli
+
+    path = tmp_path / "a.db"
+    with lf.SQLiteStore(path) as store:
+        for index in range(12):
+            store.append("c", "user", f"body {index}", id=f"t{index}")
+        lf.Compactor(store, lf.CompactionPolicy("v1", keep_tail=4), quoting).compact(
+            "c", force=True
+        )
+        store.purge_through("c", 3, "retention")
+        for index in range(12, 18):
+            store.append("c", "user", f"body {index}", id=f"t{index}")
+    args = ["compact", str(path), "--conversation", "c", "--keep-tail", "4", "--json"]
+    runner = CliRunner()
+    [planned] = json.loads(runner.invoke(cli, [*args, "--dry-run"]).output)
+    assert planned["status"] == "rolling" and planned["new_turns"] == 6
+    assert [turn for r in planned["requests"] for turn in r["turns"]] == [
+        f"t{index}" for index in range(8, 14)
+    ]
+    [done] = json.loads(runner.invoke(cli, args).output)
+    assert done["status"] == "accepted" and done["sources"] == 8 + 6
