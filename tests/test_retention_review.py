@@ -360,3 +360,39 @@ def test_compact_dry_run_after_a_purge_extends_the_sealed_summary(tmp_path: Path
     ]
     [done] = json.loads(runner.invoke(cli, args).output)
     assert done["status"] == "accepted" and done["sources"] == 8 + 6
+
+
+# ------------------------------------------------------------------ read-only, logs
+
+
+def test_a_read_only_store_refuses_every_erasure(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    with lf.SQLiteStore(path) as store:
+        for index in range(10):
+            store.append("c", "user", f"{MARK}-{index:03d}", id=f"t{index}")
+        lf.Compactor(store, policy(), quoting).compact("c")
+    before = path.read_bytes()
+    with lf.SQLiteStore(path, read_only=True) as reader:
+        calls = {
+            "purge_through": lambda: reader.purge_through("c", 3, "r"),
+            "apply_retention": lambda: reader.apply_retention("c", retain_turns=0),
+            "delete_conversation": lambda: reader.delete_conversation("c"),
+            "retract": lambda: reader.retract("c", "t1", erase=True),
+        }
+        for name, call in calls.items():
+            with pytest.raises(lf.StoreError, match=f"^{name}: the store was opened read-only"):
+                call()
+        assert len(reader.load("c").turns) == 10
+    assert path.read_bytes() == before
+
+
+def test_erasure_logs_and_errors_carry_no_text(caplog: pytest.LogCaptureFixture) -> None:
+    store = lf.SQLiteStore(":memory:")
+    for index in range(10):
+        store.append("c", "user", f"{MARK}-{index:03d}", id=f"t{index}")
+    with caplog.at_level("DEBUG", logger="ledgerfold"):
+        lf.Compactor(store, policy(retain_turns=2), quoting).compact("c")
+        store.purge_through("c", 7, f"{MARK}-reason")
+        store.retract("c", "t8", erase=True)
+        store.delete_conversation("c")
+    assert caplog.records and all(MARK not in record.getMessage() for record in caplog.records)
