@@ -5,6 +5,7 @@ does not cover, and by reusing IDs after `delete_conversation`."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -373,7 +374,7 @@ def test_a_read_only_store_refuses_every_erasure(tmp_path: Path) -> None:
         lf.Compactor(store, policy(), quoting).compact("c")
     before = path.read_bytes()
     with lf.SQLiteStore(path, read_only=True) as reader:
-        calls = {
+        calls: dict[str, Callable[[], object]] = {
             "purge_through": lambda: reader.purge_through("c", 3, "r"),
             "apply_retention": lambda: reader.apply_retention("c", retain_turns=0),
             "delete_conversation": lambda: reader.delete_conversation("c"),
