@@ -99,6 +99,9 @@ def inspect_command(db: str, conversation_id: str, as_json: bool, html_out: str 
         current = store.current_summary(conversation_id)
         sources = store.sources_of(current.id) if current is not None else []
         boundary = store.history_boundary(conversation_id)
+        pruned = store.pruned_count(conversation_id)
+    # Sources purged since (SPEC §15.5): the summary keeps them sealed, by their digests.
+    sealed = 0 if current is None else len(current.source_ids) - len(sources)
     versions = [
         {
             "id": record.envelope.id if record.envelope is not None else None,
@@ -119,6 +122,8 @@ def inspect_command(db: str, conversation_id: str, as_json: bool, html_out: str 
         "current_summary": current.id if current is not None else None,
         "versions": versions,
         "sources": [{"id": turn.id, "sequence": turn.sequence} for turn in sources],
+        "sealed_sources": sealed,
+        "pruned_versions": pruned,
         "history_boundary": boundary_json(boundary),
     }
     if as_json:
@@ -133,11 +138,15 @@ def inspect_command(db: str, conversation_id: str, as_json: bool, html_out: str 
     if current is not None:
         ranges = sequence_ranges([turn.sequence for turn in sources])
         console.print(
-            f"current summary [magenta]{esc(current.id)}[/] covers {len(sources)} turns"
-            f" (sequences {ranges})"
+            f"current summary [magenta]{esc(current.id)}[/] covers {len(current.source_ids)}"
+            f" turns (sequences {ranges or '-'}"
+            + (f"; {sealed} purged, sealed" if sealed else "")
+            + ")"
         )
     else:
         console.print("no current summary")
+    if pruned:
+        console.print(f"{pruned} older summary versions pruned or erased (text deleted)")
     if boundary is not None:
         console.print(
             f"history boundary: through sequence {boundary.through_sequence}"

@@ -40,7 +40,7 @@ def purge_command(
     summary is sealed: it stays in the context, so what it summarised is not lost."""
     if not reason.strip():
         raise UserError("--reason: must not be blank")
-    with open_store(db) as store:
+    with open_store(db, read_only=dry_run) as store:
         require_conversation(store, conversation_id)
         preview = store.preview_purge(conversation_id, through, force=force)
         if through > preview["last_sequence"] and not force:

@@ -77,7 +77,10 @@ def _extended(
     """The current summary when the plan extends it, else None (a rebase)."""
     if current is None or current.policy_version != policy.version:
         return None
-    if not set(current.source_ids) <= set(compacted_ids):
+    # Sources gone from the ledger were purged and are sealed (SPEC §15.5; a retraction
+    # would have made the summary stale): only the live ones must stay compactable.
+    live = {turn_id for turn_id in current.source_ids if conversation.get(turn_id) is not None}
+    if not live <= set(compacted_ids):
         return None  # coverage would shrink (the tail grew, a source became preserved)
     sources = [conversation.get(turn_id) for turn_id in current.source_ids]
     slot = max((turn.sequence for turn in sources if turn is not None), default=0)

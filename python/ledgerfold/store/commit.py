@@ -23,8 +23,8 @@ from ledgerfold.errors import InvalidInput
 from ledgerfold.model import Conversation, Turn
 from ledgerfold.store import compaction, ledger, retention, sources, summaries
 from ledgerfold.store.database import now
-from ledgerfold.store.rows import Version
-from ledgerfold.store.schema import TURN_LIVE
+from ledgerfold.store.rows import SUMMARY_COLUMNS, Version
+from ledgerfold.store.schema import TURN_LIVE, TURN_PURGED
 from ledgerfold.summary import SummaryEnvelope, SummaryWrite, check_summary, extended_fingerprint
 
 __all__ = ["commit"]
@@ -57,9 +57,52 @@ def commit(
     else:
         write = _verdict(conn, cache, envelope, policy_version=active[1])
     if not write.accepted:
-        _write_rejected(conn, envelope, write.detail)
+        _record_refused(conn, cache, envelope, write.detail, known=row is not None)
     compaction.mark_ended(conn, envelope.plan_id)
     return write, revision
+
+
+def _record_refused(
+    conn: sqlite3.Connection,
+    cache: summaries.VersionCache,
+    envelope: SummaryEnvelope,
+    detail: str | None,
+    *,
+    known: bool,
+) -> None:
+    """The `rejected` record of a refused result, unless its text may hold erased content
+    (SPEC §15.5): its conversation was deleted, or it cites a purged turn its parent did
+    not cover (a purge erases every version citing one but the sealed summary, so this late
+    one counts as erased at once; sources inherited from a sealed parent are fine)."""
+    if not known:
+        return
+    purged = {
+        row[0]
+        for row in conn.execute(
+            "SELECT id FROM turns WHERE conversation_id = ? AND state = ?"
+            " AND id IN (SELECT value FROM json_each(?))",
+            (
+                envelope.conversation_id,
+                TURN_PURGED,
+                json.dumps(envelope.source_ids, ensure_ascii=False),
+            ),
+        )
+    }
+    if purged and envelope.parent_id is not None:
+        row = conn.execute(
+            f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE id = ? AND conversation_id = ?"
+            " AND status != 'rejected'",
+            (envelope.parent_id, envelope.conversation_id),
+        ).fetchone()
+        if row is not None:
+            purged -= set(summaries.version(conn, cache, tuple(row)).envelope.source_ids)
+    if purged:
+        conn.execute(
+            "UPDATE conversations SET pruned_count = pruned_count + 1 WHERE id = ?",
+            (envelope.conversation_id,),
+        )
+        return
+    _write_rejected(conn, envelope, detail)
 
 
 def _verdict(
@@ -136,10 +179,10 @@ def parent_digests(
     conn: sqlite3.Connection, cache: summaries.VersionCache, parent: Version
 ) -> bytes:
     """A version's stored source digests (kept beside the cached version once read)."""
-    digests = cache.digests(parent.pk, parent.envelope.id)
+    digests = cache.digests(parent)
     if digests is None:
         digests = compaction.source_digests(conn, parent.pk)
-        cache.stage_digests(parent.pk, parent.envelope.id, digests)
+        cache.stage_digests(parent, digests)
     return digests
 
 

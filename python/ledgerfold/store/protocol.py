@@ -113,7 +113,7 @@ class Store(Protocol):
     def retract(self, conversation_id: str, turn_id: str, *, erase: bool = False) -> None:
         """Remove a live turn from the ledger view (the row stays, flagged); new revision;
         summaries citing it become `stale` (`source-missing`). `erase=True` also erases its
-        body and earlier versions (SPEC §15.5)."""
+        body and earlier versions (SPEC §15.5), also of a turn retracted before."""
         ...
 
     def load(self, conversation_id: str) -> Conversation:

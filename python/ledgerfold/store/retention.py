@@ -27,7 +27,9 @@ __all__ = [
     "erase_body",
     "preview",
     "purge",
+    "retain",
     "retention_cutoff",
+    "retracted",
     "sealed_digests",
 ]
 
@@ -40,13 +42,20 @@ _SELECTED = (
 _BOTH = f"{TURN_LIVE}, {TURN_RETRACTED}"
 
 
-def _selected(column: str, keep_roles: tuple[str, ...] = ()) -> str:
+def _selected(column: str, keep_roles: tuple[str, ...] = (), kept_of: int | None = None) -> str:
     """`_SELECTED` for a column, leaving out turns of `keep_roles` (retention keeps the
-    policy's preserved roles, such as the system prompt). Roles are checked names, never
-    user text, so they are written into the SQL."""
+    policy's preserved roles, such as the system prompt) and, with `kept_of`, the live turns
+    that version keeps raw below its slot (it does not cover them). Roles are checked names
+    and `kept_of` a row number, never user text, so they are written into the SQL."""
     assert all(role in ROLES for role in keep_roles)
     roles = f" AND role NOT IN ({', '.join(repr(r) for r in keep_roles)})" if keep_roles else ""
+    if kept_of is not None:
+        roles += f" AND pk NOT IN ({_kept(kept_of)})"
     return _SELECTED.format(column=column, states=_BOTH, roles=roles)
+
+
+def _kept(summary_pk: int) -> str:
+    return f"SELECT turn_pk FROM summary_kept WHERE summary_pk = {int(summary_pk)}"
 
 
 def sealed_digests(
@@ -74,11 +83,15 @@ def _require(conn: sqlite3.Connection, conversation_id: str) -> None:
 
 
 def _seal(
-    conn: sqlite3.Connection, cache: summaries.VersionCache, conversation_id: str
+    conn: sqlite3.Connection,
+    cache: summaries.VersionCache,
+    conversation_id: str,
+    *,
+    mark: bool = True,
 ) -> tuple[int | None, str | None]:
     """The pk and ID of the current summary once checked current on the whole ledger (with
     the sealed sources of earlier purges), or None. A current one that fails the check goes
-    stale here with the check's reason."""
+    stale here with the check's reason (unless `mark` is False: a preview only reads)."""
     pointed = summaries.pointed(conn, cache, conversation_id)
     if pointed is None or pointed[1] != "current":
         return None, None
@@ -92,10 +105,11 @@ def _seal(
     )
     if check.current:
         return version.pk, envelope.id
-    conn.execute(
-        "UPDATE summaries SET status = 'stale', reason = ? WHERE pk = ?",
-        (check.reason, version.pk),
-    )
+    if mark:
+        conn.execute(
+            "UPDATE summaries SET status = 'stale', reason = ? WHERE pk = ?",
+            (check.reason, version.pk),
+        )
     return None, None
 
 
@@ -140,16 +154,61 @@ def purge(
     sequence: int,
     reason: str,
     force: bool,
-    keep_roles: tuple[str, ...] = (),
 ) -> tuple[HistoryBoundary, int, int, int]:
     """Retention through `sequence`: seal the current summary, erase every other version
     citing a purged turn, blank the purged bodies and drop their earlier versions, record
     the boundary. Returns the boundary, the purged turn count, the new revision and how many
-    versions were erased. Turns of `keep_roles` stay, like protected ones."""
+    versions were erased."""
     _require(conn, conversation_id)
     sealed_pk, _ = _seal(conn, cache, conversation_id)
+    return _purge_sealed(conn, conversation_id, sequence, reason, force, sealed_pk)
+
+
+def retain(
+    conn: sqlite3.Connection,
+    cache: summaries.VersionCache,
+    conversation_id: str,
+    sequence: int,
+    reason: str,
+    keep_roles: tuple[str, ...],
+) -> tuple[HistoryBoundary, int, int, int] | None:
+    """The retention policy's purge through `sequence`: only turns the current summary
+    covers go, once it is sealed (none when it cannot be). A turn it keeps raw below its
+    slot (a preserved role, an open or protected group) stays; a covered turn of
+    `keep_roles` stops the purge just before it, so every sealed source still precedes the
+    live ones. Returns as `purge`, or None when nothing goes."""
+    sealed_pk, _ = _seal(conn, cache, conversation_id)
+    if sealed_pk is None:
+        return None
+    if keep_roles:
+        marks = ",".join("?" * len(keep_roles))
+        first = conn.execute(
+            "SELECT MIN(sequence) FROM turns WHERE conversation_id = ? AND state = ?"
+            f" AND sequence <= ? AND role IN ({marks}) AND pk NOT IN ({_kept(sealed_pk)})",
+            (conversation_id, TURN_LIVE, sequence, *keep_roles),
+        ).fetchone()[0]
+        if first is not None:
+            sequence = int(first) - 1
+    selected = _selected("pk", keep_roles, sealed_pk)
+    if not conn.execute(f"{selected} LIMIT 1", (conversation_id, sequence, 0)).fetchone():
+        return None
+    return _purge_sealed(
+        conn, conversation_id, sequence, reason, False, sealed_pk, keep_roles, sealed_pk
+    )
+
+
+def _purge_sealed(
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    sequence: int,
+    reason: str,
+    force: bool,
+    sealed_pk: int | None,
+    keep_roles: tuple[str, ...] = (),
+    kept_of: int | None = None,
+) -> tuple[HistoryBoundary, int, int, int]:
     params = (conversation_id, sequence, int(force))
-    selected = _selected("id", keep_roles)
+    selected = _selected("id", keep_roles, kept_of)
     doomed = [
         row[0]
         for row in conn.execute(
@@ -158,7 +217,7 @@ def purge(
     ]
     if doomed:
         _erase_versions(conn, conversation_id, doomed)
-    pks = _selected("pk", keep_roles)
+    pks = _selected("pk", keep_roles, kept_of)
     conn.execute(f"DELETE FROM turn_history WHERE turn_pk IN ({pks})", params)
     purged = conn.execute(
         f"UPDATE turns SET state = ?, body = '', meta = NULL WHERE pk IN ({pks})",
@@ -187,12 +246,12 @@ def preview(
 ) -> PurgePreview:
     """`purge_through(..., dry_run=True)`: the turns that would go (and protected ones that
     would stay), the summary that would be sealed and how many versions would be erased.
-    Runs the purge's own checks, then the caller rolls the transaction back."""
+    Runs the purge's own checks and writes nothing (a read transaction will do)."""
     _require(conn, conversation_id)
     row = conn.execute(
         "SELECT last_sequence FROM conversations WHERE id = ?", (conversation_id,)
     ).fetchone()
-    sealed_pk, sealed_id = _seal(conn, cache, conversation_id)
+    sealed_pk, sealed_id = _seal(conn, cache, conversation_id, mark=False)
     params = (conversation_id, sequence, int(force))
     selected = _selected("id")
     turns = conn.execute(
@@ -273,6 +332,18 @@ def retention_cutoff(
         f"SELECT 1 FROM ({_selected('pk', keep_roles)}) LIMIT 1", (conversation_id, through, 0)
     ).fetchone()
     return through if purged else None
+
+
+def retracted(
+    conn: sqlite3.Connection, conversation_id: str, turn_id: str
+) -> tuple[int, int] | None:
+    """The sequence of a turn retracted earlier and the conversation's revision, or None."""
+    row = conn.execute(
+        "SELECT t.sequence, c.revision FROM turns t JOIN conversations c"
+        " ON c.id = t.conversation_id WHERE t.conversation_id = ? AND t.id = ? AND t.state = ?",
+        (conversation_id, turn_id, TURN_RETRACTED),
+    ).fetchone()
+    return None if row is None else (int(row[0]), int(row[1]))
 
 
 def erase_body(conn: sqlite3.Connection, conversation_id: str, turn_id: str) -> None:

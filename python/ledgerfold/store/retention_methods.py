@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Iterable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -36,10 +36,6 @@ def _days(value: object) -> float:
             problem="out-of-range",
         )
     return float(value)
-
-
-class _RollBack(Exception):
-    """Raised inside a transaction to roll it back on purpose (previews)."""
 
 
 class RetentionMethods:
@@ -90,9 +86,10 @@ class RetentionMethods:
     ) -> HistoryBoundary | None:
         """Purge (sealing first) the raw turns beyond the newest `retain_turns` or written
         more than `retain_days` ago, but only those the current summary covers: without a
-        current summary nothing is purged. Protected turns and turns of `keep_roles` are
-        kept (the Compactor passes its policy's `preserve_roles`, so the system prompt stays
-        raw in the context). Returns the boundary,
+        current summary nothing is purged, and a turn it keeps raw (preserved, protected,
+        an open tool call) stays. Turns of `keep_roles` are kept (the Compactor passes its
+        policy's `preserve_roles`, so the system prompt stays raw in the context). Returns
+        the boundary,
         or None when nothing was due. (The Compactor calls this after an accepted summary
         when its policy states a retention.)"""
         conversation_id = _validate.text("conversation_id", conversation_id)
@@ -100,18 +97,23 @@ class RetentionMethods:
             retain_turns = _validate.integer("retain_turns", retain_turns, minimum=0)
         cutoff = None
         if retain_days is not None:
-            cutoff = (datetime.now(timezone.utc) - timedelta(days=_days(retain_days))).isoformat(
-                timespec="microseconds"
-            )
+            days = _days(retain_days)
+            # A retention reaching before year 1 has no cutoff: no turn is that old.
+            with suppress(OverflowError):
+                cutoff = (datetime.now(timezone.utc) - timedelta(days=days)).isoformat(
+                    timespec="microseconds"
+                )
         reason = _validate.text("reason", reason)
         roles = preserve_roles_arg(keep_roles, "keep_roles")
         with self._transaction(write=True) as conn:
             through = retention.retention_cutoff(conn, conversation_id, retain_turns, cutoff, roles)
             if through is None:
                 return None
-            boundary, purged, revision, erased = retention.purge(
-                conn, self._cache, conversation_id, through, reason, False, roles
-            )
+            done = retention.retain(conn, self._cache, conversation_id, through, reason, roles)
+            if done is None:
+                return None
+            boundary, purged, revision, erased = done
+            through = boundary.through_sequence
         self._db.checkpoint()
         _log.info(
             "retention purge: conversation=%s through_sequence=%d turns=%d revision=%d"
@@ -133,14 +135,10 @@ class RetentionMethods:
         and `unsummarised`: live turns that would go without being a source of the sealed
         summary, so what they said would leave the context for good."""
         conversation_id, sequence, force = self._purge_args(conversation_id, sequence, force)
-        found: dict[str, Any] = {}
-        try:
-            with self._transaction(write=True) as conn:
-                found.update(retention.preview(conn, self._cache, conversation_id, sequence, force))
-                raise _RollBack  # a preview writes nothing, not even a stale mark
-        except _RollBack:
-            pass
-        return found
+        # A read transaction: a preview writes nothing, not even a stale mark, so it works
+        # on a store opened read-only.
+        with self._transaction(write=False) as conn:
+            return dict(retention.preview(conn, self._cache, conversation_id, sequence, force))
 
     def _purge_args(
         self, conversation_id: str, sequence: int, force: bool

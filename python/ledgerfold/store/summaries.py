@@ -50,10 +50,11 @@ class VersionCache:
     def __init__(self) -> None:
         self._versions: dict[str, Version] = {}
         self._staged: list[Version] = []
-        # Keyed by row and ID: SQLite reuses the rowid of a deleted newest row (after
-        # `delete_conversation` or a purge), and a reused pk must not find old digests.
-        self._digests: dict[tuple[int, str], bytes] = {}
-        self._staged_digests: dict[tuple[int, str], bytes] = {}
+        # Keyed by row, ID and fingerprint: SQLite reuses the rowid of a deleted newest row
+        # (after `delete_conversation` or a purge) and an ID may come again after
+        # `delete_conversation`; a reused row must not find old digests.
+        self._digests: dict[tuple[int, str, str], bytes] = {}
+        self._staged_digests: dict[tuple[int, str, str], bytes] = {}
 
     def get(self, summary_id: str) -> Version | None:
         return self._versions.get(summary_id)
@@ -61,12 +62,12 @@ class VersionCache:
     def stage(self, staged: Version) -> None:
         self._staged.append(staged)
 
-    def digests(self, summary_pk: int, summary_id: str) -> bytes | None:
-        """A version's stored source digests, by row (versions are immutable)."""
-        return self._digests.get((summary_pk, summary_id))
+    def digests(self, version: Version) -> bytes | None:
+        """A version's stored source digests (versions are immutable)."""
+        return self._digests.get(_key(version))
 
-    def stage_digests(self, summary_pk: int, summary_id: str, digests: bytes) -> None:
-        self._staged_digests[(summary_pk, summary_id)] = digests
+    def stage_digests(self, version: Version, digests: bytes) -> None:
+        self._staged_digests[_key(version)] = digests
 
     def publish(self) -> None:
         for staged in self._staged:
@@ -85,6 +86,10 @@ class VersionCache:
         self._staged_digests.clear()
 
 
+def _key(version: Version) -> tuple[int, str, str]:
+    return version.pk, version.envelope.id, version.envelope.source_fingerprint
+
+
 def version(conn: sqlite3.Connection, cache: VersionCache, row: tuple[Any, ...]) -> Version:
     """The version of a `summaries` row of `SUMMARY_COLUMNS` (never a `failed` row); a
     damaged row is a `StoreError` naming its table, column and row."""
@@ -96,7 +101,9 @@ def version(conn: sqlite3.Connection, cache: VersionCache, row: tuple[Any, ...])
 
 def _version(conn: sqlite3.Connection, cache: VersionCache, row: tuple[Any, ...]) -> Version:
     found = cache.get(row[1])
-    if found is not None and found.pk == row[0]:
+    # The row must still be the one cached: after `delete_conversation` the same ID can
+    # come back on the same (reused) row number with other content.
+    if found is not None and _cached_fields(found) == _row_fields(row):
         return found
     if row[12] is not None:
         try:
@@ -114,6 +121,26 @@ def _version(conn: sqlite3.Connection, cache: VersionCache, row: tuple[Any, ...]
     read = envelope_from_row(row, source_ids)
     cache.stage(read)
     return read
+
+
+def _cached_fields(found: Version) -> tuple[Any, ...]:
+    envelope = found.envelope
+    return (
+        found.pk,
+        envelope.conversation_id,
+        envelope.plan_id,
+        envelope.source_revision,
+        envelope.source_fingerprint,
+        envelope.policy_version,
+        envelope.text,
+        found.through_sequence,
+        envelope.parent_id,
+    )
+
+
+def _row_fields(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """`_cached_fields` of a `SUMMARY_COLUMNS` row (its status, reason and time left out)."""
+    return (*row[0:1], *row[2:4], *row[7:11], row[11] if row[11] is not None else 0, row[13])
 
 
 def pointed(
