@@ -157,15 +157,19 @@ class Model:
                 # Only sealed sources: the pure function cannot know their sequences and
                 # puts the summary just below the first live turn; the store keeps the
                 # sequence it recorded (documented on `Store.context`).
-                assert got.summary is not None and got.items[0] == got.summary
+                # Turns kept raw below that sequence (protected ones) stay before it.
+                assert got.summary is not None
                 stored = lf.SummaryItem(
                     want.summary.id,
                     want.summary.text,
                     got.summary.through_sequence,
                     want.summary.source_ids,
                 )
+                turns = [item for item in want.items if item != want.summary]
+                below = [t for t in turns if t.sequence < stored.through_sequence]  # type: ignore[union-attr]
+                assert turns == below + [t for t in turns if t not in below]
                 want = lf.AssembledContext(
-                    tuple(stored if item == want.summary else item for item in want.items),
+                    (*below, stored, *turns[len(below) :]),
                     want.fallback,
                     want.history_boundary,
                     want.fallback_id,

@@ -170,7 +170,7 @@ def _extending(
     cache.stage(written)
     # The next compaction extends this version: its digests are known without reading them.
     extended = digests + b"".join(turn.digest for turn in new_turns)
-    cache.stage_digests(written.pk, envelope.id, extended)
+    cache.stage_digests(written, extended)
     conn.execute("DELETE FROM active_plans WHERE conversation_id = ?", (cid,))
     return SummaryWrite(True, envelope, None, None)
 
