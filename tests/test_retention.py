@@ -274,6 +274,34 @@ def test_a_deleted_conversations_reused_rows_never_lend_their_digests(tmp_path: 
         assert store.context("new", "p").summary is not None
 
 
+def test_a_sealed_summary_is_never_superseded_by_a_rebase(tmp_path: Path) -> None:
+    """Purged turns live on only in the sealed summary's text: a rebase (here: coverage would
+    shrink after the tail's last turn is retracted) would replace it with a summary of the
+    live turns alone. The compaction is skipped instead, and extends the sealed summary once
+    the plan covers its live sources again; the dry run says the same."""
+    db = tmp_path / "a.db"
+    store = filled(db, 12)
+    sealed = compacted(store)  # t0..t7
+    store.purge_through("c", 4, "retention")
+    store.retract("c", "t11")
+    policy = lf.CompactionPolicy("p", keep_tail=4, min_new_turns=1)
+    outcome = lf.Compactor(store, policy, neutral).compact("c", force=True)
+    assert outcome == lf.CompactionOutcome("skipped", None, "nothing-to-compact")
+    assert store.context("c", "p").summary.id == sealed.id  # type: ignore[union-attr]
+    store.close()
+    dry = run(
+        "compact", str(db), "--keep-tail", "4", "--policy-version", "p", "--dry-run", "--json"
+    )
+    assert dry.exit_code == 0 and json.loads(dry.output)[0]["status"] == "nothing-to-compact"
+    with lf.SQLiteStore(db) as store:
+        for index in range(12, 16):
+            store.append("c", "user", f"later {index}", id=f"t{index}")
+        rolling = compacted(store)
+        assert rolling.parent_id == sealed.id
+        assert set(sealed.source_ids) <= set(rolling.source_ids)
+        assert store.context("c", "p").summary.id == rolling.id  # type: ignore[union-attr]
+
+
 def test_retain_turns_purges_what_the_summary_covers(tmp_path: Path) -> None:
     store = filled(tmp_path / "a.db", 12)
     summary = compacted(store, retain_turns=6)

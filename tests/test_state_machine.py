@@ -380,6 +380,16 @@ class LedgerMachine(RuleBasedStateMachine):
                     base = current
             else:
                 rebase_due = True
+        if (
+            base is None
+            and current is not None
+            and current.envelope is not None
+            and current.envelope.policy_version == self.version
+            and model.sealed_turns(current)
+        ):
+            # A sealed summary is never superseded by a rebase (its purged sources could
+            # not be summarised again): skipped until the plan covers its live sources.
+            return compacted, None, (), "nothing-to-compact"
         new = compacted
         if base is not None and base.envelope is not None:
             covered_set = set(base.envelope.source_ids)

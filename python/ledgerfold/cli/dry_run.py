@@ -37,6 +37,8 @@ def dry_run(
     base = _extended(conversation, current, policy, plan.compacted_ids)
     covered = frozenset(base.source_ids) if base is not None else frozenset()
     new_turns = [turn for turn in turns if turn.id not in covered]
+    if base is None and _sealed(conversation, current, policy):
+        new_turns = []  # a sealed summary is never superseded by a rebase (the store's rule)
     requests: list[dict[str, Any]] = []
     covered_count = len(covered)
     remaining: list[Turn] = new_turns
@@ -66,6 +68,18 @@ def dry_run(
         "tokens": sum(request["tokens"] for request in requests),
         "requests": requests,
     }
+
+
+def _sealed(
+    conversation: Conversation, current: SummaryEnvelope | None, policy: CompactionPolicy
+) -> bool:
+    """The current summary, of this policy, has sources gone from the ledger (purged: a
+    retraction would have made it stale)."""
+    return (
+        current is not None
+        and current.policy_version == policy.version
+        and any(conversation.get(turn_id) is None for turn_id in current.source_ids)
+    )
 
 
 def _extended(

@@ -21,7 +21,7 @@ from ledgerfold.plan import CompactionPlan, plan_unchecked
 from ledgerfold.store import ledger
 from ledgerfold.store.database import now
 from ledgerfold.store.rows import TURN_COLUMNS, Version, turn_from_row
-from ledgerfold.store.schema import TURN_LIVE
+from ledgerfold.store.schema import TURN_LIVE, TURN_PURGED
 
 __all__ = [
     "Planned",
@@ -104,6 +104,39 @@ def _base(
     return version, False
 
 
+def _sealed_current(
+    conn: sqlite3.Connection,
+    pointed: tuple[Version, str, str | None] | None,
+    policy_version: str,
+) -> bool:
+    """Whether the conversation's summary is current, of this policy, and has sources a
+    purge took (sealed, SPEC §15.5)."""
+    if pointed is None or pointed[1] != "current":
+        return False
+    version = pointed[0]
+    if version.envelope.policy_version != policy_version:
+        return False
+    return (
+        conn.execute(
+            "SELECT 1 FROM summary_sources ss JOIN turns t ON t.conversation_id = ?"
+            " AND t.id = ss.turn_id WHERE ss.summary_pk = ? AND t.state = ? LIMIT 1",
+            (version.envelope.conversation_id, version.pk, TURN_PURGED),
+        ).fetchone()
+        is not None
+    )
+
+
+def _empty_plan(plan_id: str, conversation_id: str, revision: int) -> CompactionPlan:
+    return CompactionPlan(
+        plan_id=plan_id,
+        conversation_id=conversation_id,
+        source_revision=revision,
+        compacted_ids=(),
+        preserved_ids=(),
+        through_sequence=0,
+    )
+
+
 def plan_view(
     conn: sqlite3.Connection,
     pointed: tuple[Version, str, str | None] | None,
@@ -143,6 +176,11 @@ def plan_view(
             return Planned(full, base, new_turns, False)  # type: ignore[arg-type]
         # A turn below the summary's slot became compactable (e.g. no longer protected):
         # the sources would not extend the summary's in sequence order, so rebase.
+    if _sealed_current(conn, pointed, policy_version):
+        # A rebase would supersede the only record of the purged turns with a summary of
+        # the live ones: what they said would leave the context for good. The sealed
+        # summary stays; compaction extends it again once the plan covers its live sources.
+        return Planned(_empty_plan(plan_id, conversation_id, revision), None, (), False)
     conversation = ledger.load(conn, conversation_id)
     plan = plan_unchecked(conversation, keep_tail, plan_id, preserve_roles)
     new_turns = tuple(conversation.get(turn_id) for turn_id in plan.compacted_ids)
