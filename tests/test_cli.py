@@ -181,13 +181,16 @@ def test_context_table_and_inspect_print(compacted: dict[str, Any]) -> None:
 def test_purge_records_a_history_boundary(compacted: dict[str, Any], tmp_path: Path) -> None:
     db = copy_db(compacted["db"], tmp_path / "purged.db")
     conversation = compacted["outcomes"][0]["conversation"]
+    # Sequence 3 calls a tool whose result (4) would stay raw: the purge stops before it.
     result = run("purge", str(db), conversation, "--through", "3", "--reason", "retention")
     assert result.exit_code == 0, result.output
+    assert "through sequence 2" in result.output
     payload = run_json("context", str(db), conversation, "--json")
-    assert payload["history_boundary"]["through_sequence"] == 3
+    assert payload["history_boundary"]["through_sequence"] == 2
     assert payload["history_boundary"]["reason"] == "retention"
+    assert payload["messages"][0]["role"] == "assistant"  # the call, then its result
     inspected = run_json("inspect", str(db), conversation, "--json")
-    assert inspected["history_boundary"]["through_sequence"] == 3
+    assert inspected["history_boundary"]["through_sequence"] == 2
 
 
 def test_demo_runs_to_completion(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from ledgerfold.cli import cli
 from ledgerfold.revalidate import revalidate_database
 
 MARK = "ERASEME-7f3a"
+CALL = {"id": "call-1", "type": "function", "function": {"name": "find", "arguments": "{}"}}
 
 
 def neutral(request: lf.SummaryRequest) -> str:
@@ -302,6 +303,48 @@ def test_a_sealed_summary_is_never_superseded_by_a_rebase(tmp_path: Path) -> Non
         assert store.context("c", "p").summary.id == rolling.id  # type: ignore[union-attr]
 
 
+def test_erasing_a_turn_erases_the_summaries_that_quote_it(tmp_path: Path) -> None:
+    """`retract(erase=True)`: the summaries built from the turn go too (an extractive one
+    quotes it), counted as pruned; the marker is nowhere in the file."""
+    db = tmp_path / "a.db"
+    store = lf.SQLiteStore(db)
+    for index in range(12):
+        store.append("c", "user", f"note {index}", id=f"t{index}")
+    store.edit("c", "t2", body=f"card {MARK}-PAN")
+    policy = lf.CompactionPolicy("p", keep_tail=4, min_new_turns=1)
+    summary = lf.Compactor(store, policy).compact("c").summary  # ExtractiveSummarizer
+    assert summary is not None and MARK in summary.text
+    store.retract("c", "t2", erase=True)
+    assert store.summary_history("c") == []
+    assert store.pruned_count("c") == 1
+    assert store.context("c", "p").summary is None
+    store.close()
+    assert not file_has(db, MARK)
+
+
+def test_a_purge_never_leaves_a_tool_result_without_its_call(tmp_path: Path) -> None:
+    """A purge through the middle of a tool-call group (the call purged, its result raw)
+    would send a `tool` message without its call, which providers refuse: without `force`
+    it stops before the group, and the boundary and the preview say so."""
+    store = lf.SQLiteStore(tmp_path / "a.db")
+    store.append_chat_messages(
+        "c",
+        [
+            {"role": "user", "content": "Where is order 7?"},
+            {"role": "assistant", "content": None, "tool_calls": [CALL]},
+            {"role": "tool", "tool_call_id": "call-1", "content": "order 7: shipped"},
+            {"role": "assistant", "content": "It shipped."},
+        ],
+    )
+    assert store.preview_purge("c", 2)["through_sequence"] == 1
+    assert store.purge_through("c", 2, "retention").through_sequence == 1
+    messages = lf.to_chat_messages(store.context("c", "p"))
+    assert [m["role"] for m in messages] == ["assistant", "tool", "assistant"]
+    forced = store.purge_through("c", 2, "retention", force=True)  # as asked
+    assert forced.through_sequence == 2
+    store.close()
+
+
 def test_retain_turns_purges_what_the_summary_covers(tmp_path: Path) -> None:
     store = filled(tmp_path / "a.db", 12)
     summary = compacted(store, retain_turns=6)
@@ -403,6 +446,8 @@ def test_purge_through_beyond_the_last_sequence_needs_force(tmp_path: Path) -> N
         assert len(reopened.load("c").turns) == 5
     forced = run("purge", str(db), "c", "--through", "999", "--reason", "r", "--force", "--json")
     assert forced.exit_code == 0 and json.loads(forced.output)["turns"] == 5
+    with lf.SQLiteStore(db) as reopened:  # recorded as the last sequence, not 999
+        assert reopened.history_boundary("c").through_sequence == 5  # type: ignore[union-attr]
 
 
 def test_delete_needs_yes(tmp_path: Path) -> None:

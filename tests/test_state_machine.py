@@ -620,6 +620,17 @@ class LedgerMachine(RuleBasedStateMachine):
                 .fetchall()
             )
             assert rows == [("", None, 0)]
+            # Every version (and rejected result) citing it goes: its text may quote it.
+            kept = [
+                record
+                for record in model.history
+                if record.envelope is None or turn.id not in record.envelope.source_ids
+            ]
+            model.erased += len(model.history) - len(kept)
+            model.history = kept
+            if model.pointed is None:
+                model.pointer = None
+            assert self.store.pruned_count(conversation) == model.erased
 
     @rule(conversation=conversations, confirm=st.booleans())
     def delete(self, conversation: str, confirm: bool) -> None:
@@ -666,7 +677,25 @@ class LedgerMachine(RuleBasedStateMachine):
             sealed_id = current.summary_id
         assert preview["sealed_summary"] == sealed_id
         boundary = self.store.purge_through(conversation, through, reason, force=force)
-        assert (boundary.through_sequence, boundary.reason) == (through, reason)
+        recorded = min(through, model.last_sequence)  # never beyond the last sequence
+        if not force:  # stops before a group it would split (a live member raw beyond)
+            covered = set(current.envelope.source_ids) if sealed_id and current.envelope else set()
+            while True:
+                beyond = {
+                    t.group
+                    for t in model.turns
+                    if t.group and t.sequence > recorded and t.id not in covered
+                }
+                split = [
+                    t.sequence
+                    for t in model.turns
+                    if t.group in beyond and t.sequence <= recorded and not t.protected
+                ]
+                if not split:
+                    break
+                recorded = min(split) - 1
+        through = recorded
+        assert (boundary.through_sequence, boundary.reason) == (recorded, reason)
         taken = [
             t
             for t in [*model.turns, *model.retracted]
@@ -698,8 +727,8 @@ class LedgerMachine(RuleBasedStateMachine):
         model.revision += 1
         assert self.store.pruned_count(conversation) == model.erased
         # The store reports the furthest boundary; a later, smaller purge does not shrink it.
-        if model.boundary is None or through >= model.boundary[0]:
-            model.boundary = (through, reason)
+        if model.boundary is None or recorded >= model.boundary[0]:
+            model.boundary = (recorded, reason)
 
     @rule(
         conversation=conversations,

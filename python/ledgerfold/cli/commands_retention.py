@@ -52,8 +52,10 @@ def purge_command(
         if not dry_run:
             boundary = store.purge_through(conversation_id, through, reason, force=force)
     report = {**preview, "reason": reason, "force": force, "dry_run": dry_run}
+    recorded = preview["through_sequence"]  # what the boundary records
     if not dry_run:
         report["purged_at"] = boundary.purged_at
+        recorded = report["boundary"] = boundary.through_sequence
     if as_json:
         echo_json(report)
         return
@@ -61,7 +63,7 @@ def purge_command(
     verb = "would purge" if dry_run else "purged"
     stdout_console().print(
         f"{verb} {esc(conversation_id)}: {preview['turns']} raw turns through sequence"
-        f" {through} ({esc(reason)})"
+        f" {recorded} ({esc(reason)})"
         + ("" if force else f"; {preview['protected_kept']} protected turns kept")
         + (f"; summary {esc(sealed)} sealed" if sealed else "; no current summary to seal")
         + (f"; {preview['versions_erased']} older summary versions erased")

@@ -158,10 +158,39 @@ def purge(
     """Retention through `sequence`: seal the current summary, erase every other version
     citing a purged turn, blank the purged bodies and drop their earlier versions, record
     the boundary. Returns the boundary, the purged turn count, the new revision and how many
-    versions were erased."""
+    versions were erased. A `sequence` beyond the last one written is recorded as the last
+    one (turns appended later are not inside the purged history), and without `force` the
+    purge stops before a group it would split (`_unsplit`)."""
     _require(conn, conversation_id)
+    last = conn.execute(
+        "SELECT last_sequence FROM conversations WHERE id = ?", (conversation_id,)
+    ).fetchone()[0]
     sealed_pk, _ = _seal(conn, cache, conversation_id)
+    sequence = min(sequence, int(last))
+    if not force:
+        sequence = _unsplit(conn, conversation_id, sequence, sealed_pk)
     return _purge_sealed(conn, conversation_id, sequence, reason, force, sealed_pk)
+
+
+def _unsplit(
+    conn: sqlite3.Connection, conversation_id: str, sequence: int, sealed_pk: int | None
+) -> int:
+    """The largest purge sequence <= `sequence` that splits no group: a purge must not take
+    a tool call and leave its result raw in the context (providers refuse a tool message
+    without its call), so it stops before the first such group. Members the sealed summary
+    covers are not raw, so they split nothing."""
+    while True:
+        first = conn.execute(
+            "SELECT MIN(m.sequence) FROM turns m WHERE m.conversation_id = ? AND m.sequence <= ?"
+            " AND m.state = ? AND m.protected = 0 AND m.grp IN (SELECT b.grp FROM turns b"
+            " WHERE b.conversation_id = ? AND b.grp IS NOT NULL AND b.sequence > ?"
+            " AND b.state = ? AND b.id NOT IN (SELECT turn_id FROM summary_sources"
+            " WHERE summary_pk IS ?))",
+            (conversation_id, sequence, TURN_LIVE, conversation_id, sequence, TURN_LIVE, sealed_pk),
+        ).fetchone()[0]
+        if first is None:
+            return sequence
+        sequence = int(first) - 1
 
 
 def retain(
@@ -252,6 +281,9 @@ def preview(
         "SELECT last_sequence FROM conversations WHERE id = ?", (conversation_id,)
     ).fetchone()
     sealed_pk, sealed_id = _seal(conn, cache, conversation_id, mark=False)
+    sequence = min(sequence, int(row[0]))
+    if not force:
+        sequence = _unsplit(conn, conversation_id, sequence, sealed_pk)
     params = (conversation_id, sequence, int(force))
     selected = _selected("id")
     turns = conn.execute(
@@ -346,9 +378,19 @@ def retracted(
     return None if row is None else (int(row[0]), int(row[1]))
 
 
-def erase_body(conn: sqlite3.Connection, conversation_id: str, turn_id: str) -> None:
+def erase_body(conn: sqlite3.Connection, conversation_id: str, turn_id: str) -> int:
     """Blank a retracted turn's body and meta and drop its earlier versions (ID, sequence
-    and digest stay)."""
+    and digest stay), and erase every summary version (or rejected result) that cites it:
+    their text may quote it (retraction already made them stale). Returns how many
+    versions went (they count as pruned)."""
+    doomed = [
+        row[0]
+        for row in conn.execute(
+            _citing("SELECT ?", None), (conversation_id, turn_id, turn_id, None)
+        )
+    ]
+    if doomed:
+        _erase_versions(conn, conversation_id, doomed)
     conn.execute(
         "DELETE FROM turn_history WHERE turn_pk IN (SELECT pk FROM turns"
         " WHERE conversation_id = ? AND id = ?)",
@@ -358,6 +400,7 @@ def erase_body(conn: sqlite3.Connection, conversation_id: str, turn_id: str) -> 
         "UPDATE turns SET body = '', meta = NULL WHERE conversation_id = ? AND id = ?",
         (conversation_id, turn_id),
     )
+    return len(doomed)
 
 
 def delete_conversation(conn: sqlite3.Connection, conversation_id: str) -> int:

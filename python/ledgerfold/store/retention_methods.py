@@ -55,7 +55,10 @@ class RetentionMethods:
         revision. The current summary, checked current first, is sealed: it stays in the
         context, its purged sources checked by their stored digests (SPEC §15.5). Every other
         summary version citing a purged turn is erased (counted by `pruned_count`). Erased
-        bytes are overwritten in the file and the WAL is checkpointed."""
+        bytes are overwritten in the file and the WAL is checkpointed. The boundary records
+        at most the last sequence written and, without `force`, stops before a tool-call
+        group the purge would split (so no tool result is left raw without its call): its
+        `through_sequence` says where the purge went."""
         conversation_id, sequence, force = self._purge_args(conversation_id, sequence, force)
         reason = _validate.text("reason", reason)
         with self._transaction(write=True) as conn:

@@ -270,7 +270,8 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
         """Remove a live turn from the ledger view (the row stays); new revision; citing
         summaries become stale (`source-missing`). With `erase=True` its body, meta and
         earlier versions are erased too, overwritten in the file (ID, sequence and digest
-        stay); a turn retracted earlier can be erased this way later."""
+        stay), with every summary version citing it (its text may quote the turn); a turn
+        retracted earlier can be erased this way later."""
         conversation_id = _validate.text("conversation_id", conversation_id)
         turn_id = _validate.text("turn_id", turn_id)
         if not isinstance(erase, bool):
@@ -281,19 +282,19 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
                 sequence, revision, stale = ledger.retract_turn(conn, conversation_id, turn_id)
             else:  # retracted before: only its body goes, the ledger view is unchanged
                 (sequence, revision), stale = earlier, 0
-            if erase:
-                retention.erase_body(conn, conversation_id, turn_id)
+            erased = retention.erase_body(conn, conversation_id, turn_id) if erase else 0
         if erase:
             self._db.checkpoint()
         _log.info(
             "retracted: conversation=%s turn=%s sequence=%d revision=%d summaries_stale=%d"
-            " erased=%s",
+            " erased=%s versions_erased=%d",
             conversation_id,
             turn_id,
             sequence,
             revision,
             stale,
             erase,
+            erased,
         )
 
     # ------------------------------------------------------------------ ledger reads
