@@ -1,7 +1,7 @@
-"""`SQLiteStore`'s retention and erasure methods (SPEC §15.5): purge with a sealed summary,
-its preview, the retention policy's purge and deleting a conversation. Kept beside
-`sqlite.py`, which holds the other public methods; the work inside each transaction is in
-`retention`."""
+"""`SQLiteStore`'s retention and erasure methods (SPEC §15.5): retraction (with erasure),
+purge with a sealed summary, its preview, the retention policy's purge and deleting a
+conversation. Kept beside `sqlite.py`, which holds the other public methods; the work inside
+each transaction is in `retention`."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from ledgerfold import _validate
 from ledgerfold.context import HistoryBoundary
 from ledgerfold.errors import InvalidInput
 from ledgerfold.plan import preserve_roles_arg
-from ledgerfold.store import retention, summaries
+from ledgerfold.store import ledger, retention, summaries
 from ledgerfold.store.database import Database
 
 __all__ = ["RetentionMethods"]
@@ -46,6 +46,37 @@ class RetentionMethods:
 
     def _transaction(self, *, write: bool) -> AbstractContextManager[sqlite3.Connection]:
         raise NotImplementedError
+
+    def retract(self, conversation_id: str, turn_id: str, *, erase: bool = False) -> None:
+        """Remove a live turn from the ledger view (the row stays); new revision; citing
+        summaries become stale (`source-missing`). With `erase=True` its body, meta and
+        earlier versions are erased too, overwritten in the file (ID, sequence and digest
+        stay), with every summary version citing it (its text may quote the turn); a turn
+        retracted earlier can be erased this way later."""
+        conversation_id = _validate.text("conversation_id", conversation_id)
+        turn_id = _validate.text("turn_id", turn_id)
+        if not isinstance(erase, bool):
+            raise InvalidInput("erase: must be bool", field="erase", problem="wrong-type")
+        with self._transaction(write=True) as conn:
+            earlier = retention.retracted(conn, conversation_id, turn_id) if erase else None
+            if earlier is None:
+                sequence, revision, stale = ledger.retract_turn(conn, conversation_id, turn_id)
+            else:  # retracted before: only its body goes, the ledger view is unchanged
+                (sequence, revision), stale = earlier, 0
+            erased = retention.erase_body(conn, conversation_id, turn_id) if erase else 0
+        if erase:
+            self._db.checkpoint()
+        _log.info(
+            "retracted: conversation=%s turn=%s sequence=%d revision=%d summaries_stale=%d"
+            " erased=%s versions_erased=%d",
+            conversation_id,
+            turn_id,
+            sequence,
+            revision,
+            stale,
+            erase,
+            erased,
+        )
 
     def purge_through(
         self, conversation_id: str, sequence: int, reason: str, *, force: bool = False

@@ -266,37 +266,6 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
         )
         return new
 
-    def retract(self, conversation_id: str, turn_id: str, *, erase: bool = False) -> None:
-        """Remove a live turn from the ledger view (the row stays); new revision; citing
-        summaries become stale (`source-missing`). With `erase=True` its body, meta and
-        earlier versions are erased too, overwritten in the file (ID, sequence and digest
-        stay), with every summary version citing it (its text may quote the turn); a turn
-        retracted earlier can be erased this way later."""
-        conversation_id = _validate.text("conversation_id", conversation_id)
-        turn_id = _validate.text("turn_id", turn_id)
-        if not isinstance(erase, bool):
-            raise InvalidInput("erase: must be bool", field="erase", problem="wrong-type")
-        with self._transaction(write=True) as conn:
-            earlier = retention.retracted(conn, conversation_id, turn_id) if erase else None
-            if earlier is None:
-                sequence, revision, stale = ledger.retract_turn(conn, conversation_id, turn_id)
-            else:  # retracted before: only its body goes, the ledger view is unchanged
-                (sequence, revision), stale = earlier, 0
-            erased = retention.erase_body(conn, conversation_id, turn_id) if erase else 0
-        if erase:
-            self._db.checkpoint()
-        _log.info(
-            "retracted: conversation=%s turn=%s sequence=%d revision=%d summaries_stale=%d"
-            " erased=%s versions_erased=%d",
-            conversation_id,
-            turn_id,
-            sequence,
-            revision,
-            stale,
-            erase,
-            erased,
-        )
-
     # ------------------------------------------------------------------ ledger reads
 
     def load(self, conversation_id: str) -> Conversation:
