@@ -11,31 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
 
+from cli_support import copy_db, run, run_json
 from ledgerfold import revalidate
-from ledgerfold.cli import cli
 
 SHARED = Path(os.environ.get("LEDGERFOLD_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 DATA_FILES = sorted((SHARED / "data").glob("*.jsonl"))
 CHAT_ROLES = {"system", "user", "assistant", "tool"}
-
-
-def run(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
-
-
-def run_json(*args: str) -> Any:
-    result = run(*args)
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
-
-
-def copy_db(source: Path, target: Path) -> Path:
-    """A consistent copy (WAL included) through SQLite's backup API."""
-    with sqlite3.connect(source) as src, sqlite3.connect(target) as dst:
-        src.backup(dst)
-    return target
 
 
 @pytest.fixture(scope="module")

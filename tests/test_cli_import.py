@@ -10,16 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
 
+from cli_support import run
 from ledgerfold import InvalidInput, SQLiteStore
-from ledgerfold.cli import cli
 
 SHARED = Path(os.environ.get("LEDGERFOLD_SHARED", Path(__file__).resolve().parents[2] / "shared"))
-
-
-def run(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
 def line(conversation_id: str, sequences: list[int], **extra: Any) -> str:

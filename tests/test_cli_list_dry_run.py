@@ -8,17 +8,15 @@ import json
 import os
 import pty
 import select
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
 
+from cli_support import copy_db, run, run_json
 from ledgerfold import CompactionPolicy, Compactor, SQLiteStore, SummaryRequest
-from ledgerfold.cli import cli
 from ledgerfold.cli.render import echo_json
 from ledgerfold.errors import InvalidInput
 from ledgerfold.revalidate import revalidate_database
@@ -27,22 +25,6 @@ from ledgerfold.tokens import approx_tokens
 SHARED = Path(os.environ.get("LEDGERFOLD_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 SMALL_FILES = [SHARED / "data" / "docent_inspect.jsonl", SHARED / "data" / "openhands.jsonl"]
 BOX_DRAWING = set("─━│┃┌┐└┘├┤┬┴┼╭╮╯╰═║╔╗╚╝╇╈┡┩")
-
-
-def run(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
-
-
-def run_json(*args: str) -> Any:
-    result = run(*args)
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
-
-
-def copy_db(source: Path, target: Path) -> Path:
-    with sqlite3.connect(source) as src, sqlite3.connect(target) as dst:
-        src.backup(dst)
-    return target
 
 
 @pytest.fixture(scope="module")

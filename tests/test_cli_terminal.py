@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
-from ledgerfold.cli import cli
+from cli_support import run
 from ledgerfold.cli.render import safe_text
 
 # Everything a terminal could act on, except the newline and tab the output itself uses.
@@ -27,10 +27,6 @@ LINK = "\x1b]8;;https://evil.example/\x1b\\click\x1b]8;;\x1b\\"
 C1 = "\x9b31m\x9d0;c1\x9c"
 EVIL_CONVERSATION = f"conv{TITLE}{C1}"
 EVIL_TURN = f"turn{CLEAR}"
-
-
-def run(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
 def assert_clean(result: Result | subprocess.CompletedProcess[str], what: object) -> None:

@@ -14,14 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
 
+from cli_support import run
 from ledgerfold import (
     InvalidInput,
     SQLiteStore,
     StoreError,
 )
-from ledgerfold.cli import cli
 from ledgerfold.export import MANIFEST, TABLES, export_parquet, part_name
 from ledgerfold.revalidate import revalidate_database
 
@@ -41,10 +40,6 @@ POLICY = "v1"
 TURNS_PER_FILE = 1_500
 #: The fields of `ledgerfold revalidate --json` that must be identical (not timing/workers).
 SAME = ("conversations", "summaries_checked", "current", "stale", "turns_hashed", "bytes_hashed")
-
-
-def run(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
 @pytest.fixture(scope="module")

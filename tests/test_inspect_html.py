@@ -9,16 +9,11 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 
+from cli_support import run
 from html_ledgers import CONVERSATION, POLICY, SCRIPT, build_purged_db, build_states_db
 from ledgerfold import SQLiteStore
-from ledgerfold.cli import cli
 from ledgerfold.cli.html_data import MAX_MARKS, aggregate
-
-
-def run(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
 class _Tags(HTMLParser):

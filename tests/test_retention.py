@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 import ledgerfold as lf
-from ledgerfold.cli import cli
+from cli_support import file_has, run
 from ledgerfold.revalidate import revalidate_database
 
 MARK = "ERASEME-7f3a"
@@ -40,14 +39,6 @@ def compacted(store: lf.SQLiteStore, conversation: str = "c", **policy: Any) -> 
     assert outcome.status == "accepted", outcome
     assert outcome.summary is not None
     return outcome.summary
-
-
-def file_has(path: Path, marker: str) -> bool:
-    data = path.read_bytes()
-    wal = Path(f"{path}-wal")
-    if wal.exists():
-        data += wal.read_bytes()
-    return marker.encode() in data
 
 
 # ------------------------------------------------------------------ the core: sealed sources
@@ -413,10 +404,6 @@ def test_bad_retention_values(field: str, value: Any) -> None:
 
 
 # ------------------------------------------------------------------ the command line
-
-
-def run(*args: str) -> Any:
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
 def test_purge_dry_run_and_json(tmp_path: Path) -> None:

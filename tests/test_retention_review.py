@@ -11,16 +11,9 @@ from pathlib import Path
 import pytest
 
 import ledgerfold as lf
+from cli_support import file_has
 
 MARK = "LATE-9c1e"
-
-
-def file_has(path: Path, marker: str) -> bool:
-    data = path.read_bytes()
-    wal = Path(f"{path}-wal")
-    if wal.exists():
-        data += wal.read_bytes()
-    return marker.encode() in data
 
 
 def quoting(request: lf.SummaryRequest) -> str:
