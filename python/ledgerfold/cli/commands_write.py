@@ -18,6 +18,7 @@ from ledgerfold.cli.dry_run import dry_run as _dry_run
 from ledgerfold.cli.main import DEFAULT_POLICY, UserError, cli, open_store, require_conversation
 from ledgerfold.cli.render import (
     echo_json,
+    outcome_json,
     print_table,
     safe_text,
     stderr_console,
@@ -113,17 +114,6 @@ def import_command(db: str, files: tuple[str, ...], as_json: bool) -> None:
 # --------------------------------------------------------------------------- compact
 
 
-def _outcome_json(conversation_id: str, outcome: CompactionOutcome) -> dict[str, Any]:
-    summary = outcome.summary
-    return {
-        "conversation": conversation_id,
-        "status": outcome.status,
-        "reason": outcome.reason,
-        "summary": summary.id if summary is not None else None,
-        "sources": len(summary.source_ids) if summary is not None else 0,
-    }
-
-
 def _compact_backlog(compactor: Compactor, conversation_id: str) -> CompactionOutcome:
     """Compact until the backlog is folded: each call commits one bounded chunk (SPEC
     §15.8); the outcome shown is the last accepted one, or the first that was not."""
@@ -171,7 +161,9 @@ def compact_command(
             plans = [_dry_run(store.load(cid), store.current_summary(cid), policy) for cid in ids]
         else:
             compactor = Compactor(store, policy, ExtractiveSummarizer())
-            rows = [_outcome_json(cid, _compact_backlog(compactor, cid)) for cid in ids]
+            rows = [
+                outcome_json("conversation", cid, _compact_backlog(compactor, cid)) for cid in ids
+            ]
     if dry_run:
         _print_dry_run(plans, policy, as_json)
         return

@@ -18,6 +18,7 @@ from ledgerfold.cli.render import (
     context_table,
     echo_json,
     esc,
+    outcome_json,
     print_rule,
     print_table,
     safe_text,
@@ -245,7 +246,7 @@ def _run_demo(console: Console, db_path: Path) -> dict[str, Any]:
         "turns": final_turns,
         "protected": len(protected),
         "compactions": [
-            _outcome_json(step, outcome)
+            outcome_json("step", step, outcome)
             for step, outcome in (("first", first), ("after-edit", second), ("after-append", third))
         ],
         "checks": {
@@ -255,17 +256,6 @@ def _run_demo(console: Console, db_path: Path) -> dict[str, Any]:
             "summary_reused_after_append": reused is not None and reused.id == second_id,
         },
         "versions": versions,
-    }
-
-
-def _outcome_json(step: str, outcome: CompactionOutcome) -> dict[str, Any]:
-    summary = outcome.summary
-    return {
-        "step": step,
-        "status": outcome.status,
-        "reason": outcome.reason,
-        "summary": summary.id if summary is not None else None,
-        "sources": len(summary.source_ids) if summary is not None else 0,
     }
 
 

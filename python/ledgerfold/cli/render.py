@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ledgerfold.compactor import CompactionOutcome
 from ledgerfold.context import AssembledContext, HistoryBoundary, SummaryItem
 from ledgerfold.errors import InvalidInput
 from ledgerfold.model import Conversation
@@ -31,6 +32,7 @@ __all__ = [
     "echo_json",
     "esc",
     "one_line",
+    "outcome_json",
     "print_rule",
     "print_table",
     "safe_text",
@@ -154,6 +156,18 @@ def print_rule(console: Console, title: str) -> None:
 
 def tail_ids(conversation: Conversation, keep_tail: int) -> frozenset[str]:
     return frozenset(turn.id for turn in conversation.turns[-keep_tail:])
+
+
+def outcome_json(key: str, value: str, outcome: CompactionOutcome) -> dict[str, Any]:
+    """A compaction outcome as `--json` prints it, under `key` (the conversation or step)."""
+    summary = outcome.summary
+    return {
+        key: value,
+        "status": outcome.status,
+        "reason": outcome.reason,
+        "summary": summary.id if summary is not None else None,
+        "sources": len(summary.source_ids) if summary is not None else 0,
+    }
 
 
 def boundary_json(boundary: HistoryBoundary | None) -> dict[str, Any] | None:
