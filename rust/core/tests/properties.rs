@@ -20,8 +20,8 @@ use ledgerfold_core::revalidate::{
     revalidate_many, row_digest, ConversationRows, SummaryRow, Totals, TurnRow, Verdict,
 };
 use ledgerfold_core::{
-    encode_turn, fingerprint_digests, fingerprint_hex, turn_digest, Fingerprinter,
-    ProtectionReason, Role,
+    encode_turn, fingerprint_digests, fingerprint_hex, turn_digest, ExtendableFingerprint,
+    Fingerprinter, ProtectionReason, Role,
 };
 use proptest::prelude::*;
 use proptest::sample::select;
@@ -1459,4 +1459,38 @@ fn parallel_hashing_path_agrees() {
     let (verdicts, _) = revalidate_many(&borrow(&specs));
     assert_eq!(verdicts[0].reason, Some(CheckReason::SourceModified));
     assert_eq!(verdicts[0].source_index, None);
+}
+
+// ------------------------------------------------ extendable fingerprint (SPEC §15.1 cost)
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Any sequence of appends (including none, and ones that cross or land on 1 KiB chunk
+    /// boundaries) gives the fingerprint of the whole list, and a fingerprint with `more`
+    /// equals appending `more` first; the count prefix changes with every append.
+    #[test]
+    fn extendable_fingerprint_equals_the_plain_one(
+        steps in proptest::collection::vec(0usize..160, 0..12),
+        seed in any::<u8>(),
+        more in 0usize..70,
+    ) {
+        let total: usize = steps.iter().sum::<usize>() + more;
+        let digests: Vec<[u8; 32]> = (0..total)
+            .map(|i| blake3::derive_key("test", &[&[seed][..], &(i as u64).to_le_bytes()].concat()))
+            .collect();
+        let packed: Vec<u8> = digests.iter().flatten().copied().collect();
+        let mut state = ExtendableFingerprint::default();
+        let mut held = 0;
+        for step in steps {
+            state.extend(&packed[held * 32..(held + step) * 32]);
+            held += step;
+            prop_assert_eq!(state.count(), held as u64);
+            prop_assert_eq!(state.fingerprint(&[]), fingerprint_digests(digests[..held].iter()));
+        }
+        prop_assert_eq!(
+            state.fingerprint(&packed[held * 32..]),
+            fingerprint_digests(digests.iter())
+        );
+    }
 }

@@ -3,8 +3,12 @@
 
 use std::path::PathBuf;
 
+use ledgerfold_core::fingerprint::to_fingerprint_string;
 use ledgerfold_core::model::normalise_meta;
-use ledgerfold_core::{encode_turn, fingerprint_hex, turn_digest, ProtectionReason, Role, TurnRef};
+use ledgerfold_core::{
+    encode_turn, fingerprint_hex, turn_digest, ExtendableFingerprint, ProtectionReason, Role,
+    TurnRef,
+};
 use serde_json::Value;
 
 fn vectors_path() -> PathBuf {
@@ -80,5 +84,15 @@ fn golden_vectors_match() {
             case["fingerprint"].as_str().unwrap(),
             "{name}: fingerprint"
         );
+        // The extendable state gives the same fingerprint, whole and split at every point.
+        let packed: Vec<u8> = digests.iter().flatten().copied().collect();
+        for split in 0..=digests.len() {
+            let state = ExtendableFingerprint::new(&packed[..split * 32]);
+            assert_eq!(
+                to_fingerprint_string(&state.fingerprint(&packed[split * 32..])),
+                case["fingerprint"].as_str().unwrap(),
+                "{name}: extendable fingerprint split at {split}"
+            );
+        }
     }
 }

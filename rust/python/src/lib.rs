@@ -26,7 +26,9 @@ mod _native {
     #[pymodule_export]
     use crate::conversation::Conversation;
     #[pymodule_export]
-    use crate::fingerprint::{fingerprint_digests, fingerprint_turns, source_fingerprint};
+    use crate::fingerprint::{
+        fingerprint_digests, fingerprint_turns, source_fingerprint, SourceDigests,
+    };
     #[pymodule_export]
     use crate::items::TurnItem;
     #[pymodule_export]
