@@ -130,6 +130,15 @@ def fingerprint_turns(turns: Iterable[TurnLike]) -> str:
     )
 
 
+def fingerprint_digests(digests: bytes) -> str:
+    """Fingerprint over turn digests given back to back (32 bytes each)."""
+    material = struct.pack("<Q", len(digests) // 32) + digests
+    return (
+        FINGERPRINT_PREFIX
+        + blake3.blake3(material, derive_key_context=FINGERPRINT_CONTEXT).hexdigest()
+    )
+
+
 def same_ordered_ids(a: Sequence[str], b: Sequence[str]) -> bool:
     if len(a) != len(b):
         return False

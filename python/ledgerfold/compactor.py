@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ledgerfold import _validate
+from ledgerfold._native import SourceDigests
 from ledgerfold.context import AssembledContext, SummaryItem
 from ledgerfold.errors import ContextBudgetExceeded, InvalidInput, StoreError
 from ledgerfold.fold import fold_chunk
 from ledgerfold.model import Turn
-from ledgerfold.plan import CompactionPlan
+from ledgerfold.plan import CompactionPlan, starts_with_ids
 from ledgerfold.policy import CompactionPolicy
 from ledgerfold.store.protocol import Store
 from ledgerfold.summarizers.base import (
@@ -82,7 +83,7 @@ class CompactionOutcome:
 class _Job:
     plan: CompactionPlan
     parent: SummaryEnvelope | None  # the summary the request's text extends (None: rebase)
-    parent_digests: bytes  # its stored source digests, source order
+    parent_digests: bytes | SourceDigests  # its stored source digests, source order
     chunk: tuple[Turn, ...]  # the turns the summarizer's input was read from
     request: SummaryRequest
 
@@ -435,12 +436,25 @@ def _envelope(job: _Job, summary_id: str, policy_version: str, text: str) -> Sum
     _validate.text("text", text)
     parent = job.parent
     covered = () if parent is None else parent.source_ids
+    added = tuple(turn.id for turn in job.chunk)
+    planned = job.plan.compacted_ids
+    # Without a backlog cut into chunks the sources are the plan's compacted IDs: reuse that
+    # tuple rather than build another over every covered turn (it starts with the parent's
+    # IDs, which `starts_with_ids` knows without comparing them when the store built it so).
+    if (
+        len(planned) == len(covered) + len(added)
+        and planned[len(covered) :] == added
+        and starts_with_ids(planned, covered)
+    ):
+        source_ids = planned
+    else:
+        source_ids = covered + added
     return SummaryEnvelope(
         id=summary_id,
         plan_id=job.plan.plan_id,
         conversation_id=job.plan.conversation_id,
         source_revision=job.plan.source_revision,
-        source_ids=covered + tuple(turn.id for turn in job.chunk),
+        source_ids=source_ids,
         source_fingerprint=extended_fingerprint(job.parent_digests, job.chunk),
         policy_version=policy_version,
         text=text.strip(),

@@ -18,9 +18,10 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
-from ledgerfold import _native
+from ledgerfold._native import SourceDigests
 from ledgerfold.errors import InvalidInput
 from ledgerfold.model import Conversation, Turn
+from ledgerfold.plan import starts_with_ids
 from ledgerfold.store import compaction, ledger, retention, sources, summaries
 from ledgerfold.store.database import now
 from ledgerfold.store.rows import SUMMARY_COLUMNS, Version
@@ -127,12 +128,12 @@ def _verdict(
     if (
         parent is not None
         and envelope.policy_version == policy_version == parent.envelope.policy_version
-        and _native.starts_with_ids(envelope.source_ids, covered)
+        and starts_with_ids(envelope.source_ids, covered)
         and planned is not None
         and planned[0] == parent.pk
     ):
         return _extending(conn, cache, envelope, parent, planned[1], policy_version)
-    return _general(conn, envelope, parent, planned, policy_version)
+    return _general(conn, cache, envelope, parent, planned, policy_version)
 
 
 def _extending(
@@ -169,19 +170,19 @@ def _extending(
     written = _write_extending(conn, envelope, parent, new_turns)
     cache.stage(written)
     # The next compaction extends this version: its digests are known without reading them.
-    extended = digests + b"".join(turn.digest for turn in new_turns)
-    cache.stage_digests(written, extended)
+    cache.stage_digests(written, digests.extended(b"".join(turn.digest for turn in new_turns)))
     conn.execute("DELETE FROM active_plans WHERE conversation_id = ?", (cid,))
     return SummaryWrite(True, envelope, None, None)
 
 
 def parent_digests(
     conn: sqlite3.Connection, cache: summaries.VersionCache, parent: Version
-) -> bytes:
-    """A version's stored source digests (kept beside the cached version once read)."""
+) -> SourceDigests:
+    """The fingerprint state of a version's stored source digests: read once (O(covered)),
+    then kept beside the cached version and extended with each rolling commit."""
     digests = cache.digests(parent)
     if digests is None:
-        digests = compaction.source_digests(conn, parent.pk)
+        digests = SourceDigests(compaction.source_digests(conn, parent.pk))
         cache.stage_digests(parent, digests)
     return digests
 
@@ -207,6 +208,7 @@ def _splits_a_group(
 
 def _general(
     conn: sqlite3.Connection,
+    cache: summaries.VersionCache,
     envelope: SummaryEnvelope,
     parent: Version | None,
     planned: tuple[int | None, set[str]] | None,
@@ -238,7 +240,11 @@ def _general(
         return _refused(envelope, "invalid-summary", "plan-mismatch")
     if parent is not None and not set(envelope.source_ids).issuperset(parent.envelope.source_ids):
         return _refused(envelope, "invalid-summary", "plan-mismatch")
-    _write_full(conn, envelope, conversation, sealed, parent)
+    written, digests = _write_full(conn, envelope, conversation, sealed, parent)
+    # The next compaction extends this version: it and its fingerprint state (built from the
+    # digests at hand, O(covered) hashing as the check was) are not read back from the index.
+    cache.stage(written)
+    cache.stage_digests(written, SourceDigests(digests))
     conn.execute("DELETE FROM active_plans WHERE conversation_id = ?", (envelope.conversation_id,))
     return SummaryWrite(True, envelope, None, None)
 
@@ -287,7 +293,7 @@ def _write_full(
     conversation: Conversation,
     sealed: dict[str, bytes],
     parent: Version | None,
-) -> Version:
+) -> tuple[Version, bytes]:
     # check_summary has found every source, sealed ones first, live ones in ledger order.
     rows: list[tuple[str, bytes]] = []
     through = 0 if parent is None else parent.through_sequence
@@ -309,7 +315,7 @@ def _write_full(
         (pk, envelope.conversation_id, TURN_LIVE, through, pk),
     )
     _point_at(conn, envelope.conversation_id, pk)
-    return Version(pk, envelope, through)
+    return Version(pk, envelope, through), b"".join(digest for _, digest in rows)
 
 
 def _write_extending(

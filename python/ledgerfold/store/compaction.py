@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ledgerfold.errors import InvalidInput
 from ledgerfold.model import Conversation, Turn
-from ledgerfold.plan import CompactionPlan, plan_unchecked
+from ledgerfold.plan import CompactionPlan, extend_ids, plan_unchecked
 from ledgerfold.store import ledger
 from ledgerfold.store.database import now
 from ledgerfold.store.rows import TURN_COLUMNS, Version, turn_from_row
@@ -169,7 +169,7 @@ def plan_view(
                 plan_id=plan_id,
                 conversation_id=conversation_id,
                 source_revision=revision,
-                compacted_ids=covered + plan.compacted_ids,
+                compacted_ids=extend_ids(covered, plan.compacted_ids),
                 preserved_ids=plan.preserved_ids,
                 through_sequence=max(plan.through_sequence, base.through_sequence),
             )

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from ledgerfold._native import SourceDigests
 from ledgerfold.context import AssembledContext, HistoryBoundary
 from ledgerfold.model import Conversation, Turn
 from ledgerfold.plan import CompactionPlan
@@ -69,12 +70,16 @@ class CompactionWork:
     for; nothing registered) or ``nothing-to-compact``. When ready: `plan`, the `parent` the
     summary may extend (None: a rebase), its stored source digests (32 bytes each, source
     order) and the compactable turns it does not cover, in sequence order.
+
+    `SQLiteStore` hands the digests as a `SourceDigests` fingerprint state rather than the
+    bytes: `extended_fingerprint` over it costs O(new + log covered), not O(covered). A store
+    of your own may hand either.
     """
 
     status: str
     plan: CompactionPlan | None = None
     parent: SummaryEnvelope | None = None
-    parent_digests: bytes = b""
+    parent_digests: bytes | SourceDigests = b""
     new_turns: tuple[Turn, ...] = ()
     failures: int = 0
 

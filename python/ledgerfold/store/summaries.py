@@ -13,6 +13,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from ledgerfold._native import SourceDigests
 from ledgerfold.context import ContextItem, SummaryItem
 from ledgerfold.errors import InvalidInput, StoreError
 from ledgerfold.store import ledger, sources
@@ -53,8 +54,8 @@ class VersionCache:
         # Keyed by row, ID and fingerprint: SQLite reuses the rowid of a deleted newest row
         # (after `delete_conversation` or a purge) and an ID may come again after
         # `delete_conversation`; a reused row must not find old digests.
-        self._digests: dict[tuple[int, str, str], bytes] = {}
-        self._staged_digests: dict[tuple[int, str, str], bytes] = {}
+        self._digests: dict[tuple[int, str, str], SourceDigests] = {}
+        self._staged_digests: dict[tuple[int, str, str], SourceDigests] = {}
 
     def get(self, summary_id: str) -> Version | None:
         return self._versions.get(summary_id)
@@ -62,11 +63,12 @@ class VersionCache:
     def stage(self, staged: Version) -> None:
         self._staged.append(staged)
 
-    def digests(self, version: Version) -> bytes | None:
-        """A version's stored source digests (versions are immutable)."""
+    def digests(self, version: Version) -> SourceDigests | None:
+        """The fingerprint state of a version's stored source digests (immutable, as
+        versions are)."""
         return self._digests.get(_key(version))
 
-    def stage_digests(self, version: Version, digests: bytes) -> None:
+    def stage_digests(self, version: Version, digests: SourceDigests) -> None:
         self._staged_digests[_key(version)] = digests
 
     def publish(self) -> None:
@@ -75,7 +77,8 @@ class VersionCache:
                 self._versions.pop(next(iter(self._versions)))
             self._versions[staged.envelope.id] = staged
         for key, digests in self._staged_digests.items():
-            # Only the newest few: digests are 32 bytes per covered turn.
+            # Only the newest few (a state is O(log covered) bytes, but old ones are not
+            # needed: the next compaction extends the current version).
             while len(self._digests) >= 4:
                 self._digests.pop(next(iter(self._digests)))
             self._digests[key] = digests
