@@ -241,9 +241,12 @@ def _general(
     if parent is not None and not set(envelope.source_ids).issuperset(parent.envelope.source_ids):
         return _refused(envelope, "invalid-summary", "plan-mismatch")
     written, digests = _write_full(conn, envelope, conversation, sealed, parent)
-    # The next compaction extends this version: it and its fingerprint state (built from the
-    # digests at hand, O(covered) hashing as the check was) are not read back from the index.
-    cache.stage(written)
+    # The next compaction extends this version: its fingerprint state is built from the
+    # digests at hand (O(covered) hashing, as the check was) rather than read back. The
+    # version itself is not cached here: the next compaction reads its source IDs once from
+    # the index (~60 ms at 100k). Caching it saves that read but measured ~0.3 ms slower on
+    # every later compaction at 100k (11 paired benchmark runs; cause not found, see
+    # docs/performance.md).
     cache.stage_digests(written, SourceDigests(digests))
     conn.execute("DELETE FROM active_plans WHERE conversation_id = ?", (envelope.conversation_id,))
     return SummaryWrite(True, envelope, None, None)
