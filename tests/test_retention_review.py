@@ -138,6 +138,32 @@ def test_a_late_result_of_a_deleted_conversation_keeps_no_text(tmp_path: Path) -
     assert not file_has(path, MARK)
 
 
+def test_a_late_result_after_the_conversation_was_deleted_and_recreated_keeps_no_text(
+    tmp_path: Path,
+) -> None:
+    """The same conversation ID in use again does not make the deleted one's plan known:
+    its late result (text from erased turns) is refused and leaves no record."""
+    path = tmp_path / "a.db"
+    store = lf.SQLiteStore(path)
+    for index in range(12):
+        store.append("c", "user", f"{MARK}-{index:03d}", id=f"t{index}")
+    plan = store.start_plan("c", 2, "p")
+    late = lf.create_summary_envelope(plan, store.load("c").turns, "late", "p", f"{MARK}-summary")
+    assert late is not None
+    store.delete_conversation("c")
+    for index in range(12):
+        store.append("c", "user", f"new body {index}", id=f"t{index}")
+    write = store.commit_summary(late)
+    assert (write.accepted, write.reason, write.detail) == (
+        False,
+        "stale-source",
+        "superseded-plan",
+    )
+    assert store.summary_history("c") == []
+    store.close()
+    assert not file_has(path, MARK)
+
+
 def test_a_late_result_extending_the_sealed_summary_is_still_recorded() -> None:
     """Sources inherited from the sealed parent are not erased content (the sealed text is
     kept by design): a superseded result extending it keeps its `rejected` record."""

@@ -58,7 +58,17 @@ def commit(
     else:
         write = _verdict(conn, cache, envelope, policy_version=active[1])
     if not write.accepted:
-        _record_refused(conn, cache, envelope, write.detail, known=row is not None)
+        # A plan this conversation never registered (or one `delete_conversation` erased
+        # with the conversation, then recreated under the same ID) leaves no record: its
+        # text may come from erased turns.
+        known = (
+            row is not None
+            and conn.execute(
+                "SELECT 1 FROM plans WHERE id = ? AND conversation_id = ?", (envelope.plan_id, cid)
+            ).fetchone()
+            is not None
+        )
+        _record_refused(conn, cache, envelope, write.detail, known=known)
     compaction.mark_ended(conn, envelope.plan_id)
     return write, revision
 
@@ -72,9 +82,10 @@ def _record_refused(
     known: bool,
 ) -> None:
     """The `rejected` record of a refused result, unless its text may hold erased content
-    (SPEC §15.5): its conversation was deleted, or it cites a purged turn its parent did
-    not cover (a purge erases every version citing one but the sealed summary, so this late
-    one counts as erased at once; sources inherited from a sealed parent are fine)."""
+    (SPEC §15.5): its conversation (or its plan, with the conversation) was deleted, or it
+    cites a purged turn its parent did not cover (a purge erases every version citing one
+    but the sealed summary, so this late one counts as erased at once; sources inherited
+    from a sealed parent are fine)."""
     if not known:
         return
     purged = {
