@@ -65,6 +65,23 @@ def test_check_summary_takes_sealed_digests_for_purged_sources() -> None:
     assert context.summary is not None and context.summary.through_sequence == 3
 
 
+def test_a_sealed_entry_never_stands_in_for_a_live_turn() -> None:
+    """Sealed digests resolve only sources the ledger no longer holds: a live turn named in
+    the mapping too is checked live, so an edit of it is never hidden."""
+    turns = [lf.Turn(f"t{i}", i + 1, "user", f"body {i}") for i in range(4)]
+    whole = lf.Conversation("c", 1, turns)
+    envelope = lf.create_summary_envelope(
+        lf.plan_compaction(whole, 1, "plan"), whole, "s", "p", "x"
+    )
+    assert envelope is not None
+    edited = lf.Conversation("c", 2, [turns[0], turns[1].replace(body="changed"), *turns[2:]])
+    stale_digest = {"t1": turns[1].digest}  # the digest the summary was built from
+    checked = lf.check_summary(envelope, edited, "p", sealed=stale_digest)
+    assert checked.reason == "source-modified"
+    assert lf.assemble_context(edited, envelope, "p", sealed=stale_digest).fallback is not None
+    assert lf.check_summary(envelope, whole, "p", sealed=stale_digest).current
+
+
 def test_a_summary_with_only_sealed_sources_goes_first() -> None:
     turns = [lf.Turn(f"t{i}", i + 1, "user", f"body {i}") for i in range(3)]
     plan = lf.plan_compaction(lf.Conversation("c", 1, turns), 1, "plan")

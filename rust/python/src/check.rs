@@ -120,18 +120,20 @@ impl<'py> SummaryFields<'py> {
                     return None;
                 }
             };
-            // A sealed source is resolved from the mapping, not the ledger.
-            if let Some((key, digest)) = sealed.and_then(|sealed| sealed.get_key_value(text)) {
+            let position = if cursor < ids.len() && ids[cursor].bind(py).to_str().ok()? == text {
+                Some(cursor)
+            } else {
+                conversation.position(text)
+            };
+            // A source the ledger no longer holds is resolved from the sealed mapping; a live
+            // turn is always checked live, so a sealed entry never hides an edit of it.
+            let Some(position) = position else {
+                let (key, digest) = sealed.and_then(|sealed| sealed.get_key_value(text))?;
                 return Some(if sealed_seen.insert(key.as_str()) {
                     Source::Sealed(digest)
                 } else {
                     Source::SealedAgain
                 });
-            }
-            let position = if cursor < ids.len() && ids[cursor].bind(py).to_str().ok()? == text {
-                cursor
-            } else {
-                conversation.position(text)?
             };
             cursor = position + 1;
             Some(Source::Live(position, &digests[position]))
