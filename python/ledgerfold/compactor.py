@@ -93,8 +93,9 @@ class Compactor:
 
     `summarizer` defaults to an `ExtractiveSummarizer` counting with the policy's
     `token_counter`. `timeout` (seconds, optional) bounds each summarizer call; on expiry
-    the attempt fails as ``summarizer-timeout`` and a late result is discarded. `summary_id_factory` makes summary IDs (default: random UUIDs).
-    Store calls run on the calling thread (in `acompact`, on the event loop's thread).
+    the attempt fails as ``summarizer-timeout`` and a late result is discarded.
+    `summary_id_factory` makes summary IDs (default: random UUIDs). Store calls run on the
+    calling thread (in `acompact`, on the event loop's thread).
     """
 
     def __init__(
