@@ -294,6 +294,38 @@ def test_min_new_turns_and_a_not_due_call_registers_nothing(store: SQLiteStore) 
     assert [record.status for record in store.summary_history(CONV)] == ["superseded", "current"]
 
 
+def test_the_default_policy_does_not_compact_on_every_turn(store: SQLiteStore) -> None:
+    """Issue 17: with `trigger_tokens=None` the summarizer ran 26 times in 30 exchanges."""
+    bodies = real_bodies(60)
+    recorder = Recorder()
+    compactor = Compactor(store, CompactionPolicy("v1"), recorder)
+    for index in range(60):
+        talk(store, bodies, index, 1)
+        compactor.compact(CONV)
+    assert 1 <= len(recorder.requests) <= 60 // 8
+    assert all(len(request.turns) >= 8 for request in recorder.requests)
+
+
+def test_only_a_due_compaction_abandons_an_unfinished_plan(store: SQLiteStore) -> None:
+    """§15.8: due-ness is decided before a plan is registered; the plan left without a
+    record gets failed/abandoned when the next one registers, and its late result is
+    still refused as superseded-plan."""
+    talk(store, real_bodies(10), 0, 6)
+    unfinished = store.start_plan(CONV, 2, "v1")
+    for policy in (
+        CompactionPolicy("v1", keep_tail=2, min_new_turns=8),
+        CompactionPolicy("v1", keep_tail=2, min_new_turns=1, trigger_tokens=1_000_000),
+    ):
+        assert Compactor(store, policy, Recorder()).compact(CONV).reason == "not-due"
+        assert store.summary_history(CONV) == []
+    due = CompactionPolicy("v1", keep_tail=2, min_new_turns=1)
+    assert Compactor(store, due, Recorder()).compact(CONV).accepted
+    records = [(record.status, record.reason) for record in store.summary_history(CONV)]
+    assert records == [("failed", "abandoned"), ("current", None)]
+    late = create_summary_envelope(unfinished, store.load(CONV), "late", "v1", "late text")
+    assert store.commit_summary(late).detail == "superseded-plan"
+
+
 def test_trigger_counts_the_assembled_context(store: SQLiteStore) -> None:
     long_body = " ".join(["word"] * 200)
     for index in range(12):
@@ -659,6 +691,20 @@ def test_an_open_tool_call_group_stays_raw_until_every_call_is_answered(
     assert orphan_tool_messages(to_chat_messages(store.context(CONV, "v1"))) == []
 
 
+def test_an_unanswered_call_without_a_group_is_its_own_preserved_unit(
+    store: SQLiteStore,
+) -> None:
+    calls = [{"id": "c9", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+    store.append(CONV, "user", "please look it up", id="q")
+    store.append(CONV, "assistant", "", id="ask", meta={"tool_calls": json.dumps(calls)})
+    talk(store, real_bodies(10), 0, 8)
+    recorder = Recorder()
+    compactor = Compactor(store, CompactionPolicy("v1", keep_tail=2, min_new_turns=1), recorder)
+    summary = compactor.compact(CONV).summary
+    assert summary is not None and "ask" not in summary.source_ids and "q" in summary.source_ids
+    assert "ask" in store.context(CONV, "v1").ids
+
+
 # -- §15.4 group-split ------------------------------------------------------------------------
 
 
@@ -702,6 +748,42 @@ def test_a_late_result_joining_a_summarised_group_is_stale_at_once(store: SQLite
     context = store.context(CONV, "v1")
     assert context.fallback == "stale-summary:group-split"
     assert orphan_tool_messages(to_chat_messages(context)) == []
+
+
+def test_a_group_split_while_summarising_or_by_an_edit_is_refused_or_stale(
+    store: SQLiteStore,
+) -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    store.append_chat_messages(
+        CONV,
+        [
+            {"role": "user", "content": "look it up"},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "found"},
+        ],
+    )
+    talk(store, real_bodies(10), 0, 6)
+
+    def late_during_the_call(request: SummaryRequest) -> str:
+        store.append_chat_messages(CONV, [{"role": "tool", "tool_call_id": "c1", "content": "!"}])
+        return "a summary"
+
+    policy = CompactionPolicy("v1", keep_tail=2, min_new_turns=1)
+    outcome = Compactor(store, policy, late_during_the_call).compact(CONV)
+    assert (outcome.status, outcome.reason) == ("stale", "group-split")
+    assert store.current_summary(CONV) is None
+    assert orphan_tool_messages(to_chat_messages(store.context(CONV, "v1"))) == []
+    # An edit that moves a turn outside the summary into a summarised group.
+    talk(store, real_bodies(10), 6, 4)
+    summary = Compactor(store, policy, Recorder()).compact(CONV).summary
+    assert summary is not None
+    group = next(t.group for t in store.load(CONV).turns if t.id in summary.source_ids and t.group)
+    store.edit(CONV, "t9", group=group)
+    assert store.context(CONV, "v1").fallback == "stale-summary:group-split"
+    assert (store.summary_history(CONV)[-1].status, store.summary_history(CONV)[-1].reason) == (
+        "stale",
+        "group-split",
+    )
 
 
 # -- commit refusals (§15.4) ------------------------------------------------------------------
