@@ -91,10 +91,11 @@ class _Job:
 class Compactor:
     """Runs compactions of one store under one policy.
 
-    `summarizer` defaults to `ExtractiveSummarizer()`. `timeout` (seconds, optional) bounds
-    each summarizer call; on expiry the attempt fails as ``summarizer-timeout`` and a late
-    result is discarded. `summary_id_factory` makes summary IDs (default: random UUIDs).
-    Store calls run on the calling thread (in `acompact`, on the event loop's thread).
+    `summarizer` defaults to an `ExtractiveSummarizer` counting with the policy's
+    `token_counter`. `timeout` (seconds, optional) bounds each summarizer call; on expiry
+    the attempt fails as ``summarizer-timeout`` and a late result is discarded.
+    `summary_id_factory` makes summary IDs (default: random UUIDs). Store calls run on the
+    calling thread (in `acompact`, on the event loop's thread).
     """
 
     def __init__(
@@ -127,8 +128,11 @@ class Compactor:
             )
         self.store = store
         self.policy = policy
+        # The default summarizer counts `max_summary_tokens` with the policy's counter.
         self.summarizer: Summarizer = (
-            summarizer if summarizer is not None else ExtractiveSummarizer()
+            summarizer
+            if summarizer is not None
+            else ExtractiveSummarizer(token_counter=policy.token_counter)
         )
         self.timeout = None if timeout is None else float(timeout)
         self._summary_id_factory = summary_id_factory or _random_summary_id

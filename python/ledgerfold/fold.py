@@ -41,10 +41,14 @@ def fold_chunk(
     if cut:
         chunk = tuple(turns[:cut])
         return chunk, tuple(_item(turn, turn.body) for turn in chunk)
-    # The first turn or group alone is over the budget: each turn gets an equal share.
+    # The first turn or group alone is over the budget: each turn gets an equal share, and
+    # the shares sum to the budget even when the group has more turns than it has tokens.
     chunk = tuple(turns[:first_unit])
-    share = max(1, max_input_tokens // len(chunk))
-    return chunk, tuple(_item(turn, cut_text(turn.body, share, counter)) for turn in chunk)
+    share, extra = divmod(max_input_tokens, len(chunk))
+    return chunk, tuple(
+        _item(turn, cut_text(turn.body, share + (index < extra), counter))
+        for index, turn in enumerate(chunk)
+    )
 
 
 def _item(turn: Turn, text: str) -> TurnItem:
@@ -70,6 +74,14 @@ def cut_text(text: str, max_tokens: int, counter: TokenCounter) -> str:
         else:
             high = middle - 1
     result = shortened(low)
-    if counter(result) > max_tokens:  # even the marker alone is over a tiny budget
-        return text[: max(0, max_tokens)]
-    return result
+    if counter(result) <= max_tokens:
+        return result
+    # Even the marker alone is over a tiny budget: the longest head that fits (maybe none).
+    low, high = 0, len(text) - 1
+    while low < high:
+        middle = (low + high + 1) // 2
+        if counter(text[:middle]) <= max_tokens:
+            low = middle
+        else:
+            high = middle - 1
+    return text[:low]
