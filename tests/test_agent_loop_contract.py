@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from ledgerfold import (
+    CompactionOutcome,
     CompactionPolicy,
     Compactor,
     Conversation,
@@ -272,6 +273,31 @@ def test_a_source_that_becomes_preserved_forces_a_rebase(store: SQLiteStore) -> 
     assert "sys" not in {turn.id for turn in recorder.requests[0].turns}
     context = store.context(CONV, "v1")
     assert context.fallback is None and context.items[0].id == "sys"
+
+
+@pytest.mark.parametrize("preserve", [False, True])
+def test_a_rebase_is_due_at_once_below_the_trigger_too(store: SQLiteStore, preserve: bool) -> None:
+    """§15.8: when coverage would shrink, compaction is due at once — `trigger_tokens` does
+    not hold it back (the context would otherwise keep summarising turns now in the tail or
+    preserved), and a call with nothing to rebase stays `not-due` below the trigger."""
+    store.append(CONV, "system", "You are a careful airline agent.", id="sys")
+    for index in range(1, 21):
+        store.append(CONV, "user" if index % 2 else "assistant", f"turn {index}.", id=f"t{index}")
+    narrow = CompactionPolicy("v1", keep_tail=2, min_new_turns=1, preserve_roles=())
+    assert Compactor(store, narrow).compact(CONV).accepted
+    wide = (
+        CompactionPolicy("v1", keep_tail=2, trigger_tokens=50_000)
+        if preserve
+        else CompactionPolicy("v1", keep_tail=8, trigger_tokens=50_000, preserve_roles=())
+    )
+    outcome = Compactor(store, wide).compact(CONV)
+    assert outcome.accepted and outcome.summary is not None and outcome.summary.parent_id is None
+    raw = [item.id for item in store.context(CONV, "v1").items[1:]]
+    if preserve:
+        assert store.context(CONV, "v1").items[0].id == "sys"
+    else:
+        assert raw == [f"t{index}" for index in range(13, 21)]
+    assert Compactor(store, wide).compact(CONV) == CompactionOutcome("skipped", None, "not-due")
 
 
 # -- §15.2 bounded cost ---------------------------------------------------------------------

@@ -217,9 +217,12 @@ class Compactor:
         needed = 1
         if not force:
             if policy.trigger_tokens is not None and not self._is_due(conversation_id):
-                return self._skip(conversation_id, None, "not-due")
-            failures = self.store.consecutive_failures(conversation_id)
-            needed = policy.min_new_turns * 2 ** min(failures, _MAX_BACKOFF_DOUBLINGS)
+                # Below the trigger only a rebase is due: coverage would shrink (keep_tail
+                # grew, a source became preserved) and that is due at once (SPEC §15.8).
+                needed = _ONLY_A_REBASE
+            else:
+                failures = self.store.consecutive_failures(conversation_id)
+                needed = policy.min_new_turns * 2 ** min(failures, _MAX_BACKOFF_DOUBLINGS)
         work = self.store.begin_compaction(
             conversation_id,
             policy.keep_tail,
@@ -228,7 +231,8 @@ class Compactor:
             min_new_turns=needed,
         )
         if work.plan is None:
-            return self._skip(conversation_id, None, work.status)
+            below_trigger = needed == _ONLY_A_REBASE
+            return self._skip(conversation_id, None, "not-due" if below_trigger else work.status)
         plan = work.plan
         _log.debug(
             "compaction plan started plan_id=%s conversation_id=%s source_revision=%d "
@@ -432,6 +436,8 @@ class Compactor:
 
 #: The back-off doubles the new turns needed per consecutive failure, up to 2**6 times.
 _MAX_BACKOFF_DOUBLINGS = 6
+#: More new turns than any ledger holds: `begin_compaction` then registers a rebase only.
+_ONLY_A_REBASE = 2**62
 
 
 def _envelope(job: _Job, summary_id: str, policy_version: str, text: str) -> SummaryEnvelope:
