@@ -473,6 +473,35 @@ def test_no_request_exceeds_max_input_tokens_and_a_backlog_folds_one_chunk_per_c
     assert previous.source_ids == planned.compacted_ids
 
 
+def test_the_rest_of_a_folded_backlog_stays_due_below_min_new_turns(store: SQLiteStore) -> None:
+    """§15.8: after a chunk, the rest stays due — a remainder smaller than `min_new_turns`
+    is still compacted by the next call (until a failure: then the back-off applies)."""
+    for index in range(24):
+        store.append(CONV, "user", "word " * 20 + str(index), id=f"t{index}")
+    recorder = Recorder()
+    policy = CompactionPolicy("v1", keep_tail=4, max_input_tokens=400)  # min_new_turns 8
+    compactor = Compactor(store, policy, recorder)
+    first = compactor.compact(CONV)
+    assert first.accepted and first.summary is not None
+    rest = 20 - len(first.summary.source_ids)
+    assert 0 < rest < policy.min_new_turns
+    second = compactor.compact(CONV)
+    assert second.accepted and second.summary is not None
+    assert second.summary.source_ids == tuple(f"t{index}" for index in range(20))
+    assert [len(request.turns) for request in recorder.requests] == [20 - rest, rest]
+    store.append(CONV, "user", "one more", id="t24")
+    assert compactor.compact(CONV).reason == "not-due"  # no backlog left: the rule again
+
+    # A failure ends the exception: the remainder then waits for the back-off's count.
+    other = "other"
+    for index in range(24):
+        store.append(other, "user", "word " * 20 + str(index), id=f"o{index}")
+    assert compactor.compact(other).accepted
+    failing = Compactor(store, policy, lambda request: "")  # blank: a failure
+    assert failing.compact(other).status == "failed"
+    assert compactor.compact(other).reason == "not-due"
+
+
 def test_a_turn_over_the_budget_goes_alone_cut_with_head_tail_and_a_marker(
     store: SQLiteStore,
 ) -> None:

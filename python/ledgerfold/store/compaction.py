@@ -56,6 +56,18 @@ def failure_streak(conn: sqlite3.Connection, conversation_id: str) -> int:
     return int(row[0])
 
 
+def left_a_backlog(conn: sqlite3.Connection, base: Version | None) -> bool:
+    """Whether the summary a plan extends was one chunk of a larger backlog: its plan
+    compacted turns after its last source (SPEC §15.8's chunks)."""
+    if base is None:
+        return False
+    row = conn.execute(
+        "SELECT through_sequence FROM plans WHERE id = ? AND conversation_id = ?",
+        (base.envelope.plan_id, base.envelope.conversation_id),
+    ).fetchone()
+    return row is not None and int(row[0]) > base.through_sequence
+
+
 def source_digests(conn: sqlite3.Connection, summary_pk: int) -> bytes:
     """The stored digests of a version's sources, back to back in source order."""
     return b"".join(

@@ -88,7 +88,13 @@ class CompactionMethods:
             )
             if not planned.new_turns:
                 return CompactionWork("nothing-to-compact", failures=failures)
-            if len(planned.new_turns) < min_new_turns and not planned.rebase_due:
+            if (
+                len(planned.new_turns) < min_new_turns
+                and not planned.rebase_due
+                # The rest of a backlog folded in chunks stays due (SPEC §15.8) until a
+                # failure: the back-off then asks for `min_new_turns` again.
+                and not (failures == 0 and compaction.left_a_backlog(conn, planned.base))
+            ):
                 return CompactionWork("not-due", failures=failures)
             compaction.register(conn, planned, policy_version, roles)
             base = planned.base
