@@ -265,7 +265,9 @@ class RollingMachine(RuleBasedStateMachine):
                 "skip-covered",
             )
         ),
-        meanwhile=st.sampled_from(("nothing", "nothing", "edit", "append", "purge")),
+        meanwhile=st.sampled_from(
+            ("nothing", "nothing", "edit", "append", "purge", "prune", "recreate")
+        ),
         index=picks,
         before=st.integers(0, 4),
     )
@@ -321,6 +323,16 @@ class RollingMachine(RuleBasedStateMachine):
             self.append(1 - begin_at, cid, 1, None, False)
         elif meanwhile == "purge":
             self.purge(1 - begin_at, cid, 4, False)
+        elif meanwhile == "prune":
+            self.prune(1 - begin_at, cid, 0)
+        elif meanwhile == "recreate":
+            # The conversation comes back (same turn IDs and bodies) with a plan of the very
+            # same ID active: the pending result's plan check passes.
+            self.delete_and_recreate(1 - begin_at, cid)
+            self.stores[1 - begin_at].begin_compaction(
+                cid, KEEP_TAIL, VERSION, plan_id=plan.plan_id
+            )
+            self.model[cid].next_plan = int(plan.plan_id.rsplit("-", 1)[1])  # taken again
         if forgery != "skip-covered":
             assert source_ids[: len(covered)] == covered and source_ids[len(covered) :] == added
         envelope = lf.SummaryEnvelope(
@@ -542,6 +554,37 @@ def test_forged_envelopes_on_the_plans_own_tuple_are_refused(tmp_path: Path) -> 
         # The honest one still goes through after all that.
         _, work = _begin(store, "c")
         honest = _forged(work, "honest")
+        assert store.commit_summary(honest).accepted
+        assert honest.source_fingerprint == _reference(store, honest)
+
+
+@pytest.mark.parametrize("bad", ["\ud800", 7, None])
+@pytest.mark.parametrize("late", [False, True], ids=["extension", "late-result"])
+def test_a_source_id_sqlite_cannot_take_is_invalid_input(
+    tmp_path: Path, bad: object, late: bool
+) -> None:
+    """Regression: a lone surrogate among an extension's new IDs (or anywhere in a result
+    refused before its sources are checked, whose record stores them) raised the driver's
+    `UnicodeEncodeError` out of `commit_summary`; an int or None was refused as
+    `source-missing` on the fast path while the ledger check calls it `InvalidInput`. Now it
+    is `InvalidInput` naming `summary.source_ids` on every path, and nothing is written."""
+    with lf.SQLiteStore(tmp_path / "ledger.db") as store:
+        _say(store, "c", 10)
+        _compact(store)
+        _say(store, "c", 3)
+        plan, work = _begin(store, "c")
+        forged = _forged(
+            work,
+            "forged",
+            source_ids=(*plan.compacted_ids, bad),
+            plan_id="an-older-plan" if late else plan.plan_id,
+        )
+        history = store.summary_history("c")
+        with pytest.raises(lf.InvalidInput) as raised:
+            store.commit_summary(forged)
+        assert raised.value.field == "summary.source_ids"
+        assert store.summary_history("c") == history
+        honest = _forged(work, "honest")  # the plan is still the active one
         assert store.commit_summary(honest).accepted
         assert honest.source_fingerprint == _reference(store, honest)
 

@@ -19,6 +19,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
+from ledgerfold import _validate
 from ledgerfold._native import SourceDigests
 from ledgerfold.errors import InvalidInput
 from ledgerfold.model import Conversation, Turn
@@ -34,6 +35,13 @@ __all__ = ["commit"]
 
 def _refused(envelope: SummaryEnvelope, reason: str, detail: str | None) -> SummaryWrite:
     return SummaryWrite(False, envelope, reason, detail)
+
+
+def _check_ids(source_ids: Sequence[object]) -> None:
+    """Source IDs about to reach SQLite are `str` that encode as UTF-8, as the ledger check
+    requires: else `InvalidInput`, not a `UnicodeEncodeError` from the driver."""
+    for turn_id in source_ids:
+        _validate.text("summary.source_ids", turn_id, blank_ok=True)
 
 
 def commit(
@@ -78,6 +86,7 @@ def _record_refused(
     one counts as erased at once; sources inherited from a sealed parent are fine)."""
     if not known:
         return
+    _check_ids(envelope.source_ids)
     purged = {
         row[0]
         for row in conn.execute(
@@ -153,6 +162,7 @@ def _extending(
     new_ids = envelope.source_ids[len(parent.envelope.source_ids) :]
     if not new_ids:
         return _refused(envelope, "invalid-summary", "plan-mismatch")
+    _check_ids(new_ids)  # the parent's are known good: they equal its stored ones
     found = {turn.id: turn for turn in ledger.get_turns(conn, cid, new_ids)}
     new_turns: list[Turn] = []
     last = parent.through_sequence
