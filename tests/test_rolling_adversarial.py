@@ -416,20 +416,25 @@ def _compact(store: Any, cid: str = "c") -> lf.SummaryEnvelope:
     return outcome.summary
 
 
-def _damage_index(path: Path, digest: object) -> None:
-    """Overwrite the stored digest of the first source of every run, as a change made
+def _damage_index(path: Path, *digests: object) -> None:
+    """Overwrite the stored digests of the first sources of every run, as a change made
     outside ledgerfold (or a bad sector) would."""
     with sqlite3.connect(path) as raw:
-        raw.execute("UPDATE run_sources SET turn_digest = ? WHERE position = 0", (digest,))
+        for position, digest in enumerate(digests):
+            raw.execute(
+                "UPDATE run_sources SET turn_digest = ? WHERE position = ?", (digest, position)
+            )
     raw.close()
 
 
 @pytest.mark.parametrize(
-    "digest",
-    [bytes(32), bytes(31), b"y" * 33, "x" * 32],
-    ids=["other-digest", "short", "long", "text"],
+    "digests",
+    [(bytes(32),), (bytes(31),), (b"y" * 33,), ("x" * 32,), (bytes(31), bytes(33))],
+    ids=["other-digest", "short", "long", "text", "lengths-that-make-up"],
 )
-def test_a_damaged_source_index_is_not_extended_but_rebased(tmp_path: Path, digest: object) -> None:
+def test_a_damaged_source_index_is_not_extended_but_rebased(
+    tmp_path: Path, digests: tuple[object, ...]
+) -> None:
     """Regression: the stored digests of a summary's sources were trusted when read back, so
     after a damaged row an extension was accepted bound to a fingerprint its sources do not
     have (the context then served it), or the compaction raised `InvalidInput`/`TypeError`.
@@ -438,7 +443,7 @@ def test_a_damaged_source_index_is_not_extended_but_rebased(tmp_path: Path, dige
     with lf.SQLiteStore(path) as store:
         _say(store, "c", 10)
         first = _compact(store)
-    _damage_index(path, digest)
+    _damage_index(path, *digests)
     with lf.SQLiteStore(path) as store:  # a cold cache: the digests come from the index
         _say(store, "c", 3)
         rebase = _compact(store)
