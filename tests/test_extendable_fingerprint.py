@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import ledgerfold as lf
 from ledgerfold import _native, plan
 from ledgerfold._native import SourceDigests
-from ledgerfold.store import commit
+from ledgerfold.store import commit, compaction
 
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
@@ -130,7 +130,8 @@ class _Counting:
             return real_starts(ids, prefix)
 
         monkeypatch.setattr(_native, "fingerprint_digests", fingerprint_digests)
-        monkeypatch.setattr(commit, "SourceDigests", source_digests)
+        monkeypatch.setattr(commit, "SourceDigests", source_digests)  # a rebase's commit
+        monkeypatch.setattr(compaction, "SourceDigests", source_digests)  # read from the index
         monkeypatch.setattr(_native, "starts_with_ids", starts_with_ids)
 
     def clear(self) -> None:
@@ -227,3 +228,23 @@ def test_an_edit_of_a_covered_turn_still_refuses_the_extension(tmp_path: Path) -
         assert outcome.summary.source_fingerprint == _reference_fingerprint(
             store, outcome.summary.source_ids
         )
+
+
+def test_large_states_at_subtree_boundaries_extend_to_the_reference() -> None:
+    """Counts whose material ends just before or just past 2^k chunks (the count shares
+    chunk 0, so chunk c ends after 32c - 0.25 digests), up to 2^20 digests, each extended
+    by chains of mixed sizes that cross the next boundary."""
+    big = _digests(1 << 15, 99) * 32  # 2^20 digests (repeats do not matter to the tree)
+    for count in [(1 << 20), (1 << 20) - 1, (1 << 17), (1 << 17) - 1, 1 << 14, (1 << 14) + 1]:
+        held = big[: count * 32]
+        state = SourceDigests(held)
+        assert len(state) == count
+        assert state.fingerprint() == ref.fingerprint_digests(held)
+        for steps in ([1, 31, 32, 33], [1 << 10, 1], [(1 << 12) + 3]):
+            chained, total = state, held
+            for step in steps:
+                more = _digests(step, step)
+                assert chained.fingerprint(more) == ref.fingerprint_digests(total + more)
+                chained, total = chained.extended(more), total + more
+            assert chained.fingerprint() == ref.fingerprint_digests(total)
+            assert _native.fingerprint_digests(held, total[len(held) :]) == chained.fingerprint()

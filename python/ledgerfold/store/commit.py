@@ -8,8 +8,9 @@ version, its source index, its kept turns and the current pointer are written to
 only a `rejected` record.
 
 An envelope extending the current summary is checked from the new sources plus the
-summary's stored source digests (kept honest by eager invalidation); any other envelope is
-checked against the whole ledger.
+summary's stored source digests (kept honest by eager invalidation, and used only when they
+reproduce the summary's fingerprint); any other envelope is checked against the whole
+ledger.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
+from ledgerfold import _validate
 from ledgerfold._native import SourceDigests
 from ledgerfold.errors import InvalidInput
 from ledgerfold.model import Conversation, Turn
@@ -33,6 +35,13 @@ __all__ = ["commit"]
 
 def _refused(envelope: SummaryEnvelope, reason: str, detail: str | None) -> SummaryWrite:
     return SummaryWrite(False, envelope, reason, detail)
+
+
+def _check_ids(source_ids: Sequence[object]) -> None:
+    """Source IDs about to reach SQLite are `str` that encode as UTF-8, as the ledger check
+    requires: else `InvalidInput`, not a `UnicodeEncodeError` from the driver."""
+    for turn_id in source_ids:
+        _validate.text("summary.source_ids", turn_id, blank_ok=True)
 
 
 def commit(
@@ -88,6 +97,7 @@ def _record_refused(
     from a sealed parent are fine)."""
     if not known:
         return
+    _check_ids(envelope.source_ids)
     purged = {
         row[0]
         for row in conn.execute(
@@ -143,7 +153,9 @@ def _verdict(
         and planned is not None
         and planned[0] == parent.pk
     ):
-        return _extending(conn, cache, envelope, parent, planned[1], policy_version)
+        digests = compaction.stored_state(conn, cache, parent)
+        if digests is not None:  # else its index was damaged: checked on the whole ledger
+            return _extending(conn, cache, envelope, parent, digests, planned[1])
     return _general(conn, cache, envelope, parent, planned, policy_version)
 
 
@@ -152,14 +164,16 @@ def _extending(
     cache: summaries.VersionCache,
     envelope: SummaryEnvelope,
     parent: Version,
+    digests: SourceDigests,
     added: set[str],
-    policy_version: str,
 ) -> SummaryWrite:
-    """An envelope that keeps its current parent's sources and adds turns after them."""
+    """An envelope that keeps its current parent's sources and adds turns after them;
+    `digests` is the fingerprint state of the parent's stored source digests."""
     cid = envelope.conversation_id
     new_ids = envelope.source_ids[len(parent.envelope.source_ids) :]
     if not new_ids:
         return _refused(envelope, "invalid-summary", "plan-mismatch")
+    _check_ids(new_ids)  # the parent's are known good: they equal its stored ones
     found = {turn.id: turn for turn in ledger.get_turns(conn, cid, new_ids)}
     new_turns: list[Turn] = []
     last = parent.through_sequence
@@ -171,7 +185,6 @@ def _extending(
             return _refused(envelope, "stale-source", "source-reordered")
         last = turn.sequence
         new_turns.append(turn)
-    digests = parent_digests(conn, cache, parent)
     if extended_fingerprint(digests, new_turns) != envelope.source_fingerprint:
         return _refused(envelope, "stale-source", "source-modified")
     if _splits_a_group(conn, cid, new_turns, envelope.source_ids):
@@ -184,18 +197,6 @@ def _extending(
     cache.stage_digests(written, digests.extended(b"".join(turn.digest for turn in new_turns)))
     conn.execute("DELETE FROM active_plans WHERE conversation_id = ?", (cid,))
     return SummaryWrite(True, envelope, None, None)
-
-
-def parent_digests(
-    conn: sqlite3.Connection, cache: summaries.VersionCache, parent: Version
-) -> SourceDigests:
-    """The fingerprint state of a version's stored source digests: read once (O(covered)),
-    then kept beside the cached version and extended with each rolling commit."""
-    digests = cache.digests(parent)
-    if digests is None:
-        digests = SourceDigests(compaction.source_digests(conn, parent.pk))
-        cache.stage_digests(parent, digests)
-    return digests
 
 
 def _splits_a_group(

@@ -15,10 +15,11 @@ import json
 import sqlite3
 from dataclasses import dataclass
 
+from ledgerfold._native import SourceDigests
 from ledgerfold.errors import InvalidInput
 from ledgerfold.model import Conversation, Turn
 from ledgerfold.plan import CompactionPlan, extend_ids, plan_unchecked
-from ledgerfold.store import ledger
+from ledgerfold.store import ledger, summaries
 from ledgerfold.store.database import now
 from ledgerfold.store.rows import TURN_COLUMNS, Version, turn_from_row
 from ledgerfold.store.schema import TURN_LIVE, TURN_PURGED
@@ -28,7 +29,7 @@ __all__ = [
     "failure_streak",
     "plan_view",
     "register",
-    "source_digests",
+    "stored_state",
 ]
 
 
@@ -43,6 +44,8 @@ class Planned:
     new_turns: tuple[Turn, ...]
     #: A current summary exists but cannot be extended: coverage would shrink.
     rebase_due: bool
+    #: The fingerprint state of the base's stored source digests (None without a base).
+    base_digests: SourceDigests | None = None
 
 
 def failure_streak(conn: sqlite3.Connection, conversation_id: str) -> int:
@@ -68,38 +71,61 @@ def left_a_backlog(conn: sqlite3.Connection, base: Version | None) -> bool:
     return row is not None and int(row[0]) > base.through_sequence
 
 
-def source_digests(conn: sqlite3.Connection, summary_pk: int) -> bytes:
-    """The stored digests of a version's sources, back to back in source order."""
-    return b"".join(
+def stored_state(
+    conn: sqlite3.Connection, cache: summaries.VersionCache, version: Version
+) -> SourceDigests | None:
+    """The fingerprint state of a version's stored source digests, which an extension of it
+    is fingerprinted from: read once (O(covered)), then kept in the cache and extended with
+    each rolling commit. None when they do not reproduce the version's fingerprint (its
+    index was changed outside ledgerfold): the version is then not extended, as an
+    extension would be bound to digests its sources do not have."""
+    state = cache.digests(version)
+    if state is not None:
+        return state
+    digests = [
         row[0]
         for row in conn.execute(
             "SELECT turn_digest FROM summary_sources WHERE summary_pk = ? ORDER BY position",
-            (summary_pk,),
+            (version.pk,),
         )
-    )
+    ]
+    try:
+        joined = b"".join(digests)
+    except TypeError:  # a digest stored as text
+        return None
+    if len(joined) != 32 * len(digests):
+        return None  # (lengths that make up for each other shift digests: caught below)
+    state = SourceDigests(joined)
+    # O(log covered) on the state just built: the check is nearly free.
+    if state.fingerprint() != version.envelope.source_fingerprint:
+        return None
+    cache.stage_digests(version, state)
+    return state
 
 
 def _base(
     conn: sqlite3.Connection,
+    cache: summaries.VersionCache,
     pointed: tuple[Version, str, str | None] | None,
     policy_version: str,
     keep_tail: int,
     preserve_roles: tuple[str, ...],
-) -> tuple[Version | None, bool]:
-    """The current summary a plan may extend, and whether one exists that cannot be."""
+) -> tuple[Version | None, SourceDigests | None, bool]:
+    """The current summary a plan may extend with its fingerprint state, and whether one
+    exists that cannot be extended."""
     if pointed is None:
-        return None, False
+        return None, None, False
     version, status, _ = pointed
     envelope = version.envelope
     if status != "current" or envelope.policy_version != policy_version:
-        return None, False
+        return None, None, False
     after = conn.execute(
         "SELECT COUNT(*) FROM (SELECT 1 FROM turns WHERE conversation_id = ? AND state = ?"
         " AND sequence > ? LIMIT ?)",
         (envelope.conversation_id, TURN_LIVE, version.through_sequence, keep_tail),
     ).fetchone()[0]
     if after < keep_tail:  # the tail reaches back into the summary's sources
-        return None, True
+        return None, None, True
     planned_roles = conn.execute(
         "SELECT preserve_roles FROM plans WHERE id = ?", (envelope.plan_id,)
     ).fetchone()
@@ -112,8 +138,11 @@ def _base(
             f" AND t.id = ss.turn_id WHERE ss.summary_pk = ? AND t.role IN ({marks}) LIMIT 1",
             (envelope.conversation_id, version.pk, *preserve_roles),
         ).fetchone():
-            return None, True  # a source now has a preserved role
-    return version, False
+            return None, None, True  # a source now has a preserved role
+    state = stored_state(conn, cache, version)
+    if state is None:  # a damaged source index: rebase from the ledger
+        return None, None, True
+    return version, state, False
 
 
 def _sealed_current(
@@ -151,6 +180,7 @@ def _empty_plan(plan_id: str, conversation_id: str, revision: int) -> Compaction
 
 def plan_view(
     conn: sqlite3.Connection,
+    cache: summaries.VersionCache,
     pointed: tuple[Version, str, str | None] | None,
     conversation_id: str,
     keep_tail: int,
@@ -160,7 +190,7 @@ def plan_view(
 ) -> Planned:
     """Plan on the current ledger, reading only what the current summary does not cover
     when the plan can extend it."""
-    base, rebase_due = _base(conn, pointed, policy_version, keep_tail, preserve_roles)
+    base, state, rebase_due = _base(conn, cache, pointed, policy_version, keep_tail, preserve_roles)
     row = ledger.conversation_row(conn, conversation_id)
     revision = 0 if row is None else int(row[0])
     if base is not None:
@@ -185,7 +215,7 @@ def plan_view(
                 preserved_ids=plan.preserved_ids,
                 through_sequence=max(plan.through_sequence, base.through_sequence),
             )
-            return Planned(full, base, new_turns, False)  # type: ignore[arg-type]
+            return Planned(full, base, new_turns, False, state)  # type: ignore[arg-type]
         # A turn below the summary's slot became compactable (e.g. no longer protected):
         # the sources would not extend the summary's in sequence order, so rebase.
     if _sealed_current(conn, pointed, policy_version):

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 from ledgerfold import _validate
 from ledgerfold.errors import InvalidInput
 from ledgerfold.plan import CompactionPlan, preserve_roles_arg
-from ledgerfold.store import commit, compaction, summaries
+from ledgerfold.store import compaction, summaries
 from ledgerfold.store.protocol import CompactionWork
 
 __all__ = ["CompactionMethods"]
@@ -50,7 +50,14 @@ class CompactionMethods:
         with self._transaction(write=True) as conn:
             pointed = summaries.pointed(conn, self._cache, conversation_id)
             planned = compaction.plan_view(
-                conn, pointed, conversation_id, keep_tail, policy_version, roles, plan_id
+                conn,
+                self._cache,
+                pointed,
+                conversation_id,
+                keep_tail,
+                policy_version,
+                roles,
+                plan_id,
             )
             compaction.register(conn, planned, policy_version, roles)
         self._log_plan(planned.plan)
@@ -84,7 +91,14 @@ class CompactionMethods:
             failures = compaction.failure_streak(conn, conversation_id)
             pointed = summaries.pointed(conn, self._cache, conversation_id)
             planned = compaction.plan_view(
-                conn, pointed, conversation_id, keep_tail, policy_version, roles, plan_id
+                conn,
+                self._cache,
+                pointed,
+                conversation_id,
+                keep_tail,
+                policy_version,
+                roles,
+                plan_id,
             )
             if not planned.new_turns:
                 return CompactionWork("nothing-to-compact", failures=failures)
@@ -98,13 +112,12 @@ class CompactionMethods:
                 return CompactionWork("not-due", failures=failures)
             compaction.register(conn, planned, policy_version, roles)
             base = planned.base
-            digests = b"" if base is None else commit.parent_digests(conn, self._cache, base)
         self._log_plan(planned.plan)
         return CompactionWork(
             "ready",
             planned.plan,
             None if base is None else base.envelope,
-            digests,
+            b"" if planned.base_digests is None else planned.base_digests,
             planned.new_turns,
             failures,
         )
