@@ -95,9 +95,9 @@ def _record_refused(
     cites a purged turn its parent did not cover (a purge erases every version citing one
     but the sealed summary, so this late one counts as erased at once; sources inherited
     from a sealed parent are fine)."""
+    _check_ids(envelope.source_ids)  # bad IDs are bad input, recorded or not
     if not known:
         return
-    _check_ids(envelope.source_ids)
     purged = {
         row[0]
         for row in conn.execute(
