@@ -57,3 +57,32 @@ def test_one_compaction_of_a_10k_turn_conversation_loads_it_at_most_twice(
         second = len(loads)
     assert first <= 2, first
     assert second <= 2, second
+
+
+def test_a_call_below_the_trigger_plans_only_when_something_is_due_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Below `trigger_tokens` only a rebase (coverage would shrink) or the rest of a folded
+    backlog is due (SPEC §15.8): the store answers that from the current summary alone and
+    plans nothing otherwise, so the common not-due call stays cheap."""
+    from ledgerfold.store import compaction
+
+    planned: list[str] = []
+    real_plan_view = compaction.plan_view
+
+    def counting_plan_view(*args: object, **kwargs: object) -> object:
+        planned.append("plan")
+        return real_plan_view(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(compaction, "plan_view", counting_plan_view)
+    with _ledger(tmp_path / "ledger.db") as store:
+        narrow = CompactionPolicy("v1", keep_tail=2, max_input_tokens=10**9)
+        assert Compactor(store, narrow).compact("c").status == "accepted"
+        wide = CompactionPolicy("v1", keep_tail=2, trigger_tokens=10**9)
+        planned.clear()
+        for _ in range(3):
+            assert Compactor(store, wide).compact("c").reason == "not-due"
+        assert planned == []
+        grown = CompactionPolicy("v1", keep_tail=8, trigger_tokens=10**9)
+        assert Compactor(store, grown).compact("c").status == "accepted"  # a rebase, at once
+        assert planned == ["plan"]

@@ -27,7 +27,7 @@ from ledgerfold.fold import fold_chunk
 from ledgerfold.model import Turn
 from ledgerfold.plan import CompactionPlan, starts_with_ids
 from ledgerfold.policy import CompactionPolicy
-from ledgerfold.store.protocol import Store
+from ledgerfold.store.protocol import REBASE_ONLY, Store
 from ledgerfold.summarizers.base import (
     AwaitableInRunningLoop,
     Summarizer,
@@ -219,7 +219,7 @@ class Compactor:
             if policy.trigger_tokens is not None and not self._is_due(conversation_id):
                 # Below the trigger only a rebase is due: coverage would shrink (keep_tail
                 # grew, a source became preserved) and that is due at once (SPEC §15.8).
-                needed = _ONLY_A_REBASE
+                needed = REBASE_ONLY
             else:
                 failures = self.store.consecutive_failures(conversation_id)
                 needed = policy.min_new_turns * 2 ** min(failures, _MAX_BACKOFF_DOUBLINGS)
@@ -231,7 +231,7 @@ class Compactor:
             min_new_turns=needed,
         )
         if work.plan is None:
-            below_trigger = needed == _ONLY_A_REBASE
+            below_trigger = needed == REBASE_ONLY
             return self._skip(conversation_id, None, "not-due" if below_trigger else work.status)
         plan = work.plan
         _log.debug(
@@ -436,8 +436,6 @@ class Compactor:
 
 #: The back-off doubles the new turns needed per consecutive failure, up to 2**6 times.
 _MAX_BACKOFF_DOUBLINGS = 6
-#: More new turns than any ledger holds: `begin_compaction` then registers a rebase only.
-_ONLY_A_REBASE = 2**62
 
 
 def _envelope(job: _Job, summary_id: str, policy_version: str, text: str) -> SummaryEnvelope:

@@ -59,6 +59,22 @@ def failure_streak(conn: sqlite3.Connection, conversation_id: str) -> int:
     return int(row[0])
 
 
+def due_at_once(
+    conn: sqlite3.Connection,
+    cache: summaries.VersionCache,
+    pointed: tuple[Version, str, str | None] | None,
+    policy_version: str,
+    keep_tail: int,
+    preserve_roles: tuple[str, ...],
+    failures: int,
+) -> bool:
+    """Whether a compaction is due whatever the number of new turns (SPEC §15.8): coverage
+    would shrink (a rebase), or the current summary is a chunk of a backlog still being
+    folded and no attempt has failed since. Cheap: no planning."""
+    base, _, rebase_due = _base(conn, cache, pointed, policy_version, keep_tail, preserve_roles)
+    return rebase_due or (failures == 0 and left_a_backlog(conn, base))
+
+
 def left_a_backlog(conn: sqlite3.Connection, base: Version | None) -> bool:
     """Whether the summary a plan extends was one chunk of a larger backlog: its plan
     compacted turns after its last source (SPEC §15.8's chunks)."""

@@ -14,7 +14,7 @@ from ledgerfold import _validate
 from ledgerfold.errors import InvalidInput
 from ledgerfold.plan import CompactionPlan, preserve_roles_arg
 from ledgerfold.store import compaction, summaries
-from ledgerfold.store.protocol import CompactionWork
+from ledgerfold.store.protocol import REBASE_ONLY, CompactionWork
 
 __all__ = ["CompactionMethods"]
 
@@ -90,6 +90,10 @@ class CompactionMethods:
         with self._transaction(write=True) as conn:
             failures = compaction.failure_streak(conn, conversation_id)
             pointed = summaries.pointed(conn, self._cache, conversation_id)
+            if min_new_turns >= REBASE_ONLY and not compaction.due_at_once(
+                conn, self._cache, pointed, policy_version, keep_tail, roles, failures
+            ):
+                return CompactionWork("not-due", failures=failures)
             planned = compaction.plan_view(
                 conn,
                 self._cache,

@@ -39,7 +39,13 @@ from ledgerfold.model import Conversation, Turn
 from ledgerfold.plan import CompactionPlan
 from ledgerfold.summary import SummaryEnvelope, SummaryWrite
 
-__all__ = ["SUMMARY_STATUSES", "CompactionWork", "Store", "SummaryRecord"]
+__all__ = ["REBASE_ONLY", "SUMMARY_STATUSES", "CompactionWork", "Store", "SummaryRecord"]
+
+#: `begin_compaction(..., min_new_turns=REBASE_ONLY)`: more new turns than any ledger holds,
+#: so only what is due at once registers a plan (a rebase when coverage would shrink, the rest
+#: of a backlog being folded: SPEC §15.8). `Compactor` asks this below `trigger_tokens`;
+#: `SQLiteStore` answers it without planning when nothing is due.
+REBASE_ONLY = 2**62
 
 #: Status strings of `SummaryRecord.status`.
 SUMMARY_STATUSES = ("current", "superseded", "stale", "failed", "rejected")
