@@ -124,29 +124,6 @@ def _citing(selected: str, sealed_pk: int | None) -> str:
     )
 
 
-def _erase_versions(conn: sqlite3.Connection, conversation_id: str, doomed: list[int]) -> None:
-    """Delete these records with their text, and the index rows no remaining version reads
-    (the sealed summary keeps its lineage's); they count as pruned."""
-    runs = sources.runs_of(conn, doomed)
-    for start in range(0, len(doomed), 500):
-        chunk = doomed[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        conn.execute(f"DELETE FROM summary_kept WHERE summary_pk IN ({marks})", chunk)
-        conn.execute(
-            f"UPDATE plans SET base_summary_pk = NULL WHERE base_summary_pk IN ({marks})", chunk
-        )
-        conn.execute(
-            f"UPDATE conversations SET current_summary = NULL WHERE current_summary IN ({marks})",
-            chunk,
-        )
-        conn.execute(f"DELETE FROM summaries WHERE pk IN ({marks})", chunk)
-    sources.release(conn, runs)
-    conn.execute(
-        "UPDATE conversations SET pruned_count = pruned_count + ? WHERE id = ?",
-        (len(doomed), conversation_id),
-    )
-
-
 def purge(
     conn: sqlite3.Connection,
     cache: summaries.VersionCache,
@@ -245,7 +222,7 @@ def _purge_sealed(
         )
     ]
     if doomed:
-        _erase_versions(conn, conversation_id, doomed)
+        summaries.delete_records(conn, conversation_id, doomed)
     pks = _selected("pk", keep_roles, kept_of)
     conn.execute(f"DELETE FROM turn_history WHERE turn_pk IN ({pks})", params)
     purged = conn.execute(
@@ -390,7 +367,7 @@ def erase_body(conn: sqlite3.Connection, conversation_id: str, turn_id: str) -> 
         )
     ]
     if doomed:
-        _erase_versions(conn, conversation_id, doomed)
+        summaries.delete_records(conn, conversation_id, doomed)
     conn.execute(
         "DELETE FROM turn_history WHERE turn_pk IN (SELECT pk FROM turns"
         " WHERE conversation_id = ? AND id = ?)",

@@ -237,8 +237,16 @@ def prune(conn: sqlite3.Connection, conversation_id: str, keep: int, cutoff: str
         )
         if cutoff is None or row[1] < cutoff
     ]
+    delete_records(conn, conversation_id, doomed)
+    return len(doomed)
+
+
+def delete_records(conn: sqlite3.Connection, conversation_id: str, doomed: list[int]) -> None:
+    """Delete these records with their text and the index rows no remaining version reads
+    (sources shared along a lineage stay while a version reads them); they count as pruned.
+    Shared by pruning and by erasure (purge, `retract(erase=True)`)."""
     if not doomed:
-        return 0
+        return
     runs = sources.runs_of(conn, doomed)
     for start in range(0, len(doomed), 500):
         chunk = doomed[start : start + 500]
@@ -247,14 +255,16 @@ def prune(conn: sqlite3.Connection, conversation_id: str, keep: int, cutoff: str
         conn.execute(
             f"UPDATE plans SET base_summary_pk = NULL WHERE base_summary_pk IN ({marks})", chunk
         )
+        conn.execute(
+            f"UPDATE conversations SET current_summary = NULL WHERE current_summary IN ({marks})",
+            chunk,
+        )
         conn.execute(f"DELETE FROM summaries WHERE pk IN ({marks})", chunk)
-    # Sources shared along a lineage stay while a remaining version reads them.
     sources.release(conn, runs)
     conn.execute(
         "UPDATE conversations SET pruned_count = pruned_count + ? WHERE id = ?",
         (len(doomed), conversation_id),
     )
-    return len(doomed)
 
 
 def verdict_triples(verdicts: object) -> Iterator[tuple[Any, Any, Any]]:
