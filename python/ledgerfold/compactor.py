@@ -217,8 +217,8 @@ class Compactor:
         needed = 1
         if not force:
             if policy.trigger_tokens is not None and not self._is_due(conversation_id):
-                # Below the trigger only a rebase is due: coverage would shrink (keep_tail
-                # grew, a source became preserved) and that is due at once (SPEC §15.8).
+                # Below the trigger only what SPEC §15.8 makes due at once: a rebase when
+                # coverage would shrink, or the rest of a backlog being folded.
                 needed = REBASE_ONLY
             else:
                 failures = self.store.consecutive_failures(conversation_id)

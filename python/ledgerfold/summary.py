@@ -137,28 +137,14 @@ def create_summary_envelope(
     )
 
 
-# The last extended fingerprint taken over plain `bytes` (a store without `SourceDigests`):
-# the Compactor and the store's commit both take it over the same parent digests, so the
-# second is not hashed again. Keyed by identity: the entry holds the object, so its id cannot
-# be reused while it is here.
-_last_extended: tuple[bytes, bytes, str] | None = None
-
-
 def extended_fingerprint(parent_digests: bytes | SourceDigests, turns: Iterable[Turn]) -> str:
     """The fingerprint of a summary's sources given as its parent's stored source digests
     (32 bytes each, source order; or their `SourceDigests` state, which takes O(new + log
     covered) work instead of O(covered)) followed by the turns it adds (SPEC §15.1)."""
-    global _last_extended
     added = b"".join(t.digest for t in turns)
     if isinstance(parent_digests, SourceDigests):
         return parent_digests.fingerprint(added)
-    last = _last_extended
-    if last is not None and last[0] is parent_digests and last[1] == added:
-        return last[2]
-    fingerprint = _native.fingerprint_digests(parent_digests, added)
-    if type(parent_digests) is bytes:
-        _last_extended = (parent_digests, added, fingerprint)
-    return fingerprint
+    return _native.fingerprint_digests(parent_digests, added)
 
 
 def _in_sequence_order(
