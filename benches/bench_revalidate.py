@@ -88,7 +88,7 @@ def _conversation_bytes(specs: list[dict[str, Any]]) -> int:
 
 def build_database(path: Path, total_turns: int) -> Database:
     started = time.perf_counter()
-    transcripts = load_transcripts(SHARED / "data")
+    transcripts = load_transcripts(SHARED / "transcripts")
     every_turn = [(t, n) for t in transcripts for n in range(len(t.turns))]
     long_turns = int(total_turns * LONG_SHARE)
     conversations: list[tuple[str, list[dict[str, Any]]]] = []

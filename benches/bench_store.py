@@ -14,7 +14,6 @@ Run for real with `make bench`. No timing assertions: the figures are reported, 
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import statistics
 import time
@@ -31,15 +30,15 @@ PV = "bench-policy"
 
 
 def shared_dir() -> Path:
-    override = os.environ.get("LEDGERFOLD_SHARED")
-    return Path(override) if override else Path(__file__).resolve().parents[2] / "shared"
+    """The repository's copy of the real transcripts and golden vectors."""
+    return Path(__file__).resolve().parents[1] / "tests" / "data"
 
 
 def _real_turns() -> list[tuple[str, str]]:
     """(role, body) of every turn of the shared transcripts, in file order."""
     turns: list[tuple[str, str]] = []
     for name in ("tau_bench.jsonl", "openhands.jsonl", "swe_agent.jsonl", "docent_inspect.jsonl"):
-        with open(shared_dir() / "data" / name, encoding="utf-8") as lines:
+        with open(shared_dir() / "transcripts" / name, encoding="utf-8") as lines:
             for line in lines:
                 turns.extend((t["role"], t["body"]) for t in json.loads(line)["turns"])
     return turns

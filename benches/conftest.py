@@ -1,4 +1,4 @@
-"""Ledgers for the benchmarks, built from the real transcripts in shared/data.
+"""Ledgers for the benchmarks, built from the real transcripts in tests/data/transcripts.
 
 Under the normal test run (`--benchmark-disable`) every benchmark runs once as a smoke
 test on a small ledger; under `make bench` the ledgers have their full sizes.
@@ -11,7 +11,6 @@ the JSON of a run into `benches/RESULTS.md` with the ratios and PASS/MISS per ta
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import sys
 import time
@@ -29,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 # of its own. pytest has just put this module in sys.modules under `conftest`.
 sys.modules["bench_conftest"] = sys.modules[__name__]
 
-SHARED = Path(os.environ.get("LEDGERFOLD_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+SHARED = Path(__file__).resolve().parents[1] / "tests" / "data"
 
 #: Ledger sizes by label: the labels are the test IDs, so a smoke run and a full run collect
 #: the same tests; only the number of turns behind a label changes.
@@ -38,7 +37,7 @@ SMOKE_SIZES = {"10k": 300, "200k": 600, "1M": 1_200}
 
 
 def iter_transcript_turns() -> Iterator[dict[str, Any]]:
-    for path in sorted((SHARED / "data").glob("*.jsonl")):
+    for path in sorted((SHARED / "transcripts").glob("*.jsonl")):
         with path.open(encoding="utf-8") as handle:
             for line in handle:  # never str.splitlines(): bodies contain U+2028
                 if line.strip():

@@ -1,22 +1,22 @@
-"""Shared fixtures: the shared/ directory (spec vectors, real transcripts) and turn builders."""
+"""Shared fixtures: the repository's test data (tests/data: golden vectors, real transcripts)
+and turn builders."""
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-SHARED = Path(os.environ.get("LEDGERFOLD_SHARED", Path(__file__).resolve().parents[2] / "shared"))
-VECTORS = SHARED / "spec" / "fingerprint-v1-vectors.json"
-DATA = SHARED / "data"
+SHARED = Path(__file__).resolve().parents[1] / "tests" / "data"
+VECTORS = SHARED / "fingerprint-v1-vectors.json"
+DATA = SHARED / "transcripts"
 
 
 def iter_raw_transcripts() -> Iterator[dict[str, Any]]:
-    """Every conversation of shared/data, read line by line (bodies contain U+2028)."""
+    """Every conversation of tests/data/transcripts, read line by line (bodies contain U+2028)."""
     for path in sorted(DATA.glob("*.jsonl")):
         with path.open(encoding="utf-8") as handle:
             for line in handle:

@@ -3,19 +3,14 @@ compacted once (used by the revalidation, export and Dask tests)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from ledgerfold import CompactionPolicy, Compactor, ExtractiveSummarizer, SQLiteStore
 from ledgerfold.cli.commands_write import turn_spec
 from ledgerfold.transcripts import iter_transcripts
 
-# The real transcripts: `$LEDGERFOLD_SHARED/data`, else the repository's sibling shared/data
-# (test code, not the library's: ledgerfold never looks beside its own installation).
-DATA = (
-    Path(os.environ.get("LEDGERFOLD_SHARED", Path(__file__).resolve().parents[2] / "shared"))
-    / "data"
-)
+# The repository's copy of the real transcripts (test code, not the library's).
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "transcripts"
 
 
 def import_and_compact(path: Path, policy_version: str, keep_tail: int = 4) -> None:

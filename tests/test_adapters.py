@@ -4,7 +4,6 @@ real transcript, the from/to round trip, bad input, and the LangChain adapter.""
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 from collections.abc import Sequence
@@ -39,8 +38,8 @@ from ledgerfold.adapters import (
 )
 from ledgerfold.transcripts import Transcript, load_transcripts
 
-SHARED = Path(os.environ.get("LEDGERFOLD_SHARED", Path(__file__).resolve().parents[2] / "shared"))
-DATA = SHARED / "data"
+SHARED = Path(__file__).resolve().parents[1] / "tests" / "data"
+DATA = SHARED / "transcripts"
 SECRET = "the launch code is 0000"
 POLICY = "v1"
 

@@ -10,7 +10,6 @@ summary was built from, and that no tool message is ever sent without its call.
 from __future__ import annotations
 
 import json
-import os
 import random
 import sqlite3
 import subprocess
@@ -44,8 +43,8 @@ from ledgerfold import (
 from ledgerfold.tokens import approx_tokens
 from ledgerfold.transcripts import Transcript, iter_transcripts
 
-SHARED = Path(os.environ.get("LEDGERFOLD_SHARED", Path(__file__).resolve().parents[2] / "shared"))
-DATA = SHARED / "data"
+SHARED = Path(__file__).resolve().parents[1] / "tests" / "data"
+DATA = SHARED / "transcripts"
 CONV = "agent"
 
 

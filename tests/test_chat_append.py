@@ -4,7 +4,6 @@ real tau-bench transcript, with tool results arriving in a later call than their
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +21,8 @@ from ledgerfold import (
 from ledgerfold.context import SummaryItem
 from ledgerfold.transcripts import load_transcripts
 
-SHARED = Path(os.environ.get("LEDGERFOLD_SHARED", Path(__file__).resolve().parents[2] / "shared"))
-DATA = SHARED / "data"
+SHARED = Path(__file__).resolve().parents[1] / "tests" / "data"
+DATA = SHARED / "transcripts"
 
 
 def _messages_of(conversation_id: str) -> list[dict[str, Any]]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -15,15 +14,15 @@ import pytest
 from cli_support import copy_db, run, run_json
 from ledgerfold import revalidate
 
-SHARED = Path(os.environ.get("LEDGERFOLD_SHARED", Path(__file__).resolve().parents[2] / "shared"))
-DATA_FILES = sorted((SHARED / "data").glob("*.jsonl"))
+SHARED = Path(__file__).resolve().parents[1] / "tests" / "data"
+DATA_FILES = sorted((SHARED / "transcripts").glob("*.jsonl"))
 CHAT_ROLES = {"system", "user", "assistant", "tool"}
 
 
 @pytest.fixture(scope="module")
 def compacted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Every shared transcript imported into one database, then every conversation compacted."""
-    assert DATA_FILES, f"no transcripts under {SHARED / 'data'}"
+    assert DATA_FILES, f"no transcripts under {SHARED / 'transcripts'}"
     db = tmp_path_factory.mktemp("cli") / "all.db"
     imported = run_json("import", str(db), *map(str, DATA_FILES), "--json")
     outcomes = run_json("compact", str(db), "--json")

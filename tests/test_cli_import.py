@@ -5,7 +5,6 @@ store's explicit sequences in `append_many` (SPEC §15.8)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ import pytest
 from cli_support import run
 from ledgerfold import InvalidInput, SQLiteStore
 
-SHARED = Path(os.environ.get("LEDGERFOLD_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+SHARED = Path(__file__).resolve().parents[1] / "tests" / "data"
 
 
 def line(conversation_id: str, sequences: list[int], **extra: Any) -> str:
@@ -105,7 +104,7 @@ def test_a_bad_later_line_imports_nothing_and_names_file_and_line(
 
 
 def test_shared_transcripts_keep_their_sequences(tmp_path: Path) -> None:
-    source = SHARED / "data" / "openhands.jsonl"
+    source = SHARED / "transcripts" / "openhands.jsonl"
     db = tmp_path / "oh.db"
     assert run("import", str(db), str(source)).exit_code == 0
     with SQLiteStore(db) as store:

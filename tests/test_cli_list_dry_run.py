@@ -22,8 +22,11 @@ from ledgerfold.errors import InvalidInput
 from ledgerfold.revalidate import revalidate_database
 from ledgerfold.tokens import approx_tokens
 
-SHARED = Path(os.environ.get("LEDGERFOLD_SHARED", Path(__file__).resolve().parents[2] / "shared"))
-SMALL_FILES = [SHARED / "data" / "docent_inspect.jsonl", SHARED / "data" / "openhands.jsonl"]
+SHARED = Path(__file__).resolve().parents[1] / "tests" / "data"
+SMALL_FILES = [
+    SHARED / "transcripts" / "docent_inspect.jsonl",
+    SHARED / "transcripts" / "openhands.jsonl",
+]
 BOX_DRAWING = set("─━│┃┌┐└┘├┤┬┴┼╭╮╯╰═║╔╗╚╝╇╈┡┩")
 
 

@@ -4,7 +4,6 @@ and each case the converters lose (kept by hand in `ledgerfold.adapters.langchai
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from ledgerfold.adapters import from_chat_messages, from_langchain_messages, to_
 from ledgerfold.adapters.langchain import chat_messages
 from ledgerfold.transcripts import load_transcripts
 
-SHARED = Path(os.environ.get("LEDGERFOLD_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+SHARED = Path(__file__).resolve().parents[1] / "tests" / "data"
 SECRET = "the launch code is 0000"
 
 
@@ -49,7 +48,7 @@ def fields(turn: Turn) -> tuple[Any, ...]:
 
 @pytest.mark.parametrize("name", ["tau_bench", "openhands", "docent_inspect", "swe_agent"])
 def test_real_transcripts_round_trip_through_langchain(name: str) -> None:
-    transcripts = load_transcripts(SHARED / "data" / f"{name}.jsonl")
+    transcripts = load_transcripts(SHARED / "transcripts" / f"{name}.jsonl")
     tool_turns = 0
     for transcript in transcripts:
         turns = list(transcript.turns)

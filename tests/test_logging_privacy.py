@@ -24,7 +24,7 @@ from ledgerfold.compactor import CompactionOutcome, CompactionPolicy, Compactor,
 from ledgerfold.store import SQLiteStore
 from ledgerfold.summarizers import ExtractiveSummarizer, OpenAICompatibleSummarizer
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "transcripts"
 MIN_LEAK = 12  # shorter strings ("Thank you.") may appear in a log by coincidence
 
 

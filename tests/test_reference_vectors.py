@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,15 +15,7 @@ if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
 
 import reference as ref  # noqa: E402
 
-
-def _shared_dir() -> Path:
-    override = os.environ.get("LEDGERFOLD_SHARED")
-    if override:
-        return Path(override)
-    return Path(__file__).resolve().parents[2] / "shared"
-
-
-VECTORS_PATH = _shared_dir() / "spec" / "fingerprint-v1-vectors.json"
+VECTORS_PATH = _HERE / "data" / "fingerprint-v1-vectors.json"
 
 
 def _load_cases() -> list[dict[str, Any]]:

@@ -33,14 +33,14 @@ RACE_ROUNDS = 150  # per process
 
 
 def shared_dir() -> Path:
-    override = os.environ.get("LEDGERFOLD_SHARED")
-    return Path(override) if override else Path(__file__).resolve().parents[2] / "shared"
+    """The repository's copy of the real transcripts and golden vectors."""
+    return Path(__file__).resolve().parents[1] / "tests" / "data"
 
 
 def real_turns(limit: int) -> list[dict[str, Any]]:
     """Turns of real transcripts (tau-bench), as `append_many` mappings."""
     specs: list[dict[str, Any]] = []
-    with open(shared_dir() / "data" / "tau_bench.jsonl", encoding="utf-8") as lines:
+    with open(shared_dir() / "transcripts" / "tau_bench.jsonl", encoding="utf-8") as lines:
         for line in lines:
             for turn in json.loads(line)["turns"]:
                 specs.append({"role": turn["role"], "body": turn["body"], "id": turn["id"]})

@@ -29,7 +29,7 @@ from ledgerfold.summarizers import (
 )
 from ledgerfold.tokens import approx_tokens
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "transcripts"
 
 # The HTTP tests here drive the deprecated OpenAICompatibleSummarizer alias on purpose.
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

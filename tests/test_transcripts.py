@@ -4,7 +4,6 @@ malformed files."""
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,8 +18,8 @@ from ledgerfold.transcripts import (
     load_transcripts,
 )
 
-SHARED = Path(os.environ.get("LEDGERFOLD_SHARED", Path(__file__).resolve().parents[2] / "shared"))
-DATA = SHARED / "data"
+SHARED = Path(__file__).resolve().parents[1] / "tests" / "data"
+DATA = SHARED / "transcripts"
 FILES = sorted(DATA.glob("*.jsonl"))
 SECRET = "the launch code is 0000"
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -58,11 +57,7 @@ print(json.dumps(out))
 
 
 def test_fingerprints_identical_across_processes(vectors: dict[str, Any]) -> None:
-    vectors_path = (
-        Path(os.environ.get("LEDGERFOLD_SHARED", Path(__file__).resolve().parents[2] / "shared"))
-        / "spec"
-        / "fingerprint-v1-vectors.json"
-    )
+    vectors_path = Path(__file__).resolve().parent / "data" / "fingerprint-v1-vectors.json"
     runs = []
     for seed in ("0", "1", "random"):
         result = subprocess.run(

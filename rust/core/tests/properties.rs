@@ -1395,13 +1395,8 @@ proptest! {
 /// Decoding the golden vectors gives back the fields they were made from.
 #[test]
 fn golden_vector_encodings_decode() {
-    let path = std::env::var("LEDGERFOLD_SHARED").map_or_else(
-        |_| {
-            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../../../shared/spec/fingerprint-v1-vectors.json")
-        },
-        |shared| std::path::PathBuf::from(shared).join("spec/fingerprint-v1-vectors.json"),
-    );
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data/fingerprint-v1-vectors.json");
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let mut decoded = 0;

@@ -1,4 +1,4 @@
-//! Every case of the golden vectors (`shared/spec/fingerprint-v1-vectors.json`) must match
+//! Every case of the golden vectors (`tests/data/fingerprint-v1-vectors.json`) must match
 //! byte for byte: encoding, digest and fingerprint.
 
 use std::path::PathBuf;
@@ -11,13 +11,10 @@ use ledgerfold_core::{
 };
 use serde_json::Value;
 
+/// The repository's copy of the golden vectors (`tests/data/`, checked against the spec's
+/// by pytest when the spec is beside the checkout).
 fn vectors_path() -> PathBuf {
-    if let Ok(shared) = std::env::var("LEDGERFOLD_SHARED") {
-        return PathBuf::from(shared).join("spec/fingerprint-v1-vectors.json");
-    }
-    // rust/core -> repository root -> its sibling `shared/`.
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/spec/fingerprint-v1-vectors.json")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/fingerprint-v1-vectors.json")
 }
 
 fn hex(bytes: &[u8]) -> String {
