@@ -3,7 +3,7 @@
 The job: from a 200k-turn history, produce what goes to the model — the newest turns within
 a budget. ledgerfold keeps a summary of the old turns plus the 1,000-turn tail (checking
 the summary's 199k sources on the way); the peer trims the same history, as LangChain
-`BaseMessage`s made by `ledgerfold.adapters.langchain`, to the same budget: the character
+`BaseMessage`s made by `ledgerfold.adapters._langchain`, to the same budget: the character
 count of the kept tail, with a `len`-based token counter so the peer is not handicapped by
 a tokenizer. Both must keep exactly the same tail turns.
 
@@ -29,7 +29,7 @@ from ledgerfold import (
 )
 
 langchain_messages = importlib.import_module("langchain_core.messages")
-from ledgerfold.adapters.langchain import to_langchain_messages  # noqa: E402
+from ledgerfold.adapters._langchain import to_langchain_messages  # noqa: E402
 
 POLICY = "bench-v1"
 TAIL = 1_000

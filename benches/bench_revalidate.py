@@ -40,7 +40,7 @@ import pytest
 from bench_conftest import SHARED, anchor_seconds, full_size, interleaved, record_ratio, target
 
 from ledgerfold import SQLiteStore, create_summary_envelope
-from ledgerfold.transcripts import load_transcripts
+from ledgerfold._transcripts import load_transcripts
 
 revalidate = importlib.import_module("ledgerfold.revalidate")
 

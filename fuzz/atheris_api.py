@@ -28,8 +28,8 @@ import atheris
 
 with atheris.instrument_imports():
     import ledgerfold as lf
-    from ledgerfold.adapters import chat as _chat  # noqa: F401  (instrumented too)
-    from ledgerfold.store import sqlite as _sqlite  # noqa: F401
+    from ledgerfold.adapters import _chat as _chat  # noqa: F401  (instrumented too)
+    from ledgerfold.store import _sqlite as _sqlite  # noqa: F401
 
 
 class _FormatOnly(logging.Handler):

@@ -195,7 +195,7 @@ def on_transcript(line: str) -> Callable[[], object]:
     """Load a transcript file holding `line`."""
 
     def run() -> object:
-        from ledgerfold.transcripts import load_transcripts
+        from ledgerfold._transcripts import load_transcripts
 
         with tempfile.TemporaryDirectory() as directory:
             path = Path(directory) / "t.jsonl"

@@ -10,7 +10,7 @@ from typing import Any
 
 from click.testing import CliRunner, Result
 
-from ledgerfold.cli import cli
+from ledgerfold._cli import cli
 
 
 def run(*args: str) -> Result:

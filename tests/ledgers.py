@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ledgerfold import CompactionPolicy, Compactor, ExtractiveSummarizer, SQLiteStore
-from ledgerfold.cli.commands_write import turn_spec
-from ledgerfold.transcripts import iter_transcripts
+from ledgerfold._cli.commands_write import turn_spec
+from ledgerfold._transcripts import iter_transcripts
 
 # The repository's copy of the real transcripts (test code, not the library's).
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "transcripts"

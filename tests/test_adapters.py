@@ -26,6 +26,7 @@ from ledgerfold import (
     create_summary_envelope,
     plan_compaction,
 )
+from ledgerfold._transcripts import Transcript, load_transcripts
 from ledgerfold.adapters import (
     SUMMARY_CLOSE,
     SUMMARY_OPEN,
@@ -36,7 +37,6 @@ from ledgerfold.adapters import (
     to_langchain_messages,
     unescape_summary_text,
 )
-from ledgerfold.transcripts import Transcript, load_transcripts
 
 SHARED = Path(__file__).resolve().parents[1] / "tests" / "data"
 DATA = SHARED / "transcripts"

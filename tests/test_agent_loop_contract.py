@@ -40,8 +40,8 @@ from ledgerfold import (
     plan_compaction,
     to_chat_messages,
 )
+from ledgerfold._transcripts import Transcript, iter_transcripts
 from ledgerfold.tokens import approx_tokens
-from ledgerfold.transcripts import Transcript, iter_transcripts
 
 SHARED = Path(__file__).resolve().parents[1] / "tests" / "data"
 DATA = SHARED / "transcripts"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import ledgerfold as lf
-from ledgerfold.transcripts import Transcript
+from ledgerfold._transcripts import Transcript
 
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is

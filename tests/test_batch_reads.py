@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from ledgerfold import Turn, _native, fingerprint_turns, revalidate
-from ledgerfold.model import PROTECTION_REASONS, ROLES
+from ledgerfold._model import PROTECTION_REASONS, ROLES
+from ledgerfold._summary import CHECK_REASONS
 from ledgerfold.revalidate import revalidate_database
-from ledgerfold.store import batch_reads
-from ledgerfold.summary import CHECK_REASONS
+from ledgerfold.store import _batch_reads as batch_reads
 
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is

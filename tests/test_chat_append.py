@@ -18,8 +18,8 @@ from ledgerfold import (
     from_chat_messages,
     to_chat_messages,
 )
-from ledgerfold.context import SummaryItem
-from ledgerfold.transcripts import load_transcripts
+from ledgerfold._context import SummaryItem
+from ledgerfold._transcripts import load_transcripts
 
 SHARED = Path(__file__).resolve().parents[1] / "tests" / "data"
 DATA = SHARED / "transcripts"

@@ -19,8 +19,8 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 
 from ledgerfold import CompactionOutcome, CompactionPolicy, Compactor, SQLiteStore
-from ledgerfold.context import TurnItem
-from ledgerfold.errors import InvalidInput, SummarizerError
+from ledgerfold._context import TurnItem
+from ledgerfold._errors import InvalidInput, SummarizerError
 from ledgerfold.summarizers import (
     AsyncChatCompletionsSummarizer,
     AsyncChatModelSummarizer,
@@ -28,7 +28,7 @@ from ledgerfold.summarizers import (
     ChatModelSummarizer,
     OpenAICompatibleSummarizer,
 )
-from ledgerfold.summarizers.base import SummaryRequest
+from ledgerfold.summarizers._base import SummaryRequest
 
 
 @dataclass

@@ -17,8 +17,8 @@ import pytest
 
 from cli_support import copy_db, run, run_json
 from ledgerfold import CompactionPolicy, Compactor, SQLiteStore, SummaryRequest
-from ledgerfold.cli.render import echo_json
-from ledgerfold.errors import InvalidInput
+from ledgerfold._cli.render import echo_json
+from ledgerfold._errors import InvalidInput
 from ledgerfold.revalidate import revalidate_database
 from ledgerfold.tokens import approx_tokens
 

@@ -14,7 +14,7 @@ import pytest
 from click.testing import Result
 
 from cli_support import run
-from ledgerfold.cli.render import safe_text
+from ledgerfold._cli.render import safe_text
 
 # Everything a terminal could act on, except the newline and tab the output itself uses.
 RAW_CONTROL = re.compile(

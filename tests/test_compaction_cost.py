@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from ledgerfold import CompactionPolicy, Compactor, SQLiteStore
-from ledgerfold.model import Conversation
-from ledgerfold.store import ledger
+from ledgerfold._model import Conversation
+from ledgerfold.store import _ledger as ledger
 
 TURNS = 10_000
 
@@ -65,7 +65,7 @@ def test_a_call_below_the_trigger_plans_only_when_something_is_due_at_once(
     """Below `trigger_tokens` only a rebase (coverage would shrink) or the rest of a folded
     backlog is due (SPEC §15.8): the store answers that from the current summary alone and
     plans nothing otherwise, so the common not-due call stays cheap."""
-    from ledgerfold.store import compaction
+    from ledgerfold.store import _compaction as compaction
 
     planned: list[str] = []
     real_plan_view = compaction.plan_view

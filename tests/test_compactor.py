@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from ledgerfold import ContextBudgetExceeded, Conversation, InvalidInput, SummaryItem, TurnItem
-from ledgerfold.compactor import (
+from ledgerfold._compactor import (
     CompactionOutcome,
     CompactionPolicy,
     Compactor,

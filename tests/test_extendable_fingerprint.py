@@ -16,9 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ledgerfold as lf
-from ledgerfold import _native, plan
+from ledgerfold import _native
+from ledgerfold import _plan as plan
 from ledgerfold._native import SourceDigests
-from ledgerfold.store import commit, compaction
+from ledgerfold.store import _commit as commit
+from ledgerfold.store import _compaction as compaction
 
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is

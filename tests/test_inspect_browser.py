@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from html_ledgers import CONVERSATION, build_states_db
-from ledgerfold.cli import cli
+from ledgerfold._cli import cli
 
 TIMEOUT = 120
 

@@ -13,7 +13,7 @@ import pytest
 from cli_support import run
 from html_ledgers import CONVERSATION, POLICY, SCRIPT, build_purged_db, build_states_db
 from ledgerfold import SQLiteStore
-from ledgerfold.cli.html_data import MAX_MARKS, aggregate
+from ledgerfold._cli.html_data import MAX_MARKS, aggregate
 
 
 class _Tags(HTMLParser):

@@ -1,5 +1,5 @@
 """The LangChain adapter over `langchain_core`'s own converters: real transcripts round-trip,
-and each case the converters lose (kept by hand in `ledgerfold.adapters.langchain`)."""
+and each case the converters lose (kept by hand in `ledgerfold.adapters._langchain`)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from langchain_core.messages import (
 )
 
 from ledgerfold import Conversation, InvalidInput, Turn, assemble_context
+from ledgerfold._transcripts import load_transcripts
 from ledgerfold.adapters import from_chat_messages, from_langchain_messages, to_langchain_messages
-from ledgerfold.adapters.langchain import chat_messages
-from ledgerfold.transcripts import load_transcripts
+from ledgerfold.adapters._langchain import chat_messages
 
 SHARED = Path(__file__).resolve().parents[1] / "tests" / "data"
 SECRET = "the launch code is 0000"

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from ledgerfold import ContextBudgetExceeded
-from ledgerfold.compactor import CompactionOutcome, CompactionPolicy, Compactor, SummaryRequest
+from ledgerfold._compactor import CompactionOutcome, CompactionPolicy, Compactor, SummaryRequest
 from ledgerfold.store import SQLiteStore
 from ledgerfold.summarizers import ExtractiveSummarizer, OpenAICompatibleSummarizer
 

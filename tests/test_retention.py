@@ -214,7 +214,7 @@ def test_secure_delete_is_on_even_where_sqlite_defaults_it_off(
     """Many SQLite builds compile secure deletion on; the store must not rely on that."""
     import sqlite3
 
-    from ledgerfold.store import database
+    from ledgerfold.store import _database as database
 
     real_connect = sqlite3.connect
 

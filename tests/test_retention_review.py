@@ -167,7 +167,7 @@ def test_a_late_result_after_the_conversation_was_deleted_and_recreated_keeps_no
 def test_a_late_result_extending_the_sealed_summary_is_still_recorded() -> None:
     """Sources inherited from the sealed parent are not erased content (the sealed text is
     kept by design): a superseded result extending it keeps its `rejected` record."""
-    from ledgerfold.summary import extended_fingerprint
+    from ledgerfold._summary import extended_fingerprint
 
     store = lf.SQLiteStore(":memory:")
     for index in range(12):
@@ -231,7 +231,7 @@ def test_rolling_summaries_with_ids_reused_after_delete_are_sound(
     that the store remembered for the same row and ID."""
     import itertools
 
-    from ledgerfold import compactor
+    from ledgerfold import _compactor as compactor
 
     store = lf.SQLiteStore(":memory:")
     for word in ("old", "new"):
@@ -257,7 +257,7 @@ def test_a_purge_preview_only_reads(tmp_path: Path) -> None:
     read-only (SPEC §15.7: commands that only read never change a file)."""
     from click.testing import CliRunner
 
-    from ledgerfold.cli import cli
+    from ledgerfold._cli import cli
 
     path = tmp_path / "a.db"
     with lf.SQLiteStore(path) as store:
@@ -311,7 +311,7 @@ def test_inspect_counts_sealed_sources_and_erased_versions(tmp_path: Path) -> No
     erased: counts, never their text."""
     from click.testing import CliRunner
 
-    from ledgerfold.cli import cli
+    from ledgerfold._cli import cli
 
     path = tmp_path / "a.db"
     with lf.SQLiteStore(path) as store:
@@ -359,7 +359,7 @@ def test_compact_dry_run_after_a_purge_extends_the_sealed_summary(tmp_path: Path
     turn, while `compact` extends the sealed summary with the new turns only."""
     from click.testing import CliRunner
 
-    from ledgerfold.cli import cli
+    from ledgerfold._cli import cli
 
     path = tmp_path / "a.db"
     with lf.SQLiteStore(path) as store:

@@ -32,10 +32,10 @@ from ledgerfold import (
     fingerprint_turns,
     revalidate,
 )
-from ledgerfold.model import PROTECTION_REASONS, ROLES
+from ledgerfold._model import PROTECTION_REASONS, ROLES
 from ledgerfold.revalidate import revalidate_database
-from ledgerfold.store import batch_reads
-from ledgerfold.store.rows import turn_from_row
+from ledgerfold.store import _batch_reads as batch_reads
+from ledgerfold.store._rows import turn_from_row
 
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is

@@ -31,10 +31,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 import ledgerfold as lf
-from ledgerfold import plan as planning
+from ledgerfold import _plan as planning
 from ledgerfold._native import SourceDigests
-from ledgerfold.store.protocol import CompactionWork
-from ledgerfold.summary import extended_fingerprint
+from ledgerfold._summary import extended_fingerprint
+from ledgerfold.store._protocol import CompactionWork
 
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import ledgerfold as lf
+from ledgerfold._summary import extended_fingerprint
 from ledgerfold.revalidate import revalidate_database
-from ledgerfold.summary import extended_fingerprint
 
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
@@ -192,7 +192,7 @@ def test_purge_erases_the_other_versions_but_keeps_the_sealed_lineage(tmp_path: 
 def test_a_v3_database_keeps_each_versions_sources(tmp_path: Path) -> None:
     """Each v3 version had its own full copy of its sources: after the upgrade each reads
     its own run, the current one rolls on by appending, and pruning keeps it intact."""
-    from ledgerfold.store.schema import APPLICATION_ID, MIGRATIONS
+    from ledgerfold.store._schema import APPLICATION_ID, MIGRATIONS
 
     path = tmp_path / "v3.db"
     conn = sqlite3.connect(path, isolation_level=None)

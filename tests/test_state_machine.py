@@ -846,7 +846,7 @@ class LedgerMachine(RuleBasedStateMachine):
     def expected_chunk(
         self, conversation: str, new: tuple[str, ...], budget: int
     ) -> tuple[str, ...]:
-        """SPEC §15.8, written independently of `ledgerfold.fold`: the longest prefix of the
+        """SPEC §15.8, written independently of `ledgerfold._fold`: the longest prefix of the
         new turns that ends between groups and whose texts fit the budget; if none, the first
         turn with the rest of its group (cut to fit)."""
         by_id = {turn.id: turn for turn in self.model[conversation].turns}

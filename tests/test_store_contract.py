@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 import ledgerfold as lf
-from ledgerfold.context import HistoryBoundary
-from ledgerfold.store.schema import APPLICATION_ID, SCHEMA_VERSION
+from ledgerfold._context import HistoryBoundary
+from ledgerfold.store._schema import APPLICATION_ID, SCHEMA_VERSION
 
 PV = "policy-1"
 SECRET = "SECRET-BODY-\u2028-do-not-log"

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ledgerfold as lf
-from ledgerfold.store.retention import sealed_digests
+from ledgerfold.store._retention import sealed_digests
 
 PV = "policy-1"
 POLICIES = (PV, "policy-2")

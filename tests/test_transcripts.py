@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ledgerfold import Conversation, InvalidInput, Turn
-from ledgerfold.transcripts import (
+from ledgerfold._transcripts import (
     Transcript,
     iter_transcripts,
     load_transcripts,
@@ -223,7 +223,7 @@ def test_multiple_calls_and_unknown_results(tmp_path: Path) -> None:
 def test_the_library_does_not_look_for_data_beside_its_installation() -> None:
     """Where the real transcripts are is the tests' business (issue 15): the library has
     no default data directory."""
-    import ledgerfold.transcripts as transcripts
+    import ledgerfold._transcripts as transcripts
 
     assert not hasattr(transcripts, "default_data_dir")
     source = Path(transcripts.__file__).read_text(encoding="utf-8")

@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import ledgerfold as lf
-from ledgerfold.store.schema import APPLICATION_ID, MIGRATIONS
+from ledgerfold.store._schema import APPLICATION_ID, MIGRATIONS
 
 V1_DDL = MIGRATIONS[0][2]
 

@@ -8,29 +8,25 @@ from __future__ import annotations
 
 import logging
 
-from ledgerfold.adapters.chat import from_chat_messages, to_chat_messages
-from ledgerfold.compactor import CompactionOutcome, Compactor
-from ledgerfold.context import (
+from ledgerfold._compactor import CompactionOutcome, Compactor
+from ledgerfold._context import (
     AssembledContext,
     HistoryBoundary,
     SummaryItem,
     TurnItem,
     assemble_context,
 )
-from ledgerfold.errors import (
+from ledgerfold._errors import (
     ContextBudgetExceeded,
     DuplicateId,
     InvalidInput,
     LedgerfoldError,
     StoreError,
 )
-from ledgerfold.model import Conversation, Turn, fingerprint_turns, same_ordered_ids
-from ledgerfold.plan import CompactionPlan, plan_compaction
-from ledgerfold.policy import CompactionPolicy
-from ledgerfold.store import SQLiteStore, Store, SummaryRecord
-from ledgerfold.summarizers.base import SummaryRequest
-from ledgerfold.summarizers.extractive import ExtractiveSummarizer
-from ledgerfold.summary import (
+from ledgerfold._model import Conversation, Turn, fingerprint_turns, same_ordered_ids
+from ledgerfold._plan import CompactionPlan, plan_compaction
+from ledgerfold._policy import CompactionPolicy
+from ledgerfold._summary import (
     SummaryCheck,
     SummaryEnvelope,
     SummaryWrite,
@@ -39,6 +35,10 @@ from ledgerfold.summary import (
     create_summary_envelope,
     is_summary_current,
 )
+from ledgerfold.adapters._chat import from_chat_messages, to_chat_messages
+from ledgerfold.store import SQLiteStore, Store, SummaryRecord
+from ledgerfold.summarizers._base import SummaryRequest
+from ledgerfold.summarizers._extractive import ExtractiveSummarizer
 
 __version__ = "0.1.0"
 

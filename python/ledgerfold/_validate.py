@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ledgerfold._errors import InvalidInput
 from ledgerfold._native import Conversation
-from ledgerfold.errors import InvalidInput
 
 
 def text(field: str, value: object, *, blank_ok: bool = False, empty_ok: bool = True) -> str:

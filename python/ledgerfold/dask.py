@@ -24,11 +24,12 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from ledgerfold import _native, _validate, sealed
+from ledgerfold import _native, _validate
+from ledgerfold import _sealed as sealed
+from ledgerfold._errors import InvalidInput
 from ledgerfold._optional import require
-from ledgerfold.errors import InvalidInput
 from ledgerfold.export import FORMAT, FORMAT_VERSION, MANIFEST, TABLES, part_name
-from ledgerfold.store.schema import TURN_LIVE, TURN_PURGED
+from ledgerfold.store._schema import TURN_LIVE, TURN_PURGED
 
 __all__ = ["RESULT_COLUMNS", "check_part", "read_manifest", "revalidate_parquet"]
 

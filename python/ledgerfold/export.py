@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from ledgerfold import _validate
+from ledgerfold._errors import InvalidInput
 from ledgerfold._optional import require
-from ledgerfold.errors import InvalidInput
-from ledgerfold.store import batch_reads
-from ledgerfold.store.schema import SCHEMA_VERSION
-from ledgerfold.store.sqlite import SQLiteStore
+from ledgerfold.store import _batch_reads as batch_reads
+from ledgerfold.store._schema import SCHEMA_VERSION
+from ledgerfold.store._sqlite import SQLiteStore
 
 __all__ = [
     "DEFAULT_TURNS_PER_FILE",

@@ -4,7 +4,7 @@ Every current summary is checked against its sources' *re-hashed* bodies: stored
 never trusted here (the per-call path trusts them; this is what keeps that honest). Each batch
 of conversations is read in one snapshot as a single aggregate row, packed by column (the
 database driver never makes a Python object per turn; the reads are
-`ledgerfold.store.batch_reads`), and the native core unpacks it,
+`ledgerfold.store._batch_reads`), and the native core unpacks it,
 groups the rows, hashes and checks them detached from the interpreter.
 `workers` threads of this process share the conversations, each reading its share through its
 own read-only connection and checking it on its own core (SQLite's reads and the native check
@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-from ledgerfold import _native, _validate, sealed
-from ledgerfold.store import batch_reads
-from ledgerfold.store.database import database_path, quotes_stored_data, store_error
-from ledgerfold.store.rows import DAMAGED
-from ledgerfold.store.sqlite import SQLiteStore
+from ledgerfold import _native, _validate
+from ledgerfold import _sealed as sealed
+from ledgerfold.store import _batch_reads as batch_reads
+from ledgerfold.store._database import database_path, quotes_stored_data, store_error
+from ledgerfold.store._rows import DAMAGED
+from ledgerfold.store._sqlite import SQLiteStore
 
 __all__ = ["RevalidationReport", "StaleSummary", "revalidate_database"]
 

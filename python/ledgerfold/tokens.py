@@ -25,8 +25,8 @@ import tempfile
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ledgerfold.context import ContextItem, SummaryItem
-from ledgerfold.errors import InvalidInput
+from ledgerfold._context import ContextItem, SummaryItem
+from ledgerfold._errors import InvalidInput
 
 __all__ = [
     "MESSAGE_OVERHEAD_TOKENS",

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from ledgerfold.adapters.chat import (
+from ledgerfold.adapters._chat import (
     SUMMARY_CLOSE,
     SUMMARY_OPEN,
     escape_summary_text,
@@ -15,7 +15,7 @@ from ledgerfold.adapters.chat import (
     to_chat_messages,
     unescape_summary_text,
 )
-from ledgerfold.adapters.langchain import from_langchain_messages, to_langchain_messages
+from ledgerfold.adapters._langchain import from_langchain_messages, to_langchain_messages
 
 __all__ = [
     "SUMMARY_CLOSE",

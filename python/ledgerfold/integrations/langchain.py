@@ -7,7 +7,7 @@ summary as one `SystemMessage`, then every uncovered turn). The graph state is n
 changed: every message stays in it, and nothing is deleted. `pre_model_hook` is the same
 for LangGraph's `create_react_agent` (it returns `llm_input_messages`).
 
-Messages cross over through `ledgerfold.adapters.langchain`: `langchain_core`'s own
+Messages cross over through `ledgerfold.adapters._langchain`: `langchain_core`'s own
 converters, plus what they would lose (a model's unparsable call keeps its record in the
 ledger, and its result its group).
 """
@@ -19,12 +19,12 @@ from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
 
-from ledgerfold.adapters.langchain import chat_messages, to_langchain_messages
-from ledgerfold.compactor import Compactor
-from ledgerfold.errors import InvalidInput
-from ledgerfold.policy import CompactionPolicy
-from ledgerfold.store.sqlite import SQLiteStore
-from ledgerfold.summarizers.base import Summarizer
+from ledgerfold._compactor import Compactor
+from ledgerfold._errors import InvalidInput
+from ledgerfold._policy import CompactionPolicy
+from ledgerfold.adapters._langchain import chat_messages, to_langchain_messages
+from ledgerfold.store._sqlite import SQLiteStore
+from ledgerfold.summarizers._base import Summarizer
 
 __all__ = ["DEFAULT_POLICY", "LedgerfoldMiddleware"]
 

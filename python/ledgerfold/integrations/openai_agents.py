@@ -18,13 +18,13 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from ledgerfold.adapters.chat import ChatTurnSpec, chat_turn_specs, to_chat_messages
-from ledgerfold.compactor import Compactor
-from ledgerfold.context import AssembledContext, SummaryItem
-from ledgerfold.errors import InvalidInput
-from ledgerfold.policy import CompactionPolicy
-from ledgerfold.store.sqlite import SQLiteStore
-from ledgerfold.summarizers.base import Summarizer
+from ledgerfold._compactor import Compactor
+from ledgerfold._context import AssembledContext, SummaryItem
+from ledgerfold._errors import InvalidInput
+from ledgerfold._policy import CompactionPolicy
+from ledgerfold.adapters._chat import ChatTurnSpec, chat_turn_specs, to_chat_messages
+from ledgerfold.store._sqlite import SQLiteStore
+from ledgerfold.summarizers._base import Summarizer
 
 __all__ = ["ITEM_KEY", "LedgerfoldSession", "item_message"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ledgerfold.store.protocol import SUMMARY_STATUSES, Store, SummaryRecord
-from ledgerfold.store.sqlite import SQLiteStore
+from ledgerfold.store._protocol import SUMMARY_STATUSES, Store, SummaryRecord
+from ledgerfold.store._sqlite import SQLiteStore
 
 __all__ = ["SUMMARY_STATUSES", "SQLiteStore", "Store", "SummaryRecord"]

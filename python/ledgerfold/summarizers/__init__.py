@@ -8,14 +8,14 @@ local server through `base_url` too); `ChatModelSummarizer` asks any LangChain c
 
 from __future__ import annotations
 
-from ledgerfold.summarizers.chat_completions import (
+from ledgerfold.summarizers._chat_completions import (
     DEFAULT_SYSTEM_PROMPT,
     AsyncChatCompletionsSummarizer,
     ChatCompletionsSummarizer,
 )
-from ledgerfold.summarizers.chat_model import AsyncChatModelSummarizer, ChatModelSummarizer
-from ledgerfold.summarizers.extractive import ExtractiveSummarizer
-from ledgerfold.summarizers.openai_compat import (
+from ledgerfold.summarizers._chat_model import AsyncChatModelSummarizer, ChatModelSummarizer
+from ledgerfold.summarizers._extractive import ExtractiveSummarizer
+from ledgerfold.summarizers._openai_compat import (
     OpenAICompatibleSummarizer,
     SummarizerError,
     SummarizerTimeout,

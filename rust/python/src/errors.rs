@@ -1,4 +1,4 @@
-//! The one place where Rust errors become Python exceptions (`ledgerfold.errors`).
+//! The one place where Rust errors become Python exceptions (`ledgerfold._errors`).
 //!
 //! Messages name fields and IDs, never turn bodies or summary text.
 
@@ -12,7 +12,7 @@ static ERRORS_MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
 fn errors_module(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
     ERRORS_MODULE
-        .get_or_try_init(py, || Ok(py.import("ledgerfold.errors")?.unbind()))
+        .get_or_try_init(py, || Ok(py.import("ledgerfold._errors")?.unbind()))
         .map(|module| module.bind(py))
 }
 
@@ -38,7 +38,7 @@ pub fn to_py_err(py: Python<'_>, err: CoreError) -> PyErr {
         ),
         CoreError::DuplicateId { id } => build(py, "DuplicateId", message.clone(), &[("id", id)]),
     };
-    // Only if ledgerfold.errors itself cannot be imported; still a ValueError.
+    // Only if ledgerfold._errors itself cannot be imported; still a ValueError.
     built.unwrap_or_else(|_| PyValueError::new_err(message))
 }
 

@@ -1,0 +1,21 @@
+"""The `ledgerfold` command line (SPEC §14), built with click and rich.
+
+Subcommands: `demo`, `import`, `compact`, `context`, `inspect`, `list`, `purge`, `delete`,
+`revalidate`, `export`. `main.py` holds the group and its error handling, `commands_read.py`,
+`commands_list.py`, `commands_write.py` and `commands_retention.py` the subcommands
+(`dry_run.py` plans `compact --dry-run`), `demo.py` the demo, `render.py` the shared output.
+"""
+
+from __future__ import annotations
+
+# Importing the command modules registers their subcommands on the group.
+from ledgerfold._cli import (  # noqa: F401
+    commands_list,
+    commands_read,
+    commands_retention,
+    commands_write,
+    demo,
+)
+from ledgerfold._cli.main import cli, main
+
+__all__ = ["cli", "main"]

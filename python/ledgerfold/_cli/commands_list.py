@@ -1,0 +1,81 @@
+"""`ledgerfold list DB`: every conversation with its turns, its summary versions, the status
+of its current summary and its history boundary (SPEC §15.7). It only reads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from ledgerfold._cli.main import cli, open_store
+from ledgerfold._cli.render import boundary_json, echo_json, print_table, safe_text, stdout_console
+from ledgerfold.store import SQLiteStore
+
+__all__ = ["conversation_row", "list_command"]
+
+# Statuses of an accepted version; the newest of them is the conversation's summary.
+_ACCEPTED = ("current", "superseded", "stale")
+
+
+def conversation_row(store: SQLiteStore, conversation_id: str) -> dict[str, Any]:
+    """One conversation as `list --json` prints it.
+
+    `status` is ``current`` (the summary is in use), ``stale`` (with `reason`: marked stale
+    by an edit, a retraction or revalidation, or found stale when the context is assembled)
+    or ``none`` (never summarised)."""
+    conversation = store.load(conversation_id)
+    history = store.summary_history(conversation_id)
+    accepted = [record for record in history if record.status in _ACCEPTED]
+    newest = accepted[-1] if accepted else None
+    summary_id = newest.envelope.id if newest is not None and newest.envelope else None
+    status, reason = "none", None
+    if newest is not None and newest.status == "current" and newest.envelope is not None:
+        context = store.context(conversation_id, newest.envelope.policy_version)
+        status, reason = (
+            ("current", None) if context.fallback is None else ("stale", context.fallback)
+        )
+    elif newest is not None and newest.status == "stale":
+        status, reason = "stale", newest.reason
+    return {
+        "conversation": conversation_id,
+        "revision": conversation.revision,
+        "turns": len(conversation),
+        "summaries": len(accepted),
+        "attempts": len(history),
+        "summary": summary_id,
+        "status": status,
+        "reason": reason,
+        "history_boundary": boundary_json(store.history_boundary(conversation_id)),
+    }
+
+
+@cli.command("list")
+@click.argument("db")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def list_command(db: str, as_json: bool) -> None:
+    """List the conversations of DB: turns, summaries, status of the current summary."""
+    with open_store(db) as store:
+        rows = [conversation_row(store, cid) for cid in store.conversation_ids()]
+    if as_json:
+        echo_json(rows)
+        return
+    table = Table(title=Text(f"{len(rows)} conversations"), title_justify="left")
+    for column in ("conversation", "turns", "summaries", "summary", "status", "boundary"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        boundary = row["history_boundary"]
+        status = row["status"] + (f" ({row['reason']})" if row["reason"] else "")
+        table.add_row(
+            Text(safe_text(row["conversation"])),
+            str(row["turns"]),
+            str(row["summaries"]),
+            Text(safe_text(row["summary"] or "-")),
+            Text(safe_text(status), style=_STYLE.get(row["status"], "")),
+            Text(f"through {boundary['through_sequence']}" if boundary else "-"),
+        )
+    print_table(stdout_console(), table)
+
+
+_STYLE = {"current": "green", "stale": "red", "none": "dim"}

@@ -1,0 +1,200 @@
+"""The subcommands that only read a database: `context`, `inspect` and `export`."""
+
+from __future__ import annotations
+
+import click
+from rich.console import Console
+
+from ledgerfold._cli.commands_html import write_inspect_html  # also registers `report`
+from ledgerfold._cli.main import DEFAULT_POLICY, UserError, cli, open_store, require_conversation
+from ledgerfold._cli.render import (
+    boundary_json,
+    context_table,
+    echo_json,
+    esc,
+    print_table,
+    sequence_ranges,
+    stdout_console,
+    versions_table,
+)
+from ledgerfold._context import AssembledContext
+from ledgerfold._errors import InvalidInput
+from ledgerfold.adapters._chat import to_chat_messages
+from ledgerfold.export import DEFAULT_TURNS_PER_FILE, export_parquet
+
+__all__ = ["context_command", "export_command", "inspect_command"]
+
+
+# --------------------------------------------------------------------------- context
+
+
+@cli.command("context")
+@click.argument("db")
+@click.argument("conversation_id", metavar="CONVERSATION")
+@click.option("--policy-version", default=DEFAULT_POLICY, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print chat messages as JSON.")
+@click.option("--preview", is_flag=True, help="Show a short text preview instead of lengths.")
+def context_command(
+    db: str, conversation_id: str, policy_version: str, as_json: bool, preview: bool
+) -> None:
+    """Print the assembled model context of CONVERSATION."""
+    with open_store(db, read_only=True) as store:
+        require_conversation(store, conversation_id)
+        context = store.context(conversation_id, policy_version)
+        conversation = store.load(conversation_id)
+    if as_json:
+        summary = context.summary
+        echo_json(
+            {
+                "conversation": conversation_id,
+                "policy_version": policy_version,
+                "summary": summary.id if summary is not None else None,
+                "fallback": context.fallback,
+                "history_boundary": boundary_json(context.history_boundary),
+                "messages": to_chat_messages(context),
+            }
+        )
+        return
+    console = stdout_console()
+    print_table(
+        console,
+        context_table(
+            context, conversation, title=f"context of {conversation_id}", preview=preview
+        ),
+    )
+    _print_context_status(console, context)
+
+
+def _print_context_status(console: Console, context: AssembledContext) -> None:
+    if context.fallback is None:
+        summary = context.summary
+        console.print(f"summary in use: [magenta]{esc(summary.id if summary else '-')}[/]")
+    else:
+        console.print(f"fallback: [bold red]{esc(context.fallback)}[/] (every turn raw)")
+    if context.history_boundary is not None:
+        boundary = context.history_boundary
+        console.print(
+            f"history boundary: turns through sequence {boundary.through_sequence} were purged"
+            f" ({esc(boundary.reason)}); the agent continues from retained history only"
+        )
+
+
+# --------------------------------------------------------------------------- inspect
+
+
+@cli.command("inspect")
+@click.argument("db")
+@click.argument("conversation_id", metavar="CONVERSATION")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@click.option("--html", "html_out", metavar="OUT.html", help="Write an HTML inspector page.")
+def inspect_command(db: str, conversation_id: str, as_json: bool, html_out: str | None) -> None:
+    """Show summary versions, the current summary's sources and the history boundary."""
+    with open_store(db, read_only=True) as store:
+        require_conversation(store, conversation_id)
+        if html_out is not None:
+            write_inspect_html(store, db, conversation_id, html_out)
+            return
+        conversation = store.load(conversation_id)
+        history = store.summary_history(conversation_id)
+        current = store.current_summary(conversation_id)
+        sources = store.sources_of(current.id) if current is not None else []
+        boundary = store.history_boundary(conversation_id)
+        pruned = store.pruned_count(conversation_id)
+    # Sources purged since (SPEC §15.5): the summary keeps them sealed, by their digests.
+    sealed = 0 if current is None else len(current.source_ids) - len(sources)
+    versions = [
+        {
+            "id": record.envelope.id if record.envelope is not None else None,
+            "plan_id": record.plan_id,
+            "status": record.status,
+            "reason": record.reason,
+            "created_at": record.created_at,
+            "policy_version": record.envelope.policy_version if record.envelope else None,
+            "sources": len(record.envelope.source_ids) if record.envelope else 0,
+            "fingerprint": record.envelope.source_fingerprint if record.envelope else None,
+        }
+        for record in history
+    ]
+    report = {
+        "conversation": conversation_id,
+        "revision": conversation.revision,
+        "turns": len(conversation),
+        "current_summary": current.id if current is not None else None,
+        "versions": versions,
+        "sources": [{"id": turn.id, "sequence": turn.sequence} for turn in sources],
+        "sealed_sources": sealed,
+        "pruned_versions": pruned,
+        "history_boundary": boundary_json(boundary),
+    }
+    if as_json:
+        echo_json(report)
+        return
+    console = stdout_console()
+    console.print(
+        f"conversation [bold]{esc(conversation_id)}[/]: revision {conversation.revision},"
+        f" {len(conversation)} turns"
+    )
+    print_table(console, versions_table(versions))
+    if current is not None:
+        ranges = sequence_ranges([turn.sequence for turn in sources])
+        console.print(
+            f"current summary [magenta]{esc(current.id)}[/] covers {len(current.source_ids)}"
+            f" turns (sequences {ranges or '-'}"
+            + (f"; {sealed} purged, sealed" if sealed else "")
+            + ")"
+        )
+    else:
+        console.print("no current summary")
+    if pruned:
+        console.print(f"{pruned} older summary versions pruned or erased (text deleted)")
+    if boundary is not None:
+        console.print(
+            f"history boundary: through sequence {boundary.through_sequence}"
+            f" ({esc(boundary.reason)}, {boundary.purged_at})"
+        )
+    else:
+        console.print("history boundary: none (no turns purged)")
+
+
+# --------------------------------------------------------------------------- export
+
+
+@cli.command("export")
+@click.argument("db")
+@click.option(
+    "--parquet",
+    "out_dir",
+    required=True,
+    metavar="DIR",
+    help="Write Parquet here (a new or empty directory): turns, summaries, sources.",
+)
+@click.option(
+    "--turns-per-file",
+    type=click.IntRange(min=1),
+    default=DEFAULT_TURNS_PER_FILE,
+    show_default=True,
+    help="About this many turns a part; a conversation never spans two parts.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+def export_command(db: str, out_dir: str, turns_per_file: int, as_json: bool) -> None:
+    """Export DB as Parquet, partitioned by conversation (for `ledgerfold.dask`)."""
+    with open_store(
+        db, read_only=True
+    ):  # one clear line for a missing file, a directory, a foreign DB
+        pass
+    try:
+        report = export_parquet(db, out_dir, turns_per_file=turns_per_file)
+    except ImportError as error:
+        raise UserError(str(error)) from None
+    except InvalidInput as error:
+        if error.field != "out_dir":
+            raise
+        raise UserError("--parquet: " + str(error).removeprefix("out_dir: ")) from None
+    if as_json:
+        echo_json(report.as_json())
+        return
+    stdout_console().print(
+        f"exported [bold]{report.conversations}[/] conversations, [bold]{report.turns}[/] turns,"
+        f" {report.summaries} summaries and {report.summary_sources} source rows in"
+        f" {report.parts} part(s) to {esc(report.out_dir)} in {report.seconds:.2f} s"
+    )

@@ -1,0 +1,97 @@
+"""The subcommands that erase (SPEC §15.5, §15.7): `purge` (retention through a sequence,
+with `--dry-run` and `--json`) and `delete` (a whole conversation)."""
+
+from __future__ import annotations
+
+import click
+
+from ledgerfold._cli.main import UserError, cli, open_store, require_conversation
+from ledgerfold._cli.render import echo_json, esc, stderr_console, stdout_console
+
+__all__ = ["delete_command", "purge_command"]
+
+
+@cli.command("purge")
+@click.argument("db")
+@click.argument("conversation_id", metavar="CONVERSATION")
+@click.option("--through", "through", type=click.IntRange(min=0), required=True)
+@click.option("--reason", required=True, help="Why (recorded with the boundary).")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Also purge protected turns, and allow --through beyond the last sequence.",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Say what would go, and which summary would be sealed; change nothing.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def purge_command(
+    db: str,
+    conversation_id: str,
+    through: int,
+    reason: str,
+    force: bool,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Retention: delete the bodies of raw turns through sequence --through. The current
+    summary is sealed: it stays in the context, so what it summarised is not lost."""
+    if not reason.strip():
+        raise UserError("--reason: must not be blank")
+    with open_store(db, read_only=dry_run) as store:
+        require_conversation(store, conversation_id)
+        preview = store.preview_purge(conversation_id, through, force=force)
+        if through > preview["last_sequence"] and not force:
+            raise UserError(
+                f"--through {through} is beyond the last sequence"
+                f" ({preview['last_sequence']}) of {conversation_id!r}; use --force to purge"
+                " everything up to it"
+            )
+        if not dry_run:
+            boundary = store.purge_through(conversation_id, through, reason, force=force)
+    report = {**preview, "reason": reason, "force": force, "dry_run": dry_run}
+    recorded = preview["through_sequence"]  # what the boundary records
+    if not dry_run:
+        report["purged_at"] = boundary.purged_at
+        recorded = report["boundary"] = boundary.through_sequence
+    if as_json:
+        echo_json(report)
+        return
+    sealed = preview["sealed_summary"]
+    verb = "would purge" if dry_run else "purged"
+    stdout_console().print(
+        f"{verb} {esc(conversation_id)}: {preview['turns']} raw turns through sequence"
+        f" {recorded} ({esc(reason)})"
+        + ("" if force else f"; {preview['protected_kept']} protected turns kept")
+        + (f"; summary {esc(sealed)} sealed" if sealed else "; no current summary to seal")
+        + (f"; {preview['versions_erased']} older summary versions erased")
+    )
+    if preview["unsummarised"]:
+        stderr_console().print(
+            f"warning: {preview['unsummarised']} of these turns are in no current summary:"
+            " what they said leaves the agent's context for good"
+            + (" (compact first to keep it)" if not sealed else "")
+        )
+
+
+@cli.command("delete")
+@click.argument("db")
+@click.argument("conversation_id", metavar="CONVERSATION")
+@click.option("--yes", is_flag=True, help="Confirm: the conversation cannot be recovered.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def delete_command(db: str, conversation_id: str, yes: bool, as_json: bool) -> None:
+    """Erase a conversation: its turns, history, summaries, plans and boundaries."""
+    with open_store(db) as store:
+        require_conversation(store, conversation_id)
+        if not yes:
+            raise UserError(
+                f"delete erases conversation {conversation_id!r} for good;"
+                " run it again with --yes to confirm"
+            )
+        store.delete_conversation(conversation_id)
+    if as_json:
+        echo_json({"conversation_id": conversation_id, "deleted": True})
+    else:
+        stdout_console().print(f"deleted {esc(conversation_id)}")

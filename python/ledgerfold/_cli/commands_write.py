@@ -1,0 +1,269 @@
+"""The subcommands that write to a database: `import`, `compact` and `revalidate` (which
+marks summaries whose sources changed as stale); `purge` and `delete` are in
+`commands_retention`."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.progress import MofNCompleteColumn, Progress
+from rich.table import Table
+from rich.text import Text
+
+from ledgerfold._cli.dry_run import dry_run as _dry_run
+from ledgerfold._cli.main import DEFAULT_POLICY, UserError, cli, open_store, require_conversation
+from ledgerfold._cli.render import (
+    echo_json,
+    outcome_json,
+    print_table,
+    safe_text,
+    stderr_console,
+    stdout_console,
+)
+from ledgerfold._compactor import CompactionOutcome, CompactionPolicy, Compactor
+from ledgerfold._model import Turn
+from ledgerfold._transcripts import Transcript, iter_transcripts
+from ledgerfold.revalidate import revalidate_database
+from ledgerfold.summarizers import ExtractiveSummarizer
+
+__all__ = [
+    "compact_command",
+    "import_command",
+    "revalidate_command",
+    "turn_spec",
+]
+
+# The records keep the name they had when the command line was one module.
+_log = logging.getLogger("ledgerfold.cli")
+
+
+# --------------------------------------------------------------------------- import
+
+
+def turn_spec(turn: Turn) -> dict[str, Any]:
+    """The `append_many` spec of a transcript turn, its sequence kept (SPEC §15.6)."""
+    return {
+        "id": turn.id,
+        "sequence": turn.sequence,
+        "role": turn.role,
+        "body": turn.body,
+        "protected": turn.protected,
+        "protection_reason": turn.protection_reason,
+        "group": turn.group,
+        "meta": turn.meta,
+    }
+
+
+@cli.command("import")
+@click.argument("db")
+@click.argument("files", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+def import_command(db: str, files: tuple[str, ...], as_json: bool) -> None:
+    """Import JSONL transcripts (shared/data format) into DB, creating it if needed.
+
+    A conversation already in DB is skipped (one line counts them), so importing twice is
+    harmless. Also reads OpenAI fine-tuning files ({"messages": [...]} per line; the
+    conversation ID is <file stem>:<line number>).
+    """
+    for name in files:
+        path = Path(name)
+        if path.is_dir():
+            raise UserError(f"{name}: is a directory, not a transcript file")
+        if not path.is_file():
+            raise UserError(f"{name}: no such file")
+    # Parse everything first: a malformed line imports nothing.
+    transcripts: list[Transcript] = []
+    seen: dict[str, str] = {}
+    for name in files:
+        for transcript in iter_transcripts(name):
+            where = f"{name}:{transcript.line}"
+            first = seen.setdefault(transcript.conversation_id, where)
+            if first != where:
+                raise UserError(
+                    f"{where}: conversation_id {transcript.conversation_id!r}"
+                    f" also appears at {first}"
+                )
+            transcripts.append(transcript)
+    imported = skipped = turns = 0
+    with open_store(db, create=True) as store:
+        existing = set(store.conversation_ids())
+        for transcript in transcripts:
+            if transcript.conversation_id in existing:
+                skipped += 1
+                continue
+            written = store.append_many(
+                transcript.conversation_id, [turn_spec(turn) for turn in transcript.turns]
+            )
+            existing.add(transcript.conversation_id)
+            imported += 1
+            turns += len(written)
+    _log.info("import: conversations=%d turns=%d skipped=%d", imported, turns, skipped)
+    if as_json:
+        echo_json({"conversations": imported, "turns": turns, "skipped": skipped})
+        return
+    stdout_console().print(
+        f"imported [bold]{imported}[/] conversations, [bold]{turns}[/] turns"
+        + (f"; {skipped} conversations already present, skipped" if skipped else "")
+    )
+
+
+# --------------------------------------------------------------------------- compact
+
+
+def _compact_backlog(compactor: Compactor, conversation_id: str) -> CompactionOutcome:
+    """Compact until the backlog is folded: each call commits one bounded chunk (SPEC
+    §15.8); the outcome shown is the last accepted one, or the first that was not."""
+    outcome = compactor.compact(conversation_id, force=True)
+    for _ in range(100_000):  # a bound, far above any backlog's chunk count
+        if outcome.status != "accepted":
+            break
+        following = compactor.compact(conversation_id, force=True)
+        if following.status != "accepted":
+            break
+        outcome = following
+    return outcome
+
+
+@cli.command("compact")
+@click.argument("db")
+@click.option("--conversation", "conversation_id", help="Only this conversation.")
+@click.option("--keep-tail", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--policy-version", default=DEFAULT_POLICY, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the outcomes as JSON.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Show the plan and what the summarizer would get (turns, tokens); write nothing.",
+)
+def compact_command(
+    db: str,
+    conversation_id: str | None,
+    keep_tail: int,
+    policy_version: str,
+    as_json: bool,
+    dry_run: bool,
+) -> None:
+    """Force-compact conversations with the built-in ExtractiveSummarizer."""
+    if not policy_version.strip():
+        raise UserError("--policy-version: must not be blank")
+    with open_store(db) as store:
+        if conversation_id is not None:
+            require_conversation(store, conversation_id)
+            ids = [conversation_id]
+        else:
+            ids = store.conversation_ids()
+        policy = CompactionPolicy(policy_version, keep_tail=keep_tail)
+        if dry_run:
+            plans = [_dry_run(store.load(cid), store.current_summary(cid), policy) for cid in ids]
+        else:
+            compactor = Compactor(store, policy, ExtractiveSummarizer())
+            rows = [
+                outcome_json("conversation", cid, _compact_backlog(compactor, cid)) for cid in ids
+            ]
+    if dry_run:
+        _print_dry_run(plans, policy, as_json)
+        return
+    if as_json:
+        echo_json(rows)
+        return
+    table = Table(title=Text(f"compaction (policy {policy_version}, keep tail {keep_tail})"))
+    for column in ("conversation", "status", "reason", "summary", "sources"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(Text(safe_text(row[key]) if row[key] is not None else "") for key in row))
+    console = stdout_console()
+    print_table(console, table)
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    console.print(
+        Text(", ".join(f"{status}: {n}" for status, n in sorted(counts.items())) or "none")
+    )
+
+
+def _print_dry_run(plans: list[dict[str, Any]], policy: CompactionPolicy, as_json: bool) -> None:
+    if as_json:
+        echo_json(plans)
+        return
+    table = Table(
+        title=Text(
+            f"dry run (policy {safe_text(policy.version)}, keep tail {policy.keep_tail},"
+            f" at most {policy.max_input_tokens} tokens a request): nothing written"
+        )
+    )
+    for column in ("conversation", "mode", "extends", "covered", "turns", "sequences", "tokens"):
+        table.add_column(column, overflow="fold")
+    table.add_column("requests", justify="right")
+    for plan in plans:
+        requests = plan["requests"]
+        table.add_row(
+            Text(safe_text(plan["conversation"])),
+            Text(plan["status"]),
+            Text(safe_text(plan["current_summary"] or "") if plan["status"] == "rolling" else ""),
+            str(requests[0]["covered_count"] if requests else 0),
+            str(plan["new_turns"]),
+            ", ".join(request["sequences"] for request in requests) or "none",
+            str(plan["tokens"]),
+            str(len(requests)),
+        )
+    print_table(stdout_console(), table)
+
+
+# --------------------------------------------------------------------------- revalidate
+
+
+@cli.command("revalidate")
+@click.argument("db")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Conversations checked at once, one core each (each reads DB through its own"
+    " read-only connection).  [default: every available core]",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def revalidate_command(db: str, workers: int | None, as_json: bool) -> None:
+    """Deep-check every current summary against its re-hashed source turns; mark the ones
+    that no longer match as stale."""
+    with open_store(db, read_only=True):  # one clear line for a missing file, a directory
+        pass
+    show_progress = sys.stderr.isatty() and not as_json
+    if show_progress:
+        columns = (*Progress.get_default_columns(), MofNCompleteColumn())
+        with Progress(*columns, console=stderr_console(), transient=True) as progress:
+            task = progress.add_task("revalidating", total=None)
+            report = revalidate_database(
+                db,
+                workers=workers,
+                progress=lambda done: progress.advance(task, done),
+                on_total=lambda total: progress.update(task, total=total),
+            )
+    else:
+        report = revalidate_database(db, workers=workers)
+    if as_json:
+        echo_json(report.as_json())
+        return
+    console = stdout_console()
+    console.print(
+        f"checked {report.summaries_checked} current summaries in"
+        f" {report.conversations} conversations: [green]{report.current} current[/],"
+        f" [red]{report.stale} stale[/]; re-hashed {report.turns_hashed} turns"
+        f" ({report.bytes_hashed:,} bytes) in {report.seconds:.2f} s"
+        f" with {report.workers} worker(s)"
+    )
+    if report.stale_summaries:
+        table = Table(title="stale summaries (now marked stale)", title_justify="left")
+        for column in ("conversation", "summary", "reason", "turn"):
+            table.add_column(column, overflow="fold")
+        for item in report.stale_summaries:
+            table.add_row(
+                Text(safe_text(item.conversation_id)),
+                Text(safe_text(item.summary_id)),
+                Text(safe_text(item.reason)),
+                Text(safe_text(item.turn_id or "")),
+            )
+        print_table(console, table)

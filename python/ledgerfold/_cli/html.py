@@ -1,0 +1,392 @@
+"""The HTML inspector's pages: pure functions from the gathered views (`html_data.py`) to one
+self-contained document (inline CSS, no script, no network).
+
+Every value from the ledger goes through `_e` (HTML escaping, quotes included); a
+Content-Security-Policy that allows no script at all is the second line of defence.
+"""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from typing import Any
+
+from ledgerfold._cli.html_data import (
+    CONTEXT_HEAD,
+    MESSAGE_CHARS,
+    STATES,
+    ConversationRow,
+    ConversationView,
+    DatabaseView,
+    Mark,
+    VersionRow,
+)
+from ledgerfold.adapters._chat import SUMMARY_OPEN
+
+__all__ = ["render_conversation", "render_database"]
+
+_LABELS = {
+    "raw": "raw tail",
+    "protected": "protected",
+    "preserved": "preserved",
+    "compacted": "compacted",
+    "purged": "purged",
+    "retracted": "retracted",
+    "mixed": "mixed (aggregated)",
+}
+_HINTS = {
+    "raw": "sent to the model as written",
+    "protected": "never summarised (its reason)",
+    "preserved": "system role, open tool call, or pinned group",
+    "compacted": "covered by the current summary",
+    "purged": "raw text gone (retention)",
+    "retracted": "withdrawn from the ledger",
+}
+
+_CSS = """
+:root{--raw:#3b82f6;--protected:#f59e0b;--preserved:#8b5cf6;--compacted:#10b981;
+--purged:#9ca3af;--retracted:#ef4444;--ink:#1f2937;--muted:#6b7280;--line:#e5e7eb}
+*{box-sizing:border-box}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;
+color:var(--ink);margin:0;background:#f8fafc}
+main{max-width:1200px;margin:0 auto;padding:24px 28px 48px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 10px}
+.sub{color:var(--muted);margin:0 0 16px}
+code,.mono{font-family:ui-monospace,"DejaVu Sans Mono",Menlo,monospace;font-size:12.5px}
+.card{background:#fff;border:1px solid var(--line);border-radius:10px;padding:16px 18px}
+.stats{display:flex;flex-wrap:wrap;gap:10px;margin:14px 0}
+.stat{background:#fff;border:1px solid var(--line);border-radius:8px;padding:8px 12px}
+.stat b{display:block;font-size:18px}
+.legend{display:flex;flex-wrap:wrap;gap:8px 18px;margin:6px 0 14px;padding:0;list-style:none}
+.legend li{display:flex;align-items:center;gap:6px}
+.legend small{color:var(--muted)}.legend .zero{opacity:.45}
+.sw.bd{width:0;border-left:3px dashed #111827;border-radius:0;height:16px}
+h1 code{font-size:inherit}
+.sw{width:14px;height:14px;border-radius:3px;display:inline-block}
+.timeline{position:relative;height:104px;margin:4px 0 6px}
+.band{position:absolute;top:0;height:30px;background:#d1fae5;border:1.5px solid var(--compacted);
+border-radius:6px;color:#065f46;font-size:12px;padding:5px 8px;overflow:hidden;
+white-space:nowrap;text-overflow:ellipsis;min-width:6px}
+.track{position:absolute;top:40px;left:0;right:0;height:34px;background:#f1f5f9;
+border-radius:6px;overflow:hidden}
+.m{position:absolute;top:0;bottom:0;min-width:2px}
+.m.t{border-right:1px solid rgba(255,255,255,.75)}
+.raw{background:var(--raw)}.protected{background:var(--protected)}
+.preserved{background:var(--preserved)}.compacted{background:var(--compacted)}
+.purged{background:repeating-linear-gradient(45deg,#9ca3af 0 4px,#d1d5db 4px 8px)}
+.retracted{background:repeating-linear-gradient(45deg,#ef4444 0 3px,#fecaca 3px 7px)}
+.sw.mixed{background:linear-gradient(var(--raw) 0 60%,var(--protected) 60% 100%)}
+.boundary{position:absolute;top:34px;height:48px;border-left:3px dashed #111827}
+.boundary span{position:absolute;top:48px;left:-2px;font-size:11.5px;white-space:nowrap;
+color:#111827;background:#f8fafc;padding:0 4px}
+.axis{position:absolute;top:78px;left:0;right:0;font-size:11.5px;color:var(--muted)}
+.axis span:last-child{position:absolute;right:0}
+.summary-text{white-space:pre-wrap;margin:8px 0 0;max-height:320px;overflow:auto;
+background:#f0fdf4;border-left:4px solid var(--compacted);padding:10px 12px;border-radius:4px}
+table{border-collapse:collapse;width:100%;background:#fff;border:1px solid var(--line)}
+th,td{text-align:left;padding:6px 10px;border-bottom:1px solid var(--line);vertical-align:top}
+th{background:#f1f5f9;font-weight:600;font-size:12.5px;white-space:nowrap}
+td.mono{word-break:break-all}td.nw{white-space:nowrap}
+tr.is-current td{background:#ecfdf5}
+.st{padding:1px 8px;border-radius:10px;font-size:12px;font-weight:600;white-space:nowrap;
+display:inline-block;margin:1px 0}
+.st-current{background:#d1fae5;color:#065f46}.st-superseded{background:#e5e7eb;color:#374151}
+.st-stale{background:#fee2e2;color:#991b1b}.st-failed,.st-rejected{background:#fef3c7;color:#92400e}
+.msg{background:#fff;border:1px solid var(--line);border-left:4px solid var(--raw);
+border-radius:6px;padding:8px 12px;margin:8px 0}
+.msg.summary{border-left-color:var(--compacted);background:#f0fdf4}
+.msg.system{border-left-color:var(--preserved)}
+.msg.tool{border-left-color:#64748b}
+.msg header{font-size:12px;color:var(--muted);margin-bottom:4px}
+.msg pre{white-space:pre-wrap;word-break:break-word;margin:0;
+font:12.5px/1.45 ui-monospace,"DejaVu Sans Mono",Menlo,monospace}
+.note{color:var(--muted);font-style:italic;margin:8px 0}
+.alert{background:#fee2e2;color:#991b1b;border-radius:8px;padding:8px 12px;margin:10px 0}
+.bar{display:flex;height:12px;min-width:160px;border-radius:3px;overflow:hidden;
+background:#f1f5f9}
+"""
+
+_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+
+def _e(value: object) -> str:
+    return escape(str(value), quote=True)
+
+
+def _page(title: str, body: str) -> str:
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>{_e(title)}</title><style>{_CSS}</style></head>"
+        f"<body><main>{body}</main></body></html>\n"
+    )
+
+
+def _pct(value: int, total: int) -> str:
+    return f"{100 * value / max(total, 1):.4f}%"
+
+
+def _mark_title(mark: Mark) -> str:
+    span = f"seq {mark.first}" if mark.first == mark.last else f"seq {mark.first}–{mark.last}"
+    turns = f"{mark.count} turn" + ("" if mark.count == 1 else "s")
+    if mark.state == "mixed":
+        parts = ", ".join(f"{n} {_LABELS[s]}" for s, n in mark.mix)
+        return f"{span} · {turns}: {parts}"
+    what = f"{span} · {mark.label.strip()}" if mark.label else f"{span} · {turns}"
+    return f"{what} · {_LABELS[mark.state]}: {mark.detail}"
+
+
+def _legend(counts: dict[str, int], mixed: bool) -> str:
+    items = []
+    for state in STATES:
+        zero = ' class="zero"' if not counts.get(state) else ""
+        items.append(
+            f'<li{zero}><span class="sw {state}"></span><b>{_LABELS[state]}</b>'
+            f" {counts.get(state, 0)} <small>{_HINTS[state]}</small></li>"
+        )
+    if mixed:
+        items.append(
+            '<li><span class="sw mixed"></span><b>mixed</b> <small>short runs merged,'
+            " filled in proportion (hover for counts)</small></li>"
+        )
+    items.append('<li><span class="sw bd"></span><b>history boundary</b></li>')
+    return f'<ul class="legend" id="legend">{"".join(items)}</ul>'
+
+
+def _mix_fill(mark: Mark) -> str:
+    """A mixed mark's fill: its states stacked top to bottom in proportion to their counts."""
+    if not mark.mix:
+        return ""
+    stops, done = [], 0
+    for state, count in mark.mix:
+        start, done = done, done + count
+        stops.append(
+            f"var(--{state}) {100 * start / mark.count:.1f}% {100 * done / mark.count:.1f}%"
+        )
+    return f";background:linear-gradient({','.join(stops)})"
+
+
+def _timeline(view: ConversationView) -> str:
+    total = view.total
+    parts = []
+    if view.band is not None and view.summary is not None:
+        start, end, first, last = view.band
+        label = (
+            f"summary {view.summary.id} · {len(view.summary.source_ids)} turns · seq {first}–{last}"
+        )
+        parts.append(
+            f'<div class="band" id="band" style="left:{_pct(start, total)};'
+            f'width:{_pct(end - start, total)}" title="{_e(label)}">{_e(label)}</div>'
+        )
+    marks = "".join(
+        f'<div class="m {m.state}{" t" if m.label else ""}" style="left:{_pct(m.start, total)};'
+        f'width:{_pct(m.count, total)}{_mix_fill(m)}" title="{_e(_mark_title(m))}"></div>'
+        for m in view.marks
+    )
+    parts.append(f'<div class="track" id="track">{marks}</div>')
+    if view.boundary is not None and view.boundary_at is not None:
+        text = f"history boundary ≤ seq {view.boundary.through_sequence}"
+        parts.append(
+            f'<div class="boundary" id="boundary" style="left:{_pct(view.boundary_at, total)}">'
+            f"<span>{_e(text)}</span></div>"
+        )
+    if view.marks:
+        parts.append(
+            f'<div class="axis"><span>seq {view.marks[0].first}</span>'
+            f"<span>seq {view.marks[-1].last}</span></div>"
+        )
+    return f'<div class="timeline">{"".join(parts)}</div>'
+
+
+def _status(status: str) -> str:
+    return f'<span class="st st-{_e(status)}">{_e(status)}</span>'
+
+
+def _versions(rows: tuple[VersionRow, ...]) -> str:
+    if not rows:
+        return '<p class="note">No summary versions yet.</p>'
+    head = "".join(
+        f"<th>{c}</th>"
+        for c in ("#", "id", "status", "reason", "created", "sources", "fingerprint", "parent_id")
+    )
+    body = []
+    for number, row in enumerate(rows, 1):
+        ident = row.id if row.id is not None else f"(plan {row.plan_id})"
+        fingerprint = (row.fingerprint[:12] + "…") if row.fingerprint else ""
+        css = ' class="is-current"' if row.status == "current" else ""
+        body.append(
+            f"<tr{css}><td>{number}</td><td class=mono>{_e(ident)}</td>"
+            f"<td>{_status(row.status)}</td><td>{_e(row.reason or '')}</td>"
+            f"<td class=nw>{_e(row.created_at[:19].replace('T', ' '))}</td><td>{row.sources}</td>"
+            f"<td class='mono nw'>{_e(fingerprint)}</td>"
+            f"<td class=mono>{_e(row.parent_id or '')}</td></tr>"
+        )
+    return (
+        f'<table id="versions"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    )
+
+
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return _e(text)
+    return f"{_e(text[:limit])}<span class=note> … {len(text) - limit} more characters</span>"
+
+
+def _message(message: dict[str, Any], limit: int) -> str:
+    content = message.get("content")
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    kind = message.get("role", "")
+    css = "summary" if kind == "system" and SUMMARY_OPEN in text else kind
+    extra = []
+    for key in ("name", "tool_call_id"):
+        if key in message:
+            extra.append(f"{key} {message[key]}")
+    if "tool_calls" in message:
+        calls = json.dumps(message["tool_calls"], ensure_ascii=False)
+        extra.append(f"tool_calls {calls[:300]}")
+    header = " · ".join([kind, *extra])
+    return (
+        f'<div class="msg {_e(css)}"><header>{_e(header)}</header>'
+        f"<pre>{_clip(text, limit)}</pre></div>"
+    )
+
+
+def _context(view: ConversationView) -> str:
+    intro = (
+        f'<p class="sub">{view.message_count} messages, as <code>to_chat_messages'
+        f"(store.context(…, {_e(view.policy_version)}))</code> gives them.</p>"
+    )
+    if view.fallback is not None:
+        intro += f'<p class="alert">Fallback: {_e(view.fallback)} — every turn is sent raw.</p>'
+    items = [_message(m, MESSAGE_CHARS) for m in view.messages]
+    if view.omitted:
+        items.insert(CONTEXT_HEAD, f'<p class="note">… {view.omitted} messages not shown …</p>')
+    return intro + f'<div id="context">{"".join(items)}</div>'
+
+
+def render_conversation(view: ConversationView) -> str:
+    """The inspector page of one conversation."""
+    counts = view.counts
+    stats = [
+        ("turns", view.total),
+        ("revision", view.revision),
+        ("compacted", counts.get("compacted", 0)),
+        (
+            "raw in context",
+            counts.get("raw", 0) + counts.get("protected", 0) + counts.get("preserved", 0),
+        ),
+        ("versions", len(view.versions)),
+        ("context messages", view.message_count),
+    ]
+    stat_html = "".join(f'<div class="stat"><b>{v}</b>{_e(k)}</div>' for k, v in stats)
+    if view.summary is not None:
+        summary = view.summary
+        parent = f", extends {_e(summary.parent_id)}" if summary.parent_id else ""
+        summary_html = (
+            f'<div class="card" id="summary"><b>current summary</b> <code>{_e(summary.id)}</code>'
+            f" · {len(summary.source_ids)} sources · fingerprint <code>"
+            f"{_e(summary.source_fingerprint[:16])}…</code> · policy {_e(summary.policy_version)}"
+            f'{parent}<div class="summary-text">{_e(summary.text)}</div></div>'
+        )
+    else:
+        summary_html = '<p class="note" id="summary">No current summary.</p>'
+    if view.boundary is not None:
+        b = view.boundary
+        boundary_html = (
+            f"<p>History boundary: turns through sequence <b>{b.through_sequence}</b> were purged"
+            f" ({_e(b.reason)}, {_e(b.purged_at[:19].replace('T', ' '))}).</p>"
+        )
+    else:
+        boundary_html = "<p>History boundary: none (no turn purged).</p>"
+    roles = ", ".join(view.preserve_roles) or "none"
+    body = (
+        f"<h1>Conversation <code>{_e(view.conversation_id)}</code></h1>"
+        f'<p class="sub">ledgerfold inspector · preserved roles: {_e(roles)}</p>'
+        f'<div class="stats">{stat_html}</div>'
+        f'<h2>Timeline</h2><div class="card">'
+        f"{_legend(counts, any(m.state == 'mixed' for m in view.marks))}{_timeline(view)}"
+        f"{boundary_html}</div>"
+        f"<h2>Summary</h2>{summary_html}"
+        f"<h2>Summary versions (oldest first)</h2>{_versions(view.versions)}"
+        f"<h2>Context as the model sees it</h2>{_context(view)}"
+    )
+    return _page(f"ledgerfold · {view.conversation_id}", body)
+
+
+def _mini_bar(row: ConversationRow) -> str:
+    counts = row.counts
+    covered = min(counts.get("covered", 0), counts.get("live", 0) + counts.get("purged", 0))
+    live_raw = max(counts.get("live", 0) - covered, 0)
+    parts = [
+        ("compacted", covered),
+        ("raw", live_raw),
+        ("purged", counts.get("purged", 0)),
+        ("retracted", counts.get("retracted", 0)),
+    ]
+    total = sum(n for _, n in parts)
+    cells = "".join(
+        f'<span class="{s}" style="width:{_pct(n, total)}" title="{n} {_LABELS[s]}"></span>'
+        for s, n in parts
+        if n
+    )
+    return f'<div class="bar">{cells}</div>'
+
+
+def render_database(view: DatabaseView) -> str:
+    """The report page of a whole database."""
+    rows = []
+    for row in view.conversations:
+        statuses = " ".join(
+            f'<span class="st st-{_e(s)}">{_e(s)} {n}</span>'
+            for s, n in sorted(row.statuses.items())
+        )
+        counts = row.counts
+        rows.append(
+            f"<tr><td class=mono>{_e(row.conversation_id)}</td><td>{counts.get('live', 0)}</td>"
+            f"<td>{counts.get('purged', 0)}</td><td>{counts.get('retracted', 0)}</td>"
+            f"<td>{counts.get('covered', 0)}</td><td>{_mini_bar(row)}</td>"
+            f"<td class=mono>{_e(row.current or '—')}</td><td>{statuses}</td>"
+            f"<td>{'' if row.boundary is None else row.boundary}</td></tr>"
+        )
+    more = len(view.conversations) < view.total_conversations
+    note = (
+        f'<p class="note">{view.total_conversations - len(view.conversations)} more not shown.</p>'
+        if more
+        else ""
+    )
+    head = "".join(
+        f"<th>{c}</th>"
+        for c in (
+            "conversation",
+            "live",
+            "purged",
+            "retracted",
+            "covered",
+            "",
+            "current summary",
+            "versions",
+            "boundary ≤",
+        )
+    )
+    problems = "".join(
+        f"<tr><td class=mono>{_e(cid)}</td><td class=mono>{_e(sid or f'(plan {plan})')}</td>"
+        f"<td>{_status(status)}</td><td>{_e(reason or '')}</td>"
+        f"<td class=nw>{_e(created[:19].replace('T', ' '))}</td></tr>"
+        for cid, sid, plan, status, reason, created in view.problems
+    )
+    problem_html = (
+        '<table id="problems"><thead><tr><th>conversation</th><th>summary</th><th>status</th>'
+        f"<th>reason</th><th>created</th></tr></thead><tbody>{problems}</tbody></table>"
+        if problems
+        else '<p class="note" id="problems">No stale or failed summaries.</p>'
+    )
+    body = (
+        f"<h1>Database <code>{_e(view.path)}</code></h1>"
+        f'<p class="sub">ledgerfold report · {view.total_conversations} conversations ·'
+        f" last revalidation: {_e(view.revalidation)}</p>"
+        f'<h2>Conversations</h2><table id="conversations"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>{note}"
+        f"<h2>Stale and failed summaries (newest first)</h2>{problem_html}"
+    )
+    return _page(f"ledgerfold report · {view.path}", body)

@@ -1,0 +1,347 @@
+"""What the HTML inspector shows, gathered from a database (rendering is in `html.py`).
+
+A conversation becomes one state per turn (purged, retracted, compacted, protected,
+preserved, raw), aggregated into runs ("marks") so that a 100k-turn conversation is a few
+hundred marks, never one DOM node per turn. Purged and retracted rows are not part of
+`store.load()`; they are read from the same file through a read-only connection.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import closing, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledgerfold._context import HistoryBoundary
+from ledgerfold._policy import CompactionPolicy
+from ledgerfold._summary import SummaryEnvelope
+from ledgerfold._toolcalls import open_call_turns
+from ledgerfold.adapters._chat import to_chat_messages
+from ledgerfold.store import SQLiteStore
+from ledgerfold.store._schema import TURN_PURGED, TURN_RETRACTED
+
+__all__ = [
+    "MAX_MARKS",
+    "STATES",
+    "TURN_MARKS",
+    "ConversationRow",
+    "ConversationView",
+    "DatabaseView",
+    "Mark",
+    "VersionRow",
+    "aggregate",
+    "gather_conversation",
+    "gather_database",
+]
+
+#: Turn states, in legend order.
+STATES = ("raw", "protected", "preserved", "compacted", "purged", "retracted")
+#: Above this many runs, short runs are merged into "mixed" marks.
+MAX_MARKS = 600
+#: Up to this many turns, every turn is its own mark (named in its tooltip).
+TURN_MARKS = 300
+#: Context messages shown at the start and at the end; the rest is one "omitted" line.
+CONTEXT_HEAD = 40
+CONTEXT_TAIL = 40
+#: Characters of one context message shown (the rest is counted, not shown).
+MESSAGE_CHARS = 3000
+#: Conversations listed by `report`, and stale/failed versions listed.
+REPORT_ROWS = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """`count` turns from `first` to `last` (sequences) at axis position `start`; `state` is
+    one of STATES or ``mixed`` (then `mix` counts each state)."""
+
+    state: str
+    detail: str
+    first: int
+    last: int
+    start: int
+    count: int
+    mix: tuple[tuple[str, int], ...] = ()
+    label: str = ""  # the turn's role and ID, for a one-turn mark of a small conversation
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRow:
+    id: str | None
+    plan_id: str
+    status: str
+    reason: str | None
+    created_at: str
+    sources: int
+    fingerprint: str | None
+    parent_id: str | None
+    policy_version: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationView:
+    conversation_id: str
+    revision: int
+    total: int  # rows on the axis: live, purged and retracted turns
+    counts: dict[str, int]
+    marks: tuple[Mark, ...]
+    summary: SummaryEnvelope | None
+    band: tuple[int, int, int, int] | None  # axis start, axis end (exclusive), first, last seq
+    boundary: HistoryBoundary | None
+    boundary_at: int | None  # axis position just after the last purged sequence
+    versions: tuple[VersionRow, ...]
+    policy_version: str
+    preserve_roles: tuple[str, ...]
+    fallback: str | None
+    messages: tuple[dict[str, Any], ...]  # head of the context, then tail
+    omitted: int  # context messages between head and tail not shown
+    message_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationRow:
+    conversation_id: str
+    revision: int
+    counts: dict[str, int]  # live, purged, retracted, covered (current summary sources)
+    statuses: dict[str, int]
+    current: str | None
+    boundary: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseView:
+    path: str
+    conversations: tuple[ConversationRow, ...]
+    total_conversations: int
+    problems: tuple[tuple[str, str | None, str, str, str | None, str], ...] = field(default=())
+    revalidation: str = "never recorded"
+
+
+@contextmanager
+def _read_only(path: Path) -> Iterator[sqlite3.Connection]:
+    with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+        yield conn
+
+
+def _preserve_roles(conn: sqlite3.Connection, plan_id: str | None, conversation_id: str) -> Any:
+    """The preserve_roles of the summary's plan (else the newest plan, else the default)."""
+    row = None
+    if plan_id is not None:
+        row = conn.execute("SELECT preserve_roles FROM plans WHERE id = ?", (plan_id,)).fetchone()
+    if row is None:
+        row = conn.execute(
+            "SELECT preserve_roles FROM plans WHERE conversation_id = ? ORDER BY pk DESC LIMIT 1",
+            (conversation_id,),
+        ).fetchone()
+    if row is None:
+        return CompactionPolicy("-").preserve_roles
+    return tuple(json.loads(row[0]))
+
+
+def gather_conversation(
+    store: SQLiteStore, path: Path, conversation_id: str, policy_version: str | None = None
+) -> ConversationView:
+    """Everything the conversation page shows. The context is assembled for
+    `policy_version`, by default the current summary's own (so a summary in use shows)."""
+    conversation = store.load(conversation_id)
+    current = store.current_summary(conversation_id)
+    boundary = store.history_boundary(conversation_id)
+    history = store.summary_history(conversation_id)
+    policy = policy_version or (current.policy_version if current is not None else "v1")
+    context = store.context(conversation_id, policy)
+    with _read_only(path) as conn:
+        gone = conn.execute(
+            "SELECT sequence, id, state FROM turns WHERE conversation_id = ? AND state != 0",
+            (conversation_id,),
+        ).fetchall()
+        roles = _preserve_roles(conn, current.plan_id if current else None, conversation_id)
+    sources = frozenset(current.source_ids) if current is not None else frozenset()
+    pinned = open_call_turns(conversation.turns)
+    held_groups: set[str] = set()
+    for turn in conversation.turns:
+        if turn.group is not None and (turn.protected or turn.id in pinned or turn.role in roles):
+            held_groups.add(turn.group)
+    rows: list[tuple[int, str, str, str]] = []  # sequence, id, state, detail
+    roles_of = {}
+    for turn in conversation.turns:
+        roles_of[turn.id] = turn.role
+        if turn.id in sources:
+            state, detail = "compacted", f"into summary {current.id}" if current else ""
+        elif turn.protected:
+            state, detail = "protected", turn.protection_reason or "protected"
+        elif turn.role in roles:
+            state, detail = "preserved", f"{turn.role} role"
+        elif turn.id in pinned:
+            state, detail = "preserved", "open tool-call group"
+        elif turn.group is not None and turn.group in held_groups:
+            state, detail = "preserved", "group pinned"
+        else:
+            state, detail = "raw", "raw"
+        rows.append((turn.sequence, turn.id, state, detail))
+    for sequence, turn_id, code in gone:
+        if code == TURN_PURGED:
+            rows.append((sequence, turn_id, "purged", "below the history boundary"))
+        elif code == TURN_RETRACTED:
+            rows.append((sequence, turn_id, "retracted", "retracted"))
+    rows.sort()
+    band = None
+    if current is not None:
+        where = {turn_id: index for index, (_, turn_id, _, _) in enumerate(rows)}
+        covered = sorted(where[i] for i in current.source_ids if i in where)
+        if covered:
+            band = (covered[0], covered[-1] + 1, rows[covered[0]][0], rows[covered[-1]][0])
+    boundary_at = None
+    if boundary is not None:
+        boundary_at = sum(1 for row in rows if row[0] <= boundary.through_sequence)
+    messages = to_chat_messages(context)
+    shown = messages
+    omitted = 0
+    if len(messages) > CONTEXT_HEAD + CONTEXT_TAIL:
+        shown = messages[:CONTEXT_HEAD] + messages[-CONTEXT_TAIL:]
+        omitted = len(messages) - CONTEXT_HEAD - CONTEXT_TAIL
+    return ConversationView(
+        conversation_id=conversation_id,
+        revision=conversation.revision,
+        total=len(rows),
+        counts=dict(Counter(row[2] for row in rows)),
+        marks=_marks(rows, roles_of),
+        summary=current,
+        band=band,
+        boundary=boundary,
+        boundary_at=boundary_at,
+        versions=tuple(_version(record) for record in history),
+        policy_version=policy,
+        preserve_roles=tuple(roles),
+        fallback=context.fallback,
+        messages=tuple(shown),
+        omitted=omitted,
+        message_count=len(messages),
+    )
+
+
+def _marks(rows: list[tuple[int, str, str, str]], roles: dict[str, str]) -> tuple[Mark, ...]:
+    if len(rows) > TURN_MARKS:
+        return aggregate([(sequence, state, detail) for sequence, _, state, detail in rows])
+    return tuple(
+        Mark(state, detail, sequence, sequence, index, 1, label=f"{roles.get(tid, '')} {tid}")
+        for index, (sequence, tid, state, detail) in enumerate(rows)
+    )
+
+
+def _version(record: Any) -> VersionRow:
+    envelope: SummaryEnvelope | None = record.envelope
+    return VersionRow(
+        id=envelope.id if envelope else None,
+        plan_id=record.plan_id,
+        status=record.status,
+        reason=record.reason,
+        created_at=record.created_at,
+        sources=len(envelope.source_ids) if envelope else 0,
+        fingerprint=envelope.source_fingerprint if envelope else None,
+        parent_id=envelope.parent_id if envelope else None,
+        policy_version=envelope.policy_version if envelope else None,
+    )
+
+
+def aggregate(
+    turns: Sequence[tuple[int, str, str]], max_marks: int = MAX_MARKS
+) -> tuple[Mark, ...]:
+    """Runs of same-state, same-detail turns `(sequence, state, detail)` as marks. When there
+    are more than `max_marks` runs, runs shorter than total/max_marks are merged into
+    ``mixed`` marks of about that many turns, so the count of marks stays near `max_marks`."""
+    runs: list[Mark] = []
+    for index, (sequence, state, detail) in enumerate(turns):
+        last = runs[-1] if runs else None
+        if last is not None and last.state == state and last.detail == detail:
+            runs[-1] = Mark(state, detail, last.first, sequence, last.start, last.count + 1)
+        else:
+            runs.append(Mark(state, detail, sequence, sequence, index, 1))
+    if len(runs) <= max_marks:
+        return tuple(runs)
+    size = -(-len(turns) // max_marks)
+    marks: list[Mark] = []
+    pending: list[Mark] = []
+
+    def flush() -> None:
+        if not pending:
+            return
+        if len(pending) == 1:
+            marks.append(pending[0])
+        else:
+            mix: Counter[str] = Counter()
+            for run in pending:
+                mix[run.state] += run.count
+            marks.append(
+                Mark(
+                    "mixed",
+                    "",
+                    pending[0].first,
+                    pending[-1].last,
+                    pending[0].start,
+                    sum(mix.values()),
+                    tuple(sorted(mix.items(), key=lambda item: (-item[1], item[0]))),
+                )
+            )
+        pending.clear()
+
+    for run in runs:
+        if run.count >= size:
+            flush()
+            marks.append(run)
+            continue
+        pending.append(run)
+        if sum(p.count for p in pending) >= size:
+            flush()
+    flush()
+    return tuple(marks)
+
+
+def gather_database(path: Path) -> DatabaseView:
+    """Every conversation with its counts, and the stale and failed versions (newest first).
+    The store keeps no log of revalidation runs, so `revalidation` says "never recorded"."""
+    with _read_only(path) as conn:
+        counts: dict[str, Counter[str]] = {}
+        names = {0: "live", TURN_PURGED: "purged", TURN_RETRACTED: "retracted"}
+        for cid, state, number in conn.execute(
+            "SELECT conversation_id, state, count(*) FROM turns GROUP BY 1, 2"
+        ):
+            counts.setdefault(cid, Counter())[names.get(state, "other")] += number
+        statuses: dict[str, Counter[str]] = {}
+        for cid, status, number in conn.execute(
+            "SELECT conversation_id, status, count(*) FROM summaries GROUP BY 1, 2"
+        ):
+            statuses.setdefault(cid, Counter())[status] = number
+        boundaries = dict(
+            conn.execute(
+                "SELECT conversation_id, max(through_sequence) FROM history_boundaries GROUP BY 1"
+            ).fetchall()
+        )
+        total = conn.execute("SELECT count(*) FROM conversations").fetchone()[0]
+        rows = []
+        for cid, revision, current, covered in conn.execute(
+            "SELECT c.id, c.revision, s.id, s.source_count FROM conversations c"
+            " LEFT JOIN summaries s ON s.pk = c.current_summary ORDER BY c.id LIMIT ?",
+            (REPORT_ROWS,),
+        ):
+            turn_counts = dict(counts.get(cid, Counter()))
+            turn_counts["covered"] = covered or 0
+            rows.append(
+                ConversationRow(
+                    cid,
+                    revision,
+                    turn_counts,
+                    dict(statuses.get(cid, Counter())),
+                    current,
+                    boundaries.get(cid),
+                )
+            )
+        problems = conn.execute(
+            "SELECT conversation_id, id, plan_id, status, reason, created_at FROM summaries"
+            " WHERE status IN ('stale', 'failed') ORDER BY pk DESC LIMIT ?",
+            (REPORT_ROWS,),
+        ).fetchall()
+    return DatabaseView(str(path), tuple(rows), total, tuple(problems))

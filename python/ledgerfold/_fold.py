@@ -1,0 +1,87 @@
+"""Folding a backlog in chunks (SPEC §15.2, §15.8): no summarizer request carries more than
+`max_input_tokens` of turn text.
+
+A chunk is the longest run of the uncovered turns, in sequence order and cut only between
+groups, whose texts fit the budget. A single turn or group larger than the budget goes alone,
+each turn's text cut to its share of the budget: head and tail kept, the cut marked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ledgerfold._context import TurnItem
+from ledgerfold._model import Turn
+from ledgerfold.tokens import TokenCounter
+
+__all__ = ["cut_text", "fold_chunk"]
+
+
+def fold_chunk(
+    turns: Sequence[Turn], max_input_tokens: int, counter: TokenCounter
+) -> tuple[tuple[Turn, ...], tuple[TurnItem, ...]]:
+    """The next chunk of `turns` (sequence order) and the items a summarizer gets for it."""
+    last_of_group: dict[str, int] = {}
+    for index, turn in enumerate(turns):
+        if turn.group is not None:
+            last_of_group[turn.group] = index
+    used = 0
+    reach = -1  # the furthest index the turns taken so far pull into the chunk (their groups)
+    cut = 0  # the longest prefix that ends between groups and fits
+    first_unit = 0  # the end of the first unit (the first prefix that ends between groups)
+    for index, turn in enumerate(turns):
+        used += counter(turn.body)
+        reach = max(reach, index if turn.group is None else last_of_group[turn.group])
+        if reach == index:  # a cut after this turn splits no group
+            if not first_unit:
+                first_unit = index + 1
+            if used > max_input_tokens:
+                break
+            cut = index + 1
+    if cut:
+        chunk = tuple(turns[:cut])
+        return chunk, tuple(_item(turn, turn.body) for turn in chunk)
+    # The first turn or group alone is over the budget: each turn gets an equal share, and
+    # the shares sum to the budget even when the group has more turns than it has tokens.
+    chunk = tuple(turns[:first_unit])
+    share, extra = divmod(max_input_tokens, len(chunk))
+    return chunk, tuple(
+        _item(turn, cut_text(turn.body, share + (index < extra), counter))
+        for index, turn in enumerate(chunk)
+    )
+
+
+def _item(turn: Turn, text: str) -> TurnItem:
+    return TurnItem(turn.id, turn.role, text, turn.sequence, turn.meta)
+
+
+def cut_text(text: str, max_tokens: int, counter: TokenCounter) -> str:
+    """`text` itself when it fits `max_tokens`, else its head and tail around a marker that
+    says how many characters were cut, as long as fits."""
+    if counter(text) <= max_tokens:
+        return text
+
+    def shortened(keep: int) -> str:
+        head, tail = keep - keep // 2, keep // 2
+        marker = f"\n[... {len(text) - keep} characters cut ...]\n"
+        return text[:head] + marker + (text[len(text) - tail :] if tail else "")
+
+    low, high = 0, len(text) - 1  # characters kept: the largest that fits
+    while low < high:
+        middle = (low + high + 1) // 2
+        if counter(shortened(middle)) <= max_tokens:
+            low = middle
+        else:
+            high = middle - 1
+    result = shortened(low)
+    if counter(result) <= max_tokens:
+        return result
+    # Even the marker alone is over a tiny budget: the longest head that fits (maybe none).
+    low, high = 0, len(text) - 1
+    while low < high:
+        middle = (low + high + 1) // 2
+        if counter(text[:middle]) <= max_tokens:
+            low = middle
+        else:
+            high = middle - 1
+    return text[:low]

@@ -1,0 +1,117 @@
+"""Compaction planning (SPEC §4, §15.3): which turns a summary may cover. A plan changes
+nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ledgerfold import _native, _validate
+from ledgerfold._errors import InvalidInput
+from ledgerfold._model import ROLES
+from ledgerfold._native import Conversation
+from ledgerfold._toolcalls import open_call_turns
+
+__all__ = ["CompactionPlan", "pinned_ids", "plan_compaction", "preserve_roles_arg"]
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionPlan:
+    """The frozen source set of one compaction attempt."""
+
+    plan_id: str
+    conversation_id: str
+    source_revision: int
+    compacted_ids: tuple[str, ...]
+    preserved_ids: tuple[str, ...]
+    through_sequence: int
+
+    @property
+    def is_empty(self) -> bool:
+        """True when there is nothing to compact; no summary is requested then."""
+        return not self.compacted_ids
+
+
+def preserve_roles_arg(value: object, field: str = "preserve_roles") -> tuple[str, ...]:
+    """`preserve_roles` as a sorted tuple of known roles (`InvalidInput` otherwise)."""
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise InvalidInput(
+            f"{field}: must be an iterable of roles", field=field, problem="wrong-type"
+        )
+    roles = set()
+    for role in value:
+        if role not in ROLES:
+            raise InvalidInput(
+                f"{field}: unknown role (expected one of {', '.join(ROLES)})",
+                field=field,
+                problem="unknown-value",
+            )
+        roles.add(role)
+    return tuple(sorted(roles))
+
+
+def pinned_ids(turns: Iterable[object], preserve_roles: tuple[str, ...]) -> set[str]:
+    """Turns that stay raw like protected ones: a role in `preserve_roles`, or an assistant
+    turn with a tool call no tool turn answers yet (an open group)."""
+    turns = list(turns)
+    pinned = open_call_turns(turns)
+    if preserve_roles:
+        pinned.update(turn.id for turn in turns if turn.role in preserve_roles)  # type: ignore[attr-defined]
+    return pinned
+
+
+def plan_compaction(
+    conversation: Conversation,
+    keep_tail: int,
+    plan_id: str,
+    *,
+    preserve_roles: Iterable[str] = (),
+) -> CompactionPlan:
+    """Plan a compaction: the last `keep_tail` turns are the tail; a prefix turn is compacted
+    when it is not protected, its role is not in `preserve_roles`, it calls no tool that is
+    still unanswered, and no member of its group is any of those or in the tail."""
+    conversation = _validate.conversation(conversation)
+    _validate.integer("keep_tail", keep_tail, minimum=1)
+    plan_id = _validate.text("plan_id", plan_id)
+    roles = preserve_roles_arg(preserve_roles)
+    return plan_unchecked(conversation, keep_tail, plan_id, roles)
+
+
+def plan_unchecked(
+    conversation: Conversation, keep_tail: int, plan_id: str, preserve_roles: tuple[str, ...]
+) -> CompactionPlan:
+    """`plan_compaction` for arguments already validated at the public boundary."""
+    pinned = pinned_ids(conversation.turns, preserve_roles)
+    compacted, preserved, through_sequence = _native.plan(conversation, keep_tail, pinned)
+    return CompactionPlan(
+        plan_id=plan_id,
+        conversation_id=conversation.id,
+        source_revision=conversation.revision,
+        compacted_ids=compacted,
+        preserved_ids=preserved,
+        through_sequence=through_sequence,
+    )
+
+
+# The last ID tuple built by `extend_ids`, with the prefix it was built on. Tuples are
+# immutable, so while this entry holds both, `ids is built and prefix is base` proves that
+# `ids` starts with `prefix` without comparing 100k pointers (a rolling plan's compacted IDs,
+# then the envelope reusing them, then the commit's check: SPEC §15.2's cost).
+_last_extension: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+
+
+def extend_ids(prefix: tuple[str, ...], added: tuple[str, ...]) -> tuple[str, ...]:
+    """`prefix + added`, remembered so that `starts_with_ids(result, prefix)` is O(1)."""
+    global _last_extension
+    ids = prefix + added
+    _last_extension = (ids, prefix)
+    return ids
+
+
+def starts_with_ids(ids: tuple[str, ...], prefix: tuple[str, ...]) -> bool:
+    """Whether the tuple `ids` begins with the tuple `prefix`: O(1) for the last tuple
+    `extend_ids` built on that very prefix, else a native pointer-then-text comparison."""
+    last = _last_extension
+    if last is not None and last[0] is ids and last[1] is prefix:
+        return True
+    return _native.starts_with_ids(ids, prefix)

@@ -1,0 +1,215 @@
+"""Summary envelopes (SPEC §5), their validity (SPEC §6) and acceptance (SPEC §7)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from ledgerfold import _native, _validate
+from ledgerfold._errors import InvalidInput
+from ledgerfold._native import Conversation, SourceDigests, Turn
+from ledgerfold._plan import CompactionPlan
+
+__all__ = [
+    "CHECK_REASONS",
+    "SummaryCheck",
+    "SummaryEnvelope",
+    "SummaryWrite",
+    "accept_summary_result",
+    "check_summary",
+    "create_summary_envelope",
+    "is_summary_current",
+]
+
+#: The reasons `check_summary` reports, in the order it checks them (the native core's).
+CHECK_REASONS = _native.CHECK_REASONS
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class SummaryEnvelope:
+    """A summary as a derived record bound to the exact IDs and fingerprint of its sources.
+
+    Every summary has its own `id`; versions are never overwritten. `parent_id` names the
+    summary this one extends (SPEC §15.1): its `source_ids` are then every turn it covers,
+    the parent's sources included, so an edit of any of them makes it stale. The repr hides
+    `text`.
+    """
+
+    id: str
+    plan_id: str
+    conversation_id: str
+    source_revision: int
+    source_ids: tuple[str, ...]
+    source_fingerprint: str
+    policy_version: str
+    text: str
+    parent_id: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("id", "plan_id", "source_fingerprint", "policy_version"):
+            _validate.text(name, getattr(self, name))
+        if self.parent_id is not None:
+            _validate.text("parent_id", self.parent_id)
+        # Any valid conversation ID (SPEC §2: non-empty), even one of whitespace only.
+        _validate.text("conversation_id", self.conversation_id, blank_ok=True, empty_ok=False)
+        _validate.text("text", self.text, blank_ok=True)
+        _validate.integer("source_revision", self.source_revision, minimum=0)
+        if isinstance(self.source_ids, str) or not isinstance(self.source_ids, Iterable):
+            raise InvalidInput(
+                "source_ids: must be a sequence of str", field="source_ids", problem="wrong-type"
+            )
+        if not isinstance(self.source_ids, tuple):
+            object.__setattr__(self, "source_ids", tuple(self.source_ids))
+
+    def __repr__(self) -> str:
+        return (
+            f"SummaryEnvelope(id={self.id!r}, plan_id={self.plan_id!r}, "
+            f"conversation_id={self.conversation_id!r}, source_revision={self.source_revision}, "
+            f"source_ids=<{len(self.source_ids)} ids>, "
+            f"source_fingerprint={self.source_fingerprint!r}, "
+            f"policy_version={self.policy_version!r}, text=<{len(self.text)} chars>, "
+            f"parent_id={self.parent_id!r})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryCheck:
+    """`current`, or the first failing `reason` of `CHECK_REASONS`; `turn_id` names the
+    offending turn where one exists."""
+
+    current: bool
+    reason: str | None = None
+    turn_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryWrite:
+    """The verdict on a summary result: `reason` is None when accepted, else
+    `invalid-summary` or `stale-source` with `detail` saying why."""
+
+    accepted: bool
+    summary: SummaryEnvelope | None
+    reason: str | None = None
+    detail: str | None = None
+
+
+def create_summary_envelope(
+    plan: CompactionPlan,
+    turns: Conversation | Iterable[Turn],
+    summary_id: str,
+    policy_version: str,
+    text: str,
+    *,
+    parent: SummaryEnvelope | None = None,
+) -> SummaryEnvelope | None:
+    """Bind `text` to the plan's compacted turns. With a `parent` (the summary this text
+    extends), the sources are the parent's followed by the plan's compacted IDs not among
+    them, in sequence order, and `turns` must hold all of them. None when the plan is empty,
+    a source is missing from `turns`, or `text` is blank."""
+    _validate.instance("plan", plan, CompactionPlan)
+    summary_id = _validate.text("summary_id", summary_id)
+    policy_version = _validate.text("policy_version", policy_version)
+    text = _validate.text("text", text, blank_ok=True)
+    if parent is not None:
+        _validate.instance("parent", parent, SummaryEnvelope)
+    if plan.is_empty or not text.strip():
+        return None
+    source_ids = plan.compacted_ids
+    if parent is not None:
+        covered = set(parent.source_ids)
+        source_ids = parent.source_ids + tuple(i for i in plan.compacted_ids if i not in covered)
+    fingerprint = _native.source_fingerprint(source_ids, turns)
+    if fingerprint is None:
+        return None
+    if parent is not None:
+        # In sequence order: the order the fingerprint was taken in.
+        source_ids = _in_sequence_order(source_ids, turns)
+    return SummaryEnvelope(
+        id=summary_id,
+        plan_id=plan.plan_id,
+        conversation_id=plan.conversation_id,
+        source_revision=plan.source_revision,
+        source_ids=source_ids,
+        source_fingerprint=fingerprint,
+        policy_version=policy_version,
+        text=text.strip(),
+        parent_id=None if parent is None else parent.id,
+    )
+
+
+def extended_fingerprint(parent_digests: bytes | SourceDigests, turns: Iterable[Turn]) -> str:
+    """The fingerprint of a summary's sources given as its parent's stored source digests
+    (32 bytes each, source order; or their `SourceDigests` state, which takes O(new + log
+    covered) work instead of O(covered)) followed by the turns it adds (SPEC §15.1)."""
+    added = b"".join(t.digest for t in turns)
+    if isinstance(parent_digests, SourceDigests):
+        return parent_digests.fingerprint(added)
+    return _native.fingerprint_digests(parent_digests, added)
+
+
+def _in_sequence_order(
+    source_ids: tuple[str, ...], turns: Conversation | Iterable[Turn]
+) -> tuple[str, ...]:
+    if isinstance(turns, Conversation):
+        sequence = {turn_id: turns.get(turn_id).sequence for turn_id in source_ids}  # type: ignore[union-attr]
+    else:
+        sequence = {turn.id: turn.sequence for turn in turns}
+    return tuple(sorted(source_ids, key=sequence.__getitem__))
+
+
+def check_summary(
+    summary: SummaryEnvelope,
+    conversation: Conversation,
+    policy_version: str,
+    *,
+    sealed: Mapping[str, bytes] | None = None,
+) -> SummaryCheck:
+    """Is `summary` still a faithful derivation of `conversation`? Uses cached digests only.
+
+    `sealed` maps the IDs of sources purged from the ledger to the 32-byte digests the
+    store's source index kept for them (SPEC §15.5): such a source is checked by that digest
+    instead of the ledger, and sorts before every live source."""
+    _validate.instance("summary", summary, SummaryEnvelope)
+    conversation = _validate.conversation(conversation)
+    current, reason, turn_id = _native.check(
+        summary, conversation, policy_version, _sealed_arg(sealed)
+    )
+    return SummaryCheck(current, reason, turn_id)
+
+
+def _sealed_arg(sealed: Mapping[str, bytes] | None) -> dict[str, bytes] | None:
+    if sealed is None or isinstance(sealed, dict):
+        return sealed
+    if not isinstance(sealed, Mapping):
+        raise InvalidInput(
+            "sealed: must be a mapping of str to bytes", field="sealed", problem="wrong-type"
+        )
+    return dict(sealed)
+
+
+def is_summary_current(
+    summary: SummaryEnvelope, conversation: Conversation, policy_version: str
+) -> bool:
+    """`check_summary(...).current`."""
+    return check_summary(summary, conversation, policy_version).current
+
+
+def accept_summary_result(
+    candidate: SummaryEnvelope | None,
+    conversation: Conversation,
+    policy_version: str,
+    active_plan_id: str,
+) -> SummaryWrite:
+    """Accept a finished summary only if its plan is still the active one and its sources
+    are unchanged; a late result of an older plan is refused as `superseded-plan`."""
+    conversation = _validate.conversation(conversation)
+    active_plan_id = _validate.text("active_plan_id", active_plan_id)
+    if candidate is None:
+        return SummaryWrite(False, None, "invalid-summary", None)
+    _validate.instance("candidate", candidate, SummaryEnvelope)
+    if candidate.plan_id != active_plan_id:
+        return SummaryWrite(False, candidate, "stale-source", "superseded-plan")
+    check = check_summary(candidate, conversation, policy_version)
+    if not check.current:
+        return SummaryWrite(False, candidate, "stale-source", check.reason)
+    return SummaryWrite(True, candidate, None, None)

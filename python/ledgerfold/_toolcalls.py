@@ -1,0 +1,102 @@
+"""Tool calls in `meta` (SPEC §15.3, §15.8): `tool_calls` on assistant turns is JSON text of
+an array of objects each with a string `id`; `tool_call_id` on a tool turn names the call it
+answers. Writes refuse anything else, so planning and adapters can rely on the shape."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ledgerfold._errors import InvalidInput
+
+__all__ = ["check_meta", "open_call_turns", "tool_call_ids"]
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(item) for item in value.values())
+    if isinstance(value, list):
+        return all(_finite(item) for item in value)
+    return True
+
+
+def check_meta(meta: Mapping[str, str] | None, field: str = "meta") -> None:
+    """Refuse `tool_calls` that is not a JSON array of objects each with a string `id`,
+    NaN/Infinity anywhere in it, and a `tool_call_id` that is blank (`InvalidInput`)."""
+    if not meta or not isinstance(meta, Mapping):
+        return  # no meta, or not a mapping: the `Turn` constructor names that problem
+    raw = meta.get("tool_calls")
+    if isinstance(raw, str):
+        tool_call_ids(raw, field=f"{field}.tool_calls")
+    call_id = meta.get("tool_call_id")
+    if isinstance(call_id, str) and not call_id.strip():
+        raise InvalidInput(
+            f"{field}.tool_call_id: must not be blank",
+            field=f"{field}.tool_call_id",
+            problem="empty",
+        )
+
+
+def tool_call_ids(raw: str, *, field: str = "meta.tool_calls") -> tuple[str, ...]:
+    """The call IDs of a `tool_calls` JSON text, in order; `InvalidInput` when the text is
+    not a JSON array of objects each with a non-empty string `id`, or holds NaN/Infinity."""
+    try:
+        calls = json.loads(raw, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError):
+        raise InvalidInput(
+            f"{field}: must be JSON text of an array of calls", field=field, problem="wrong-type"
+        ) from None
+    if not isinstance(calls, list):
+        raise InvalidInput(f"{field}: must be a JSON array", field=field, problem="wrong-type")
+    ids: list[str] = []
+    for index, call in enumerate(calls):
+        if not isinstance(call, dict):
+            raise InvalidInput(
+                f"{field}[{index}]: must be an object", field=field, problem="wrong-type"
+            )
+        call_id = call.get("id")
+        if not isinstance(call_id, str) or not call_id:
+            raise InvalidInput(
+                f"{field}[{index}].id: must be a non-empty string",
+                field=f"{field}[{index}].id",
+                problem="wrong-type",
+            )
+        if not _finite(call):
+            raise InvalidInput(
+                f"{field}[{index}]: NaN and Infinity are not JSON",
+                field=field,
+                problem="out-of-range",
+            )
+        ids.append(call_id)
+    return tuple(ids)
+
+
+def open_call_turns(turns: Iterable[Any]) -> set[str]:
+    """IDs of the assistant turns whose `tool_calls` name a call that no tool turn among
+    `turns` answers (SPEC §15.3: their group stays raw until every call is answered)."""
+    calling: list[tuple[str, tuple[str, ...]]] = []
+    answered: set[str] = set()
+    for turn in turns:
+        meta = turn.meta
+        if not meta:
+            continue
+        if turn.role == "tool":
+            call_id = meta.get("tool_call_id")
+            if call_id is not None:
+                answered.add(call_id)
+        elif turn.role == "assistant" and "tool_calls" in meta:
+            try:
+                ids = tool_call_ids(meta["tool_calls"])
+            except InvalidInput:  # stored before writes were checked: keep it raw
+                ids = ("",)
+            if ids:
+                calling.append((turn.id, ids))
+    return {turn_id for turn_id, ids in calling if not answered.issuperset(ids)}

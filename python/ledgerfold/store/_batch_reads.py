@@ -1,0 +1,400 @@
+"""Every bulk read of a ledgerfold database: the runs deep revalidation checks and the parts a
+Parquet export writes, each read through a read-only connection inside one snapshot.
+
+Revalidation reads a run of conversations packed by column, one aggregate row for the whole
+run, so no driver or Python code runs per turn (the format: `columns/format.rs` in the core).
+The query that packs is generated here from the constants the native module exports
+(`_native.PACKED_*`, `ROLE_CODES`, `PROTECTION_REASON_CODES`), so it cannot disagree with the
+decoder on a number; a run whose packing does not line up all the same is read again by rows
+(`turn_rows`, `source_rows`).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ledgerfold import _native
+from ledgerfold.store._database import quotes_stored_data, readonly_uri, store_error
+from ledgerfold.store._schema import TURN_LIVE, TURN_PURGED
+
+__all__ = [
+    "MAX_RUN_SUMMARIES",
+    "NATIVE_FORMAT",
+    "Job",
+    "PackedFormat",
+    "conversation_turn_counts",
+    "current_summaries",
+    "is_utf8",
+    "open_readonly",
+    "packed_sources",
+    "packed_turns",
+    "part_rows",
+    "snapshot",
+    "source_rows",
+    "turn_rows",
+]
+
+
+def open_readonly(path: str | os.PathLike[str]) -> sqlite3.Connection:
+    """A read-only connection any thread may use (one at a time), waiting out writers."""
+    uri = readonly_uri(str(Path(path).resolve()))
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA busy_timeout = 30000")
+    return conn
+
+
+def is_utf8(conn: sqlite3.Connection) -> bool:
+    """Whether text is stored as UTF-8 (a packed read's lengths count its bytes)."""
+    encoding: str = conn.execute("PRAGMA encoding").fetchone()[0]
+    return encoding == "UTF-8"
+
+
+@contextmanager
+def snapshot(conn: sqlite3.Connection) -> Iterator[None]:
+    """One read transaction: every read inside sees the same database."""
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        conn.execute("COMMIT")
+
+
+# ------------------------------------------------------------------ revalidation
+
+# (conversation_id, summary_pk, summary_id, source_fingerprint, source_count, through_sequence)
+Job = tuple[str, int, str, str, int, int | None]
+
+# In table order (ORDER BY c.id would walk the ID index and look each row up, twice the
+# time); the caller sorts them.
+_CURRENT = (
+    "SELECT c.id, s.pk, s.id, s.source_fingerprint, s.source_count, s.through_sequence"
+    " FROM conversations AS c JOIN summaries AS s ON s.pk = c.current_summary"
+    " WHERE s.status = 'current'"
+)
+
+
+def current_summaries(conn: sqlite3.Connection) -> list[Job]:
+    """Every current summary to check, as a `Job`, in table order."""
+    jobs: list[Job] = conn.execute(_CURRENT).fetchall()
+    return jobs
+
+
+@dataclass(frozen=True, slots=True)
+class PackedFormat:
+    """The constants of the packed format the packing queries are generated from;
+    `NATIVE_FORMAT` holds the native module's."""
+
+    separator: str
+    null_length: int
+    turn_key_summary: int
+    turn_key_role: int
+    turn_key_protected: int
+    turn_key_reason: int
+    unknown_code: int
+    source_summary_shift: int
+    source_position_shift: int
+    source_position_bits: int
+    source_id_length_bits: int
+    role_codes: tuple[tuple[str, int], ...]
+    reason_codes: tuple[tuple[str, int], ...]
+
+
+NATIVE_FORMAT = PackedFormat(
+    separator=_native.PACKED_SEPARATOR,
+    null_length=_native.PACKED_NULL_LENGTH,
+    turn_key_summary=_native.PACKED_TURN_KEY_SUMMARY,
+    turn_key_role=_native.PACKED_TURN_KEY_ROLE,
+    turn_key_protected=_native.PACKED_TURN_KEY_PROTECTED,
+    turn_key_reason=_native.PACKED_TURN_KEY_REASON,
+    unknown_code=_native.PACKED_UNKNOWN_CODE,
+    source_summary_shift=_native.PACKED_SOURCE_SUMMARY_SHIFT,
+    source_position_shift=_native.PACKED_SOURCE_POSITION_SHIFT,
+    source_position_bits=_native.PACKED_SOURCE_POSITION_BITS,
+    source_id_length_bits=_native.PACKED_SOURCE_ID_LENGTH_BITS,
+    role_codes=tuple(_native.ROLE_CODES.items()),
+    reason_codes=tuple(_native.PROTECTION_REASON_CODES.items()),
+)
+
+#: Summaries one run may name: the format's limit, and 3 parameters each stay under
+#: SQLite's oldest limit of 999.
+MAX_RUN_SUMMARIES = _native.PACKED_MAX_SUMMARIES
+
+
+def _text_column(fmt: PackedFormat, column: str, *, nullable: bool = True) -> str:
+    """A text column packed: its byte lengths (`null_length` for NULL), then its values back
+    to back. A NOT NULL column skips the NULL case (a fifth less time a row; a NULL would
+    drop out of both lists, and the packing be refused)."""
+    length = f"length(CAST({column} AS BLOB))"
+    if nullable:
+        length = f"ifnull({length}, {fmt.null_length})"
+    return f"group_concat({length}, '{fmt.separator}'), CAST(group_concat({column}, '') AS BLOB)"
+
+
+def _digit(fmt: PackedFormat, column: str, codes: tuple[tuple[str, int], ...], place: int) -> str:
+    """A coded text column as its digit of the turn key (already in its place); the unknown
+    code for a value no valid turn has. Compared as text whatever the storage class, as
+    every text field is read."""
+    whens = " ".join(f"WHEN '{value}' THEN {code * place}" for value, code in codes)
+    return f"CASE CAST({column} AS TEXT) {whens} ELSE {fmt.unknown_code * place} END"
+
+
+def _turn_key(fmt: PackedFormat) -> str:
+    """Which summary (`k`) a row was read for, with its role, protection flag and reason."""
+    protected = (
+        f"CASE WHEN protected = 0 THEN 0 WHEN typeof(protected) = 'integer'"
+        f" THEN {fmt.turn_key_protected} ELSE {fmt.unknown_code * fmt.turn_key_protected} END"
+    )
+    reason = _digit(fmt, "protection_reason", fmt.reason_codes, fmt.turn_key_reason)
+    return (
+        f"k * {fmt.turn_key_summary}"
+        f" + {_digit(fmt, 'role', fmt.role_codes, fmt.turn_key_role)}"
+        f" + {protected}"
+        f" + CASE WHEN protection_reason IS NULL THEN 0 ELSE {reason} END"
+    )
+
+
+@functools.cache
+def _packed_turns_query(fmt: PackedFormat, slots: int, *, bounded: bool) -> str:
+    """Each summary `k` of a run reads the live turns of its conversation up to its
+    `through_sequence` (the largest sequence it cites): the newest turns, which no summary
+    covers, are never read. The unbounded form reads all of them, for a run where a cited
+    turn was not found below that bound."""
+    columns = ", ".join(
+        [
+            f"group_concat({_turn_key(fmt)}, '{fmt.separator}')",
+            _text_column(fmt, "id", nullable=False),
+            f"group_concat(sequence, '{fmt.separator}')",
+            _text_column(fmt, "body", nullable=False),
+            _text_column(fmt, "grp"),
+            _text_column(fmt, "meta"),
+        ]
+    )
+    rows = ", ".join(["(?, ?, ?)"] * slots)
+    below = " AND t.sequence <= run.bound" if bounded else ""
+    return (
+        f"WITH run(k, conversation, bound) AS (VALUES {rows}) SELECT {columns}"
+        " FROM run CROSS JOIN turns AS t ON t.conversation_id = run.conversation"
+        f"{below} WHERE t.state = ?"
+    )
+
+
+def _source_key(fmt: PackedFormat) -> str:
+    """Each source row as one key, `k`, position and byte length of the turn ID in their
+    bits: two aggregate calls a row (with the IDs) instead of four. Multiplied rather than
+    shifted, so that a position that is not an integer stays one (SQLite would truncate it
+    for a shift) and writes no key; so does a position or ID out of range, which writes
+    'x': the packing is refused and the run read by rows."""
+    length = "length(CAST(ss.turn_id AS BLOB))"
+    return (
+        f"CASE WHEN ss.position BETWEEN 0 AND {(1 << fmt.source_position_bits) - 1}"
+        f" AND {length} < {1 << fmt.source_id_length_bits}"
+        f" THEN run.k * {1 << fmt.source_summary_shift}"
+        f" + ss.position * {1 << fmt.source_position_shift} + {length} ELSE 'x' END"
+    )
+
+
+@functools.cache
+def _packed_sources_query(fmt: PackedFormat, slots: int) -> str:
+    """The sources of exactly the summaries a run names (by key), not whatever is current
+    by the time the run is read: a summary superseded meanwhile is checked as itself."""
+    rows = ", ".join(["(?, ?)"] * slots)
+    return (
+        f"WITH run(k, pk) AS (VALUES {rows}) SELECT group_concat({_source_key(fmt)},"
+        f" '{fmt.separator}'), CAST(group_concat(ss.turn_id, '') AS BLOB)"
+        " FROM run CROSS JOIN summary_sources AS ss ON ss.summary_pk = run.pk"
+    )
+
+
+def _slots(run: Sequence[Job]) -> int:
+    """How many summaries a run's statements name: its own, padded to a power of two (with
+    `None`), so that few statements are prepared."""
+    return 1 << (len(run) - 1).bit_length()
+
+
+def _keys(run: Sequence[Job]) -> list[int | None]:
+    keys: list[int | None] = [job[1] for job in run]
+    return keys + [None] * (_slots(run) - len(keys))
+
+
+def _turn_parameters(run: Sequence[Job]) -> list[object]:
+    """`(k, conversation, bound)` for each summary of the run, padded, then the live state."""
+    parameters: list[object] = []
+    for k, job in enumerate(run):
+        parameters += [k, job[0], job[5]]
+    return parameters + [None] * (3 * (_slots(run) - len(run))) + [TURN_LIVE]
+
+
+def _source_parameters(run: Sequence[Job]) -> list[object]:
+    """`(k, summary key)` for each summary of the run, padded."""
+    parameters: list[object] = []
+    for k, job in enumerate(run):
+        parameters += [k, job[1]]
+    return parameters + [None] * (2 * (_slots(run) - len(run)))
+
+
+# The packing reads look `NATIVE_FORMAT` up when called, so that a test can swap in a
+# drifted copy and show that the drift is caught.
+
+
+def packed_turns(conn: sqlite3.Connection, run: Sequence[Job], *, bounded: bool) -> tuple[Any, ...]:
+    """The run's live turns as the 10 packed columns `_native.revalidate_columns` takes, up
+    to each summary's `through_sequence` when `bounded`. Raises `sqlite3.DataError` when a
+    column outgrows SQLite's length limit."""
+    query = _packed_turns_query(NATIVE_FORMAT, _slots(run), bounded=bounded)
+    columns: tuple[Any, ...] = conn.execute(query, _turn_parameters(run)).fetchone()
+    return columns
+
+
+def packed_sources(conn: sqlite3.Connection, run: Sequence[Job]) -> tuple[Any, ...]:
+    """The run's sources as the 2 packed columns `_native.revalidate_columns` takes."""
+    query = _packed_sources_query(NATIVE_FORMAT, _slots(run))
+    columns: tuple[Any, ...] = conn.execute(query, _source_parameters(run)).fetchone()
+    return columns
+
+
+# The row form, text fields as their stored bytes in a UTF-8 database (whatever the storage
+# class, and text that is not UTF-8 stays visible as such: the packed read sees the same
+# bytes), as text in a UTF-16 one (SQLite converts it).
+_ROW_COLUMNS = (
+    "conversation_id",
+    "id",
+    "sequence",
+    "role",
+    "body",
+    "protected",
+    "protection_reason",
+    "grp",
+    "meta",
+)
+
+
+def _read(column: str, utf8: bool) -> str:
+    return f"CAST({column} AS BLOB)" if utf8 else column
+
+
+def turn_rows(conn: sqlite3.Connection, run: Sequence[Job], *, utf8: bool) -> list[tuple[Any, ...]]:
+    """Every live turn of the run's range of conversations, one row each, as
+    `_native.revalidate_flat` takes them."""
+    columns = [
+        _read(column, utf8) if column not in ("sequence", "protected") else column
+        for column in _ROW_COLUMNS
+    ]
+    query = (
+        f"SELECT {', '.join(columns)} FROM turns"
+        " WHERE conversation_id BETWEEN ? AND ? AND state = ?"
+    )
+    return conn.execute(query, (run[0][0], run[-1][0], TURN_LIVE)).fetchall()
+
+
+def source_rows(
+    conn: sqlite3.Connection, run: Sequence[Job], *, utf8: bool
+) -> list[tuple[Any, ...]]:
+    """`(summary_pk, turn_id)` of the sources of the run's summaries, each summary's in
+    position order."""
+    keys = _keys(run)
+    query = (
+        f"SELECT summary_pk, {_read('turn_id', utf8)} FROM summary_sources"
+        f" WHERE summary_pk IN ({', '.join(['?'] * len(keys))}) ORDER BY summary_pk, position"
+    )
+    return conn.execute(query, keys).fetchall()
+
+
+def sealed_inputs(
+    conn: sqlite3.Connection, conversation_id: str, summary_id: str
+) -> tuple[str, list[tuple[str, bytes]], set[str], list[tuple[Any, ...]]]:
+    """What `ledgerfold._sealed.recheck` needs of one summary: its fingerprint, its sources
+    with their stored digests, the conversation's purged turn IDs and its live turns."""
+    pk, fingerprint = conn.execute(
+        "SELECT pk, source_fingerprint FROM summaries WHERE id = ?", (summary_id,)
+    ).fetchone()
+    sources = conn.execute(
+        "SELECT turn_id, turn_digest FROM summary_sources WHERE summary_pk = ? ORDER BY position",
+        (pk,),
+    ).fetchall()
+    purged = {
+        row[0]
+        for row in conn.execute(
+            "SELECT id FROM turns WHERE conversation_id = ? AND state = ?",
+            (conversation_id, TURN_PURGED),
+        )
+    }
+    live = conn.execute(
+        "SELECT id, sequence, role, body, protected, protection_reason, grp, meta FROM turns"
+        " WHERE conversation_id = ? AND state = ? ORDER BY sequence",
+        (conversation_id, TURN_LIVE),
+    ).fetchall()
+    return fingerprint, sources, purged, live
+
+
+# ------------------------------------------------------------------ export
+
+# Each table's rows of a range of conversations, in export order, with the conversation-ID
+# column the range applies to.
+_PART_QUERIES = {
+    "conversations": (
+        "SELECT c.id, c.revision, c.last_sequence, s.id, c.current_summary"
+        " FROM conversations AS c LEFT JOIN summaries AS s ON s.pk = c.current_summary"
+        " WHERE {where} ORDER BY c.id",
+        "c.id",
+    ),
+    "turns": (
+        "SELECT conversation_id, pk, id, sequence, role, CAST(body AS BLOB), protected,"
+        " protection_reason, grp, meta, digest, state"
+        " FROM turns WHERE {where} ORDER BY conversation_id, sequence",
+        "conversation_id",
+    ),
+    "summaries": (
+        "SELECT s.conversation_id, s.pk, s.id, s.plan_id, s.status, s.reason, s.created_at,"
+        " s.source_revision, s.source_fingerprint, s.policy_version, s.text, s.source_count,"
+        " s.through_sequence, s.rejected_source_ids, c.current_summary IS s.pk"
+        " FROM summaries AS s LEFT JOIN conversations AS c ON c.id = s.conversation_id"
+        " WHERE {where} ORDER BY s.conversation_id, s.pk",
+        "s.conversation_id",
+    ),
+    "summary_sources": (
+        "SELECT s.conversation_id, ss.summary_pk, s.id, ss.position, ss.turn_id, ss.turn_digest"
+        " FROM summaries AS s JOIN summary_sources AS ss ON ss.summary_pk = s.pk"
+        " WHERE {where} ORDER BY s.conversation_id, ss.summary_pk, ss.position",
+        "s.conversation_id",
+    ),
+}
+
+
+def conversation_turn_counts(conn: sqlite3.Connection) -> list[tuple[str, int]]:
+    """`(conversation ID, turn rows of any state)` for every conversation, in ID order."""
+    counts: list[tuple[str, int]] = conn.execute(
+        "SELECT c.id, (SELECT COUNT(*) FROM turns AS t WHERE t.conversation_id = c.id)"
+        " FROM conversations AS c ORDER BY c.id"
+    ).fetchall()
+    return counts
+
+
+def part_rows(
+    conn: sqlite3.Connection, table: str, low: str | None, high: str | None
+) -> list[tuple[Any, ...]]:
+    """The export rows of `table` whose conversation ID is in `[low, high)` (`None`: no
+    bound), so that contiguous ranges put every row, even one whose conversation has no
+    `conversations` row, in exactly one part."""
+    query, column = _PART_QUERIES[table]
+    clauses: list[str] = []
+    args: list[str] = []
+    if low is not None:
+        clauses.append(f"{column} >= ?")
+        args.append(low)
+    if high is not None:
+        clauses.append(f"{column} < ?")
+        args.append(high)
+    try:
+        return conn.execute(query.format(where=" AND ".join(clauses) or "1"), args).fetchall()
+    except sqlite3.Error as error:
+        failure = store_error(conn, error, operation="export", write=False)
+        if quotes_stored_data(error):
+            raise failure from None  # SQLite's message quotes the stored bytes
+        raise failure from error

@@ -1,0 +1,321 @@
+"""The store's side of one compaction (SPEC §15.1–§15.4, §15.8), inside one transaction.
+
+Cost follows the new work, not the ledger: while the conversation has a current summary of
+the policy, planning reads only that summary's kept turns (live non-sources below its slot)
+and the turns after it, and a commit extending it reads the new sources plus the summary's
+stored source digests. Eager invalidation keeps those digests honest: an edit, retraction
+or group-split of any source marks the summary stale in the same transaction, and a stale
+summary is never extended. Everything else (no summary, a policy change, a rebase) plans
+and checks over the whole ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+
+from ledgerfold._errors import InvalidInput
+from ledgerfold._model import Conversation, Turn
+from ledgerfold._native import SourceDigests
+from ledgerfold._plan import CompactionPlan, extend_ids, plan_unchecked
+from ledgerfold.store import _ledger as ledger
+from ledgerfold.store import _summaries as summaries
+from ledgerfold.store._database import now
+from ledgerfold.store._rows import TURN_COLUMNS, Version, turn_from_row
+from ledgerfold.store._schema import TURN_LIVE, TURN_PURGED
+
+__all__ = [
+    "Planned",
+    "failure_streak",
+    "plan_view",
+    "register",
+    "stored_state",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """A plan on the current ledger and what it means for the current summary."""
+
+    plan: CompactionPlan
+    #: The current summary the plan extends (its sources are all compacted), or None.
+    base: Version | None
+    #: Compacted turns the base does not cover (every compacted turn without a base).
+    new_turns: tuple[Turn, ...]
+    #: A current summary exists but cannot be extended: coverage would shrink.
+    rebase_due: bool
+    #: The fingerprint state of the base's stored source digests (None without a base).
+    base_digests: SourceDigests | None = None
+
+
+def failure_streak(conn: sqlite3.Connection, conversation_id: str) -> int:
+    """`failed` records since the conversation's newest accepted version."""
+    row = conn.execute(
+        "SELECT COUNT(*) FROM summaries WHERE conversation_id = ? AND status = 'failed'"
+        " AND pk > COALESCE((SELECT MAX(pk) FROM summaries WHERE conversation_id = ?"
+        " AND status IN ('current', 'superseded', 'stale')), 0)",
+        (conversation_id, conversation_id),
+    ).fetchone()
+    return int(row[0])
+
+
+def due_at_once(
+    conn: sqlite3.Connection,
+    cache: summaries.VersionCache,
+    pointed: tuple[Version, str, str | None] | None,
+    policy_version: str,
+    keep_tail: int,
+    preserve_roles: tuple[str, ...],
+    failures: int,
+) -> bool:
+    """Whether a compaction is due whatever the number of new turns (SPEC §15.8): coverage
+    would shrink (a rebase), or the current summary is a chunk of a backlog still being
+    folded and no attempt has failed since. Cheap: no planning."""
+    base, _, rebase_due = _base(conn, cache, pointed, policy_version, keep_tail, preserve_roles)
+    return rebase_due or (failures == 0 and left_a_backlog(conn, base))
+
+
+def left_a_backlog(conn: sqlite3.Connection, base: Version | None) -> bool:
+    """Whether the summary a plan extends was one chunk of a larger backlog: its plan
+    compacted turns after its last source (SPEC §15.8's chunks)."""
+    if base is None:
+        return False
+    row = conn.execute(
+        "SELECT through_sequence FROM plans WHERE id = ? AND conversation_id = ?",
+        (base.envelope.plan_id, base.envelope.conversation_id),
+    ).fetchone()
+    return row is not None and int(row[0]) > base.through_sequence
+
+
+def stored_state(
+    conn: sqlite3.Connection, cache: summaries.VersionCache, version: Version
+) -> SourceDigests | None:
+    """The fingerprint state of a version's stored source digests, which an extension of it
+    is fingerprinted from: read once (O(covered)), then kept in the cache and extended with
+    each rolling commit. None when they do not reproduce the version's fingerprint (its
+    index was changed outside ledgerfold): the version is then not extended, as an
+    extension would be bound to digests its sources do not have."""
+    state = cache.digests(version)
+    if state is not None:
+        return state
+    digests = [
+        row[0]
+        for row in conn.execute(
+            "SELECT turn_digest FROM summary_sources WHERE summary_pk = ? ORDER BY position",
+            (version.pk,),
+        )
+    ]
+    try:
+        joined = b"".join(digests)
+    except TypeError:  # a digest stored as text
+        return None
+    if len(joined) != 32 * len(digests):
+        return None  # (lengths that make up for each other shift digests: caught below)
+    state = SourceDigests(joined)
+    # O(log covered) on the state just built: the check is nearly free.
+    if state.fingerprint() != version.envelope.source_fingerprint:
+        return None
+    cache.stage_digests(version, state)
+    return state
+
+
+def _base(
+    conn: sqlite3.Connection,
+    cache: summaries.VersionCache,
+    pointed: tuple[Version, str, str | None] | None,
+    policy_version: str,
+    keep_tail: int,
+    preserve_roles: tuple[str, ...],
+) -> tuple[Version | None, SourceDigests | None, bool]:
+    """The current summary a plan may extend with its fingerprint state, and whether one
+    exists that cannot be extended."""
+    if pointed is None:
+        return None, None, False
+    version, status, _ = pointed
+    envelope = version.envelope
+    if status != "current" or envelope.policy_version != policy_version:
+        return None, None, False
+    after = conn.execute(
+        "SELECT COUNT(*) FROM (SELECT 1 FROM turns WHERE conversation_id = ? AND state = ?"
+        " AND sequence > ? LIMIT ?)",
+        (envelope.conversation_id, TURN_LIVE, version.through_sequence, keep_tail),
+    ).fetchone()[0]
+    if after < keep_tail:  # the tail reaches back into the summary's sources
+        return None, None, True
+    planned_roles = conn.execute(
+        "SELECT preserve_roles FROM plans WHERE id = ?", (envelope.plan_id,)
+    ).fetchone()
+    if preserve_roles and (
+        planned_roles is None or json.loads(planned_roles[0]) != list(preserve_roles)
+    ):
+        marks = ",".join("?" * len(preserve_roles))
+        if conn.execute(
+            "SELECT 1 FROM summary_sources ss JOIN turns t ON t.conversation_id = ?"
+            f" AND t.id = ss.turn_id WHERE ss.summary_pk = ? AND t.role IN ({marks}) LIMIT 1",
+            (envelope.conversation_id, version.pk, *preserve_roles),
+        ).fetchone():
+            return None, None, True  # a source now has a preserved role
+    state = stored_state(conn, cache, version)
+    if state is None:  # a damaged source index: rebase from the ledger
+        return None, None, True
+    return version, state, False
+
+
+def _sealed_current(
+    conn: sqlite3.Connection,
+    pointed: tuple[Version, str, str | None] | None,
+    policy_version: str,
+) -> bool:
+    """Whether the conversation's summary is current, of this policy, and has sources a
+    purge took (sealed, SPEC §15.5)."""
+    if pointed is None or pointed[1] != "current":
+        return False
+    version = pointed[0]
+    if version.envelope.policy_version != policy_version:
+        return False
+    return (
+        conn.execute(
+            "SELECT 1 FROM summary_sources ss JOIN turns t ON t.conversation_id = ?"
+            " AND t.id = ss.turn_id WHERE ss.summary_pk = ? AND t.state = ? LIMIT 1",
+            (version.envelope.conversation_id, version.pk, TURN_PURGED),
+        ).fetchone()
+        is not None
+    )
+
+
+def _empty_plan(plan_id: str, conversation_id: str, revision: int) -> CompactionPlan:
+    return CompactionPlan(
+        plan_id=plan_id,
+        conversation_id=conversation_id,
+        source_revision=revision,
+        compacted_ids=(),
+        preserved_ids=(),
+        through_sequence=0,
+    )
+
+
+def plan_view(
+    conn: sqlite3.Connection,
+    cache: summaries.VersionCache,
+    pointed: tuple[Version, str, str | None] | None,
+    conversation_id: str,
+    keep_tail: int,
+    policy_version: str,
+    preserve_roles: tuple[str, ...],
+    plan_id: str,
+) -> Planned:
+    """Plan on the current ledger, reading only what the current summary does not cover
+    when the plan can extend it."""
+    base, state, rebase_due = _base(conn, cache, pointed, policy_version, keep_tail, preserve_roles)
+    row = ledger.conversation_row(conn, conversation_id)
+    revision = 0 if row is None else int(row[0])
+    if base is not None:
+        rows = conn.execute(
+            f"SELECT {', '.join('t.' + c.strip() for c in TURN_COLUMNS.split(','))}"
+            " FROM summary_kept k JOIN turns t ON t.pk = k.turn_pk"
+            " WHERE k.summary_pk = ? AND t.state = ?"
+            f" UNION ALL SELECT {TURN_COLUMNS} FROM turns"
+            " WHERE conversation_id = ? AND state = ? AND sequence > ?",
+            (base.pk, TURN_LIVE, conversation_id, TURN_LIVE, base.through_sequence),
+        ).fetchall()
+        partial = Conversation(conversation_id, revision, [turn_from_row(r) for r in rows])
+        plan = plan_unchecked(partial, keep_tail, plan_id, preserve_roles)
+        new_turns = tuple(partial.get(turn_id) for turn_id in plan.compacted_ids)
+        if all(turn.sequence > base.through_sequence for turn in new_turns):  # type: ignore[union-attr]
+            covered = base.envelope.source_ids
+            full = CompactionPlan(
+                plan_id=plan_id,
+                conversation_id=conversation_id,
+                source_revision=revision,
+                compacted_ids=extend_ids(covered, plan.compacted_ids),
+                preserved_ids=plan.preserved_ids,
+                through_sequence=max(plan.through_sequence, base.through_sequence),
+            )
+            return Planned(full, base, new_turns, False, state)  # type: ignore[arg-type]
+        # A turn below the summary's slot became compactable (e.g. no longer protected):
+        # the sources would not extend the summary's in sequence order, so rebase.
+    if _sealed_current(conn, pointed, policy_version):
+        # A rebase would supersede the only record of the purged turns with a summary of
+        # the live ones: what they said would leave the context for good. The sealed
+        # summary stays; compaction extends it again once the plan covers its live sources.
+        return Planned(_empty_plan(plan_id, conversation_id, revision), None, (), False)
+    conversation = ledger.load(conn, conversation_id)
+    plan = plan_unchecked(conversation, keep_tail, plan_id, preserve_roles)
+    new_turns = tuple(conversation.get(turn_id) for turn_id in plan.compacted_ids)
+    return Planned(plan, None, new_turns, rebase_due)  # type: ignore[arg-type]
+
+
+def register(
+    conn: sqlite3.Connection,
+    planned: Planned,
+    policy_version: str,
+    preserve_roles: tuple[str, ...],
+) -> None:
+    """Make the plan the conversation's active one. An earlier active plan that ended
+    without any record (its process died, or it was given up) gets `failed`/`abandoned`."""
+    plan = planned.plan
+    if conn.execute("SELECT 1 FROM plans WHERE id = ?", (plan.plan_id,)).fetchone():
+        raise InvalidInput(
+            f"plan_id: plan {plan.plan_id!r} already exists", field="plan_id", problem="duplicate"
+        )
+    previous = conn.execute(
+        "SELECT p.id, p.ended FROM active_plans a JOIN plans p ON p.pk = a.plan_pk"
+        " WHERE a.conversation_id = ?",
+        (plan.conversation_id,),
+    ).fetchone()
+    # `ended` is set with a plan's first record, so a record pruned since does not make the
+    # plan look abandoned; plans of a v1 database have records but no flag.
+    if (
+        previous is not None
+        and not previous[1]
+        and not conn.execute(
+            "SELECT 1 FROM summaries WHERE conversation_id = ? AND plan_id = ? LIMIT 1",
+            (plan.conversation_id, previous[0]),
+        ).fetchone()
+    ):
+        conn.execute(
+            "INSERT INTO summaries (conversation_id, plan_id, status, reason, created_at)"
+            " VALUES (?, ?, 'failed', 'abandoned', ?)",
+            (plan.conversation_id, previous[0], now()),
+        )
+        mark_ended(conn, previous[0])
+    base = planned.base
+    added = plan.compacted_ids[len(base.envelope.source_ids) :] if base else plan.compacted_ids
+    plan_pk = conn.execute(
+        "INSERT INTO plans (id, conversation_id, policy_version, source_revision,"
+        " through_sequence, compacted_count, created_at, base_summary_pk, compacted_ids,"
+        " preserve_roles) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            plan.plan_id,
+            plan.conversation_id,
+            policy_version,
+            plan.source_revision,
+            plan.through_sequence,
+            len(plan.compacted_ids),
+            now(),
+            None if base is None else base.pk,
+            json.dumps(added, ensure_ascii=False),
+            json.dumps(preserve_roles),
+        ),
+    ).lastrowid
+    conn.execute(
+        "INSERT INTO active_plans (conversation_id, plan_pk) VALUES (?, ?)"
+        " ON CONFLICT (conversation_id) DO UPDATE SET plan_pk = excluded.plan_pk",
+        (plan.conversation_id, plan_pk),
+    )
+
+
+def mark_ended(conn: sqlite3.Connection, plan_id: str) -> None:
+    """The plan has a record (accepted, rejected, failed or abandoned)."""
+    conn.execute("UPDATE plans SET ended = 1 WHERE id = ?", (plan_id,))
+
+
+def planned_ids(conn: sqlite3.Connection, plan_id: str) -> tuple[int | None, set[str]] | None:
+    """A registered plan's base summary pk and the IDs it adds to the base's sources."""
+    row = conn.execute(
+        "SELECT base_summary_pk, compacted_ids FROM plans WHERE id = ?", (plan_id,)
+    ).fetchone()
+    if row is None or row[1] is None:  # a plan from before v1.1: no record of its IDs
+        return None
+    return row[0], set(json.loads(row[1]))

@@ -1,0 +1,338 @@
+"""Opening a ledgerfold SQLite file: the path check, pragmas, migrations and transactions.
+
+Durability: WAL with `synchronous=FULL`, so a returned commit survives power loss (the WAL
+is fsynced at every commit). Every write is one `BEGIN IMMEDIATE` transaction, which takes
+the database's write lock up front: across processes, writes are serialised and a plan or a
+commit always sees the newest committed state. Every read of more than one query runs in one
+read transaction, so it sees one snapshot.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ledgerfold._errors import InvalidInput, StoreError
+from ledgerfold.store._schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
+
+__all__ = [
+    "DURABILITIES",
+    "Database",
+    "database_path",
+    "durability_arg",
+    "now",
+    "quotes_stored_data",
+    "readonly_uri",
+    "store_error",
+]
+
+#: `SQLiteStore(durability=...)` values.
+DURABILITIES = ("full", "normal")
+
+
+def durability_arg(value: object) -> str:
+    if value not in DURABILITIES:
+        raise InvalidInput(
+            "durability: must be 'full' or 'normal'", field="durability", problem="unknown-value"
+        )
+    return str(value)
+
+
+def now() -> str:
+    """The current time as ISO-8601 UTC with microseconds (how the store dates records)."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def database_path(value: object, field: str = "path") -> str:
+    """A database path as text: `str` or `os.PathLike`, non-empty, without NUL."""
+    if isinstance(value, bool) or not isinstance(value, (str, os.PathLike)):
+        raise InvalidInput(
+            f"{field}: must be str or os.PathLike, got {type(value).__name__}",
+            field=field,
+            problem="wrong-type",
+        )
+    path = os.fspath(value)
+    if not isinstance(path, str) or not path:
+        raise InvalidInput(f"{field}: must be a non-empty text path", field=field, problem="empty")
+    if "\0" in path:
+        raise InvalidInput(
+            f"{field}: must not contain a NUL character", field=field, problem="not-allowed"
+        )
+    return path
+
+
+def readonly_uri(path: str) -> str:
+    """The SQLite URI that opens `path` read-only, never creating or changing a file (not
+    even a journal). In a directory this process cannot write, a WAL file without its `-shm`
+    companion is opened `immutable` (nothing can be writing it through this directory)."""
+    resolved = os.path.abspath(path)
+    uri = Path(resolved).as_uri() + "?mode=ro"  # percent-encoded
+    directory = os.path.dirname(resolved) or "."
+    if not os.access(directory, os.W_OK) and not os.path.exists(resolved + "-shm"):
+        uri += "&immutable=1"
+    return uri
+
+
+def _reading_uri(path: str) -> str:
+    """The URI of a `read_only` database: where the file and its directory are writable,
+    `mode=rw` (never creates the file; the store issues no write, and the WAL's companion
+    files go away again when the connection closes, which a `mode=ro` connection cannot
+    do), else `readonly_uri`."""
+    resolved = os.path.abspath(path)
+    directory = os.path.dirname(resolved) or "."
+    if os.path.isfile(resolved) and os.access(resolved, os.W_OK) and os.access(directory, os.W_OK):
+        return Path(resolved).as_uri() + "?mode=rw"
+    return readonly_uri(path)
+
+
+_UNDECODABLE = re.compile(r"^Could not decode to UTF-8 column '([^']*)'")
+
+
+def quotes_stored_data(error: sqlite3.Error) -> bool:
+    """Whether SQLite's message may quote stored text."""
+    return bool(_UNDECODABLE.match(str(error))) or " with text " in str(error)
+
+
+def store_error(
+    conn: sqlite3.Connection | None, error: sqlite3.Error, *, operation: str, write: bool
+) -> StoreError:
+    """The `StoreError` of a failed read or write. SQLite's message is kept unless it may
+    quote stored data (a text column that is not valid UTF-8 quotes its bytes): then only
+    the column, its table(s) and the operation are named, and the caller raises it
+    `from None` (SPEC §15.8 "Errors")."""
+    message = str(error)
+    undecodable = _UNDECODABLE.match(message)
+    if not quotes_stored_data(error):
+        outcome = "nothing was written" if write else "while reading"
+        return StoreError(f"{operation}: database failure, {outcome} ({message})")
+    column = undecodable.group(1) if undecodable is not None else "?"
+    tables = "?"
+    if conn is not None:
+        with suppress(sqlite3.Error):
+            names = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT m.name FROM sqlite_master AS m, pragma_table_info(m.name) AS p"
+                    " WHERE m.type = 'table' AND p.name = ? ORDER BY m.name",
+                    (column,),
+                )
+            ]
+            tables = " or ".join(names) or "?"
+    return StoreError(
+        f"{operation}: cannot read column {column!r} of table {tables}: its text is not"
+        " valid UTF-8 (a damaged database?)" + ("; nothing was written" if write else "")
+    )
+
+
+def _statements(script: str) -> Iterator[str]:
+    """Split a DDL script into statements (`executescript` would commit the transaction)."""
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            yield pending
+            pending = ""
+
+
+class Database:
+    """One connection to a ledgerfold file (or `":memory:"`), migrated to the newest schema.
+
+    Every use goes through `transaction()`, which holds the instance's lock: one instance may
+    be shared by threads.
+    """
+
+    def __init__(self, path: str, durability: str = "full", *, read_only: bool = False) -> None:
+        if not isinstance(read_only, bool):
+            raise InvalidInput("read_only: must be bool", field="read_only", problem="wrong-type")
+        self.path = path
+        self.durability = durability
+        self.read_only = read_only
+        self.lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        try:
+            if read_only:
+                conn = sqlite3.connect(
+                    _reading_uri(path), uri=True, isolation_level=None, check_same_thread=False
+                )
+            else:
+                conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as err:
+            raise StoreError(f"{path}: cannot open the database ({err})") from err
+        try:
+            if read_only:
+                self._check_readable(conn)
+            else:
+                self._setup(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+
+    @property
+    def closed(self) -> bool:
+        return self._conn is None
+
+    def close(self) -> None:
+        """Close the connection; later transactions raise `StoreError`. Idempotent."""
+        with self.lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def connection(self) -> sqlite3.Connection:
+        """The open connection (raises `StoreError` once closed)."""
+        if self._conn is None:
+            raise StoreError("the store is closed")
+        return self._conn
+
+    @contextmanager
+    def transaction(self, *, write: bool, operation: str = "store") -> Iterator[sqlite3.Connection]:
+        """One transaction; any failure rolls it back. sqlite errors become `StoreError`
+        naming `operation` (see `store_error`)."""
+        with self.lock:
+            conn = self.connection()
+            if write and self.read_only:
+                raise StoreError(f"{operation}: the store was opened read-only")
+            try:
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            except sqlite3.Error as err:
+                raise StoreError(f"{operation}: cannot start a transaction ({err})") from err
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                _rollback(conn)
+                if not isinstance(exc, sqlite3.Error):
+                    raise
+                error = store_error(conn, exc, operation=operation, write=write)
+                if quotes_stored_data(exc):
+                    raise error from None  # SQLite's message quotes the stored bytes
+                raise error from exc
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the database file and truncate it, so pages that held erased
+        content survive in neither (after a purge, an erase or a deletion). A reader that
+        holds an old snapshot can keep the WAL from being truncated; that is not an error."""
+        with self.lock:
+            if self.path == ":memory:":
+                return
+            try:
+                self.connection().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            except sqlite3.Error as err:
+                raise StoreError(f"cannot checkpoint the database ({err})") from err
+
+    # ------------------------------------------------------------------ opening
+
+    def _check_readable(self, conn: sqlite3.Connection) -> None:
+        """A read-only open: the file must already be a ledgerfold store of the newest
+        schema (nothing can be created or migrated)."""
+        try:
+            conn.execute("PRAGMA busy_timeout = 30000")
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("BEGIN")
+            try:
+                version = self._schema_version(conn)
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.DatabaseError as err:
+            raise StoreError(f"{self.path}: not an SQLite database ({err})") from err
+        if version == 0:
+            raise StoreError(f"{self.path}: not a ledgerfold database (empty)")
+        if version < SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path}: schema version {version} needs an upgrade; open it once for writing"
+            )
+
+    def _setup(self, conn: sqlite3.Connection) -> None:
+        try:
+            conn.execute("PRAGMA busy_timeout = 30000")
+            # Reading the header first: a file that is not SQLite fails here, not halfway.
+            application_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            foreign_tables = (
+                application_id == 0
+                and conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' LIMIT 1"
+                ).fetchone()
+            )
+        except sqlite3.DatabaseError as err:
+            raise StoreError(f"{self.path}: not an SQLite database ({err})") from err
+        # Refuse another application's file before changing anything in it (journal mode).
+        if application_id not in (0, APPLICATION_ID):
+            raise StoreError(f"{self.path}: an SQLite database of another application")
+        if foreign_tables:
+            raise StoreError(f"{self.path}: an SQLite database that is not a ledgerfold store")
+        try:
+            if self.path != ":memory:":
+                conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            # "full": every commit is fsynced (survives power loss). "normal": WAL commits are
+            # fsynced at checkpoints only: durable across app crashes, never corrupt, but
+            # the last commits may be lost on power loss.
+            level = "FULL" if self.durability == "full" else "NORMAL"
+            conn.execute(f"PRAGMA synchronous = {level}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            # Erased and purged bodies are overwritten with zeros, not left in free pages
+            # (SPEC §15.5).
+            conn.execute("PRAGMA secure_delete = ON")
+        except sqlite3.DatabaseError as err:
+            raise StoreError(f"{self.path}: cannot prepare the database ({err})") from err
+        try:
+            self._migrate(conn)
+        except sqlite3.Error as err:
+            raise StoreError(f"{self.path}: cannot prepare the database ({err})") from err
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        for version, name, ddl in MIGRATIONS:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                current = self._schema_version(conn)
+                if current >= version:
+                    conn.execute("COMMIT")
+                    continue
+                for statement in _statements(ddl):
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                    (version, name, now()),
+                )
+                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                conn.execute(f"PRAGMA user_version = {version}")
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def _schema_version(self, conn: sqlite3.Connection) -> int:
+        application_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        tables = {
+            row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        if application_id != APPLICATION_ID:
+            if tables:
+                raise StoreError(f"{self.path}: an SQLite database that is not a ledgerfold store")
+            return 0
+        if "schema_migrations" not in tables:
+            raise StoreError(f"{self.path}: a ledgerfold store without its migration table")
+        version = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0]
+        if version is None:
+            return 0
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path}: schema version {version} is newer than this ledgerfold "
+                f"({SCHEMA_VERSION})"
+            )
+        return int(version)
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        # SQLite may already have rolled back (e.g. after SQLITE_FULL); what is on disk is
+        # then the state before the transaction.
+        with suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")

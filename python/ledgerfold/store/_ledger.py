@@ -1,0 +1,366 @@
+"""Ledger reads and writes inside one transaction: turns, revisions, edits, retractions,
+purges, and the eager staleness of the summaries that cite a changed turn (SPEC §9).
+
+Every function takes an open connection inside the caller's transaction and validated
+arguments; `SQLiteStore` owns the transactions, validation and logging.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from ledgerfold._context import HistoryBoundary, TurnItem
+from ledgerfold._errors import DuplicateId, InvalidInput
+from ledgerfold._model import Conversation, Turn
+from ledgerfold._toolcalls import check_meta
+from ledgerfold.store._database import now
+from ledgerfold.store._rows import (
+    ITEM_COLUMNS,
+    TURN_COLUMNS,
+    damaged_turn,
+    item_from_row,
+    meta_json,
+    turn_from_row,
+    turn_values,
+)
+from ledgerfold.store._schema import TURN_LIVE, TURN_RETRACTED
+
+__all__ = [
+    "boundary",
+    "bump_revision",
+    "conversation_row",
+    "edit_turn",
+    "get_turns",
+    "insert_turns",
+    "load",
+    "mappings",
+    "mark_citing_stale",
+    "raw_items",
+    "retract_turn",
+]
+
+#: IDs per `IN (...)` list: under SQLite's host-parameter limit.
+_CHUNK = 500
+
+
+def conversation_row(conn: sqlite3.Connection, conversation_id: str) -> tuple[Any, ...] | None:
+    row = conn.execute(
+        "SELECT revision, current_summary FROM conversations WHERE id = ?", (conversation_id,)
+    ).fetchone()
+    return None if row is None else tuple(row)
+
+
+def load(conn: sqlite3.Connection, conversation_id: str) -> Conversation:
+    """The live ledger of a conversation (empty at revision 0 when unknown), built in one
+    native call from the stored rows with their stored digests: no body is re-hashed (eager
+    invalidation keeps them honest; batch revalidation re-hashes)."""
+    row = conversation_row(conn, conversation_id)
+    if row is None:
+        return Conversation(conversation_id, 0, ())
+    rows = conn.execute(
+        f"SELECT {TURN_COLUMNS}, digest FROM turns"
+        " WHERE conversation_id = ? AND state = ? ORDER BY sequence",
+        (conversation_id, TURN_LIVE),
+    ).fetchall()
+    try:
+        return Conversation.from_rows(conversation_id, row[0], rows)
+    except InvalidInput as err:
+        # Stored rows are valid when written: one that is not was damaged in storage.
+        found = re.match(r"rows\[(\d+)\]\.", str(err))  # 'rows[i].<field>: ...'
+        if found is None or int(found.group(1)) >= len(rows):
+            raise
+        index, column = int(found.group(1)), str(err.field)
+        column = {"group": "grp", "meta_json": "meta"}.get(column, column)
+        raise damaged_turn(column, rows[index][0], rows[index][1]) from None
+
+
+def raw_items(conn: sqlite3.Connection, conversation_id: str) -> tuple[TurnItem, ...]:
+    """Every live turn as a context item, in sequence order (no `Turn` is built)."""
+    return tuple(
+        item_from_row(row)
+        for row in conn.execute(
+            f"SELECT {ITEM_COLUMNS} FROM turns"
+            " WHERE conversation_id = ? AND state = ? ORDER BY sequence",
+            (conversation_id, TURN_LIVE),
+        )
+    )
+
+
+def get_turns(
+    conn: sqlite3.Connection, conversation_id: str, turn_ids: Sequence[str]
+) -> list[Turn]:
+    """The live turns with these IDs, in sequence order (missing IDs are left out)."""
+    turns: list[Turn] = []
+    for start in range(0, len(turn_ids), _CHUNK):
+        chunk = turn_ids[start : start + _CHUNK]
+        marks = ",".join("?" * len(chunk))
+        turns.extend(
+            turn_from_row(row)
+            for row in conn.execute(
+                f"SELECT {TURN_COLUMNS} FROM turns WHERE conversation_id = ? AND state = ?"
+                f" AND id IN ({marks})",
+                (conversation_id, TURN_LIVE, *chunk),
+            )
+        )
+    turns.sort(key=lambda turn: turn.sequence)
+    return turns
+
+
+def insert_turns(
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    prepared: list[tuple[str, Mapping[str, Any]]],
+    field_prefix: str,
+) -> tuple[list[Turn], int]:
+    """Append `(turn_id, spec)` pairs at the next sequences; returns the turns and the new
+    revision. Values the `Turn` constructor refuses raise `InvalidInput` named by index."""
+    row = conn.execute(
+        "SELECT revision, last_sequence FROM conversations WHERE id = ?", (conversation_id,)
+    ).fetchone()
+    revision, last_sequence = row if row is not None else (0, 0)
+    turns: list[Turn] = []
+    previous = last_sequence  # the highest sequence ever written, retracted turns included
+    for index, (turn_id, spec) in enumerate(prepared):
+        prefix = f"{field_prefix}[{index}]." if field_prefix else ""
+        check_meta(spec.get("meta"), f"{prefix}meta")
+        previous = _sequence_of(spec, previous, f"{prefix}sequence")
+        try:
+            turn = Turn(
+                turn_id,
+                previous,
+                spec.get("role"),  # type: ignore[arg-type]  # validated by Turn
+                spec.get("body"),  # type: ignore[arg-type]
+                protected=spec.get("protected", False),
+                protection_reason=spec.get("protection_reason"),
+                group=spec.get("group"),
+                meta=spec.get("meta"),
+            )
+        except InvalidInput as err:
+            if not prefix:
+                raise
+            raise InvalidInput(
+                f"{prefix}{err}", field=f"{prefix}{err.field}", problem=err.problem
+            ) from None
+        turns.append(turn)
+    clash = _first_existing_id(conn, conversation_id, [t.id for t in turns])
+    if clash is not None:
+        raise DuplicateId(f"id: turn id {clash!r} already exists", id=clash)
+    written_at = now()
+    if row is None:
+        conn.execute(
+            "INSERT INTO conversations (id, revision, last_sequence) VALUES (?, 0, 0)",
+            (conversation_id,),
+        )
+    conn.executemany(
+        "INSERT INTO turns (conversation_id, id, sequence, role, body, protected,"
+        " protection_reason, grp, meta, digest, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(*turn_values(conversation_id, turn), written_at) for turn in turns],
+    )
+    conn.execute(
+        "UPDATE conversations SET revision = ?, last_sequence = ? WHERE id = ?",
+        (revision + 1, turns[-1].sequence, conversation_id),
+    )
+    mark_group_split(conn, conversation_id, turns)
+    return turns, revision + 1
+
+
+def _sequence_of(spec: Mapping[str, Any], previous: int, field: str) -> int:
+    """A spec's explicit `sequence` (SPEC §15.6, §15.8: above every sequence written before,
+    gaps kept), else the next one."""
+    if "sequence" not in spec:
+        return previous + 1
+    sequence = spec["sequence"]
+    if isinstance(sequence, bool) or not isinstance(sequence, int):
+        raise InvalidInput(
+            f"{field}: must be int, got {type(sequence).__name__}",
+            field=field,
+            problem="wrong-type",
+        )
+    if sequence <= previous:
+        raise InvalidInput(
+            f"{field}: {sequence} must exceed {previous}, the highest sequence written before",
+            field=field,
+            problem="out-of-range",
+        )
+    return sequence
+
+
+def _first_existing_id(
+    conn: sqlite3.Connection, conversation_id: str, turn_ids: list[str]
+) -> str | None:
+    for start in range(0, len(turn_ids), _CHUNK):
+        chunk = turn_ids[start : start + _CHUNK]
+        marks = ",".join("?" * len(chunk))
+        row = conn.execute(
+            f"SELECT id FROM turns WHERE conversation_id = ? AND id IN ({marks}) LIMIT 1",
+            (conversation_id, *chunk),
+        ).fetchone()
+        if row is not None:
+            return str(row[0])
+    return None
+
+
+def _live_turn_row(conn: sqlite3.Connection, conversation_id: str, turn_id: str) -> tuple[Any, ...]:
+    row = conn.execute(
+        f"SELECT pk, {TURN_COLUMNS}, digest FROM turns"
+        " WHERE conversation_id = ? AND id = ? AND state = ?",
+        (conversation_id, turn_id, TURN_LIVE),
+    ).fetchone()
+    if row is None:
+        raise InvalidInput(
+            f"turn_id: no live turn {turn_id!r} in conversation {conversation_id!r}",
+            field="turn_id",
+            problem="unknown-value",
+        )
+    return tuple(row)
+
+
+def bump_revision(conn: sqlite3.Connection, conversation_id: str) -> int:
+    conn.execute(
+        "UPDATE conversations SET revision = revision + 1 WHERE id = ?", (conversation_id,)
+    )
+    revision: int = conn.execute(
+        "SELECT revision FROM conversations WHERE id = ?", (conversation_id,)
+    ).fetchone()[0]
+    return revision
+
+
+def mark_citing_stale(
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    turn_ids_sql: str,
+    params: tuple[Any, ...],
+    reason: str,
+) -> int:
+    """Mark the accepted versions citing any of the selected turn IDs stale. A later
+    `source-missing` overrides an earlier `source-modified`, the order `check_summary`
+    reports them in, so the stored reason is what a full check would say."""
+    if reason == "source-missing":
+        status_filter = (
+            "(status IN ('current', 'superseded')"
+            " OR (status = 'stale' AND reason != 'source-missing'))"
+        )
+    else:
+        status_filter = "status IN ('current', 'superseded')"
+    cursor = conn.execute(
+        f"UPDATE summaries SET status = 'stale', reason = ? WHERE conversation_id = ?"
+        f" AND {status_filter} AND pk IN (SELECT summary_pk FROM summary_sources"
+        f" WHERE turn_id IN ({turn_ids_sql}))",
+        (reason, conversation_id, *params),
+    )
+    return cursor.rowcount
+
+
+def mark_group_split(conn: sqlite3.Connection, conversation_id: str, joined: Sequence[Turn]) -> int:
+    """A turn that joins a group holding a summary's source, without being a source itself,
+    splits the group (SPEC §15.4): every version citing a member goes stale (`group-split`)
+    in the same transaction. A late tool result is the usual case."""
+    groups = sorted({turn.group for turn in joined if turn.group is not None})
+    if not groups:
+        return 0
+    joined_ids = json.dumps([turn.id for turn in joined], ensure_ascii=False)
+    marks = ",".join("?" * len(groups))
+    # Versions citing a member of the group, but not the joining turn itself.
+    return conn.execute(
+        "UPDATE summaries SET status = 'stale', reason = 'group-split'"
+        " WHERE conversation_id = ? AND status IN ('current', 'superseded')"
+        " AND pk IN (SELECT ss.summary_pk FROM turns AS t"
+        " JOIN summary_sources AS ss ON ss.turn_id = t.id"
+        f" WHERE t.conversation_id = ? AND t.grp IN ({marks}) AND t.state = ?)"
+        " AND pk NOT IN (SELECT summary_pk FROM summary_sources"
+        " WHERE turn_id IN (SELECT value FROM json_each(?)))",
+        (conversation_id, conversation_id, *groups, TURN_LIVE, joined_ids),
+    ).rowcount
+
+
+def edit_turn(
+    conn: sqlite3.Connection, conversation_id: str, turn_id: str, changes: Mapping[str, Any]
+) -> tuple[Turn, int, int]:
+    """Apply `changes` to a live turn, keeping the earlier version in `turn_history`;
+    returns the new turn, the new revision and how many summaries went stale."""
+    row = _live_turn_row(conn, conversation_id, turn_id)
+    turn_pk, old_digest = row[0], row[-1]
+    old = turn_from_row(row[1:-1])
+    if "meta" in changes:
+        check_meta(changes["meta"])
+    new = old.replace(**changes)
+    revision = bump_revision(conn, conversation_id)
+    conn.execute(
+        "INSERT INTO turn_history (turn_pk, replaced_at_revision, role, body, protected,"
+        " protection_reason, grp, meta, digest, replaced_at)"
+        " SELECT pk, ?, role, body, protected, protection_reason, grp, meta, digest, ?"
+        " FROM turns WHERE pk = ?",
+        (revision, now(), turn_pk),
+    )
+    conn.execute(
+        "UPDATE turns SET role = ?, body = ?, protected = ?, protection_reason = ?,"
+        " grp = ?, meta = ?, digest = ? WHERE pk = ?",
+        (
+            new.role,
+            new.body,
+            int(new.protected),
+            new.protection_reason,
+            new.group,
+            meta_json(new.meta),
+            new.digest,
+            turn_pk,
+        ),
+    )
+    stale = 0
+    if new.digest != bytes(old_digest):
+        stale = mark_citing_stale(conn, conversation_id, "?", (turn_id,), "source-modified")
+    if new.group is not None and new.group != old.group:
+        stale += mark_group_split(conn, conversation_id, [new])
+    return new, revision, stale
+
+
+def retract_turn(
+    conn: sqlite3.Connection, conversation_id: str, turn_id: str
+) -> tuple[int, int, int]:
+    """Take a live turn out of the ledger view; returns its sequence, the new revision and
+    how many summaries went stale."""
+    row = _live_turn_row(conn, conversation_id, turn_id)
+    conn.execute("UPDATE turns SET state = ? WHERE pk = ?", (TURN_RETRACTED, row[0]))
+    revision = bump_revision(conn, conversation_id)
+    stale = mark_citing_stale(conn, conversation_id, "?", (turn_id,), "source-missing")
+    return int(row[2]), revision, stale
+
+
+def boundary(conn: sqlite3.Connection, conversation_id: str) -> HistoryBoundary | None:
+    row = conn.execute(
+        "SELECT through_sequence, reason, purged_at FROM history_boundaries"
+        # The furthest boundary: a later, smaller purge does not bring history back.
+        " WHERE conversation_id = ? ORDER BY through_sequence DESC, pk DESC LIMIT 1",
+        (conversation_id,),
+    ).fetchone()
+    return None if row is None else HistoryBoundary(row[0], row[1], row[2])
+
+
+def mappings(
+    name: str, items: object, allowed: frozenset[str] | set[str]
+) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """`(field, mapping)` for each item of an iterable of mappings with only `allowed` keys;
+    anything else is `InvalidInput` naming `name[index]`."""
+    if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
+        raise InvalidInput(
+            f"{name}: must be an iterable of mappings", field=name, problem="wrong-type"
+        )
+    for index, item in enumerate(items):
+        field = f"{name}[{index}]"
+        if not isinstance(item, Mapping):
+            raise InvalidInput(
+                f"{field}: must be a mapping, got {type(item).__name__}",
+                field=field,
+                problem="wrong-type",
+            )
+        unknown = sorted(str(key) for key in item if key not in allowed)
+        if unknown:
+            raise InvalidInput(
+                f"{field}: unknown keys {unknown}", field=field, problem="not-allowed"
+            )
+        yield field, item

@@ -1,0 +1,198 @@
+"""`SQLiteStore`'s methods for the agent loop (SPEC §15.2, §15.8): planning, the start of a
+compaction, the failure streak the back-off counts, and version pruning."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import uuid
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
+from datetime import datetime, timedelta, timezone
+
+from ledgerfold import _validate
+from ledgerfold._errors import InvalidInput
+from ledgerfold._plan import CompactionPlan, preserve_roles_arg
+from ledgerfold.store import _compaction as compaction
+from ledgerfold.store import _summaries as summaries
+from ledgerfold.store._protocol import REBASE_ONLY, CompactionWork
+
+__all__ = ["CompactionMethods"]
+
+_log = logging.getLogger("ledgerfold.store")
+
+
+class CompactionMethods:
+    """Mixed into `SQLiteStore`, which provides the transaction and the version cache."""
+
+    _cache: summaries.VersionCache
+
+    def _transaction(self, *, write: bool) -> AbstractContextManager[sqlite3.Connection]:
+        raise NotImplementedError  # pragma: no cover - SQLiteStore defines it
+
+    def start_plan(
+        self,
+        conversation_id: str,
+        keep_tail: int,
+        policy_version: str,
+        plan_id: str | None = None,
+        *,
+        preserve_roles: Iterable[str] = (),
+    ) -> CompactionPlan:
+        """Plan on the current ledger; the plan becomes the active one, superseding older
+        (an older plan that ended without any record gets `failed`/`abandoned`)."""
+        conversation_id = _validate.text("conversation_id", conversation_id)
+        _validate.integer("keep_tail", keep_tail, minimum=1)
+        policy_version = _validate.text("policy_version", policy_version)
+        plan_id = (
+            "plan-" + uuid.uuid4().hex if plan_id is None else _validate.text("plan_id", plan_id)
+        )
+        roles = preserve_roles_arg(preserve_roles)
+        with self._transaction(write=True) as conn:
+            pointed = summaries.pointed(conn, self._cache, conversation_id)
+            planned = compaction.plan_view(
+                conn,
+                self._cache,
+                pointed,
+                conversation_id,
+                keep_tail,
+                policy_version,
+                roles,
+                plan_id,
+            )
+            compaction.register(conn, planned, policy_version, roles)
+        self._log_plan(planned.plan)
+        return planned.plan
+
+    def begin_compaction(
+        self,
+        conversation_id: str,
+        keep_tail: int,
+        policy_version: str,
+        *,
+        preserve_roles: Iterable[str] = (),
+        min_new_turns: int = 1,
+        plan_id: str | None = None,
+    ) -> CompactionWork:
+        """One transaction for the start of a compaction (what `Compactor` calls): plan on
+        the current ledger and, when at least `min_new_turns` compactable turns are not yet
+        covered by the current summary (or coverage would shrink, which makes a rebase due at
+        once), register the plan and return it with the summary it may extend, that
+        summary's stored source digests and the uncovered turns. Otherwise nothing is
+        registered (`status` ``not-due`` or ``nothing-to-compact``)."""
+        conversation_id = _validate.text("conversation_id", conversation_id)
+        _validate.integer("keep_tail", keep_tail, minimum=1)
+        policy_version = _validate.text("policy_version", policy_version)
+        _validate.integer("min_new_turns", min_new_turns, minimum=1)
+        plan_id = (
+            "plan-" + uuid.uuid4().hex if plan_id is None else _validate.text("plan_id", plan_id)
+        )
+        roles = preserve_roles_arg(preserve_roles)
+        with self._transaction(write=True) as conn:
+            failures = compaction.failure_streak(conn, conversation_id)
+            pointed = summaries.pointed(conn, self._cache, conversation_id)
+            if min_new_turns >= REBASE_ONLY and not compaction.due_at_once(
+                conn, self._cache, pointed, policy_version, keep_tail, roles, failures
+            ):
+                return CompactionWork("not-due", failures=failures)
+            planned = compaction.plan_view(
+                conn,
+                self._cache,
+                pointed,
+                conversation_id,
+                keep_tail,
+                policy_version,
+                roles,
+                plan_id,
+            )
+            if not planned.new_turns:
+                return CompactionWork("nothing-to-compact", failures=failures)
+            if (
+                len(planned.new_turns) < min_new_turns
+                and not planned.rebase_due
+                # The rest of a backlog folded in chunks stays due (SPEC §15.8) until a
+                # failure: the back-off then asks for `min_new_turns` again.
+                and not (failures == 0 and compaction.left_a_backlog(conn, planned.base))
+            ):
+                return CompactionWork("not-due", failures=failures)
+            compaction.register(conn, planned, policy_version, roles)
+            base = planned.base
+        self._log_plan(planned.plan)
+        return CompactionWork(
+            "ready",
+            planned.plan,
+            None if base is None else base.envelope,
+            b"" if planned.base_digests is None else planned.base_digests,
+            planned.new_turns,
+            failures,
+        )
+
+    def _log_plan(self, plan: CompactionPlan) -> None:
+        _log.info(
+            "plan started: conversation=%s plan=%s revision=%d compacted=%d through_sequence=%d",
+            plan.conversation_id,
+            plan.plan_id,
+            plan.source_revision,
+            len(plan.compacted_ids),
+            plan.through_sequence,
+        )
+
+    def consecutive_failures(self, conversation_id: str) -> int:
+        """`failed` records since the conversation's newest accepted summary (the
+        compactor's back-off counts them)."""
+        conversation_id = _validate.text("conversation_id", conversation_id)
+        with self._transaction(write=False) as conn:
+            return compaction.failure_streak(conn, conversation_id)
+
+    def prune_versions(
+        self,
+        conversation_id: str | None = None,
+        keep: int = 4,
+        older_than: float | None = None,
+    ) -> int:
+        """Delete summary records (any status) other than the current one beyond the newest
+        `keep` of each conversation (or of `conversation_id`), with their text and source
+        index; with `older_than` (seconds), only records older than that. Returns how many
+        records were deleted; `pruned_count` keeps the tally."""
+        if conversation_id is not None:
+            conversation_id = _validate.text("conversation_id", conversation_id)
+        keep = _validate.integer("keep", keep, minimum=0)
+        cutoff: str | None = None
+        if older_than is not None:
+            if (
+                isinstance(older_than, bool)
+                or not isinstance(older_than, (int, float))
+                or not (older_than >= 0 and older_than < float("inf"))
+            ):
+                raise InvalidInput(
+                    "older_than: must be None or a number of seconds >= 0",
+                    field="older_than",
+                    problem="out-of-range",
+                )
+            cutoff = (datetime.now(timezone.utc) - timedelta(seconds=older_than)).isoformat(
+                timespec="microseconds"
+            )
+        with self._transaction(write=True) as conn:
+            ids = (
+                [conversation_id]
+                if conversation_id is not None
+                else [row[0] for row in conn.execute("SELECT id FROM conversations")]
+            )
+            deleted = sum(summaries.prune(conn, cid, keep, cutoff) for cid in ids)
+        if deleted:
+            _log.info(
+                "versions pruned: conversation=%s records=%d keep=%d",
+                conversation_id,
+                deleted,
+                keep,
+            )
+        return deleted
+
+    def pruned_count(self, conversation_id: str) -> int:
+        """How many summary records of the conversation pruning has deleted."""
+        conversation_id = _validate.text("conversation_id", conversation_id)
+        with self._transaction(write=False) as conn:
+            row = conn.execute(
+                "SELECT pruned_count FROM conversations WHERE id = ?", (conversation_id,)
+            ).fetchone()
+        return 0 if row is None else int(row[0])

@@ -1,0 +1,401 @@
+"""Retention and erasure inside one transaction (SPEC §15.5): purge with a sealed summary,
+erasing the versions that cite purged turns, retraction with erasure, and deleting a whole
+conversation.
+
+Purge **seals** the current summary: it is checked current inside the purge transaction,
+and afterwards its purged sources are checked by the digests its source index kept
+(`sealed_digests`), which can no longer change. Every other version citing a purged turn
+is erased (text and index rows) and counted with the pruned ones.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from ledgerfold._context import HistoryBoundary
+from ledgerfold._errors import InvalidInput
+from ledgerfold._model import ROLES
+from ledgerfold._summary import check_summary
+from ledgerfold.store import _ledger as ledger
+from ledgerfold.store import _sources as sources
+from ledgerfold.store import _summaries as summaries
+from ledgerfold.store._database import now
+from ledgerfold.store._schema import TURN_LIVE, TURN_PURGED, TURN_RETRACTED
+
+__all__ = [
+    "PurgePreview",
+    "delete_conversation",
+    "erase_body",
+    "preview",
+    "purge",
+    "retain",
+    "retention_cutoff",
+    "retracted",
+    "sealed_digests",
+]
+
+#: The turns a purge through `sequence` takes: live and retracted ones, protected ones only
+#: when forced. Parameters: (conversation_id, sequence, force).
+_SELECTED = (
+    "SELECT {column} FROM turns WHERE conversation_id = ? AND sequence <= ?"
+    " AND state IN ({states}) AND (protected = 0 OR ?){roles}"
+)
+_BOTH = f"{TURN_LIVE}, {TURN_RETRACTED}"
+
+
+def _selected(column: str, keep_roles: tuple[str, ...] = (), kept_of: int | None = None) -> str:
+    """`_SELECTED` for a column, leaving out turns of `keep_roles` (retention keeps the
+    policy's preserved roles, such as the system prompt) and, with `kept_of`, the live turns
+    that version keeps raw below its slot (it does not cover them). Roles are checked names
+    and `kept_of` a row number, never user text, so they are written into the SQL."""
+    assert all(role in ROLES for role in keep_roles)
+    roles = f" AND role NOT IN ({', '.join(repr(r) for r in keep_roles)})" if keep_roles else ""
+    if kept_of is not None:
+        roles += f" AND pk NOT IN ({_kept(kept_of)})"
+    return _SELECTED.format(column=column, states=_BOTH, roles=roles)
+
+
+def _kept(summary_pk: int) -> str:
+    return f"SELECT turn_pk FROM summary_kept WHERE summary_pk = {int(summary_pk)}"
+
+
+def sealed_digests(
+    conn: sqlite3.Connection, conversation_id: str, summary_pk: int
+) -> dict[str, bytes]:
+    """The stored digests of a version's purged sources, by turn ID (empty when none)."""
+    return {
+        row[0]: bytes(row[1])
+        for row in conn.execute(
+            "SELECT ss.turn_id, ss.turn_digest FROM summary_sources ss JOIN turns t"
+            " ON t.conversation_id = ? AND t.id = ss.turn_id"
+            " WHERE ss.summary_pk = ? AND t.state = ?",
+            (conversation_id, summary_pk, TURN_PURGED),
+        )
+    }
+
+
+def _require(conn: sqlite3.Connection, conversation_id: str) -> None:
+    if ledger.conversation_row(conn, conversation_id) is None:
+        raise InvalidInput(
+            f"conversation_id: unknown conversation {conversation_id!r}",
+            field="conversation_id",
+            problem="unknown-value",
+        )
+
+
+def _seal(
+    conn: sqlite3.Connection,
+    cache: summaries.VersionCache,
+    conversation_id: str,
+    *,
+    mark: bool = True,
+) -> tuple[int | None, str | None]:
+    """The pk and ID of the current summary once checked current on the whole ledger (with
+    the sealed sources of earlier purges), or None. A current one that fails the check goes
+    stale here with the check's reason (unless `mark` is False: a preview only reads)."""
+    pointed = summaries.pointed(conn, cache, conversation_id)
+    if pointed is None or pointed[1] != "current":
+        return None, None
+    version = pointed[0]
+    envelope = version.envelope
+    check = check_summary(
+        envelope,
+        ledger.load(conn, conversation_id),
+        envelope.policy_version,
+        sealed=sealed_digests(conn, conversation_id, version.pk),
+    )
+    if check.current:
+        return version.pk, envelope.id
+    if mark:
+        conn.execute(
+            "UPDATE summaries SET status = 'stale', reason = ? WHERE pk = ?",
+            (check.reason, version.pk),
+        )
+    return None, None
+
+
+def _citing(selected: str, sealed_pk: int | None) -> str:
+    """Versions (other than the sealed one) whose index or rejected sources name a selected
+    turn. Parameters: conversation_id, then the selection's, twice, then sealed_pk."""
+    return (
+        "SELECT pk FROM summaries WHERE conversation_id = ? AND (pk IN (SELECT summary_pk"
+        f" FROM summary_sources WHERE turn_id IN ({selected})) OR (rejected_source_ids IS NOT"
+        " NULL AND EXISTS (SELECT 1 FROM json_each(rejected_source_ids)"
+        f" WHERE value IN ({selected})))) AND pk IS NOT ?"
+    )
+
+
+def purge(
+    conn: sqlite3.Connection,
+    cache: summaries.VersionCache,
+    conversation_id: str,
+    sequence: int,
+    reason: str,
+    force: bool,
+) -> tuple[HistoryBoundary, int, int, int]:
+    """Retention through `sequence`: seal the current summary, erase every other version
+    citing a purged turn, blank the purged bodies and drop their earlier versions, record
+    the boundary. Returns the boundary, the purged turn count, the new revision and how many
+    versions were erased. A `sequence` beyond the last one written is recorded as the last
+    one (turns appended later are not inside the purged history), and without `force` the
+    purge stops before a group it would split (`_unsplit`)."""
+    _require(conn, conversation_id)
+    last = conn.execute(
+        "SELECT last_sequence FROM conversations WHERE id = ?", (conversation_id,)
+    ).fetchone()[0]
+    sealed_pk, _ = _seal(conn, cache, conversation_id)
+    sequence = min(sequence, int(last))
+    if not force:
+        sequence = _unsplit(conn, conversation_id, sequence, sealed_pk)
+    return _purge_sealed(conn, conversation_id, sequence, reason, force, sealed_pk)
+
+
+def _unsplit(
+    conn: sqlite3.Connection, conversation_id: str, sequence: int, sealed_pk: int | None
+) -> int:
+    """The largest purge sequence <= `sequence` that splits no group: a purge must not take
+    a tool call and leave its result raw in the context (providers refuse a tool message
+    without its call), so it stops before the first such group. Members the sealed summary
+    covers are not raw, so they split nothing."""
+    while True:
+        first = conn.execute(
+            "SELECT MIN(m.sequence) FROM turns m WHERE m.conversation_id = ? AND m.sequence <= ?"
+            " AND m.state = ? AND m.protected = 0 AND m.grp IN (SELECT b.grp FROM turns b"
+            " WHERE b.conversation_id = ? AND b.grp IS NOT NULL AND b.sequence > ?"
+            " AND b.state = ? AND b.id NOT IN (SELECT turn_id FROM summary_sources"
+            " WHERE summary_pk IS ?))",
+            (conversation_id, sequence, TURN_LIVE, conversation_id, sequence, TURN_LIVE, sealed_pk),
+        ).fetchone()[0]
+        if first is None:
+            return sequence
+        sequence = int(first) - 1
+
+
+def retain(
+    conn: sqlite3.Connection,
+    cache: summaries.VersionCache,
+    conversation_id: str,
+    sequence: int,
+    reason: str,
+    keep_roles: tuple[str, ...],
+) -> tuple[HistoryBoundary, int, int, int] | None:
+    """The retention policy's purge through `sequence`: only turns the current summary
+    covers go, once it is sealed (none when it cannot be). A turn it keeps raw below its
+    slot (a preserved role, an open or protected group) stays; a covered turn of
+    `keep_roles` stops the purge just before it, so every sealed source still precedes the
+    live ones. Returns as `purge`, or None when nothing goes."""
+    sealed_pk, _ = _seal(conn, cache, conversation_id)
+    if sealed_pk is None:
+        return None
+    if keep_roles:
+        marks = ",".join("?" * len(keep_roles))
+        first = conn.execute(
+            "SELECT MIN(sequence) FROM turns WHERE conversation_id = ? AND state = ?"
+            f" AND sequence <= ? AND role IN ({marks}) AND pk NOT IN ({_kept(sealed_pk)})",
+            (conversation_id, TURN_LIVE, sequence, *keep_roles),
+        ).fetchone()[0]
+        if first is not None:
+            sequence = int(first) - 1
+    selected = _selected("pk", keep_roles, sealed_pk)
+    if not conn.execute(f"{selected} LIMIT 1", (conversation_id, sequence, 0)).fetchone():
+        return None
+    return _purge_sealed(
+        conn, conversation_id, sequence, reason, False, sealed_pk, keep_roles, sealed_pk
+    )
+
+
+def _purge_sealed(
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    sequence: int,
+    reason: str,
+    force: bool,
+    sealed_pk: int | None,
+    keep_roles: tuple[str, ...] = (),
+    kept_of: int | None = None,
+) -> tuple[HistoryBoundary, int, int, int]:
+    params = (conversation_id, sequence, int(force))
+    selected = _selected("id", keep_roles, kept_of)
+    doomed = [
+        row[0]
+        for row in conn.execute(
+            _citing(selected, sealed_pk), (conversation_id, *params, *params, sealed_pk)
+        )
+    ]
+    if doomed:
+        summaries.delete_records(conn, conversation_id, doomed)
+    pks = _selected("pk", keep_roles, kept_of)
+    conn.execute(f"DELETE FROM turn_history WHERE turn_pk IN ({pks})", params)
+    purged = conn.execute(
+        f"UPDATE turns SET state = ?, body = '', meta = NULL WHERE pk IN ({pks})",
+        (TURN_PURGED, *params),
+    ).rowcount
+    revision = ledger.bump_revision(conn, conversation_id)
+    boundary = HistoryBoundary(sequence, reason, now())
+    conn.execute(
+        "INSERT INTO history_boundaries (conversation_id, through_sequence, reason,"
+        " purged_at) VALUES (?, ?, ?, ?)",
+        (conversation_id, sequence, reason, boundary.purged_at),
+    )
+    return boundary, purged, revision, len(doomed)
+
+
+class PurgePreview(dict[str, Any]):
+    """What a purge would do, as JSON-ready fields (nothing is written)."""
+
+
+def preview(
+    conn: sqlite3.Connection,
+    cache: summaries.VersionCache,
+    conversation_id: str,
+    sequence: int,
+    force: bool,
+) -> PurgePreview:
+    """`purge_through(..., dry_run=True)`: the turns that would go (and protected ones that
+    would stay), the summary that would be sealed and how many versions would be erased.
+    Runs the purge's own checks and writes nothing (a read transaction will do)."""
+    _require(conn, conversation_id)
+    row = conn.execute(
+        "SELECT last_sequence FROM conversations WHERE id = ?", (conversation_id,)
+    ).fetchone()
+    sealed_pk, sealed_id = _seal(conn, cache, conversation_id, mark=False)
+    sequence = min(sequence, int(row[0]))
+    if not force:
+        sequence = _unsplit(conn, conversation_id, sequence, sealed_pk)
+    params = (conversation_id, sequence, int(force))
+    selected = _selected("id")
+    turns = conn.execute(
+        f"SELECT COUNT(*), MIN(sequence), MAX(sequence) FROM turns WHERE id IN ({selected})"
+        " AND conversation_id = ?",
+        (*params, conversation_id),
+    ).fetchone()
+    kept_protected = conn.execute(
+        "SELECT COUNT(*) FROM turns WHERE conversation_id = ? AND sequence <= ?"
+        " AND state IN (?, ?) AND protected = 1 AND NOT ?",
+        (conversation_id, sequence, TURN_LIVE, TURN_RETRACTED, int(force)),
+    ).fetchone()[0]
+    erased = conn.execute(
+        f"SELECT COUNT(*) FROM ({_citing(selected, sealed_pk)})",
+        (conversation_id, *params, *params, sealed_pk),
+    ).fetchone()[0]
+    # Live turns that go without being a source of the sealed summary: what they said
+    # leaves the agent's context for good (the system prompt, a tail kept raw...).
+    unsummarised = conn.execute(
+        f"SELECT COUNT(*) FROM turns WHERE id IN ({selected}) AND conversation_id = ?"
+        " AND state = ? AND id NOT IN (SELECT turn_id FROM summary_sources"
+        " WHERE summary_pk IS ?)",
+        (*params, conversation_id, TURN_LIVE, sealed_pk),
+    ).fetchone()[0]
+    return PurgePreview(
+        conversation_id=conversation_id,
+        through_sequence=sequence,
+        last_sequence=int(row[0]),
+        turns=int(turns[0]),
+        first_sequence=turns[1],
+        last_purged_sequence=turns[2],
+        protected_kept=int(kept_protected),
+        sealed_summary=sealed_id,
+        versions_erased=int(erased),
+        unsummarised=int(unsummarised),
+    )
+
+
+def retention_cutoff(
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    retain_turns: int | None,
+    written_before: str | None,
+    keep_roles: tuple[str, ...] = (),
+) -> int | None:
+    """The sequence a retention purge would go through, or None when nothing is due: turns
+    beyond the newest `retain_turns` live ones, or written before `written_before`, but
+    never past the current summary's last source, so nothing it does not cover is lost.
+    Turns of `keep_roles` (the policy's preserved roles) and protected ones are kept."""
+    pointed = conn.execute(
+        "SELECT s.through_sequence FROM conversations c JOIN summaries s"
+        " ON s.pk = c.current_summary WHERE c.id = ? AND s.status = 'current'",
+        (conversation_id,),
+    ).fetchone()
+    if pointed is None:
+        return None
+    candidates: list[int] = []
+    if retain_turns is not None:
+        row = conn.execute(
+            "SELECT sequence FROM turns WHERE conversation_id = ? AND state = ?"
+            " ORDER BY sequence DESC LIMIT 1 OFFSET ?",
+            (conversation_id, TURN_LIVE, retain_turns),
+        ).fetchone()
+        if row is not None:
+            candidates.append(int(row[0]))
+    if written_before is not None:
+        row = conn.execute(
+            "SELECT MAX(sequence) FROM turns WHERE conversation_id = ? AND state = ?"
+            " AND created_at < ?",
+            (conversation_id, TURN_LIVE, written_before),
+        ).fetchone()
+        if row[0] is not None:
+            candidates.append(int(row[0]))
+    if not candidates:
+        return None
+    through = min(max(candidates), int(pointed[0]))
+    purged = conn.execute(
+        f"SELECT 1 FROM ({_selected('pk', keep_roles)}) LIMIT 1", (conversation_id, through, 0)
+    ).fetchone()
+    return through if purged else None
+
+
+def retracted(
+    conn: sqlite3.Connection, conversation_id: str, turn_id: str
+) -> tuple[int, int] | None:
+    """The sequence of a turn retracted earlier and the conversation's revision, or None."""
+    row = conn.execute(
+        "SELECT t.sequence, c.revision FROM turns t JOIN conversations c"
+        " ON c.id = t.conversation_id WHERE t.conversation_id = ? AND t.id = ? AND t.state = ?",
+        (conversation_id, turn_id, TURN_RETRACTED),
+    ).fetchone()
+    return None if row is None else (int(row[0]), int(row[1]))
+
+
+def erase_body(conn: sqlite3.Connection, conversation_id: str, turn_id: str) -> int:
+    """Blank a retracted turn's body and meta and drop its earlier versions (ID, sequence
+    and digest stay), and erase every summary version (or rejected result) that cites it:
+    their text may quote it (retraction already made them stale). Returns how many
+    versions went (they count as pruned)."""
+    doomed = [
+        row[0]
+        for row in conn.execute(
+            _citing("SELECT ?", None), (conversation_id, turn_id, turn_id, None)
+        )
+    ]
+    if doomed:
+        summaries.delete_records(conn, conversation_id, doomed)
+    conn.execute(
+        "DELETE FROM turn_history WHERE turn_pk IN (SELECT pk FROM turns"
+        " WHERE conversation_id = ? AND id = ?)",
+        (conversation_id, turn_id),
+    )
+    conn.execute(
+        "UPDATE turns SET body = '', meta = NULL WHERE conversation_id = ? AND id = ?",
+        (conversation_id, turn_id),
+    )
+    return len(doomed)
+
+
+def delete_conversation(conn: sqlite3.Connection, conversation_id: str) -> int:
+    """Erase a conversation's turns, turn history, summaries, plans, index rows and
+    boundaries. Returns how many turn rows went (0 for an unknown conversation)."""
+    summary_pks = "SELECT pk FROM summaries WHERE conversation_id = ?"
+    turn_pks = "SELECT pk FROM turns WHERE conversation_id = ?"
+    key = (conversation_id,)
+    conn.execute(f"DELETE FROM summary_kept WHERE summary_pk IN ({summary_pks})", key)
+    conn.execute("DELETE FROM active_plans WHERE conversation_id = ?", key)
+    conn.execute("UPDATE conversations SET current_summary = NULL WHERE id = ?", key)
+    conn.execute("DELETE FROM summaries WHERE conversation_id = ?", key)
+    sources.delete_conversation_runs(conn, conversation_id)
+    conn.execute("DELETE FROM plans WHERE conversation_id = ?", key)
+    conn.execute(f"DELETE FROM turn_history WHERE turn_pk IN ({turn_pks})", key)
+    turns = conn.execute("DELETE FROM turns WHERE conversation_id = ?", key).rowcount
+    conn.execute("DELETE FROM history_boundaries WHERE conversation_id = ?", key)
+    conn.execute("DELETE FROM conversations WHERE id = ?", key)
+    return turns

@@ -1,0 +1,161 @@
+"""Rows of the store's tables <-> ledgerfold values: the one place that knows the columns."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ledgerfold._context import TurnItem
+from ledgerfold._errors import InvalidInput, StoreError
+from ledgerfold._model import Turn
+from ledgerfold._summary import SummaryEnvelope
+
+__all__ = [
+    "DAMAGED",
+    "ITEM_COLUMNS",
+    "SUMMARY_COLUMNS",
+    "TURN_COLUMNS",
+    "DamagedSummary",
+    "Version",
+    "envelope_from_row",
+    "item_from_row",
+    "meta_dict",
+    "meta_json",
+    "turn_from_row",
+    "turn_values",
+]
+
+#: `turns` columns in the order `turn_from_row` reads them.
+TURN_COLUMNS = "id, sequence, role, body, protected, protection_reason, grp, meta"
+#: `turns` columns in the order `item_from_row` reads them.
+ITEM_COLUMNS = "id, sequence, role, body, meta"
+#: `summaries` columns in the order `envelope_from_row` and the store read them.
+SUMMARY_COLUMNS = (
+    "pk, id, conversation_id, plan_id, status, reason, created_at, source_revision,"
+    " source_fingerprint, policy_version, text, through_sequence, rejected_source_ids,"
+    " parent_id"
+)
+
+
+def meta_json(meta: Mapping[str, str] | None) -> str | None:
+    return None if meta is None else json.dumps(dict(meta), sort_keys=True, ensure_ascii=False)
+
+
+#: The stale reason of a summary whose stored record is damaged (it cannot be read back).
+DAMAGED = "damaged-record"
+
+
+class DamagedSummary(Exception):
+    """A `summaries` row that cannot be read back as a version (damaged in storage). Internal:
+    it reaches callers as a `StoreError` with the same message, or as a fallback."""
+
+    def __init__(self, message: str, *, summary_id: str | None):
+        super().__init__(message)
+        self.summary_id = summary_id
+
+
+def damaged_turn(column: str, turn_id: object, sequence: object) -> StoreError:
+    """A `turns` row that cannot be read back: named by table, column and row, never by
+    its content."""
+    return StoreError(
+        f"damaged row in table turns, column {column}: turn {turn_id!r} (sequence"
+        f" {sequence!r}); the database was changed outside ledgerfold"
+    )
+
+
+def meta_dict(
+    text: str | None, turn_id: object = None, sequence: object = None
+) -> dict[str, str] | None:
+    if text is None:
+        return None
+    try:
+        meta = json.loads(text)
+    except (ValueError, TypeError, RecursionError):
+        meta = None
+    if not isinstance(meta, dict) or not all(
+        isinstance(key, str) and isinstance(value, str) for key, value in meta.items()
+    ):
+        raise damaged_turn("meta", turn_id, sequence) from None
+    return meta
+
+
+def turn_from_row(row: tuple[Any, ...]) -> Turn:
+    """A `Turn` from a row of `TURN_COLUMNS`."""
+    turn_id, sequence, role, body, protected, reason, group, meta = row
+    try:
+        return Turn(
+            turn_id,
+            sequence,
+            role,
+            body,
+            protected=bool(protected),
+            protection_reason=reason,
+            group=group,
+            meta=meta_dict(meta, turn_id, sequence),
+        )
+    except InvalidInput as err:
+        column = {"group": "grp"}.get(str(err.field), str(err.field))
+        raise damaged_turn(column, turn_id, sequence) from None
+
+
+def turn_values(conversation_id: str, turn: Turn) -> tuple[Any, ...]:
+    """The `turns` row of a new turn: conversation_id, id, sequence, role, body, protected,
+    protection_reason, grp, meta, digest."""
+    return (
+        conversation_id,
+        turn.id,
+        turn.sequence,
+        turn.role,
+        turn.body,
+        int(turn.protected),
+        turn.protection_reason,
+        turn.group,
+        meta_json(turn.meta),
+        turn.digest,
+    )
+
+
+def item_from_row(row: tuple[Any, ...]) -> TurnItem:
+    """A `TurnItem` from a row of `ITEM_COLUMNS`."""
+    turn_id, sequence, role, body, meta = row
+    return TurnItem(turn_id, role, body, sequence, meta_dict(meta, turn_id, sequence))
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    """A stored summary as the store caches it."""
+
+    pk: int
+    envelope: SummaryEnvelope
+    through_sequence: int
+
+
+def envelope_from_row(row: tuple[Any, ...], source_ids: tuple[str, ...]) -> Version:
+    """The version of a `summaries` row of `SUMMARY_COLUMNS` (not a `failed` one); a row
+    that does not make one raises `DamagedSummary` naming its column."""
+    try:
+        envelope = SummaryEnvelope(
+            id=row[1],
+            plan_id=row[3],
+            conversation_id=row[2],
+            source_revision=row[7],
+            source_ids=source_ids,
+            source_fingerprint=row[8],
+            policy_version=row[9],
+            text=row[10],
+            parent_id=row[13],
+        )
+    except InvalidInput as err:
+        raise damaged_summary(row, str(err.field)) from None
+    return Version(row[0], envelope, row[11] if row[11] is not None else 0)
+
+
+def damaged_summary(row: tuple[Any, ...], column: str) -> DamagedSummary:
+    summary_id = row[1] if isinstance(row[1], str) else None
+    return DamagedSummary(
+        f"damaged row in table summaries, column {column}: pk {row[0]!r} (summary"
+        f" {summary_id!r}); the database was changed outside ledgerfold",
+        summary_id=summary_id,
+    )

@@ -1,0 +1,495 @@
+"""`SQLiteStore`: the embedded ledger store (SPEC §9, §12) on the standard library's `sqlite3`.
+
+This module holds the public methods: argument checks, one transaction per call, logging.
+The work inside a transaction lives beside it: `database` (opening, migrations,
+transactions), `rows` (columns <-> values), `ledger` (turn writes and reads), `summaries`
+(plans, the atomic commit, versions) and `legacy` (the import policy for old records).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import sys
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any
+
+from ledgerfold import _validate
+from ledgerfold._context import AssembledContext, HistoryBoundary, assemble_context
+from ledgerfold._errors import DuplicateId, InvalidInput
+from ledgerfold._model import Conversation, Turn
+from ledgerfold._summary import SummaryEnvelope, SummaryWrite
+from ledgerfold.adapters._chat import ChatTurnSpec, chat_turn_specs
+from ledgerfold.store import _chat_append as chat_append
+from ledgerfold.store import _commit as commit
+from ledgerfold.store import _ledger as ledger
+from ledgerfold.store import _retention as retention
+from ledgerfold.store import _summaries as summaries
+from ledgerfold.store._database import Database, database_path, durability_arg
+from ledgerfold.store._legacy import legacy_specs
+from ledgerfold.store._loop_methods import CompactionMethods
+from ledgerfold.store._protocol import SummaryRecord
+from ledgerfold.store._retention_methods import RetentionMethods
+from ledgerfold.store._rows import DAMAGED, SUMMARY_COLUMNS, DamagedSummary
+from ledgerfold.store._schema import TURN_LIVE
+
+__all__ = ["SQLiteStore"]
+
+_log = logging.getLogger("ledgerfold.store")
+
+# `sequence` (optional) must exceed every sequence written before (SPEC §15.8).
+_APPEND_KEYS = frozenset(
+    {"id", "sequence", "role", "body", "protected", "protection_reason", "group", "meta"}
+)
+_EDIT_KEYS = frozenset({"role", "body", "protected", "protection_reason", "group", "meta"})
+
+
+class SQLiteStore(CompactionMethods, RetentionMethods):
+    """The embedded ledger store: a file path (WAL) or `":memory:"`.
+
+    `durability="full"` (the default) fsyncs every commit, so a returned write survives
+    power loss. `durability="normal"` (WAL with `synchronous=NORMAL`, the usual choice on
+    phones) fsyncs at checkpoints only: a returned write survives the app crashing or being
+    killed, the file is never corrupted, but the last commits may be lost if the device
+    loses power. One instance may be shared by threads (every method holds the instance's
+    lock); several processes may open the same file. Usable as a context manager.
+
+    `read_only=True` opens an existing ledgerfold file for reading only (SQLite's
+    `mode=ro`): nothing is created, migrated or written, not even a journal, so it works in
+    a directory the process cannot write; a missing, empty or outdated file is a
+    `StoreError`, and every write method raises `StoreError`.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = ":memory:",
+        *,
+        durability: str = "full",
+        read_only: bool = False,
+    ) -> None:
+        self._path = database_path(path)
+        self._cache = summaries.VersionCache()
+        self._db = Database(self._path, durability_arg(durability), read_only=read_only)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        """Close the connection; later calls raise `StoreError`. Idempotent."""
+        self._db.close()
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._db.closed else "open"
+        durability = "" if self._db.durability == "full" else ", durability='normal'"
+        mode = ", read_only=True" if self._db.read_only else ""
+        return f"SQLiteStore(path={self._path!r}{durability}{mode}, {state})"
+
+    def _connection(self) -> sqlite3.Connection:
+        """The underlying connection, for tests and tools that need SQLite itself."""
+        return self._db.connection()
+
+    @contextmanager
+    def _transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
+        """One transaction of the database; versions it staged reach the cache only once
+        it has committed."""
+        # The public method that called (what a failure names): one frame lookup.
+        operation = sys._getframe(2).f_code.co_name.lstrip("_")
+        with self._db.lock:
+            try:
+                with self._db.transaction(write=write, operation=operation) as conn:
+                    yield conn
+            except BaseException:
+                self._cache.discard()
+                raise
+            self._cache.publish()
+
+    # ------------------------------------------------------------------ ledger writes
+
+    def append(
+        self,
+        conversation_id: str,
+        role: str,
+        body: str,
+        *,
+        id: str | None = None,
+        protected: bool = False,
+        protection_reason: str | None = None,
+        group: str | None = None,
+        meta: Mapping[str, str] | None = None,
+    ) -> Turn:
+        """Append one turn at the next sequence; new revision."""
+        spec = {
+            "id": id,
+            "role": role,
+            "body": body,
+            "protected": protected,
+            "protection_reason": protection_reason,
+            "group": group,
+            "meta": meta,
+        }
+        return self._append(conversation_id, [spec], field_prefix="")[0]
+
+    def append_many(self, conversation_id: str, turns: Iterable[Mapping[str, Any]]) -> list[Turn]:
+        """Append turns all or nothing, one revision: mappings with the `append` keywords
+        and an optional `sequence` (which must exceed every sequence written before), or
+        `Turn` values, whose fields but `sequence` are taken (the ledger assigns the next)."""
+        if isinstance(turns, Iterable) and not isinstance(turns, (str, bytes, Mapping)):
+            turns = [chat_append.turn_spec(turn) for turn in turns]  # type: ignore[misc]
+        specs: list[Mapping[str, Any]] = []
+        for field, spec in ledger.mappings("turns", turns, _APPEND_KEYS):
+            for required in ("role", "body"):
+                if required not in spec:
+                    raise InvalidInput(
+                        f"{field}.{required}: missing", field=f"{field}.{required}", problem="empty"
+                    )
+            specs.append(spec)
+        return self._append(conversation_id, specs, field_prefix="turns")
+
+    def append_chat_messages(
+        self, conversation_id: str, messages: Iterable[Mapping[str, Any]]
+    ) -> list[Turn]:
+        """Append OpenAI-style chat messages all or nothing; one revision (SPEC §15.6).
+
+        Converted as `from_chat_messages` converts them; each turn's ID is the message's
+        `id` when present, else a fresh unique ID. A tool result joins its call's group
+        even when the call was appended by an earlier call (looked up in the same
+        transaction); a call ID already used in the conversation is `InvalidInput`."""
+        return self._append_chat(conversation_id, chat_turn_specs(messages))
+
+    def _append_chat(self, conversation_id: str, specs: list[ChatTurnSpec]) -> list[Turn]:
+        """`append_chat_messages` from converted messages (integrations add meta to them)."""
+        conversation_id = _validate.text("conversation_id", conversation_id)
+        if not specs:
+            return []
+        ids = chat_append.prepare(specs)
+        with self._transaction(write=True) as conn:
+            turns, revision = chat_append.append_chat(conn, conversation_id, specs, ids)
+        _log.debug(
+            "appended chat messages: conversation=%s turns=%d revision=%d",
+            conversation_id,
+            len(turns),
+            revision,
+        )
+        return turns
+
+    def import_legacy(
+        self, conversation_id: str, records: Iterable[Mapping[str, Any]]
+    ) -> list[Turn]:
+        """Import legacy records (mappings with optional `id`, `role`, `body`, `provenance`,
+        `meta`, `group`) all or nothing. A record without a known role or without provenance
+        comes in protected as `unverified-provenance`, so it is never silently compacted; a
+        missing or unknown role becomes `user` with `meta["legacy_role"]` = the original
+        value (or `"missing"`). Provenance is kept as `meta["provenance"]`."""
+        turns = self._append(conversation_id, legacy_specs(records), field_prefix="records")
+        _log.info(
+            "legacy import: conversation=%s turns=%d protected=%d",
+            conversation_id,
+            len(turns),
+            sum(turn.protected for turn in turns),
+        )
+        return turns
+
+    def _append(
+        self, conversation_id: str, specs: list[Mapping[str, Any]], *, field_prefix: str
+    ) -> list[Turn]:
+        conversation_id = _validate.text("conversation_id", conversation_id)
+        # Validate everything the ledger does not decide before touching the database.
+        prepared: list[tuple[str, Mapping[str, Any]]] = []
+        seen: set[str] = set()
+        for index, spec in enumerate(specs):
+            prefix = f"{field_prefix}[{index}]." if field_prefix else ""
+            turn_id = spec.get("id")
+            if turn_id is None:
+                turn_id = "t-" + uuid.uuid4().hex
+            else:
+                turn_id = _validate.text(f"{prefix}id", turn_id)
+            if turn_id in seen:
+                raise DuplicateId(
+                    f"{prefix}id: duplicate turn id {turn_id!r}", id=turn_id, field=f"{prefix}id"
+                )
+            seen.add(turn_id)
+            protected = spec.get("protected", False)
+            if not isinstance(protected, bool):
+                raise InvalidInput(
+                    f"{prefix}protected: must be bool, got {type(protected).__name__}",
+                    field=f"{prefix}protected",
+                    problem="wrong-type",
+                )
+            prepared.append((turn_id, spec))
+        if not prepared:
+            return []
+        with self._transaction(write=True) as conn:
+            turns, revision = ledger.insert_turns(conn, conversation_id, prepared, field_prefix)
+        _log.debug(
+            "appended: conversation=%s turns=%d sequences=%d..%d revision=%d",
+            conversation_id,
+            len(turns),
+            turns[0].sequence,
+            turns[-1].sequence,
+            revision,
+        )
+        return turns
+
+    def edit(self, conversation_id: str, turn_id: str, **changes: Any) -> Turn:
+        """Change fields of a live turn (not `id` or `sequence`); new revision; the earlier
+        version goes to the history table; citing summaries become stale when it changed."""
+        conversation_id = _validate.text("conversation_id", conversation_id)
+        turn_id = _validate.text("turn_id", turn_id)
+        for key in changes:
+            if key not in _EDIT_KEYS:
+                problem = "not-allowed" if key in ("id", "sequence") else "unknown-value"
+                try:
+                    key.encode("utf-8")
+                    shown = key
+                except UnicodeEncodeError:  # keep the message printable on any stream
+                    shown = ascii(key)
+                raise InvalidInput(f"{shown}: cannot be edited", field=shown, problem=problem)
+        with self._transaction(write=True) as conn:
+            new, revision, stale = ledger.edit_turn(conn, conversation_id, turn_id, changes)
+        _log.info(
+            "edited: conversation=%s turn=%s sequence=%d revision=%d summaries_stale=%d",
+            conversation_id,
+            turn_id,
+            new.sequence,
+            revision,
+            stale,
+        )
+        return new
+
+    # ------------------------------------------------------------------ ledger reads
+
+    def load(self, conversation_id: str) -> Conversation:
+        """The live ledger; an unknown ID gives an empty conversation at revision 0."""
+        conversation_id = _validate.text("conversation_id", conversation_id)
+        with self._transaction(write=False) as conn:
+            return ledger.load(conn, conversation_id)
+
+    def get_turns(self, conversation_id: str, turn_ids: Iterable[str]) -> list[Turn]:
+        """The live turns with these IDs, in sequence order; IDs not in the ledger view are
+        left out. Reads only those turns, not the whole conversation."""
+        conversation_id = _validate.text("conversation_id", conversation_id)
+        if isinstance(turn_ids, (str, bytes)) or not isinstance(turn_ids, Iterable):
+            raise InvalidInput(
+                "turn_ids: must be an iterable of str", field="turn_ids", problem="wrong-type"
+            )
+        wanted: Sequence[str] = [_validate.text("turn_ids", turn_id) for turn_id in turn_ids]
+        with self._transaction(write=False) as conn:
+            return ledger.get_turns(conn, conversation_id, wanted)
+
+    def conversation_ids(self) -> list[str]:
+        """Every conversation with at least one written turn, sorted."""
+        with self._transaction(write=False) as conn:
+            return [row[0] for row in conn.execute("SELECT id FROM conversations ORDER BY id")]
+
+    # ------------------------------------------------------------------ plans and summaries
+
+    def commit_summary(self, envelope: SummaryEnvelope | None) -> SummaryWrite:
+        """One transaction: re-read the ledger, check the active plan (then cleared: a plan
+        yields at most one accepted version) and the sources against the plan's policy
+        version; write version + source index + kept turns + pointer, or a `rejected` record."""
+        if envelope is None:
+            return SummaryWrite(False, None, "invalid-summary", None)
+        _validate.instance("envelope", envelope, SummaryEnvelope)
+        with self._transaction(write=True) as conn:
+            write, revision = commit.commit(conn, self._cache, envelope)
+        if write.accepted:
+            _log.info(
+                "summary committed: conversation=%s summary=%s plan=%s sources=%d"
+                " fingerprint=%s revision=%d",
+                envelope.conversation_id,
+                envelope.id,
+                envelope.plan_id,
+                len(envelope.source_ids),
+                envelope.source_fingerprint,
+                revision,
+            )
+        else:
+            _log.warning(
+                "summary rejected: conversation=%s summary=%s plan=%s reason=%s detail=%s",
+                envelope.conversation_id,
+                envelope.id,
+                envelope.plan_id,
+                write.reason,
+                write.detail,
+            )
+        return write
+
+    def mark_stale(self, verdicts: Iterable[tuple[str, str, str]]) -> int:
+        """Mark summaries found stale by a deep revalidation: `(conversation_id, summary_id,
+        reason)` each, in one transaction. Only versions still `current` change (one that
+        changed meanwhile was already handled by eager invalidation). Returns how many."""
+        items = [
+            (
+                _validate.text("reason", reason),
+                _validate.text("summary_id", summary_id),
+                _validate.text("conversation_id", conversation_id, blank_ok=True, empty_ok=False),
+            )
+            for conversation_id, summary_id, reason in summaries.verdict_triples(verdicts)
+        ]
+        if not items:
+            return 0
+        with self._transaction(write=True) as conn:
+            changed = summaries.mark_stale(conn, items)
+        for reason, summary_id, conversation_id in items:
+            _log.info(
+                "summary marked stale by revalidation: conversation=%s summary=%s reason=%s",
+                conversation_id,
+                summary_id,
+                reason,
+            )
+        return changed
+
+    def record_failure(self, plan_id: str, reason: str) -> None:
+        """Record a failed attempt of a known plan (no envelope)."""
+        plan_id = _validate.text("plan_id", plan_id)
+        reason = _validate.text("reason", reason)
+        with self._transaction(write=True) as conn:
+            conversation_id = summaries.record_failure(conn, plan_id, reason)
+        _log.warning("summary failed: conversation=%s plan=%s", conversation_id, plan_id)
+
+    def current_summary(self, conversation_id: str) -> SummaryEnvelope | None:
+        """The current version, or None when there is none or it went stale."""
+        conversation_id = _validate.text("conversation_id", conversation_id)
+        with self._transaction(write=False) as conn:
+            pointed = summaries.pointed(conn, self._cache, conversation_id)
+        if pointed is None or pointed[1] != "current":
+            return None
+        return pointed[0].envelope
+
+    def summary_history(self, conversation_id: str) -> list[SummaryRecord]:
+        """Every attempt of the conversation, oldest first."""
+        conversation_id = _validate.text("conversation_id", conversation_id)
+        with self._transaction(write=False) as conn:
+            rows = conn.execute(
+                f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE conversation_id = ? ORDER BY pk",
+                (conversation_id,),
+            ).fetchall()
+            return [
+                SummaryRecord(
+                    envelope=None
+                    if row[1] is None
+                    else summaries.version(conn, self._cache, tuple(row)).envelope,
+                    status=row[4],
+                    reason=row[5],
+                    created_at=row[6],
+                    plan_id=row[3],
+                )
+                for row in rows
+            ]
+
+    def sources_of(self, summary_id: str) -> list[Turn]:
+        """The cited turns still in the ledger, in source order."""
+        summary_id = _validate.text("summary_id", summary_id)
+        with self._transaction(write=False) as conn:
+            row = conn.execute(
+                f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE id = ?", (summary_id,)
+            ).fetchone()
+            if row is None:
+                raise InvalidInput(
+                    f"summary_id: unknown summary {summary_id!r}",
+                    field="summary_id",
+                    problem="unknown-value",
+                )
+            envelope = summaries.version(conn, self._cache, tuple(row)).envelope
+            found = ledger.get_turns(conn, envelope.conversation_id, envelope.source_ids)
+        by_id = {turn.id: turn for turn in found}
+        return [by_id[turn_id] for turn_id in envelope.source_ids if turn_id in by_id]
+
+    def summaries_citing(self, conversation_id: str, turn_id: str) -> list[str]:
+        """IDs of the accepted versions whose sources include the turn, oldest first."""
+        conversation_id = _validate.text("conversation_id", conversation_id)
+        turn_id = _validate.text("turn_id", turn_id)
+        with self._transaction(write=False) as conn:
+            return [
+                row[0]
+                for row in conn.execute(
+                    "SELECT s.id FROM summaries s WHERE s.conversation_id = ? AND s.pk IN"
+                    " (SELECT summary_pk FROM summary_sources WHERE turn_id = ?) ORDER BY s.pk",
+                    (conversation_id, turn_id),
+                )
+            ]
+
+    # ------------------------------------------------------------------ context
+
+    def context(self, conversation_id: str, policy_version: str) -> AssembledContext:
+        """SPEC §8 with the conversation's summary, plus `history_boundary`.
+
+        Fast path (the summary is current in the database and of this policy): the summary's
+        sources are neither loaded nor hashed. Eager invalidation keeps the stored status
+        honest; deep re-hashing is batch revalidation's job. Otherwise the whole ledger is
+        loaded and `assemble_context` decides.
+        """
+        conversation_id = _validate.text("conversation_id", conversation_id)
+        policy_version = _validate.text("policy_version", policy_version)
+        damaged: DamagedSummary | None = None
+        with self._transaction(write=False) as conn:
+            boundary = ledger.boundary(conn, conversation_id)
+            try:
+                pointed = summaries.pointed(conn, self._cache, conversation_id, strict=True)
+            except DamagedSummary as damage:  # a verdict, not a crash: the context is raw
+                pointed, damaged = None, damage
+            if pointed is not None:
+                version, status, reason = pointed
+                envelope = version.envelope
+                if (
+                    status == "current"
+                    and envelope.policy_version == policy_version
+                    and not conn.execute(
+                        "SELECT 1 FROM turns WHERE conversation_id = ? AND id = ? AND state = ?",
+                        (conversation_id, envelope.id, TURN_LIVE),
+                    ).fetchone()
+                ):
+                    items = summaries.summarised_items(conn, conversation_id, version)
+                    return AssembledContext(items, None, boundary)
+            if pointed is None:
+                # No summary: the context is every turn raw, read as items directly.
+                assembled = AssembledContext(
+                    ledger.raw_items(conn, conversation_id),
+                    "no-summary" if damaged is None else f"stale-summary:{DAMAGED}",
+                    None,
+                    None if damaged is None else damaged.summary_id,
+                )
+            else:
+                conversation = ledger.load(conn, conversation_id)
+                sealed = retention.sealed_digests(conn, conversation_id, version.pk)
+        if pointed is not None:
+            assembled = assemble_context(conversation, envelope, policy_version, sealed=sealed)
+            if status == "stale" and assembled.fallback is None:
+                # The sources were edited back to their old values; a stale version stays
+                # stale (its record says so), so the context stays raw.
+                raw = assemble_context(conversation, None, policy_version)
+                assembled = AssembledContext(raw.items, f"stale-summary:{reason}")
+        if assembled.fallback is not None:
+            _log.info(
+                "context fallback: conversation=%s fallback=%s id=%s turns=%d",
+                conversation_id,
+                assembled.fallback,
+                assembled.fallback_id,
+                len(assembled.items),
+            )
+        return AssembledContext(
+            assembled.items, assembled.fallback, boundary, assembled.fallback_id
+        )
+
+    # ------------------------------------------------------------------ retention
+
+    def history_boundary(self, conversation_id: str) -> HistoryBoundary | None:
+        """The furthest purge boundary of the conversation (the largest purged sequence, with
+        the reason and time of the purge that reached it), or None."""
+        conversation_id = _validate.text("conversation_id", conversation_id)
+        with self._transaction(write=False) as conn:
+            return ledger.boundary(conn, conversation_id)

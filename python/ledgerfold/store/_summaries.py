@@ -1,0 +1,282 @@
+"""Plans and summary versions inside one transaction: registering a plan, the atomic commit
+of a result (SPEC §9), failure records, history, and the version cache.
+
+Every function takes an open connection inside the caller's transaction; `SQLiteStore` owns
+the transactions, validation and logging. Versions read or written go to the cache only
+after their transaction commits (SPEC §15.4).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from ledgerfold._context import ContextItem, SummaryItem
+from ledgerfold._errors import InvalidInput, StoreError
+from ledgerfold._native import SourceDigests
+from ledgerfold.store import _ledger as ledger
+from ledgerfold.store import _sources as sources
+from ledgerfold.store._database import now
+from ledgerfold.store._rows import (
+    ITEM_COLUMNS,
+    SUMMARY_COLUMNS,
+    DamagedSummary,
+    Version,
+    damaged_summary,
+    envelope_from_row,
+    item_from_row,
+)
+from ledgerfold.store._schema import TURN_LIVE
+
+__all__ = [
+    "VersionCache",
+    "mark_stale",
+    "pointed",
+    "record_failure",
+    "summarised_items",
+    "verdict_triples",
+    "version",
+]
+
+#: Envelopes kept in memory per store; summaries are immutable, so entries never go stale.
+_CACHE_LIMIT = 64
+
+
+class VersionCache:
+    """Stored versions by summary ID. A version found or written inside a transaction is
+    staged, and published by `publish()` once that transaction has committed; `discard()`
+    drops what a failed transaction staged."""
+
+    def __init__(self) -> None:
+        self._versions: dict[str, Version] = {}
+        self._staged: list[Version] = []
+        # Keyed by row, ID and fingerprint: SQLite reuses the rowid of a deleted newest row
+        # (after `delete_conversation` or a purge) and an ID may come again after
+        # `delete_conversation`; a reused row must not find old digests.
+        self._digests: dict[tuple[int, str, str], SourceDigests] = {}
+        self._staged_digests: dict[tuple[int, str, str], SourceDigests] = {}
+
+    def get(self, summary_id: str) -> Version | None:
+        return self._versions.get(summary_id)
+
+    def stage(self, staged: Version) -> None:
+        self._staged.append(staged)
+
+    def digests(self, version: Version) -> SourceDigests | None:
+        """The fingerprint state of a version's stored source digests (immutable, as
+        versions are)."""
+        return self._digests.get(_key(version))
+
+    def stage_digests(self, version: Version, digests: SourceDigests) -> None:
+        self._staged_digests[_key(version)] = digests
+
+    def publish(self) -> None:
+        for staged in self._staged:
+            if len(self._versions) >= _CACHE_LIMIT:
+                self._versions.pop(next(iter(self._versions)))
+            self._versions[staged.envelope.id] = staged
+        for key, digests in self._staged_digests.items():
+            # Only the newest few (a state is O(log covered) bytes, but old ones are not
+            # needed: the next compaction extends the current version).
+            while len(self._digests) >= 4:
+                self._digests.pop(next(iter(self._digests)))
+            self._digests[key] = digests
+        self.discard()
+
+    def discard(self) -> None:
+        self._staged.clear()
+        self._staged_digests.clear()
+
+
+def _key(version: Version) -> tuple[int, str, str]:
+    return version.pk, version.envelope.id, version.envelope.source_fingerprint
+
+
+def version(conn: sqlite3.Connection, cache: VersionCache, row: tuple[Any, ...]) -> Version:
+    """The version of a `summaries` row of `SUMMARY_COLUMNS` (never a `failed` row); a
+    damaged row is a `StoreError` naming its table, column and row."""
+    try:
+        return _version(conn, cache, row)
+    except DamagedSummary as damage:
+        raise StoreError(str(damage)) from None
+
+
+def _version(conn: sqlite3.Connection, cache: VersionCache, row: tuple[Any, ...]) -> Version:
+    found = cache.get(row[1])
+    # The row must still be the one cached: after `delete_conversation` the same ID can
+    # come back on the same (reused) row number with other content.
+    if found is not None and _cached_fields(found) == _row_fields(row):
+        return found
+    if row[12] is not None:
+        try:
+            source_ids = tuple(json.loads(row[12]))
+        except (ValueError, TypeError, RecursionError):
+            raise damaged_summary(row, "rejected_source_ids") from None
+    else:
+        source_ids = tuple(
+            r[0]
+            for r in conn.execute(
+                "SELECT turn_id FROM summary_sources WHERE summary_pk = ? ORDER BY position",
+                (row[0],),
+            )
+        )
+    read = envelope_from_row(row, source_ids)
+    cache.stage(read)
+    return read
+
+
+def _cached_fields(found: Version) -> tuple[Any, ...]:
+    envelope = found.envelope
+    return (
+        found.pk,
+        envelope.conversation_id,
+        envelope.plan_id,
+        envelope.source_revision,
+        envelope.source_fingerprint,
+        envelope.policy_version,
+        envelope.text,
+        found.through_sequence,
+        envelope.parent_id,
+    )
+
+
+def _row_fields(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """`_cached_fields` of a `SUMMARY_COLUMNS` row (its status, reason and time left out)."""
+    return (*row[0:1], *row[2:4], *row[7:11], row[11] if row[11] is not None else 0, row[13])
+
+
+def pointed(
+    conn: sqlite3.Connection, cache: VersionCache, conversation_id: str, *, strict: bool = False
+) -> tuple[Version, str, str | None] | None:
+    """The version the conversation's pointer designates, its status and reason. A damaged
+    record is no usable summary: None (a plan then rebases), or with `strict`
+    `DamagedSummary` (the context says why it fell back)."""
+    row = conn.execute(
+        f"SELECT {SUMMARY_COLUMNS} FROM summaries"
+        " WHERE pk = (SELECT current_summary FROM conversations WHERE id = ?)",
+        (conversation_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    try:
+        return _version(conn, cache, tuple(row)), row[4], row[5]
+    except DamagedSummary:
+        if strict:
+            raise
+        return None
+
+
+def record_failure(conn: sqlite3.Connection, plan_id: str, reason: str) -> str:
+    """Record a failed attempt of a known plan; returns its conversation ID."""
+    row = conn.execute("SELECT conversation_id FROM plans WHERE id = ?", (plan_id,)).fetchone()
+    if row is None:
+        raise InvalidInput(
+            f"plan_id: unknown plan {plan_id!r}", field="plan_id", problem="unknown-value"
+        )
+    conn.execute(
+        "INSERT INTO summaries (conversation_id, plan_id, status, reason, created_at)"
+        " VALUES (?, ?, 'failed', ?, ?)",
+        (row[0], plan_id, reason, now()),
+    )
+    conn.execute("UPDATE plans SET ended = 1 WHERE id = ?", (plan_id,))
+    return str(row[0])
+
+
+def mark_stale(conn: sqlite3.Connection, items: Iterable[tuple[str, str, str]]) -> int:
+    """`(reason, summary_id, conversation_id)` each; only `current` versions change."""
+    changed = 0
+    for reason, summary_id, conversation_id in items:
+        changed += conn.execute(
+            "UPDATE summaries SET status = 'stale', reason = ?"
+            " WHERE id = ? AND conversation_id = ? AND status = 'current'",
+            (reason, summary_id, conversation_id),
+        ).rowcount
+    return changed
+
+
+def summarised_items(
+    conn: sqlite3.Connection, conversation_id: str, used: Version
+) -> tuple[ContextItem, ...]:
+    """The context with a current summary, read without its sources: the kept turns below
+    its slot, the summary, then every live turn after its last source."""
+    envelope = used.envelope
+    kept = conn.execute(
+        f"SELECT {', '.join('t.' + c.strip() for c in ITEM_COLUMNS.split(','))}"
+        " FROM summary_kept k JOIN turns t ON t.pk = k.turn_pk"
+        " WHERE k.summary_pk = ? AND t.state = ? ORDER BY t.sequence",
+        (used.pk, TURN_LIVE),
+    )
+    items: list[ContextItem] = [item_from_row(row) for row in kept]
+    items.append(
+        SummaryItem(envelope.id, envelope.text, used.through_sequence, envelope.source_ids)
+    )
+    tail = conn.execute(
+        f"SELECT {ITEM_COLUMNS} FROM turns"
+        " WHERE conversation_id = ? AND sequence > ? AND state = ? ORDER BY sequence",
+        (conversation_id, used.through_sequence, TURN_LIVE),
+    )
+    items.extend(item_from_row(row) for row in tail)
+    return tuple(items)
+
+
+def prune(conn: sqlite3.Connection, conversation_id: str, keep: int, cutoff: str | None) -> int:
+    """Delete the conversation's records beyond the newest `keep` other than the one its
+    pointer designates (and, with `cutoff`, only those created before it): their text goes
+    with them, and the index rows no remaining version reads. Returns how many records were
+    deleted."""
+    if ledger.conversation_row(conn, conversation_id) is None:
+        return 0  # no turn was ever written: only records of empty plans, and no tally
+    doomed = [
+        row[0]
+        for row in conn.execute(
+            "SELECT pk, created_at FROM summaries WHERE conversation_id = ? AND pk IS NOT"
+            " (SELECT current_summary FROM conversations WHERE id = ?) AND status != 'current'"
+            " ORDER BY pk DESC LIMIT -1 OFFSET ?",
+            (conversation_id, conversation_id, keep),
+        )
+        if cutoff is None or row[1] < cutoff
+    ]
+    delete_records(conn, conversation_id, doomed)
+    return len(doomed)
+
+
+def delete_records(conn: sqlite3.Connection, conversation_id: str, doomed: list[int]) -> None:
+    """Delete these records with their text and the index rows no remaining version reads
+    (sources shared along a lineage stay while a version reads them); they count as pruned.
+    Shared by pruning and by erasure (purge, `retract(erase=True)`)."""
+    if not doomed:
+        return
+    runs = sources.runs_of(conn, doomed)
+    for start in range(0, len(doomed), 500):
+        chunk = doomed[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        conn.execute(f"DELETE FROM summary_kept WHERE summary_pk IN ({marks})", chunk)
+        conn.execute(
+            f"UPDATE plans SET base_summary_pk = NULL WHERE base_summary_pk IN ({marks})", chunk
+        )
+        conn.execute(
+            f"UPDATE conversations SET current_summary = NULL WHERE current_summary IN ({marks})",
+            chunk,
+        )
+        conn.execute(f"DELETE FROM summaries WHERE pk IN ({marks})", chunk)
+    sources.release(conn, runs)
+    conn.execute(
+        "UPDATE conversations SET pruned_count = pruned_count + ? WHERE id = ?",
+        (len(doomed), conversation_id),
+    )
+
+
+def verdict_triples(verdicts: object) -> Iterator[tuple[Any, Any, Any]]:
+    """`mark_stale`'s argument: an iterable of 3-item tuples (or lists)."""
+    if isinstance(verdicts, (str, bytes, Mapping)) or not isinstance(verdicts, Iterable):
+        raise InvalidInput("verdicts: must be an iterable", field="verdicts", problem="wrong-type")
+    for index, verdict in enumerate(verdicts):
+        if not isinstance(verdict, (tuple, list)) or len(verdict) != 3:
+            raise InvalidInput(
+                f"verdicts[{index}]: must be a (conversation_id, summary_id, reason) tuple",
+                field=f"verdicts[{index}]",
+                problem="wrong-type",
+            )
+        yield verdict[0], verdict[1], verdict[2]

@@ -1,0 +1,215 @@
+"""`ExtractiveSummarizer`: the built-in deterministic, offline summarizer (SPEC §13).
+
+It makes no model call: one line per compacted turn with its sequence, role and first
+sentence (tool output reduced to its size), after the still-relevant lines of the
+previous summary. The same request always gives the same text, which makes it the
+default for demos and tests and a safe fallback when no model is available.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ledgerfold import _validate
+from ledgerfold._errors import InvalidInput
+from ledgerfold.tokens import approx_tokens
+
+if TYPE_CHECKING:
+    from ledgerfold.summarizers._base import SummaryRequest
+
+__all__ = ["ExtractiveSummarizer"]
+
+# A line this summarizer wrote for a turn: "[seq 12 user] ...".
+_TURN_LINE = re.compile(r"^\[seq (\d+) [a-z]+[^\]]*\]")
+# The line that counts turn lines dropped by `max_turns`.
+_OMITTED_LINE = re.compile(r"^\[(\d+) earlier turn lines omitted\]$")
+# The end of a first sentence: Latin punctuation before a space, or CJK full stops.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s|(?<=[。！？])")
+_WHITESPACE = re.compile(r"\s+")
+
+
+class ExtractiveSummarizer:
+    """Summarise by extraction: deterministic, offline, never blank for non-empty input.
+
+    - Lines of the previous summary are kept (rolling summaries) unless they describe a
+      turn of this request, which gets a fresh line instead — so re-compacting the same
+      turns never duplicates them.
+    - Each turn becomes ``[seq N role] first sentence…`` cut to `max_chars_per_turn`;
+      tool turns become ``[seq N tool] <name>: <head of the output>… (<n> chars)``; the calls
+      an assistant turn makes are listed once each by tool name (a call both in
+      `meta["tool_calls"]` and as a transcript ``{"tool_call": ...}`` line counts once).
+    - `max_turns` (optional) keeps only the newest turn lines and counts the rest.
+    - The request's `max_summary_tokens` (SPEC §15.2) is honoured: the oldest turn lines are
+      dropped, and counted, until the text fits (measured with `token_counter`).
+    """
+
+    def __init__(
+        self,
+        max_chars_per_turn: int = 160,
+        max_turns: int | None = None,
+        *,
+        tool_head_chars: int = 80,
+        token_counter: Callable[[str], int] | None = None,
+    ) -> None:
+        self.max_chars_per_turn = _validate.integer(
+            "max_chars_per_turn", max_chars_per_turn, minimum=8
+        )
+        if max_turns is not None:
+            _validate.integer("max_turns", max_turns, minimum=1)
+        self.max_turns = max_turns
+        self.tool_head_chars = _validate.integer("tool_head_chars", tool_head_chars, minimum=0)
+        if token_counter is not None and not callable(token_counter):
+            raise InvalidInput(
+                "token_counter: must be a callable str -> int",
+                field="token_counter",
+                problem="wrong-type",
+            )
+        self.token_counter = token_counter if token_counter is not None else approx_tokens
+
+    def __repr__(self) -> str:
+        return (
+            f"ExtractiveSummarizer(max_chars_per_turn={self.max_chars_per_turn}, "
+            f"max_turns={self.max_turns}, tool_head_chars={self.tool_head_chars})"
+        )
+
+    def __call__(self, request: SummaryRequest) -> str:
+        fresh_sequences = {turn.sequence for turn in request.turns}
+        omitted = 0
+        notes: list[str] = []  # previous lines that are not about a turn
+        turn_lines: list[tuple[int, str]] = []
+        for line in _previous_lines(request.previous_summary):
+            omitted_match = _OMITTED_LINE.match(line)
+            if omitted_match:
+                omitted += int(omitted_match.group(1))
+                continue
+            turn_match = _TURN_LINE.match(line)
+            if turn_match is None:
+                notes.append(line)
+            elif int(turn_match.group(1)) not in fresh_sequences:
+                turn_lines.append((int(turn_match.group(1)), line))
+        turn_lines.extend((turn.sequence, self._turn_line(turn)) for turn in request.turns)
+        turn_lines.sort(key=lambda pair: pair[0])  # stable: ties keep their order
+        if self.max_turns is not None and len(turn_lines) > self.max_turns:
+            omitted += len(turn_lines) - self.max_turns
+            turn_lines = turn_lines[-self.max_turns :]
+        text = _compose(notes, omitted, turn_lines)
+        budget = getattr(request, "max_summary_tokens", None)
+        if budget is not None and self.token_counter(text) > budget:
+            text = self._fit(notes, omitted, turn_lines, budget)
+        return text
+
+    def _fit(
+        self, notes: list[str], omitted: int, turn_lines: list[tuple[int, str]], budget: int
+    ) -> str:
+        """Drop the oldest turn lines (counted) until the text fits `budget` tokens; the
+        largest number kept that fits is found by bisection."""
+        low, high = 0, len(turn_lines)  # turn lines kept
+        while low < high:
+            keep = (low + high + 1) // 2
+            dropped = len(turn_lines) - keep
+            candidate = _compose(notes, omitted + dropped, turn_lines[dropped:])
+            if self.token_counter(candidate) <= budget:
+                low = keep
+            else:
+                high = keep - 1
+        dropped = len(turn_lines) - low
+        text = _compose(notes, omitted + dropped, turn_lines[dropped:])
+        if self.token_counter(text) > budget:  # the notes alone are over: cut the text
+            text = text[: max(1, budget)]
+        return text
+
+    def _turn_line(self, turn: Any) -> str:
+        prefix = f"[seq {turn.sequence} {turn.role}]"
+        meta: dict[str, str] = turn.meta or {}
+        text: str = turn.text
+        if turn.role == "tool":
+            name = meta.get("name")
+            named = f" {_one_line(name, 40)}:" if name else ""
+            head = _one_line(text, self.tool_head_chars) if self.tool_head_chars else ""
+            shown = f" {head}" if head else ""
+            return f"{prefix}{named}{shown} ({len(text)} chars of output)"
+        calls = _tool_calls(meta.get("tool_calls"))
+        prose_lines = []
+        for line in text.splitlines():
+            # The transcript format appends one {"tool_call": ...} JSON line per call.
+            if line.startswith('{"tool_call":'):
+                calls.extend(_tool_calls(f"[{line}]"))
+            elif line.strip():
+                prose_lines.append(line)
+        names = _once(calls)
+        sentence = _first_sentence(prose_lines[0]) if prose_lines else ""
+        parts = [prefix]
+        if sentence:
+            parts.append(_one_line(sentence, self.max_chars_per_turn))
+        elif not names:
+            parts.append("(empty)")
+        if names:
+            parts.append("calls: " + ", ".join(_one_line(name, 40) for name in names))
+        return " ".join(parts)
+
+
+def _compose(notes: list[str], omitted: int, turn_lines: list[tuple[int, str]]) -> str:
+    lines = list(notes)
+    if omitted:
+        lines.append(f"[{omitted} earlier turn lines omitted]")
+    lines.extend(line for _, line in turn_lines)
+    return "\n".join(lines)
+
+
+def _once(calls: list[tuple[str | None, str]]) -> list[str]:
+    """Tool names, each call once: a call seen again under the same ID is the same call."""
+    seen: set[str] = set()
+    names: list[str] = []
+    for call_id, name in calls:
+        if call_id is not None:
+            if call_id in seen:
+                continue
+            seen.add(call_id)
+        names.append(name)
+    return names
+
+
+def _previous_lines(previous_summary: str | None) -> list[str]:
+    if not previous_summary:
+        return []
+    return [line.strip() for line in previous_summary.splitlines() if line.strip()]
+
+
+def _first_sentence(line: str) -> str:
+    return _SENTENCE_END.split(line.strip(), maxsplit=1)[0]
+
+
+def _one_line(text: str, limit: int) -> str:
+    text = _WHITESPACE.sub(" ", text).strip()
+    if len(text) > limit:
+        return text[: limit - 1].rstrip() + "…"
+    return text
+
+
+def _tool_calls(tool_calls_json: str | None) -> list[tuple[str | None, str]]:
+    """`(id, tool name)` of an OpenAI-style ``tool_calls`` list or ``{"tool_call": ...}``
+    lines."""
+    if not tool_calls_json:
+        return []
+    try:
+        calls = json.loads(tool_calls_json)
+    except (ValueError, RecursionError):
+        return []
+    found: list[tuple[str | None, str]] = []
+    if not isinstance(calls, list):
+        return found
+    for call in calls:
+        if not isinstance(call, dict):
+            continue
+        call = call.get("tool_call", call)
+        if not isinstance(call, dict):
+            continue
+        function = call.get("function", call)
+        name = function.get("name") if isinstance(function, dict) else None
+        call_id = call.get("id")
+        if isinstance(name, str) and name.strip():
+            found.append((call_id if isinstance(call_id, str) else None, name))
+    return found
