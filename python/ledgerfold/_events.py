@@ -1,0 +1,75 @@
+"""Events: what happened, for an operator (SPEC §17.8).
+
+The store and the Compactor emit an `Event` where the change happens, after its transaction
+has committed and outside the store's lock, to the hook the application gave
+(`SQLiteStore(..., on_event=hook)`, `Compactor(..., on_event=hook)`). An event carries IDs,
+counts, reasons, tokens and seconds — never a body, summary text, query or passage. A hook
+that raises is logged (by the event's name and the exception's type) and never propagated:
+observing the ledger must not break it.
+
+`ledgerfold.integrations.opentelemetry` turns events into spans and metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+__all__ = ["EVENT_NAMES", "Event", "EventHook", "emit"]
+
+_log = logging.getLogger("ledgerfold.events")
+
+#: Every event name, and what it reports.
+EVENT_NAMES: Final = (
+    "compaction.accepted",  # a summary was committed (turns summarised, tokens in and out)
+    "compaction.skipped",  # nothing to compact, or not due (reason)
+    "compaction.failed",  # the summarizer or the save failed (reason); nothing changed
+    "compaction.stale",  # the commit was refused as stale-source (reason: its detail)
+    "context.fallback",  # a context was served from raw turns (reason: the fallback)
+    "summary.stale",  # summaries went stale in a write (summary_ids, reason, turn_ids)
+    "retention.purged",  # raw turns purged (turns, through_sequence in `sequence`)
+    "retention.erased",  # bodies erased (turns)
+    "conversation.deleted",  # a conversation erased whole (turns)
+    "summary.sealed-lost",  # a purged range's summary could not be kept (§17.5)
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One thing that happened. Only IDs, counts, reasons, tokens and seconds."""
+
+    name: str
+    conversation_id: str | None
+    reason: str | None = None
+    summary_ids: tuple[str, ...] = ()
+    turn_ids: tuple[str, ...] = ()
+    turns: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    sequence: int | None = None
+    seconds: float | None = None
+    extra: tuple[tuple[str, int | float | str], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if self.name not in EVENT_NAMES:  # a library bug, not a user's input
+            raise ValueError(f"unknown event name {self.name!r}")
+
+
+EventHook = Callable[[Event], object]
+
+
+def emit(hook: EventHook | None, event: Event) -> None:
+    """Hand `event` to `hook`; a hook that raises is logged, never propagated."""
+    if hook is None:
+        return
+    try:
+        hook(event)
+    except Exception as error:
+        _log.warning(
+            "event hook raised %s on %s (conversation %s); the event is dropped",
+            type(error).__name__,
+            event.name,
+            event.conversation_id,
+        )

@@ -1,0 +1,111 @@
+"""Events (SPEC §17.8): the hook contract (a raising hook is logged, never propagated; no
+text in an event) and the OpenTelemetry hook, checked with the SDK's in-memory exporters."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from ledgerfold._events import EVENT_NAMES, Event, emit
+from ledgerfold.integrations.opentelemetry import OpenTelemetryHook
+
+
+@pytest.fixture
+def otel() -> tuple[OpenTelemetryHook, InMemorySpanExporter, InMemoryMetricReader]:
+    spans = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    reader = InMemoryMetricReader()
+    hook = OpenTelemetryHook(
+        tracer_provider=tracer_provider, meter_provider=MeterProvider(metric_readers=[reader])
+    )
+    return hook, spans, reader
+
+
+def metric_points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
+    data = reader.get_metrics_data()
+    assert data is not None
+    points: dict[str, list[Any]] = {}
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                points.setdefault(metric.name, []).extend(metric.data.data_points)
+    return points
+
+
+def test_an_accepted_compaction_is_a_span_and_metrics(otel: Any) -> None:
+    hook, spans, reader = otel
+    hook(
+        Event(
+            "compaction.accepted",
+            "conv-1",
+            summary_ids=("s-1",),
+            turns=12,
+            tokens_in=900,
+            tokens_out=120,
+            seconds=0.25,
+        )
+    )
+    [span] = spans.get_finished_spans()
+    assert span.name == "ledgerfold.compaction.accepted"
+    assert span.attributes["ledgerfold.conversation_id"] == "conv-1"
+    assert span.attributes["ledgerfold.turns"] == 12
+    assert list(span.attributes["ledgerfold.summary_ids"]) == ["s-1"]
+    assert span.end_time - span.start_time == pytest.approx(0.25e9, rel=0.01)
+    points = metric_points(reader)
+    assert [p.value for p in points["ledgerfold.events"]] == [1]
+    assert sorted(
+        (dict(p.attributes)["ledgerfold.direction"], p.value)
+        for p in points["ledgerfold.compaction.tokens"]
+    ) == [("in", 900), ("out", 120)]
+    [duration] = points["ledgerfold.compaction.duration"]
+    assert duration.count == 1 and duration.sum == pytest.approx(0.25)
+    assert [p.value for p in points["ledgerfold.turns"]] == [12]
+
+
+def test_a_failure_is_an_error_span_counted_by_reason(otel: Any) -> None:
+    hook, spans, reader = otel
+    hook(Event("compaction.failed", "c", reason="summary-too-long", seconds=0.1))
+    hook(Event("compaction.failed", "c", reason="summary-too-long", seconds=0.1))
+    hook(Event("context.fallback", "c", reason="stale-summary:source-modified"))
+    failed = [s for s in spans.get_finished_spans() if s.name.endswith("failed")]
+    assert len(failed) == 2 and all(s.status.status_code is StatusCode.ERROR for s in failed)
+    counts = {
+        (dict(p.attributes)["ledgerfold.event"], dict(p.attributes).get("ledgerfold.reason")): (
+            p.value
+        )
+        for p in metric_points(reader)["ledgerfold.events"]
+    }
+    assert counts == {
+        ("compaction.failed", "summary-too-long"): 2,
+        ("context.fallback", "stale-summary:source-modified"): 1,
+    }
+
+
+def test_a_raising_hook_is_logged_and_never_propagated(caplog: pytest.LogCaptureFixture) -> None:
+    def broken(event: Event) -> None:
+        raise RuntimeError("observer down")
+
+    with caplog.at_level(logging.WARNING, logger="ledgerfold.events"):
+        emit(broken, Event("retention.purged", "c", turns=3, sequence=9))
+    [record] = caplog.records
+    assert "RuntimeError" in record.getMessage() and "retention.purged" in record.getMessage()
+    assert "observer down" not in record.getMessage()
+    emit(None, Event("retention.purged", "c"))  # no hook: nothing happens
+
+
+def test_events_have_known_names_and_no_text_fields() -> None:
+    with pytest.raises(ValueError, match="unknown event name"):
+        Event("compaction.exploded", "c")
+    for name in EVENT_NAMES:
+        Event(name, "c")
+    text_like = {"body", "text", "summary", "query", "passage", "message", "content"}
+    assert not text_like & set(Event.__dataclass_fields__)
