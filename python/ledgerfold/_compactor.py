@@ -28,6 +28,7 @@ from ledgerfold._native import SourceDigests
 from ledgerfold._plan import CompactionPlan, starts_with_ids
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._summary import SummaryEnvelope, extended_fingerprint
+from ledgerfold._worker import worker_for
 from ledgerfold.store._protocol import REBASE_ONLY, Store
 from ledgerfold.summarizers._base import (
     AwaitableInRunningLoop,
@@ -95,7 +96,7 @@ class Compactor:
     `token_counter`. `timeout` (seconds, optional) bounds each summarizer call; on expiry
     the attempt fails as ``summarizer-timeout`` and a late result is discarded.
     `summary_id_factory` makes summary IDs (default: random UUIDs). Store calls run on the
-    calling thread (in `acompact`, on the event loop's thread).
+    calling thread; in `acompact` and `acontext`, on the store's worker thread.
     """
 
     def __init__(
@@ -198,17 +199,26 @@ class Compactor:
         return self._finish(begun, result)
 
     async def acompact(self, conversation_id: str, *, force: bool = False) -> CompactionOutcome:
-        """Run one compaction without blocking the event loop on the summarizer: async
-        summarizers are awaited, sync ones run in a worker thread."""
+        """Run one compaction without blocking the event loop: the store work runs on the
+        store's worker thread (SPEC §17.6, `ledgerfold._worker`), async summarizers are
+        awaited and sync ones run in a thread of their own (not the store's: a slow
+        summarizer must not hold up the store's other calls)."""
         conversation_id = _validate.text("conversation_id", conversation_id)
-        begun = self._begin(conversation_id, force)
+        worker = worker_for(self.store)
+        begun = await worker.run(self._begin, conversation_id, force)
         if isinstance(begun, CompactionOutcome):
             return begun
         try:
             result = await call_summarizer_async(self.summarizer, begun.request, self.timeout)
         except Exception as error:  # cancellation (BaseException) propagates untouched
-            return self._fail(begun, failure_reason(error), type(error).__name__)
-        return self._finish(begun, result)
+            return await worker.run(self._fail, begun, failure_reason(error), type(error).__name__)
+        return await worker.run(self._finish, begun, result)
+
+    async def acontext(
+        self, conversation_id: str, max_tokens: int | None = None
+    ) -> AssembledContext:
+        """`context` on the store's worker thread, off the event loop (SPEC §17.6)."""
+        return await worker_for(self.store).run(self.context, conversation_id, max_tokens)
 
     def _begin(self, conversation_id: str, force: bool) -> _Job | CompactionOutcome:
         """Due check, plan, and the summarizer's input: the uncovered turns (one chunk of
