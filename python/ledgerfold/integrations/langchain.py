@@ -176,9 +176,13 @@ class LedgerfoldMiddleware(AgentMiddleware):
         }
         if not stored:
             return
-        for spec in chat_turn_specs(chat_messages([m for m in messages if m.id in stored])):
-            turn = stored.get(spec.id) if spec.id is not None else None
-            if turn is not None and not _spec_matches(spec, turn):
+        for message in messages:
+            turn = stored.get(message.id)
+            if turn is None:
+                continue
+            # One by one: the state may hold call IDs used twice, which a batch refuses.
+            spec = chat_turn_specs(chat_messages([message]))[0]
+            if not _spec_matches(spec, turn):
                 self._log_changed(turn.id)
 
     def _log_changed(self, message_id: str) -> None:
