@@ -56,7 +56,10 @@ def test_no_duplicate_id_after_a_purge_and_a_retraction(tmp_path: Path) -> None:
     # A fresh middleware too (a restarted process), which has seen nothing yet.
     for offset, current in enumerate((middleware, LedgerfoldMiddleware(store, "c", policy=POLICY))):
         agent = create_agent(
-            _model(100 * (offset + 1)), tools=[lookup], middleware=[current], checkpointer=agent.checkpointer
+            _model(100 * (offset + 1)),
+            tools=[lookup],
+            middleware=[current],
+            checkpointer=agent.checkpointer,
         )
         state = _ask(agent, "And R9?")  # raised DuplicateId on every call before
         ledger = store.load("c")
@@ -83,7 +86,10 @@ def test_a_rewritten_state_message_is_ignored_and_logged_by_id(
     for offset, current in enumerate((middleware, LedgerfoldMiddleware(store, "c", policy=POLICY))):
         caplog.clear()
         agent = create_agent(
-            _model(100 * (offset + 1)), tools=[lookup], middleware=[current], checkpointer=agent.checkpointer
+            _model(100 * (offset + 1)),
+            tools=[lookup],
+            middleware=[current],
+            checkpointer=agent.checkpointer,
         )
         _ask(agent, "Look up R2.")
         # The ledger is the record: the turn keeps its text; the change is logged by ID only.

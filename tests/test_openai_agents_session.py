@@ -17,9 +17,7 @@ from integration_stores import RecordingStore
 from test_openai_agents import ScriptedModel, lookup
 
 #: Seals each summary: the turns it covers are purged beyond the newest 2.
-SEALING = CompactionPolicy(
-    "v1", keep_tail=2, trigger_tokens=None, min_new_turns=2, retain_turns=2
-)
+SEALING = CompactionPolicy("v1", keep_tail=2, trigger_tokens=None, min_new_turns=2, retain_turns=2)
 WRITES = {
     "append",
     "append_many",

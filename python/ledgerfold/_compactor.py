@@ -17,7 +17,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 from ledgerfold import _validate
 from ledgerfold._context import AssembledContext, SummaryItem
@@ -54,6 +54,8 @@ __all__ = [
 ]
 
 _log = logging.getLogger("ledgerfold.compactor")
+
+T = TypeVar("T")
 
 CompactionStatus = Literal["accepted", "skipped", "stale", "failed"]
 OUTCOME_STATUSES: tuple[CompactionStatus, ...] = ("accepted", "skipped", "stale", "failed")
@@ -204,15 +206,49 @@ class Compactor:
         awaited and sync ones run in a thread of their own (not the store's: a slow
         summarizer must not hold up the store's other calls)."""
         conversation_id = _validate.text("conversation_id", conversation_id)
+        return (await self._acompact(conversation_id, force))[0]
+
+    async def _acompact(
+        self,
+        conversation_id: str,
+        force: bool,
+        before: Callable[[], object] | None = None,
+        after: Callable[[], T] | None = None,
+    ) -> tuple[CompactionOutcome, T | None]:
+        """`acompact` for the integrations: `before` runs in the worker job that plans (an
+        append), `after` in the job that ends the compaction (a read of the context), so a
+        call costs one job of the store's worker when nothing is due: a second job would
+        queue again behind every other session's."""
         worker = worker_for(self.store)
-        begun = await worker.run(self._begin, conversation_id, force)
+
+        def begin() -> tuple[_Job | CompactionOutcome, T | None]:
+            if before is not None:
+                before()
+            begun = self._begin(conversation_id, force)
+            ended = isinstance(begun, CompactionOutcome)
+            return begun, (after() if ended and after is not None else None)
+
+        begun, read = await worker.run(begin)
         if isinstance(begun, CompactionOutcome):
-            return begun
+            return begun, read
+        job = begun
         try:
-            result = await call_summarizer_async(self.summarizer, begun.request, self.timeout)
+            result = await call_summarizer_async(self.summarizer, job.request, self.timeout)
         except Exception as error:  # cancellation (BaseException) propagates untouched
-            return await worker.run(self._fail, begun, failure_reason(error), type(error).__name__)
-        return await worker.run(self._finish, begun, result)
+            reason, error_type = failure_reason(error), type(error).__name__
+
+            def end() -> CompactionOutcome:
+                return self._fail(job, reason, error_type)
+        else:
+
+            def end() -> CompactionOutcome:
+                return self._finish(job, result)
+
+        def finish() -> tuple[CompactionOutcome, T | None]:
+            outcome = end()
+            return outcome, (after() if after is not None else None)
+
+        return await worker.run(finish)
 
     async def acontext(
         self, conversation_id: str, max_tokens: int | None = None

@@ -27,6 +27,7 @@ ledger, and its result its group).
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -38,7 +39,6 @@ from ledgerfold import _validate
 from ledgerfold._compactor import Compactor
 from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._policy import CompactionPolicy
-from ledgerfold._worker import worker_for
 from ledgerfold.adapters._chat import ChatTurnSpec, chat_turn_specs, tool_group
 from ledgerfold.adapters._langchain import chat_messages, to_langchain_messages
 from ledgerfold.integrations._turns import append_specs
@@ -85,6 +85,7 @@ class LedgerfoldMiddleware(AgentMiddleware):
         self._seen: dict[str, tuple[Any, Any]] = {}
         self._changed: set[str] = set()  # IDs already logged as changed in the state
         self._group_of_call: dict[str, str] = {}
+        self._prefix: list[Any] = []  # the state of the last call, as it was
 
     # -- appending ------------------------------------------------------------------------
 
@@ -95,17 +96,34 @@ class LedgerfoldMiddleware(AgentMiddleware):
             return self._append_new(messages)
 
     def _append_new(self, messages: Sequence[Any]) -> int:
+        # The state of the last call, object for object, then new messages only (one model
+        # call after another within a run): C-speed identity checks, and only the rest is
+        # looked at. Otherwise (a state reloaded from a checkpoint, a message replaced) the
+        # whole state is compared with what was seen, message by message.
+        prefix = self._prefix
+        start = 0
+        if len(messages) >= len(prefix) and all(map(operator.is_, prefix, messages)):
+            start = len(prefix)
+        appended = self._append_from(messages, start)
+        self._prefix = list(messages)
+        return appended
+
+    def _append_from(self, messages: Sequence[Any], start: int) -> int:
         unseen: list[Any] = []
-        for index, message in enumerate(messages):
-            message_id = getattr(message, "id", None)
-            if not isinstance(message_id, str) or not message_id:
-                raise InvalidInput(
-                    f"messages[{index}].id: a message needs an id to be appended once",
-                    field=f"messages[{index}].id",
-                    problem="empty",
-                )
-            seen = self._seen.get(message_id)
+        seen_before = self._seen.get
+        # A dict lookup and an identity (or string) comparison per message; nothing that
+        # reads the store.
+        for index in range(start, len(messages)):
+            message = messages[index]
+            message_id: Any = getattr(message, "id", None)
+            seen = seen_before(message_id) if isinstance(message_id, str) else None
             if seen is None:
+                if not isinstance(message_id, str) or not message_id:
+                    raise InvalidInput(
+                        f"messages[{index}].id: a message needs an id to be appended once",
+                        field=f"messages[{index}].id",
+                        problem="empty",
+                    )
                 unseen.append(message)
             elif not _same(seen, message):
                 self._log_changed(message_id)
@@ -238,11 +256,15 @@ class LedgerfoldMiddleware(AgentMiddleware):
         return handler(self._prepare(request))
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        # Store work on the store's worker thread, never on the event loop's.
-        worker = worker_for(self.store)
-        await worker.run(self.append_new, request.messages)
-        await self.compactor.acompact(self.conversation_id)
-        return await handler(await worker.run(self._model_request, request))
+        # Store work on the store's worker thread, never on the event loop's: one job when
+        # nothing is due (append, due check, context), two around a summarizer call.
+        _, prepared = await self.compactor._acompact(
+            self.conversation_id,
+            False,
+            lambda: self.append_new(request.messages),
+            lambda: self._model_request(request),
+        )
+        return await handler(prepared)
 
     def pre_model_hook(self, state: Any) -> dict[str, Any]:
         """A LangGraph `pre_model_hook`: the model's input only (`llm_input_messages`),
@@ -261,15 +283,18 @@ def _call_ids(message: Any) -> tuple[str, ...]:
 
 
 def _signature(message: Any) -> tuple[Any, Any]:
-    return (message.content, getattr(message, "tool_calls", None))
+    calls = message.tool_calls or None if message.type == "ai" else None
+    return (message.content, calls)
 
 
 def _same(seen: tuple[Any, Any], message: Any) -> bool:
-    content, calls = seen
-    current = message.content
-    if current is not content and current != content:
+    content = message.content
+    if content is not seen[0] and content != seen[0]:
         return False
-    now = getattr(message, "tool_calls", None)
+    calls = seen[1]
+    if message.type != "ai":  # only AI messages call tools (asking others is slow: pydantic)
+        return calls is None
+    now = message.tool_calls or None
     return now is calls or now == calls
 
 

@@ -173,9 +173,11 @@ class LedgerfoldSession:
         return await worker_for(self.store).run(self._items, limit)
 
     async def add_items(self, items: list[Any]) -> None:
-        """Append the items as turns (one revision), then compact when due."""
-        if await worker_for(self.store).run(self._append, items):
-            await self.compactor.acompact(self.session_id)
+        """Append the items as turns (one revision), then compact when due (in the same job
+        of the store's worker when nothing is due)."""
+        if isinstance(items, list) and not items:
+            return
+        await self.compactor._acompact(self.session_id, False, lambda: self._append(items))
 
     async def pop_item(self) -> Any | None:
         """Retract the newest turn and return its original item (None when empty). Reads
@@ -222,10 +224,11 @@ class LedgerfoldSession:
 
     def _items(self, limit: int | None) -> list[Any]:
         context = self.compactor.context(self.session_id)
-        messages = to_chat_messages(context)
         items: list[Any] = []
-        for item, message in zip(context.items, messages, strict=True):
+        for item in context.items:
             if isinstance(item, SummaryItem):
+                # The summary's framed, escaped message; a turn comes back as its own item.
+                (message,) = to_chat_messages(AssembledContext((item,), None))
                 items.append({"role": "system", "content": message["content"]})
                 self._remember(message["content"], item)
             else:
