@@ -12,11 +12,10 @@ from typing import Any
 
 import pytest
 
+from integration_stores import RecordingStore
 from ledgerfold import CompactionPolicy, Compactor, SQLiteStore
 from ledgerfold._worker import THREAD_NAME, close_worker, worker_for
 from ledgerfold.integrations.openai_agents import LedgerfoldSession
-
-from integration_stores import RecordingStore
 
 POLICY = CompactionPolicy("v1", keep_tail=2, trigger_tokens=None, min_new_turns=2)
 

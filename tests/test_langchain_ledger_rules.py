@@ -15,11 +15,10 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
+from integration_stores import RecordingStore
 from ledgerfold import CompactionPolicy, SQLiteStore
 from ledgerfold._worker import THREAD_NAME
 from ledgerfold.integrations.langchain import LedgerfoldMiddleware
-
-from integration_stores import RecordingStore
 from test_langchain_middleware import ScriptedModel, lookup
 
 POLICY = CompactionPolicy("v1", keep_tail=3, trigger_tokens=100, min_new_turns=2)

@@ -10,10 +10,9 @@ from typing import Any
 
 from agents import Agent, RunConfig, Runner
 
-from ledgerfold import CompactionPolicy, SQLiteStore
-from ledgerfold.integrations.openai_agents import LedgerfoldSession
-
 from integration_stores import RecordingStore
+from ledgerfold import CompactionPolicy
+from ledgerfold.integrations.openai_agents import LedgerfoldSession
 from test_openai_agents import ScriptedModel, lookup
 
 #: Seals each summary: the turns it covers are purged beyond the newest 2.
