@@ -126,3 +126,18 @@ def test_without_instructions_the_filter_changes_nothing() -> None:
     # With instructions but no summary served by this session: unchanged too.
     data = ModelInputData(input=[{"role": "system", "content": "x"}], instructions="I")
     assert session.call_model_input_filter(CallModelData(data, None, None)) is data  # type: ignore[arg-type]
+
+
+def test_clear_session_leaves_no_sealed_summary(tmp_path: Path) -> None:
+    # Issue 25 item 5: retracting every turn left the sealed summary in get_items().
+    session = LedgerfoldSession("s", tmp_path / "sealed.db", policy=SEALING)
+
+    async def scenario() -> list[Any]:
+        for n in range(6):
+            await session.add_items(_exchange(n))
+        assert session.store.history_boundary("s") is not None
+        await session.clear_session()
+        return await session.get_items()
+
+    assert asyncio.run(scenario()) == []
+    session.close()
