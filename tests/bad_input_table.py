@@ -260,6 +260,12 @@ STORE = (lf.StoreError, "store-error")
 BUDGET = (lf.ContextBudgetExceeded, "context-budget-exceeded")
 
 
+def _middleware(store: lf.SQLiteStore, conversation_id: str, **options: Any) -> object:
+    from ledgerfold.integrations.langchain import LedgerfoldMiddleware
+
+    return LedgerfoldMiddleware(store, conversation_id, **options)
+
+
 def row(
     kind: str,
     example: str,
@@ -610,6 +616,62 @@ ROWS: tuple[BadInput, ...] = (
         lambda: _stored_tool_calls('[{"id": "k1", "x": NaN}]'),
         INVALID,
         "meta.tool_calls",
+    ),
+    row(
+        "to_chat_messages: system_prompt not a str",
+        "to_chat_messages(context, system_prompt=['Be brief.'])",
+        lambda: lf.to_chat_messages(lf.AssembledContext(()), system_prompt=[SECRET_BODY]),  # type: ignore[arg-type]
+        INVALID,
+        "system_prompt",
+    ),
+    row(
+        "to_chat_messages: lone surrogate in system_prompt",
+        "to_chat_messages(context, system_prompt='\\ud800')",
+        lambda: lf.to_chat_messages(lf.AssembledContext(()), system_prompt=SURROGATE),
+        INVALID,
+        "system_prompt",
+    ),
+    row(
+        "to_chat_messages: recall not a bool",
+        "to_chat_messages(context, recall='yes')",
+        lambda: lf.to_chat_messages(lf.AssembledContext(()), recall="yes"),  # type: ignore[arg-type]
+        INVALID,
+        "recall",
+    ),
+    row(
+        "SQLiteStore.known_ids: one ID, not a list",
+        "store.known_ids('c', 't1')",
+        on_store(lambda store: store.known_ids("c", "t1")),  # type: ignore[arg-type]
+        INVALID,
+        "ids",
+    ),
+    row(
+        "SQLiteStore.known_ids: an ID of the wrong type",
+        "store.known_ids('c', ['t1', 2])",
+        on_store(lambda store: store.known_ids("c", ["t1", 2])),  # type: ignore[list-item]
+        INVALID,
+        "ids[1]",
+    ),
+    row(
+        "SQLiteStore.known_ids: blank conversation_id",
+        "store.known_ids(' ', ['t1'])",
+        on_store(lambda store: store.known_ids(" ", ["t1"])),
+        INVALID,
+        "conversation_id",
+    ),
+    row(
+        "LedgerfoldMiddleware: system_prompt not a str",
+        "LedgerfoldMiddleware(store, 'c', system_prompt=1)",
+        on_store(lambda store: _middleware(store, "c", system_prompt=1)),
+        INVALID,
+        "system_prompt",
+    ),
+    row(
+        "LedgerfoldMiddleware: blank conversation_id",
+        "LedgerfoldMiddleware(store, ' ')",
+        on_store(lambda store: _middleware(store, " ")),
+        INVALID,
+        "conversation_id",
     ),
     # ---- from_chat_messages
     row(

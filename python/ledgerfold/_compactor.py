@@ -17,7 +17,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 from ledgerfold import _validate
 from ledgerfold._context import AssembledContext, SummaryItem
@@ -28,6 +28,7 @@ from ledgerfold._native import SourceDigests
 from ledgerfold._plan import CompactionPlan, starts_with_ids
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._summary import SummaryEnvelope, extended_fingerprint
+from ledgerfold._worker import worker_for
 from ledgerfold.store._protocol import REBASE_ONLY, Store
 from ledgerfold.summarizers._base import (
     AwaitableInRunningLoop,
@@ -53,6 +54,8 @@ __all__ = [
 ]
 
 _log = logging.getLogger("ledgerfold.compactor")
+
+T = TypeVar("T")
 
 CompactionStatus = Literal["accepted", "skipped", "stale", "failed"]
 OUTCOME_STATUSES: tuple[CompactionStatus, ...] = ("accepted", "skipped", "stale", "failed")
@@ -95,7 +98,7 @@ class Compactor:
     `token_counter`. `timeout` (seconds, optional) bounds each summarizer call; on expiry
     the attempt fails as ``summarizer-timeout`` and a late result is discarded.
     `summary_id_factory` makes summary IDs (default: random UUIDs). Store calls run on the
-    calling thread (in `acompact`, on the event loop's thread).
+    calling thread; in `acompact` and `acontext`, on the store's worker thread.
     """
 
     def __init__(
@@ -198,17 +201,60 @@ class Compactor:
         return self._finish(begun, result)
 
     async def acompact(self, conversation_id: str, *, force: bool = False) -> CompactionOutcome:
-        """Run one compaction without blocking the event loop on the summarizer: async
-        summarizers are awaited, sync ones run in a worker thread."""
+        """Run one compaction without blocking the event loop: the store work runs on the
+        store's worker thread (SPEC §17.6, `ledgerfold._worker`), async summarizers are
+        awaited and sync ones run in a thread of their own (not the store's: a slow
+        summarizer must not hold up the store's other calls)."""
         conversation_id = _validate.text("conversation_id", conversation_id)
-        begun = self._begin(conversation_id, force)
+        return (await self._acompact(conversation_id, force))[0]
+
+    async def _acompact(
+        self,
+        conversation_id: str,
+        force: bool,
+        before: Callable[[], object] | None = None,
+        after: Callable[[], T] | None = None,
+    ) -> tuple[CompactionOutcome, T | None]:
+        """`acompact` for the integrations: `before` runs in the worker job that plans (an
+        append), `after` in the job that ends the compaction (a read of the context), so a
+        call costs one job of the store's worker when nothing is due: a second job would
+        queue again behind every other session's."""
+        worker = worker_for(self.store)
+
+        def begin() -> tuple[_Job | CompactionOutcome, T | None]:
+            if before is not None:
+                before()
+            begun = self._begin(conversation_id, force)
+            ended = isinstance(begun, CompactionOutcome)
+            return begun, (after() if ended and after is not None else None)
+
+        begun, read = await worker.run(begin)
         if isinstance(begun, CompactionOutcome):
-            return begun
+            return begun, read
+        job = begun
         try:
-            result = await call_summarizer_async(self.summarizer, begun.request, self.timeout)
+            result = await call_summarizer_async(self.summarizer, job.request, self.timeout)
         except Exception as error:  # cancellation (BaseException) propagates untouched
-            return self._fail(begun, failure_reason(error), type(error).__name__)
-        return self._finish(begun, result)
+            reason, error_type = failure_reason(error), type(error).__name__
+
+            def end() -> CompactionOutcome:
+                return self._fail(job, reason, error_type)
+        else:
+
+            def end() -> CompactionOutcome:
+                return self._finish(job, result)
+
+        def finish() -> tuple[CompactionOutcome, T | None]:
+            outcome = end()
+            return outcome, (after() if after is not None else None)
+
+        return await worker.run(finish)
+
+    async def acontext(
+        self, conversation_id: str, max_tokens: int | None = None
+    ) -> AssembledContext:
+        """`context` on the store's worker thread, off the event loop (SPEC §17.6)."""
+        return await worker_for(self.store).run(self.context, conversation_id, max_tokens)
 
     def _begin(self, conversation_id: str, force: bool) -> _Job | CompactionOutcome:
         """Due check, plan, and the summarizer's input: the uncovered turns (one chunk of

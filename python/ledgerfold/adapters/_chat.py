@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ledgerfold import _validate
 from ledgerfold._context import AssembledContext, SummaryItem, TurnItem
 from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._model import ROLES, Turn
@@ -155,7 +156,9 @@ def _turn_message(item: TurnItem) -> dict[str, Any]:
     return message
 
 
-def to_chat_messages(context: AssembledContext) -> list[dict[str, Any]]:
+def to_chat_messages(
+    context: AssembledContext, *, system_prompt: str | None = None, recall: bool = False
+) -> list[dict[str, Any]]:
     """OpenAI-style messages for an assembled context, in context order.
 
     A turn gives its own `role` (a system turn whose `meta["chat_role"]` is `developer` gives
@@ -165,6 +168,15 @@ def to_chat_messages(context: AssembledContext) -> list[dict[str, Any]]:
     `summary_framing`, then the escaped text between `SUMMARY_OPEN` and `SUMMARY_CLOSE` on
     lines of their own. It is never a `user` message. The result is strict JSON (no NaN or
     Infinity): `meta.tool_calls` holding them raises `InvalidInput`.
+
+    With `system_prompt` (the agent's instructions, SPEC §17.6) the first message is one
+    `system` message holding the prompt, a blank line, then the framed summary (or the
+    prompt alone when no summary is used; an empty prompt adds no text before the summary),
+    and no other message carries the summary: a provider that takes one system message
+    gets one. The summary then reads before the raw turns below its slot (a pending
+    confirmation, a protected turn), which stay in sequence order after it.
+    `recall` is SPEC §17.6's keyword for the recall tool's slot (SPEC §16.2); it must be
+    a bool.
     """
     if not isinstance(context, AssembledContext):
         raise InvalidInput(
@@ -172,12 +184,28 @@ def to_chat_messages(context: AssembledContext) -> list[dict[str, Any]]:
             field="context",
             problem="wrong-type",
         )
+    if system_prompt is not None:
+        _validate.text("system_prompt", system_prompt, blank_ok=True)
+    if not isinstance(recall, bool):
+        raise InvalidInput(
+            f"recall: must be bool, got {type(recall).__name__}",
+            field="recall",
+            problem="wrong-type",
+        )
     messages: list[dict[str, Any]] = []
+    summary: dict[str, Any] | None = None
     for item in context.items:
         if isinstance(item, SummaryItem):
-            messages.append(_summary_message(item))
+            summary = _summary_message(item)
+            if system_prompt is None:
+                messages.append(summary)
         else:
             messages.append(_turn_message(item))
+    if system_prompt is not None:
+        parts = [system_prompt] if system_prompt or summary is None else []
+        if summary is not None:
+            parts.append(summary["content"])
+        messages.insert(0, {"role": "system", "content": "\n\n".join(parts)})
     return messages
 
 

@@ -47,11 +47,14 @@ def _messages_module() -> Any:
     return messages_module
 
 
-def to_langchain_messages(context: AssembledContext) -> list[BaseMessage]:
+def to_langchain_messages(
+    context: AssembledContext, *, system_prompt: str | None = None
+) -> list[BaseMessage]:
     """LangChain messages for an assembled context, by `convert_to_messages`: the summary is
-    one `SystemMessage`; calls it cannot parse are `invalid_tool_calls` with their raw text."""
+    one `SystemMessage` (with `system_prompt`, the first one, after the prompt: see
+    `to_chat_messages`); calls it cannot parse are `invalid_tool_calls` with their raw text."""
     lc = _messages_module()
-    chat = to_chat_messages(context)
+    chat = to_chat_messages(context, system_prompt=system_prompt)
     invalid_calls: list[list[Any]] = []
     for message in chat:
         parsable, invalid = _split_calls(lc, message.pop("tool_calls", []))

@@ -7,6 +7,18 @@ summary as one `SystemMessage`, then every uncovered turn). The graph state is n
 changed: every message stays in it, and nothing is deleted. `pre_model_hook` is the same
 for LangGraph's `create_react_agent` (it returns `llm_input_messages`).
 
+- "Already in the ledger" is any ID ever written to the conversation, live, retracted or
+  purged (SPEC §17.6, `known_ids`): a purge or a retraction never makes a state message
+  new again. A known message whose content changed in the state is ignored (the ledger is
+  the record; a state rewrite is not an edit) and logged by ID.
+- With the agent's system prompt (`create_agent(system_prompt=...)`), the summary joins it
+  in one leading system message (`to_chat_messages(..., system_prompt=...)`).
+- Per call the work follows the new messages, not the state: the IDs seen are remembered,
+  so only unseen ones go to the store.
+- `awrap_model_call` runs all store work on the store's worker thread (`ledgerfold._worker`),
+  never on the event loop's; the sync hooks run it on the calling thread.
+- Any `Store` will do, through its public methods.
+
 Messages cross over through `ledgerfold.adapters._langchain`: `langchain_core`'s own
 converters, plus what they would lose (a model's unparsable call keeps its record in the
 ledger, and its result its group).
@@ -14,81 +26,287 @@ ledger, and its result its group).
 
 from __future__ import annotations
 
+import logging
+import operator
+import threading
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
 
+from ledgerfold import _validate
 from ledgerfold._compactor import Compactor
-from ledgerfold._errors import InvalidInput
+from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._policy import CompactionPolicy
+from ledgerfold.adapters._chat import ChatTurnSpec, chat_turn_specs, tool_group
 from ledgerfold.adapters._langchain import chat_messages, to_langchain_messages
-from ledgerfold.store._sqlite import SQLiteStore
+from ledgerfold.integrations._turns import append_specs
+from ledgerfold.store._protocol import Store
 from ledgerfold.summarizers._base import Summarizer
 
 __all__ = ["DEFAULT_POLICY", "LedgerfoldMiddleware"]
+
+_log = logging.getLogger("ledgerfold.integrations.langchain")
 
 #: The default policy: compact once the context passes 8000 (approximate) tokens.
 DEFAULT_POLICY = CompactionPolicy("ledgerfold-langchain-1", keep_tail=8, trigger_tokens=8000)
 
 
 class LedgerfoldMiddleware(AgentMiddleware):
-    """Keep a conversation's messages in `store` under `conversation_id` and send the model
-    the ledgerfold context. `policy` defaults to `DEFAULT_POLICY`, `summarizer` to the
-    `Compactor`'s default (`ExtractiveSummarizer`). Messages need an `id` (LangGraph's
-    `add_messages` gives every state message one)."""
+    """Keep a conversation's messages in `store` (any `Store`) under `conversation_id` and
+    send the model the ledgerfold context. `policy` defaults to `DEFAULT_POLICY`,
+    `summarizer` to the `Compactor`'s default (`ExtractiveSummarizer`). Messages need an
+    `id` (LangGraph's `add_messages` gives every state message one). `system_prompt` is for
+    `pre_model_hook` (give LangGraph's agent no `prompt=` then) and for an agent without
+    one of its own: `create_agent`'s system prompt is taken from the request."""
 
     def __init__(
         self,
-        store: SQLiteStore,
+        store: Store,
         conversation_id: str,
         *,
         policy: CompactionPolicy | None = None,
         summarizer: Summarizer | None = None,
+        system_prompt: str | None = None,
     ) -> None:
         super().__init__()
         self.store = store
-        self.conversation_id = conversation_id
+        self.conversation_id = _validate.text("conversation_id", conversation_id)
+        if system_prompt is not None:
+            _validate.text("system_prompt", system_prompt, blank_ok=True)
+        self.system_prompt = system_prompt
         self.compactor = Compactor(
             store, policy if policy is not None else DEFAULT_POLICY, summarizer
         )
+        self._lock = threading.Lock()
+        # Message ID -> (content, tool calls) as the ledger has it (or as first seen, for a
+        # message written before this instance): what makes a call's work O(new messages).
+        self._seen: dict[str, tuple[Any, Any]] = {}
+        self._changed: set[str] = set()  # IDs already logged as changed in the state
+        self._group_of_call: dict[str, str] = {}
+        self._prefix: list[Any] = []  # the state of the last call, as it was
+
+    # -- appending ------------------------------------------------------------------------
 
     def append_new(self, messages: Sequence[Any]) -> int:
-        """Append the messages whose IDs the ledger does not hold yet; returns how many."""
-        ids = []
-        for index, message in enumerate(messages):
-            message_id = getattr(message, "id", None)
-            if not isinstance(message_id, str) or not message_id:
-                raise InvalidInput(
-                    f"messages[{index}].id: a message needs an id to be appended once",
-                    field=f"messages[{index}].id",
-                    problem="empty",
-                )
-            ids.append(message_id)
-        known = {turn.id for turn in self.store.get_turns(self.conversation_id, ids)}
-        new = [message for message in messages if message.id not in known]
-        if not new:
+        """Append the messages whose IDs the ledger has never held; returns how many. A known
+        message whose content changed in `messages` is left alone and logged (by ID)."""
+        with self._lock:
+            return self._append_new(messages)
+
+    def _append_new(self, messages: Sequence[Any]) -> int:
+        # The state of the last call, object for object, then new messages only (one model
+        # call after another within a run): C-speed identity checks, and only the rest is
+        # looked at. Otherwise (a state reloaded from a checkpoint, a message replaced) the
+        # whole state is compared with what was seen, message by message.
+        prefix = self._prefix
+        start = 0
+        if len(messages) >= len(prefix) and all(map(operator.is_, prefix, messages)):
+            start = len(prefix)
+        appended = self._append_from(messages, start)
+        self._prefix = list(messages)
+        return appended
+
+    def _append_from(self, messages: Sequence[Any], start: int) -> int:
+        unseen: list[Any] = []
+        seen_before = self._seen.get
+        # A dict lookup and an identity (or string) comparison per message; nothing that
+        # reads the store.
+        for index in range(start, len(messages)):
+            message = messages[index]
+            message_id: Any = getattr(message, "id", None)
+            seen = seen_before(message_id) if isinstance(message_id, str) else None
+            if seen is None:
+                if not isinstance(message_id, str) or not message_id:
+                    raise InvalidInput(
+                        f"messages[{index}].id: a message needs an id to be appended once",
+                        field=f"messages[{index}].id",
+                        problem="empty",
+                    )
+                unseen.append(message)
+            elif not _same(seen, message):
+                self._log_changed(message_id)
+        if not unseen:
             return 0
-        self.store.append_chat_messages(self.conversation_id, chat_messages(new))
-        return len(new)
+        known = self._known([message.id for message in unseen])
+        new = [message for message in unseen if message.id not in known]
+        old = [message for message in unseen if message.id in known]
+        if old:
+            self._learn_calls(old)
+            self._check_known(old)
+        appended = self._append(new, messages) if new else 0
+        for message in unseen:
+            self._seen[message.id] = _signature(message)
+        return appended
 
-    def model_messages(self) -> list[Any]:
-        """The ledgerfold context as LangChain messages."""
-        return to_langchain_messages(self.compactor.context(self.conversation_id))
+    def _known(self, ids: list[str]) -> set[str]:
+        known_ids = getattr(self.store, "known_ids", None)
+        if known_ids is not None:
+            return set(known_ids(self.conversation_id, ids))
+        # A v1.1 store: live turns here; retracted and purged ones are found by `_append`.
+        return {turn.id for turn in self.store.get_turns(self.conversation_id, ids)}
 
-    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def _append(self, new: list[Any], state: Sequence[Any]) -> int:
+        specs = chat_turn_specs(chat_messages(new))
+        ids = [spec.id if spec.id is not None else "t-" + uuid.uuid4().hex for spec in specs]
+        skipped: set[str] = set()
+        while True:
+            kept = [
+                (turn_id, spec)
+                for turn_id, spec in zip(ids, specs, strict=True)
+                if turn_id not in skipped
+            ]
+            if not kept:
+                return 0
+            groups = dict(self._group_of_call)
+            turns = append_specs(
+                [spec for _, spec in kept],
+                [turn_id for turn_id, _ in kept],
+                groups,
+                lambda call_id: _group_in_state(state, call_id),
+            )
+            try:
+                self.store.append_many(self.conversation_id, turns)
+            except DuplicateId as error:
+                # Only a store without `known_ids` gets here: the ID was retracted or purged.
+                if error.id in skipped or error.id not in ids:
+                    raise
+                skipped.add(error.id)
+                continue
+            self._group_of_call = groups
+            return sum(message.id not in skipped for message in new)
+
+    def _learn_calls(self, messages: list[Any]) -> None:
+        """The groups of calls made by messages the ledger already holds (first seen here),
+        so a result arriving later joins its call's group."""
+        for message in messages:
+            call_ids = _call_ids(message)
+            if call_ids:
+                self._group_of_call.update(dict.fromkeys(call_ids, tool_group(call_ids)))
+
+    def _check_known(self, messages: list[Any]) -> None:
+        """Log the known messages (first seen by this instance) whose content differs from
+        their live turn's; retracted and purged turns have nothing to compare."""
+        stored = {
+            turn.id: turn
+            for turn in self.store.get_turns(self.conversation_id, [m.id for m in messages])
+        }
+        if not stored:
+            return
+        for message in messages:
+            turn = stored.get(message.id)
+            if turn is None:
+                continue
+            # One by one: the state may hold call IDs used twice, which a batch refuses.
+            spec = chat_turn_specs(chat_messages([message]))[0]
+            if not _spec_matches(spec, turn):
+                self._log_changed(turn.id)
+
+    def _log_changed(self, message_id: str) -> None:
+        if message_id in self._changed:
+            return
+        self._changed.add(message_id)
+        _log.warning(
+            "state message changed, ignored (the ledger is the record) conversation_id=%s "
+            "message_id=%s",
+            self.conversation_id,
+            message_id,
+        )
+
+    # -- the model's input ----------------------------------------------------------------
+
+    def model_messages(self, system_prompt: str | None = None) -> list[Any]:
+        """The ledgerfold context as LangChain messages; with `system_prompt`, the first is
+        one `SystemMessage` holding it and then the summary."""
+        return to_langchain_messages(
+            self.compactor.context(self.conversation_id), system_prompt=system_prompt
+        )
+
+    def _model_request(self, request: Any) -> Any:
+        """The request with the ledgerfold context as its messages; the agent's system
+        message, when it has one, carries the summary (one leading system message)."""
+        system = request.system_message
+        if system is None:
+            if self.system_prompt is None:
+                return request.override(messages=self.model_messages())
+            first, *rest = self.model_messages(self.system_prompt)
+            return request.override(messages=rest, system_message=first)
+        content = system.content
+        if isinstance(content, str):
+            first, *rest = self.model_messages(content)
+            return request.override(
+                messages=rest, system_message=system.model_copy(update={"content": first.content})
+            )
+        # Content blocks (e.g. with cache control) stay as they are; the summary follows.
+        first, *rest = self.model_messages("")
+        blocks = list(content)
+        if first.content:
+            blocks.append({"type": "text", "text": first.content})
+        return request.override(
+            messages=rest, system_message=system.model_copy(update={"content": blocks})
+        )
+
+    def _prepare(self, request: Any) -> Any:
         self.append_new(request.messages)
         self.compactor.compact(self.conversation_id)
-        return handler(request.override(messages=self.model_messages()))
+        return self._model_request(request)
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return handler(self._prepare(request))
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        self.append_new(request.messages)
-        await self.compactor.acompact(self.conversation_id)
-        return await handler(request.override(messages=self.model_messages()))
+        # Store work on the store's worker thread, never on the event loop's: one job when
+        # nothing is due (append, due check, context), two around a summarizer call.
+        _, prepared = await self.compactor._acompact(
+            self.conversation_id,
+            False,
+            lambda: self.append_new(request.messages),
+            lambda: self._model_request(request),
+        )
+        return await handler(prepared)
 
     def pre_model_hook(self, state: Any) -> dict[str, Any]:
-        """A LangGraph `pre_model_hook`: the model's input only (`llm_input_messages`)."""
+        """A LangGraph `pre_model_hook`: the model's input only (`llm_input_messages`),
+        led by `system_prompt` (and the summary) when the middleware has one."""
         messages = state["messages"] if isinstance(state, dict) else state.messages
         self.append_new(messages)
         self.compactor.compact(self.conversation_id)
-        return {"llm_input_messages": self.model_messages()}
+        return {"llm_input_messages": self.model_messages(self.system_prompt)}
+
+
+def _call_ids(message: Any) -> tuple[str, ...]:
+    """The call IDs a message makes, in the order the ledger stores them (parsed calls,
+    then unparsable ones)."""
+    calls = [*getattr(message, "tool_calls", ()), *getattr(message, "invalid_tool_calls", ())]
+    return tuple(call["id"] for call in calls if isinstance(call.get("id"), str) and call["id"])
+
+
+def _signature(message: Any) -> tuple[Any, Any]:
+    calls = message.tool_calls or None if message.type == "ai" else None
+    return (message.content, calls)
+
+
+def _same(seen: tuple[Any, Any], message: Any) -> bool:
+    content = message.content
+    if content is not seen[0] and content != seen[0]:
+        return False
+    calls = seen[1]
+    if message.type != "ai":  # only AI messages call tools (asking others is slow: pydantic)
+        return calls is None
+    now = message.tool_calls or None
+    return now is calls or now == calls
+
+
+def _spec_matches(spec: ChatTurnSpec, turn: Any) -> bool:
+    return (spec.role, spec.body, spec.meta or None) == (turn.role, turn.body, turn.meta)
+
+
+def _group_in_state(state: Sequence[Any], call_id: str) -> str | None:
+    """The group of a call made by a state message never seen here (rare: a result whose
+    call left the state's seen part); None when no message makes it."""
+    for message in state:
+        call_ids = _call_ids(message)
+        if call_id in call_ids:
+            return tool_group(call_ids)
+    return None

@@ -9,12 +9,19 @@ across `add_items` calls), a `reasoning` item an assistant turn holding its summ
 and any other item type an assistant turn with no text. `get_items` returns the ledgerfold
 context: the current summary as one `system` item, then every turn it does not cover, as
 its item. After each `add_items`, compaction runs when the policy says it is due.
+
+Nothing runs on the event loop's thread but the awaiting: every method's store work (and the
+items' conversion) runs on the store's worker thread (SPEC §17.6, `ledgerfold._worker`), so
+calls of one store complete in call order, and a cancelled call lands whole or not at all.
+The session works over any `Store` (`ledgerfold.store.Store`), through its public methods.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import uuid
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,7 +29,10 @@ from ledgerfold._compactor import Compactor
 from ledgerfold._context import AssembledContext, SummaryItem
 from ledgerfold._errors import InvalidInput
 from ledgerfold._policy import CompactionPolicy
-from ledgerfold.adapters._chat import ChatTurnSpec, chat_turn_specs, to_chat_messages
+from ledgerfold._worker import worker_for
+from ledgerfold.adapters._chat import chat_turn_specs, to_chat_messages, tool_group
+from ledgerfold.integrations._turns import append_specs
+from ledgerfold.store._protocol import Store
 from ledgerfold.store._sqlite import SQLiteStore
 from ledgerfold.summarizers._base import Summarizer
 
@@ -107,12 +117,17 @@ def item_message(item: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class LedgerfoldSession:
-    """A `Session` (`agents.memory.Session` protocol) over a `SQLiteStore`.
+    """A `Session` (`agents.memory.Session` protocol) over a ledgerfold store.
 
-    Constructed like the SDK's `SQLiteSession(session_id, db_path=":memory:")`, or over an
-    existing store with `store=` (then `db_path` is ignored and the store is not closed
-    here). `policy` defaults to `DEFAULT_POLICY`; `summarizer` to the `Compactor`'s default
+    Constructed like the SDK's `SQLiteSession(session_id, db_path=":memory:")` (then the
+    session opens a `SQLiteStore` and `close()` closes it), or over an existing store of any
+    kind with `store=` (then `db_path` is ignored and the store is not closed here).
+    `policy` defaults to `DEFAULT_POLICY`; `summarizer` to the `Compactor`'s default
     (`ExtractiveSummarizer`). The session ID is the ledger's conversation ID.
+
+    With agent instructions, pass `RunConfig(call_model_input_filter=
+    session.call_model_input_filter)` to `Runner.run`: the summary then joins the
+    instructions, so the model gets one system message (SPEC §17.6).
     """
 
     def __init__(
@@ -120,7 +135,7 @@ class LedgerfoldSession:
         session_id: str,
         db_path: str | os.PathLike[str] = ":memory:",
         *,
-        store: SQLiteStore | None = None,
+        store: Store | None = None,
         policy: CompactionPolicy | None = None,
         summarizer: Summarizer | None = None,
         session_settings: Any = None,
@@ -128,68 +143,138 @@ class LedgerfoldSession:
         self.session_id = session_id
         self.session_settings = session_settings
         self._owned = store is None
-        self.store = store if store is not None else SQLiteStore(db_path)
+        self.store: Store = store if store is not None else SQLiteStore(db_path)
         self.compactor = Compactor(
             self.store, policy if policy is not None else DEFAULT_POLICY, summarizer
         )
+        # Summary items `get_items` served lately, by their content: how
+        # `call_model_input_filter` knows them in the model's input.
+        self._served: OrderedDict[str, SummaryItem] = OrderedDict()
 
     def __repr__(self) -> str:
         return f"LedgerfoldSession(session_id={self.session_id!r}, store={self.store!r})"
 
     def close(self) -> None:
-        """Close the store when this session opened it."""
+        """Close the store when this session opened it (after its queued calls)."""
         if self._owned:
-            self.store.close()
+            close = getattr(self.store, "close", None)
+            if close is not None:
+                close()
 
     def context(self) -> AssembledContext:
+        """The ledgerfold context (synchronously, on the calling thread)."""
         return self.compactor.context(self.session_id)
+
+    # -- the Session protocol: store work on the store's worker thread --------------------
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The context as items: the summary (one `system` item) and the uncovered turns'
         items as they came; with `limit`, the latest `limit` of them."""
-        context = self.context()
-        messages = to_chat_messages(context)
+        return await worker_for(self.store).run(self._items, limit)
+
+    async def add_items(self, items: list[Any]) -> None:
+        """Append the items as turns (one revision), then compact when due (in the same job
+        of the store's worker when nothing is due)."""
+        if isinstance(items, list) and not items:
+            return
+        await self.compactor._acompact(self.session_id, False, lambda: self._append(items))
+
+    async def pop_item(self) -> Any | None:
+        """Retract the newest turn and return its original item (None when empty). Reads
+        the context (whose last item is the newest turn: `keep_tail` >= 1), not the ledger."""
+        return await worker_for(self.store).run(self._pop)
+
+    async def clear_session(self) -> None:
+        """Erase the session, in one transaction (`Store.delete_conversation`): as the SDK's
+        own sessions delete their items, the ledger keeps none of them either (turns, their
+        earlier versions, summaries sealed or not). `get_items()` is then empty."""
+        await worker_for(self.store).run(self.store.delete_conversation, self.session_id)
+        self._served.clear()
+
+    # -- one summary system message --------------------------------------------------------
+
+    def call_model_input_filter(self, data: Any) -> Any:
+        """A `RunConfig.call_model_input_filter`: when the agent has instructions, the
+        summary item this session served leaves the input and joins the instructions
+        (`to_chat_messages(..., system_prompt=instructions)`): one system message. Touches
+        no store."""
+        model_data = data.model_data
+        instructions = model_data.instructions
+        if instructions is None:
+            return model_data
+        kept: list[Any] = []
+        summary: SummaryItem | None = None
+        for item in model_data.input:
+            content = item.get("content") if isinstance(item, Mapping) else None
+            if (
+                summary is None
+                and isinstance(content, str)
+                and item.get("role") == "system"
+                and content in self._served
+            ):
+                summary = self._served[content]
+                continue
+            kept.append(item)
+        if summary is None:
+            return model_data
+        (joined,) = to_chat_messages(AssembledContext((summary,), None), system_prompt=instructions)
+        return type(model_data)(input=kept, instructions=joined["content"])
+
+    # -- the jobs -------------------------------------------------------------------------
+
+    def _items(self, limit: int | None) -> list[Any]:
+        context = self.compactor.context(self.session_id)
         items: list[Any] = []
-        for item, message in zip(context.items, messages, strict=True):
+        for item in context.items:
             if isinstance(item, SummaryItem):
+                # The summary's framed, escaped message; a turn comes back as its own item.
+                (message,) = to_chat_messages(AssembledContext((item,), None))
                 items.append({"role": "system", "content": message["content"]})
+                self._remember(message["content"], item)
             else:
                 items.append(_restored(item.text, item.meta))
         if limit is not None:
             items = items[-limit:] if limit > 0 else []
         return items
 
-    async def add_items(self, items: list[Any]) -> None:
-        """Append the items as turns (one revision), then compact when due."""
+    def _remember(self, content: str, item: SummaryItem) -> None:
+        self._served[content] = item
+        self._served.move_to_end(content)
+        while len(self._served) > _SERVED_KEPT:
+            self._served.popitem(last=False)
+
+    def _append(self, items: list[Any]) -> int:
         plain = [_plain(item, index) for index, item in enumerate(items)]
         if not plain:
-            return
+            return 0
         specs = chat_turn_specs(item_message(item) for item in plain)
-        with_items = [
-            ChatTurnSpec(
-                spec.id,
-                spec.role,
-                spec.body,
-                {**spec.meta, ITEM_KEY: _stored(item)},
-                spec.call_ids,
-                spec.answers,
-            )
-            for spec, item in zip(specs, plain, strict=True)
-        ]
-        self.store._append_chat(self.session_id, with_items)
-        await self.compactor.acompact(self.session_id)
+        ids = ["t-" + uuid.uuid4().hex for _ in specs]
+        # An SDK function_call item makes one call, so its group is `tool_group` of that
+        # call's ID alone, also for an output arriving in a later `add_items`.
+        turns = append_specs(
+            specs,
+            ids,
+            {},
+            lambda call_id: tool_group((call_id,)),
+            [{ITEM_KEY: _stored(item)} for item in plain],
+        )
+        return len(self.store.append_many(self.session_id, turns))
 
-    async def pop_item(self) -> Any | None:
-        """Retract the newest turn and return its original item (None when empty)."""
-        turns = self.store.load(self.session_id).turns
-        if not turns:
+    def _pop(self) -> Any | None:
+        items = self.compactor.context(self.session_id).items
+        if not items:
             return None
-        last = turns[-1]
+        last = items[-1]
+        if isinstance(last, SummaryItem):  # not with keep_tail >= 1; a store of one's own?
+            turns = self.store.load(self.session_id).turns
+            if not turns:
+                return None
+            newest = turns[-1]
+            self.store.retract(self.session_id, newest.id)
+            return _restored(newest.body, newest.meta)
         self.store.retract(self.session_id, last.id)
-        return _restored(last.body, last.meta)
+        return _restored(last.text, last.meta)
 
-    async def clear_session(self) -> None:
-        """Retract every turn: the items are gone from the session (the ledger keeps them
-        as retracted), and any summary of them is no longer used."""
-        for turn in self.store.load(self.session_id).turns:
-            self.store.retract(self.session_id, turn.id)
+
+#: How many served summary items `call_model_input_filter` recognises (concurrent runs).
+_SERVED_KEPT = 4

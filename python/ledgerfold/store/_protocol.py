@@ -39,7 +39,14 @@ from ledgerfold._native import SourceDigests
 from ledgerfold._plan import CompactionPlan
 from ledgerfold._summary import SummaryEnvelope, SummaryWrite
 
-__all__ = ["REBASE_ONLY", "SUMMARY_STATUSES", "CompactionWork", "Store", "SummaryRecord"]
+__all__ = [
+    "REBASE_ONLY",
+    "SUMMARY_STATUSES",
+    "CompactionWork",
+    "KnownIds",
+    "Store",
+    "SummaryRecord",
+]
 
 #: `begin_compaction(..., min_new_turns=REBASE_ONLY)`: more new turns than any ledger holds,
 #: so only what is due at once registers a plan (a rebase when coverage would shrink, the rest
@@ -251,4 +258,21 @@ class Store(Protocol):
 
     def history_boundary(self, conversation_id: str) -> HistoryBoundary | None:
         """The furthest purge boundary (largest purged sequence), or None."""
+        ...
+
+
+# ---------------------------------------------------------------------------------------
+# SPEC §17.6 / §17.9 — `known_ids`, a `SearchableStore` (protocol v2) method. Kept apart
+# here so it merges into `SearchableStore` as one method; until then `KnownIds` names it.
+
+
+@runtime_checkable
+class KnownIds(Protocol):
+    """A store that answers which IDs were ever written to a conversation."""
+
+    def known_ids(self, conversation_id: str, ids: Iterable[str]) -> set[str]:
+        """The IDs among `ids` of every turn ever written to the conversation: live,
+        retracted or purged (what "already in the ledger" means to an integration). Costs
+        O(len(ids)), not O(ledger). Integrations with a store without it (a v1.1 `Store`)
+        treat live turns as known and skip, one by one, the IDs an append refuses."""
         ...

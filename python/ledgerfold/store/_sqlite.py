@@ -8,6 +8,7 @@ transactions), `rows` (columns <-> values), `ledger` (turn writes and reads), `s
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sqlite3
@@ -18,7 +19,7 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
-from ledgerfold import _validate
+from ledgerfold import _validate, _worker
 from ledgerfold._context import AssembledContext, HistoryBoundary, assemble_context
 from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._model import Conversation, Turn
@@ -78,7 +79,9 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
     # ------------------------------------------------------------------ lifecycle
 
     def close(self) -> None:
-        """Close the connection; later calls raise `StoreError`. Idempotent."""
+        """Close the connection; later calls raise `StoreError`. Idempotent. The store's
+        worker thread (async entry points, SPEC §17.6) finishes its queued calls first."""
+        _worker.close_worker(self)
         self._db.close()
 
     def __enter__(self) -> SQLiteStore:
@@ -289,6 +292,25 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
         wanted: Sequence[str] = [_validate.text("turn_ids", turn_id) for turn_id in turn_ids]
         with self._transaction(write=False) as conn:
             return ledger.get_turns(conn, conversation_id, wanted)
+
+    def known_ids(self, conversation_id: str, ids: Iterable[str]) -> set[str]:
+        """The IDs among `ids` of turns ever written to the conversation: live, retracted
+        or purged (SPEC §17.6: what "already in the ledger" means to an integration). One
+        indexed query; costs O(len(ids)), not O(ledger). A deleted conversation knows none."""
+        conversation_id = _validate.text("conversation_id", conversation_id)
+        if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+            raise InvalidInput("ids: must be an iterable of str", field="ids", problem="wrong-type")
+        wanted = [_validate.text(f"ids[{index}]", turn_id) for index, turn_id in enumerate(ids)]
+        if not wanted:
+            return set()
+        with self._transaction(write=False) as conn:
+            # A JSON array parameter rather than `IN (?, ...)`: no host-parameter limit.
+            rows = conn.execute(
+                "SELECT t.id FROM json_each(?) AS j CROSS JOIN turns AS t"
+                " ON t.conversation_id = ? AND t.id = j.value",
+                (json.dumps(wanted), conversation_id),
+            ).fetchall()
+        return {row[0] for row in rows}
 
     def conversation_ids(self) -> list[str]:
         """Every conversation with at least one written turn, sorted."""

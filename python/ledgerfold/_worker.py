@@ -1,0 +1,135 @@
+"""One worker thread per store: where the `async` entry points run store work (SPEC §17.6).
+
+An `async` method that called the store on the event loop's thread would stall every other
+task on that loop for each SQLite call and fsync. Instead each store gets one `StoreWorker`,
+a single thread created on first use, and every async entry point (`Compactor.acompact` /
+`acontext`, `LedgerfoldSession`, `LedgerfoldMiddleware`'s async hook) hands it its store
+work as jobs. One thread per store, not a pool:
+
+- jobs of one store run in the order they were submitted, one at a time, so calls complete
+  in call order (a pool would let a later read overtake an earlier write);
+- a job whose caller is cancelled while it waits never runs; one already running finishes
+  (its transaction commits or rolls back whole) before the next job of that store starts.
+
+The worker belongs to the store object (looked up by identity, any `Store` will do): it is
+shut down when `SQLiteStore.close()` runs or when the store is garbage-collected. A store
+used again after its worker was closed gets a fresh one (the store itself then decides
+whether the call is an error).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import threading
+import weakref
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
+
+__all__ = ["THREAD_NAME", "StoreWorker", "close_worker", "run_on_store", "worker_for"]
+
+T = TypeVar("T")
+
+#: Name prefix of every worker thread (what a test or a profiler sees).
+THREAD_NAME = "ledgerfold-store"
+
+
+class StoreWorker:
+    """A single thread running one store's jobs in submission order."""
+
+    __slots__ = ("__weakref__", "_executor", "_lock")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+
+    def submit(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        """Queue `function(*args, **kwargs)` behind every job submitted before, in the
+        caller's `contextvars` context (as `asyncio.to_thread` does)."""
+        context = contextvars.copy_context()
+        call = functools.partial(context.run, function, *args, **kwargs)
+        with self._lock:
+            if self._executor is None:  # created on first use: a store never awaited has none
+                self._executor = ThreadPoolExecutor(
+                    max_workers=1,
+                    thread_name_prefix=THREAD_NAME,
+                    initializer=_mark_thread,
+                    initargs=(self,),
+                )
+            return self._executor.submit(call)
+
+    async def run(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Run the job on the worker thread and await its result. Cancelling the awaiting
+        task cancels the job if it has not started; a started job runs to its end."""
+        return await asyncio.wrap_future(self.submit(function, *args, **kwargs))
+
+    def close(self, *, wait: bool = True) -> None:
+        """Let the queued jobs finish, then end the thread (waiting for it with `wait`, never
+        from the worker thread itself: a job that closes its own store)."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=wait and getattr(_thread_state, "worker", None) is not self)
+
+
+_thread_state = threading.local()
+
+
+def _mark_thread(worker: StoreWorker) -> None:
+    _thread_state.worker = worker
+
+
+# Workers by store identity. A weak reference's callback drops (and closes) a store's worker
+# when the store is collected; a store that cannot be weakly referenced keeps its worker
+# until `close_worker`.
+_workers: dict[int, tuple[Any, StoreWorker]] = {}
+_workers_lock = threading.Lock()
+
+
+def worker_for(store: object) -> StoreWorker:
+    """The store's worker, created on first use."""
+    key = id(store)
+    with _workers_lock:
+        entry = _workers.get(key)
+        if entry is not None and _referent(entry[0]) is store:
+            return entry[1]
+        worker = StoreWorker()
+        try:
+            handle: Any = weakref.ref(store, functools.partial(_collected, key))
+        except TypeError:
+            handle = store
+        _workers[key] = (handle, worker)
+        return worker
+
+
+async def run_on_store(
+    store: object, function: Callable[..., T], /, *args: Any, **kwargs: Any
+) -> T:
+    """`worker_for(store).run(function, *args, **kwargs)`."""
+    return await worker_for(store).run(function, *args, **kwargs)
+
+
+def close_worker(store: object) -> None:
+    """Close the store's worker, if it has one (after its queued jobs)."""
+    with _workers_lock:
+        entry = _workers.get(id(store))
+        if entry is None or _referent(entry[0]) is not store:
+            return
+        del _workers[id(store)]
+    entry[1].close()
+
+
+def _referent(handle: Any) -> object:
+    return handle() if isinstance(handle, weakref.ref) else handle
+
+
+def _collected(key: int, handle: weakref.ref[Any]) -> None:
+    with _workers_lock:
+        entry = _workers.get(key)
+        if entry is None or entry[0] is not handle:
+            return
+        del _workers[key]
+    # Not waiting: the collector may run this on any thread.
+    entry[1].close(wait=False)

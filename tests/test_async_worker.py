@@ -1,0 +1,201 @@
+"""Every async entry point runs store work on the store's one worker thread (SPEC §17.6):
+never on the event loop's thread, calls of one store in call order, a cancelled call whole
+or not at all, correct under `asyncio.gather` on one store and on several. Thread identity
+is recorded per store call; nothing here is timed."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from integration_stores import RecordingStore
+from ledgerfold import CompactionPolicy, Compactor, SQLiteStore
+from ledgerfold._worker import THREAD_NAME, close_worker, worker_for
+from ledgerfold.integrations.openai_agents import LedgerfoldSession
+
+POLICY = CompactionPolicy("v1", keep_tail=2, trigger_tokens=None, min_new_turns=2)
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def test_session_store_calls_run_on_the_worker_not_the_loop(tmp_path: Path) -> None:
+    store = RecordingStore(tmp_path / "s.db")
+    session = LedgerfoldSession("s", store=store, policy=POLICY)  # type: ignore[arg-type]
+
+    async def scenario() -> threading.Thread:
+        for n in range(4):
+            await session.add_items([_user(f"q{n}"), {"role": "assistant", "content": f"a{n}"}])
+        await session.get_items()
+        await session.pop_item()
+        await session.clear_session()
+        return threading.current_thread()
+
+    loop_thread = asyncio.run(scenario())
+    names = set(store.names())
+    # Every kind of store work the session does happened, and none of it on the loop.
+    assert {"append_many", "begin_compaction", "commit_summary", "context", "retract"} <= names
+    assert "delete_conversation" in names
+    (worker,) = store.threads()
+    assert worker is not loop_thread and worker.name.startswith(THREAD_NAME)
+
+
+def test_compactor_acompact_and_acontext_run_on_the_worker(tmp_path: Path) -> None:
+    store = RecordingStore(tmp_path / "c.db")
+    for n in range(6):
+        store.append("c", "user", f"turn {n}")
+    compactor = Compactor(store, POLICY)  # type: ignore[arg-type]
+    store.calls.clear()
+
+    async def scenario() -> threading.Thread:
+        assert (await compactor.acompact("c")).accepted
+        assert (await compactor.acontext("c")).fallback is None
+        return threading.current_thread()
+
+    loop_thread = asyncio.run(scenario())
+    assert {"begin_compaction", "commit_summary", "context"} <= set(store.names())
+    (worker,) = store.threads()
+    assert worker is not loop_thread and worker.name.startswith(THREAD_NAME)
+
+
+def test_one_worker_per_store_and_another_for_another_store(tmp_path: Path) -> None:
+    first, second = SQLiteStore(tmp_path / "a.db"), SQLiteStore(tmp_path / "b.db")
+    assert worker_for(first) is worker_for(first)
+    assert worker_for(first) is not worker_for(second)
+
+    async def thread_of(store: SQLiteStore) -> threading.Thread:
+        return await worker_for(store).run(threading.current_thread)
+
+    async def scenario() -> list[threading.Thread]:
+        return list(await asyncio.gather(thread_of(first), thread_of(first), thread_of(second)))
+
+    a1, a2, b = asyncio.run(scenario())
+    assert a1 is a2 and a1 is not b
+    first.close()
+    second.close()
+    # Closed with its store: the thread has ended (close waits for it).
+    assert not a1.is_alive() and not b.is_alive()
+
+
+def test_calls_of_one_store_run_in_call_order_under_gather(tmp_path: Path) -> None:
+    store = RecordingStore(tmp_path / "o.db")
+    sessions = [LedgerfoldSession(f"s{n}", store=store, policy=POLICY) for n in range(20)]  # type: ignore[arg-type]
+    order: list[str] = []
+    original = store.inner.append_many
+
+    def append_many(conversation_id: str, turns: Any) -> Any:
+        order.append(conversation_id)
+        return original(conversation_id, turns)
+
+    store.inner.append_many = append_many  # type: ignore[method-assign]
+
+    async def scenario() -> list[list[Any]]:
+        for round_ in range(3):
+            await asyncio.gather(
+                *(s.add_items([_user(f"{s.session_id}-{round_}")]) for s in sessions)
+            )
+        return list(await asyncio.gather(*(s.get_items() for s in sessions)))
+
+    items = asyncio.run(scenario())
+    # gather starts its tasks in order; each submits its append first: the appends ran in
+    # exactly that order, round after round.
+    assert order == [f"s{n}" for n in range(20)] * 3
+    for session, got in zip(sessions, items, strict=True):
+        texts = [item["content"] for item in got if item.get("role") == "user"]
+        assert texts[-1] == f"{session.session_id}-2"
+        assert len(store.inner.load(session.session_id).turns) == 3
+    (worker,) = store.threads()
+    assert worker.name.startswith(THREAD_NAME)
+
+
+def test_gather_of_sessions_on_separate_stores(tmp_path: Path) -> None:
+    stores = [SQLiteStore(tmp_path / f"{n}.db") for n in range(5)]
+    sessions = [LedgerfoldSession("s", store=store, policy=POLICY) for store in stores]
+
+    async def one(session: LedgerfoldSession, n: int) -> list[Any]:
+        for k in range(6):
+            await session.add_items([_user(f"{n}:{k}"), {"role": "assistant", "content": "ok"}])
+        return await session.get_items()
+
+    results = asyncio.run(_gather(*(one(s, n) for n, s in enumerate(sessions))))
+    for n, (store, items) in enumerate(zip(stores, results, strict=True)):
+        bodies = [turn.body for turn in store.load("s").turns]
+        assert bodies == [text for k in range(6) for text in (f"{n}:{k}", "ok")]
+        assert store.current_summary("s") is not None  # each compacted on its own store
+        assert items[-1] == {"role": "assistant", "content": "ok"}
+        store.close()
+
+
+async def _gather(*awaitables: Any) -> list[Any]:
+    return list(await asyncio.gather(*awaitables))
+
+
+def test_a_call_cancelled_before_it_starts_never_lands(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "x.db")
+    session = LedgerfoldSession("s", store=store)
+    hold, held = threading.Event(), threading.Event()
+
+    def block() -> None:
+        held.set()
+        hold.wait(timeout=60)  # a safety net for a failing test, not a timing
+
+    async def scenario() -> list[Any]:
+        blocker = asyncio.ensure_future(worker_for(store).run(block))
+        await asyncio.to_thread(held.wait, 60)
+        adding = asyncio.ensure_future(session.add_items([_user("never")]))
+        for _ in range(5):
+            await asyncio.sleep(0)  # let it submit its job behind the blocker
+        adding.cancel()
+        await asyncio.sleep(0)  # the loop hands the cancellation on to the queued job
+        hold.set()
+        await blocker
+        with pytest.raises(asyncio.CancelledError):
+            await adding
+        return await session.get_items()
+
+    assert asyncio.run(scenario()) == []
+    assert store.load("s").turns == ()
+
+
+def test_a_call_cancelled_while_it_runs_lands_whole_before_the_next(tmp_path: Path) -> None:
+    store = RecordingStore(tmp_path / "y.db")
+    session = LedgerfoldSession("s", store=store)  # type: ignore[arg-type]
+    started, release = threading.Event(), threading.Event()
+    store.gate["append_many"] = (started, release)
+    items = [_user("one"), {"role": "assistant", "content": "two"}]
+
+    async def scenario() -> list[Any]:
+        adding = asyncio.ensure_future(session.add_items(items))
+        await asyncio.to_thread(started.wait, 60)
+        adding.cancel()  # the append is in progress on the worker
+        reading = asyncio.ensure_future(session.get_items())  # queued behind it
+        del store.gate["append_many"]
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await adding
+        return await reading
+
+    # The cancelled append landed whole, before the read that was called after it.
+    assert asyncio.run(scenario()) == items
+    assert [turn.body for turn in store.inner.load("s").turns] == ["one", "two"]
+
+
+def test_a_worker_closed_with_its_store_is_replaced_on_next_use(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "z.db")
+    first = worker_for(store)
+    close_worker(store)
+    assert worker_for(store) is not first
+    store.close()
+
+    async def after_close() -> None:
+        await LedgerfoldSession("s", store=store).get_items()
+
+    from ledgerfold import StoreError
+
+    with pytest.raises(StoreError):  # the store says it is closed, not the worker
+        asyncio.run(after_close())

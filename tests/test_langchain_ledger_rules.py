@@ -1,0 +1,207 @@
+"""`LedgerfoldMiddleware` under SPEC §17.6, with a real `create_agent` and a fake chat model:
+what is "already in the ledger" (purged and retracted IDs too), a state rewrite ignored and
+logged, one leading system message, any `Store`, and async hooks off the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from integration_stores import RecordingStore
+from ledgerfold import CompactionPolicy, SQLiteStore
+from ledgerfold._worker import THREAD_NAME
+from ledgerfold.integrations.langchain import LedgerfoldMiddleware
+from test_langchain_middleware import ScriptedModel, lookup
+
+POLICY = CompactionPolicy("v1", keep_tail=3, trigger_tokens=100, min_new_turns=2)
+CONFIG = {"configurable": {"thread_id": "t1"}}
+PROMPT = "You are a careful booking assistant."
+
+
+def _model(offset: int) -> ScriptedModel:
+    """A fresh scripted model whose call IDs do not repeat an earlier one's."""
+    return ScriptedModel(inputs=[[] for _ in range(offset)])
+
+
+def _agent(middleware: LedgerfoldMiddleware, model: ScriptedModel, **kwargs: Any) -> Any:
+    return create_agent(
+        model, tools=[lookup], middleware=[middleware], checkpointer=InMemorySaver(), **kwargs
+    )
+
+
+def _ask(agent: Any, text: str) -> list[Any]:
+    result = agent.invoke({"messages": [{"role": "user", "content": text}]}, CONFIG)
+    return list(result["messages"])
+
+
+def test_no_duplicate_id_after_a_purge_and_a_retraction(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "p.db")
+    middleware = LedgerfoldMiddleware(store, "c", policy=POLICY)
+    agent = _agent(middleware, ScriptedModel())
+    for n in range(4):
+        _ask(agent, f"Look up R{n}.")
+    turns = store.load("c").turns
+    assert store.current_summary("c") is not None
+    store.purge_through("c", turns[5].sequence, "retention")  # the summary is sealed
+    store.retract("c", turns[-2].id)
+    # A fresh middleware too (a restarted process), which has seen nothing yet.
+    for offset, current in enumerate((middleware, LedgerfoldMiddleware(store, "c", policy=POLICY))):
+        agent = create_agent(
+            _model(100 * (offset + 1)),
+            tools=[lookup],
+            middleware=[current],
+            checkpointer=agent.checkpointer,
+        )
+        state = _ask(agent, "And R9?")  # raised DuplicateId on every call before
+        ledger = store.load("c")
+        assert turns[-2].id not in {turn.id for turn in ledger.turns}  # not re-appended
+        assert state[-1].id in {turn.id for turn in ledger.turns} or isinstance(
+            state[-1], AIMessage
+        )
+    # Every state message is in the ledger exactly once, never twice.
+    ever = store.known_ids("c", [message.id for message in state])
+    assert ever == {message.id for message in state[:-1]}
+
+
+def test_a_rewritten_state_message_is_ignored_and_logged_by_id(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = SQLiteStore(tmp_path / "r.db")
+    middleware = LedgerfoldMiddleware(store, "c", policy=POLICY)
+    agent = _agent(middleware, ScriptedModel())
+    state = _ask(agent, "Look up R1.")
+    first = state[0]
+    secret = "REWRITTEN-SECRET-TEXT"
+    agent.update_state(CONFIG, {"messages": [HumanMessage(content=secret, id=first.id)]})
+    caplog.set_level(logging.WARNING, logger="ledgerfold")
+    for offset, current in enumerate((middleware, LedgerfoldMiddleware(store, "c", policy=POLICY))):
+        caplog.clear()
+        agent = create_agent(
+            _model(100 * (offset + 1)),
+            tools=[lookup],
+            middleware=[current],
+            checkpointer=agent.checkpointer,
+        )
+        _ask(agent, "Look up R2.")
+        # The ledger is the record: the turn keeps its text; the change is logged by ID only.
+        assert store.get_turns("c", [first.id])[0].body == "Look up R1."
+        changed = [r for r in caplog.records if "changed" in r.getMessage()]
+        assert len(changed) == 1 and first.id in changed[0].getMessage()
+        assert all(secret not in record.getMessage() for record in caplog.records)
+
+
+def test_one_leading_system_message_with_the_agents_prompt(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    middleware = LedgerfoldMiddleware(store, "c", policy=POLICY)
+    model = ScriptedModel()
+    agent = _agent(middleware, model, system_prompt=PROMPT)
+    for n in range(5):
+        _ask(agent, "Never pay with the Visa card. Look up R1." if n == 0 else f"R{n}?")
+    assert store.current_summary("c") is not None
+    summarised = 0
+    for sent in model.inputs:
+        assert isinstance(sent[0], SystemMessage) and sent[0].content.startswith(PROMPT)
+        # Never two leading system messages, and the summary only in the first one.
+        assert not isinstance(sent[1], SystemMessage)
+        assert not any("<ledgerfold-summary>" in str(m.content) for m in sent[1:])
+        summarised += "<ledgerfold-summary>" in sent[0].content
+    assert summarised > 0
+    assert "Visa" in model.inputs[-1][0].content
+
+
+def test_the_prompt_in_content_blocks_keeps_its_blocks(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "b.db")
+    middleware = LedgerfoldMiddleware(store, "c", policy=POLICY)
+    model = ScriptedModel()
+    block = {"type": "text", "text": PROMPT, "cache_control": {"type": "ephemeral"}}
+    agent = _agent(middleware, model, system_prompt=SystemMessage(content=[block]))
+    for n in range(5):
+        _ask(agent, f"R{n}?")
+    first = model.inputs[-1][0]
+    assert first.content[0] == block
+    assert "<ledgerfold-summary>" in first.content[1]["text"]
+    assert not isinstance(model.inputs[-1][1], SystemMessage)
+
+
+def test_pre_model_hook_with_the_middlewares_prompt() -> None:
+    import warnings
+
+    from langgraph.prebuilt import create_react_agent
+
+    store = SQLiteStore()
+    middleware = LedgerfoldMiddleware(store, "c", policy=POLICY, system_prompt=PROMPT)
+    model = ScriptedModel()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        agent = create_react_agent(
+            model, [lookup], pre_model_hook=middleware.pre_model_hook, checkpointer=InMemorySaver()
+        )
+    for n in range(5):
+        _ask(agent, f"R{n}?")
+    sent = model.inputs[-1]
+    assert sent[0].content.startswith(PROMPT) and "<ledgerfold-summary>" in sent[0].content
+    assert sum(isinstance(m, SystemMessage) for m in sent) == 1
+
+
+@pytest.mark.parametrize("known_ids", [True, False], ids=["store-v2", "store-v1.1"])
+def test_any_store_through_public_methods(tmp_path: Path, known_ids: bool) -> None:
+    store = RecordingStore(tmp_path / "any.db", known_ids=known_ids)
+    middleware = LedgerfoldMiddleware(store, "c", policy=POLICY)  # type: ignore[arg-type]
+    agent = _agent(middleware, ScriptedModel())
+    for n in range(3):
+        _ask(agent, f"R{n}?")
+    turns = store.inner.load("c").turns
+    store.inner.retract("c", turns[1].id)  # a v1.1 store finds this one by the refused append
+    store.inner.purge_through("c", turns[0].sequence, "x", force=True)
+    agent = create_agent(
+        _model(100),
+        tools=[lookup],
+        middleware=[LedgerfoldMiddleware(store, "c", policy=POLICY)],  # type: ignore[arg-type]
+        checkpointer=agent.checkpointer,
+    )
+    state = _ask(agent, "R9?")
+    assert store.inner.known_ids("c", [m.id for m in state]) == {m.id for m in state[:-1]}
+    assert ("known_ids" in store.names()) is known_ids
+    # Tool results joined their calls' groups without the store's chat append.
+    live = store.inner.load("c").turns
+    groups = {t.meta["tool_call_id"]: t.group for t in live if t.role == "tool"}
+    assert groups and all(group == "tools:" + call for call, group in groups.items())
+
+
+def test_a_result_joins_a_call_made_before_this_instance(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "g.db")
+    call = {"name": "lookup", "args": {}, "id": "k1"}
+    second = {"name": "lookup", "args": {}, "id": "k2"}
+    asked = AIMessage(content="", tool_calls=[call, second], id="a1")
+    LedgerfoldMiddleware(store, "c").append_new([HumanMessage("hi", id="h1"), asked])
+    later = LedgerfoldMiddleware(store, "c")  # a new process: remembers nothing
+    state = [HumanMessage("hi", id="h1"), asked, ToolMessage("r2", tool_call_id="k2", id="t2")]
+    assert later.append_new(state) == 1
+    assert store.get_turns("c", ["t2"])[0].group == "tools:k1"
+
+
+def test_async_hook_runs_store_work_off_the_loop(tmp_path: Path) -> None:
+    store = RecordingStore(tmp_path / "a.db")
+    middleware = LedgerfoldMiddleware(store, "c", policy=POLICY)  # type: ignore[arg-type]
+    model = ScriptedModel()
+    agent = _agent(middleware, model, system_prompt=PROMPT)
+
+    async def scenario() -> threading.Thread:
+        for n in range(4):
+            await agent.ainvoke({"messages": [{"role": "user", "content": f"R{n}?"}]}, CONFIG)
+        return threading.current_thread()
+
+    loop_thread = asyncio.run(scenario())
+    assert {"known_ids", "append_many", "begin_compaction", "context"} <= set(store.names())
+    (worker,) = store.threads()
+    assert worker is not loop_thread and worker.name.startswith(THREAD_NAME)
+    assert store.inner.current_summary("c") is not None
+    assert model.inputs[-1][0].content.startswith(PROMPT)

@@ -1,0 +1,143 @@
+"""`LedgerfoldSession` beyond the SDK protocol's basics: clearing erases in one transaction
+(the sealed summary too), `pop_item` reads the context rather than the ledger, any `Store`
+works, and with agent instructions the model gets one system message (SPEC §17.6)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from agents import Agent, RunConfig, Runner
+
+from integration_stores import RecordingStore
+from ledgerfold import CompactionPolicy
+from ledgerfold.integrations.openai_agents import LedgerfoldSession
+from test_openai_agents import ScriptedModel, lookup
+
+#: Seals each summary: the turns it covers are purged beyond the newest 2.
+SEALING = CompactionPolicy("v1", keep_tail=2, trigger_tokens=None, min_new_turns=2, retain_turns=2)
+WRITES = {
+    "append",
+    "append_many",
+    "edit",
+    "retract",
+    "purge_through",
+    "apply_retention",
+    "delete_conversation",
+    "commit_summary",
+    "record_failure",
+    "begin_compaction",
+    "start_plan",
+    "prune_versions",
+}
+
+
+def _exchange(n: int) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": f"q{n}"}, {"role": "assistant", "content": f"a{n}"}]
+
+
+def test_clear_session_erases_everything_in_one_transaction(tmp_path: Path) -> None:
+    store = RecordingStore(tmp_path / "c.db")
+    session = LedgerfoldSession("s", store=store, policy=SEALING)  # type: ignore[arg-type]
+    other = LedgerfoldSession("other", store=store, policy=SEALING)  # type: ignore[arg-type]
+
+    async def scenario() -> list[Any]:
+        for n in range(6):
+            await session.add_items(_exchange(n))
+        await other.add_items(_exchange(0))
+        assert store.inner.history_boundary("s") is not None  # a sealed summary exists
+        store.calls.clear()
+        await session.clear_session()
+        return await session.get_items()
+
+    assert asyncio.run(scenario()) == []  # the sealed summary was served before
+    writes = [name for name in store.names() if name in WRITES]
+    assert writes == ["delete_conversation"]  # one call, one transaction
+    assert store.inner.summary_history("s") == []
+    assert store.inner.load("s").turns == ()
+    assert len(store.inner.load("other").turns) == 2  # another session is untouched
+
+    async def again() -> list[Any]:
+        await session.add_items(_exchange(9))  # the session is usable after clearing
+        return await session.get_items()
+
+    assert asyncio.run(again()) == _exchange(9)
+
+
+def test_pop_item_reads_the_context_not_the_ledger(tmp_path: Path) -> None:
+    store = RecordingStore(tmp_path / "p.db")
+    policy = CompactionPolicy("v1", keep_tail=2, trigger_tokens=None, min_new_turns=2)
+    session = LedgerfoldSession("s", store=store, policy=policy)  # type: ignore[arg-type]
+
+    async def scenario() -> list[Any]:
+        for n in range(10):
+            await session.add_items(_exchange(n))
+        store.calls.clear()
+        return [await session.pop_item(), await session.pop_item()]
+
+    assert asyncio.run(scenario()) == [_exchange(9)[1], _exchange(9)[0]]
+    assert store.inner.current_summary("s") is not None  # popped below no summary
+    # No call that reads the whole ledger: the context (bounded by the policy) and retract.
+    assert set(store.names()) == {"context", "retract"}
+    assert [turn.body for turn in store.inner.load("s").turns][-1] == "a8"
+
+
+def test_runner_with_instructions_sends_one_system_message(tmp_path: Path) -> None:
+    model = ScriptedModel()
+    instructions = "You book hotels. Be brief."
+    agent = Agent(name="agent", instructions=instructions, model=model, tools=[lookup])
+    policy = CompactionPolicy("v1", keep_tail=3, trigger_tokens=120, min_new_turns=2)
+    session = LedgerfoldSession("s1", tmp_path / "a.db", policy=policy)
+    sent_instructions: list[str | None] = []
+    original = model.get_response
+
+    async def recording(system_instructions: Any, input: Any, *args: Any, **kw: Any) -> Any:
+        sent_instructions.append(system_instructions)
+        return await original(system_instructions, input, *args, **kw)
+
+    model.get_response = recording  # type: ignore[method-assign]
+    config = RunConfig(call_model_input_filter=session.call_model_input_filter)
+
+    async def run_all() -> None:
+        await Runner.run(
+            agent, "Never pay with the Visa card. Look up R1.", session=session, run_config=config
+        )
+        for turn in range(2, 7):
+            await Runner.run(agent, f"Look up booking {turn}.", session=session, run_config=config)
+
+    asyncio.run(run_all())
+    assert session.store.current_summary("s1") is not None
+    summarised = 0
+    for system, items in zip(sent_instructions, model.inputs, strict=True):
+        assert system is not None and system.startswith(instructions)
+        # The input carries no system item: the summary is in the instructions, once.
+        assert not any(item.get("role") == "system" for item in items)
+        summarised += "<ledgerfold-summary>" in system
+    assert summarised > 0 and "Visa" in (sent_instructions[-1] or "")
+
+
+def test_without_instructions_the_filter_changes_nothing() -> None:
+    from agents.run_config import CallModelData, ModelInputData
+
+    session = LedgerfoldSession("s")
+    data = ModelInputData(input=[{"role": "system", "content": "x"}], instructions=None)
+    assert session.call_model_input_filter(CallModelData(data, None, None)) is data  # type: ignore[arg-type]
+    # With instructions but no summary served by this session: unchanged too.
+    data = ModelInputData(input=[{"role": "system", "content": "x"}], instructions="I")
+    assert session.call_model_input_filter(CallModelData(data, None, None)) is data  # type: ignore[arg-type]
+
+
+def test_clear_session_leaves_no_sealed_summary(tmp_path: Path) -> None:
+    # Issue 25 item 5: retracting every turn left the sealed summary in get_items().
+    session = LedgerfoldSession("s", tmp_path / "sealed.db", policy=SEALING)
+
+    async def scenario() -> list[Any]:
+        for n in range(6):
+            await session.add_items(_exchange(n))
+        assert session.store.history_boundary("s") is not None
+        await session.clear_session()
+        return await session.get_items()
+
+    assert asyncio.run(scenario()) == []
+    session.close()
