@@ -26,6 +26,7 @@ from ledgerfold._summary import SummaryEnvelope, SummaryWrite
 from ledgerfold.adapters._chat import ChatTurnSpec, chat_turn_specs
 from ledgerfold.store import _chat_append as chat_append
 from ledgerfold.store import _commit as commit
+from ledgerfold.store import _digests as digests
 from ledgerfold.store import _ledger as ledger
 from ledgerfold.store import _retention as retention
 from ledgerfold.store import _summaries as summaries
@@ -352,6 +353,42 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
                 reason,
             )
         return changed
+
+    def repair_digests(self, turns: Iterable[tuple[str, str]]) -> int:
+        """Recompute the stored digest of each `(conversation_id, turn_id)` whose digest no
+        longer matches its bytes (found by a deep revalidation: a body changed behind the
+        library's back), in one transaction: every version citing it goes stale and its
+        conversation gets a new revision. A turn no longer live, or already right, is left
+        alone. Returns how many were repaired."""
+        if isinstance(turns, (str, bytes, Mapping)) or not isinstance(turns, Iterable):
+            raise InvalidInput("turns: must be an iterable", field="turns", problem="wrong-type")
+        items: list[tuple[str, str]] = []
+        for index, pair in enumerate(turns):
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                raise InvalidInput(
+                    f"turns[{index}]: must be a (conversation_id, turn_id) tuple",
+                    field=f"turns[{index}]",
+                    problem="wrong-type",
+                )
+            items.append(
+                (
+                    _validate.text("conversation_id", pair[0], blank_ok=True, empty_ok=False),
+                    _validate.text("turn_id", pair[1]),
+                )
+            )
+        if not items:
+            return 0
+        with self._transaction(write=True) as conn:
+            repaired = digests.repair(conn, items)
+        for conversation_id, turn_id, stale in repaired:
+            _log.warning(
+                "turn digest repaired (body changed outside ledgerfold): conversation=%s"
+                " turn=%s stale=%d",
+                conversation_id,
+                turn_id,
+                stale,
+            )
+        return len(repaired)
 
     def record_failure(self, plan_id: str, reason: str) -> None:
         """Record a failed attempt of a known plan (no envelope)."""
