@@ -150,7 +150,7 @@ def compact_command(
     """Force-compact conversations with the built-in ExtractiveSummarizer."""
     if not policy_version.strip():
         raise UserError("--policy-version: must not be blank")
-    with open_store(db) as store:
+    with open_store(db, read_only=dry_run) as store:
         if conversation_id is not None:
             require_conversation(store, conversation_id)
             ids = [conversation_id]

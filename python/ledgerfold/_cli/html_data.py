@@ -23,6 +23,7 @@ from ledgerfold._summary import SummaryEnvelope
 from ledgerfold._toolcalls import open_call_turns
 from ledgerfold.adapters._chat import to_chat_messages
 from ledgerfold.store import SQLiteStore
+from ledgerfold.store._database import reading_uri
 from ledgerfold.store._schema import TURN_PURGED, TURN_RETRACTED
 
 __all__ = [
@@ -123,7 +124,8 @@ class DatabaseView:
 
 @contextmanager
 def _read_only(path: Path) -> Iterator[sqlite3.Connection]:
-    with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+    # Never `mode=ro` alone: it would leave a WAL and -shm behind (SPEC §15.7).
+    with closing(sqlite3.connect(reading_uri(str(path.resolve())), uri=True)) as conn:
         yield conn
 
 
