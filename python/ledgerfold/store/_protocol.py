@@ -39,7 +39,14 @@ from ledgerfold._native import SourceDigests
 from ledgerfold._plan import CompactionPlan
 from ledgerfold._summary import SummaryEnvelope, SummaryWrite
 
-__all__ = ["REBASE_ONLY", "SUMMARY_STATUSES", "CompactionWork", "Store", "SummaryRecord"]
+__all__ = [
+    "REBASE_ONLY",
+    "SUMMARY_STATUSES",
+    "CitedSources",
+    "CompactionWork",
+    "Store",
+    "SummaryRecord",
+]
 
 #: `begin_compaction(..., min_new_turns=REBASE_ONLY)`: more new turns than any ledger holds,
 #: so only what is due at once registers a plan (a rebase when coverage would shrink, the rest
@@ -251,4 +258,20 @@ class Store(Protocol):
 
     def history_boundary(self, conversation_id: str) -> HistoryBoundary | None:
         """The furthest purge boundary (largest purged sequence), or None."""
+        ...
+
+
+# ---------------------------------------------------------------------------------------
+# SPEC §16.3 / §17.9 — `cited_sources`, a `SearchableStore` (protocol v2) method. Kept apart
+# here so it merges into `SearchableStore` as one method; until then `CitedSources` names it.
+
+
+@runtime_checkable
+class CitedSources(Protocol):
+    """A store that answers which of a summary's sources its text cites."""
+
+    def cited_sources(self, summary_id: str) -> list[Turn]:
+        """The live turns among the summary's sources whose sequence its text cites
+        (`[seq N`; the first number in a bracket), each once, in ascending sequence; an
+        unknown `summary_id` raises `InvalidInput`."""
         ...

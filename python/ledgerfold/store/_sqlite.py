@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Any
 
 from ledgerfold import _validate
+from ledgerfold._citations import cited_sequences, cited_turns
 from ledgerfold._context import AssembledContext, HistoryBoundary, assemble_context
 from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._model import Conversation, Turn
@@ -445,6 +446,26 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
             found = ledger.get_turns(conn, envelope.conversation_id, envelope.source_ids)
         by_id = {turn.id: turn for turn in found}
         return [by_id[turn_id] for turn_id in envelope.source_ids if turn_id in by_id]
+
+    def cited_sources(self, summary_id: str) -> list[Turn]:
+        """SPEC §16.3: the live turns among the summary's sources whose sequence its text
+        cites (`[seq N`), each once, in ascending sequence (see `ledgerfold.citations`).
+        An unknown `summary_id` raises `InvalidInput`."""
+        summary_id = _validate.text("summary_id", summary_id)
+        with self._transaction(write=False) as conn:
+            row = conn.execute(
+                f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE id = ?", (summary_id,)
+            ).fetchone()
+            if row is None:
+                raise InvalidInput(
+                    f"summary_id: unknown summary {summary_id!r}",
+                    field="summary_id",
+                    problem="unknown-value",
+                )
+            envelope = summaries.version(conn, self._cache, tuple(row)).envelope
+            cited = sorted(cited_sequences(envelope.text))
+            candidates = ledger.turns_at(conn, envelope.conversation_id, cited)
+        return cited_turns(envelope.text, envelope.source_ids, candidates)
 
     def summaries_citing(self, conversation_id: str, turn_id: str) -> list[str]:
         """IDs of the accepted versions whose sources include the turn, oldest first."""
