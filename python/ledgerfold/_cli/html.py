@@ -87,7 +87,8 @@ background:#f0fdf4;border-left:4px solid var(--compacted);padding:10px 12px;bord
 .cites{margin-left:8px;white-space:nowrap}
 .cite{font-size:11.5px;color:#065f46;background:#d1fae5;border-radius:8px;padding:0 6px;
 margin-left:4px;text-decoration:none}.cite:hover{text-decoration:underline}
-#sources{margin-top:10px}#sources summary{cursor:pointer;color:var(--muted)}
+#sources{margin-top:10px;max-height:480px;overflow:auto}
+#sources summary{cursor:pointer;color:var(--muted)}
 :target{outline:2px solid var(--compacted)}
 table{border-collapse:collapse;width:100%;background:#fff;border:1px solid var(--line)}
 th,td{text-align:left;padding:6px 10px;border-bottom:1px solid var(--line);vertical-align:top}
