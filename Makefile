@@ -14,7 +14,7 @@ help:  ## list the targets
 $(STAMP): pyproject.toml Cargo.toml Cargo.lock rust/core/Cargo.toml rust/python/Cargo.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,lint]'
+	$(PY) -m pip install --quiet -e '.[cli,test,lint]'
 	rm -f $(VENV)/.installed-* && touch $@
 
 dev: $(STAMP)  ## create .venv and build the extension (editable install)

@@ -576,6 +576,20 @@ ROWS: tuple[BadInput, ...] = (
         "policy_version",
     ),
     row(
+        "citations: summary of the wrong type",
+        "citations('s', conversation)",
+        lambda: lf.citations("s", conversation()),  # type: ignore[arg-type]
+        INVALID,
+        "summary",
+    ),
+    row(
+        "citations: conversation of the wrong type",
+        "citations(envelope, 'c')",
+        lambda: lf.citations(envelope(), "c"),  # type: ignore[arg-type]
+        INVALID,
+        "conversation",
+    ),
+    row(
         "accept_summary_result: candidate of the wrong type",
         "accept_summary_result('s', conversation, 'v', 'p')",
         lambda: lf.accept_summary_result("s", conversation(), POLICY, "p"),  # type: ignore[arg-type]
@@ -1205,6 +1219,20 @@ ROWS: tuple[BadInput, ...] = (
         on_store(lambda store: store.sources_of("nope")),
         INVALID,
         "summary_id",
+    ),
+    row(
+        "cited_sources: unknown summary",
+        "store.cited_sources('nope')",
+        on_store(lambda store: store.cited_sources("nope")),
+        INVALID,
+        "summary_id",
+    ),
+    row(
+        "repair_digests: not an iterable of pairs",
+        "store.repair_digests([('c',)])",
+        on_store(lambda store: store.repair_digests([("c",)])),  # type: ignore[list-item]
+        INVALID,
+        "turns[0]",
     ),
     row(
         "purge_through: negative sequence",

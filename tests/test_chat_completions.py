@@ -152,6 +152,23 @@ def test_sends_tool_calls_rolling_framing_and_the_token_bound(serve: Any) -> Non
     assert turns[1]["tool_call_id"] == "call-9"
 
 
+def test_the_prompt_asks_for_a_seq_citation_per_statement(serve: Any) -> None:
+    """SPEC §16.3: the model is asked to cite `[seq N]` for each statement, and every turn
+    it reads carries its sequence."""
+    server = serve(Reply())
+    client = openai.OpenAI(base_url=server.url, api_key="k", max_retries=0)
+    ChatCompletionsSummarizer(client, "m")(request_with_tools())
+    system, user = (message["content"] for message in server.received[0]["json"]["messages"])
+    assert "Cite evidence for each statement" in system and "[seq 12]" in system
+    assert "one bracket each" in system  # `citations` reads the first number of a bracket
+    turns = json.loads(user.split("<turns>\n")[1].split("\n</turns>")[0])
+    assert [turn["sequence"] for turn in turns] == [4, 5]
+    # The LangChain summarizers send the same prompt.
+    llm = GenericFakeChatModel(messages=iter([AIMessage(content="s")]))
+    summarizer = ChatModelSummarizer(llm)
+    assert summarizer.system_prompt == system
+
+
 def test_max_completion_tokens_and_a_base_url_kept_as_given(serve: Any) -> None:
     server = serve(Reply())
     # A provider path such as .../v1beta/openai/ is the SDK's to join, not ours to rewrite.

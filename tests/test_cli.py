@@ -118,6 +118,9 @@ def test_revalidate_finds_a_body_tampered_in_the_file(
             "turn": None,
         }
     ]
+    # The turn's stored digest is repaired, and the report says so.
+    assert report["digests_repaired"] == 1
+    assert report["wrong_digests"] == [{"conversation": conversation, "turn": turn_id}]
     # ...until revalidation marks it stale: then the context falls back to raw turns.
     after = run_json("context", str(db), conversation, "--json")
     assert after["summary"] is None
@@ -130,6 +133,7 @@ def test_revalidate_finds_a_body_tampered_in_the_file(
     # A second pass finds nothing more to do.
     again = run_json("revalidate", str(db), "--json")
     assert again["stale"] == 0 and again["summaries_checked"] == report["summaries_checked"] - 1
+    assert again["digests_wrong"] == 0
 
 
 def test_context_json_gives_valid_chat_messages(compacted: dict[str, Any]) -> None:

@@ -137,6 +137,8 @@ def test_inspector_page_in_headless_chromium(chromium: str, tmp_path: Path) -> N
     assert "<title>ledgerfold · c&lt;b&gt;1&lt;/b&gt;</title>" in dom
     assert 'id="band"' in dom and 'id="legend"' in dom and 'id="versions"' in dom
     assert 'id="context"' in dom and 'class="msg summary"' in dom
+    # Each cited summary line links to its source turns, shown below the summary (§16.3).
+    assert 'class="cite" href="#source-0"' in dom and 'id="source-0"' in dom
     # No script from a body ran: the title is unchanged, no element was made from a body.
     assert "pwned" not in dom.split("</title>")[0]
     assert "<script" not in dom and "<img" not in dom

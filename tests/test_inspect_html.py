@@ -115,12 +115,40 @@ def test_ledger_text_is_escaped(states_page: str) -> None:
 
 def test_no_network_and_one_file(states_page: str) -> None:
     tags = parse(states_page)
-    assert not [name for name, _ in tags.attrs if name in ("src", "href", "srcset")]
+    assert not [name for name, _ in tags.attrs if name in ("src", "srcset")]
+    # The only links are to elements of the page itself (a cited line to its source).
+    assert all((value or "").startswith("#") for name, value in tags.attrs if name == "href")
     assert tags.tags["link"] == 0 and tags.tags["iframe"] == 0
     assert (
         "http:" not in states_page and "https:" not in states_page and "@import" not in states_page
     )
     assert "url(" not in states_page
+
+
+def test_each_cited_line_links_to_its_sources(tmp_path: Path) -> None:
+    """SPEC §16.3: the summary's lines, each with links to the source turns it cites; the
+    links lead to the sources shown below it, which are `cited_sources` exactly."""
+    db = tmp_path / "states.db"
+    build_states_db(db)
+    page = inspect_page(db, CONVERSATION, tmp_path)
+    with SQLiteStore(db) as store:
+        current = store.current_summary(CONVERSATION)
+        assert current is not None
+        cited = store.cited_sources(current.id)
+    assert cited
+    block = page.split('id="summary-text">')[1].split('<details id="sources"')[0]
+    lines = block.split('<div class="sline">')[1:]
+    assert len(lines) == len(current.text.split("\n"))
+    tags = parse(page)
+    targets = [value for name, value in tags.attrs if name == "href"]
+    ids = {value for name, value in tags.attrs if name == "id"}
+    assert targets and all(target is not None and target[1:] in ids for target in targets)
+    sources = page.split('<details id="sources" open>')[1].split("</details>")[0]
+    for turn in cited:
+        assert f"seq {turn.sequence} · {turn.role} · <code>" in sources
+        # A cited line carries a link named after the turn it cites.
+        assert f'title="{turn.id}">seq {turn.sequence} {turn.role}</a>' in block
+    assert sources.count('class="msg') == len(cited)
 
 
 def test_history_boundary_and_purged_marks(tmp_path: Path) -> None:

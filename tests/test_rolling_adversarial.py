@@ -3,13 +3,14 @@ fingerprint state (`SourceDigests`) extended at each rolling commit, the identit
 `plan.extend_ids`, and the `Store` protocol's `parent_digests`.
 
 The stateful test drives two `SQLiteStore` instances on one file (each with its own warm
-version cache) through appends, edits, protection changes, retractions (with erasure),
-purges, prunes, whole-conversation deletions that bring back the same conversation, turn,
-plan and summary IDs, and compactions (the `Compactor`, and the store's own calls with
-honest and forged envelopes, some started on one instance and committed on the other after
-a change). Its oracle is a plain model of what was written: the digests it compares with
-come from `tests/reference.py` over the model's turn contents (a purged turn keeps the
-content it had when purged), never from the store's caches or index.
+version cache) through appends, edits, protection changes, bodies changed by raw SQL then
+revalidated, retractions (with erasure), purges, prunes, whole-conversation deletions that
+bring back the same conversation, turn, plan and summary IDs, and compactions (the
+`Compactor`, and the store's own calls with honest and forged envelopes, some started on one
+instance and committed on the other after a change). Its oracle is a plain model of what was
+written: the digests it compares with come from `tests/reference.py` over the model's turn
+contents (a purged turn keeps the content it had when purged), never from the store's caches
+or index.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import ledgerfold as lf
 from ledgerfold import _plan as planning
 from ledgerfold._native import SourceDigests
 from ledgerfold._summary import extended_fingerprint
+from ledgerfold.revalidate import revalidate_database
 from ledgerfold.store._protocol import CompactionWork
 
 _HERE = Path(__file__).resolve().parent
@@ -182,6 +184,26 @@ class RollingMachine(RuleBasedStateMachine):
         turn = live[index % len(live)]
         self.stores[at].retract(cid, turn.id, erase=erase)
         turn.state = "retracted"
+
+    @rule(cid=conversations, index=picks)
+    def tamper_and_revalidate(self, cid: str, index: int) -> None:
+        """A body changed behind the library's back (raw SQL), then a deep revalidation:
+        it repairs the stored digest (issue 25 item 3), so later summaries are fingerprinted
+        from the body as it is (`check_accepted`) and an edit is compared with it."""
+        live = self.model[cid].live()
+        if not live:
+            return
+        turn = live[index % len(live)]
+        with sqlite3.connect(self.path) as conn:
+            conn.execute(
+                "UPDATE turns SET body = body || '~' WHERE conversation_id = ? AND id = ?",
+                (cid, turn.id),
+            )
+        conn.close()
+        turn.body += "~"
+        report = revalidate_database(self.path, workers=1)
+        assert (cid, turn.id) in report.wrong_digests
+        assert report.digests_repaired == report.digests_wrong
 
     @rule(at=instances, cid=conversations, back=st.integers(0, 12), force=st.booleans())
     def purge(self, at: int, cid: str, back: int, force: bool) -> None:

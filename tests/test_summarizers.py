@@ -106,7 +106,7 @@ def test_extractive_honours_max_summary_tokens() -> None:
     )
     unbounded = ExtractiveSummarizer()(request_of(*turns))
     assert approx_tokens(unbounded) > 500
-    for budget in (500, 120, 30):
+    for budget in (500, 120, 45):
         request = SummaryRequest("c", "p", "v1", turns, None, 0, budget)
         text = ExtractiveSummarizer()(request)
         assert approx_tokens(text) <= budget
@@ -162,7 +162,7 @@ def test_extractive_max_turns_keeps_the_newest_and_counts_the_rest() -> None:
     summarizer = ExtractiveSummarizer(max_turns=2)
     first = summarizer(request_of(*(TurnItem(f"t{i}", "user", f"t{i}.", i) for i in range(1, 5))))
     assert first.splitlines() == [
-        "[2 earlier turn lines omitted]",
+        "[2 earlier turn lines omitted: sequences 1–2; recall_history returns them]",
         "[seq 3 user] t3.",
         "[seq 4 user] t4.",
     ]
@@ -172,10 +172,82 @@ def test_extractive_max_turns_keeps_the_newest_and_counts_the_rest() -> None:
         )
     )
     assert second.splitlines() == [
-        "[4 earlier turn lines omitted]",
+        "[4 earlier turn lines omitted: sequences 1–4; recall_history returns them]",
         "[seq 5 user] t5.",
         "[seq 6 user] t6.",
     ]
+
+
+def _mixed_turns(count: int) -> tuple[TurnItem, ...]:
+    """A user request at sequence 2, then rounds of assistant call / tool output / user."""
+    turns = [TurnItem("t1", "system", "You are a booking agent.", 1)]
+    turns.append(TurnItem("t2", "user", "Please refund booking X7BYG1 to my card.", 2))
+    roles = ("assistant", "tool", "user")
+    for sequence in range(3, count + 1):
+        role = roles[sequence % 3]
+        body = "x" * 400 if role == "tool" else f"{role} line number {sequence}."
+        turns.append(TurnItem(f"t{sequence}", role, body, sequence))
+    return tuple(turns)
+
+
+def test_extractive_keeps_user_lines_ahead_of_tool_output() -> None:
+    """Issue 27 item 5: when lines must go, tool output goes first and the user's original
+    request stays; the marker names the omitted range and that recall returns them."""
+    turns = _mixed_turns(90)
+    request = SummaryRequest("c", "p", "v1", turns, None, 0, 400)
+    text = ExtractiveSummarizer()(request)
+    assert approx_tokens(text) <= 400
+    lines = text.splitlines()
+    assert "[seq 2 user] Please refund booking X7BYG1 to my card." in lines
+    kept = {int(line.split()[1]) for line in lines if line.startswith("[seq ")}
+    users = {turn.sequence for turn in turns if turn.role == "user"}
+    tools = {turn.sequence for turn in turns if turn.role == "tool"}
+    assert users <= kept  # every user line kept ...
+    assert not tools & kept  # ... and every tool line dropped before any of them
+    (marker,) = [line for line in lines if "omitted" in line]
+    left_out = sorted({turn.sequence for turn in turns} - kept)
+    assert marker == (
+        f"[{len(left_out)} earlier turn lines omitted: sequences {left_out[0]}–{left_out[-1]};"
+        " recall_history returns them]"
+    )
+    assert "[seq" not in marker
+
+
+def test_extractive_max_turns_drops_tool_lines_first() -> None:
+    text = ExtractiveSummarizer(max_turns=4)(request_of(*_mixed_turns(9)))
+    assert text.splitlines() == [
+        # Dropped: the tool lines 4 and 7, then the oldest others 1, 3 and 6.
+        "[5 earlier turn lines omitted: sequences 1–7; recall_history returns them]",
+        "[seq 2 user] Please refund booking X7BYG1 to my card.",
+        "[seq 5 user] user line number 5.",
+        "[seq 8 user] user line number 8.",
+        "[seq 9 assistant] assistant line number 9.",
+    ]
+
+
+def test_extractive_reads_the_old_marker_of_a_stored_summary() -> None:
+    """A summary stored before markers named their range still rolls forward: its omitted
+    lines lay before its first kept turn line."""
+    previous = "[3 earlier turn lines omitted]\n[seq 4 user] four.\n[seq 5 user] five."
+    text = ExtractiveSummarizer(max_turns=2)(
+        request_of(TurnItem("t6", "user", "six.", 6), previous=previous)
+    )
+    assert text.splitlines() == [
+        "[4 earlier turn lines omitted: sequences 1–4; recall_history returns them]",
+        "[seq 5 user] five.",
+        "[seq 6 user] six.",
+    ]
+    # Without a kept turn line, the old count carries on without a range.
+    alone = ExtractiveSummarizer()(
+        request_of(TurnItem("t6", "user", "six.", 6), previous="[3 earlier turn lines omitted]")
+    )
+    assert alone.splitlines() == [
+        "[3 earlier turn lines omitted; recall_history returns them]",
+        "[seq 6 user] six.",
+    ]
+    # And the new marker reads back as itself.
+    again = ExtractiveSummarizer()(request_of(TurnItem("t7", "user", "seven.", 7), previous=text))
+    assert again.splitlines()[0] == text.splitlines()[0]
 
 
 @pytest.mark.parametrize(

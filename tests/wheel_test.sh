@@ -12,9 +12,38 @@ trap 'rm -rf "$work"' EXIT
 
 "$python" -m venv "$work/venv"
 # cargo lives in ~/.cargo/bin: leave it off PATH so that nothing could build from source.
-# With the extras whose examples the README runs (OpenAI, Agents SDK, LangChain, tiktoken).
+# First the wheel alone: the library needs nothing else, and imports no CLI library, no
+# Parquet or Dask (issue 26 item 5); the console script says how to get the `cli` extra.
 PATH="$work/venv/bin:/usr/bin:/bin" "$work/venv/bin/python" -m pip install --quiet \
-    --disable-pip-version-check --only-binary=:all: "$wheel[openai,openai-agents,langgraph,tiktoken]" pytest
+    --disable-pip-version-check --only-binary=:all: "$wheel"
+(cd "$work" && "$work/venv/bin/python" - <<'EOF'
+import sys
+
+import ledgerfold
+import ledgerfold.adapters
+import ledgerfold.revalidate
+import ledgerfold.store
+import ledgerfold.summarizers
+import ledgerfold.tokens
+
+loaded = sorted({name.split(".")[0] for name in sys.modules} & {"click", "rich", "pyarrow", "dask"})
+assert not loaded, f"import ledgerfold loaded {loaded}"
+print("wheel-test: the wheel alone imports no click, rich, pyarrow or dask")
+EOF
+)
+set +e
+message=$("$work/venv/bin/ledgerfold" list "$work/none.db" 2>&1 >/dev/null)
+status=$?
+set -e
+[ "$status" -eq 2 ] || { echo "wheel-test: the script without click exited $status"; exit 1; }
+[ "$(printf '%s\n' "$message" | wc -l)" -eq 1 ] || { echo "wheel-test: not one line: $message"; exit 1; }
+case "$message" in *"ledgerfold[cli]"*) ;; *) echo "wheel-test: no install hint: $message"; exit 1;; esac
+echo "wheel-test: without the cli extra the script says: $message"
+
+# Then the extras whose examples the README runs (the command line, OpenAI, Agents SDK,
+# LangChain, tiktoken).
+PATH="$work/venv/bin:/usr/bin:/bin" "$work/venv/bin/python" -m pip install --quiet \
+    --disable-pip-version-check --only-binary=:all: "$wheel[cli,openai,openai-agents,langgraph,tiktoken]" pytest
 
 # tests/test_readme.py finds README.md from its own place; its tests of the examples run here
 # (the one of the README's links needs the checkout's docs/ and runs in the suite).

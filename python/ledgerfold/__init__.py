@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+from ledgerfold._citations import citations
 from ledgerfold._compactor import CompactionOutcome, Compactor
 from ledgerfold._context import (
     AssembledContext,
@@ -73,6 +74,7 @@ __all__ = [
     "accept_summary_result",
     "assemble_context",
     "check_summary",
+    "citations",
     "create_summary_envelope",
     "fingerprint_turns",
     "from_chat_messages",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ledgerfold._cli import main
+from ledgerfold._entry import main
 
 if __name__ == "__main__":
     main(prog_name="ledgerfold")

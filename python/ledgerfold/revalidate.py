@@ -29,6 +29,7 @@ from typing import Any
 from ledgerfold import _native, _validate
 from ledgerfold import _sealed as sealed
 from ledgerfold.store import _batch_reads as batch_reads
+from ledgerfold.store import _digests as digests
 from ledgerfold.store._database import database_path, quotes_stored_data, store_error
 from ledgerfold.store._rows import DAMAGED
 from ledgerfold.store._sqlite import SQLiteStore
@@ -59,6 +60,14 @@ class RevalidationReport:
     seconds: float
     workers: int
     stale_summaries: tuple[StaleSummary, ...] = field(default=())
+    #: Live turns whose stored digest was checked outside the summary check (those no
+    #: current summary verified), how many did not match their bytes, how many of those
+    #: were repaired (none with `mark_stale=False`), and rows too damaged to hash.
+    digests_checked: int = 0
+    digests_wrong: int = 0
+    digests_repaired: int = 0
+    turns_damaged: int = 0
+    wrong_digests: tuple[tuple[str, str], ...] = field(default=())
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -78,6 +87,14 @@ class RevalidationReport:
                     "turn": item.turn_id,
                 }
                 for item in self.stale_summaries
+            ],
+            "digests_checked": self.digests_checked,
+            "digests_wrong": self.digests_wrong,
+            "digests_repaired": self.digests_repaired,
+            "turns_damaged": self.turns_damaged,
+            "wrong_digests": [
+                {"conversation": conversation_id, "turn": turn_id}
+                for conversation_id, turn_id in self.wrong_digests
             ],
         }
 
@@ -347,6 +364,33 @@ def _check_all(
     return verdicts, turns_hashed, bytes_hashed
 
 
+@dataclass(frozen=True, slots=True)
+class _DigestAudit:
+    checked: int
+    damaged: int
+    wrong: list[tuple[str, str]]
+
+
+def _audit_digests(path: str, stale_summary_ids: set[str]) -> _DigestAudit:
+    """Hash every live turn whose stored digest the summary check did not verify: a wrong
+    one would fingerprint the next summary, and an edit back to the old text would be
+    compared with it (and stale nothing)."""
+    conn = batch_reads.open_readonly(path)
+    checked = damaged = 0
+    wrong: list[tuple[str, str]] = []
+    try:
+        with batch_reads.snapshot(conn):
+            for key, size in digests.wrong_digests(conn, stale_summary_ids):
+                checked += 1
+                if size < 0:
+                    damaged += 1
+                elif key is not None:
+                    wrong.append(key)
+    finally:
+        conn.close()
+    return _DigestAudit(checked, damaged, wrong)
+
+
 def revalidate_database(
     path: str | os.PathLike[str],
     *,
@@ -372,7 +416,13 @@ def revalidate_database(
     `progress(n)` is called with the number of conversations done after each batch, from the
     worker's thread (one call at a time); `on_total(n)` is called first with how many
     conversations will be checked (those with a current summary). Stale summaries are
-    marked `stale` with the check's reason unless `mark_stale=False`."""
+    marked `stale` with the check's reason unless `mark_stale=False`.
+
+    Every live turn the check did not verify (not a source of a current summary found
+    current) is hashed too: a stored digest that does not match its bytes (a body changed
+    behind the library's back) is repaired — recomputed, the versions citing the turn marked
+    stale, a new revision — unless `mark_stale=False`; the report counts them
+    (`digests_wrong`, `digests_repaired`, with `wrong_digests` naming each turn)."""
     path = database_path(path)
     workers = (
         available_cores() if workers is None else _validate.integer("workers", workers, minimum=1)
@@ -397,9 +447,16 @@ def revalidate_database(
         for conversation_id, summary_id, reason, turn_id in verdicts
         if reason is not None
     ]
-    if mark_stale and stale:
+    try:
+        audit = _audit_digests(path, {item.summary_id for item in stale})
+    except sqlite3.Error as error:
+        raise store_error(None, error, operation="revalidate", write=False) from None
+    repaired = 0
+    if mark_stale and (stale or audit.wrong):
         with SQLiteStore(path) as store:
             store.mark_stale((item.conversation_id, item.summary_id, item.reason) for item in stale)
+            # After the verdicts, so that a current summary keeps the check's reason.
+            repaired = store.repair_digests(audit.wrong)
     report = RevalidationReport(
         conversations=conversations,
         summaries_checked=len(verdicts),
@@ -410,14 +467,23 @@ def revalidate_database(
         seconds=time.perf_counter() - started,
         workers=workers,
         stale_summaries=tuple(stale),
+        digests_checked=audit.checked,
+        digests_wrong=len(audit.wrong),
+        digests_repaired=repaired,
+        turns_damaged=audit.damaged,
+        wrong_digests=tuple(audit.wrong),
     )
     _log.info(
-        "revalidation: conversations=%d checked=%d stale=%d turns=%d bytes=%d workers=%d",
+        "revalidation: conversations=%d checked=%d stale=%d turns=%d bytes=%d workers=%d"
+        " digests_wrong=%d digests_repaired=%d turns_damaged=%d",
         report.conversations,
         report.summaries_checked,
         report.stale,
         report.turns_hashed,
         report.bytes_hashed,
         workers,
+        report.digests_wrong,
+        report.digests_repaired,
+        report.turns_damaged,
     )
     return report

@@ -38,7 +38,7 @@ def write_inspect_html(store: SQLiteStore, db: str, conversation_id: str, out: s
 )
 def report_command(db: str, html_out: str) -> None:
     """Write an HTML report of DB: conversations with counts, stale and failed summaries."""
-    with open_store(db):  # one clear line for a missing file, a directory, a foreign DB
+    with open_store(db, read_only=True):  # one clear line: a missing file, a directory, …
         pass
     view = gather_database(check_db_path(db))
     _write(html_out, render_database(view))

@@ -56,7 +56,7 @@ def conversation_row(store: SQLiteStore, conversation_id: str) -> dict[str, Any]
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def list_command(db: str, as_json: bool) -> None:
     """List the conversations of DB: turns, summaries, status of the current summary."""
-    with open_store(db) as store:
+    with open_store(db, read_only=True) as store:
         rows = [conversation_row(store, cid) for cid in store.conversation_ids()]
     if as_json:
         echo_json(rows)

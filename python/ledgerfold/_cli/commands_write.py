@@ -150,7 +150,7 @@ def compact_command(
     """Force-compact conversations with the built-in ExtractiveSummarizer."""
     if not policy_version.strip():
         raise UserError("--policy-version: must not be blank")
-    with open_store(db) as store:
+    with open_store(db, read_only=dry_run) as store:
         if conversation_id is not None:
             require_conversation(store, conversation_id)
             ids = [conversation_id]
@@ -228,7 +228,8 @@ def _print_dry_run(plans: list[dict[str, Any]], policy: CompactionPolicy, as_jso
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def revalidate_command(db: str, workers: int | None, as_json: bool) -> None:
     """Deep-check every current summary against its re-hashed source turns; mark the ones
-    that no longer match as stale."""
+    that no longer match as stale, and repair the stored digest of every turn changed
+    outside ledgerfold."""
     with open_store(db, read_only=True):  # one clear line for a missing file, a directory
         pass
     show_progress = sys.stderr.isatty() and not as_json
@@ -267,3 +268,14 @@ def revalidate_command(db: str, workers: int | None, as_json: bool) -> None:
                 Text(safe_text(item.turn_id or "")),
             )
         print_table(console, table)
+    if report.digests_wrong or report.turns_damaged:
+        console.print(
+            f"[red]{report.digests_wrong} turn(s) changed outside ledgerfold[/] (stored digest"
+            f" did not match the body): {report.digests_repaired} repaired, the summaries"
+            f" citing them marked stale; {report.turns_damaged} damaged row(s) could not be"
+            " hashed"
+        )
+        for conversation_id, turn_id in report.wrong_digests:
+            console.print(
+                Text(f"  conversation {safe_text(conversation_id)} turn {safe_text(turn_id)}")
+            )

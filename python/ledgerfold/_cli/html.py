@@ -83,6 +83,13 @@ color:#111827;background:#f8fafc;padding:0 4px}
 .axis span:last-child{position:absolute;right:0}
 .summary-text{white-space:pre-wrap;margin:8px 0 0;max-height:320px;overflow:auto;
 background:#f0fdf4;border-left:4px solid var(--compacted);padding:10px 12px;border-radius:4px}
+.sline{min-height:1.2em}
+.cites{margin-left:8px;white-space:nowrap}
+.cite{font-size:11.5px;color:#065f46;background:#d1fae5;border-radius:8px;padding:0 6px;
+margin-left:4px;text-decoration:none}.cite:hover{text-decoration:underline}
+#sources{margin-top:10px;max-height:480px;overflow:auto}
+#sources summary{cursor:pointer;color:var(--muted)}
+:target{outline:2px solid var(--compacted)}
 table{border-collapse:collapse;width:100%;background:#fff;border:1px solid var(--line)}
 th,td{text-align:left;padding:6px 10px;border-bottom:1px solid var(--line);vertical-align:top}
 th{background:#f1f5f9;font-weight:600;font-size:12.5px;white-space:nowrap}
@@ -265,6 +272,36 @@ def _context(view: ConversationView) -> str:
     return intro + f'<div id="context">{"".join(items)}</div>'
 
 
+def _summary_lines(view: ConversationView) -> str:
+    """The summary's text, line by line, each cited line followed by links to its sources
+    (SPEC §16.3)."""
+    lines = []
+    for line, cited in view.summary_lines:
+        links = "".join(
+            f'<a class="cite" href="#{source.anchor}" title="{_e(source.turn_id)}">'
+            f"seq {source.sequence} {_e(source.role)}</a>"
+            for source in cited
+        )
+        sources = f'<span class="cites">{links}</span>' if links else ""
+        lines.append(f'<div class="sline">{_e(line)}{sources}</div>')
+    return "".join(lines)
+
+
+def _cited_sources(view: ConversationView) -> str:
+    if not view.cited:
+        return '<p class="note" id="sources">The summary cites no source turn.</p>'
+    items = "".join(
+        f'<div class="msg {_e(source.role)}" id="{source.anchor}"><header>seq {source.sequence}'
+        f" · {_e(source.role)} · <code>{_e(source.turn_id)}</code></header>"
+        f"<pre>{_clip(source.text, MESSAGE_CHARS)}</pre></div>"
+        for source in view.cited
+    )
+    return (
+        f'<details id="sources" open><summary>{len(view.cited)} cited source turns</summary>'
+        f"{items}</details>"
+    )
+
+
 def render_conversation(view: ConversationView) -> str:
     """The inspector page of one conversation."""
     counts = view.counts
@@ -287,7 +324,8 @@ def render_conversation(view: ConversationView) -> str:
             f'<div class="card" id="summary"><b>current summary</b> <code>{_e(summary.id)}</code>'
             f" · {len(summary.source_ids)} sources · fingerprint <code>"
             f"{_e(summary.source_fingerprint[:16])}…</code> · policy {_e(summary.policy_version)}"
-            f'{parent}<div class="summary-text">{_e(summary.text)}</div></div>'
+            f'{parent}<div class="summary-text" id="summary-text">{_summary_lines(view)}</div>'
+            f"{_cited_sources(view)}</div>"
         )
     else:
         summary_html = '<p class="note" id="summary">No current summary.</p>'

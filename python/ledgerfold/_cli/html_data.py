@@ -17,12 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ledgerfold._citations import cited_sequences
 from ledgerfold._context import HistoryBoundary
+from ledgerfold._model import Conversation
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._summary import SummaryEnvelope
 from ledgerfold._toolcalls import open_call_turns
 from ledgerfold.adapters._chat import to_chat_messages
 from ledgerfold.store import SQLiteStore
+from ledgerfold.store._database import reading_uri
 from ledgerfold.store._schema import TURN_PURGED, TURN_RETRACTED
 
 __all__ = [
@@ -83,6 +86,17 @@ class VersionRow:
 
 
 @dataclass(frozen=True, slots=True)
+class CitedTurn:
+    """A source the summary cites (SPEC §16.3): `anchor` is its element's ID on the page."""
+
+    anchor: str
+    turn_id: str
+    sequence: int
+    role: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class ConversationView:
     conversation_id: str
     revision: int
@@ -100,6 +114,9 @@ class ConversationView:
     messages: tuple[dict[str, Any], ...]  # head of the context, then tail
     omitted: int  # context messages between head and tail not shown
     message_count: int
+    # Each line of the current summary with the sources it cites, and those sources.
+    summary_lines: tuple[tuple[str, tuple[CitedTurn, ...]], ...] = ()
+    cited: tuple[CitedTurn, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +140,8 @@ class DatabaseView:
 
 @contextmanager
 def _read_only(path: Path) -> Iterator[sqlite3.Connection]:
-    with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+    # Never `mode=ro` alone: it would leave a WAL and -shm behind (SPEC §15.7).
+    with closing(sqlite3.connect(reading_uri(str(path.resolve())), uri=True)) as conn:
         yield conn
 
 
@@ -197,6 +215,7 @@ def gather_conversation(
     boundary_at = None
     if boundary is not None:
         boundary_at = sum(1 for row in rows if row[0] <= boundary.through_sequence)
+    summary_lines, cited = _cited_lines(current, conversation)
     messages = to_chat_messages(context)
     shown = messages
     omitted = 0
@@ -220,7 +239,38 @@ def gather_conversation(
         messages=tuple(shown),
         omitted=omitted,
         message_count=len(messages),
+        summary_lines=summary_lines,
+        cited=cited,
     )
+
+
+def _cited_lines(
+    summary: SummaryEnvelope | None, conversation: Conversation
+) -> tuple[tuple[tuple[str, tuple[CitedTurn, ...]], ...], tuple[CitedTurn, ...]]:
+    """Each line of the summary with the live sources it cites (`ledgerfold.citations`'
+    rule, line by line), and every cited source once, in sequence order."""
+    if summary is None:
+        return (), ()
+    sources = frozenset(summary.source_ids)
+    by_sequence = {turn.sequence: turn for turn in conversation.turns if turn.id in sources}
+    cited_all = sorted(
+        sequence for sequence in cited_sequences(summary.text) if sequence in by_sequence
+    )
+    anchors = {
+        sequence: CitedTurn(
+            f"source-{index}",
+            by_sequence[sequence].id,
+            sequence,
+            by_sequence[sequence].role,
+            by_sequence[sequence].body,
+        )
+        for index, sequence in enumerate(cited_all)
+    }
+    lines = tuple(
+        (line, tuple(anchors[s] for s in sorted(cited_sequences(line)) if s in anchors))
+        for line in summary.text.split("\n")
+    )
+    return lines, tuple(anchors[sequence] for sequence in cited_all)
 
 
 def _marks(rows: list[tuple[int, str, str, str]], roles: dict[str, str]) -> tuple[Mark, ...]:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgerfold import _native
-from ledgerfold.store._database import quotes_stored_data, readonly_uri, store_error
+from ledgerfold.store._database import quotes_stored_data, reading_uri, store_error
 from ledgerfold.store._schema import TURN_LIVE, TURN_PURGED
 
 __all__ = [
@@ -43,8 +43,9 @@ __all__ = [
 
 
 def open_readonly(path: str | os.PathLike[str]) -> sqlite3.Connection:
-    """A read-only connection any thread may use (one at a time), waiting out writers."""
-    uri = readonly_uri(str(Path(path).resolve()))
+    """A read-only connection any thread may use (one at a time), waiting out writers; it
+    creates and changes no file (`reading_uri`)."""
+    uri = reading_uri(str(Path(path).resolve()))
     conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA busy_timeout = 30000")
     return conn

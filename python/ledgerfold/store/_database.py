@@ -28,6 +28,7 @@ __all__ = [
     "durability_arg",
     "now",
     "quotes_stored_data",
+    "reading_uri",
     "readonly_uri",
     "store_error",
 ]
@@ -79,14 +80,27 @@ def readonly_uri(path: str) -> str:
     return uri
 
 
-def _reading_uri(path: str) -> str:
-    """The URI of a `read_only` database: where the file and its directory are writable,
-    `mode=rw` (never creates the file; the store issues no write, and the WAL's companion
-    files go away again when the connection closes, which a `mode=ro` connection cannot
-    do), else `readonly_uri`."""
+def reading_uri(path: str) -> str:
+    """The URI of a read-only open that creates and changes no file (SPEC §15.7):
+
+    - a WAL with its `-shm` beside the file (a live writer's, or a hot one left by a writer
+      that died): `mode=ro` with the shared-memory index opened read-only
+      (`readonly_shm=1`), so the WAL is read, but nothing is checkpointed into the database
+      file on close, and neither the `-shm` (recovery, read marks) nor the WAL is written;
+    - no WAL, where the file and its directory are writable: `mode=rw` (the store issues no
+      write; the empty WAL and `-shm` SQLite makes for the read go away again when the
+      connection closes, which a `mode=ro` connection cannot do);
+    - otherwise `readonly_uri`."""
     resolved = os.path.abspath(path)
     directory = os.path.dirname(resolved) or "."
-    if os.path.isfile(resolved) and os.access(resolved, os.W_OK) and os.access(directory, os.W_OK):
+    if os.path.exists(resolved + "-wal") and os.path.exists(resolved + "-shm"):
+        return Path(resolved).as_uri() + "?mode=ro&readonly_shm=1"
+    if (
+        not os.path.exists(resolved + "-wal")
+        and os.path.isfile(resolved)
+        and os.access(resolved, os.W_OK)
+        and os.access(directory, os.W_OK)
+    ):
         return Path(resolved).as_uri() + "?mode=rw"
     return readonly_uri(path)
 
@@ -158,7 +172,7 @@ class Database:
         try:
             if read_only:
                 conn = sqlite3.connect(
-                    _reading_uri(path), uri=True, isolation_level=None, check_same_thread=False
+                    reading_uri(path), uri=True, isolation_level=None, check_same_thread=False
                 )
             else:
                 conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)

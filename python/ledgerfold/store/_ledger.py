@@ -41,6 +41,7 @@ __all__ = [
     "mark_citing_stale",
     "raw_items",
     "retract_turn",
+    "turns_at",
 ]
 
 #: IDs per `IN (...)` list: under SQLite's host-parameter limit.
@@ -103,6 +104,28 @@ def get_turns(
             for row in conn.execute(
                 f"SELECT {TURN_COLUMNS} FROM turns WHERE conversation_id = ? AND state = ?"
                 f" AND id IN ({marks})",
+                (conversation_id, TURN_LIVE, *chunk),
+            )
+        )
+    turns.sort(key=lambda turn: turn.sequence)
+    return turns
+
+
+def turns_at(
+    conn: sqlite3.Connection, conversation_id: str, sequences: Sequence[int]
+) -> list[Turn]:
+    """The live turns at these sequences, in sequence order (missing ones left out)."""
+    turns: list[Turn] = []
+    # Only sequences SQLite can hold: a larger cited number names no turn.
+    wanted = [sequence for sequence in sequences if -(2**63) <= sequence < 2**63]
+    for start in range(0, len(wanted), _CHUNK):
+        chunk = wanted[start : start + _CHUNK]
+        marks = ",".join("?" * len(chunk))
+        turns.extend(
+            turn_from_row(row)
+            for row in conn.execute(
+                f"SELECT {TURN_COLUMNS} FROM turns WHERE conversation_id = ? AND state = ?"
+                f" AND sequence IN ({marks})",
                 (conversation_id, TURN_LIVE, *chunk),
             )
         )

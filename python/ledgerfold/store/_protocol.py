@@ -42,6 +42,7 @@ from ledgerfold._summary import SummaryEnvelope, SummaryWrite
 __all__ = [
     "REBASE_ONLY",
     "SUMMARY_STATUSES",
+    "CitedSources",
     "CompactionWork",
     "KnownIds",
     "Store",
@@ -275,4 +276,20 @@ class KnownIds(Protocol):
         retracted or purged (what "already in the ledger" means to an integration). Costs
         O(len(ids)), not O(ledger). Integrations with a store without it (a v1.1 `Store`)
         treat live turns as known and skip, one by one, the IDs an append refuses."""
+        ...
+
+
+# ---------------------------------------------------------------------------------------
+# SPEC §16.3 / §17.9 — `cited_sources`, a `SearchableStore` (protocol v2) method. Kept apart
+# here so it merges into `SearchableStore` as one method; until then `CitedSources` names it.
+
+
+@runtime_checkable
+class CitedSources(Protocol):
+    """A store that answers which of a summary's sources its text cites."""
+
+    def cited_sources(self, summary_id: str) -> list[Turn]:
+        """The live turns among the summary's sources whose sequence its text cites
+        (`[seq N`; the first number in a bracket), each once, in ascending sequence; an
+        unknown `summary_id` raises `InvalidInput`."""
         ...

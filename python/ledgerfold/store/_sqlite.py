@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import Any
 
 from ledgerfold import _validate, _worker
+from ledgerfold._citations import cited_sequences, cited_turns
 from ledgerfold._context import AssembledContext, HistoryBoundary, assemble_context
 from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._model import Conversation, Turn
@@ -27,6 +28,7 @@ from ledgerfold._summary import SummaryEnvelope, SummaryWrite
 from ledgerfold.adapters._chat import ChatTurnSpec, chat_turn_specs
 from ledgerfold.store import _chat_append as chat_append
 from ledgerfold.store import _commit as commit
+from ledgerfold.store import _digests as digests
 from ledgerfold.store import _ledger as ledger
 from ledgerfold.store import _retention as retention
 from ledgerfold.store import _summaries as summaries
@@ -375,6 +377,42 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
             )
         return changed
 
+    def repair_digests(self, turns: Iterable[tuple[str, str]]) -> int:
+        """Recompute the stored digest of each `(conversation_id, turn_id)` whose digest no
+        longer matches its bytes (found by a deep revalidation: a body changed behind the
+        library's back), in one transaction: every version citing it goes stale and its
+        conversation gets a new revision. A turn no longer live, or already right, is left
+        alone. Returns how many were repaired."""
+        if isinstance(turns, (str, bytes, Mapping)) or not isinstance(turns, Iterable):
+            raise InvalidInput("turns: must be an iterable", field="turns", problem="wrong-type")
+        items: list[tuple[str, str]] = []
+        for index, pair in enumerate(turns):
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                raise InvalidInput(
+                    f"turns[{index}]: must be a (conversation_id, turn_id) tuple",
+                    field=f"turns[{index}]",
+                    problem="wrong-type",
+                )
+            items.append(
+                (
+                    _validate.text("conversation_id", pair[0], blank_ok=True, empty_ok=False),
+                    _validate.text("turn_id", pair[1]),
+                )
+            )
+        if not items:
+            return 0
+        with self._transaction(write=True) as conn:
+            repaired = digests.repair(conn, items)
+        for conversation_id, turn_id, stale in repaired:
+            _log.warning(
+                "turn digest repaired (body changed outside ledgerfold): conversation=%s"
+                " turn=%s stale=%d",
+                conversation_id,
+                turn_id,
+                stale,
+            )
+        return len(repaired)
+
     def record_failure(self, plan_id: str, reason: str) -> None:
         """Record a failed attempt of a known plan (no envelope)."""
         plan_id = _validate.text("plan_id", plan_id)
@@ -430,6 +468,26 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
             found = ledger.get_turns(conn, envelope.conversation_id, envelope.source_ids)
         by_id = {turn.id: turn for turn in found}
         return [by_id[turn_id] for turn_id in envelope.source_ids if turn_id in by_id]
+
+    def cited_sources(self, summary_id: str) -> list[Turn]:
+        """SPEC §16.3: the live turns among the summary's sources whose sequence its text
+        cites (`[seq N`), each once, in ascending sequence (see `ledgerfold.citations`).
+        An unknown `summary_id` raises `InvalidInput`."""
+        summary_id = _validate.text("summary_id", summary_id)
+        with self._transaction(write=False) as conn:
+            row = conn.execute(
+                f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE id = ?", (summary_id,)
+            ).fetchone()
+            if row is None:
+                raise InvalidInput(
+                    f"summary_id: unknown summary {summary_id!r}",
+                    field="summary_id",
+                    problem="unknown-value",
+                )
+            envelope = summaries.version(conn, self._cache, tuple(row)).envelope
+            cited = sorted(cited_sequences(envelope.text))
+            candidates = ledger.turns_at(conn, envelope.conversation_id, cited)
+        return cited_turns(envelope.text, envelope.source_ids, candidates)
 
     def summaries_citing(self, conversation_id: str, turn_id: str) -> list[str]:
         """IDs of the accepted versions whose sources include the turn, oldest first."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ledgerfold import _validate
@@ -23,9 +24,62 @@ if TYPE_CHECKING:
 __all__ = ["ExtractiveSummarizer"]
 
 # A line this summarizer wrote for a turn: "[seq 12 user] ...".
-_TURN_LINE = re.compile(r"^\[seq (\d+) [a-z]+[^\]]*\]")
-# The line that counts turn lines dropped by `max_turns`.
-_OMITTED_LINE = re.compile(r"^\[(\d+) earlier turn lines omitted\]$")
+_TURN_LINE = re.compile(r"^\[seq (\d+) ([a-z]+)[^\]]*\]")
+# The line that counts the turn lines dropped (by `max_turns` or the token budget):
+# "[57 earlier turn lines omitted: sequences 2–58; recall_history returns them]". It holds
+# no "[seq", so it is never read as a citation (SPEC §16.5); the form without a range, which
+# summaries stored before it hold, is still read.
+_OMITTED_LINE = re.compile(
+    r"^\[(\d+) earlier turn lines omitted"
+    r"(?:: sequences? (\d+)(?:–(\d+))?)?(?:; recall_history returns them)?\]$"
+)
+# Which turn lines are dropped first when some must go: tool output, then the assistant's
+# (and system) lines, the user's last — the user's request outlives the rest (issue 27).
+_DROP_ORDER = {"tool": 0, "user": 2}
+
+
+@dataclass
+class _Omitted:
+    """The turn lines a summary leaves out: how many, and the range of their sequences
+    (None when unknown: a marker written before ranges were)."""
+
+    count: int = 0
+    first: int | None = None
+    last: int | None = None
+    unknown: bool = False
+
+    def add(self, sequences: list[int]) -> _Omitted:
+        if not sequences:
+            return self
+        first = min(sequences) if self.first is None else min(self.first, *sequences)
+        last = max(sequences) if self.last is None else max(self.last, *sequences)
+        return _Omitted(self.count + len(sequences), first, last, self.unknown)
+
+    def marker(self) -> str:
+        if self.first is None or self.last is None or self.unknown:
+            where = ""
+        elif self.first == self.last:
+            where = f": sequence {self.first}"
+        else:
+            where = f": sequences {self.first}–{self.last}"
+        return f"[{self.count} earlier turn lines omitted{where}; recall_history returns them]"
+
+
+def _read_marker(found: re.Match[str], omitted: _Omitted, kept_first: int | None) -> _Omitted:
+    """Fold a previous summary's marker into `omitted`. An old marker has no range: its lines
+    lay before the previous summary's first kept turn line, so from 1 up to that one."""
+    count = int(found.group(1))
+    if found.group(2) is not None:
+        first = int(found.group(2))
+        last = int(found.group(3)) if found.group(3) is not None else first
+    elif kept_first is not None and kept_first > 1:
+        first, last = 1, kept_first - 1
+    else:
+        return _Omitted(omitted.count + count, omitted.first, omitted.last, unknown=True)
+    merged = omitted.add([first, last])
+    return _Omitted(omitted.count + count, merged.first, merged.last, omitted.unknown)
+
+
 # The end of a first sentence: Latin punctuation before a space, or CJK full stops.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s|(?<=[。！？])")
 _WHITESPACE = re.compile(r"\s+")
@@ -41,9 +95,13 @@ class ExtractiveSummarizer:
       tool turns become ``[seq N tool] <name>: <head of the output>… (<n> chars)``; the calls
       an assistant turn makes are listed once each by tool name (a call both in
       `meta["tool_calls"]` and as a transcript ``{"tool_call": ...}`` line counts once).
-    - `max_turns` (optional) keeps only the newest turn lines and counts the rest.
-    - The request's `max_summary_tokens` (SPEC §15.2) is honoured: the oldest turn lines are
-      dropped, and counted, until the text fits (measured with `token_counter`).
+    - `max_turns` (optional) keeps at most that many turn lines.
+    - The request's `max_summary_tokens` (SPEC §15.2) is honoured: turn lines are dropped
+      until the text fits (measured with `token_counter`).
+    - Lines are dropped tool output first, then the assistant's, the user's last (the
+      oldest first within each), so the user's request outlives the tool output. One marker
+      line counts them and names their range:
+      ``[57 earlier turn lines omitted: sequences 2–58; recall_history returns them]``.
     """
 
     def __init__(
@@ -77,24 +135,30 @@ class ExtractiveSummarizer:
 
     def __call__(self, request: SummaryRequest) -> str:
         fresh_sequences = {turn.sequence for turn in request.turns}
-        omitted = 0
+        omitted = _Omitted()
         notes: list[str] = []  # previous lines that are not about a turn
-        turn_lines: list[tuple[int, str]] = []
-        for line in _previous_lines(request.previous_summary):
+        turn_lines: list[tuple[int, str, str]] = []  # (sequence, role, line)
+        previous = _previous_lines(request.previous_summary)
+        kept_first = min(
+            (int(found.group(1)) for found in map(_TURN_LINE.match, previous) if found),
+            default=None,
+        )
+        for line in previous:
             omitted_match = _OMITTED_LINE.match(line)
             if omitted_match:
-                omitted += int(omitted_match.group(1))
+                omitted = _read_marker(omitted_match, omitted, kept_first)
                 continue
             turn_match = _TURN_LINE.match(line)
             if turn_match is None:
                 notes.append(line)
             elif int(turn_match.group(1)) not in fresh_sequences:
-                turn_lines.append((int(turn_match.group(1)), line))
-        turn_lines.extend((turn.sequence, self._turn_line(turn)) for turn in request.turns)
-        turn_lines.sort(key=lambda pair: pair[0])  # stable: ties keep their order
+                turn_lines.append((int(turn_match.group(1)), turn_match.group(2), line))
+        turn_lines.extend(
+            (turn.sequence, turn.role, self._turn_line(turn)) for turn in request.turns
+        )
+        turn_lines.sort(key=lambda entry: entry[0])  # stable: ties keep their order
         if self.max_turns is not None and len(turn_lines) > self.max_turns:
-            omitted += len(turn_lines) - self.max_turns
-            turn_lines = turn_lines[-self.max_turns :]
+            omitted, turn_lines = _drop(omitted, turn_lines, len(turn_lines) - self.max_turns)
         text = _compose(notes, omitted, turn_lines)
         budget = getattr(request, "max_summary_tokens", None)
         if budget is not None and self.token_counter(text) > budget:
@@ -102,21 +166,24 @@ class ExtractiveSummarizer:
         return text
 
     def _fit(
-        self, notes: list[str], omitted: int, turn_lines: list[tuple[int, str]], budget: int
+        self,
+        notes: list[str],
+        omitted: _Omitted,
+        turn_lines: list[tuple[int, str, str]],
+        budget: int,
     ) -> str:
-        """Drop the oldest turn lines (counted) until the text fits `budget` tokens; the
-        largest number kept that fits is found by bisection."""
+        """Drop turn lines (tool output first, the user's last, oldest first within each;
+        counted) until the text fits `budget` tokens; the largest number kept that fits is
+        found by bisection."""
         low, high = 0, len(turn_lines)  # turn lines kept
         while low < high:
             keep = (low + high + 1) // 2
-            dropped = len(turn_lines) - keep
-            candidate = _compose(notes, omitted + dropped, turn_lines[dropped:])
+            candidate = _compose(notes, *_drop(omitted, turn_lines, len(turn_lines) - keep))
             if self.token_counter(candidate) <= budget:
                 low = keep
             else:
                 high = keep - 1
-        dropped = len(turn_lines) - low
-        text = _compose(notes, omitted + dropped, turn_lines[dropped:])
+        text = _compose(notes, *_drop(omitted, turn_lines, len(turn_lines) - low))
         if self.token_counter(text) > budget:  # the notes alone are over: cut the text
             text = text[: max(1, budget)]
         return text
@@ -151,11 +218,28 @@ class ExtractiveSummarizer:
         return " ".join(parts)
 
 
-def _compose(notes: list[str], omitted: int, turn_lines: list[tuple[int, str]]) -> str:
+def _drop(
+    omitted: _Omitted, turn_lines: list[tuple[int, str, str]], count: int
+) -> tuple[_Omitted, list[tuple[int, str, str]]]:
+    """Leave out `count` turn lines: tool output first, then the assistant's and system
+    lines, the user's last; the oldest first within each. The rest keep their order."""
+    if count <= 0:
+        return omitted, turn_lines
+    order = sorted(
+        range(len(turn_lines)),
+        key=lambda index: (_DROP_ORDER.get(turn_lines[index][1], 1), turn_lines[index][0]),
+    )
+    dropped = set(order[:count])
+    left_out = [turn_lines[index][0] for index in sorted(dropped)]
+    kept = [entry for index, entry in enumerate(turn_lines) if index not in dropped]
+    return omitted.add(left_out), kept
+
+
+def _compose(notes: list[str], omitted: _Omitted, turn_lines: list[tuple[int, str, str]]) -> str:
     lines = list(notes)
-    if omitted:
-        lines.append(f"[{omitted} earlier turn lines omitted]")
-    lines.extend(line for _, line in turn_lines)
+    if omitted.count:
+        lines.append(omitted.marker())
+    lines.extend(line for _, _, line in turn_lines)
     return "\n".join(lines)
 
 

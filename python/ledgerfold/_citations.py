@@ -1,0 +1,65 @@
+"""Evidence in summaries (SPEC §16.3, §16.5): the source turns a summary's text cites.
+
+A citation is `[seq N` anywhere in the text (case-sensitive); only the first number in a
+bracket counts (`[seq 12, 15]` cites 12), since summarizers are asked for one bracket per
+turn. A cited sequence that is not one of the summary's sources is not evidence.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from ledgerfold._context import SummaryItem
+from ledgerfold._errors import InvalidInput
+from ledgerfold._model import Conversation, Turn
+from ledgerfold._summary import SummaryEnvelope
+
+__all__ = ["citations", "cited_sequences", "cited_turns"]
+
+_CITATION = re.compile(r"\[seq (\d+)(?!\d)")
+
+
+def cited_sequences(text: str) -> set[int]:
+    """The sequences `text` cites."""
+    return {int(found.group(1)) for found in _CITATION.finditer(text)}
+
+
+def cited_turns(text: str, source_ids: Iterable[str], turns: Iterable[Turn]) -> list[Turn]:
+    """The turns among `turns` that are sources and whose sequence `text` cites, each once,
+    in ascending sequence."""
+    cited = cited_sequences(text)
+    if not cited:
+        return []
+    sources = set(source_ids)
+    found = {turn.id: turn for turn in turns if turn.sequence in cited and turn.id in sources}
+    return sorted(found.values(), key=lambda turn: turn.sequence)
+
+
+def citations(
+    summary: SummaryEnvelope | SummaryItem, conversation: Conversation
+) -> tuple[str, ...]:
+    """The IDs of the summary's sources present in `conversation` whose sequence its text
+    cites (`[seq N`), each once, in ascending sequence. Purged or retracted sources are not
+    in a conversation and so left out; whether the summary is current is not checked."""
+    if not isinstance(summary, (SummaryEnvelope, SummaryItem)):
+        raise InvalidInput(
+            f"summary: must be SummaryEnvelope or SummaryItem, got {type(summary).__name__}",
+            field="summary",
+            problem="wrong-type",
+        )
+    if not isinstance(conversation, Conversation):
+        raise InvalidInput(
+            f"conversation: must be Conversation, got {type(conversation).__name__}",
+            field="conversation",
+            problem="wrong-type",
+        )
+    cited = cited_sequences(summary.text)
+    if not cited:
+        return ()
+    present = (
+        turn
+        for turn_id in summary.source_ids
+        if (turn := conversation.get(turn_id)) is not None and turn.sequence in cited
+    )
+    return tuple(turn.id for turn in cited_turns(summary.text, summary.source_ids, present))

@@ -1,0 +1,102 @@
+"""Stored turn digests checked against the bytes they describe, and repaired.
+
+The per-call path trusts `turns.digest` (eager invalidation keeps it honest for every write
+made through the library). A body changed behind the library's back (raw SQL) leaves it
+wrong: the next summary would be fingerprinted from it, and an edit back to the old text
+would be compared with it and stale nothing. Deep revalidation finds such rows here and the
+repair recomputes their digest, marks every version citing them stale and starts a new
+revision, in one transaction, as an edit does (no history row: the earlier bytes are gone).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from ledgerfold._errors import InvalidInput, StoreError
+from ledgerfold.store._ledger import bump_revision, mark_citing_stale
+from ledgerfold.store._rows import TURN_COLUMNS, turn_from_row
+from ledgerfold.store._schema import TURN_LIVE
+
+__all__ = ["WrongDigest", "recomputed_digest", "repair", "wrong_digests"]
+
+#: `(conversation_id, turn_id)` of a live turn whose stored digest is not its bytes'.
+WrongDigest = tuple[str, str]
+
+# The live turns that no verified current summary cites: a current summary whose check
+# passed re-hashed its sources' bytes against the digests it was fingerprinted from, so only
+# the rest needs hashing here. `?`: the IDs (JSON array) of the summaries the check found
+# stale, whose sources are hashed too. Text is read as bytes so that a row that is not valid
+# UTF-8 is counted as unreadable rather than failing the whole scan.
+_UNVERIFIED = (
+    "SELECT t.conversation_id, CAST(t.id AS BLOB), t.sequence, CAST(t.role AS BLOB),"
+    " CAST(t.body AS BLOB), t.protected, CAST(t.protection_reason AS BLOB),"
+    " CAST(t.grp AS BLOB), CAST(t.meta AS BLOB), t.digest"
+    " FROM turns AS t WHERE t.state = ? AND NOT EXISTS ("
+    " SELECT 1 FROM conversations AS c JOIN summaries AS s ON s.pk = c.current_summary"
+    " JOIN summary_sources AS ss ON ss.summary_pk = s.pk"
+    " WHERE c.id = t.conversation_id AND s.status = 'current' AND ss.turn_id = t.id"
+    " AND s.id NOT IN (SELECT value FROM json_each(?)))"
+)
+
+
+def _text(value: object) -> object:
+    """A text column read as bytes, decoded (UTF-8, strict); anything else as it is."""
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
+def recomputed_digest(row: tuple[Any, ...]) -> bytes | None:
+    """The digest of a row of `TURN_COLUMNS` recomputed from its fields, or None when the
+    row is damaged (it cannot be read back as a turn at all)."""
+    try:
+        return turn_from_row(tuple(_text(value) for value in row)).digest
+    except (StoreError, InvalidInput, UnicodeDecodeError):
+        return None
+
+
+def wrong_digests(
+    conn: sqlite3.Connection, stale_summary_ids: Iterable[str]
+) -> Iterator[tuple[WrongDigest | None, int]]:
+    """Hash every live turn not verified by a current summary (inside the caller's
+    snapshot). Yields `(None, n)` for a row whose digest matches its bytes, `(key, n)` for
+    one that does not, and `(None, -n)` for a damaged row that cannot be hashed; `n` is the
+    row's body length in bytes."""
+    stale = json.dumps(sorted(stale_summary_ids), ensure_ascii=False)
+    for row in conn.execute(_UNVERIFIED, (TURN_LIVE, stale)):
+        size = len(row[4]) if isinstance(row[4], bytes) else 0
+        digest = recomputed_digest(row[1:9])
+        if digest is None:
+            yield None, -size - 1
+        elif isinstance(row[9], bytes) and digest == row[9]:
+            yield None, size
+        else:
+            yield (row[0], str(_text(row[1]))), size
+
+
+def repair(conn: sqlite3.Connection, turns: Iterable[WrongDigest]) -> list[tuple[str, str, int]]:
+    """Recompute the digest of each `(conversation_id, turn_id)` still live and still wrong
+    (a write since the scan may have fixed it), inside the caller's write transaction: the
+    versions citing it go stale (`source-modified`) and its conversation gets a new
+    revision. Returns `(conversation_id, turn_id, versions marked stale)` per repaired turn."""
+    repaired: list[tuple[str, str, int]] = []
+    bumped: set[str] = set()
+    for conversation_id, turn_id in turns:
+        row = conn.execute(
+            f"SELECT pk, {TURN_COLUMNS}, digest FROM turns"
+            " WHERE conversation_id = ? AND id = ? AND state = ?",
+            (conversation_id, turn_id, TURN_LIVE),
+        ).fetchone()
+        if row is None:
+            continue
+        digest = recomputed_digest(tuple(row[1:-1]))
+        if digest is None or (isinstance(row[-1], bytes) and digest == row[-1]):
+            continue
+        conn.execute("UPDATE turns SET digest = ? WHERE pk = ?", (digest, row[0]))
+        stale = mark_citing_stale(conn, conversation_id, "?", (turn_id,), "source-modified")
+        if conversation_id not in bumped:
+            bump_revision(conn, conversation_id)
+            bumped.add(conversation_id)
+        repaired.append((conversation_id, turn_id, stale))
+    return repaired

@@ -1,0 +1,115 @@
+"""Commands that only read never create or change a file (SPEC §15.7): not the database, not
+its WAL or `-shm`, not the directory listing. Two cases: a database closed cleanly (no WAL:
+a read must not leave one behind) and a hot WAL left by a writer killed with SIGKILL (it must
+be read, and never checkpointed into the database file on close)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
+    sys.path.insert(0, str(_HERE))
+
+from cli_support import run  # noqa: E402
+
+CONVERSATION = "c"
+
+# Writes a compacted conversation, closes cleanly; with "hot", reopens, appends (the frames
+# stay in the WAL: far below the autocheckpoint) and dies by SIGKILL before closing.
+_WRITER = textwrap.dedent(
+    """
+    import os, signal, sys
+    from ledgerfold import CompactionPolicy, Compactor, ExtractiveSummarizer, SQLiteStore
+    path, mode = sys.argv[1], sys.argv[2]
+    with SQLiteStore(path) as store:
+        for index in range(12):
+            store.append("c", "user" if index % 2 else "assistant", f"turn {index}", id=f"t{index}")
+        policy = CompactionPolicy("v1", keep_tail=2, min_new_turns=1)
+        Compactor(store, policy, ExtractiveSummarizer()).compact("c")
+    if mode == "hot":
+        store = SQLiteStore(path)
+        store.append("c", "user", "written just before the crash", id="late")
+        os.kill(os.getpid(), signal.SIGKILL)
+    """
+)
+
+
+def _make(directory: Path, mode: str) -> Path:
+    path = directory / "ledger.db"
+    result = subprocess.run([sys.executable, "-c", _WRITER, str(path), mode], check=False)
+    if mode == "hot":
+        assert result.returncode == -signal.SIGKILL
+        assert Path(f"{path}-wal").stat().st_size > 0, "the writer left no hot WAL"
+    else:
+        assert result.returncode == 0
+        assert sorted(os.listdir(directory)) == ["ledger.db"]
+    return path
+
+
+def _state(directory: Path) -> dict[str, tuple[str, int, int]]:
+    """Every file of the directory: content hash, mtime (ns) and size."""
+    state = {}
+    for name in sorted(os.listdir(directory)):
+        stat = (directory / name).stat()
+        digest = hashlib.sha256((directory / name).read_bytes()).hexdigest()
+        state[name] = (digest, stat.st_mtime_ns, stat.st_size)
+    return state
+
+
+def _commands(db: Path, out: Path) -> dict[str, list[str]]:
+    return {
+        "report --html": ["report", str(db), "--html", str(out / "report.html")],
+        "inspect --html": ["inspect", str(db), CONVERSATION, "--html", str(out / "i.html")],
+        "purge --dry-run": [
+            "purge",
+            str(db),
+            CONVERSATION,
+            "--through",
+            "4",
+            "--reason",
+            "test",
+            "--dry-run",
+            "--json",
+        ],
+        "inspect": ["inspect", str(db), CONVERSATION, "--json"],
+        "list": ["list", str(db), "--json"],
+        "compact --dry-run": ["compact", str(db), "--dry-run", "--json"],
+        "context": ["context", str(db), CONVERSATION, "--json"],
+    }
+
+
+@pytest.mark.parametrize("mode", ["clean", "hot"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "report --html",
+        "inspect --html",
+        "purge --dry-run",
+        "compact --dry-run",
+        "inspect",
+        "list",
+        "context",
+    ],
+)
+def test_a_read_only_command_changes_no_file(tmp_path: Path, mode: str, command: str) -> None:
+    directory = tmp_path / "db"
+    directory.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    db = _make(directory, mode)
+    before = _state(directory)
+    result = run(*_commands(db, out)[command])
+    assert result.exit_code == 0, result.output
+    assert _state(directory) == before
+    if command == "context":
+        # The hot WAL is read: the turn written just before the crash is in the context.
+        assert ("written just before the crash" in result.stdout) == (mode == "hot")
