@@ -24,7 +24,7 @@ from ledgerfold._context import AssembledContext, SummaryItem
 from ledgerfold._errors import ContextBudgetExceeded, InvalidInput, StoreError
 from ledgerfold._fold import fold_chunk
 from ledgerfold._model import Turn
-from ledgerfold._native import SourceDigests
+from ledgerfold._native import SourceDigests, fingerprint_digests
 from ledgerfold._plan import CompactionPlan, starts_with_ids
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._summary import SummaryEnvelope, extended_fingerprint
@@ -449,7 +449,12 @@ def _envelope(job: _Job, summary_id: str, policy_version: str, text: str) -> Sum
     # Without a backlog cut into chunks the sources are the plan's compacted IDs: reuse that
     # tuple rather than build another over every covered turn (it starts with the parent's
     # IDs, which `starts_with_ids` knows without comparing them when the store built it so).
-    if (
+    fingerprint: str | None = None
+    if parent is not None and not starts_with_ids(planned, covered):
+        # New turns below the parent's slot (SPEC §17.5): the plan holds the sources in
+        # sequence order, the parent's sealed ones first; keep the chunk's and the parent's.
+        source_ids, fingerprint = _merged(job, covered)
+    elif (
         len(planned) == len(covered) + len(added)
         and planned[len(covered) :] == added
         and starts_with_ids(planned, covered)
@@ -457,17 +462,35 @@ def _envelope(job: _Job, summary_id: str, policy_version: str, text: str) -> Sum
         source_ids = planned
     else:
         source_ids = covered + added
+    if fingerprint is None:
+        fingerprint = extended_fingerprint(job.parent_digests, job.chunk)
     return SummaryEnvelope(
         id=summary_id,
         plan_id=job.plan.plan_id,
         conversation_id=job.plan.conversation_id,
         source_revision=job.plan.source_revision,
         source_ids=source_ids,
-        source_fingerprint=extended_fingerprint(job.parent_digests, job.chunk),
+        source_fingerprint=fingerprint,
         policy_version=policy_version,
         text=text.strip(),
         parent_id=None if parent is None else parent.id,
     )
+
+
+def _merged(
+    job: _Job, covered: tuple[str, ...]
+) -> tuple[tuple[str, ...], str]:
+    """Sources and fingerprint of an extension whose new turns are not all after its
+    parent's: the plan's order, over the parent's digests (bytes, source order) and the
+    chunk's."""
+    digests = job.parent_digests
+    if not isinstance(digests, bytes):
+        raise StoreError("the store handed no source digests for an extension below its slot")
+    digest = {turn_id: digests[32 * i : 32 * i + 32] for i, turn_id in enumerate(covered)}
+    digest.update((turn.id, turn.digest) for turn in job.chunk)
+    source_ids = tuple(turn_id for turn_id in job.plan.compacted_ids if turn_id in digest)
+    joined = b"".join(digest[turn_id] for turn_id in source_ids)
+    return source_ids, fingerprint_digests(joined)
 
 
 def _random_summary_id() -> str:

@@ -45,8 +45,9 @@ class Planned:
     new_turns: tuple[Turn, ...]
     #: A current summary exists but cannot be extended: coverage would shrink.
     rebase_due: bool
-    #: The fingerprint state of the base's stored source digests (None without a base).
-    base_digests: SourceDigests | None = None
+    #: The base's stored source digests (None without a base): their fingerprint state, or
+    #: the bytes (source order) when new turns lie below the base's slot.
+    base_digests: SourceDigests | bytes | None = None
 
 
 def failure_streak(conn: sqlite3.Connection, conversation_id: str) -> int:
@@ -222,6 +223,7 @@ def plan_view(
         partial = Conversation(conversation_id, revision, [turn_from_row(r) for r in rows])
         plan = plan_unchecked(partial, keep_tail, plan_id, preserve_roles)
         new_turns = tuple(partial.get(turn_id) for turn_id in plan.compacted_ids)
+        through = max(plan.through_sequence, base.through_sequence)
         if all(turn.sequence > base.through_sequence for turn in new_turns):  # type: ignore[union-attr]
             covered = base.envelope.source_ids
             full = CompactionPlan(
@@ -230,11 +232,24 @@ def plan_view(
                 source_revision=revision,
                 compacted_ids=extend_ids(covered, plan.compacted_ids),
                 preserved_ids=plan.preserved_ids,
-                through_sequence=max(plan.through_sequence, base.through_sequence),
+                through_sequence=through,
             )
             return Planned(full, base, new_turns, False, state)  # type: ignore[arg-type]
-        # A turn below the summary's slot became compactable (e.g. no longer protected):
-        # the sources would not extend the summary's in sequence order, so rebase.
+        # A turn kept raw below the summary's slot became compactable (a confirmation
+        # resolved, a call answered): the summary is extended over it all the same (SPEC
+        # §17.5), never rebased away (a sealed one would lose its purged turns). The
+        # sources stay in sequence order, sealed ones first, so the extension is
+        # fingerprinted from the base's digests in that order, handed as bytes.
+        merged, digests = _merged_sources(conn, base, new_turns)  # type: ignore[arg-type]
+        full = CompactionPlan(
+            plan_id=plan_id,
+            conversation_id=conversation_id,
+            source_revision=revision,
+            compacted_ids=merged,
+            preserved_ids=plan.preserved_ids,
+            through_sequence=through,
+        )
+        return Planned(full, base, new_turns, False, digests)  # type: ignore[arg-type]
     if _sealed_current(conn, pointed, policy_version):
         # A rebase would supersede the only record of the purged turns with a summary of
         # the live ones: what they said would leave the context for good. The sealed
@@ -244,6 +259,26 @@ def plan_view(
     plan = plan_unchecked(conversation, keep_tail, plan_id, preserve_roles)
     new_turns = tuple(conversation.get(turn_id) for turn_id in plan.compacted_ids)
     return Planned(plan, None, new_turns, rebase_due)  # type: ignore[arg-type]
+
+
+def _merged_sources(
+    conn: sqlite3.Connection, base: Version, new_turns: tuple[Turn, ...]
+) -> tuple[tuple[str, ...], bytes]:
+    """The base's sources with `new_turns` merged in: its sealed (purged) sources first as
+    they stand, then the live ones and the new ones in sequence order; and the base's
+    stored digests (source order). O(covered), read only when a turn below the slot joins."""
+    rows = conn.execute(
+        "SELECT ss.turn_id, ss.turn_digest, t.state, t.sequence FROM summary_sources ss"
+        " LEFT JOIN turns t ON t.conversation_id = ? AND t.id = ss.turn_id"
+        " WHERE ss.summary_pk = ? ORDER BY ss.position",
+        (base.envelope.conversation_id, base.pk),
+    ).fetchall()
+    sealed = [row[0] for row in rows if row[2] != TURN_LIVE]
+    live = [(int(row[3]), row[0]) for row in rows if row[2] == TURN_LIVE]
+    live.extend((turn.sequence, turn.id) for turn in new_turns)
+    live.sort()
+    merged = tuple(sealed) + tuple(turn_id for _, turn_id in live)
+    return merged, b"".join(bytes(row[1]) for row in rows)
 
 
 def register(
@@ -281,7 +316,7 @@ def register(
         )
         mark_ended(conn, previous[0])
     base = planned.base
-    added = plan.compacted_ids[len(base.envelope.source_ids) :] if base else plan.compacted_ids
+    added = tuple(turn.id for turn in planned.new_turns)
     plan_pk = conn.execute(
         "INSERT INTO plans (id, conversation_id, policy_version, source_revision,"
         " through_sequence, compacted_count, created_at, base_summary_pk, compacted_ids,"
@@ -311,11 +346,16 @@ def mark_ended(conn: sqlite3.Connection, plan_id: str) -> None:
     conn.execute("UPDATE plans SET ended = 1 WHERE id = ?", (plan_id,))
 
 
-def planned_ids(conn: sqlite3.Connection, plan_id: str) -> tuple[int | None, set[str]] | None:
-    """A registered plan's base summary pk and the IDs it adds to the base's sources."""
+def planned_ids(
+    conn: sqlite3.Connection, plan_id: str
+) -> tuple[int | None, set[str], tuple[str, ...]] | None:
+    """A registered plan's base summary pk, the IDs it adds to the base's sources and the
+    roles it kept raw."""
     row = conn.execute(
-        "SELECT base_summary_pk, compacted_ids FROM plans WHERE id = ?", (plan_id,)
+        "SELECT base_summary_pk, compacted_ids, preserve_roles FROM plans WHERE id = ?",
+        (plan_id,),
     ).fetchone()
     if row is None or row[1] is None:  # a plan from before v1.1: no record of its IDs
         return None
-    return row[0], set(json.loads(row[1]))
+    roles = () if row[2] is None else tuple(json.loads(row[2]))
+    return row[0], set(json.loads(row[1])), roles
