@@ -74,7 +74,25 @@ def due_at_once(
     would shrink (a rebase), or the current summary is a chunk of a backlog still being
     folded and no attempt has failed since. Cheap: no planning."""
     base, _, rebase_due = _base(conn, cache, pointed, policy_version, keep_tail, preserve_roles)
-    return rebase_due or (failures == 0 and left_a_backlog(conn, base))
+    return (
+        rebase_due
+        or (failures == 0 and left_a_backlog(conn, base))
+        or preserved_gone(conn, pointed, policy_version)
+    )
+
+
+def preserved_gone(
+    conn: sqlite3.Connection,
+    pointed: tuple[Version, str, str | None] | None,
+    policy_version: str,
+) -> bool:
+    """Whether the current summary's layout lost a preserved turn below its slot (SPEC
+    §17.3): the store's context falls back, so compaction is due at once."""
+    if pointed is None or pointed[1] != "current":
+        return False
+    if pointed[0].envelope.policy_version != policy_version:
+        return False
+    return summaries.missing_preserved(conn, pointed[0]) is not None
 
 
 def left_a_backlog(conn: sqlite3.Connection, base: Version | None) -> bool:
@@ -205,9 +223,12 @@ def plan_view(
     policy_version: str,
     preserve_roles: tuple[str, ...],
     plan_id: str,
+    *,
+    relayout: bool = False,
 ) -> Planned:
     """Plan on the current ledger, reading only what the current summary does not cover
-    when the plan can extend it."""
+    when the plan can extend it. `relayout`: the current summary's layout must be made
+    anew (SPEC §17.3) even when no new turn extends it, by a rebase unless it is sealed."""
     base, state, rebase_due = _base(conn, cache, pointed, policy_version, keep_tail, preserve_roles)
     row = ledger.conversation_row(conn, conversation_id)
     revision = 0 if row is None else int(row[0])
@@ -223,33 +244,9 @@ def plan_view(
         partial = Conversation(conversation_id, revision, [turn_from_row(r) for r in rows])
         plan = plan_unchecked(partial, keep_tail, plan_id, preserve_roles)
         new_turns = tuple(partial.get(turn_id) for turn_id in plan.compacted_ids)
-        through = max(plan.through_sequence, base.through_sequence)
-        if all(turn.sequence > base.through_sequence for turn in new_turns):  # type: ignore[union-attr]
-            covered = base.envelope.source_ids
-            full = CompactionPlan(
-                plan_id=plan_id,
-                conversation_id=conversation_id,
-                source_revision=revision,
-                compacted_ids=extend_ids(covered, plan.compacted_ids),
-                preserved_ids=plan.preserved_ids,
-                through_sequence=through,
-            )
-            return Planned(full, base, new_turns, False, state)  # type: ignore[arg-type]
-        # A turn kept raw below the summary's slot became compactable (a confirmation
-        # resolved, a call answered): the summary is extended over it all the same (SPEC
-        # §17.5), never rebased away (a sealed one would lose its purged turns). The
-        # sources stay in sequence order, sealed ones first, so the extension is
-        # fingerprinted from the base's digests in that order, handed as bytes.
-        merged, digests = _merged_sources(conn, base, new_turns)  # type: ignore[arg-type]
-        full = CompactionPlan(
-            plan_id=plan_id,
-            conversation_id=conversation_id,
-            source_revision=revision,
-            compacted_ids=merged,
-            preserved_ids=plan.preserved_ids,
-            through_sequence=through,
-        )
-        return Planned(full, base, new_turns, False, digests)  # type: ignore[arg-type]
+        if new_turns or not relayout:
+            return _extension(conn, base, state, plan, new_turns, revision)  # type: ignore[arg-type]
+        # Nothing to extend it with: a rebase lays the context out anew (SPEC §17.3).
     if _sealed_current(conn, pointed, policy_version):
         # A rebase would supersede the only record of the purged turns with a summary of
         # the live ones: what they said would leave the context for good. The sealed
@@ -259,6 +256,37 @@ def plan_view(
     plan = plan_unchecked(conversation, keep_tail, plan_id, preserve_roles)
     new_turns = tuple(conversation.get(turn_id) for turn_id in plan.compacted_ids)
     return Planned(plan, None, new_turns, rebase_due)  # type: ignore[arg-type]
+
+
+def _extension(
+    conn: sqlite3.Connection,
+    base: Version,
+    state: SourceDigests | None,
+    plan: CompactionPlan,
+    new_turns: tuple[Turn, ...],
+    revision: int,
+) -> Planned:
+    """The plan extending `base` with `new_turns` (planned on its kept and later turns)."""
+    through = max(plan.through_sequence, base.through_sequence)
+    if all(turn.sequence > base.through_sequence for turn in new_turns):
+        compacted = extend_ids(base.envelope.source_ids, plan.compacted_ids)
+        digests: SourceDigests | bytes | None = state
+    else:
+        # A turn kept raw below the summary's slot became compactable (a confirmation
+        # resolved, a call answered): the summary is extended over it all the same (SPEC
+        # §17.5), never rebased away (a sealed one would lose its purged turns). The
+        # sources stay in sequence order, sealed ones first, so the extension is
+        # fingerprinted from the base's digests in that order, handed as bytes.
+        compacted, digests = _merged_sources(conn, base, new_turns)
+    full = CompactionPlan(
+        plan_id=plan.plan_id,
+        conversation_id=plan.conversation_id,
+        source_revision=revision,
+        compacted_ids=compacted,
+        preserved_ids=plan.preserved_ids,
+        through_sequence=through,
+    )
+    return Planned(full, base, new_turns, False, digests)
 
 
 def _merged_sources(

@@ -95,6 +95,7 @@ class CompactionMethods:
                 conn, self._cache, pointed, policy_version, keep_tail, roles, failures
             ):
                 return CompactionWork("not-due", failures=failures)
+            relayout = compaction.preserved_gone(conn, pointed, policy_version)
             planned = compaction.plan_view(
                 conn,
                 self._cache,
@@ -104,12 +105,14 @@ class CompactionMethods:
                 policy_version,
                 roles,
                 plan_id,
+                relayout=relayout,
             )
             if not planned.new_turns:
                 return CompactionWork("nothing-to-compact", failures=failures)
             if (
                 len(planned.new_turns) < min_new_turns
                 and not planned.rebase_due
+                and not relayout  # SPEC §17.3: the context falls back until then
                 # The rest of a backlog folded in chunks stays due (SPEC §15.8) until a
                 # failure: the back-off then asks for `min_new_turns` again.
                 and not (failures == 0 and compaction.left_a_backlog(conn, planned.base))

@@ -436,6 +436,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
         conversation_id = _validate.text("conversation_id", conversation_id)
         policy_version = _validate.text("policy_version", policy_version)
         damaged: DamagedSummary | None = None
+        assembled: AssembledContext | None = None
         with self._transaction(write=False) as conn:
             boundary = ledger.boundary(conn, conversation_id)
             try:
@@ -453,9 +454,16 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
                         (conversation_id, envelope.id, TURN_LIVE),
                     ).fetchone()
                 ):
-                    items = summaries.summarised_items(conn, conversation_id, version)
-                    return AssembledContext(items, None, boundary)
-            if pointed is None:
+                    missing = summaries.missing_preserved(conn, version)
+                    if missing is None:
+                        items = summaries.summarised_items(conn, conversation_id, version)
+                        return AssembledContext(items, None, boundary)
+                    # SPEC §17.3: raw until the next compaction (due at once) lays it out anew.
+                    assembled = AssembledContext(
+                        ledger.raw_items(conn, conversation_id), "preserved-missing", None, missing
+                    )
+                    pointed = None
+            if pointed is None and assembled is None:
                 # No summary: the context is every turn raw, read as items directly.
                 assembled = AssembledContext(
                     ledger.raw_items(conn, conversation_id),
@@ -463,7 +471,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
                     None,
                     None if damaged is None else damaged.summary_id,
                 )
-            else:
+            elif pointed is not None:
                 conversation = ledger.load(conn, conversation_id)
                 sealed = retention.sealed_digests(conn, conversation_id, version.pk)
         if pointed is not None:
@@ -473,6 +481,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
                 # stale (its record says so), so the context stays raw.
                 raw = assemble_context(conversation, None, policy_version)
                 assembled = AssembledContext(raw.items, f"stale-summary:{reason}")
+        assert assembled is not None
         if assembled.fallback is not None:
             _log.info(
                 "context fallback: conversation=%s fallback=%s id=%s turns=%d",

@@ -28,7 +28,7 @@ from ledgerfold.store._rows import (
     envelope_from_row,
     item_from_row,
 )
-from ledgerfold.store._schema import TURN_LIVE
+from ledgerfold.store._schema import TURN_LIVE, TURN_RETRACTED
 
 __all__ = [
     "VersionCache",
@@ -219,6 +219,24 @@ def summarised_items(
     )
     items.extend(item_from_row(row) for row in tail)
     return tuple(items)
+
+
+def missing_preserved(conn: sqlite3.Connection, used: Version) -> str | None:
+    """SPEC §17.3: the ID of a turn kept raw below the summary's slot because it was
+    protected or of a role its plan preserved, and retracted since; None when there is none.
+    (A purged one is not missing: its boundary is disclosed.)"""
+    row = conn.execute(
+        "SELECT preserve_roles FROM plans WHERE id = ?", (used.envelope.plan_id,)
+    ).fetchone()
+    roles = "[]" if row is None or row[0] is None else row[0]
+    hit = conn.execute(
+        "SELECT t.id FROM summary_kept k JOIN turns t ON t.pk = k.turn_pk"
+        " WHERE k.summary_pk = ? AND t.state = ?"
+        " AND (t.protected OR t.role IN (SELECT value FROM json_each(?)))"
+        " ORDER BY t.sequence LIMIT 1",
+        (used.pk, TURN_RETRACTED, roles),
+    ).fetchone()
+    return None if hit is None else str(hit[0])
 
 
 def prune(conn: sqlite3.Connection, conversation_id: str, keep: int, cutoff: str | None) -> int:
