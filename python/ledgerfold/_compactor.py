@@ -22,7 +22,7 @@ from typing import Literal
 from ledgerfold import _validate
 from ledgerfold._context import AssembledContext, SummaryItem
 from ledgerfold._errors import ContextBudgetExceeded, InvalidInput, StoreError
-from ledgerfold._fold import fold_chunk
+from ledgerfold._fold import cut_text, fold_chunk
 from ledgerfold._model import Turn
 from ledgerfold._native import SourceDigests, fingerprint_digests
 from ledgerfold._plan import CompactionPlan, starts_with_ids
@@ -67,7 +67,8 @@ class CompactionOutcome:
     - ``stale``: the commit was refused as ``stale-source``; `reason` is its detail
       (``superseded-plan``, ``source-modified``, ...).
     - ``failed``: `reason` ``summarizer-error``, ``summarizer-timeout``,
-      ``blank-summary`` or ``store-error``. Nothing but the failure record changed.
+      ``blank-summary``, ``summary-too-long`` (over `max_summary_tokens` × 1.25) or
+      ``store-error``. Nothing but the failure record changed.
     """
 
     status: CompactionStatus
@@ -246,14 +247,15 @@ class Compactor:
             len(work.new_turns),
             work.parent is not None,
         )
-        chunk, items = fold_chunk(work.new_turns, policy.max_input_tokens, policy.counter)
         parent = work.parent
+        previous, budget = _previous_and_budget(None if parent is None else parent.text, policy)
+        chunk, items = fold_chunk(work.new_turns, budget, policy.counter)
         request = SummaryRequest(
             conversation_id=conversation_id,
             plan_id=plan.plan_id,
             policy_version=policy.version,
             turns=items,
-            previous_summary=None if parent is None else parent.text,
+            previous_summary=previous,
             covered_count=0 if parent is None else len(parent.source_ids),
             max_summary_tokens=policy.max_summary_tokens,
         )
@@ -271,6 +273,10 @@ class Compactor:
             return self._fail(job, "summarizer-error", f"returned-{type(result).__name__}")
         if not result.strip():
             return self._fail(job, "blank-summary", None)
+        if too_long(result, self.policy):
+            # SPEC §17.4: whatever the model was asked, an overlong text would ride along
+            # in every later request; the previous summary stays current.
+            return self._fail(job, "summary-too-long", None)
         summary_id = _validate.text("summary_id", self._summary_id_factory())
         try:
             envelope = _envelope(job, summary_id, self.policy.version, result)
@@ -432,6 +438,31 @@ class Compactor:
             len(assembled.items),
         )
         raise ContextBudgetExceeded(needed, max_tokens, protected)
+
+
+#: SPEC §17.4: a summary text may exceed `max_summary_tokens` by this factor, no more.
+SUMMARY_SLACK = 1.25
+
+
+def too_long(text: str, policy: CompactionPolicy) -> bool:
+    """Whether a summary text is over `max_summary_tokens × 1.25` (the policy's counter)."""
+    return policy.counter(text) > policy.max_summary_tokens * SUMMARY_SLACK
+
+
+def _previous_and_budget(previous: str | None, policy: CompactionPolicy) -> tuple[str | None, int]:
+    """The previous text a request carries and its turn-text budget, so that the two never
+    exceed `max_input_tokens + max_summary_tokens` together (issue 25 item 7): a previous
+    text over `max_summary_tokens` (within the 1.25 slack) takes its excess from the turns'
+    budget; one the slack cannot cover (accepted before SPEC §17.4) is cut to fit."""
+    budget = policy.max_input_tokens
+    if previous is None:
+        return None, budget
+    excess = policy.counter(previous) - policy.max_summary_tokens
+    if excess <= 0:
+        return previous, budget
+    if excess < budget and not too_long(previous, policy):
+        return previous, budget - excess
+    return cut_text(previous, policy.max_summary_tokens, policy.counter), budget
 
 
 #: The back-off doubles the new turns needed per consecutive failure, up to 2**6 times.
