@@ -245,7 +245,17 @@ class ModelConversation:
         if not self.exists:
             return 0
         pointed = self.pointed
-        others = [r for r in self.history if r is not pointed and r.status != "current"]
+        accepted = [
+            i for i, r in enumerate(self.history) if r.status in ("current", "superseded", "stale")
+        ]
+        streak_from = accepted[-1] + 1 if accepted else 0
+        # SPEC §17.5: the failures since the newest accepted version stay (the back-off).
+        streak = [r for r in self.history[streak_from:] if r.status == "failed"]
+        others = [
+            r
+            for r in self.history
+            if r is not pointed and r.status != "current" and not any(r is f for f in streak)
+        ]
         doomed = others[: max(0, len(others) - keep)]
         self.history = [r for r in self.history if not any(r is d for d in doomed)]
         return len(doomed)

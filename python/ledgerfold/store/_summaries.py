@@ -241,7 +241,8 @@ def missing_preserved(conn: sqlite3.Connection, used: Version) -> str | None:
 
 def prune(conn: sqlite3.Connection, conversation_id: str, keep: int, cutoff: str | None) -> int:
     """Delete the conversation's records beyond the newest `keep` other than the one its
-    pointer designates (and, with `cutoff`, only those created before it): their text goes
+    pointer designates and the `failed` ones since its newest accepted version (and, with
+    `cutoff`, only those created before it): their text goes
     with them, and the index rows no remaining version reads. Returns how many records were
     deleted."""
     if ledger.conversation_row(conn, conversation_id) is None:
@@ -251,8 +252,12 @@ def prune(conn: sqlite3.Connection, conversation_id: str, keep: int, cutoff: str
         for row in conn.execute(
             "SELECT pk, created_at FROM summaries WHERE conversation_id = ? AND pk IS NOT"
             " (SELECT current_summary FROM conversations WHERE id = ?) AND status != 'current'"
+            # The failures since the newest accepted version are the back-off's count
+            # (SPEC §17.5): kept beyond `keep`, so pruning never resets the back-off.
+            " AND NOT (status = 'failed' AND pk > COALESCE((SELECT MAX(pk) FROM summaries"
+            " WHERE conversation_id = ? AND status IN ('current', 'superseded', 'stale')), 0))"
             " ORDER BY pk DESC LIMIT -1 OFFSET ?",
-            (conversation_id, conversation_id, keep),
+            (conversation_id, conversation_id, conversation_id, keep),
         )
         if cutoff is None or row[1] < cutoff
     ]
