@@ -651,9 +651,9 @@ def test_the_memo_does_not_vouch_for_another_conversations_prefix(tmp_path: Path
 
 
 def test_threads_rolling_two_conversations_keep_every_fingerprint(tmp_path: Path) -> None:
-    """Rolling compactions of two conversations on one store from two threads: the memo of
-    `extend_ids` is overwritten by the other thread between plan, envelope and commit, and
-    every accepted version still has its reference fingerprint."""
+    """Rolling compactions of two conversations on one store from two threads (each tuple
+    `extend_ids` builds carries its own prefix; no shared memo to overwrite): every accepted
+    version has its reference fingerprint."""
     errors: list[BaseException] = []
     accepted: list[lf.SummaryEnvelope] = []
     with lf.SQLiteStore(tmp_path / "ledger.db") as store:

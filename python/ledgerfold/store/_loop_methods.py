@@ -27,7 +27,9 @@ class CompactionMethods:
 
     _cache: summaries.VersionCache
 
-    def _transaction(self, *, write: bool) -> AbstractContextManager[sqlite3.Connection]:
+    def _transaction(
+        self, *, write: bool, operation: str
+    ) -> AbstractContextManager[sqlite3.Connection]:
         raise NotImplementedError  # pragma: no cover - SQLiteStore defines it
 
     def start_plan(
@@ -48,7 +50,7 @@ class CompactionMethods:
             "plan-" + uuid.uuid4().hex if plan_id is None else _validate.text("plan_id", plan_id)
         )
         roles = preserve_roles_arg(preserve_roles)
-        with self._transaction(write=True) as conn:
+        with self._transaction(write=True, operation="start_plan") as conn:
             pointed = summaries.pointed(conn, self._cache, conversation_id)
             planned = compaction.plan_view(
                 conn,
@@ -88,7 +90,7 @@ class CompactionMethods:
             "plan-" + uuid.uuid4().hex if plan_id is None else _validate.text("plan_id", plan_id)
         )
         roles = preserve_roles_arg(preserve_roles)
-        with self._transaction(write=True) as conn:
+        with self._transaction(write=True, operation="begin_compaction") as conn:
             failures = compaction.failure_streak(conn, conversation_id)
             pointed = summaries.pointed(conn, self._cache, conversation_id)
             if min_new_turns >= REBASE_ONLY and not compaction.due_at_once(
@@ -144,7 +146,7 @@ class CompactionMethods:
         """`failed` records since the conversation's newest accepted summary (the
         compactor's back-off counts them)."""
         conversation_id = _validate.text("conversation_id", conversation_id)
-        with self._transaction(write=False) as conn:
+        with self._transaction(write=False, operation="consecutive_failures") as conn:
             return compaction.failure_streak(conn, conversation_id)
 
     def prune_versions(
@@ -176,7 +178,7 @@ class CompactionMethods:
             cutoff = (datetime.now(timezone.utc) - timedelta(seconds=older_than)).isoformat(
                 timespec="microseconds"
             )
-        with self._transaction(write=True) as conn:
+        with self._transaction(write=True, operation="prune_versions") as conn:
             ids = (
                 [conversation_id]
                 if conversation_id is not None
@@ -195,7 +197,7 @@ class CompactionMethods:
     def pruned_count(self, conversation_id: str) -> int:
         """How many summary records of the conversation pruning has deleted."""
         conversation_id = _validate.text("conversation_id", conversation_id)
-        with self._transaction(write=False) as conn:
+        with self._transaction(write=False, operation="pruned_count") as conn:
             row = conn.execute(
                 "SELECT pruned_count FROM conversations WHERE id = ?", (conversation_id,)
             ).fetchone()

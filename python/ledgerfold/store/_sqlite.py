@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-import sys
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -103,11 +102,9 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
         return self._db.connection()
 
     @contextmanager
-    def _transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
-        """One transaction of the database; versions it staged reach the cache only once
-        it has committed."""
-        # The public method that called (what a failure names): one frame lookup.
-        operation = sys._getframe(2).f_code.co_name.lstrip("_")
+    def _transaction(self, *, write: bool, operation: str) -> Iterator[sqlite3.Connection]:
+        """One transaction of the database, for the method named `operation` (what a
+        failure names); versions it staged reach the cache only once it has committed."""
         with self._db.lock:
             try:
                 with self._db.transaction(write=write, operation=operation) as conn:
@@ -176,7 +173,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
         if not specs:
             return []
         ids = chat_append.prepare(specs)
-        with self._transaction(write=True) as conn:
+        with self._transaction(write=True, operation="append_chat") as conn:
             turns, revision = chat_append.append_chat(conn, conversation_id, specs, ids)
         _log.debug(
             "appended chat messages: conversation=%s turns=%d revision=%d",
@@ -232,7 +229,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
             prepared.append((turn_id, spec))
         if not prepared:
             return []
-        with self._transaction(write=True) as conn:
+        with self._transaction(write=True, operation="append") as conn:
             turns, revision = ledger.insert_turns(conn, conversation_id, prepared, field_prefix)
         _log.debug(
             "appended: conversation=%s turns=%d sequences=%d..%d revision=%d",
@@ -258,7 +255,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
                 except UnicodeEncodeError:  # keep the message printable on any stream
                     shown = ascii(key)
                 raise InvalidInput(f"{shown}: cannot be edited", field=shown, problem=problem)
-        with self._transaction(write=True) as conn:
+        with self._transaction(write=True, operation="edit") as conn:
             new, revision, stale = ledger.edit_turn(conn, conversation_id, turn_id, changes)
         _log.info(
             "edited: conversation=%s turn=%s sequence=%d revision=%d summaries_stale=%d",
@@ -275,7 +272,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
     def load(self, conversation_id: str) -> Conversation:
         """The live ledger; an unknown ID gives an empty conversation at revision 0."""
         conversation_id = _validate.text("conversation_id", conversation_id)
-        with self._transaction(write=False) as conn:
+        with self._transaction(write=False, operation="load") as conn:
             return ledger.load(conn, conversation_id)
 
     def get_turns(self, conversation_id: str, turn_ids: Iterable[str]) -> list[Turn]:
@@ -287,12 +284,12 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
                 "turn_ids: must be an iterable of str", field="turn_ids", problem="wrong-type"
             )
         wanted: Sequence[str] = [_validate.text("turn_ids", turn_id) for turn_id in turn_ids]
-        with self._transaction(write=False) as conn:
+        with self._transaction(write=False, operation="get_turns") as conn:
             return ledger.get_turns(conn, conversation_id, wanted)
 
     def conversation_ids(self) -> list[str]:
         """Every conversation with at least one written turn, sorted."""
-        with self._transaction(write=False) as conn:
+        with self._transaction(write=False, operation="conversation_ids") as conn:
             return [row[0] for row in conn.execute("SELECT id FROM conversations ORDER BY id")]
 
     # ------------------------------------------------------------------ plans and summaries
@@ -304,7 +301,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
         if envelope is None:
             return SummaryWrite(False, None, "invalid-summary", None)
         _validate.instance("envelope", envelope, SummaryEnvelope)
-        with self._transaction(write=True) as conn:
+        with self._transaction(write=True, operation="commit_summary") as conn:
             write, revision = commit.commit(conn, self._cache, envelope)
         if write.accepted:
             _log.info(
@@ -342,7 +339,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
         ]
         if not items:
             return 0
-        with self._transaction(write=True) as conn:
+        with self._transaction(write=True, operation="mark_stale") as conn:
             changed = summaries.mark_stale(conn, items)
         for reason, summary_id, conversation_id in items:
             _log.info(
@@ -357,14 +354,14 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
         """Record a failed attempt of a known plan (no envelope)."""
         plan_id = _validate.text("plan_id", plan_id)
         reason = _validate.text("reason", reason)
-        with self._transaction(write=True) as conn:
+        with self._transaction(write=True, operation="record_failure") as conn:
             conversation_id = summaries.record_failure(conn, plan_id, reason)
         _log.warning("summary failed: conversation=%s plan=%s", conversation_id, plan_id)
 
     def current_summary(self, conversation_id: str) -> SummaryEnvelope | None:
         """The current version, or None when there is none or it went stale."""
         conversation_id = _validate.text("conversation_id", conversation_id)
-        with self._transaction(write=False) as conn:
+        with self._transaction(write=False, operation="current_summary") as conn:
             pointed = summaries.pointed(conn, self._cache, conversation_id)
         if pointed is None or pointed[1] != "current":
             return None
@@ -373,7 +370,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
     def summary_history(self, conversation_id: str) -> list[SummaryRecord]:
         """Every attempt of the conversation, oldest first."""
         conversation_id = _validate.text("conversation_id", conversation_id)
-        with self._transaction(write=False) as conn:
+        with self._transaction(write=False, operation="summary_history") as conn:
             rows = conn.execute(
                 f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE conversation_id = ? ORDER BY pk",
                 (conversation_id,),
@@ -394,7 +391,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
     def sources_of(self, summary_id: str) -> list[Turn]:
         """The cited turns still in the ledger, in source order."""
         summary_id = _validate.text("summary_id", summary_id)
-        with self._transaction(write=False) as conn:
+        with self._transaction(write=False, operation="sources_of") as conn:
             row = conn.execute(
                 f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE id = ?", (summary_id,)
             ).fetchone()
@@ -413,7 +410,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
         """IDs of the accepted versions whose sources include the turn, oldest first."""
         conversation_id = _validate.text("conversation_id", conversation_id)
         turn_id = _validate.text("turn_id", turn_id)
-        with self._transaction(write=False) as conn:
+        with self._transaction(write=False, operation="summaries_citing") as conn:
             return [
                 row[0]
                 for row in conn.execute(
@@ -437,7 +434,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
         policy_version = _validate.text("policy_version", policy_version)
         damaged: DamagedSummary | None = None
         assembled: AssembledContext | None = None
-        with self._transaction(write=False) as conn:
+        with self._transaction(write=False, operation="context") as conn:
             boundary = ledger.boundary(conn, conversation_id)
             try:
                 pointed = summaries.pointed(conn, self._cache, conversation_id, strict=True)
@@ -500,5 +497,5 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
         """The furthest purge boundary of the conversation (the largest purged sequence, with
         the reason and time of the purge that reached it), or None."""
         conversation_id = _validate.text("conversation_id", conversation_id)
-        with self._transaction(write=False) as conn:
+        with self._transaction(write=False, operation="history_boundary") as conn:
             return ledger.boundary(conn, conversation_id)
