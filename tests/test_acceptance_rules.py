@@ -51,7 +51,12 @@ class World:
         assert self.plan.compacted_ids == tuple(f"t{i}" for i in (1, 2, 3, 4, 6, 7, 8, 9, 10))
 
     def envelope(
-        self, ids: tuple[str, ...], *, parent: str | None = "s0", plan: str = "p1", good: bool = True
+        self,
+        ids: tuple[str, ...],
+        *,
+        parent: str | None = "s0",
+        plan: str = "p1",
+        good: bool = True,
     ) -> lf.SummaryEnvelope:
         ledger = self.store.load(CID)
         turns = [ledger.get(i) for i in ids]
@@ -190,8 +195,13 @@ def test_a_protected_source_is_refused_by_the_pure_function_without_any_plan() -
         "protected-source",
     )
     role = lf.accept_summary_result(
-        candidate.__class__(**{**_fields(candidate), "source_ids": ("a",),
-                               "source_fingerprint": lf.fingerprint_turns(turns[:1])}),
+        candidate.__class__(
+            **{
+                **_fields(candidate),
+                "source_ids": ("a",),
+                "source_fingerprint": lf.fingerprint_turns(turns[:1]),
+            }
+        ),
         conversation,
         PV,
         "p",
@@ -204,7 +214,7 @@ def _fields(envelope: lf.SummaryEnvelope) -> dict[str, object]:
     return {name: getattr(envelope, name) for name in envelope.__slots__}  # type: ignore[attr-defined]
 
 
-_ALL = tuple(f"t{i}" for i in range(15)) + ("t99",)
+_ALL = (*(f"t{i}" for i in range(15)), "t99")
 
 
 @settings(

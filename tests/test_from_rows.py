@@ -1,4 +1,5 @@
-"""`Conversation._from_rows` (private): a conversation from stored rows in one call, digests trusted."""
+"""`Conversation._from_rows` (private): a conversation from stored rows in one call, digests
+trusted."""
 
 from __future__ import annotations
 

@@ -15,7 +15,9 @@ def _sources() -> list[tuple[Path, str]]:
 
 
 def test_no_frame_inspection() -> None:
-    assert [str(p) for p, text in _sources() if "_getframe" in text or "inspect.stack" in text] == []
+    assert [
+        str(p) for p, text in _sources() if "_getframe" in text or "inspect.stack" in text
+    ] == []
 
 
 def test_no_collector_switch() -> None:

@@ -51,7 +51,11 @@ def test_a_confirmation_resolved_below_a_sealed_summary_is_folded_in(tmp_path: P
     store = lf.SQLiteStore(tmp_path / "a.db")
     _chat(store, 0, 3)
     store.append(
-        "c", "assistant", "Delete the file? (pending)", id="t3", protected=True,
+        "c",
+        "assistant",
+        "Delete the file? (pending)",
+        id="t3",
+        protected=True,
         protection_reason="pending-confirmation",
     )
     _chat(store, 4, 12)
@@ -107,7 +111,14 @@ def test_an_unsealed_summary_is_extended_below_its_slot_too(tmp_path: Path) -> N
     the new summary's sources are in sequence order and it is current."""
     store = lf.SQLiteStore(tmp_path / "a.db")
     _chat(store, 0, 3)
-    store.append("c", "assistant", "pending", id="t3", protected=True, protection_reason="pending-confirmation")
+    store.append(
+        "c",
+        "assistant",
+        "pending",
+        id="t3",
+        protected=True,
+        protection_reason="pending-confirmation",
+    )
     _chat(store, 4, 12)
     policy = lf.CompactionPolicy(PV, keep_tail=4, min_new_turns=1)
     compactor = lf.Compactor(store, policy, neutral)

@@ -244,10 +244,18 @@ class ModelConversation:
         kept = frozenset(
             turn.id for turn in self.turns if turn.sequence < slot and turn.id not in sources
         )
-        self.history.append(
-            ModelRecord(envelope.id, "current", None, envelope, derived_from, kept)
-        )
+        self.history.append(ModelRecord(envelope.id, "current", None, envelope, derived_from, kept))
         self.pointer = envelope.id
+
+    def extended_sources(self, base: ModelRecord, added: tuple[str, ...]) -> tuple[str, ...]:
+        """An extension's sources: the base's sealed ones first, then every live one in
+        sequence order (new turns below the base's slot included, SPEC §17.5)."""
+        assert base.envelope is not None
+        by_id = {turn.id: turn for turn in self.turns}
+        sealed_ids = [i for i in base.envelope.source_ids if i in self.purged]
+        live_ids = [i for i in base.envelope.source_ids if i not in self.purged]
+        live_ids = sorted([*live_ids, *added], key=lambda i: by_id[i].sequence)
+        return (*sealed_ids, *live_ids)
 
     def missing_preserved(self, version: str) -> str | None:
         """SPEC §17.3: a protected turn the current summary kept raw below its slot, since
@@ -910,12 +918,7 @@ class LedgerMachine(RuleBasedStateMachine):
         if base is not None and base.envelope is not None:
             # Rolling (§15.1): every turn the parent covered, then the new ones.
             assert envelope.parent_id == base.summary_id
-            # Its sealed sources first, then every live one in sequence order (new turns
-            # below the parent's slot included, SPEC §17.5).
-            sealed_ids = [i for i in base.envelope.source_ids if i in model.purged]
-            live_ids = [i for i in base.envelope.source_ids if i not in model.purged]
-            live_ids = sorted([*live_ids, *chunk], key=lambda i: by_id[i].sequence)
-            assert envelope.source_ids == (*sealed_ids, *live_ids)
+            assert envelope.source_ids == model.extended_sources(base, chunk)
             derived = dict(base.derived_from) | {i: by_id[i] for i in chunk}
         else:
             assert envelope.parent_id is None
@@ -1083,7 +1086,7 @@ class LedgerMachine(RuleBasedStateMachine):
         assert late == lf.CompactionOutcome("stale", None, "superseded-plan")
         if base is not None and base.envelope is not None:
             assert newer.summary.parent_id == base.summary_id
-            assert newer.summary.source_ids == base.envelope.source_ids + new
+            assert newer.summary.source_ids == model.extended_sources(base, new)
         rejected = self.store.summary_history(conversation)[-1]
         assert rejected.status == "rejected" and rejected.envelope is not None
         # Both plans registered before either finished: the older one was abandoned when

@@ -115,9 +115,7 @@ def _words(tokens: int) -> str:
     return text.strip()
 
 
-def test_an_overlong_reply_fails_and_the_previous_summary_stays(
-    tmp_path: Path, model: Any
-) -> None:
+def test_an_overlong_reply_fails_and_the_previous_summary_stays(tmp_path: Path, model: Any) -> None:
     counter = _policy().counter
     huge = "fact " * 50_000  # a 50,000-word reply for a limit of 100
     server = model(["short summary", huge])
@@ -150,9 +148,7 @@ def test_no_request_exceeds_the_input_and_summary_budgets(tmp_path: Path, model:
     """Replies just under the slack (over `max_summary_tokens`), then far over it, over many
     rounds: every request's turn text plus previous text stays within the two budgets."""
     counter = _policy().counter
-    replies = [
-        _words(int(MAX_SUMMARY * 1.25)) if i % 3 else "fact " * 5_000 for i in range(1, 40)
-    ]
+    replies = [_words(int(MAX_SUMMARY * 1.25)) if i % 3 else "fact " * 5_000 for i in range(1, 40)]
     server = model(replies)
     store = lf.SQLiteStore(tmp_path / "a.db")
     summarizer = Recording(server.url)

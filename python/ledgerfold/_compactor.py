@@ -508,9 +508,7 @@ def _envelope(job: _Job, summary_id: str, policy_version: str, text: str) -> Sum
     )
 
 
-def _merged(
-    job: _Job, covered: tuple[str, ...]
-) -> tuple[tuple[str, ...], str]:
+def _merged(job: _Job, covered: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
     """Sources and fingerprint of an extension whose new turns are not all after its
     parent's: the plan's order, over the parent's digests (bytes, source order) and the
     chunk's."""

@@ -217,8 +217,9 @@ def outside_plan(source_ids: Iterable[str], allowed: Collection[str]) -> bool:
 
 def breaks_lineage(candidate: SummaryEnvelope, current: SummaryEnvelope | None) -> bool:
     """SPEC §15.1/§15.4: a candidate with a `parent_id` extends the current summary only,
-    keeps all of its sources (coverage never shrinks) and adds at least one. `current`: the conversation's
-    current summary, None when it has none. A rebase (`parent_id` None) is allowed."""
+    keeps all of its sources (coverage never shrinks) and adds at least one. `current`:
+    the conversation's current summary, None when it has none. A rebase (`parent_id`
+    None) is allowed."""
     if candidate.parent_id is None:
         return False
     if current is None or current.id != candidate.parent_id:

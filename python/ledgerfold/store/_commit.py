@@ -14,6 +14,7 @@ ledger.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 from collections.abc import Sequence
@@ -168,9 +169,7 @@ def _verdict(
     ):
         digests = compaction.stored_state(conn, cache, parent)
         if digests is not None:  # else its index was damaged: checked on the whole ledger
-            extending = _extending(
-                conn, cache, envelope, parent, digests, planned[1], planned[2]
-            )
+            extending = _extending(conn, cache, envelope, parent, digests, planned[1], planned[2])
             if extending is not None:
                 return extending
     return _general(conn, cache, envelope, parent, current, planned, policy_version)
@@ -198,7 +197,7 @@ def _extending(
     new_turns = [found[turn_id] for turn_id in new_ids]
     if any(turn.sequence <= parent.through_sequence for turn in new_turns):
         return None  # a turn below the parent's slot (SPEC §17.5): the whole check decides
-    if any(a.sequence >= b.sequence for a, b in zip(new_turns, new_turns[1:])):
+    if any(a.sequence >= b.sequence for a, b in itertools.pairwise(new_turns)):
         return _refused(envelope, "stale-source", "source-reordered")
     if extended_fingerprint(digests, new_turns) != envelope.source_fingerprint:
         return _refused(envelope, "stale-source", "source-modified")

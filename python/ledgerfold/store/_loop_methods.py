@@ -158,8 +158,8 @@ class CompactionMethods:
         """Delete summary records (any status) other than the current one beyond the newest
         `keep` of each conversation (or of `conversation_id`), with their text and source
         index; the `failed` records since the newest accepted summary are kept too (the
-        back-off counts them, SPEC §17.5); with `older_than` (seconds), only records older than that. Returns how many
-        records were deleted; `pruned_count` keeps the tally."""
+        back-off counts them, SPEC §17.5); with `older_than` (seconds), only records older
+        than that. Returns how many records were deleted; `pruned_count` keeps the tally."""
         if conversation_id is not None:
             conversation_id = _validate.text("conversation_id", conversation_id)
         keep = _validate.integer("keep", keep, minimum=0)
