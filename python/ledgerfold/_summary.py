@@ -291,6 +291,7 @@ def accept_summary_result(
     if current is not None:
         _validate.instance("current", current, SummaryEnvelope)
     roles = preserve_roles_arg(preserve_roles)
+    sealed_map = _sealed_arg(sealed)
     if candidate is None:
         return SummaryWrite(False, None, "invalid-summary", None)
     _validate.instance("candidate", candidate, SummaryEnvelope)
@@ -303,6 +304,6 @@ def accept_summary_result(
         allowed=None if plan is None else frozenset(plan.compacted_ids),
         lineage=current is not None,
         current=current,
-        sealed=_sealed_arg(sealed),
+        sealed=sealed_map,
         preserve_roles=roles,
     )
