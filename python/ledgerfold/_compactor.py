@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from ledgerfold import _due as due
 from ledgerfold import _validate
 from ledgerfold._context import AssembledContext, SummaryItem
 from ledgerfold._errors import ContextBudgetExceeded, InvalidInput, StoreError
@@ -223,7 +224,7 @@ class Compactor:
                 needed = REBASE_ONLY
             else:
                 failures = self.store.consecutive_failures(conversation_id)
-                needed = policy.min_new_turns * 2 ** min(failures, _MAX_BACKOFF_DOUBLINGS)
+                needed = due.needed_turns(policy.min_new_turns, failures)
         work = self.store.begin_compaction(
             conversation_id,
             policy.keep_tail,
@@ -463,10 +464,6 @@ def _previous_and_budget(previous: str | None, policy: CompactionPolicy) -> tupl
     if excess < budget and not too_long(previous, policy):
         return previous, budget - excess
     return cut_text(previous, policy.max_summary_tokens, policy.counter), budget
-
-
-#: The back-off doubles the new turns needed per consecutive failure, up to 2**6 times.
-_MAX_BACKOFF_DOUBLINGS = 6
 
 
 def _envelope(job: _Job, summary_id: str, policy_version: str, text: str) -> SummaryEnvelope:

@@ -15,6 +15,7 @@ import json
 import sqlite3
 from dataclasses import dataclass
 
+from ledgerfold import _due as due
 from ledgerfold._errors import InvalidInput
 from ledgerfold._model import Conversation, Turn
 from ledgerfold._native import SourceDigests
@@ -74,10 +75,11 @@ def due_at_once(
     would shrink (a rebase), or the current summary is a chunk of a backlog still being
     folded and no attempt has failed since. Cheap: no planning."""
     base, _, rebase_due = _base(conn, cache, pointed, policy_version, keep_tail, preserve_roles)
-    return (
-        rebase_due
-        or (failures == 0 and left_a_backlog(conn, base))
-        or preserved_gone(conn, pointed, policy_version)
+    return due.due_at_once(
+        rebase_due=rebase_due,
+        backlog_left=left_a_backlog(conn, base),
+        relayout=preserved_gone(conn, pointed, policy_version),
+        failures=failures,
     )
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta, timezone
 
+from ledgerfold import _due as due
 from ledgerfold import _validate
 from ledgerfold._errors import InvalidInput
 from ledgerfold._plan import CompactionPlan, preserve_roles_arg
@@ -109,17 +110,15 @@ class CompactionMethods:
                 plan_id,
                 relayout=relayout,
             )
-            if not planned.new_turns:
-                return CompactionWork("nothing-to-compact", failures=failures)
-            if (
-                len(planned.new_turns) < min_new_turns
-                and not planned.rebase_due
-                and not relayout  # SPEC §17.3: the context falls back until then
-                # The rest of a backlog folded in chunks stays due (SPEC §15.8) until a
-                # failure: the back-off then asks for `min_new_turns` again.
-                and not (failures == 0 and compaction.left_a_backlog(conn, planned.base))
-            ):
-                return CompactionWork("not-due", failures=failures)
+            at_once = due.due_at_once(
+                rebase_due=planned.rebase_due,
+                backlog_left=compaction.left_a_backlog(conn, planned.base),
+                relayout=relayout,
+                failures=failures,
+            )
+            status = due.verdict(len(planned.new_turns), min_new_turns, at_once=at_once)
+            if status != "ready":
+                return CompactionWork(status, failures=failures)
             compaction.register(conn, planned, policy_version, roles)
             base = planned.base
         self._log_plan(planned.plan)
