@@ -15,7 +15,7 @@ from ledgerfold import _due as due
 @given(st.integers(1, 100), st.integers(0, 50))
 def test_the_back_off_doubles_per_failure_up_to_64_times(minimum: int, failures: int) -> None:
     needed = due.needed_turns(minimum, failures)
-    assert needed == minimum * (2 ** failures if failures <= 6 else 64)
+    assert needed == minimum * (2**failures if failures <= 6 else 64)
     assert due.needed_turns(minimum, failures + 1) in (needed, 2 * needed)
 
 

@@ -13,7 +13,7 @@ MAX_BACKOFF_DOUBLINGS = 6
 def needed_turns(min_new_turns: int, failures: int) -> int:
     """New turns a compaction needs after `failures` consecutive failed attempts:
     `min_new_turns × 2^min(failures, 6)`."""
-    return min_new_turns * 2 ** min(failures, MAX_BACKOFF_DOUBLINGS)
+    return min_new_turns << min(failures, MAX_BACKOFF_DOUBLINGS)
 
 
 def due_at_once(*, rebase_due: bool, backlog_left: bool, relayout: bool, failures: int) -> bool:
