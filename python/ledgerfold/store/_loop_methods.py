@@ -1,5 +1,6 @@
-"""`SQLiteStore`'s methods for the agent loop (SPEC §15.2, §15.8): planning, the start of a
-compaction, the failure streak the back-off counts, and version pruning."""
+"""The agent loop's side of `SQLiteStore` (SPEC §15.2, §15.8): planning, the start of a
+compaction, the failure streak the back-off counts, and version pruning. `SQLiteStore`
+holds one `CompactionLoop` and its public methods of these names delegate to it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import uuid
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta, timezone
+from typing import Protocol
 
 from ledgerfold import _due as due
 from ledgerfold import _validate
@@ -18,20 +20,25 @@ from ledgerfold.store import _compaction as compaction
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store._protocol import REBASE_ONLY, CompactionWork
 
-__all__ = ["CompactionMethods"]
+__all__ = ["CompactionLoop", "Transaction"]
 
 _log = logging.getLogger("ledgerfold.store")
 
 
-class CompactionMethods:
-    """Mixed into `SQLiteStore`, which provides the transaction and the version cache."""
+class Transaction(Protocol):
+    """The store's transaction: one per call, under its lock, named for the operation."""
 
-    _cache: summaries.VersionCache
-
-    def _transaction(
+    def __call__(
         self, *, write: bool, operation: str
-    ) -> AbstractContextManager[sqlite3.Connection]:
-        raise NotImplementedError  # pragma: no cover - SQLiteStore defines it
+    ) -> AbstractContextManager[sqlite3.Connection]: ...
+
+
+class CompactionLoop:
+    """The loop's methods over the store's transaction and version cache."""
+
+    def __init__(self, transaction: Transaction, cache: summaries.VersionCache) -> None:
+        self._transaction = transaction
+        self._cache = cache
 
     def start_plan(
         self,

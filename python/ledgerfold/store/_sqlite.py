@@ -21,6 +21,7 @@ from ledgerfold import _validate
 from ledgerfold._context import AssembledContext, HistoryBoundary, assemble_context
 from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._model import Conversation, Turn
+from ledgerfold._plan import CompactionPlan
 from ledgerfold._summary import SummaryEnvelope, SummaryWrite
 from ledgerfold.adapters._chat import ChatTurnSpec, chat_turn_specs
 from ledgerfold.store import _chat_append as chat_append
@@ -30,8 +31,8 @@ from ledgerfold.store import _retention as retention
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store._database import Database, database_path, durability_arg
 from ledgerfold.store._legacy import legacy_specs
-from ledgerfold.store._loop_methods import CompactionMethods
-from ledgerfold.store._protocol import SummaryRecord
+from ledgerfold.store._loop_methods import CompactionLoop
+from ledgerfold.store._protocol import CompactionWork, SummaryRecord
 from ledgerfold.store._retention_methods import RetentionMethods
 from ledgerfold.store._rows import DAMAGED, SUMMARY_COLUMNS, DamagedSummary
 from ledgerfold.store._schema import TURN_LIVE
@@ -47,7 +48,7 @@ _APPEND_KEYS = frozenset(
 _EDIT_KEYS = frozenset({"role", "body", "protected", "protection_reason", "group", "meta"})
 
 
-class SQLiteStore(CompactionMethods, RetentionMethods):
+class SQLiteStore(RetentionMethods):
     """The embedded ledger store: a file path (WAL) or `":memory:"`.
 
     `durability="full"` (the default) fsyncs every commit, so a returned write survives
@@ -73,6 +74,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
         self._path = database_path(path)
         self._cache = summaries.VersionCache()
         self._db = Database(self._path, durability_arg(durability), read_only=read_only)
+        self._loop = CompactionLoop(self._transaction, self._cache)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -419,6 +421,71 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
                     (conversation_id, turn_id),
                 )
             ]
+
+    # ------------------------------------------------------------------ the agent loop
+
+    def start_plan(
+        self,
+        conversation_id: str,
+        keep_tail: int,
+        policy_version: str,
+        plan_id: str | None = None,
+        *,
+        preserve_roles: Iterable[str] = (),
+    ) -> CompactionPlan:
+        """Plan on the current ledger; the plan becomes the active one, superseding older
+        (an older plan that ended without any record gets `failed`/`abandoned`)."""
+        return self._loop.start_plan(
+            conversation_id, keep_tail, policy_version, plan_id, preserve_roles=preserve_roles
+        )
+
+    def begin_compaction(
+        self,
+        conversation_id: str,
+        keep_tail: int,
+        policy_version: str,
+        *,
+        preserve_roles: Iterable[str] = (),
+        min_new_turns: int = 1,
+        plan_id: str | None = None,
+    ) -> CompactionWork:
+        """One transaction for the start of a compaction (what `Compactor` calls): plan on
+        the current ledger and, when at least `min_new_turns` compactable turns are not yet
+        covered by the current summary (or something is due at once: a rebase when coverage
+        would shrink, the rest of a backlog, a layout that lost a preserved turn), register
+        the plan and return it with the summary it may extend, that summary's stored source
+        digests and the uncovered turns. Otherwise nothing is registered (`status`
+        ``not-due`` or ``nothing-to-compact``)."""
+        return self._loop.begin_compaction(
+            conversation_id,
+            keep_tail,
+            policy_version,
+            preserve_roles=preserve_roles,
+            min_new_turns=min_new_turns,
+            plan_id=plan_id,
+        )
+
+    def consecutive_failures(self, conversation_id: str) -> int:
+        """`failed` records since the conversation's newest accepted summary (the
+        compactor's back-off counts them)."""
+        return self._loop.consecutive_failures(conversation_id)
+
+    def prune_versions(
+        self,
+        conversation_id: str | None = None,
+        keep: int = 4,
+        older_than: float | None = None,
+    ) -> int:
+        """Delete summary records (any status) other than the current one beyond the newest
+        `keep` of each conversation (or of `conversation_id`), with their text and source
+        index; the `failed` records since the newest accepted summary are kept too (the
+        back-off counts them, SPEC §17.5); with `older_than` (seconds), only records older
+        than that. Returns how many records were deleted; `pruned_count` keeps the tally."""
+        return self._loop.prune_versions(conversation_id, keep, older_than)
+
+    def pruned_count(self, conversation_id: str) -> int:
+        """How many summary records of the conversation pruning has deleted."""
+        return self._loop.pruned_count(conversation_id)
 
     # ------------------------------------------------------------------ context
 
