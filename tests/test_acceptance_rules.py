@@ -243,3 +243,52 @@ def test_random_candidates_get_the_same_verdict_from_both(
     candidate = world.envelope(tuple(ids), parent=parent, plan=plan, good=good)
     assert world.pure(candidate) == world.stored(candidate)
     world.store.close()
+
+
+def test_an_extension_of_a_sealed_summary_gets_the_same_verdict(tmp_path: Path) -> None:
+    """With `sealed` (the purged sources' digests), the pure rule accepts what the store
+    accepts, and refuses a candidate that drops a sealed source the same way."""
+    world = World(tmp_path / "ledger.db")
+    before = {turn.id: turn for turn in world.store.load(CID).turns}
+    world.store.purge_through(CID, 3, "retention")  # t0 (system) stays; t1, t2 go
+    sealed = {i: before[i].digest for i in ("t1", "t2")}
+    ledger = world.store.load(CID)
+    assert ledger.get("t1") is None
+    plan = world.store.start_plan(CID, 4, PV, "p2", preserve_roles=ROLES)
+    ids = (*world.s0.source_ids, "t6", "t7")
+    digests = [before[i].digest for i in ids]
+
+    def candidate(source_ids: tuple[str, ...]) -> lf.SummaryEnvelope:
+        return lf.SummaryEnvelope(
+            id=f"cand-{next(_counter)}",
+            plan_id="p2",
+            conversation_id=CID,
+            source_revision=ledger.revision,
+            source_ids=source_ids,
+            source_fingerprint=lf._native.fingerprint_digests(
+                b"".join(before[i].digest for i in source_ids)
+            ),
+            policy_version=PV,
+            text="extension",
+            parent_id="s0",
+        )
+
+    assert len(digests) == len(ids)
+    for source_ids, expected in [
+        (ids[2:], (False, "invalid-summary", "plan-mismatch")),  # drops the sealed ones
+        (ids, (True, None, None)),
+    ]:
+        envelope = candidate(source_ids)
+        write = lf.accept_summary_result(
+            envelope,
+            world.store.load(CID),
+            PV,
+            "p2",
+            plan=plan,
+            current=world.store.current_summary(CID),
+            sealed=sealed,
+            preserve_roles=ROLES,
+        )
+        assert (write.accepted, write.reason, write.detail) == expected
+        assert world.stored(envelope) == expected
+    world.store.close()
