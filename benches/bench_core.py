@@ -254,7 +254,7 @@ def test_conversation_from_rows(benchmark: Any, request: pytest.FixtureRequest) 
     built = interleaved(
         benchmark,
         request.config,
-        lambda: Conversation.from_rows("c", 1, rows),
+        lambda: Conversation._from_rows("c", 1, rows),
         {"turn_per_row": per_turn},
         rounds=20,
     )

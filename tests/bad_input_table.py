@@ -597,6 +597,36 @@ ROWS: tuple[BadInput, ...] = (
         "candidate",
     ),
     row(
+        "accept_summary_result: plan of the wrong type",
+        "accept_summary_result(envelope, conversation, 'v', 'p', plan='p')",
+        lambda: lf.accept_summary_result(envelope(), conversation(), POLICY, "p", plan="p"),  # type: ignore[arg-type]
+        INVALID,
+        "plan",
+    ),
+    row(
+        "accept_summary_result: current of the wrong type",
+        "accept_summary_result(envelope, conversation, 'v', 'p', current='s')",
+        lambda: lf.accept_summary_result(envelope(), conversation(), POLICY, "p", current="s"),  # type: ignore[arg-type]
+        INVALID,
+        "current",
+    ),
+    row(
+        "accept_summary_result: sealed not a mapping",
+        "accept_summary_result(envelope, conversation, 'v', 'p', sealed=['t1'])",
+        lambda: lf.accept_summary_result(envelope(), conversation(), POLICY, "p", sealed=["t1"]),  # type: ignore[arg-type]
+        INVALID,
+        "sealed",
+    ),
+    row(
+        "accept_summary_result: an unknown preserved role",
+        "accept_summary_result(envelope, conversation, 'v', 'p', preserve_roles=['admin'])",
+        lambda: lf.accept_summary_result(
+            envelope(), conversation(), POLICY, "p", preserve_roles=["admin"]
+        ),
+        INVALID,
+        "preserve_roles",
+    ),
+    row(
         "assemble_context: summary of the wrong type",
         "assemble_context(conversation, 's', 'v')",
         lambda: lf.assemble_context(conversation(), "s", POLICY),  # type: ignore[arg-type]

@@ -890,7 +890,7 @@ def test_commit_refusals_are_plan_mismatch_after_the_superseded_plan_check(
     store.edit(CONV, "t8", protected=True, protection_reason="pending-confirmation")
     ledger = store.load(CONV)
     protected = create_summary_envelope(plan, ledger, "s-prot", "v1", "x", parent=first)
-    assert refused(protected) == ("invalid-summary", "plan-mismatch")
+    assert refused(protected) == ("invalid-summary", "protected-source")  # SPEC §17.1
     # The active-plan check runs first: an older plan's wide envelope is superseded-plan.
     newer = store.start_plan(CONV, 4, "v1")
     assert refused(create_summary_envelope(wide, ledger, "s-old", "v1", "x", parent=first)) == (

@@ -140,13 +140,13 @@ def _real_request(db: Path, cid: str, keep_tail: int) -> SummaryRequest:
 def test_dry_run_shows_what_the_summarizer_gets(
     imported: Path, tmp_path: Path, keep_tail: int
 ) -> None:
-    """A rebase (no summary yet), then a rolling extension after new turns: the dry run's
-    first request is the request the Compactor then makes."""
+    """A first summary (none yet: not a rebase, issue 25 item 16), then a rolling extension
+    after new turns: the dry run's first request is the request the Compactor then makes."""
     db = copy_db(imported, tmp_path / "plan.db")
     cid = run_json("list", str(db), "--json")[0]["conversation"]
     args = ("compact", str(db), "--conversation", cid, "--dry-run", "--json")
     (plan,) = run_json(*args, "--keep-tail", str(keep_tail))
-    assert plan["status"] == "rebase" and plan["current_summary"] is None
+    assert plan["status"] == "first" and plan["current_summary"] is None
     first = plan["requests"][0]
     request = _real_request(db, cid, keep_tail)
     assert first["turns"] == [item.id for item in request.turns]

@@ -250,3 +250,29 @@ def test_large_states_at_subtree_boundaries_extend_to_the_reference() -> None:
                 chained, total = chained.extended(more), total + more
             assert chained.fingerprint() == ref.fingerprint_digests(total)
             assert _native.fingerprint_digests(held, total[len(held) :]) == chained.fingerprint()
+
+
+def test_extended_ids_carry_their_prefix_not_a_module_memo() -> None:
+    """Issue 26 item 2: no module-global memo. Two tuples built one after the other both
+    still know their prefix (a memo of the last one forgot the first), and each is equal to
+    and hashed as the plain tuple."""
+    first_parent = tuple(f"a{i}" for i in range(5))
+    second_parent = tuple(f"b{i}" for i in range(5))
+    first = plan.extend_ids(first_parent, ("x",))
+    second = plan.extend_ids(second_parent, ("y",))
+    calls: list[int] = []
+    real = plan._native.starts_with_ids
+
+    def counting(ids: tuple[str, ...], prefix: tuple[str, ...]) -> bool:
+        calls.append(len(prefix))
+        return real(ids, prefix)
+
+    plan._native.starts_with_ids = counting  # type: ignore[assignment]
+    try:
+        assert plan.starts_with_ids(first, first_parent)
+        assert plan.starts_with_ids(second, second_parent)
+    finally:
+        plan._native.starts_with_ids = real  # type: ignore[assignment]
+    assert calls == []  # both told in O(1)
+    assert first == (*first_parent, "x") and hash(first) == hash((*first_parent, "x"))
+    assert not [name for name in vars(plan) if name.startswith("_last")]

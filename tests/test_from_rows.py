@@ -1,4 +1,5 @@
-"""`Conversation.from_rows`: a conversation from stored rows in one call, digests trusted."""
+"""`Conversation._from_rows` (private): a conversation from stored rows in one call, digests
+trusted."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def row(turn: Turn) -> tuple[Any, ...]:
 def test_honest_rows_give_the_conversation_the_constructor_gives() -> None:
     rows = [row(t) for t in TURNS]
     random.Random(7).shuffle(rows)
-    built = Conversation.from_rows("c", 4, rows)
+    built = Conversation._from_rows("c", 4, rows)
     expected = Conversation("c", 4, TURNS)
     assert built == expected
     assert [t.digest for t in built] == [t.digest for t in expected]
@@ -58,7 +59,7 @@ def test_honest_rows_give_the_conversation_the_constructor_gives() -> None:
     assert built.turn_ids == expected.turn_ids
     assert fingerprint_turns(built) == fingerprint_turns(expected)
     assert hash(built) == hash(expected)
-    assert Conversation.from_rows("c", 0, iter([])) == Conversation("c", 0, [])
+    assert Conversation._from_rows("c", 0, iter([])) == Conversation("c", 0, [])
 
 
 def test_rows_read_from_a_store_database(tmp_path: Path) -> None:
@@ -83,7 +84,7 @@ def test_rows_read_from_a_store_database(tmp_path: Path) -> None:
         ).fetchall()
     conn.close()
     assert isinstance(rows[0][4], int) and isinstance(rows[0][8], bytes)
-    built = Conversation.from_rows("c", loaded.revision, rows)
+    built = Conversation._from_rows("c", loaded.revision, rows)
     assert built == loaded
     assert [t.digest for t in built] == [t.digest for t in loaded]
 
@@ -91,7 +92,7 @@ def test_rows_read_from_a_store_database(tmp_path: Path) -> None:
 def test_the_stored_digest_is_trusted_not_recomputed() -> None:
     stored = bytes(range(32))
     rows = [(*row(TURNS[0])[:-1], stored), row(TURNS[1])]
-    built = Conversation.from_rows("c", 1, rows)
+    built = Conversation._from_rows("c", 1, rows)
     assert built.turns[0].digest == stored != TURNS[0].digest
     assert built.turns[1].digest == TURNS[1].digest
     # Equality and hashing compare digests, so the untrusted-looking turn differs.
@@ -135,7 +136,7 @@ def test_a_bad_field_names_the_row_and_the_field(
     bad[position] = value
     rows = [row(TURNS[0]), tuple(bad), row(TURNS[2])]
     with pytest.raises(InvalidInput) as caught:
-        Conversation.from_rows("c", 1, rows)
+        Conversation._from_rows("c", 1, rows)
     assert (caught.value.field, caught.value.problem) == (field, problem)
     assert str(caught.value).startswith(f"rows[1].{field}: ")
     assert SECRET not in str(caught.value)
@@ -145,7 +146,7 @@ def test_an_unknown_reason_on_a_protected_row() -> None:
     bad = list(row(TURNS[4]))
     bad[5] = "because"
     with pytest.raises(InvalidInput) as caught:
-        Conversation.from_rows("c", 1, [tuple(bad)])
+        Conversation._from_rows("c", 1, [tuple(bad)])
     assert (caught.value.field, caught.value.problem) == ("protection_reason", "unknown-value")
     assert str(caught.value).startswith("rows[0].protection_reason: ")
 
@@ -163,18 +164,28 @@ def test_an_unknown_reason_on_a_protected_row() -> None:
 )
 def test_rows_of_the_wrong_shape(rows: Any, field: str) -> None:
     with pytest.raises(InvalidInput) as caught:
-        Conversation.from_rows("c", 1, rows)
+        Conversation._from_rows("c", 1, rows)
     assert caught.value.field == field and caught.value.problem == "wrong-type"
     assert SECRET not in str(caught.value)
 
 
 def test_conversation_rules_still_hold() -> None:
     with pytest.raises(DuplicateId):
-        Conversation.from_rows("c", 1, [row(TURNS[0]), row(TURNS[0].replace(sequence=3))])
+        Conversation._from_rows("c", 1, [row(TURNS[0]), row(TURNS[0].replace(sequence=3))])
     with pytest.raises(InvalidInput) as caught:
-        Conversation.from_rows("c", 1, [row(TURNS[0]), row(TURNS[1].replace(sequence=1))])
+        Conversation._from_rows("c", 1, [row(TURNS[0]), row(TURNS[1].replace(sequence=1))])
     assert caught.value.field == "sequence"
     for args, field in ((("", 0, []), "id"), (("c", -1, []), "revision")):
         with pytest.raises(InvalidInput) as caught_bad:
-            Conversation.from_rows(*args)
+            Conversation._from_rows(*args)
         assert caught_bad.value.field == field
+
+
+def test_from_rows_is_private() -> None:
+    """Issue 25 item 11: trusting the given digests is the store's business only, so no
+    public name builds a conversation that way (an edited body with its old digest would
+    make a stale summary look current)."""
+    import ledgerfold as lf
+
+    assert not hasattr(lf.Conversation, "from_rows")
+    assert not any("from_rows" in name for name in dir(lf.Conversation) if not name.startswith("_"))

@@ -16,6 +16,7 @@ or index.
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 import sqlite3
 import subprocess
@@ -32,6 +33,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 import ledgerfold as lf
+from ledgerfold import _native
 from ledgerfold import _plan as planning
 from ledgerfold._native import SourceDigests
 from ledgerfold._summary import extended_fingerprint
@@ -62,10 +64,18 @@ class ModelTurn:
     protected: bool = False
     group: str | None = None
     state: str = "live"  # live, retracted or purged
+    meta: dict[str, str] | None = None
 
     def ref(self) -> ref.RefTurn:
         return ref.RefTurn(
-            self.id, self.sequence, self.role, self.body, self.protected, None, self.group
+            self.id,
+            self.sequence,
+            self.role,
+            self.body,
+            self.protected,
+            None,
+            self.group,
+            self.meta,
         )
 
 
@@ -108,13 +118,17 @@ class RollingMachine(RuleBasedStateMachine):
     def expected_fingerprint(self, cid: str, source_ids: tuple[str, ...]) -> str | None:
         """The reference fingerprint of these sources as the model has them, or None when
         one is missing or retracted (no current summary may cite it) or they are not in
-        sequence order."""
+        order: purged (sealed) sources first, then the live ones in sequence order (a turn
+        kept below a sealed summary's slot may join it later, SPEC §17.5)."""
         turns = self.model[cid].turns
         found = [turns.get(turn_id) for turn_id in source_ids]
         if any(turn is None or turn.state == "retracted" for turn in found):
             return None
-        sequences = [turn.sequence for turn in found if turn is not None]
-        if sequences != sorted(sequences) or len(set(sequences)) != len(sequences):
+        states = [turn.state for turn in found if turn is not None]
+        if states != sorted(states, key=lambda state: state != "purged"):
+            return None  # a sealed source after a live one
+        live = [turn.sequence for turn in found if turn is not None and turn.state == "live"]
+        if live != sorted(live) or len(set(live)) != len(live):
             return None
         return ref.fingerprint_turns(turn.ref() for turn in found if turn is not None)
 
@@ -175,6 +189,69 @@ class RollingMachine(RuleBasedStateMachine):
         else:
             self.stores[at].edit(cid, turn.id, protected=not turn.protected)
             turn.protected = not turn.protected
+
+    @rule(at=instances, cid=conversations)
+    def call_a_tool(self, at: int, cid: str) -> None:
+        """An assistant tool call whose result comes later (kept raw while open)."""
+        model = self.model[cid]
+        turn_id = self.next_id(cid, "turn")
+        meta = {"tool_calls": json.dumps([{"id": f"call-{turn_id}", "type": "function"}])}
+        (turn,) = self.stores[at].append_many(
+            cid,
+            [{"id": turn_id, "role": "assistant", "body": "", "group": turn_id, "meta": meta}],
+        )
+        model.turns[turn.id] = ModelTurn(
+            turn.id, turn.sequence, "assistant", "", False, turn_id, meta=meta
+        )
+        model.last_sequence = turn.sequence
+
+    @rule(at=instances, cid=conversations)
+    def answer_late(self, at: int, cid: str) -> None:
+        """Issue 25 item 1: the oldest open call gets its result, often below a (sealed)
+        summary's slot: compaction must go on and fold the pair in."""
+        model = self.model[cid]
+        answered = {
+            (turn.meta or {}).get("tool_call_id") for turn in model.turns.values() if turn.meta
+        }
+        waiting = [
+            turn
+            for turn in model.live()
+            if turn.meta is not None
+            and "tool_calls" in turn.meta
+            and f"call-{turn.id}" not in answered
+        ]
+        if not waiting:
+            return
+        call = waiting[0]
+        turn_id = self.next_id(cid, "turn")
+        meta = {"tool_call_id": f"call-{call.id}"}
+        (turn,) = self.stores[at].append_many(
+            cid,
+            [{"id": turn_id, "role": "tool", "body": "result", "group": call.group, "meta": meta}],
+        )
+        model.turns[turn.id] = ModelTurn(
+            turn.id, turn.sequence, "tool", "result", False, call.group, meta=meta
+        )
+        model.last_sequence = turn.sequence
+        event("late result")
+
+    @rule(at=instances, cid=conversations)
+    def resolve_below_the_slot(self, at: int, cid: str) -> None:
+        """Issue 25 item 1: a protected turn kept raw below the current summary's slot is
+        unprotected (a confirmation resolved)."""
+        model = self.model[cid]
+        current = self.stores[at].current_summary(cid)
+        if current is None:
+            return
+        slot = max(
+            (model.turns[i].sequence for i in current.source_ids if i in model.turns), default=0
+        )
+        below = [t for t in model.live() if t.protected and t.sequence < slot]
+        if not below:
+            return
+        self.stores[at].edit(cid, below[0].id, protected=False)
+        below[0].protected = False
+        event("resolved below the slot")
 
     @rule(at=instances, cid=conversations, index=picks, erase=st.booleans())
     def retract(self, at: int, cid: str, index: int, erase: bool) -> None:
@@ -319,6 +396,17 @@ class RollingMachine(RuleBasedStateMachine):
         fingerprint = extended_fingerprint(work.parent_digests, work.new_turns)
         parent_id = None if work.parent is None else work.parent.id
         conversation = cid
+        # New turns below the parent's slot (SPEC §17.5): the sources in the plan's order,
+        # fingerprinted over the parent's digests (handed as bytes then) and the new turns'.
+        merged = work.parent is not None and not planning.starts_with_ids(source_ids, covered)
+        if merged:
+            assert isinstance(work.parent_digests, bytes)
+            digest = {i: work.parent_digests[32 * k : 32 * k + 32] for k, i in enumerate(covered)}
+            digest.update((turn.id, turn.digest) for turn in work.new_turns)
+            fingerprint = _native.fingerprint_digests(b"".join(digest[i] for i in source_ids))
+            event("by hand: below the slot")
+            if forgery == "skip-covered":
+                return self.abandon(work)
         if forgery == "fingerprint":
             fingerprint = "lf1:" + "0" * 64
         elif forgery == "other-parent":
@@ -355,7 +443,7 @@ class RollingMachine(RuleBasedStateMachine):
                 cid, KEEP_TAIL, VERSION, plan_id=plan.plan_id
             )
             self.model[cid].next_plan = int(plan.plan_id.rsplit("-", 1)[1])  # taken again
-        if forgery != "skip-covered":
+        if forgery != "skip-covered" and not merged:
             assert source_ids[: len(covered)] == covered and source_ids[len(covered) :] == added
         envelope = lf.SummaryEnvelope(
             id=self.next_id(conversation, "summary"),
@@ -673,9 +761,9 @@ def test_the_memo_does_not_vouch_for_another_conversations_prefix(tmp_path: Path
 
 
 def test_threads_rolling_two_conversations_keep_every_fingerprint(tmp_path: Path) -> None:
-    """Rolling compactions of two conversations on one store from two threads: the memo of
-    `extend_ids` is overwritten by the other thread between plan, envelope and commit, and
-    every accepted version still has its reference fingerprint."""
+    """Rolling compactions of two conversations on one store from two threads (each tuple
+    `extend_ids` builds carries its own prefix; no shared memo to overwrite): every accepted
+    version has its reference fingerprint."""
     errors: list[BaseException] = []
     accepted: list[lf.SummaryEnvelope] = []
     with lf.SQLiteStore(tmp_path / "ledger.db") as store:

@@ -136,6 +136,8 @@ class ModelRecord:
     #: Every turn whose text this summary's text was made from, as it was then: the new
     #: turns of its request plus, for a rolling summary, everything its parent was made from.
     derived_from: dict[str, ModelTurn] = field(default_factory=dict)
+    #: Live turns below its slot it did not cover when accepted (kept raw there).
+    kept: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -236,8 +238,35 @@ class ModelConversation:
         for record in self.history:
             if record.status == "current":
                 record.status = "superseded"
-        self.history.append(ModelRecord(envelope.id, "current", None, envelope, derived_from))
+        sequence = {turn.id: turn.sequence for turn in self.turns} | self.purged
+        slot = max(sequence[turn_id] for turn_id in envelope.source_ids)
+        sources = set(envelope.source_ids)
+        kept = frozenset(
+            turn.id for turn in self.turns if turn.sequence < slot and turn.id not in sources
+        )
+        self.history.append(ModelRecord(envelope.id, "current", None, envelope, derived_from, kept))
         self.pointer = envelope.id
+
+    def extended_sources(self, base: ModelRecord, added: tuple[str, ...]) -> tuple[str, ...]:
+        """An extension's sources: the base's sealed ones first, then every live one in
+        sequence order (new turns below the base's slot included, SPEC §17.5)."""
+        assert base.envelope is not None
+        by_id = {turn.id: turn for turn in self.turns}
+        sealed_ids = [i for i in base.envelope.source_ids if i in self.purged]
+        live_ids = [i for i in base.envelope.source_ids if i not in self.purged]
+        live_ids = sorted([*live_ids, *added], key=lambda i: by_id[i].sequence)
+        return (*sealed_ids, *live_ids)
+
+    def missing_preserved(self, version: str) -> str | None:
+        """SPEC §17.3: a protected turn the current summary kept raw below its slot, since
+        retracted (the policies here preserve no role)."""
+        current = self.pointed
+        if current is None or current.status != "current" or current.envelope is None:
+            return None
+        if current.envelope.policy_version != version:
+            return None
+        gone = [t for t in self.retracted if t.id in current.kept and t.protected]
+        return min(gone, key=lambda t: t.sequence).id if gone else None
 
     def prune(self, keep: int) -> int:
         """SPEC §15.8: records other than the pointed one beyond the newest `keep` go (a
@@ -245,7 +274,17 @@ class ModelConversation:
         if not self.exists:
             return 0
         pointed = self.pointed
-        others = [r for r in self.history if r is not pointed and r.status != "current"]
+        accepted = [
+            i for i, r in enumerate(self.history) if r.status in ("current", "superseded", "stale")
+        ]
+        streak_from = accepted[-1] + 1 if accepted else 0
+        # SPEC §17.5: the failures since the newest accepted version stay (the back-off).
+        streak = [r for r in self.history[streak_from:] if r.status == "failed"]
+        others = [
+            r
+            for r in self.history
+            if r is not pointed and r.status != "current" and not any(r is f for f in streak)
+        ]
         doomed = others[: max(0, len(others) - keep)]
         self.history = [r for r in self.history if not any(r is d for d in doomed)]
         return len(doomed)
@@ -370,16 +409,16 @@ class LedgerMachine(RuleBasedStateMachine):
             covered = current.envelope.source_ids
             live_covered = [turn_id for turn_id in covered if turn_id not in model.purged]
             if set(live_covered) <= set(compacted):
-                # Sealed sources (purged, SPEC §15.5) keep their sequences for the slot.
-                sequence = {turn.id: turn.sequence for turn in model.turns} | model.purged
-                last = max(sequence[turn_id] for turn_id in covered)
-                added = [turn_id for turn_id in compacted if turn_id not in set(covered)]
-                # Turns below the summary's slot that became compactable: a rebase (the
-                # store's choice; sources stay in sequence order).
-                if all(sequence[turn_id] > last for turn_id in added):
-                    base = current
+                # Turns below the summary's slot that became compactable extend it too
+                # (SPEC §17.5): a sealed summary is never stuck.
+                base = current
             else:
                 rebase_due = True
+        relayout = model.missing_preserved(self.version) is not None
+        if base is not None and base.envelope is not None and relayout:
+            covered_set = set(base.envelope.source_ids)
+            if not [turn_id for turn_id in compacted if turn_id not in covered_set]:
+                base = None  # SPEC §17.3: nothing to extend it with, laid out anew
         if (
             base is None
             and current is not None
@@ -397,7 +436,7 @@ class LedgerMachine(RuleBasedStateMachine):
         if not new:
             return compacted, base, new, "nothing-to-compact"
         needed = 1 if force else 2 ** min(model.failures(), 6)
-        if len(new) < needed and not rebase_due:
+        if len(new) < needed and not rebase_due and not relayout:
             return compacted, base, new, "not-due"
         return compacted, base, new, None
 
@@ -511,6 +550,67 @@ class LedgerMachine(RuleBasedStateMachine):
         written = self.store.append_many(conversation, specs)
         assert [turn.group for turn in written] == [group] * (results + 1)
         self.record_append(conversation, written)
+
+    @rule(conversation=conversations, body=bodies)
+    def append_open_call(self, conversation: str, body: str) -> None:
+        """An assistant tool call whose result has not arrived yet: kept raw (open group),
+        often below the slot of the summaries made meanwhile."""
+        group = self.fresh("open")
+        calls = [{"id": f"{group}-call", "type": "function"}]
+        spec = {
+            "id": self.fresh("t"),
+            "role": "assistant",
+            "body": body,
+            "group": group,
+            "meta": {"tool_calls": json.dumps(calls)},
+        }
+        self.record_append(conversation, self.store.append_many(conversation, [spec]))
+
+    @rule(conversation=conversations)
+    def answer_open_call(self, conversation: str) -> None:
+        """Issue 25 item 1: the late result of the oldest open call joins its group; with
+        the call below a (sealed) summary's slot, compaction must go on (SPEC §17.5)."""
+        model = self.model[conversation]
+        answered = {
+            (t.meta_dict or {}).get("tool_call_id") for t in model.turns if t.role == "tool"
+        }
+        waiting = [
+            t
+            for t in model.turns
+            if t.group is not None
+            and t.group.startswith("open")
+            and f"{t.group}-call" not in answered
+        ]
+        if not waiting:
+            return
+        call = waiting[0]
+        spec = {
+            "id": self.fresh("t"),
+            "role": "tool",
+            "body": f"{SECRET} late result",
+            "group": call.group,
+            "meta": {"tool_call_id": f"{call.group}-call"},
+        }
+        self.record_append(conversation, self.store.append_many(conversation, [spec]))
+        current = model.current
+        below = current is not None and call.id in current.kept
+        event(f"late result{' below the slot' if below else ''}")
+
+    @rule(conversation=conversations)
+    def unprotect_below_the_summary(self, conversation: str) -> None:
+        """Issue 25 item 1: a pending confirmation kept raw below the current summary's slot
+        is resolved; the summary, sealed or not, is extended over it (SPEC §17.5)."""
+        model = self.model[conversation]
+        current = model.current
+        if current is None:
+            return
+        kept = [t for t in model.turns if t.id in current.kept and t.protected]
+        if not kept:
+            return
+        old = kept[0]
+        new = ModelTurn(old.id, old.sequence, old.role, old.body, False, None, old.group, old.meta)
+        self.apply_edit(conversation, old, new, {"protected": False, "protection_reason": None})
+        event(f"unprotect below the slot{' (sealed)' if model.sealed_turns(current) else ''}")
 
     @rule(conversation=conversations)
     def append_with_the_summary_id(self, conversation: str) -> None:
@@ -818,7 +918,7 @@ class LedgerMachine(RuleBasedStateMachine):
         if base is not None and base.envelope is not None:
             # Rolling (§15.1): every turn the parent covered, then the new ones.
             assert envelope.parent_id == base.summary_id
-            assert envelope.source_ids == base.envelope.source_ids + chunk
+            assert envelope.source_ids == model.extended_sources(base, chunk)
             derived = dict(base.derived_from) | {i: by_id[i] for i in chunk}
         else:
             assert envelope.parent_id is None
@@ -986,7 +1086,7 @@ class LedgerMachine(RuleBasedStateMachine):
         assert late == lf.CompactionOutcome("stale", None, "superseded-plan")
         if base is not None and base.envelope is not None:
             assert newer.summary.parent_id == base.summary_id
-            assert newer.summary.source_ids == base.envelope.source_ids + new
+            assert newer.summary.source_ids == model.extended_sources(base, new)
         rejected = self.store.summary_history(conversation)[-1]
         assert rejected.status == "rejected" and rejected.envelope is not None
         # Both plans registered before either finished: the older one was abandoned when
@@ -1109,6 +1209,8 @@ class LedgerMachine(RuleBasedStateMachine):
         # purged. (`history_boundary` is the furthest purge's boundary, as the store documents.)
         if summaries:
             event(f"context: summary used under {version}")
+        if context.fallback == "preserved-missing":
+            event("context: preserved-missing")
         # A purged turn may stay a source only of the sealed summary, never raw.
         sealed_ids = {turn.id for turn in model.sealed_turns(model.current)}
         raw_ids = {item.id for item in context.items if isinstance(item, TurnItem)}
@@ -1139,6 +1241,9 @@ class LedgerMachine(RuleBasedStateMachine):
             # Sources edited back to their old values: a version stored stale stays unused.
             items, _, _ = ref.assemble_context(conversation, turns, None, version)
             fallback = f"stale-summary:{pointed.reason}"
+        if fallback is None and model.missing_preserved(version) is not None:
+            items, _, _ = ref.assemble_context(conversation, turns, None, version)
+            fallback = "preserved-missing"  # SPEC §17.3
         return items, fallback
 
 

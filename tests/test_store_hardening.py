@@ -103,7 +103,8 @@ def test_a_commit_that_fails_at_commit_leaves_no_phantom_in_the_cache(
 def test_a_forged_envelope_over_every_turn_is_refused(tmp_path: Path) -> None:
     """An envelope under the active plan ID whose sources are every turn (the protected
     turn and the tail included), with a correct fingerprint: refused `invalid-summary` /
-    `plan-mismatch`; the context is unchanged (SPEC §15.4)."""
+    `protected-source` (SPEC §17.1: that rule comes before the plan's); the context is
+    unchanged (SPEC §15.4)."""
     with lf.SQLiteStore(tmp_path / "ledger.db") as store:
         _ledger(store)
         before = store.context(CID, PV)
@@ -123,7 +124,7 @@ def test_a_forged_envelope_over_every_turn_is_refused(tmp_path: Path) -> None:
         assert (write.accepted, write.reason, write.detail) == (
             False,
             "invalid-summary",
-            "plan-mismatch",
+            "protected-source",
         )
         assert store.context(CID, PV) == before
         assert store.current_summary(CID) is None

@@ -19,12 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
+from ledgerfold import _due as due
 from ledgerfold import _validate
 from ledgerfold._context import AssembledContext, SummaryItem
 from ledgerfold._errors import ContextBudgetExceeded, InvalidInput, StoreError
-from ledgerfold._fold import fold_chunk
+from ledgerfold._fold import cut_text, fold_chunk
 from ledgerfold._model import Turn
-from ledgerfold._native import SourceDigests
+from ledgerfold._native import SourceDigests, fingerprint_digests
 from ledgerfold._plan import CompactionPlan, starts_with_ids
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._summary import SummaryEnvelope, extended_fingerprint
@@ -70,7 +71,8 @@ class CompactionOutcome:
     - ``stale``: the commit was refused as ``stale-source``; `reason` is its detail
       (``superseded-plan``, ``source-modified``, ...).
     - ``failed``: `reason` ``summarizer-error``, ``summarizer-timeout``,
-      ``blank-summary`` or ``store-error``. Nothing but the failure record changed.
+      ``blank-summary``, ``summary-too-long`` (over `max_summary_tokens` × 1.25) or
+      ``store-error``. Nothing but the failure record changed.
     """
 
     status: CompactionStatus
@@ -268,7 +270,7 @@ class Compactor:
                 needed = REBASE_ONLY
             else:
                 failures = self.store.consecutive_failures(conversation_id)
-                needed = policy.min_new_turns * 2 ** min(failures, _MAX_BACKOFF_DOUBLINGS)
+                needed = due.needed_turns(policy.min_new_turns, failures)
         work = self.store.begin_compaction(
             conversation_id,
             policy.keep_tail,
@@ -292,14 +294,15 @@ class Compactor:
             len(work.new_turns),
             work.parent is not None,
         )
-        chunk, items = fold_chunk(work.new_turns, policy.max_input_tokens, policy.counter)
         parent = work.parent
+        previous, budget = _previous_and_budget(None if parent is None else parent.text, policy)
+        chunk, items = fold_chunk(work.new_turns, budget, policy.counter)
         request = SummaryRequest(
             conversation_id=conversation_id,
             plan_id=plan.plan_id,
             policy_version=policy.version,
             turns=items,
-            previous_summary=None if parent is None else parent.text,
+            previous_summary=previous,
             covered_count=0 if parent is None else len(parent.source_ids),
             max_summary_tokens=policy.max_summary_tokens,
         )
@@ -317,6 +320,10 @@ class Compactor:
             return self._fail(job, "summarizer-error", f"returned-{type(result).__name__}")
         if not result.strip():
             return self._fail(job, "blank-summary", None)
+        if too_long(result, self.policy):
+            # SPEC §17.4: whatever the model was asked, an overlong text would ride along
+            # in every later request; the previous summary stays current.
+            return self._fail(job, "summary-too-long", None)
         summary_id = _validate.text("summary_id", self._summary_id_factory())
         try:
             envelope = _envelope(job, summary_id, self.policy.version, result)
@@ -480,8 +487,29 @@ class Compactor:
         raise ContextBudgetExceeded(needed, max_tokens, protected)
 
 
-#: The back-off doubles the new turns needed per consecutive failure, up to 2**6 times.
-_MAX_BACKOFF_DOUBLINGS = 6
+#: SPEC §17.4: a summary text may exceed `max_summary_tokens` by this factor, no more.
+SUMMARY_SLACK = 1.25
+
+
+def too_long(text: str, policy: CompactionPolicy) -> bool:
+    """Whether a summary text is over `max_summary_tokens × 1.25` (the policy's counter)."""
+    return policy.counter(text) > policy.max_summary_tokens * SUMMARY_SLACK
+
+
+def _previous_and_budget(previous: str | None, policy: CompactionPolicy) -> tuple[str | None, int]:
+    """The previous text a request carries and its turn-text budget, so that the two never
+    exceed `max_input_tokens + max_summary_tokens` together (issue 25 item 7): a previous
+    text over `max_summary_tokens` (within the 1.25 slack) takes its excess from the turns'
+    budget; one the slack cannot cover (accepted before SPEC §17.4) is cut to fit."""
+    budget = policy.max_input_tokens
+    if previous is None:
+        return None, budget
+    excess = policy.counter(previous) - policy.max_summary_tokens
+    if excess <= 0:
+        return previous, budget
+    if excess < budget and not too_long(previous, policy):
+        return previous, budget - excess
+    return cut_text(previous, policy.max_summary_tokens, policy.counter), budget
 
 
 def _envelope(job: _Job, summary_id: str, policy_version: str, text: str) -> SummaryEnvelope:
@@ -495,7 +523,12 @@ def _envelope(job: _Job, summary_id: str, policy_version: str, text: str) -> Sum
     # Without a backlog cut into chunks the sources are the plan's compacted IDs: reuse that
     # tuple rather than build another over every covered turn (it starts with the parent's
     # IDs, which `starts_with_ids` knows without comparing them when the store built it so).
-    if (
+    fingerprint: str | None = None
+    if parent is not None and not starts_with_ids(planned, covered):
+        # New turns below the parent's slot (SPEC §17.5): the plan holds the sources in
+        # sequence order, the parent's sealed ones first; keep the chunk's and the parent's.
+        source_ids, fingerprint = _merged(job, covered)
+    elif (
         len(planned) == len(covered) + len(added)
         and planned[len(covered) :] == added
         and starts_with_ids(planned, covered)
@@ -503,17 +536,33 @@ def _envelope(job: _Job, summary_id: str, policy_version: str, text: str) -> Sum
         source_ids = planned
     else:
         source_ids = covered + added
+    if fingerprint is None:
+        fingerprint = extended_fingerprint(job.parent_digests, job.chunk)
     return SummaryEnvelope(
         id=summary_id,
         plan_id=job.plan.plan_id,
         conversation_id=job.plan.conversation_id,
         source_revision=job.plan.source_revision,
         source_ids=source_ids,
-        source_fingerprint=extended_fingerprint(job.parent_digests, job.chunk),
+        source_fingerprint=fingerprint,
         policy_version=policy_version,
         text=text.strip(),
         parent_id=None if parent is None else parent.id,
     )
+
+
+def _merged(job: _Job, covered: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
+    """Sources and fingerprint of an extension whose new turns are not all after its
+    parent's: the plan's order, over the parent's digests (bytes, source order) and the
+    chunk's."""
+    digests = job.parent_digests
+    if not isinstance(digests, bytes):
+        raise StoreError("the store handed no source digests for an extension below its slot")
+    digest = {turn_id: digests[32 * i : 32 * i + 32] for i, turn_id in enumerate(covered)}
+    digest.update((turn.id, turn.digest) for turn in job.chunk)
+    source_ids = tuple(turn_id for turn_id in job.plan.compacted_ids if turn_id in digest)
+    joined = b"".join(digest[turn_id] for turn_id in source_ids)
+    return source_ids, fingerprint_digests(joined)
 
 
 def _random_summary_id() -> str:

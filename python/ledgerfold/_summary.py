@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from ledgerfold import _native, _validate
 from ledgerfold._errors import InvalidInput
 from ledgerfold._native import Conversation, SourceDigests, Turn
-from ledgerfold._plan import CompactionPlan
+from ledgerfold._plan import CompactionPlan, preserve_roles_arg
 
 __all__ = [
     "CHECK_REASONS",
@@ -194,22 +194,116 @@ def is_summary_current(
     return check_summary(summary, conversation, policy_version).current
 
 
+#: `invalid-summary` details (SPEC §15.4, §17.1): a source that must stay raw, or sources
+#: or a parent the plan does not allow.
+PROTECTED_SOURCE = "protected-source"
+PLAN_MISMATCH = "plan-mismatch"
+
+
+def kept_raw_source(turns: Iterable[Turn | None], preserve_roles: Iterable[str]) -> str | None:
+    """The ID of the first of `turns` (sources, None for one not in the ledger) that is
+    protected or of a preserved role: such a turn is never summarised away (SPEC §17.1)."""
+    roles = frozenset(preserve_roles)
+    for turn in turns:
+        if turn is not None and (turn.protected or turn.role in roles):
+            return turn.id
+    return None
+
+
+def outside_plan(source_ids: Iterable[str], allowed: Collection[str]) -> bool:
+    """Whether a source is not among the plan's compacted IDs (SPEC §15.4)."""
+    return any(turn_id not in allowed for turn_id in source_ids)
+
+
+def breaks_lineage(candidate: SummaryEnvelope, current: SummaryEnvelope | None) -> bool:
+    """SPEC §15.1/§15.4: a candidate with a `parent_id` extends the current summary only,
+    keeps all of its sources (coverage never shrinks) and adds at least one. `current`:
+    the conversation's current summary, None when it has none. A rebase (`parent_id`
+    None) is allowed."""
+    if candidate.parent_id is None:
+        return False
+    if current is None or current.id != candidate.parent_id:
+        return True
+    # An extension adds at least one source and drops none.
+    return not set(candidate.source_ids) > set(current.source_ids)
+
+
+def verdict(
+    candidate: SummaryEnvelope,
+    conversation: Conversation,
+    policy_version: str,
+    *,
+    allowed: Collection[str] | None,
+    lineage: bool,
+    current: SummaryEnvelope | None,
+    sealed: Mapping[str, bytes] | None,
+    preserve_roles: Iterable[str],
+) -> SummaryWrite:
+    """The acceptance rule after the active-plan check, for arguments already validated
+    (`accept_summary_result` and every store's commit call it). `allowed`: the plan's
+    compacted IDs, or None to skip that rule; `lineage`: whether the parent rules apply
+    (`current` is then the current summary or None when there is none)."""
+    if lineage and candidate.parent_id is not None:
+        if current is None or current.id != candidate.parent_id:
+            # The text extends something other than the current summary.
+            return SummaryWrite(False, candidate, "invalid-summary", PLAN_MISMATCH)
+        parent = check_summary(current, conversation, policy_version, sealed=sealed)
+        if not parent.current:  # a stale summary is never extended
+            return SummaryWrite(False, candidate, "stale-source", parent.reason)
+    check = check_summary(candidate, conversation, policy_version, sealed=sealed)
+    if not check.current:
+        return SummaryWrite(False, candidate, "stale-source", check.reason)
+    sources = (conversation.get(turn_id) for turn_id in candidate.source_ids)
+    if kept_raw_source(sources, preserve_roles) is not None:
+        return SummaryWrite(False, candidate, "invalid-summary", PROTECTED_SOURCE)
+    if allowed is not None and outside_plan(candidate.source_ids, allowed):
+        return SummaryWrite(False, candidate, "invalid-summary", PLAN_MISMATCH)
+    if lineage and breaks_lineage(candidate, current):
+        return SummaryWrite(False, candidate, "invalid-summary", PLAN_MISMATCH)
+    return SummaryWrite(True, candidate, None, None)
+
+
 def accept_summary_result(
     candidate: SummaryEnvelope | None,
     conversation: Conversation,
     policy_version: str,
     active_plan_id: str,
+    *,
+    plan: CompactionPlan | None = None,
+    current: SummaryEnvelope | None = None,
+    sealed: Mapping[str, bytes] | None = None,
+    preserve_roles: Iterable[str] = (),
 ) -> SummaryWrite:
-    """Accept a finished summary only if its plan is still the active one and its sources
-    are unchanged; a late result of an older plan is refused as `superseded-plan`."""
+    """The one acceptance rule (SPEC §7, §15.4, §17.1), which every store's commit applies.
+
+    Refused, first failing: `invalid-summary` (no candidate); `stale-source`/`superseded-plan`
+    (not the active plan); with `current` (the current summary) and a `parent_id`, the parent
+    must be `current` (`invalid-summary`/`plan-mismatch`) and itself current (`stale-source`
+    with its check reason); `stale-source` with the `check_summary` reason (`sealed` as
+    there); `invalid-summary`/`protected-source` when a source is protected or of one of
+    `preserve_roles`; with `plan`, `invalid-summary`/`plan-mismatch` when a source is not
+    among its compacted IDs; with `current`, the same when the parent's sources are not all
+    among the candidate's or it adds none."""
     conversation = _validate.conversation(conversation)
     active_plan_id = _validate.text("active_plan_id", active_plan_id)
+    if plan is not None:
+        _validate.instance("plan", plan, CompactionPlan)
+    if current is not None:
+        _validate.instance("current", current, SummaryEnvelope)
+    roles = preserve_roles_arg(preserve_roles)
+    sealed_map = _sealed_arg(sealed)
     if candidate is None:
         return SummaryWrite(False, None, "invalid-summary", None)
     _validate.instance("candidate", candidate, SummaryEnvelope)
     if candidate.plan_id != active_plan_id:
         return SummaryWrite(False, candidate, "stale-source", "superseded-plan")
-    check = check_summary(candidate, conversation, policy_version)
-    if not check.current:
-        return SummaryWrite(False, candidate, "stale-source", check.reason)
-    return SummaryWrite(True, candidate, None, None)
+    return verdict(
+        candidate,
+        conversation,
+        policy_version,
+        allowed=None if plan is None else frozenset(plan.compacted_ids),
+        lineage=current is not None,
+        current=current,
+        sealed=sealed_map,
+        preserve_roles=roles,
+    )

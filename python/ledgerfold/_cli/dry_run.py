@@ -4,8 +4,9 @@ written (SPEC §15.7).
 
 It mirrors the store's planning (`store/compaction.py`) and the Compactor's chunking
 (`fold_chunk`): a compaction extends the current summary (``rolling``) when that summary is
-of the same policy and every one of its sources is still compactable below the new turns,
-and is a ``rebase`` otherwise. The backlog is folded in chunks of at most
+of the same policy and every one of its live sources is still compactable (new turns below
+its slot included, SPEC §17.5), is a ``rebase`` when it replaces a summary, and ``first``
+when the conversation has none. The backlog is folded in chunks of at most
 `max_input_tokens`, each chunk one summarizer request.
 """
 
@@ -55,7 +56,8 @@ def dry_run(
         )
         covered_count += len(chunk)
         remaining = remaining[len(chunk) :]
-    mode = "rolling" if base is not None else "rebase"
+    # A conversation's first summary replaces nothing: it is no rebase (issue 25 item 16).
+    mode = "rolling" if base is not None else "rebase" if current is not None else "first"
     status = mode if new_turns else "nothing-to-compact"
     return {
         "conversation": conversation.id,
@@ -96,13 +98,5 @@ def _extended(
     live = {turn_id for turn_id in current.source_ids if conversation.get(turn_id) is not None}
     if not live <= set(compacted_ids):
         return None  # coverage would shrink (the tail grew, a source became preserved)
-    sources = [conversation.get(turn_id) for turn_id in current.source_ids]
-    slot = max((turn.sequence for turn in sources if turn is not None), default=0)
-    covered = set(current.source_ids)
-    if any(
-        turn.sequence <= slot
-        for turn_id in compacted_ids
-        if turn_id not in covered and (turn := conversation.get(turn_id)) is not None
-    ):
-        return None  # a turn below the summary's slot became compactable
+    # A turn below the summary's slot that became compactable extends it too (SPEC §17.5).
     return current

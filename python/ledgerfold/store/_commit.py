@@ -1,11 +1,10 @@
-"""The atomic commit of a summary result (SPEC §9, §15.4), inside one write transaction.
+"""The atomic commit of a summary result (SPEC §9, §15.4, §17.1), inside one write transaction.
 
-Checks, in order: the plan is still the active one (`superseded-plan`); the sources are
-current (`check_summary`'s reasons, `group-split` last); the envelope keeps to its plan
-(`invalid-summary` / `plan-mismatch`: a source the plan did not compact, a protected source,
-a parent that is not the current summary or whose sources it does not all keep). Then the
-version, its source index, its kept turns and the current pointer are written together, or
-only a `rejected` record.
+The store adds to the one acceptance rule (`ledgerfold._summary.verdict`, which
+`accept_summary_result` applies too) only what needs the database: the plan is still the
+active one (`superseded-plan`), and the parent's record is current (a record that says
+`stale` stays stale). Then the version, its source index, its kept turns and the current
+pointer are written together, or only a `rejected` record.
 
 An envelope extending the current summary is checked from the new sources plus the
 summary's stored source digests (kept honest by eager invalidation, and used only when they
@@ -15,6 +14,7 @@ ledger.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 from collections.abc import Sequence
@@ -24,7 +24,16 @@ from ledgerfold._errors import InvalidInput
 from ledgerfold._model import Conversation, Turn
 from ledgerfold._native import SourceDigests
 from ledgerfold._plan import starts_with_ids
-from ledgerfold._summary import SummaryEnvelope, SummaryWrite, check_summary, extended_fingerprint
+from ledgerfold._summary import (
+    PLAN_MISMATCH,
+    PROTECTED_SOURCE,
+    SummaryEnvelope,
+    SummaryWrite,
+    extended_fingerprint,
+    kept_raw_source,
+    outside_plan,
+    verdict,
+)
 from ledgerfold.store import _compaction as compaction
 from ledgerfold.store import _ledger as ledger
 from ledgerfold.store import _retention as retention
@@ -140,14 +149,15 @@ def _verdict(
     cid = envelope.conversation_id
     pointed = summaries.pointed(conn, cache, cid)
     parent: Version | None = None
-    if envelope.parent_id is not None:
-        if pointed is None or pointed[0].envelope.id != envelope.parent_id:
-            return _refused(envelope, "invalid-summary", "plan-mismatch")
-        parent = pointed[0]
-        if pointed[1] == "stale":  # a source of the parent changed meanwhile
+    if pointed is not None and pointed[0].envelope.id == envelope.parent_id:
+        # What only the database knows: the parent's record says stale (even when its
+        # sources were edited back since), or it is no longer the current version.
+        if pointed[1] == "stale":
             return _refused(envelope, "stale-source", pointed[2])
         if pointed[1] != "current":
-            return _refused(envelope, "invalid-summary", "plan-mismatch")
+            return _refused(envelope, "invalid-summary", PLAN_MISMATCH)
+        parent = pointed[0]
+    current = pointed[0].envelope if pointed is not None and pointed[1] == "current" else None
     planned = compaction.planned_ids(conn, envelope.plan_id)
     covered = parent.envelope.source_ids if parent is not None else ()
     if (
@@ -159,8 +169,10 @@ def _verdict(
     ):
         digests = compaction.stored_state(conn, cache, parent)
         if digests is not None:  # else its index was damaged: checked on the whole ledger
-            return _extending(conn, cache, envelope, parent, digests, planned[1])
-    return _general(conn, cache, envelope, parent, planned, policy_version)
+            extending = _extending(conn, cache, envelope, parent, digests, planned[1], planned[2])
+            if extending is not None:
+                return extending
+    return _general(conn, cache, envelope, parent, current, planned, policy_version)
 
 
 def _extending(
@@ -170,31 +182,35 @@ def _extending(
     parent: Version,
     digests: SourceDigests,
     added: set[str],
-) -> SummaryWrite:
+    preserve_roles: tuple[str, ...],
+) -> SummaryWrite | None:
     """An envelope that keeps its current parent's sources and adds turns after them;
-    `digests` is the fingerprint state of the parent's stored source digests."""
+    `digests` is the fingerprint state of the parent's stored source digests. None when a
+    new source lies below the parent's slot: `_general` checks that one."""
     cid = envelope.conversation_id
     new_ids = envelope.source_ids[len(parent.envelope.source_ids) :]
-    if not new_ids:
-        return _refused(envelope, "invalid-summary", "plan-mismatch")
     _check_ids(new_ids)  # the parent's are known good: they equal its stored ones
     found = {turn.id: turn for turn in ledger.get_turns(conn, cid, new_ids)}
-    new_turns: list[Turn] = []
-    last = parent.through_sequence
-    for turn_id in new_ids:
-        turn = found.get(turn_id)
-        if turn is None:
-            return _refused(envelope, "stale-source", "source-missing")
-        if turn.sequence <= last:
-            return _refused(envelope, "stale-source", "source-reordered")
-        last = turn.sequence
-        new_turns.append(turn)
+    # The check's reasons in its order: every source found, then their order.
+    if any(turn_id not in found for turn_id in new_ids):
+        return _refused(envelope, "stale-source", "source-missing")
+    new_turns = [found[turn_id] for turn_id in new_ids]
+    if any(turn.sequence <= parent.through_sequence for turn in new_turns):
+        return None  # a turn below the parent's slot (SPEC §17.5): the whole check decides
+    if any(a.sequence >= b.sequence for a, b in itertools.pairwise(new_turns)):
+        return _refused(envelope, "stale-source", "source-reordered")
     if extended_fingerprint(digests, new_turns) != envelope.source_fingerprint:
         return _refused(envelope, "stale-source", "source-modified")
     if _splits_a_group(conn, cid, new_turns, envelope.source_ids):
         return _refused(envelope, "stale-source", "group-split")
-    if not added.issuperset(new_ids) or any(turn.protected for turn in new_turns):
-        return _refused(envelope, "invalid-summary", "plan-mismatch")
+    # The rest of the one acceptance rule (`verdict`), on the new sources only: the
+    # parent's were accepted with it and are unchanged (the fingerprint says so).
+    if kept_raw_source(new_turns, preserve_roles) is not None:
+        return _refused(envelope, "invalid-summary", PROTECTED_SOURCE)
+    if outside_plan(new_ids, added):
+        return _refused(envelope, "invalid-summary", PLAN_MISMATCH)
+    if not new_ids:  # an extension adds a source
+        return _refused(envelope, "invalid-summary", PLAN_MISMATCH)
     written = _write_extending(conn, envelope, parent, new_turns)
     cache.stage(written)
     # The next compaction extends this version: its digests are known without reading them.
@@ -227,7 +243,8 @@ def _general(
     cache: summaries.VersionCache,
     envelope: SummaryEnvelope,
     parent: Version | None,
-    planned: tuple[int | None, set[str]] | None,
+    current: SummaryEnvelope | None,
+    planned: tuple[int | None, set[str], tuple[str, ...]] | None,
     policy_version: str,
 ) -> SummaryWrite:
     conversation = ledger.load(conn, envelope.conversation_id)
@@ -237,25 +254,28 @@ def _general(
         if parent is None
         else retention.sealed_digests(conn, parent.envelope.conversation_id, parent.pk)
     )
-    check = check_summary(envelope, conversation, policy_version, sealed=sealed)
-    if not check.current:
-        return _refused(envelope, "stale-source", check.reason)
     allowed: set[str] | None = None
+    roles: tuple[str, ...] = ()
     if planned is not None:
-        base_pk, added = planned
+        base_pk, added, roles = planned
         allowed = set(added)
         if base_pk is not None:
             base = conn.execute(
                 "SELECT turn_id FROM summary_sources WHERE summary_pk = ?", (base_pk,)
             )
             allowed.update(row[0] for row in base)
-    sources = [conversation.get(turn_id) for turn_id in envelope.source_ids]
-    if (allowed is not None and not allowed.issuperset(envelope.source_ids)) or any(
-        turn is not None and turn.protected for turn in sources
-    ):
-        return _refused(envelope, "invalid-summary", "plan-mismatch")
-    if parent is not None and not set(envelope.source_ids).issuperset(parent.envelope.source_ids):
-        return _refused(envelope, "invalid-summary", "plan-mismatch")
+    write = verdict(
+        envelope,
+        conversation,
+        policy_version,
+        allowed=allowed,
+        lineage=True,
+        current=current,
+        sealed=sealed,
+        preserve_roles=roles,
+    )
+    if not write.accepted:
+        return write
     written, digests = _write_full(conn, envelope, conversation, sealed, parent)
     # The next compaction extends this version: its fingerprint state is built from the
     # digests at hand (O(covered) hashing, as the check was) rather than read back. The

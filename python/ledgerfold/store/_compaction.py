@@ -15,6 +15,7 @@ import json
 import sqlite3
 from dataclasses import dataclass
 
+from ledgerfold import _due as due
 from ledgerfold._errors import InvalidInput
 from ledgerfold._model import Conversation, Turn
 from ledgerfold._native import SourceDigests
@@ -45,8 +46,9 @@ class Planned:
     new_turns: tuple[Turn, ...]
     #: A current summary exists but cannot be extended: coverage would shrink.
     rebase_due: bool
-    #: The fingerprint state of the base's stored source digests (None without a base).
-    base_digests: SourceDigests | None = None
+    #: The base's stored source digests (None without a base): their fingerprint state, or
+    #: the bytes (source order) when new turns lie below the base's slot.
+    base_digests: SourceDigests | bytes | None = None
 
 
 def failure_streak(conn: sqlite3.Connection, conversation_id: str) -> int:
@@ -73,7 +75,26 @@ def due_at_once(
     would shrink (a rebase), or the current summary is a chunk of a backlog still being
     folded and no attempt has failed since. Cheap: no planning."""
     base, _, rebase_due = _base(conn, cache, pointed, policy_version, keep_tail, preserve_roles)
-    return rebase_due or (failures == 0 and left_a_backlog(conn, base))
+    return due.due_at_once(
+        rebase_due=rebase_due,
+        backlog_left=left_a_backlog(conn, base),
+        relayout=preserved_gone(conn, pointed, policy_version),
+        failures=failures,
+    )
+
+
+def preserved_gone(
+    conn: sqlite3.Connection,
+    pointed: tuple[Version, str, str | None] | None,
+    policy_version: str,
+) -> bool:
+    """Whether the current summary's layout lost a preserved turn below its slot (SPEC
+    §17.3): the store's context falls back, so compaction is due at once."""
+    if pointed is None or pointed[1] != "current":
+        return False
+    if pointed[0].envelope.policy_version != policy_version:
+        return False
+    return summaries.missing_preserved(conn, pointed[0]) is not None
 
 
 def left_a_backlog(conn: sqlite3.Connection, base: Version | None) -> bool:
@@ -204,9 +225,12 @@ def plan_view(
     policy_version: str,
     preserve_roles: tuple[str, ...],
     plan_id: str,
+    *,
+    relayout: bool = False,
 ) -> Planned:
     """Plan on the current ledger, reading only what the current summary does not cover
-    when the plan can extend it."""
+    when the plan can extend it. `relayout`: the current summary's layout must be made
+    anew (SPEC §17.3) even when no new turn extends it, by a rebase unless it is sealed."""
     base, state, rebase_due = _base(conn, cache, pointed, policy_version, keep_tail, preserve_roles)
     row = ledger.conversation_row(conn, conversation_id)
     revision = 0 if row is None else int(row[0])
@@ -222,19 +246,9 @@ def plan_view(
         partial = Conversation(conversation_id, revision, [turn_from_row(r) for r in rows])
         plan = plan_unchecked(partial, keep_tail, plan_id, preserve_roles)
         new_turns = tuple(partial.get(turn_id) for turn_id in plan.compacted_ids)
-        if all(turn.sequence > base.through_sequence for turn in new_turns):  # type: ignore[union-attr]
-            covered = base.envelope.source_ids
-            full = CompactionPlan(
-                plan_id=plan_id,
-                conversation_id=conversation_id,
-                source_revision=revision,
-                compacted_ids=extend_ids(covered, plan.compacted_ids),
-                preserved_ids=plan.preserved_ids,
-                through_sequence=max(plan.through_sequence, base.through_sequence),
-            )
-            return Planned(full, base, new_turns, False, state)  # type: ignore[arg-type]
-        # A turn below the summary's slot became compactable (e.g. no longer protected):
-        # the sources would not extend the summary's in sequence order, so rebase.
+        if new_turns or not relayout:
+            return _extension(conn, base, state, plan, new_turns, revision)  # type: ignore[arg-type]
+        # Nothing to extend it with: a rebase lays the context out anew (SPEC §17.3).
     if _sealed_current(conn, pointed, policy_version):
         # A rebase would supersede the only record of the purged turns with a summary of
         # the live ones: what they said would leave the context for good. The sealed
@@ -244,6 +258,57 @@ def plan_view(
     plan = plan_unchecked(conversation, keep_tail, plan_id, preserve_roles)
     new_turns = tuple(conversation.get(turn_id) for turn_id in plan.compacted_ids)
     return Planned(plan, None, new_turns, rebase_due)  # type: ignore[arg-type]
+
+
+def _extension(
+    conn: sqlite3.Connection,
+    base: Version,
+    state: SourceDigests | None,
+    plan: CompactionPlan,
+    new_turns: tuple[Turn, ...],
+    revision: int,
+) -> Planned:
+    """The plan extending `base` with `new_turns` (planned on its kept and later turns)."""
+    through = max(plan.through_sequence, base.through_sequence)
+    if all(turn.sequence > base.through_sequence for turn in new_turns):
+        compacted = extend_ids(base.envelope.source_ids, plan.compacted_ids)
+        digests: SourceDigests | bytes | None = state
+    else:
+        # A turn kept raw below the summary's slot became compactable (a confirmation
+        # resolved, a call answered): the summary is extended over it all the same (SPEC
+        # §17.5), never rebased away (a sealed one would lose its purged turns). The
+        # sources stay in sequence order, sealed ones first, so the extension is
+        # fingerprinted from the base's digests in that order, handed as bytes.
+        compacted, digests = _merged_sources(conn, base, new_turns)
+    full = CompactionPlan(
+        plan_id=plan.plan_id,
+        conversation_id=plan.conversation_id,
+        source_revision=revision,
+        compacted_ids=compacted,
+        preserved_ids=plan.preserved_ids,
+        through_sequence=through,
+    )
+    return Planned(full, base, new_turns, False, digests)
+
+
+def _merged_sources(
+    conn: sqlite3.Connection, base: Version, new_turns: tuple[Turn, ...]
+) -> tuple[tuple[str, ...], bytes]:
+    """The base's sources with `new_turns` merged in: its sealed (purged) sources first as
+    they stand, then the live ones and the new ones in sequence order; and the base's
+    stored digests (source order). O(covered), read only when a turn below the slot joins."""
+    rows = conn.execute(
+        "SELECT ss.turn_id, ss.turn_digest, t.state, t.sequence FROM summary_sources ss"
+        " LEFT JOIN turns t ON t.conversation_id = ? AND t.id = ss.turn_id"
+        " WHERE ss.summary_pk = ? ORDER BY ss.position",
+        (base.envelope.conversation_id, base.pk),
+    ).fetchall()
+    sealed = [row[0] for row in rows if row[2] != TURN_LIVE]
+    live = [(int(row[3]), row[0]) for row in rows if row[2] == TURN_LIVE]
+    live.extend((turn.sequence, turn.id) for turn in new_turns)
+    live.sort()
+    merged = tuple(sealed) + tuple(turn_id for _, turn_id in live)
+    return merged, b"".join(bytes(row[1]) for row in rows)
 
 
 def register(
@@ -281,7 +346,7 @@ def register(
         )
         mark_ended(conn, previous[0])
     base = planned.base
-    added = plan.compacted_ids[len(base.envelope.source_ids) :] if base else plan.compacted_ids
+    added = tuple(turn.id for turn in planned.new_turns)
     plan_pk = conn.execute(
         "INSERT INTO plans (id, conversation_id, policy_version, source_revision,"
         " through_sequence, compacted_count, created_at, base_summary_pk, compacted_ids,"
@@ -311,11 +376,16 @@ def mark_ended(conn: sqlite3.Connection, plan_id: str) -> None:
     conn.execute("UPDATE plans SET ended = 1 WHERE id = ?", (plan_id,))
 
 
-def planned_ids(conn: sqlite3.Connection, plan_id: str) -> tuple[int | None, set[str]] | None:
-    """A registered plan's base summary pk and the IDs it adds to the base's sources."""
+def planned_ids(
+    conn: sqlite3.Connection, plan_id: str
+) -> tuple[int | None, set[str], tuple[str, ...]] | None:
+    """A registered plan's base summary pk, the IDs it adds to the base's sources and the
+    roles it kept raw."""
     row = conn.execute(
-        "SELECT base_summary_pk, compacted_ids FROM plans WHERE id = ?", (plan_id,)
+        "SELECT base_summary_pk, compacted_ids, preserve_roles FROM plans WHERE id = ?",
+        (plan_id,),
     ).fetchone()
     if row is None or row[1] is None:  # a plan from before v1.1: no record of its IDs
         return None
-    return row[0], set(json.loads(row[1]))
+    roles = () if row[2] is None else tuple(json.loads(row[2]))
+    return row[0], set(json.loads(row[1])), roles

@@ -68,7 +68,7 @@ def load(conn: sqlite3.Connection, conversation_id: str) -> Conversation:
         (conversation_id, TURN_LIVE),
     ).fetchall()
     try:
-        return Conversation.from_rows(conversation_id, row[0], rows)
+        return Conversation._from_rows(conversation_id, row[0], rows)
     except InvalidInput as err:
         # Stored rows are valid when written: one that is not was damaged in storage.
         found = re.match(r"rows\[(\d+)\]\.", str(err))  # 'rows[i].<field>: ...'

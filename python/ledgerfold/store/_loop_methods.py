@@ -1,5 +1,6 @@
-"""`SQLiteStore`'s methods for the agent loop (SPEC §15.2, §15.8): planning, the start of a
-compaction, the failure streak the back-off counts, and version pruning."""
+"""The agent loop's side of `SQLiteStore` (SPEC §15.2, §15.8): planning, the start of a
+compaction, the failure streak the back-off counts, and version pruning. `SQLiteStore`
+holds one `CompactionLoop` and its public methods of these names delegate to it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import uuid
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta, timezone
+from typing import Protocol
 
+from ledgerfold import _due as due
 from ledgerfold import _validate
 from ledgerfold._errors import InvalidInput
 from ledgerfold._plan import CompactionPlan, preserve_roles_arg
@@ -17,18 +20,25 @@ from ledgerfold.store import _compaction as compaction
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store._protocol import REBASE_ONLY, CompactionWork
 
-__all__ = ["CompactionMethods"]
+__all__ = ["CompactionLoop", "Transaction"]
 
 _log = logging.getLogger("ledgerfold.store")
 
 
-class CompactionMethods:
-    """Mixed into `SQLiteStore`, which provides the transaction and the version cache."""
+class Transaction(Protocol):
+    """The store's transaction: one per call, under its lock, named for the operation."""
 
-    _cache: summaries.VersionCache
+    def __call__(
+        self, *, write: bool, operation: str
+    ) -> AbstractContextManager[sqlite3.Connection]: ...
 
-    def _transaction(self, *, write: bool) -> AbstractContextManager[sqlite3.Connection]:
-        raise NotImplementedError  # pragma: no cover - SQLiteStore defines it
+
+class CompactionLoop:
+    """The loop's methods over the store's transaction and version cache."""
+
+    def __init__(self, transaction: Transaction, cache: summaries.VersionCache) -> None:
+        self._transaction = transaction
+        self._cache = cache
 
     def start_plan(
         self,
@@ -48,7 +58,7 @@ class CompactionMethods:
             "plan-" + uuid.uuid4().hex if plan_id is None else _validate.text("plan_id", plan_id)
         )
         roles = preserve_roles_arg(preserve_roles)
-        with self._transaction(write=True) as conn:
+        with self._transaction(write=True, operation="start_plan") as conn:
             pointed = summaries.pointed(conn, self._cache, conversation_id)
             planned = compaction.plan_view(
                 conn,
@@ -88,13 +98,14 @@ class CompactionMethods:
             "plan-" + uuid.uuid4().hex if plan_id is None else _validate.text("plan_id", plan_id)
         )
         roles = preserve_roles_arg(preserve_roles)
-        with self._transaction(write=True) as conn:
+        with self._transaction(write=True, operation="begin_compaction") as conn:
             failures = compaction.failure_streak(conn, conversation_id)
             pointed = summaries.pointed(conn, self._cache, conversation_id)
             if min_new_turns >= REBASE_ONLY and not compaction.due_at_once(
                 conn, self._cache, pointed, policy_version, keep_tail, roles, failures
             ):
                 return CompactionWork("not-due", failures=failures)
+            relayout = compaction.preserved_gone(conn, pointed, policy_version)
             planned = compaction.plan_view(
                 conn,
                 self._cache,
@@ -104,17 +115,17 @@ class CompactionMethods:
                 policy_version,
                 roles,
                 plan_id,
+                relayout=relayout,
             )
-            if not planned.new_turns:
-                return CompactionWork("nothing-to-compact", failures=failures)
-            if (
-                len(planned.new_turns) < min_new_turns
-                and not planned.rebase_due
-                # The rest of a backlog folded in chunks stays due (SPEC §15.8) until a
-                # failure: the back-off then asks for `min_new_turns` again.
-                and not (failures == 0 and compaction.left_a_backlog(conn, planned.base))
-            ):
-                return CompactionWork("not-due", failures=failures)
+            at_once = due.due_at_once(
+                rebase_due=planned.rebase_due,
+                backlog_left=compaction.left_a_backlog(conn, planned.base),
+                relayout=relayout,
+                failures=failures,
+            )
+            status = due.verdict(len(planned.new_turns), min_new_turns, at_once=at_once)
+            if status != "ready":
+                return CompactionWork(status, failures=failures)
             compaction.register(conn, planned, policy_version, roles)
             base = planned.base
         self._log_plan(planned.plan)
@@ -141,7 +152,7 @@ class CompactionMethods:
         """`failed` records since the conversation's newest accepted summary (the
         compactor's back-off counts them)."""
         conversation_id = _validate.text("conversation_id", conversation_id)
-        with self._transaction(write=False) as conn:
+        with self._transaction(write=False, operation="consecutive_failures") as conn:
             return compaction.failure_streak(conn, conversation_id)
 
     def prune_versions(
@@ -152,8 +163,9 @@ class CompactionMethods:
     ) -> int:
         """Delete summary records (any status) other than the current one beyond the newest
         `keep` of each conversation (or of `conversation_id`), with their text and source
-        index; with `older_than` (seconds), only records older than that. Returns how many
-        records were deleted; `pruned_count` keeps the tally."""
+        index; the `failed` records since the newest accepted summary are kept too (the
+        back-off counts them, SPEC §17.5); with `older_than` (seconds), only records older
+        than that. Returns how many records were deleted; `pruned_count` keeps the tally."""
         if conversation_id is not None:
             conversation_id = _validate.text("conversation_id", conversation_id)
         keep = _validate.integer("keep", keep, minimum=0)
@@ -172,7 +184,7 @@ class CompactionMethods:
             cutoff = (datetime.now(timezone.utc) - timedelta(seconds=older_than)).isoformat(
                 timespec="microseconds"
             )
-        with self._transaction(write=True) as conn:
+        with self._transaction(write=True, operation="prune_versions") as conn:
             ids = (
                 [conversation_id]
                 if conversation_id is not None
@@ -191,7 +203,7 @@ class CompactionMethods:
     def pruned_count(self, conversation_id: str) -> int:
         """How many summary records of the conversation pruning has deleted."""
         conversation_id = _validate.text("conversation_id", conversation_id)
-        with self._transaction(write=False) as conn:
+        with self._transaction(write=False, operation="pruned_count") as conn:
             row = conn.execute(
                 "SELECT pruned_count FROM conversations WHERE id = ?", (conversation_id,)
             ).fetchone()

@@ -46,7 +46,9 @@ class RetentionMethods:
     _db: Database
     _cache: summaries.VersionCache
 
-    def _transaction(self, *, write: bool) -> AbstractContextManager[sqlite3.Connection]:
+    def _transaction(
+        self, *, write: bool, operation: str
+    ) -> AbstractContextManager[sqlite3.Connection]:
         raise NotImplementedError
 
     def retract(self, conversation_id: str, turn_id: str, *, erase: bool = False) -> None:
@@ -59,7 +61,7 @@ class RetentionMethods:
         turn_id = _validate.text("turn_id", turn_id)
         if not isinstance(erase, bool):
             raise InvalidInput("erase: must be bool", field="erase", problem="wrong-type")
-        with self._transaction(write=True) as conn:
+        with self._transaction(write=True, operation="retract") as conn:
             earlier = retention.retracted(conn, conversation_id, turn_id) if erase else None
             if earlier is None:
                 sequence, revision, stale = ledger.retract_turn(conn, conversation_id, turn_id)
@@ -94,7 +96,7 @@ class RetentionMethods:
         `through_sequence` says where the purge went."""
         conversation_id, sequence, force = self._purge_args(conversation_id, sequence, force)
         reason = _validate.text("reason", reason)
-        with self._transaction(write=True) as conn:
+        with self._transaction(write=True, operation="purge_through") as conn:
             boundary, purged, revision, erased = retention.purge(
                 conn, self._cache, conversation_id, sequence, reason, force
             )
@@ -141,7 +143,7 @@ class RetentionMethods:
                 )
         reason = _validate.text("reason", reason)
         roles = preserve_roles_arg(keep_roles, "keep_roles")
-        with self._transaction(write=True) as conn:
+        with self._transaction(write=True, operation="apply_retention") as conn:
             through = retention.retention_cutoff(conn, conversation_id, retain_turns, cutoff, roles)
             if through is None:
                 return None
@@ -173,7 +175,7 @@ class RetentionMethods:
         conversation_id, sequence, force = self._purge_args(conversation_id, sequence, force)
         # A read transaction: a preview writes nothing, not even a stale mark, so it works
         # on a store opened read-only.
-        with self._transaction(write=False) as conn:
+        with self._transaction(write=False, operation="preview_purge") as conn:
             return dict(retention.preview(conn, self._cache, conversation_id, sequence, force))
 
     def _purge_args(
@@ -190,7 +192,7 @@ class RetentionMethods:
         purge boundaries, overwritten in the file (the WAL is checkpointed). An unknown ID
         is not an error."""
         conversation_id = _validate.text("conversation_id", conversation_id)
-        with self._transaction(write=True) as conn:
+        with self._transaction(write=True, operation="delete_conversation") as conn:
             turns = retention.delete_conversation(conn, conversation_id)
         self._db.checkpoint()
         _log.info("conversation deleted: conversation=%s turns=%d", conversation_id, turns)

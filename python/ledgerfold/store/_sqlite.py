@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import sqlite3
-import sys
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -24,6 +23,7 @@ from ledgerfold._citations import cited_sequences, cited_turns
 from ledgerfold._context import AssembledContext, HistoryBoundary, assemble_context
 from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._model import Conversation, Turn
+from ledgerfold._plan import CompactionPlan
 from ledgerfold._summary import SummaryEnvelope, SummaryWrite
 from ledgerfold.adapters._chat import ChatTurnSpec, chat_turn_specs
 from ledgerfold.store import _chat_append as chat_append
@@ -34,8 +34,8 @@ from ledgerfold.store import _retention as retention
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store._database import Database, database_path, durability_arg
 from ledgerfold.store._legacy import legacy_specs
-from ledgerfold.store._loop_methods import CompactionMethods
-from ledgerfold.store._protocol import SummaryRecord
+from ledgerfold.store._loop_methods import CompactionLoop
+from ledgerfold.store._protocol import CompactionWork, SummaryRecord
 from ledgerfold.store._retention_methods import RetentionMethods
 from ledgerfold.store._rows import DAMAGED, SUMMARY_COLUMNS, DamagedSummary
 from ledgerfold.store._schema import TURN_LIVE
@@ -51,7 +51,7 @@ _APPEND_KEYS = frozenset(
 _EDIT_KEYS = frozenset({"role", "body", "protected", "protection_reason", "group", "meta"})
 
 
-class SQLiteStore(CompactionMethods, RetentionMethods):
+class SQLiteStore(RetentionMethods):
     """The embedded ledger store: a file path (WAL) or `":memory:"`.
 
     `durability="full"` (the default) fsyncs every commit, so a returned write survives
@@ -77,6 +77,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
         self._path = database_path(path)
         self._cache = summaries.VersionCache()
         self._db = Database(self._path, durability_arg(durability), read_only=read_only)
+        self._loop = CompactionLoop(self._transaction, self._cache)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -108,11 +109,9 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
         return self._db.connection()
 
     @contextmanager
-    def _transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
-        """One transaction of the database; versions it staged reach the cache only once
-        it has committed."""
-        # The public method that called (what a failure names): one frame lookup.
-        operation = sys._getframe(2).f_code.co_name.lstrip("_")
+    def _transaction(self, *, write: bool, operation: str) -> Iterator[sqlite3.Connection]:
+        """One transaction of the database, for the method named `operation` (what a
+        failure names); versions it staged reach the cache only once it has committed."""
         with self._db.lock:
             try:
                 with self._db.transaction(write=write, operation=operation) as conn:
@@ -181,7 +180,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
         if not specs:
             return []
         ids = chat_append.prepare(specs)
-        with self._transaction(write=True) as conn:
+        with self._transaction(write=True, operation="append_chat") as conn:
             turns, revision = chat_append.append_chat(conn, conversation_id, specs, ids)
         _log.debug(
             "appended chat messages: conversation=%s turns=%d revision=%d",
@@ -237,7 +236,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
             prepared.append((turn_id, spec))
         if not prepared:
             return []
-        with self._transaction(write=True) as conn:
+        with self._transaction(write=True, operation="append") as conn:
             turns, revision = ledger.insert_turns(conn, conversation_id, prepared, field_prefix)
         _log.debug(
             "appended: conversation=%s turns=%d sequences=%d..%d revision=%d",
@@ -263,7 +262,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
                 except UnicodeEncodeError:  # keep the message printable on any stream
                     shown = ascii(key)
                 raise InvalidInput(f"{shown}: cannot be edited", field=shown, problem=problem)
-        with self._transaction(write=True) as conn:
+        with self._transaction(write=True, operation="edit") as conn:
             new, revision, stale = ledger.edit_turn(conn, conversation_id, turn_id, changes)
         _log.info(
             "edited: conversation=%s turn=%s sequence=%d revision=%d summaries_stale=%d",
@@ -280,7 +279,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
     def load(self, conversation_id: str) -> Conversation:
         """The live ledger; an unknown ID gives an empty conversation at revision 0."""
         conversation_id = _validate.text("conversation_id", conversation_id)
-        with self._transaction(write=False) as conn:
+        with self._transaction(write=False, operation="load") as conn:
             return ledger.load(conn, conversation_id)
 
     def get_turns(self, conversation_id: str, turn_ids: Iterable[str]) -> list[Turn]:
@@ -292,7 +291,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
                 "turn_ids: must be an iterable of str", field="turn_ids", problem="wrong-type"
             )
         wanted: Sequence[str] = [_validate.text("turn_ids", turn_id) for turn_id in turn_ids]
-        with self._transaction(write=False) as conn:
+        with self._transaction(write=False, operation="get_turns") as conn:
             return ledger.get_turns(conn, conversation_id, wanted)
 
     def known_ids(self, conversation_id: str, ids: Iterable[str]) -> set[str]:
@@ -316,7 +315,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
 
     def conversation_ids(self) -> list[str]:
         """Every conversation with at least one written turn, sorted."""
-        with self._transaction(write=False) as conn:
+        with self._transaction(write=False, operation="conversation_ids") as conn:
             return [row[0] for row in conn.execute("SELECT id FROM conversations ORDER BY id")]
 
     # ------------------------------------------------------------------ plans and summaries
@@ -328,7 +327,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
         if envelope is None:
             return SummaryWrite(False, None, "invalid-summary", None)
         _validate.instance("envelope", envelope, SummaryEnvelope)
-        with self._transaction(write=True) as conn:
+        with self._transaction(write=True, operation="commit_summary") as conn:
             write, revision = commit.commit(conn, self._cache, envelope)
         if write.accepted:
             _log.info(
@@ -366,7 +365,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
         ]
         if not items:
             return 0
-        with self._transaction(write=True) as conn:
+        with self._transaction(write=True, operation="mark_stale") as conn:
             changed = summaries.mark_stale(conn, items)
         for reason, summary_id, conversation_id in items:
             _log.info(
@@ -417,14 +416,14 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
         """Record a failed attempt of a known plan (no envelope)."""
         plan_id = _validate.text("plan_id", plan_id)
         reason = _validate.text("reason", reason)
-        with self._transaction(write=True) as conn:
+        with self._transaction(write=True, operation="record_failure") as conn:
             conversation_id = summaries.record_failure(conn, plan_id, reason)
         _log.warning("summary failed: conversation=%s plan=%s", conversation_id, plan_id)
 
     def current_summary(self, conversation_id: str) -> SummaryEnvelope | None:
         """The current version, or None when there is none or it went stale."""
         conversation_id = _validate.text("conversation_id", conversation_id)
-        with self._transaction(write=False) as conn:
+        with self._transaction(write=False, operation="current_summary") as conn:
             pointed = summaries.pointed(conn, self._cache, conversation_id)
         if pointed is None or pointed[1] != "current":
             return None
@@ -433,7 +432,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
     def summary_history(self, conversation_id: str) -> list[SummaryRecord]:
         """Every attempt of the conversation, oldest first."""
         conversation_id = _validate.text("conversation_id", conversation_id)
-        with self._transaction(write=False) as conn:
+        with self._transaction(write=False, operation="summary_history") as conn:
             rows = conn.execute(
                 f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE conversation_id = ? ORDER BY pk",
                 (conversation_id,),
@@ -454,7 +453,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
     def sources_of(self, summary_id: str) -> list[Turn]:
         """The cited turns still in the ledger, in source order."""
         summary_id = _validate.text("summary_id", summary_id)
-        with self._transaction(write=False) as conn:
+        with self._transaction(write=False, operation="sources_of") as conn:
             row = conn.execute(
                 f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE id = ?", (summary_id,)
             ).fetchone()
@@ -493,7 +492,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
         """IDs of the accepted versions whose sources include the turn, oldest first."""
         conversation_id = _validate.text("conversation_id", conversation_id)
         turn_id = _validate.text("turn_id", turn_id)
-        with self._transaction(write=False) as conn:
+        with self._transaction(write=False, operation="summaries_citing") as conn:
             return [
                 row[0]
                 for row in conn.execute(
@@ -502,6 +501,71 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
                     (conversation_id, turn_id),
                 )
             ]
+
+    # ------------------------------------------------------------------ the agent loop
+
+    def start_plan(
+        self,
+        conversation_id: str,
+        keep_tail: int,
+        policy_version: str,
+        plan_id: str | None = None,
+        *,
+        preserve_roles: Iterable[str] = (),
+    ) -> CompactionPlan:
+        """Plan on the current ledger; the plan becomes the active one, superseding older
+        (an older plan that ended without any record gets `failed`/`abandoned`)."""
+        return self._loop.start_plan(
+            conversation_id, keep_tail, policy_version, plan_id, preserve_roles=preserve_roles
+        )
+
+    def begin_compaction(
+        self,
+        conversation_id: str,
+        keep_tail: int,
+        policy_version: str,
+        *,
+        preserve_roles: Iterable[str] = (),
+        min_new_turns: int = 1,
+        plan_id: str | None = None,
+    ) -> CompactionWork:
+        """One transaction for the start of a compaction (what `Compactor` calls): plan on
+        the current ledger and, when at least `min_new_turns` compactable turns are not yet
+        covered by the current summary (or something is due at once: a rebase when coverage
+        would shrink, the rest of a backlog, a layout that lost a preserved turn), register
+        the plan and return it with the summary it may extend, that summary's stored source
+        digests and the uncovered turns. Otherwise nothing is registered (`status`
+        ``not-due`` or ``nothing-to-compact``)."""
+        return self._loop.begin_compaction(
+            conversation_id,
+            keep_tail,
+            policy_version,
+            preserve_roles=preserve_roles,
+            min_new_turns=min_new_turns,
+            plan_id=plan_id,
+        )
+
+    def consecutive_failures(self, conversation_id: str) -> int:
+        """`failed` records since the conversation's newest accepted summary (the
+        compactor's back-off counts them)."""
+        return self._loop.consecutive_failures(conversation_id)
+
+    def prune_versions(
+        self,
+        conversation_id: str | None = None,
+        keep: int = 4,
+        older_than: float | None = None,
+    ) -> int:
+        """Delete summary records (any status) other than the current one beyond the newest
+        `keep` of each conversation (or of `conversation_id`), with their text and source
+        index; the `failed` records since the newest accepted summary are kept too (the
+        back-off counts them, SPEC §17.5); with `older_than` (seconds), only records older
+        than that. Returns how many records were deleted; `pruned_count` keeps the tally."""
+        return self._loop.prune_versions(conversation_id, keep, older_than)
+
+    def pruned_count(self, conversation_id: str) -> int:
+        """How many summary records of the conversation pruning has deleted."""
+        return self._loop.pruned_count(conversation_id)
 
     # ------------------------------------------------------------------ context
 
@@ -516,7 +580,8 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
         conversation_id = _validate.text("conversation_id", conversation_id)
         policy_version = _validate.text("policy_version", policy_version)
         damaged: DamagedSummary | None = None
-        with self._transaction(write=False) as conn:
+        assembled: AssembledContext | None = None
+        with self._transaction(write=False, operation="context") as conn:
             boundary = ledger.boundary(conn, conversation_id)
             try:
                 pointed = summaries.pointed(conn, self._cache, conversation_id, strict=True)
@@ -533,9 +598,16 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
                         (conversation_id, envelope.id, TURN_LIVE),
                     ).fetchone()
                 ):
-                    items = summaries.summarised_items(conn, conversation_id, version)
-                    return AssembledContext(items, None, boundary)
-            if pointed is None:
+                    missing = summaries.missing_preserved(conn, version)
+                    if missing is None:
+                        items = summaries.summarised_items(conn, conversation_id, version)
+                        return AssembledContext(items, None, boundary)
+                    # SPEC §17.3: raw until the next compaction (due at once) lays it out anew.
+                    assembled = AssembledContext(
+                        ledger.raw_items(conn, conversation_id), "preserved-missing", None, missing
+                    )
+                    pointed = None
+            if pointed is None and assembled is None:
                 # No summary: the context is every turn raw, read as items directly.
                 assembled = AssembledContext(
                     ledger.raw_items(conn, conversation_id),
@@ -543,7 +615,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
                     None,
                     None if damaged is None else damaged.summary_id,
                 )
-            else:
+            elif pointed is not None:
                 conversation = ledger.load(conn, conversation_id)
                 sealed = retention.sealed_digests(conn, conversation_id, version.pk)
         if pointed is not None:
@@ -553,6 +625,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
                 # stale (its record says so), so the context stays raw.
                 raw = assemble_context(conversation, None, policy_version)
                 assembled = AssembledContext(raw.items, f"stale-summary:{reason}")
+        assert assembled is not None
         if assembled.fallback is not None:
             _log.info(
                 "context fallback: conversation=%s fallback=%s id=%s turns=%d",
@@ -571,5 +644,5 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
         """The furthest purge boundary of the conversation (the largest purged sequence, with
         the reason and time of the purge that reached it), or None."""
         conversation_id = _validate.text("conversation_id", conversation_id)
-        with self._transaction(write=False) as conn:
+        with self._transaction(write=False, operation="history_boundary") as conn:
             return ledger.boundary(conn, conversation_id)

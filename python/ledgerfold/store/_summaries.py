@@ -28,7 +28,7 @@ from ledgerfold.store._rows import (
     envelope_from_row,
     item_from_row,
 )
-from ledgerfold.store._schema import TURN_LIVE
+from ledgerfold.store._schema import TURN_LIVE, TURN_RETRACTED
 
 __all__ = [
     "VersionCache",
@@ -221,9 +221,28 @@ def summarised_items(
     return tuple(items)
 
 
+def missing_preserved(conn: sqlite3.Connection, used: Version) -> str | None:
+    """SPEC §17.3: the ID of a turn kept raw below the summary's slot because it was
+    protected or of a role its plan preserved, and retracted since; None when there is none.
+    (A purged one is not missing: its boundary is disclosed.)"""
+    row = conn.execute(
+        "SELECT preserve_roles FROM plans WHERE id = ?", (used.envelope.plan_id,)
+    ).fetchone()
+    roles = "[]" if row is None or row[0] is None else row[0]
+    hit = conn.execute(
+        "SELECT t.id FROM summary_kept k JOIN turns t ON t.pk = k.turn_pk"
+        " WHERE k.summary_pk = ? AND t.state = ?"
+        " AND (t.protected OR t.role IN (SELECT value FROM json_each(?)))"
+        " ORDER BY t.sequence LIMIT 1",
+        (used.pk, TURN_RETRACTED, roles),
+    ).fetchone()
+    return None if hit is None else str(hit[0])
+
+
 def prune(conn: sqlite3.Connection, conversation_id: str, keep: int, cutoff: str | None) -> int:
     """Delete the conversation's records beyond the newest `keep` other than the one its
-    pointer designates (and, with `cutoff`, only those created before it): their text goes
+    pointer designates and the `failed` ones since its newest accepted version (and, with
+    `cutoff`, only those created before it): their text goes
     with them, and the index rows no remaining version reads. Returns how many records were
     deleted."""
     if ledger.conversation_row(conn, conversation_id) is None:
@@ -233,8 +252,12 @@ def prune(conn: sqlite3.Connection, conversation_id: str, keep: int, cutoff: str
         for row in conn.execute(
             "SELECT pk, created_at FROM summaries WHERE conversation_id = ? AND pk IS NOT"
             " (SELECT current_summary FROM conversations WHERE id = ?) AND status != 'current'"
+            # The failures since the newest accepted version are the back-off's count
+            # (SPEC §17.5): kept beyond `keep`, so pruning never resets the back-off.
+            " AND NOT (status = 'failed' AND pk > COALESCE((SELECT MAX(pk) FROM summaries"
+            " WHERE conversation_id = ? AND status IN ('current', 'superseded', 'stale')), 0))"
             " ORDER BY pk DESC LIMIT -1 OFFSET ?",
-            (conversation_id, conversation_id, keep),
+            (conversation_id, conversation_id, conversation_id, keep),
         )
         if cutoff is None or row[1] < cutoff
     ]

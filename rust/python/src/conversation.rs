@@ -136,8 +136,10 @@ impl Conversation {
 
     /// A conversation from rows as the store reads them, `(id, sequence, role, body,
     /// protected, protection_reason, group, meta_json, digest)`, in one call: each row's
-    /// digest is trusted, not recomputed.
+    /// digest is trusted, not recomputed. Private (the store's, issue 25 item 11): a caller
+    /// could pair an edited body with its old digest and make a stale summary look current.
     #[classmethod]
+    #[pyo3(name = "_from_rows")]
     fn from_rows(
         _cls: &Bound<'_, pyo3::types::PyType>,
         py: Python<'_>,

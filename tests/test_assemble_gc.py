@@ -1,0 +1,69 @@
+"""`assemble_context` leaves the cycle collector alone (issue 25 item 12): no process-wide
+`gc.disable()`, which two threads interleaving could leave off for good."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import threading
+
+import pytest
+
+import ledgerfold as lf
+
+
+def _conversation(n: int) -> lf.Conversation:
+    turns = [lf.Turn(f"t{i}", i + 1, "user", f"body {i}", meta={"k": "v"}) for i in range(n)]
+    return lf.Conversation("c", 1, turns)
+
+
+def test_the_collector_switch_is_never_touched(monkeypatch: pytest.MonkeyPatch) -> None:
+    touched: list[str] = []
+
+    def disable() -> None:
+        touched.append("disable")
+
+    def enable() -> None:
+        touched.append("enable")
+
+    monkeypatch.setattr(gc, "disable", disable)
+    monkeypatch.setattr(gc, "enable", enable)
+    context = lf.assemble_context(_conversation(50), None, "v")
+    assert len(context.items) == 50
+    assert touched == []
+
+
+def test_threads_interleaving_leave_the_collector_on() -> None:
+    conversation = _conversation(200)
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def work() -> None:
+        try:
+            start.wait()
+            for _ in range(300):
+                lf.assemble_context(conversation, None, "v")
+        except BaseException as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not errors
+    assert gc.isenabled()
+
+
+def test_a_disabled_collector_stays_disabled() -> None:
+    gc.disable()
+    try:
+        lf.assemble_context(_conversation(10), None, "v")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
