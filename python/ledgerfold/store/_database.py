@@ -19,7 +19,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ledgerfold._errors import InvalidInput, StoreError
-from ledgerfold.store._schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
+from ledgerfold.store import _search_index as search_index
+from ledgerfold.store._schema import (
+    APPLICATION_ID,
+    MIGRATIONS,
+    READABLE_VERSION,
+    SCHEMA_VERSION,
+)
 
 __all__ = [
     "DURABILITIES",
@@ -244,7 +250,8 @@ class Database:
             raise StoreError(f"{self.path}: not an SQLite database ({err})") from err
         if version == 0:
             raise StoreError(f"{self.path}: not a ledgerfold database (empty)")
-        if version < SCHEMA_VERSION:
+        # An older schema the store can still read (search raises until it is upgraded).
+        if version < READABLE_VERSION:
             raise StoreError(
                 f"{self.path}: schema version {version} needs an upgrade; open it once for writing"
             )
@@ -283,6 +290,8 @@ class Database:
             raise StoreError(f"{self.path}: cannot prepare the database ({err})") from err
         try:
             self._migrate(conn)
+            # The search index (SPEC §16.5, §17.9): built in batches that commit as they go.
+            search_index.build(conn, self.path)
         except sqlite3.Error as err:
             raise StoreError(f"{self.path}: cannot prepare the database ({err})") from err
 

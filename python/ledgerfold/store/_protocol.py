@@ -37,9 +37,22 @@ from ledgerfold._context import AssembledContext, HistoryBoundary
 from ledgerfold._model import Conversation, Turn
 from ledgerfold._native import SourceDigests
 from ledgerfold._plan import CompactionPlan
+from ledgerfold._search_hit import SearchHit
 from ledgerfold._summary import SummaryEnvelope, SummaryWrite
 
-__all__ = ["REBASE_ONLY", "SUMMARY_STATUSES", "CompactionWork", "Store", "SummaryRecord"]
+__all__ = [
+    "PROTOCOL_VERSION",
+    "REBASE_ONLY",
+    "SUMMARY_STATUSES",
+    "CompactionWork",
+    "SearchableStore",
+    "Store",
+    "SummaryRecord",
+]
+
+#: The store protocol's version (SPEC §17.9): 1 is v1.1's `Store`; 2 adds `SearchableStore`
+#: (recall). `Compactor` and the integrations work with a v1 store and then offer no recall.
+PROTOCOL_VERSION = 2
 
 #: `begin_compaction(..., min_new_turns=REBASE_ONLY)`: more new turns than any ledger holds,
 #: so only what is due at once registers a plan (a rebase when coverage would shrink, the rest
@@ -251,4 +264,20 @@ class Store(Protocol):
 
     def history_boundary(self, conversation_id: str) -> HistoryBoundary | None:
         """The furthest purge boundary (largest purged sequence), or None."""
+        ...
+
+
+@runtime_checkable
+class SearchableStore(Store, Protocol):
+    """A `Store` with recall (SPEC §16, §17.9; protocol version 2)."""
+
+    def search(
+        self, conversation_id: str, query: str, *, limit: int = 5, scope: str = "covered"
+    ) -> list[SearchHit]:
+        """SPEC §16.5: the live turns matching `query` (scope `covered`: the current
+        summary's live sources, or every live turn without one; `all`: every live turn),
+        ranked by BM25 over passages, one hit per turn with its best passage, score
+        descending then sequence descending, at most `limit` (1..100). Any `str` query is
+        valid and never query syntax; an unknown conversation gives []. Retracted, purged
+        and erased text is never returned."""
         ...
