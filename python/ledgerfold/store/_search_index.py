@@ -312,7 +312,9 @@ def index_turns(conn: sqlite3.Connection, conversation_id: str, turns: Sequence[
         (pks[turn.sequence], turn.body)
         for turn in turns
         if pks[turn.sequence] <= through
-        and not _answers_recall(conn, conversation_id, turn.role, turn.group, turn.meta, turns)
+        and not _answers_recall(
+            conn, conversation_id, turn.role, turn.group, turn.meta or {}, turns
+        )
     ]
     _insert(conn, wanted)
 
@@ -364,7 +366,7 @@ def reindex_turn(
     if turn_pk > _indexed_through(conn):
         return
     _delete(conn, turn_pk, old_body)
-    if not _answers_recall(conn, conversation_id, new.role, new.group, new.meta, (new,)):
+    if not _answers_recall(conn, conversation_id, new.role, new.group, new.meta or {}, (new,)):
         _insert(conn, [(turn_pk, new.body)])
 
 
