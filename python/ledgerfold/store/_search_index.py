@@ -191,7 +191,10 @@ def _disable(conn: sqlite3.Connection) -> None:
     are plain tables) and marked for a rebuild by the next opener that has FTS5."""
     for shadow in ("search_fts_data", "search_fts_idx", "search_fts_docsize"):
         if _has_table(conn, shadow):
-            conn.execute(f"DELETE FROM {shadow}")
+            # Rows 1 and 10 of `_data` (totals, segment list) hold no text and let
+            # FTS5 open the table again for the rebuild ("delete-all").
+            keep = " WHERE id NOT IN (1, 10)" if shadow == "search_fts_data" else ""
+            conn.execute(f"DELETE FROM {shadow}{keep}")
     conn.execute("DELETE FROM search_passages")
     conn.execute("DELETE FROM search_state")
     conn.execute(
