@@ -291,7 +291,9 @@ def test_a_sealed_summary_still_defines_covered(store: lf.SQLiteStore) -> None:
 
 
 def test_append_many_and_import_are_indexed(store: lf.SQLiteStore) -> None:
-    store.append_many("c", [{"role": "user", "body": f"guava {i}", "id": f"m{i}"} for i in range(3)])
+    store.append_many(
+        "c", [{"role": "user", "body": f"guava {i}", "id": f"m{i}"} for i in range(3)]
+    )
     store.import_legacy("c", [{"id": "old", "role": "user", "body": "legacy guava"}])
     assert set(ids(store.search("c", "guava"))) == {"m0", "m1", "m2", "old"}
 
@@ -315,7 +317,10 @@ def test_a_failed_write_leaves_the_index_as_before(store: lf.SQLiteStore) -> Non
     with pytest.raises(lf.DuplicateId):
         store.append_many(
             "c",
-            [{"role": "user", "body": "durian one", "id": "x"}, {"role": "user", "body": "durian", "id": "dup"}],
+            [
+                {"role": "user", "body": "durian one", "id": "x"},
+                {"role": "user", "body": "durian", "id": "dup"},
+            ],
         )
     assert store.search("c", "durian") == []
     assert indexed(store) == {"dup"}
@@ -409,7 +414,9 @@ def test_a_recall_result_known_by_group_or_call_id_alone_is_not_indexed(
     calls = json.dumps([RECALL_CALL])
     store.append("c", "assistant", "", id="a1", group="g", meta={"tool_calls": calls})
     store.append("c", "tool", "tamarind by group", id="r1", group="g")
-    store.append("c", "assistant", "", id="a2", meta={"tool_calls": calls.replace("call-r", "call-s")})
+    store.append(
+        "c", "assistant", "", id="a2", meta={"tool_calls": calls.replace("call-r", "call-s")}
+    )
     store.append("c", "tool", "tamarind by id", id="r2", meta={"tool_call_id": "call-s"})
     store.append("c", "tool", "tamarind unrelated tool", id="r3", meta={"tool_call_id": "x"})
     assert ids(store.search("c", "tamarind", scope="all")) == ["r3"]

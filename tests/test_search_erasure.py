@@ -15,9 +15,9 @@ import string
 from pathlib import Path
 
 import pytest
-from cli_support import file_has
 
 import ledgerfold as lf
+from cli_support import file_has
 from ledgerfold.store import _search_index as search_index
 
 

@@ -17,7 +17,6 @@ from ledgerfold import _segment
 from ledgerfold.store import _search_index as search_index
 from ledgerfold.store._schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 
-
 FRUITS = ("apple", "banana", "cherry", "mango", "kiwi", "lemon", "olive")
 
 
@@ -79,9 +78,11 @@ def test_a_v4_file_gets_its_index_at_the_first_writing_open(tmp_path: Path) -> N
     with lf.SQLiteStore(path) as store:
         hits = store.search("c", "mango", limit=100)
         assert {hit.turn_id for hit in hits} == {t.id for t in turns if t.sequence % 7 == 3}
-        state = store._connection().execute(
-            "SELECT index_version, complete FROM search_state"
-        ).fetchone()
+        state = (
+            store._connection()
+            .execute("SELECT index_version, complete FROM search_state")
+            .fetchone()
+        )
         assert tuple(state) == (_segment.INDEX_VERSION, 1)
     assert schema_version(path) == SCHEMA_VERSION == 5
     with lf.SQLiteStore(path, read_only=True) as store:  # now a read-only open can search
@@ -191,11 +192,13 @@ def test_a_new_segmenter_version_rebuilds_the_index(
         assert store.search("c", "one") == []
         assert conn.execute("SELECT COUNT(*) FROM search_passages").fetchone()[0] == 1
     monkeypatch.undo()
-    with lf.SQLiteStore(path, read_only=True) as store:
-        # A reader whose segmenter differs from the one the index was built with cannot
-        # search it (its query tokens would not be the index's).
-        with pytest.raises(lf.StoreError, match="not built for this ledgerfold"):
-            store.search("c", "papaya")
+    # A reader whose segmenter differs from the one the index was built with cannot search
+    # it (its query tokens would not be the index's).
+    with (
+        lf.SQLiteStore(path, read_only=True) as store,
+        pytest.raises(lf.StoreError, match="not built for this ledgerfold"),
+    ):
+        store.search("c", "papaya")
 
 
 def test_without_fts5_the_store_opens_and_search_raises(
@@ -214,9 +217,12 @@ def test_without_fts5_the_store_opens_and_search_raises(
             store.search("c", "persimmon")
         # The index an FTS5 build left is emptied, not left stale.
         conn = store._connection()
-        assert conn.execute(
-            "SELECT COUNT(*) FROM search_fts_data WHERE id NOT IN (1, 10)"
-        ).fetchone()[0] == 0
+        assert (
+            conn.execute("SELECT COUNT(*) FROM search_fts_data WHERE id NOT IN (1, 10)").fetchone()[
+                0
+            ]
+            == 0
+        )
     monkeypatch.undo()
     with lf.SQLiteStore(path) as store:  # FTS5 again: rebuilt from the ledger
         assert [hit.turn_id for hit in store.search("c", "persimmon")] == ["b"]
@@ -230,6 +236,5 @@ def test_a_fresh_store_without_fts5_opens_and_search_raises(
         store.append("c", "user", "words", id="a")
         with pytest.raises(lf.StoreError, match="no FTS5"):
             store.search("c", "words")
-    with lf.SQLiteStore() as memory:
-        with pytest.raises(lf.StoreError, match="no FTS5"):
-            memory.search("c", "words")
+    with lf.SQLiteStore() as memory, pytest.raises(lf.StoreError, match="no FTS5"):
+        memory.search("c", "words")

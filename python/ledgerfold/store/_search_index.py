@@ -74,8 +74,7 @@ BUILD_BATCH = 1000
 _CHUNK = 500
 
 _FTS_DDL = (
-    "CREATE VIRTUAL TABLE search_fts USING fts5("
-    "tokens, content='', tokenize='ascii', detail=full)"
+    "CREATE VIRTUAL TABLE search_fts USING fts5(tokens, content='', tokenize='ascii', detail=full)"
 )
 
 
@@ -394,7 +393,9 @@ def check_args(query: object, limit: object, scope: object) -> tuple[str, int, s
             f"limit: must be int, got {type(limit).__name__}", field="limit", problem="wrong-type"
         )
     if not 1 <= limit <= 100:
-        raise InvalidInput("limit: must be between 1 and 100", field="limit", problem="out-of-range")
+        raise InvalidInput(
+            "limit: must be between 1 and 100", field="limit", problem="out-of-range"
+        )
     if not isinstance(scope, str) or scope not in SCOPES:
         raise InvalidInput(
             "scope: must be 'covered' or 'all'", field="scope", problem="unknown-value"
@@ -463,16 +464,17 @@ def search(
     syntax."""
     _ready(conn)
     terms = query_terms(query)
-    if not terms or conn.execute(
-        "SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)
-    ).fetchone() is None:
+    if (
+        not terms
+        or conn.execute("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+        is None
+    ):
         return []
     match = " OR ".join(f'"{term}"' for term in kept_terms(conn, terms))
     current = _current(conn, conversation_id)
     covered_only = scope == "covered" and current is not None
     source_test = (
-        "EXISTS (SELECT 1 FROM summary_sources AS ss WHERE ss.summary_pk = ?"
-        " AND ss.turn_id = t.id)"
+        "EXISTS (SELECT 1 FROM summary_sources AS ss WHERE ss.summary_pk = ? AND ss.turn_id = t.id)"
     )
     sql = (
         "SELECT t.pk, t.id, t.sequence, t.role, p.start_at, p.end_at, bm25(search_fts) AS r"
