@@ -10,7 +10,9 @@ grep looks for the marker's distinctive tail, which no other term shares.
 
 from __future__ import annotations
 
+import logging
 import random
+import sqlite3
 import string
 from pathlib import Path
 
@@ -159,3 +161,39 @@ def test_the_index_still_works_after_an_erasure(tmp_path: Path) -> None:
     assert [hit.turn_id for hit in store.search("c", word)] == ["again"]
     assert len(store.search("c", "apples", limit=100)) == 30
     store.close()
+
+
+def test_a_checkpoint_blocked_by_a_reader_is_logged_and_retried_at_the_next_write(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    word, tail = marker()
+    path = tmp_path / "a.db"
+    store = filled(path, word)
+    reader = sqlite3.connect(path, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT COUNT(*) FROM turns").fetchone()  # holds a snapshot
+    with caplog.at_level(logging.INFO, logger="ledgerfold.store"):
+        store.retract("c", "secret", erase=True)
+        assert any("checkpoint blocked" in r.getMessage() for r in caplog.records)
+        assert file_has(path, tail)  # the old pages are still in the WAL
+        reader.execute("COMMIT")
+        store.append("c", "user", "a later write", id="later")
+        assert any("checkpoint done after a retry" in r.getMessage() for r in caplog.records)
+    assert not file_has(path, tail)
+    assert all(word not in r.getMessage() for r in caplog.records)
+    reader.close()
+    store.close()
+
+
+def test_a_blocked_checkpoint_is_retried_at_close(tmp_path: Path) -> None:
+    word, tail = marker()
+    path = tmp_path / "a.db"
+    store = filled(path, word)
+    reader = sqlite3.connect(path, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT COUNT(*) FROM turns").fetchone()
+    store.retract("c", "secret", erase=True)
+    reader.execute("COMMIT")
+    reader.close()
+    store.close()
+    assert not file_has(path, tail)

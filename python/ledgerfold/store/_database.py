@@ -9,6 +9,7 @@ read transaction, so it sees one snapshot.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sqlite3
@@ -37,6 +38,8 @@ __all__ = [
     "readonly_uri",
     "store_error",
 ]
+
+_log = logging.getLogger("ledgerfold.store")
 
 #: `SQLiteStore(durability=...)` values.
 DURABILITIES = ("full", "normal")
@@ -160,6 +163,8 @@ class Database:
         self.durability = durability
         self.read_only = read_only
         self.lock = threading.RLock()
+        #: An erasing call's checkpoint was blocked by a reader: retried after each write.
+        self.checkpoint_pending = False
         self._conn: sqlite3.Connection | None = None
         try:
             if read_only:
@@ -187,6 +192,9 @@ class Database:
     def close(self) -> None:
         """Close the connection; later transactions raise `StoreError`. Idempotent."""
         with self.lock:
+            if self._conn is not None and self.checkpoint_pending:
+                with suppress(StoreError):
+                    self.checkpoint(wait_ms=0)
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
@@ -212,6 +220,9 @@ class Database:
             try:
                 yield conn
                 conn.execute("COMMIT")
+                if write and self.checkpoint_pending:
+                    with suppress(StoreError):
+                        self.checkpoint(wait_ms=0)
             except BaseException as exc:
                 _rollback(conn)
                 if not isinstance(exc, sqlite3.Error):
@@ -221,17 +232,34 @@ class Database:
                     raise error from None  # SQLite's message quotes the stored bytes
                 raise error from exc
 
-    def checkpoint(self) -> None:
+    def checkpoint(self, *, wait_ms: int = 1000) -> None:
         """Copy the WAL into the database file and truncate it, so pages that held erased
         content survive in neither (after a purge, an erase or a deletion). A reader that
-        holds an old snapshot can keep the WAL from being truncated; that is not an error."""
+        holds an old snapshot can keep the WAL from being truncated: that is not an error;
+        it is logged and the checkpoint is retried after the next write and at `close()`
+        (SPEC §16.5 "Erasure"), without waiting for readers then."""
         with self.lock:
             if self.path == ":memory:":
                 return
+            conn = self.connection()
             try:
-                self.connection().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                # Readers are waited for briefly, not for the whole busy timeout.
+                conn.execute(f"PRAGMA busy_timeout = {int(wait_ms)}")
+                try:
+                    busy, frames, done = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                finally:
+                    conn.execute("PRAGMA busy_timeout = 30000")
             except sqlite3.Error as err:
                 raise StoreError(f"cannot checkpoint the database ({err})") from err
+            blocked = bool(busy) or frames != done
+            if blocked and not self.checkpoint_pending:
+                _log.warning(
+                    "checkpoint blocked by a reader: path=%s; retried after the next write",
+                    self.path,
+                )
+            elif not blocked and self.checkpoint_pending:
+                _log.info("checkpoint done after a retry: path=%s", self.path)
+            self.checkpoint_pending = blocked
 
     # ------------------------------------------------------------------ opening
 
