@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -447,3 +448,28 @@ def test_when_every_term_is_too_common_the_rarest_is_kept(store: lf.SQLiteStore)
     store.append_many("c", turns)
     hits = store.search("c", "beta alpha", limit=20)
     assert len(hits) == 20 and all("alpha" in hit.text for hit in hits)
+
+
+def test_a_write_failing_after_the_index_changed_rolls_the_index_back(
+    store: lf.SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.append("c", "user", "first fig", id="a")
+    real = search_index._insert
+
+    def insert_then_fail(conn: object, turns: list[tuple[int, str]]) -> None:
+        real(conn, turns)  # type: ignore[arg-type]
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(search_index, "_insert", insert_then_fail)
+    with pytest.raises(lf.StoreError):
+        store.append("c", "user", "second fig", id="b")
+    with pytest.raises(lf.StoreError):
+        store.edit("c", "a", body="edited fig")
+    monkeypatch.undo()
+    assert ids(store.search("c", "fig")) == ["a"]
+    assert store.search("c", "second") == [] and store.search("c", "edited") == []
+    conn = store._connection()
+    conn.execute("INSERT INTO search_fts(search_fts) VALUES ('integrity-check')")
+    assert conn.execute("SELECT COUNT(*) FROM search_passages").fetchone()[0] == 1
+    store.append("c", "user", "third fig", id="c")
+    assert set(ids(store.search("c", "fig"))) == {"a", "c"}
