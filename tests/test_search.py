@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import ledgerfold as lf
+from ledgerfold._segment import index_passages
 from ledgerfold.store import PROTOCOL_VERSION, SearchableStore, Store
 from ledgerfold.store import _search_index as search_index
 
@@ -473,3 +474,14 @@ def test_a_write_failing_after_the_index_changed_rolls_the_index_back(
     assert conn.execute("SELECT COUNT(*) FROM search_passages").fetchone()[0] == 1
     store.append("c", "user", "third fig", id="c")
     assert set(ids(store.search("c", "fig"))) == {"a", "c"}
+
+
+def test_passage_offsets_count_code_points_beyond_the_bmp(store: lf.SQLiteStore) -> None:
+    """Offsets are Python code points; SQLite's substr counts the same characters, so a
+    passage after emoji and CJK is cut exactly."""
+    body = "🙂😀 emoji 护照 " * 80 + "The answer is rambutan. " + "🙂 tail words " * 60
+    store.append("c", "user", body, id="e")
+    hits = store.search("c", "rambutan")
+    assert ids(hits) == ["e"] and "rambutan" in hits[0].text
+    start = body.index(hits[0].text)
+    assert any(body[s:e] == hits[0].text and s == start for s, e, _ in index_passages(body))
