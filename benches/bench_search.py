@@ -81,8 +81,6 @@ INDEX_TABLES = (
     "search_fts_idx",
     "search_fts_docsize",
     "search_fts_config",
-    "search_passages",
-    "search_passages_by_turn",
 )
 
 
@@ -262,7 +260,7 @@ def _as_v4(path: Path) -> None:
     """Take the index out of a file, as a v4 store wrote it."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.executescript(
-        "DROP TABLE search_fts; DROP TABLE search_passages; DROP TABLE search_state;"
+        "DROP TABLE search_fts; DROP TABLE search_state;"
         " DELETE FROM schema_migrations WHERE version = 5; PRAGMA user_version = 4; VACUUM;"
     )
     conn.close()

@@ -32,7 +32,7 @@ def indexed(store: lf.SQLiteStore) -> set[str]:
     return {
         row[0]
         for row in store._connection().execute(
-            "SELECT DISTINCT t.id FROM search_passages p JOIN turns t ON t.pk = p.turn_pk"
+            "SELECT DISTINCT t.id FROM search_fts_docsize d JOIN turns t ON t.pk = d.id >> 10"
         )
     }
 
@@ -338,7 +338,7 @@ def test_edit_makes_the_new_text_findable_and_the_old_not(store: lf.SQLiteStore)
     assert ids(hits) == ["t"] and hits[0].text == "the meeting is on thursday"
     store.edit("c", "t", protected=True)  # not a text change: still indexed once
     assert ids(store.search("c", "thursday")) == ["t"]
-    rows = store._connection().execute("SELECT COUNT(*) FROM search_passages").fetchone()[0]
+    rows = store._connection().execute("SELECT COUNT(*) FROM search_fts_docsize").fetchone()[0]
     assert rows == 1
 
 
@@ -471,7 +471,7 @@ def test_a_write_failing_after_the_index_changed_rolls_the_index_back(
     assert store.search("c", "second") == [] and store.search("c", "edited") == []
     conn = store._connection()
     conn.execute("INSERT INTO search_fts(search_fts) VALUES ('integrity-check')")
-    assert conn.execute("SELECT COUNT(*) FROM search_passages").fetchone()[0] == 1
+    assert conn.execute("SELECT COUNT(*) FROM search_fts_docsize").fetchone()[0] == 1
     store.append("c", "user", "third fig", id="c")
     assert set(ids(store.search("c", "fig"))) == {"a", "c"}
 

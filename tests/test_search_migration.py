@@ -144,7 +144,7 @@ def test_an_interrupted_build_resumes_where_it_stopped(
                 t.sequence for t in turns if t.sequence % 7 == seven
             ]
         # Every turn indexed once: no batch was indexed twice.
-        rows = store._connection().execute("SELECT COUNT(*) FROM search_passages").fetchone()
+        rows = store._connection().execute("SELECT COUNT(*) FROM search_fts_docsize").fetchone()
         assert rows[0] == len(turns)
 
 
@@ -165,13 +165,13 @@ def test_writes_during_an_unfinished_build_are_not_indexed_twice(tmp_path: Path)
     store.append("c", "user", "a later mango turn", id="later")  # pk 13: left to the build
     store.edit("c", "t3", body="edited mango text")  # pk 3: kept by the write path
     store.edit("c", "t10", body="edited mango again")  # pk 10: left to the build
-    assert conn.execute("SELECT COUNT(*) FROM search_passages").fetchone()[0] == 5
+    assert conn.execute("SELECT COUNT(*) FROM search_fts_docsize").fetchone()[0] == 5
     store.close()
     with lf.SQLiteStore(path) as store:
         hits = store.search("c", "mango", limit=100)
         assert sorted(hit.turn_id for hit in hits) == ["later", "t10", "t3"]
         assert [hit.text for hit in hits if hit.turn_id == "t3"] == ["edited mango text"]
-        rows = store._connection().execute("SELECT COUNT(*) FROM search_passages").fetchone()
+        rows = store._connection().execute("SELECT COUNT(*) FROM search_fts_docsize").fetchone()
         assert rows[0] == 13
 
 
@@ -190,7 +190,7 @@ def test_a_new_segmenter_version_rebuilds_the_index(
         )
         assert [hit.turn_id for hit in store.search("c", "papaya")] == ["a"]
         assert store.search("c", "one") == []
-        assert conn.execute("SELECT COUNT(*) FROM search_passages").fetchone()[0] == 1
+        assert conn.execute("SELECT COUNT(*) FROM search_fts_docsize").fetchone()[0] == 1
     monkeypatch.undo()
     # A reader whose segmenter differs from the one the index was built with cannot search
     # it (its query tokens would not be the index's).

@@ -186,7 +186,7 @@ CREATE VIEW summary_sources (summary_pk, position, turn_id, turn_digest) AS
         ON r.run_pk = s.source_run AND r.position < s.source_count;
 """
 
-# v1.2 recall (SPEC §16, §17.9): the search index's plain tables. The FTS5 table itself
+# v1.2 recall (SPEC §16, §17.9): the search index's state. The FTS5 table itself
 # (`search_fts`) is created by `_search_index.build` after the migrations, only where SQLite
 # has FTS5 (the store opens without it); the build then indexes the existing turns in
 # batches that commit as they go.
@@ -197,14 +197,6 @@ CREATE TABLE search_state (
     built_through   INTEGER NOT NULL,   -- turns with pk <= this are indexed
     complete        INTEGER NOT NULL    -- 1: every turn is indexed (the write paths keep it)
 );
--- One row per passage of an indexed turn; rowid = the passage's search_fts rowid.
-CREATE TABLE search_passages (
-    rowid     INTEGER PRIMARY KEY,
-    turn_pk   INTEGER NOT NULL,
-    start_at  INTEGER NOT NULL,   -- code points into the body
-    end_at    INTEGER NOT NULL
-);
-CREATE INDEX search_passages_by_turn ON search_passages (turn_pk);
 """
 
 #: (version, name, DDL) in ascending order; append new migrations, never edit old ones.
