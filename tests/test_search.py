@@ -485,3 +485,21 @@ def test_passage_offsets_count_code_points_beyond_the_bmp(store: lf.SQLiteStore)
     assert ids(hits) == ["e"] and "rambutan" in hits[0].text
     start = body.index(hits[0].text)
     assert any(body[s:e] == hits[0].text and s == start for s, e, _ in index_passages(body))
+
+
+def test_a_body_of_more_than_1024_passages_is_found_to_its_end(store: lf.SQLiteStore) -> None:
+    """Passages from the 1,024th on share the last rowid slot: a word in one of them is
+    still found, with its own passage as the hit's text, and the turn leaves the index
+    whole when retracted."""
+    line = "filler words " * 44 + "end.\n"  # one passage a line
+    lines = [line] * 1100
+    lines[1050] = "hidden salsify " + "filler words " * 42 + "end.\n"
+    body = "".join(lines)
+    assert len(index_passages(body)) == 1100
+    store.append("c", "tool", body, id="huge")
+    store.append("c", "user", "salsify is a root vegetable", id="short")
+    hits = {hit.turn_id: hit for hit in store.search("c", "salsify")}
+    assert set(hits) == {"huge", "short"}
+    assert hits["huge"].text == lines[1050]
+    store.retract("c", "huge")
+    assert indexed(store) == {"short"}

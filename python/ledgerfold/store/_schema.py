@@ -197,6 +197,12 @@ CREATE TABLE search_state (
     built_through   INTEGER NOT NULL,   -- turns with pk <= this are indexed
     complete        INTEGER NOT NULL    -- 1: every turn is indexed (the write paths keep it)
 );
+-- Passage bounds of an indexed body that is not one passage from start to end: int64
+-- (start, end) pairs by slot, in code points (numbers only, no text).
+CREATE TABLE search_offsets (
+    turn_pk  INTEGER PRIMARY KEY,
+    bounds   BLOB NOT NULL
+);
 """
 
 #: (version, name, DDL) in ascending order; append new migrations, never edit old ones.

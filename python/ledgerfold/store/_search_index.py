@@ -11,20 +11,21 @@ Layout (schema v5, `_schema.py` holds the plain tables):
   `unindex` *before* it blanks or changes a body.
 - Rowids: `turn pk << 10 | slot`, slot = the passage's number among the turn's passages
   (the 1,024th and later passages of a body over ~300 KB share the last slot). The rowid
-  names the turn and the passage, so no side table is written per append (two fewer pages a
-  commit than a passage table with its index, measured: 8 WAL frames an append instead of
-  10, against 4.5 without the index), the passage text is re-cut from the body for the few
-  hits, and FTS5's rowid deltas stay small (index 0.53x the body bytes here against 0.64x
-  with `pk << 20`). Which turns are indexed is read from FTS5's own `search_fts_docsize`.
+  names the turn and the passage, so a short body (one passage, the common case) writes no
+  side row, and FTS5's rowid deltas stay small (index ~0.5x the English body bytes against
+  0.64x with `pk << 20`, measured on the real transcripts). Which turns are indexed is read
+  from FTS5's own `search_fts_docsize`.
+- `search_offsets`: the passage bounds of a body that is not one passage from start to end
+  (numbers only), so a hit's passage is cut without segmenting its body again.
 - `search_state`: the segmenter's `index_version` the index was built with, and how far the
   build of an existing ledger got (`built_through`, a turn pk; `complete`).
 
 Erasure on SQLite < 3.42 (no FTS5 `secure-delete`): an FTS5 delete writes a tombstone and
 leaves the deleted terms in older segments until they are merged. Every erasing call
-therefore ends with `scrub` (FTS5 `optimize`: one merge of every segment, which drops the
-deleted entries) in its own transaction, and `secure_delete` zeroes the freed pages; the
-store then checkpoints the WAL (TRUNCATE). The merge rewrites the whole index: its cost is
-exempt from §15.2's bound and reported in docs/performance.md.
+therefore ends its transaction with `scrub` (FTS5 `optimize`: one merge of every segment,
+which drops the deleted entries), `secure_delete` zeroes the freed pages, and the store
+then checkpoints the WAL (TRUNCATE). The merge rewrites the whole index: its cost is exempt
+from §15.2's bound and reported in docs/performance.md.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -135,6 +137,7 @@ def build(conn: sqlite3.Connection, path: str, *, available: bool | None = None)
         if version is None or int(version[0]) != INDEX_VERSION:
             # A new segmenter: the old rows cannot be deleted with the new tokens; start over.
             conn.execute("INSERT INTO search_fts(search_fts) VALUES ('delete-all')")
+            conn.execute("DELETE FROM search_offsets")
             conn.execute("DELETE FROM search_state")
             conn.execute(
                 "INSERT INTO search_state (id, index_version, built_through, complete)"
@@ -197,6 +200,7 @@ def _disable(conn: sqlite3.Connection) -> None:
             # FTS5 open the table again for the rebuild ("delete-all").
             keep = " WHERE id NOT IN (1, 10)" if shadow == "search_fts_data" else ""
             conn.execute(f"DELETE FROM {shadow}{keep}")
+    conn.execute("DELETE FROM search_offsets")
     conn.execute("DELETE FROM search_state")
     conn.execute(
         "INSERT INTO search_state (id, index_version, built_through, complete) VALUES (1, 0, -1, 0)"
@@ -284,23 +288,42 @@ def _answers_recall(
 SLOT_BITS = 10
 _LAST_SLOT = (1 << SLOT_BITS) - 1
 
+#: A passage is at most this many characters (SPEC §16.5 "Hits").
+_PASSAGE_MAX = 600
 
-def _rows(turn_pk: int, body: str) -> list[tuple[int, str]]:
-    """The index rows of a body: `(rowid, tokens)`, one per passage, the passages from the
-    last slot on sharing it."""
+
+def _rows(turn_pk: int, body: str) -> tuple[list[tuple[int, str]], list[tuple[int, int]]]:
+    """The index rows of a body, `(rowid, tokens)` one per passage (the passages from the
+    last slot on share it), and each row's `(start, end)` in code points."""
     passages = index_passages(body)
     base = turn_pk << SLOT_BITS
     rows = [(base + slot, tokens) for slot, (_, _, tokens) in enumerate(passages[:_LAST_SLOT])]
+    bounds = [(start, end) for start, end, _ in passages[:_LAST_SLOT]]
     if len(passages) > _LAST_SLOT:
         rows.append((base + _LAST_SLOT, " ".join(p[2] for p in passages[_LAST_SLOT:])))
-    return rows
+        bounds.append((passages[_LAST_SLOT][0], passages[-1][1]))
+    return rows, bounds
+
+
+def _packed(bounds: list[tuple[int, int]]) -> bytes:
+    return array("q", [offset for pair in bounds for offset in pair]).tobytes()
 
 
 def _insert(conn: sqlite3.Connection, turns: Sequence[tuple[int, str]]) -> None:
-    """Index `(turn pk, body)` pairs."""
-    rows = [row for turn_pk, body in turns for row in _rows(turn_pk, body)]
+    """Index `(turn pk, body)` pairs. A body that is not one passage from its start to its
+    end gets its passage bounds in `search_offsets` (numbers only), so a hit's passage is
+    cut without segmenting its body again."""
+    rows: list[tuple[int, str]] = []
+    offsets: list[tuple[int, bytes]] = []
+    for turn_pk, body in turns:
+        made, bounds = _rows(turn_pk, body)
+        rows += made
+        if bounds and bounds != [(0, len(body))]:
+            offsets.append((turn_pk, _packed(bounds)))
     if rows:
         conn.executemany("INSERT INTO search_fts (rowid, tokens) VALUES (?, ?)", rows)
+    if offsets:
+        conn.executemany("INSERT INTO search_offsets (turn_pk, bounds) VALUES (?, ?)", offsets)
 
 
 def index_turns(conn: sqlite3.Connection, conversation_id: str, turns: Sequence[Turn]) -> None:
@@ -342,7 +365,7 @@ def _delete(conn: sqlite3.Connection, turn_pk: int, body: str) -> None:
     present = _indexed(conn, turn_pk)
     if not present:
         return
-    rows = _rows(turn_pk, body)
+    rows, _ = _rows(turn_pk, body)
     if len(rows) != present:  # only a damaged body or a changed segmenter gets here
         raise StoreError(
             "search index: a turn's passages do not match its body (a damaged database?)"
@@ -350,6 +373,7 @@ def _delete(conn: sqlite3.Connection, turn_pk: int, body: str) -> None:
     conn.executemany(
         "INSERT INTO search_fts (search_fts, rowid, tokens) VALUES ('delete', ?, ?)", rows
     )
+    conn.execute("DELETE FROM search_offsets WHERE turn_pk = ?", (turn_pk,))
 
 
 def unindex(conn: sqlite3.Connection, where: str, params: Iterable[Any]) -> int:
@@ -517,13 +541,12 @@ def search(
     for row in best:
         turn_pk, turn_id, sequence, role, slot, rank = row[:6]
         covered = covered_only or (current is not None and bool(row[6]))
-        body = conn.execute("SELECT body FROM turns WHERE pk = ?", (turn_pk,)).fetchone()[0]
         hits.append(
             SearchHit(
                 turn_id=turn_id,
                 sequence=int(sequence),
                 role=role,
-                text=_passage(body, int(slot), terms),
+                text=_passage(conn, int(turn_pk), int(slot), terms),
                 score=-float(rank),
                 summary_id=current[1] if covered and current is not None else None,
             )
@@ -531,17 +554,31 @@ def search(
     return hits
 
 
-def _passage(body: str, slot: int, terms: list[str]) -> str:
-    """The text of a hit's passage, re-cut from the body by the same segmenter. In the last
-    slot of a very long body (several passages share it), the first of them holding a
-    query term."""
-    passages = index_passages(body)
-    if slot < _LAST_SLOT or len(passages) == _LAST_SLOT + 1:
-        start, end, _ = passages[slot]
-        return body[start:end]
+def _passage(conn: sqlite3.Connection, turn_pk: int, slot: int, terms: list[str]) -> str:
+    """The text of a hit's passage: the whole body, or the slice its stored bounds give. In
+    the last slot of a very long body (several passages share it), the first of them that
+    holds a query term, cut by the segmenter."""
+    row = conn.execute("SELECT bounds FROM search_offsets WHERE turn_pk = ?", (turn_pk,)).fetchone()
+    if row is None:
+        text: str = conn.execute("SELECT body FROM turns WHERE pk = ?", (turn_pk,)).fetchone()[0]
+        return text
+    offsets = array("q")
+    offsets.frombytes(bytes(row[0]))
+    start, end = offsets[2 * slot], offsets[2 * slot + 1]
+    if slot < _LAST_SLOT or end - start <= _PASSAGE_MAX:
+        return _slice(conn, turn_pk, start, end)
+    body: str = conn.execute("SELECT body FROM turns WHERE pk = ?", (turn_pk,)).fetchone()[0]
+    passages = index_passages(body)[_LAST_SLOT:]
     wanted = set(terms)
-    for start, end, tokens in passages[_LAST_SLOT:]:
+    for first, last, tokens in passages:
         if wanted.intersection(tokens.split()):
-            return body[start:end]
-    start, end, _ = passages[_LAST_SLOT]
-    return body[start:end]
+            return body[first:last]
+    return body[passages[0][0] : passages[0][1]]
+
+
+def _slice(conn: sqlite3.Connection, turn_pk: int, start: int, end: int) -> str:
+    # SQLite's substr counts characters as Python counts code points.
+    text: str = conn.execute(
+        "SELECT substr(body, ?, ?) FROM turns WHERE pk = ?", (start + 1, end - start, turn_pk)
+    ).fetchone()[0]
+    return text
