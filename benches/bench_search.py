@@ -260,7 +260,7 @@ def _as_v4(path: Path) -> None:
     """Take the index out of a file, as a v4 store wrote it."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.executescript(
-        "DROP TABLE search_fts; DROP TABLE search_state;"
+        "DROP TABLE search_fts; DROP TABLE search_state; DROP TABLE search_offsets;"
         " DELETE FROM schema_migrations WHERE version = 5; PRAGMA user_version = 4; VACUUM;"
     )
     conn.close()

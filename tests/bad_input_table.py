@@ -156,7 +156,7 @@ def _search_v4_read_only() -> object:
             store.append(CONVERSATION_ID, "user", SECRET_BODY)
         conn = sqlite3.connect(path, isolation_level=None)
         conn.executescript(
-            "DROP TABLE search_fts; DROP TABLE search_state;"
+            "DROP TABLE search_fts; DROP TABLE search_state; DROP TABLE search_offsets;"
             " DELETE FROM schema_migrations WHERE version = 5; PRAGMA user_version = 4;"
         )
         conn.close()
