@@ -62,9 +62,11 @@ _log = logging.getLogger("ledgerfold.store")
 #: while another term remains": a query term found in more than `DF_DROP` passages of the
 #: index is dropped while a term found in at most `DF_DROP` remains; when every term passes
 #: it, only the rarest is kept. FTS5's bm25() costs a few microseconds per matching passage,
-#: so this bounds a search's scoring to about `DF_DROP` passages a kept term (≈ 5 ms); a term
-#: in that many passages carries little BM25 weight next to a rare one.
-DF_DROP = 1000
+#: so this bounds a search's scoring to about `DF_DROP` passages a kept term. Measured on
+#: 100k real turns (benches/bench_search.py questions): p50 3.2 ms at 1,000, 2.0 ms at 500,
+#: 0.8 ms at 250, the same facts reached at each; a term in 500 passages carries little
+#: BM25 weight next to a rare one (idf ~6 against ~11 at 100k turns).
+DF_DROP = 500
 
 #: `search(scope=...)` values (SPEC §16.5 "Scope").
 SCOPES = ("covered", "all")
