@@ -148,6 +148,22 @@ def _read_only_write() -> object:
             return store.append(CONVERSATION_ID, "user", SECRET_BODY)
 
 
+def _search_v4_read_only() -> object:
+    """A v4 file (written before the search index) opened read-only: search cannot answer."""
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "ledger.db"
+        with lf.SQLiteStore(path) as store:
+            store.append(CONVERSATION_ID, "user", SECRET_BODY)
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.executescript(
+            "DROP TABLE search_fts; DROP TABLE search_state; DROP TABLE search_offsets;"
+            " DELETE FROM schema_migrations WHERE version = 5; PRAGMA user_version = 4;"
+        )
+        conn.close()
+        with lf.SQLiteStore(path, read_only=True) as store:
+            return store.search(CONVERSATION_ID, SECRET_BODY)
+
+
 def _empty_file(directory: Path) -> Path:
     path = directory / "empty.db"
     path.write_bytes(b"")
@@ -1284,6 +1300,63 @@ ROWS: tuple[BadInput, ...] = (
         on_store(lambda store: store.purge_through("c", 3, "retention", force=1)),  # type: ignore[arg-type]
         INVALID,
         "force",
+    ),
+    # ---- search (SPEC §16.1, §16.5)
+    row(
+        "search: query not a str",
+        "store.search('c', None)",
+        on_store(lambda store: store.search("c", None)),  # type: ignore[arg-type]
+        INVALID,
+        "query",
+    ),
+    row(
+        "search: limit 0",
+        "store.search('c', 'q', limit=0)",
+        on_store(lambda store: store.search("c", SECRET_BODY, limit=0)),
+        INVALID,
+        "limit",
+    ),
+    row(
+        "search: limit above 100",
+        "store.search('c', 'q', limit=101)",
+        on_store(lambda store: store.search("c", SECRET_BODY, limit=101)),
+        INVALID,
+        "limit",
+    ),
+    row(
+        "search: limit a bool",
+        "store.search('c', 'q', limit=True)",
+        on_store(lambda store: store.search("c", SECRET_BODY, limit=True)),
+        INVALID,
+        "limit",
+    ),
+    row(
+        "search: limit a float",
+        "store.search('c', 'q', limit=5.0)",
+        on_store(lambda store: store.search("c", SECRET_BODY, limit=5.0)),  # type: ignore[arg-type]
+        INVALID,
+        "limit",
+    ),
+    row(
+        "search: unknown scope",
+        "store.search('c', 'q', scope='raw')",
+        on_store(lambda store: store.search("c", SECRET_BODY, scope="raw")),
+        INVALID,
+        "scope",
+    ),
+    row(
+        "search: conversation_id not a str",
+        "store.search(1, 'q')",
+        on_store(lambda store: store.search(1, SECRET_BODY)),  # type: ignore[arg-type]
+        INVALID,
+        "conversation_id",
+    ),
+    row(
+        "search: a v4 database opened read-only (no index yet)",
+        "SQLiteStore(v4_path, read_only=True).search('c', 'q')",
+        _search_v4_read_only,
+        STORE,
+        None,
     ),
     # ---- orchestration (SPEC §13)
     row(

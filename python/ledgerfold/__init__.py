@@ -27,6 +27,7 @@ from ledgerfold._errors import (
 from ledgerfold._model import Conversation, Turn, fingerprint_turns, same_ordered_ids
 from ledgerfold._plan import CompactionPlan, plan_compaction
 from ledgerfold._policy import CompactionPolicy
+from ledgerfold._search_hit import SearchHit
 from ledgerfold._summary import (
     SummaryCheck,
     SummaryEnvelope,
@@ -61,6 +62,7 @@ __all__ = [
     "InvalidInput",
     "LedgerfoldError",
     "SQLiteStore",
+    "SearchHit",
     "Store",
     "StoreError",
     "SummaryCheck",

@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
-from ledgerfold.store._protocol import SUMMARY_STATUSES, Store, SummaryRecord
+from ledgerfold.store._protocol import (
+    PROTOCOL_VERSION,
+    SUMMARY_STATUSES,
+    SearchableStore,
+    Store,
+    SummaryRecord,
+)
 from ledgerfold.store._sqlite import SQLiteStore
 
-__all__ = ["SUMMARY_STATUSES", "SQLiteStore", "Store", "SummaryRecord"]
+__all__ = [
+    "PROTOCOL_VERSION",
+    "SUMMARY_STATUSES",
+    "SQLiteStore",
+    "SearchableStore",
+    "Store",
+    "SummaryRecord",
+]

@@ -9,6 +9,7 @@ read transaction, so it sees one snapshot.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sqlite3
@@ -19,7 +20,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ledgerfold._errors import InvalidInput, StoreError
-from ledgerfold.store._schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
+from ledgerfold.store import _search_index as search_index
+from ledgerfold.store._schema import (
+    APPLICATION_ID,
+    MIGRATIONS,
+    READABLE_VERSION,
+    SCHEMA_VERSION,
+)
 
 __all__ = [
     "DURABILITIES",
@@ -32,6 +39,8 @@ __all__ = [
     "readonly_uri",
     "store_error",
 ]
+
+_log = logging.getLogger("ledgerfold.store")
 
 #: `SQLiteStore(durability=...)` values.
 DURABILITIES = ("full", "normal")
@@ -168,6 +177,8 @@ class Database:
         self.durability = durability
         self.read_only = read_only
         self.lock = threading.RLock()
+        #: An erasing call's checkpoint was blocked by a reader: retried after each write.
+        self.checkpoint_pending = False
         self._conn: sqlite3.Connection | None = None
         try:
             if read_only:
@@ -195,6 +206,9 @@ class Database:
     def close(self) -> None:
         """Close the connection; later transactions raise `StoreError`. Idempotent."""
         with self.lock:
+            if self._conn is not None and self.checkpoint_pending:
+                with suppress(StoreError):
+                    self.checkpoint(wait_ms=0)
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
@@ -220,6 +234,9 @@ class Database:
             try:
                 yield conn
                 conn.execute("COMMIT")
+                if write and self.checkpoint_pending:
+                    with suppress(StoreError):
+                        self.checkpoint(wait_ms=0)
             except BaseException as exc:
                 _rollback(conn)
                 if not isinstance(exc, sqlite3.Error):
@@ -229,17 +246,34 @@ class Database:
                     raise error from None  # SQLite's message quotes the stored bytes
                 raise error from exc
 
-    def checkpoint(self) -> None:
+    def checkpoint(self, *, wait_ms: int = 1000) -> None:
         """Copy the WAL into the database file and truncate it, so pages that held erased
         content survive in neither (after a purge, an erase or a deletion). A reader that
-        holds an old snapshot can keep the WAL from being truncated; that is not an error."""
+        holds an old snapshot can keep the WAL from being truncated: that is not an error;
+        it is logged and the checkpoint is retried after the next write and at `close()`
+        (SPEC §16.5 "Erasure"), without waiting for readers then."""
         with self.lock:
             if self.path == ":memory:":
                 return
+            conn = self.connection()
             try:
-                self.connection().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                # Readers are waited for briefly, not for the whole busy timeout.
+                conn.execute(f"PRAGMA busy_timeout = {int(wait_ms)}")
+                try:
+                    busy, frames, done = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                finally:
+                    conn.execute("PRAGMA busy_timeout = 30000")
             except sqlite3.Error as err:
                 raise StoreError(f"cannot checkpoint the database ({err})") from err
+            blocked = bool(busy) or frames != done
+            if blocked and not self.checkpoint_pending:
+                _log.warning(
+                    "checkpoint blocked by a reader: path=%s; retried after the next write",
+                    self.path,
+                )
+            elif not blocked and self.checkpoint_pending:
+                _log.info("checkpoint done after a retry: path=%s", self.path)
+            self.checkpoint_pending = blocked
 
     # ------------------------------------------------------------------ opening
 
@@ -258,7 +292,8 @@ class Database:
             raise StoreError(f"{self.path}: not an SQLite database ({err})") from err
         if version == 0:
             raise StoreError(f"{self.path}: not a ledgerfold database (empty)")
-        if version < SCHEMA_VERSION:
+        # An older schema the store can still read (search raises until it is upgraded).
+        if version < READABLE_VERSION:
             raise StoreError(
                 f"{self.path}: schema version {version} needs an upgrade; open it once for writing"
             )
@@ -297,6 +332,8 @@ class Database:
             raise StoreError(f"{self.path}: cannot prepare the database ({err})") from err
         try:
             self._migrate(conn)
+            # The search index (SPEC §16.5, §17.9): built in batches that commit as they go.
+            search_index.build(conn, self.path)
         except sqlite3.Error as err:
             raise StoreError(f"{self.path}: cannot prepare the database ({err})") from err
 

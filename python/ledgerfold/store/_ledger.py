@@ -17,6 +17,7 @@ from ledgerfold._context import HistoryBoundary, TurnItem
 from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._model import Conversation, Turn
 from ledgerfold._toolcalls import check_meta
+from ledgerfold.store import _search_index as search_index
 from ledgerfold.store._database import now
 from ledgerfold.store._rows import (
     ITEM_COLUMNS,
@@ -189,6 +190,7 @@ def insert_turns(
         (revision + 1, turns[-1].sequence, conversation_id),
     )
     mark_group_split(conn, conversation_id, turns)
+    search_index.index_turns(conn, conversation_id, turns)
     return turns, revision + 1
 
 
@@ -334,6 +336,8 @@ def edit_turn(
             turn_pk,
         ),
     )
+    if (new.body, new.role, new.group, new.meta) != (old.body, old.role, old.group, old.meta):
+        search_index.reindex_turn(conn, conversation_id, turn_pk, old.body, new)
     stale = 0
     if new.digest != bytes(old_digest):
         stale = mark_citing_stale(conn, conversation_id, "?", (turn_id,), "source-modified")
@@ -348,6 +352,7 @@ def retract_turn(
     """Take a live turn out of the ledger view; returns its sequence, the new revision and
     how many summaries went stale."""
     row = _live_turn_row(conn, conversation_id, turn_id)
+    search_index.unindex(conn, "pk = ?", (row[0],))
     conn.execute("UPDATE turns SET state = ? WHERE pk = ?", (TURN_RETRACTED, row[0]))
     revision = bump_revision(conn, conversation_id)
     stale = mark_citing_stale(conn, conversation_id, "?", (turn_id,), "source-missing")

@@ -37,17 +37,22 @@ from ledgerfold._context import AssembledContext, HistoryBoundary
 from ledgerfold._model import Conversation, Turn
 from ledgerfold._native import SourceDigests
 from ledgerfold._plan import CompactionPlan
+from ledgerfold._search_hit import SearchHit
 from ledgerfold._summary import SummaryEnvelope, SummaryWrite
 
 __all__ = [
+    "PROTOCOL_VERSION",
     "REBASE_ONLY",
     "SUMMARY_STATUSES",
-    "CitedSources",
     "CompactionWork",
-    "KnownIds",
+    "SearchableStore",
     "Store",
     "SummaryRecord",
 ]
+
+#: The store protocol's version (SPEC §17.9): 1 is v1.1's `Store`; 2 adds `SearchableStore`
+#: (recall). `Compactor` and the integrations work with a v1 store and then offer no recall.
+PROTOCOL_VERSION = 2
 
 #: `begin_compaction(..., min_new_turns=REBASE_ONLY)`: more new turns than any ledger holds,
 #: so only what is due at once registers a plan (a rebase when coverage would shrink, the rest
@@ -262,34 +267,31 @@ class Store(Protocol):
         ...
 
 
-# ---------------------------------------------------------------------------------------
-# SPEC §17.6 / §17.9 — `known_ids`, a `SearchableStore` (protocol v2) method. Kept apart
-# here so it merges into `SearchableStore` as one method; until then `KnownIds` names it.
-
-
 @runtime_checkable
-class KnownIds(Protocol):
-    """A store that answers which IDs were ever written to a conversation."""
+class SearchableStore(Store, Protocol):
+    """A `Store` with recall (SPEC §16, §17.9; protocol version 2)."""
 
-    def known_ids(self, conversation_id: str, ids: Iterable[str]) -> set[str]:
-        """The IDs among `ids` of every turn ever written to the conversation: live,
-        retracted or purged (what "already in the ledger" means to an integration). Costs
-        O(len(ids)), not O(ledger). Integrations with a store without it (a v1.1 `Store`)
-        treat live turns as known and skip, one by one, the IDs an append refuses."""
+    def search(
+        self, conversation_id: str, query: str, *, limit: int = 5, scope: str = "covered"
+    ) -> list[SearchHit]:
+        """SPEC §16.5: the live turns matching `query` (scope `covered`: the current
+        summary's live sources, or every live turn without one; `all`: every live turn),
+        ranked by BM25 over passages, one hit per turn with its best passage, score
+        descending then sequence descending, at most `limit` (1..100). Any `str` query is
+        valid and never query syntax; an unknown conversation gives []. Retracted, purged
+        and erased text is never returned."""
         ...
 
-
-# ---------------------------------------------------------------------------------------
-# SPEC §16.3 / §17.9 — `cited_sources`, a `SearchableStore` (protocol v2) method. Kept apart
-# here so it merges into `SearchableStore` as one method; until then `CitedSources` names it.
-
-
-@runtime_checkable
-class CitedSources(Protocol):
-    """A store that answers which of a summary's sources its text cites."""
+    def known_ids(self, conversation_id: str, ids: Iterable[str]) -> set[str]:
+        """SPEC §17.6: the IDs among `ids` of every turn ever written to the conversation:
+        live, retracted or purged (what "already in the ledger" means to an integration).
+        Costs O(len(ids)), not O(ledger). Integrations with a v1.1 `Store` (no
+        `known_ids`) treat live turns as known and skip, one by one, the IDs an append
+        refuses."""
+        ...
 
     def cited_sources(self, summary_id: str) -> list[Turn]:
-        """The live turns among the summary's sources whose sequence its text cites
-        (`[seq N`; the first number in a bracket), each once, in ascending sequence; an
-        unknown `summary_id` raises `InvalidInput`."""
+        """SPEC §16.3: the live turns among the summary's sources whose sequence its text
+        cites (`[seq N`; the first number in a bracket), each once, in ascending sequence;
+        an unknown `summary_id` raises `InvalidInput`."""
         ...

@@ -18,6 +18,7 @@ from ledgerfold._errors import InvalidInput
 from ledgerfold._model import ROLES
 from ledgerfold._summary import check_summary
 from ledgerfold.store import _ledger as ledger
+from ledgerfold.store import _search_index as search_index
 from ledgerfold.store import _sources as sources
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store._database import now
@@ -227,6 +228,7 @@ def _purge_sealed(
         summaries.delete_records(conn, conversation_id, doomed)
     pks = _selected("pk", keep_roles, kept_of)
     conn.execute(f"DELETE FROM turn_history WHERE turn_pk IN ({pks})", params)
+    search_index.unindex(conn, f"pk IN ({pks})", params)
     purged = conn.execute(
         f"UPDATE turns SET state = ?, body = '', meta = NULL WHERE pk IN ({pks})",
         (TURN_PURGED, *params),
@@ -238,6 +240,7 @@ def _purge_sealed(
         " purged_at) VALUES (?, ?, ?, ?)",
         (conversation_id, sequence, reason, boundary.purged_at),
     )
+    search_index.scrub(conn)
     return boundary, purged, revision, len(doomed)
 
 
@@ -375,10 +378,12 @@ def erase_body(conn: sqlite3.Connection, conversation_id: str, turn_id: str) -> 
         " WHERE conversation_id = ? AND id = ?)",
         (conversation_id, turn_id),
     )
+    search_index.unindex(conn, "conversation_id = ? AND id = ?", (conversation_id, turn_id))
     conn.execute(
         "UPDATE turns SET body = '', meta = NULL WHERE conversation_id = ? AND id = ?",
         (conversation_id, turn_id),
     )
+    search_index.scrub(conn)
     return len(doomed)
 
 
@@ -395,7 +400,9 @@ def delete_conversation(conn: sqlite3.Connection, conversation_id: str) -> int:
     sources.delete_conversation_runs(conn, conversation_id)
     conn.execute("DELETE FROM plans WHERE conversation_id = ?", key)
     conn.execute(f"DELETE FROM turn_history WHERE turn_pk IN ({turn_pks})", key)
+    search_index.unindex(conn, "conversation_id = ?", key)
     turns = conn.execute("DELETE FROM turns WHERE conversation_id = ?", key).rowcount
     conn.execute("DELETE FROM history_boundaries WHERE conversation_id = ?", key)
     conn.execute("DELETE FROM conversations WHERE id = ?", key)
+    search_index.scrub(conn)
     return turns

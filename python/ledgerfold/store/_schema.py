@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "APPLICATION_ID",
     "MIGRATIONS",
+    "READABLE_VERSION",
     "SCHEMA_VERSION",
     "TURN_LIVE",
     "TURN_PURGED",
@@ -185,12 +186,35 @@ CREATE VIEW summary_sources (summary_pk, position, turn_id, turn_digest) AS
         ON r.run_pk = s.source_run AND r.position < s.source_count;
 """
 
+# v1.2 recall (SPEC §16, §17.9): the search index's state. The FTS5 table itself
+# (`search_fts`) is created by `_search_index.build` after the migrations, only where SQLite
+# has FTS5 (the store opens without it); the build then indexes the existing turns in
+# batches that commit as they go.
+_V5 = """
+CREATE TABLE search_state (
+    id              INTEGER PRIMARY KEY CHECK (id = 1),
+    index_version   INTEGER NOT NULL,   -- the segmenter's INDEX_VERSION; 0: not kept here
+    built_through   INTEGER NOT NULL,   -- turns with pk <= this are indexed
+    complete        INTEGER NOT NULL    -- 1: every turn is indexed (the write paths keep it)
+);
+-- Passage bounds of an indexed body that is not one passage from start to end: int64
+-- (start, end) pairs by slot, in code points (numbers only, no text).
+CREATE TABLE search_offsets (
+    turn_pk  INTEGER PRIMARY KEY,
+    bounds   BLOB NOT NULL
+);
+"""
+
 #: (version, name, DDL) in ascending order; append new migrations, never edit old ones.
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial", _V1),
     (2, "agent-loop", _V2),
     (3, "retention", _V3),
     (4, "source-runs", _V4),
+    (5, "search-index", _V5),
 )
+
+#: The oldest schema a read-only open serves (everything but search: SPEC §17.9).
+READABLE_VERSION = 4
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

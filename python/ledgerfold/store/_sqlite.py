@@ -24,6 +24,7 @@ from ledgerfold._context import AssembledContext, HistoryBoundary, assemble_cont
 from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._model import Conversation, Turn
 from ledgerfold._plan import CompactionPlan
+from ledgerfold._search_hit import SearchHit
 from ledgerfold._summary import SummaryEnvelope, SummaryWrite
 from ledgerfold.adapters._chat import ChatTurnSpec, chat_turn_specs
 from ledgerfold.store import _chat_append as chat_append
@@ -31,6 +32,7 @@ from ledgerfold.store import _commit as commit
 from ledgerfold.store import _digests as digests
 from ledgerfold.store import _ledger as ledger
 from ledgerfold.store import _retention as retention
+from ledgerfold.store import _search_index as search_index
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store._database import Database, database_path, durability_arg
 from ledgerfold.store._legacy import legacy_specs
@@ -304,7 +306,7 @@ class SQLiteStore(RetentionMethods):
         wanted = [_validate.text(f"ids[{index}]", turn_id) for index, turn_id in enumerate(ids)]
         if not wanted:
             return set()
-        with self._transaction(write=False) as conn:
+        with self._transaction(write=False, operation="known_ids") as conn:
             # A JSON array parameter rather than `IN (?, ...)`: no host-parameter limit.
             rows = conn.execute(
                 "SELECT t.id FROM json_each(?) AS j CROSS JOIN turns AS t"
@@ -317,6 +319,30 @@ class SQLiteStore(RetentionMethods):
         """Every conversation with at least one written turn, sorted."""
         with self._transaction(write=False, operation="conversation_ids") as conn:
             return [row[0] for row in conn.execute("SELECT id FROM conversations ORDER BY id")]
+
+    def search(
+        self, conversation_id: str, query: str, *, limit: int = 5, scope: str = "covered"
+    ) -> list[SearchHit]:
+        """Turns whose text matches `query`, best first (SPEC §16.1, §16.5): BM25 over
+        passages, one hit per turn with its best passage, ties by newer sequence.
+        `scope="covered"` searches the live turns the current summary covers (every live
+        turn when there is none), `"all"` every live turn. The query is never query syntax:
+        any `str` is valid (blank or punctuation-only gives []); `limit` is 1..100; an
+        unknown conversation gives []. `StoreError` when the database has no index yet
+        (an older file opened read-only) or SQLite lacks FTS5."""
+        conversation_id = _validate.text("conversation_id", conversation_id)
+        query, limit, scope = search_index.check_args(query, limit, scope)
+        with self._transaction(write=False, operation="search") as conn:
+            hits = search_index.search(conn, conversation_id, query, limit, scope)
+        # Counts only: the query and the passages are never logged.
+        _log.debug(
+            "searched: conversation=%s scope=%s limit=%d hits=%d",
+            conversation_id,
+            scope,
+            limit,
+            len(hits),
+        )
+        return hits
 
     # ------------------------------------------------------------------ plans and summaries
 
@@ -400,7 +426,7 @@ class SQLiteStore(RetentionMethods):
             )
         if not items:
             return 0
-        with self._transaction(write=True) as conn:
+        with self._transaction(write=True, operation="repair_digests") as conn:
             repaired = digests.repair(conn, items)
         for conversation_id, turn_id, stale in repaired:
             _log.warning(
@@ -473,7 +499,7 @@ class SQLiteStore(RetentionMethods):
         cites (`[seq N`), each once, in ascending sequence (see `ledgerfold.citations`).
         An unknown `summary_id` raises `InvalidInput`."""
         summary_id = _validate.text("summary_id", summary_id)
-        with self._transaction(write=False) as conn:
+        with self._transaction(write=False, operation="cited_sources") as conn:
             row = conn.execute(
                 f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE id = ?", (summary_id,)
             ).fetchone()

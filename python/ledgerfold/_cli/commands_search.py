@@ -1,0 +1,78 @@
+"""`ledgerfold search DB CONVERSATION QUERY`: the recall search (SPEC §16.1) from a shell."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from ledgerfold._cli.main import cli, open_store, require_conversation
+from ledgerfold._cli.render import echo_json, esc, one_line, print_table, stdout_console
+
+__all__ = ["search_command"]
+
+
+@cli.command("search")
+@click.argument("db")
+@click.argument("conversation_id", metavar="CONVERSATION")
+@click.argument("query")
+@click.option(
+    "--all",
+    "search_all",
+    is_flag=True,
+    help="Search every live turn, not only those the context no longer shows raw.",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 100),
+    default=5,
+    show_default=True,
+    help="At most this many turns.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON.")
+def search_command(
+    db: str, conversation_id: str, query: str, search_all: bool, limit: int, as_json: bool
+) -> None:
+    """Find the turns of CONVERSATION that match QUERY (plain words, any language; never
+    query syntax). By default only turns a summary covers are searched: what the model no
+    longer sees raw."""
+    scope = "all" if search_all else "covered"
+    with open_store(db, read_only=True) as store:
+        require_conversation(store, conversation_id)
+        hits = store.search(conversation_id, query, limit=limit, scope=scope)
+    if as_json:
+        echo_json(
+            {
+                "conversation": conversation_id,
+                "scope": scope,
+                "hits": [
+                    {
+                        "turn_id": hit.turn_id,
+                        "sequence": hit.sequence,
+                        "role": hit.role,
+                        "summary_id": hit.summary_id,
+                        "score": hit.score,
+                        "text": hit.text,
+                    }
+                    for hit in hits
+                ],
+            }
+        )
+        return
+    console = stdout_console()
+    if not hits:
+        console.print(
+            f"no {'' if search_all else 'covered '}turn of {esc(conversation_id)} matches"
+        )
+        return
+    table = Table(title=f"{len(hits)} hits in {esc(conversation_id)} ({scope})")
+    for column in ("seq", "role", "turn", "summary", "passage"):
+        table.add_column(column, overflow="fold")
+    for hit in hits:
+        table.add_row(
+            str(hit.sequence),
+            hit.role,
+            esc(hit.turn_id),
+            esc(hit.summary_id or "-"),
+            esc(one_line(hit.text)),
+        )
+    print_table(console, table)

@@ -1,0 +1,199 @@
+"""Erasure reaches the search index (SPEC §16.1, §16.5 "Erasure"): after every erasing call
+no term of the erased text (nor of its earlier versions) is left in the database file or its
+WAL. Checked by grepping the file bytes for a unique word, on a real file database in WAL
+mode, as tests/test_retention.py does for the ledger.
+
+FTS5 stores a term after the longest prefix it shares with the term before it in the same
+leaf page, so a marker's first characters may be stored only once for several terms: the
+grep looks for the marker's distinctive tail, which no other term shares.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import sqlite3
+import string
+from pathlib import Path
+
+import pytest
+
+import ledgerfold as lf
+from cli_support import file_has
+from ledgerfold.store import _search_index as search_index
+
+
+def marker() -> tuple[str, str]:
+    """A unique one-word marker (letters only: a digit would start another token) and the
+    tail to grep for."""
+    tail = "".join(random.choices(string.ascii_lowercase, k=14))
+    return f"qjx{tail}", tail
+
+
+def filled(path: Path, word: str, *, others: int = 30) -> lf.SQLiteStore:
+    """A store whose index holds `word` in turn `secret` among many other turns (several
+    FTS5 segments, as a real ledger has)."""
+    store = lf.SQLiteStore(path)
+    for i in range(others):
+        store.append("c", "user", f"ordinary words number {i} about apples", id=f"t{i}")
+    store.append("c", "user", f"the vault word is {word} remember it", id="secret")
+    for i in range(others, others + 5):
+        store.append("c", "user", f"more ordinary words {i}", id=f"t{i}")
+    return store
+
+
+def in_index(store: lf.SQLiteStore, tail: str) -> bool:
+    """Whether the tail's bytes are in the index's own tables (not the ledger's)."""
+    conn = store._connection()
+    blobs = [row[0] for row in conn.execute("SELECT block FROM search_fts_data")]
+    return any(tail.encode() in bytes(blob) for blob in blobs if blob is not None)
+
+
+def test_the_marker_is_in_the_index_before_erasure(tmp_path: Path) -> None:
+    """The grep can fail: before erasure the marker's tail is in the index pages."""
+    word, tail = marker()
+    store = filled(tmp_path / "a.db", word)
+    assert in_index(store, tail)
+    store.close()
+    assert file_has(tmp_path / "a.db", tail)
+
+
+def test_without_the_rewrite_an_fts5_delete_leaves_the_term_in_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Why erasing calls rewrite the index on SQLite < 3.42: a delete alone leaves the term
+    in an older segment (this is what `scrub` removes)."""
+    monkeypatch.setattr(search_index, "scrub", lambda conn: None)
+    word, tail = marker()
+    store = filled(tmp_path / "a.db", word)
+    store.retract("c", "secret", erase=True)
+    assert in_index(store, tail)
+    store.close()
+    assert file_has(tmp_path / "a.db", tail)
+
+
+def test_retract_with_erase_leaves_no_term(tmp_path: Path) -> None:
+    word, tail = marker()
+    store = filled(tmp_path / "a.db", word)
+    store.retract("c", "secret", erase=True)
+    assert store.search("c", word, scope="all") == []
+    assert not in_index(store, tail)
+    store.close()
+    assert not file_has(tmp_path / "a.db", tail)
+
+
+def test_erasing_a_turn_retracted_earlier_leaves_no_term(tmp_path: Path) -> None:
+    word, tail = marker()
+    store = filled(tmp_path / "a.db", word)
+    store.retract("c", "secret")
+    store.append("c", "user", "an append after the retraction", id="later")
+    store.retract("c", "secret", erase=True)
+    assert not in_index(store, tail)
+    store.close()
+    assert not file_has(tmp_path / "a.db", tail)
+
+
+def test_an_earlier_version_of_an_edited_turn_leaves_no_term(tmp_path: Path) -> None:
+    word, tail = marker()
+    store = filled(tmp_path / "a.db", word)
+    store.edit("c", "secret", body="nothing secret any more")
+    assert store.search("c", word, scope="all") == []
+    store.retract("c", "secret", erase=True)
+    assert not in_index(store, tail)
+    store.close()
+    assert not file_has(tmp_path / "a.db", tail)
+
+
+def test_purge_through_leaves_no_term(tmp_path: Path) -> None:
+    word, tail = marker()
+    store = filled(tmp_path / "a.db", word)
+    store.purge_through("c", 31, "retention")  # `secret` is sequence 31
+    assert store.search("c", word, scope="all") == []
+    assert not in_index(store, tail)
+    store.close()
+    assert not file_has(tmp_path / "a.db", tail)
+
+
+def test_a_retention_purge_leaves_no_term(tmp_path: Path) -> None:
+    word, tail = marker()
+    store = filled(tmp_path / "a.db", word)
+    policy = lf.CompactionPolicy("p", keep_tail=2, min_new_turns=1)
+    # A summary that does not quote the turns, so the marker can only be in the ledger
+    # and the index.
+    summarizer = lambda request: "a summary quoting nothing"  # noqa: E731
+    assert lf.Compactor(store, policy, summarizer).compact("c").summary is not None
+    assert store.apply_retention("c", retain_turns=2) is not None
+    assert store.search("c", word, scope="all") == []
+    assert not in_index(store, tail)
+    store.close()
+    assert not file_has(tmp_path / "a.db", tail)
+
+
+def test_delete_conversation_leaves_no_term(tmp_path: Path) -> None:
+    word, tail = marker()
+    store = filled(tmp_path / "a.db", word)
+    store.append("other", "user", "another conversation stays searchable", id="o")
+    store.delete_conversation("c")
+    assert store.search("c", word, scope="all") == []
+    assert [hit.turn_id for hit in store.search("other", "searchable")] == ["o"]
+    assert not in_index(store, tail)
+    store.close()
+    assert not file_has(tmp_path / "a.db", tail)
+
+
+def test_the_erasing_call_checkpoints_the_wal(tmp_path: Path) -> None:
+    """The WAL is truncated by the erasing call itself (not only at close)."""
+    word, tail = marker()
+    path = tmp_path / "a.db"
+    store = filled(path, word)
+    store.retract("c", "secret", erase=True)
+    wal = Path(f"{path}-wal")
+    assert not wal.exists() or wal.stat().st_size == 0
+    assert not file_has(path, tail)  # checked while the store is still open
+    store.close()
+
+
+def test_the_index_still_works_after_an_erasure(tmp_path: Path) -> None:
+    word, _ = marker()
+    store = filled(tmp_path / "a.db", word)
+    store.retract("c", "secret", erase=True)
+    store.append("c", "user", f"new {word} after", id="again")
+    assert [hit.turn_id for hit in store.search("c", word)] == ["again"]
+    assert len(store.search("c", "apples", limit=100)) == 30
+    store.close()
+
+
+def test_a_checkpoint_blocked_by_a_reader_is_logged_and_retried_at_the_next_write(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    word, tail = marker()
+    path = tmp_path / "a.db"
+    store = filled(path, word)
+    reader = sqlite3.connect(path, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT COUNT(*) FROM turns").fetchone()  # holds a snapshot
+    with caplog.at_level(logging.INFO, logger="ledgerfold.store"):
+        store.retract("c", "secret", erase=True)
+        assert any("checkpoint blocked" in r.getMessage() for r in caplog.records)
+        assert file_has(path, tail)  # the old pages are still in the WAL
+        reader.execute("COMMIT")
+        store.append("c", "user", "a later write", id="later")
+        assert any("checkpoint done after a retry" in r.getMessage() for r in caplog.records)
+    assert not file_has(path, tail)
+    assert all(word not in r.getMessage() for r in caplog.records)
+    reader.close()
+    store.close()
+
+
+def test_a_blocked_checkpoint_is_retried_at_close(tmp_path: Path) -> None:
+    word, tail = marker()
+    path = tmp_path / "a.db"
+    store = filled(path, word)
+    reader = sqlite3.connect(path, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT COUNT(*) FROM turns").fetchone()
+    store.retract("c", "secret", erase=True)
+    reader.execute("COMMIT")
+    reader.close()
+    store.close()
+    assert not file_has(path, tail)
