@@ -1,0 +1,23 @@
+"""Recall's text segmentation (SPEC §16.5 "Normalisation" and "Hits"), computed in Rust.
+
+- `index_passages(body)`: the body's passages as `(start, end, tokens)`: `body[start:end]`
+  is the passage (offsets in characters), passages are consecutive and cover the body, and
+  `tokens` is the passage's normalised tokens in order, joined by single spaces; passages
+  without a token are left out. A passage is at most 600 characters: it ends after the last
+  sentence end (`. ! ? 。！？` or a line break) in its window's second half, else after the
+  window's last whitespace, else at 600 characters.
+- `query_terms(query)`: the query's tokens, distinct, in first-occurrence order, at most 64.
+  Any `str` is valid: a lone surrogate separates words and is dropped.
+
+Tokens: NFKC, case-folded, diacritics removed; a digit run is one token; codes split at
+`-`, `_`, `.`; ASCII words Snowball-English (Porter2) stemmed; Han, Kana and Hangul runs
+become overlapping bigrams (a one-character run stays one token) that digits never join.
+A token is non-empty and its only ASCII characters are `a-z` and `0-9`.
+`INDEX_VERSION` changes whenever the tokens or passages of some text would.
+"""
+
+from __future__ import annotations
+
+from ledgerfold._native import INDEX_VERSION, index_passages, query_terms
+
+__all__ = ["INDEX_VERSION", "index_passages", "query_terms"]
