@@ -261,6 +261,19 @@ def test_real_bodies_match_the_reference(data: st.DataObject) -> None:
     assert seg.index_passages(body) == ref.index_passages(body)
 
 
+def test_every_assigned_character_matches_the_reference() -> None:
+    # Each assigned code point between two ASCII letters: its class, normalisation and
+    # mark handling show in the tokens. One large body per block keeps it to a few seconds.
+    characters = [
+        chr(code)
+        for code in range(0x80, 0x110000)
+        if unicodedata.category(chr(code)) not in ("Cn", "Cs") and chr(code) != _UNSTABLE
+    ]
+    for at in range(0, len(characters), 20_000):
+        body = " ".join(f"a{char}b" for char in characters[at : at + 20_000])
+        assert seg.index_passages(body) == ref.index_passages(body)
+
+
 def test_every_non_ascii_real_body_matches_the_reference() -> None:
     bodies = [body for body in real_bodies() if not body.isascii()]
     assert len(bodies) > 50

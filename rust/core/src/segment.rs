@@ -23,6 +23,8 @@
 //! Every Unicode property comes from a crate (`unicode-normalization`, `caseless`,
 //! `unicode-properties`, `unicode-script`): no hand-written tables (SPEC §17.9).
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use caseless::Caseless;
@@ -213,6 +215,48 @@ fn english_stemmer() -> &'static Stemmer {
     STEMMER.get_or_init(|| Stemmer::create(Algorithm::English))
 }
 
+/// The stem of a word of ASCII letters `a-z`.
+fn stem_of(word: &str) -> String {
+    let stem = english_stemmer().stem(word);
+    // The stemmer maps a-z words to a-z stems; keep the word if it ever did not, so that
+    // the token alphabet holds whatever the crate does.
+    if !stem.is_empty() && stem.bytes().all(|b| b.is_ascii_lowercase()) {
+        stem.into_owned()
+    } else {
+        word.to_owned()
+    }
+}
+
+/// Words this long or shorter are remembered with their stems: stemming is most of the
+/// time spent on English text, and text repeats its words.
+const CACHED_WORD_BYTES: usize = 24;
+/// The cache is emptied when it holds this many words (a bound on its memory).
+const CACHED_WORDS: usize = 32_768;
+
+thread_local! {
+    static STEMS: RefCell<HashMap<Box<str>, Box<str>>> = RefCell::new(HashMap::new());
+}
+
+/// Appends the stem of `word` (ASCII letters `a-z`) to `out`, as [`TokenBuilder::emit`].
+fn push_stem(out: &mut String, word: &str) {
+    if word.len() > CACHED_WORD_BYTES {
+        TokenBuilder::emit(out, &stem_of(word));
+        return;
+    }
+    STEMS.with_borrow_mut(|cache| {
+        if let Some(stem) = cache.get(word) {
+            TokenBuilder::emit(out, stem);
+            return;
+        }
+        let stem = stem_of(word);
+        TokenBuilder::emit(out, &stem);
+        if cache.len() >= CACHED_WORDS {
+            cache.clear();
+        }
+        cache.insert(word.into(), stem.into_boxed_str());
+    });
+}
+
 /// Appends the tokens of `text` to `out`, each preceded by a space when `out` is not empty.
 pub fn push_tokens(text: &str, out: &mut String) {
     let mut builder = TokenBuilder {
@@ -225,9 +269,7 @@ pub fn push_tokens(text: &str, out: &mut String) {
     // case folding is per character), so ASCII chunks take the fast path.
     for chunk in text.split(|c: char| c.is_ascii_whitespace()) {
         if chunk.is_ascii() {
-            for c in chunk.chars() {
-                builder.push(c.to_ascii_lowercase());
-            }
+            push_ascii_tokens(chunk, builder.out, &mut builder.word);
         } else {
             chunk
                 .chars()
@@ -240,6 +282,33 @@ pub fn push_tokens(text: &str, out: &mut String) {
         }
         builder.flush();
     }
+}
+
+/// The tokens of an ASCII chunk, as the general path would give them: runs of letters
+/// (lowercased, stemmed) and runs of digits; every other ASCII character separates.
+fn push_ascii_tokens(chunk: &str, out: &mut String, lower: &mut String) {
+    let bytes = chunk.as_bytes();
+    let mut at = 0;
+    while at < bytes.len() {
+        let start = at;
+        if bytes[at].is_ascii_alphabetic() {
+            while at < bytes.len() && bytes[at].is_ascii_alphabetic() {
+                at += 1;
+            }
+            lower.clear();
+            lower.push_str(&chunk[start..at]);
+            lower.make_ascii_lowercase();
+            push_stem(out, lower);
+        } else if bytes[at].is_ascii_digit() {
+            while at < bytes.len() && bytes[at].is_ascii_digit() {
+                at += 1;
+            }
+            TokenBuilder::emit(out, &chunk[start..at]);
+        } else {
+            at += 1;
+        }
+    }
+    lower.clear();
 }
 
 struct TokenBuilder<'a> {
@@ -278,14 +347,7 @@ impl TokenBuilder<'_> {
             Class::Digit => Self::emit(self.out, &self.word),
             Class::Letter => {
                 if self.word.bytes().all(|b| b.is_ascii_lowercase()) {
-                    let stem = english_stemmer().stem(&self.word);
-                    // The stemmer maps a-z words to a-z stems; keep the word if it ever
-                    // did not, so that the token alphabet holds whatever the crate does.
-                    if !stem.is_empty() && stem.bytes().all(|b| b.is_ascii_lowercase()) {
-                        Self::emit(self.out, &stem);
-                    } else {
-                        Self::emit(self.out, &self.word);
-                    }
+                    push_stem(self.out, &self.word);
                 } else {
                     Self::emit(self.out, &self.word);
                 }
@@ -388,6 +450,32 @@ mod tests {
         let terms = query_terms(&many);
         assert_eq!(terms.len(), MAX_QUERY_TERMS);
         assert_eq!(terms[63], "63");
+    }
+
+    #[test]
+    fn remembered_stems_are_the_stemmer_s() {
+        // More distinct words than the cache holds, twice, and words too long to remember.
+        let words: Vec<String> = (0..CACHED_WORDS + 1_000)
+            .map(|n| {
+                let mut word = String::from("ing");
+                let mut n = n;
+                loop {
+                    word.insert(0, char::from(b'a' + u8::try_from(n % 26).unwrap()));
+                    n /= 26;
+                    if n == 0 {
+                        break word;
+                    }
+                }
+            })
+            .chain(["internationalizations", "antidisestablishmentarianisms"].map(String::from))
+            .collect();
+        let text = words.join(" ");
+        let expected: Vec<String> = words
+            .iter()
+            .map(|word| english_stemmer().stem(word).into_owned())
+            .collect();
+        assert_eq!(tokens(&text), expected);
+        assert_eq!(tokens(&text), expected);
     }
 
     #[test]
