@@ -5,8 +5,8 @@ the `snowballstemmer` package's English stemmer (the Snowball 2 generation that 
 crate `rust-stemmers` implements).
 
 The rules, stated once:
-- Normalise: NFKC; full case folding; NFD; drop every nonspacing mark (Mn) that is not of
-  Han, Hiragana, Katakana or Hangul; NFC.
+- Normalise: NFKC; full case folding; NFD; drop the nonspacing marks (Mn) whose
+  Script_Extensions are Inherited or name Latin, Greek or Cyrillic; NFC.
 - Classify each character: ASCII `a-z` letter, ASCII `0-9` digit, other ASCII separator;
   otherwise `Nd` digit; `L*`, `M*`, `Nl`, `No` CJK when its Script_Extensions name one of
   the four scripts, else letter; anything else separator.
@@ -29,6 +29,7 @@ PASSAGE_CHARS = 600
 MAX_QUERY_TERMS = 64
 
 _CJK = regex.compile(r"[\p{scx=Han}\p{scx=Hiragana}\p{scx=Katakana}\p{scx=Hangul}]")
+_DIACRITIC_SCRIPTS = regex.compile(r"[\p{scx=Zinh}\p{scx=Latin}\p{scx=Greek}\p{scx=Cyrillic}]")
 _STEMMER = snowballstemmer.stemmer("english")
 # The characters after which a passage may end as after a sentence: the sentence marks and
 # the line breaks.
@@ -48,7 +49,7 @@ def normalise(text: str) -> str:
     kept = "".join(
         char
         for char in decomposed
-        if unicodedata.category(char) != "Mn" or _CJK.fullmatch(char) is not None
+        if unicodedata.category(char) != "Mn" or _DIACRITIC_SCRIPTS.fullmatch(char) is None
     )
     return unicodedata.normalize("NFC", kept)
 

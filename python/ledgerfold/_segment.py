@@ -5,11 +5,14 @@
   `tokens` is the passage's normalised tokens in order, joined by single spaces; passages
   without a token are left out. A passage is at most 600 characters: it ends after the last
   sentence end (`. ! ? 。！？` or a line break) in its window's second half, else after the
-  window's last whitespace, else at 600 characters.
+  window's last whitespace, else at 600 characters. `body` must be a `str` that encodes as
+  UTF-8 (as every turn body does), else `InvalidInput` naming `body`.
 - `query_terms(query)`: the query's tokens, distinct, in first-occurrence order, at most 64.
-  Any `str` is valid: a lone surrogate separates words and is dropped.
+  Any `str` is valid: a lone surrogate separates words and is dropped. A non-`str` is
+  `InvalidInput` naming `query`.
 
-Tokens: NFKC, case-folded, diacritics removed; a digit run is one token; codes split at
+Tokens: NFKC, case-folded, diacritics removed (nonspacing marks, but not the kana voicing
+marks); a digit run is one token; codes split at
 `-`, `_`, `.`; ASCII words Snowball-English (Porter2) stemmed; Han, Kana and Hangul runs
 become overlapping bigrams (a one-character run stays one token) that digits never join.
 A token is non-empty and its only ASCII characters are `a-z` and `0-9`.

@@ -1,9 +1,10 @@
 //! Recall's text segmentation (SPEC §16.5 "Normalisation" and "Hits"): bodies into passages
 //! of at most 600 characters, text into normalised search tokens.
 //!
-//! Normalisation, in this order: NFKC; full case folding; NFD, then every nonspacing mark
-//! (`Mn`) dropped except those of Han, Kana or Hangul (the kana voicing marks: `が` ≠ `か`);
-//! NFC (so Hangul syllables, decomposed by NFD, are whole again). Then each character is one
+//! Normalisation, in this order: NFKC; full case folding; NFD, then the diacritics dropped:
+//! the nonspacing marks (`Mn`) of Latin, Greek or Cyrillic or of no script in particular
+//! (`Inherited`), not the vowel signs, viramas and points that other scripts write with
+//! (`नमस्ते` keeps its virama, `が` its voicing mark); NFC (so Hangul syllables, decomposed by NFD, are whole again). Then each character is one
 //! of four classes:
 //! - *digit*: ASCII `0-9` and every other `Nd`;
 //! - *CJK*: a letter, mark or number (`L*`, `M*`, `Nl`, `No`) whose `Script_Extensions` name
@@ -204,10 +205,19 @@ fn class_of(c: char) -> Class {
     }
 }
 
-/// A decomposed character survives diacritic removal unless it is a nonspacing mark of a
-/// script other than Han, Kana and Hangul.
+/// A decomposed character survives diacritic removal unless it is a nonspacing mark of
+/// Latin, Greek or Cyrillic, or of no script in particular.
 fn keeps(c: char) -> bool {
-    c.is_ascii() || c.general_category() != GeneralCategory::NonspacingMark || is_cjk_script(c)
+    if c.is_ascii() || c.general_category() != GeneralCategory::NonspacingMark {
+        return true;
+    }
+    let scripts = c.script_extension();
+    let diacritic = scripts.is_inherited()
+        || (!scripts.is_common()
+            && (scripts.contains_script(Script::Latin)
+                || scripts.contains_script(Script::Greek)
+                || scripts.contains_script(Script::Cyrillic)));
+    !diacritic
 }
 
 fn english_stemmer() -> &'static Stemmer {
@@ -421,6 +431,17 @@ mod tests {
         assert_eq!(toks("ＡＢＣ"), ["abc"]);
         assert_eq!(toks("Straße"), toks("STRASSE"));
         assert_eq!(toks("１２３"), ["123"]);
+    }
+
+    #[test]
+    fn only_latin_greek_cyrillic_and_shared_marks_are_diacritics() {
+        assert_eq!(toks("Σίσυφος"), toks("ΣΙΣΥΦΟΣ"));
+        assert_eq!(toks("Ёлка"), ["елка"]);
+        assert_eq!(toks("façade"), toks("facade"));
+        // Devanagari's virama and vowel signs, Thai's vowels and Hebrew's points are letters.
+        assert_eq!(toks("नमस्ते"), ["नमस्ते"]);
+        assert_ne!(toks("दुनिया"), toks("दनिया"));
+        assert_ne!(toks("สวัสดี"), toks("สวสด"));
     }
 
     #[test]
