@@ -10,6 +10,7 @@ at most 0.1 ms per KB.
 from __future__ import annotations
 
 import json
+import unicodedata
 from typing import Any
 
 import pytest
@@ -72,6 +73,10 @@ def test_index_passages_on_a_100kb_tool_output(
         output += body + "\n"
         if len(output.encode()) >= 100_000:
             break
+    # A character unassigned in Python's Unicode version (one output holds binary noise) is
+    # one the crates' newer version may assign: the reference cannot judge it, so it is a
+    # space here (same length, same cost).
+    output = "".join(" " if unicodedata.category(char) == "Cn" else char for char in output)
     kilobytes = len(output.encode()) / 1_000
     assert kilobytes >= 100
     passages = interleaved(
