@@ -5,6 +5,7 @@ from typing import Any, final
 
 __all__ = [
     "CHECK_REASONS",
+    "INDEX_VERSION",
     "PACKED_MAX_SUMMARIES",
     "PACKED_NULL_LENGTH",
     "PACKED_SEPARATOR",
@@ -27,7 +28,9 @@ __all__ = [
     "check",
     "fingerprint_digests",
     "fingerprint_turns",
+    "index_passages",
     "plan",
+    "query_terms",
     "revalidate_columns",
     "revalidate_flat",
     "same_ordered_ids",
@@ -212,3 +215,9 @@ def revalidate_columns(
     summaries: Iterable[tuple[str, int, str, str]],
     threads: int | None = None,
 ) -> tuple[list[tuple[Any, ...]], int, int] | None: ...
+
+#: The segmenter's version (SPEC §16.5), recorded with the search index.
+INDEX_VERSION: int
+
+def index_passages(body: str) -> list[tuple[int, int, str]]: ...
+def query_terms(query: str) -> list[str]: ...

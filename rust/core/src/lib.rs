@@ -5,6 +5,7 @@
 //! - [`ids`]: ordered-ID comparison and duplicate detection;
 //! - [`plan`], [`check`], [`assemble`]: compaction planning, summary validity and context
 //!   layout over turns already ordered by sequence;
+//! - [`segment`]: recall's passages and search tokens (SPEC §16.5);
 
 pub mod assemble;
 pub mod check;
@@ -19,6 +20,7 @@ pub mod meta_json;
 pub mod model;
 pub mod plan;
 pub mod revalidate;
+pub mod segment;
 
 pub use encoding::{encode_turn, turn_digest, TurnRef};
 pub use error::{CoreError, Problem};

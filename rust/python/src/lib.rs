@@ -13,6 +13,7 @@ mod items;
 mod plan;
 mod revalidate;
 mod rows;
+mod segment;
 mod turn;
 
 use pyo3::prelude::*;
@@ -36,7 +37,13 @@ mod _native {
     #[pymodule_export]
     use crate::revalidate::{revalidate_columns, revalidate_flat};
     #[pymodule_export]
+    use crate::segment::{index_passages, query_terms};
+    #[pymodule_export]
     use crate::turn::Turn;
+
+    /// The segmenter's version (SPEC §16.5): recorded with the index, which a change rebuilds.
+    #[pymodule_export]
+    const INDEX_VERSION: u32 = ledgerfold_core::segment::INDEX_VERSION;
 
     /// The codes and packed-format constants (see `constants`).
     #[pymodule_init]

@@ -1,0 +1,128 @@
+//! Property tests of recall's segmentation (SPEC §16.5): no input panics, every token keeps
+//! the token alphabet, passages are consecutive, cover the body, fit the 600-character
+//! window and sit on character boundaries, and query terms are distinct and at most 64.
+
+use ledgerfold_core::segment::{
+    index_passages, passage_bounds, query_terms, tokens, MAX_QUERY_TERMS, PASSAGE_CHARS,
+};
+use proptest::prelude::*;
+
+/// Text that mixes every kind of character the segmenter treats apart: ASCII words, codes
+/// and numbers, punctuation and line breaks, Latin with diacritics, fullwidth forms, CJK,
+/// kana marks, Hangul, combining marks, and arbitrary code points.
+fn text() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        "[a-zA-Z]{1,12}",
+        "[0-9]{1,6}",
+        "[A-Z]{2}-[0-9]{3,4}",
+        "[ .!?\n\r\t_-]{1,3}",
+        "[éÉçñüß\u{301}\u{308}]{1,3}",
+        "[ＡＢＣ１２３！？]{1,3}",
+        "[我的护照放在号储物柜密码是。，]{1,6}",
+        "[がかきコーヒー\u{3099}\u{309b}]{1,4}",
+        "[한국어]{1,3}",
+        any::<char>().prop_map(String::from),
+        "\\PC{1,8}",
+    ];
+    prop::collection::vec(piece, 0..40).prop_map(|pieces| pieces.concat())
+}
+
+/// Long text, so that bodies span several passages.
+fn long_text() -> impl Strategy<Value = String> {
+    prop::collection::vec(text(), 1..12).prop_map(|parts| parts.concat().repeat(3))
+}
+
+fn assert_alphabet(token: &str) {
+    assert!(!token.is_empty());
+    assert!(
+        token
+            .bytes()
+            .all(|b| !b.is_ascii() || b.is_ascii_lowercase() || b.is_ascii_digit()),
+        "token {token:?} breaks the alphabet"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn tokens_keep_the_alphabet(text in text()) {
+        for token in tokens(&text) {
+            assert_alphabet(&token);
+        }
+        for term in query_terms(&text) {
+            assert_alphabet(&term);
+        }
+    }
+
+    #[test]
+    fn passages_cover_the_body(body in long_text()) {
+        let bounds = passage_bounds(&body);
+        let chars: Vec<char> = body.chars().collect();
+        let (mut byte, mut char_at) = (0, 0);
+        for passage in &bounds {
+            prop_assert_eq!(passage.start_byte, byte);
+            prop_assert_eq!(passage.start_char, char_at);
+            prop_assert!(passage.end_char > passage.start_char);
+            prop_assert!(passage.end_char - passage.start_char <= PASSAGE_CHARS);
+            prop_assert!(body.is_char_boundary(passage.end_byte));
+            let text: String = chars[passage.start_char..passage.end_char].iter().collect();
+            prop_assert_eq!(&body[passage.start_byte..passage.end_byte], text.as_str());
+            byte = passage.end_byte;
+            char_at = passage.end_char;
+        }
+        prop_assert_eq!(byte, body.len());
+        prop_assert_eq!(char_at, chars.len());
+    }
+
+    #[test]
+    fn indexed_passages_are_the_token_bearing_ones(body in long_text()) {
+        let bounds = passage_bounds(&body);
+        let indexed = index_passages(&body);
+        let expected: Vec<(usize, usize, String)> = bounds
+            .iter()
+            .map(|b| (b.start_char, b.end_char, tokens(&body[b.start_byte..b.end_byte]).join(" ")))
+            .filter(|(_, _, joined)| !joined.is_empty())
+            .collect();
+        let got: Vec<(usize, usize, String)> =
+            indexed.into_iter().map(|p| (p.start, p.end, p.tokens)).collect();
+        prop_assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn a_passage_is_cut_where_the_rule_says(body in long_text()) {
+        let chars: Vec<char> = body.chars().collect();
+        for passage in passage_bounds(&body) {
+            let length = passage.end_char - passage.start_char;
+            if passage.end_char == chars.len() {
+                continue; // the last passage is the rest of the body
+            }
+            let window = &chars[passage.start_char..passage.start_char + PASSAGE_CHARS];
+            let sentence_end = |c: char| ".!?。！？\n\r\u{b}\u{c}\u{85}\u{2028}\u{2029}".contains(c);
+            let last_sentence = (PASSAGE_CHARS / 2..PASSAGE_CHARS).rev().find(|&i| sentence_end(window[i]));
+            let last_space = (0..PASSAGE_CHARS).rev().find(|&i| window[i].is_whitespace());
+            let expected = last_sentence.or(last_space).map_or(PASSAGE_CHARS, |i| i + 1);
+            prop_assert_eq!(length, expected);
+        }
+    }
+
+    #[test]
+    fn query_terms_are_distinct_first_tokens(text in long_text()) {
+        let terms = query_terms(&text);
+        prop_assert!(terms.len() <= MAX_QUERY_TERMS);
+        let mut distinct: Vec<String> = Vec::new();
+        for token in tokens(&text) {
+            if !distinct.contains(&token) {
+                distinct.push(token);
+            }
+        }
+        distinct.truncate(MAX_QUERY_TERMS);
+        prop_assert_eq!(terms, distinct);
+    }
+
+    #[test]
+    fn any_string_is_segmented_without_panic(text in any::<String>()) {
+        let _ = index_passages(&text);
+        let _ = query_terms(&text);
+    }
+}

@@ -1,0 +1,135 @@
+"""A slow pure-Python reference of recall's segmentation (SPEC §16.5), the differential
+oracle for `ledgerfold._segment` (Rust). Written from the rules, not from the Rust code:
+Python's own `unicodedata` and `str.casefold`, the `regex` module's Script_Extensions, and
+the `snowballstemmer` package's English stemmer (the Snowball 2 generation that the Rust
+crate `rust-stemmers` implements).
+
+The rules, stated once:
+- Normalise: NFKC; full case folding; NFD; drop the nonspacing marks (Mn) whose
+  Script_Extensions are Inherited or name Latin, Greek or Cyrillic; NFC.
+- Classify each character: ASCII `a-z` letter, ASCII `0-9` digit, other ASCII separator;
+  otherwise `Nd` digit; `L*`, `M*`, `Nl`, `No` CJK when its Script_Extensions name one of
+  the four scripts, else letter; anything else separator.
+- Tokens: maximal runs of one class. Letter runs of ASCII letters only are stemmed. CJK runs
+  of two or more characters become their overlapping bigrams.
+- Passages: from `start`, the next 600 characters; the rest of the body when it fits; else
+  end after the last sentence end (`. ! ? 。！？` or a line break) in the window's second
+  half, else after the window's last whitespace, else at 600 characters.
+"""
+
+from __future__ import annotations
+
+import itertools
+import unicodedata
+
+import regex
+import snowballstemmer
+
+PASSAGE_CHARS = 600
+MAX_QUERY_TERMS = 64
+
+_CJK = regex.compile(r"[\p{scx=Han}\p{scx=Hiragana}\p{scx=Katakana}\p{scx=Hangul}]")
+_DIACRITIC_SCRIPTS = regex.compile(r"[\p{scx=Zinh}\p{scx=Latin}\p{scx=Greek}\p{scx=Cyrillic}]")
+_STEMMER = snowballstemmer.stemmer("english")
+# The characters after which a passage may end as after a sentence: the sentence marks and
+# the line breaks.
+_SENTENCE_ENDS = frozenset(".!?。！？\n\r\x0b\x0c\x85\u2028\u2029")
+
+_SEPARATOR, _LETTER, _DIGIT, _CJK_CLASS = range(4)
+
+
+def is_white_space(char: str) -> bool:
+    """Unicode's White_Space property: `str.isspace` less the four information separators."""
+    return char.isspace() and char not in "\x1c\x1d\x1e\x1f"
+
+
+def normalise(text: str) -> str:
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    decomposed = unicodedata.normalize("NFD", folded)
+    kept = "".join(
+        char
+        for char in decomposed
+        if unicodedata.category(char) != "Mn" or _DIACRITIC_SCRIPTS.fullmatch(char) is None
+    )
+    return unicodedata.normalize("NFC", kept)
+
+
+def char_class(char: str) -> int:
+    if char.isascii():
+        if "a" <= char <= "z":
+            return _LETTER
+        if "0" <= char <= "9":
+            return _DIGIT
+        return _SEPARATOR
+    category = unicodedata.category(char)
+    if category == "Nd":
+        return _DIGIT
+    if category[0] in "LMN":
+        return _CJK_CLASS if _CJK.fullmatch(char) is not None else _LETTER
+    return _SEPARATOR
+
+
+def _stem(word: str) -> str:
+    if not all("a" <= char <= "z" for char in word):
+        return word
+    stem: str = _STEMMER.stemWord(word)
+    return stem if stem and all("a" <= char <= "z" for char in stem) else word
+
+
+def tokens(text: str) -> list[str]:
+    out: list[str] = []
+    for kind, group in itertools.groupby(normalise(text), key=char_class):
+        run = "".join(group)
+        if kind == _SEPARATOR:
+            continue
+        if kind == _DIGIT:
+            out.append(run)
+        elif kind == _LETTER:
+            out.append(_stem(run))
+        elif len(run) == 1:
+            out.append(run)
+        else:
+            out.extend(run[i : i + 2] for i in range(len(run) - 1))
+    return out
+
+
+def query_terms(query: str) -> list[str]:
+    # The Rust side reads a lone surrogate as U+FFFD, a separator.
+    query = "".join("\ufffd" if "\ud800" <= char <= "\udfff" else char for char in query)
+    terms: list[str] = []
+    for token in tokens(query):
+        if token not in terms:
+            terms.append(token)
+    return terms[:MAX_QUERY_TERMS]
+
+
+def passage_bounds(body: str) -> list[tuple[int, int]]:
+    bounds = []
+    start = 0
+    while start < len(body):
+        if len(body) - start <= PASSAGE_CHARS:
+            end = len(body)
+        else:
+            window = body[start : start + PASSAGE_CHARS]
+            sentence = [
+                i for i in range(PASSAGE_CHARS // 2, PASSAGE_CHARS) if window[i] in _SENTENCE_ENDS
+            ]
+            space = [i for i in range(PASSAGE_CHARS) if is_white_space(window[i])]
+            if sentence:
+                end = start + sentence[-1] + 1
+            elif space:
+                end = start + space[-1] + 1
+            else:
+                end = start + PASSAGE_CHARS
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
+def index_passages(body: str) -> list[tuple[int, int, str]]:
+    out = []
+    for start, end in passage_bounds(body):
+        joined = " ".join(tokens(body[start:end]))
+        if joined:
+            out.append((start, end, joined))
+    return out
