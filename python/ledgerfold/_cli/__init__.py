@@ -1,8 +1,8 @@
 """The `ledgerfold` command line (SPEC §14), built with click and rich.
 
 Subcommands: `demo`, `import`, `compact`, `context`, `inspect`, `list`, `purge`, `delete`,
-`revalidate`, `export`. `main.py` holds the group and its error handling, `commands_read.py`,
-`commands_list.py`, `commands_write.py` and `commands_retention.py` the subcommands
+`revalidate`, `export`, `search`. `main.py` holds the group and its error handling, `commands_read.py`,
+`commands_list.py`, `commands_write.py`, `commands_retention.py` and `commands_search.py` the subcommands
 (`dry_run.py` plans `compact --dry-run`), `demo.py` the demo, `render.py` the shared output.
 """
 
@@ -13,6 +13,7 @@ from ledgerfold._cli import (  # noqa: F401
     commands_list,
     commands_read,
     commands_retention,
+    commands_search,
     commands_write,
     demo,
 )

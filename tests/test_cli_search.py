@@ -1,0 +1,89 @@
+"""`ledgerfold search DB CONVERSATION QUERY [--all] [--limit N] [--json]` (issue 27 item 4):
+scope, limit, JSON shape, terminal-safe text, user errors, and that it changes no file."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+import ledgerfold as lf
+from cli_support import run, run_json
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "ledger.db"
+    with lf.SQLiteStore(path) as store:
+        store.append("c", "system", "You are a courier assistant.")
+        store.append("c", "user", "Ship parcel QZ-704 to the Lyon depot, not Marseille.")
+        store.append("c", "user", "Also \x1b[31mred\x1b[0m parcel QZ-705 goes to Lyon.")
+        for n in range(10):
+            store.append("c", "assistant" if n % 2 else "user", f"Chat {n} about the weather.")
+        store.append("c", "user", "Latest: the Lyon depot closes at 6.")
+        policy = lf.CompactionPolicy("cli-search", keep_tail=3, min_new_turns=1)
+        lf.Compactor(store, policy).compact("c")
+    return path
+
+
+def snapshot(directory: Path) -> dict[str, str]:
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(directory.iterdir())
+        if p.is_file()
+    }
+
+
+def test_search_json_covers_the_summarised_turns_only(db: Path) -> None:
+    before = snapshot(db.parent)
+    out = run_json("search", str(db), "c", "Lyon depot", "--json")
+    assert snapshot(db.parent) == before  # a read-only command creates or changes no file
+    assert (out["conversation"], out["scope"]) == ("c", "covered")
+    sequences = [hit["sequence"] for hit in out["hits"]]
+    assert sorted(sequences) == [2, 3]  # the newest Lyon turn (seq 14) is raw in the context
+    for hit in out["hits"]:
+        assert set(hit) == {"turn_id", "sequence", "role", "summary_id", "score", "text"}
+        assert hit["summary_id"] is not None and isinstance(hit["score"], float)
+    everything = run_json("search", str(db), "c", "Lyon depot", "--all", "--json")
+    assert 14 in [hit["sequence"] for hit in everything["hits"]]
+    one = run_json("search", str(db), "c", "Lyon", "--all", "--limit", "1", "--json")
+    assert len(one["hits"]) == 1
+
+
+def test_search_table_escapes_terminal_control_characters(db: Path) -> None:
+    result = run("search", str(db), "c", "QZ-705")
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.stdout and "\\x1b" in result.stdout
+    assert "QZ-705" in result.stdout
+
+
+def test_no_match_says_so(db: Path) -> None:
+    result = run("search", str(db), "c", "zeppelin")
+    assert result.exit_code == 0 and "no covered turn of c matches" in result.stdout
+    assert run_json("search", str(db), "c", '"NEAR( * AND', "--json")["hits"] == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["search", "{db}", "nobody", "x"], "unknown conversation"),
+        (["search", "{db}", "c", "x", "--limit", "0"], "--limit"),
+        (["search", "{db}", "c", "x", "--limit", "101"], "--limit"),
+        (["search", "{missing}", "c", "x"], "no such database"),
+    ],
+)
+def test_user_errors_are_one_line_and_exit_2(
+    db: Path, tmp_path: Path, args: list[str], message: str
+) -> None:
+    filled = [a.format(db=db, missing=tmp_path / "missing.db") for a in args]
+    result = run(*filled)
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "missing.db").exists()
+
+
+def test_json_output_is_strict(db: Path) -> None:
+    result = run("search", str(db), "c", "parcel", "--all", "--json")
+    json.loads(result.stdout, parse_constant=lambda name: pytest.fail(name))
