@@ -19,6 +19,7 @@ append. Smoke-sized in the normal test run; full size under `make bench`.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import statistics
@@ -36,6 +37,8 @@ import langchain_session
 import ledgerfold as lf
 from ledgerfold.summarizers import ExtractiveSummarizer
 from ledgerfold.tokens import approx_tokens
+from ledgerfold.tools import run_recall
+from recall_facts import FACTS
 
 PV = "bench-loop"
 
@@ -45,8 +48,14 @@ FACT_EVERY = 25
 
 
 def fact(k: int) -> str:
-    """The k-th planted fact: a distinct constraint, a sentence of its own."""
-    return f"FACT-{k:04d}: ship crate {k} to dock {k * 37 % 101}."
+    """The k-th planted fact (`recall_facts.FACTS`: constraints, to-dos, refusals with their
+    evidence and Chinese facts, interleaved), a sentence of its own."""
+    return FACTS[k % len(FACTS)].text
+
+
+def fact_turn_id(k: int) -> str:
+    """The ID of the user turn the k-th fact is planted in."""
+    return f"t{2 * k * FACT_EVERY}u"
 
 
 def facts_planted(exchanges_done: int) -> list[str]:
@@ -154,6 +163,7 @@ def test_agent_session(benchmark: Any, request: pytest.FixtureRequest, tmp_path:
     planted = facts_planted(n_exchanges)
     with lf.SQLiteStore(outcome["path"]) as store:
         ledger = "\n".join(turn.body for turn in store.load("c").turns)
+        recall = _recall_reachability(store, policy, len(planted))
     turns = 2 * n_exchanges
     extra = benchmark.extra_info
     extra.update(
@@ -178,6 +188,9 @@ def test_agent_session(benchmark: Any, request: pytest.FixtureRequest, tmp_path:
         turns_never_summarised=outcome["unread"],  # neither given to the summarizer nor sent
     )
     extra.update(_langchain_anchor(benchmark, n_exchanges, policy, marks))
+    extra.update(recall)
+    target(benchmark, "facts_unreachable_share", max_value=0.05)
+    target(benchmark, "erased_facts_found", max_value=0)
     target(benchmark, "input_per_appended_token", max_value=1.5)
     target(benchmark, "largest_request_tokens", max_value=policy.max_input_tokens)
     target(benchmark, "compactions", max_value=turns // policy.min_new_turns)
@@ -186,6 +199,43 @@ def test_agent_session(benchmark: Any, request: pytest.FixtureRequest, tmp_path:
     assert summarizer.calls <= turns // policy.min_new_turns
     assert extra["facts_in_ledger"] == len(planted)  # the raw ledger keeps every turn
     assert extra["turns_never_summarised"] == 0  # each turn is summarised before it leaves
+    assert extra["erased_facts_found"] == 0  # erased text is never returned
+
+
+def _recall_reachability(
+    store: lf.SQLiteStore, policy: lf.CompactionPolicy, n_planted: int
+) -> dict[str, Any]:
+    """SPEC §16.4: a planted fact is reachable when its turn is in the context or among the
+    hits of one `recall_history` call whose query is the fact's question (worded differently,
+    sharing only key terms). Then four facts are erased and asked for again: none may come
+    back."""
+    context_ids = turn_ids(store.context("c", policy.version).items)
+    in_context = reachable = 0
+    by_kind: dict[str, list[int]] = {}
+    for k in range(n_planted):
+        turn_id = fact_turn_id(k)
+        hits = json.loads(run_recall(store, "c", {"query": FACTS[k].question}))["hits"]
+        found = turn_id in context_ids or any(hit["turn_id"] == turn_id for hit in hits)
+        in_context += turn_id in context_ids
+        reachable += found
+        by_kind.setdefault(FACTS[k].kind, [0, 0])
+        by_kind[FACTS[k].kind][0] += found
+        by_kind[FACTS[k].kind][1] += 1
+    erased = list(range(0, n_planted, max(1, n_planted // 4)))[:4]
+    for k in erased:
+        store.retract("c", fact_turn_id(k), erase=True)
+    erased_found = 0
+    for k in erased:
+        result = run_recall(store, "c", {"query": FACTS[k].question, "limit": 20})
+        erased_found += FACTS[k].answer in result or fact_turn_id(k) in result
+    return {
+        "facts_reachable_with_recall": reachable,
+        "facts_reachable_context_only": in_context,
+        "facts_unreachable_share": round(1 - reachable / n_planted, 4) if n_planted else 0.0,
+        "facts_reachable_by_kind": {kind: f"{a}/{b}" for kind, (a, b) in by_kind.items()},
+        "erased_facts_asked": len(erased),
+        "erased_facts_found": erased_found,
+    }
 
 
 def _langchain_anchor(
