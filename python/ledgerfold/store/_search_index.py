@@ -61,12 +61,14 @@ _log = logging.getLogger("ledgerfold.store")
 #: SPEC §16.5 "a term whose document frequency passes a documented threshold may be dropped
 #: while another term remains": a query term found in more than `DF_DROP` passages of the
 #: index is dropped while a term found in at most `DF_DROP` remains; when every term passes
-#: it, only the rarest is kept. FTS5's bm25() costs a few microseconds per matching passage,
-#: so this bounds a search's scoring to about `DF_DROP` passages a kept term. Measured on
-#: 100k real turns (benches/bench_search.py questions): p50 3.2 ms at 1,000, 2.0 ms at 500,
-#: 0.8 ms at 250, the same facts reached at each; a term in 500 passages carries little
-#: BM25 weight next to a rare one (idf ~6 against ~11 at 100k turns).
-DF_DROP = 500
+#: it, only the rarest is kept. A model's question mixes the key term it asks about (a name,
+#: an order number) with words every passage has ("why", "could", "refund", "cancel"); under
+#: BM25 a long passage holding only the key term loses to short passages repeating several
+#: of those words. Measured on the 2,000-exchange agent session (80 planted facts, one
+#: differently-worded question each, top 5): 75 reachable at 500, 76 at 200, 78 at 100,
+#: 79 at 50 and at 25; p50 2.6 ms at 500, 0.6 ms at 50. It also bounds a search's scoring
+#: to about `DF_DROP` passages a kept term (FTS5's bm25() costs a few microseconds each).
+DF_DROP = 50
 
 #: `search(scope=...)` values (SPEC §16.5 "Scope").
 SCOPES = ("covered", "all")
