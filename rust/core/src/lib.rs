@@ -5,8 +5,11 @@
 //! - [`ids`]: ordered-ID comparison and duplicate detection;
 //! - [`plan`], [`check`], [`assemble`]: compaction planning, summary validity and context
 //!   layout over turns already ordered by sequence;
+//! - [`units`]: the compaction units every rule keeps together (groups and tool calls);
+//! - [`chat`]: which context items a chat request can carry (tool-call sequences);
 
 pub mod assemble;
+pub mod chat;
 pub mod check;
 pub mod columns;
 pub mod encoding;
@@ -19,6 +22,7 @@ pub mod meta_json;
 pub mod model;
 pub mod plan;
 pub mod revalidate;
+pub mod units;
 
 pub use encoding::{encode_turn, turn_digest, TurnRef};
 pub use error::{CoreError, Problem};

@@ -14,6 +14,7 @@ mod plan;
 mod revalidate;
 mod rows;
 mod turn;
+mod units;
 
 use pyo3::prelude::*;
 
@@ -37,6 +38,8 @@ mod _native {
     use crate::revalidate::{revalidate_columns, revalidate_flat};
     #[pymodule_export]
     use crate::turn::Turn;
+    #[pymodule_export]
+    use crate::units::{unit_roots, unsendable};
 
     /// The codes and packed-format constants (see `constants`).
     #[pymodule_init]
