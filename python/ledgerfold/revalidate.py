@@ -347,6 +347,23 @@ def _check_all(
     return verdicts, turns_hashed, bytes_hashed
 
 
+def _unit_splits(path: str, verdicts: list[_Verdict]) -> list[_Verdict]:
+    """SPEC §17.2: a summary whose sources hash right but split a compaction unit (a call
+    without its result, in a database written before tool-call links made units) is stale
+    (`group-split`). The store's context makes that check; it reads no source body."""
+    checked: list[_Verdict] = []
+    with SQLiteStore(path, read_only=True) as store:
+        for conversation_id, summary_id, reason, turn_id in verdicts:
+            if reason is None:
+                summary = store.current_summary(conversation_id)
+                if summary is not None and summary.id == summary_id:
+                    context = store.context(conversation_id, summary.policy_version)
+                    if context.fallback == "stale-summary:group-split":
+                        reason, turn_id = "group-split", context.fallback_id
+            checked.append((conversation_id, summary_id, reason, turn_id))
+    return checked
+
+
 def revalidate_database(
     path: str | os.PathLike[str],
     *,
@@ -392,6 +409,7 @@ def revalidate_database(
         if quotes_stored_data(error):
             raise failure from None  # SQLite's message quotes the stored bytes
         raise failure from error
+    verdicts = _unit_splits(path, verdicts)
     stale = [
         StaleSummary(conversation_id, summary_id, reason, turn_id)
         for conversation_id, summary_id, reason, turn_id in verdicts

@@ -26,11 +26,13 @@ over the text; every replacement is an HTML-style entity, so the text stays read
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ledgerfold import _native
 from ledgerfold._context import AssembledContext, SummaryItem, TurnItem
 from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._model import ROLES, Turn
@@ -47,6 +49,8 @@ __all__ = [
     "tool_group",
     "unescape_summary_text",
 ]
+
+_log = logging.getLogger("ledgerfold.adapters")
 
 SUMMARY_OPEN = "<ledgerfold-summary>"
 SUMMARY_CLOSE = "</ledgerfold-summary>"
@@ -165,6 +169,12 @@ def to_chat_messages(context: AssembledContext) -> list[dict[str, Any]]:
     `summary_framing`, then the escaped text between `SUMMARY_OPEN` and `SUMMARY_CLOSE` on
     lines of their own. It is never a `user` message. The result is strict JSON (no NaN or
     Infinity): `meta.tool_calls` holding them raises `InvalidInput`.
+
+    The messages are always a valid tool-call sequence (SPEC §17.2): a tool turn that does
+    not answer a call of the assistant message right before it (only tool messages between),
+    and an assistant turn whose calls lack results while later messages follow (with the
+    results it got), are left out — of the messages only, never of the ledger or the context
+    — logged by ID and counted in `context.dropped`.
     """
     if not isinstance(context, AssembledContext):
         raise InvalidInput(
@@ -172,8 +182,19 @@ def to_chat_messages(context: AssembledContext) -> list[dict[str, Any]]:
             field="context",
             problem="wrong-type",
         )
+    unsendable = _native.unsendable(context.items) if context.dropped else []
+    if unsendable:
+        _log.warning(
+            "chat messages: %d items left out (tool calls without their results, or results"
+            " without their call): ids=%s",
+            len(unsendable),
+            [context.items[at].id for at in unsendable],
+        )
+    skipped = set(unsendable)
     messages: list[dict[str, Any]] = []
-    for item in context.items:
+    for at, item in enumerate(context.items):
+        if at in skipped:
+            continue
         if isinstance(item, SummaryItem):
             messages.append(_summary_message(item))
         else:

@@ -148,10 +148,12 @@ class LedgerfoldSession:
         """The context as items: the summary (one `system` item) and the uncovered turns'
         items as they came; with `limit`, the latest `limit` of them."""
         context = self.context()
-        messages = to_chat_messages(context)
         items: list[Any] = []
-        for item, message in zip(context.items, messages, strict=True):
+        for item in context.items:
             if isinstance(item, SummaryItem):
+                # Only the summary goes through the chat adapter (its framed slot): the
+                # items API pairs calls and outputs by call_id, so nothing is left out here.
+                (message,) = to_chat_messages(AssembledContext((item,)))
                 items.append({"role": "system", "content": message["content"]})
             else:
                 items.append(_restored(item.text, item.meta))

@@ -191,7 +191,9 @@ def _extending(
         new_turns.append(turn)
     if extended_fingerprint(digests, new_turns) != envelope.source_fingerprint:
         return _refused(envelope, "stale-source", "source-modified")
-    if _splits_a_group(conn, cid, new_turns, envelope.source_ids):
+    if _splits_a_group(conn, cid, new_turns, envelope.source_ids) or ledger.calls_split(
+        conn, cid, new_turns, envelope.source_ids
+    ):
         return _refused(envelope, "stale-source", "group-split")
     if not added.issuperset(new_ids) or any(turn.protected for turn in new_turns):
         return _refused(envelope, "invalid-summary", "plan-mismatch")

@@ -51,7 +51,9 @@ class RetentionMethods:
 
     def retract(self, conversation_id: str, turn_id: str, *, erase: bool = False) -> None:
         """Remove a live turn from the ledger view (the row stays); new revision; citing
-        summaries become stale (`source-missing`). With `erase=True` its body, meta and
+        summaries become stale (`source-missing`). A turn that made tool calls takes the
+        live tool turns answering them along, in the same revision (SPEC §17.2; only the
+        named turn is erased). With `erase=True` its body, meta and
         earlier versions are erased too, overwritten in the file (ID, sequence and digest
         stay), with every summary version citing it (its text may quote the turn); a turn
         retracted earlier can be erased this way later."""
@@ -61,8 +63,11 @@ class RetentionMethods:
             raise InvalidInput("erase: must be bool", field="erase", problem="wrong-type")
         with self._transaction(write=True) as conn:
             earlier = retention.retracted(conn, conversation_id, turn_id) if erase else None
+            answers = 0
             if earlier is None:
-                sequence, revision, stale = ledger.retract_turn(conn, conversation_id, turn_id)
+                sequence, revision, stale, answers = ledger.retract_turn(
+                    conn, conversation_id, turn_id
+                )
             else:  # retracted before: only its body goes, the ledger view is unchanged
                 (sequence, revision), stale = earlier, 0
             erased = retention.erase_body(conn, conversation_id, turn_id) if erase else 0
@@ -70,12 +75,13 @@ class RetentionMethods:
             self._db.checkpoint()
         _log.info(
             "retracted: conversation=%s turn=%s sequence=%d revision=%d summaries_stale=%d"
-            " erased=%s versions_erased=%d",
+            " answers_retracted=%d erased=%s versions_erased=%d",
             conversation_id,
             turn_id,
             sequence,
             revision,
             stale,
+            answers,
             erase,
             erased,
         )

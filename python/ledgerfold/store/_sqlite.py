@@ -436,6 +436,7 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
         conversation_id = _validate.text("conversation_id", conversation_id)
         policy_version = _validate.text("policy_version", policy_version)
         damaged: DamagedSummary | None = None
+        split_context: AssembledContext | None = None
         with self._transaction(write=False) as conn:
             boundary = ledger.boundary(conn, conversation_id)
             try:
@@ -454,8 +455,21 @@ class SQLiteStore(CompactionMethods, RetentionMethods):
                     ).fetchone()
                 ):
                     items = summaries.summarised_items(conn, conversation_id, version)
-                    return AssembledContext(items, None, boundary)
-            if pointed is None:
+                    split = ledger.split_unit(conn, conversation_id, version.pk, items)
+                    if split is None:
+                        return AssembledContext(items, None, boundary)
+                    # A database written before §17.2's units: the summary splits a call
+                    # from its result, so it is stale (a full check would say so too).
+                    pointed = None
+                    split_context = AssembledContext(
+                        ledger.raw_items(conn, conversation_id),
+                        "stale-summary:group-split",
+                        None,
+                        split,
+                    )
+            if split_context is not None:
+                assembled = split_context
+            elif pointed is None:
                 # No summary: the context is every turn raw, read as items directly.
                 assembled = AssembledContext(
                     ledger.raw_items(conn, conversation_id),
