@@ -87,22 +87,31 @@ class RetentionMethods:
         )
 
     def purge_through(
-        self, conversation_id: str, sequence: int, reason: str, *, force: bool = False
+        self,
+        conversation_id: str,
+        sequence: int,
+        reason: str,
+        *,
+        force: bool = False,
+        keep_roles: Iterable[str] = ("system",),
     ) -> HistoryBoundary:
         """Retention: delete bodies (and earlier versions) of raw turns with sequence <=
-        `sequence`, protected ones only when `force` is True; record the boundary; new
+        `sequence`, protected ones and those of `keep_roles` (the policy's `preserve_roles`;
+        default: the system prompt) only when `force` is True; record the boundary; new
         revision. The current summary, checked current first, is sealed: it stays in the
         context, its purged sources checked by their stored digests (SPEC §15.5). Every other
         summary version citing a purged turn is erased (counted by `pruned_count`). Erased
         bytes are overwritten in the file and the WAL is checkpointed. The boundary records
-        at most the last sequence written and, without `force`, stops before a tool-call
-        group the purge would split (so no tool result is left raw without its call): its
-        `through_sequence` says where the purge went."""
+        at most the last sequence written and, without `force`, stops before a compaction
+        unit the purge would split and before an unanswered tool call (SPEC §17.2: so no
+        tool result is ever left raw without its call), and before a `keep_roles` turn the
+        sealed summary covers: its `through_sequence` says where the purge went."""
         conversation_id, sequence, force = self._purge_args(conversation_id, sequence, force)
         reason = _validate.text("reason", reason)
+        roles = preserve_roles_arg(keep_roles, "keep_roles")
         with self._transaction(write=True) as conn:
             boundary, purged, revision, erased = retention.purge(
-                conn, self._cache, conversation_id, sequence, reason, force
+                conn, self._cache, conversation_id, sequence, reason, force, roles
             )
         self._db.checkpoint()
         _log.info(
@@ -169,18 +178,27 @@ class RetentionMethods:
         return boundary
 
     def preview_purge(
-        self, conversation_id: str, sequence: int, *, force: bool = False
+        self,
+        conversation_id: str,
+        sequence: int,
+        *,
+        force: bool = False,
+        keep_roles: Iterable[str] = ("system",),
     ) -> dict[str, Any]:
         """What `purge_through` would do, nothing written: `turns` (how many would go, with
-        `first_sequence`/`last_purged_sequence`), `protected_kept`, `sealed_summary` (the ID
+        `first_sequence`/`last_purged_sequence`), `protected_kept`, `roles_kept` (turns of
+        `keep_roles` that stay), `sealed_summary` (the ID
         of the summary that would be sealed, or None), `versions_erased`, `last_sequence`,
         and `unsummarised`: live turns that would go without being a source of the sealed
         summary, so what they said would leave the context for good."""
         conversation_id, sequence, force = self._purge_args(conversation_id, sequence, force)
+        roles = preserve_roles_arg(keep_roles, "keep_roles")
         # A read transaction: a preview writes nothing, not even a stale mark, so it works
         # on a store opened read-only.
         with self._transaction(write=False) as conn:
-            return dict(retention.preview(conn, self._cache, conversation_id, sequence, force))
+            return dict(
+                retention.preview(conn, self._cache, conversation_id, sequence, force, roles)
+            )
 
     def _purge_args(
         self, conversation_id: str, sequence: int, force: bool
