@@ -301,12 +301,21 @@ def mark_citing_stale(
     return cursor.rowcount
 
 
-def mark_group_split(conn: sqlite3.Connection, conversation_id: str, joined: Sequence[Turn]) -> int:
+def mark_group_split(
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    joined: Sequence[Turn],
+    *,
+    answers_too: bool = False,
+) -> int:
     """A turn that joins a group holding a summary's source, without being a source itself,
     splits the group (SPEC §15.4): every version citing a member goes stale (`group-split`)
-    in the same transaction. A late tool result is the usual case."""
+    in the same transaction. A late tool result is the usual case; tool-call links count
+    as groups do (SPEC §17.2). With `answers_too` (an edit), a joining assistant turn's
+    results are looked up too (a read of the conversation's tool turns: appends skip it,
+    since a call's results come after it)."""
     joined_ids = json.dumps([turn.id for turn in joined], ensure_ascii=False)
-    stale = _mark_call_split(conn, conversation_id, joined, joined_ids)
+    stale = _mark_call_split(conn, conversation_id, joined, joined_ids, answers_too)
     groups = sorted({turn.group for turn in joined if turn.group is not None})
     if not groups:
         return stale
@@ -325,7 +334,11 @@ def mark_group_split(conn: sqlite3.Connection, conversation_id: str, joined: Seq
 
 
 def _mark_call_split(
-    conn: sqlite3.Connection, conversation_id: str, joined: Sequence[Turn], joined_ids: str
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    joined: Sequence[Turn],
+    joined_ids: str,
+    answers_too: bool = False,
 ) -> int:
     """SPEC §17.2: a tool turn answering a call joins the caller's unit whatever its group,
     so versions citing the caller but not the answer go stale (`group-split`). The caller
@@ -349,6 +362,20 @@ def _mark_call_split(
             wanted -= named
             if not wanted:
                 break
+    made: set[str] = set()
+    for turn in joined if answers_too else ():
+        if turn.role == "assistant" and turn.meta:
+            made |= _calls_in(turn.meta.get("tool_calls"))
+    if made:
+        callers.extend(
+            str(row[0])
+            for row in conn.execute(
+                "SELECT id FROM turns WHERE conversation_id = ? AND state = ? AND role = 'tool'"
+                " AND CASE WHEN json_valid(meta) THEN json_extract(meta, '$.tool_call_id') END"
+                " IN (SELECT value FROM json_each(?))",
+                (conversation_id, TURN_LIVE, json.dumps(sorted(made), ensure_ascii=False)),
+            )
+        )
     if not callers:
         return 0
     return conn.execute(
@@ -461,8 +488,12 @@ def edit_turn(
     stale = 0
     if new.digest != bytes(old_digest):
         stale = mark_citing_stale(conn, conversation_id, "?", (turn_id,), "source-modified")
-    if (new.group is not None and new.group != old.group) or new.meta != old.meta:
-        stale += mark_group_split(conn, conversation_id, [new])
+    if (
+        (new.group is not None and new.group != old.group)
+        or new.meta != old.meta
+        or new.role != old.role
+    ):
+        stale += mark_group_split(conn, conversation_id, [new], answers_too=True)
     return new, revision, stale
 
 
