@@ -65,7 +65,14 @@ class ModelTurn:
 
     def ref(self) -> ref.RefTurn:
         return ref.RefTurn(
-            self.id, self.sequence, self.role, self.body, self.protected, None, self.group, self.meta
+            self.id,
+            self.sequence,
+            self.role,
+            self.body,
+            self.protected,
+            None,
+            self.group,
+            self.meta,
         )
 
 

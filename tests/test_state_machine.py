@@ -537,7 +537,11 @@ class LedgerMachine(RuleBasedStateMachine):
         call_ids = [self.fresh("call") for _ in range(count)]
         calls = [{"id": call_id, "type": "function"} for call_id in call_ids]
         turn = self.store.append(
-            conversation, "assistant", body, id=self.fresh("t"), meta={"tool_calls": json.dumps(calls)}
+            conversation,
+            "assistant",
+            body,
+            id=self.fresh("t"),
+            meta={"tool_calls": json.dumps(calls)},
         )
         self.record_append(conversation, [turn])
 
@@ -547,10 +551,16 @@ class LedgerMachine(RuleBasedStateMachine):
     ) -> None:
         """A tool result without a group answering a call made earlier (maybe a second
         answer, maybe after its call was summarised), or a call nobody made."""
-        made = sorted(set().union(*(ref._call_ids(t.ref()) for t in self.model[conversation].turns)))
+        made = sorted(
+            set().union(*(ref._call_ids(t.ref()) for t in self.model[conversation].turns))
+        )
         call_id = self.fresh("call") if orphan or not made else made[index % len(made)]
         turn = self.store.append(
-            conversation, "tool", f"{SECRET} {body}", id=self.fresh("t"), meta={"tool_call_id": call_id}
+            conversation,
+            "tool",
+            f"{SECRET} {body}",
+            id=self.fresh("t"),
+            meta={"tool_call_id": call_id},
         )
         self.record_append(conversation, [turn])
 

@@ -43,10 +43,13 @@ def tool_ledgers(draw: Any) -> list[lf.Turn]:
         role = draw(st.sampled_from(("user", "assistant", "tool", "system")))
         meta: dict[str, str] | None = None
         if role == "assistant" and draw(st.booleans()):
-            meta = {"tool_calls": calls_json(*draw(st.lists(st.sampled_from(CALLS), max_size=2, unique=True)))}
-        elif role == "tool" and draw(st.booleans()):
-            meta = {"tool_call_id": draw(st.sampled_from(CALLS))}
-        elif draw(st.integers(0, 5)) == 0:  # meta keys on roles they do not count on
+            meta = {
+                "tool_calls": calls_json(
+                    *draw(st.lists(st.sampled_from(CALLS), max_size=2, unique=True))
+                )
+            }
+        elif (role == "tool" and draw(st.booleans())) or draw(st.integers(0, 5)) == 0:
+            # A result, or (rarely) the key on a role it does not count on.
             meta = {"tool_call_id": draw(st.sampled_from(CALLS))}
         group = draw(st.one_of(st.none(), st.sampled_from(("g1", "g2"))))
         protected = draw(st.integers(0, 6)) == 0
@@ -106,7 +109,9 @@ def test_group_split_matches_the_reference(turns: list[lf.Turn], mask: int) -> N
     assert (got.current, got.reason, got.turn_id) == ref.check_summary(envelope, "c", turns, "v1")
 
 
-def _turn(tid: str, seq: int, role: str, meta: dict[str, str] | None = None, group: str | None = None) -> lf.Turn:
+def _turn(
+    tid: str, seq: int, role: str, meta: dict[str, str] | None = None, group: str | None = None
+) -> lf.Turn:
     return lf.Turn(tid, seq, role, f"text {tid}", group=group, meta=meta)
 
 

@@ -34,7 +34,10 @@ C = "c"
 def calls(*call_ids: str) -> dict[str, str]:
     return {
         "tool_calls": json.dumps(
-            [{"id": c, "type": "function", "function": {"name": "f", "arguments": "{}"}} for c in call_ids]
+            [
+                {"id": c, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                for c in call_ids
+            ]
         )
     }
 
@@ -121,7 +124,9 @@ def test_a_split_summary_in_an_older_database_is_stale_for_context_and_revalidat
         store.append(C, "tool", "found again", id="r2", meta=answer("x"))
     # Before §17.2 the append marked nothing: the record still says current.
     with sqlite3.connect(db) as conn:
-        conn.execute("UPDATE summaries SET status = 'current', reason = NULL WHERE status = 'stale'")
+        conn.execute(
+            "UPDATE summaries SET status = 'current', reason = NULL WHERE status = 'stale'"
+        )
     with SQLiteStore(db) as store:
         context = store.context(C, "v1")
         assert (context.fallback, context.fallback_id) == ("stale-summary:group-split", "r2")
@@ -193,9 +198,9 @@ def test_a_purge_keeps_the_system_prompt_unless_forced(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "1 system turns kept" in result.output
     with SQLiteStore(db) as store:
-        assert [t.id for t in store.load(C).turns][:1] == ["s1"]
+        assert store.load(C).turns[0].id == "s1"
         store.purge_through(C, 5, "x", keep_roles=())
-        assert [t.id for t in store.load(C).turns][0] == "u4"  # no role kept: it goes
+        assert store.load(C).turns[0].id == "u4"  # no role kept: it goes
     db2 = tmp_path / "b.db"
     with SQLiteStore(db2) as store:
         store.append(C, "system", "You are terse.", id="s1")
@@ -230,7 +235,9 @@ def item(tid: str, seq: int, role: str, meta: dict[str, str] | None = None) -> T
 
 def test_dropped_is_part_of_the_contexts_value() -> None:
     orphan = AssembledContext((item("r", 1, "tool", answer("x")), item("u", 2, "user")))
-    fine = AssembledContext((item("a", 1, "assistant", calls("x")), item("r", 2, "tool", answer("x"))))
+    fine = AssembledContext(
+        (item("a", 1, "assistant", calls("x")), item("r", 2, "tool", answer("x")))
+    )
     assert (orphan.dropped, fine.dropped, AssembledContext(()).dropped) == (1, 0, 0)
     again = pickle.loads(pickle.dumps(orphan))
     assert again == orphan and again.dropped == 1 and hash(again.items) == hash(orphan.items)
@@ -240,8 +247,13 @@ def test_dropped_is_part_of_the_contexts_value() -> None:
 
 
 def test_an_unanswered_call_is_sent_only_at_the_end() -> None:
-    last = AssembledContext((item("u", 1, "user"), item("a", 2, "assistant", calls("x", "y")),
-                             item("rx", 3, "tool", answer("x"))))
+    last = AssembledContext(
+        (
+            item("u", 1, "user"),
+            item("a", 2, "assistant", calls("x", "y")),
+            item("rx", 3, "tool", answer("x")),
+        )
+    )
     assert [m["role"] for m in to_chat_messages(last)] == ["user", "assistant", "tool"]
     followed = AssembledContext((*last.items, item("u2", 4, "user")))
     assert [m["role"] for m in to_chat_messages(followed)] == ["user", "user"]
@@ -253,13 +265,19 @@ def test_an_unanswered_call_is_sent_only_at_the_end() -> None:
 OPS = st.lists(
     st.one_of(
         st.tuples(st.just("user")),
-        st.tuples(st.just("call"), st.lists(st.sampled_from("abcd"), min_size=1, max_size=2, unique=True),
-                  st.booleans()),
+        st.tuples(
+            st.just("call"),
+            st.lists(st.sampled_from("abcd"), min_size=1, max_size=2, unique=True),
+            st.booleans(),
+        ),
         st.tuples(st.just("result"), st.sampled_from("abcde"), st.booleans()),
         st.tuples(st.just("retract"), st.integers(0, 30)),
         st.tuples(st.just("compact"), st.integers(1, 4)),
         st.tuples(st.just("purge"), st.integers(0, 30), st.booleans()),
-        st.tuples(st.just("import"), st.lists(st.sampled_from("abcd"), min_size=1, max_size=2, unique=True)),
+        st.tuples(
+            st.just("import"),
+            st.lists(st.sampled_from("abcd"), min_size=1, max_size=2, unique=True),
+        ),
     ),
     max_size=25,
 )
@@ -289,9 +307,15 @@ def test_chat_messages_are_always_a_valid_tool_call_sequence(ops: list[tuple[Any
             else:  # chat messages appended as one batch (fresh call IDs), one result each
                 fresh = [f"{c}{step}" for c in op[1]]
                 messages: list[dict[str, Any]] = [
-                    {"role": "assistant", "content": "", "tool_calls": json.loads(calls(*fresh)["tool_calls"])}
+                    {
+                        "role": "assistant",
+                        "content": "",
+                        "tool_calls": json.loads(calls(*fresh)["tool_calls"]),
+                    }
                 ]
-                messages += [{"role": "tool", "content": "ok", "tool_call_id": c} for c in fresh[:1]]
+                messages += [
+                    {"role": "tool", "content": "ok", "tool_call_id": c} for c in fresh[:1]
+                ]
                 store.append_chat_messages(C, messages)
             context = store.context(C, "v1")
             out = to_chat_messages(context)

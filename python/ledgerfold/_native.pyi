@@ -33,6 +33,8 @@ __all__ = [
     "same_ordered_ids",
     "source_fingerprint",
     "starts_with_ids",
+    "unit_roots",
+    "unsendable",
 ]
 
 #: SPEC §3's codes by name, read-only, in code order.

@@ -321,16 +321,19 @@ def mark_group_split(
         return stale
     marks = ",".join("?" * len(groups))
     # Versions citing a member of the group, but not the joining turn itself.
-    return stale + conn.execute(
-        "UPDATE summaries SET status = 'stale', reason = 'group-split'"
-        " WHERE conversation_id = ? AND status IN ('current', 'superseded')"
-        " AND pk IN (SELECT ss.summary_pk FROM turns AS t"
-        " JOIN summary_sources AS ss ON ss.turn_id = t.id"
-        f" WHERE t.conversation_id = ? AND t.grp IN ({marks}) AND t.state = ?)"
-        " AND pk NOT IN (SELECT summary_pk FROM summary_sources"
-        " WHERE turn_id IN (SELECT value FROM json_each(?)))",
-        (conversation_id, conversation_id, *groups, TURN_LIVE, joined_ids),
-    ).rowcount
+    return (
+        stale
+        + conn.execute(
+            "UPDATE summaries SET status = 'stale', reason = 'group-split'"
+            " WHERE conversation_id = ? AND status IN ('current', 'superseded')"
+            " AND pk IN (SELECT ss.summary_pk FROM turns AS t"
+            " JOIN summary_sources AS ss ON ss.turn_id = t.id"
+            f" WHERE t.conversation_id = ? AND t.grp IN ({marks}) AND t.state = ?)"
+            " AND pk NOT IN (SELECT summary_pk FROM summary_sources"
+            " WHERE turn_id IN (SELECT value FROM json_each(?)))",
+            (conversation_id, conversation_id, *groups, TURN_LIVE, joined_ids),
+        ).rowcount
+    )
 
 
 def _mark_call_split(
@@ -390,7 +393,10 @@ def _mark_call_split(
 
 
 def calls_split(
-    conn: sqlite3.Connection, conversation_id: str, new_turns: Sequence[Turn], sources: Sequence[str]
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    new_turns: Sequence[Turn],
+    sources: Sequence[str],
 ) -> bool:
     """Whether turns newly covered by a summary leave part of their compaction unit out of
     `sources` through a tool-call link (SPEC §17.2; groups are checked by the caller): the
@@ -525,9 +531,7 @@ def retract_turn(
     return int(row[2]), revision, stale, len(answers)
 
 
-def _answering(
-    conn: sqlite3.Connection, conversation_id: str, turn: Turn
-) -> list[tuple[int, str]]:
+def _answering(conn: sqlite3.Connection, conversation_id: str, turn: Turn) -> list[tuple[int, str]]:
     """`(pk, id)` of the live tool turns answering a call `turn` made (none unless it is an
     assistant turn with `tool_calls`)."""
     raw = (turn.meta or {}).get("tool_calls") if turn.role == "assistant" else None

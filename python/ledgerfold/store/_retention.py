@@ -186,9 +186,7 @@ def _unsplit(
     members: dict[int, list[int]] = {}
     for index, root in enumerate(unit_roots(turns)):
         members.setdefault(root, []).append(index)
-    kept_covered = [
-        int(row[1]) for row in rows if row[2] in keep_roles and row[0] in covered
-    ]
+    kept_covered = [int(row[1]) for row in rows if row[2] in keep_roles and row[0] in covered]
     while True:
         stop = min((at for at in kept_covered if at <= sequence), default=None)
         for unit in members.values():
@@ -199,9 +197,7 @@ def _unsplit(
             ]
             if not taken:
                 continue
-            left_raw = any(
-                at not in taken and rows[at][0] not in covered for at in unit
-            )
+            left_raw = any(at not in taken and rows[at][0] not in covered for at in unit)
             if left_raw or any(rows[at][0] in open_calls for at in taken):
                 first = int(rows[taken[0]][1])
                 stop = first if stop is None else min(stop, first)
