@@ -47,6 +47,8 @@ __all__ = [
 
 #: IDs per `IN (...)` list: under SQLite's host-parameter limit.
 _CHUNK = 500
+#: How many assistant turns back an appended result's caller is looked for (newest first).
+_CALLER_SCAN = 2000
 
 
 def conversation_row(conn: sqlite3.Connection, conversation_id: str) -> tuple[Any, ...] | None:
@@ -353,10 +355,12 @@ def _mark_call_split(
         if turn.role == "tool" and turn.meta and "tool_call_id" in turn.meta
     }
     callers: list[str] = []
+    # Bounded, so an app writing results for calls it never records does not pay a read of
+    # the ledger per append; a caller further back is caught by the context's own check.
     rows = conn.execute(
         "SELECT id, meta FROM turns WHERE conversation_id = ? AND state = ?"
-        " AND role = 'assistant' AND meta IS NOT NULL ORDER BY sequence DESC",
-        (conversation_id, TURN_LIVE),
+        " AND role = 'assistant' AND meta IS NOT NULL ORDER BY sequence DESC LIMIT ?",
+        (conversation_id, TURN_LIVE, _CALLER_SCAN),
     )
     for turn_id, meta in rows if wanted else ():
         named = _named_calls(meta)
