@@ -14,6 +14,7 @@ in one transaction.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -29,8 +30,10 @@ from typing import Any
 from ledgerfold import _native, _validate
 from ledgerfold import _sealed as sealed
 from ledgerfold.store import _batch_reads as batch_reads
+from ledgerfold.store import _ledger as ledger
 from ledgerfold.store._database import database_path, quotes_stored_data, store_error
 from ledgerfold.store._rows import DAMAGED
+from ledgerfold.store._schema import TURN_LIVE
 from ledgerfold.store._sqlite import SQLiteStore
 
 __all__ = ["RevalidationReport", "StaleSummary", "revalidate_database"]
@@ -350,18 +353,48 @@ def _check_all(
 def _unit_splits(path: str, verdicts: list[_Verdict]) -> list[_Verdict]:
     """SPEC §17.2: a summary whose sources hash right but split a compaction unit (a call
     without its result, in a database written before tool-call links made units) is stale
-    (`group-split`). The store's context makes that check; it reads no source body."""
+    (`group-split`). Reads IDs, roles and meta of the raw turns only: no body or summary
+    text is decoded (a damaged one must not stop revalidation)."""
+    if all(reason is not None for _, _, reason, _ in verdicts):
+        return verdicts
     checked: list[_Verdict] = []
+    # The store's own read-only open (it creates no file); its connection is used here
+    # alone, and closed with it.
     with SQLiteStore(path, read_only=True) as store:
+        conn = store._connection()
+        conn.text_factory = bytes  # stored text is decoded here, leniently
         for conversation_id, summary_id, reason, turn_id in verdicts:
             if reason is None:
-                summary = store.current_summary(conversation_id)
-                if summary is not None and summary.id == summary_id:
-                    context = store.context(conversation_id, summary.policy_version)
-                    if context.fallback == "stale-summary:group-split":
-                        reason, turn_id = "group-split", context.fallback_id
+                split = _split_in(conn, conversation_id, summary_id)
+                if split is not None:
+                    reason, turn_id = "group-split", split
             checked.append((conversation_id, summary_id, reason, turn_id))
     return checked
+
+
+def _split_in(conn: sqlite3.Connection, conversation_id: str, summary_id: str) -> str | None:
+    row = conn.execute(
+        "SELECT pk FROM summaries WHERE conversation_id = ? AND id = ?",
+        (conversation_id, summary_id),
+    ).fetchone()
+    if row is None:
+        return None
+    raw = conn.execute(
+        "SELECT id, role, meta FROM turns WHERE conversation_id = ? AND state = ?"
+        " AND meta IS NOT NULL AND id NOT IN"
+        " (SELECT turn_id FROM summary_sources WHERE summary_pk = ?)",
+        (conversation_id, TURN_LIVE, row[0]),
+    )
+    return ledger.split_by_links(conn, conversation_id, row[0], (_link(*found) for found in raw))
+
+
+def _link(turn_id: bytes, role: bytes, meta: bytes) -> tuple[str, str, dict[str, Any] | None]:
+    try:
+        loaded = json.loads(meta)
+    except ValueError:
+        loaded = None
+    text = turn_id.decode(errors="replace"), role.decode(errors="replace")
+    return (*text, loaded if isinstance(loaded, dict) else None)
 
 
 def revalidate_database(

@@ -51,6 +51,7 @@ __all__ = [
 ]
 
 _log = logging.getLogger("ledgerfold.adapters")
+_LOGGED_IDS = 20  # IDs in the warning itself; the rest go to debug, one record each
 
 SUMMARY_OPEN = "<ledgerfold-summary>"
 SUMMARY_CLOSE = "</ledgerfold-summary>"
@@ -184,12 +185,16 @@ def to_chat_messages(context: AssembledContext) -> list[dict[str, Any]]:
         )
     unsendable = _native.unsendable(context.items) if context.dropped else []
     if unsendable:
+        ids = [context.items[at].id for at in unsendable]
         _log.warning(
             "chat messages: %d items left out (tool calls without their results, or results"
-            " without their call): ids=%s",
-            len(unsendable),
-            [context.items[at].id for at in unsendable],
+            " without their call): ids=%s%s",
+            len(ids),
+            ids[:_LOGGED_IDS],
+            f" and {len(ids) - _LOGGED_IDS} more (debug)" if len(ids) > _LOGGED_IDS else "",
         )
+        for item_id in ids[_LOGGED_IDS:]:
+            _log.debug("chat messages: left out id=%s", item_id)
     skipped = set(unsendable)
     messages: list[dict[str, Any]] = []
     for at, item in enumerate(context.items):

@@ -42,6 +42,7 @@ __all__ = [
     "mark_citing_stale",
     "raw_items",
     "retract_turn",
+    "split_by_links",
     "split_unit",
 ]
 
@@ -102,16 +103,33 @@ def split_unit(
     links made units (appends mark such summaries stale now). Only a raw result whose call
     is not raw, or a raw call whose results are not all raw, is looked up among the sources
     (groups were marked at write time already)."""
-    raw_calls: dict[str, str] = {}  # call ID -> the raw item that made it
-    raw_answers: dict[str, str] = {}  # call ID -> a raw item answering it
-    for item in items:
-        if not isinstance(item, TurnItem) or not item.meta:
+    links = (
+        (item.id, item.role, item.meta)
+        for item in items
+        if isinstance(item, TurnItem) and item.meta
+    )
+    return split_by_links(conn, conversation_id, summary_pk, links)
+
+
+def split_by_links(
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    summary_pk: int,
+    raw: Iterable[tuple[str, str, Mapping[str, Any] | None]],
+) -> str | None:
+    """`split_unit` over `(id, role, meta)` of the raw turns (revalidation reads these
+    without any body or summary text). Works on a connection returning text as bytes too."""
+    raw_calls: dict[str, str] = {}  # call ID -> the raw turn that made it
+    raw_answers: dict[str, str] = {}  # call ID -> a raw turn answering it
+    for turn_id, role, meta in raw:
+        if not meta:
             continue
-        if item.role == "tool" and "tool_call_id" in item.meta:
-            raw_answers.setdefault(item.meta["tool_call_id"], item.id)
-        elif item.role == "assistant" and "tool_calls" in item.meta:
-            for call_id in _calls_in(item.meta["tool_calls"]):
-                raw_calls.setdefault(call_id, item.id)
+        answered = meta.get("tool_call_id")
+        if role == "tool" and isinstance(answered, str):
+            raw_answers.setdefault(answered, turn_id)
+        elif role == "assistant":
+            for call_id in _calls_in(meta.get("tool_calls")):
+                raw_calls.setdefault(call_id, turn_id)
     orphan_answers = {c: i for c, i in raw_answers.items() if c not in raw_calls}
     open_calls = {c: i for c, i in raw_calls.items() if c not in raw_answers}
     if orphan_answers:
@@ -133,7 +151,8 @@ def split_unit(
             (conversation_id, summary_pk, TURN_LIVE, json.dumps(sorted(open_calls))),
         ).fetchone()
         if row is not None:
-            return open_calls[row[0]]
+            answered = row[0].decode() if isinstance(row[0], bytes) else row[0]
+            return open_calls[answered]
     return None
 
 
