@@ -21,6 +21,7 @@ import pytest
 from bench_conftest import anchor_seconds, interleaved, record_ratio, target
 
 from ledgerfold import (
+    AssembledContext,
     Conversation,
     Turn,
     assemble_context,
@@ -63,17 +64,21 @@ def test_assemble_context_vs_trim_messages(
     assert context.fallback is None
     kept = [item for item in context.items if item.id != envelope.id]
     assert len(kept) == tail
-    budget = sum(len(item.text) for item in kept)
+    # What a chat request carries of the tail: the real transcripts hold tool turns that
+    # answer no recorded call, which the adapter leaves out (SPEC §17.2).
+    sent = [m.content for m in to_langchain_messages(AssembledContext(tuple(kept)))]
+    budget = sum(len(text) for text in sent)
 
     # The peer's input: the whole history as LangChain messages (conversion not timed).
-    history = to_langchain_messages(assemble_context(conversation, None, POLICY))
-    assert len(history) == len(ledger)
+    full = assemble_context(conversation, None, POLICY)
+    history = to_langchain_messages(full)
+    assert len(history) == len(ledger) - full.dropped
     trimmed = langchain_messages.trim_messages(
         history, max_tokens=budget, token_counter=count_chars, strategy="last"
     )
-    assert [m.content for m in trimmed] == [item.text for item in kept]
-    plain = [{"role": turn.role, "content": turn.body} for turn in conversation.turns]
-    assert len(python_tail_by_budget(plain, budget)) == tail
+    assert [m.content for m in trimmed] == sent
+    plain = [{"role": message.type, "content": message.content} for message in history]
+    assert len(python_tail_by_budget(plain, budget)) == len(sent)
 
     config = request.config
     # Ours timed in turn with the peer (one call of each a round), so a drift in the shared

@@ -1358,6 +1358,27 @@ ROWS: tuple[BadInput, ...] = (
         STORE,
         None,
     ),
+    row(
+        "purge_through: keep_roles names an unknown role",
+        "store.purge_through('c', 3, 'retention', keep_roles=['boss'])",
+        on_store(lambda store: store.purge_through("c", 3, "retention", keep_roles=["boss"])),
+        INVALID,
+        "keep_roles",
+    ),
+    row(
+        "purge_through: keep_roles a str",
+        "store.purge_through('c', 3, 'retention', keep_roles='system')",
+        on_store(lambda store: store.purge_through("c", 3, "retention", keep_roles="system")),
+        INVALID,
+        "keep_roles",
+    ),
+    row(
+        "preview_purge: keep_roles names an unknown role",
+        "store.preview_purge('c', 3, keep_roles=['boss'])",
+        on_store(lambda store: store.preview_purge("c", 3, keep_roles=["boss"])),
+        INVALID,
+        "keep_roles",
+    ),
     # ---- orchestration (SPEC §13)
     row(
         "CompactionPolicy: blank version",

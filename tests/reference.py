@@ -177,6 +177,55 @@ def _open_calls(ordered: list[Any]) -> set[str]:
     return open_ids
 
 
+def _call_ids(t: Any) -> set[str]:
+    """The calls an assistant turn's `tool_calls` names (none when malformed)."""
+    raw = (t.meta or {}).get("tool_calls") if t.role == "assistant" else None
+    if raw is None:
+        return set()
+    try:
+        calls = json.loads(raw)
+        ids = [call["id"] for call in calls]
+    except (ValueError, TypeError, KeyError, RecursionError):
+        return set()
+    if not all(isinstance(call_id, str) and call_id for call_id in ids):
+        return set()
+    return set(ids)
+
+
+def units(ordered: Sequence[Any]) -> list[frozenset[str]]:
+    """§17.2's compaction units, by brute force: start with one set per turn and merge any
+    two sets holding turns that share a group, or a call and a tool turn answering it
+    (`tool_call_id`), until nothing changes."""
+    sets = [{t.id} for t in ordered]
+    by_id = {t.id: t for t in ordered}
+
+    def linked(a: Any, b: Any) -> bool:
+        if a.group is not None and a.group == b.group:
+            return True
+        for caller, answer in ((a, b), (b, a)):
+            call_id = (answer.meta or {}).get("tool_call_id") if answer.role == "tool" else None
+            if call_id is not None and call_id in _call_ids(caller):
+                return True
+        return False
+
+    merged = True
+    while merged:
+        merged = False
+        for i in range(len(sets)):
+            for j in range(i + 1, len(sets)):
+                if any(linked(by_id[a], by_id[b]) for a in sets[i] for b in sets[j]):
+                    sets[i] |= sets.pop(j)
+                    merged = True
+                    break
+            if merged:
+                break
+    return [frozenset(unit) for unit in sets]
+
+
+def unit_of(ordered: Sequence[Any]) -> dict[str, frozenset[str]]:
+    return {turn_id: unit for unit in units(ordered) for turn_id in unit}
+
+
 def plan_compaction(
     conv_id: str,
     revision: int,
@@ -195,17 +244,16 @@ def plan_compaction(
     def pinned(t: Any) -> bool:
         return bool(t.protected) or t.role in roles or t.id in open_calls
 
-    # A group is "pinned" when any member (anywhere in the ledger) is pinned or in the tail.
-    pinned_groups: set[str] = set()
-    for t in ordered:
-        if t.group is not None and (pinned(t) or t.id in tail_ids):
-            pinned_groups.add(t.group)
+    # A unit (§17.2) is "pinned" when any member (anywhere in the ledger) is pinned or in
+    # the tail.
+    unit = unit_of(ordered)
+    pinned_units = {unit[t.id] for t in ordered if pinned(t) or t.id in tail_ids}
 
     compacted: list[str] = []
     preserved: list[str] = []
     through = 0
     for t in prefix:
-        if not pinned(t) and (t.group is None or t.group not in pinned_groups):
+        if unit[t.id] not in pinned_units:
             compacted.append(t.id)
             through = t.sequence
         else:
@@ -290,12 +338,13 @@ def check_summary(
         return (False, "source-reordered", source_ids[p])
     if fingerprint_turns(found) != summary.source_fingerprint:
         return (False, "source-modified", None)
-    # §15.4: a turn that is not a source shares a group with a source.
-    source_groups = {t.group for t in found if t.group is not None}
-    sealed_ids = {t.id for t in sealed}
-    source_groups = {t.group for t in found if t.group is not None and t.id not in sealed_ids}
-    for t in _by_sequence(live):
-        if t.id not in wanted and t.group is not None and t.group in source_groups:
+    # §15.4, §17.2: a turn that is not a source shares a unit with a source (units of the
+    # live ledger).
+    ordered_live = _by_sequence(live)
+    unit = unit_of(ordered_live)
+    source_units = {unit[t.id] for t in ordered_live if t.id in wanted}
+    for t in ordered_live:
+        if t.id not in wanted and unit[t.id] in source_units:
             return (False, "group-split", t.id)
     return (True, None, None)
 
@@ -366,3 +415,28 @@ def assemble_context(
     items.append(summary_tuple)
     items.extend(turn_item(t) for t in ordered if t.id not in sources and t.sequence > through)
     return (items, None, None)
+
+
+# ---------------------------------------------------------------- §17.2 chat sequences
+
+
+def valid_tool_sequence(messages: Sequence[Mapping[str, Any]]) -> bool:
+    """What a chat-completions provider accepts of tool calls: every tool message answers,
+    once, a call of the assistant message that opened its block (only tool messages between
+    them), and every assistant message with `tool_calls` but the last has all its results
+    before the next message that is not one of them."""
+    calls: set[str] | None = None
+    answered: set[str] = set()
+    for message in messages:
+        if message["role"] == "tool":
+            call_id = message.get("tool_call_id")
+            if calls is None or call_id not in calls or call_id in answered:
+                return False
+            answered.add(call_id)
+            continue
+        if calls is not None and answered != calls:
+            return False
+        calls, answered = None, set()
+        if message["role"] == "assistant" and message.get("tool_calls"):
+            calls = {call["id"] for call in message["tool_calls"]}
+    return True

@@ -440,10 +440,15 @@ def test_meta_chat_role_never_changes_a_turns_role(
 ) -> None:
     from ledgerfold import SQLiteStore
 
+    # A tool message is sent only right after its call (SPEC §17.2), so a tool turn answers one.
+    calls = {"tool_calls": json.dumps([call("k1")])}
+    answer = {"tool_call_id": "k1"} if role == "tool" else {}
     with SQLiteStore() as store:
-        store.append("c", role, "hello", meta={"chat_role": chat_role})
+        if role == "tool":
+            store.append("c", "assistant", "", meta=calls)
+        store.append("c", role, "hello", meta={"chat_role": chat_role, **answer})
         messages = to_chat_messages(store.context("c", POLICY))
-    assert messages == [{"role": expected, "content": "hello"}]
+    assert messages[-1] == {"role": expected, "content": "hello", **answer}
 
 
 TOOL_META = {
@@ -463,8 +468,10 @@ TOOL_META = {
     ],
 )
 def test_tool_fields_only_on_their_roles(role: str, kept: set[str]) -> None:
-    context = AssembledContext((TurnItem("t1", role, "x", 1, dict(TOOL_META)),))
-    (message,) = to_chat_messages(context)
+    caller = TurnItem("t0", "assistant", "", 0, {"tool_calls": json.dumps([call("k1")])})
+    items = (caller,) if role == "tool" else ()  # a tool message follows its call (§17.2)
+    context = AssembledContext((*items, TurnItem("t1", role, "x", 1, dict(TOOL_META))))
+    message = to_chat_messages(context)[-1]
     assert message["role"] == role
     assert set(message) - {"role", "content"} == kept
     if "tool_calls" in kept:

@@ -251,8 +251,12 @@ def test_an_open_tool_call_stays_raw_until_answered(store: SQLiteStore) -> None:
     assert "ask" not in plan.compacted_ids and "ask" in plan.preserved_ids
     Compactor(store, policy(), recorder).compact(CONV)
     assert "ask" not in {turn.id for turn in recorder.requests[0].turns}
-    messages = to_chat_messages(store.context(CONV, "v1"))
-    assert any(message.get("tool_calls") for message in messages)
+    context = store.context(CONV, "v1")
+    assert "ask" in context.ids  # raw in the context...
+    # ...but a call whose result is missing while later messages follow is not sent
+    # (SPEC §17.2): providers refuse it.
+    assert context.dropped == 1
+    assert not any(message.get("tool_calls") for message in to_chat_messages(context))
 
 
 def test_a_late_tool_result_in_a_summarised_group_makes_the_summary_stale(

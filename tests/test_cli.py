@@ -173,7 +173,9 @@ def test_purge_records_a_history_boundary(compacted: dict[str, Any], tmp_path: P
     payload = run_json("context", str(db), conversation, "--json")
     assert payload["history_boundary"]["through_sequence"] == 2
     assert payload["history_boundary"]["reason"] == "retention"
-    assert payload["messages"][0]["role"] == "assistant"  # the call, then its result
+    # The system prompt stays raw (SPEC §15.2's preserve_roles; issue 25 item 15), then the
+    # call, then its result.
+    assert [m["role"] for m in payload["messages"][:3]] == ["system", "assistant", "tool"]
     inspected = run_json("inspect", str(db), conversation, "--json")
     assert inspected["history_boundary"]["through_sequence"] == 2
 

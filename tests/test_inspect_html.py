@@ -80,7 +80,9 @@ def test_band_versions_and_context(tmp_path: Path) -> None:
     with SQLiteStore(db) as store:
         current = store.current_summary(CONVERSATION)
         history = store.summary_history(CONVERSATION)
-        context_len = len(store.context(CONVERSATION, POLICY).items)
+        assembled = store.context(CONVERSATION, POLICY)
+        # The page shows the chat messages: items a request cannot carry are left out (§17.2).
+        context_len = len(assembled.items) - assembled.dropped
     assert current is not None
     tags = parse(page)
     assert 'id="band"' in page and f"summary {current.id}" in page

@@ -112,9 +112,11 @@ def test_a_tool_turn_answering_no_call_round_trips() -> None:
     # LangChain's ToolMessage needs a tool_call_id (convert_to_messages raises KeyError
     # without one); the ledger does not, and refuses an empty one.
     turns = from_chat_messages([{"role": "tool", "content": "orphan output"}])
-    (tool,) = to_langchain_messages(context_of(turns))
-    assert isinstance(tool, ToolMessage)
-    assert tool.tool_call_id == ""
+    # Sent, it would be a tool message without its call: it stays in the ledger and the
+    # context, but not in the messages (SPEC §17.2).
+    context = context_of(turns)
+    assert to_langchain_messages(context) == [] and context.dropped == 1
+    tool = ToolMessage(content="orphan output", tool_call_id="")
     (back,) = from_langchain_messages([tool])
     assert (back.role, back.body, back.meta, back.group) == ("tool", "orphan output", None, None)
 

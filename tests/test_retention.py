@@ -395,12 +395,18 @@ def test_retention_keeps_the_system_prompt_raw(tmp_path: Path) -> None:
 def test_preview_counts_the_turns_no_summary_keeps(tmp_path: Path) -> None:
     store = filled(tmp_path / "a.db", 10)
     store.edit("c", "t0", role="system")  # a preserved role: kept raw, in no summary
-    assert store.preview_purge("c", 3)["unsummarised"] == 3  # no summary yet: all of them
+    # No summary yet: all of them but the system turn, which stays (a preserved role).
+    assert store.preview_purge("c", 3)["unsummarised"] == 2
     compacted(store, keep_tail=4)
     preview = store.preview_purge("c", 3)
-    assert preview["sealed_summary"] is not None and preview["unsummarised"] == 1
+    # The system turn stays (a preserved role) unless forced, or no role is kept.
+    assert preview["sealed_summary"] is not None and preview["unsummarised"] == 0
+    assert preview["roles_kept"] == 1
+    assert store.preview_purge("c", 3, keep_roles=())["unsummarised"] == 1
+    assert store.preview_purge("c", 3, force=True)["unsummarised"] == 1
     store.close()
-    warned = run("purge", str(tmp_path / "a.db"), "c", "--through", "3", "--reason", "r")
+    args = ("purge", str(tmp_path / "a.db"), "c", "--through", "3", "--reason", "r", "--force")
+    warned = run(*args)
     assert warned.exit_code == 0
     assert "1 of these turns are in no current summary" in warned.stderr
 

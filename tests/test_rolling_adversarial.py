@@ -261,6 +261,41 @@ class RollingMachine(RuleBasedStateMachine):
         turn = live[index % len(live)]
         self.stores[at].retract(cid, turn.id, erase=erase)
         turn.state = "retracted"
+        made = ref._call_ids(turn.ref())  # SPEC §17.2: its results go with it
+        for other in live:
+            if other.role == "tool" and (other.meta or {}).get("tool_call_id") in made:
+                other.state = "retracted"
+
+    @rule(at=instances, cid=conversations, calls=st.integers(1, 2))
+    def append_call(self, at: int, cid: str, calls: int) -> None:
+        """An assistant turn calling tools, without a group (its results come later)."""
+        model = self.model[cid]
+        turn_id = self.next_id(cid, "turn")
+        call_ids = [f"{turn_id}-call-{n}" for n in range(calls)]
+        meta = {"tool_calls": json.dumps([{"id": c, "type": "function"} for c in call_ids])}
+        turn = self.stores[at].append(cid, "assistant", "calling", id=turn_id, meta=meta)
+        model.turns[turn.id] = ModelTurn(turn.id, turn.sequence, "assistant", "calling", meta=meta)
+        model.last_sequence = turn.sequence
+
+    @rule(at=instances, cid=conversations, index=picks, orphan=st.booleans())
+    def append_result(self, at: int, cid: str, index: int, orphan: bool) -> None:
+        """A tool result without a group, through plain `append`: for a call made earlier
+        (live or not, answered or not) or for a call nobody made."""
+        model = self.model[cid]
+        made = sorted(set().union(*(ref._call_ids(t.ref()) for t in model.turns.values())))
+        turn_id = self.next_id(cid, "turn")
+        call_id = f"{turn_id}-nobody" if orphan or not made else made[index % len(made)]
+        meta = {"tool_call_id": call_id}
+        turn = self.stores[at].append(cid, "tool", "result", id=turn_id, meta=meta)
+        model.turns[turn.id] = ModelTurn(turn.id, turn.sequence, "tool", "result", meta=meta)
+        model.last_sequence = turn.sequence
+
+    @rule(at=instances, cid=conversations, index=picks)
+    def retract_a_call(self, at: int, cid: str, index: int) -> None:
+        live = self.model[cid].live()
+        callers = [turn for turn in live if ref._call_ids(turn.ref())]
+        if callers:
+            self.retract(at, cid, live.index(callers[index % len(callers)]), False)
 
     @rule(cid=conversations, index=picks)
     def tamper_and_revalidate(self, cid: str, index: int) -> None:
@@ -287,9 +322,13 @@ class RollingMachine(RuleBasedStateMachine):
         model = self.model[cid]
         if not model.turns:
             return
+        open_calls = ref._open_calls([turn.ref() for turn in model.live()])
         boundary = self.stores[at].purge_through(
             cid, max(0, model.last_sequence - back), "test", force=force
         )
+        if not force:  # issue 25 item 4: a purge stops before an unanswered call
+            taken = {t.id for t in model.live() if t.sequence <= boundary.through_sequence}
+            assert not taken & open_calls, (taken & open_calls, boundary)
         for turn in model.turns.values():
             if (
                 turn.state != "purged"
@@ -479,6 +518,8 @@ class RollingMachine(RuleBasedStateMachine):
                     expected = self.expected_fingerprint(cid, current.source_ids)
                     assert current.source_fingerprint == expected, (cid, current)
                 context = store.context(cid, VERSION)
+                # SPEC §17.2: whatever the ledger holds, a valid tool-call sequence.
+                assert ref.valid_tool_sequence(lf.to_chat_messages(context))
                 used = context.summary
                 if used is not None:
                     assert current is not None and used.id == current.id

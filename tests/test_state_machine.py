@@ -206,12 +206,31 @@ class ModelConversation:
             ):
                 record.status, record.reason = "stale", reason
 
-    def mark_group_split(self, joined: list[str]) -> None:
-        """SPEC §15.4: turns that join a group holding a source of a version, without being
-        its sources, split the group: that version goes stale (`group-split`)."""
+    def mark_group_split(self, joined: list[str], *, answers_too: bool = False) -> None:
+        """SPEC §15.4, §17.2: turns that join a unit holding a source of a version, without
+        being its sources, split it: that version goes stale (`group-split`). A unit is
+        joined through a group, or by a result answering a call (its caller, the newest
+        assistant turn naming the call); an edit also joins an assistant turn to the results
+        of its calls (`answers_too`)."""
         by_id = {turn.id: turn for turn in self.turns}
         groups = {by_id[turn_id].group for turn_id in joined if by_id[turn_id].group}
         members = {turn.id for turn in self.turns if turn.group in groups}
+        joining = [by_id[turn_id].ref() for turn_id in joined]
+        wanted = {
+            (t.meta or {}).get("tool_call_id") for t in joining if t.role == "tool" and t.meta
+        } - {None}
+        for turn in reversed(self.turns):
+            named = ref._call_ids(turn.ref()) if wanted else set()
+            if named & wanted:
+                members.add(turn.id)
+                wanted -= named
+        if answers_too:
+            made = set().union(*(ref._call_ids(t) for t in joining))
+            members |= {
+                t.id
+                for t in self.turns
+                if t.role == "tool" and (t.meta_dict or {}).get("tool_call_id") in made
+            }
         for record in self.history:
             if record.envelope is None or record.status not in ("current", "superseded"):
                 continue
@@ -450,9 +469,8 @@ class LedgerMachine(RuleBasedStateMachine):
         for turn in ledger.turns[-self.keep_tail :]:
             assert turn.id in raw
         sources = set(envelope.source_ids)
-        for group in {turn.group for turn in ledger.turns if turn.group is not None}:
-            members = {turn.id for turn in ledger.turns if turn.group == group}
-            assert members <= sources or not members & sources, group
+        for unit in ref.units(ledger.turns):  # groups and tool calls (SPEC §17.2)
+            assert unit <= sources or not unit & sources, unit
 
     # ------------------------------------------------------------------ ledger writes
 
@@ -612,6 +630,48 @@ class LedgerMachine(RuleBasedStateMachine):
         self.apply_edit(conversation, old, new, {"protected": False, "protection_reason": None})
         event(f"unprotect below the slot{' (sealed)' if model.sealed_turns(current) else ''}")
 
+    @rule(conversation=conversations, count=st.integers(1, 2), body=bodies)
+    def append_ungrouped_call(self, conversation: str, count: int, body: str) -> None:
+        """An assistant turn calling tools, without a group: its results, arriving later
+        through plain `append`, join its compaction unit by `tool_call_id` (SPEC §17.2)."""
+        call_ids = [self.fresh("call") for _ in range(count)]
+        calls = [{"id": call_id, "type": "function"} for call_id in call_ids]
+        turn = self.store.append(
+            conversation,
+            "assistant",
+            body,
+            id=self.fresh("t"),
+            meta={"tool_calls": json.dumps(calls)},
+        )
+        self.record_append(conversation, [turn])
+
+    @rule(conversation=conversations, index=picks, body=bodies, orphan=st.booleans())
+    def append_ungrouped_result(
+        self, conversation: str, index: int, body: str, orphan: bool
+    ) -> None:
+        """A tool result without a group answering a call made earlier (maybe a second
+        answer, maybe after its call was summarised), or a call nobody made."""
+        made = sorted(
+            set().union(*(ref._call_ids(t.ref()) for t in self.model[conversation].turns))
+        )
+        call_id = self.fresh("call") if orphan or not made else made[index % len(made)]
+        turn = self.store.append(
+            conversation,
+            "tool",
+            f"{SECRET} {body}",
+            id=self.fresh("t"),
+            meta={"tool_call_id": call_id},
+        )
+        self.record_append(conversation, [turn])
+
+    @rule(conversation=conversations, index=picks, erase=st.booleans())
+    def retract_a_call(self, conversation: str, index: int, erase: bool) -> None:
+        """Retract a turn that made calls: its results go with it (SPEC §17.2)."""
+        callers = [t for t in self.model[conversation].turns if ref._call_ids(t.ref())]
+        if callers:
+            turn = callers[index % len(callers)]
+            self.retract(conversation, self.model[conversation].turns.index(turn), erase)
+
     @rule(conversation=conversations)
     def append_with_the_summary_id(self, conversation: str) -> None:
         """A turn whose ID equals the current summary's: the context must fall back raw
@@ -625,6 +685,45 @@ class LedgerMachine(RuleBasedStateMachine):
         context = self.store.context(conversation, self.version)
         if current.envelope is not None and current.envelope.policy_version == self.version:
             assert (context.fallback, context.fallback_id) == ("duplicate-id", current.summary_id)
+
+    def expected_purge_stop(
+        self, conversation: str, recorded: int, sealed_id: str | None, keep: tuple[str, ...]
+    ) -> int:
+        """Where a purge without force stops (SPEC §17.2, issue 25 items 4 and 15): before
+        any compaction unit (of the reference) it would take part of while another member
+        stays raw, before an unanswered call, and before a kept-role turn the sealed summary
+        covers. Members the sealed summary covers are not raw."""
+        model = self.model[conversation]
+        current = model.current
+        covered = (
+            set(current.envelope.source_ids)
+            if sealed_id and current is not None and current.envelope
+            else set()
+        )
+        refs = [turn.ref() for turn in model.turns]
+        open_calls = ref._open_calls(refs)
+        by_id = {turn.id: turn for turn in model.turns}
+        while True:
+            stops = [
+                t.sequence
+                for t in model.turns
+                if t.role in keep and t.id in covered and t.sequence <= recorded
+            ]
+            for unit in ref.units(refs):
+                members = [by_id[turn_id] for turn_id in unit]
+                taken = [
+                    t
+                    for t in members
+                    if t.sequence <= recorded and not t.protected and t.role not in keep
+                ]
+                if not taken:
+                    continue
+                left_raw = any(t not in taken and t.id not in covered for t in members)
+                if left_raw or any(t.id in open_calls for t in taken):
+                    stops.append(min(t.sequence for t in taken))
+            if not stops:
+                return recorded
+            recorded = min(stops) - 1
 
     @rule(
         conversation=conversations,
@@ -694,8 +793,12 @@ class LedgerMachine(RuleBasedStateMachine):
         model.revision += 1
         if new != old:  # every encoded field is in the digest: any change makes it stale
             model.mark_stale(old.id, "source-modified")
-        if new.group is not None and new.group != old.group:
-            model.mark_group_split([new.id])
+        if (
+            (new.group is not None and new.group != old.group)
+            or new.meta != old.meta
+            or new.role != old.role
+        ):
+            model.mark_group_split([new.id], answers_too=True)
 
     @rule(conversation=conversations, index=picks, erase=st.booleans())
     def retract(self, conversation: str, index: int, erase: bool) -> None:
@@ -704,10 +807,18 @@ class LedgerMachine(RuleBasedStateMachine):
             return
         self.store.retract(conversation, turn.id, erase=erase)
         model = self.model[conversation]
-        model.turns.remove(turn)
-        model.retracted.append(turn)
+        # SPEC §17.2: a turn that made calls takes the live results answering them along.
+        made = ref._call_ids(turn.ref())
+        answers = [
+            t
+            for t in model.turns
+            if made and t.role == "tool" and (t.meta_dict or {}).get("tool_call_id") in made
+        ]
+        for gone in [turn, *answers]:
+            model.turns.remove(gone)
+            model.retracted.append(gone)
+            model.mark_stale(gone.id, "source-missing")
         model.revision += 1
-        model.mark_stale(turn.id, "source-missing")
         if erase:  # the body is gone from the row and from the turn's history
             rows = (
                 self.store._connection()
@@ -778,28 +889,15 @@ class LedgerMachine(RuleBasedStateMachine):
         assert preview["sealed_summary"] == sealed_id
         boundary = self.store.purge_through(conversation, through, reason, force=force)
         recorded = min(through, model.last_sequence)  # never beyond the last sequence
-        if not force:  # stops before a group it would split (a live member raw beyond)
-            covered = set(current.envelope.source_ids) if sealed_id and current.envelope else set()
-            while True:
-                beyond = {
-                    t.group
-                    for t in model.turns
-                    if t.group and t.sequence > recorded and t.id not in covered
-                }
-                split = [
-                    t.sequence
-                    for t in model.turns
-                    if t.group in beyond and t.sequence <= recorded and not t.protected
-                ]
-                if not split:
-                    break
-                recorded = min(split) - 1
+        keep = () if force else ("system",)  # preserved roles stay unless forced
+        if not force:
+            recorded = self.expected_purge_stop(conversation, recorded, sealed_id, keep)
         through = recorded
         assert (boundary.through_sequence, boundary.reason) == (recorded, reason)
         taken = [
             t
             for t in [*model.turns, *model.retracted]
-            if t.sequence <= through and (force or not t.protected)
+            if t.sequence <= through and (force or not t.protected) and t.role not in keep
         ]
         assert preview["turns"] == len(taken)
         for turn in taken:
@@ -951,10 +1049,11 @@ class LedgerMachine(RuleBasedStateMachine):
         turn with the rest of its group (cut to fit)."""
         by_id = {turn.id: turn for turn in self.model[conversation].turns}
         turns = [by_id[i] for i in new]
+        unit = ref.unit_of([t.ref() for t in turns])  # the new turns' units (SPEC §17.2)
 
-        def closed(k: int) -> bool:  # no group has members on both sides of the cut
-            before = {t.group for t in turns[:k] if t.group is not None}
-            return not any(t.group in before for t in turns[k:])
+        def closed(k: int) -> bool:  # no unit has members on both sides of the cut
+            before = {unit[t.id] for t in turns[:k]}
+            return not any(unit[t.id] in before for t in turns[k:])
 
         best = 0
         for k in range(1, len(turns) + 1):
@@ -1223,6 +1322,11 @@ class LedgerMachine(RuleBasedStateMachine):
         # Differential: the whole context equals the slow reference over the model.
         expected = self.expected_context(conversation, version)
         assert (_context_tuples(context), context.fallback) == expected
+        # SPEC §17.2: whatever the ledger holds, the chat messages are a valid tool-call
+        # sequence, and only the counted items are left out.
+        messages = lf.to_chat_messages(context)
+        assert ref.valid_tool_sequence(messages)
+        assert len(messages) == len(context.items) - context.dropped
 
     def expected_context(
         self, conversation: str, version: str

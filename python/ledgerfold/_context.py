@@ -4,7 +4,7 @@ ledger turn raw, or every turn raw with the reason when the summary cannot be us
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ledgerfold import _native, _validate
 from ledgerfold._native import Conversation, TurnItem
@@ -56,12 +56,20 @@ class HistoryBoundary:
 class AssembledContext:
     """What goes to the model. `fallback` is None when the summary was used, else why not
     (`no-summary`, `stale-summary:<reason>`, `preserved-missing`, `duplicate-id`);
-    `fallback_id` names the turn or summary ID behind the fallback, where there is one."""
+    `fallback_id` names the turn or summary ID behind the fallback, where there is one.
+    `dropped` counts the items chat messages leave out (SPEC §17.2): a tool turn whose call
+    is not right before it, an assistant turn whose calls lack results while later items
+    follow. It is derived from `items`, never passed."""
 
     items: tuple[ContextItem, ...]
     fallback: str | None = None
     history_boundary: HistoryBoundary | None = None
     fallback_id: str | None = None
+    dropped: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        # One rule (the Rust core's) for this count and for what `to_chat_messages` leaves out.
+        object.__setattr__(self, "dropped", len(_native.unsendable(self.items)))
 
     @property
     def summary(self) -> SummaryItem | None:

@@ -2,7 +2,8 @@
 `max_input_tokens` of turn text.
 
 A chunk is the longest run of the uncovered turns, in sequence order and cut only between
-groups, whose texts fit the budget. A single turn or group larger than the budget goes alone,
+compaction units (groups and tool calls with their results, SPEC §17.2), whose texts fit the
+budget. A single turn or unit larger than the budget goes alone,
 each turn's text cut to its share of the budget: head and tail kept, the cut marked.
 """
 
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 
 from ledgerfold._context import TurnItem
 from ledgerfold._model import Turn
+from ledgerfold._toolcalls import unit_roots
 from ledgerfold.tokens import TokenCounter
 
 __all__ = ["cut_text", "fold_chunk"]
@@ -21,17 +23,17 @@ def fold_chunk(
     turns: Sequence[Turn], max_input_tokens: int, counter: TokenCounter
 ) -> tuple[tuple[Turn, ...], tuple[TurnItem, ...]]:
     """The next chunk of `turns` (sequence order) and the items a summarizer gets for it."""
-    last_of_group: dict[str, int] = {}
-    for index, turn in enumerate(turns):
-        if turn.group is not None:
-            last_of_group[turn.group] = index
+    roots = unit_roots(turns)
+    last_of_unit: dict[int, int] = {}
+    for index, root in enumerate(roots):
+        last_of_unit[root] = index
     used = 0
     reach = -1  # the furthest index the turns taken so far pull into the chunk (their groups)
     cut = 0  # the longest prefix that ends between groups and fits
     first_unit = 0  # the end of the first unit (the first prefix that ends between groups)
     for index, turn in enumerate(turns):
         used += counter(turn.body)
-        reach = max(reach, index if turn.group is None else last_of_group[turn.group])
+        reach = max(reach, last_of_unit[roots[index]])
         if reach == index:  # a cut after this turn splits no group
             if not first_unit:
                 first_unit = index + 1

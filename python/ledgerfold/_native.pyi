@@ -36,6 +36,8 @@ __all__ = [
     "same_ordered_ids",
     "source_fingerprint",
     "starts_with_ids",
+    "unit_roots",
+    "unsendable",
 ]
 
 #: SPEC §3's codes by name, read-only, in code order.
@@ -185,6 +187,8 @@ def starts_with_ids(ids: tuple[str, ...], prefix: tuple[str, ...]) -> bool: ...
 def plan(
     conversation: Conversation, keep_tail: int, pinned: Iterable[str] | None = None
 ) -> tuple[tuple[str, ...], tuple[str, ...], int]: ...
+def unit_roots(turns: Iterable[Turn]) -> list[int]: ...
+def unsendable(items: Iterable[object]) -> list[int]: ...
 def check(
     summary: Any,
     conversation: Conversation,

@@ -69,7 +69,10 @@ def plan_compaction(
 ) -> CompactionPlan:
     """Plan a compaction: the last `keep_tail` turns are the tail; a prefix turn is compacted
     when it is not protected, its role is not in `preserve_roles`, it calls no tool that is
-    still unanswered, and no member of its group is any of those or in the tail."""
+    still unanswered, and no member of its compaction unit is any of those or in the tail.
+    A unit (SPEC §17.2, `ledgerfold._toolcalls.unit_roots`) is the turns sharing a `group`
+    plus, whatever their groups, each assistant turn with the tool turns answering its
+    calls, merged transitively: a plan never separates a call from its results."""
     conversation = _validate.conversation(conversation)
     _validate.integer("keep_tail", keep_tail, minimum=1)
     plan_id = _validate.text("plan_id", plan_id)

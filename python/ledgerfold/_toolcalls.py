@@ -1,17 +1,38 @@
 """Tool calls in `meta` (SPEC §15.3, §15.8): `tool_calls` on assistant turns is JSON text of
 an array of objects each with a string `id`; `tool_call_id` on a tool turn names the call it
-answers. Writes refuse anything else, so planning and adapters can rely on the shape."""
+answers. Writes refuse anything else, so planning and adapters can rely on the shape.
+
+Compaction units (SPEC §17.2) are defined once, in the Rust core (`unit_roots`): turns
+sharing a `group`, and an assistant turn whose `tool_calls` names a call together with every
+tool turn answering it, merged transitively. Planning, the `group-split` check, folding and
+purging all use it."""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ledgerfold import _native
 from ledgerfold._errors import InvalidInput
+from ledgerfold._native import Turn
 
-__all__ = ["check_meta", "open_call_turns", "tool_call_ids"]
+__all__ = ["check_meta", "open_call_turns", "tool_call_ids", "unit_roots", "units"]
+
+
+def unit_roots(turns: Sequence[Turn]) -> list[int]:
+    """For each turn (in the order given), the index of the first turn of its compaction
+    unit (SPEC §17.2): two turns are in one unit exactly when their numbers are equal."""
+    return _native.unit_roots(turns)
+
+
+def units(turns: Sequence[Turn]) -> list[list[Turn]]:
+    """The compaction units of `turns`, each in the order given, ordered by first member."""
+    members: dict[int, list[Turn]] = {}
+    for turn, root in zip(turns, unit_roots(turns), strict=True):
+        members.setdefault(root, []).append(turn)
+    return list(members.values())
 
 
 def _refuse_constant(name: str) -> Any:

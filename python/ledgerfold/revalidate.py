@@ -14,6 +14,7 @@ in one transaction.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -30,8 +31,10 @@ from ledgerfold import _native, _validate
 from ledgerfold import _sealed as sealed
 from ledgerfold.store import _batch_reads as batch_reads
 from ledgerfold.store import _digests as digests
+from ledgerfold.store import _ledger as ledger
 from ledgerfold.store._database import database_path, quotes_stored_data, store_error
 from ledgerfold.store._rows import DAMAGED
+from ledgerfold.store._schema import TURN_LIVE
 from ledgerfold.store._sqlite import SQLiteStore
 
 __all__ = ["RevalidationReport", "StaleSummary", "revalidate_database"]
@@ -391,6 +394,53 @@ def _audit_digests(path: str, stale_summary_ids: set[str]) -> _DigestAudit:
     return _DigestAudit(checked, damaged, wrong)
 
 
+def _unit_splits(path: str, verdicts: list[_Verdict]) -> list[_Verdict]:
+    """SPEC §17.2: a summary whose sources hash right but split a compaction unit (a call
+    without its result, in a database written before tool-call links made units) is stale
+    (`group-split`). Reads IDs, roles and meta of the raw turns only: no body or summary
+    text is decoded (a damaged one must not stop revalidation)."""
+    if all(reason is not None for _, _, reason, _ in verdicts):
+        return verdicts
+    checked: list[_Verdict] = []
+    # The store's own read-only open (it creates no file); its connection is used here
+    # alone, and closed with it.
+    with SQLiteStore(path, read_only=True) as store:
+        conn = store._connection()
+        conn.text_factory = bytes  # stored text is decoded here, leniently
+        for conversation_id, summary_id, reason, turn_id in verdicts:
+            if reason is None:
+                split = _split_in(conn, conversation_id, summary_id)
+                if split is not None:
+                    reason, turn_id = "group-split", split
+            checked.append((conversation_id, summary_id, reason, turn_id))
+    return checked
+
+
+def _split_in(conn: sqlite3.Connection, conversation_id: str, summary_id: str) -> str | None:
+    row = conn.execute(
+        "SELECT pk FROM summaries WHERE conversation_id = ? AND id = ?",
+        (conversation_id, summary_id),
+    ).fetchone()
+    if row is None:
+        return None
+    raw = conn.execute(
+        "SELECT id, role, meta FROM turns WHERE conversation_id = ? AND state = ?"
+        " AND meta IS NOT NULL AND id NOT IN"
+        " (SELECT turn_id FROM summary_sources WHERE summary_pk = ?)",
+        (conversation_id, TURN_LIVE, row[0]),
+    )
+    return ledger.split_by_links(conn, conversation_id, row[0], (_link(*found) for found in raw))
+
+
+def _link(turn_id: bytes, role: bytes, meta: bytes) -> tuple[str, str, dict[str, Any] | None]:
+    try:
+        loaded = json.loads(meta)
+    except ValueError:
+        loaded = None
+    text = turn_id.decode(errors="replace"), role.decode(errors="replace")
+    return (*text, loaded if isinstance(loaded, dict) else None)
+
+
 def revalidate_database(
     path: str | os.PathLike[str],
     *,
@@ -442,6 +492,7 @@ def revalidate_database(
         if quotes_stored_data(error):
             raise failure from None  # SQLite's message quotes the stored bytes
         raise failure from error
+    verdicts = _unit_splits(path, verdicts)
     stale = [
         StaleSummary(conversation_id, summary_id, reason, turn_id)
         for conversation_id, summary_id, reason, turn_id in verdicts

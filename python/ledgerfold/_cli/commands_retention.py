@@ -19,7 +19,8 @@ __all__ = ["delete_command", "purge_command"]
 @click.option(
     "--force",
     is_flag=True,
-    help="Also purge protected turns, and allow --through beyond the last sequence.",
+    help="Also purge protected turns and system prompts, and allow --through beyond the last"
+    " sequence.",
 )
 @click.option(
     "--dry-run",
@@ -37,7 +38,9 @@ def purge_command(
     as_json: bool,
 ) -> None:
     """Retention: delete the bodies of raw turns through sequence --through. The current
-    summary is sealed: it stays in the context, so what it summarised is not lost."""
+    summary is sealed: it stays in the context, so what it summarised is not lost. Without
+    --force, protected turns and system prompts stay, and the purge stops before a tool call
+    still waiting for its result or whose results it would leave behind."""
     if not reason.strip():
         raise UserError("--reason: must not be blank")
     with open_store(db, read_only=dry_run) as store:
@@ -65,6 +68,7 @@ def purge_command(
         f"{verb} {esc(conversation_id)}: {preview['turns']} raw turns through sequence"
         f" {recorded} ({esc(reason)})"
         + ("" if force else f"; {preview['protected_kept']} protected turns kept")
+        + ("" if force else f"; {preview['roles_kept']} system turns kept")
         + (f"; summary {esc(sealed)} sealed" if sealed else "; no current summary to seal")
         + (f"; {preview['versions_erased']} older summary versions erased")
     )

@@ -35,13 +35,14 @@ from __future__ import annotations
 
 import bisect
 import json
+import logging
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ledgerfold import _validate
+from ledgerfold import _native, _validate
 from ledgerfold._context import AssembledContext, SummaryItem, TurnItem
 from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._model import ROLES, Turn
@@ -58,6 +59,9 @@ __all__ = [
     "tool_group",
     "unescape_summary_text",
 ]
+
+_log = logging.getLogger("ledgerfold.adapters")
+_LOGGED_IDS = 20  # IDs in the warning itself; the rest go to debug, one record each
 
 SUMMARY_OPEN = "<ledgerfold-summary>"
 SUMMARY_CLOSE = "</ledgerfold-summary>"
@@ -248,6 +252,12 @@ def to_chat_messages(
     confirmation, a protected turn), which stay in sequence order after it.
     `recall` is SPEC §17.6's keyword for the recall tool's slot (SPEC §16.2); it must be
     a bool.
+
+    The messages are always a valid tool-call sequence (SPEC §17.2): a tool turn that does
+    not answer a call of the assistant message right before it (only tool messages between),
+    and an assistant turn whose calls lack results while later messages follow (with the
+    results it got), are left out — of the messages only, never of the ledger or the context
+    — logged by ID and counted in `context.dropped`.
     """
     if not isinstance(context, AssembledContext):
         raise InvalidInput(
@@ -263,9 +273,24 @@ def to_chat_messages(
             field="recall",
             problem="wrong-type",
         )
+    unsendable = _native.unsendable(context.items) if context.dropped else []
+    if unsendable:
+        ids = [context.items[at].id for at in unsendable]
+        _log.warning(
+            "chat messages: %d items left out (tool calls without their results, or results"
+            " without their call): ids=%s%s",
+            len(ids),
+            ids[:_LOGGED_IDS],
+            f" and {len(ids) - _LOGGED_IDS} more (debug)" if len(ids) > _LOGGED_IDS else "",
+        )
+        for item_id in ids[_LOGGED_IDS:]:
+            _log.debug("chat messages: left out id=%s", item_id)
+    skipped = set(unsendable)
     messages: list[dict[str, Any]] = []
     summary: dict[str, Any] | None = None
-    for item in context.items:
+    for at, item in enumerate(context.items):
+        if at in skipped:
+            continue
         if isinstance(item, SummaryItem):
             summary = _summary_message(item)
             if system_prompt is None:

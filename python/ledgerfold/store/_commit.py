@@ -201,7 +201,9 @@ def _extending(
         return _refused(envelope, "stale-source", "source-reordered")
     if extended_fingerprint(digests, new_turns) != envelope.source_fingerprint:
         return _refused(envelope, "stale-source", "source-modified")
-    if _splits_a_group(conn, cid, new_turns, envelope.source_ids):
+    if _splits_a_group(conn, cid, new_turns, envelope.source_ids) or ledger.calls_split(
+        conn, cid, new_turns, envelope.source_ids
+    ):
         return _refused(envelope, "stale-source", "group-split")
     # The rest of the one acceptance rule (`verdict`), on the new sources only: the
     # parent's were accepted with it and are unchanged (the fingerprint says so).

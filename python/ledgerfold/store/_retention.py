@@ -10,13 +10,15 @@ is erased (text and index rows) and counted with the pruned ones.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from typing import Any
 
 from ledgerfold._context import HistoryBoundary
 from ledgerfold._errors import InvalidInput
-from ledgerfold._model import ROLES
+from ledgerfold._model import ROLES, Turn
 from ledgerfold._summary import check_summary
+from ledgerfold._toolcalls import open_call_turns, unit_roots
 from ledgerfold.store import _ledger as ledger
 from ledgerfold.store import _search_index as search_index
 from ledgerfold.store import _sources as sources
@@ -134,43 +136,92 @@ def purge(
     sequence: int,
     reason: str,
     force: bool,
+    keep_roles: tuple[str, ...] = (),
 ) -> tuple[HistoryBoundary, int, int, int]:
     """Retention through `sequence`: seal the current summary, erase every other version
     citing a purged turn, blank the purged bodies and drop their earlier versions, record
     the boundary. Returns the boundary, the purged turn count, the new revision and how many
     versions were erased. A `sequence` beyond the last one written is recorded as the last
-    one (turns appended later are not inside the purged history), and without `force` the
-    purge stops before a group it would split (`_unsplit`)."""
+    one (turns appended later are not inside the purged history). Without `force`, turns of
+    `keep_roles` stay raw and the purge stops before a compaction unit it would split or an
+    unanswered call (`_unsplit`)."""
     _require(conn, conversation_id)
     last = conn.execute(
         "SELECT last_sequence FROM conversations WHERE id = ?", (conversation_id,)
     ).fetchone()[0]
     sealed_pk, _ = _seal(conn, cache, conversation_id)
     sequence = min(sequence, int(last))
-    if not force:
-        sequence = _unsplit(conn, conversation_id, sequence, sealed_pk)
-    return _purge_sealed(conn, conversation_id, sequence, reason, force, sealed_pk)
+    if force:
+        keep_roles = ()
+    else:
+        sequence = _unsplit(conn, conversation_id, sequence, sealed_pk, keep_roles)
+    return _purge_sealed(conn, conversation_id, sequence, reason, force, sealed_pk, keep_roles)
 
 
 def _unsplit(
-    conn: sqlite3.Connection, conversation_id: str, sequence: int, sealed_pk: int | None
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    sequence: int,
+    sealed_pk: int | None,
+    keep_roles: tuple[str, ...] = (),
 ) -> int:
-    """The largest purge sequence <= `sequence` that splits no group: a purge must not take
-    a tool call and leave its result raw in the context (providers refuse a tool message
-    without its call), so it stops before the first such group. Members the sealed summary
-    covers are not raw, so they split nothing."""
+    """The largest purge sequence <= `sequence` that takes no unanswered tool call and splits
+    no compaction unit (SPEC §17.2): a purge must not take a call and leave a result of it
+    raw (providers refuse a tool message without its call), nor take a call whose result is
+    still to come. A kept turn of `keep_roles` that the sealed summary covers stops it too,
+    so every sealed source still precedes the live ones. Members the sealed summary covers
+    are not raw, so they split nothing."""
+    covered = {
+        row[0]
+        for row in conn.execute(
+            "SELECT turn_id FROM summary_sources WHERE summary_pk IS ?", (sealed_pk,)
+        )
+    }
+    rows = conn.execute(
+        "SELECT id, sequence, role, grp, meta, protected FROM turns"
+        " WHERE conversation_id = ? AND state = ? ORDER BY sequence",
+        (conversation_id, TURN_LIVE),
+    ).fetchall()
+    turns = [_unit_turn(row) for row in rows]
+    open_calls = open_call_turns(turns)
+    members: dict[int, list[int]] = {}
+    for index, root in enumerate(unit_roots(turns)):
+        members.setdefault(root, []).append(index)
+    kept_covered = [int(row[1]) for row in rows if row[2] in keep_roles and row[0] in covered]
     while True:
-        first = conn.execute(
-            "SELECT MIN(m.sequence) FROM turns m WHERE m.conversation_id = ? AND m.sequence <= ?"
-            " AND m.state = ? AND m.protected = 0 AND m.grp IN (SELECT b.grp FROM turns b"
-            " WHERE b.conversation_id = ? AND b.grp IS NOT NULL AND b.sequence > ?"
-            " AND b.state = ? AND b.id NOT IN (SELECT turn_id FROM summary_sources"
-            " WHERE summary_pk IS ?))",
-            (conversation_id, sequence, TURN_LIVE, conversation_id, sequence, TURN_LIVE, sealed_pk),
-        ).fetchone()[0]
-        if first is None:
+        stop = min((at for at in kept_covered if at <= sequence), default=None)
+        for unit in members.values():
+            taken = [
+                at
+                for at in unit
+                if rows[at][1] <= sequence and not rows[at][5] and rows[at][2] not in keep_roles
+            ]
+            if not taken:
+                continue
+            left_raw = any(at not in taken and rows[at][0] not in covered for at in unit)
+            if left_raw or any(rows[at][0] in open_calls for at in taken):
+                first = int(rows[taken[0]][1])
+                stop = first if stop is None else min(stop, first)
+        if stop is None:
             return sequence
-        sequence = int(first) - 1
+        sequence = stop - 1
+
+
+def _unit_turn(row: tuple[Any, ...]) -> Turn:
+    """A bodiless turn carrying what the unit rule reads (role, group, call links)."""
+    meta: dict[str, str] | None = None
+    if row[4] is not None:
+        try:
+            loaded = json.loads(row[4])
+        except ValueError:
+            loaded = None
+        if isinstance(loaded, dict):
+            meta = {
+                key: value
+                for key, value in loaded.items()
+                if key in ("tool_calls", "tool_call_id") and isinstance(value, str) and value
+            } or None
+    return Turn(str(row[0]), int(row[1]), str(row[2]), "", group=row[3] or None, meta=meta)
 
 
 def retain(
@@ -254,6 +305,7 @@ def preview(
     conversation_id: str,
     sequence: int,
     force: bool,
+    keep_roles: tuple[str, ...] = (),
 ) -> PurgePreview:
     """`purge_through(..., dry_run=True)`: the turns that would go (and protected ones that
     would stay), the summary that would be sealed and how many versions would be erased.
@@ -264,10 +316,12 @@ def preview(
     ).fetchone()
     sealed_pk, sealed_id = _seal(conn, cache, conversation_id, mark=False)
     sequence = min(sequence, int(row[0]))
-    if not force:
-        sequence = _unsplit(conn, conversation_id, sequence, sealed_pk)
+    if force:
+        keep_roles = ()
+    else:
+        sequence = _unsplit(conn, conversation_id, sequence, sealed_pk, keep_roles)
     params = (conversation_id, sequence, int(force))
-    selected = _selected("id")
+    selected = _selected("id", keep_roles)
     turns = conn.execute(
         f"SELECT COUNT(*), MIN(sequence), MAX(sequence) FROM turns WHERE id IN ({selected})"
         " AND conversation_id = ?",
@@ -278,6 +332,16 @@ def preview(
         " AND state IN (?, ?) AND protected = 1 AND NOT ?",
         (conversation_id, sequence, TURN_LIVE, TURN_RETRACTED, int(force)),
     ).fetchone()[0]
+    marks = ",".join("?" * len(keep_roles))
+    roles_kept = (
+        conn.execute(
+            "SELECT COUNT(*) FROM turns WHERE conversation_id = ? AND sequence <= ?"
+            f" AND state IN (?, ?) AND protected = 0 AND role IN ({marks})",
+            (conversation_id, sequence, TURN_LIVE, TURN_RETRACTED, *keep_roles),
+        ).fetchone()[0]
+        if keep_roles
+        else 0
+    )
     erased = conn.execute(
         f"SELECT COUNT(*) FROM ({_citing(selected, sealed_pk)})",
         (conversation_id, *params, *params, sealed_pk),
@@ -298,6 +362,7 @@ def preview(
         first_sequence=turns[1],
         last_purged_sequence=turns[2],
         protected_kept=int(kept_protected),
+        roles_kept=int(roles_kept),
         sealed_summary=sealed_id,
         versions_erased=int(erased),
         unsummarised=int(unsummarised),

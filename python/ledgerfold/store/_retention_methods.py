@@ -53,7 +53,9 @@ class RetentionMethods:
 
     def retract(self, conversation_id: str, turn_id: str, *, erase: bool = False) -> None:
         """Remove a live turn from the ledger view (the row stays); new revision; citing
-        summaries become stale (`source-missing`). With `erase=True` its body, meta and
+        summaries become stale (`source-missing`). A turn that made tool calls takes the
+        live tool turns answering them along, in the same revision (SPEC §17.2; only the
+        named turn is erased). With `erase=True` its body, meta and
         earlier versions are erased too, overwritten in the file (ID, sequence and digest
         stay), with every summary version citing it (its text may quote the turn); a turn
         retracted earlier can be erased this way later."""
@@ -63,8 +65,11 @@ class RetentionMethods:
             raise InvalidInput("erase: must be bool", field="erase", problem="wrong-type")
         with self._transaction(write=True, operation="retract") as conn:
             earlier = retention.retracted(conn, conversation_id, turn_id) if erase else None
+            answers = 0
             if earlier is None:
-                sequence, revision, stale = ledger.retract_turn(conn, conversation_id, turn_id)
+                sequence, revision, stale, answers = ledger.retract_turn(
+                    conn, conversation_id, turn_id
+                )
             else:  # retracted before: only its body goes, the ledger view is unchanged
                 (sequence, revision), stale = earlier, 0
             erased = retention.erase_body(conn, conversation_id, turn_id) if erase else 0
@@ -72,33 +77,43 @@ class RetentionMethods:
             self._db.checkpoint()
         _log.info(
             "retracted: conversation=%s turn=%s sequence=%d revision=%d summaries_stale=%d"
-            " erased=%s versions_erased=%d",
+            " answers_retracted=%d erased=%s versions_erased=%d",
             conversation_id,
             turn_id,
             sequence,
             revision,
             stale,
+            answers,
             erase,
             erased,
         )
 
     def purge_through(
-        self, conversation_id: str, sequence: int, reason: str, *, force: bool = False
+        self,
+        conversation_id: str,
+        sequence: int,
+        reason: str,
+        *,
+        force: bool = False,
+        keep_roles: Iterable[str] = ("system",),
     ) -> HistoryBoundary:
         """Retention: delete bodies (and earlier versions) of raw turns with sequence <=
-        `sequence`, protected ones only when `force` is True; record the boundary; new
+        `sequence`, protected ones and those of `keep_roles` (the policy's `preserve_roles`;
+        default: the system prompt) only when `force` is True; record the boundary; new
         revision. The current summary, checked current first, is sealed: it stays in the
         context, its purged sources checked by their stored digests (SPEC §15.5). Every other
         summary version citing a purged turn is erased (counted by `pruned_count`). Erased
         bytes are overwritten in the file and the WAL is checkpointed. The boundary records
-        at most the last sequence written and, without `force`, stops before a tool-call
-        group the purge would split (so no tool result is left raw without its call): its
-        `through_sequence` says where the purge went."""
+        at most the last sequence written and, without `force`, stops before a compaction
+        unit the purge would split and before an unanswered tool call (SPEC §17.2: so no
+        tool result is ever left raw without its call), and before a `keep_roles` turn the
+        sealed summary covers: its `through_sequence` says where the purge went."""
         conversation_id, sequence, force = self._purge_args(conversation_id, sequence, force)
         reason = _validate.text("reason", reason)
+        roles = preserve_roles_arg(keep_roles, "keep_roles")
         with self._transaction(write=True, operation="purge_through") as conn:
             boundary, purged, revision, erased = retention.purge(
-                conn, self._cache, conversation_id, sequence, reason, force
+                conn, self._cache, conversation_id, sequence, reason, force, roles
             )
         self._db.checkpoint()
         _log.info(
@@ -165,18 +180,27 @@ class RetentionMethods:
         return boundary
 
     def preview_purge(
-        self, conversation_id: str, sequence: int, *, force: bool = False
+        self,
+        conversation_id: str,
+        sequence: int,
+        *,
+        force: bool = False,
+        keep_roles: Iterable[str] = ("system",),
     ) -> dict[str, Any]:
         """What `purge_through` would do, nothing written: `turns` (how many would go, with
-        `first_sequence`/`last_purged_sequence`), `protected_kept`, `sealed_summary` (the ID
+        `first_sequence`/`last_purged_sequence`), `protected_kept`, `roles_kept` (turns of
+        `keep_roles` that stay), `sealed_summary` (the ID
         of the summary that would be sealed, or None), `versions_erased`, `last_sequence`,
         and `unsummarised`: live turns that would go without being a source of the sealed
         summary, so what they said would leave the context for good."""
         conversation_id, sequence, force = self._purge_args(conversation_id, sequence, force)
+        roles = preserve_roles_arg(keep_roles, "keep_roles")
         # A read transaction: a preview writes nothing, not even a stale mark, so it works
         # on a store opened read-only.
         with self._transaction(write=False, operation="preview_purge") as conn:
-            return dict(retention.preview(conn, self._cache, conversation_id, sequence, force))
+            return dict(
+                retention.preview(conn, self._cache, conversation_id, sequence, force, roles)
+            )
 
     def _purge_args(
         self, conversation_id: str, sequence: int, force: bool

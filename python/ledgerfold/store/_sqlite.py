@@ -624,15 +624,32 @@ class SQLiteStore(RetentionMethods):
                         (conversation_id, envelope.id, TURN_LIVE),
                     ).fetchone()
                 ):
-                    missing = summaries.missing_preserved(conn, version)
-                    if missing is None:
-                        items = summaries.summarised_items(conn, conversation_id, version)
-                        return AssembledContext(items, None, boundary)
-                    # SPEC §17.3: raw until the next compaction (due at once) lays it out anew.
-                    assembled = AssembledContext(
-                        ledger.raw_items(conn, conversation_id), "preserved-missing", None, missing
+                    items = summaries.summarised_items(conn, conversation_id, version)
+                    split = ledger.split_unit(conn, conversation_id, version.pk, items)
+                    missing = (
+                        None if split is not None else summaries.missing_preserved(conn, version)
                     )
+                    if split is None and missing is None:
+                        return AssembledContext(items, None, boundary)
                     pointed = None
+                    if split is not None:
+                        # A database written before §17.2's units: the summary splits a call
+                        # from its result, so it is stale (a full check would say so too).
+                        assembled = AssembledContext(
+                            ledger.raw_items(conn, conversation_id),
+                            "stale-summary:group-split",
+                            None,
+                            split,
+                        )
+                    else:
+                        # SPEC §17.3: raw until the next compaction (due at once) lays it
+                        # out anew.
+                        assembled = AssembledContext(
+                            ledger.raw_items(conn, conversation_id),
+                            "preserved-missing",
+                            None,
+                            missing,
+                        )
             if pointed is None and assembled is None:
                 # No summary: the context is every turn raw, read as items directly.
                 assembled = AssembledContext(

@@ -161,29 +161,6 @@ where
     }
 }
 
-/// SPEC §15.4: the ledger position of the first turn that is not a source but shares a
-/// `group` with a source (a late tool result, say), or `None`. `groups[p]` is the group of
-/// the turn at ledger position `p`; `source_positions` are ascending.
-pub fn group_split(groups: &[Option<&str>], source_positions: &[usize]) -> Option<usize> {
-    let source_groups: std::collections::HashSet<&str> = source_positions
-        .iter()
-        .filter_map(|&position| groups[position])
-        .collect();
-    if source_groups.is_empty() {
-        return None;
-    }
-    let mut sources = source_positions.iter().peekable();
-    groups.iter().enumerate().find_map(|(position, group)| {
-        if sources.peek() == Some(&&position) {
-            sources.next();
-            return None;
-        }
-        group
-            .filter(|group| source_groups.contains(group))
-            .map(|_| position)
-    })
-}
-
 /// The first index at which the given source order differs from the ledger's order of the
 /// same (distinct) turns; with a repeated ID the ledger list is shorter and the index past
 /// its end names the repeat.
@@ -202,15 +179,6 @@ fn first_misplaced(positions: &[usize]) -> usize {
 mod tests {
     use super::*;
 
-    #[test]
-    fn group_split_names_the_first_non_source_member() {
-        let groups = [Some("g"), None, Some("g"), Some("h"), Some("g")];
-        assert_eq!(group_split(&groups, &[0, 2]), Some(4));
-        assert_eq!(group_split(&groups, &[0, 2, 4]), None);
-        assert_eq!(group_split(&groups, &[1]), None);
-        assert_eq!(group_split(&groups, &[3]), None);
-        assert_eq!(group_split(&groups, &[4]), Some(0));
-    }
     use crate::fingerprint::fingerprint_hex;
     use std::collections::HashMap;
 

@@ -6,8 +6,11 @@
 //! - [`plan`], [`check`], [`assemble`]: compaction planning, summary validity and context
 //!   layout over turns already ordered by sequence;
 //! - [`segment`]: recall's passages and search tokens (SPEC §16.5);
+//! - [`units`]: the compaction units every rule keeps together (groups and tool calls);
+//! - [`chat`]: which context items a chat request can carry (tool-call sequences);
 
 pub mod assemble;
+pub mod chat;
 pub mod check;
 pub mod columns;
 pub mod encoding;
@@ -21,6 +24,7 @@ pub mod model;
 pub mod plan;
 pub mod revalidate;
 pub mod segment;
+pub mod units;
 
 pub use encoding::{encode_turn, turn_digest, TurnRef};
 pub use error::{CoreError, Problem};

@@ -19,6 +19,7 @@ use ledgerfold_core::plan::{plan_layout, PlanInput};
 use ledgerfold_core::revalidate::{
     revalidate_many, row_digest, ConversationRows, SummaryRow, Totals, TurnRow, Verdict,
 };
+use ledgerfold_core::units::turn_unit_roots;
 use ledgerfold_core::{
     encode_turn, fingerprint_digests, fingerprint_hex, turn_digest, ExtendableFingerprint,
     Fingerprinter, ProtectionReason, Role,
@@ -472,12 +473,18 @@ fn ledger(range: std::ops::Range<usize>) -> impl Strategy<Value = Vec<OwnedTurn>
     })
 }
 
-fn plan_inputs(turns: &[OwnedTurn]) -> Vec<PlanInput<'_>> {
+fn plan_inputs(turns: &[OwnedTurn]) -> Vec<PlanInput> {
+    let roots = turn_unit_roots(
+        turns
+            .iter()
+            .map(|turn| (turn.role, turn.group.as_deref(), turn.meta.as_slice())),
+    );
     turns
         .iter()
-        .map(|turn| PlanInput {
+        .zip(roots)
+        .map(|(turn, unit)| PlanInput {
             protected: turn.protected,
-            group: turn.group.as_deref(),
+            unit,
         })
         .collect()
 }

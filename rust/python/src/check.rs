@@ -2,9 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use ledgerfold_core::check::{
-    check_sealed, group_split, CheckReason, CheckResult, Source, SummaryRef,
-};
+use ledgerfold_core::check::{check_sealed, CheckReason, CheckResult, Source, SummaryRef};
 use ledgerfold_core::Problem;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
@@ -13,6 +11,8 @@ use crate::errors::invalid;
 
 use crate::conversation::Conversation;
 use crate::extract;
+use crate::units::roots_of;
+use ledgerfold_core::units::unit_split;
 
 /// The fields of a summary envelope that checking needs, read from any object.
 pub struct SummaryFields<'py> {
@@ -142,12 +142,8 @@ impl<'py> SummaryFields<'py> {
             return Err(err);
         }
         if result.is_current() {
-            let groups: Vec<Option<&str>> = conversation
-                .turns
-                .iter()
-                .map(|turn| turn.get().group.as_deref())
-                .collect();
-            if let Some(position) = group_split(&groups, &result.positions) {
+            let roots = roots_of(conversation.turns.iter().map(Py::get));
+            if let Some(position) = unit_split(&roots, &result.positions) {
                 return Ok(Checked {
                     result: CheckResult {
                         reason: Some(CheckReason::GroupSplit),

@@ -21,6 +21,11 @@ impl TurnItem {
             turn: turn.clone_ref(py),
         }
     }
+
+    /// The turn behind the item (its digest is not to be read: see the field).
+    pub fn turn(&self) -> &Turn {
+        self.turn.get()
+    }
 }
 
 #[pymethods]

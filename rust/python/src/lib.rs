@@ -15,6 +15,7 @@ mod revalidate;
 mod rows;
 mod segment;
 mod turn;
+mod units;
 
 use pyo3::prelude::*;
 
@@ -40,6 +41,8 @@ mod _native {
     use crate::segment::{index_passages, query_terms};
     #[pymodule_export]
     use crate::turn::Turn;
+    #[pymodule_export]
+    use crate::units::{unit_roots, unsendable};
 
     /// The segmenter's version (SPEC §16.5): recorded with the index, which a change rebuilds.
     #[pymodule_export]

@@ -11,6 +11,7 @@ use pyo3::types::PyTuple;
 use crate::conversation::Conversation;
 use crate::errors::invalid;
 use crate::extract;
+use crate::units::roots_of;
 
 /// True when the tuple `ids` begins with the tuple `prefix`. An item that is the very object
 /// of the prefix is equal without comparing text, so a rolling envelope built on its parent's
@@ -41,7 +42,8 @@ pub fn same_ordered_ids(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<
 }
 
 /// `(compacted_ids, preserved_ids, through_sequence)` of SPEC §4; the turns named in
-/// `pinned` (preserved roles, open tool calls: SPEC §15.3) stay raw like protected ones.
+/// `pinned` (preserved roles, open tool calls: SPEC §15.3) stay raw like protected ones,
+/// and each turn's compaction unit (SPEC §17.2) is compacted whole or not at all.
 #[pyfunction]
 #[pyo3(signature = (conversation, keep_tail, pinned=None))]
 pub fn plan<'py>(
@@ -68,14 +70,16 @@ pub fn plan<'py>(
         None => HashSet::new(),
     };
     let conversation = conversation.get();
-    let inputs: Vec<PlanInput<'_>> = conversation
+    let roots = roots_of(conversation.turns.iter().map(Py::get));
+    let inputs: Vec<PlanInput> = conversation
         .turns
         .iter()
-        .map(|turn| {
+        .zip(roots)
+        .map(|(turn, unit)| {
             let turn = turn.get();
             PlanInput {
                 protected: turn.protected || (!pinned.is_empty() && pinned.contains(&*turn.id)),
-                group: turn.group.as_deref(),
+                unit,
             }
         })
         .collect();

@@ -1,0 +1,195 @@
+//! Compaction units (SPEC §17.2): the sets of turns that planning, the `group-split` check,
+//! folding, purging and the chat adapter keep together. A unit is the transitive closure
+//! of two links: turns sharing a `group`, and an assistant turn whose `tool_calls` names a
+//! call with every tool turn whose `tool_call_id` answers it, whatever their groups.
+
+use std::collections::HashMap;
+
+use crate::model::Role;
+
+/// What the unit rule needs of one turn. `calls` are the call IDs an assistant turn's
+/// `tool_calls` names (empty for other roles); `answers` is the call a tool turn answers.
+#[derive(Clone, Debug, Default)]
+pub struct UnitMember<'a> {
+    pub group: Option<&'a str>,
+    pub calls: Vec<&'a str>,
+    pub answers: Option<&'a str>,
+}
+
+/// For each position, its unit's root: the smallest position in the unit. Two turns are in
+/// one unit exactly when their roots are equal; a turn linked to nothing is its own root.
+pub fn unit_roots(members: &[UnitMember<'_>]) -> Vec<usize> {
+    let mut parent: Vec<usize> = (0..members.len()).collect();
+    // The first position seen for each group; later members are merged into it.
+    let mut by_group: HashMap<&str, usize> = HashMap::new();
+    // For each call ID, the positions that make it and those that answer it: a call links
+    // its makers with its answers, never two answers (or two makers) on their own.
+    let mut by_call: HashMap<&str, (Vec<usize>, Vec<usize>)> = HashMap::new();
+    for (position, member) in members.iter().enumerate() {
+        if let Some(group) = member.group {
+            let first = *by_group.entry(group).or_insert(position);
+            union(&mut parent, first, position);
+        }
+        for &call in &member.calls {
+            by_call.entry(call).or_default().0.push(position);
+        }
+        if let Some(call) = member.answers {
+            by_call.entry(call).or_default().1.push(position);
+        }
+    }
+    for (makers, answers) in by_call.values() {
+        if let (Some(&first), false) = (makers.first(), answers.is_empty()) {
+            for &other in makers.iter().chain(answers) {
+                union(&mut parent, first, other);
+            }
+        }
+    }
+    (0..members.len()).map(|at| find(&mut parent, at)).collect()
+}
+
+fn find(parent: &mut [usize], mut at: usize) -> usize {
+    let mut root = at;
+    while parent[root] != root {
+        root = parent[root];
+    }
+    while parent[at] != root {
+        let next = parent[at];
+        parent[at] = root;
+        at = next;
+    }
+    root
+}
+
+/// Merges two units; the smaller root wins, so every root is its unit's first position.
+fn union(parent: &mut [usize], a: usize, b: usize) {
+    let (a, b) = (find(parent, a), find(parent, b));
+    if a != b {
+        let (low, high) = if a < b { (a, b) } else { (b, a) };
+        parent[high] = low;
+    }
+}
+
+/// `unit_roots` over turns given as `(role, group, meta pairs)`: `tool_calls` counts on
+/// assistant turns only and `tool_call_id` on tool turns only (SPEC §15.6), as the adapter
+/// sends them.
+pub fn turn_unit_roots<'a, I>(turns: I) -> Vec<usize>
+where
+    I: IntoIterator<Item = (Role, Option<&'a str>, &'a [(String, String)])>,
+{
+    let turns: Vec<_> = turns.into_iter().collect();
+    let parsed: Vec<Vec<String>> = turns
+        .iter()
+        .map(
+            |&(role, _, meta)| match (role, meta_value(meta, "tool_calls")) {
+                (Role::Assistant, Some(text)) => tool_call_ids(text).unwrap_or_default(),
+                _ => Vec::new(),
+            },
+        )
+        .collect();
+    let members: Vec<UnitMember<'_>> = turns
+        .iter()
+        .zip(&parsed)
+        .map(|(&(role, group, meta), calls)| UnitMember {
+            group,
+            calls: calls.iter().map(String::as_str).collect(),
+            answers: (role == Role::Tool)
+                .then(|| meta_value(meta, "tool_call_id"))
+                .flatten(),
+        })
+        .collect();
+    unit_roots(&members)
+}
+
+/// The value of `key` in meta pairs (sorted or not).
+pub fn meta_value<'a>(meta: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    meta.iter()
+        .find(|(name, _)| name == key)
+        .map(|(_, value)| value.as_str())
+}
+
+/// The call IDs of `tool_calls` JSON text: each array element's string `id`, in order.
+/// `None` when the text is not a JSON array of objects each with a non-empty string `id`
+/// (writes refuse that shape; a row stored before they did links nothing).
+pub fn tool_call_ids(text: &str) -> Option<Vec<String>> {
+    let calls: Vec<serde_json::Value> = serde_json::from_str(text).ok()?;
+    calls
+        .iter()
+        .map(|call| match call.get("id") {
+            Some(serde_json::Value::String(id)) if !id.is_empty() => Some(id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// SPEC §17.2: the first position that is not a source but shares a unit with a source,
+/// or `None`. `roots` come from [`unit_roots`]; `source_positions` are ascending.
+pub fn unit_split(roots: &[usize], source_positions: &[usize]) -> Option<usize> {
+    let mut source_units: Vec<usize> = source_positions.iter().map(|&at| roots[at]).collect();
+    source_units.sort_unstable();
+    source_units.dedup();
+    let mut sources = source_positions.iter().peekable();
+    roots.iter().enumerate().find_map(|(position, root)| {
+        if sources.peek() == Some(&&position) {
+            sources.next();
+            return None;
+        }
+        source_units.binary_search(root).is_ok().then_some(position)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member<'a>(
+        group: Option<&'a str>,
+        calls: &[&'a str],
+        answers: Option<&'a str>,
+    ) -> UnitMember<'a> {
+        UnitMember {
+            group,
+            calls: calls.to_vec(),
+            answers,
+        }
+    }
+
+    #[test]
+    fn groups_and_calls_link_transitively() {
+        let members = [
+            member(None, &[], None),            // 0 alone
+            member(None, &["c1", "c2"], None),  // 1 calls c1, c2
+            member(Some("g"), &[], Some("c1")), // 2 answers c1, group g
+            member(None, &[], None),            // 3 alone
+            member(Some("g"), &[], None),       // 4 group g
+            member(None, &[], Some("c2")),      // 5 answers c2
+            member(None, &[], Some("zz")),      // 6 answers a call nobody made
+        ];
+        assert_eq!(unit_roots(&members), vec![0, 1, 1, 3, 1, 1, 6]);
+    }
+
+    #[test]
+    fn an_answer_before_its_call_still_joins_it() {
+        let members = [member(None, &[], Some("c")), member(None, &["c"], None)];
+        assert_eq!(unit_roots(&members), vec![0, 0]);
+    }
+
+    #[test]
+    fn tool_call_ids_read_ids_and_refuse_other_shapes() {
+        let ids = tool_call_ids(r#"[{"id": "a", "function": {"name": "f"}}, {"id": "b"}]"#);
+        assert_eq!(ids, Some(vec!["a".to_owned(), "b".to_owned()]));
+        assert_eq!(tool_call_ids("[]"), Some(vec![]));
+        assert_eq!(tool_call_ids(r#"[{"id": 3}]"#), None);
+        assert_eq!(tool_call_ids(r#"[{"id": ""}]"#), None);
+        assert_eq!(tool_call_ids(r#"{"id": "a"}"#), None);
+        assert_eq!(tool_call_ids("not json"), None);
+    }
+
+    #[test]
+    fn unit_split_names_the_first_non_source_member() {
+        let roots = [0, 1, 0, 3, 0];
+        assert_eq!(unit_split(&roots, &[0, 2]), Some(4));
+        assert_eq!(unit_split(&roots, &[0, 2, 4]), None);
+        assert_eq!(unit_split(&roots, &[1]), None);
+        assert_eq!(unit_split(&roots, &[4]), Some(0));
+    }
+}

@@ -1,0 +1,176 @@
+//! Property tests of the compaction units (SPEC §17.2) and of the chat sequence rule,
+//! against brute-force references written out directly.
+
+use std::collections::HashSet;
+
+use ledgerfold_core::chat::{is_valid_sequence, unsendable, ChatItem};
+use ledgerfold_core::plan::{plan_layout, PlanInput};
+use ledgerfold_core::units::{unit_roots, unit_split, UnitMember};
+use proptest::prelude::*;
+
+type Links = (Option<u8>, Vec<u8>, Option<u8>);
+
+fn links() -> impl Strategy<Value = Links> {
+    (
+        proptest::option::of(0..3_u8),
+        proptest::collection::vec(0..6_u8, 0..3),
+        proptest::option::of(0..6_u8),
+    )
+}
+
+const NAMES: [&str; 6] = ["a", "b", "c", "d", "e", "f"];
+
+fn members(links: &[Links]) -> Vec<UnitMember<'static>> {
+    links
+        .iter()
+        .map(|(group, calls, answers)| UnitMember {
+            group: group.map(|g| NAMES[usize::from(g)]),
+            calls: calls.iter().map(|&c| NAMES[usize::from(c)]).collect(),
+            answers: answers.map(|c| NAMES[usize::from(c)]),
+        })
+        .collect()
+}
+
+/// Two turns are directly linked when they share a group, or one calls what the other
+/// answers; a unit is the transitive closure (graph search).
+fn reference_roots(members: &[UnitMember<'_>]) -> Vec<usize> {
+    let linked = |a: &UnitMember<'_>, b: &UnitMember<'_>| {
+        (a.group.is_some() && a.group == b.group)
+            || a.answers.is_some_and(|call| b.calls.contains(&call))
+            || b.answers.is_some_and(|call| a.calls.contains(&call))
+    };
+    let mut root = vec![usize::MAX; members.len()];
+    for start in 0..members.len() {
+        if root[start] != usize::MAX {
+            continue;
+        }
+        let mut stack = vec![start];
+        root[start] = start;
+        while let Some(at) = stack.pop() {
+            for other in 0..members.len() {
+                if root[other] == usize::MAX && linked(&members[at], &members[other]) {
+                    root[other] = start;
+                    stack.push(other);
+                }
+            }
+        }
+    }
+    root
+}
+
+fn chat_item() -> impl Strategy<Value = (u8, Vec<u8>, Option<u8>)> {
+    (
+        0..3_u8,
+        proptest::collection::vec(0..4_u8, 1..3),
+        proptest::option::of(0..4_u8),
+    )
+}
+
+fn chat_items(raw: &[(u8, Vec<u8>, Option<u8>)]) -> Vec<ChatItem<'static>> {
+    raw.iter()
+        .map(|(kind, calls, answer)| match kind {
+            0 => ChatItem::Plain,
+            1 => ChatItem::Calls(calls.iter().map(|&c| NAMES[usize::from(c)]).collect()),
+            _ => ChatItem::Answer(answer.map(|c| NAMES[usize::from(c)])),
+        })
+        .collect()
+}
+
+/// Provider validity written out: each tool message directly follows (through tool
+/// messages only) an assistant message naming its call, answered once; every assistant
+/// block but the last is complete.
+fn reference_valid(items: &[ChatItem<'_>]) -> bool {
+    let mut block: Option<(HashSet<&str>, HashSet<&str>)> = None;
+    for item in items {
+        match item {
+            ChatItem::Answer(call) => {
+                let Some((calls, answered)) = block.as_mut() else {
+                    return false;
+                };
+                let Some(call) = call else { return false };
+                if !calls.contains(call) || !answered.insert(call) {
+                    return false;
+                }
+            }
+            other => {
+                if let Some((calls, answered)) = block.take() {
+                    if calls.len() != answered.len() {
+                        return false;
+                    }
+                }
+                if let ChatItem::Calls(calls) = other {
+                    block = Some((calls.iter().copied().collect(), HashSet::new()));
+                }
+            }
+        }
+    }
+    true
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn roots_are_the_closure_of_the_links(raw in proptest::collection::vec(links(), 0..16)) {
+        let members = members(&raw);
+        prop_assert_eq!(unit_roots(&members), reference_roots(&members));
+    }
+
+    #[test]
+    fn unit_split_finds_the_first_separated_member(
+        raw in proptest::collection::vec(links(), 1..16),
+        mask in any::<u16>(),
+    ) {
+        let roots = unit_roots(&members(&raw));
+        let sources: Vec<usize> = (0..roots.len()).filter(|at| mask >> at & 1 == 1).collect();
+        let expected = (0..roots.len()).find(|at| {
+            !sources.contains(at) && sources.iter().any(|&s| roots[s] == roots[*at])
+        });
+        prop_assert_eq!(unit_split(&roots, &sources), expected);
+    }
+
+    #[test]
+    fn a_plan_never_splits_a_unit(
+        raw in proptest::collection::vec(links(), 0..16),
+        protected in any::<u16>(),
+        keep_tail in 1..6_usize,
+    ) {
+        let roots = unit_roots(&members(&raw));
+        let inputs: Vec<PlanInput> = roots
+            .iter()
+            .enumerate()
+            .map(|(at, &unit)| PlanInput { protected: protected >> at & 1 == 1, unit })
+            .collect();
+        let plan = plan_layout(&inputs, keep_tail);
+        prop_assert_eq!(unit_split(&roots, &plan.compacted), None);
+        // Nothing is held back that the rule would compact.
+        let tail_start = roots.len().saturating_sub(keep_tail);
+        for at in 0..roots.len() {
+            let pinned = (0..roots.len()).any(|other| {
+                roots[other] == roots[at] && (inputs[other].protected || other >= tail_start)
+            });
+            prop_assert_eq!(plan.compacted.contains(&at), !pinned);
+        }
+    }
+
+    #[test]
+    fn what_is_left_is_a_valid_sequence(raw in proptest::collection::vec(chat_item(), 0..16)) {
+        let items = chat_items(&raw);
+        let dropped = unsendable(&items);
+        prop_assert!(dropped.windows(2).all(|w| w[0] < w[1]));
+        let kept: Vec<ChatItem<'_>> = items
+            .iter()
+            .enumerate()
+            .filter(|(at, _)| dropped.binary_search(at).is_err())
+            .map(|(_, item)| item.clone())
+            .collect();
+        prop_assert!(reference_valid(&kept));
+        prop_assert!(is_valid_sequence(&kept));
+        // A valid sequence loses nothing.
+        prop_assert_eq!(reference_valid(&items), dropped.is_empty());
+        // Plain messages are never dropped.
+        for &at in &dropped {
+            prop_assert_ne!(&items[at], &ChatItem::Plain);
+        }
+    }
+}
