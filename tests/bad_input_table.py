@@ -1430,6 +1430,20 @@ ROWS: tuple[BadInput, ...] = (
         "summarizer",
     ),
     row(
+        "Compactor: on_event not callable",
+        "Compactor(store, policy, on_event=1)",
+        on_store(lambda store: lf.Compactor(store, lf.CompactionPolicy(POLICY), on_event=1)),  # type: ignore[arg-type]
+        INVALID,
+        "on_event",
+    ),
+    row(
+        "SQLiteStore: on_event not callable",
+        "SQLiteStore(on_event='hook')",
+        lambda: lf.SQLiteStore(on_event="hook"),  # type: ignore[arg-type]
+        INVALID,
+        "on_event",
+    ),
+    row(
         "Compactor: timeout not > 0",
         "Compactor(store, policy, timeout=0)",
         on_store(lambda store: lf.Compactor(store, lf.CompactionPolicy(POLICY), timeout=0)),

@@ -48,6 +48,41 @@ def test_every_spec_name_is_exported() -> None:
         assert name in ledgerfold.__all__, name
 
 
+#: SPEC §16.5 "Names" (recall) and §17.8 (events) add to §11's names.
+ADDED_NAMES = ["SearchHit", "citations", "Event", "EVENT_NAMES"]
+
+
+def test_the_names_added_since_v1_are_exported() -> None:
+    for name in ADDED_NAMES:
+        assert hasattr(ledgerfold, name), name
+        assert name in ledgerfold.__all__, name
+
+
+def test_every_exported_name_has_one_import_path() -> None:
+    """A public name lives in `ledgerfold` (or one public subpackage), never also in a
+    public module under another name; private modules are underscored (SPEC §17.9)."""
+    import pkgutil
+
+    public = {
+        "ledgerfold.adapters",
+        "ledgerfold.summarizers",
+        "ledgerfold.tokens",
+        "ledgerfold.tools",
+        "ledgerfold.store",
+        "ledgerfold.revalidate",
+        "ledgerfold.export",
+        "ledgerfold.dask",
+        "ledgerfold.integrations",
+        "ledgerfold.testing",
+    }
+    for module in pkgutil.walk_packages(ledgerfold.__path__, "ledgerfold."):
+        parts = module.name.split(".")
+        if any(part.startswith("_") for part in parts[1:]):
+            continue
+        top = ".".join(parts[:2])
+        assert top in public or module.name.startswith("ledgerfold.integrations."), module.name
+
+
 def test_error_hierarchy() -> None:
     assert issubclass(ledgerfold.InvalidInput, ledgerfold.LedgerfoldError)
     assert issubclass(ledgerfold.InvalidInput, ValueError)

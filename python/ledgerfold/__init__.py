@@ -24,6 +24,7 @@ from ledgerfold._errors import (
     LedgerfoldError,
     StoreError,
 )
+from ledgerfold._events import EVENT_NAMES, Event
 from ledgerfold._model import Conversation, Turn, fingerprint_turns, same_ordered_ids
 from ledgerfold._plan import CompactionPlan, plan_compaction
 from ledgerfold._policy import CompactionPolicy
@@ -49,6 +50,7 @@ __version__ = "0.1.0"
 logging.getLogger("ledgerfold").addHandler(logging.NullHandler())
 
 __all__ = [
+    "EVENT_NAMES",
     "AssembledContext",
     "CompactionOutcome",
     "CompactionPlan",
@@ -57,6 +59,7 @@ __all__ = [
     "ContextBudgetExceeded",
     "Conversation",
     "DuplicateId",
+    "Event",
     "ExtractiveSummarizer",
     "HistoryBoundary",
     "InvalidInput",

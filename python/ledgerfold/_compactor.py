@@ -14,6 +14,7 @@ exception type names only: never turn bodies, summary text or exception messages
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from ledgerfold import _due as due
 from ledgerfold import _validate
 from ledgerfold._context import AssembledContext, SummaryItem
 from ledgerfold._errors import ContextBudgetExceeded, InvalidInput, StoreError
+from ledgerfold._events import Event, EventHook, emit
 from ledgerfold._fold import cut_text, fold_chunk
 from ledgerfold._model import Turn
 from ledgerfold._native import SourceDigests, fingerprint_digests
@@ -91,6 +93,7 @@ class _Job:
     parent_digests: bytes | SourceDigests  # its stored source digests, source order
     chunk: tuple[Turn, ...]  # the turns the summarizer's input was read from
     request: SummaryRequest
+    started: float  # time.perf_counter() when the compaction began (events' seconds)
 
 
 class Compactor:
@@ -99,8 +102,11 @@ class Compactor:
     `summarizer` defaults to an `ExtractiveSummarizer` counting with the policy's
     `token_counter`. `timeout` (seconds, optional) bounds each summarizer call; on expiry
     the attempt fails as ``summarizer-timeout`` and a late result is discarded.
-    `summary_id_factory` makes summary IDs (default: random UUIDs). Store calls run on the
-    calling thread; in `acompact` and `acontext`, on the store's worker thread.
+    `summary_id_factory` makes summary IDs (default: random UUIDs). `on_event` (optional)
+    receives an `Event` for every outcome (accepted, skipped, stale, failed: turns, tokens
+    in and out, seconds) and every context served from raw turns (SPEC §17.8). Store calls
+    run on the calling thread; in `acompact` and `acontext`, on the store's worker thread
+    (and so does the hook).
     """
 
     def __init__(
@@ -111,6 +117,7 @@ class Compactor:
         *,
         timeout: float | None = None,
         summary_id_factory: Callable[[], str] | None = None,
+        on_event: EventHook | None = None,
     ) -> None:
         _validate.instance("policy", policy, CompactionPolicy)
         if summarizer is not None and not callable(summarizer):
@@ -125,6 +132,13 @@ class Compactor:
             raise InvalidInput(
                 "timeout: must be None or a number > 0", field="timeout", problem="out-of-range"
             )
+        if on_event is not None and not callable(on_event):
+            raise InvalidInput(
+                "on_event: must be a callable Event -> None",
+                field="on_event",
+                problem="wrong-type",
+            )
+        self.on_event = on_event
         if summary_id_factory is not None and not callable(summary_id_factory):
             raise InvalidInput(
                 "summary_id_factory: must be a callable () -> str",
@@ -262,6 +276,7 @@ class Compactor:
         """Due check, plan, and the summarizer's input: the uncovered turns (one chunk of
         them, within `max_input_tokens`) read in the plan's transaction."""
         policy = self.policy
+        started = time.perf_counter()
         needed = 1
         if not force:
             if policy.trigger_tokens is not None and not self._is_due(conversation_id):
@@ -313,7 +328,7 @@ class Compactor:
             len(work.new_turns),
             None if parent is None else parent.id,
         )
-        return _Job(plan, parent, work.parent_digests, chunk, request)
+        return _Job(plan, parent, work.parent_digests, chunk, request, started)
 
     def _finish(self, job: _Job, result: object) -> CompactionOutcome:
         if not isinstance(result, str):
@@ -339,6 +354,7 @@ class Compactor:
                 type(error).__name__,
             )
             self._record_failure(job.plan, "store-error")
+            self._emit_outcome(job, "compaction.failed", "store-error")
             return CompactionOutcome("failed", None, "store-error")
         except InvalidInput as error:  # e.g. a summary ID the store already holds
             _log.warning(
@@ -349,6 +365,7 @@ class Compactor:
                 error.problem,
             )
             self._record_failure(job.plan, "summarizer-error")
+            self._emit_outcome(job, "compaction.failed", "summarizer-error")
             return CompactionOutcome("failed", None, "summarizer-error")
         if write.accepted:
             accepted = write.summary if write.summary is not None else envelope
@@ -364,6 +381,7 @@ class Compactor:
             )
             self._prune(accepted.conversation_id)
             self._retain(accepted.conversation_id)
+            self._emit_outcome(job, "compaction.accepted", None, result, accepted.id)
             return CompactionOutcome("accepted", accepted, None)
         _log.info(
             "summary rejected summary_id=%s plan_id=%s conversation_id=%s reason=%s detail=%s",
@@ -374,7 +392,9 @@ class Compactor:
             write.detail,
         )
         if write.reason == "stale-source":
+            self._emit_outcome(job, "compaction.stale", write.detail or write.reason)
             return CompactionOutcome("stale", None, write.detail or write.reason)
+        self._emit_outcome(job, "compaction.failed", write.detail or write.reason)
         return CompactionOutcome("failed", None, write.detail or write.reason)
 
     def _prune(self, conversation_id: str) -> None:
@@ -417,6 +437,7 @@ class Compactor:
             plan.plan_id if plan is not None else None,
             reason,
         )
+        emit(self.on_event, Event("compaction.skipped", conversation_id, reason=reason))
         return CompactionOutcome("skipped", None, reason)
 
     def _fail(self, job: _Job, reason: str, error_type: str | None) -> CompactionOutcome:
@@ -428,6 +449,7 @@ class Compactor:
             error_type,
         )
         self._record_failure(job.plan, reason)
+        self._emit_outcome(job, "compaction.failed", reason)
         return CompactionOutcome("failed", None, reason)
 
     def _record_failure(self, plan: CompactionPlan, reason: str) -> None:
@@ -440,6 +462,38 @@ class Compactor:
                 reason,
                 type(error).__name__,
             )
+
+    def _emit_outcome(
+        self,
+        job: _Job,
+        name: str,
+        reason: str | None,
+        text: object = None,
+        summary_id: str | None = None,
+    ) -> None:
+        """The outcome's event (SPEC §17.8): after the store's commit, outside its lock;
+        turns and tokens of the request, tokens of the text returned, wall time."""
+        if self.on_event is None:
+            return
+        counter = self.policy.counter
+        request = job.request
+        tokens_in = sum(counter(turn.text) for turn in request.turns)
+        if request.previous_summary is not None:
+            tokens_in += counter(request.previous_summary)
+        emit(
+            self.on_event,
+            Event(
+                name,
+                request.conversation_id,
+                reason=reason,
+                summary_ids=() if summary_id is None else (summary_id,),
+                turns=len(request.turns),
+                tokens_in=tokens_in,
+                tokens_out=counter(text) if isinstance(text, str) else 0,
+                seconds=time.perf_counter() - job.started,
+                extra=(("plan_id", job.plan.plan_id), ("rolling", int(job.parent is not None))),
+            ),
+        )
 
     # -- context -------------------------------------------------------------------------
 
@@ -455,6 +509,16 @@ class Compactor:
             _validate.integer("max_tokens", max_tokens, minimum=1)
         assembled = self.store.context(conversation_id, self.policy.version)
         if assembled.fallback is not None:
+            emit(
+                self.on_event,
+                Event(
+                    "context.fallback",
+                    conversation_id,
+                    reason=assembled.fallback,
+                    turn_ids=() if assembled.fallback_id is None else (assembled.fallback_id,),
+                    turns=len(assembled.items),
+                ),
+            )
             _log.debug(
                 "context fallback conversation_id=%s fallback=%s fallback_id=%s items=%d",
                 conversation_id,

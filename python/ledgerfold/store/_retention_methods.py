@@ -15,6 +15,7 @@ from typing import Any
 from ledgerfold import _validate
 from ledgerfold._context import HistoryBoundary
 from ledgerfold._errors import InvalidInput
+from ledgerfold._events import Event, EventHook, emit
 from ledgerfold._plan import preserve_roles_arg
 from ledgerfold.store import _ledger as ledger
 from ledgerfold.store import _retention as retention
@@ -45,6 +46,7 @@ class RetentionMethods:
 
     _db: Database
     _cache: summaries.VersionCache
+    _on_event: EventHook | None
 
     def _transaction(
         self, *, write: bool, operation: str
@@ -87,6 +89,29 @@ class RetentionMethods:
             erase,
             erased,
         )
+        if stale:
+            emit(
+                self._on_event,
+                Event(
+                    "summary.stale",
+                    conversation_id,
+                    reason="source-missing",
+                    turn_ids=(turn_id,),
+                    extra=(("summaries", stale),),
+                ),
+            )
+        if erase:
+            emit(
+                self._on_event,
+                Event(
+                    "retention.erased",
+                    conversation_id,
+                    turn_ids=(turn_id,),
+                    turns=1,
+                    sequence=sequence,
+                    extra=(("versions_erased", erased),),
+                ),
+            )
 
     def purge_through(
         self,
@@ -125,6 +150,17 @@ class RetentionMethods:
             force,
             revision,
             erased,
+        )
+        emit(
+            self._on_event,
+            Event(
+                "retention.purged",
+                conversation_id,
+                reason=reason,
+                turns=purged,
+                sequence=sequence,
+                extra=(("versions_erased", erased),),
+            ),
         )
         return boundary
 
@@ -177,6 +213,17 @@ class RetentionMethods:
             revision,
             erased,
         )
+        emit(
+            self._on_event,
+            Event(
+                "retention.purged",
+                conversation_id,
+                reason=reason,
+                turns=purged,
+                sequence=through,
+                extra=(("versions_erased", erased),),
+            ),
+        )
         return boundary
 
     def preview_purge(
@@ -220,3 +267,4 @@ class RetentionMethods:
             turns = retention.delete_conversation(conn, conversation_id)
         self._db.checkpoint()
         _log.info("conversation deleted: conversation=%s turns=%d", conversation_id, turns)
+        emit(self._on_event, Event("conversation.deleted", conversation_id, turns=turns))

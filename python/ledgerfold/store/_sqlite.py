@@ -22,6 +22,7 @@ from ledgerfold import _validate, _worker
 from ledgerfold._citations import cited_sequences, cited_turns
 from ledgerfold._context import AssembledContext, HistoryBoundary, assemble_context
 from ledgerfold._errors import DuplicateId, InvalidInput
+from ledgerfold._events import Event, EventHook, emit
 from ledgerfold._model import Conversation, Turn
 from ledgerfold._plan import CompactionPlan
 from ledgerfold._search_hit import SearchHit
@@ -67,6 +68,11 @@ class SQLiteStore(RetentionMethods):
     `mode=ro`): nothing is created, migrated or written, not even a journal, so it works in
     a directory the process cannot write; a missing, empty or outdated file is a
     `StoreError`, and every write method raises `StoreError`.
+
+    `on_event` (optional) receives an `Event` after each write that an operator wants to
+    know of (SPEC §17.8): summaries marked stale by an edit or retraction, purges,
+    erasures and deleted conversations — IDs and counts, never text. It runs after the
+    transaction has committed, outside the store's lock; a hook that raises is logged.
     """
 
     def __init__(
@@ -75,7 +81,15 @@ class SQLiteStore(RetentionMethods):
         *,
         durability: str = "full",
         read_only: bool = False,
+        on_event: EventHook | None = None,
     ) -> None:
+        if on_event is not None and not callable(on_event):
+            raise InvalidInput(
+                "on_event: must be a callable Event -> None",
+                field="on_event",
+                problem="wrong-type",
+            )
+        self._on_event = on_event
         self._path = database_path(path)
         self._cache = summaries.VersionCache()
         self._db = Database(self._path, durability_arg(durability), read_only=read_only)
@@ -274,6 +288,17 @@ class SQLiteStore(RetentionMethods):
             revision,
             stale,
         )
+        if stale:
+            emit(
+                self._on_event,
+                Event(
+                    "summary.stale",
+                    conversation_id,
+                    reason="source-modified",
+                    turn_ids=(turn_id,),
+                    extra=(("summaries", stale),),
+                ),
+            )
         return new
 
     # ------------------------------------------------------------------ ledger reads

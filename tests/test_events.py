@@ -1,0 +1,156 @@
+"""Events where the change happens (SPEC §17.8): the Compactor's outcomes and fallbacks, the
+store's stale marks, purges, erasures and deletions — after the commit, with IDs, counts,
+tokens and seconds, never text; a hook that raises changes nothing."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ledgerfold as lf
+
+SECRET = "SECRET-7c1e-body-text"
+PV = "events-v1"
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[lf.Event] = []
+        self.threads: list[str] = []
+
+    def __call__(self, event: lf.Event) -> None:
+        self.events.append(event)
+        self.threads.append(threading.current_thread().name)
+
+    def named(self, name: str) -> list[lf.Event]:
+        return [event for event in self.events if event.name == name]
+
+
+def no_text(events: list[lf.Event]) -> None:
+    for event in events:
+        assert SECRET not in repr(event), event.name
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()
+
+
+def filled(path: Path, recorder: Recorder, n: int = 20) -> lf.SQLiteStore:
+    store = lf.SQLiteStore(path, on_event=recorder)
+    for i in range(n):
+        store.append("c", "user" if i % 2 == 0 else "assistant", f"{SECRET} {i}", id=f"t{i}")
+    return store
+
+
+def policy(**changes: Any) -> lf.CompactionPolicy:
+    return lf.CompactionPolicy(PV, **{"keep_tail": 4, "min_new_turns": 1, **changes})
+
+
+def test_an_accepted_compaction_reports_turns_tokens_and_seconds(
+    tmp_path: Path, recorder: Recorder
+) -> None:
+    with filled(tmp_path / "a.db", recorder) as store:
+        outcome = lf.Compactor(store, policy(), on_event=recorder).compact("c")
+    assert outcome.accepted and outcome.summary is not None
+    [event] = recorder.named("compaction.accepted")
+    assert event.conversation_id == "c" and event.summary_ids == (outcome.summary.id,)
+    assert event.turns == 16 and event.tokens_in > 0 and event.tokens_out > 0
+    assert event.seconds is not None and event.seconds >= 0
+    assert dict(event.extra)["rolling"] == 0
+    no_text(recorder.events)
+
+
+def test_skips_failures_and_fallbacks_are_reported(tmp_path: Path, recorder: Recorder) -> None:
+    def broken(request: lf.SummaryRequest) -> str:
+        raise RuntimeError(SECRET)
+
+    with filled(tmp_path / "b.db", recorder) as store:
+        compactor = lf.Compactor(store, policy(), broken, on_event=recorder)
+        assert compactor.compact("c").status == "failed"
+        too_long = lf.Compactor(
+            store, policy(max_summary_tokens=10), lambda request: "word " * 500, on_event=recorder
+        )
+        assert too_long.compact("c", force=True).reason == "summary-too-long"
+        assert compactor.compact("nobody").status == "skipped"
+        compactor.context("c")  # no summary yet: served raw
+    reasons = [event.reason for event in recorder.named("compaction.failed")]
+    assert reasons == ["summarizer-error", "summary-too-long"]
+    assert recorder.named("compaction.failed")[0].turns == 16
+    [skipped] = recorder.named("compaction.skipped")
+    assert (skipped.conversation_id, skipped.reason) == ("nobody", "nothing-to-compact")
+    [fallback] = recorder.named("context.fallback")
+    assert (fallback.reason, fallback.turns) == ("no-summary", 20)
+    no_text(recorder.events)
+
+
+def test_store_writes_report_stale_marks_purges_erasures_and_deletions(
+    tmp_path: Path, recorder: Recorder
+) -> None:
+    with filled(tmp_path / "c.db", recorder) as store:
+        lf.Compactor(store, policy()).compact("c")
+        store.edit("c", "t3", body=f"{SECRET} edited")
+        [stale] = recorder.named("summary.stale")
+        assert (stale.reason, stale.turn_ids, dict(stale.extra)["summaries"]) == (
+            "source-modified",
+            ("t3",),
+            1,
+        )
+        store.edit("c", "t18", body="not a source")  # nothing went stale: no event
+        assert len(recorder.named("summary.stale")) == 1
+        store.retract("c", "t19", erase=True)
+        [erased] = recorder.named("retention.erased")
+        assert (erased.turn_ids, erased.turns, erased.sequence) == (("t19",), 1, 20)
+        store.purge_through("c", 4, "retention-test", force=True)
+        [purged] = recorder.named("retention.purged")
+        assert (purged.reason, purged.sequence, purged.turns) == ("retention-test", 4, 4)
+        store.delete_conversation("c")
+        [deleted] = recorder.named("conversation.deleted")
+        assert deleted.conversation_id == "c" and deleted.turns == 20  # the retracted row too
+    no_text(recorder.events)
+
+
+def test_a_raising_hook_changes_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    def raising(event: lf.Event) -> None:
+        raise RuntimeError(SECRET)
+
+    with lf.SQLiteStore(tmp_path / "d.db", on_event=raising) as store:
+        for i in range(12):
+            store.append("c", "user", f"{SECRET} {i}")
+        outcome = lf.Compactor(store, policy(), on_event=raising).compact("c")
+        assert outcome.accepted
+        store.retract("c", store.load("c").turns[0].id, erase=True)
+        assert store.current_summary("c") is None  # the retraction happened
+    assert any("event hook raised RuntimeError" in r.getMessage() for r in caplog.records)
+    assert all(SECRET not in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("bad", [1, "hook", object()])
+def test_a_hook_that_is_not_callable_is_invalid_input(tmp_path: Path, bad: object) -> None:
+    with pytest.raises(lf.InvalidInput) as caught:
+        lf.SQLiteStore(tmp_path / "e.db", on_event=bad)  # type: ignore[arg-type]
+    assert caught.value.field == "on_event"
+    with lf.SQLiteStore() as store, pytest.raises(lf.InvalidInput) as caught:
+        lf.Compactor(store, policy(), on_event=bad)  # type: ignore[arg-type]
+    assert caught.value.field == "on_event"
+    assert not (tmp_path / "e.db").exists()
+
+
+async def _acompact(store: lf.SQLiteStore, recorder: Recorder) -> lf.CompactionOutcome:
+    return await lf.Compactor(store, policy(), on_event=recorder).acompact("c")
+
+
+def test_async_events_come_from_the_store_worker_not_the_loop(
+    tmp_path: Path, recorder: Recorder
+) -> None:
+    import asyncio
+
+    with filled(tmp_path / "f.db", recorder) as store:
+        outcome = asyncio.run(_acompact(store, recorder))
+    assert outcome.accepted
+    [event] = recorder.named("compaction.accepted")
+    at = recorder.events.index(event)
+    assert recorder.threads[at] != threading.main_thread().name
