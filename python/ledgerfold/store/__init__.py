@@ -10,6 +10,7 @@ from ledgerfold.store._protocol import (
     SummaryRecord,
 )
 from ledgerfold.store._sqlite import SQLiteStore
+from ledgerfold.store._stats import StoreStats
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -17,5 +18,6 @@ __all__ = [
     "SQLiteStore",
     "SearchableStore",
     "Store",
+    "StoreStats",
     "SummaryRecord",
 ]

@@ -42,6 +42,7 @@ from ledgerfold.store._protocol import CompactionWork, SummaryRecord
 from ledgerfold.store._retention_methods import RetentionMethods
 from ledgerfold.store._rows import DAMAGED, SUMMARY_COLUMNS, DamagedSummary
 from ledgerfold.store._schema import TURN_LIVE
+from ledgerfold.store._stats import StoreStats, read_stats
 
 __all__ = ["SQLiteStore"]
 
@@ -339,6 +340,16 @@ class SQLiteStore(RetentionMethods):
                 (json.dumps(wanted), conversation_id),
             ).fetchall()
         return {row[0] for row in rows}
+
+    def stats(self, conversation_id: str | None = None) -> StoreStats:
+        """The counts an operator asks for (SPEC §17.8), for the store or one conversation:
+        conversations, live/retracted/purged turns, summary records by status, conversations
+        whose context falls back by reason, purged conversations without a current summary.
+        Reads only (also on a read-only store)."""
+        if conversation_id is not None:
+            conversation_id = _validate.text("conversation_id", conversation_id)
+        with self._transaction(write=False, operation="stats") as conn:
+            return read_stats(conn, conversation_id)
 
     def conversation_ids(self) -> list[str]:
         """Every conversation with at least one written turn, sorted."""

@@ -1,0 +1,86 @@
+"""`SQLiteStore.stats()` (SPEC §17.8): the state now — conversations, turns by state,
+summaries by status, fallbacks by reason — for the store and for one conversation, on the
+real transcripts; read-only, and it writes nothing."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+import ledgerfold as lf
+from ledgerfold.store import StoreStats
+
+PV = "stats-v1"
+
+
+def build(path: Path) -> None:
+    with lf.SQLiteStore(path) as store:
+        for conversation in ("fresh", "compacted", "edited", "purged"):
+            for i in range(14):
+                store.append(conversation, "user", f"{conversation} turn {i}", id=f"{i}")
+        compactor = lf.Compactor(store, lf.CompactionPolicy(PV, keep_tail=4, min_new_turns=1))
+        for conversation in ("compacted", "edited", "purged"):
+            assert compactor.compact(conversation).accepted
+        store.edit("edited", "2", body="changed")  # its summary goes stale
+        store.retract("compacted", "13")
+        store.purge_through("purged", 5, "retention", force=True)
+        store.edit("purged", "7", body="changed")  # sealed summary stale: purged, no summary
+        store.start_plan("fresh", 2, PV)
+        store.start_plan("fresh", 2, PV)  # the first plan is abandoned: one failed record
+
+
+def test_stats_of_the_store_and_of_one_conversation(tmp_path: Path) -> None:
+    path = tmp_path / "stats.db"
+    build(path)
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    with lf.SQLiteStore(path, read_only=True) as store:
+        stats = store.stats()
+        one = store.stats("edited")
+        unknown = store.stats("nobody")
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    assert isinstance(stats, StoreStats)
+    assert (stats.conversations, stats.turns, stats.turns_retracted, stats.turns_purged) == (
+        4,
+        4 * 14 - 1 - 5,
+        1,
+        5,
+    )
+    assert stats.summaries == {
+        "current": 1,
+        "superseded": 0,
+        "stale": 2,
+        "failed": 1,
+        "rejected": 0,
+    }
+    assert stats.fallbacks == {"no-summary": 1, "stale-summary:source-modified": 2}
+    assert stats.purged_without_summary == 1
+    assert one.as_dict() == {
+        "conversations": 1,
+        "turns": 14,
+        "turns_retracted": 0,
+        "turns_purged": 0,
+        "summaries": {"current": 0, "superseded": 0, "stale": 1, "failed": 0, "rejected": 0},
+        "fallbacks": {"stale-summary:source-modified": 1},
+        "purged_without_summary": 0,
+    }
+    assert (unknown.conversations, unknown.turns, unknown.fallbacks) == (0, 0, {})
+
+
+def test_stats_agree_with_each_conversations_context(tmp_path: Path) -> None:
+    """The fallback a conversation is counted under is the one its context reports."""
+    path = tmp_path / "agree.db"
+    build(path)
+    with lf.SQLiteStore(path) as store:
+        for conversation in store.conversation_ids():
+            fallback = store.context(conversation, PV).fallback
+            counted = store.stats(conversation).fallbacks
+            assert counted == ({} if fallback is None else {fallback: 1}), conversation
+
+
+@pytest.mark.parametrize("bad", ["", 5, "\ud800"])
+def test_a_bad_conversation_id_is_invalid_input(bad: object) -> None:
+    with lf.SQLiteStore() as store, pytest.raises(lf.InvalidInput) as caught:
+        store.stats(bad)  # type: ignore[arg-type]
+    assert caught.value.field == "conversation_id"
