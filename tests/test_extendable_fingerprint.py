@@ -252,14 +252,19 @@ def test_large_states_at_subtree_boundaries_extend_to_the_reference() -> None:
             assert _native.fingerprint_digests(held, total[len(held) :]) == chained.fingerprint()
 
 
-def test_extended_ids_carry_their_prefix_not_a_module_memo() -> None:
-    """Issue 26 item 2: no module-global memo. Two tuples built one after the other both
-    still know their prefix (a memo of the last one forgot the first), and each is equal to
-    and hashed as the plain tuple."""
-    first_parent = tuple(f"a{i}" for i in range(5))
-    second_parent = tuple(f"b{i}" for i in range(5))
-    first = plan.extend_ids(first_parent, ("x",))
-    second = plan.extend_ids(second_parent, ("y",))
+def test_rolling_commits_know_their_prefix_per_store_not_by_a_module_memo() -> None:
+    """Issue 26 item 2 and SPEC §15.2's cost: no module-global memo. Two stores compacting
+    in turn both commit rolling extensions without one O(covered) prefix comparison (each
+    store knows the tuple it built for its plan; the compactor is told by the store), and
+    the IDs are plain tuples."""
+    import ledgerfold as lf
+
+    stores = [lf.SQLiteStore(), lf.SQLiteStore()]
+    policy = lf.CompactionPolicy("memo", keep_tail=2, min_new_turns=1)
+    compactors = [lf.Compactor(store, policy, lambda request: "s") for store in stores]
+    for store, compactor in zip(stores, compactors, strict=True):
+        store.append_many("c", [{"role": "user", "body": f"t{i}"} for i in range(20)])
+        assert compactor.compact("c").accepted
     calls: list[int] = []
     real = plan._native.starts_with_ids
 
@@ -269,10 +274,18 @@ def test_extended_ids_carry_their_prefix_not_a_module_memo() -> None:
 
     plan._native.starts_with_ids = counting  # type: ignore[assignment]
     try:
-        assert plan.starts_with_ids(first, first_parent)
-        assert plan.starts_with_ids(second, second_parent)
+        for round_ in range(3):
+            for store, compactor in zip(stores, compactors, strict=True):
+                store.append_many(
+                    "c", [{"role": "user", "body": f"n{round_}.{i}"} for i in range(4)]
+                )
+                outcome = compactor.compact("c")
+                assert outcome.accepted and outcome.summary is not None
+                assert outcome.summary.parent_id is not None  # rolling
+                assert type(outcome.summary.source_ids) is tuple
     finally:
         plan._native.starts_with_ids = real  # type: ignore[assignment]
-    assert calls == []  # both told in O(1)
-    assert first == (*first_parent, "x") and hash(first) == hash((*first_parent, "x"))
+        for store in stores:
+            store.close()
+    assert calls == []  # every prefix told in O(1)
     assert not [name for name in vars(plan) if name.startswith("_last")]

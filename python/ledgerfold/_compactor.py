@@ -94,6 +94,7 @@ class _Job:
     chunk: tuple[Turn, ...]  # the turns the summarizer's input was read from
     request: SummaryRequest
     started: float  # time.perf_counter() when the compaction began (events' seconds)
+    extends_parent: bool  # the store built plan.compacted_ids as parent.source_ids + new
 
 
 class Compactor:
@@ -328,7 +329,7 @@ class Compactor:
             len(work.new_turns),
             None if parent is None else parent.id,
         )
-        return _Job(plan, parent, work.parent_digests, chunk, request, started)
+        return _Job(plan, parent, work.parent_digests, chunk, request, started, work.extends_parent)
 
     def _finish(self, job: _Job, result: object) -> CompactionOutcome:
         if not isinstance(result, str):
@@ -588,14 +589,15 @@ def _envelope(job: _Job, summary_id: str, policy_version: str, text: str) -> Sum
     # tuple rather than build another over every covered turn (it starts with the parent's
     # IDs, which `starts_with_ids` knows without comparing them when the store built it so).
     fingerprint: str | None = None
-    if parent is not None and not starts_with_ids(planned, covered):
+    # The store says when it built the plan's IDs on the parent's (the usual rolling case):
+    # then no O(covered) comparison; a wrong word is caught by the commit's own check.
+    prefix_ok = parent is None or job.extends_parent or starts_with_ids(planned, covered)
+    if parent is not None and not prefix_ok:
         # New turns below the parent's slot (SPEC §17.5): the plan holds the sources in
         # sequence order, the parent's sealed ones first; keep the chunk's and the parent's.
         source_ids, fingerprint = _merged(job, covered)
     elif (
-        len(planned) == len(covered) + len(added)
-        and planned[len(covered) :] == added
-        and starts_with_ids(planned, covered)
+        len(planned) == len(covered) + len(added) and planned[len(covered) :] == added and prefix_ok
     ):
         source_ids = planned
     else:

@@ -96,26 +96,14 @@ def plan_unchecked(
     )
 
 
-class _ExtendedIds(tuple[str, ...]):
-    """A tuple of IDs built as `prefix + added`, carrying its `prefix`: tuples are immutable,
-    so `ids.prefix is prefix` proves that `ids` starts with `prefix` without comparing 100k
-    pointers (a rolling plan's compacted IDs, then the envelope reusing them, then the
-    commit's check: SPEC §15.2's cost). Equal to, and hashed as, the plain tuple. (It
-    replaces a module-global memo of the last tuple built, issue 26 item 2.)"""
-
-    prefix: tuple[str, ...]
-
-
 def extend_ids(prefix: tuple[str, ...], added: tuple[str, ...]) -> tuple[str, ...]:
-    """`prefix + added`, built so that `starts_with_ids(result, prefix)` is O(1)."""
-    ids = _ExtendedIds(prefix + added)
-    ids.prefix = prefix
-    return ids
+    """`prefix + added`: a plain tuple sharing the prefix's string objects. Who built it
+    knows that it starts with `prefix`; the store keeps that knowledge per plan
+    (`VersionCache.extension`) so its commit check is O(1), not O(covered)."""
+    return prefix + added
 
 
 def starts_with_ids(ids: tuple[str, ...], prefix: tuple[str, ...]) -> bool:
-    """Whether the tuple `ids` begins with the tuple `prefix`: O(1) for a tuple `extend_ids`
-    built on that very prefix, else a native pointer-then-text comparison."""
-    if isinstance(ids, _ExtendedIds) and ids.prefix is prefix:
-        return True
+    """Whether the tuple `ids` begins with the tuple `prefix` (a native pointer-then-text
+    comparison)."""
     return _native.starts_with_ids(ids, prefix)

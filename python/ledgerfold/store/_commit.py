@@ -163,7 +163,10 @@ def _verdict(
     if (
         parent is not None
         and envelope.policy_version == policy_version == parent.envelope.policy_version
-        and starts_with_ids(envelope.source_ids, covered)
+        and (
+            cache.extends(envelope.plan_id, envelope.source_ids, covered)
+            or starts_with_ids(envelope.source_ids, covered)
+        )
         and planned is not None
         and planned[0] == parent.pk
     ):

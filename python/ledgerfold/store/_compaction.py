@@ -49,6 +49,8 @@ class Planned:
     #: The base's stored source digests (None without a base): their fingerprint state, or
     #: the bytes (source order) when new turns lie below the base's slot.
     base_digests: SourceDigests | bytes | None = None
+    #: The plan's compacted IDs are the base's source IDs (that very tuple) + the new ones.
+    extended: bool = False
 
 
 def failure_streak(conn: sqlite3.Connection, conversation_id: str) -> int:
@@ -273,6 +275,7 @@ def _extension(
     if all(turn.sequence > base.through_sequence for turn in new_turns):
         compacted = extend_ids(base.envelope.source_ids, plan.compacted_ids)
         digests: SourceDigests | bytes | None = state
+        extended = True
     else:
         # A turn kept raw below the summary's slot became compactable (a confirmation
         # resolved, a call answered): the summary is extended over it all the same (SPEC
@@ -280,6 +283,7 @@ def _extension(
         # sources stay in sequence order, sealed ones first, so the extension is
         # fingerprinted from the base's digests in that order, handed as bytes.
         compacted, digests = _merged_sources(conn, base, new_turns)
+        extended = False
     full = CompactionPlan(
         plan_id=plan.plan_id,
         conversation_id=plan.conversation_id,
@@ -288,7 +292,7 @@ def _extension(
         preserved_ids=plan.preserved_ids,
         through_sequence=through,
     )
-    return Planned(full, base, new_turns, False, digests)
+    return Planned(full, base, new_turns, False, digests, extended)
 
 
 def _merged_sources(

@@ -128,6 +128,10 @@ class CompactionLoop:
                 return CompactionWork(status, failures=failures)
             compaction.register(conn, planned, policy_version, roles)
             base = planned.base
+            if planned.extended and base is not None:
+                self._cache.stage_extension(
+                    planned.plan.plan_id, planned.plan.compacted_ids, base.envelope.source_ids
+                )
         self._log_plan(planned.plan)
         return CompactionWork(
             "ready",
@@ -136,6 +140,7 @@ class CompactionLoop:
             b"" if planned.base_digests is None else planned.base_digests,
             planned.new_turns,
             failures,
+            extends_parent=planned.extended,
         )
 
     def _log_plan(self, plan: CompactionPlan) -> None:

@@ -101,6 +101,10 @@ class CompactionWork:
     parent_digests: bytes | SourceDigests = b""
     new_turns: tuple[Turn, ...] = ()
     failures: int = 0
+    #: The store built `plan.compacted_ids` as `parent.source_ids + new IDs` (that very
+    #: tuple): the compactor then reuses it without comparing O(covered) IDs. False when
+    #: unknown (a store of your own may leave it).
+    extends_parent: bool = False
 
 
 @runtime_checkable

@@ -57,6 +57,11 @@ class VersionCache:
         # `delete_conversation`; a reused row must not find old digests.
         self._digests: dict[tuple[int, str, str], SourceDigests] = {}
         self._staged_digests: dict[tuple[int, str, str], SourceDigests] = {}
+        # Plan ID -> (its compacted IDs, the parent's source IDs they were built on): the
+        # tuple objects themselves, so a commit of that very tuple knows it starts with the
+        # parent's without comparing 100k IDs (SPEC §15.2's cost). A few plans, per store.
+        self._extensions: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        self._staged_extensions: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
     def get(self, summary_id: str) -> Version | None:
         return self._versions.get(summary_id)
@@ -72,7 +77,22 @@ class VersionCache:
     def stage_digests(self, version: Version, digests: SourceDigests) -> None:
         self._staged_digests[_key(version)] = digests
 
+    def stage_extension(
+        self, plan_id: str, compacted: tuple[str, ...], prefix: tuple[str, ...]
+    ) -> None:
+        self._staged_extensions[plan_id] = (compacted, prefix)
+
+    def extends(self, plan_id: str, ids: tuple[str, ...], prefix: tuple[str, ...]) -> bool:
+        """Whether `ids` is the very tuple the store built for `plan_id` on `prefix`."""
+        known = self._extensions.get(plan_id)
+        return known is not None and known[0] is ids and known[1] is prefix
+
     def publish(self) -> None:
+        for plan_id, extension in self._staged_extensions.items():
+            while len(self._extensions) >= 4:
+                self._extensions.pop(next(iter(self._extensions)))
+            self._extensions[plan_id] = extension
+        self._staged_extensions.clear()
         for staged in self._staged:
             if len(self._versions) >= _CACHE_LIMIT:
                 self._versions.pop(next(iter(self._versions)))
@@ -86,6 +106,7 @@ class VersionCache:
         self.discard()
 
     def discard(self) -> None:
+        self._staged_extensions.clear()
         self._staged.clear()
         self._staged_digests.clear()
 
