@@ -26,7 +26,6 @@ from ledgerfold.summarizers import (
     AsyncChatModelSummarizer,
     ChatCompletionsSummarizer,
     ChatModelSummarizer,
-    OpenAICompatibleSummarizer,
 )
 from ledgerfold.summarizers._base import SummaryRequest
 
@@ -251,15 +250,6 @@ def test_arguments_are_checked_and_the_repr_hides_the_client() -> None:
         ChatCompletionsSummarizer(client, "m", token_param="max")
     assert caught.value.field == "token_param"
     assert "sk-secret" not in repr(ChatCompletionsSummarizer(client, "m"))
-
-
-def test_the_old_name_is_a_deprecated_alias(serve: Any) -> None:
-    server = serve(Reply(content="Old name."))
-    with pytest.deprecated_call():
-        summarizer = OpenAICompatibleSummarizer(server.url.removesuffix("/v1"), "m")
-    assert isinstance(summarizer, ChatCompletionsSummarizer)
-    assert summarizer(request_with_tools()) == "Old name."
-    assert server.received[0]["json"]["max_tokens"] == 300  # min(max_tokens=512, request)
 
 
 # -- LangChain chat models -------------------------------------------------------------------

@@ -17,15 +17,17 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 
 from ledgerfold import ContextBudgetExceeded
 from ledgerfold._compactor import CompactionOutcome, CompactionPolicy, Compactor, SummaryRequest
 from ledgerfold.store import SQLiteStore
-from ledgerfold.summarizers import ExtractiveSummarizer, OpenAICompatibleSummarizer
+from ledgerfold.summarizers import ChatCompletionsSummarizer, ExtractiveSummarizer
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "transcripts"
 MIN_LEAK = 12  # shorter strings ("Thank you.") may appear in a log by coincidence
+API_KEY = "sk-privacy-5b7c20"
 
 
 def real_transcripts(per_file: int = 2) -> list[dict[str, Any]]:
@@ -132,7 +134,6 @@ def load_ledger(
         )
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the alias is driven on purpose
 def test_a_whole_run_over_real_transcripts_logs_no_body_and_no_summary_text(
     tmp_path: Path, capture: Capture, echo_server: str
 ) -> None:
@@ -156,7 +157,10 @@ def test_a_whole_run_over_real_transcripts_logs_no_body_and_no_summary_text(
             if number % 2 == 0:
                 outcomes.append(compactor.compact(cid))
             else:
-                http = Compactor(store, policy, OpenAICompatibleSummarizer(echo_server, "m"))
+                client = openai.OpenAI(
+                    base_url=f"{echo_server}/v1", api_key=API_KEY, timeout=30, max_retries=2
+                )
+                http = Compactor(store, policy, ChatCompletionsSummarizer(client, "m"))
                 outcomes.append(asyncio.run(http.acompact(cid)))
             compactor.context(cid)
             try:
@@ -213,6 +217,7 @@ def test_a_whole_run_over_real_transcripts_logs_no_body_and_no_summary_text(
         assert marker in log_text, marker
     assert "error_type=RuntimeError" in log_text
     assert "could not summarise" not in log_text
+    assert API_KEY not in log_text and API_KEY not in error_text
 
     leaked_bodies = sorted(needle for needle in leaks(bodies) if needle in log_text)
     assert leaked_bodies == []

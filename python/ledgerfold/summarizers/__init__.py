@@ -3,11 +3,11 @@
 `ExtractiveSummarizer` is the deterministic, offline default. `ChatCompletionsSummarizer`
 asks a model through an `openai.OpenAI` / `AsyncOpenAI` client (the `openai` extra; a
 local server through `base_url` too); `ChatModelSummarizer` asks any LangChain chat model.
-`OpenAICompatibleSummarizer` is a deprecated alias over `ChatCompletionsSummarizer`.
 """
 
 from __future__ import annotations
 
+from ledgerfold._errors import SummarizerError, SummarizerTimeout
 from ledgerfold.summarizers._chat_completions import (
     DEFAULT_SYSTEM_PROMPT,
     AsyncChatCompletionsSummarizer,
@@ -15,11 +15,6 @@ from ledgerfold.summarizers._chat_completions import (
 )
 from ledgerfold.summarizers._chat_model import AsyncChatModelSummarizer, ChatModelSummarizer
 from ledgerfold.summarizers._extractive import ExtractiveSummarizer
-from ledgerfold.summarizers._openai_compat import (
-    OpenAICompatibleSummarizer,
-    SummarizerError,
-    SummarizerTimeout,
-)
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
@@ -28,7 +23,6 @@ __all__ = [
     "ChatCompletionsSummarizer",
     "ChatModelSummarizer",
     "ExtractiveSummarizer",
-    "OpenAICompatibleSummarizer",
     "SummarizerError",
     "SummarizerTimeout",
 ]
