@@ -4,7 +4,7 @@ ledger turn raw, or every turn raw with the reason when the summary cannot be us
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ledgerfold import _native, _validate
 from ledgerfold._native import Conversation, TurnItem
@@ -28,6 +28,9 @@ class SummaryItem:
     text: str
     through_sequence: int
     source_ids: tuple[str, ...]
+    # The sequence of its first source (sources are in ledger order), for the slot's framing
+    # (SPEC §16.5); None when unknown. Not part of the item's identity.
+    first_sequence: int | None = field(default=None, compare=False)
 
     @property
     def kind(self) -> str:
@@ -109,6 +112,13 @@ def assemble_context(
     items: tuple[ContextItem, ...] = turns
     if summary_at is not None:
         assert summary is not None and through_sequence is not None  # the summary was used
-        item = SummaryItem(summary.id, summary.text, through_sequence, summary.source_ids)
+        first = conversation.get(summary.source_ids[0]) if summary.source_ids else None
+        item = SummaryItem(
+            summary.id,
+            summary.text,
+            through_sequence,
+            summary.source_ids,
+            None if first is None else first.sequence,
+        )
         items = (*turns[:summary_at], item, *turns[summary_at:])
     return AssembledContext(items, fallback, None, fallback_id)
