@@ -26,11 +26,11 @@ from openai.types.responses import (
     ResponseOutputMessage,
     ResponseOutputText,
 )
+from tests.integration_stores import RecordingStore
 
 import ledgerfold as lf
 from ledgerfold.integrations.openai_agents import LedgerfoldSession
 from ledgerfold.tools import RECALL_TOOL
-from tests.integration_stores import RecordingStore
 
 set_tracing_disabled(True)
 
@@ -149,7 +149,9 @@ def test_without_the_tool_the_slot_does_not_mention_recall(tmp_path: Path) -> No
 def test_instructions_join_the_recall_slot(tmp_path: Path) -> None:
     session = LedgerfoldSession(SESSION, store=_compacted(tmp_path / "e.db"), policy=POLICY)
     model = RecallingModel(json.dumps({"query": "Geneva locker"}))
-    agent = Agent(name="agent", instructions="Be brief.", model=model, tools=[session.recall_tool()])
+    agent = Agent(
+        name="agent", instructions="Be brief.", model=model, tools=[session.recall_tool()]
+    )
     config = lf_run_config(session)
     asyncio.run(Runner.run(agent, "Locker?", session=session, run_config=config))
     assert model.instructions[0].startswith("Be brief.\n\n")

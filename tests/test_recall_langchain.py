@@ -19,11 +19,11 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
+from tests.integration_stores import RecordingStore
 
 import ledgerfold as lf
 from ledgerfold.integrations.langchain import LedgerfoldMiddleware
 from ledgerfold.tools import RECALL_TOOL
-from tests.integration_stores import RecordingStore
 
 CONVERSATION = "c"
 POLICY = lf.CompactionPolicy("recall-lc-v1", keep_tail=4, min_new_turns=1)

@@ -39,7 +39,12 @@ def recalled(store: lf.SQLiteStore, word: str, call_id: str = "call-r") -> str:
     store.append_chat_messages(
         CONVERSATION,
         [
-            {"role": "assistant", "content": "", "tool_calls": [_call(call_id)], "id": f"a-{call_id}"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [_call(call_id)],
+                "id": f"a-{call_id}",
+            },
             {"role": "tool", "tool_call_id": call_id, "content": result, "id": f"r-{call_id}"},
         ],
     )
@@ -73,8 +78,18 @@ def test_the_summarizer_sees_a_stand_in_for_a_recall_result(tmp_path: Path) -> N
     with filled(tmp_path / "a.db", word) as store:
         result_id = recalled(store, word)
         other = [
-            {"role": "assistant", "content": "", "tool_calls": [_call("call-l", "lookup")], "id": "a-l"},
-            {"role": "tool", "tool_call_id": "call-l", "content": f"lookup says {word}", "id": "r-l"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [_call("call-l", "lookup")],
+                "id": "a-l",
+            },
+            {
+                "role": "tool",
+                "tool_call_id": "call-l",
+                "content": f"lookup says {word}",
+                "id": "r-l",
+            },
         ]
         store.append_chat_messages(CONVERSATION, other)
         for i in range(4):
@@ -171,7 +186,12 @@ def test_a_tool_result_that_is_not_a_recall_result_is_left_alone(tmp_path: Path)
         store.append_chat_messages(
             CONVERSATION,
             [
-                {"role": "assistant", "content": "", "tool_calls": [_call("x", "lookup")], "id": "ax"},
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [_call("x", "lookup")],
+                    "id": "ax",
+                },
                 {"role": "tool", "tool_call_id": "x", "content": lookalike, "id": "rx"},
             ],
         )
@@ -193,9 +213,12 @@ def test_a_summary_citing_a_blanked_result_goes_stale(tmp_path: Path) -> None:
         assert store.current_summary(CONVERSATION) is None
         # The turn's stored digest is its new body's: a deep check agrees with the ledger.
         (turn,) = store.get_turns(CONVERSATION, [result_id])
-        assert turn.digest == lf.Turn(
-            turn.id, turn.sequence, turn.role, ERASED_RESULT, meta=turn.meta, group=turn.group
-        ).digest
+        assert (
+            turn.digest
+            == lf.Turn(
+                turn.id, turn.sequence, turn.role, ERASED_RESULT, meta=turn.meta, group=turn.group
+            ).digest
+        )
 
 
 def test_purge_through_blanks_the_recall_results(tmp_path: Path) -> None:

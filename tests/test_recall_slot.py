@@ -24,7 +24,9 @@ def test_store_context_frames_the_covered_sequences(tmp_path: Path) -> None:
         assert summary is not None and context.fallback is None
         # The protected system prompt (sequence 1) is kept raw, so the sources start at 2.
         assert summary.first_sequence == 2
-        (framed,) = [m for m in to_chat_messages(context) if "Application-generated" in m["content"]]
+        (framed,) = [
+            m for m in to_chat_messages(context) if "Application-generated" in m["content"]
+        ]
         assert (
             f"sequences 2 through {summary.through_sequence} (turns shown raw are not among them)"
         ) in framed["content"]
