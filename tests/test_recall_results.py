@@ -13,11 +13,16 @@ import string
 from pathlib import Path
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 import ledgerfold as lf
 from cli_support import file_has
+from ledgerfold._fold import fold_chunk
 from ledgerfold._recall_stand_in import recall_result_ids, stand_in
 from ledgerfold.adapters import to_chat_messages
 from ledgerfold.store._recall_results import ERASED_RESULT
+from ledgerfold.tokens import approx_tokens
 from ledgerfold.tools import run_recall
 
 CONVERSATION = "c"
@@ -247,3 +252,52 @@ def test_retention_blanks_the_recall_results(tmp_path: Path) -> None:
     assert result.body == ERASED_RESULT
     store.close()
     assert not file_has(path, word[3:])
+
+
+# -- property: no recall result's text reaches a summarizer request --------------------------
+
+_UNIT = st.tuples(
+    st.sampled_from(["recall_history", "lookup"]),  # the tool called
+    st.booleans(),  # the answer names its call (tool_call_id), or only shares its group
+    st.integers(min_value=1, max_value=3),  # how many passages the answer holds
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(units=st.lists(_UNIT, min_size=1, max_size=6), budget=st.integers(5, 400))
+def test_fold_never_hands_a_recall_result_to_the_summarizer(
+    units: list[tuple[str, bool, int]], budget: int
+) -> None:
+    turns: list[lf.Turn] = []
+    expected: dict[str, str] = {}
+    recall: set[str] = set()
+    for n, (name, by_call_id, passages) in enumerate(units):
+        sequence = len(turns) + 1
+        body = json.dumps({"hits": [{"turn_id": "x", "text": f"quoted {n}"}] * passages})
+        calls = json.dumps([_call(f"k{n}", name)])
+        meta = {"tool_call_id": f"k{n}"} if by_call_id else None
+        turns += [
+            lf.Turn(f"u{n}", sequence, "user", f"ask {n}"),
+            lf.Turn(
+                f"a{n}", sequence + 1, "assistant", "", group=f"g{n}", meta={"tool_calls": calls}
+            ),
+            lf.Turn(f"r{n}", sequence + 2, "tool", body, group=f"g{n}", meta=meta),
+        ]
+        if name == "recall_history":
+            recall.add(f"r{n}")
+            expected[f"r{n}"] = f"recall_history result: {passages} passages"
+        else:
+            expected[f"r{n}"] = body
+    assert recall_result_ids(turns) == recall
+    rest = list(turns)
+    while rest:
+        chunk, items = fold_chunk(rest, budget, approx_tokens)
+        # Texts are whole unless the chunk is one unit over the budget (then each is cut).
+        whole = sum(approx_tokens(expected.get(t.id, t.body)) for t in chunk) <= budget
+        for item in items:
+            if item.id in recall:  # never the quoted passages
+                assert "quoted" not in item.text
+                assert item.text == expected[item.id] or not whole
+            elif item.id in expected and whole:
+                assert item.text == expected[item.id]  # another tool's result is itself
+        rest = rest[len(chunk) :]
