@@ -282,6 +282,30 @@ def _middleware(store: lf.SQLiteStore, conversation_id: str, **options: Any) -> 
     return LedgerfoldMiddleware(store, conversation_id, **options)
 
 
+class _NoSearch:
+    """A store without `search` (a v1.1 `Store`, SPEC §17.9): everything else delegated."""
+
+    def __init__(self, store: lf.SQLiteStore) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "search":
+            raise AttributeError(name)
+        return getattr(self._store, name)
+
+
+def _session_recall_tool(store: object) -> object:
+    from ledgerfold.integrations.openai_agents import LedgerfoldSession
+
+    return LedgerfoldSession("c", store=store).recall_tool()  # type: ignore[arg-type]
+
+
+def _run_recall(store: object, conversation_id: object) -> object:
+    from ledgerfold.tools import run_recall
+
+    return run_recall(store, conversation_id, '{"query": "x"}')  # type: ignore[arg-type]
+
+
 def row(
     kind: str,
     example: str,
@@ -730,6 +754,41 @@ ROWS: tuple[BadInput, ...] = (
         "LedgerfoldMiddleware: blank conversation_id",
         "LedgerfoldMiddleware(store, ' ')",
         on_store(lambda store: _middleware(store, " ")),
+        INVALID,
+        "conversation_id",
+    ),
+    row(
+        "LedgerfoldMiddleware: recall not a bool",
+        "LedgerfoldMiddleware(store, 'c', recall='yes')",
+        on_store(lambda store: _middleware(store, "c", recall="yes")),
+        INVALID,
+        "recall",
+    ),
+    row(
+        "LedgerfoldMiddleware: recall=True with a store that cannot search",
+        "LedgerfoldMiddleware(v11_store, 'c', recall=True)",
+        on_store(lambda store: _middleware(_NoSearch(store), "c", recall=True)),  # type: ignore[arg-type]
+        INVALID,
+        "store",
+    ),
+    row(
+        "LedgerfoldSession.recall_tool: a store that cannot search",
+        "LedgerfoldSession('c', store=v11_store).recall_tool()",
+        on_store(lambda store: _session_recall_tool(_NoSearch(store))),
+        INVALID,
+        "store",
+    ),
+    row(
+        "run_recall: a store that cannot search",
+        "run_recall(object(), 'c', arguments)",
+        lambda: _run_recall(object(), "c"),
+        INVALID,
+        "store",
+    ),
+    row(
+        "run_recall: blank conversation_id",
+        "run_recall(store, ' ', arguments)",
+        on_store(lambda store: _run_recall(store, " ")),
         INVALID,
         "conversation_id",
     ),

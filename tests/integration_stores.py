@@ -19,8 +19,9 @@ class RecordingStore:
     and waits for `release` before it runs, so a test can hold a call in progress.
     """
 
-    def __init__(self, path: Path, *, known_ids: bool = True) -> None:
+    def __init__(self, path: Path, *, known_ids: bool = True, search: bool = True) -> None:
         self.inner = SQLiteStore(path)
+        self._has_search = search
         self.calls: list[tuple[str, threading.Thread]] = []
         self.gate: dict[str, tuple[threading.Event, threading.Event]] = {}
         self._has_known_ids = known_ids
@@ -30,6 +31,8 @@ class RecordingStore:
             raise AttributeError(f"{name}: private, not part of the Store protocol")
         if name == "known_ids" and not self._has_known_ids:
             raise AttributeError(name)  # a v1.1 store
+        if name == "search" and not self._has_search:
+            raise AttributeError(name)  # a v1.1 store: no recall
         target = getattr(self.inner, name)
         if not callable(target):
             return target

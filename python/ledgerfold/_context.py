@@ -28,6 +28,9 @@ class SummaryItem:
     text: str
     through_sequence: int
     source_ids: tuple[str, ...]
+    # The sequence of its first source (sources are in ledger order), for the slot's framing
+    # (SPEC §16.5); None when unknown. Not part of the item's identity.
+    first_sequence: int | None = field(default=None, compare=False)
 
     @property
     def kind(self) -> str:
@@ -117,6 +120,13 @@ def assemble_context(
     items: tuple[ContextItem, ...] = turns
     if summary_at is not None:
         assert summary is not None and through_sequence is not None  # the summary was used
-        item = SummaryItem(summary.id, summary.text, through_sequence, summary.source_ids)
+        first = conversation.get(summary.source_ids[0]) if summary.source_ids else None
+        item = SummaryItem(
+            summary.id,
+            summary.text,
+            through_sequence,
+            summary.source_ids,
+            None if first is None else first.sequence,
+        )
         items = (*turns[:summary_at], item, *turns[summary_at:])
     return AssembledContext(items, fallback, None, fallback_id)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from ledgerfold._context import TurnItem
 from ledgerfold._model import Turn
+from ledgerfold._recall_stand_in import recall_result_ids, stand_in
 from ledgerfold._toolcalls import unit_roots
 from ledgerfold.tokens import TokenCounter
 
@@ -27,12 +28,15 @@ def fold_chunk(
     last_of_unit: dict[int, int] = {}
     for index, root in enumerate(roots):
         last_of_unit[root] = index
+    # A recall_history result is never a summary source's text (SPEC §17.7): its stand-in is.
+    recall_results = recall_result_ids(turns)
+    texts = [stand_in(t.body) if t.id in recall_results else t.body for t in turns]
     used = 0
     reach = -1  # the furthest index the turns taken so far pull into the chunk (their groups)
     cut = 0  # the longest prefix that ends between groups and fits
     first_unit = 0  # the end of the first unit (the first prefix that ends between groups)
     for index, turn in enumerate(turns):
-        used += counter(turn.body)
+        used += counter(texts[index])
         reach = max(reach, last_of_unit[roots[index]])
         if reach == index:  # a cut after this turn splits no group
             if not first_unit:
@@ -42,13 +46,13 @@ def fold_chunk(
             cut = index + 1
     if cut:
         chunk = tuple(turns[:cut])
-        return chunk, tuple(_item(turn, turn.body) for turn in chunk)
+        return chunk, tuple(_item(turn, text) for turn, text in zip(chunk, texts, strict=False))
     # The first turn or group alone is over the budget: each turn gets an equal share, and
     # the shares sum to the budget even when the group has more turns than it has tokens.
     chunk = tuple(turns[:first_unit])
     share, extra = divmod(max_input_tokens, len(chunk))
     return chunk, tuple(
-        _item(turn, cut_text(turn.body, share + (index < extra), counter))
+        _item(turn, cut_text(texts[index], share + (index < extra), counter))
         for index, turn in enumerate(chunk)
     )
 

@@ -48,13 +48,14 @@ def _messages_module() -> Any:
 
 
 def to_langchain_messages(
-    context: AssembledContext, *, system_prompt: str | None = None
+    context: AssembledContext, *, system_prompt: str | None = None, recall: bool = False
 ) -> list[BaseMessage]:
     """LangChain messages for an assembled context, by `convert_to_messages`: the summary is
-    one `SystemMessage` (with `system_prompt`, the first one, after the prompt: see
-    `to_chat_messages`); calls it cannot parse are `invalid_tool_calls` with their raw text."""
+    one `SystemMessage` (with `system_prompt`, the first one, after the prompt; with `recall`,
+    its framing says `recall_history` returns the originals: see `to_chat_messages`); calls
+    it cannot parse are `invalid_tool_calls` with their raw text."""
     lc = _messages_module()
-    chat = to_chat_messages(context, system_prompt=system_prompt)
+    chat = to_chat_messages(context, system_prompt=system_prompt, recall=recall)
     invalid_calls: list[list[Any]] = []
     for message in chat:
         parsable, invalid = _split_calls(lc, message.pop("tool_calls", []))

@@ -18,6 +18,12 @@ for LangGraph's `create_react_agent` (it returns `llm_input_messages`).
 - `awrap_model_call` runs all store work on the store's worker thread (`ledgerfold._worker`),
   never on the event loop's; the sync hooks run it on the calling thread.
 - Any `Store` will do, through its public methods.
+- Recall (SPEC §16.2): with `recall=True` (the default when the store can search) the
+  middleware registers `recall_history` with the agent (`middleware.tools`, which
+  `create_agent` adds to the model's tools and its tool node) and the summary's framing says
+  that `recall_history` returns the originals. `middleware.recall_tool` is the tool (a
+  LangChain `StructuredTool`: `ledgerfold.tools.run_recall` over this conversation; its
+  async form on the store's worker thread), for LangGraph's `create_react_agent` too.
 
 Messages cross over through `ledgerfold.adapters._langchain`: `langchain_core`'s own
 converters, plus what they would lose (a model's unparsable call keeps its record in the
@@ -26,6 +32,7 @@ ledger, and its result its group).
 
 from __future__ import annotations
 
+import json
 import logging
 import operator
 import threading
@@ -34,16 +41,19 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
+from langchain_core.tools import BaseTool, StructuredTool
 
 from ledgerfold import _validate
 from ledgerfold._compactor import Compactor
 from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._policy import CompactionPolicy
+from ledgerfold._worker import worker_for
 from ledgerfold.adapters._chat import ChatTurnSpec, chat_turn_specs, tool_group
 from ledgerfold.adapters._langchain import chat_messages, to_langchain_messages
 from ledgerfold.integrations._turns import append_specs
 from ledgerfold.store._protocol import Store
 from ledgerfold.summarizers._base import Summarizer
+from ledgerfold.tools import RECALL_TOOL, check_recall_store, run_recall
 
 __all__ = ["DEFAULT_POLICY", "LedgerfoldMiddleware"]
 
@@ -59,7 +69,10 @@ class LedgerfoldMiddleware(AgentMiddleware):
     `summarizer` to the `Compactor`'s default (`ExtractiveSummarizer`). Messages need an
     `id` (LangGraph's `add_messages` gives every state message one). `system_prompt` is for
     `pre_model_hook` (give LangGraph's agent no `prompt=` then) and for an agent without
-    one of its own: `create_agent`'s system prompt is taken from the request."""
+    one of its own: `create_agent`'s system prompt is taken from the request. `recall`:
+    offer the `recall_history` tool (default: when the store has `search`; `True` with a
+    store that cannot search raises `InvalidInput`); `middleware.recall_tool` is None
+    without it."""
 
     def __init__(
         self,
@@ -69,10 +82,27 @@ class LedgerfoldMiddleware(AgentMiddleware):
         policy: CompactionPolicy | None = None,
         summarizer: Summarizer | None = None,
         system_prompt: str | None = None,
+        recall: bool | None = None,
     ) -> None:
         super().__init__()
         self.store = store
         self.conversation_id = _validate.text("conversation_id", conversation_id)
+        if recall is None:
+            recall = callable(getattr(store, "search", None))
+        elif not isinstance(recall, bool):
+            raise InvalidInput(
+                f"recall: must be bool or None, got {type(recall).__name__}",
+                field="recall",
+                problem="wrong-type",
+            )
+        elif recall:
+            check_recall_store(store)
+        self.recall = recall
+        self.recall_tool: BaseTool | None = (
+            _recall_tool(store, self.conversation_id) if recall else None
+        )
+        # `create_agent` gives the model (and its tool node) every middleware's `tools`.
+        self.tools = [self.recall_tool] if self.recall_tool is not None else []
         if system_prompt is not None:
             _validate.text("system_prompt", system_prompt, blank_ok=True)
         self.system_prompt = system_prompt
@@ -220,7 +250,9 @@ class LedgerfoldMiddleware(AgentMiddleware):
         """The ledgerfold context as LangChain messages; with `system_prompt`, the first is
         one `SystemMessage` holding it and then the summary."""
         return to_langchain_messages(
-            self.compactor.context(self.conversation_id), system_prompt=system_prompt
+            self.compactor.context(self.conversation_id),
+            system_prompt=system_prompt,
+            recall=self.recall,
         )
 
     def _model_request(self, request: Any) -> Any:
@@ -273,6 +305,27 @@ class LedgerfoldMiddleware(AgentMiddleware):
         self.append_new(messages)
         self.compactor.compact(self.conversation_id)
         return {"llm_input_messages": self.model_messages(self.system_prompt)}
+
+
+def _recall_tool(store: Store, conversation_id: str) -> BaseTool:
+    """`recall_history` as a LangChain tool over one conversation: the model's arguments go
+    to `run_recall` as they came (its errors are results the model reads)."""
+    function = RECALL_TOOL["function"]
+
+    def recall(**arguments: Any) -> str:
+        return run_recall(store, conversation_id, arguments)
+
+    async def arecall(**arguments: Any) -> str:
+        # Off the event loop, in call order with the store's other async work.
+        return await worker_for(store).run(run_recall, store, conversation_id, arguments)
+
+    return StructuredTool.from_function(
+        func=recall,
+        coroutine=arecall,
+        name=function["name"],
+        description=function["description"],
+        args_schema=json.loads(json.dumps(function["parameters"])),
+    )
 
 
 def _call_ids(message: Any) -> tuple[str, ...]:

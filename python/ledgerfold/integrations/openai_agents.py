@@ -14,6 +14,11 @@ Nothing runs on the event loop's thread but the awaiting: every method's store w
 items' conversion) runs on the store's worker thread (SPEC §17.6, `ledgerfold._worker`), so
 calls of one store complete in call order, and a cancelled call lands whole or not at all.
 The session works over any `Store` (`ledgerfold.store.Store`), through its public methods.
+
+`recall_tool()` gives the agent `recall_history` (SPEC §16.2) as an SDK `FunctionTool`
+whose calls run `ledgerfold.tools.run_recall` on the same worker thread; once it has been
+offered, the summary's framing says that `recall_history` returns the originals. A store
+without `search` (a v1.1 `Store`, SPEC §17.9) offers no recall: `recall_tool()` raises.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from ledgerfold.integrations._turns import append_specs
 from ledgerfold.store._protocol import Store
 from ledgerfold.store._sqlite import SQLiteStore
 from ledgerfold.summarizers._base import Summarizer
+from ledgerfold.tools import RECALL_TOOL, check_recall_store, run_recall
 
 __all__ = ["ITEM_KEY", "LedgerfoldSession", "item_message"]
 
@@ -147,6 +153,8 @@ class LedgerfoldSession:
         self.compactor = Compactor(
             self.store, policy if policy is not None else DEFAULT_POLICY, summarizer
         )
+        # True once `recall_tool()` has offered the tool: the slot then says so.
+        self._recall = False
         # Summary items `get_items` served lately, by their content: how
         # `call_model_input_filter` knows them in the model's input.
         self._served: OrderedDict[str, SummaryItem] = OrderedDict()
@@ -164,6 +172,32 @@ class LedgerfoldSession:
     def context(self) -> AssembledContext:
         """The ledgerfold context (synchronously, on the calling thread)."""
         return self.compactor.context(self.session_id)
+
+    def recall_tool(self) -> Any:
+        """The `recall_history` tool (SPEC §16.2) as an Agents SDK `FunctionTool`, for
+        `Agent(tools=[...])`: each call runs `run_recall` over this session's conversation on
+        the store's worker thread (never on the event loop's), and its result is the JSON the
+        model reads (bad arguments included). From now on the summary's framing says that
+        `recall_history` returns the original messages. Raises `InvalidInput`
+        (`field="store"`) when the store cannot search (a v1.1 `Store`)."""
+        check_recall_store(self.store)
+        from agents import FunctionTool  # the SDK is this module's caller's dependency
+
+        store, session_id = self.store, self.session_id
+
+        async def invoke(_context: Any, arguments: str) -> str:
+            return await worker_for(store).run(run_recall, store, session_id, arguments)
+
+        function = RECALL_TOOL["function"]
+        self._recall = True
+        return FunctionTool(
+            name=function["name"],
+            description=function["description"],
+            params_json_schema=json.loads(json.dumps(function["parameters"])),
+            on_invoke_tool=invoke,
+            # `limit` is optional: a strict schema would make the model always send it.
+            strict_json_schema=False,
+        )
 
     # -- the Session protocol: store work on the store's worker thread --------------------
 
@@ -217,7 +251,9 @@ class LedgerfoldSession:
             kept.append(item)
         if summary is None:
             return model_data
-        (joined,) = to_chat_messages(AssembledContext((summary,), None), system_prompt=instructions)
+        (joined,) = to_chat_messages(
+            AssembledContext((summary,), None), system_prompt=instructions, recall=self._recall
+        )
         return type(model_data)(input=kept, instructions=joined["content"])
 
     # -- the jobs -------------------------------------------------------------------------
@@ -228,7 +264,7 @@ class LedgerfoldSession:
         for item in context.items:
             if isinstance(item, SummaryItem):
                 # The summary's framed, escaped message; a turn comes back as its own item.
-                (message,) = to_chat_messages(AssembledContext((item,), None))
+                (message,) = to_chat_messages(AssembledContext((item,), None), recall=self._recall)
                 items.append({"role": "system", "content": message["content"]})
                 self._remember(message["content"], item)
             else:

@@ -24,6 +24,7 @@ from ledgerfold.store import _search_index as search_index
 from ledgerfold.store import _sources as sources
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store._database import now
+from ledgerfold.store._recall_results import blank_recall_results
 from ledgerfold.store._schema import TURN_LIVE, TURN_PURGED, TURN_RETRACTED
 
 __all__ = [
@@ -278,6 +279,9 @@ def _purge_sealed(
     if doomed:
         summaries.delete_records(conn, conversation_id, doomed)
     pks = _selected("pk", keep_roles, kept_of)
+    # SPEC §17.7: the recall results quoting a purged turn lose the quote (before the
+    # purge changes the states the selection reads); those purged with it are blanked below.
+    blank_recall_results(conn, conversation_id, selected, params, pks, params)
     conn.execute(f"DELETE FROM turn_history WHERE turn_pk IN ({pks})", params)
     search_index.unindex(conn, f"pk IN ({pks})", params)
     purged = conn.execute(
@@ -448,6 +452,7 @@ def erase_body(conn: sqlite3.Connection, conversation_id: str, turn_id: str) -> 
         "UPDATE turns SET body = '', meta = NULL WHERE conversation_id = ? AND id = ?",
         (conversation_id, turn_id),
     )
+    blank_recall_results(conn, conversation_id, "?", (turn_id,))  # SPEC §16.5, §17.7
     search_index.scrub(conn)
     return len(doomed)
 

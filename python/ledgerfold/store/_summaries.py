@@ -230,8 +230,24 @@ def summarised_items(
         (used.pk, TURN_LIVE),
     )
     items: list[ContextItem] = [item_from_row(row) for row in kept]
+    # Sources are in ledger order (sealed ones first): the first one's row, purged or not,
+    # gives the slot's first sequence (SPEC §16.5) in one indexed lookup.
+    first = (
+        conn.execute(
+            "SELECT sequence FROM turns WHERE conversation_id = ? AND id = ?",
+            (conversation_id, envelope.source_ids[0]),
+        ).fetchone()
+        if envelope.source_ids
+        else None
+    )
     items.append(
-        SummaryItem(envelope.id, envelope.text, used.through_sequence, envelope.source_ids)
+        SummaryItem(
+            envelope.id,
+            envelope.text,
+            used.through_sequence,
+            envelope.source_ids,
+            None if first is None else int(first[0]),
+        )
     )
     tail = conn.execute(
         f"SELECT {ITEM_COLUMNS} FROM turns"

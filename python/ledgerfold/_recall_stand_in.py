@@ -1,0 +1,77 @@
+"""What a summarizer sees in place of a `recall_history` result (SPEC §17.7).
+
+A tool turn answering a `recall_history` call holds copies of earlier passages: the
+summarizer never gets its text (a summary would quote an original a second time, and would
+keep quoting it after the original is erased). It sees `recall_history result: k passages`
+instead, so its line reads `[seq N tool] recall_history result: k passages`. A result is
+recognised through its unit (SPEC §17.2): its `tool_call_id` names a `recall_history` call
+of an assistant turn among the turns given; without one, its group holds such a call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from ledgerfold._model import Turn
+
+__all__ = ["RECALL_TOOL_NAME", "recall_result_ids", "stand_in"]
+
+#: The recall tool's function name (`ledgerfold.tools.RECALL_TOOL_NAME`).
+RECALL_TOOL_NAME: Final = "recall_history"
+
+
+def _calls(meta: Mapping[str, str] | None) -> list[Mapping[str, Any]]:
+    raw = (meta or {}).get("tool_calls")
+    if not isinstance(raw, str):
+        return []
+    try:
+        calls = json.loads(raw)
+    except (ValueError, RecursionError):
+        return []
+    return [call for call in calls if isinstance(call, dict)] if isinstance(calls, list) else []
+
+
+def _name(call: Mapping[str, Any]) -> object:
+    function = call.get("function")
+    return function.get("name") if isinstance(function, dict) else call.get("name")
+
+
+def recall_result_ids(turns: Sequence[Turn]) -> frozenset[str]:
+    """The IDs of the tool turns among `turns` that answer a `recall_history` call made by
+    an assistant turn among `turns`."""
+    name_of_call: dict[object, object] = {}
+    recall_groups: set[str] = set()
+    for turn in turns:
+        if turn.role != "assistant":
+            continue
+        for call in _calls(turn.meta):
+            name_of_call[call.get("id")] = _name(call)
+            if _name(call) == RECALL_TOOL_NAME and turn.group is not None:
+                recall_groups.add(turn.group)
+    if not name_of_call:
+        return frozenset()
+    found: set[str] = set()
+    for turn in turns:
+        if turn.role != "tool":
+            continue
+        call_id = (turn.meta or {}).get("tool_call_id")
+        if call_id is not None:
+            if name_of_call.get(call_id) == RECALL_TOOL_NAME:
+                found.add(turn.id)
+        elif turn.group is not None and turn.group in recall_groups:
+            found.add(turn.id)
+    return frozenset(found)
+
+
+def stand_in(body: str) -> str:
+    """`recall_history result: k passages`, k the hits the result's JSON holds (0 when it
+    holds none: an error, or a result blanked after an erasure)."""
+    try:
+        parsed = json.loads(body)
+    except (ValueError, RecursionError):
+        parsed = None
+    hits = parsed.get("hits") if isinstance(parsed, dict) else None
+    count = len(hits) if isinstance(hits, list) else 0
+    return f"{RECALL_TOOL_NAME} result: {count} passages"

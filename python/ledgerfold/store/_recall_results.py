@@ -1,0 +1,75 @@
+"""Blanking the `recall_history` results that returned an erased turn (SPEC §16.5, §17.7).
+
+A recall result stored back in the ledger (the tool turn answering a `recall_history` call)
+is a copy of the passages it returned: when an original is erased (`retract(...,
+erase=True)`) or purged (`purge_through`, retention), every result that returned it gets a
+placeholder body, so the passage leaves the file. The tool turn stays, so its call stays
+answered; its earlier versions go; its digest is the new body's, so a summary citing it goes
+stale (`source-modified`) as after an edit. Results are found by their JSON body naming the
+erased turn's ID among its hits, and confirmed through their unit (`_answers_recall`, as the
+search index recognises them).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any, Final
+
+from ledgerfold.store import _search_index as search_index
+from ledgerfold.store._ledger import bump_revision, mark_citing_stale
+from ledgerfold.store._rows import TURN_COLUMNS, meta_json, turn_from_row
+from ledgerfold.store._schema import TURN_LIVE, TURN_RETRACTED
+
+__all__ = ["ERASED_RESULT", "blank_recall_results"]
+
+#: The body a blanked result keeps: still a result the model can read, with no passage.
+ERASED_RESULT: Final = json.dumps(
+    {"hits": [], "note": "This recall_history result was removed: a message it quoted was erased."}
+)
+
+
+def blank_recall_results(
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    erased_ids_sql: str,
+    params: tuple[Any, ...],
+    spared_pks_sql: str | None = None,
+    spared_params: tuple[Any, ...] = (),
+) -> int:
+    """Give every live or retracted recall result of the conversation that returned one of
+    the selected turn IDs the placeholder body (results among `spared_pks_sql`, which the
+    caller blanks itself, are left alone). Returns how many were blanked."""
+    spared = f" AND pk NOT IN ({spared_pks_sql})" if spared_pks_sql is not None else ""
+    rows = conn.execute(
+        f"SELECT pk, state, {TURN_COLUMNS} FROM turns WHERE conversation_id = ?"
+        f" AND role = 'tool' AND state IN ({TURN_LIVE}, {TURN_RETRACTED}) AND json_valid(body)"
+        " AND json_type(body, '$.hits') = 'array' AND EXISTS (SELECT 1 FROM"
+        " json_each(turns.body, '$.hits') AS h WHERE json_extract(h.value, '$.turn_id')"
+        f" IN ({erased_ids_sql})){spared}",
+        (conversation_id, *params, *spared_params),
+    ).fetchall()
+    blanked: list[str] = []
+    live = False
+    for pk, state, *columns in rows:
+        turn = turn_from_row(tuple(columns))
+        if not search_index._answers_recall(
+            conn, conversation_id, turn.role, turn.group, turn.meta or {}, ()
+        ):
+            continue  # a tool result that merely looks like one
+        new = turn.replace(body=ERASED_RESULT)
+        conn.execute("DELETE FROM turn_history WHERE turn_pk = ?", (pk,))
+        # Never indexed (SPEC §16.5), but a body is never changed behind the index's back.
+        search_index.unindex(conn, "pk = ?", (pk,))
+        conn.execute(
+            "UPDATE turns SET body = ?, meta = ?, digest = ? WHERE pk = ?",
+            (new.body, meta_json(new.meta), new.digest, pk),
+        )
+        blanked.append(turn.id)
+        live = live or state == TURN_LIVE
+    if blanked:
+        marks = ",".join("?" * len(blanked))
+        mark_citing_stale(conn, conversation_id, marks, tuple(blanked), "source-modified")
+        if live:
+            bump_revision(conn, conversation_id)
+    return len(blanked)
