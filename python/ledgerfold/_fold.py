@@ -35,7 +35,7 @@ def fold_chunk(
     reach = -1  # the furthest index the turns taken so far pull into the chunk (their groups)
     cut = 0  # the longest prefix that ends between groups and fits
     first_unit = 0  # the end of the first unit (the first prefix that ends between groups)
-    for index, turn in enumerate(turns):
+    for index in range(len(turns)):
         used += counter(texts[index])
         reach = max(reach, last_of_unit[roots[index]])
         if reach == index:  # a cut after this turn splits no group
