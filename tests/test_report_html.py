@@ -149,7 +149,12 @@ def test_totals_are_the_stores_stats(report: tuple[Path, Path, dict[str, set[str
         expected = _flatten(store.stats().as_dict())
     text = out.read_text(encoding="utf-8")
     shown = {key: int(value.replace(",", "")) for key, value in parse(text).stats.items()}
+    # The fallbacks are shown by reason and as one total.
+    assert shown.pop("fallbacks") == sum(
+        n for key, n in expected.items() if key.startswith("fallbacks.")
+    )
     assert shown == expected
+    assert expected["fallbacks.no-summary"] > 0  # never-compacted transcripts
     # The trouble made above shows in them: nothing vacuous.
     assert expected["summaries.stale"] >= 2 and expected["summaries.failed"] == 6
     assert expected["purged_without_summary"] == 2 and expected["turns_purged"] > 0

@@ -112,7 +112,10 @@ border-radius:6px;padding:8px 12px;margin:8px 0}
 font:12.5px/1.45 ui-monospace,"DejaVu Sans Mono",Menlo,monospace}
 .note{color:var(--muted);font-style:italic;margin:8px 0}
 .alert{background:#fee2e2;color:#991b1b;border-radius:8px;padding:8px 12px;margin:10px 0}
-ul.why{margin:0;padding-left:16px;color:#991b1b}
+ul.why{margin:0;padding-left:16px;color:#991b1b;min-width:180px;max-width:260px;
+overflow-wrap:anywhere}
+#attention .bar{min-width:70px}#attention td.mono{min-width:90px}
+.stat.bad{border-color:#fca5a5;background:#fef2f2}
 #attention{border-left:4px solid #ef4444}
 .back{font-size:13px;margin:0 0 8px;display:inline-block}
 .bar{display:flex;height:12px;min-width:160px;border-radius:3px;overflow:hidden;
@@ -388,14 +391,20 @@ _STAT_LABELS = {
 }
 
 
+# Cards that name conversations in trouble now (stale and failed records may be history).
+_TROUBLE = ("fallbacks.stale-summary:", "purged_without_summary")
+
+
 def _totals(stats: StoreStats) -> str:
-    """`SQLiteStore.stats()` as cards: each carries its key (`data-stat`) and value."""
+    """`SQLiteStore.stats()` as cards: each carries its key (`data-stat`) and value; the
+    fallbacks also as one total (`fallbacks`), shown when there are none by reason too."""
     cards = [
         (key, label, getattr(stats, key))
         for key, label in _STAT_LABELS.items()
         if key != "purged_without_summary"
     ]
     cards += [(f"summaries.{s}", f"{s} summaries", n) for s, n in stats.summaries.items()]
+    cards.append(("fallbacks", "contexts falling back", sum(stats.fallbacks.values())))
     cards += [(f"fallbacks.{r}", f"fallback: {r}", n) for r, n in stats.fallbacks.items()]
     cards.append(
         (
@@ -407,7 +416,8 @@ def _totals(stats: StoreStats) -> str:
     return (
         '<div class="stats" id="totals">'
         + "".join(
-            f'<div class="stat" data-stat="{_e(key)}"><b>{n:,}</b>{_e(label)}</div>'
+            f'<div class="stat{" bad" if n and key.startswith(_TROUBLE) else ""}"'
+            f' data-stat="{_e(key)}"><b>{n:,}</b>{_e(label)}</div>'
             for key, label, n in cards
         )
         + "</div>"
