@@ -18,11 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cli_support import run
-from conftest import DATA
 from ledgerfold import CompactionPolicy, Compactor, ExtractiveSummarizer, SQLiteStore
 from ledgerfold._cli import _page_names, html, html_data
 from ledgerfold._cli._page_names import page_names
 
+DATA = Path(__file__).resolve().parent / "data" / "transcripts"
 POLICY = CompactionPolicy("report-v1", keep_tail=4, min_new_turns=1)
 LONG_UNICODE = "Überprüfung/計画/" + "ß" * 200 + "/🙂"
 HOSTILE = ("../x", "a/b", "<script>alert(1)</script>", LONG_UNICODE, "..", "A", "a")
