@@ -110,6 +110,10 @@ def test_a_read_only_command_changes_no_file(tmp_path: Path, mode: str, command:
     result = run(*_commands(db, out)[command])
     assert result.exit_code == 0, result.output
     assert _state(directory) == before
+    if command == "report --html":
+        # Its files go beside OUT.html only: the report and a folder of inspector pages.
+        assert sorted(os.listdir(out)) == ["report.html", "report.pages"]
+        assert len(os.listdir(out / "report.pages")) == 1
     if command == "context":
         # The hot WAL is read: the turn written just before the crash is in the context.
         assert ("written just before the crash" in result.stdout) == (mode == "hot")

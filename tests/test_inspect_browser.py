@@ -8,17 +8,20 @@ under CI (`CI` set); only a local run without `CI` may skip it.
 
 from __future__ import annotations
 
+import html
 import os
+import re
 import shutil
 import struct
 import subprocess
 import zlib
 from pathlib import Path
+from urllib.parse import urljoin
 
 import pytest
 from click.testing import CliRunner
 
-from html_ledgers import CONVERSATION, build_states_db
+from html_ledgers import CONVERSATION, build_purged_db, build_states_db
 from ledgerfold._cli import cli
 
 TIMEOUT = 120
@@ -156,4 +159,55 @@ def test_inspector_page_in_headless_chromium(chromium: str, tmp_path: Path) -> N
     # The timeline is on screen: compacted (green), raw (blue), protected (amber) marks and
     # the band's fill.
     for colour in ((0x10, 0xB9, 0x81), (0x3B, 0x82, 0xF6), (0xF5, 0x9E, 0x0B), (0xD1, 0xFA, 0xE5)):
+        assert _has_colour(rows, colour), colour
+
+
+def test_report_links_to_inspector_pages_in_headless_chromium(
+    chromium: str, tmp_path: Path
+) -> None:
+    """The report as the browser renders it: the totals and the attention table on screen,
+    and a conversation's link, followed, opens that conversation's inspector page."""
+    db = tmp_path / "states.db"
+    build_states_db(db)
+    build_purged_db(db)
+    report = tmp_path / "report.html"
+    result = CliRunner().invoke(
+        cli, ["report", str(db), "--html", str(report)], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    dumped = _run_chromium(chromium, tmp_path / "profile-report", "--dump-dom", report.as_uri())
+    assert dumped.returncode == 0, dumped.stderr[-2000:]
+    dom = dumped.stdout
+    assert 'id="totals"' in dom and 'id="attention"' in dom and "<script" not in dom
+    assert _console_errors(dumped.stderr) == []
+    # The link of the conversation that needs attention, as the browser resolves it.
+    match = re.search(r'<a href="([^"]+)">c&lt;b&gt;1&lt;/b&gt;</a>', dom)
+    assert match is not None
+    target = urljoin(report.as_uri(), html.unescape(match.group(1)))
+    assert target.startswith((tmp_path / "report.pages").as_uri() + "/")
+    followed = _run_chromium(chromium, tmp_path / "profile-follow", "--dump-dom", target)
+    assert followed.returncode == 0, followed.stderr[-2000:]
+    page = followed.stdout
+    assert "<title>ledgerfold · c&lt;b&gt;1&lt;/b&gt;</title>" in page
+    assert 'id="band"' in page and 'id="versions"' in page and 'id="context"' in page
+    assert _console_errors(followed.stderr) == []
+    # And back: the inspector page's link leads to the report.
+    back = re.search(r'<a class="back" id="back" href="([^"]+)">', page)
+    assert back is not None and urljoin(target, back.group(1)) == report.as_uri()
+
+    shot = tmp_path / "report.png"
+    shown = _run_chromium(
+        chromium,
+        tmp_path / "profile-report-shot",
+        f"--screenshot={shot}",
+        "--window-size=1280,900",
+        report.as_uri(),
+    )
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    if os.environ.get("LEDGERFOLD_KEEP_SCREENSHOT"):  # for a person to look at
+        shutil.copy(shot, os.environ["LEDGERFOLD_KEEP_SCREENSHOT"])
+    width, height, rows = _png_pixels(shot)
+    assert (width, height) == (1280, 900)
+    # On screen: the attention table's red edge, the failed badge, the mini bars' colours.
+    for colour in ((0xEF, 0x44, 0x44), (0xFE, 0xF3, 0xC7), (0x10, 0xB9, 0x81)):
         assert _has_colour(rows, colour), colour

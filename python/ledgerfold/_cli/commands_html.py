@@ -1,27 +1,34 @@
-"""HTML output: `inspect --html` (one conversation) and `report --html` (a whole database)."""
+"""HTML output: `inspect --html` (one conversation) and `report --html` (a whole database,
+with an inspector page per listed conversation in a folder beside it)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import quote
 
 import click
 
+from ledgerfold._cli._page_names import page_names
 from ledgerfold._cli.html import render_conversation, render_database
 from ledgerfold._cli.html_data import gather_conversation, gather_database
 from ledgerfold._cli.main import UserError, check_db_path, cli, open_store
 from ledgerfold._cli.render import esc, stdout_console
 from ledgerfold.store import SQLiteStore
 
-__all__ = ["report_command", "write_inspect_html"]
+__all__ = ["pages_dir", "report_command", "write_inspect_html"]
 
 
-def _write(out: str, page: str) -> None:
+def _check_out(out: str) -> Path:
     path = Path(out)
     if path.is_dir():
         raise UserError(f"{out}: is a directory")
     if not path.parent.is_dir():
         raise UserError(f"{out}: the directory {str(path.parent)!r} does not exist")
-    path.write_text(page, encoding="utf-8")
+    return path
+
+
+def _write(out: str, page: str) -> None:
+    _check_out(out).write_text(page, encoding="utf-8")
     stdout_console().print(f"wrote {esc(out)} ({len(page.encode('utf-8')):,} bytes)")
 
 
@@ -31,14 +38,44 @@ def write_inspect_html(store: SQLiteStore, db: str, conversation_id: str, out: s
     _write(out, render_conversation(view))
 
 
+def pages_dir(out: Path) -> Path:
+    """The folder of the report's inspector pages: `report.html` → `report.pages`."""
+    folder = out.with_suffix(".pages")
+    return folder if folder != out else out.with_name(out.name + ".pages")
+
+
 @cli.command("report")
 @click.argument("db")
 @click.option(
     "--html", "html_out", required=True, metavar="OUT.html", help="Write the report here."
 )
 def report_command(db: str, html_out: str) -> None:
-    """Write an HTML report of DB: conversations with counts, stale and failed summaries."""
-    with open_store(db, read_only=True):  # one clear line: a missing file, a directory, …
-        pass
-    view = gather_database(check_db_path(db))
-    _write(html_out, render_database(view))
+    """Write an HTML report of DB: the store's totals, the conversations that need attention
+    (stale, failed, purged without a summary) first, each linked to its inspector page."""
+    out = _check_out(html_out)
+    folder = pages_dir(out)
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"{folder}: exists and is not a directory (the inspector pages go there)")
+    with open_store(db, read_only=True) as store:
+        stats = store.stats()
+        view = gather_database(check_db_path(db), stats)
+        names = page_names(row.conversation_id for row in view.conversations)
+        folder.mkdir(exist_ok=True)
+        back = f"../{quote(out.name)}"
+        known = set(store.conversation_ids())
+        links = {}
+        for row in view.conversations:
+            if row.conversation_id not in known:  # deleted since: no page, no link
+                continue
+            page = render_conversation(
+                gather_conversation(store, Path(db), row.conversation_id), back
+            )
+            name = names[row.conversation_id]
+            (folder / name).write_text(page, encoding="utf-8")
+            links[row.conversation_id] = f"{quote(folder.name)}/{quote(name)}"
+    report = render_database(view, links)
+    out.write_text(report, encoding="utf-8")
+    stdout_console().print(
+        f"wrote {esc(html_out)} ({len(report.encode('utf-8')):,} bytes) and {len(links):,}"
+        f" inspector pages in {esc(str(folder))}"
+    )

@@ -8,12 +8,14 @@ Content-Security-Policy that allows no script at all is the second line of defen
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from html import escape
 from typing import Any
 
 from ledgerfold._cli.html_data import (
     CONTEXT_HEAD,
     MESSAGE_CHARS,
+    REPORT_ROWS,
     STATES,
     ConversationRow,
     ConversationView,
@@ -22,6 +24,7 @@ from ledgerfold._cli.html_data import (
     VersionRow,
 )
 from ledgerfold.adapters._chat import SUMMARY_OPEN
+from ledgerfold.store._stats import StoreStats
 
 __all__ = ["render_conversation", "render_database"]
 
@@ -109,6 +112,12 @@ border-radius:6px;padding:8px 12px;margin:8px 0}
 font:12.5px/1.45 ui-monospace,"DejaVu Sans Mono",Menlo,monospace}
 .note{color:var(--muted);font-style:italic;margin:8px 0}
 .alert{background:#fee2e2;color:#991b1b;border-radius:8px;padding:8px 12px;margin:10px 0}
+ul.why{margin:0;padding-left:16px;color:#991b1b;min-width:180px;max-width:260px;
+overflow-wrap:anywhere}
+#attention .bar{min-width:70px}#attention td.mono{min-width:90px}
+.stat.bad{border-color:#fca5a5;background:#fef2f2}
+#attention{border-left:4px solid #ef4444}
+.back{font-size:13px;margin:0 0 8px;display:inline-block}
 .bar{display:flex;height:12px;min-width:160px;border-radius:3px;overflow:hidden;
 background:#f1f5f9}
 """
@@ -302,8 +311,9 @@ def _cited_sources(view: ConversationView) -> str:
     )
 
 
-def render_conversation(view: ConversationView) -> str:
-    """The inspector page of one conversation."""
+def render_conversation(view: ConversationView, back: str | None = None) -> str:
+    """The inspector page of one conversation; `back` is the (URL-quoted) address of the
+    report that links to it, if any."""
     counts = view.counts
     stats = [
         ("turns", view.total),
@@ -338,8 +348,9 @@ def render_conversation(view: ConversationView) -> str:
     else:
         boundary_html = "<p>History boundary: none (no turn purged).</p>"
     roles = ", ".join(view.preserve_roles) or "none"
+    back_html = f'<a class="back" id="back" href="{_e(back)}">← report</a>' if back else ""
     body = (
-        f"<h1>Conversation <code>{_e(view.conversation_id)}</code></h1>"
+        f"{back_html}<h1>Conversation <code>{_e(view.conversation_id)}</code></h1>"
         f'<p class="sub">ledgerfold inspector · preserved roles: {_e(roles)}</p>'
         f'<div class="stats">{stat_html}</div>'
         f'<h2>Timeline</h2><div class="card">'
@@ -371,41 +382,111 @@ def _mini_bar(row: ConversationRow) -> str:
     return f'<div class="bar">{cells}</div>'
 
 
-def render_database(view: DatabaseView) -> str:
-    """The report page of a whole database."""
-    rows = []
-    for row in view.conversations:
+_STAT_LABELS = {
+    "conversations": "conversations",
+    "turns": "live turns",
+    "turns_retracted": "retracted turns",
+    "turns_purged": "purged turns",
+    "purged_without_summary": "purged, no current summary",
+}
+
+
+# Cards that name conversations in trouble now (stale and failed records may be history).
+_TROUBLE = ("fallbacks.stale-summary:", "purged_without_summary")
+
+
+def _totals(stats: StoreStats) -> str:
+    """`SQLiteStore.stats()` as cards: each carries its key (`data-stat`) and value; the
+    fallbacks also as one total (`fallbacks`), shown when there are none by reason too."""
+    cards = [
+        (key, label, getattr(stats, key))
+        for key, label in _STAT_LABELS.items()
+        if key != "purged_without_summary"
+    ]
+    cards += [(f"summaries.{s}", f"{s} summaries", n) for s, n in stats.summaries.items()]
+    cards.append(("fallbacks", "contexts falling back", sum(stats.fallbacks.values())))
+    cards += [(f"fallbacks.{r}", f"fallback: {r}", n) for r, n in stats.fallbacks.items()]
+    cards.append(
+        (
+            "purged_without_summary",
+            _STAT_LABELS["purged_without_summary"],
+            stats.purged_without_summary,
+        )
+    )
+    return (
+        '<div class="stats" id="totals">'
+        + "".join(
+            f'<div class="stat{" bad" if n and key.startswith(_TROUBLE) else ""}"'
+            f' data-stat="{_e(key)}"><b>{n:,}</b>{_e(label)}</div>'
+            for key, label, n in cards
+        )
+        + "</div>"
+    )
+
+
+def _conversation_cell(row: ConversationRow, links: Mapping[str, str]) -> str:
+    href = links.get(row.conversation_id)
+    if href is None:
+        return f"<td class=mono>{_e(row.conversation_id)}</td>"
+    return f'<td class=mono><a href="{_e(href)}">{_e(row.conversation_id)}</a></td>'
+
+
+def _conversation_rows(rows: list[ConversationRow], links: Mapping[str, str]) -> str:
+    out = []
+    for row in rows:
         statuses = " ".join(
             f'<span class="st st-{_e(s)}">{_e(s)} {n}</span>'
             for s, n in sorted(row.statuses.items())
         )
         counts = row.counts
-        rows.append(
-            f"<tr><td class=mono>{_e(row.conversation_id)}</td><td>{counts.get('live', 0)}</td>"
+        why = (
+            "<td><ul class=why>" + "".join(f"<li>{_e(w)}</li>" for w in row.why) + "</ul></td>"
+            if row.why
+            else ""
+        )
+        out.append(
+            f"<tr>{_conversation_cell(row, links)}{why}<td>{counts.get('live', 0)}</td>"
             f"<td>{counts.get('purged', 0)}</td><td>{counts.get('retracted', 0)}</td>"
             f"<td>{counts.get('covered', 0)}</td><td>{_mini_bar(row)}</td>"
             f"<td class=mono>{_e(row.current or '—')}</td><td>{statuses}</td>"
             f"<td>{'' if row.boundary is None else row.boundary}</td></tr>"
         )
-    more = len(view.conversations) < view.total_conversations
-    note = (
-        f'<p class="note">{view.total_conversations - len(view.conversations)} more not shown.</p>'
-        if more
-        else ""
-    )
-    head = "".join(
-        f"<th>{c}</th>"
-        for c in (
-            "conversation",
-            "live",
-            "purged",
-            "retracted",
-            "covered",
-            "",
-            "current summary",
-            "versions",
-            "boundary ≤",
+    return "".join(out)
+
+
+def _head(why: bool) -> str:
+    columns = ["conversation", *(["why"] if why else [])]
+    columns += ["live", "purged", "retracted", "covered", "", "current summary", "versions"]
+    return "".join(f"<th>{c}</th>" for c in [*columns, "boundary ≤"])
+
+
+def render_database(view: DatabaseView, links: Mapping[str, str] | None = None) -> str:
+    """The report page of a whole database: the store's totals, the conversations that need
+    attention (each with why), then the rest; `links` maps a conversation ID to the
+    (relative, already URL-quoted) address of its inspector page."""
+    links = links or {}
+    flagged = [row for row in view.conversations if row.why]
+    others = [row for row in view.conversations if not row.why]
+    left_out = view.total_conversations - len(view.conversations)
+    flagged_out = view.attention_total - len(flagged)
+    note = ""
+    if left_out > 0:
+        note = (
+            f'<p class="note" id="left-out">{left_out:,} more conversations not listed'
+            f" ({flagged_out:,} of them need attention); no inspector page was written for"
+            f" them. The report lists at most {REPORT_ROWS:,}.</p>"
         )
+    attention_html = (
+        f'<table id="attention"><thead><tr>{_head(True)}</tr></thead>'
+        f"<tbody>{_conversation_rows(flagged, links)}</tbody></table>"
+        if flagged
+        else '<p class="note" id="attention">No conversation needs attention.</p>'
+    )
+    others_html = (
+        f'<table id="conversations"><thead><tr>{_head(False)}</tr></thead>'
+        f"<tbody>{_conversation_rows(others, links)}</tbody></table>"
+        if others
+        else '<p class="note" id="conversations">None.</p>'
     )
     problems = "".join(
         f"<tr><td class=mono>{_e(cid)}</td><td class=mono>{_e(sid or f'(plan {plan})')}</td>"
@@ -419,12 +500,14 @@ def render_database(view: DatabaseView) -> str:
         if problems
         else '<p class="note" id="problems">No stale or failed summaries.</p>'
     )
+    totals = _totals(view.stats) if view.stats is not None else ""
     body = (
         f"<h1>Database <code>{_e(view.path)}</code></h1>"
-        f'<p class="sub">ledgerfold report · {view.total_conversations} conversations ·'
-        f" last revalidation: {_e(view.revalidation)}</p>"
-        f'<h2>Conversations</h2><table id="conversations"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table>{note}"
+        f'<p class="sub">ledgerfold report · {view.total_conversations:,} conversations ·'
+        f" last revalidation: {_e(view.revalidation)}</p>{totals}"
+        f"<h2>Needs attention ({view.attention_total:,})</h2>{attention_html}"
+        f"<h2>Other conversations ({view.total_conversations - view.attention_total:,})</h2>"
+        f"{others_html}{note}"
         f"<h2>Stale and failed summaries (newest first)</h2>{problem_html}"
     )
     return _page(f"ledgerfold report · {view.path}", body)

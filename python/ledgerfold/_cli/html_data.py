@@ -27,6 +27,7 @@ from ledgerfold.adapters._chat import to_chat_messages
 from ledgerfold.store import SQLiteStore
 from ledgerfold.store._database import reading_uri
 from ledgerfold.store._schema import TURN_PURGED, TURN_RETRACTED
+from ledgerfold.store._stats import StoreStats
 
 __all__ = [
     "MAX_MARKS",
@@ -53,7 +54,8 @@ CONTEXT_HEAD = 40
 CONTEXT_TAIL = 40
 #: Characters of one context message shown (the rest is counted, not shown).
 MESSAGE_CHARS = 3000
-#: Conversations listed by `report`, and stale/failed versions listed.
+#: Conversations listed (and inspector pages written) by `report`, and stale/failed
+#: versions listed.
 REPORT_ROWS = 2000
 
 
@@ -127,6 +129,7 @@ class ConversationRow:
     statuses: dict[str, int]
     current: str | None
     boundary: int | None
+    why: tuple[str, ...] = ()  # why it needs attention; empty when it does not
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +139,8 @@ class DatabaseView:
     total_conversations: int
     problems: tuple[tuple[str, str | None, str, str, str | None, str], ...] = field(default=())
     revalidation: str = "never recorded"
+    stats: StoreStats | None = None
+    attention_total: int = 0  # conversations that need attention, listed or not
 
 
 @contextmanager
@@ -350,9 +355,39 @@ def aggregate(
     return tuple(marks)
 
 
-def gather_database(path: Path) -> DatabaseView:
-    """Every conversation with its counts, and the stale and failed versions (newest first).
-    The store keeps no log of revalidation runs, so `revalidation` says "never recorded"."""
+def _why(
+    fallback: str | None,
+    failed: int,
+    rejected: int,
+    failure: str | None,
+    purged: bool,
+    summarised: bool,
+    accepted: bool,
+) -> tuple[str, ...]:
+    """Why a conversation needs attention (empty: it does not). Reasons are data: the caller
+    escapes them."""
+    why = []
+    if fallback is not None:
+        why.append(f"context falls back to raw turns: stale summary ({fallback or 'no reason'})")
+    if failed or rejected:
+        counts = ", ".join(
+            f"{n} {word}" for n, word in ((failed, "failed"), (rejected, "rejected")) if n
+        )
+        newest = f" (newest: {failure})" if failure else ""
+        since = " since the last accepted summary" if accepted else ", no summary accepted yet"
+        why.append(f"{counts}{since}{newest}")
+    if purged and not summarised:
+        why.append("purged turns but no current summary: what was purged is summarised nowhere")
+    return tuple(why)
+
+
+def gather_database(path: Path, stats: StoreStats | None = None) -> DatabaseView:
+    """Every conversation with its counts — those that need attention first (their context
+    falls back to a stale summary, summaries failed since the last accepted one, purged
+    turns without a current summary), each with why, then the rest by ID — capped at
+    REPORT_ROWS; and the stale and failed versions (newest first). `stats` are the store's
+    totals (`SQLiteStore.stats()`), shown above. The store keeps no log of revalidation
+    runs, so `revalidation` says "never recorded"."""
     with _read_only(path) as conn:
         counts: dict[str, Counter[str]] = {}
         names = {0: "live", TURN_PURGED: "purged", TURN_RETRACTED: "retracted"}
@@ -371,15 +406,51 @@ def gather_database(path: Path) -> DatabaseView:
             ).fetchall()
         )
         total = conn.execute("SELECT count(*) FROM conversations").fetchone()[0]
-        rows = []
-        for cid, revision, current, covered in conn.execute(
-            "SELECT c.id, c.revision, s.id, s.source_count FROM conversations c"
-            " LEFT JOIN summaries s ON s.pk = c.current_summary ORDER BY c.id LIMIT ?",
-            (REPORT_ROWS,),
+        attention: list[ConversationRow] = []
+        rest: list[ConversationRow] = []
+        # `newest`: the newest accepted record that still decides the context (the rule of
+        # `stats()`'s fallbacks); failures count after the newest record ever accepted.
+        for (
+            cid,
+            revision,
+            current,
+            covered,
+            newest,
+            accepted,
+            failed,
+            rejected,
+            failure,
+        ) in conn.execute(
+            "SELECT c.id, c.revision, s.id, s.source_count,"
+            " (SELECT n.status || '|' || COALESCE(n.reason, '') FROM summaries n"
+            "   WHERE n.conversation_id = c.id AND n.status IN ('current', 'stale')"
+            "   ORDER BY n.pk DESC LIMIT 1), a.pk,"
+            " (SELECT count(*) FROM summaries f WHERE f.conversation_id = c.id"
+            "   AND f.status = 'failed' AND f.pk > COALESCE(a.pk, 0)),"
+            " (SELECT count(*) FROM summaries f WHERE f.conversation_id = c.id"
+            "   AND f.status = 'rejected' AND f.pk > COALESCE(a.pk, 0)),"
+            " (SELECT f.reason FROM summaries f WHERE f.conversation_id = c.id"
+            "   AND f.status IN ('failed', 'rejected') AND f.pk > COALESCE(a.pk, 0)"
+            "   ORDER BY f.pk DESC LIMIT 1)"
+            " FROM conversations c LEFT JOIN summaries s ON s.pk = c.current_summary"
+            " LEFT JOIN (SELECT conversation_id, max(pk) AS pk FROM summaries"
+            "   WHERE status IN ('current', 'superseded', 'stale') GROUP BY 1) a"
+            "   ON a.conversation_id = c.id"
+            " ORDER BY c.id"
         ):
+            status, _, reason = (newest or "").partition("|")
             turn_counts = dict(counts.get(cid, Counter()))
             turn_counts["covered"] = covered or 0
-            rows.append(
+            why = _why(
+                reason if status == "stale" else None,
+                failed,
+                rejected,
+                failure,
+                cid in boundaries,
+                status == "current",
+                accepted is not None,
+            )
+            (attention if why else rest).append(
                 ConversationRow(
                     cid,
                     revision,
@@ -387,6 +458,7 @@ def gather_database(path: Path) -> DatabaseView:
                     dict(statuses.get(cid, Counter())),
                     current,
                     boundaries.get(cid),
+                    why,
                 )
             )
         problems = conn.execute(
@@ -394,4 +466,14 @@ def gather_database(path: Path) -> DatabaseView:
             " WHERE status IN ('stale', 'failed') ORDER BY pk DESC LIMIT ?",
             (REPORT_ROWS,),
         ).fetchall()
-    return DatabaseView(str(path), tuple(rows), total, tuple(problems))
+    # Most reasons first; ties by ID (already sorted, the sort is stable).
+    attention.sort(key=lambda row: -len(row.why))
+    rows = (attention + rest)[:REPORT_ROWS]
+    return DatabaseView(
+        str(path),
+        tuple(rows),
+        total,
+        tuple(problems),
+        stats=stats,
+        attention_total=len(attention),
+    )
