@@ -193,6 +193,8 @@ def test_demo_runs_to_completion(tmp_path: Path) -> None:
         "still current and reused",
         "superseded",
         "current",
+        "recall_history",
+        "Revenue grew 12%",  # the original tool output, recalled word for word
     ):
         assert expected in out
     assert "✗" not in out

@@ -31,6 +31,7 @@ from ledgerfold._compactor import CompactionOutcome, CompactionPolicy, Compactor
 from ledgerfold._context import AssembledContext, SummaryItem
 from ledgerfold.store import SQLiteStore
 from ledgerfold.summarizers import ExtractiveSummarizer
+from ledgerfold.tools import run_recall
 
 __all__ = ["demo_command"]
 
@@ -226,6 +227,21 @@ def _run_demo(console: Console, db_path: Path) -> dict[str, Any]:
         third = compactor.compact(cid, force=True)
         _print_outcome(console, third)
 
+        rule("7. Ask for what the summary left out: the recall_history tool")
+        question = "revenue growth in the Q3 report"
+        recalled = json.loads(run_recall(store, cid, {"query": question, "limit": 2}))
+        console.print(f"the model calls recall_history(query={esc(question)!r}):")
+        for hit in recalled["hits"]:
+            console.print(
+                f"  seq {hit['sequence']} {esc(hit['role'])} [dim]{esc(hit['turn_id'])}, covered"
+                f" by {esc(hit['summary_id'])}[/]: {esc(text_preview(hit['text']))}"
+            )
+        found_original = any("12%" in hit["text"] for hit in recalled["hits"])
+        console.print(
+            f"{_tick(found_original)} the original turn comes back word for word, with its"
+            " identity; the summary stays bounded"
+        )
+
         rule("Version history")
         versions = [
             {
@@ -254,6 +270,7 @@ def _run_demo(console: Console, db_path: Path) -> dict[str, Any]:
             "tail_raw": ok_tail,
             "stale_after_edit_fallback": context_fallback_after_edit,
             "summary_reused_after_append": reused is not None and reused.id == second_id,
+            "recall_found_original": found_original,
         },
         "versions": versions,
     }
