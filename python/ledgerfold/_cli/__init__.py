@@ -1,10 +1,9 @@
 """The `ledgerfold` command line (SPEC §14), built with click and rich (the `cli` extra).
 
 Subcommands: `demo`, `import`, `compact`, `context`, `inspect`, `list`, `purge`, `delete`,
-`revalidate`, `export`, `search`. `main.py` holds the group and its error handling;
-`commands_read.py`, `commands_list.py`, `commands_write.py`, `commands_retention.py` and
-`commands_search.py` the subcommands (`dry_run.py` plans `compact --dry-run`); `demo.py` the
-demo; `render.py` the shared output.
+`revalidate`, `export`, `report`, `search`, `upgrade`. `main.py` holds the group and its
+error handling; the `commands_*.py` modules the subcommands (`dry_run.py` plans
+`compact --dry-run`); `demo.py` the demo; `render.py` the shared output.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from ledgerfold._cli import (  # noqa: F401
     commands_read,
     commands_retention,
     commands_search,
+    commands_upgrade,
     commands_write,
     demo,
 )

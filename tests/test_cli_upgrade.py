@@ -1,0 +1,83 @@
+"""`ledgerfold upgrade DB` (SPEC §17.9): a v4 database is migrated and its search index built
+(then a read-only open can search); a second run says it is current; user errors are one line."""
+
+from __future__ import annotations
+
+import io
+import logging
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from rich.progress import Progress, TaskID
+
+import ledgerfold as lf
+from cli_support import run, run_json
+from ledgerfold._cli.commands_upgrade import _PROGRESS, _ProgressHandler
+from ledgerfold.store import _search_index as search_index
+from ledgerfold.store._schema import SCHEMA_VERSION
+from test_search_migration import schema_version, v4_turns, write_v4_database
+
+
+def test_upgrade_migrates_a_v4_file_and_builds_its_index(tmp_path: Path) -> None:
+    path = tmp_path / "v4.db"
+    write_v4_database(path, v4_turns(40))
+    with (
+        lf.SQLiteStore(path, read_only=True) as store,  # v4 read-only: no search yet
+        pytest.raises(lf.StoreError, match=r"for writing|upgrade"),
+    ):
+        store.search("c", "mango")
+    result = run_json("upgrade", str(path), "--json")
+    assert result == {
+        "database": str(path),
+        "schema_before": 4,
+        "schema_after": SCHEMA_VERSION,
+        "schema_current": True,
+        "search_index_complete": True,
+    }
+    assert schema_version(path) == SCHEMA_VERSION
+    with lf.SQLiteStore(path, read_only=True) as store:
+        hits = store.search("c", "mango", scope="all", limit=100)
+    assert sorted(hit.sequence for hit in hits) == [i for i in range(1, 41) if i % 7 == 3]
+    again = run("upgrade", str(path))
+    assert again.exit_code == 0 and "already current" in again.stdout
+    assert "search index complete" in again.stdout
+
+
+def test_the_progress_bar_follows_the_builds_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The handler reads the build's own progress records (no second counting)."""
+    path = tmp_path / "v4.db"
+    write_v4_database(path, v4_turns(25))
+    monkeypatch.setattr(search_index, "BUILD_BATCH", 10)  # three batches
+    seen: list[float] = []
+    with Progress(console=Console(file=io.StringIO())) as progress:
+        handler = _ProgressHandler(progress)
+        logger = logging.getLogger("ledgerfold.store")
+        logger.addHandler(handler)
+        monkeypatch.setattr(logger, "level", logging.INFO)
+        real_update = progress.update
+
+        def update(task: TaskID, **fields: float) -> None:
+            seen.append(fields["completed"])
+            real_update(task, **fields)
+
+        monkeypatch.setattr(progress, "update", update)
+        try:
+            lf.SQLiteStore(path).close()
+        finally:
+            logger.removeHandler(handler)
+        assert handler.task is not None
+        assert progress.tasks[0].total == 25
+    assert seen == [10, 20, 25]
+    assert _PROGRESS.startswith("search index progress")
+
+
+def test_upgrade_user_errors(tmp_path: Path) -> None:
+    missing = run("upgrade", str(tmp_path / "missing.db"))
+    assert missing.exit_code == 2 and "no such database" in missing.output
+    assert not (tmp_path / "missing.db").exists()
+    (tmp_path / "empty.db").write_bytes(b"")
+    empty = run("upgrade", str(tmp_path / "empty.db"))
+    assert empty.exit_code == 2 and "Traceback" not in empty.output
