@@ -1,4 +1,4 @@
-"""Shared test ledger: every real transcript of shared/data imported into an SQLiteStore and
+"""Shared test ledger: every real transcript of tests/data/transcripts imported into an SQLiteStore and
 compacted once (used by the revalidation, export and Dask tests)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The JSONL transcript loader (shared/data/README.md) on every real transcript and on
+"""The JSONL transcript loader (tests/data/transcripts/README.md) on every real transcript and on
 malformed files."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ current summary's text → save through the store's atomic commit. Every exit is
 ledger and the current summary exactly as they were. `Compactor.context` assembles what
 goes to the model, within a token budget or not at all — it never drops a turn to fit.
 
-Logs (logger ``ledgerfold._compactor``) carry IDs, counts, sequences, fingerprints and
+Logs (logger ``ledgerfold.compactor``) carry IDs, counts, sequences, fingerprints and
 exception type names only: never turn bodies, summary text or exception messages.
 """
 

@@ -1,4 +1,4 @@
-"""Loader for the JSONL transcript format of `shared/data/README.md`.
+"""Loader for the JSONL transcript format of `tests/data/transcripts/README.md`.
 
 One conversation per line: ``{"conversation_id", "source", "turns": [{"id", "sequence",
 "role", "body", "tool_call_ids"}]}``. Bodies are kept exactly as given (they are the ledger

@@ -2,9 +2,8 @@
 
 `SQLiteStore` is the embedded implementation. An application that keeps its conversations in
 another database implements these methods with the same behaviour and passes its object
-wherever ledgerfold takes a store (e.g. `Compactor`). The contract tests in
-`tests/test_store_contract.py` are parametrised over store implementations; run them against
-yours.
+wherever ledgerfold takes a store (e.g. `Compactor`). The contract suite ships with the
+package: `python -m ledgerfold.testing package.module:make_store` runs it against yours.
 
 Rules every implementation keeps:
 
