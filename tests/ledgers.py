@@ -1,5 +1,5 @@
-"""Shared test ledger: every real transcript of tests/data/transcripts imported into an SQLiteStore and
-compacted once (used by the revalidation, export and Dask tests)."""
+"""Shared test ledger: every real transcript of tests/data/transcripts imported into an
+SQLiteStore and compacted once (used by the revalidation, export and Dask tests)."""
 
 from __future__ import annotations
 
