@@ -1,5 +1,5 @@
-"""Issue 16, items 1, 2 and 8: the version cache across a failed COMMIT, a forged envelope
-under the active plan, and the error types of odd arguments (SPEC §15.4, §15.8)."""
+"""Guards around a summary's commit (SPEC §15.4, §15.8): the version cache across a failed
+COMMIT, a forged envelope under the active plan, and the error types of odd arguments."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Adversarial review of retention and erasure (SPEC §15.5, issue 18): the defects found by
-purging and deleting while compactions run, by the retention policy around turns a summary
-does not cover, and by reusing IDs after `delete_conversation`."""
+"""Retention and erasure under pressure (SPEC §15.5): purging and deleting while compactions
+run, the retention policy around turns a summary does not cover, and IDs reused after
+`delete_conversation`."""
 
 from __future__ import annotations
 
