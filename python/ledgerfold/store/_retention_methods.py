@@ -151,17 +151,7 @@ class RetentionMethods:
             revision,
             erased,
         )
-        emit(
-            self._on_event,
-            Event(
-                "retention.purged",
-                conversation_id,
-                reason=reason,
-                turns=purged,
-                sequence=sequence,
-                extra=(("versions_erased", erased),),
-            ),
-        )
+        self._emit_purged(conversation_id, reason, purged, sequence, erased)
         return boundary
 
     def apply_retention(
@@ -213,18 +203,24 @@ class RetentionMethods:
             revision,
             erased,
         )
+        self._emit_purged(conversation_id, reason, purged, through, erased)
+        return boundary
+
+    def _emit_purged(
+        self, conversation_id: str, reason: str, turns: int, through: int, erased: int
+    ) -> None:
+        """The `retention.purged` event of a purge on demand or by the retention policy."""
         emit(
             self._on_event,
             Event(
                 "retention.purged",
                 conversation_id,
                 reason=reason,
-                turns=purged,
+                turns=turns,
                 sequence=through,
                 extra=(("versions_erased", erased),),
             ),
         )
-        return boundary
 
     def preview_purge(
         self,
