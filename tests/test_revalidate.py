@@ -455,8 +455,8 @@ def test_a_run_over_sqlites_length_limit_is_read_by_rows(
     packed_reads: list[object] = []
     real = _native.revalidate_columns
 
-    def limited(path: str | os.PathLike[str]) -> sqlite3.Connection:
-        conn = opened(path)
+    def limited(path: str | os.PathLike[str], uri: str | None = None) -> sqlite3.Connection:
+        conn = opened(path, uri)
         # Smaller than the packed bodies of the larger runs, larger than any single row.
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 100_000)
         return conn
@@ -936,3 +936,21 @@ def test_stored_meta_json_reads_as_pythons_json_reads_it(
     row = ("c", "t", 1, "tool", b"body", 0, None, None, stored)
     summary = ("c", 1, "s", fingerprint_turns([turn]))
     assert _native.revalidate_flat([row], [(1, "t")], [summary], 1)[0] == [("c", "s", None, None)]
+
+
+def test_workers_opening_side_by_side_neither_fail_nor_leave_wal_files(tmp_path: Path) -> None:
+    """The workers' read-only connections share the URI of the first, which stays open
+    until they close: deciding it per thread from the WAL files a sibling was creating or
+    deleting failed ("unable to open database file", a CI run) or left the files behind."""
+    path = tmp_path / "small.db"
+    with SQLiteStore(path) as store:
+        compactor = Compactor(
+            store, CompactionPolicy(POLICY, min_new_turns=1, keep_tail=1), ExtractiveSummarizer()
+        )
+        for n in range(8):
+            store.append_many(f"c{n}", [{"role": "user", "body": f"turn {i}"} for i in range(4)])
+            compactor.compact(f"c{n}", force=True)
+    for _ in range(150):  # the race showed within 6 to 106 runs
+        report = revalidate_database(path, workers=4)
+        assert report.summaries_checked == report.current == 8
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["small.db"]

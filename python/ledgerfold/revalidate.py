@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -32,7 +33,12 @@ from ledgerfold import _sealed as sealed
 from ledgerfold.store import _batch_reads as batch_reads
 from ledgerfold.store import _digests as digests
 from ledgerfold.store import _ledger as ledger
-from ledgerfold.store._database import database_path, quotes_stored_data, store_error
+from ledgerfold.store._database import (
+    database_path,
+    quotes_stored_data,
+    reading_uri,
+    store_error,
+)
 from ledgerfold.store._rows import DAMAGED
 from ledgerfold.store._schema import TURN_LIVE
 from ledgerfold.store._sqlite import SQLiteStore
@@ -221,10 +227,13 @@ def _check_jobs(
     threads: int,
     progress: Callable[[int], None] | None = None,
     stop: threading.Event | None = None,
+    *,
+    uri: str | None = None,
 ) -> tuple[list[_Verdict], int, int]:
-    """Check `jobs` run by run through one read-only connection; returns early (with what
-    it has) once `stop` is set, and sets it when it fails, so its siblings stop too."""
-    conn = batch_reads.open_readonly(path)
+    """Check `jobs` run by run through one read-only connection (opened with `uri`, the one
+    its siblings share); returns early (with what it has) once `stop` is set, and sets it
+    when it fails, so its siblings stop too."""
+    conn = batch_reads.open_readonly(path, uri)
     verdicts: list[_Verdict] = []
     turns_hashed = bytes_hashed = 0
     try:
@@ -304,17 +313,36 @@ def _check_all(
     on_total: Callable[[int], None] | None = None,
 ) -> tuple[list[_Verdict], int, int]:
     """Every current summary's verdict (damaged records first), with the turns and bytes
-    hashed: one worker thread per shard, each through its own read-only connection."""
-    conn = batch_reads.open_readonly(path)
+    hashed: one worker thread per shard, each through its own read-only connection.
+
+    The first connection stays open until every worker's has closed and they all share its
+    URI (`batch_reads.open_readonly`)."""
+    uri = reading_uri(str(Path(path).resolve()))
+    conn = batch_reads.open_readonly(path, uri)
     try:
-        jobs, verdicts = _jobs_and_damage(conn)
+        return _check_shards(conn, path, uri, workers, threads, batch_turns, progress, on_total)
     finally:
         conn.close()
+
+
+def _check_shards(
+    conn: sqlite3.Connection,
+    path: str,
+    uri: str,
+    workers: int,
+    threads: int,
+    batch_turns: int,
+    progress: Callable[[int], None] | None,
+    on_total: Callable[[int], None] | None,
+) -> tuple[list[_Verdict], int, int]:
+    jobs, verdicts = _jobs_and_damage(conn)
     if on_total is not None:
         on_total(len(jobs))
     shards = _shards(jobs, workers)
     if len(shards) <= 1:
-        found, turns_hashed, bytes_hashed = _check_jobs(path, jobs, batch_turns, threads, progress)
+        found, turns_hashed, bytes_hashed = _check_jobs(
+            path, jobs, batch_turns, threads, progress, uri=uri
+        )
         return verdicts + found, turns_hashed, bytes_hashed
     lock = threading.Lock()
     stop = threading.Event()
@@ -329,7 +357,7 @@ def _check_all(
     def work(index: int) -> None:
         try:
             results[index] = _check_jobs(
-                path, shards[index], batch_turns, threads, report_progress, stop
+                path, shards[index], batch_turns, threads, report_progress, stop, uri=uri
             )
         except BaseException as error:  # handed to the caller's thread
             errors[index] = error

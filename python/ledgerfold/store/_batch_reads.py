@@ -42,10 +42,17 @@ __all__ = [
 ]
 
 
-def open_readonly(path: str | os.PathLike[str]) -> sqlite3.Connection:
+def open_readonly(path: str | os.PathLike[str], uri: str | None = None) -> sqlite3.Connection:
     """A read-only connection any thread may use (one at a time), waiting out writers; it
-    creates and changes no file (`reading_uri`)."""
-    uri = reading_uri(str(Path(path).resolve()))
+    creates and changes no file (`reading_uri`).
+
+    Connections opened side by side must share one `uri`, chosen while the first of them is
+    open and kept open until the last closes: `reading_uri` looks at the WAL files, which a
+    sibling's open creates and its close deletes, so deciding it again per thread races
+    (a WAL opened without its `-shm` failed with "unable to open database file", and a
+    `mode=ro` sibling left both files behind)."""
+    if uri is None:
+        uri = reading_uri(str(Path(path).resolve()))
     conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA busy_timeout = 30000")
     return conn
