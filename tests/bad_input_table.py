@@ -1475,6 +1475,27 @@ ROWS: tuple[BadInput, ...] = (
         "token_counter",
     ),
     row(
+        "CompactionPolicy: keep_checkpoints negative",
+        "CompactionPolicy('v', keep_checkpoints=-1)",
+        lambda: lf.CompactionPolicy(POLICY, keep_checkpoints=-1),
+        INVALID,
+        "keep_checkpoints",
+    ),
+    row(
+        "CompactionPolicy: keep_checkpoints None",
+        "CompactionPolicy('v', keep_checkpoints=None)",
+        lambda: lf.CompactionPolicy(POLICY, keep_checkpoints=None),  # type: ignore[arg-type]
+        INVALID,
+        "keep_checkpoints",
+    ),
+    row(
+        "SQLiteStore.prune_versions: keep_checkpoints negative",
+        "store.prune_versions('c', keep=4, keep_checkpoints=-1)",
+        on_store(lambda store: store.prune_versions(CONVERSATION_ID, keep=4, keep_checkpoints=-1)),
+        INVALID,
+        "keep_checkpoints",
+    ),
+    row(
         "Compactor: policy of the wrong type",
         "Compactor(store, 'v')",
         on_store(lambda store: lf.Compactor(store, POLICY)),  # type: ignore[arg-type]

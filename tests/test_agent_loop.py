@@ -211,7 +211,8 @@ def test_a_turn_larger_than_the_budget_goes_alone_cut_with_head_and_tail(
 
 
 def test_versions_beyond_keep_versions_are_pruned(store: SQLiteStore) -> None:
-    compactor = Compactor(store, policy(keep_versions=2), Recorder())
+    # Exactly `keep_versions` (checkpoints, SPEC §17.5, are tested in test_checkpoints.py).
+    compactor = Compactor(store, policy(keep_versions=2, keep_checkpoints=0), Recorder())
     for round_ in range(6):
         talk(store, 3, start=3 * round_)
         assert compactor.compact(CONV).status == "accepted"
@@ -220,7 +221,7 @@ def test_versions_beyond_keep_versions_are_pruned(store: SQLiteStore) -> None:
     assert store.pruned_count(CONV) == 3
     rows = store._connection().execute("SELECT COUNT(*) FROM summaries").fetchone()[0]
     assert rows == 3
-    assert store.prune_versions(CONV, keep=0) == 2
+    assert store.prune_versions(CONV, keep=0, keep_checkpoints=0) == 2
     assert [record.status for record in store.summary_history(CONV)] == ["current"]
     assert store.pruned_count(CONV) == 5
     assert store.context(CONV, "v1").fallback is None

@@ -630,7 +630,10 @@ def test_keep_versions_prunes_after_each_accepted_commit(store: SQLiteStore) -> 
     bodies = real_bodies(30)
     talk(store, bodies, 0, 3)
     compactor = Compactor(
-        store, CompactionPolicy("v1", keep_tail=2, min_new_turns=1, keep_versions=2), Recorder()
+        store,
+        # Exactly `keep_versions` (checkpoints, SPEC §17.5: tests/test_checkpoints.py).
+        CompactionPolicy("v1", keep_tail=2, min_new_turns=1, keep_versions=2, keep_checkpoints=0),
+        Recorder(),
     )
     compactor.compact(CONV)
     talk(store, bodies, 3, 1)
@@ -652,7 +655,9 @@ def test_keep_versions_prunes_after_each_accepted_commit(store: SQLiteStore) -> 
     assert store.pruned_count(CONV) == 6
     # keep_versions=0 keeps the current one only; None keeps every version.
     talk(store, bodies, 11, 1)
-    only_current = CompactionPolicy("v1", keep_tail=2, min_new_turns=1, keep_versions=0)
+    only_current = CompactionPolicy(
+        "v1", keep_tail=2, min_new_turns=1, keep_versions=0, keep_checkpoints=0
+    )
     assert Compactor(store, only_current, Recorder()).compact(CONV).accepted
     assert [record.status for record in store.summary_history(CONV)] == ["current"]
     keep_all = Compactor(
@@ -673,13 +678,14 @@ def test_prune_versions_across_conversations_and_by_age(store: SQLiteStore) -> N
         for index in range(3, 8):
             talk(store, bodies, index, 1, conv=conv)
             assert compactor.compact(conv).accepted
-    assert store.prune_versions(keep=1, older_than=3600) == 0  # none is an hour old
-    assert store.prune_versions(conversation_id=None, keep=1) == 6  # 3 of each
+    # None is an hour old. (Exactly `keep`: no checkpoints, SPEC §17.5.)
+    assert store.prune_versions(keep=1, older_than=3600, keep_checkpoints=0) == 0
+    assert store.prune_versions(conversation_id=None, keep=1, keep_checkpoints=0) == 6  # 3 of each
     assert (store.pruned_count("a"), store.pruned_count("b")) == (3, 3)
     assert [len(store.summary_history(conv)) for conv in ("a", "b")] == [2, 2]
-    assert store.prune_versions(keep=1) == 0
+    assert store.prune_versions(keep=1, keep_checkpoints=0) == 0
     time.sleep(0.05)
-    assert store.prune_versions("a", keep=0, older_than=0.01) == 1
+    assert store.prune_versions("a", keep=0, older_than=0.01, keep_checkpoints=0) == 1
     assert [record.status for record in store.summary_history("a")] == ["current"]
     assert store.pruned_count("a") == 4 and store.pruned_count("b") == 3
     assert store.prune_versions("never-seen", keep=0) == 0
@@ -1029,9 +1035,18 @@ class SoundnessModel:
         derived: dict[str, Turn] = {}
         self.expect_parent = None
         if request.previous_summary is not None:
-            parent = self.store.current_summary(CONV)
-            assert parent is not None and parent.text == request.previous_summary
-            assert request.covered_count == len(parent.source_ids)
+            # The current summary, or after an edit the checkpoint it is rebuilt from
+            # (SPEC §17.5): a kept version with that text and coverage.
+            parents = [
+                record.envelope
+                for record in self.store.summary_history(CONV)
+                if record.envelope is not None
+                and record.status in ("current", "superseded")
+                and record.envelope.text == request.previous_summary
+                and len(record.envelope.source_ids) == request.covered_count
+            ]
+            assert parents
+            parent = parents[-1]
             derived.update(self.derived[parent.id])
             self.expect_parent = parent.id
         else:
@@ -1139,7 +1154,8 @@ def _long_session(store: SQLiteStore) -> None:
         assert sum(policy.counter(turn.text) for turn in request.turns) <= policy.max_input_tokens
         assert request.max_summary_tokens == policy.max_summary_tokens
     assert statuses.get("accepted", 0) > 20 and statuses.get("failed", 0) >= 3
-    assert len(store.summary_history(CONV)) <= 3 + 1
+    # keep_versions, the current one, and the checkpoints (SPEC §17.5).
+    assert len(store.summary_history(CONV)) <= 3 + 1 + policies[0].keep_checkpoints
 
 
 def test_an_agent_session_stays_within_the_issue_bounds(tmp_path: Path) -> None:

@@ -64,6 +64,7 @@ def test_stats_of_the_store_and_of_one_conversation(tmp_path: Path) -> None:
         "summaries": {"current": 0, "superseded": 0, "stale": 1, "failed": 0, "rejected": 0},
         "fallbacks": {"stale-summary:source-modified": 1},
         "purged_without_summary": 0,
+        "sealed_lost": 0,
     }
     assert (unknown.conversations, unknown.turns, unknown.fallbacks) == (0, 0, {})
 

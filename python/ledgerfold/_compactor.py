@@ -13,6 +13,7 @@ exception type names only: never turn bodies, summary text or exception messages
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 import uuid
@@ -95,6 +96,7 @@ class _Job:
     request: SummaryRequest
     started: float  # time.perf_counter() when the compaction began (events' seconds)
     extends_parent: bool  # the store built plan.compacted_ids as parent.source_ids + new
+    sealed_lost: bool = False  # accepting it drops the purged turns' summary (SPEC §17.5)
 
 
 class Compactor:
@@ -329,7 +331,16 @@ class Compactor:
             len(work.new_turns),
             None if parent is None else parent.id,
         )
-        return _Job(plan, parent, work.parent_digests, chunk, request, started, work.extends_parent)
+        return _Job(
+            plan,
+            parent,
+            work.parent_digests,
+            chunk,
+            request,
+            started,
+            work.extends_parent,
+            work.sealed_lost,
+        )
 
     def _finish(self, job: _Job, result: object) -> CompactionOutcome:
         if not isinstance(result, str):
@@ -383,6 +394,21 @@ class Compactor:
             self._prune(accepted.conversation_id)
             self._retain(accepted.conversation_id)
             self._emit_outcome(job, "compaction.accepted", None, result, accepted.id)
+            if job.sealed_lost:
+                _log.warning(
+                    "purged turns' summary lost conversation_id=%s summary_id=%s",
+                    accepted.conversation_id,
+                    accepted.id,
+                )
+                emit(
+                    self.on_event,
+                    Event(
+                        "summary.sealed-lost",
+                        accepted.conversation_id,
+                        reason="rebase",
+                        summary_ids=(accepted.id,),
+                    ),
+                )
             return CompactionOutcome("accepted", accepted, None)
         _log.info(
             "summary rejected summary_id=%s plan_id=%s conversation_id=%s reason=%s detail=%s",
@@ -403,7 +429,12 @@ class Compactor:
         if keep is None:
             return
         try:
-            self.store.prune_versions(conversation_id, keep=keep)
+            if _takes_checkpoints(self.store):
+                self.store.prune_versions(  # type: ignore[call-arg]
+                    conversation_id, keep=keep, keep_checkpoints=self.policy.keep_checkpoints
+                )
+            else:  # a v1.1 store of your own keeps no checkpoints: it rebases after an edit
+                self.store.prune_versions(conversation_id, keep=keep)
         except StoreError as error:  # the summary is saved; pruning waits for the next one
             _log.warning(
                 "pruning failed conversation_id=%s error_type=%s",
@@ -629,6 +660,16 @@ def _merged(job: _Job, covered: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
     source_ids = tuple(turn_id for turn_id in job.plan.compacted_ids if turn_id in digest)
     joined = b"".join(digest[turn_id] for turn_id in source_ids)
     return source_ids, fingerprint_digests(joined)
+
+
+def _takes_checkpoints(store: Store) -> bool:
+    """Whether the store's `prune_versions` takes `keep_checkpoints` (SPEC §17.5; the
+    `Store` protocol of v1.1 does not)."""
+    try:
+        parameters = inspect.signature(store.prune_versions).parameters
+    except (TypeError, ValueError):
+        return False
+    return "keep_checkpoints" in parameters
 
 
 def _random_summary_id() -> str:

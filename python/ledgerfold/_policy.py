@@ -28,7 +28,11 @@ class CompactionPolicy:
       folded in chunks, one per `compact()` call); `max_summary_tokens` bounds the summary
       text, which custom summarizers are asked to honour.
     - After each accepted summary, versions other than the current one beyond the newest
-      `keep_versions` are pruned (None keeps every version).
+      `keep_versions` are pruned (None keeps every version); up to `keep_checkpoints`
+      older ancestors of the current summary are kept beyond them, spaced so their coverage
+      ends lie about 1/2, 1/4, 1/8 … of the covered turns back: after an edit of a covered
+      turn the next compaction rebuilds from the newest one the edit left unchanged instead
+      of summarising everything again (SPEC §17.5).
     - Retention (SPEC §15.5): with `retain_turns` and/or `retain_days`, after each accepted
       summary the raw turns beyond the newest `retain_turns` or written more than
       `retain_days` ago are purged, but only those the new summary covers; the summary is
@@ -44,6 +48,7 @@ class CompactionPolicy:
     max_input_tokens: int = field(default=8000, kw_only=True)
     max_summary_tokens: int = field(default=1000, kw_only=True)
     keep_versions: int | None = field(default=4, kw_only=True)
+    keep_checkpoints: int = field(default=8, kw_only=True)
     preserve_roles: tuple[str, ...] = field(default=("system",), kw_only=True)
     retain_turns: int | None = field(default=None, kw_only=True)
     retain_days: float | None = field(default=None, kw_only=True)
@@ -58,6 +63,7 @@ class CompactionPolicy:
         _validate.integer("max_summary_tokens", self.max_summary_tokens, minimum=1)
         if self.keep_versions is not None:
             _validate.integer("keep_versions", self.keep_versions, minimum=0)
+        _validate.integer("keep_checkpoints", self.keep_checkpoints, minimum=0)
         object.__setattr__(self, "preserve_roles", preserve_roles_arg(self.preserve_roles))
         if self.retain_turns is not None:
             _validate.integer("retain_turns", self.retain_turns, minimum=0)

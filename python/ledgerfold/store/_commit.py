@@ -159,6 +159,15 @@ def _verdict(
         parent = pointed[0]
     current = pointed[0].envelope if pointed is not None and pointed[1] == "current" else None
     planned = compaction.planned_ids(conn, envelope.plan_id)
+    if parent is None and envelope.parent_id is not None:
+        checkpoint = _checkpoint(conn, cache, envelope, pointed, planned)
+        if checkpoint is not None:
+            # SPEC §17.5: the current summary is stale and the plan extends a checkpoint;
+            # the one acceptance rule then takes it as the lineage's head (it must still be
+            # current on the ledger, and the candidate must keep all of its sources).
+            return _general(
+                conn, cache, envelope, checkpoint, checkpoint.envelope, planned, policy_version
+            )
     covered = parent.envelope.source_ids if parent is not None else ()
     if (
         parent is not None
@@ -176,6 +185,23 @@ def _verdict(
             if extending is not None:
                 return extending
     return _general(conn, cache, envelope, parent, current, planned, policy_version)
+
+
+def _checkpoint(
+    conn: sqlite3.Connection,
+    cache: summaries.VersionCache,
+    envelope: SummaryEnvelope,
+    pointed: tuple[Version, str, str | None] | None,
+    planned: tuple[int | None, set[str], tuple[str, ...]] | None,
+) -> Version | None:
+    """The checkpoint `envelope` may extend: the version its plan was registered to rebuild
+    from while the conversation's summary is stale, when `parent_id` names it."""
+    if pointed is None or pointed[1] != "stale" or planned is None or planned[0] is None:
+        return None
+    base = summaries.version_at(conn, cache, planned[0])
+    if base is None or base.envelope.id != envelope.parent_id:
+        return None
+    return base
 
 
 def _extending(

@@ -13,14 +13,18 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ledgerfold import _checkpoints as checkpoints
 from ledgerfold import _due as due
 from ledgerfold._errors import InvalidInput
 from ledgerfold._model import Conversation, Turn
 from ledgerfold._native import SourceDigests
 from ledgerfold._plan import CompactionPlan, extend_ids, plan_unchecked
+from ledgerfold._summary import check_summary
 from ledgerfold.store import _ledger as ledger
+from ledgerfold.store import _retention as retention
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store._database import now
 from ledgerfold.store._rows import TURN_COLUMNS, Version, turn_from_row
@@ -51,6 +55,12 @@ class Planned:
     base_digests: SourceDigests | bytes | None = None
     #: The plan's compacted IDs are the base's source IDs (that very tuple) + the new ones.
     extended: bool = False
+    #: The base is a checkpoint: the current summary went stale and is rebuilt from it
+    #: (SPEC §17.5), which is due at once.
+    rebuild: bool = False
+    #: A rebase replaces a stale summary that held purged turns, and no checkpoint of them
+    #: is left: what they said leaves the context (reported, SPEC §17.5).
+    sealed_lost: bool = False
 
 
 def failure_streak(conn: sqlite3.Connection, conversation_id: str) -> int:
@@ -258,8 +268,115 @@ def plan_view(
         return Planned(_empty_plan(plan_id, conversation_id, revision), None, (), False)
     conversation = ledger.load(conn, conversation_id)
     plan = plan_unchecked(conversation, keep_tail, plan_id, preserve_roles)
+    stale = pointed is not None and pointed[1] == "stale"
+    if stale and pointed is not None:
+        rebuilt = _rebuild(conn, cache, pointed[0], conversation, plan, policy_version, revision)
+        if rebuilt is not None:
+            return rebuilt
     new_turns = tuple(conversation.get(turn_id) for turn_id in plan.compacted_ids)
-    return Planned(plan, None, new_turns, rebase_due)  # type: ignore[arg-type]
+    lost = stale and pointed is not None and _cites_purged(conn, pointed[0])
+    return Planned(plan, None, new_turns, rebase_due, sealed_lost=lost)  # type: ignore[arg-type]
+
+
+def _cites_purged(conn: sqlite3.Connection, version: Version) -> bool:
+    return (
+        conn.execute(
+            "SELECT 1 FROM summary_sources ss JOIN turns t ON t.conversation_id = ?"
+            " AND t.id = ss.turn_id WHERE ss.summary_pk = ? AND t.state = ? LIMIT 1",
+            (version.envelope.conversation_id, version.pk, TURN_PURGED),
+        ).fetchone()
+        is not None
+    )
+
+
+def _rebuild(
+    conn: sqlite3.Connection,
+    cache: summaries.VersionCache,
+    stale: Version,
+    conversation: Conversation,
+    plan: CompactionPlan,
+    policy_version: str,
+    revision: int,
+) -> Planned | None:
+    """SPEC §17.5: the plan extending the newest checkpoint (an ancestor of the stale
+    summary) whose sources are all unchanged — checked on the live ledger, with its sealed
+    digests, as the commit will — and within the fresh plan; None when there is none (a
+    rebase). Its text never saw an edited turn's old content: every version it was built
+    on covers a subset of its own sources, which are unchanged."""
+    cid = conversation.id
+    records = summaries.accepted_records(conn, cid)
+    compacted = set(plan.compacted_ids)
+    found: dict[int, tuple[Version, SourceDigests, tuple[Turn, ...]]] = {}
+
+    def candidates() -> Iterator[tuple[int, bool]]:
+        for record in checkpoints.lineage(records, stale.pk):
+            version = summaries.version_at(conn, cache, record.pk)
+            usable = version is not None and _usable(
+                conn, cache, version, conversation, compacted, policy_version, found
+            )
+            yield record.pk, usable
+
+    chosen = checkpoints.rebuild_from(candidates())
+    if chosen is None:
+        return None
+    base, state, new_turns = found[chosen]
+    partial = CompactionPlan(
+        plan_id=plan.plan_id,
+        conversation_id=cid,
+        source_revision=revision,
+        compacted_ids=tuple(turn.id for turn in new_turns),
+        preserved_ids=plan.preserved_ids,
+        through_sequence=plan.through_sequence,
+    )
+    extension = _extension(conn, base, state, partial, new_turns, revision)
+    return Planned(
+        extension.plan,
+        base,
+        new_turns,
+        False,
+        extension.base_digests,
+        extension.extended,
+        rebuild=True,
+    )
+
+
+def _usable(
+    conn: sqlite3.Connection,
+    cache: summaries.VersionCache,
+    version: Version,
+    conversation: Conversation,
+    compacted: set[str],
+    policy_version: str,
+    found: dict[int, tuple[Version, SourceDigests, tuple[Turn, ...]]],
+) -> bool:
+    """Whether a checkpoint can be extended by the fresh plan (noting what for in `found`)."""
+    envelope = version.envelope
+    if envelope.policy_version != policy_version:
+        return False
+    sealed = retention.sealed_digests(conn, conversation.id, version.pk)
+    if not check_summary(envelope, conversation, policy_version, sealed=sealed).current:
+        return False
+    # Coverage never shrinks: its live sources are all compacted by the fresh plan.
+    if any(turn_id not in compacted for turn_id in envelope.source_ids if turn_id not in sealed):
+        return False
+    state = stored_state(conn, cache, version)
+    if state is None:
+        return False
+    sources = set(envelope.source_ids)
+    new_turns = tuple(
+        conversation.get(turn_id) for turn_id in sorted_new(conversation, compacted, sources)
+    )
+    if not new_turns:  # nothing to extend it with
+        return False
+    found[version.pk] = (version, state, new_turns)  # type: ignore[assignment]
+    return True
+
+
+def sorted_new(conversation: Conversation, compacted: set[str], sources: set[str]) -> list[str]:
+    """The compacted IDs not among `sources`, in sequence order."""
+    return [
+        turn.id for turn in conversation.turns if turn.id in compacted and turn.id not in sources
+    ]
 
 
 def _extension(

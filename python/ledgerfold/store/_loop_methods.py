@@ -118,7 +118,9 @@ class CompactionLoop:
                 relayout=relayout,
             )
             at_once = due.due_at_once(
-                rebase_due=planned.rebase_due,
+                # A rebuild from a checkpoint replaces a stale summary (SPEC §17.5): due at
+                # once, as the rebase it stands for would be with its whole backlog.
+                rebase_due=planned.rebase_due or planned.rebuild,
                 backlog_left=compaction.left_a_backlog(conn, planned.base),
                 relayout=relayout,
                 failures=failures,
@@ -141,6 +143,7 @@ class CompactionLoop:
             planned.new_turns,
             failures,
             extends_parent=planned.extended,
+            sealed_lost=planned.sealed_lost,
         )
 
     def _log_plan(self, plan: CompactionPlan) -> None:
@@ -165,15 +168,21 @@ class CompactionLoop:
         conversation_id: str | None = None,
         keep: int = 4,
         older_than: float | None = None,
+        *,
+        keep_checkpoints: int = 8,
     ) -> int:
         """Delete summary records (any status) other than the current one beyond the newest
         `keep` of each conversation (or of `conversation_id`), with their text and source
         index; the `failed` records since the newest accepted summary are kept too (the
-        back-off counts them, SPEC §17.5); with `older_than` (seconds), only records older
-        than that. Returns how many records were deleted; `pruned_count` keeps the tally."""
+        back-off counts them), and so are up to `keep_checkpoints` ancestors of the current
+        summary spaced so their coverage ends lie about 1/2, 1/4, 1/8 … of its covered turns
+        back, and the sealed base after a purge (SPEC §17.5); with `older_than` (seconds),
+        only records older than that. Returns how many records were deleted;
+        `pruned_count` keeps the tally."""
         if conversation_id is not None:
             conversation_id = _validate.text("conversation_id", conversation_id)
         keep = _validate.integer("keep", keep, minimum=0)
+        keep_checkpoints = _validate.integer("keep_checkpoints", keep_checkpoints, minimum=0)
         cutoff: str | None = None
         if older_than is not None:
             if (
@@ -195,7 +204,7 @@ class CompactionLoop:
                 if conversation_id is not None
                 else [row[0] for row in conn.execute("SELECT id FROM conversations")]
             )
-            deleted = sum(summaries.prune(conn, cid, keep, cutoff) for cid in ids)
+            deleted = sum(summaries.prune(conn, cid, keep, cutoff, keep_checkpoints) for cid in ids)
         if deleted:
             _log.info(
                 "versions pruned: conversation=%s records=%d keep=%d",

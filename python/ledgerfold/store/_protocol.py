@@ -104,6 +104,9 @@ class CompactionWork:
     #: tuple): the compactor then reuses it without comparing O(covered) IDs. False when
     #: unknown (a store of your own may leave it).
     extends_parent: bool = False
+    #: The plan rebases a stale summary that held purged turns with no checkpoint of them
+    #: left (SPEC §17.5): once accepted, their summary is gone (the compactor reports it).
+    sealed_lost: bool = False
 
 
 @runtime_checkable

@@ -14,6 +14,7 @@ import json
 import sqlite3
 from typing import Any
 
+from ledgerfold._checkpoints import lineage
 from ledgerfold._context import HistoryBoundary
 from ledgerfold._errors import InvalidInput
 from ledgerfold._model import ROLES, Turn
@@ -156,7 +157,9 @@ def purge(
         keep_roles = ()
     else:
         sequence = _unsplit(conn, conversation_id, sequence, sealed_pk, keep_roles)
-    return _purge_sealed(conn, conversation_id, sequence, reason, force, sealed_pk, keep_roles)
+    return _purge_sealed(
+        conn, cache, conversation_id, sequence, reason, force, sealed_pk, keep_roles
+    )
 
 
 def _unsplit(
@@ -254,12 +257,13 @@ def retain(
     if not conn.execute(f"{selected} LIMIT 1", (conversation_id, sequence, 0)).fetchone():
         return None
     return _purge_sealed(
-        conn, conversation_id, sequence, reason, False, sealed_pk, keep_roles, sealed_pk
+        conn, cache, conversation_id, sequence, reason, False, sealed_pk, keep_roles, sealed_pk
     )
 
 
 def _purge_sealed(
     conn: sqlite3.Connection,
+    cache: summaries.VersionCache,
     conversation_id: str,
     sequence: int,
     reason: str,
@@ -270,11 +274,13 @@ def _purge_sealed(
 ) -> tuple[HistoryBoundary, int, int, int]:
     params = (conversation_id, sequence, int(force))
     selected = _selected("id", keep_roles, kept_of)
+    base = _sealed_base(conn, cache, conversation_id, selected, params, sealed_pk)
     doomed = [
         row[0]
         for row in conn.execute(
             _citing(selected, sealed_pk), (conversation_id, *params, *params, sealed_pk)
         )
+        if row[0] != base
     ]
     if doomed:
         summaries.delete_records(conn, conversation_id, doomed)
@@ -297,6 +303,52 @@ def _purge_sealed(
     )
     search_index.scrub(conn)
     return boundary, purged, revision, len(doomed)
+
+
+def _sealed_base(
+    conn: sqlite3.Connection,
+    cache: summaries.VersionCache,
+    conversation_id: str,
+    selected: str,
+    params: tuple[Any, ...],
+    sealed_pk: int | None,
+) -> int | None:
+    """The checkpoint a purge keeps besides the sealed summary (SPEC §17.5): the newest of
+    its ancestors whose sources are all purged once this purge is done and that is current
+    on the ledger now (their digests are then final); None when the sealed summary is itself
+    wholly purged, or there is no such ancestor. An edit of a live source of the sealed
+    summary is later rebuilt from it instead of losing the purged turns' summary."""
+    if sealed_pk is None:
+        return None
+    going = {row[0] for row in conn.execute(selected, params)}
+
+    def wholly_purged(pk: int) -> bool:
+        for turn_id, state in conn.execute(
+            "SELECT ss.turn_id, t.state FROM summary_sources ss LEFT JOIN turns t"
+            " ON t.conversation_id = ? AND t.id = ss.turn_id WHERE ss.summary_pk = ?",
+            (conversation_id, pk),
+        ):
+            if state != TURN_PURGED and turn_id not in going:
+                return False
+        return True
+
+    if wholly_purged(sealed_pk):
+        return None
+    records = summaries.accepted_records(conn, conversation_id)
+    conversation = None
+    for record in lineage(records, sealed_pk):
+        if not wholly_purged(record.pk):
+            continue
+        version = summaries.version_at(conn, cache, record.pk)
+        if version is None:
+            continue
+        if conversation is None:
+            conversation = ledger.load(conn, conversation_id)
+        envelope = version.envelope
+        sealed = sealed_digests(conn, conversation_id, record.pk)
+        if check_summary(envelope, conversation, envelope.policy_version, sealed=sealed).current:
+            return record.pk
+    return None
 
 
 class PurgePreview(dict[str, Any]):
@@ -346,9 +398,10 @@ def preview(
         if keep_roles
         else 0
     )
+    base = _sealed_base(conn, cache, conversation_id, selected, params, sealed_pk)
     erased = conn.execute(
-        f"SELECT COUNT(*) FROM ({_citing(selected, sealed_pk)})",
-        (conversation_id, *params, *params, sealed_pk),
+        f"SELECT COUNT(*) FROM ({_citing(selected, sealed_pk)}) WHERE pk IS NOT ?",
+        (conversation_id, *params, *params, sealed_pk, base),
     ).fetchone()[0]
     # Live turns that go without being a source of the sealed summary: what they said
     # leaves the agent's context for good (the system prompt, a tail kept raw...).

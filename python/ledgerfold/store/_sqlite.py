@@ -617,13 +617,19 @@ class SQLiteStore(RetentionMethods):
         conversation_id: str | None = None,
         keep: int = 4,
         older_than: float | None = None,
+        *,
+        keep_checkpoints: int = 8,
     ) -> int:
         """Delete summary records (any status) other than the current one beyond the newest
         `keep` of each conversation (or of `conversation_id`), with their text and source
         index; the `failed` records since the newest accepted summary are kept too (the
-        back-off counts them, SPEC §17.5); with `older_than` (seconds), only records older
-        than that. Returns how many records were deleted; `pruned_count` keeps the tally."""
-        return self._loop.prune_versions(conversation_id, keep, older_than)
+        back-off counts them), and so are up to `keep_checkpoints` spaced ancestors of the
+        current summary and the sealed base (SPEC §17.5); with `older_than` (seconds), only
+        records older than that. Returns how many records were deleted; `pruned_count`
+        keeps the tally."""
+        return self._loop.prune_versions(
+            conversation_id, keep, older_than, keep_checkpoints=keep_checkpoints
+        )
 
     def pruned_count(self, conversation_id: str) -> int:
         """How many summary records of the conversation pruning has deleted."""

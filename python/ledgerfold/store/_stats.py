@@ -29,7 +29,10 @@ class StoreStats:
       read at `context()` time (`preserved-missing`, `duplicate-id`) is reported by the
       `context.fallback` event instead;
     - `purged_without_summary`: conversations with purged turns and no current summary
-      (what was purged is summarised nowhere the model can see).
+      (what was purged is summarised nowhere the model can see);
+    - `sealed_lost`: conversations with purged turns whose current summary covers none of
+      them: it was rebuilt from the live turns after an edit, with no sealed checkpoint
+      left (SPEC §17.5), so what was purged is summarised nowhere either.
     """
 
     conversations: int
@@ -39,6 +42,7 @@ class StoreStats:
     summaries: dict[str, int] = field(default_factory=dict)
     fallbacks: dict[str, int] = field(default_factory=dict)
     purged_without_summary: int = 0
+    sealed_lost: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -49,6 +53,7 @@ class StoreStats:
             "summaries": dict(self.summaries),
             "fallbacks": dict(self.fallbacks),
             "purged_without_summary": self.purged_without_summary,
+            "sealed_lost": self.sealed_lost,
         }
 
 
@@ -81,14 +86,21 @@ def read_stats(conn: sqlite3.Connection, conversation_id: str | None) -> StoreSt
         " (SELECT s.status || '|' || COALESCE(s.reason, '') FROM summaries s"
         "   WHERE s.conversation_id = c.id AND s.status IN ('current', 'stale')"
         "   ORDER BY s.pk DESC LIMIT 1),"
-        " EXISTS (SELECT 1 FROM history_boundaries b WHERE b.conversation_id = c.id)"
+        " EXISTS (SELECT 1 FROM history_boundaries b WHERE b.conversation_id = c.id),"
+        # The current summary cites a purged turn (sealed): read only where turns were purged.
+        " CASE WHEN EXISTS (SELECT 1 FROM history_boundaries b WHERE b.conversation_id = c.id)"
+        "  THEN EXISTS (SELECT 1 FROM summary_sources ss JOIN turns t"
+        "   ON t.conversation_id = c.id AND t.id = ss.turn_id"
+        f"   WHERE ss.summary_pk = c.current_summary AND t.state = {TURN_PURGED}) END"
         f" FROM conversations c {conversation_where}",
         params,
     )
-    for _, newest, purged in rows:
+    sealed_lost = 0
+    for _, newest, purged, sealed in rows:
         conversations += 1
         status, _, reason = (newest or "").partition("|")
         if status == "current":
+            sealed_lost += bool(purged) and not sealed
             continue
         fallbacks["no-summary" if status != "stale" else f"stale-summary:{reason}"] += 1
         purged_without_summary += bool(purged)
@@ -100,4 +112,5 @@ def read_stats(conn: sqlite3.Connection, conversation_id: str | None) -> StoreSt
         summaries=summaries,
         fallbacks=dict(sorted(fallbacks.items())),
         purged_without_summary=purged_without_summary,
+        sealed_lost=sealed_lost,
     )

@@ -13,6 +13,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from ledgerfold import _checkpoints as checkpoints
 from ledgerfold._context import ContextItem, SummaryItem
 from ledgerfold._errors import InvalidInput, StoreError
 from ledgerfold._native import SourceDigests
@@ -28,7 +29,7 @@ from ledgerfold.store._rows import (
     envelope_from_row,
     item_from_row,
 )
-from ledgerfold.store._schema import TURN_LIVE, TURN_RETRACTED
+from ledgerfold.store._schema import TURN_LIVE, TURN_PURGED, TURN_RETRACTED
 
 __all__ = [
     "VersionCache",
@@ -276,11 +277,107 @@ def missing_preserved(conn: sqlite3.Connection, used: Version) -> str | None:
     return None if hit is None else str(hit[0])
 
 
-def prune(conn: sqlite3.Connection, conversation_id: str, keep: int, cutoff: str | None) -> int:
+def version_at(conn: sqlite3.Connection, cache: VersionCache, pk: int) -> Version | None:
+    """The accepted version stored at row `pk` (None when there is none, or it is damaged)."""
+    row = conn.execute(
+        f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE pk = ?"
+        " AND status IN ('current', 'superseded', 'stale')",
+        (pk,),
+    ).fetchone()
+    if row is None:
+        return None
+    try:
+        return _version(conn, cache, tuple(row))
+    except DamagedSummary:
+        return None
+
+
+def accepted_records(conn: sqlite3.Connection, conversation_id: str) -> list[checkpoints.Record]:
+    """The conversation's accepted versions as the checkpoint rules see them. Pruning keeps
+    them few (`keep_versions` + `keep_checkpoints` + a sealed base)."""
+    return [
+        checkpoints.Record(int(pk), str(summary_id), parent_id, run, int(count or 0))
+        for pk, summary_id, parent_id, run, count in conn.execute(
+            "SELECT pk, id, parent_id, source_run, source_count FROM summaries"
+            " WHERE conversation_id = ? AND status IN ('current', 'superseded', 'stale')",
+            (conversation_id,),
+        )
+    ]
+
+
+def pointed_pk(conn: sqlite3.Connection, conversation_id: str) -> int | None:
+    row = conn.execute(
+        "SELECT current_summary FROM conversations WHERE id = ?", (conversation_id,)
+    ).fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def all_purged(conn: sqlite3.Connection, conversation_id: str, summary_pk: int) -> bool:
+    """Whether every source of the version is a purged turn (it is then sealed for good)."""
+    return (
+        conn.execute(
+            "SELECT 1 FROM summary_sources ss LEFT JOIN turns t ON t.conversation_id = ?"
+            " AND t.id = ss.turn_id WHERE ss.summary_pk = ?"
+            " AND (t.state IS NULL OR t.state != ?) LIMIT 1",
+            (conversation_id, summary_pk, TURN_PURGED),
+        ).fetchone()
+        is None
+    )
+
+
+def sealed_base(
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    head_pk: int | None,
+    records: list[checkpoints.Record],
+) -> int | None:
+    """The sealed base (SPEC §17.5): the newest of the head and its ancestors whose sources
+    are all purged; None when there is none (or nothing was ever purged)."""
+    if (
+        head_pk is None
+        or not conn.execute(
+            "SELECT 1 FROM history_boundaries WHERE conversation_id = ? LIMIT 1", (conversation_id,)
+        ).fetchone()
+    ):
+        return None
+    if any(record.pk == head_pk for record in records) and all_purged(
+        conn, conversation_id, head_pk
+    ):
+        return head_pk
+    for record in checkpoints.lineage(records, head_pk):
+        if all_purged(conn, conversation_id, record.pk):
+            return record.pk
+    return None
+
+
+def kept_checkpoints(conn: sqlite3.Connection, conversation_id: str, keep: int) -> set[int]:
+    """The records pruning keeps beyond the newest ones (SPEC §17.5): up to `keep` spaced
+    ancestors of the version the pointer designates, and the sealed base."""
+    head = pointed_pk(conn, conversation_id)
+    if head is None:
+        return set()
+    records = accepted_records(conn, conversation_id)
+    ancestors = checkpoints.lineage(records, head)
+    counts = {record.pk: record.count for record in records}
+    kept = checkpoints.spaced_checkpoints(counts.get(head, 0), ancestors, keep)
+    base = sealed_base(conn, conversation_id, head, records)
+    if base is not None:
+        kept.add(base)
+    return kept | checkpoints.links(records, head, kept)
+
+
+def prune(
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    keep: int,
+    cutoff: str | None,
+    keep_checkpoints: int = 0,
+) -> int:
     """Delete the conversation's records beyond the newest `keep` other than the one its
-    pointer designates and the `failed` ones since its newest accepted version (and, with
-    `cutoff`, only those created before it): their text goes
-    with them, and the index rows no remaining version reads. Returns how many records were
+    pointer designates, the `failed` ones since its newest accepted version and the
+    checkpoints (`kept_checkpoints`: up to `keep_checkpoints` spaced ancestors and the
+    sealed base), and with `cutoff`, only those created before it: their text goes with
+    them, and the index rows no remaining version reads. Returns how many records were
     deleted."""
     if ledger.conversation_row(conn, conversation_id) is None:
         return 0  # no turn was ever written: only records of empty plans, and no tally
@@ -298,6 +395,9 @@ def prune(conn: sqlite3.Connection, conversation_id: str, keep: int, cutoff: str
         )
         if cutoff is None or row[1] < cutoff
     ]
+    if doomed:
+        spared = kept_checkpoints(conn, conversation_id, keep_checkpoints)
+        doomed = [pk for pk in doomed if pk not in spared]
     delete_records(conn, conversation_id, doomed)
     return len(doomed)
 
