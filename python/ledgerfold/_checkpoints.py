@@ -90,21 +90,29 @@ def links(records: Iterable[Record], head_pk: int, kept: set[int]) -> set[int]:
 def spaced_checkpoints(covered: int, ancestors: Sequence[Record], keep: int) -> set[int]:
     """The pks of up to `keep` of `ancestors` to keep as checkpoints for a head covering
     `covered` turns, their coverage ends about 1/2, 1/4, 1/8 … of `covered` back: for
-    k = 1 … keep, with g the largest power of two within `covered / 2**k`, the newest
-    ancestor covering at most `(covered // g - 1) * g` turns (between g and 2g back).
+    k = 1 … keep - 1, with g the largest power of two within `covered / 2**k`, the newest
+    ancestor covering at most `(covered // g - 1) * g` turns (between g and 2g back); and
+    the newest covering at most `(covered // g) * g` for the finest g (the bridge).
 
     The targets sit on a grid of powers of two, so the set is stable as the head grows: a
-    grid line of g is also one of g/2, so what a coarse level needs next was kept by a finer
-    level before (a target moving with `covered` itself would slide past every version
-    pruned meanwhile). An edit d turns back then re-reads about 2d turns at most."""
-    chosen: set[int] = set()
-    newest_first = sorted(ancestors, key=lambda record: record.pk, reverse=True)
-    for k in range(1, keep + 1):
+    grid line of g is also one of 2g, and a line a level targets is targeted by the next
+    coarser level once the head has moved on, so what a level needs was kept before (a
+    target moving with `covered` itself would slide past every version pruned meanwhile).
+    The bridge keeps the version at the finest line until that level reaches it. An edit d
+    turns back (beyond the finest level) then re-reads at most about 3d turns."""
+    targets: list[int] = []
+    grid = 0
+    for k in range(1, max(keep, 2)):
         back = covered >> k
         if back == 0:
             break
         grid = 1 << (back.bit_length() - 1)
-        target = (covered // grid - 1) * grid
+        targets.append((covered // grid - 1) * grid)
+    if keep >= 2 and grid:
+        targets.append(covered // grid * grid)
+    chosen: set[int] = set()
+    newest_first = sorted(ancestors, key=lambda record: record.pk, reverse=True)
+    for target in targets[:keep]:
         for record in newest_first:
             if record.count <= target:
                 chosen.add(record.pk)
