@@ -287,9 +287,10 @@ class ModelConversation:
         gone = [t for t in self.retracted if t.id in current.kept and t.protected]
         return min(gone, key=lambda t: t.sequence).id if gone else None
 
-    def prune(self, keep: int) -> int:
+    def prune(self, keep: int, spared: frozenset[str] = frozenset()) -> int:
         """SPEC §15.8: records other than the pointed one beyond the newest `keep` go (a
-        conversation without any turn keeps its records: there is no tally to count them)."""
+        conversation without any turn keeps its records: there is no tally to count them),
+        except the versions in `spared` (the checkpoints the store kept, SPEC §17.5)."""
         if not self.exists:
             return 0
         pointed = self.pointed
@@ -305,6 +306,7 @@ class ModelConversation:
             if r is not pointed and r.status != "current" and not any(r is f for f in streak)
         ]
         doomed = others[: max(0, len(others) - keep)]
+        doomed = [r for r in doomed if r.summary_id is None or r.summary_id not in spared]
         self.history = [r for r in self.history if not any(r is d for d in doomed)]
         return len(doomed)
 
@@ -909,11 +911,31 @@ class LedgerMachine(RuleBasedStateMachine):
             model.purged_turns[turn.id] = turn
         # Every other version (and rejected result) citing a purged turn is erased.
         gone = {turn.id for turn in taken}
+        # SPEC §17.5: the sealed base stays too: one older accepted version, all of whose
+        # sources are purged now, each as it was derived (what the purged turns said).
+        left = {r.envelope.id for r in self.store.summary_history(conversation) if r.envelope}
+        bases = [
+            record
+            for record in model.history
+            if record.envelope is not None
+            and record.summary_id != sealed_id
+            and record.summary_id in left
+            and record.status != "rejected"
+            and gone & set(record.envelope.source_ids)
+        ]
+        assert len(bases) <= 1 and (not bases or sealed_id is not None)
+        for base in bases:
+            event("purge: a sealed base kept")
+            assert base.envelope is not None
+            assert set(base.envelope.source_ids) <= set(model.purged)
+            for turn_id, seen in base.derived_from.items():
+                assert model.purged_turns[turn_id] == seen
         kept = [
             record
             for record in model.history
             if record.envelope is None
             or record.summary_id == sealed_id
+            or any(record is base for base in bases)
             or not gone & set(record.envelope.source_ids)
         ]
         erased = len(model.history) - len(kept)
@@ -995,6 +1017,11 @@ class LedgerMachine(RuleBasedStateMachine):
             conversation, force=force
         )
         event(f"compact: {outcome.status} {outcome.reason} {'rolling' if base else 'rebase'}")
+        checkpoint = self.rebuilt_from(conversation, base, outcome)
+        if checkpoint is not None:  # SPEC §17.5: a stale summary rebuilt from a checkpoint
+            base, skipped = checkpoint, None
+            covered_set = set(checkpoint.envelope.source_ids)  # type: ignore[union-attr]
+            new = tuple(turn_id for turn_id in compacted if turn_id not in covered_set)
         if skipped is not None:
             assert outcome == lf.CompactionOutcome("skipped", None, skipped)
             assert self.snapshot(conversation) == before
@@ -1028,6 +1055,39 @@ class LedgerMachine(RuleBasedStateMachine):
         assert self.store.load(conversation) == before[0]  # §1.1: the ledger is not rewritten
         model.accept(envelope, derived)
         self.check_just_committed(conversation, envelope)
+
+    def rebuilt_from(
+        self, conversation: str, base: ModelRecord | None, outcome: lf.CompactionOutcome
+    ) -> ModelRecord | None:
+        """SPEC §17.5: where the model expects a rebase of a stale summary, the store may
+        extend a checkpoint instead: an older accepted version whose every source (and so
+        everything its text was derived from) is unchanged. Returns it, checked so."""
+        model = self.model[conversation]
+        summary = outcome.summary
+        pointed = model.pointed
+        if (
+            base is not None
+            or summary is None
+            or summary.parent_id is None
+            or pointed is None
+            or pointed.status != "stale"
+        ):
+            return None
+        found = [
+            record
+            for record in model.history
+            if record.summary_id == summary.parent_id and record.status == "superseded"
+        ]
+        assert len(found) == 1, summary.parent_id
+        checkpoint = found[0]
+        assert checkpoint.envelope is not None and checkpoint.envelope.policy_version == (
+            self.version
+        )
+        live = {turn.id: turn for turn in model.turns}
+        for turn_id, seen in checkpoint.derived_from.items():
+            assert live.get(turn_id, model.purged_turns.get(turn_id)) == seen, turn_id
+        event("compact: rebuilt from a checkpoint")
+        return checkpoint
 
     def policy(self, max_input_tokens: int = 10**9) -> lf.CompactionPolicy:
         """No automatic pruning (the `prune` rule prunes, so the model knows when); no
@@ -1080,15 +1140,24 @@ class LedgerMachine(RuleBasedStateMachine):
             self.record_append(conversation, [turn])
         self.compact(conversation, "extractive", False, max_input_tokens)
 
-    @rule(conversation=conversations, keep=st.integers(0, 3))
-    def prune(self, conversation: str, keep: int) -> None:
+    @rule(conversation=conversations, keep=st.integers(0, 3), checkpoints=st.integers(0, 2))
+    def prune(self, conversation: str, keep: int, checkpoints: int) -> None:
         """Version pruning (SPEC §15.8): the pointed version and the newest `keep` others
-        stay; the rest go with their text and index rows; the current context is unchanged."""
+        stay, and the checkpoints (SPEC §17.5: superseded or stale versions only, never a
+        failed or rejected record); the rest go with their text and index rows; the current
+        context is unchanged."""
         model = self.model[conversation]
         before = self.store.context(conversation, self.version)
         counted = self.store.pruned_count(conversation)
-        deleted = self.store.prune_versions(conversation, keep=keep)
-        assert deleted == model.prune(keep)
+        deleted = self.store.prune_versions(conversation, keep=keep, keep_checkpoints=checkpoints)
+        left = {r.envelope.id for r in self.store.summary_history(conversation) if r.envelope}
+        spared = frozenset(
+            r.summary_id
+            for r in model.history
+            if r.summary_id in left and r.status in ("superseded", "stale")
+        )
+        assert deleted == model.prune(keep, spared)
+        assert {r.summary_id for r in model.history if r.summary_id} == left
         model.erased += deleted  # the store counts pruned and purge-erased versions together
         assert self.store.pruned_count(conversation) == counted + deleted
         assert self.store.context(conversation, self.version) == before
