@@ -283,7 +283,9 @@ def accept_summary_result(
     there); `invalid-summary`/`protected-source` when a source is protected or of one of
     `preserve_roles`; with `plan`, `invalid-summary`/`plan-mismatch` when a source is not
     among its compacted IDs; with `current`, the same when the parent's sources are not all
-    among the candidate's or it adds none."""
+    among the candidate's or it adds none. After the current summary went stale, a store
+    rebuilding from a checkpoint (SPEC §17.5) passes that checkpoint as `current`: it is the
+    head the candidate may extend, and must itself still be current."""
     conversation = _validate.conversation(conversation)
     active_plan_id = _validate.text("active_plan_id", active_plan_id)
     if plan is not None:

@@ -333,19 +333,26 @@ def sealed_base(
 ) -> int | None:
     """The sealed base (SPEC §17.5): the newest of the head and its ancestors whose sources
     are all purged; None when there is none (or nothing was ever purged)."""
-    if (
-        head_pk is None
-        or not conn.execute(
-            "SELECT 1 FROM history_boundaries WHERE conversation_id = ? LIMIT 1", (conversation_id,)
-        ).fetchone()
-    ):
+    if head_pk is None:
         return None
-    if any(record.pk == head_pk for record in records) and all_purged(
-        conn, conversation_id, head_pk
+    # Only a version whose last source lies within the purged history can be wholly purged:
+    # the O(covered) check runs on those alone (usually one), not on every checkpoint.
+    within = {
+        int(row[0])
+        for row in conn.execute(
+            "SELECT pk FROM summaries WHERE conversation_id = ?"
+            " AND status IN ('current', 'superseded', 'stale') AND through_sequence <="
+            " (SELECT MAX(through_sequence) FROM history_boundaries WHERE conversation_id = ?)",
+            (conversation_id, conversation_id),
+        )
+    }
+    if not within:
+        return None
+    for record in (
+        *(r for r in records if r.pk == head_pk),
+        *checkpoints.lineage(records, head_pk),
     ):
-        return head_pk
-    for record in checkpoints.lineage(records, head_pk):
-        if all_purged(conn, conversation_id, record.pk):
+        if record.pk in within and all_purged(conn, conversation_id, record.pk):
             return record.pk
     return None
 
