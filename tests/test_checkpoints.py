@@ -365,3 +365,31 @@ def test_erasure_removes_every_checkpoint_citing_the_erased_turn(tmp_path: Path)
             assert victim not in envelope.source_ids
         for record in store.summary_history(CONV):
             assert record.envelope is None or victim not in record.envelope.source_ids
+
+
+class V11Store:
+    """A store of the v1.1 protocol: its `prune_versions` takes no `keep_checkpoints`."""
+
+    def __init__(self, path: Path) -> None:
+        self.inner = SQLiteStore(path)
+        self.pruned: list[int] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def prune_versions(
+        self, conversation_id: str | None = None, keep: int = 4, older_than: float | None = None
+    ) -> int:
+        self.pruned.append(keep)
+        return self.inner.prune_versions(conversation_id, keep, older_than, keep_checkpoints=0)
+
+
+def test_a_v11_store_is_pruned_without_checkpoints(tmp_path: Path) -> None:
+    store = V11Store(tmp_path / "ledger.db")
+    try:
+        compactor = lf.Compactor(store, policy(), Recorder(store.inner))  # type: ignore[arg-type]
+        session(store.inner, compactor, 12)
+        assert store.pruned and set(store.pruned) == {2}
+        assert len(accepted(store.inner)) == 3  # keep_versions + the current one
+    finally:
+        store.inner.close()

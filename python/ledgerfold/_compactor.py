@@ -669,7 +669,10 @@ def _takes_checkpoints(store: Store) -> bool:
         parameters = inspect.signature(store.prune_versions).parameters
     except (TypeError, ValueError):
         return False
-    return "keep_checkpoints" in parameters
+    # A proxy forwarding **kwargs (to a store that takes it) counts as taking it.
+    return "keep_checkpoints" in parameters or any(
+        parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values()
+    )
 
 
 def _random_summary_id() -> str:
