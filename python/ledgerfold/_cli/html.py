@@ -388,11 +388,12 @@ _STAT_LABELS = {
     "turns_retracted": "retracted turns",
     "turns_purged": "purged turns",
     "purged_without_summary": "purged, no current summary",
+    "sealed_lost": "purged, summary lost after an edit",
 }
 
 
 # Cards that name conversations in trouble now (stale and failed records may be history).
-_TROUBLE = ("fallbacks.stale-summary:", "purged_without_summary")
+_TROUBLE = ("fallbacks.stale-summary:", "purged_without_summary", "sealed_lost")
 
 
 def _totals(stats: StoreStats) -> str:
@@ -401,7 +402,7 @@ def _totals(stats: StoreStats) -> str:
     cards = [
         (key, label, getattr(stats, key))
         for key, label in _STAT_LABELS.items()
-        if key != "purged_without_summary"
+        if key not in ("purged_without_summary", "sealed_lost")
     ]
     cards += [(f"summaries.{s}", f"{s} summaries", n) for s, n in stats.summaries.items()]
     cards.append(("fallbacks", "contexts falling back", sum(stats.fallbacks.values())))
@@ -413,6 +414,7 @@ def _totals(stats: StoreStats) -> str:
             stats.purged_without_summary,
         )
     )
+    cards.append(("sealed_lost", _STAT_LABELS["sealed_lost"], stats.sealed_lost))
     return (
         '<div class="stats" id="totals">'
         + "".join(
