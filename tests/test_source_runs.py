@@ -249,7 +249,9 @@ def test_a_v3_database_keeps_each_versions_sources(tmp_path: Path) -> None:
         assert [t.id for t in store.sources_of("s2")] == [t.id for t in turns[:20]]
         check_source_index(store._connection())
         assert count(store, "SELECT COUNT(*) FROM run_sources") == 30  # the v3 rows, as they were
-        outcome = lf.Compactor(store, policy(keep_versions=0), neutral).compact("c")
+        # keep_checkpoints=0: s1 is pruned, not kept as a checkpoint (SPEC §17.5).
+        pruning = policy(keep_versions=0, keep_checkpoints=0)
+        outcome = lf.Compactor(store, pruning, neutral).compact("c")
         assert outcome.summary is not None and outcome.summary.parent_id == "s2"
         # Appended to s2's run (pk: s2's row); s1's run went with s1 (pruned).
         assert count(

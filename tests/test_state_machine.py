@@ -1168,7 +1168,8 @@ class LedgerMachine(RuleBasedStateMachine):
         """Plan A, then plan B; B's result commits first, A's arrives late: A is refused as
         `superseded-plan` and never replaces B (SPEC §1.7)."""
         model = self.model[conversation]
-        if model.sealed_turns(model.current):
+        if model.sealed_turns(model.current) or model.sealed_turns(model.pointed):
+            # (A stale sealed summary is rebuilt from its sealed base, SPEC §17.5.)
             # A plan extending a sealed summary covers its purged sources, which
             # `create_summary_envelope` cannot fingerprint from the ledger; the Compactor
             # extends it from the stored digests (the `compact` rules cover that).
