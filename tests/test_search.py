@@ -71,6 +71,19 @@ def test_chinese_without_spaces(store: lf.SQLiteStore) -> None:
     assert ids(store.search("c", "储物柜")) == ["zh"]
 
 
+def test_a_number_with_its_cjk_counter_does_not_match_another_number(
+    store: lf.SQLiteStore,
+) -> None:
+    """`3号` does not match `13号` (SPEC §16.5): the lone `号` beside the digits is left out
+    of the query, which the digits identify."""
+    store.append("c", "user", "13号", id="k13")
+    store.append("c", "user", "3号", id="k3")
+    store.append("c", "user", "第13章", id="ch13")
+    assert ids(store.search("c", "3号")) == ["k3"]
+    assert ids(store.search("c", "第3章")) == ["k3"]
+    assert set(ids(store.search("c", "号"))) == {"k13", "k3"}  # alone, it is the query
+
+
 def test_japanese_and_korean_bigrams(store: lf.SQLiteStore) -> None:
     store.append("c", "user", "東京駅で待ち合わせしましょう", id="ja")
     store.append("c", "user", "서울역에서 만나요", id="ko")
