@@ -49,11 +49,8 @@ from ledgerfold.tokens import context_tokens, item_tokens
 __all__ = [
     "OUTCOME_STATUSES",
     "CompactionOutcome",
-    "CompactionPolicy",
     "CompactionStatus",
     "Compactor",
-    "Summarizer",
-    "SummaryRequest",
 ]
 
 _log = logging.getLogger("ledgerfold.compactor")
@@ -127,12 +124,7 @@ class Compactor:
                 field="summarizer",
                 problem="wrong-type",
             )
-        if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
-        ):
-            raise InvalidInput(
-                "timeout: must be None or a number > 0", field="timeout", problem="out-of-range"
-            )
+        _validate.duration("timeout", timeout, unit="seconds", positive=True)
         if on_event is not None and not callable(on_event):
             raise InvalidInput(
                 "on_event: must be a callable Event -> None",

@@ -18,7 +18,8 @@ from ledgerfold._model import Turn
 
 __all__ = ["RECALL_TOOL_NAME", "recall_result_ids", "stand_in"]
 
-#: The recall tool's function name (`ledgerfold.tools.RECALL_TOOL_NAME`).
+#: The recall tool's function name (SPEC §16.2), published as `ledgerfold.tools.RECALL_TOOL_NAME`:
+#: its results are never indexed nor a summary's text (§17.7).
 RECALL_TOOL_NAME: Final = "recall_history"
 
 

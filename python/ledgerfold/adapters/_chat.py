@@ -282,12 +282,7 @@ def to_chat_messages(
         )
     if system_prompt is not None:
         _validate.text("system_prompt", system_prompt, blank_ok=True)
-    if not isinstance(recall, bool):
-        raise InvalidInput(
-            f"recall: must be bool, got {type(recall).__name__}",
-            field="recall",
-            problem="wrong-type",
-        )
+    _validate.flag("recall", recall)
     unsendable = _native.unsendable(context.items) if context.dropped else []
     if unsendable:
         ids = [context.items[at].id for at in unsendable]

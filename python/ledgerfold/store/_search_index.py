@@ -37,15 +37,16 @@ from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ledgerfold import _validate
 from ledgerfold._errors import InvalidInput, StoreError
 from ledgerfold._model import Turn
+from ledgerfold._recall_stand_in import RECALL_TOOL_NAME
 from ledgerfold._search_hit import SearchHit
 from ledgerfold._segment import INDEX_VERSION, index_passages, query_terms
 from ledgerfold.store._schema import TURN_LIVE
 
 __all__ = [
     "DF_DROP",
-    "RECALL_TOOL_NAME",
     "SCOPES",
     "build",
     "fts5_available",
@@ -72,9 +73,6 @@ DF_DROP = 50
 
 #: `search(scope=...)` values (SPEC §16.5 "Scope").
 SCOPES = ("covered", "all")
-
-#: The recall tool's function name (SPEC §16.2): its results are never indexed (§17.7).
-RECALL_TOOL_NAME = "recall_history"
 
 #: Turns indexed per transaction while building the index of an existing ledger, so no
 #: write lock is held for long (SPEC §17.9).
@@ -425,19 +423,8 @@ def check_args(query: object, limit: object, scope: object) -> tuple[str, int, s
         raise InvalidInput(
             f"query: must be str, got {type(query).__name__}", field="query", problem="wrong-type"
         )
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise InvalidInput(
-            f"limit: must be int, got {type(limit).__name__}", field="limit", problem="wrong-type"
-        )
-    if not 1 <= limit <= 100:
-        raise InvalidInput(
-            "limit: must be between 1 and 100", field="limit", problem="out-of-range"
-        )
-    if not isinstance(scope, str) or scope not in SCOPES:
-        raise InvalidInput(
-            "scope: must be 'covered' or 'all'", field="scope", problem="unknown-value"
-        )
-    return query, limit, scope
+    limit = _validate.integer("limit", limit, minimum=1, maximum=100)
+    return query, limit, _validate.choice("scope", scope, SCOPES)
 
 
 _NO_FTS5 = "search: this SQLite has no FTS5, so search is unavailable"

@@ -20,7 +20,7 @@ from typing import Any
 
 from ledgerfold import _validate, _worker
 from ledgerfold._citations import cited_sequences, cited_turns
-from ledgerfold._context import AssembledContext, HistoryBoundary, assemble_context
+from ledgerfold._context import AssembledContext, HistoryBoundary
 from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._events import Event, EventHook, emit
 from ledgerfold._model import Conversation, Turn
@@ -30,18 +30,17 @@ from ledgerfold._summary import SummaryEnvelope, SummaryWrite
 from ledgerfold.adapters._chat import ChatTurnSpec, chat_turn_specs
 from ledgerfold.store import _chat_append as chat_append
 from ledgerfold.store import _commit as commit
+from ledgerfold.store import _context_read as context_read
 from ledgerfold.store import _digests as digests
 from ledgerfold.store import _ledger as ledger
-from ledgerfold.store import _retention as retention
 from ledgerfold.store import _search_index as search_index
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store._database import Database, database_path, durability_arg
 from ledgerfold.store._legacy import legacy_specs
 from ledgerfold.store._loop_methods import CompactionLoop
 from ledgerfold.store._protocol import CompactionWork, SummaryRecord
-from ledgerfold.store._retention_methods import RetentionMethods
-from ledgerfold.store._rows import DAMAGED, SUMMARY_COLUMNS, DamagedSummary
-from ledgerfold.store._schema import TURN_LIVE
+from ledgerfold.store._retention_methods import Retention
+from ledgerfold.store._rows import SUMMARY_COLUMNS
 from ledgerfold.store._stats import StoreStats, read_stats
 
 __all__ = ["SQLiteStore"]
@@ -55,7 +54,7 @@ _APPEND_KEYS = frozenset(
 _EDIT_KEYS = frozenset({"role", "body", "protected", "protection_reason", "group", "meta"})
 
 
-class SQLiteStore(RetentionMethods):
+class SQLiteStore:
     """The embedded ledger store: a file path (WAL) or `":memory:"`.
 
     `durability="full"` (the default) fsyncs every commit, so a returned write survives
@@ -95,6 +94,7 @@ class SQLiteStore(RetentionMethods):
         self._cache = summaries.VersionCache()
         self._db = Database(self._path, durability_arg(durability), read_only=read_only)
         self._loop = CompactionLoop(self._transaction, self._cache)
+        self._retention = Retention(self._transaction, self._db, self._cache, on_event)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -193,7 +193,7 @@ class SQLiteStore(RetentionMethods):
 
     def _append_chat(self, conversation_id: str, specs: list[ChatTurnSpec]) -> list[Turn]:
         """`append_chat_messages` from converted messages (integrations add meta to them)."""
-        conversation_id = _validate.text("conversation_id", conversation_id)
+        conversation_id = _validate.identifier("conversation_id", conversation_id)
         if not specs:
             return []
         ids = chat_append.prepare(specs)
@@ -227,7 +227,7 @@ class SQLiteStore(RetentionMethods):
     def _append(
         self, conversation_id: str, specs: list[Mapping[str, Any]], *, field_prefix: str
     ) -> list[Turn]:
-        conversation_id = _validate.text("conversation_id", conversation_id)
+        conversation_id = _validate.identifier("conversation_id", conversation_id)
         # Validate everything the ledger does not decide before touching the database.
         prepared: list[tuple[str, Mapping[str, Any]]] = []
         seen: set[str] = set()
@@ -237,19 +237,13 @@ class SQLiteStore(RetentionMethods):
             if turn_id is None:
                 turn_id = "t-" + uuid.uuid4().hex
             else:
-                turn_id = _validate.text(f"{prefix}id", turn_id)
+                turn_id = _validate.identifier(f"{prefix}id", turn_id)
             if turn_id in seen:
                 raise DuplicateId(
                     f"{prefix}id: duplicate turn id {turn_id!r}", id=turn_id, field=f"{prefix}id"
                 )
             seen.add(turn_id)
-            protected = spec.get("protected", False)
-            if not isinstance(protected, bool):
-                raise InvalidInput(
-                    f"{prefix}protected: must be bool, got {type(protected).__name__}",
-                    field=f"{prefix}protected",
-                    problem="wrong-type",
-                )
+            _validate.flag(f"{prefix}protected", spec.get("protected", False))
             prepared.append((turn_id, spec))
         if not prepared:
             return []
@@ -268,8 +262,8 @@ class SQLiteStore(RetentionMethods):
     def edit(self, conversation_id: str, turn_id: str, **changes: Any) -> Turn:
         """Change fields of a live turn (not `id` or `sequence`); new revision; the earlier
         version goes to the history table; citing summaries become stale when it changed."""
-        conversation_id = _validate.text("conversation_id", conversation_id)
-        turn_id = _validate.text("turn_id", turn_id)
+        conversation_id = _validate.identifier("conversation_id", conversation_id)
+        turn_id = _validate.identifier("turn_id", turn_id)
         for key in changes:
             if key not in _EDIT_KEYS:
                 problem = "not-allowed" if key in ("id", "sequence") else "unknown-value"
@@ -306,19 +300,19 @@ class SQLiteStore(RetentionMethods):
 
     def load(self, conversation_id: str) -> Conversation:
         """The live ledger; an unknown ID gives an empty conversation at revision 0."""
-        conversation_id = _validate.text("conversation_id", conversation_id)
+        conversation_id = _validate.identifier("conversation_id", conversation_id)
         with self._transaction(write=False, operation="load") as conn:
             return ledger.load(conn, conversation_id)
 
     def get_turns(self, conversation_id: str, turn_ids: Iterable[str]) -> list[Turn]:
         """The live turns with these IDs, in sequence order; IDs not in the ledger view are
         left out. Reads only those turns, not the whole conversation."""
-        conversation_id = _validate.text("conversation_id", conversation_id)
+        conversation_id = _validate.identifier("conversation_id", conversation_id)
         if isinstance(turn_ids, (str, bytes)) or not isinstance(turn_ids, Iterable):
             raise InvalidInput(
                 "turn_ids: must be an iterable of str", field="turn_ids", problem="wrong-type"
             )
-        wanted: Sequence[str] = [_validate.text("turn_ids", turn_id) for turn_id in turn_ids]
+        wanted: Sequence[str] = [_validate.identifier("turn_ids", turn_id) for turn_id in turn_ids]
         with self._transaction(write=False, operation="get_turns") as conn:
             return ledger.get_turns(conn, conversation_id, wanted)
 
@@ -326,10 +320,12 @@ class SQLiteStore(RetentionMethods):
         """The IDs among `ids` of turns ever written to the conversation: live, retracted
         or purged (SPEC §17.6: what "already in the ledger" means to an integration). One
         indexed query; costs O(len(ids)), not O(ledger). A deleted conversation knows none."""
-        conversation_id = _validate.text("conversation_id", conversation_id)
+        conversation_id = _validate.identifier("conversation_id", conversation_id)
         if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
             raise InvalidInput("ids: must be an iterable of str", field="ids", problem="wrong-type")
-        wanted = [_validate.text(f"ids[{index}]", turn_id) for index, turn_id in enumerate(ids)]
+        wanted = [
+            _validate.identifier(f"ids[{index}]", turn_id) for index, turn_id in enumerate(ids)
+        ]
         if not wanted:
             return set()
         with self._transaction(write=False, operation="known_ids") as conn:
@@ -347,7 +343,7 @@ class SQLiteStore(RetentionMethods):
         whose context falls back by reason, purged conversations without a current summary.
         Reads only (also on a read-only store)."""
         if conversation_id is not None:
-            conversation_id = _validate.text("conversation_id", conversation_id)
+            conversation_id = _validate.identifier("conversation_id", conversation_id)
         with self._transaction(write=False, operation="stats") as conn:
             return read_stats(conn, conversation_id)
 
@@ -366,7 +362,7 @@ class SQLiteStore(RetentionMethods):
         any `str` is valid (blank or punctuation-only gives []); `limit` is 1..100; an
         unknown conversation gives []. `StoreError` when the database has no index yet
         (an older file opened read-only) or SQLite lacks FTS5."""
-        conversation_id = _validate.text("conversation_id", conversation_id)
+        conversation_id = _validate.identifier("conversation_id", conversation_id)
         query, limit, scope = search_index.check_args(query, limit, scope)
         with self._transaction(write=False, operation="search") as conn:
             hits = search_index.search(conn, conversation_id, query, limit, scope)
@@ -420,7 +416,7 @@ class SQLiteStore(RetentionMethods):
         items = [
             (
                 _validate.text("reason", reason),
-                _validate.text("summary_id", summary_id),
+                _validate.identifier("summary_id", summary_id),
                 _validate.text("conversation_id", conversation_id, blank_ok=True, empty_ok=False),
             )
             for conversation_id, summary_id, reason in summaries.verdict_triples(verdicts)
@@ -457,7 +453,7 @@ class SQLiteStore(RetentionMethods):
             items.append(
                 (
                     _validate.text("conversation_id", pair[0], blank_ok=True, empty_ok=False),
-                    _validate.text("turn_id", pair[1]),
+                    _validate.identifier("turn_id", pair[1]),
                 )
             )
         if not items:
@@ -476,7 +472,7 @@ class SQLiteStore(RetentionMethods):
 
     def record_failure(self, plan_id: str, reason: str) -> None:
         """Record a failed attempt of a known plan (no envelope)."""
-        plan_id = _validate.text("plan_id", plan_id)
+        plan_id = _validate.identifier("plan_id", plan_id)
         reason = _validate.text("reason", reason)
         with self._transaction(write=True, operation="record_failure") as conn:
             conversation_id = summaries.record_failure(conn, plan_id, reason)
@@ -484,7 +480,7 @@ class SQLiteStore(RetentionMethods):
 
     def current_summary(self, conversation_id: str) -> SummaryEnvelope | None:
         """The current version, or None when there is none or it went stale."""
-        conversation_id = _validate.text("conversation_id", conversation_id)
+        conversation_id = _validate.identifier("conversation_id", conversation_id)
         with self._transaction(write=False, operation="current_summary") as conn:
             pointed = summaries.pointed(conn, self._cache, conversation_id)
         if pointed is None or pointed[1] != "current":
@@ -493,7 +489,7 @@ class SQLiteStore(RetentionMethods):
 
     def summary_history(self, conversation_id: str) -> list[SummaryRecord]:
         """Every attempt of the conversation, oldest first."""
-        conversation_id = _validate.text("conversation_id", conversation_id)
+        conversation_id = _validate.identifier("conversation_id", conversation_id)
         with self._transaction(write=False, operation="summary_history") as conn:
             rows = conn.execute(
                 f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE conversation_id = ? ORDER BY pk",
@@ -514,7 +510,7 @@ class SQLiteStore(RetentionMethods):
 
     def sources_of(self, summary_id: str) -> list[Turn]:
         """The cited turns still in the ledger, in source order."""
-        summary_id = _validate.text("summary_id", summary_id)
+        summary_id = _validate.identifier("summary_id", summary_id)
         with self._transaction(write=False, operation="sources_of") as conn:
             row = conn.execute(
                 f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE id = ?", (summary_id,)
@@ -534,7 +530,7 @@ class SQLiteStore(RetentionMethods):
         """SPEC §16.3: the live turns among the summary's sources whose sequence its text
         cites (`[seq N`), each once, in ascending sequence (see `ledgerfold.citations`).
         An unknown `summary_id` raises `InvalidInput`."""
-        summary_id = _validate.text("summary_id", summary_id)
+        summary_id = _validate.identifier("summary_id", summary_id)
         with self._transaction(write=False, operation="cited_sources") as conn:
             row = conn.execute(
                 f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE id = ?", (summary_id,)
@@ -552,8 +548,8 @@ class SQLiteStore(RetentionMethods):
 
     def summaries_citing(self, conversation_id: str, turn_id: str) -> list[str]:
         """IDs of the accepted versions whose sources include the turn, oldest first."""
-        conversation_id = _validate.text("conversation_id", conversation_id)
-        turn_id = _validate.text("turn_id", turn_id)
+        conversation_id = _validate.identifier("conversation_id", conversation_id)
+        turn_id = _validate.identifier("turn_id", turn_id)
         with self._transaction(write=False, operation="summaries_citing") as conn:
             return [
                 row[0]
@@ -639,89 +635,100 @@ class SQLiteStore(RetentionMethods):
         honest; deep re-hashing is batch revalidation's job. Otherwise the whole ledger is
         loaded and `assemble_context` decides.
         """
-        conversation_id = _validate.text("conversation_id", conversation_id)
+        conversation_id = _validate.identifier("conversation_id", conversation_id)
         policy_version = _validate.text("policy_version", policy_version)
-        damaged: DamagedSummary | None = None
-        assembled: AssembledContext | None = None
-        with self._transaction(write=False, operation="context") as conn:
-            boundary = ledger.boundary(conn, conversation_id)
-            try:
-                pointed = summaries.pointed(conn, self._cache, conversation_id, strict=True)
-            except DamagedSummary as damage:  # a verdict, not a crash: the context is raw
-                pointed, damaged = None, damage
-            if pointed is not None:
-                version, status, reason = pointed
-                envelope = version.envelope
-                if (
-                    status == "current"
-                    and envelope.policy_version == policy_version
-                    and not conn.execute(
-                        "SELECT 1 FROM turns WHERE conversation_id = ? AND id = ? AND state = ?",
-                        (conversation_id, envelope.id, TURN_LIVE),
-                    ).fetchone()
-                ):
-                    items = summaries.summarised_items(conn, conversation_id, version)
-                    split = ledger.split_unit(conn, conversation_id, version.pk, items)
-                    missing = (
-                        None if split is not None else summaries.missing_preserved(conn, version)
-                    )
-                    if split is None and missing is None:
-                        return AssembledContext(items, None, boundary)
-                    pointed = None
-                    if split is not None:
-                        # A database written before §17.2's units: the summary splits a call
-                        # from its result, so it is stale (a full check would say so too).
-                        assembled = AssembledContext(
-                            ledger.raw_items(conn, conversation_id),
-                            "stale-summary:group-split",
-                            None,
-                            split,
-                        )
-                    else:
-                        # SPEC §17.3: raw until the next compaction (due at once) lays it
-                        # out anew.
-                        assembled = AssembledContext(
-                            ledger.raw_items(conn, conversation_id),
-                            "preserved-missing",
-                            None,
-                            missing,
-                        )
-            if pointed is None and assembled is None:
-                # No summary: the context is every turn raw, read as items directly.
-                assembled = AssembledContext(
-                    ledger.raw_items(conn, conversation_id),
-                    "no-summary" if damaged is None else f"stale-summary:{DAMAGED}",
-                    None,
-                    None if damaged is None else damaged.summary_id,
-                )
-            elif pointed is not None:
-                conversation = ledger.load(conn, conversation_id)
-                sealed = retention.sealed_digests(conn, conversation_id, version.pk)
-        if pointed is not None:
-            assembled = assemble_context(conversation, envelope, policy_version, sealed=sealed)
-            if status == "stale" and assembled.fallback is None:
-                # The sources were edited back to their old values; a stale version stays
-                # stale (its record says so), so the context stays raw.
-                raw = assemble_context(conversation, None, policy_version)
-                assembled = AssembledContext(raw.items, f"stale-summary:{reason}")
-        assert assembled is not None
-        if assembled.fallback is not None:
-            _log.info(
-                "context fallback: conversation=%s fallback=%s id=%s turns=%d",
-                conversation_id,
-                assembled.fallback,
-                assembled.fallback_id,
-                len(assembled.items),
-            )
-        return AssembledContext(
-            assembled.items, assembled.fallback, boundary, assembled.fallback_id
+        return context_read.assemble(
+            self._transaction, self._cache, conversation_id, policy_version
         )
 
     # ------------------------------------------------------------------ retention
 
+    def retract(self, conversation_id: str, turn_id: str, *, erase: bool = False) -> None:
+        """Remove a live turn from the ledger view (the row stays); new revision; citing
+        summaries become stale (`source-missing`). A turn that made tool calls takes the
+        live tool turns answering them along, in the same revision (SPEC §17.2; only the
+        named turn is erased). With `erase=True` its body, meta and
+        earlier versions are erased too, overwritten in the file (ID, sequence and digest
+        stay), with every summary version citing it (its text may quote the turn); a turn
+        retracted earlier can be erased this way later."""
+        self._retention.retract(conversation_id, turn_id, erase=erase)
+
+    def purge_through(
+        self,
+        conversation_id: str,
+        sequence: int,
+        reason: str,
+        *,
+        force: bool = False,
+        keep_roles: Iterable[str] = ("system",),
+    ) -> HistoryBoundary:
+        """Retention: delete bodies (and earlier versions) of raw turns with sequence <=
+        `sequence`, protected ones and those of `keep_roles` (the policy's `preserve_roles`;
+        default: the system prompt) only when `force` is True; record the boundary; new
+        revision. The current summary, checked current first, is sealed: it stays in the
+        context, its purged sources checked by their stored digests (SPEC §15.5). Every other
+        summary version citing a purged turn is erased (counted by `pruned_count`). Erased
+        bytes are overwritten in the file and the WAL is checkpointed. The boundary records
+        at most the last sequence written and, without `force`, stops before a compaction
+        unit the purge would split and before an unanswered tool call (SPEC §17.2: so no
+        tool result is ever left raw without its call), and before a `keep_roles` turn the
+        sealed summary covers: its `through_sequence` says where the purge went."""
+        return self._retention.purge_through(
+            conversation_id, sequence, reason, force=force, keep_roles=keep_roles
+        )
+
+    def apply_retention(
+        self,
+        conversation_id: str,
+        *,
+        retain_turns: int | None = None,
+        retain_days: float | None = None,
+        reason: str = "retention",
+        keep_roles: Iterable[str] = (),
+    ) -> HistoryBoundary | None:
+        """Purge (sealing first) the raw turns beyond the newest `retain_turns` or written
+        more than `retain_days` ago, but only those the current summary covers: without a
+        current summary nothing is purged, and a turn it keeps raw (preserved, protected,
+        an open tool call) stays. Turns of `keep_roles` are kept (the Compactor passes its
+        policy's `preserve_roles`, so the system prompt stays raw in the context). Returns
+        the boundary,
+        or None when nothing was due. (The Compactor calls this after an accepted summary
+        when its policy states a retention.)"""
+        return self._retention.apply_retention(
+            conversation_id,
+            retain_turns=retain_turns,
+            retain_days=retain_days,
+            reason=reason,
+            keep_roles=keep_roles,
+        )
+
+    def preview_purge(
+        self,
+        conversation_id: str,
+        sequence: int,
+        *,
+        force: bool = False,
+        keep_roles: Iterable[str] = ("system",),
+    ) -> dict[str, Any]:
+        """What `purge_through` would do, nothing written: `turns` (how many would go, with
+        `first_sequence`/`last_purged_sequence`), `protected_kept`, `roles_kept` (turns of
+        `keep_roles` that stay), `sealed_summary` (the ID
+        of the summary that would be sealed, or None), `versions_erased`, `last_sequence`,
+        and `unsummarised`: live turns that would go without being a source of the sealed
+        summary, so what they said would leave the context for good."""
+        return self._retention.preview_purge(
+            conversation_id, sequence, force=force, keep_roles=keep_roles
+        )
+
+    def delete_conversation(self, conversation_id: str) -> None:
+        """Erase the conversation: its turns, turn history, summaries, plans, index rows and
+        purge boundaries, overwritten in the file (the WAL is checkpointed). An unknown ID
+        is not an error."""
+        self._retention.delete_conversation(conversation_id)
+
     def history_boundary(self, conversation_id: str) -> HistoryBoundary | None:
         """The furthest purge boundary of the conversation (the largest purged sequence, with
         the reason and time of the purge that reached it), or None."""
-        conversation_id = _validate.text("conversation_id", conversation_id)
+        conversation_id = _validate.identifier("conversation_id", conversation_id)
         with self._transaction(write=False, operation="history_boundary") as conn:
             return ledger.boundary(conn, conversation_id)
