@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
+from contextlib import suppress
 from typing import Any
 
 from ledgerfold._errors import InvalidInput
@@ -75,10 +76,8 @@ def duration(field: str, value: object, *, unit: str, positive: bool = False) ->
         return None
     length = math.nan
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        try:
+        with suppress(OverflowError):  # an int beyond float has no finite length
             length = float(value)
-        except OverflowError:  # an int beyond float: no finite length
-            pass
     if not math.isfinite(length) or length < 0 or (positive and length == 0):
         bound = "> 0" if positive else ">= 0"
         raise InvalidInput(

@@ -18,7 +18,7 @@ from typing import Any
 from ledgerfold._errors import InvalidInput, StoreError
 from ledgerfold.store._ledger import bump_revision, mark_citing_stale
 from ledgerfold.store._rows import TURN_COLUMNS, turn_from_row
-from ledgerfold.store._schema import TURN_LIVE
+from ledgerfold.store._schema import CURRENT, TURN_LIVE
 
 __all__ = ["WrongDigest", "recomputed_digest", "repair", "wrong_digests"]
 
@@ -37,7 +37,7 @@ _UNVERIFIED = (
     " FROM turns AS t WHERE t.state = ? AND NOT EXISTS ("
     " SELECT 1 FROM conversations AS c JOIN summaries AS s ON s.pk = c.current_summary"
     " JOIN summary_sources AS ss ON ss.summary_pk = s.pk"
-    " WHERE c.id = t.conversation_id AND s.status = 'current' AND ss.turn_id = t.id"
+    f" WHERE c.id = t.conversation_id AND s.status = '{CURRENT}' AND ss.turn_id = t.id"
     " AND s.id NOT IN (SELECT value FROM json_each(?)))"
 )
 

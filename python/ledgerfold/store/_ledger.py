@@ -30,7 +30,7 @@ from ledgerfold.store._rows import (
     turn_from_row,
     turn_values,
 )
-from ledgerfold.store._schema import TURN_LIVE, TURN_RETRACTED
+from ledgerfold.store._schema import LIVE_ACCEPTED, STALE, TURN_LIVE, TURN_RETRACTED
 
 __all__ = [
     "boundary",
@@ -264,13 +264,12 @@ def mark_citing_stale(
     reports them in, so the stored reason is what a full check would say."""
     if reason == "source-missing":
         status_filter = (
-            "(status IN ('current', 'superseded')"
-            " OR (status = 'stale' AND reason != 'source-missing'))"
+            f"(status IN {LIVE_ACCEPTED} OR (status = '{STALE}' AND reason != 'source-missing'))"
         )
     else:
-        status_filter = "status IN ('current', 'superseded')"
+        status_filter = f"status IN {LIVE_ACCEPTED}"
     cursor = conn.execute(
-        f"UPDATE summaries SET status = 'stale', reason = ? WHERE conversation_id = ?"
+        f"UPDATE summaries SET status = '{STALE}', reason = ? WHERE conversation_id = ?"
         f" AND {status_filter} AND pk IN (SELECT summary_pk FROM summary_sources"
         f" WHERE turn_id IN ({turn_ids_sql}))",
         (reason, conversation_id, *params),

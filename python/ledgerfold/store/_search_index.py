@@ -43,7 +43,7 @@ from ledgerfold._model import Turn
 from ledgerfold._recall_stand_in import RECALL_TOOL_NAME
 from ledgerfold._search_hit import SearchHit
 from ledgerfold._segment import INDEX_VERSION, index_passages, query_terms
-from ledgerfold.store._schema import TURN_LIVE
+from ledgerfold.store._schema import CURRENT, TURN_LIVE
 
 __all__ = [
     "DF_DROP",
@@ -472,7 +472,7 @@ def kept_terms(conn: sqlite3.Connection, terms: list[str]) -> list[str]:
 def _current(conn: sqlite3.Connection, conversation_id: str) -> tuple[int, str] | None:
     row = conn.execute(
         "SELECT s.pk, s.id FROM conversations AS c JOIN summaries AS s"
-        " ON s.pk = c.current_summary WHERE c.id = ? AND s.status = 'current'",
+        f" ON s.pk = c.current_summary WHERE c.id = ? AND s.status = '{CURRENT}'",
         (conversation_id,),
     ).fetchone()
     return None if row is None else (int(row[0]), str(row[1]))

@@ -15,7 +15,7 @@ from ledgerfold._context import TurnItem
 from ledgerfold._errors import InvalidInput
 from ledgerfold._model import Turn
 from ledgerfold._toolcalls import tool_call_ids
-from ledgerfold.store._schema import TURN_LIVE
+from ledgerfold.store._schema import LIVE_ACCEPTED, STALE, TURN_LIVE
 
 __all__ = ["calls_split", "mark_group_split", "split_by_links", "split_unit"]
 
@@ -107,8 +107,8 @@ def mark_group_split(
     return (
         stale
         + conn.execute(
-            "UPDATE summaries SET status = 'stale', reason = 'group-split'"
-            " WHERE conversation_id = ? AND status IN ('current', 'superseded')"
+            f"UPDATE summaries SET status = '{STALE}', reason = 'group-split'"
+            f" WHERE conversation_id = ? AND status IN {LIVE_ACCEPTED}"
             " AND pk IN (SELECT ss.summary_pk FROM turns AS t"
             " JOIN summary_sources AS ss ON ss.turn_id = t.id"
             f" WHERE t.conversation_id = ? AND t.grp IN ({marks}) AND t.state = ?)"
@@ -167,8 +167,8 @@ def _mark_call_split(
     if not callers:
         return 0
     return conn.execute(
-        "UPDATE summaries SET status = 'stale', reason = 'group-split'"
-        " WHERE conversation_id = ? AND status IN ('current', 'superseded')"
+        f"UPDATE summaries SET status = '{STALE}', reason = 'group-split'"
+        f" WHERE conversation_id = ? AND status IN {LIVE_ACCEPTED}"
         " AND pk IN (SELECT summary_pk FROM summary_sources"
         " WHERE turn_id IN (SELECT value FROM json_each(?)))"
         " AND pk NOT IN (SELECT summary_pk FROM summary_sources"
