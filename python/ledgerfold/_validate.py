@@ -6,7 +6,7 @@ one value is accepted or refused alike everywhere, with the same message."""
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from contextlib import suppress
 from typing import Any
 
@@ -39,6 +39,15 @@ def identifier(field: str, value: object) -> str:
     """An ID given to the store or the loop (conversation, turn, summary, plan): a `str`
     that encodes as UTF-8 and is not blank."""
     return text(field, value)
+
+
+def identifiers(field: str, values: object) -> list[str]:
+    """An iterable (not one `str`) of IDs; the one at index i is named `field[i]`."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise InvalidInput(
+            f"{field}: must be an iterable of str", field=field, problem="wrong-type"
+        )
+    return [identifier(f"{field}[{index}]", value) for index, value in enumerate(values)]
 
 
 #: The largest integer SQLite stores (and the Rust core takes).

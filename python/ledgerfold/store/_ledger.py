@@ -39,6 +39,8 @@ __all__ = [
     "edit_turn",
     "get_turns",
     "insert_turns",
+    "known_ids",
+    "live_turn_row",
     "load",
     "mappings",
     "mark_citing_stale",
@@ -99,6 +101,17 @@ def get_turns(
 ) -> list[Turn]:
     """The live turns with these IDs, in sequence order (missing IDs are left out)."""
     return _live_turns(conn, conversation_id, "id", turn_ids)
+
+
+def known_ids(conn: sqlite3.Connection, conversation_id: str, ids: Sequence[str]) -> set[str]:
+    """The IDs among `ids` of turns ever written to the conversation (any state)."""
+    # A JSON array parameter rather than `IN (?, ...)`: no host-parameter limit.
+    rows = conn.execute(
+        "SELECT t.id FROM json_each(?) AS j CROSS JOIN turns AS t"
+        " ON t.conversation_id = ? AND t.id = j.value",
+        (json.dumps(list(ids)), conversation_id),
+    ).fetchall()
+    return {row[0] for row in rows}
 
 
 def turns_at(
@@ -227,19 +240,27 @@ def _first_existing_id(
     return None
 
 
-def _live_turn_row(conn: sqlite3.Connection, conversation_id: str, turn_id: str) -> tuple[Any, ...]:
+def live_turn_row(
+    conn: sqlite3.Connection, conversation_id: str, turn_id: str
+) -> tuple[Any, ...] | None:
+    """`(pk, <turn columns>, digest)` of the live turn, or None."""
     row = conn.execute(
         f"SELECT pk, {TURN_COLUMNS}, digest FROM turns"
         " WHERE conversation_id = ? AND id = ? AND state = ?",
         (conversation_id, turn_id, TURN_LIVE),
     ).fetchone()
+    return None if row is None else tuple(row)
+
+
+def _live_turn_row(conn: sqlite3.Connection, conversation_id: str, turn_id: str) -> tuple[Any, ...]:
+    row = live_turn_row(conn, conversation_id, turn_id)
     if row is None:
         raise InvalidInput(
             f"turn_id: no live turn {turn_id!r} in conversation {conversation_id!r}",
             field="turn_id",
             problem="unknown-value",
         )
-    return tuple(row)
+    return row
 
 
 def bump_revision(conn: sqlite3.Connection, conversation_id: str) -> int:

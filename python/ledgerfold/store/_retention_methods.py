@@ -11,7 +11,7 @@ from typing import Any
 
 from ledgerfold import _validate
 from ledgerfold._context import HistoryBoundary
-from ledgerfold._events import Event, EventHook, emit
+from ledgerfold._events import Event, EventHook, emit, stale_event
 from ledgerfold._plan import preserve_roles_arg
 from ledgerfold.store import _ledger as ledger
 from ledgerfold.store import _retention as retention
@@ -68,16 +68,7 @@ class Retention:
             erased,
         )
         if stale:
-            emit(
-                self._on_event,
-                Event(
-                    "summary.stale",
-                    conversation_id,
-                    reason="source-missing",
-                    turn_ids=(turn_id,),
-                    extra=(("summaries", stale),),
-                ),
-            )
+            emit(self._on_event, stale_event(conversation_id, "source-missing", turn_id, stale))
         if erase:
             emit(
                 self._on_event,

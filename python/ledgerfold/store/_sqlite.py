@@ -1,57 +1,50 @@
 """`SQLiteStore`: the embedded ledger store (SPEC §9, §12) on the standard library's `sqlite3`.
 
 This module holds the public methods: argument checks, one transaction per call, logging.
-The work inside a transaction lives beside it: `database` (opening, migrations,
-transactions), `rows` (columns <-> values), `ledger` (turn writes and reads), `summaries`
-(plans, the atomic commit, versions) and `legacy` (the import policy for old records).
+Whole groups of methods delegate to components given the store's transaction:
+`turn_writes.TurnWrites` (appends, edits), `loop_methods.CompactionLoop` (planning, pruning)
+and `retention_methods.Retention` (retraction, purges, deletion). The work inside a
+transaction lives beside it: `database` (opening, migrations, transactions), `rows`
+(columns <-> values), `ledger` (turn rows), `summaries` and `summary_reads` (versions),
+`context_read` (the context) and `legacy` (the import policy for old records).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sqlite3
-import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
 from ledgerfold import _validate, _worker
-from ledgerfold._citations import cited_sequences, cited_turns
 from ledgerfold._context import AssembledContext, HistoryBoundary
-from ledgerfold._errors import DuplicateId, InvalidInput
-from ledgerfold._events import Event, EventHook, emit
+from ledgerfold._errors import InvalidInput
+from ledgerfold._events import EventHook
 from ledgerfold._model import Conversation, Turn
 from ledgerfold._plan import CompactionPlan
 from ledgerfold._search_hit import SearchHit
 from ledgerfold._summary import SummaryEnvelope, SummaryWrite
-from ledgerfold.adapters._chat import ChatTurnSpec, chat_turn_specs
-from ledgerfold.store import _chat_append as chat_append
+from ledgerfold.adapters._chat import chat_turn_specs
 from ledgerfold.store import _commit as commit
 from ledgerfold.store import _context_read as context_read
 from ledgerfold.store import _digests as digests
 from ledgerfold.store import _ledger as ledger
 from ledgerfold.store import _search_index as search_index
 from ledgerfold.store import _summaries as summaries
+from ledgerfold.store import _summary_reads as summary_reads
 from ledgerfold.store._database import Database, database_path, durability_arg
-from ledgerfold.store._legacy import legacy_specs
 from ledgerfold.store._loop_methods import CompactionLoop
 from ledgerfold.store._protocol import CompactionWork, SummaryRecord
 from ledgerfold.store._retention_methods import Retention
-from ledgerfold.store._rows import SUMMARY_COLUMNS
 from ledgerfold.store._stats import StoreStats, read_stats
+from ledgerfold.store._turn_writes import TurnWrites
 
 __all__ = ["SQLiteStore"]
 
 _log = logging.getLogger("ledgerfold.store")
-
-# `sequence` (optional) must exceed every sequence written before (SPEC §15.8).
-_APPEND_KEYS = frozenset(
-    {"id", "sequence", "role", "body", "protected", "protection_reason", "group", "meta"}
-)
-_EDIT_KEYS = frozenset({"role", "body", "protected", "protection_reason", "group", "meta"})
 
 
 class SQLiteStore:
@@ -94,6 +87,7 @@ class SQLiteStore:
         self._cache = summaries.VersionCache()
         self._db = Database(self._path, durability_arg(durability), read_only=read_only)
         self._loop = CompactionLoop(self._transaction, self._cache)
+        self._writes = TurnWrites(self._transaction, on_event)
         self._retention = Retention(self._transaction, self._db, self._cache, on_event)
 
     # ------------------------------------------------------------------ lifecycle
@@ -162,23 +156,13 @@ class SQLiteStore:
             "group": group,
             "meta": meta,
         }
-        return self._append(conversation_id, [spec], field_prefix="")[0]
+        return self._writes.append(conversation_id, [spec], field_prefix="")[0]
 
     def append_many(self, conversation_id: str, turns: Iterable[Mapping[str, Any]]) -> list[Turn]:
         """Append turns all or nothing, one revision: mappings with the `append` keywords
         and an optional `sequence` (which must exceed every sequence written before), or
         `Turn` values, whose fields but `sequence` are taken (the ledger assigns the next)."""
-        if isinstance(turns, Iterable) and not isinstance(turns, (str, bytes, Mapping)):
-            turns = [chat_append.turn_spec(turn) for turn in turns]  # type: ignore[misc]
-        specs: list[Mapping[str, Any]] = []
-        for field, spec in ledger.mappings("turns", turns, _APPEND_KEYS):
-            for required in ("role", "body"):
-                if required not in spec:
-                    raise InvalidInput(
-                        f"{field}.{required}: missing", field=f"{field}.{required}", problem="empty"
-                    )
-            specs.append(spec)
-        return self._append(conversation_id, specs, field_prefix="turns")
+        return self._writes.append_many(conversation_id, turns)
 
     def append_chat_messages(
         self, conversation_id: str, messages: Iterable[Mapping[str, Any]]
@@ -189,23 +173,7 @@ class SQLiteStore:
         `id` when present, else a fresh unique ID. A tool result joins its call's group
         even when the call was appended by an earlier call (looked up in the same
         transaction); a call ID already used in the conversation is `InvalidInput`."""
-        return self._append_chat(conversation_id, chat_turn_specs(messages))
-
-    def _append_chat(self, conversation_id: str, specs: list[ChatTurnSpec]) -> list[Turn]:
-        """`append_chat_messages` from converted messages (integrations add meta to them)."""
-        conversation_id = _validate.identifier("conversation_id", conversation_id)
-        if not specs:
-            return []
-        ids = chat_append.prepare(specs)
-        with self._transaction(write=True, operation="append_chat") as conn:
-            turns, revision = chat_append.append_chat(conn, conversation_id, specs, ids)
-        _log.debug(
-            "appended chat messages: conversation=%s turns=%d revision=%d",
-            conversation_id,
-            len(turns),
-            revision,
-        )
-        return turns
+        return self._writes.append_chat(conversation_id, chat_turn_specs(messages))
 
     def import_legacy(
         self, conversation_id: str, records: Iterable[Mapping[str, Any]]
@@ -215,86 +183,12 @@ class SQLiteStore:
         comes in protected as `unverified-provenance`, so it is never silently compacted; a
         missing or unknown role becomes `user` with `meta["legacy_role"]` = the original
         value (or `"missing"`). Provenance is kept as `meta["provenance"]`."""
-        turns = self._append(conversation_id, legacy_specs(records), field_prefix="records")
-        _log.info(
-            "legacy import: conversation=%s turns=%d protected=%d",
-            conversation_id,
-            len(turns),
-            sum(turn.protected for turn in turns),
-        )
-        return turns
-
-    def _append(
-        self, conversation_id: str, specs: list[Mapping[str, Any]], *, field_prefix: str
-    ) -> list[Turn]:
-        conversation_id = _validate.identifier("conversation_id", conversation_id)
-        # Validate everything the ledger does not decide before touching the database.
-        prepared: list[tuple[str, Mapping[str, Any]]] = []
-        seen: set[str] = set()
-        for index, spec in enumerate(specs):
-            prefix = f"{field_prefix}[{index}]." if field_prefix else ""
-            turn_id = spec.get("id")
-            if turn_id is None:
-                turn_id = "t-" + uuid.uuid4().hex
-            else:
-                turn_id = _validate.identifier(f"{prefix}id", turn_id)
-            if turn_id in seen:
-                raise DuplicateId(
-                    f"{prefix}id: duplicate turn id {turn_id!r}", id=turn_id, field=f"{prefix}id"
-                )
-            seen.add(turn_id)
-            _validate.flag(f"{prefix}protected", spec.get("protected", False))
-            prepared.append((turn_id, spec))
-        if not prepared:
-            return []
-        with self._transaction(write=True, operation="append") as conn:
-            turns, revision = ledger.insert_turns(conn, conversation_id, prepared, field_prefix)
-        _log.debug(
-            "appended: conversation=%s turns=%d sequences=%d..%d revision=%d",
-            conversation_id,
-            len(turns),
-            turns[0].sequence,
-            turns[-1].sequence,
-            revision,
-        )
-        return turns
+        return self._writes.import_legacy(conversation_id, records)
 
     def edit(self, conversation_id: str, turn_id: str, **changes: Any) -> Turn:
         """Change fields of a live turn (not `id` or `sequence`); new revision; the earlier
         version goes to the history table; citing summaries become stale when it changed."""
-        conversation_id = _validate.identifier("conversation_id", conversation_id)
-        turn_id = _validate.identifier("turn_id", turn_id)
-        for key in changes:
-            if key not in _EDIT_KEYS:
-                problem = "not-allowed" if key in ("id", "sequence") else "unknown-value"
-                try:
-                    key.encode("utf-8")
-                    shown = key
-                except UnicodeEncodeError:  # keep the message printable on any stream
-                    shown = ascii(key)
-                raise InvalidInput(f"{shown}: cannot be edited", field=shown, problem=problem)
-        with self._transaction(write=True, operation="edit") as conn:
-            new, revision, stale = ledger.edit_turn(conn, conversation_id, turn_id, changes)
-        _log.info(
-            "edited: conversation=%s turn=%s sequence=%d revision=%d summaries_stale=%d",
-            conversation_id,
-            turn_id,
-            new.sequence,
-            revision,
-            stale,
-        )
-        if stale:
-            emit(
-                self._on_event,
-                Event(
-                    "summary.stale",
-                    conversation_id,
-                    reason="source-modified",
-                    turn_ids=(turn_id,),
-                    extra=(("summaries", stale),),
-                ),
-            )
-        return new
+        return self._writes.edit(conversation_id, turn_id, changes)
 
     # ------------------------------------------------------------------ ledger reads
 
@@ -308,11 +202,7 @@ class SQLiteStore:
         """The live turns with these IDs, in sequence order; IDs not in the ledger view are
         left out. Reads only those turns, not the whole conversation."""
         conversation_id = _validate.identifier("conversation_id", conversation_id)
-        if isinstance(turn_ids, (str, bytes)) or not isinstance(turn_ids, Iterable):
-            raise InvalidInput(
-                "turn_ids: must be an iterable of str", field="turn_ids", problem="wrong-type"
-            )
-        wanted: Sequence[str] = [_validate.identifier("turn_ids", turn_id) for turn_id in turn_ids]
+        wanted = _validate.identifiers("turn_ids", turn_ids)
         with self._transaction(write=False, operation="get_turns") as conn:
             return ledger.get_turns(conn, conversation_id, wanted)
 
@@ -321,21 +211,11 @@ class SQLiteStore:
         or purged (SPEC §17.6: what "already in the ledger" means to an integration). One
         indexed query; costs O(len(ids)), not O(ledger). A deleted conversation knows none."""
         conversation_id = _validate.identifier("conversation_id", conversation_id)
-        if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
-            raise InvalidInput("ids: must be an iterable of str", field="ids", problem="wrong-type")
-        wanted = [
-            _validate.identifier(f"ids[{index}]", turn_id) for index, turn_id in enumerate(ids)
-        ]
+        wanted = _validate.identifiers("ids", ids)
         if not wanted:
             return set()
         with self._transaction(write=False, operation="known_ids") as conn:
-            # A JSON array parameter rather than `IN (?, ...)`: no host-parameter limit.
-            rows = conn.execute(
-                "SELECT t.id FROM json_each(?) AS j CROSS JOIN turns AS t"
-                " ON t.conversation_id = ? AND t.id = j.value",
-                (json.dumps(wanted), conversation_id),
-            ).fetchall()
-        return {row[0] for row in rows}
+            return ledger.known_ids(conn, conversation_id, wanted)
 
     def stats(self, conversation_id: str | None = None) -> StoreStats:
         """The counts an operator asks for (SPEC §17.8), for the store or one conversation:
@@ -440,22 +320,7 @@ class SQLiteStore:
         library's back), in one transaction: every version citing it goes stale and its
         conversation gets a new revision. A turn no longer live, or already right, is left
         alone. Returns how many were repaired."""
-        if isinstance(turns, (str, bytes, Mapping)) or not isinstance(turns, Iterable):
-            raise InvalidInput("turns: must be an iterable", field="turns", problem="wrong-type")
-        items: list[tuple[str, str]] = []
-        for index, pair in enumerate(turns):
-            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-                raise InvalidInput(
-                    f"turns[{index}]: must be a (conversation_id, turn_id) tuple",
-                    field=f"turns[{index}]",
-                    problem="wrong-type",
-                )
-            items.append(
-                (
-                    _validate.text("conversation_id", pair[0], blank_ok=True, empty_ok=False),
-                    _validate.identifier("turn_id", pair[1]),
-                )
-            )
+        items = digests.turn_pairs(turns)
         if not items:
             return 0
         with self._transaction(write=True, operation="repair_digests") as conn:
@@ -491,40 +356,13 @@ class SQLiteStore:
         """Every attempt of the conversation, oldest first."""
         conversation_id = _validate.identifier("conversation_id", conversation_id)
         with self._transaction(write=False, operation="summary_history") as conn:
-            rows = conn.execute(
-                f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE conversation_id = ? ORDER BY pk",
-                (conversation_id,),
-            ).fetchall()
-            return [
-                SummaryRecord(
-                    envelope=None
-                    if row[1] is None
-                    else summaries.version(conn, self._cache, tuple(row)).envelope,
-                    status=row[4],
-                    reason=row[5],
-                    created_at=row[6],
-                    plan_id=row[3],
-                )
-                for row in rows
-            ]
+            return summary_reads.history(conn, self._cache, conversation_id)
 
     def sources_of(self, summary_id: str) -> list[Turn]:
         """The cited turns still in the ledger, in source order."""
         summary_id = _validate.identifier("summary_id", summary_id)
         with self._transaction(write=False, operation="sources_of") as conn:
-            row = conn.execute(
-                f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE id = ?", (summary_id,)
-            ).fetchone()
-            if row is None:
-                raise InvalidInput(
-                    f"summary_id: unknown summary {summary_id!r}",
-                    field="summary_id",
-                    problem="unknown-value",
-                )
-            envelope = summaries.version(conn, self._cache, tuple(row)).envelope
-            found = ledger.get_turns(conn, envelope.conversation_id, envelope.source_ids)
-        by_id = {turn.id: turn for turn in found}
-        return [by_id[turn_id] for turn_id in envelope.source_ids if turn_id in by_id]
+            return summary_reads.sources_of(conn, self._cache, summary_id)
 
     def cited_sources(self, summary_id: str) -> list[Turn]:
         """SPEC §16.3: the live turns among the summary's sources whose sequence its text
@@ -532,33 +370,14 @@ class SQLiteStore:
         An unknown `summary_id` raises `InvalidInput`."""
         summary_id = _validate.identifier("summary_id", summary_id)
         with self._transaction(write=False, operation="cited_sources") as conn:
-            row = conn.execute(
-                f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE id = ?", (summary_id,)
-            ).fetchone()
-            if row is None:
-                raise InvalidInput(
-                    f"summary_id: unknown summary {summary_id!r}",
-                    field="summary_id",
-                    problem="unknown-value",
-                )
-            envelope = summaries.version(conn, self._cache, tuple(row)).envelope
-            cited = sorted(cited_sequences(envelope.text))
-            candidates = ledger.turns_at(conn, envelope.conversation_id, cited)
-        return cited_turns(envelope.text, envelope.source_ids, candidates)
+            return summary_reads.cited_sources(conn, self._cache, summary_id)
 
     def summaries_citing(self, conversation_id: str, turn_id: str) -> list[str]:
         """IDs of the accepted versions whose sources include the turn, oldest first."""
         conversation_id = _validate.identifier("conversation_id", conversation_id)
         turn_id = _validate.identifier("turn_id", turn_id)
         with self._transaction(write=False, operation="summaries_citing") as conn:
-            return [
-                row[0]
-                for row in conn.execute(
-                    "SELECT s.id FROM summaries s WHERE s.conversation_id = ? AND s.pk IN"
-                    " (SELECT summary_pk FROM summary_sources WHERE turn_id = ?) ORDER BY s.pk",
-                    (conversation_id, turn_id),
-                )
-            ]
+            return summary_reads.citing(conn, conversation_id, turn_id)
 
     # ------------------------------------------------------------------ the agent loop
 
