@@ -32,7 +32,7 @@ from ledgerfold.store import _commit as commit
 from ledgerfold.store import _context_read as context_read
 from ledgerfold.store import _digests as digests
 from ledgerfold.store import _ledger as ledger
-from ledgerfold.store import _search_index as search_index
+from ledgerfold.store import _search as search_queries
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store import _summary_reads as summary_reads
 from ledgerfold.store._database import Database, database_path, durability_arg
@@ -243,9 +243,9 @@ class SQLiteStore:
         unknown conversation gives []. `StoreError` when the database has no index yet
         (an older file opened read-only) or SQLite lacks FTS5."""
         conversation_id = _validate.identifier("conversation_id", conversation_id)
-        query, limit, scope = search_index.check_args(query, limit, scope)
+        query, limit, scope = search_queries.check_args(query, limit, scope)
         with self._transaction(write=False, operation="search") as conn:
-            hits = search_index.search(conn, conversation_id, query, limit, scope)
+            hits = search_queries.search(conn, conversation_id, query, limit, scope)
         # Counts only: the query and the passages are never logged.
         _log.debug(
             "searched: conversation=%s scope=%s limit=%d hits=%d",
