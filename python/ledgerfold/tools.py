@@ -22,7 +22,7 @@ from typing import Any, Final
 from ledgerfold import _validate
 from ledgerfold._errors import InvalidInput, StoreError
 from ledgerfold._recall_stand_in import RECALL_TOOL_NAME
-from ledgerfold.adapters._chat import escape_summary_text
+from ledgerfold.adapters._summary_escape import escape_summary_text
 
 __all__ = ["RECALL_NOTE", "RECALL_TOOL", "RECALL_TOOL_NAME", "run_recall"]
 
