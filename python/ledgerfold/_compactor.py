@@ -555,7 +555,7 @@ def too_long(text: str, policy: CompactionPolicy) -> bool:
 
 def _previous_and_budget(previous: str | None, policy: CompactionPolicy) -> tuple[str | None, int]:
     """The previous text a request carries and its turn-text budget, so that the two never
-    exceed `max_input_tokens + max_summary_tokens` together (issue 25 item 7): a previous
+    exceed `max_input_tokens + max_summary_tokens` together: a previous
     text over `max_summary_tokens` (within the 1.25 slack) takes its excess from the turns'
     budget; one the slack cannot cover (accepted before SPEC §17.4) is cut to fit."""
     budget = policy.max_input_tokens

@@ -34,7 +34,7 @@ _OMITTED_LINE = re.compile(
     r"(?:: sequences? (\d+)(?:–(\d+))?)?(?:; recall_history returns them)?\]$"
 )
 # Which turn lines are dropped first when some must go: tool output, then the assistant's
-# (and system) lines, the user's last — the user's request outlives the rest (issue 27).
+# (and system) lines, the user's last — the user's request outlives the rest.
 _DROP_ORDER = {"tool": 0, "user": 2}
 
 
