@@ -219,3 +219,19 @@ def test_retain_turns_has_one_limit(store: lf.SQLiteStore, value: object) -> Non
     )
     assert _verdict(lambda: lf.CompactionPolicy("p", retain_turns=value)) == expected  # type: ignore[arg-type]
     assert _verdict(lambda: store.apply_retention(CID, retain_turns=value)) == expected  # type: ignore[arg-type]
+
+
+def test_a_callback_is_refused_with_one_message_per_signature(store: lf.SQLiteStore) -> None:
+    from ledgerfold.summarizers import ExtractiveSummarizer
+
+    policy = lf.CompactionPolicy("p")
+    on_event = {
+        _verdict(lambda: lf.SQLiteStore(":memory:", on_event="hook")),  # type: ignore[arg-type]
+        _verdict(lambda: lf.Compactor(store, policy, on_event="hook")),  # type: ignore[arg-type]
+    }
+    assert on_event == {"on_event: must be None or a callable Event -> None"}
+    token_counter = {
+        _verdict(lambda: lf.CompactionPolicy("p", token_counter=1)),  # type: ignore[arg-type]
+        _verdict(lambda: ExtractiveSummarizer(token_counter=1)),  # type: ignore[arg-type]
+    }
+    assert token_counter == {"token_counter: must be None or a callable str -> int"}

@@ -118,26 +118,11 @@ class Compactor:
         on_event: EventHook | None = None,
     ) -> None:
         _validate.instance("policy", policy, CompactionPolicy)
-        if summarizer is not None and not callable(summarizer):
-            raise InvalidInput(
-                "summarizer: must be a callable SummaryRequest -> str",
-                field="summarizer",
-                problem="wrong-type",
-            )
+        _validate.callback("summarizer", summarizer, "SummaryRequest -> str")
         _validate.duration("timeout", timeout, unit="seconds", positive=True)
-        if on_event is not None and not callable(on_event):
-            raise InvalidInput(
-                "on_event: must be a callable Event -> None",
-                field="on_event",
-                problem="wrong-type",
-            )
+        _validate.callback("on_event", on_event, "Event -> None")
         self.on_event = on_event
-        if summary_id_factory is not None and not callable(summary_id_factory):
-            raise InvalidInput(
-                "summary_id_factory: must be a callable () -> str",
-                field="summary_id_factory",
-                problem="wrong-type",
-            )
+        _validate.callback("summary_id_factory", summary_id_factory, "() -> str")
         self.store = store
         self.policy = policy
         # The default summarizer counts `max_summary_tokens` with the policy's counter.

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ledgerfold import _validate
-from ledgerfold._errors import InvalidInput
 from ledgerfold._plan import preserve_roles_arg
 from ledgerfold.tokens import TokenCounter, approx_tokens
 
@@ -62,12 +61,7 @@ class CompactionPolicy:
         if self.retain_turns is not None:
             _validate.integer("retain_turns", self.retain_turns, minimum=0)
         _validate.duration("retain_days", self.retain_days, unit="days")
-        if self.token_counter is not None and not callable(self.token_counter):
-            raise InvalidInput(
-                "token_counter: must be a callable str -> int",
-                field="token_counter",
-                problem="wrong-type",
-            )
+        _validate.callback("token_counter", self.token_counter, "str -> int")
 
     @property
     def retains(self) -> bool:

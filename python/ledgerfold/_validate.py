@@ -97,6 +97,15 @@ def duration(field: str, value: object, *, unit: str, positive: bool = False) ->
     return length
 
 
+def callback(field: str, value: object, signature: str) -> None:
+    """None, or a callable (a hook, a summarizer, a token counter); `signature` says what it
+    is called with and returns, for the message."""
+    if value is not None and not callable(value):
+        raise InvalidInput(
+            f"{field}: must be None or a callable {signature}", field=field, problem="wrong-type"
+        )
+
+
 def choice(field: str, value: object, allowed: Collection[str]) -> str:
     """One of the names in `allowed` (a scope, a durability, a status)."""
     if not isinstance(value, str) or value not in allowed:

@@ -21,7 +21,6 @@ from typing import Any
 
 from ledgerfold import _validate, _worker
 from ledgerfold._context import AssembledContext, HistoryBoundary
-from ledgerfold._errors import InvalidInput
 from ledgerfold._events import EventHook
 from ledgerfold._model import Conversation, Turn
 from ledgerfold._plan import CompactionPlan
@@ -76,12 +75,7 @@ class SQLiteStore:
         read_only: bool = False,
         on_event: EventHook | None = None,
     ) -> None:
-        if on_event is not None and not callable(on_event):
-            raise InvalidInput(
-                "on_event: must be a callable Event -> None",
-                field="on_event",
-                problem="wrong-type",
-            )
+        _validate.callback("on_event", on_event, "Event -> None")
         self._on_event = on_event
         self._path = database_path(path)
         self._cache = summaries.VersionCache()
