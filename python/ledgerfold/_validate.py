@@ -124,10 +124,12 @@ def conversation(value: object) -> Conversation:
     return value
 
 
-def instance(field: str, value: Any, cls: type[Any]) -> Any:
+def instance(field: str, value: Any, cls: type[Any] | tuple[type[Any], ...]) -> Any:
+    """An instance of `cls` (or of one of the classes of a tuple)."""
     if not isinstance(value, cls):
+        names = " or ".join(c.__name__ for c in (cls if isinstance(cls, tuple) else (cls,)))
         raise InvalidInput(
-            f"{field}: must be {cls.__name__}, got {type(value).__name__}",
+            f"{field}: must be {names}, got {type(value).__name__}",
             field=field,
             problem="wrong-type",
         )
