@@ -1,4 +1,4 @@
-"""The agent loop (SPEC §15, issue 17): what one agent session costs, per compaction and per
+"""The agent loop (SPEC §15): what one agent session costs, per compaction and per
 append. Smoke-sized in the normal test run; full size under `make bench`.
 
 - Agent session: real transcript bodies, one user/assistant exchange at a time through

@@ -13,6 +13,7 @@ import pytest
 import ledgerfold as lf
 from ledgerfold._segment import index_passages
 from ledgerfold.store import PROTOCOL_VERSION, SearchableStore, Store
+from ledgerfold.store import _search as search_queries
 from ledgerfold.store import _search_index as search_index
 
 
@@ -443,7 +444,7 @@ def test_a_recall_result_known_by_group_or_call_id_alone_is_not_indexed(
 def test_a_term_in_too_many_passages_is_dropped_while_a_rarer_one_remains(
     store: lf.SQLiteStore,
 ) -> None:
-    common = search_index.DF_DROP + 100
+    common = search_queries.DF_DROP + 100
     store.append_many("c", [{"role": "user", "body": f"alpha {i}"} for i in range(common)])
     store.append("c", "user", "zeta and alpha", id="rare")
     # Without the drop, alpha-only turns would follow the rare one.

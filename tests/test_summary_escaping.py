@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledgerfold.adapters._chat import escape_summary_text, unescape_summary_text
+from ledgerfold.adapters._summary_escape import escape_summary_text, unescape_summary_text
 
 ROLES = "system|user|assistant|tool|human|ai|developer|function|model|bot"
 LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"

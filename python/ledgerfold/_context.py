@@ -112,7 +112,7 @@ def assemble_context(
     policy_version = _validate.text("policy_version", policy_version)
 
     # No pause of the cycle collector here: a process-wide switch in a library call could be
-    # left off for good by two threads interleaving (issue 25 item 12). The collections a
+    # left off for good by two threads interleaving. The collections a
     # large raw context triggers cost about a third more time than with the collector off.
     turns, summary_at, through_sequence, fallback, fallback_id = _native.assemble(
         conversation, summary, policy_version, preserved_ids, _sealed_arg(sealed)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-__all__ = ["EVENT_NAMES", "Event", "EventHook", "emit"]
+__all__ = ["EVENT_NAMES", "Event", "EventHook", "emit", "stale_event"]
 
 _log = logging.getLogger("ledgerfold.events")
 
@@ -73,3 +73,15 @@ def emit(hook: EventHook | None, event: Event) -> None:
             event.name,
             event.conversation_id,
         )
+
+
+def stale_event(conversation_id: str, reason: str, turn_id: str, summaries: int) -> Event:
+    """`summary.stale`: an edit (`source-modified`) or a retraction (`source-missing`) of
+    `turn_id` made `summaries` versions citing it stale."""
+    return Event(
+        "summary.stale",
+        conversation_id,
+        reason=reason,
+        turn_ids=(turn_id,),
+        extra=(("summaries", summaries),),
+    )

@@ -49,7 +49,7 @@ class SummaryEnvelope:
         for name in ("id", "plan_id", "source_fingerprint", "policy_version"):
             _validate.text(name, getattr(self, name))
         if self.parent_id is not None:
-            _validate.text("parent_id", self.parent_id)
+            _validate.identifier("parent_id", self.parent_id)
         # Any valid conversation ID (SPEC §2: non-empty), even one of whitespace only.
         _validate.text("conversation_id", self.conversation_id, blank_ok=True, empty_ok=False)
         _validate.text("text", self.text, blank_ok=True)
@@ -107,7 +107,7 @@ def create_summary_envelope(
     them, in sequence order, and `turns` must hold all of them. None when the plan is empty,
     a source is missing from `turns`, or `text` is blank."""
     _validate.instance("plan", plan, CompactionPlan)
-    summary_id = _validate.text("summary_id", summary_id)
+    summary_id = _validate.identifier("summary_id", summary_id)
     policy_version = _validate.text("policy_version", policy_version)
     text = _validate.text("text", text, blank_ok=True)
     if parent is not None:
@@ -285,7 +285,7 @@ def accept_summary_result(
     among its compacted IDs; with `current`, the same when the parent's sources are not all
     among the candidate's or it adds none."""
     conversation = _validate.conversation(conversation)
-    active_plan_id = _validate.text("active_plan_id", active_plan_id)
+    active_plan_id = _validate.identifier("active_plan_id", active_plan_id)
     if plan is not None:
         _validate.instance("plan", plan, CompactionPlan)
     if current is not None:

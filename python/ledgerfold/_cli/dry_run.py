@@ -56,7 +56,7 @@ def dry_run(
         )
         covered_count += len(chunk)
         remaining = remaining[len(chunk) :]
-    # A conversation's first summary replaces nothing: it is no rebase (issue 25 item 16).
+    # A conversation's first summary replaces nothing: it is no rebase.
     mode = "rolling" if base is not None else "rebase" if current is not None else "first"
     status = mode if new_turns else "nothing-to-compact"
     return {

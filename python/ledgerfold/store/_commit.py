@@ -39,6 +39,7 @@ from ledgerfold.store import _ledger as ledger
 from ledgerfold.store import _retention as retention
 from ledgerfold.store import _sources as sources
 from ledgerfold.store import _summaries as summaries
+from ledgerfold.store import _unit_splits as unit_splits
 from ledgerfold.store._database import now
 from ledgerfold.store._rows import SUMMARY_COLUMNS, Version
 from ledgerfold.store._schema import TURN_LIVE, TURN_PURGED
@@ -204,7 +205,7 @@ def _extending(
         return _refused(envelope, "stale-source", "source-reordered")
     if extended_fingerprint(digests, new_turns) != envelope.source_fingerprint:
         return _refused(envelope, "stale-source", "source-modified")
-    if _splits_a_group(conn, cid, new_turns, envelope.source_ids) or ledger.calls_split(
+    if _splits_a_group(conn, cid, new_turns, envelope.source_ids) or unit_splits.calls_split(
         conn, cid, new_turns, envelope.source_ids
     ):
         return _refused(envelope, "stale-source", "group-split")
