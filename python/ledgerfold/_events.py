@@ -75,13 +75,17 @@ def emit(hook: EventHook | None, event: Event) -> None:
         )
 
 
-def stale_event(conversation_id: str, reason: str, turn_id: str, summaries: int) -> Event:
+def stale_event(
+    conversation_id: str, reason: str, summary_ids: list[str], turn_id: str | None = None
+) -> Event:
     """`summary.stale`: an edit (`source-modified`) or a retraction (`source-missing`) of
-    `turn_id` made `summaries` versions citing it stale."""
+    `turn_id`, or appended turns splitting a unit (`group-split`), made the versions
+    `summary_ids` stale."""
     return Event(
         "summary.stale",
         conversation_id,
         reason=reason,
-        turn_ids=(turn_id,),
-        extra=(("summaries", summaries),),
+        summary_ids=tuple(summary_ids),
+        turn_ids=() if turn_id is None else (turn_id,),
+        extra=(("summaries", len(summary_ids)),),
     )

@@ -98,12 +98,15 @@ def turn_pairs(turns: object) -> list[tuple[str, str]]:
     return items
 
 
-def repair(conn: sqlite3.Connection, turns: Iterable[WrongDigest]) -> list[tuple[str, str, int]]:
+def repair(
+    conn: sqlite3.Connection, turns: Iterable[WrongDigest]
+) -> list[tuple[str, str, list[str]]]:
     """Recompute the digest of each `(conversation_id, turn_id)` still live and still wrong
     (a write since the scan may have fixed it), inside the caller's write transaction: the
     versions citing it go stale (`source-modified`) and its conversation gets a new
-    revision. Returns `(conversation_id, turn_id, versions marked stale)` per repaired turn."""
-    repaired: list[tuple[str, str, int]] = []
+    revision. Returns `(conversation_id, turn_id, IDs of the versions marked stale)` per
+    repaired turn."""
+    repaired: list[tuple[str, str, list[str]]] = []
     bumped: set[str] = set()
     for conversation_id, turn_id in turns:
         row = live_turn_row(conn, conversation_id, turn_id)

@@ -149,9 +149,10 @@ def insert_turns(
     conversation_id: str,
     prepared: list[tuple[str, Mapping[str, Any]]],
     field_prefix: str,
-) -> tuple[list[Turn], int]:
-    """Append `(turn_id, spec)` pairs at the next sequences; returns the turns and the new
-    revision. Values the `Turn` constructor refuses raise `InvalidInput` named by index."""
+) -> tuple[list[Turn], int, list[str]]:
+    """Append `(turn_id, spec)` pairs at the next sequences; returns the turns, the new
+    revision and the IDs of the summaries the new turns made stale (a group split). Values
+    the `Turn` constructor refuses raise `InvalidInput` named by index."""
     row = conn.execute(
         "SELECT revision, last_sequence FROM conversations WHERE id = ?", (conversation_id,)
     ).fetchone()
@@ -199,9 +200,9 @@ def insert_turns(
         "UPDATE conversations SET revision = ?, last_sequence = ? WHERE id = ?",
         (revision + 1, turns[-1].sequence, conversation_id),
     )
-    unit_splits.mark_group_split(conn, conversation_id, turns)
+    stale = unit_splits.mark_group_split(conn, conversation_id, turns)
     search_index.index_turns(conn, conversation_id, turns)
-    return turns, revision + 1
+    return turns, revision + 1, stale
 
 
 def _sequence_of(spec: Mapping[str, Any], previous: int, field: str) -> int:
@@ -279,30 +280,31 @@ def mark_citing_stale(
     turn_ids_sql: str,
     params: tuple[Any, ...],
     reason: str,
-) -> int:
-    """Mark the accepted versions citing any of the selected turn IDs stale. A later
-    `source-missing` overrides an earlier `source-modified`, the order `check_summary`
-    reports them in, so the stored reason is what a full check would say."""
+) -> list[str]:
+    """Mark the accepted versions citing any of the selected turn IDs stale; returns the IDs
+    of those that went stale (not those already stale). A later `source-missing` overrides
+    an earlier `source-modified`, the order `check_summary` reports them in, so the stored
+    reason is what a full check would say."""
+    citing = f"pk IN (SELECT summary_pk FROM summary_sources WHERE turn_id IN ({turn_ids_sql}))"
     if reason == "source-missing":
-        status_filter = (
-            f"(status IN {LIVE_ACCEPTED} OR (status = '{STALE}' AND reason != 'source-missing'))"
+        conn.execute(
+            f"UPDATE summaries SET reason = ? WHERE conversation_id = ? AND status = '{STALE}'"
+            f" AND reason != 'source-missing' AND {citing}",
+            (reason, conversation_id, *params),
         )
-    else:
-        status_filter = f"status IN {LIVE_ACCEPTED}"
-    cursor = conn.execute(
+    rows = conn.execute(
         f"UPDATE summaries SET status = '{STALE}', reason = ? WHERE conversation_id = ?"
-        f" AND {status_filter} AND pk IN (SELECT summary_pk FROM summary_sources"
-        f" WHERE turn_id IN ({turn_ids_sql}))",
+        f" AND status IN {LIVE_ACCEPTED} AND {citing} RETURNING id",
         (reason, conversation_id, *params),
-    )
-    return cursor.rowcount
+    ).fetchall()
+    return [str(row[0]) for row in rows]
 
 
 def edit_turn(
     conn: sqlite3.Connection, conversation_id: str, turn_id: str, changes: Mapping[str, Any]
-) -> tuple[Turn, int, int]:
+) -> tuple[Turn, int, list[str]]:
     """Apply `changes` to a live turn, keeping the earlier version in `turn_history`;
-    returns the new turn, the new revision and how many summaries went stale."""
+    returns the new turn, the new revision and the IDs of the summaries that went stale."""
     row = _live_turn_row(conn, conversation_id, turn_id)
     turn_pk, old_digest = row[0], row[-1]
     old = turn_from_row(row[1:-1])
@@ -333,7 +335,7 @@ def edit_turn(
     )
     if (new.body, new.role, new.group, new.meta) != (old.body, old.role, old.group, old.meta):
         search_index.reindex_turn(conn, conversation_id, turn_pk, old.body, new)
-    stale = 0
+    stale: list[str] = []
     if new.digest != bytes(old_digest):
         stale = mark_citing_stale(conn, conversation_id, "?", (turn_id,), "source-modified")
     if (
@@ -347,9 +349,9 @@ def edit_turn(
 
 def retract_turn(
     conn: sqlite3.Connection, conversation_id: str, turn_id: str
-) -> tuple[int, int, int, int]:
-    """Take a live turn out of the ledger view; returns its sequence, the new revision, how
-    many summaries went stale and how many answering tool turns went with it.
+) -> tuple[int, int, list[str], int]:
+    """Take a live turn out of the ledger view; returns its sequence, the new revision, the
+    IDs of the summaries that went stale and how many answering tool turns went with it.
 
     A turn that made tool calls takes the live tool turns answering them along, in the same
     revision (SPEC §17.2): a result whose call is gone would be a tool message without its

@@ -51,7 +51,7 @@ class Retention:
                     conn, conversation_id, turn_id
                 )
             else:  # retracted before: only its body goes, the ledger view is unchanged
-                (sequence, revision), stale = earlier, 0
+                (sequence, revision), stale = earlier, []
             erased = retention.erase_body(conn, conversation_id, turn_id) if erase else 0
         if erase:
             self._db.checkpoint()
@@ -62,13 +62,13 @@ class Retention:
             turn_id,
             sequence,
             revision,
-            stale,
+            len(stale),
             answers,
             erase,
             erased,
         )
         if stale:
-            emit(self._on_event, stale_event(conversation_id, "source-missing", turn_id, stale))
+            emit(self._on_event, stale_event(conversation_id, "source-missing", stale, turn_id))
         if erase:
             emit(
                 self._on_event,

@@ -21,7 +21,7 @@ from typing import Any
 
 from ledgerfold import _validate, _worker
 from ledgerfold._context import AssembledContext, HistoryBoundary
-from ledgerfold._events import EventHook
+from ledgerfold._events import EventHook, emit, stale_event
 from ledgerfold._model import Conversation, Turn
 from ledgerfold._plan import CompactionPlan
 from ledgerfold._search_hit import SearchHit
@@ -325,8 +325,12 @@ class SQLiteStore:
                 " turn=%s stale=%d",
                 conversation_id,
                 turn_id,
-                stale,
+                len(stale),
             )
+            if stale:
+                emit(
+                    self._on_event, stale_event(conversation_id, "source-modified", stale, turn_id)
+                )
         return len(repaired)
 
     def record_failure(self, plan_id: str, reason: str) -> None:

@@ -65,7 +65,9 @@ class TurnWrites:
         if not prepared:
             return []
         with self._transaction(write=True, operation="append") as conn:
-            turns, revision = ledger.insert_turns(conn, conversation_id, prepared, field_prefix)
+            turns, revision, stale = ledger.insert_turns(
+                conn, conversation_id, prepared, field_prefix
+            )
         _log.debug(
             "appended: conversation=%s turns=%d sequences=%d..%d revision=%d",
             conversation_id,
@@ -74,6 +76,8 @@ class TurnWrites:
             turns[-1].sequence,
             revision,
         )
+        if stale:
+            emit(self._on_event, stale_event(conversation_id, "group-split", stale))
         return turns
 
     def append_many(self, conversation_id: str, turns: Iterable[Mapping[str, Any]]) -> list[Turn]:
@@ -95,13 +99,15 @@ class TurnWrites:
             return []
         ids = chat_append.prepare(specs)
         with self._transaction(write=True, operation="append_chat") as conn:
-            turns, revision = chat_append.append_chat(conn, conversation_id, specs, ids)
+            turns, revision, stale = chat_append.append_chat(conn, conversation_id, specs, ids)
         _log.debug(
             "appended chat messages: conversation=%s turns=%d revision=%d",
             conversation_id,
             len(turns),
             revision,
         )
+        if stale:
+            emit(self._on_event, stale_event(conversation_id, "group-split", stale))
         return turns
 
     def import_legacy(
@@ -136,8 +142,8 @@ class TurnWrites:
             turn_id,
             new.sequence,
             revision,
-            stale,
+            len(stale),
         )
         if stale:
-            emit(self._on_event, stale_event(conversation_id, "source-modified", turn_id, stale))
+            emit(self._on_event, stale_event(conversation_id, "source-modified", stale, turn_id))
         return new

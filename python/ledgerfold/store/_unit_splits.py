@@ -90,13 +90,13 @@ def mark_group_split(
     joined: Sequence[Turn],
     *,
     answers_too: bool = False,
-) -> int:
+) -> list[str]:
     """A turn that joins a group holding a summary's source, without being a source itself,
     splits the group (SPEC §15.4): every version citing a member goes stale (`group-split`)
-    in the same transaction. A late tool result is the usual case; tool-call links count
-    as groups do (SPEC §17.2). With `answers_too` (an edit), a joining assistant turn's
-    results are looked up too (a read of the conversation's tool turns: appends skip it,
-    since a call's results come after it)."""
+    in the same transaction; returns their IDs. A late tool result is the usual case;
+    tool-call links count as groups do (SPEC §17.2). With `answers_too` (an edit), a
+    joining assistant turn's results are looked up too (a read of the conversation's tool
+    turns: appends skip it, since a call's results come after it)."""
     joined_ids = json.dumps([turn.id for turn in joined], ensure_ascii=False)
     stale = _mark_call_split(conn, conversation_id, joined, joined_ids, answers_too)
     groups = sorted({turn.group for turn in joined if turn.group is not None})
@@ -104,19 +104,19 @@ def mark_group_split(
         return stale
     marks = ",".join("?" * len(groups))
     # Versions citing a member of the group, but not the joining turn itself.
-    return (
-        stale
-        + conn.execute(
+    return stale + [
+        str(row[0])
+        for row in conn.execute(
             f"UPDATE summaries SET status = '{STALE}', reason = 'group-split'"
             f" WHERE conversation_id = ? AND status IN {LIVE_ACCEPTED}"
             " AND pk IN (SELECT ss.summary_pk FROM turns AS t"
             " JOIN summary_sources AS ss ON ss.turn_id = t.id"
             f" WHERE t.conversation_id = ? AND t.grp IN ({marks}) AND t.state = ?)"
             " AND pk NOT IN (SELECT summary_pk FROM summary_sources"
-            " WHERE turn_id IN (SELECT value FROM json_each(?)))",
+            " WHERE turn_id IN (SELECT value FROM json_each(?))) RETURNING id",
             (conversation_id, conversation_id, *groups, TURN_LIVE, joined_ids),
-        ).rowcount
-    )
+        ).fetchall()
+    ]
 
 
 def _mark_call_split(
@@ -125,7 +125,7 @@ def _mark_call_split(
     joined: Sequence[Turn],
     joined_ids: str,
     answers_too: bool = False,
-) -> int:
+) -> list[str]:
     """SPEC §17.2: a tool turn answering a call joins the caller's unit whatever its group,
     so versions citing the caller but not the answer go stale (`group-split`). The caller
     is searched from the newest assistant turn back, so a result arriving after its call
@@ -165,16 +165,19 @@ def _mark_call_split(
             )
         )
     if not callers:
-        return 0
-    return conn.execute(
-        f"UPDATE summaries SET status = '{STALE}', reason = 'group-split'"
-        f" WHERE conversation_id = ? AND status IN {LIVE_ACCEPTED}"
-        " AND pk IN (SELECT summary_pk FROM summary_sources"
-        " WHERE turn_id IN (SELECT value FROM json_each(?)))"
-        " AND pk NOT IN (SELECT summary_pk FROM summary_sources"
-        " WHERE turn_id IN (SELECT value FROM json_each(?)))",
-        (conversation_id, json.dumps(callers, ensure_ascii=False), joined_ids),
-    ).rowcount
+        return []
+    return [
+        str(row[0])
+        for row in conn.execute(
+            f"UPDATE summaries SET status = '{STALE}', reason = 'group-split'"
+            f" WHERE conversation_id = ? AND status IN {LIVE_ACCEPTED}"
+            " AND pk IN (SELECT summary_pk FROM summary_sources"
+            " WHERE turn_id IN (SELECT value FROM json_each(?)))"
+            " AND pk NOT IN (SELECT summary_pk FROM summary_sources"
+            " WHERE turn_id IN (SELECT value FROM json_each(?))) RETURNING id",
+            (conversation_id, json.dumps(callers, ensure_ascii=False), joined_ids),
+        ).fetchall()
+    ]
 
 
 def calls_split(
