@@ -1,5 +1,6 @@
-"""Shared fixtures: the repository's test data (tests/data: golden vectors, real transcripts)
-and turn builders."""
+"""Shared fixtures: the repository's test data (tests/data: golden vectors, real transcripts),
+turn builders, and a fresh SQLite file store (`store`, on `db_path`) for the tests that
+need no more."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from ledgerfold.store import SQLiteStore
 
 SHARED = Path(__file__).resolve().parents[1] / "tests" / "data"
 VECTORS = SHARED / "fingerprint-v1-vectors.json"
@@ -34,3 +37,14 @@ def vectors() -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def raw_transcripts() -> list[dict[str, Any]]:
     return list(iter_raw_transcripts())
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "ledger.db"
+
+
+@pytest.fixture
+def store(db_path: Path) -> Iterator[SQLiteStore]:
+    with SQLiteStore(db_path) as opened:
+        yield opened
