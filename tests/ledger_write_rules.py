@@ -155,8 +155,8 @@ class LedgerWriteRules(LedgerMachineBase):
 
     @rule(conversation=conversations)
     def answer_open_call(self, conversation: str) -> None:
-        """Issue 25 item 1: the late result of the oldest open call joins its group; with
-        the call below a (sealed) summary's slot, compaction must go on (SPEC §17.5)."""
+        """The late result of the oldest open call joins its group; with the call below a
+        (sealed) summary's slot, compaction must go on (SPEC §17.5)."""
         model = self.model[conversation]
         answered = {
             (t.meta_dict or {}).get("tool_call_id") for t in model.turns if t.role == "tool"
@@ -185,8 +185,8 @@ class LedgerWriteRules(LedgerMachineBase):
 
     @rule(conversation=conversations)
     def unprotect_below_the_summary(self, conversation: str) -> None:
-        """Issue 25 item 1: a pending confirmation kept raw below the current summary's slot
-        is resolved; the summary, sealed or not, is extended over it (SPEC §17.5)."""
+        """A pending confirmation kept raw below the current summary's slot is resolved; the
+        summary, sealed or not, is extended over it (SPEC §17.5)."""
         model = self.model[conversation]
         current = model.current
         if current is None:
@@ -258,7 +258,7 @@ class LedgerWriteRules(LedgerMachineBase):
     def expected_purge_stop(
         self, conversation: str, recorded: int, sealed_id: str | None, keep: tuple[str, ...]
     ) -> int:
-        """Where a purge without force stops (SPEC §17.2, issue 25 items 4 and 15): before
+        """Where a purge without force stops (SPEC §17.2): before
         any compaction unit (of the reference) it would take part of while another member
         stays raw, before an unanswered call, and before a kept-role turn the sealed summary
         covers. Members the sealed summary covers are not raw."""

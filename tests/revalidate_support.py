@@ -56,7 +56,7 @@ def oracle(path: Path) -> dict[str, str | None]:
                         continue
                     try:
                         turns.append(turn_from_row((turn_id, sequence, *map(text, fields))))
-                    # A damaged row reads back as a StoreError naming it (issue 16).
+                    # A damaged row reads back as a StoreError naming it.
                     except (
                         InvalidInput,
                         StoreError,

@@ -183,7 +183,7 @@ def strict_loads(text: str) -> Any:
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
 def test_from_chat_messages_refuses_nan_and_infinity_in_tool_calls(value: float) -> None:
-    # Issue 16 item 14: a NaN kept in meta made every later `context --json` invalid JSON.
+    # Regression: a NaN kept in meta made every later `context --json` invalid JSON.
     tool_call = {**call("k1"), "extra": {"score": value}}
     with pytest.raises(InvalidInput) as caught:
         from_chat_messages([{"role": "assistant", "content": SECRET, "tool_calls": [tool_call]}])

@@ -104,7 +104,7 @@ def test_developer_role_round_trips() -> None:
     ]
 
 
-# Issue 16 item 3: meta is caller data; it must not grant a role or attach tool fields.
+# Meta is caller data; it must not grant a role or attach tool fields.
 @pytest.mark.parametrize(
     ("role", "chat_role", "expected"),
     [

@@ -222,7 +222,7 @@ def _long_session(store: SQLiteStore) -> None:
 
 
 def test_an_agent_session_stays_within_the_issue_bounds(tmp_path: Path) -> None:
-    """Issue 17's agent-session figures on 330 real exchanges (trigger_tokens=4000): each turn
+    """The agent-session bounds on 330 real exchanges (trigger_tokens=4000): each turn
     summarised about once, no request over budget, compactions bounded by min_new_turns,
     derived data bounded by the ledger."""
     specs = session_turns(330)

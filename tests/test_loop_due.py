@@ -37,7 +37,7 @@ def test_min_new_turns_and_a_not_due_call_registers_nothing(store: SQLiteStore) 
 
 
 def test_the_default_policy_does_not_compact_on_every_turn(store: SQLiteStore) -> None:
-    """Issue 17: with `trigger_tokens=None` the summarizer ran 26 times in 30 exchanges."""
+    """Regression: with `trigger_tokens=None` the summarizer ran 26 times in 30 exchanges."""
     bodies = real_bodies(60)
     recorder = Recorder()
     compactor = Compactor(store, CompactionPolicy("v1"), recorder)

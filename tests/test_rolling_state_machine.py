@@ -211,7 +211,7 @@ class RollingMachine(RuleBasedStateMachine):
 
     @rule(at=instances, cid=conversations)
     def answer_late(self, at: int, cid: str) -> None:
-        """Issue 25 item 1: the oldest open call gets its result, often below a (sealed)
+        """The oldest open call gets its result, often below a (sealed)
         summary's slot: compaction must go on and fold the pair in."""
         model = self.model[cid]
         answered = {
@@ -241,7 +241,7 @@ class RollingMachine(RuleBasedStateMachine):
 
     @rule(at=instances, cid=conversations)
     def resolve_below_the_slot(self, at: int, cid: str) -> None:
-        """Issue 25 item 1: a protected turn kept raw below the current summary's slot is
+        """A protected turn kept raw below the current summary's slot is
         unprotected (a confirmation resolved)."""
         model = self.model[cid]
         current = self.stores[at].current_summary(cid)
@@ -304,7 +304,7 @@ class RollingMachine(RuleBasedStateMachine):
     @rule(cid=conversations, index=picks)
     def tamper_and_revalidate(self, cid: str, index: int) -> None:
         """A body changed behind the library's back (raw SQL), then a deep revalidation:
-        it repairs the stored digest (issue 25 item 3), so later summaries are fingerprinted
+        it repairs the stored digest, so later summaries are fingerprinted
         from the body as it is (`check_accepted`) and an edit is compared with it."""
         live = self.model[cid].live()
         if not live:
@@ -330,7 +330,7 @@ class RollingMachine(RuleBasedStateMachine):
         boundary = self.stores[at].purge_through(
             cid, max(0, model.last_sequence - back), "test", force=force
         )
-        if not force:  # issue 25 item 4: a purge stops before an unanswered call
+        if not force:  # a purge stops before an unanswered call
             taken = {t.id for t in model.live() if t.sequence <= boundary.through_sequence}
             assert not taken & open_calls, (taken & open_calls, boundary)
         for turn in model.turns.values():
