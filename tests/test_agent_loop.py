@@ -324,7 +324,7 @@ def test_durability_refuses_other_values(tmp_path: Path) -> None:
 def test_malformed_tool_calls_are_refused_at_write_so_reads_never_fail(
     store: SQLiteStore,
 ) -> None:
-    """Issue 16 item 7: `meta={"tool_calls": "not json"}` was accepted, and every later
+    """Regression: `meta={"tool_calls": "not json"}` was accepted, and every later
     `to_chat_messages` of the conversation raised. Now the write is refused (SPEC §15.8)."""
     from ledgerfold import InvalidInput
 

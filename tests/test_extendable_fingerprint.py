@@ -253,7 +253,7 @@ def test_large_states_at_subtree_boundaries_extend_to_the_reference() -> None:
 
 
 def test_rolling_commits_know_their_prefix_per_store_not_by_a_module_memo() -> None:
-    """Issue 26 item 2 and SPEC §15.2's cost: no module-global memo. Two stores compacting
+    """SPEC §15.2's cost without a module-global memo. Two stores compacting
     in turn both commit rolling extensions without one O(covered) prefix comparison (each
     store knows the tuple it built for its plan; the compactor is told by the store), and
     the IDs are plain tuples."""

@@ -1,4 +1,4 @@
-"""The summary slot's escaping matches what a reader sees (issue 25 item 8, SPEC §15.6): role
+"""The summary slot's escaping matches what a reader sees (SPEC §15.6): role
 prefixes in fullwidth letters, with a fullwidth colon, with a zero-width character inside the
 word or inside markdown emphasis, and frame delimiters in compatibility forms are escaped; the
 escaping stays exactly reversible. The same function escapes recalled passages."""
