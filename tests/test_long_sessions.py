@@ -221,7 +221,7 @@ def _long_session(store: SQLiteStore) -> None:
     assert len(store.summary_history(CONV)) <= 3 + 1
 
 
-def test_an_agent_session_stays_within_the_issue_bounds(tmp_path: Path) -> None:
+def test_an_agent_session_stays_within_its_cost_bounds(tmp_path: Path) -> None:
     """The agent-session bounds on 330 real exchanges (trigger_tokens=4000): each turn
     summarised about once, no request over budget, compactions bounded by min_new_turns,
     derived data bounded by the ledger."""

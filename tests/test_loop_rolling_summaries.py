@@ -81,7 +81,7 @@ def test_envelope_with_a_parent_lists_its_sources_first_in_sequence_order() -> N
     assert check_summary(child, ledger, "v1").current
 
 
-def test_the_issue_case_no_stale_fact_ever_reaches_the_context(store: SQLiteStore) -> None:
+def test_no_stale_fact_ever_reaches_the_context(store: SQLiteStore) -> None:
     """Compact with keep_tail=2, then keep_tail=8, then edit t16 (§15.8)."""
     for index in range(1, 21):
         body = "Ship the order to 12 Old Street." if index == 16 else f"turn {index} says hello."
