@@ -11,9 +11,12 @@ parent must neither see nor overwrite the other's IDs)."""
 
 from __future__ import annotations
 
+import itertools
 import pickle
+import threading
 import tracemalloc
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -212,3 +215,26 @@ def test_a_rolling_compaction_allocates_no_python_object_over_the_covered_ids(
     store.close()
     # A tuple of the covered IDs alone would be 8 bytes per ID.
     assert min(peaks) < covered * 8 // 2, peaks
+
+
+def test_threads_extending_one_parent_each_get_their_own_ids() -> None:
+    """Extensions write into shared segments under a lock: siblings built at the same time
+    neither lose nor mix IDs."""
+    parent = SourceIds(f"p{i}" for i in range(100)) + ("q",)
+    barrier = threading.Barrier(8)
+
+    def grow(n: int) -> list[SourceIds]:
+        barrier.wait()
+        built = [parent]
+        for step in range(50):
+            built.append(built[-1] + tuple(f"w{n}.{step}.{i}" for i in range(n % 3 + 1)))
+        return built
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(grow, range(8)))
+    base = tuple(parent)
+    for n, built in enumerate(results):
+        expected = base + tuple(f"w{n}.{step}.{i}" for step in range(50) for i in range(n % 3 + 1))
+        assert built[-1] == expected
+        assert all(later.starts_with(earlier) for earlier, later in itertools.pairwise(built))
+    assert parent == base

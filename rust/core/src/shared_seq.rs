@@ -9,7 +9,8 @@
 //! lock, before the fill moves past it), so the parent keeps seeing exactly its own items and
 //! the child shares them. Any other extension (a sibling already wrote past this one's end,
 //! or the segment is full) starts a new segment. Segments grow with the sequence up to
-//! [`MAX_SEGMENT`] slots, so a sequence has O(log len + len / `MAX_SEGMENT`) parts and an
+//! [`MAX_SEGMENT`] slots (a new segment's free slots are initialised: kept small so that a
+//! branch, e.g. a retried plan on the same parent, costs microseconds), so a sequence has O(log len + len / `MAX_SEGMENT`) parts and an
 //! extension copies only that part list.
 
 use std::sync::{Arc, Mutex, OnceLock};
@@ -17,7 +18,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// The smallest segment an extension starts.
 pub const MIN_SEGMENT: usize = 64;
 /// The largest segment an extension starts (an extension with more items gets them all).
-pub const MAX_SEGMENT: usize = 1 << 16;
+pub const MAX_SEGMENT: usize = 1 << 12;
 
 struct Segment<T> {
     slots: Box<[OnceLock<T>]>,
@@ -28,14 +29,11 @@ struct Segment<T> {
 impl<T> Segment<T> {
     fn new(items: Vec<T>, capacity: usize) -> Self {
         let fill = items.len();
-        let slots: Box<[OnceLock<T>]> = items
-            .into_iter()
-            .map(OnceLock::from)
-            .chain(std::iter::repeat_with(OnceLock::new))
-            .take(capacity.max(fill))
-            .collect();
+        let mut slots = Vec::with_capacity(capacity.max(fill));
+        slots.extend(items.into_iter().map(OnceLock::from));
+        slots.resize_with(capacity.max(fill), OnceLock::new);
         Segment {
-            slots,
+            slots: slots.into_boxed_slice(),
             fill: Mutex::new(fill),
         }
     }
@@ -252,8 +250,13 @@ mod tests {
             seq = seq.extended(vec![n; 8]);
         }
         assert_eq!(seq.len(), 81_000);
-        // Segments double from 1,000 slots: 1 + 7 parts, not one per extension.
-        assert!(seq.parts() <= 10, "{} parts", seq.parts());
+        // Segments double from 1,000 slots up to MAX_SEGMENT: one part per segment, not one
+        // per extension (10,000 of them).
+        assert!(
+            seq.parts() <= 4 + 80_000 / MAX_SEGMENT,
+            "{} parts",
+            seq.parts()
+        );
     }
 
     #[derive(Debug, Clone)]
