@@ -347,11 +347,17 @@ def _store_cost(
     setup()
     compact_big()
     small_times.clear()
-    benchmark.pedantic(compact_big, setup=setup, rounds=15 if full_size(request.config) else 2)
+    # Many rounds: each takes milliseconds, and the shared machine's noise is large.
+    benchmark.pedantic(compact_big, setup=setup, rounds=41 if full_size(request.config) else 2)
     big.close()
     small.close()
     record_ratio(benchmark, "compaction_1k_turns", statistics.median(small_times))
     benchmark.extra_info["turns"] = big_n
+    # The fastest rounds of both, less disturbed by other processes than the medians.
+    stats = getattr(benchmark, "stats", None)  # None when benchmarks are disabled
+    if stats is not None:
+        benchmark.extra_info["min_s"] = stats.stats.min
+    benchmark.extra_info["compaction_1k_turns_min_s"] = min(small_times)
 
 
 def test_compaction_store_cost_100k_vs_1k(
