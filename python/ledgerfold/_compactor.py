@@ -27,7 +27,7 @@ from ledgerfold._errors import ContextBudgetExceeded, InvalidInput, StoreError
 from ledgerfold._events import Event, EventHook, emit
 from ledgerfold._fold import cut_text, fold_chunk
 from ledgerfold._model import Turn
-from ledgerfold._native import SourceDigests, fingerprint_digests
+from ledgerfold._native import SourceDigests, SourceIds, fingerprint_digests
 from ledgerfold._plan import CompactionPlan, starts_with_ids
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._summary import SummaryEnvelope, extended_fingerprint
@@ -566,6 +566,7 @@ def _envelope(job: _Job, summary_id: str, policy_version: str, text: str) -> Sum
     # tuple rather than build another over every covered turn (it starts with the parent's
     # IDs, which `starts_with_ids` knows without comparing them when the store built it so).
     fingerprint: str | None = None
+    source_ids: tuple[str, ...] | SourceIds
     # The store says when it built the plan's IDs on the parent's (the usual rolling case):
     # then no O(covered) comparison; a wrong word is caught by the commit's own check.
     prefix_ok = parent is None or job.extends_parent or starts_with_ids(planned, covered)
@@ -594,7 +595,7 @@ def _envelope(job: _Job, summary_id: str, policy_version: str, text: str) -> Sum
     )
 
 
-def _merged(job: _Job, covered: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
+def _merged(job: _Job, covered: tuple[str, ...] | SourceIds) -> tuple[tuple[str, ...], str]:
     """Sources and fingerprint of an extension whose new turns are not all after its
     parent's: the plan's order, over the parent's digests (bytes, source order) and the
     chunk's."""

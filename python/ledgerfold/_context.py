@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from ledgerfold import _native, _validate
-from ledgerfold._native import Conversation, TurnItem
+from ledgerfold._native import Conversation, SourceIds, TurnItem
 from ledgerfold._summary import SummaryEnvelope, _sealed_arg
 
 __all__ = [
@@ -27,7 +27,7 @@ class SummaryItem:
     id: str
     text: str
     through_sequence: int
-    source_ids: tuple[str, ...]
+    source_ids: tuple[str, ...] | SourceIds
     # The sequence of its first source (sources are in ledger order), for the slot's framing
     # (SPEC §16.5); None when unknown. Not part of the item's identity.
     first_sequence: int | None = field(default=None, compare=False)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ledgerfold import _native, _validate
 from ledgerfold._errors import InvalidInput
-from ledgerfold._native import Conversation, SourceDigests, Turn
+from ledgerfold._native import Conversation, SourceDigests, SourceIds, Turn
 from ledgerfold._plan import CompactionPlan, preserve_roles_arg
 
 __all__ = [
@@ -39,7 +39,9 @@ class SummaryEnvelope:
     plan_id: str
     conversation_id: str
     source_revision: int
-    source_ids: tuple[str, ...]
+    #: A tuple, or a `SourceIds` (the store's rolling versions: equal to the tuple of its
+    #: IDs and sharing its parent's storage, so it costs O(new turns) per version).
+    source_ids: tuple[str, ...] | SourceIds
     source_fingerprint: str
     policy_version: str
     text: str
@@ -58,7 +60,7 @@ class SummaryEnvelope:
             raise InvalidInput(
                 "source_ids: must be a sequence of str", field="source_ids", problem="wrong-type"
             )
-        if not isinstance(self.source_ids, tuple):
+        if not isinstance(self.source_ids, (tuple, SourceIds)):
             object.__setattr__(self, "source_ids", tuple(self.source_ids))
 
     def __repr__(self) -> str:
@@ -148,7 +150,7 @@ def extended_fingerprint(parent_digests: bytes | SourceDigests, turns: Iterable[
 
 
 def _in_sequence_order(
-    source_ids: tuple[str, ...], turns: Conversation | Iterable[Turn]
+    source_ids: tuple[str, ...] | SourceIds, turns: Conversation | Iterable[Turn]
 ) -> tuple[str, ...]:
     if isinstance(turns, Conversation):
         sequence = {turn_id: turns.get(turn_id).sequence for turn_id in source_ids}  # type: ignore[union-attr]

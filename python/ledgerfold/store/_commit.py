@@ -120,7 +120,7 @@ def _record_refused(
             (
                 envelope.conversation_id,
                 TURN_PURGED,
-                json.dumps(envelope.source_ids, ensure_ascii=False),
+                json.dumps(list(envelope.source_ids), ensure_ascii=False),
             ),
         )
     }
@@ -415,7 +415,7 @@ def _write_rejected(
             envelope.policy_version,
             envelope.text,
             len(envelope.source_ids),
-            json.dumps(envelope.source_ids, ensure_ascii=False),
+            json.dumps(list(envelope.source_ids), ensure_ascii=False),
             envelope.parent_id,
         ),
     )
