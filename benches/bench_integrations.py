@@ -1,4 +1,5 @@
-"""The integrations in production (issue 28 items 1 and 2).
+"""The integrations in production (SPEC §17.6): sessions sharing an event loop, and the
+store work they put on the store's worker thread.
 
 - `test_sessions_on_one_loop`: 20 concurrent sessions on one event loop, each adding an
   exchange and reading its items, round after round, while a 2 ms ticker measures how late

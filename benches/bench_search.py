@@ -17,6 +17,7 @@ Under the normal suite (`--benchmark-disable`) each runs once on small sizes as 
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import statistics
 import time
@@ -112,8 +113,10 @@ def fill(store: lf.SQLiteStore, conversation_id: str, specs: Iterator[dict[str, 
 def searched_ledger(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[lf.SQLiteStore, Path, int]]:
-    """A file store holding one conversation of 100k real turns (600 in smoke mode)."""
+    """A file store holding one conversation of 100k real turns (600 in smoke mode;
+    `LEDGERFOLD_BENCH_SEARCH_TURNS=1000000` for the 1M-turn build and scrub figures)."""
     n = 100_000 if full_size(request.config) else 600
+    n = int(os.environ.get("LEDGERFOLD_BENCH_SEARCH_TURNS", n))
     path = tmp_path_factory.mktemp("search") / "ledger.db"
     store = lf.SQLiteStore(path, durability="normal")
     start = time.perf_counter()

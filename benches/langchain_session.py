@@ -1,5 +1,5 @@
 """LangChain v1's `SummarizationMiddleware` over the agent session of `bench_agent_loop.py`:
-the anchor the issue asks for (issue 17), driven the way an agent drives it.
+the anchor the agent loop is measured against, driven the way an agent drives it.
 
 `create_agent` with a scripted fake chat model (its replies are the session's assistant
 bodies; it records what it is sent) and the real middleware, invoked once per exchange with

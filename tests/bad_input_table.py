@@ -1531,6 +1531,36 @@ ROWS: tuple[BadInput, ...] = (
         "timeout",
     ),
     row(
+        "Compactor: timeout infinite",
+        "Compactor(store, policy, timeout=float('inf'))",
+        on_store(
+            lambda store: lf.Compactor(store, lf.CompactionPolicy(POLICY), timeout=float("inf"))
+        ),
+        INVALID,
+        "timeout",
+    ),
+    row(
+        "CompactionPolicy: retain_days NaN",
+        "CompactionPolicy('v', retain_days=float('nan'))",
+        lambda: lf.CompactionPolicy(POLICY, retain_days=float("nan")),
+        INVALID,
+        "retain_days",
+    ),
+    row(
+        "apply_retention: retain_days negative",
+        "store.apply_retention('c', retain_days=-1)",
+        on_store(lambda store: store.apply_retention("c", retain_days=-1)),
+        INVALID,
+        "retain_days",
+    ),
+    row(
+        "prune_versions: older_than infinite",
+        "store.prune_versions(older_than=float('inf'))",
+        on_store(lambda store: store.prune_versions(older_than=float("inf"))),
+        INVALID,
+        "older_than",
+    ),
+    row(
         "Compactor.compact: blank conversation_id",
         "compactor.compact('')",
         on_store(lambda store: compactor(store).compact("")),

@@ -12,6 +12,8 @@ The rules, stated once:
   the four scripts, else letter; anything else separator.
 - Tokens: maximal runs of one class. Letter runs of ASCII letters only are stemmed. CJK runs
   of two or more characters become their overlapping bigrams.
+- Query terms: the tokens, distinct, in first-occurrence order, at most 64; a one-character
+  CJK token next to a digit-run token is left out while another term remains.
 - Passages: from `start`, the next 600 characters; the rest of the body when it fits; else
   end after the last sentence end (`. ! ? 。！？` or a line break) in the window's second
   half, else after the window's last whitespace, else at 600 characters.
@@ -96,8 +98,20 @@ def tokens(text: str) -> list[str]:
 def query_terms(query: str) -> list[str]:
     # The Rust side reads a lone surrogate as U+FFFD, a separator.
     query = "".join("\ufffd" if "\ud800" <= char <= "\udfff" else char for char in query)
+    every = tokens(query)
+
+    def by_digits(at: int) -> bool:
+        around = every[max(at - 1, 0) : at] + every[at + 1 : at + 2]
+        return any(all(char_class(char) == _DIGIT for char in token) for token in around)
+
+    # A lone CJK character next to a digit run is left out while another term remains.
+    kept = [
+        token
+        for at, token in enumerate(every)
+        if not (len(token) == 1 and char_class(token) == _CJK_CLASS and by_digits(at))
+    ]
     terms: list[str] = []
-    for token in tokens(query):
+    for token in kept or every:
         if token not in terms:
             terms.append(token)
     return terms[:MAX_QUERY_TERMS]

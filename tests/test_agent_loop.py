@@ -79,7 +79,7 @@ def test_a_rolling_summary_covers_every_turn_its_ancestors_did(store: SQLiteStor
     assert store.context(CONV, "v1").fallback == "stale-summary:source-modified"
 
 
-def test_the_issue_case_a_stale_fact_never_reaches_the_model(store: SQLiteStore) -> None:
+def test_a_stale_fact_never_reaches_the_model(store: SQLiteStore) -> None:
     """keep_tail 2, then 8: coverage would shrink, so the second compaction is a rebase and
     its text is not made from a summary of turns it does not cover."""
     recorder = Recorder()
@@ -325,7 +325,7 @@ def test_durability_refuses_other_values(tmp_path: Path) -> None:
 def test_malformed_tool_calls_are_refused_at_write_so_reads_never_fail(
     store: SQLiteStore,
 ) -> None:
-    """Issue 16 item 7: `meta={"tool_calls": "not json"}` was accepted, and every later
+    """Regression: `meta={"tool_calls": "not json"}` was accepted, and every later
     `to_chat_messages` of the conversation raised. Now the write is refused (SPEC §15.8)."""
     from ledgerfold import InvalidInput
 

@@ -1,4 +1,4 @@
-"""`assemble_context` leaves the cycle collector alone (issue 25 item 12): no process-wide
+"""`assemble_context` leaves the cycle collector alone: no process-wide
 `gc.disable()`, which two threads interleaving could leave off for good."""
 
 from __future__ import annotations

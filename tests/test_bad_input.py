@@ -1,4 +1,4 @@
-"""Bad input across the public API (issue 7): one test per row of `bad_input_table.ROWS`,
+"""Bad input across the public API: one test per row of `bad_input_table.ROWS`,
 reprs that never show bodies or summary text, and docs/bad-input.md kept up to date."""
 
 from __future__ import annotations

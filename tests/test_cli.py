@@ -173,7 +173,7 @@ def test_purge_records_a_history_boundary(compacted: dict[str, Any], tmp_path: P
     payload = run_json("context", str(db), conversation, "--json")
     assert payload["history_boundary"]["through_sequence"] == 2
     assert payload["history_boundary"]["reason"] == "retention"
-    # The system prompt stays raw (SPEC §15.2's preserve_roles; issue 25 item 15), then the
+    # The system prompt stays raw (SPEC §15.2's preserve_roles), then the
     # call, then its result.
     assert [m["role"] for m in payload["messages"][:3]] == ["system", "assistant", "tool"]
     inspected = run_json("inspect", str(db), conversation, "--json")
@@ -266,7 +266,7 @@ def test_user_errors_are_one_line_and_exit_2(
 
 
 def test_import_of_deeply_nested_json_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    # Issue 16 item 5: a RecursionError with a 39-line traceback and exit 1.
+    # Regression: a RecursionError with a 39-line traceback and exit 1.
     deep = tmp_path / "deep.jsonl"
     good = json.dumps({"conversation_id": "ok", "source": "s", "turns": []})
     deep.write_text(

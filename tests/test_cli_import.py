@@ -1,5 +1,5 @@
 """`ledgerfold import`: sequences kept, whole files validated before anything is written
-(issue 16 item 11, SPEC §15.6), and OpenAI fine-tuning files (issue 20 item 3); plus the
+(SPEC §15.6), and OpenAI fine-tuning files; plus the
 store's explicit sequences in `append_many` (SPEC §15.8)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`ledgerfold list`, `compact --dry-run`, `--json` on the reporting subcommands, plain rows
-when piped and the revalidation progress bar (SPEC §15.7, issue 20 item 3), on real
+when piped and the revalidation progress bar (SPEC §15.7), on real
 transcripts of shared/data."""
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ def _real_request(db: Path, cid: str, keep_tail: int) -> SummaryRequest:
 def test_dry_run_shows_what_the_summarizer_gets(
     imported: Path, tmp_path: Path, keep_tail: int
 ) -> None:
-    """A first summary (none yet: not a rebase, issue 25 item 16), then a rolling extension
+    """A first summary (none yet: not a rebase), then a rolling extension
     after new turns: the dry run's first request is the request the Compactor then makes."""
     db = copy_db(imported, tmp_path / "plan.db")
     cid = run_json("list", str(db), "--json")[0]["conversation"]

@@ -1,4 +1,4 @@
-"""`ledgerfold search DB CONVERSATION QUERY [--all] [--limit N] [--json]` (issue 27 item 4):
+"""`ledgerfold search DB CONVERSATION QUERY [--all] [--limit N] [--json]`:
 scope, limit, JSON shape, terminal-safe text, user errors, and that it changes no file."""
 
 from __future__ import annotations

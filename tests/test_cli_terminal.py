@@ -1,5 +1,5 @@
-"""Terminal control characters from a transcript never reach the terminal raw (SPEC §15.7,
-issue 16 item 13): bodies, turn IDs and conversation IDs are escaped in everything the
+"""Terminal control characters from a transcript never reach the terminal raw (SPEC
+§15.7): bodies, turn IDs and conversation IDs are escaped in everything the
 command line prints, errors included."""
 
 from __future__ import annotations

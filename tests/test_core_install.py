@@ -1,4 +1,4 @@
-"""Dependencies by audience (issue 26 item 5): the library imports no CLI library, no Parquet
+"""Dependencies by audience: the library imports no CLI library, no Parquet
 and no Dask; the command line is the `cli` extra, and without it the console script says in
 one line how to install it (exit 2). Run in subprocesses, the second without site-packages
 (`python -S`): only the package itself, as a wheel installed alone gives it."""

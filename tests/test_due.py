@@ -1,4 +1,4 @@
-"""Due-ness as pure decisions (SPEC §15.2, §15.8, §17.3; issue 26 item 1), and the store
+"""Due-ness as pure decisions (SPEC §15.2, §15.8, §17.3), and the store
 deciding with them."""
 
 from __future__ import annotations

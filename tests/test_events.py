@@ -154,3 +154,54 @@ def test_async_events_come_from_the_store_worker_not_the_loop(
     [event] = recorder.named("compaction.accepted")
     at = recorder.events.index(event)
     assert recorder.threads[at] != threading.main_thread().name
+
+
+def test_a_stale_mark_names_the_summaries_that_went_stale(
+    tmp_path: Path, recorder: Recorder
+) -> None:
+    """An operator learns which summaries went stale: by an edit, a retraction, a late tool
+    result splitting a unit (an append), and a digest repair after a change behind the
+    library's back."""
+    path = tmp_path / "s.db"
+    with lf.SQLiteStore(path, on_event=recorder) as store:
+        call = {"id": "call-1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        store.append_chat_messages(
+            "c",
+            [{"role": "user", "content": f"{SECRET} {n}"} for n in range(6)]
+            + [{"role": "assistant", "content": None, "tool_calls": [call]}]
+            + [{"role": "tool", "tool_call_id": "call-1", "content": "one"}]
+            + [{"role": "user", "content": f"{SECRET} {n}"} for n in range(6)],
+        )
+        compactor = lf.Compactor(store, policy())
+
+        def current() -> str:
+            summary = store.current_summary("c")
+            assert summary is not None
+            return summary.id
+
+        compactor.compact("c")
+        first = current()
+        store.edit("c", store.load("c").turns[0].id, body="changed")
+        compactor.compact("c")
+        second = current()
+        store.retract("c", store.load("c").turns[1].id)
+        compactor.compact("c")
+        third = current()
+        # A second result for the summarised call joins its unit: the version goes stale.
+        store.append_chat_messages(
+            "c", [{"role": "tool", "tool_call_id": "call-1", "content": "two"}]
+        )
+        compactor.compact("c")
+        fourth = current()
+        turn = store.load("c").turns[2]
+        store._connection().execute("UPDATE turns SET body = 'behind' WHERE id = ?", (turn.id,))
+        assert store.repair_digests([("c", turn.id)]) == 1
+        marks = [(e.reason, e.summary_ids) for e in recorder.named("summary.stale")]
+        assert marks == [
+            ("source-modified", (first,)),
+            ("source-missing", (second,)),
+            ("group-split", (third,)),
+            ("source-modified", (fourth,)),
+        ]
+        assert all(dict(e.extra)["summaries"] == 1 for e in recorder.named("summary.stale"))
+    no_text(recorder.events)

@@ -290,7 +290,7 @@ def test_export_refuses_bad_arguments(ledger: dict[str, Any], tmp_path: Path) ->
     assert sorted(p.name for p in tmp_path.iterdir()) == ["foreign.db", "full"]
 
 
-# ------------------------------------------------------------------ staging (issue 16 item 12)
+# ------------------------------------------------------------------ staging
 
 
 def _empty_db(tmp_path: Path) -> Path:

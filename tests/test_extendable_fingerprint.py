@@ -253,10 +253,10 @@ def test_large_states_at_subtree_boundaries_extend_to_the_reference() -> None:
 
 
 def test_rolling_commits_know_their_prefix_per_store_not_by_a_module_memo() -> None:
-    """Issue 26 item 2 and SPEC §15.2's cost: no module-global memo. Two stores compacting
+    """SPEC §15.2's cost without a module-global memo. Two stores compacting
     in turn both commit rolling extensions without one O(covered) prefix comparison (each
-    store knows the tuple it built for its plan; the compactor is told by the store), and
-    the IDs are plain tuples."""
+    store knows the sequence it built for its plan; the compactor is told by the store), and
+    the IDs are the native persistent `SourceIds` (issue 28 item 6), no tuple subclass."""
     import ledgerfold as lf
 
     stores = [lf.SQLiteStore(), lf.SQLiteStore()]
@@ -282,7 +282,7 @@ def test_rolling_commits_know_their_prefix_per_store_not_by_a_module_memo() -> N
                 outcome = compactor.compact("c")
                 assert outcome.accepted and outcome.summary is not None
                 assert outcome.summary.parent_id is not None  # rolling
-                assert type(outcome.summary.source_ids) is tuple
+                assert type(outcome.summary.source_ids) is _native.SourceIds
     finally:
         plan._native.starts_with_ids = real  # type: ignore[assignment]
         for store in stores:

@@ -182,7 +182,7 @@ def test_conversation_rules_still_hold() -> None:
 
 
 def test_from_rows_is_private() -> None:
-    """Issue 25 item 11: trusting the given digests is the store's business only, so no
+    """Trusting the given digests is the store's business only, so no
     public name builds a conversation that way (an edited body with its old digest would
     make a stale summary look current)."""
     import ledgerfold as lf

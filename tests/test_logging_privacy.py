@@ -294,7 +294,7 @@ def test_failure_record_names_the_exception_type_only(tmp_path: Path, capture: C
 
 
 def test_an_application_without_logging_config_gets_no_stderr_lines() -> None:
-    # Issue 16: a failing summarizer printed two WARNING lines per failure to the stderr of
+    # Regression: a failing summarizer printed two WARNING lines per failure to the stderr of
     # an application that configured no logging (Python's "last resort" handler). The
     # failure itself is a WARNING record (see the test above); here nobody asked for it.
     script = """

@@ -1,4 +1,4 @@
-"""Issue 26 item 2: no frame inspection and no process-wide switches in the library (the
+"""No frame inspection and no process-wide switches in the library (the
 store names each transaction's operation itself; see also test_assemble_gc.py)."""
 
 from __future__ import annotations

@@ -129,7 +129,7 @@ def test_without_instructions_the_filter_changes_nothing() -> None:
 
 
 def test_clear_session_leaves_no_sealed_summary(tmp_path: Path) -> None:
-    # Issue 25 item 5: retracting every turn left the sealed summary in get_items().
+    # Regression: retracting every turn left the sealed summary in get_items().
     session = LedgerfoldSession("s", tmp_path / "sealed.db", policy=SEALING)
 
     async def scenario() -> list[Any]:

@@ -1,4 +1,4 @@
-"""Preserved turns gone (SPEC §17.3, issue 25 item 10): the store's context falls back with
+"""Preserved turns gone (SPEC §17.3): the store's context falls back with
 `preserved-missing` when a protected turn, or one of a preserved role, kept raw below the
 summary's slot is retracted; the next compaction is due at once and lays the context out
 anew. A purged turn is not missing, and a turn above the slot is not below it."""

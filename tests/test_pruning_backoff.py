@@ -1,4 +1,4 @@
-"""Pruning keeps the back-off's count (SPEC §17.5 first bullet, issue 25 item 14): the
+"""Pruning keeps the back-off's count (SPEC §17.5 first bullet): the
 `failed` records since the newest accepted summary survive `prune_versions(keep=0)`."""
 
 from __future__ import annotations

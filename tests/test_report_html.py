@@ -1,4 +1,4 @@
-"""`ledgerfold report --html` as an operator's page (SPEC §17.8, issue 28 item 4): the store's
+"""`ledgerfold report --html` as an operator's page (SPEC §17.8): the store's
 totals first (exactly `stats()`), then the conversations that need attention, each with why,
 then the rest; every listed conversation linked to its own inspector page, written beside
 the report under a safe, unique file name; every ID and reason escaped.

@@ -1,4 +1,4 @@
-"""Retention and erasure (SPEC §15.5, issue 18): sealed summaries at purge, erased versions,
+"""Retention and erasure (SPEC §15.5): sealed summaries at purge, erased versions,
 secure deletion (no body bytes left in the file or its WAL), `delete_conversation`,
 `retract(erase=True)`, the retention policy and the `purge` / `delete` commands."""
 

@@ -1,4 +1,4 @@
-"""A sealed summary never stops compaction (SPEC §17.5 last bullet, issue 25 item 1): a turn
+"""A sealed summary never stops compaction (SPEC §17.5 last bullet): a turn
 kept raw below its slot that becomes compactable (a confirmation resolved, a call answered)
 is folded into an extension of it; the sealed record of the purged turns stays, and the
 context stays bounded however long the conversation runs."""

@@ -13,6 +13,7 @@ import pytest
 import ledgerfold as lf
 from ledgerfold._segment import index_passages
 from ledgerfold.store import PROTOCOL_VERSION, SearchableStore, Store
+from ledgerfold.store import _search as search_queries
 from ledgerfold.store import _search_index as search_index
 
 
@@ -69,6 +70,19 @@ def test_chinese_without_spaces(store: lf.SQLiteStore) -> None:
     # Digits never join a CJK bigram: 3号 is `3` + `号`, and `3` is not `13`.
     assert "k13" not in ids(store.search("c", "3"))
     assert ids(store.search("c", "储物柜")) == ["zh"]
+
+
+def test_a_number_with_its_cjk_counter_does_not_match_another_number(
+    store: lf.SQLiteStore,
+) -> None:
+    """`3号` does not match `13号` (SPEC §16.5): the lone `号` beside the digits is left out
+    of the query, which the digits identify."""
+    store.append("c", "user", "13号", id="k13")
+    store.append("c", "user", "3号", id="k3")
+    store.append("c", "user", "第13章", id="ch13")
+    assert ids(store.search("c", "3号")) == ["k3"]
+    assert ids(store.search("c", "第3章")) == ["k3"]
+    assert set(ids(store.search("c", "号"))) == {"k13", "k3"}  # alone, it is the query
 
 
 def test_japanese_and_korean_bigrams(store: lf.SQLiteStore) -> None:
@@ -430,7 +444,7 @@ def test_a_recall_result_known_by_group_or_call_id_alone_is_not_indexed(
 def test_a_term_in_too_many_passages_is_dropped_while_a_rarer_one_remains(
     store: lf.SQLiteStore,
 ) -> None:
-    common = search_index.DF_DROP + 100
+    common = search_queries.DF_DROP + 100
     store.append_many("c", [{"role": "user", "body": f"alpha {i}"} for i in range(common)])
     store.append("c", "user", "zeta and alpha", id="rare")
     # Without the drop, alpha-only turns would follow the rare one.

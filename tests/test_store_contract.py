@@ -82,7 +82,7 @@ def test_context_fast_path_never_loads_summarised_rows(tmp_path: Path) -> None:
             raw.execute("UPDATE turns SET role = 'bogus' WHERE sequence <= 10")
         context = store.context("c", PV)
         assert context.fallback is None and context.ids == (envelope.id, turns[10].id, turns[11].id)
-        # Damaged rows read back as a StoreError naming table, column and row (issue 16).
+        # Damaged rows read back as a StoreError naming table, column and row.
         with pytest.raises(
             lf.StoreError, match=r"table turns, column role: turn '.*' \(sequence 1\)"
         ):

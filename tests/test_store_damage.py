@@ -1,4 +1,4 @@
-"""Issue 16, items 4, 6, 9 and 10: damage in storage is a verdict or a `StoreError` naming
+"""Damage in storage is a verdict or a `StoreError` naming
 table, column and row, never stored text in a message (SPEC §15.5, §15.8 "Errors"); reading
 works where the process cannot write, and commands that only read create or change nothing
 (SPEC §15.7)."""

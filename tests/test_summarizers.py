@@ -190,7 +190,7 @@ def _mixed_turns(count: int) -> tuple[TurnItem, ...]:
 
 
 def test_extractive_keeps_user_lines_ahead_of_tool_output() -> None:
-    """Issue 27 item 5: when lines must go, tool output goes first and the user's original
+    """When lines must go, tool output goes first and the user's original
     request stays; the marker names the omitted range and that recall returns them."""
     turns = _mixed_turns(90)
     request = SummaryRequest("c", "p", "v1", turns, None, 0, 400)

@@ -1,4 +1,4 @@
-"""The summary slot's escaping matches what a reader sees (issue 25 item 8, SPEC §15.6): role
+"""The summary slot's escaping matches what a reader sees (SPEC §15.6): role
 prefixes in fullwidth letters, with a fullwidth colon, with a zero-width character inside the
 word or inside markdown emphasis, and frame delimiters in compatibility forms are escaped; the
 escaping stays exactly reversible. The same function escapes recalled passages."""
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledgerfold.adapters._chat import escape_summary_text, unescape_summary_text
+from ledgerfold.adapters._summary_escape import escape_summary_text, unescape_summary_text
 
 ROLES = "system|user|assistant|tool|human|ai|developer|function|model|bot"
 LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"

@@ -1,4 +1,4 @@
-"""Summary length (SPEC §17.4, issue 25 item 7): a model server that ignores `max_tokens`
+"""Summary length (SPEC §17.4): a model server that ignores `max_tokens`
 cannot make an overlong summary current, and no request carries more than
 `max_input_tokens` of turn text plus `max_summary_tokens` of previous summary, whatever the
 summarizer returns. Against a real chat-completions server on 127.0.0.1."""

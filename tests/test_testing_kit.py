@@ -1,4 +1,4 @@
-"""`ledgerfold.testing` (issue 26 item 3): the shipped `Store` contract suite runs with one
+"""`ledgerfold.testing`: the shipped `Store` contract suite runs with one
 command against a backend's factory, passes for `SQLiteStore`, and fails for a store that
 breaks the contract."""
 

@@ -1,4 +1,4 @@
-"""Threads (issue 7): the native functions hammered by a thread pool on shared objects give
+"""Threads: the native functions hammered by a thread pool on shared objects give
 exactly the single-threaded results, and one `SQLiteStore` (or one per thread, on the same
 file) shared by threads appending, assembling and compacting stays consistent.
 The threading model these tests pin down is written up in `docs/threading.md`."""

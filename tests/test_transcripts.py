@@ -221,7 +221,7 @@ def test_multiple_calls_and_unknown_results(tmp_path: Path) -> None:
 
 
 def test_the_library_does_not_look_for_data_beside_its_installation() -> None:
-    """Where the real transcripts are is the tests' business (issue 15): the library has
+    """Where the real transcripts are is the tests' business: the library has
     no default data directory."""
     import ledgerfold._transcripts as transcripts
 
@@ -242,7 +242,7 @@ def test_load_transcripts_accepts_one_path_a_list_or_a_directory(tmp_path: Path)
 
 GOOD = record(raw_turn(1, "user"))
 CALLER = raw_turn(2, "assistant", SECRET + "\n" + call_line("c1"), tool_call_ids=["c1"])
-# Deeper than Python's JSON parser can recurse: it raised RecursionError (issue 16 item 5).
+# Deeper than Python's JSON parser can recurse: it raised RecursionError.
 DEEP = "[" * 100_000 + "]" * 100_000
 DEEP_CALL_LINE = '{"tool_call": {"id": "c1", "name": "f", "arguments": ' + DEEP + "}}"
 NAN_CALL_LINE = '{"tool_call": {"id": "c1", "name": "f", "arguments": {"x": NaN}}}'
@@ -321,7 +321,7 @@ def test_invalid_utf8_names_the_line(tmp_path: Path) -> None:
 
 
 def test_one_helper_imports_optional_dependencies(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 15: `ledgerfold.dask` and the Parquet export share one helper, whose error says
+    """`ledgerfold.dask` and the Parquet export share one helper, whose error says
     what to install."""
     import sys
 

@@ -1,8 +1,7 @@
-"""Compaction units in the store and the chat adapter (SPEC §17.2; issue 25 items 4, 13,
-15): retraction takes a call's results along, a summary splitting a call from an ungrouped
-result is stale (also in a database written before the rule), a purge without force takes no
-unanswered call and no system prompt, and chat messages are always a valid tool-call
-sequence, whatever the ledger holds."""
+"""Compaction units in the store and the chat adapter (SPEC §17.2): retraction takes a call's
+results along, a summary splitting a call from an ungrouped result is stale (also in a database
+written before the rule), a purge without force takes no unanswered call and no system prompt,
+and chat messages are always a valid tool-call sequence, whatever the ledger holds."""
 
 from __future__ import annotations
 

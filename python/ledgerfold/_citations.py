@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from ledgerfold import _validate
 from ledgerfold._context import SummaryItem
-from ledgerfold._errors import InvalidInput
 from ledgerfold._model import Conversation, Turn
 from ledgerfold._summary import SummaryEnvelope
 
@@ -42,18 +42,8 @@ def citations(
     """The IDs of the summary's sources present in `conversation` whose sequence its text
     cites (`[seq N`), each once, in ascending sequence. Purged or retracted sources are not
     in a conversation and so left out; whether the summary is current is not checked."""
-    if not isinstance(summary, (SummaryEnvelope, SummaryItem)):
-        raise InvalidInput(
-            f"summary: must be SummaryEnvelope or SummaryItem, got {type(summary).__name__}",
-            field="summary",
-            problem="wrong-type",
-        )
-    if not isinstance(conversation, Conversation):
-        raise InvalidInput(
-            f"conversation: must be Conversation, got {type(conversation).__name__}",
-            field="conversation",
-            problem="wrong-type",
-        )
+    _validate.instance("summary", summary, (SummaryEnvelope, SummaryItem))
+    conversation = _validate.conversation(conversation)
     cited = cited_sequences(summary.text)
     if not cited:
         return ()

@@ -28,7 +28,7 @@ from ledgerfold._errors import ContextBudgetExceeded, InvalidInput, StoreError
 from ledgerfold._events import Event, EventHook, emit
 from ledgerfold._fold import cut_text, fold_chunk
 from ledgerfold._model import Turn
-from ledgerfold._native import SourceDigests, fingerprint_digests
+from ledgerfold._native import SourceDigests, SourceIds, fingerprint_digests
 from ledgerfold._plan import CompactionPlan, starts_with_ids
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._summary import SummaryEnvelope, extended_fingerprint
@@ -50,11 +50,8 @@ from ledgerfold.tokens import context_tokens, item_tokens
 __all__ = [
     "OUTCOME_STATUSES",
     "CompactionOutcome",
-    "CompactionPolicy",
     "CompactionStatus",
     "Compactor",
-    "Summarizer",
-    "SummaryRequest",
 ]
 
 _log = logging.getLogger("ledgerfold.compactor")
@@ -123,31 +120,11 @@ class Compactor:
         on_event: EventHook | None = None,
     ) -> None:
         _validate.instance("policy", policy, CompactionPolicy)
-        if summarizer is not None and not callable(summarizer):
-            raise InvalidInput(
-                "summarizer: must be a callable SummaryRequest -> str",
-                field="summarizer",
-                problem="wrong-type",
-            )
-        if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
-        ):
-            raise InvalidInput(
-                "timeout: must be None or a number > 0", field="timeout", problem="out-of-range"
-            )
-        if on_event is not None and not callable(on_event):
-            raise InvalidInput(
-                "on_event: must be a callable Event -> None",
-                field="on_event",
-                problem="wrong-type",
-            )
+        _validate.callback("summarizer", summarizer, "SummaryRequest -> str")
+        _validate.duration("timeout", timeout, unit="seconds", positive=True)
+        _validate.callback("on_event", on_event, "Event -> None")
         self.on_event = on_event
-        if summary_id_factory is not None and not callable(summary_id_factory):
-            raise InvalidInput(
-                "summary_id_factory: must be a callable () -> str",
-                field="summary_id_factory",
-                problem="wrong-type",
-            )
+        _validate.callback("summary_id_factory", summary_id_factory, "() -> str")
         self.store = store
         self.policy = policy
         # The default summarizer counts `max_summary_tokens` with the policy's counter.
@@ -594,7 +571,7 @@ def too_long(text: str, policy: CompactionPolicy) -> bool:
 
 def _previous_and_budget(previous: str | None, policy: CompactionPolicy) -> tuple[str | None, int]:
     """The previous text a request carries and its turn-text budget, so that the two never
-    exceed `max_input_tokens + max_summary_tokens` together (issue 25 item 7): a previous
+    exceed `max_input_tokens + max_summary_tokens` together: a previous
     text over `max_summary_tokens` (within the 1.25 slack) takes its excess from the turns'
     budget; one the slack cannot cover (accepted before SPEC §17.4) is cut to fit."""
     budget = policy.max_input_tokens
@@ -620,6 +597,7 @@ def _envelope(job: _Job, summary_id: str, policy_version: str, text: str) -> Sum
     # tuple rather than build another over every covered turn (it starts with the parent's
     # IDs, which `starts_with_ids` knows without comparing them when the store built it so).
     fingerprint: str | None = None
+    source_ids: tuple[str, ...] | SourceIds
     # The store says when it built the plan's IDs on the parent's (the usual rolling case):
     # then no O(covered) comparison; a wrong word is caught by the commit's own check.
     prefix_ok = parent is None or job.extends_parent or starts_with_ids(planned, covered)
@@ -648,7 +626,7 @@ def _envelope(job: _Job, summary_id: str, policy_version: str, text: str) -> Sum
     )
 
 
-def _merged(job: _Job, covered: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
+def _merged(job: _Job, covered: tuple[str, ...] | SourceIds) -> tuple[tuple[str, ...], str]:
     """Sources and fingerprint of an extension whose new turns are not all after its
     parent's: the plan's order, over the parent's digests (bytes, source order) and the
     chunk's."""

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from ledgerfold import _native, _validate
-from ledgerfold._native import Conversation, TurnItem
+from ledgerfold._native import Conversation, SourceIds, TurnItem
 from ledgerfold._summary import SummaryEnvelope, _sealed_arg
 
 __all__ = [
@@ -27,7 +27,7 @@ class SummaryItem:
     id: str
     text: str
     through_sequence: int
-    source_ids: tuple[str, ...]
+    source_ids: tuple[str, ...] | SourceIds
     # The sequence of its first source (sources are in ledger order), for the slot's framing
     # (SPEC §16.5); None when unknown. Not part of the item's identity.
     first_sequence: int | None = field(default=None, compare=False)
@@ -112,7 +112,7 @@ def assemble_context(
     policy_version = _validate.text("policy_version", policy_version)
 
     # No pause of the cycle collector here: a process-wide switch in a library call could be
-    # left off for good by two threads interleaving (issue 25 item 12). The collections a
+    # left off for good by two threads interleaving. The collections a
     # large raw context triggers cost about a third more time than with the collector off.
     turns, summary_at, through_sequence, fallback, fallback_id = _native.assemble(
         conversation, summary, policy_version, preserved_ids, _sealed_arg(sealed)

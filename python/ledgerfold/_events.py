@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-__all__ = ["EVENT_NAMES", "Event", "EventHook", "emit"]
+__all__ = ["EVENT_NAMES", "Event", "EventHook", "emit", "stale_event"]
 
 _log = logging.getLogger("ledgerfold.events")
 
@@ -73,3 +73,19 @@ def emit(hook: EventHook | None, event: Event) -> None:
             event.name,
             event.conversation_id,
         )
+
+
+def stale_event(
+    conversation_id: str, reason: str, summary_ids: list[str], turn_id: str | None = None
+) -> Event:
+    """`summary.stale`: an edit (`source-modified`) or a retraction (`source-missing`) of
+    `turn_id`, or appended turns splitting a unit (`group-split`), made the versions
+    `summary_ids` stale."""
+    return Event(
+        "summary.stale",
+        conversation_id,
+        reason=reason,
+        summary_ids=tuple(summary_ids),
+        turn_ids=() if turn_id is None else (turn_id,),
+        extra=(("summaries", len(summary_ids)),),
+    )

@@ -3,16 +3,20 @@ nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ledgerfold import _native, _validate
 from ledgerfold._errors import InvalidInput
 from ledgerfold._model import ROLES
-from ledgerfold._native import Conversation
+from ledgerfold._native import Conversation, SourceIds
 from ledgerfold._toolcalls import open_call_turns
 
 __all__ = ["CompactionPlan", "pinned_ids", "plan_compaction", "preserve_roles_arg"]
+
+# A summary's `source_ids` may be a `SourceIds` (the store's rolling versions): an immutable
+# sequence of str that equals the tuple of its IDs.
+Sequence.register(SourceIds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +26,7 @@ class CompactionPlan:
     plan_id: str
     conversation_id: str
     source_revision: int
-    compacted_ids: tuple[str, ...]
+    compacted_ids: tuple[str, ...] | SourceIds
     preserved_ids: tuple[str, ...]
     through_sequence: int
 
@@ -96,14 +100,16 @@ def plan_unchecked(
     )
 
 
-def extend_ids(prefix: tuple[str, ...], added: tuple[str, ...]) -> tuple[str, ...]:
-    """`prefix + added`: a plain tuple sharing the prefix's string objects. Who built it
-    knows that it starts with `prefix`; the store keeps that knowledge per plan
-    (`VersionCache.extension`) so its commit check is O(1), not O(covered)."""
-    return prefix + added
+def extend_ids(prefix: tuple[str, ...] | SourceIds, added: Iterable[str]) -> SourceIds:
+    """`prefix + added` as a `SourceIds` sharing the prefix's storage when it is one: O(added)
+    (issue 28 item 6), so a rolling plan over 100k covered turns does not copy them. The
+    commit's prefix check then finds the prefix in shared storage without comparing IDs."""
+    if not isinstance(prefix, SourceIds):
+        prefix = SourceIds(prefix)
+    return prefix.extended(added)
 
 
-def starts_with_ids(ids: tuple[str, ...], prefix: tuple[str, ...]) -> bool:
-    """Whether the tuple `ids` begins with the tuple `prefix` (a native pointer-then-text
-    comparison)."""
+def starts_with_ids(ids: tuple[str, ...] | SourceIds, prefix: tuple[str, ...] | SourceIds) -> bool:
+    """Whether `ids` begins with `prefix` (a native comparison: IDs a `SourceIds` shares
+    with its prefix's storage are not compared, the same object is not compared as text)."""
     return _native.starts_with_ids(ids, prefix)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ledgerfold import _validate
-from ledgerfold._errors import InvalidInput
 from ledgerfold._plan import preserve_roles_arg
 from ledgerfold.tokens import TokenCounter, approx_tokens
 
@@ -67,21 +66,8 @@ class CompactionPolicy:
         object.__setattr__(self, "preserve_roles", preserve_roles_arg(self.preserve_roles))
         if self.retain_turns is not None:
             _validate.integer("retain_turns", self.retain_turns, minimum=0)
-        days = self.retain_days
-        if days is not None and (
-            isinstance(days, bool) or not isinstance(days, (int, float)) or not 0 <= days < 1e9
-        ):
-            raise InvalidInput(
-                "retain_days: must be None or a number of days >= 0",
-                field="retain_days",
-                problem="out-of-range",
-            )
-        if self.token_counter is not None and not callable(self.token_counter):
-            raise InvalidInput(
-                "token_counter: must be a callable str -> int",
-                field="token_counter",
-                problem="wrong-type",
-            )
+        _validate.duration("retain_days", self.retain_days, unit="days")
+        _validate.callback("token_counter", self.token_counter, "str -> int")
 
     @property
     def retains(self) -> bool:

@@ -16,13 +16,15 @@ from typing import Any, Final
 
 from ledgerfold._model import Turn
 
-__all__ = ["RECALL_TOOL_NAME", "recall_result_ids", "stand_in"]
+__all__ = ["RECALL_TOOL_NAME", "call_name", "recall_result_ids", "stand_in", "tool_calls_of"]
 
-#: The recall tool's function name (`ledgerfold.tools.RECALL_TOOL_NAME`).
+#: The recall tool's function name (SPEC §16.2), published as `ledgerfold.tools.RECALL_TOOL_NAME`:
+#: its results are never indexed nor a summary's text (§17.7).
 RECALL_TOOL_NAME: Final = "recall_history"
 
 
-def _calls(meta: Mapping[str, str] | None) -> list[Mapping[str, Any]]:
+def tool_calls_of(meta: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """The call objects of a turn's `tool_calls` meta (none when it is not JSON of a list)."""
     raw = (meta or {}).get("tool_calls")
     if not isinstance(raw, str):
         return []
@@ -33,7 +35,8 @@ def _calls(meta: Mapping[str, str] | None) -> list[Mapping[str, Any]]:
     return [call for call in calls if isinstance(call, dict)] if isinstance(calls, list) else []
 
 
-def _name(call: Mapping[str, Any]) -> object:
+def call_name(call: Mapping[str, Any]) -> object:
+    """A call's function name (`function.name`, or a flat `name`)."""
     function = call.get("function")
     return function.get("name") if isinstance(function, dict) else call.get("name")
 
@@ -46,9 +49,9 @@ def recall_result_ids(turns: Sequence[Turn]) -> frozenset[str]:
     for turn in turns:
         if turn.role != "assistant":
             continue
-        for call in _calls(turn.meta):
-            name_of_call[call.get("id")] = _name(call)
-            if _name(call) == RECALL_TOOL_NAME and turn.group is not None:
+        for call in tool_calls_of(turn.meta):
+            name_of_call[call.get("id")] = call_name(call)
+            if call_name(call) == RECALL_TOOL_NAME and turn.group is not None:
                 recall_groups.add(turn.group)
     if not name_of_call:
         return frozenset()

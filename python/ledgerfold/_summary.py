@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ledgerfold import _native, _validate
 from ledgerfold._errors import InvalidInput
-from ledgerfold._native import Conversation, SourceDigests, Turn
+from ledgerfold._native import Conversation, SourceDigests, SourceIds, Turn
 from ledgerfold._plan import CompactionPlan, preserve_roles_arg
 
 __all__ = [
@@ -39,7 +39,9 @@ class SummaryEnvelope:
     plan_id: str
     conversation_id: str
     source_revision: int
-    source_ids: tuple[str, ...]
+    #: A tuple, or a `SourceIds` (the store's rolling versions: equal to the tuple of its
+    #: IDs and sharing its parent's storage, so it costs O(new turns) per version).
+    source_ids: tuple[str, ...] | SourceIds
     source_fingerprint: str
     policy_version: str
     text: str
@@ -49,7 +51,7 @@ class SummaryEnvelope:
         for name in ("id", "plan_id", "source_fingerprint", "policy_version"):
             _validate.text(name, getattr(self, name))
         if self.parent_id is not None:
-            _validate.text("parent_id", self.parent_id)
+            _validate.identifier("parent_id", self.parent_id)
         # Any valid conversation ID (SPEC §2: non-empty), even one of whitespace only.
         _validate.text("conversation_id", self.conversation_id, blank_ok=True, empty_ok=False)
         _validate.text("text", self.text, blank_ok=True)
@@ -58,7 +60,7 @@ class SummaryEnvelope:
             raise InvalidInput(
                 "source_ids: must be a sequence of str", field="source_ids", problem="wrong-type"
             )
-        if not isinstance(self.source_ids, tuple):
+        if not isinstance(self.source_ids, (tuple, SourceIds)):
             object.__setattr__(self, "source_ids", tuple(self.source_ids))
 
     def __repr__(self) -> str:
@@ -107,7 +109,7 @@ def create_summary_envelope(
     them, in sequence order, and `turns` must hold all of them. None when the plan is empty,
     a source is missing from `turns`, or `text` is blank."""
     _validate.instance("plan", plan, CompactionPlan)
-    summary_id = _validate.text("summary_id", summary_id)
+    summary_id = _validate.identifier("summary_id", summary_id)
     policy_version = _validate.text("policy_version", policy_version)
     text = _validate.text("text", text, blank_ok=True)
     if parent is not None:
@@ -148,7 +150,7 @@ def extended_fingerprint(parent_digests: bytes | SourceDigests, turns: Iterable[
 
 
 def _in_sequence_order(
-    source_ids: tuple[str, ...], turns: Conversation | Iterable[Turn]
+    source_ids: tuple[str, ...] | SourceIds, turns: Conversation | Iterable[Turn]
 ) -> tuple[str, ...]:
     if isinstance(turns, Conversation):
         sequence = {turn_id: turns.get(turn_id).sequence for turn_id in source_ids}  # type: ignore[union-attr]
@@ -287,7 +289,7 @@ def accept_summary_result(
     rebuilding from a checkpoint (SPEC §17.5) passes that checkpoint as `current`: it is the
     head the candidate may extend, and must itself still be current."""
     conversation = _validate.conversation(conversation)
-    active_plan_id = _validate.text("active_plan_id", active_plan_id)
+    active_plan_id = _validate.identifier("active_plan_id", active_plan_id)
     if plan is not None:
         _validate.instance("plan", plan, CompactionPlan)
     if current is not None:

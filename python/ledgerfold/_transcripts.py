@@ -159,7 +159,7 @@ def _transcript(line: str, chat_id: str) -> Transcript:
         return _chat_transcript(record, chat_id)
     conversation_id = _field(record, "conversation_id", str, "")
     try:
-        _validate.text("conversation_id", conversation_id)
+        _validate.identifier("conversation_id", conversation_id)
     except InvalidInput as error:
         raise _LineError(str(error), "conversation_id", error.problem or "invalid") from None
     source = _field(record, "source", str, "")

@@ -1,7 +1,13 @@
-"""Argument checks of the Python layer; each failure is an `InvalidInput` naming the field."""
+"""Argument checks of the Python layer, one per kind of value (text and IDs, integers,
+flags, durations, names from a fixed set); each failure is an `InvalidInput` whose message
+starts with the field's name. Every entry point checks a kind through the function here, so
+one value is accepted or refused alike everywhere, with the same message."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Collection, Iterable
+from contextlib import suppress
 from typing import Any
 
 from ledgerfold._errors import InvalidInput
@@ -29,16 +35,82 @@ def text(field: str, value: object, *, blank_ok: bool = False, empty_ok: bool = 
     return value
 
 
-def integer(field: str, value: object, *, minimum: int) -> int:
-    """An `int` (never `bool`) within [minimum, 2**63 - 1]."""
+def identifier(field: str, value: object) -> str:
+    """An ID given to the store or the loop (conversation, turn, summary, plan): a `str`
+    that encodes as UTF-8 and is not blank."""
+    return text(field, value)
+
+
+def identifiers(field: str, values: object) -> list[str]:
+    """An iterable (not one `str`) of IDs; the one at index i is named `field[i]`."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise InvalidInput(
+            f"{field}: must be an iterable of str", field=field, problem="wrong-type"
+        )
+    return [identifier(f"{field}[{index}]", value) for index, value in enumerate(values)]
+
+
+#: The largest integer SQLite stores (and the Rust core takes).
+MAX_INT = 2**63 - 1
+
+
+def integer(field: str, value: object, *, minimum: int, maximum: int = MAX_INT) -> int:
+    """An `int` (never `bool`) within [minimum, maximum]."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInput(
             f"{field}: must be int, got {type(value).__name__}", field=field, problem="wrong-type"
         )
-    if value < minimum or value > 2**63 - 1:
+    if not minimum <= value <= maximum:
+        top = "2**63-1" if maximum == MAX_INT else str(maximum)
         raise InvalidInput(
-            f"{field}: must be between {minimum} and 2**63-1", field=field, problem="out-of-range"
+            f"{field}: must be between {minimum} and {top}", field=field, problem="out-of-range"
         )
+    return value
+
+
+def flag(field: str, value: object) -> bool:
+    """A `bool` (an int or a string is refused: `erase=1` is more likely a mistake)."""
+    if not isinstance(value, bool):
+        raise InvalidInput(
+            f"{field}: must be bool, got {type(value).__name__}", field=field, problem="wrong-type"
+        )
+    return value
+
+
+def duration(field: str, value: object, *, unit: str, positive: bool = False) -> float | None:
+    """None, or a length of time in `unit`: an `int` or `float` (never `bool`), finite and
+    >= 0 (> 0 with `positive`). Any finite length is valid; one reaching before year 1 just
+    matches nothing (see `ledgerfold.store._rows.time_ago`)."""
+    if value is None:
+        return None
+    length = math.nan
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        with suppress(OverflowError):  # an int beyond float has no finite length
+            length = float(value)
+    if not math.isfinite(length) or length < 0 or (positive and length == 0):
+        bound = "> 0" if positive else ">= 0"
+        raise InvalidInput(
+            f"{field}: must be None or a finite number of {unit} {bound}",
+            field=field,
+            problem="out-of-range",
+        )
+    return length
+
+
+def callback(field: str, value: object, signature: str) -> None:
+    """None, or a callable (a hook, a summarizer, a token counter); `signature` says what it
+    is called with and returns, for the message."""
+    if value is not None and not callable(value):
+        raise InvalidInput(
+            f"{field}: must be None or a callable {signature}", field=field, problem="wrong-type"
+        )
+
+
+def choice(field: str, value: object, allowed: Collection[str]) -> str:
+    """One of the names in `allowed` (a scope, a durability, a status)."""
+    if not isinstance(value, str) or value not in allowed:
+        names = ", ".join(repr(name) for name in allowed)
+        raise InvalidInput(f"{field}: must be one of {names}", field=field, problem="unknown-value")
     return value
 
 
@@ -52,10 +124,12 @@ def conversation(value: object) -> Conversation:
     return value
 
 
-def instance(field: str, value: Any, cls: type[Any]) -> Any:
+def instance(field: str, value: Any, cls: type[Any] | tuple[type[Any], ...]) -> Any:
+    """An instance of `cls` (or of one of the classes of a tuple)."""
     if not isinstance(value, cls):
+        names = " or ".join(c.__name__ for c in (cls if isinstance(cls, tuple) else (cls,)))
         raise InvalidInput(
-            f"{field}: must be {cls.__name__}, got {type(value).__name__}",
+            f"{field}: must be {names}, got {type(value).__name__}",
             field=field,
             problem="wrong-type",
         )

@@ -32,7 +32,7 @@ from ledgerfold import _native, _validate
 from ledgerfold import _sealed as sealed
 from ledgerfold.store import _batch_reads as batch_reads
 from ledgerfold.store import _digests as digests
-from ledgerfold.store import _ledger as ledger
+from ledgerfold.store import _unit_splits as unit_splits
 from ledgerfold.store._database import (
     database_path,
     quotes_stored_data,
@@ -457,7 +457,9 @@ def _split_in(conn: sqlite3.Connection, conversation_id: str, summary_id: str) -
         " (SELECT turn_id FROM summary_sources WHERE summary_pk = ?)",
         (conversation_id, TURN_LIVE, row[0]),
     )
-    return ledger.split_by_links(conn, conversation_id, row[0], (_link(*found) for found in raw))
+    return unit_splits.split_by_links(
+        conn, conversation_id, row[0], (_link(*found) for found in raw)
+    )
 
 
 def _link(turn_id: bytes, role: bytes, meta: bytes) -> tuple[str, str, dict[str, Any] | None]:

@@ -21,13 +21,13 @@ from typing import Any, Final
 
 from ledgerfold import _validate
 from ledgerfold._errors import InvalidInput, StoreError
-from ledgerfold.adapters._chat import escape_summary_text
+from ledgerfold._recall_stand_in import RECALL_TOOL_NAME
+from ledgerfold.adapters._summary_escape import escape_summary_text
 
 __all__ = ["RECALL_NOTE", "RECALL_TOOL", "RECALL_TOOL_NAME", "run_recall"]
 
 _log = logging.getLogger("ledgerfold.tools")
 
-RECALL_TOOL_NAME: Final = "recall_history"
 RECALL_LIMIT_DEFAULT: Final = 5
 RECALL_LIMIT_MAX: Final = 20
 
@@ -127,7 +127,7 @@ def check_recall_store(store: object) -> None:
 def run_recall(store: Any, conversation_id: str, arguments: object) -> str:
     """Run one `recall_history` call; return the JSON string the model reads."""
     check_recall_store(store)
-    _validate.text("conversation_id", conversation_id)
+    _validate.identifier("conversation_id", conversation_id)
     parsed = _parse(arguments)
     if isinstance(parsed, str):
         return _error(parsed)

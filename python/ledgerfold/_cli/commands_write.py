@@ -24,8 +24,9 @@ from ledgerfold._cli.render import (
     stderr_console,
     stdout_console,
 )
-from ledgerfold._compactor import CompactionOutcome, CompactionPolicy, Compactor
+from ledgerfold._compactor import CompactionOutcome, Compactor
 from ledgerfold._model import Turn
+from ledgerfold._policy import CompactionPolicy
 from ledgerfold._transcripts import Transcript, iter_transcripts
 from ledgerfold.revalidate import revalidate_database
 from ledgerfold.summarizers import ExtractiveSummarizer

@@ -27,8 +27,9 @@ from ledgerfold._cli.render import (
     text_preview,
     versions_table,
 )
-from ledgerfold._compactor import CompactionOutcome, CompactionPolicy, Compactor
+from ledgerfold._compactor import CompactionOutcome, Compactor
 from ledgerfold._context import AssembledContext, SummaryItem
+from ledgerfold._policy import CompactionPolicy
 from ledgerfold.store import SQLiteStore
 from ledgerfold.summarizers import ExtractiveSummarizer
 from ledgerfold.tools import run_recall

@@ -17,6 +17,7 @@ from typing import Any
 from ledgerfold._cli.render import sequence_ranges
 from ledgerfold._fold import fold_chunk
 from ledgerfold._model import Conversation, Turn
+from ledgerfold._native import SourceIds
 from ledgerfold._plan import plan_compaction
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._summary import SummaryEnvelope
@@ -56,7 +57,7 @@ def dry_run(
         )
         covered_count += len(chunk)
         remaining = remaining[len(chunk) :]
-    # A conversation's first summary replaces nothing: it is no rebase (issue 25 item 16).
+    # A conversation's first summary replaces nothing: it is no rebase.
     mode = "rolling" if base is not None else "rebase" if current is not None else "first"
     status = mode if new_turns else "nothing-to-compact"
     return {
@@ -88,7 +89,7 @@ def _extended(
     conversation: Conversation,
     current: SummaryEnvelope | None,
     policy: CompactionPolicy,
-    compacted_ids: tuple[str, ...],
+    compacted_ids: tuple[str, ...] | SourceIds,
 ) -> SummaryEnvelope | None:
     """The current summary when the plan extends it, else None (a rebase)."""
     if current is None or current.policy_version != policy.version:

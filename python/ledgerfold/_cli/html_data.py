@@ -26,7 +26,15 @@ from ledgerfold._toolcalls import open_call_turns
 from ledgerfold.adapters._chat import to_chat_messages
 from ledgerfold.store import SQLiteStore
 from ledgerfold.store._database import reading_uri
-from ledgerfold.store._schema import TURN_PURGED, TURN_RETRACTED
+from ledgerfold.store._schema import (
+    ACCEPTED,
+    CURRENT,
+    FAILED,
+    REJECTED,
+    STALE,
+    TURN_PURGED,
+    TURN_RETRACTED,
+)
 from ledgerfold.store._stats import StoreStats
 
 __all__ = [
@@ -423,18 +431,18 @@ def gather_database(path: Path, stats: StoreStats | None = None) -> DatabaseView
         ) in conn.execute(
             "SELECT c.id, c.revision, s.id, s.source_count,"
             " (SELECT n.status || '|' || COALESCE(n.reason, '') FROM summaries n"
-            "   WHERE n.conversation_id = c.id AND n.status IN ('current', 'stale')"
+            f"   WHERE n.conversation_id = c.id AND n.status IN ('{CURRENT}', '{STALE}')"
             "   ORDER BY n.pk DESC LIMIT 1), a.pk,"
             " (SELECT count(*) FROM summaries f WHERE f.conversation_id = c.id"
-            "   AND f.status = 'failed' AND f.pk > COALESCE(a.pk, 0)),"
+            f"   AND f.status = '{FAILED}' AND f.pk > COALESCE(a.pk, 0)),"
             " (SELECT count(*) FROM summaries f WHERE f.conversation_id = c.id"
-            "   AND f.status = 'rejected' AND f.pk > COALESCE(a.pk, 0)),"
+            f"   AND f.status = '{REJECTED}' AND f.pk > COALESCE(a.pk, 0)),"
             " (SELECT f.reason FROM summaries f WHERE f.conversation_id = c.id"
-            "   AND f.status IN ('failed', 'rejected') AND f.pk > COALESCE(a.pk, 0)"
+            f"   AND f.status IN ('{FAILED}', '{REJECTED}') AND f.pk > COALESCE(a.pk, 0)"
             "   ORDER BY f.pk DESC LIMIT 1)"
             " FROM conversations c LEFT JOIN summaries s ON s.pk = c.current_summary"
             " LEFT JOIN (SELECT conversation_id, max(pk) AS pk FROM summaries"
-            "   WHERE status IN ('current', 'superseded', 'stale') GROUP BY 1) a"
+            f"   WHERE status IN {ACCEPTED} GROUP BY 1) a"
             "   ON a.conversation_id = c.id"
             " ORDER BY c.id"
         ):
@@ -463,7 +471,7 @@ def gather_database(path: Path, stats: StoreStats | None = None) -> DatabaseView
             )
         problems = conn.execute(
             "SELECT conversation_id, id, plan_id, status, reason, created_at FROM summaries"
-            " WHERE status IN ('stale', 'failed') ORDER BY pk DESC LIMIT ?",
+            f" WHERE status IN ('{STALE}', '{FAILED}') ORDER BY pk DESC LIMIT ?",
             (REPORT_ROWS,),
         ).fetchall()
     # Most reasons first; ties by ID (already sorted, the sort is stable).

@@ -9,13 +9,12 @@ from __future__ import annotations
 from ledgerfold.adapters._chat import (
     SUMMARY_CLOSE,
     SUMMARY_OPEN,
-    escape_summary_text,
     from_chat_messages,
     summary_framing,
     to_chat_messages,
-    unescape_summary_text,
 )
 from ledgerfold.adapters._langchain import from_langchain_messages, to_langchain_messages
+from ledgerfold.adapters._summary_escape import escape_summary_text, unescape_summary_text
 
 __all__ = [
     "SUMMARY_CLOSE",

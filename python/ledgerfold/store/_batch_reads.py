@@ -22,7 +22,7 @@ from typing import Any
 
 from ledgerfold import _native
 from ledgerfold.store._database import quotes_stored_data, reading_uri, store_error
-from ledgerfold.store._schema import TURN_LIVE, TURN_PURGED
+from ledgerfold.store._schema import CURRENT, TURN_LIVE, TURN_PURGED
 
 __all__ = [
     "MAX_RUN_SUMMARIES",
@@ -84,7 +84,7 @@ Job = tuple[str, int, str, str, int, int | None]
 _CURRENT = (
     "SELECT c.id, s.pk, s.id, s.source_fingerprint, s.source_count, s.through_sequence"
     " FROM conversations AS c JOIN summaries AS s ON s.pk = c.current_summary"
-    " WHERE s.status = 'current'"
+    f" WHERE s.status = '{CURRENT}'"
 )
 
 

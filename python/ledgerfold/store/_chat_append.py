@@ -59,7 +59,7 @@ def append_chat(
     conversation_id: str,
     specs: list[ChatTurnSpec],
     ids: list[str],
-) -> tuple[list[Turn], int]:
+) -> tuple[list[Turn], int, list[str]]:
     """Insert converted messages at the next sequences; returns the turns and the revision."""
     made = [call_id for spec in specs for call_id in spec.call_ids]
     answered = [spec.answers for spec in specs if spec.answers is not None]

@@ -39,6 +39,7 @@ from ledgerfold.store import _ledger as ledger
 from ledgerfold.store import _retention as retention
 from ledgerfold.store import _sources as sources
 from ledgerfold.store import _summaries as summaries
+from ledgerfold.store import _unit_splits as unit_splits
 from ledgerfold.store._database import now
 from ledgerfold.store._rows import SUMMARY_COLUMNS, Version
 from ledgerfold.store._schema import TURN_LIVE, TURN_PURGED
@@ -119,7 +120,7 @@ def _record_refused(
             (
                 envelope.conversation_id,
                 TURN_PURGED,
-                json.dumps(envelope.source_ids, ensure_ascii=False),
+                json.dumps(list(envelope.source_ids), ensure_ascii=False),
             ),
         )
     }
@@ -230,7 +231,7 @@ def _extending(
         return _refused(envelope, "stale-source", "source-reordered")
     if extended_fingerprint(digests, new_turns) != envelope.source_fingerprint:
         return _refused(envelope, "stale-source", "source-modified")
-    if _splits_a_group(conn, cid, new_turns, envelope.source_ids) or ledger.calls_split(
+    if _splits_a_group(conn, cid, new_turns, envelope.source_ids) or unit_splits.calls_split(
         conn, cid, new_turns, envelope.source_ids
     ):
         return _refused(envelope, "stale-source", "group-split")
@@ -440,7 +441,7 @@ def _write_rejected(
             envelope.policy_version,
             envelope.text,
             len(envelope.source_ids),
-            json.dumps(envelope.source_ids, ensure_ascii=False),
+            json.dumps(list(envelope.source_ids), ensure_ascii=False),
             envelope.parent_id,
         ),
     )

@@ -20,7 +20,7 @@ from ledgerfold import _checkpoints as checkpoints
 from ledgerfold import _due as due
 from ledgerfold._errors import InvalidInput
 from ledgerfold._model import Conversation, Turn
-from ledgerfold._native import SourceDigests
+from ledgerfold._native import SourceDigests, SourceIds
 from ledgerfold._plan import CompactionPlan, extend_ids, plan_unchecked
 from ledgerfold._summary import check_summary
 from ledgerfold.store import _ledger as ledger
@@ -389,6 +389,7 @@ def _extension(
 ) -> Planned:
     """The plan extending `base` with `new_turns` (planned on its kept and later turns)."""
     through = max(plan.through_sequence, base.through_sequence)
+    compacted: tuple[str, ...] | SourceIds
     if all(turn.sequence > base.through_sequence for turn in new_turns):
         compacted = extend_ids(base.envelope.source_ids, plan.compacted_ids)
         digests: SourceDigests | bytes | None = state

@@ -15,10 +15,12 @@ import re
 import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
-from datetime import datetime, timezone
+from contextlib import AbstractContextManager, contextmanager, suppress
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Protocol
 
+from ledgerfold import _validate
 from ledgerfold._errors import InvalidInput, StoreError
 from ledgerfold.store import _search_index as search_index
 from ledgerfold.store._schema import (
@@ -31,6 +33,7 @@ from ledgerfold.store._schema import (
 __all__ = [
     "DURABILITIES",
     "Database",
+    "Transaction",
     "database_path",
     "durability_arg",
     "now",
@@ -38,6 +41,7 @@ __all__ = [
     "reading_uri",
     "readonly_uri",
     "store_error",
+    "time_ago",
 ]
 
 _log = logging.getLogger("ledgerfold.store")
@@ -46,17 +50,34 @@ _log = logging.getLogger("ledgerfold.store")
 DURABILITIES = ("full", "normal")
 
 
+class Transaction(Protocol):
+    """The store's transaction: one per call, under its lock, named for the operation
+    (`SQLiteStore._transaction`); what the objects and functions doing a method's work
+    inside it are given."""
+
+    def __call__(
+        self, *, write: bool, operation: str
+    ) -> AbstractContextManager[sqlite3.Connection]: ...
+
+
 def durability_arg(value: object) -> str:
-    if value not in DURABILITIES:
-        raise InvalidInput(
-            "durability: must be 'full' or 'normal'", field="durability", problem="unknown-value"
-        )
-    return str(value)
+    return _validate.choice("durability", value, DURABILITIES)
 
 
 def now() -> str:
     """The current time as ISO-8601 UTC with microseconds (how the store dates records)."""
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def time_ago(seconds: float) -> str | None:
+    """The time `seconds` ago as `now()` writes it, or None when that is before year 1 (a
+    valid duration, `_validate.duration`, that no record is old enough to match)."""
+    try:
+        return (datetime.now(timezone.utc) - timedelta(seconds=seconds)).isoformat(
+            timespec="microseconds"
+        )
+    except OverflowError:
+        return None
 
 
 def database_path(value: object, field: str = "path") -> str:
@@ -171,8 +192,7 @@ class Database:
     """
 
     def __init__(self, path: str, durability: str = "full", *, read_only: bool = False) -> None:
-        if not isinstance(read_only, bool):
-            raise InvalidInput("read_only: must be bool", field="read_only", problem="wrong-type")
+        _validate.flag("read_only", read_only)
         self.path = path
         self.durability = durability
         self.read_only = read_only

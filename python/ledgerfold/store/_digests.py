@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from ledgerfold import _validate
 from ledgerfold._errors import InvalidInput, StoreError
-from ledgerfold.store._ledger import bump_revision, mark_citing_stale
-from ledgerfold.store._rows import TURN_COLUMNS, turn_from_row
-from ledgerfold.store._schema import TURN_LIVE
+from ledgerfold.store._ledger import bump_revision, live_turn_row, mark_citing_stale
+from ledgerfold.store._rows import turn_from_row
+from ledgerfold.store._schema import CURRENT, TURN_LIVE
 
-__all__ = ["WrongDigest", "recomputed_digest", "repair", "wrong_digests"]
+__all__ = ["WrongDigest", "recomputed_digest", "repair", "turn_pairs", "wrong_digests"]
 
 #: `(conversation_id, turn_id)` of a live turn whose stored digest is not its bytes'.
 WrongDigest = tuple[str, str]
@@ -37,7 +38,7 @@ _UNVERIFIED = (
     " FROM turns AS t WHERE t.state = ? AND NOT EXISTS ("
     " SELECT 1 FROM conversations AS c JOIN summaries AS s ON s.pk = c.current_summary"
     " JOIN summary_sources AS ss ON ss.summary_pk = s.pk"
-    " WHERE c.id = t.conversation_id AND s.status = 'current' AND ss.turn_id = t.id"
+    f" WHERE c.id = t.conversation_id AND s.status = '{CURRENT}' AND ss.turn_id = t.id"
     " AND s.id NOT IN (SELECT value FROM json_each(?)))"
 )
 
@@ -75,19 +76,40 @@ def wrong_digests(
             yield (row[0], str(_text(row[1]))), size
 
 
-def repair(conn: sqlite3.Connection, turns: Iterable[WrongDigest]) -> list[tuple[str, str, int]]:
+def turn_pairs(turns: object) -> list[tuple[str, str]]:
+    """`repair_digests`'s argument: an iterable of `(conversation_id, turn_id)` pairs (as
+    revalidation found them: any non-empty conversation ID)."""
+    if isinstance(turns, (str, bytes, Mapping)) or not isinstance(turns, Iterable):
+        raise InvalidInput("turns: must be an iterable", field="turns", problem="wrong-type")
+    items: list[tuple[str, str]] = []
+    for index, pair in enumerate(turns):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise InvalidInput(
+                f"turns[{index}]: must be a (conversation_id, turn_id) tuple",
+                field=f"turns[{index}]",
+                problem="wrong-type",
+            )
+        items.append(
+            (
+                _validate.text("conversation_id", pair[0], blank_ok=True, empty_ok=False),
+                _validate.identifier("turn_id", pair[1]),
+            )
+        )
+    return items
+
+
+def repair(
+    conn: sqlite3.Connection, turns: Iterable[WrongDigest]
+) -> list[tuple[str, str, list[str]]]:
     """Recompute the digest of each `(conversation_id, turn_id)` still live and still wrong
     (a write since the scan may have fixed it), inside the caller's write transaction: the
     versions citing it go stale (`source-modified`) and its conversation gets a new
-    revision. Returns `(conversation_id, turn_id, versions marked stale)` per repaired turn."""
-    repaired: list[tuple[str, str, int]] = []
+    revision. Returns `(conversation_id, turn_id, IDs of the versions marked stale)` per
+    repaired turn."""
+    repaired: list[tuple[str, str, list[str]]] = []
     bumped: set[str] = set()
     for conversation_id, turn_id in turns:
-        row = conn.execute(
-            f"SELECT pk, {TURN_COLUMNS}, digest FROM turns"
-            " WHERE conversation_id = ? AND id = ? AND state = ?",
-            (conversation_id, turn_id, TURN_LIVE),
-        ).fetchone()
+        row = live_turn_row(conn, conversation_id, turn_id)
         if row is None:
             continue
         digest = recomputed_digest(tuple(row[1:-1]))

@@ -1,5 +1,6 @@
 """Ledger reads and writes inside one transaction: turns, revisions, edits, retractions,
-purges, and the eager staleness of the summaries that cite a changed turn (SPEC §9).
+purge boundaries, and the eager staleness of the summaries that cite a changed turn (SPEC
+§9); a unit split by tool-call links is `unit_splits`'s.
 
 Every function takes an open connection inside the caller's transaction and validated
 arguments; `SQLiteStore` owns the transactions, validation and logging.
@@ -18,6 +19,7 @@ from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._model import Conversation, Turn
 from ledgerfold._toolcalls import check_meta, tool_call_ids
 from ledgerfold.store import _search_index as search_index
+from ledgerfold.store import _unit_splits as unit_splits
 from ledgerfold.store._database import now
 from ledgerfold.store._rows import (
     ITEM_COLUMNS,
@@ -28,30 +30,27 @@ from ledgerfold.store._rows import (
     turn_from_row,
     turn_values,
 )
-from ledgerfold.store._schema import TURN_LIVE, TURN_RETRACTED
+from ledgerfold.store._schema import LIVE_ACCEPTED, STALE, TURN_LIVE, TURN_RETRACTED
 
 __all__ = [
     "boundary",
     "bump_revision",
-    "calls_split",
     "conversation_row",
     "edit_turn",
     "get_turns",
     "insert_turns",
+    "known_ids",
+    "live_turn_row",
     "load",
     "mappings",
     "mark_citing_stale",
     "raw_items",
     "retract_turn",
-    "split_by_links",
-    "split_unit",
     "turns_at",
 ]
 
 #: IDs per `IN (...)` list: under SQLite's host-parameter limit.
 _CHUNK = 500
-#: How many assistant turns back an appended result's caller is looked for (newest first).
-_CALLER_SCAN = 2000
 
 
 def conversation_row(conn: sqlite3.Connection, conversation_id: str) -> tuple[Any, ...] | None:
@@ -97,102 +96,47 @@ def raw_items(conn: sqlite3.Connection, conversation_id: str) -> tuple[TurnItem,
     )
 
 
-def split_unit(
-    conn: sqlite3.Connection, conversation_id: str, summary_pk: int, items: Iterable[object]
-) -> str | None:
-    """The ID of a raw context item whose compaction unit holds a source of the summary
-    (SPEC §17.2), or None: the context's own check, for a database written before tool-call
-    links made units (appends mark such summaries stale now). Only a raw result whose call
-    is not raw, or a raw call whose results are not all raw, is looked up among the sources
-    (groups were marked at write time already)."""
-    links = (
-        (item.id, item.role, item.meta)
-        for item in items
-        if isinstance(item, TurnItem) and item.meta
-    )
-    return split_by_links(conn, conversation_id, summary_pk, links)
-
-
-def split_by_links(
-    conn: sqlite3.Connection,
-    conversation_id: str,
-    summary_pk: int,
-    raw: Iterable[tuple[str, str, Mapping[str, Any] | None]],
-) -> str | None:
-    """`split_unit` over `(id, role, meta)` of the raw turns (revalidation reads these
-    without any body or summary text). Works on a connection returning text as bytes too."""
-    raw_calls: dict[str, str] = {}  # call ID -> the raw turn that made it
-    raw_answers: dict[str, str] = {}  # call ID -> a raw turn answering it
-    for turn_id, role, meta in raw:
-        if not meta:
-            continue
-        answered = meta.get("tool_call_id")
-        if role == "tool" and isinstance(answered, str):
-            raw_answers.setdefault(answered, turn_id)
-        elif role == "assistant":
-            for call_id in _calls_in(meta.get("tool_calls")):
-                raw_calls.setdefault(call_id, turn_id)
-    orphan_answers = {c: i for c, i in raw_answers.items() if c not in raw_calls}
-    open_calls = {c: i for c, i in raw_calls.items() if c not in raw_answers}
-    if orphan_answers:
-        for (meta,) in conn.execute(
-            "SELECT t.meta FROM summary_sources ss JOIN turns t"
-            " ON t.conversation_id = ? AND t.id = ss.turn_id WHERE ss.summary_pk = ?"
-            " AND t.state = ? AND t.role = 'assistant' AND t.meta IS NOT NULL",
-            (conversation_id, summary_pk, TURN_LIVE),
-        ):
-            for call_id in _named_calls(meta) & orphan_answers.keys():
-                return orphan_answers[call_id]
-    if open_calls:
-        row = conn.execute(
-            "SELECT CASE WHEN json_valid(t.meta) THEN json_extract(t.meta, '$.tool_call_id')"
-            " END AS answered FROM summary_sources ss JOIN turns t"
-            " ON t.conversation_id = ? AND t.id = ss.turn_id WHERE ss.summary_pk = ?"
-            " AND t.state = ? AND t.role = 'tool'"
-            " AND answered IN (SELECT value FROM json_each(?)) LIMIT 1",
-            (conversation_id, summary_pk, TURN_LIVE, json.dumps(sorted(open_calls))),
-        ).fetchone()
-        if row is not None:
-            answered = row[0].decode() if isinstance(row[0], bytes) else row[0]
-            return open_calls[answered]
-    return None
-
-
 def get_turns(
     conn: sqlite3.Connection, conversation_id: str, turn_ids: Sequence[str]
 ) -> list[Turn]:
     """The live turns with these IDs, in sequence order (missing IDs are left out)."""
-    turns: list[Turn] = []
-    for start in range(0, len(turn_ids), _CHUNK):
-        chunk = turn_ids[start : start + _CHUNK]
-        marks = ",".join("?" * len(chunk))
-        turns.extend(
-            turn_from_row(row)
-            for row in conn.execute(
-                f"SELECT {TURN_COLUMNS} FROM turns WHERE conversation_id = ? AND state = ?"
-                f" AND id IN ({marks})",
-                (conversation_id, TURN_LIVE, *chunk),
-            )
-        )
-    turns.sort(key=lambda turn: turn.sequence)
-    return turns
+    return _live_turns(conn, conversation_id, "id", turn_ids)
+
+
+def known_ids(conn: sqlite3.Connection, conversation_id: str, ids: Sequence[str]) -> set[str]:
+    """The IDs among `ids` of turns ever written to the conversation (any state)."""
+    # A JSON array parameter rather than `IN (?, ...)`: no host-parameter limit.
+    rows = conn.execute(
+        "SELECT t.id FROM json_each(?) AS j CROSS JOIN turns AS t"
+        " ON t.conversation_id = ? AND t.id = j.value",
+        (json.dumps(list(ids)), conversation_id),
+    ).fetchall()
+    return {row[0] for row in rows}
 
 
 def turns_at(
     conn: sqlite3.Connection, conversation_id: str, sequences: Sequence[int]
 ) -> list[Turn]:
     """The live turns at these sequences, in sequence order (missing ones left out)."""
-    turns: list[Turn] = []
     # Only sequences SQLite can hold: a larger cited number names no turn.
     wanted = [sequence for sequence in sequences if -(2**63) <= sequence < 2**63]
-    for start in range(0, len(wanted), _CHUNK):
-        chunk = wanted[start : start + _CHUNK]
+    return _live_turns(conn, conversation_id, "sequence", wanted)
+
+
+def _live_turns(
+    conn: sqlite3.Connection, conversation_id: str, column: str, values: Sequence[object]
+) -> list[Turn]:
+    """The live turns whose `column` (`id` or `sequence`) is among `values`, in sequence
+    order, read in chunks under SQLite's host-parameter limit."""
+    turns: list[Turn] = []
+    for start in range(0, len(values), _CHUNK):
+        chunk = values[start : start + _CHUNK]
         marks = ",".join("?" * len(chunk))
         turns.extend(
             turn_from_row(row)
             for row in conn.execute(
                 f"SELECT {TURN_COLUMNS} FROM turns WHERE conversation_id = ? AND state = ?"
-                f" AND sequence IN ({marks})",
+                f" AND {column} IN ({marks})",
                 (conversation_id, TURN_LIVE, *chunk),
             )
         )
@@ -205,9 +149,10 @@ def insert_turns(
     conversation_id: str,
     prepared: list[tuple[str, Mapping[str, Any]]],
     field_prefix: str,
-) -> tuple[list[Turn], int]:
-    """Append `(turn_id, spec)` pairs at the next sequences; returns the turns and the new
-    revision. Values the `Turn` constructor refuses raise `InvalidInput` named by index."""
+) -> tuple[list[Turn], int, list[str]]:
+    """Append `(turn_id, spec)` pairs at the next sequences; returns the turns, the new
+    revision and the IDs of the summaries the new turns made stale (a group split). Values
+    the `Turn` constructor refuses raise `InvalidInput` named by index."""
     row = conn.execute(
         "SELECT revision, last_sequence FROM conversations WHERE id = ?", (conversation_id,)
     ).fetchone()
@@ -255,9 +200,9 @@ def insert_turns(
         "UPDATE conversations SET revision = ?, last_sequence = ? WHERE id = ?",
         (revision + 1, turns[-1].sequence, conversation_id),
     )
-    mark_group_split(conn, conversation_id, turns)
+    stale = unit_splits.mark_group_split(conn, conversation_id, turns)
     search_index.index_turns(conn, conversation_id, turns)
-    return turns, revision + 1
+    return turns, revision + 1, stale
 
 
 def _sequence_of(spec: Mapping[str, Any], previous: int, field: str) -> int:
@@ -296,19 +241,27 @@ def _first_existing_id(
     return None
 
 
-def _live_turn_row(conn: sqlite3.Connection, conversation_id: str, turn_id: str) -> tuple[Any, ...]:
+def live_turn_row(
+    conn: sqlite3.Connection, conversation_id: str, turn_id: str
+) -> tuple[Any, ...] | None:
+    """`(pk, <turn columns>, digest)` of the live turn, or None."""
     row = conn.execute(
         f"SELECT pk, {TURN_COLUMNS}, digest FROM turns"
         " WHERE conversation_id = ? AND id = ? AND state = ?",
         (conversation_id, turn_id, TURN_LIVE),
     ).fetchone()
+    return None if row is None else tuple(row)
+
+
+def _live_turn_row(conn: sqlite3.Connection, conversation_id: str, turn_id: str) -> tuple[Any, ...]:
+    row = live_turn_row(conn, conversation_id, turn_id)
     if row is None:
         raise InvalidInput(
             f"turn_id: no live turn {turn_id!r} in conversation {conversation_id!r}",
             field="turn_id",
             problem="unknown-value",
         )
-    return tuple(row)
+    return row
 
 
 def bump_revision(conn: sqlite3.Connection, conversation_id: str) -> int:
@@ -327,190 +280,31 @@ def mark_citing_stale(
     turn_ids_sql: str,
     params: tuple[Any, ...],
     reason: str,
-) -> int:
-    """Mark the accepted versions citing any of the selected turn IDs stale. A later
-    `source-missing` overrides an earlier `source-modified`, the order `check_summary`
-    reports them in, so the stored reason is what a full check would say."""
+) -> list[str]:
+    """Mark the accepted versions citing any of the selected turn IDs stale; returns the IDs
+    of those that went stale (not those already stale). A later `source-missing` overrides
+    an earlier `source-modified`, the order `check_summary` reports them in, so the stored
+    reason is what a full check would say."""
+    citing = f"pk IN (SELECT summary_pk FROM summary_sources WHERE turn_id IN ({turn_ids_sql}))"
     if reason == "source-missing":
-        status_filter = (
-            "(status IN ('current', 'superseded')"
-            " OR (status = 'stale' AND reason != 'source-missing'))"
+        conn.execute(
+            f"UPDATE summaries SET reason = ? WHERE conversation_id = ? AND status = '{STALE}'"
+            f" AND reason != 'source-missing' AND {citing}",
+            (reason, conversation_id, *params),
         )
-    else:
-        status_filter = "status IN ('current', 'superseded')"
-    cursor = conn.execute(
-        f"UPDATE summaries SET status = 'stale', reason = ? WHERE conversation_id = ?"
-        f" AND {status_filter} AND pk IN (SELECT summary_pk FROM summary_sources"
-        f" WHERE turn_id IN ({turn_ids_sql}))",
-        (reason, conversation_id, *params),
-    )
-    return cursor.rowcount
-
-
-def mark_group_split(
-    conn: sqlite3.Connection,
-    conversation_id: str,
-    joined: Sequence[Turn],
-    *,
-    answers_too: bool = False,
-) -> int:
-    """A turn that joins a group holding a summary's source, without being a source itself,
-    splits the group (SPEC §15.4): every version citing a member goes stale (`group-split`)
-    in the same transaction. A late tool result is the usual case; tool-call links count
-    as groups do (SPEC §17.2). With `answers_too` (an edit), a joining assistant turn's
-    results are looked up too (a read of the conversation's tool turns: appends skip it,
-    since a call's results come after it)."""
-    joined_ids = json.dumps([turn.id for turn in joined], ensure_ascii=False)
-    stale = _mark_call_split(conn, conversation_id, joined, joined_ids, answers_too)
-    groups = sorted({turn.group for turn in joined if turn.group is not None})
-    if not groups:
-        return stale
-    marks = ",".join("?" * len(groups))
-    # Versions citing a member of the group, but not the joining turn itself.
-    return (
-        stale
-        + conn.execute(
-            "UPDATE summaries SET status = 'stale', reason = 'group-split'"
-            " WHERE conversation_id = ? AND status IN ('current', 'superseded')"
-            " AND pk IN (SELECT ss.summary_pk FROM turns AS t"
-            " JOIN summary_sources AS ss ON ss.turn_id = t.id"
-            f" WHERE t.conversation_id = ? AND t.grp IN ({marks}) AND t.state = ?)"
-            " AND pk NOT IN (SELECT summary_pk FROM summary_sources"
-            " WHERE turn_id IN (SELECT value FROM json_each(?)))",
-            (conversation_id, conversation_id, *groups, TURN_LIVE, joined_ids),
-        ).rowcount
-    )
-
-
-def _mark_call_split(
-    conn: sqlite3.Connection,
-    conversation_id: str,
-    joined: Sequence[Turn],
-    joined_ids: str,
-    answers_too: bool = False,
-) -> int:
-    """SPEC §17.2: a tool turn answering a call joins the caller's unit whatever its group,
-    so versions citing the caller but not the answer go stale (`group-split`). The caller
-    is searched from the newest assistant turn back, so a result arriving after its call
-    costs a row or two (a result whose call never was made reads them all)."""
-    wanted = {
-        turn.meta["tool_call_id"]
-        for turn in joined
-        if turn.role == "tool" and turn.meta and "tool_call_id" in turn.meta
-    }
-    callers: list[str] = []
-    # Bounded, so an app writing results for calls it never records does not pay a read of
-    # the ledger per append; a caller further back is caught by the context's own check.
     rows = conn.execute(
-        "SELECT id, meta FROM turns WHERE conversation_id = ? AND state = ?"
-        " AND role = 'assistant' AND meta IS NOT NULL ORDER BY sequence DESC LIMIT ?",
-        (conversation_id, TURN_LIVE, _CALLER_SCAN),
-    )
-    for turn_id, meta in rows if wanted else ():
-        named = _named_calls(meta)
-        if named & wanted:
-            callers.append(str(turn_id))
-            wanted -= named
-            if not wanted:
-                break
-    made: set[str] = set()
-    for turn in joined if answers_too else ():
-        if turn.role == "assistant" and turn.meta:
-            made |= _calls_in(turn.meta.get("tool_calls"))
-    if made:
-        callers.extend(
-            str(row[0])
-            for row in conn.execute(
-                "SELECT id FROM turns WHERE conversation_id = ? AND state = ? AND role = 'tool'"
-                " AND CASE WHEN json_valid(meta) THEN json_extract(meta, '$.tool_call_id') END"
-                " IN (SELECT value FROM json_each(?))",
-                (conversation_id, TURN_LIVE, json.dumps(sorted(made), ensure_ascii=False)),
-            )
-        )
-    if not callers:
-        return 0
-    return conn.execute(
-        "UPDATE summaries SET status = 'stale', reason = 'group-split'"
-        " WHERE conversation_id = ? AND status IN ('current', 'superseded')"
-        " AND pk IN (SELECT summary_pk FROM summary_sources"
-        " WHERE turn_id IN (SELECT value FROM json_each(?)))"
-        " AND pk NOT IN (SELECT summary_pk FROM summary_sources"
-        " WHERE turn_id IN (SELECT value FROM json_each(?)))",
-        (conversation_id, json.dumps(callers, ensure_ascii=False), joined_ids),
-    ).rowcount
-
-
-def calls_split(
-    conn: sqlite3.Connection,
-    conversation_id: str,
-    new_turns: Sequence[Turn],
-    sources: Sequence[str],
-) -> bool:
-    """Whether turns newly covered by a summary leave part of their compaction unit out of
-    `sources` through a tool-call link (SPEC §17.2; groups are checked by the caller): the
-    caller of a covered result, or a result (at or after the first new turn, so the read is
-    O(new turns + tail)) of a covered call."""
-    answered = {
-        turn.meta["tool_call_id"]
-        for turn in new_turns
-        if turn.role == "tool" and turn.meta and "tool_call_id" in turn.meta
-    }
-    calls: set[str] = set()
-    for turn in new_turns:
-        if turn.role == "assistant" and turn.meta:
-            calls |= _calls_in(turn.meta.get("tool_calls"))
-    if not answered and not calls:
-        return False
-    covered = set(sources)
-    wanted = answered - calls
-    if wanted:
-        for turn_id, meta in conn.execute(
-            "SELECT id, meta FROM turns WHERE conversation_id = ? AND state = ?"
-            " AND role = 'assistant' AND meta IS NOT NULL ORDER BY sequence DESC",
-            (conversation_id, TURN_LIVE),
-        ):
-            named = _named_calls(meta)
-            if named & wanted:
-                if turn_id not in covered:
-                    return True
-                wanted -= named
-                if not wanted:
-                    break
-    if calls:
-        first = min(turn.sequence for turn in new_turns)
-        for (turn_id,) in conn.execute(
-            "SELECT id FROM turns WHERE conversation_id = ? AND state = ? AND sequence >= ?"
-            " AND role = 'tool' AND CASE WHEN json_valid(meta)"
-            " THEN json_extract(meta, '$.tool_call_id') END IN (SELECT value FROM json_each(?))",
-            (conversation_id, TURN_LIVE, first, json.dumps(sorted(calls), ensure_ascii=False)),
-        ):
-            if turn_id not in covered:
-                return True
-    return False
-
-
-def _named_calls(meta_text: str) -> set[str]:
-    """The call IDs a stored meta's `tool_calls` names (none when either is malformed)."""
-    try:
-        meta = json.loads(meta_text)
-    except ValueError:
-        return set()
-    return _calls_in(meta.get("tool_calls") if isinstance(meta, dict) else None)
-
-
-def _calls_in(raw: object) -> set[str]:
-    """The call IDs of `tool_calls` text (none when it is not text of a list of calls)."""
-    try:
-        return set(tool_call_ids(raw)) if isinstance(raw, str) else set()
-    except InvalidInput:
-        return set()
+        f"UPDATE summaries SET status = '{STALE}', reason = ? WHERE conversation_id = ?"
+        f" AND status IN {LIVE_ACCEPTED} AND {citing} RETURNING id",
+        (reason, conversation_id, *params),
+    ).fetchall()
+    return [str(row[0]) for row in rows]
 
 
 def edit_turn(
     conn: sqlite3.Connection, conversation_id: str, turn_id: str, changes: Mapping[str, Any]
-) -> tuple[Turn, int, int]:
+) -> tuple[Turn, int, list[str]]:
     """Apply `changes` to a live turn, keeping the earlier version in `turn_history`;
-    returns the new turn, the new revision and how many summaries went stale."""
+    returns the new turn, the new revision and the IDs of the summaries that went stale."""
     row = _live_turn_row(conn, conversation_id, turn_id)
     turn_pk, old_digest = row[0], row[-1]
     old = turn_from_row(row[1:-1])
@@ -541,7 +335,7 @@ def edit_turn(
     )
     if (new.body, new.role, new.group, new.meta) != (old.body, old.role, old.group, old.meta):
         search_index.reindex_turn(conn, conversation_id, turn_pk, old.body, new)
-    stale = 0
+    stale: list[str] = []
     if new.digest != bytes(old_digest):
         stale = mark_citing_stale(conn, conversation_id, "?", (turn_id,), "source-modified")
     if (
@@ -549,15 +343,15 @@ def edit_turn(
         or new.meta != old.meta
         or new.role != old.role
     ):
-        stale += mark_group_split(conn, conversation_id, [new], answers_too=True)
+        stale += unit_splits.mark_group_split(conn, conversation_id, [new], answers_too=True)
     return new, revision, stale
 
 
 def retract_turn(
     conn: sqlite3.Connection, conversation_id: str, turn_id: str
-) -> tuple[int, int, int, int]:
-    """Take a live turn out of the ledger view; returns its sequence, the new revision, how
-    many summaries went stale and how many answering tool turns went with it.
+) -> tuple[int, int, list[str], int]:
+    """Take a live turn out of the ledger view; returns its sequence, the new revision, the
+    IDs of the summaries that went stale and how many answering tool turns went with it.
 
     A turn that made tool calls takes the live tool turns answering them along, in the same
     revision (SPEC §17.2): a result whose call is gone would be a tool message without its

@@ -5,32 +5,20 @@ holds one `CompactionLoop` and its public methods of these names delegate to it.
 from __future__ import annotations
 
 import logging
-import sqlite3
 import uuid
 from collections.abc import Iterable
-from contextlib import AbstractContextManager
-from datetime import datetime, timedelta, timezone
-from typing import Protocol
 
 from ledgerfold import _due as due
 from ledgerfold import _validate
-from ledgerfold._errors import InvalidInput
 from ledgerfold._plan import CompactionPlan, preserve_roles_arg
 from ledgerfold.store import _compaction as compaction
 from ledgerfold.store import _summaries as summaries
+from ledgerfold.store._database import Transaction, time_ago
 from ledgerfold.store._protocol import REBASE_ONLY, CompactionWork
 
-__all__ = ["CompactionLoop", "Transaction"]
+__all__ = ["CompactionLoop"]
 
 _log = logging.getLogger("ledgerfold.store")
-
-
-class Transaction(Protocol):
-    """The store's transaction: one per call, under its lock, named for the operation."""
-
-    def __call__(
-        self, *, write: bool, operation: str
-    ) -> AbstractContextManager[sqlite3.Connection]: ...
 
 
 class CompactionLoop:
@@ -184,20 +172,11 @@ class CompactionLoop:
         keep = _validate.integer("keep", keep, minimum=0)
         keep_checkpoints = _validate.integer("keep_checkpoints", keep_checkpoints, minimum=0)
         cutoff: str | None = None
-        if older_than is not None:
-            if (
-                isinstance(older_than, bool)
-                or not isinstance(older_than, (int, float))
-                or not (older_than >= 0 and older_than < float("inf"))
-            ):
-                raise InvalidInput(
-                    "older_than: must be None or a number of seconds >= 0",
-                    field="older_than",
-                    problem="out-of-range",
-                )
-            cutoff = (datetime.now(timezone.utc) - timedelta(seconds=older_than)).isoformat(
-                timespec="microseconds"
-            )
+        seconds = _validate.duration("older_than", older_than, unit="seconds")
+        if seconds is not None:
+            cutoff = time_ago(seconds)
+            if cutoff is None:  # before year 1: no record is that old
+                return 0
         with self._transaction(write=True, operation="prune_versions") as conn:
             ids = (
                 [conversation_id]

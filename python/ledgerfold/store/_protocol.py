@@ -38,6 +38,7 @@ from ledgerfold._native import SourceDigests
 from ledgerfold._plan import CompactionPlan
 from ledgerfold._search_hit import SearchHit
 from ledgerfold._summary import SummaryEnvelope, SummaryWrite
+from ledgerfold.store._schema import SUMMARY_STATUSES
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -58,9 +59,6 @@ PROTOCOL_VERSION = 2
 #: of a backlog being folded: SPEC §15.8). `Compactor` asks this below `trigger_tokens`;
 #: `SQLiteStore` answers it without planning when nothing is due.
 REBASE_ONLY = 2**62
-
-#: Status strings of `SummaryRecord.status`.
-SUMMARY_STATUSES = ("current", "superseded", "stale", "failed", "rejected")
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ erase=True)`) or purged (`purge_through`, retention), every result that returned
 placeholder body, so the passage leaves the file. The tool turn stays, so its call stays
 answered; its earlier versions go; its digest is the new body's, so a summary citing it goes
 stale (`source-modified`) as after an edit. Results are found by their JSON body naming the
-erased turn's ID among its hits, and confirmed through their unit (`_answers_recall`, as the
+erased turn's ID among its hits, and confirmed through their unit (`recall_answers`, as the
 search index recognises them).
 """
 
@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from ledgerfold.store import _search_index as search_index
 from ledgerfold.store._ledger import bump_revision, mark_citing_stale
+from ledgerfold.store._recall_answers import answers_recall
 from ledgerfold.store._rows import TURN_COLUMNS, meta_json, turn_from_row
 from ledgerfold.store._schema import TURN_LIVE, TURN_RETRACTED
 
@@ -53,9 +54,7 @@ def blank_recall_results(
     live = False
     for pk, state, *columns in rows:
         turn = turn_from_row(tuple(columns))
-        if not search_index._answers_recall(
-            conn, conversation_id, turn.role, turn.group, turn.meta or {}, ()
-        ):
+        if not answers_recall(conn, conversation_id, turn.role, turn.group, turn.meta or {}, ()):
             continue  # a tool result that merely looks like one
         new = turn.replace(body=ERASED_RESULT)
         conn.execute("DELETE FROM turn_history WHERE turn_pk = ?", (pk,))

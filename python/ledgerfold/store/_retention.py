@@ -26,7 +26,7 @@ from ledgerfold.store import _sources as sources
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store._database import now
 from ledgerfold.store._recall_results import blank_recall_results
-from ledgerfold.store._schema import TURN_LIVE, TURN_PURGED, TURN_RETRACTED
+from ledgerfold.store._schema import CURRENT, TURN_LIVE, TURN_PURGED, TURN_RETRACTED
 
 __all__ = [
     "PurgePreview",
@@ -439,7 +439,7 @@ def retention_cutoff(
     Turns of `keep_roles` (the policy's preserved roles) and protected ones are kept."""
     pointed = conn.execute(
         "SELECT s.through_sequence FROM conversations c JOIN summaries s"
-        " ON s.pk = c.current_summary WHERE c.id = ? AND s.status = 'current'",
+        f" ON s.pk = c.current_summary WHERE c.id = ? AND s.status = '{CURRENT}'",
         (conversation_id,),
     ).fetchone()
     if pointed is None:

@@ -1,70 +1,48 @@
-"""`SQLiteStore`'s retention and erasure methods (SPEC §15.5): retraction (with erasure),
-purge with a sealed summary, its preview, the retention policy's purge and deleting a
-conversation. Kept beside `sqlite.py`, which holds the other public methods; the work inside
-each transaction is in `retention`."""
+"""The work of `SQLiteStore`'s retention and erasure methods (SPEC §15.5): retraction
+(with erasure), purge with a sealed summary, its preview, the retention policy's purge and
+deleting a conversation. `SQLiteStore` holds one `Retention` and its public methods of
+these names delegate to it; the work inside each transaction is in `retention`."""
 
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Iterable
-from contextlib import AbstractContextManager, suppress
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ledgerfold import _validate
 from ledgerfold._context import HistoryBoundary
-from ledgerfold._errors import InvalidInput
-from ledgerfold._events import Event, EventHook, emit
+from ledgerfold._events import Event, EventHook, emit, stale_event
 from ledgerfold._plan import preserve_roles_arg
 from ledgerfold.store import _ledger as ledger
 from ledgerfold.store import _retention as retention
 from ledgerfold.store import _summaries as summaries
-from ledgerfold.store._database import Database
+from ledgerfold.store._database import Database, Transaction, time_ago
 
-__all__ = ["RetentionMethods"]
+__all__ = ["Retention"]
 
 _log = logging.getLogger("ledgerfold.store")
 
 
-def _days(value: object) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not (0 <= value < float("inf"))
-    ):
-        raise InvalidInput(
-            "retain_days: must be None or a number of days >= 0",
-            field="retain_days",
-            problem="out-of-range",
-        )
-    return float(value)
+class Retention:
+    """Retention's methods over the store's transaction, database, version cache and event
+    hook (the store's docstrings describe them)."""
 
-
-class RetentionMethods:
-    """Mixed into `SQLiteStore`, which provides the database, cache and transactions."""
-
-    _db: Database
-    _cache: summaries.VersionCache
-    _on_event: EventHook | None
-
-    def _transaction(
-        self, *, write: bool, operation: str
-    ) -> AbstractContextManager[sqlite3.Connection]:
-        raise NotImplementedError
+    def __init__(
+        self,
+        transaction: Transaction,
+        db: Database,
+        cache: summaries.VersionCache,
+        on_event: EventHook | None,
+    ) -> None:
+        self._transaction = transaction
+        self._db = db
+        self._cache = cache
+        self._on_event = on_event
 
     def retract(self, conversation_id: str, turn_id: str, *, erase: bool = False) -> None:
-        """Remove a live turn from the ledger view (the row stays); new revision; citing
-        summaries become stale (`source-missing`). A turn that made tool calls takes the
-        live tool turns answering them along, in the same revision (SPEC §17.2; only the
-        named turn is erased). With `erase=True` its body, meta and
-        earlier versions are erased too, overwritten in the file (ID, sequence and digest
-        stay), with every summary version citing it (its text may quote the turn); a turn
-        retracted earlier can be erased this way later."""
-        conversation_id = _validate.text("conversation_id", conversation_id)
-        turn_id = _validate.text("turn_id", turn_id)
-        if not isinstance(erase, bool):
-            raise InvalidInput("erase: must be bool", field="erase", problem="wrong-type")
+        conversation_id = _validate.identifier("conversation_id", conversation_id)
+        turn_id = _validate.identifier("turn_id", turn_id)
+        _validate.flag("erase", erase)
         with self._transaction(write=True, operation="retract") as conn:
             earlier = retention.retracted(conn, conversation_id, turn_id) if erase else None
             answers = 0
@@ -73,7 +51,7 @@ class RetentionMethods:
                     conn, conversation_id, turn_id
                 )
             else:  # retracted before: only its body goes, the ledger view is unchanged
-                (sequence, revision), stale = earlier, 0
+                (sequence, revision), stale = earlier, []
             erased = retention.erase_body(conn, conversation_id, turn_id) if erase else 0
         if erase:
             self._db.checkpoint()
@@ -84,22 +62,13 @@ class RetentionMethods:
             turn_id,
             sequence,
             revision,
-            stale,
+            len(stale),
             answers,
             erase,
             erased,
         )
         if stale:
-            emit(
-                self._on_event,
-                Event(
-                    "summary.stale",
-                    conversation_id,
-                    reason="source-missing",
-                    turn_ids=(turn_id,),
-                    extra=(("summaries", stale),),
-                ),
-            )
+            emit(self._on_event, stale_event(conversation_id, "source-missing", stale, turn_id))
         if erase:
             emit(
                 self._on_event,
@@ -122,17 +91,6 @@ class RetentionMethods:
         force: bool = False,
         keep_roles: Iterable[str] = ("system",),
     ) -> HistoryBoundary:
-        """Retention: delete bodies (and earlier versions) of raw turns with sequence <=
-        `sequence`, protected ones and those of `keep_roles` (the policy's `preserve_roles`;
-        default: the system prompt) only when `force` is True; record the boundary; new
-        revision. The current summary, checked current first, is sealed: it stays in the
-        context, its purged sources checked by their stored digests (SPEC §15.5). Every other
-        summary version citing a purged turn is erased (counted by `pruned_count`). Erased
-        bytes are overwritten in the file and the WAL is checkpointed. The boundary records
-        at most the last sequence written and, without `force`, stops before a compaction
-        unit the purge would split and before an unanswered tool call (SPEC §17.2: so no
-        tool result is ever left raw without its call), and before a `keep_roles` turn the
-        sealed summary covers: its `through_sequence` says where the purge went."""
         conversation_id, sequence, force = self._purge_args(conversation_id, sequence, force)
         reason = _validate.text("reason", reason)
         roles = preserve_roles_arg(keep_roles, "keep_roles")
@@ -163,25 +121,12 @@ class RetentionMethods:
         reason: str = "retention",
         keep_roles: Iterable[str] = (),
     ) -> HistoryBoundary | None:
-        """Purge (sealing first) the raw turns beyond the newest `retain_turns` or written
-        more than `retain_days` ago, but only those the current summary covers: without a
-        current summary nothing is purged, and a turn it keeps raw (preserved, protected,
-        an open tool call) stays. Turns of `keep_roles` are kept (the Compactor passes its
-        policy's `preserve_roles`, so the system prompt stays raw in the context). Returns
-        the boundary,
-        or None when nothing was due. (The Compactor calls this after an accepted summary
-        when its policy states a retention.)"""
-        conversation_id = _validate.text("conversation_id", conversation_id)
+        conversation_id = _validate.identifier("conversation_id", conversation_id)
         if retain_turns is not None:
             retain_turns = _validate.integer("retain_turns", retain_turns, minimum=0)
-        cutoff = None
-        if retain_days is not None:
-            days = _days(retain_days)
-            # A retention reaching before year 1 has no cutoff: no turn is that old.
-            with suppress(OverflowError):
-                cutoff = (datetime.now(timezone.utc) - timedelta(days=days)).isoformat(
-                    timespec="microseconds"
-                )
+        days = _validate.duration("retain_days", retain_days, unit="days")
+        # A retention reaching before year 1 has no cutoff: no turn is that old.
+        cutoff = None if days is None else time_ago(days * 86400)
         reason = _validate.text("reason", reason)
         roles = preserve_roles_arg(keep_roles, "keep_roles")
         with self._transaction(write=True, operation="apply_retention") as conn:
@@ -230,12 +175,6 @@ class RetentionMethods:
         force: bool = False,
         keep_roles: Iterable[str] = ("system",),
     ) -> dict[str, Any]:
-        """What `purge_through` would do, nothing written: `turns` (how many would go, with
-        `first_sequence`/`last_purged_sequence`), `protected_kept`, `roles_kept` (turns of
-        `keep_roles` that stay), `sealed_summary` (the ID
-        of the summary that would be sealed, or None), `versions_erased`, `last_sequence`,
-        and `unsummarised`: live turns that would go without being a source of the sealed
-        summary, so what they said would leave the context for good."""
         conversation_id, sequence, force = self._purge_args(conversation_id, sequence, force)
         roles = preserve_roles_arg(keep_roles, "keep_roles")
         # A read transaction: a preview writes nothing, not even a stale mark, so it works
@@ -248,17 +187,13 @@ class RetentionMethods:
     def _purge_args(
         self, conversation_id: str, sequence: int, force: bool
     ) -> tuple[str, int, bool]:
-        conversation_id = _validate.text("conversation_id", conversation_id)
+        conversation_id = _validate.identifier("conversation_id", conversation_id)
         sequence = _validate.integer("sequence", sequence, minimum=0)
-        if not isinstance(force, bool):
-            raise InvalidInput("force: must be bool", field="force", problem="wrong-type")
+        _validate.flag("force", force)
         return conversation_id, sequence, force
 
     def delete_conversation(self, conversation_id: str) -> None:
-        """Erase the conversation: its turns, turn history, summaries, plans, index rows and
-        purge boundaries, overwritten in the file (the WAL is checkpointed). An unknown ID
-        is not an error."""
-        conversation_id = _validate.text("conversation_id", conversation_id)
+        conversation_id = _validate.identifier("conversation_id", conversation_id)
         with self._transaction(write=True, operation="delete_conversation") as conn:
             turns = retention.delete_conversation(conn, conversation_id)
         self._db.checkpoint()

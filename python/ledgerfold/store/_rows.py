@@ -10,6 +10,7 @@ from typing import Any
 from ledgerfold._context import TurnItem
 from ledgerfold._errors import InvalidInput, StoreError
 from ledgerfold._model import Turn
+from ledgerfold._native import SourceIds
 from ledgerfold._summary import SummaryEnvelope
 
 __all__ = [
@@ -132,7 +133,7 @@ class Version:
     through_sequence: int
 
 
-def envelope_from_row(row: tuple[Any, ...], source_ids: tuple[str, ...]) -> Version:
+def envelope_from_row(row: tuple[Any, ...], source_ids: tuple[str, ...] | SourceIds) -> Version:
     """The version of a `summaries` row of `SUMMARY_COLUMNS` (not a `failed` one); a row
     that does not make one raises `DamagedSummary` naming its column."""
     try:

@@ -8,10 +8,18 @@ as a ledgerfold database; `PRAGMA user_version` mirrors the newest applied migra
 from __future__ import annotations
 
 __all__ = [
+    "ACCEPTED",
     "APPLICATION_ID",
+    "CURRENT",
+    "FAILED",
+    "LIVE_ACCEPTED",
     "MIGRATIONS",
     "READABLE_VERSION",
+    "REJECTED",
     "SCHEMA_VERSION",
+    "STALE",
+    "SUMMARY_STATUSES",
+    "SUPERSEDED",
     "TURN_LIVE",
     "TURN_PURGED",
     "TURN_RETRACTED",
@@ -25,6 +33,19 @@ APPLICATION_ID = 0x4C444746
 TURN_LIVE = 0
 TURN_RETRACTED = 1
 TURN_PURGED = 2
+
+#: `summaries.status` values (SPEC §9), the one spelling of each: queries put them in their
+#: text with these names (literal, not bound, so SQLite can use the partial index over the
+#: accepted ones), and a misspelt name fails at import instead of matching no row.
+CURRENT = "current"
+SUPERSEDED = "superseded"
+STALE = "stale"
+FAILED = "failed"
+REJECTED = "rejected"
+SUMMARY_STATUSES = (CURRENT, SUPERSEDED, STALE, FAILED, REJECTED)
+#: SQL lists of statuses: every accepted version, and the accepted ones not yet stale.
+ACCEPTED = f"('{CURRENT}', '{SUPERSEDED}', '{STALE}')"
+LIVE_ACCEPTED = f"('{CURRENT}', '{SUPERSEDED}')"
 
 _V1 = """
 CREATE TABLE schema_migrations (

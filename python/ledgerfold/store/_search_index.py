@@ -1,5 +1,5 @@
 """The search index (SPEC §16.1, §16.5): an FTS5 table in the ledger's database, changed in
-the same transaction as the ledger by every write path, and `SQLiteStore.search`.
+the same transaction as the ledger by every write path; `search` queries it.
 
 Layout (schema v5, `_schema.py` holds the plain tables):
 
@@ -30,51 +30,34 @@ from §15.2's bound and reported in docs/performance.md.
 
 from __future__ import annotations
 
-import json
 import logging
 import sqlite3
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ledgerfold._errors import InvalidInput, StoreError
+from ledgerfold._errors import StoreError
 from ledgerfold._model import Turn
-from ledgerfold._search_hit import SearchHit
-from ledgerfold._segment import INDEX_VERSION, index_passages, query_terms
+from ledgerfold._segment import INDEX_VERSION, index_passages
+from ledgerfold.store._recall_answers import answers_recall, stored_meta
 from ledgerfold.store._schema import TURN_LIVE
 
 __all__ = [
-    "DF_DROP",
-    "RECALL_TOOL_NAME",
-    "SCOPES",
+    "LAST_SLOT",
+    "NO_FTS5",
+    "PASSAGE_MAX",
+    "SLOT_BITS",
     "build",
     "fts5_available",
+    "has_table",
     "index_turns",
+    "ready",
     "reindex_turn",
     "scrub",
-    "search",
     "unindex",
 ]
 
 _log = logging.getLogger("ledgerfold.store")
-
-#: SPEC §16.5 "a term whose document frequency passes a documented threshold may be dropped
-#: while another term remains": a query term found in more than `DF_DROP` passages of the
-#: index is dropped while a term found in at most `DF_DROP` remains; when every term passes
-#: it, only the rarest is kept. A model's question mixes the key term it asks about (a name,
-#: an order number) with words every passage has ("why", "could", "refund", "cancel"); under
-#: BM25 a long passage holding only the key term loses to short passages repeating several
-#: of those words. Measured on the 2,000-exchange agent session (80 planted facts, one
-#: differently-worded question each, top 5): 75 reachable at 500, 76 at 200, 78 at 100,
-#: 79 at 50 and at 25; p50 2.6 ms at 500, 0.6 ms at 50. It also bounds a search's scoring
-#: to about `DF_DROP` passages a kept term (FTS5's bm25() costs a few microseconds each).
-DF_DROP = 50
-
-#: `search(scope=...)` values (SPEC §16.5 "Scope").
-SCOPES = ("covered", "all")
-
-#: The recall tool's function name (SPEC §16.2): its results are never indexed (§17.7).
-RECALL_TOOL_NAME = "recall_history"
 
 #: Turns indexed per transaction while building the index of an existing ledger, so no
 #: write lock is held for long (SPEC §17.9).
@@ -101,7 +84,7 @@ def fts5_available(conn: sqlite3.Connection) -> bool:
     return True
 
 
-def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+def has_table(conn: sqlite3.Connection, name: str) -> bool:
     return (
         conn.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
@@ -135,7 +118,7 @@ def build(conn: sqlite3.Connection, path: str, *, available: bool | None = None)
             _disable(conn)
             conn.execute("COMMIT")
             return
-        if not _has_table(conn, "search_fts"):
+        if not has_table(conn, "search_fts"):
             conn.execute(_FTS_DDL)
         version = conn.execute("SELECT index_version FROM search_state").fetchone()
         if version is None or int(version[0]) != INDEX_VERSION:
@@ -181,8 +164,8 @@ def build(conn: sqlite3.Connection, path: str, *, available: bool | None = None)
                     _log.info("search index built: path=%s turns=%d", path, done)
                 break
             for pk, conversation_id, role, body, group, meta, state in rows:
-                if state == TURN_LIVE and not _answers_recall(
-                    conn, conversation_id, role, group, _meta(meta), ()
+                if state == TURN_LIVE and not answers_recall(
+                    conn, conversation_id, role, group, stored_meta(meta), ()
                 ):
                     _insert(conn, [(int(pk), body)])
             conn.execute("UPDATE search_state SET built_through = ?", (int(rows[-1][0]),))
@@ -199,7 +182,7 @@ def _disable(conn: sqlite3.Connection) -> None:
     """No FTS5 in this SQLite: the index cannot be kept, so it is emptied (its shadow tables
     are plain tables) and marked for a rebuild by the next opener that has FTS5."""
     for shadow in ("search_fts_data", "search_fts_idx", "search_fts_docsize"):
-        if _has_table(conn, shadow):
+        if has_table(conn, shadow):
             # Rows 1 and 10 of `_data` (totals, segment list) hold no text and let
             # FTS5 open the table again for the rebuild ("delete-all").
             keep = " WHERE id NOT IN (1, 10)" if shadow == "search_fts_data" else ""
@@ -214,86 +197,12 @@ def _disable(conn: sqlite3.Connection) -> None:
 # ---------------------------------------------------------------------- write paths
 
 
-def _meta(raw: object) -> Mapping[str, Any]:
-    if not isinstance(raw, str):
-        return {}
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _calls(meta: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    raw = meta.get("tool_calls")
-    if not isinstance(raw, str):
-        return []
-    try:
-        calls = json.loads(raw)
-    except ValueError:
-        return []
-    return [call for call in calls if isinstance(call, dict)] if isinstance(calls, list) else []
-
-
-def _call_name(call: Mapping[str, Any]) -> object:
-    function = call.get("function")
-    return function.get("name") if isinstance(function, dict) else call.get("name")
-
-
-def _answers_recall(
-    conn: sqlite3.Connection,
-    conversation_id: str,
-    role: str,
-    group: str | None,
-    meta: Mapping[str, Any],
-    batch: Sequence[Turn],
-) -> bool:
-    """Whether a tool turn answers a `recall_history` call (SPEC §17.7), known through its
-    unit: the assistant turns of its group (in `batch` or stored), else the stored call its
-    `tool_call_id` names. With a `tool_call_id`, that call's name decides; without one, any
-    `recall_history` call in the group does (a copy is never indexed by mistake)."""
-    if role != "tool":
-        return False
-    call_id = meta.get("tool_call_id")
-    assistants: list[Mapping[str, Any]] = [
-        turn.meta or {} for turn in batch if turn.role == "assistant" and turn.meta
-    ]
-    if group is not None:
-        assistants = [
-            turn.meta or {} for turn in batch if turn.role == "assistant" and turn.group == group
-        ]
-        assistants += [
-            _meta(row[0])
-            for row in conn.execute(
-                "SELECT meta FROM turns WHERE conversation_id = ? AND grp = ?"
-                " AND role = 'assistant'",
-                (conversation_id, group),
-            )
-        ]
-    calls = [call for assistant in assistants for call in _calls(assistant)]
-    if isinstance(call_id, str):
-        named = [call for call in calls if call.get("id") == call_id]
-        if not named and group is None:
-            # No group: the call is looked up among the stored assistant turns.
-            row = conn.execute(
-                "SELECT 1 FROM turns AS t, json_each(json_extract(t.meta, '$.tool_calls')) AS c"
-                " WHERE t.conversation_id = ? AND t.role = 'assistant'"
-                " AND json_valid(json_extract(t.meta, '$.tool_calls'))"
-                " AND json_extract(c.value, '$.id') = ?"
-                " AND json_extract(c.value, '$.function.name') = ? LIMIT 1",
-                (conversation_id, call_id, RECALL_TOOL_NAME),
-            ).fetchone()
-            return row is not None
-        return any(_call_name(call) == RECALL_TOOL_NAME for call in named)
-    return group is not None and any(_call_name(call) == RECALL_TOOL_NAME for call in calls)
-
-
 #: Bits of a rowid that number the passage within its turn (SPEC §16.5 passages).
 SLOT_BITS = 10
-_LAST_SLOT = (1 << SLOT_BITS) - 1
+LAST_SLOT = (1 << SLOT_BITS) - 1
 
 #: A passage is at most this many characters (SPEC §16.5 "Hits").
-_PASSAGE_MAX = 600
+PASSAGE_MAX = 600
 
 
 def _rows(turn_pk: int, body: str) -> tuple[list[tuple[int, str]], list[tuple[int, int]]]:
@@ -301,11 +210,11 @@ def _rows(turn_pk: int, body: str) -> tuple[list[tuple[int, str]], list[tuple[in
     last slot on share it), and each row's `(start, end)` in code points."""
     passages = index_passages(body)
     base = turn_pk << SLOT_BITS
-    rows = [(base + slot, tokens) for slot, (_, _, tokens) in enumerate(passages[:_LAST_SLOT])]
-    bounds = [(start, end) for start, end, _ in passages[:_LAST_SLOT]]
-    if len(passages) > _LAST_SLOT:
-        rows.append((base + _LAST_SLOT, " ".join(p[2] for p in passages[_LAST_SLOT:])))
-        bounds.append((passages[_LAST_SLOT][0], passages[-1][1]))
+    rows = [(base + slot, tokens) for slot, (_, _, tokens) in enumerate(passages[:LAST_SLOT])]
+    bounds = [(start, end) for start, end, _ in passages[:LAST_SLOT]]
+    if len(passages) > LAST_SLOT:
+        rows.append((base + LAST_SLOT, " ".join(p[2] for p in passages[LAST_SLOT:])))
+        bounds.append((passages[LAST_SLOT][0], passages[-1][1]))
     return rows, bounds
 
 
@@ -347,9 +256,7 @@ def index_turns(conn: sqlite3.Connection, conversation_id: str, turns: Sequence[
         (pks[turn.sequence], turn.body)
         for turn in turns
         if pks[turn.sequence] <= through
-        and not _answers_recall(
-            conn, conversation_id, turn.role, turn.group, turn.meta or {}, turns
-        )
+        and not answers_recall(conn, conversation_id, turn.role, turn.group, turn.meta or {}, turns)
     ]
     _insert(conn, wanted)
 
@@ -359,7 +266,7 @@ def _indexed(conn: sqlite3.Connection, turn_pk: int) -> int:
     base = turn_pk << SLOT_BITS
     count: int = conn.execute(
         "SELECT COUNT(*) FROM search_fts_docsize WHERE id BETWEEN ? AND ?",
-        (base, base + _LAST_SLOT),
+        (base, base + LAST_SLOT),
     ).fetchone()[0]
     return count
 
@@ -389,7 +296,7 @@ def unindex(conn: sqlite3.Connection, where: str, params: Iterable[Any]) -> int:
     rows = conn.execute(
         f"SELECT pk, body FROM turns WHERE ({where}) AND EXISTS (SELECT 1 FROM"
         f" search_fts_docsize AS d WHERE d.id BETWEEN turns.pk << {SLOT_BITS}"
-        f" AND (turns.pk << {SLOT_BITS}) + {_LAST_SLOT})",
+        f" AND (turns.pk << {SLOT_BITS}) + {LAST_SLOT})",
         tuple(params),
     ).fetchall()
     for turn_pk, body in rows:
@@ -405,7 +312,7 @@ def reindex_turn(
     if turn_pk > _indexed_through(conn):
         return
     _delete(conn, turn_pk, old_body)
-    if not _answers_recall(conn, conversation_id, new.role, new.group, new.meta or {}, (new,)):
+    if not answers_recall(conn, conversation_id, new.role, new.group, new.meta or {}, (new,)):
         _insert(conn, [(turn_pk, new.body)])
 
 
@@ -413,176 +320,26 @@ def scrub(conn: sqlite3.Connection) -> None:
     """An erasing call's index rewrite (SQLite < 3.42 has no FTS5 `secure-delete`): merge
     every segment into one, which drops the deleted entries; the freed pages are zeroed by
     `secure_delete`."""
-    if _has_table(conn, "search_fts") and _indexed_through(conn) >= 0:
+    if has_table(conn, "search_fts") and _indexed_through(conn) >= 0:
         conn.execute("INSERT INTO search_fts(search_fts) VALUES ('optimize')")
 
 
-# ---------------------------------------------------------------------- search
+NO_FTS5 = "search: this SQLite has no FTS5, so search is unavailable"
 
 
-def check_args(query: object, limit: object, scope: object) -> tuple[str, int, str]:
-    if not isinstance(query, str):
-        raise InvalidInput(
-            f"query: must be str, got {type(query).__name__}", field="query", problem="wrong-type"
-        )
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise InvalidInput(
-            f"limit: must be int, got {type(limit).__name__}", field="limit", problem="wrong-type"
-        )
-    if not 1 <= limit <= 100:
-        raise InvalidInput(
-            "limit: must be between 1 and 100", field="limit", problem="out-of-range"
-        )
-    if not isinstance(scope, str) or scope not in SCOPES:
-        raise InvalidInput(
-            "scope: must be 'covered' or 'all'", field="scope", problem="unknown-value"
-        )
-    return query, limit, scope
-
-
-_NO_FTS5 = "search: this SQLite has no FTS5, so search is unavailable"
-
-
-def _ready(conn: sqlite3.Connection) -> None:
+def ready(conn: sqlite3.Connection) -> None:
     """`StoreError` unless the index can answer: a v4 file opened read-only, an index still
     being built, an SQLite without FTS5."""
-    if not _has_table(conn, "search_state"):
+    if not has_table(conn, "search_state"):
         raise StoreError(
             "search: this database has no search index yet (an older schema);"
             " open it once for writing to upgrade it"
         )
     row = conn.execute("SELECT complete, index_version FROM search_state").fetchone()
     if row is not None and int(row[1]) == 0:  # `_disable`: opened where FTS5 was missing
-        raise StoreError(_NO_FTS5)
+        raise StoreError(NO_FTS5)
     if row is None or not row[0] or int(row[1]) != INDEX_VERSION:
         raise StoreError(
             "search: the search index is not built for this ledgerfold;"
             " open the database once for writing to build it"
         )
-
-
-def _document_frequency(conn: sqlite3.Connection, term: str, cap: int) -> int:
-    """Passages holding `term`, counted up to `cap` (cheap: no scoring)."""
-    count: int = conn.execute(
-        "SELECT COUNT(*) FROM (SELECT 1 FROM search_fts WHERE search_fts MATCH ? LIMIT ?)",
-        (f'"{term}"', cap),
-    ).fetchone()[0]
-    return count
-
-
-def kept_terms(conn: sqlite3.Connection, terms: list[str]) -> list[str]:
-    """`terms` without those past `DF_DROP` (SPEC §16.5), keeping at least the rarest."""
-    if len(terms) == 1:
-        return terms
-    counts = {term: _document_frequency(conn, term, DF_DROP + 1) for term in terms}
-    kept = [term for term in terms if counts[term] <= DF_DROP]
-    if kept:
-        return kept
-    exact = {term: _document_frequency(conn, term, 2**62) for term in terms}
-    return [min(terms, key=lambda term: exact[term])]  # min keeps the first of equals
-
-
-def _current(conn: sqlite3.Connection, conversation_id: str) -> tuple[int, str] | None:
-    row = conn.execute(
-        "SELECT s.pk, s.id FROM conversations AS c JOIN summaries AS s"
-        " ON s.pk = c.current_summary WHERE c.id = ? AND s.status = 'current'",
-        (conversation_id,),
-    ).fetchone()
-    return None if row is None else (int(row[0]), str(row[1]))
-
-
-def search(
-    conn: sqlite3.Connection, conversation_id: str, query: str, limit: int, scope: str
-) -> list[SearchHit]:
-    """SPEC §16.5: BM25 over passages, one hit per turn (its best passage, ties the earlier
-    one), score descending then sequence descending. The query is only ever a list of
-    quoted tokens (`"t1" OR "t2"`): the token alphabet has no `"`, so no query text is FTS5
-    syntax."""
-    _ready(conn)
-    terms = query_terms(query)
-    if (
-        not terms
-        or conn.execute("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
-        is None
-    ):
-        return []
-    match = " OR ".join(f'"{term}"' for term in kept_terms(conn, terms))
-    current = _current(conn, conversation_id)
-    covered_only = scope == "covered" and current is not None
-    source_test = (
-        "EXISTS (SELECT 1 FROM summary_sources AS ss WHERE ss.summary_pk = ? AND ss.turn_id = t.id)"
-    )
-    sql = (
-        f"SELECT t.pk, t.id, t.sequence, t.role, search_fts.rowid & {_LAST_SLOT},"
-        " bm25(search_fts) AS r"
-        f"{', ' + source_test if current is not None and not covered_only else ''}"
-        f" FROM search_fts JOIN turns AS t ON t.pk = search_fts.rowid >> {SLOT_BITS}"
-        " WHERE search_fts MATCH ? AND t.conversation_id = ? AND t.state = ?"
-        f"{' AND ' + source_test if covered_only else ''}"
-        " ORDER BY r, t.sequence DESC, search_fts.rowid"
-    )
-    params: list[Any] = []
-    if current is not None and not covered_only:
-        params.append(current[0])
-    params += [match, conversation_id, TURN_LIVE]
-    if covered_only:
-        params.append(current[0])  # type: ignore[index]
-    best: list[tuple[Any, ...]] = []
-    seen: set[int] = set()
-    try:
-        for row in conn.execute(sql, params):
-            if row[0] in seen:
-                continue
-            seen.add(row[0])
-            best.append(tuple(row))
-            if len(best) == limit:
-                break
-    except sqlite3.OperationalError as err:
-        if "no such module" in str(err):
-            raise StoreError(_NO_FTS5) from None
-        raise
-    hits: list[SearchHit] = []
-    for row in best:
-        turn_pk, turn_id, sequence, role, slot, rank = row[:6]
-        covered = covered_only or (current is not None and bool(row[6]))
-        hits.append(
-            SearchHit(
-                turn_id=turn_id,
-                sequence=int(sequence),
-                role=role,
-                text=_passage(conn, int(turn_pk), int(slot), terms),
-                score=-float(rank),
-                summary_id=current[1] if covered and current is not None else None,
-            )
-        )
-    return hits
-
-
-def _passage(conn: sqlite3.Connection, turn_pk: int, slot: int, terms: list[str]) -> str:
-    """The text of a hit's passage: the whole body, or the slice its stored bounds give. In
-    the last slot of a very long body (several passages share it), the first of them that
-    holds a query term, cut by the segmenter."""
-    row = conn.execute("SELECT bounds FROM search_offsets WHERE turn_pk = ?", (turn_pk,)).fetchone()
-    if row is None:
-        text: str = conn.execute("SELECT body FROM turns WHERE pk = ?", (turn_pk,)).fetchone()[0]
-        return text
-    offsets = array("q")
-    offsets.frombytes(bytes(row[0]))
-    start, end = offsets[2 * slot], offsets[2 * slot + 1]
-    if slot < _LAST_SLOT or end - start <= _PASSAGE_MAX:
-        return _slice(conn, turn_pk, start, end)
-    body: str = conn.execute("SELECT body FROM turns WHERE pk = ?", (turn_pk,)).fetchone()[0]
-    passages = index_passages(body)[_LAST_SLOT:]
-    wanted = set(terms)
-    for first, last, tokens in passages:
-        if wanted.intersection(tokens.split()):
-            return body[first:last]
-    return body[passages[0][0] : passages[0][1]]
-
-
-def _slice(conn: sqlite3.Connection, turn_pk: int, start: int, end: int) -> str:
-    # SQLite's substr counts characters as Python counts code points.
-    text: str = conn.execute(
-        "SELECT substr(body, ?, ?) FROM turns WHERE pk = ?", (start + 1, end - start, turn_pk)
-    ).fetchone()[0]
-    return text

@@ -1,61 +1,52 @@
 """`SQLiteStore`: the embedded ledger store (SPEC §9, §12) on the standard library's `sqlite3`.
 
 This module holds the public methods: argument checks, one transaction per call, logging.
-The work inside a transaction lives beside it: `database` (opening, migrations,
-transactions), `rows` (columns <-> values), `ledger` (turn writes and reads), `summaries`
-(plans, the atomic commit, versions) and `legacy` (the import policy for old records).
+Whole groups of methods delegate to components given the store's transaction:
+`turn_writes.TurnWrites` (appends, edits), `loop_methods.CompactionLoop` (planning, pruning)
+and `retention_methods.Retention` (retraction, purges, deletion). The work inside a
+transaction lives beside it: `database` (opening, migrations, transactions), `rows`
+(columns <-> values), `ledger` (turn rows), `summaries` and `summary_reads` (versions),
+`context_read` (the context) and `legacy` (the import policy for old records).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sqlite3
-import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
 from ledgerfold import _validate, _worker
-from ledgerfold._citations import cited_sequences, cited_turns
-from ledgerfold._context import AssembledContext, HistoryBoundary, assemble_context
-from ledgerfold._errors import DuplicateId, InvalidInput
-from ledgerfold._events import Event, EventHook, emit
+from ledgerfold._context import AssembledContext, HistoryBoundary
+from ledgerfold._events import EventHook, emit, stale_event
 from ledgerfold._model import Conversation, Turn
 from ledgerfold._plan import CompactionPlan
 from ledgerfold._search_hit import SearchHit
 from ledgerfold._summary import SummaryEnvelope, SummaryWrite
-from ledgerfold.adapters._chat import ChatTurnSpec, chat_turn_specs
-from ledgerfold.store import _chat_append as chat_append
+from ledgerfold.adapters._chat import chat_turn_specs
 from ledgerfold.store import _commit as commit
+from ledgerfold.store import _context_read as context_read
 from ledgerfold.store import _digests as digests
 from ledgerfold.store import _ledger as ledger
-from ledgerfold.store import _retention as retention
-from ledgerfold.store import _search_index as search_index
+from ledgerfold.store import _search as search_queries
 from ledgerfold.store import _summaries as summaries
+from ledgerfold.store import _summary_reads as summary_reads
 from ledgerfold.store._database import Database, database_path, durability_arg
-from ledgerfold.store._legacy import legacy_specs
 from ledgerfold.store._loop_methods import CompactionLoop
 from ledgerfold.store._protocol import CompactionWork, SummaryRecord
-from ledgerfold.store._retention_methods import RetentionMethods
-from ledgerfold.store._rows import DAMAGED, SUMMARY_COLUMNS, DamagedSummary
-from ledgerfold.store._schema import TURN_LIVE
+from ledgerfold.store._retention_methods import Retention
 from ledgerfold.store._stats import StoreStats, read_stats
+from ledgerfold.store._turn_writes import TurnWrites
 
 __all__ = ["SQLiteStore"]
 
 _log = logging.getLogger("ledgerfold.store")
 
-# `sequence` (optional) must exceed every sequence written before (SPEC §15.8).
-_APPEND_KEYS = frozenset(
-    {"id", "sequence", "role", "body", "protected", "protection_reason", "group", "meta"}
-)
-_EDIT_KEYS = frozenset({"role", "body", "protected", "protection_reason", "group", "meta"})
 
-
-class SQLiteStore(RetentionMethods):
+class SQLiteStore:
     """The embedded ledger store: a file path (WAL) or `":memory:"`.
 
     `durability="full"` (the default) fsyncs every commit, so a returned write survives
@@ -84,17 +75,14 @@ class SQLiteStore(RetentionMethods):
         read_only: bool = False,
         on_event: EventHook | None = None,
     ) -> None:
-        if on_event is not None and not callable(on_event):
-            raise InvalidInput(
-                "on_event: must be a callable Event -> None",
-                field="on_event",
-                problem="wrong-type",
-            )
+        _validate.callback("on_event", on_event, "Event -> None")
         self._on_event = on_event
         self._path = database_path(path)
         self._cache = summaries.VersionCache()
         self._db = Database(self._path, durability_arg(durability), read_only=read_only)
         self._loop = CompactionLoop(self._transaction, self._cache)
+        self._writes = TurnWrites(self._transaction, on_event)
+        self._retention = Retention(self._transaction, self._db, self._cache, on_event)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -162,23 +150,13 @@ class SQLiteStore(RetentionMethods):
             "group": group,
             "meta": meta,
         }
-        return self._append(conversation_id, [spec], field_prefix="")[0]
+        return self._writes.append(conversation_id, [spec], field_prefix="")[0]
 
     def append_many(self, conversation_id: str, turns: Iterable[Mapping[str, Any]]) -> list[Turn]:
         """Append turns all or nothing, one revision: mappings with the `append` keywords
         and an optional `sequence` (which must exceed every sequence written before), or
         `Turn` values, whose fields but `sequence` are taken (the ledger assigns the next)."""
-        if isinstance(turns, Iterable) and not isinstance(turns, (str, bytes, Mapping)):
-            turns = [chat_append.turn_spec(turn) for turn in turns]  # type: ignore[misc]
-        specs: list[Mapping[str, Any]] = []
-        for field, spec in ledger.mappings("turns", turns, _APPEND_KEYS):
-            for required in ("role", "body"):
-                if required not in spec:
-                    raise InvalidInput(
-                        f"{field}.{required}: missing", field=f"{field}.{required}", problem="empty"
-                    )
-            specs.append(spec)
-        return self._append(conversation_id, specs, field_prefix="turns")
+        return self._writes.append_many(conversation_id, turns)
 
     def append_chat_messages(
         self, conversation_id: str, messages: Iterable[Mapping[str, Any]]
@@ -189,23 +167,7 @@ class SQLiteStore(RetentionMethods):
         `id` when present, else a fresh unique ID. A tool result joins its call's group
         even when the call was appended by an earlier call (looked up in the same
         transaction); a call ID already used in the conversation is `InvalidInput`."""
-        return self._append_chat(conversation_id, chat_turn_specs(messages))
-
-    def _append_chat(self, conversation_id: str, specs: list[ChatTurnSpec]) -> list[Turn]:
-        """`append_chat_messages` from converted messages (integrations add meta to them)."""
-        conversation_id = _validate.text("conversation_id", conversation_id)
-        if not specs:
-            return []
-        ids = chat_append.prepare(specs)
-        with self._transaction(write=True, operation="append_chat") as conn:
-            turns, revision = chat_append.append_chat(conn, conversation_id, specs, ids)
-        _log.debug(
-            "appended chat messages: conversation=%s turns=%d revision=%d",
-            conversation_id,
-            len(turns),
-            revision,
-        )
-        return turns
+        return self._writes.append_chat(conversation_id, chat_turn_specs(messages))
 
     def import_legacy(
         self, conversation_id: str, records: Iterable[Mapping[str, Any]]
@@ -215,110 +177,26 @@ class SQLiteStore(RetentionMethods):
         comes in protected as `unverified-provenance`, so it is never silently compacted; a
         missing or unknown role becomes `user` with `meta["legacy_role"]` = the original
         value (or `"missing"`). Provenance is kept as `meta["provenance"]`."""
-        turns = self._append(conversation_id, legacy_specs(records), field_prefix="records")
-        _log.info(
-            "legacy import: conversation=%s turns=%d protected=%d",
-            conversation_id,
-            len(turns),
-            sum(turn.protected for turn in turns),
-        )
-        return turns
-
-    def _append(
-        self, conversation_id: str, specs: list[Mapping[str, Any]], *, field_prefix: str
-    ) -> list[Turn]:
-        conversation_id = _validate.text("conversation_id", conversation_id)
-        # Validate everything the ledger does not decide before touching the database.
-        prepared: list[tuple[str, Mapping[str, Any]]] = []
-        seen: set[str] = set()
-        for index, spec in enumerate(specs):
-            prefix = f"{field_prefix}[{index}]." if field_prefix else ""
-            turn_id = spec.get("id")
-            if turn_id is None:
-                turn_id = "t-" + uuid.uuid4().hex
-            else:
-                turn_id = _validate.text(f"{prefix}id", turn_id)
-            if turn_id in seen:
-                raise DuplicateId(
-                    f"{prefix}id: duplicate turn id {turn_id!r}", id=turn_id, field=f"{prefix}id"
-                )
-            seen.add(turn_id)
-            protected = spec.get("protected", False)
-            if not isinstance(protected, bool):
-                raise InvalidInput(
-                    f"{prefix}protected: must be bool, got {type(protected).__name__}",
-                    field=f"{prefix}protected",
-                    problem="wrong-type",
-                )
-            prepared.append((turn_id, spec))
-        if not prepared:
-            return []
-        with self._transaction(write=True, operation="append") as conn:
-            turns, revision = ledger.insert_turns(conn, conversation_id, prepared, field_prefix)
-        _log.debug(
-            "appended: conversation=%s turns=%d sequences=%d..%d revision=%d",
-            conversation_id,
-            len(turns),
-            turns[0].sequence,
-            turns[-1].sequence,
-            revision,
-        )
-        return turns
+        return self._writes.import_legacy(conversation_id, records)
 
     def edit(self, conversation_id: str, turn_id: str, **changes: Any) -> Turn:
         """Change fields of a live turn (not `id` or `sequence`); new revision; the earlier
         version goes to the history table; citing summaries become stale when it changed."""
-        conversation_id = _validate.text("conversation_id", conversation_id)
-        turn_id = _validate.text("turn_id", turn_id)
-        for key in changes:
-            if key not in _EDIT_KEYS:
-                problem = "not-allowed" if key in ("id", "sequence") else "unknown-value"
-                try:
-                    key.encode("utf-8")
-                    shown = key
-                except UnicodeEncodeError:  # keep the message printable on any stream
-                    shown = ascii(key)
-                raise InvalidInput(f"{shown}: cannot be edited", field=shown, problem=problem)
-        with self._transaction(write=True, operation="edit") as conn:
-            new, revision, stale = ledger.edit_turn(conn, conversation_id, turn_id, changes)
-        _log.info(
-            "edited: conversation=%s turn=%s sequence=%d revision=%d summaries_stale=%d",
-            conversation_id,
-            turn_id,
-            new.sequence,
-            revision,
-            stale,
-        )
-        if stale:
-            emit(
-                self._on_event,
-                Event(
-                    "summary.stale",
-                    conversation_id,
-                    reason="source-modified",
-                    turn_ids=(turn_id,),
-                    extra=(("summaries", stale),),
-                ),
-            )
-        return new
+        return self._writes.edit(conversation_id, turn_id, changes)
 
     # ------------------------------------------------------------------ ledger reads
 
     def load(self, conversation_id: str) -> Conversation:
         """The live ledger; an unknown ID gives an empty conversation at revision 0."""
-        conversation_id = _validate.text("conversation_id", conversation_id)
+        conversation_id = _validate.identifier("conversation_id", conversation_id)
         with self._transaction(write=False, operation="load") as conn:
             return ledger.load(conn, conversation_id)
 
     def get_turns(self, conversation_id: str, turn_ids: Iterable[str]) -> list[Turn]:
         """The live turns with these IDs, in sequence order; IDs not in the ledger view are
         left out. Reads only those turns, not the whole conversation."""
-        conversation_id = _validate.text("conversation_id", conversation_id)
-        if isinstance(turn_ids, (str, bytes)) or not isinstance(turn_ids, Iterable):
-            raise InvalidInput(
-                "turn_ids: must be an iterable of str", field="turn_ids", problem="wrong-type"
-            )
-        wanted: Sequence[str] = [_validate.text("turn_ids", turn_id) for turn_id in turn_ids]
+        conversation_id = _validate.identifier("conversation_id", conversation_id)
+        wanted = _validate.identifiers("turn_ids", turn_ids)
         with self._transaction(write=False, operation="get_turns") as conn:
             return ledger.get_turns(conn, conversation_id, wanted)
 
@@ -326,20 +204,12 @@ class SQLiteStore(RetentionMethods):
         """The IDs among `ids` of turns ever written to the conversation: live, retracted
         or purged (SPEC §17.6: what "already in the ledger" means to an integration). One
         indexed query; costs O(len(ids)), not O(ledger). A deleted conversation knows none."""
-        conversation_id = _validate.text("conversation_id", conversation_id)
-        if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
-            raise InvalidInput("ids: must be an iterable of str", field="ids", problem="wrong-type")
-        wanted = [_validate.text(f"ids[{index}]", turn_id) for index, turn_id in enumerate(ids)]
+        conversation_id = _validate.identifier("conversation_id", conversation_id)
+        wanted = _validate.identifiers("ids", ids)
         if not wanted:
             return set()
         with self._transaction(write=False, operation="known_ids") as conn:
-            # A JSON array parameter rather than `IN (?, ...)`: no host-parameter limit.
-            rows = conn.execute(
-                "SELECT t.id FROM json_each(?) AS j CROSS JOIN turns AS t"
-                " ON t.conversation_id = ? AND t.id = j.value",
-                (json.dumps(wanted), conversation_id),
-            ).fetchall()
-        return {row[0] for row in rows}
+            return ledger.known_ids(conn, conversation_id, wanted)
 
     def stats(self, conversation_id: str | None = None) -> StoreStats:
         """The counts an operator asks for (SPEC §17.8), for the store or one conversation:
@@ -347,7 +217,7 @@ class SQLiteStore(RetentionMethods):
         whose context falls back by reason, purged conversations without a current summary.
         Reads only (also on a read-only store)."""
         if conversation_id is not None:
-            conversation_id = _validate.text("conversation_id", conversation_id)
+            conversation_id = _validate.identifier("conversation_id", conversation_id)
         with self._transaction(write=False, operation="stats") as conn:
             return read_stats(conn, conversation_id)
 
@@ -366,10 +236,10 @@ class SQLiteStore(RetentionMethods):
         any `str` is valid (blank or punctuation-only gives []); `limit` is 1..100; an
         unknown conversation gives []. `StoreError` when the database has no index yet
         (an older file opened read-only) or SQLite lacks FTS5."""
-        conversation_id = _validate.text("conversation_id", conversation_id)
-        query, limit, scope = search_index.check_args(query, limit, scope)
+        conversation_id = _validate.identifier("conversation_id", conversation_id)
+        query, limit, scope = search_queries.check_args(query, limit, scope)
         with self._transaction(write=False, operation="search") as conn:
-            hits = search_index.search(conn, conversation_id, query, limit, scope)
+            hits = search_queries.search(conn, conversation_id, query, limit, scope)
         # Counts only: the query and the passages are never logged.
         _log.debug(
             "searched: conversation=%s scope=%s limit=%d hits=%d",
@@ -420,7 +290,7 @@ class SQLiteStore(RetentionMethods):
         items = [
             (
                 _validate.text("reason", reason),
-                _validate.text("summary_id", summary_id),
+                _validate.identifier("summary_id", summary_id),
                 _validate.text("conversation_id", conversation_id, blank_ok=True, empty_ok=False),
             )
             for conversation_id, summary_id, reason in summaries.verdict_triples(verdicts)
@@ -444,22 +314,7 @@ class SQLiteStore(RetentionMethods):
         library's back), in one transaction: every version citing it goes stale and its
         conversation gets a new revision. A turn no longer live, or already right, is left
         alone. Returns how many were repaired."""
-        if isinstance(turns, (str, bytes, Mapping)) or not isinstance(turns, Iterable):
-            raise InvalidInput("turns: must be an iterable", field="turns", problem="wrong-type")
-        items: list[tuple[str, str]] = []
-        for index, pair in enumerate(turns):
-            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-                raise InvalidInput(
-                    f"turns[{index}]: must be a (conversation_id, turn_id) tuple",
-                    field=f"turns[{index}]",
-                    problem="wrong-type",
-                )
-            items.append(
-                (
-                    _validate.text("conversation_id", pair[0], blank_ok=True, empty_ok=False),
-                    _validate.text("turn_id", pair[1]),
-                )
-            )
+        items = digests.turn_pairs(turns)
         if not items:
             return 0
         with self._transaction(write=True, operation="repair_digests") as conn:
@@ -470,13 +325,17 @@ class SQLiteStore(RetentionMethods):
                 " turn=%s stale=%d",
                 conversation_id,
                 turn_id,
-                stale,
+                len(stale),
             )
+            if stale:
+                emit(
+                    self._on_event, stale_event(conversation_id, "source-modified", stale, turn_id)
+                )
         return len(repaired)
 
     def record_failure(self, plan_id: str, reason: str) -> None:
         """Record a failed attempt of a known plan (no envelope)."""
-        plan_id = _validate.text("plan_id", plan_id)
+        plan_id = _validate.identifier("plan_id", plan_id)
         reason = _validate.text("reason", reason)
         with self._transaction(write=True, operation="record_failure") as conn:
             conversation_id = summaries.record_failure(conn, plan_id, reason)
@@ -484,7 +343,7 @@ class SQLiteStore(RetentionMethods):
 
     def current_summary(self, conversation_id: str) -> SummaryEnvelope | None:
         """The current version, or None when there is none or it went stale."""
-        conversation_id = _validate.text("conversation_id", conversation_id)
+        conversation_id = _validate.identifier("conversation_id", conversation_id)
         with self._transaction(write=False, operation="current_summary") as conn:
             pointed = summaries.pointed(conn, self._cache, conversation_id)
         if pointed is None or pointed[1] != "current":
@@ -493,76 +352,30 @@ class SQLiteStore(RetentionMethods):
 
     def summary_history(self, conversation_id: str) -> list[SummaryRecord]:
         """Every attempt of the conversation, oldest first."""
-        conversation_id = _validate.text("conversation_id", conversation_id)
+        conversation_id = _validate.identifier("conversation_id", conversation_id)
         with self._transaction(write=False, operation="summary_history") as conn:
-            rows = conn.execute(
-                f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE conversation_id = ? ORDER BY pk",
-                (conversation_id,),
-            ).fetchall()
-            return [
-                SummaryRecord(
-                    envelope=None
-                    if row[1] is None
-                    else summaries.version(conn, self._cache, tuple(row)).envelope,
-                    status=row[4],
-                    reason=row[5],
-                    created_at=row[6],
-                    plan_id=row[3],
-                )
-                for row in rows
-            ]
+            return summary_reads.history(conn, self._cache, conversation_id)
 
     def sources_of(self, summary_id: str) -> list[Turn]:
         """The cited turns still in the ledger, in source order."""
-        summary_id = _validate.text("summary_id", summary_id)
+        summary_id = _validate.identifier("summary_id", summary_id)
         with self._transaction(write=False, operation="sources_of") as conn:
-            row = conn.execute(
-                f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE id = ?", (summary_id,)
-            ).fetchone()
-            if row is None:
-                raise InvalidInput(
-                    f"summary_id: unknown summary {summary_id!r}",
-                    field="summary_id",
-                    problem="unknown-value",
-                )
-            envelope = summaries.version(conn, self._cache, tuple(row)).envelope
-            found = ledger.get_turns(conn, envelope.conversation_id, envelope.source_ids)
-        by_id = {turn.id: turn for turn in found}
-        return [by_id[turn_id] for turn_id in envelope.source_ids if turn_id in by_id]
+            return summary_reads.sources_of(conn, self._cache, summary_id)
 
     def cited_sources(self, summary_id: str) -> list[Turn]:
         """SPEC §16.3: the live turns among the summary's sources whose sequence its text
         cites (`[seq N`), each once, in ascending sequence (see `ledgerfold.citations`).
         An unknown `summary_id` raises `InvalidInput`."""
-        summary_id = _validate.text("summary_id", summary_id)
+        summary_id = _validate.identifier("summary_id", summary_id)
         with self._transaction(write=False, operation="cited_sources") as conn:
-            row = conn.execute(
-                f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE id = ?", (summary_id,)
-            ).fetchone()
-            if row is None:
-                raise InvalidInput(
-                    f"summary_id: unknown summary {summary_id!r}",
-                    field="summary_id",
-                    problem="unknown-value",
-                )
-            envelope = summaries.version(conn, self._cache, tuple(row)).envelope
-            cited = sorted(cited_sequences(envelope.text))
-            candidates = ledger.turns_at(conn, envelope.conversation_id, cited)
-        return cited_turns(envelope.text, envelope.source_ids, candidates)
+            return summary_reads.cited_sources(conn, self._cache, summary_id)
 
     def summaries_citing(self, conversation_id: str, turn_id: str) -> list[str]:
         """IDs of the accepted versions whose sources include the turn, oldest first."""
-        conversation_id = _validate.text("conversation_id", conversation_id)
-        turn_id = _validate.text("turn_id", turn_id)
+        conversation_id = _validate.identifier("conversation_id", conversation_id)
+        turn_id = _validate.identifier("turn_id", turn_id)
         with self._transaction(write=False, operation="summaries_citing") as conn:
-            return [
-                row[0]
-                for row in conn.execute(
-                    "SELECT s.id FROM summaries s WHERE s.conversation_id = ? AND s.pk IN"
-                    " (SELECT summary_pk FROM summary_sources WHERE turn_id = ?) ORDER BY s.pk",
-                    (conversation_id, turn_id),
-                )
-            ]
+            return summary_reads.citing(conn, conversation_id, turn_id)
 
     # ------------------------------------------------------------------ the agent loop
 
@@ -645,89 +458,100 @@ class SQLiteStore(RetentionMethods):
         honest; deep re-hashing is batch revalidation's job. Otherwise the whole ledger is
         loaded and `assemble_context` decides.
         """
-        conversation_id = _validate.text("conversation_id", conversation_id)
+        conversation_id = _validate.identifier("conversation_id", conversation_id)
         policy_version = _validate.text("policy_version", policy_version)
-        damaged: DamagedSummary | None = None
-        assembled: AssembledContext | None = None
-        with self._transaction(write=False, operation="context") as conn:
-            boundary = ledger.boundary(conn, conversation_id)
-            try:
-                pointed = summaries.pointed(conn, self._cache, conversation_id, strict=True)
-            except DamagedSummary as damage:  # a verdict, not a crash: the context is raw
-                pointed, damaged = None, damage
-            if pointed is not None:
-                version, status, reason = pointed
-                envelope = version.envelope
-                if (
-                    status == "current"
-                    and envelope.policy_version == policy_version
-                    and not conn.execute(
-                        "SELECT 1 FROM turns WHERE conversation_id = ? AND id = ? AND state = ?",
-                        (conversation_id, envelope.id, TURN_LIVE),
-                    ).fetchone()
-                ):
-                    items = summaries.summarised_items(conn, conversation_id, version)
-                    split = ledger.split_unit(conn, conversation_id, version.pk, items)
-                    missing = (
-                        None if split is not None else summaries.missing_preserved(conn, version)
-                    )
-                    if split is None and missing is None:
-                        return AssembledContext(items, None, boundary)
-                    pointed = None
-                    if split is not None:
-                        # A database written before §17.2's units: the summary splits a call
-                        # from its result, so it is stale (a full check would say so too).
-                        assembled = AssembledContext(
-                            ledger.raw_items(conn, conversation_id),
-                            "stale-summary:group-split",
-                            None,
-                            split,
-                        )
-                    else:
-                        # SPEC §17.3: raw until the next compaction (due at once) lays it
-                        # out anew.
-                        assembled = AssembledContext(
-                            ledger.raw_items(conn, conversation_id),
-                            "preserved-missing",
-                            None,
-                            missing,
-                        )
-            if pointed is None and assembled is None:
-                # No summary: the context is every turn raw, read as items directly.
-                assembled = AssembledContext(
-                    ledger.raw_items(conn, conversation_id),
-                    "no-summary" if damaged is None else f"stale-summary:{DAMAGED}",
-                    None,
-                    None if damaged is None else damaged.summary_id,
-                )
-            elif pointed is not None:
-                conversation = ledger.load(conn, conversation_id)
-                sealed = retention.sealed_digests(conn, conversation_id, version.pk)
-        if pointed is not None:
-            assembled = assemble_context(conversation, envelope, policy_version, sealed=sealed)
-            if status == "stale" and assembled.fallback is None:
-                # The sources were edited back to their old values; a stale version stays
-                # stale (its record says so), so the context stays raw.
-                raw = assemble_context(conversation, None, policy_version)
-                assembled = AssembledContext(raw.items, f"stale-summary:{reason}")
-        assert assembled is not None
-        if assembled.fallback is not None:
-            _log.info(
-                "context fallback: conversation=%s fallback=%s id=%s turns=%d",
-                conversation_id,
-                assembled.fallback,
-                assembled.fallback_id,
-                len(assembled.items),
-            )
-        return AssembledContext(
-            assembled.items, assembled.fallback, boundary, assembled.fallback_id
+        return context_read.assemble(
+            self._transaction, self._cache, conversation_id, policy_version
         )
 
     # ------------------------------------------------------------------ retention
 
+    def retract(self, conversation_id: str, turn_id: str, *, erase: bool = False) -> None:
+        """Remove a live turn from the ledger view (the row stays); new revision; citing
+        summaries become stale (`source-missing`). A turn that made tool calls takes the
+        live tool turns answering them along, in the same revision (SPEC §17.2; only the
+        named turn is erased). With `erase=True` its body, meta and
+        earlier versions are erased too, overwritten in the file (ID, sequence and digest
+        stay), with every summary version citing it (its text may quote the turn); a turn
+        retracted earlier can be erased this way later."""
+        self._retention.retract(conversation_id, turn_id, erase=erase)
+
+    def purge_through(
+        self,
+        conversation_id: str,
+        sequence: int,
+        reason: str,
+        *,
+        force: bool = False,
+        keep_roles: Iterable[str] = ("system",),
+    ) -> HistoryBoundary:
+        """Retention: delete bodies (and earlier versions) of raw turns with sequence <=
+        `sequence`, protected ones and those of `keep_roles` (the policy's `preserve_roles`;
+        default: the system prompt) only when `force` is True; record the boundary; new
+        revision. The current summary, checked current first, is sealed: it stays in the
+        context, its purged sources checked by their stored digests (SPEC §15.5). Every other
+        summary version citing a purged turn is erased (counted by `pruned_count`). Erased
+        bytes are overwritten in the file and the WAL is checkpointed. The boundary records
+        at most the last sequence written and, without `force`, stops before a compaction
+        unit the purge would split and before an unanswered tool call (SPEC §17.2: so no
+        tool result is ever left raw without its call), and before a `keep_roles` turn the
+        sealed summary covers: its `through_sequence` says where the purge went."""
+        return self._retention.purge_through(
+            conversation_id, sequence, reason, force=force, keep_roles=keep_roles
+        )
+
+    def apply_retention(
+        self,
+        conversation_id: str,
+        *,
+        retain_turns: int | None = None,
+        retain_days: float | None = None,
+        reason: str = "retention",
+        keep_roles: Iterable[str] = (),
+    ) -> HistoryBoundary | None:
+        """Purge (sealing first) the raw turns beyond the newest `retain_turns` or written
+        more than `retain_days` ago, but only those the current summary covers: without a
+        current summary nothing is purged, and a turn it keeps raw (preserved, protected,
+        an open tool call) stays. Turns of `keep_roles` are kept (the Compactor passes its
+        policy's `preserve_roles`, so the system prompt stays raw in the context). Returns
+        the boundary,
+        or None when nothing was due. (The Compactor calls this after an accepted summary
+        when its policy states a retention.)"""
+        return self._retention.apply_retention(
+            conversation_id,
+            retain_turns=retain_turns,
+            retain_days=retain_days,
+            reason=reason,
+            keep_roles=keep_roles,
+        )
+
+    def preview_purge(
+        self,
+        conversation_id: str,
+        sequence: int,
+        *,
+        force: bool = False,
+        keep_roles: Iterable[str] = ("system",),
+    ) -> dict[str, Any]:
+        """What `purge_through` would do, nothing written: `turns` (how many would go, with
+        `first_sequence`/`last_purged_sequence`), `protected_kept`, `roles_kept` (turns of
+        `keep_roles` that stay), `sealed_summary` (the ID
+        of the summary that would be sealed, or None), `versions_erased`, `last_sequence`,
+        and `unsummarised`: live turns that would go without being a source of the sealed
+        summary, so what they said would leave the context for good."""
+        return self._retention.preview_purge(
+            conversation_id, sequence, force=force, keep_roles=keep_roles
+        )
+
+    def delete_conversation(self, conversation_id: str) -> None:
+        """Erase the conversation: its turns, turn history, summaries, plans, index rows and
+        purge boundaries, overwritten in the file (the WAL is checkpointed). An unknown ID
+        is not an error."""
+        self._retention.delete_conversation(conversation_id)
+
     def history_boundary(self, conversation_id: str) -> HistoryBoundary | None:
         """The furthest purge boundary of the conversation (the largest purged sequence, with
         the reason and time of the purge that reached it), or None."""
-        conversation_id = _validate.text("conversation_id", conversation_id)
+        conversation_id = _validate.identifier("conversation_id", conversation_id)
         with self._transaction(write=False, operation="history_boundary") as conn:
             return ledger.boundary(conn, conversation_id)

@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledgerfold.store._schema import TURN_LIVE, TURN_PURGED, TURN_RETRACTED
+from ledgerfold.store._schema import CURRENT, STALE, TURN_LIVE, TURN_PURGED, TURN_RETRACTED
 
 __all__ = ["StoreStats", "read_stats"]
 
@@ -84,7 +84,7 @@ def read_stats(conn: sqlite3.Connection, conversation_id: str | None) -> StoreSt
     rows = conn.execute(
         "SELECT c.id,"
         " (SELECT s.status || '|' || COALESCE(s.reason, '') FROM summaries s"
-        "   WHERE s.conversation_id = c.id AND s.status IN ('current', 'stale')"
+        f"   WHERE s.conversation_id = c.id AND s.status IN ('{CURRENT}', '{STALE}')"
         "   ORDER BY s.pk DESC LIMIT 1),"
         " EXISTS (SELECT 1 FROM history_boundaries b WHERE b.conversation_id = c.id),"
         # The current summary cites a purged turn (sealed): read only where turns were purged.

@@ -16,7 +16,7 @@ from typing import Any
 from ledgerfold import _checkpoints as checkpoints
 from ledgerfold._context import ContextItem, SummaryItem
 from ledgerfold._errors import InvalidInput, StoreError
-from ledgerfold._native import SourceDigests
+from ledgerfold._native import SourceDigests, SourceIds
 from ledgerfold.store import _ledger as ledger
 from ledgerfold.store import _sources as sources
 from ledgerfold.store._database import now
@@ -41,6 +41,8 @@ __all__ = [
     "version",
 ]
 
+_Ids = tuple[str, ...] | SourceIds
+
 #: Envelopes kept in memory per store; summaries are immutable, so entries never go stale.
 _CACHE_LIMIT = 64
 
@@ -61,8 +63,8 @@ class VersionCache:
         # Plan ID -> (its compacted IDs, the parent's source IDs they were built on): the
         # tuple objects themselves, so a commit of that very tuple knows it starts with the
         # parent's without comparing 100k IDs (SPEC §15.2's cost). A few plans, per store.
-        self._extensions: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
-        self._staged_extensions: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        self._extensions: dict[str, tuple[_Ids, _Ids]] = {}
+        self._staged_extensions: dict[str, tuple[_Ids, _Ids]] = {}
 
     def get(self, summary_id: str) -> Version | None:
         return self._versions.get(summary_id)
@@ -79,11 +81,16 @@ class VersionCache:
         self._staged_digests[_key(version)] = digests
 
     def stage_extension(
-        self, plan_id: str, compacted: tuple[str, ...], prefix: tuple[str, ...]
+        self,
+        plan_id: str,
+        compacted: tuple[str, ...] | SourceIds,
+        prefix: tuple[str, ...] | SourceIds,
     ) -> None:
         self._staged_extensions[plan_id] = (compacted, prefix)
 
-    def extends(self, plan_id: str, ids: tuple[str, ...], prefix: tuple[str, ...]) -> bool:
+    def extends(
+        self, plan_id: str, ids: tuple[str, ...] | SourceIds, prefix: tuple[str, ...] | SourceIds
+    ) -> bool:
         """Whether `ids` is the very tuple the store built for `plan_id` on `prefix`."""
         known = self._extensions.get(plan_id)
         return known is not None and known[0] is ids and known[1] is prefix
@@ -133,11 +140,12 @@ def _version(conn: sqlite3.Connection, cache: VersionCache, row: tuple[Any, ...]
         return found
     if row[12] is not None:
         try:
-            source_ids = tuple(json.loads(row[12]))
+            source_ids = SourceIds(json.loads(row[12]))
         except (ValueError, TypeError, RecursionError):
             raise damaged_summary(row, "rejected_source_ids") from None
     else:
-        source_ids = tuple(
+        # Shared by the versions that extend this one (issue 28 item 6).
+        source_ids = SourceIds(
             r[0]
             for r in conn.execute(
                 "SELECT turn_id FROM summary_sources WHERE summary_pk = ? ORDER BY position",

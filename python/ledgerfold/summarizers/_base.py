@@ -171,7 +171,8 @@ def _call_in_thread(
         target=context.run, args=(run,), name="ledgerfold-summarizer", daemon=True
     )
     thread.start()
-    thread.join(timeout)
+    # A timeout beyond the platform's limit (about 292 years) is valid and means no limit.
+    thread.join(min(timeout, threading.TIMEOUT_MAX))
     if thread.is_alive():
         raise TimeoutError(f"summarizer did not return within {timeout:g}s")
     if "error" in outcome:

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ledgerfold import _validate
-from ledgerfold._errors import InvalidInput
 from ledgerfold.tokens import approx_tokens
 
 if TYPE_CHECKING:
@@ -34,7 +33,7 @@ _OMITTED_LINE = re.compile(
     r"(?:: sequences? (\d+)(?:–(\d+))?)?(?:; recall_history returns them)?\]$"
 )
 # Which turn lines are dropped first when some must go: tool output, then the assistant's
-# (and system) lines, the user's last — the user's request outlives the rest (issue 27).
+# (and system) lines, the user's last — the user's request outlives the rest.
 _DROP_ORDER = {"tool": 0, "user": 2}
 
 
@@ -119,12 +118,7 @@ class ExtractiveSummarizer:
             _validate.integer("max_turns", max_turns, minimum=1)
         self.max_turns = max_turns
         self.tool_head_chars = _validate.integer("tool_head_chars", tool_head_chars, minimum=0)
-        if token_counter is not None and not callable(token_counter):
-            raise InvalidInput(
-                "token_counter: must be a callable str -> int",
-                field="token_counter",
-                problem="wrong-type",
-            )
+        _validate.callback("token_counter", token_counter, "str -> int")
         self.token_counter = token_counter if token_counter is not None else approx_tokens
 
     def __repr__(self) -> str:

@@ -7,6 +7,7 @@
 //!   layout over turns already ordered by sequence;
 //! - [`segment`]: recall's passages and search tokens (SPEC §16.5);
 //! - [`units`]: the compaction units every rule keeps together (groups and tool calls);
+//! - [`shared_seq`]: the frozen source-ID sequence an extension shares with its parent;
 //! - [`chat`]: which context items a chat request can carry (tool-call sequences);
 
 pub mod assemble;
@@ -24,6 +25,7 @@ pub mod model;
 pub mod plan;
 pub mod revalidate;
 pub mod segment;
+pub mod shared_seq;
 pub mod units;
 
 pub use encoding::{encode_turn, turn_digest, TurnRef};

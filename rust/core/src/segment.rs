@@ -72,11 +72,33 @@ pub fn index_passages(body: &str) -> Vec<Passage> {
 }
 
 /// The query's tokens, distinct, in first-occurrence order, at most [`MAX_QUERY_TERMS`].
+///
+/// A one-character CJK token next to a digit run (`3号`, `第3章`) is left out while
+/// another term remains: the digits say which one is meant, and the lone character, a
+/// token of every `13号` too, would make `3号` match `13号` (SPEC §16.5).
 pub fn query_terms(query: &str) -> Vec<String> {
     let mut joined = String::new();
     push_tokens(query, &mut joined);
+    let all: Vec<&str> = joined
+        .split(' ')
+        .filter(|token| !token.is_empty())
+        .collect();
+    let is_digits = |token: &str| token.chars().all(|c| class_of(c) == Class::Digit);
+    let kept: Vec<&str> = all
+        .iter()
+        .enumerate()
+        .filter(|&(at, token)| {
+            let mut chars = token.chars();
+            let lone_cjk = matches!((chars.next(), chars.next()), (Some(c), None) if class_of(c) == Class::Cjk);
+            let by_digits = (at > 0 && is_digits(all[at - 1]))
+                || all.get(at + 1).is_some_and(|next| is_digits(next));
+            !(lone_cjk && by_digits)
+        })
+        .map(|(_, token)| *token)
+        .collect();
+    let chosen = if kept.is_empty() { &all } else { &kept };
     let mut terms: Vec<String> = Vec::new();
-    for token in joined.split(' ').filter(|token| !token.is_empty()) {
+    for &token in chosen {
         if terms.len() == MAX_QUERY_TERMS {
             break;
         }
@@ -406,6 +428,16 @@ mod tests {
         assert_eq!(toks("13号"), ["13", "号"]);
         assert_eq!(toks("130"), ["130"]);
         assert_eq!(toks("sha256"), ["sha", "256"]);
+    }
+
+    #[test]
+    fn a_lone_cjk_character_by_digits_leaves_the_query_while_another_term_remains() {
+        assert_eq!(query_terms("3号"), ["3"]);
+        assert_eq!(query_terms("第3章"), ["3"]);
+        assert_eq!(query_terms("13号"), ["13"]);
+        assert_eq!(query_terms("号"), ["号"]);
+        assert_eq!(query_terms("护照 3号"), ["护照", "3"]);
+        assert_eq!(query_terms("猫 狗"), ["猫", "狗"]);
     }
 
     #[test]

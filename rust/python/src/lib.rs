@@ -14,6 +14,7 @@ mod plan;
 mod revalidate;
 mod rows;
 mod segment;
+mod source_ids;
 mod turn;
 mod units;
 
@@ -39,6 +40,8 @@ mod _native {
     use crate::revalidate::{revalidate_columns, revalidate_flat};
     #[pymodule_export]
     use crate::segment::{index_passages, query_terms};
+    #[pymodule_export]
+    use crate::source_ids::{SourceIds, SourceIdsIterator};
     #[pymodule_export]
     use crate::turn::Turn;
     #[pymodule_export]

@@ -5,19 +5,39 @@ use std::collections::HashSet;
 use ledgerfold_core::ids;
 use ledgerfold_core::plan::{plan_layout, PlanInput};
 use ledgerfold_core::Problem;
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
 use crate::conversation::Conversation;
 use crate::errors::invalid;
 use crate::extract;
+use crate::source_ids::SourceIds;
 use crate::units::roots_of;
 
-/// True when the tuple `ids` begins with the tuple `prefix`. An item that is the very object
-/// of the prefix is equal without comparing text, so a rolling envelope built on its parent's
-/// IDs is checked at pointer speed (O(covered) pointers, no string compares).
+/// True when `ids` begins with `prefix` (each a tuple or a `SourceIds`). An item that is
+/// the very object of the prefix is equal without comparing text, and IDs a `SourceIds`
+/// shares with its prefix's storage are equal without looking at them, so a rolling
+/// envelope built on its parent's IDs is checked without comparing every covered ID.
 #[pyfunction]
-pub fn starts_with_ids(ids: &Bound<'_, PyTuple>, prefix: &Bound<'_, PyTuple>) -> PyResult<bool> {
+pub fn starts_with_ids(ids: &Bound<'_, PyAny>, prefix: &Bound<'_, PyAny>) -> PyResult<bool> {
+    if let Ok(shared) = ids.cast::<SourceIds>() {
+        return shared.get().starts_with(ids.py(), prefix);
+    }
+    let ids = ids
+        .cast::<PyTuple>()
+        .map_err(|_| PyTypeError::new_err("starts_with_ids: ids must be a tuple or SourceIds"))?;
+    if let Ok(shared) = prefix.cast::<SourceIds>() {
+        let prefix = shared.get().tuple(ids.py())?;
+        return tuple_starts_with(ids, &prefix);
+    }
+    let prefix = prefix.cast::<PyTuple>().map_err(|_| {
+        PyTypeError::new_err("starts_with_ids: prefix must be a tuple or SourceIds")
+    })?;
+    tuple_starts_with(ids, prefix)
+}
+
+fn tuple_starts_with(ids: &Bound<'_, PyTuple>, prefix: &Bound<'_, PyTuple>) -> PyResult<bool> {
     if prefix.len() > ids.len() {
         return Ok(false);
     }

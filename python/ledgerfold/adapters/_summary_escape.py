@@ -1,0 +1,139 @@
+"""Escaping a summary's text for the delimited data block of the chat messages (SPEC §8,
+§15.6), so it cannot pose as a turn, a delimiter or a chat-template token.
+
+Summary escaping (`escape_summary_text`, reversed by `unescape_summary_text`) is one pass
+over the text; every replacement is an HTML-style entity, so the text stays readable:
+
+- ``&`` → ``&amp;`` when it starts something entity-shaped (``&name;``, ``&#91;``), so that
+  unescaping is exact;
+- ``<`` → ``&lt;`` when a tag or special token could start there: before a letter, ``/``,
+  ``!``, ``?``, ``|`` or ``｜`` (``</ledgerfold-summary>``, ``<|im_start|>``, ``<s>``,
+  ``</s>``, ``<|eot_id|>``, ``<start_of_turn>``, ``<｜User｜>``, ``<<SYS>>`` ...); and ``>`` →
+  ``&gt;`` after ``|``/``｜`` (the end of ``<|...|>`` tokens). ``a < b`` is left alone;
+- ``[`` → ``&#91;`` before an all-caps bracket token (``[INST]``, ``[/INST]``,
+  ``[SYSTEM_PROMPT]``, ``[TOOL_CALLS]`` ...);
+- at the start of a line (after any Unicode spaces, such as U+00A0 or U+3000, and invisible
+  ones such as U+200B; every Unicode line break counts), the colon of a role prefix
+  (``system:``, ``user:``, ``assistant:``, ``tool:``, ``human:``, ``ai:``, ``developer:``,
+  ``function:``, ``model:``, ``bot:``) → ``&#58;``, also inside markdown emphasis
+  (``**User:**``, ``_user_:``), and the first ``#`` of a role heading (``### Instruction``,
+  ``## Response``, ``### User`` ...) → ``&#35;``.
+
+The rules are matched on the text as a reader (or a model) sees it: NFKC-normalised, with
+the invisible format characters (Unicode category Cf: U+200B, U+00AD, bidi controls ...)
+left out, so ``Ｕｓｅｒ:``, ``user：``, ``us\u200ber:`` and ``＜/ledgerfold-summary＞`` are
+caught too. The character that is replaced is the original one: an ASCII one by the entity
+above, any other (``：``, ``＜`` ...) by its decimal entity (``&#65306;``), so unescaping
+stays exact.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import unicodedata
+
+__all__ = ["escape_summary_text", "unescape_summary_text"]
+
+_LINE_BREAKS = r"\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+_LINE_START = rf"(?:^|(?<=[{_LINE_BREAKS}]))"
+# Any Unicode space but a line break, and the invisible characters a reader or a model skips
+# as well: a prefix after U+00A0, U+3000 or U+200B still reads as a role (SPEC §15.6).
+_BLANK = rf"(?:[^\S{_LINE_BREAKS}]|[\u180e\u200b-\u200d\u2060\ufeff])"
+# Before and after a role word: blanks and markdown emphasis (`**User:**`, `_user_:`).
+_LEAD = rf"(?:{_BLANK}|[*_~`])"
+_ROLE_WORDS = r"system|user|assistant|tool|human|ai|developer|function|model|bot"
+_HEADING_WORDS = r"instructions?|response|input|system|user|assistant|human|tool|context"
+_ESCAPE_PATTERN = re.compile(
+    r"(?P<amp>&)(?=[A-Za-z#][A-Za-z0-9]*;)"
+    r"|(?P<lt><)(?=[A-Za-z/!?|｜]|\s+[/|｜])"
+    r"|(?<=[|｜])(?P<gt>>)"
+    r"|(?P<bracket>\[)(?=/?[A-Z][A-Z0-9_]*\])"
+    rf"|{_LINE_START}(?P<role>{_LEAD}*(?i:{_ROLE_WORDS}){_LEAD}*):"
+    rf"|{_LINE_START}(?P<heading>{_BLANK}*)#(?=#*{_BLANK}*(?i:{_HEADING_WORDS})\b)"
+)
+_UNESCAPE_PATTERN = re.compile(r"&(amp|lt|gt|#[0-9]+);")
+_UNESCAPES = {"amp": "&", "lt": "<", "gt": ">"}
+# The ASCII character each rule replaces, and its entity.
+_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "[": "&#91;", ":": "&#58;", "#": "&#35;"}
+_LINE_BREAK = re.compile(f"[{_LINE_BREAKS}]")
+
+
+def _escaped_at(match: re.Match[str]) -> int:
+    """The index (in the searched text) of the one character a match replaces: the colon of
+    a role prefix, the `#` of a heading, else the match's first character."""
+    if match["role"] is not None or match["heading"] is not None:
+        return match.end() - 1
+    return match.start()
+
+
+def _escape_match(match: re.Match[str]) -> str:
+    prefix = match[0][: _escaped_at(match) - match.start()]
+    return prefix + _ENTITIES[match.string[_escaped_at(match)]]
+
+
+def _reader_table(text: str) -> dict[int, str | None]:
+    """How a reader sees the characters of `text` that are not as they are: format
+    characters (Cf) dropped, others NFKC-normalised (for `str.translate`). Line breaks are
+    never changed, so a line of the view is the same line of `text`."""
+    table: dict[int, str | None] = {}
+    for char in set(text):
+        if char.isascii():
+            continue
+        if unicodedata.category(char) == "Cf":
+            table[ord(char)] = None
+        else:
+            seen = unicodedata.normalize("NFKC", char)
+            if seen != char:
+                table[ord(char)] = seen
+    return table
+
+
+def _line_starts(text: str) -> list[int]:
+    return [0, *(found.end() for found in _LINE_BREAK.finditer(text))]
+
+
+def escape_summary_text(text: str) -> str:
+    """Escape summary text for the delimited data block (see the module docstring)."""
+    table = {} if text.isascii() else _reader_table(text)
+    if not table:  # the text is its reader's view
+        return _ESCAPE_PATTERN.sub(_escape_match, text)
+    view = text.translate(table)
+    matches = [_escaped_at(match) for match in _ESCAPE_PATTERN.finditer(view)]
+    if not matches:
+        return text
+    # Each match back to its character in `text`: the same line, walked from its start.
+    view_lines, text_lines = _line_starts(view), _line_starts(text)
+    replaced: dict[int, str] = {}
+    for position in matches:
+        line = bisect.bisect_right(view_lines, position) - 1
+        index, seen = text_lines[line], view_lines[line]
+        while True:
+            width = len(table.get(ord(text[index]), text[index]) or "")
+            if seen + width > position:
+                break
+            seen += width
+            index += 1
+        char = text[index]
+        replaced[index] = _ENTITIES.get(char, f"&#{ord(char)};")
+    pieces: list[str] = []
+    done = 0
+    for index in sorted(replaced):
+        pieces += [text[done:index], replaced[index]]
+        done = index + 1
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
+def _unescape(match: re.Match[str]) -> str:
+    name = match[1]
+    if name[0] != "#":
+        return _UNESCAPES[name]
+    code = int(name[1:])
+    # Only a code point is an entity escaping made; anything else is left as it is.
+    return chr(code) if code <= 0x10FFFF else match[0]
+
+
+def unescape_summary_text(escaped: str) -> str:
+    """Exact inverse of `escape_summary_text`."""
+    return _UNESCAPE_PATTERN.sub(_unescape, escaped)

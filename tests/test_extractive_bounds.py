@@ -1,0 +1,79 @@
+"""The agent loop (SPEC §15), checked black-box through the public API on real transcripts and a
+real SQLite file. The default (extractive) summarizer stays within `max_summary_tokens` (SPEC
+§15.2, §15.8), counted by the policy's token counter, listing each call once and keeping the
+head of tool results."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ledgerfold import (
+    CompactionPolicy,
+    Compactor,
+    ExtractiveSummarizer,
+    SQLiteStore,
+    SummaryRequest,
+    Turn,
+)
+from ledgerfold.tokens import approx_tokens
+
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
+    sys.path.insert(0, str(_HERE))
+
+from loop_support import CONV, spec_of, transcripts  # noqa: E402
+
+# -- the default summarizer (§15.2) -----------------------------------------------------------
+
+
+def test_extractive_summarizer_bounds_lists_calls_once_and_keeps_tool_heads() -> None:
+    transcript = next(t for t in transcripts("tau_bench.jsonl") if len(t.turns) >= 30)
+    items = tuple(_item(turn) for turn in transcript.turns if turn.role != "system")
+    unbounded = ExtractiveSummarizer()(SummaryRequest(CONV, "p", "v1", items))
+    called = [
+        call["function"]["name"]
+        for turn in transcript.turns
+        for call in json.loads((turn.meta or {}).get("tool_calls", "[]"))
+    ]
+    assert called
+    for name in set(called):
+        assert unbounded.count(name) == called.count(name)  # each call once, not twice
+    tool = next(turn for turn in transcript.turns if turn.role == "tool" and len(turn.body) > 200)
+    assert " ".join(tool.body.split())[:40] in unbounded  # a head, not only "N chars"
+    for budget in (400, 60, 5, 1):
+        request = SummaryRequest(CONV, "p", "v1", items, max_summary_tokens=budget)
+        text = ExtractiveSummarizer()(request)
+        assert text.strip() and approx_tokens(text) <= budget
+    # A long previous summary is bounded too.
+    request = SummaryRequest(
+        CONV,
+        "p",
+        "v1",
+        items[-4:],
+        previous_summary=unbounded,
+        covered_count=len(items) - 4,
+        max_summary_tokens=100,
+    )
+    assert approx_tokens(ExtractiveSummarizer()(request)) <= 100
+
+
+def test_the_default_summarizer_honours_max_summary_tokens_by_the_policy_counter(
+    store: SQLiteStore,
+) -> None:
+    """§15.8: the policy's `token_counter` is what `max_summary_tokens` is counted in."""
+    transcript = next(t for t in transcripts("tau_bench.jsonl") if len(t.turns) >= 30)
+    store.append_many(CONV, [spec_of(turn) for turn in transcript.turns])
+    policy = CompactionPolicy(
+        "v1", keep_tail=2, min_new_turns=1, max_summary_tokens=200, token_counter=len
+    )
+    summary = Compactor(store, policy).compact(CONV).summary
+    assert summary is not None and 0 < len(summary.text) <= 200
+
+
+def _item(turn: Turn) -> Any:
+    from ledgerfold import TurnItem
+
+    return TurnItem(turn.id, turn.role, turn.body, turn.sequence, turn.meta)

@@ -1,0 +1,138 @@
+"""The agent loop (SPEC §15), checked black-box through the public API on real transcripts and a
+real SQLite file. When a compaction is due (SPEC §15.2): `min_new_turns`, the default policy's
+hysteresis, the trigger over the assembled context, the back-off across a restart, and what
+`force` bypasses."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ledgerfold import CompactionPolicy, Compactor, SQLiteStore, create_summary_envelope
+
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
+    sys.path.insert(0, str(_HERE))
+
+from loop_support import CONV, Recorder, real_bodies, talk, words  # noqa: E402
+
+# -- §15.2 bounded cost ---------------------------------------------------------------------
+
+
+def test_min_new_turns_and_a_not_due_call_registers_nothing(store: SQLiteStore) -> None:
+    bodies = real_bodies(30)
+    recorder = Recorder()
+    compactor = Compactor(store, CompactionPolicy("v1", keep_tail=2, min_new_turns=8), recorder)
+    talk(store, bodies, 0, 9)  # 7 compactable
+    assert compactor.compact(CONV).reason == "not-due"
+    assert recorder.requests == [] and store.summary_history(CONV) == []
+    talk(store, bodies, 9, 1)  # 8 compactable
+    assert compactor.compact(CONV).accepted
+    talk(store, bodies, 10, 7)
+    assert compactor.compact(CONV).reason == "not-due"
+    talk(store, bodies, 17, 1)
+    assert compactor.compact(CONV).accepted
+    assert [len(request.turns) for request in recorder.requests] == [8, 8]
+    assert [record.status for record in store.summary_history(CONV)] == ["superseded", "current"]
+
+
+def test_the_default_policy_does_not_compact_on_every_turn(store: SQLiteStore) -> None:
+    """Regression: with `trigger_tokens=None` the summarizer ran 26 times in 30 exchanges."""
+    bodies = real_bodies(60)
+    recorder = Recorder()
+    compactor = Compactor(store, CompactionPolicy("v1"), recorder)
+    for index in range(60):
+        talk(store, bodies, index, 1)
+        compactor.compact(CONV)
+    assert 1 <= len(recorder.requests) <= 60 // 8
+    assert all(len(request.turns) >= 8 for request in recorder.requests)
+
+
+def test_only_a_due_compaction_abandons_an_unfinished_plan(store: SQLiteStore) -> None:
+    """§15.8: due-ness is decided before a plan is registered; the plan left without a
+    record gets failed/abandoned when the next one registers, and its late result is
+    still refused as superseded-plan."""
+    talk(store, real_bodies(10), 0, 6)
+    unfinished = store.start_plan(CONV, 2, "v1")
+    for policy in (
+        CompactionPolicy("v1", keep_tail=2, min_new_turns=8),
+        CompactionPolicy("v1", keep_tail=2, min_new_turns=1, trigger_tokens=1_000_000),
+    ):
+        assert Compactor(store, policy, Recorder()).compact(CONV).reason == "not-due"
+        assert store.summary_history(CONV) == []
+    due = CompactionPolicy("v1", keep_tail=2, min_new_turns=1)
+    assert Compactor(store, due, Recorder()).compact(CONV).accepted
+    records = [(record.status, record.reason) for record in store.summary_history(CONV)]
+    assert records == [("failed", "abandoned"), ("current", None)]
+    late = create_summary_envelope(unfinished, store.load(CONV), "late", "v1", "late text")
+    assert store.commit_summary(late).detail == "superseded-plan"
+
+
+def test_trigger_counts_the_assembled_context(store: SQLiteStore) -> None:
+    long_body = " ".join(["word"] * 200)
+    for index in range(12):
+        store.append(CONV, "user", f"{long_body} {index}", id=f"t{index}")
+    policy = CompactionPolicy(
+        "v1", keep_tail=2, trigger_tokens=600, min_new_turns=2, token_counter=words
+    )
+    compactor = Compactor(store, policy, lambda request: "short")
+    assert compactor.compact(CONV).accepted  # 12 x 200 words raw: over the trigger
+    # The raw ledger is far over the trigger, the assembled context is not.
+    for index in range(12, 16):
+        store.append(CONV, "user", f"tiny {index}", id=f"t{index}")
+    assert compactor.compact(CONV).reason == "not-due"
+    # A summary that alone is over the trigger makes it due, but only with new turns enough.
+    wordy = Compactor(store, policy, lambda request: " ".join(["fact"] * 900))
+    assert wordy.compact(CONV, force=True).accepted
+    store.append(CONV, "user", "one more", id="t16")
+    assert wordy.compact(CONV).reason == "not-due"  # 1 new < min_new_turns
+    store.append(CONV, "user", "and another", id="t17")
+    assert wordy.compact(CONV).accepted
+
+
+def test_backoff_doubles_per_failure_caps_at_64x_and_survives_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    bodies = real_bodies(200)
+    policy = CompactionPolicy("v1", keep_tail=1, min_new_turns=2)
+    with SQLiteStore(path) as store:
+        talk(store, bodies, 0, 3)  # 2 new
+        assert Compactor(store, policy, Recorder(fail=True)).compact(CONV).status == "failed"
+        talk(store, bodies, 3, 1)  # 3 new: 4 needed after one failure
+        assert Compactor(store, policy, Recorder()).compact(CONV).reason == "not-due"
+    with SQLiteStore(path) as store:  # a restart: the streak is read from the store
+        assert store.consecutive_failures(CONV) == 1
+        talk(store, bodies, 4, 1)  # 4 new
+        assert Compactor(store, policy, Recorder(fail=True)).compact(CONV).status == "failed"
+        talk(store, bodies, 5, 3)  # 7 new: 8 needed after two
+        assert Compactor(store, policy, Recorder()).compact(CONV).reason == "not-due"
+        # force bypasses the back-off; forced failures count all the same.
+        for _ in range(6):
+            outcome = Compactor(store, policy, Recorder(fail=True)).compact(CONV, force=True)
+            assert outcome.status == "failed"
+    with SQLiteStore(path) as store:
+        assert store.consecutive_failures(CONV) == 8
+        talk(store, bodies, 8, 120)  # 127 new: the cap is 2 x 2**6 = 128
+        assert Compactor(store, policy, Recorder()).compact(CONV).reason == "not-due"
+        talk(store, bodies, 128, 1)
+        assert Compactor(store, policy, Recorder()).compact(CONV).accepted
+        assert store.consecutive_failures(CONV) == 0
+        talk(store, bodies, 129, 2)  # back to min_new_turns after a success
+        assert Compactor(store, policy, Recorder()).compact(CONV).accepted
+
+
+def test_force_bypasses_trigger_min_new_turns_and_backoff_but_not_emptiness(
+    store: SQLiteStore,
+) -> None:
+    bodies = real_bodies(20)
+    policy = CompactionPolicy("v1", keep_tail=2, trigger_tokens=100_000, min_new_turns=8)
+    talk(store, bodies, 0, 3)  # one compactable turn, far under the trigger
+    assert Compactor(store, policy, Recorder(fail=True)).compact(CONV, force=True).reason == (
+        "summarizer-error"
+    )
+    recorder = Recorder()
+    outcome = Compactor(store, policy, recorder).compact(CONV, force=True)
+    assert outcome.accepted and [turn.id for turn in recorder.requests[0].turns] == ["t0"]
+    history = len(store.summary_history(CONV))
+    outcome = Compactor(store, policy, recorder).compact(CONV, force=True)
+    assert (outcome.status, outcome.reason) == ("skipped", "nothing-to-compact")
+    assert len(recorder.requests) == 1 and len(store.summary_history(CONV)) == history
