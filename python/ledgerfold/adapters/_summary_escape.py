@@ -30,6 +30,7 @@ stays exact.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 import unicodedata
 
@@ -95,6 +96,18 @@ def _line_starts(text: str) -> list[int]:
 
 def escape_summary_text(text: str) -> str:
     """Escape summary text for the delimited data block (see the module docstring)."""
+    return _escape_cached(text)
+
+
+# A context is read on every model call and its summary changes once per compaction: the
+# escaped text of the last few summaries is kept (in memory only), so a call does not
+# re-scan a long summary. Small: a process serving many conversations at once re-escapes.
+@functools.lru_cache(maxsize=32)
+def _escape_cached(text: str) -> str:
+    return _escape(text)
+
+
+def _escape(text: str) -> str:
     table = {} if text.isascii() else _reader_table(text)
     if not table:  # the text is its reader's view
         return _ESCAPE_PATTERN.sub(_escape_match, text)

@@ -15,7 +15,7 @@ from ledgerfold.store._database import Transaction
 from ledgerfold.store._rows import DAMAGED, DamagedSummary
 from ledgerfold.store._schema import TURN_LIVE
 
-__all__ = ["assemble"]
+__all__ = ["assemble", "log_fallback"]
 
 _log = logging.getLogger("ledgerfold.store")
 
@@ -89,6 +89,12 @@ def assemble(
             raw = assemble_context(conversation, None, policy_version)
             assembled = AssembledContext(raw.items, f"stale-summary:{reason}")
     assert assembled is not None
+    log_fallback(conversation_id, assembled)
+    return AssembledContext(assembled.items, assembled.fallback, boundary, assembled.fallback_id)
+
+
+def log_fallback(conversation_id: str, assembled: AssembledContext) -> None:
+    """Log a context served raw (IDs and counts only)."""
     if assembled.fallback is not None:
         _log.info(
             "context fallback: conversation=%s fallback=%s id=%s turns=%d",
@@ -97,4 +103,3 @@ def assemble(
             assembled.fallback_id,
             len(assembled.items),
         )
-    return AssembledContext(assembled.items, assembled.fallback, boundary, assembled.fallback_id)

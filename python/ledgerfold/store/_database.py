@@ -53,10 +53,11 @@ DURABILITIES = ("full", "normal")
 class Transaction(Protocol):
     """The store's transaction: one per call, under its lock, named for the operation
     (`SQLiteStore._transaction`); what the objects and functions doing a method's work
-    inside it are given."""
+    inside it are given. `scope`: the one conversation a write changes, when it changes no
+    other's rows (see `_context_cache`); None (any write may) is always correct."""
 
     def __call__(
-        self, *, write: bool, operation: str
+        self, *, write: bool, operation: str, scope: str | None = None
     ) -> AbstractContextManager[sqlite3.Connection]: ...
 
 

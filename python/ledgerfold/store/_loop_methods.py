@@ -86,7 +86,9 @@ class CompactionLoop:
             "plan-" + uuid.uuid4().hex if plan_id is None else _validate.text("plan_id", plan_id)
         )
         roles = preserve_roles_arg(preserve_roles)
-        with self._transaction(write=True, operation="begin_compaction") as conn:
+        with self._transaction(
+            write=True, operation="begin_compaction", scope=conversation_id
+        ) as conn:
             failures = compaction.failure_streak(conn, conversation_id)
             pointed = summaries.pointed(conn, self._cache, conversation_id)
             if min_new_turns >= REBASE_ONLY and not compaction.due_at_once(

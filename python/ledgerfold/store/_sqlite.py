@@ -34,6 +34,7 @@ from ledgerfold.store import _ledger as ledger
 from ledgerfold.store import _search as search_queries
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store import _summary_reads as summary_reads
+from ledgerfold.store._context_cache import ContextCache
 from ledgerfold.store._database import Database, database_path, durability_arg
 from ledgerfold.store._loop_methods import CompactionLoop
 from ledgerfold.store._protocol import CompactionWork, SummaryRecord
@@ -79,6 +80,7 @@ class SQLiteStore:
         self._on_event = on_event
         self._path = database_path(path)
         self._cache = summaries.VersionCache()
+        self._contexts = ContextCache()
         self._db = Database(self._path, durability_arg(durability), read_only=read_only)
         self._loop = CompactionLoop(self._transaction, self._cache)
         self._writes = TurnWrites(self._transaction, on_event)
@@ -90,6 +92,8 @@ class SQLiteStore:
         """Close the connection; later calls raise `StoreError`. Idempotent. The store's
         worker thread (async entry points, SPEC §17.6) finishes its queued calls first."""
         _worker.close_worker(self)
+        with self._db.lock:
+            self._contexts.clear()
         self._db.close()
 
     def __enter__(self) -> SQLiteStore:
@@ -114,16 +118,30 @@ class SQLiteStore:
         return self._db.connection()
 
     @contextmanager
-    def _transaction(self, *, write: bool, operation: str) -> Iterator[sqlite3.Connection]:
+    def _transaction(
+        self, *, write: bool, operation: str, scope: str | None = None
+    ) -> Iterator[sqlite3.Connection]:
         """One transaction of the database, for the method named `operation` (what a
-        failure names); versions it staged reach the cache only once it has committed."""
+        failure names); versions it staged reach the cache only once it has committed.
+        A write with `scope` changes rows of that one conversation only: the contexts of
+        the others stay cached (`_context_cache`); any other write empties that cache."""
         with self._db.lock:
+            scoped: sqlite3.Connection | None = None
+            before = 0
             try:
                 with self._db.transaction(write=write, operation=operation) as conn:
+                    if write and scope is None:
+                        self._contexts.clear()
+                    elif write:
+                        scoped, before = conn, conn.total_changes
                     yield conn
             except BaseException:
                 self._cache.discard()
                 raise
+            finally:
+                # Counted after COMMIT (or ROLLBACK): FTS5 writes its index rows then.
+                if scoped is not None and scope is not None:
+                    self._contexts.scoped_write(scope, scoped.total_changes - before)
             self._cache.publish()
 
     # ------------------------------------------------------------------ ledger writes
@@ -460,9 +478,19 @@ class SQLiteStore:
         """
         conversation_id = _validate.identifier("conversation_id", conversation_id)
         policy_version = _validate.text("policy_version", policy_version)
-        return context_read.assemble(
-            self._transaction, self._cache, conversation_id, policy_version
-        )
+        with self._db.lock:
+            # A context assembled since the last change that could alter it (see
+            # `_context_cache`) is served again, and logged as a new one would be.
+            stamp = self._contexts.stamp(self._db.connection())
+            cached = self._contexts.get(stamp, conversation_id, policy_version)
+            if cached is not None:
+                context_read.log_fallback(conversation_id, cached)
+                return cached
+            assembled = context_read.assemble(
+                self._transaction, self._cache, conversation_id, policy_version
+            )
+            self._contexts.put(stamp, conversation_id, policy_version, assembled)
+            return assembled
 
     # ------------------------------------------------------------------ retention
 

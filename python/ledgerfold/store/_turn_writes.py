@@ -64,7 +64,7 @@ class TurnWrites:
             prepared.append((turn_id, spec))
         if not prepared:
             return []
-        with self._transaction(write=True, operation="append") as conn:
+        with self._transaction(write=True, operation="append", scope=conversation_id) as conn:
             turns, revision, stale = ledger.insert_turns(
                 conn, conversation_id, prepared, field_prefix
             )
@@ -98,7 +98,7 @@ class TurnWrites:
         if not specs:
             return []
         ids = chat_append.prepare(specs)
-        with self._transaction(write=True, operation="append_chat") as conn:
+        with self._transaction(write=True, operation="append_chat", scope=conversation_id) as conn:
             turns, revision, stale = chat_append.append_chat(conn, conversation_id, specs, ids)
         _log.debug(
             "appended chat messages: conversation=%s turns=%d revision=%d",
