@@ -104,6 +104,48 @@ def test_another_store_objects_append_is_seen(tmp_path: Path) -> None:
         assert after is not before and after.items[-1].id == turn.id
 
 
+def test_an_append_extends_the_context_it_read(tmp_path: Path) -> None:
+    store, _ = _compacted(tmp_path / "s.db")
+    with store:
+        before = store.context("a", POLICY.version)
+        turns = store.append_many("a", _turns("a-more", 2))
+        after = store.context("a", POLICY.version)
+        assert after.items[: len(before.items)] == before.items
+        assert [item.id for item in after.items[len(before.items) :]] == [t.id for t in turns]
+        assert after == _uncached(store, "a")
+
+
+def test_a_result_joining_a_summarised_call_is_not_appended_to_the_summary(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    with store:
+        call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        store.append_chat_messages(
+            "a",
+            [{"role": "user", "content": f"u{n}"} for n in range(4)]
+            + [{"role": "assistant", "content": None, "tool_calls": [call]}]
+            + [{"role": "tool", "tool_call_id": "c1", "content": "one"}]
+            + [{"role": "user", "content": f"v{n}"} for n in range(4)],
+        )
+        assert Compactor(store, POLICY).compact("a", force=True).status == "accepted"
+        assert store.context("a", POLICY.version).fallback is None
+        store.append_chat_messages("a", [{"role": "tool", "tool_call_id": "c1", "content": "2"}])
+        assert store.context("a", POLICY.version).fallback == "stale-summary:group-split"
+        assert store.context("a", POLICY.version) == _uncached(store, "a")
+
+
+def test_a_turn_with_the_summarys_id_is_not_appended_to_the_summary(tmp_path: Path) -> None:
+    store, _ = _compacted(tmp_path / "s.db")
+    with store:
+        assert store.context("a", POLICY.version).fallback is None
+        summary = store.current_summary("a")
+        assert summary is not None
+        store.append_many("a", [{"role": "user", "body": "same id", "id": summary.id}])
+        assert store.context("a", POLICY.version).fallback == "duplicate-id"
+        assert store.context("a", POLICY.version) == _uncached(store, "a")
+
+
 def test_a_failed_write_leaves_what_it_read_right(tmp_path: Path) -> None:
     store, _ = _compacted(tmp_path / "s.db")
     with store:
@@ -116,7 +158,18 @@ def test_a_failed_write_leaves_what_it_read_right(tmp_path: Path) -> None:
 
 _OPS = st.lists(
     st.tuples(
-        st.sampled_from(["append", "edit", "retract", "compact", "tamper", "other-append"]),
+        st.sampled_from(
+            [
+                "append",
+                "edit",
+                "retract",
+                "compact",
+                "tamper",
+                "other-append",
+                "tool-call",
+                "tool-result",
+            ]
+        ),
         st.sampled_from(["a", "b"]),
         st.integers(min_value=0, max_value=50),
     ),
@@ -125,14 +178,15 @@ _OPS = st.lists(
 
 
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(ops=_OPS)
 def test_every_read_equals_the_uncached_read(tmp_path_factory: object, ops: list) -> None:
     path = tmp_path_factory.mktemp("cache") / "s.db"  # type: ignore[attr-defined]
     store, compactor = _compacted(path)
     with store, SQLiteStore(path) as other:
-        for op, conversation, pick in ops:
+        calls: dict[str, list[str]] = {"a": [], "b": []}
+        for step, (op, conversation, pick) in enumerate(ops):
             for name in ("a", "b"):
                 store.context(name, POLICY.version)  # fill the cache before each change
             live = store.load(conversation).turns
@@ -152,5 +206,22 @@ def test_every_read_equals_the_uncached_read(tmp_path_factory: object, ops: list
                 )
             elif op == "other-append":
                 other.append_many(conversation, _turns(f"other{pick}", 1))
+            elif op == "tool-call":
+                calls[conversation].append(f"call-{step}")
+                call = {
+                    "id": f"call-{step}",
+                    "type": "function",
+                    "function": {"name": "lookup", "arguments": "{}"},
+                }
+                store.append_chat_messages(
+                    conversation, [{"role": "assistant", "content": None, "tool_calls": [call]}]
+                )
+            elif op == "tool-result" and calls[conversation]:
+                # A result of a call made earlier (perhaps summarised: its unit splits).
+                call_id = calls[conversation][pick % len(calls[conversation])]
+                store.append_chat_messages(
+                    conversation,
+                    [{"role": "tool", "tool_call_id": call_id, "content": f"r{pick}"}],
+                )
             for name in ("a", "b"):
                 assert store.context(name, POLICY.version) == _uncached(store, name)

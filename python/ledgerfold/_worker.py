@@ -11,6 +11,10 @@ work as jobs. One thread per store, not a pool:
 - a job whose caller is cancelled while it waits never runs; one already running finishes
   (its transaction commits or rolls back whole) before the next job of that store starts.
 
+Jobs queued while others run form a batch (`StoreWorker`): a store can wrap a batch in a
+hook, and `SQLiteStore` with `durability="full"` commits the batch's writes with one fsync
+at its end (group commit), answering no caller before its commit is durable.
+
 The worker belongs to the store object (looked up by identity, any `Store` will do): it is
 shut down when `SQLiteStore.close()` runs or when the store is garbage-collected. A store
 used again after its worker was closed gets a fresh one (the store itself then decides
@@ -20,12 +24,15 @@ whether the call is an error).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import threading
 import weakref
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 __all__ = ["THREAD_NAME", "StoreWorker", "close_worker", "run_on_store", "worker_for"]
@@ -36,20 +43,41 @@ T = TypeVar("T")
 THREAD_NAME = "ledgerfold-store"
 
 
+#: At most this many jobs share one batch (one flush, see `StoreWorker`).
+BATCH_JOBS = 64
+
+#: What a store may offer its worker: `store._worker_batch()`, a context manager around a
+#: run of queued jobs (`SQLiteStore`'s makes their commits durable with one flush at its end).
+BatchHook = Callable[[], AbstractContextManager[None]]
+
+
 class StoreWorker:
-    """A single thread running one store's jobs in submission order."""
+    """A single thread running one store's jobs in submission order.
 
-    __slots__ = ("__weakref__", "_executor", "_lock")
+    Jobs that are queued together run as one *batch*: one after another, each in its own
+    transaction as always, inside the store's batch hook when it has one, and their callers
+    hear back (in call order) when the batch has ended. `SQLiteStore` with
+    `durability="full"` uses this for group commit: the batch's commits are made durable by
+    one fsync at its end instead of one each, and no caller hears of its commit before it is
+    durable. A batch never waits for jobs to arrive: it is whatever was queued while the
+    jobs before it ran (at most `BATCH_JOBS`).
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("__weakref__", "_batch", "_draining", "_executor", "_jobs", "_lock")
+
+    def __init__(self, batch: Callable[[], BatchHook | None] | None = None) -> None:
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
+        self._jobs: deque[tuple[Future[Any], Callable[[], Any]]] = deque()
+        self._draining = False
+        self._batch = batch
 
     def submit(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         """Queue `function(*args, **kwargs)` behind every job submitted before, in the
         caller's `contextvars` context (as `asyncio.to_thread` does)."""
         context = contextvars.copy_context()
         call = functools.partial(context.run, function, *args, **kwargs)
+        future: Future[T] = Future()
         with self._lock:
             if self._executor is None:  # created on first use: a store never awaited has none
                 self._executor = ThreadPoolExecutor(
@@ -58,7 +86,11 @@ class StoreWorker:
                     initializer=_mark_thread,
                     initargs=(self,),
                 )
-            return self._executor.submit(call)
+            self._jobs.append((future, call))
+            if not self._draining:
+                self._draining = True
+                self._executor.submit(self._drain)
+        return future
 
     async def run(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """Run the job on the worker thread and await its result. Cancelling the awaiting
@@ -72,6 +104,45 @@ class StoreWorker:
             executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=wait and getattr(_thread_state, "worker", None) is not self)
+
+    # -- on the worker thread ---------------------------------------------------------------
+
+    def _drain(self) -> None:
+        """Run batches until the queue is empty."""
+        while True:
+            with self._lock:
+                if not self._jobs:
+                    self._draining = False
+                    return
+            self._run_batch()
+
+    def _next(self) -> tuple[Future[Any], Callable[[], Any]] | None:
+        with self._lock:
+            return self._jobs.popleft() if self._jobs else None
+
+    def _run_batch(self) -> None:
+        done: list[tuple[Future[Any], bool, Any]] = []
+        hook = self._batch() if self._batch is not None else None
+        try:
+            with hook() if hook is not None else contextlib.nullcontext():
+                while len(done) < BATCH_JOBS:
+                    job = self._next()
+                    if job is None:
+                        break
+                    future, call = job
+                    if not future.set_running_or_notify_cancel():
+                        continue  # cancelled before it started: never runs
+                    try:
+                        done.append((future, True, call()))
+                    except BaseException as exc:  # the caller gets it, as from an executor
+                        done.append((future, False, exc))
+        except BaseException as exc:  # the batch's end failed (a flush): no job succeeded
+            done = [(future, False, exc) for future, _, _ in done]
+        for future, ok, value in done:
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
 
 
 _thread_state = threading.local()
@@ -95,11 +166,11 @@ def worker_for(store: object) -> StoreWorker:
         entry = _workers.get(key)
         if entry is not None and _referent(entry[0]) is store:
             return entry[1]
-        worker = StoreWorker()
         try:
             handle: Any = weakref.ref(store, functools.partial(_collected, key))
         except TypeError:
             handle = store
+        worker = StoreWorker(_batch_hook(handle))
         _workers[key] = (handle, worker)
         return worker
 
@@ -119,6 +190,19 @@ def close_worker(store: object) -> None:
             return
         del _workers[id(store)]
     entry[1].close()
+
+
+def _batch_hook(handle: Any) -> Callable[[], BatchHook | None] | None:
+    """The store's `_worker_batch`, looked up through the weak reference at each batch (a
+    worker must not keep its store alive)."""
+    if not callable(getattr(_referent(handle), "_worker_batch", None)):
+        return None
+
+    def hook() -> BatchHook | None:
+        store = _referent(handle)
+        return None if store is None else getattr(store, "_worker_batch", None)
+
+    return hook
 
 
 def _referent(handle: Any) -> object:

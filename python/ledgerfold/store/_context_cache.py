@@ -25,7 +25,7 @@ from __future__ import annotations
 import sqlite3
 from collections import OrderedDict
 
-from ledgerfold._context import AssembledContext
+from ledgerfold._context import AssembledContext, TurnItem
 
 __all__ = ["ContextCache"]
 
@@ -35,12 +35,15 @@ Stamp = tuple[int, int]
 class ContextCache:
     """Contexts by conversation and policy version, each with its stamp; at most `size`."""
 
-    __slots__ = ("_entries", "_scoped_changes", "_size")
+    __slots__ = ("_appended", "_entries", "_scoped_changes", "_size")
 
     def __init__(self, size: int = 64) -> None:
         self._entries: OrderedDict[tuple[str, str], tuple[Stamp, AssembledContext]] = OrderedDict()
         self._scoped_changes = 0
         self._size = size
+        # Turns a scoped write appended (and marked nothing stale), by conversation: its
+        # contexts are extended with them once it has committed, not read again.
+        self._appended: dict[str, tuple[TurnItem, ...]] = {}
 
     def stamp(self, conn: sqlite3.Connection) -> Stamp:
         """The database's state as far as the contexts are concerned (see the module)."""
@@ -69,17 +72,45 @@ class ContextCache:
         while len(self._entries) > self._size:
             self._entries.popitem(last=False)
 
-    def scoped_write(self, conversation_id: str, changes: int) -> None:
+    def appended(self, conversation_id: str, items: tuple[TurnItem, ...]) -> None:
+        """Inside a scoped write: it appends these turns, the newest of the conversation,
+        and marks no summary stale. Appending changes a context in one way only then: the
+        turns join its end, raw (SPEC §8: they are newer than any summary's sources). A
+        write that marks a summary stale (a tool result joining a summarised call's unit)
+        or appends a turn with a summary's ID (a `duplicate-id` fallback) must not say so:
+        its contexts are read again."""
+        self._appended[conversation_id] = self._appended.get(conversation_id, ()) + items
+
+    def scoped_write(
+        self, stamp: Stamp, conversation_id: str, changes: int, *, committed: bool
+    ) -> None:
         """A write transaction changed `changes` rows, all of `conversation_id`'s (none: a
-        compaction check that found nothing due, and its contexts stay)."""
+        compaction check that found nothing due, and its contexts stay). `stamp`: the
+        database's stamp now, after it. A committed append extends the conversation's
+        contexts read at this same stamp (nothing else changed since); others are dropped."""
+        appended = self._appended.pop(conversation_id, None)
         if not changes:
             return
         self._scoped_changes += changes
+        stamp = (stamp[0], stamp[1] - changes)  # the scoped rows are not the stamp's
         for key in [key for key in self._entries if key[0] == conversation_id]:
-            del self._entries[key]
+            entry_stamp, context = self._entries[key]
+            if committed and appended and entry_stamp == stamp:
+                self._entries[key] = (
+                    stamp,
+                    AssembledContext(
+                        context.items + appended,
+                        context.fallback,
+                        context.history_boundary,
+                        context.fallback_id,
+                    ),
+                )
+            else:
+                del self._entries[key]
 
     def clear(self) -> None:
         self._entries.clear()
+        self._appended.clear()
 
     def __len__(self) -> int:
         return len(self._entries)

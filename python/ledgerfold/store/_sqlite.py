@@ -15,7 +15,7 @@ import logging
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from types import TracebackType
 from typing import Any
 
@@ -30,6 +30,7 @@ from ledgerfold.adapters._chat import chat_turn_specs
 from ledgerfold.store import _commit as commit
 from ledgerfold.store import _context_read as context_read
 from ledgerfold.store import _digests as digests
+from ledgerfold.store import _group_commit as group_commit
 from ledgerfold.store import _ledger as ledger
 from ledgerfold.store import _search as search_queries
 from ledgerfold.store import _summaries as summaries
@@ -83,7 +84,7 @@ class SQLiteStore:
         self._contexts = ContextCache()
         self._db = Database(self._path, durability_arg(durability), read_only=read_only)
         self._loop = CompactionLoop(self._transaction, self._cache)
-        self._writes = TurnWrites(self._transaction, on_event)
+        self._writes = TurnWrites(self._transaction, on_event, self._contexts)
         self._retention = Retention(self._transaction, self._db, self._cache, on_event)
 
     # ------------------------------------------------------------------ lifecycle
@@ -113,6 +114,11 @@ class SQLiteStore:
         mode = ", read_only=True" if self._db.read_only else ""
         return f"SQLiteStore(path={self._path!r}{durability}{mode}, {state})"
 
+    def _worker_batch(self) -> AbstractContextManager[None]:
+        """What the store's worker runs a batch of queued jobs in: one group commit
+        (`_group_commit`)."""
+        return group_commit.batch(self._db)
+
     def _connection(self) -> sqlite3.Connection:
         """The underlying connection, for tests and tools that need SQLite itself."""
         return self._db.connection()
@@ -127,7 +133,7 @@ class SQLiteStore:
         the others stay cached (`_context_cache`); any other write empties that cache."""
         with self._db.lock:
             scoped: sqlite3.Connection | None = None
-            before = 0
+            before, committed = 0, False
             try:
                 with self._db.transaction(write=write, operation=operation) as conn:
                     if write and scope is None:
@@ -135,13 +141,19 @@ class SQLiteStore:
                     elif write:
                         scoped, before = conn, conn.total_changes
                     yield conn
+                committed = True
             except BaseException:
                 self._cache.discard()
                 raise
             finally:
                 # Counted after COMMIT (or ROLLBACK): FTS5 writes its index rows then.
                 if scoped is not None and scope is not None:
-                    self._contexts.scoped_write(scope, scoped.total_changes - before)
+                    self._contexts.scoped_write(
+                        self._contexts.stamp(scoped),
+                        scope,
+                        scoped.total_changes - before,
+                        committed=committed,
+                    )
             self._cache.publish()
 
     # ------------------------------------------------------------------ ledger writes

@@ -5,20 +5,25 @@ names delegate to it; the rows are `ledger`'s and `chat_append`'s."""
 
 from __future__ import annotations
 
+import json
 import logging
+import sqlite3
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ledgerfold import _validate
+from ledgerfold._context import TurnItem
 from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._events import EventHook, emit, stale_event
 from ledgerfold._model import Turn
 from ledgerfold.adapters._chat import ChatTurnSpec
 from ledgerfold.store import _chat_append as chat_append
 from ledgerfold.store import _ledger as ledger
+from ledgerfold.store._context_cache import ContextCache
 from ledgerfold.store._database import Transaction
 from ledgerfold.store._legacy import legacy_specs
+from ledgerfold.store._rows import item_from_row, meta_json
 
 __all__ = ["TurnWrites"]
 
@@ -35,9 +40,12 @@ class TurnWrites:
     """The ledger writes over the store's transaction and event hook (the store's
     docstrings describe them)."""
 
-    def __init__(self, transaction: Transaction, on_event: EventHook | None) -> None:
+    def __init__(
+        self, transaction: Transaction, on_event: EventHook | None, contexts: ContextCache
+    ) -> None:
         self._transaction = transaction
         self._on_event = on_event
+        self._contexts = contexts
 
     def append(
         self, conversation_id: str, specs: list[Mapping[str, Any]], *, field_prefix: str
@@ -68,6 +76,8 @@ class TurnWrites:
             turns, revision, stale = ledger.insert_turns(
                 conn, conversation_id, prepared, field_prefix
             )
+            if not stale and not _names_a_summary(conn, turns):
+                self._contexts.appended(conversation_id, _items(turns))
         _log.debug(
             "appended: conversation=%s turns=%d sequences=%d..%d revision=%d",
             conversation_id,
@@ -100,6 +110,8 @@ class TurnWrites:
         ids = chat_append.prepare(specs)
         with self._transaction(write=True, operation="append_chat", scope=conversation_id) as conn:
             turns, revision, stale = chat_append.append_chat(conn, conversation_id, specs, ids)
+            if not stale and not _names_a_summary(conn, turns):
+                self._contexts.appended(conversation_id, _items(turns))
         _log.debug(
             "appended chat messages: conversation=%s turns=%d revision=%d",
             conversation_id,
@@ -147,3 +159,23 @@ class TurnWrites:
         if stale:
             emit(self._on_event, stale_event(conversation_id, "source-modified", stale, turn_id))
         return new
+
+
+def _names_a_summary(conn: sqlite3.Connection, turns: list[Turn]) -> bool:
+    """Whether a new turn has a summary's ID: the context then falls back (`duplicate-id`),
+    so it is read again rather than extended."""
+    return (
+        conn.execute(
+            "SELECT 1 FROM summaries WHERE id IN (SELECT value FROM json_each(?)) LIMIT 1",
+            (json.dumps([turn.id for turn in turns]),),
+        ).fetchone()
+        is not None
+    )
+
+
+def _items(turns: list[Turn]) -> tuple[TurnItem, ...]:
+    """The context items of new turns, exactly as a read of their rows would make them."""
+    return tuple(
+        item_from_row((turn.id, turn.sequence, turn.role, turn.body, meta_json(turn.meta)))
+        for turn in turns
+    )
