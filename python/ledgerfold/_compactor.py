@@ -38,7 +38,7 @@ from ledgerfold._outcome import (
 )
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._worker import worker_for
-from ledgerfold.store._protocol import REBASE_ONLY, Store
+from ledgerfold.store._protocol import Store, takes_keyword
 from ledgerfold.summarizers._base import (
     AwaitableInRunningLoop,
     Summarizer,
@@ -103,6 +103,10 @@ class Compactor(OutcomeRecorder):
         )
         self.timeout = None if timeout is None else float(timeout)
         self._summary_id_factory = summary_id_factory or _random_summary_id
+        # A store of v1.1's protocol takes no `only_due_at_once`: it is not asked below the trigger.
+        self._asks_due_at_once = takes_keyword(
+            getattr(store, "begin_compaction", None), "only_due_at_once"
+        )
 
     def __repr__(self) -> str:
         return (
@@ -226,23 +230,34 @@ class Compactor(OutcomeRecorder):
         policy = self.policy
         started = time.perf_counter()
         needed = 1
+        below_trigger = False
         if not force:
             if policy.trigger_tokens is not None and not self._is_due(conversation_id):
                 # Below the trigger only what SPEC §15.8 makes due at once: a rebase when
                 # coverage would shrink, or the rest of a backlog being folded.
-                needed = REBASE_ONLY
+                if not self._asks_due_at_once:
+                    return self._skip(conversation_id, None, "not-due")
+                below_trigger = True
             else:
                 failures = self.store.consecutive_failures(conversation_id)
                 needed = due.needed_turns(policy.min_new_turns, failures)
-        work = self.store.begin_compaction(
-            conversation_id,
-            policy.keep_tail,
-            policy.version,
-            preserve_roles=policy.preserve_roles,
-            min_new_turns=needed,
-        )
+        if below_trigger:
+            work = self.store.begin_compaction(
+                conversation_id,
+                policy.keep_tail,
+                policy.version,
+                preserve_roles=policy.preserve_roles,
+                only_due_at_once=True,
+            )
+        else:  # no `only_due_at_once`, which a v1.1 store does not take
+            work = self.store.begin_compaction(
+                conversation_id,
+                policy.keep_tail,
+                policy.version,
+                preserve_roles=policy.preserve_roles,
+                min_new_turns=needed,
+            )
         if work.plan is None:
-            below_trigger = needed == REBASE_ONLY
             return self._skip(conversation_id, None, "not-due" if below_trigger else work.status)
         plan = work.plan
         _log.debug(

@@ -8,7 +8,6 @@ only: never turn bodies, summary text or exception messages.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
 from collections.abc import Callable
@@ -22,7 +21,7 @@ from ledgerfold._events import Event, EventHook, emit
 from ledgerfold._plan import CompactionPlan
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._summary import SummaryEnvelope
-from ledgerfold.store._protocol import Store
+from ledgerfold.store._protocol import Store, takes_keyword
 
 __all__ = ["OUTCOME_STATUSES", "CompactionOutcome", "CompactionStatus", "OutcomeRecorder"]
 
@@ -252,11 +251,4 @@ class OutcomeRecorder:
 def _takes_checkpoints(store: Store) -> bool:
     """Whether the store's `prune_versions` takes `keep_checkpoints` (SPEC §17.5; the
     `Store` protocol of v1.1 does not)."""
-    try:
-        parameters = inspect.signature(store.prune_versions).parameters
-    except (TypeError, ValueError):
-        return False
-    # A proxy forwarding **kwargs (to a store that takes it) counts as taking it.
-    return "keep_checkpoints" in parameters or any(
-        parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values()
-    )
+    return takes_keyword(store.prune_versions, "keep_checkpoints")
