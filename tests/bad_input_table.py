@@ -1291,6 +1291,27 @@ ROWS: tuple[BadInput, ...] = (
         "policy_version",
     ),
     row(
+        "begin_compaction: negative min_new_turns",
+        "store.begin_compaction('c', 2, 'v', min_new_turns=-1)",
+        on_store(lambda store: store.begin_compaction("c", 2, POLICY, min_new_turns=-1)),
+        INVALID,
+        "min_new_turns",
+    ),
+    row(
+        "begin_compaction: bool for min_new_turns",
+        "store.begin_compaction('c', 2, 'v', min_new_turns=True)",
+        on_store(lambda store: store.begin_compaction("c", 2, POLICY, min_new_turns=True)),
+        INVALID,
+        "min_new_turns",
+    ),
+    row(
+        "begin_compaction: only_due_at_once not a bool",
+        "store.begin_compaction('c', 2, 'v', only_due_at_once=1)",
+        on_store(lambda store: store.begin_compaction("c", 2, POLICY, only_due_at_once=1)),  # type: ignore[arg-type]
+        INVALID,
+        "only_due_at_once",
+    ),
+    row(
         "context: policy_version of the wrong type",
         "store.context('c', None)",
         on_store(lambda store: store.context("c", None)),  # type: ignore[arg-type]

@@ -6,7 +6,9 @@ hysteresis, the trigger over the assembled context, the back-off across a restar
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from ledgerfold import CompactionPolicy, Compactor, SQLiteStore, create_summary_envelope
 
@@ -136,3 +138,91 @@ def test_force_bypasses_trigger_min_new_turns_and_backoff_but_not_emptiness(
     outcome = Compactor(store, policy, recorder).compact(CONV, force=True)
     assert (outcome.status, outcome.reason) == ("skipped", "nothing-to-compact")
     assert len(recorder.requests) == 1 and len(store.summary_history(CONV)) == history
+
+
+# -- §15.8 below the trigger: only what is due at once --------------------------------------
+
+
+class AskingStore:
+    """A store that keeps what every `begin_compaction` call asked."""
+
+    def __init__(self, inner: SQLiteStore) -> None:
+        self.inner = inner
+        self.asked: list[dict[str, object]] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def begin_compaction(
+        self,
+        conversation_id: str,
+        keep_tail: int,
+        policy_version: str,
+        *,
+        preserve_roles: Iterable[str] = (),
+        min_new_turns: int = 1,
+        only_due_at_once: bool = False,
+    ) -> Any:
+        self.asked.append({"min_new_turns": min_new_turns, "only_due_at_once": only_due_at_once})
+        return self.inner.begin_compaction(
+            conversation_id,
+            keep_tail,
+            policy_version,
+            preserve_roles=preserve_roles,
+            min_new_turns=min_new_turns,
+            only_due_at_once=only_due_at_once,
+        )
+
+
+class V11Store(AskingStore):
+    """A store of v1.1's protocol: its `begin_compaction` takes no `only_due_at_once`."""
+
+    def begin_compaction(  # type: ignore[override]
+        self,
+        conversation_id: str,
+        keep_tail: int,
+        policy_version: str,
+        *,
+        preserve_roles: Iterable[str] = (),
+        min_new_turns: int = 1,
+    ) -> Any:
+        self.asked.append({"min_new_turns": min_new_turns})
+        return self.inner.begin_compaction(
+            conversation_id,
+            keep_tail,
+            policy_version,
+            preserve_roles=preserve_roles,
+            min_new_turns=min_new_turns,
+        )
+
+
+def _policy(trigger_tokens: int) -> CompactionPolicy:
+    return CompactionPolicy("v1", keep_tail=2, trigger_tokens=trigger_tokens, min_new_turns=2)
+
+
+def test_below_the_trigger_the_store_is_asked_only_what_is_due_at_once(
+    store: SQLiteStore,
+) -> None:
+    """A flag, not a turn count no ledger reaches; over the trigger, the count (back-off
+    included)."""
+    asking = AskingStore(store)
+    talk(store, real_bodies(10), 0, 6)  # 4 new: enough for min_new_turns
+    below = Compactor(asking, _policy(100_000), Recorder())  # type: ignore[arg-type]
+    assert below.compact(CONV).reason == "not-due"
+    assert asking.asked == [{"min_new_turns": 1, "only_due_at_once": True}]
+    over = Compactor(asking, _policy(10), Recorder())  # type: ignore[arg-type]
+    assert over.compact(CONV).accepted
+    assert asking.asked[1:] == [{"min_new_turns": 2, "only_due_at_once": False}]
+
+
+def test_a_v11_store_is_not_asked_below_the_trigger(store: SQLiteStore) -> None:
+    """Its `begin_compaction` cannot be asked for only what is due at once: below the
+    trigger the compaction is not due (v1.1's behaviour); over it, the store is asked."""
+    old = V11Store(store)
+    talk(store, real_bodies(10), 0, 6)
+    below = Compactor(old, _policy(100_000), Recorder())  # type: ignore[arg-type]
+    assert below.compact(CONV).reason == "not-due"
+    assert old.asked == [] and store.summary_history(CONV) == []
+    over = Compactor(old, _policy(10), Recorder())  # type: ignore[arg-type]
+    assert over.compact(CONV).accepted
+    assert old.asked == [{"min_new_turns": 2}]

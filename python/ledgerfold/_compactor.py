@@ -7,33 +7,38 @@ current summary's text → save through the store's atomic commit. Every exit is
 ledger and the current summary exactly as they were. `Compactor.context` assembles what
 goes to the model, within a token budget or not at all — it never drops a turn to fit.
 
+How a compaction ends (its outcome, failure record, event, pruning and retention) is
+`_outcome.OutcomeRecorder`, `Compactor`'s base; the job it carries from plan to result, the
+request's budget and the result's envelope are `_compaction_job`.
+
 Logs (logger ``ledgerfold.compactor``) carry IDs, counts, sequences, fingerprints and
 exception type names only: never turn bodies, summary text or exception messages.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 from ledgerfold import _due as due
 from ledgerfold import _validate
+from ledgerfold._compaction_job import _Job, _previous_and_budget
 from ledgerfold._context import AssembledContext, SummaryItem
-from ledgerfold._errors import ContextBudgetExceeded, InvalidInput, StoreError
+from ledgerfold._errors import ContextBudgetExceeded, InvalidInput
 from ledgerfold._events import Event, EventHook, emit
-from ledgerfold._fold import cut_text, fold_chunk
-from ledgerfold._model import Turn
-from ledgerfold._native import SourceDigests, SourceIds, fingerprint_digests
-from ledgerfold._plan import CompactionPlan, starts_with_ids
+from ledgerfold._fold import fold_chunk
+from ledgerfold._outcome import (
+    OUTCOME_STATUSES,
+    CompactionOutcome,
+    CompactionStatus,
+    OutcomeRecorder,
+)
 from ledgerfold._policy import CompactionPolicy
-from ledgerfold._summary import SummaryEnvelope, extended_fingerprint
 from ledgerfold._worker import worker_for
-from ledgerfold.store._protocol import REBASE_ONLY, Store
+from ledgerfold.store._protocol import Store, takes_keyword
 from ledgerfold.summarizers._base import (
     AwaitableInRunningLoop,
     Summarizer,
@@ -58,45 +63,8 @@ _log = logging.getLogger("ledgerfold.compactor")
 
 T = TypeVar("T")
 
-CompactionStatus = Literal["accepted", "skipped", "stale", "failed"]
-OUTCOME_STATUSES: tuple[CompactionStatus, ...] = ("accepted", "skipped", "stale", "failed")
 
-
-@dataclass(frozen=True, slots=True)
-class CompactionOutcome:
-    """The result of one compaction.
-
-    - ``accepted``: `summary` is the new current summary; `reason` None.
-    - ``skipped``: `reason` ``nothing-to-compact`` or ``not-due``.
-    - ``stale``: the commit was refused as ``stale-source``; `reason` is its detail
-      (``superseded-plan``, ``source-modified``, ...).
-    - ``failed``: `reason` ``summarizer-error``, ``summarizer-timeout``,
-      ``blank-summary``, ``summary-too-long`` (over `max_summary_tokens` × 1.25) or
-      ``store-error``. Nothing but the failure record changed.
-    """
-
-    status: CompactionStatus
-    summary: SummaryEnvelope | None = None
-    reason: str | None = None
-
-    @property
-    def accepted(self) -> bool:
-        return self.status == "accepted"
-
-
-@dataclass(frozen=True, slots=True)
-class _Job:
-    plan: CompactionPlan
-    parent: SummaryEnvelope | None  # the summary the request's text extends (None: rebase)
-    parent_digests: bytes | SourceDigests  # its stored source digests, source order
-    chunk: tuple[Turn, ...]  # the turns the summarizer's input was read from
-    request: SummaryRequest
-    started: float  # time.perf_counter() when the compaction began (events' seconds)
-    extends_parent: bool  # the store built plan.compacted_ids as parent.source_ids + new
-    sealed_lost: bool = False  # accepting it drops the purged turns' summary (SPEC §17.5)
-
-
-class Compactor:
+class Compactor(OutcomeRecorder):
     """Runs compactions of one store under one policy.
 
     `summarizer` defaults to an `ExtractiveSummarizer` counting with the policy's
@@ -135,6 +103,10 @@ class Compactor:
         )
         self.timeout = None if timeout is None else float(timeout)
         self._summary_id_factory = summary_id_factory or _random_summary_id
+        # A store of v1.1's protocol takes no `only_due_at_once`: it is not asked below the trigger.
+        self._asks_due_at_once = takes_keyword(
+            getattr(store, "begin_compaction", None), "only_due_at_once"
+        )
 
     def __repr__(self) -> str:
         return (
@@ -258,23 +230,34 @@ class Compactor:
         policy = self.policy
         started = time.perf_counter()
         needed = 1
+        below_trigger = False
         if not force:
             if policy.trigger_tokens is not None and not self._is_due(conversation_id):
                 # Below the trigger only what SPEC §15.8 makes due at once: a rebase when
                 # coverage would shrink, or the rest of a backlog being folded.
-                needed = REBASE_ONLY
+                if not self._asks_due_at_once:
+                    return self._skip(conversation_id, None, "not-due")
+                below_trigger = True
             else:
                 failures = self.store.consecutive_failures(conversation_id)
                 needed = due.needed_turns(policy.min_new_turns, failures)
-        work = self.store.begin_compaction(
-            conversation_id,
-            policy.keep_tail,
-            policy.version,
-            preserve_roles=policy.preserve_roles,
-            min_new_turns=needed,
-        )
+        if below_trigger:
+            work = self.store.begin_compaction(
+                conversation_id,
+                policy.keep_tail,
+                policy.version,
+                preserve_roles=policy.preserve_roles,
+                only_due_at_once=True,
+            )
+        else:  # no `only_due_at_once`, which a v1.1 store does not take
+            work = self.store.begin_compaction(
+                conversation_id,
+                policy.keep_tail,
+                policy.version,
+                preserve_roles=policy.preserve_roles,
+                min_new_turns=needed,
+            )
         if work.plan is None:
-            below_trigger = needed == REBASE_ONLY
             return self._skip(conversation_id, None, "not-due" if below_trigger else work.status)
         plan = work.plan
         _log.debug(
@@ -317,191 +300,6 @@ class Compactor:
             started,
             work.extends_parent,
             work.sealed_lost,
-        )
-
-    def _finish(self, job: _Job, result: object) -> CompactionOutcome:
-        if not isinstance(result, str):
-            return self._fail(job, "summarizer-error", f"returned-{type(result).__name__}")
-        if not result.strip():
-            return self._fail(job, "blank-summary", None)
-        if too_long(result, self.policy):
-            # SPEC §17.4: whatever the model was asked, an overlong text would ride along
-            # in every later request; the previous summary stays current.
-            return self._fail(job, "summary-too-long", None)
-        summary_id = _validate.text("summary_id", self._summary_id_factory())
-        try:
-            envelope = _envelope(job, summary_id, self.policy.version, result)
-        except InvalidInput:  # text that cannot be stored, e.g. lone surrogates
-            return self._fail(job, "summarizer-error", "invalid-text")
-        try:
-            write = self.store.commit_summary(envelope)
-        except StoreError as error:
-            _log.warning(
-                "summary commit failed plan_id=%s summary_id=%s error_type=%s",
-                job.plan.plan_id,
-                envelope.id,
-                type(error).__name__,
-            )
-            self._record_failure(job.plan, "store-error")
-            self._emit_outcome(job, "compaction.failed", "store-error")
-            return CompactionOutcome("failed", None, "store-error")
-        except InvalidInput as error:  # e.g. a summary ID the store already holds
-            _log.warning(
-                "summary commit refused plan_id=%s summary_id=%s field=%s problem=%s",
-                job.plan.plan_id,
-                envelope.id,
-                error.field,
-                error.problem,
-            )
-            self._record_failure(job.plan, "summarizer-error")
-            self._emit_outcome(job, "compaction.failed", "summarizer-error")
-            return CompactionOutcome("failed", None, "summarizer-error")
-        if write.accepted:
-            accepted = write.summary if write.summary is not None else envelope
-            _log.info(
-                "summary accepted summary_id=%s plan_id=%s conversation_id=%s "
-                "fingerprint=%s sources=%d through_sequence=%d",
-                accepted.id,
-                accepted.plan_id,
-                accepted.conversation_id,
-                accepted.source_fingerprint,
-                len(accepted.source_ids),
-                job.plan.through_sequence,
-            )
-            self._prune(accepted.conversation_id)
-            self._retain(accepted.conversation_id)
-            self._emit_outcome(job, "compaction.accepted", None, result, accepted.id)
-            if job.sealed_lost:
-                _log.warning(
-                    "purged turns' summary lost conversation_id=%s summary_id=%s",
-                    accepted.conversation_id,
-                    accepted.id,
-                )
-                emit(
-                    self.on_event,
-                    Event(
-                        "summary.sealed-lost",
-                        accepted.conversation_id,
-                        reason="rebase",
-                        summary_ids=(accepted.id,),
-                    ),
-                )
-            return CompactionOutcome("accepted", accepted, None)
-        _log.info(
-            "summary rejected summary_id=%s plan_id=%s conversation_id=%s reason=%s detail=%s",
-            envelope.id,
-            job.plan.plan_id,
-            job.plan.conversation_id,
-            write.reason,
-            write.detail,
-        )
-        if write.reason == "stale-source":
-            self._emit_outcome(job, "compaction.stale", write.detail or write.reason)
-            return CompactionOutcome("stale", None, write.detail or write.reason)
-        self._emit_outcome(job, "compaction.failed", write.detail or write.reason)
-        return CompactionOutcome("failed", None, write.detail or write.reason)
-
-    def _prune(self, conversation_id: str) -> None:
-        keep = self.policy.keep_versions
-        if keep is None:
-            return
-        try:
-            if _takes_checkpoints(self.store):
-                self.store.prune_versions(  # type: ignore[call-arg]
-                    conversation_id, keep=keep, keep_checkpoints=self.policy.keep_checkpoints
-                )
-            else:  # a v1.1 store of your own keeps no checkpoints: it rebases after an edit
-                self.store.prune_versions(conversation_id, keep=keep)
-        except StoreError as error:  # the summary is saved; pruning waits for the next one
-            _log.warning(
-                "pruning failed conversation_id=%s error_type=%s",
-                conversation_id,
-                type(error).__name__,
-            )
-
-    def _retain(self, conversation_id: str) -> None:
-        """The policy's retention, right after an accepted summary (which it seals)."""
-        if not self.policy.retains:
-            return
-        try:
-            self.store.apply_retention(
-                conversation_id,
-                retain_turns=self.policy.retain_turns,
-                retain_days=self.policy.retain_days,
-                keep_roles=self.policy.preserve_roles,
-            )
-        except StoreError as error:  # retried after the next accepted summary
-            _log.warning(
-                "retention failed conversation_id=%s error_type=%s",
-                conversation_id,
-                type(error).__name__,
-            )
-
-    def _skip(
-        self, conversation_id: str, plan: CompactionPlan | None, reason: str
-    ) -> CompactionOutcome:
-        _log.debug(
-            "compaction skipped conversation_id=%s plan_id=%s reason=%s",
-            conversation_id,
-            plan.plan_id if plan is not None else None,
-            reason,
-        )
-        emit(self.on_event, Event("compaction.skipped", conversation_id, reason=reason))
-        return CompactionOutcome("skipped", None, reason)
-
-    def _fail(self, job: _Job, reason: str, error_type: str | None) -> CompactionOutcome:
-        _log.warning(
-            "summarizer failed plan_id=%s conversation_id=%s reason=%s error_type=%s",
-            job.plan.plan_id,
-            job.plan.conversation_id,
-            reason,
-            error_type,
-        )
-        self._record_failure(job.plan, reason)
-        self._emit_outcome(job, "compaction.failed", reason)
-        return CompactionOutcome("failed", None, reason)
-
-    def _record_failure(self, plan: CompactionPlan, reason: str) -> None:
-        try:
-            self.store.record_failure(plan.plan_id, reason)
-        except StoreError as error:  # the attempt failed either way; nothing else changed
-            _log.error(
-                "failure record not saved plan_id=%s reason=%s error_type=%s",
-                plan.plan_id,
-                reason,
-                type(error).__name__,
-            )
-
-    def _emit_outcome(
-        self,
-        job: _Job,
-        name: str,
-        reason: str | None,
-        text: object = None,
-        summary_id: str | None = None,
-    ) -> None:
-        """The outcome's event (SPEC §17.8): after the store's commit, outside its lock;
-        turns and tokens of the request, tokens of the text returned, wall time."""
-        if self.on_event is None:
-            return
-        counter = self.policy.counter
-        request = job.request
-        tokens_in = sum(counter(turn.text) for turn in request.turns)
-        if request.previous_summary is not None:
-            tokens_in += counter(request.previous_summary)
-        emit(
-            self.on_event,
-            Event(
-                name,
-                request.conversation_id,
-                reason=reason,
-                summary_ids=() if summary_id is None else (summary_id,),
-                turns=len(request.turns),
-                tokens_in=tokens_in,
-                tokens_out=counter(text) if isinstance(text, str) else 0,
-                seconds=time.perf_counter() - job.started,
-                extra=(("plan_id", job.plan.plan_id), ("rolling", int(job.parent is not None))),
-            ),
         )
 
     # -- context -------------------------------------------------------------------------
@@ -558,99 +356,6 @@ class Compactor:
             len(assembled.items),
         )
         raise ContextBudgetExceeded(needed, max_tokens, protected)
-
-
-#: SPEC §17.4: a summary text may exceed `max_summary_tokens` by this factor, no more.
-SUMMARY_SLACK = 1.25
-
-
-def too_long(text: str, policy: CompactionPolicy) -> bool:
-    """Whether a summary text is over `max_summary_tokens × 1.25` (the policy's counter)."""
-    return policy.counter(text) > policy.max_summary_tokens * SUMMARY_SLACK
-
-
-def _previous_and_budget(previous: str | None, policy: CompactionPolicy) -> tuple[str | None, int]:
-    """The previous text a request carries and its turn-text budget, so that the two never
-    exceed `max_input_tokens + max_summary_tokens` together: a previous
-    text over `max_summary_tokens` (within the 1.25 slack) takes its excess from the turns'
-    budget; one the slack cannot cover (accepted before SPEC §17.4) is cut to fit."""
-    budget = policy.max_input_tokens
-    if previous is None:
-        return None, budget
-    excess = policy.counter(previous) - policy.max_summary_tokens
-    if excess <= 0:
-        return previous, budget
-    if excess < budget and not too_long(previous, policy):
-        return previous, budget - excess
-    return cut_text(previous, policy.max_summary_tokens, policy.counter), budget
-
-
-def _envelope(job: _Job, summary_id: str, policy_version: str, text: str) -> SummaryEnvelope:
-    """The envelope of a result: the chunk's turns, after the parent's sources when the text
-    extends the parent, fingerprinted over the parent's stored digests and the chunk's."""
-    _validate.text("text", text)
-    parent = job.parent
-    covered = () if parent is None else parent.source_ids
-    added = tuple(turn.id for turn in job.chunk)
-    planned = job.plan.compacted_ids
-    # Without a backlog cut into chunks the sources are the plan's compacted IDs: reuse that
-    # tuple rather than build another over every covered turn (it starts with the parent's
-    # IDs, which `starts_with_ids` knows without comparing them when the store built it so).
-    fingerprint: str | None = None
-    source_ids: tuple[str, ...] | SourceIds
-    # The store says when it built the plan's IDs on the parent's (the usual rolling case):
-    # then no O(covered) comparison; a wrong word is caught by the commit's own check.
-    prefix_ok = parent is None or job.extends_parent or starts_with_ids(planned, covered)
-    if parent is not None and not prefix_ok:
-        # New turns below the parent's slot (SPEC §17.5): the plan holds the sources in
-        # sequence order, the parent's sealed ones first; keep the chunk's and the parent's.
-        source_ids, fingerprint = _merged(job, covered)
-    elif (
-        len(planned) == len(covered) + len(added) and planned[len(covered) :] == added and prefix_ok
-    ):
-        source_ids = planned
-    else:
-        source_ids = covered + added
-    if fingerprint is None:
-        fingerprint = extended_fingerprint(job.parent_digests, job.chunk)
-    return SummaryEnvelope(
-        id=summary_id,
-        plan_id=job.plan.plan_id,
-        conversation_id=job.plan.conversation_id,
-        source_revision=job.plan.source_revision,
-        source_ids=source_ids,
-        source_fingerprint=fingerprint,
-        policy_version=policy_version,
-        text=text.strip(),
-        parent_id=None if parent is None else parent.id,
-    )
-
-
-def _merged(job: _Job, covered: tuple[str, ...] | SourceIds) -> tuple[tuple[str, ...], str]:
-    """Sources and fingerprint of an extension whose new turns are not all after its
-    parent's: the plan's order, over the parent's digests (bytes, source order) and the
-    chunk's."""
-    digests = job.parent_digests
-    if not isinstance(digests, bytes):
-        raise StoreError("the store handed no source digests for an extension below its slot")
-    digest = {turn_id: digests[32 * i : 32 * i + 32] for i, turn_id in enumerate(covered)}
-    digest.update((turn.id, turn.digest) for turn in job.chunk)
-    source_ids = tuple(turn_id for turn_id in job.plan.compacted_ids if turn_id in digest)
-    joined = b"".join(digest[turn_id] for turn_id in source_ids)
-    return source_ids, fingerprint_digests(joined)
-
-
-def _takes_checkpoints(store: Store) -> bool:
-    """Whether the store's `prune_versions` takes `keep_checkpoints` (SPEC §17.5; the
-    `Store` protocol of v1.1 does not)."""
-    try:
-        parameters = inspect.signature(store.prune_versions).parameters
-    except (TypeError, ValueError):
-        return False
-    # A proxy forwarding **kwargs (to a store that takes it) counts as taking it.
-    return "keep_checkpoints" in parameters or any(
-        parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values()
-    )
 
 
 def _random_summary_id() -> str:

@@ -42,7 +42,7 @@ from ledgerfold.store import _summaries as summaries
 from ledgerfold.store import _unit_splits as unit_splits
 from ledgerfold.store._database import now
 from ledgerfold.store._rows import SUMMARY_COLUMNS, Version
-from ledgerfold.store._schema import TURN_LIVE, TURN_PURGED
+from ledgerfold.store._schema import CURRENT, REJECTED, SUPERSEDED, TURN_LIVE, TURN_PURGED
 
 __all__ = ["commit"]
 
@@ -127,7 +127,7 @@ def _record_refused(
     if purged and envelope.parent_id is not None:
         row = conn.execute(
             f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE id = ? AND conversation_id = ?"
-            " AND status != 'rejected'",
+            f" AND status != '{REJECTED}'",
             (envelope.parent_id, envelope.conversation_id),
         ).fetchone()
         if row is not None:
@@ -329,7 +329,7 @@ def _insert_version(
         "INSERT INTO summaries (id, conversation_id, plan_id, status, reason, created_at,"
         " source_revision, source_fingerprint, policy_version, text, source_count,"
         " through_sequence, parent_id, source_run)"
-        " VALUES (?, ?, ?, 'current', NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f" VALUES (?, ?, ?, '{CURRENT}', NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             envelope.id,
             envelope.conversation_id,
@@ -351,8 +351,8 @@ def _insert_version(
 
 def _point_at(conn: sqlite3.Connection, conversation_id: str, summary_pk: int) -> None:
     conn.execute(
-        "UPDATE summaries SET status = 'superseded' WHERE pk = ("
-        " SELECT current_summary FROM conversations WHERE id = ?) AND status = 'current'",
+        f"UPDATE summaries SET status = '{SUPERSEDED}' WHERE pk = ("
+        f" SELECT current_summary FROM conversations WHERE id = ?) AND status = '{CURRENT}'",
         (conversation_id,),
     )
     conn.execute(
@@ -429,7 +429,7 @@ def _write_rejected(
         "INSERT INTO summaries (id, conversation_id, plan_id, status, reason,"
         " created_at, source_revision, source_fingerprint, policy_version, text,"
         " source_count, rejected_source_ids, parent_id)"
-        " VALUES (?, ?, ?, 'rejected', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f" VALUES (?, ?, ?, '{REJECTED}', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             envelope.id,
             envelope.conversation_id,

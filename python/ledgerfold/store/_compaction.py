@@ -28,7 +28,7 @@ from ledgerfold.store import _retention as retention
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store._database import now
 from ledgerfold.store._rows import TURN_COLUMNS, Version, turn_from_row
-from ledgerfold.store._schema import TURN_LIVE, TURN_PURGED
+from ledgerfold.store._schema import ACCEPTED, FAILED, TURN_LIVE, TURN_PURGED
 
 __all__ = [
     "Planned",
@@ -66,9 +66,9 @@ class Planned:
 def failure_streak(conn: sqlite3.Connection, conversation_id: str) -> int:
     """`failed` records since the conversation's newest accepted version."""
     row = conn.execute(
-        "SELECT COUNT(*) FROM summaries WHERE conversation_id = ? AND status = 'failed'"
+        f"SELECT COUNT(*) FROM summaries WHERE conversation_id = ? AND status = '{FAILED}'"
         " AND pk > COALESCE((SELECT MAX(pk) FROM summaries WHERE conversation_id = ?"
-        " AND status IN ('current', 'superseded', 'stale')), 0)",
+        f" AND status IN {ACCEPTED}), 0)",
         (conversation_id, conversation_id),
     ).fetchone()
     return int(row[0])
@@ -463,7 +463,7 @@ def register(
     ):
         conn.execute(
             "INSERT INTO summaries (conversation_id, plan_id, status, reason, created_at)"
-            " VALUES (?, ?, 'failed', 'abandoned', ?)",
+            f" VALUES (?, ?, '{FAILED}', 'abandoned', ?)",
             (plan.conversation_id, previous[0], now()),
         )
         mark_ended(conn, previous[0])

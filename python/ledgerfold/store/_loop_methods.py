@@ -14,7 +14,7 @@ from ledgerfold._plan import CompactionPlan, preserve_roles_arg
 from ledgerfold.store import _compaction as compaction
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store._database import Transaction, time_ago
-from ledgerfold.store._protocol import REBASE_ONLY, CompactionWork
+from ledgerfold.store._protocol import CompactionWork
 
 __all__ = ["CompactionLoop"]
 
@@ -70,6 +70,7 @@ class CompactionLoop:
         *,
         preserve_roles: Iterable[str] = (),
         min_new_turns: int = 1,
+        only_due_at_once: bool = False,
         plan_id: str | None = None,
     ) -> CompactionWork:
         """One transaction for the start of a compaction (what `Compactor` calls): plan on
@@ -77,11 +78,14 @@ class CompactionLoop:
         covered by the current summary (or coverage would shrink, which makes a rebase due at
         once), register the plan and return it with the summary it may extend, that
         summary's stored source digests and the uncovered turns. Otherwise nothing is
-        registered (`status` ``not-due`` or ``nothing-to-compact``)."""
+        registered (`status` ``not-due`` or ``nothing-to-compact``). With `only_due_at_once`,
+        only what is due at once registers a plan (`min_new_turns` aside), and when nothing
+        is, the answer comes from the current summary alone, without planning."""
         conversation_id = _validate.text("conversation_id", conversation_id)
         _validate.integer("keep_tail", keep_tail, minimum=1)
         policy_version = _validate.text("policy_version", policy_version)
         _validate.integer("min_new_turns", min_new_turns, minimum=1)
+        _validate.flag("only_due_at_once", only_due_at_once)
         plan_id = (
             "plan-" + uuid.uuid4().hex if plan_id is None else _validate.text("plan_id", plan_id)
         )
@@ -91,7 +95,7 @@ class CompactionLoop:
         ) as conn:
             failures = compaction.failure_streak(conn, conversation_id)
             pointed = summaries.pointed(conn, self._cache, conversation_id)
-            if min_new_turns >= REBASE_ONLY and not compaction.due_at_once(
+            if only_due_at_once and not compaction.due_at_once(
                 conn, self._cache, pointed, policy_version, keep_tail, roles, failures
             ):
                 return CompactionWork("not-due", failures=failures)
@@ -116,6 +120,8 @@ class CompactionLoop:
                 failures=failures,
             )
             status = due.verdict(len(planned.new_turns), min_new_turns, at_once=at_once)
+            if status == "ready" and only_due_at_once and not at_once:
+                status = "not-due"  # enough new turns, but only what is due at once was asked
             if status != "ready":
                 return CompactionWork(status, failures=failures)
             compaction.register(conn, planned, policy_version, roles)

@@ -28,6 +28,7 @@ records)` (legacy records without a role or provenance come in protected as
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -42,23 +43,34 @@ from ledgerfold.store._schema import SUMMARY_STATUSES
 
 __all__ = [
     "PROTOCOL_VERSION",
-    "REBASE_ONLY",
     "SUMMARY_STATUSES",
     "CompactionWork",
     "SearchableStore",
     "Store",
     "SummaryRecord",
+    "takes_keyword",
 ]
 
 #: The store protocol's version (SPEC §17.9): 1 is v1.1's `Store`; 2 adds `SearchableStore`
-#: (recall). `Compactor` and the integrations work with a v1 store and then offer no recall.
+#: (recall) and `Store.begin_compaction(only_due_at_once=)`. `Compactor` and the integrations
+#: work with a v1 store and then offer no recall (and ask it nothing below the trigger).
 PROTOCOL_VERSION = 2
 
-#: `begin_compaction(..., min_new_turns=REBASE_ONLY)`: more new turns than any ledger holds,
-#: so only what is due at once registers a plan (a rebase when coverage would shrink, the rest
-#: of a backlog being folded: SPEC §15.8). `Compactor` asks this below `trigger_tokens`;
-#: `SQLiteStore` answers it without planning when nothing is due.
-REBASE_ONLY = 2**62
+
+def takes_keyword(method: object, name: str) -> bool:
+    """Whether a store's method takes the keyword `name`: one added to the protocol after
+    v1.1 (`begin_compaction(only_due_at_once=)`, `prune_versions(keep_checkpoints=)`), which a
+    store of your own written to v1.1's may lack. A proxy forwarding ``**kwargs`` counts as
+    taking it."""
+    if not callable(method):
+        return False
+    try:
+        parameters = inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in parameters or any(
+        parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values()
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,13 +193,21 @@ class Store(Protocol):
         *,
         preserve_roles: Iterable[str] = (),
         min_new_turns: int = 1,
+        only_due_at_once: bool = False,
         plan_id: str | None = None,
     ) -> CompactionWork:
         """Plan and, when at least `min_new_turns` compactable turns are not covered by the
-        current summary (or coverage would shrink: a rebase, due at once), register the plan
-        and return the work: the summary it may extend, that summary's stored source digests
-        and the uncovered turns. Otherwise register nothing. Cost follows the uncovered turns
-        and the tail, not the ledger."""
+        current summary (or something is due at once: a rebase when coverage would shrink,
+        the rest of a backlog being folded, SPEC §15.8), register the plan and return the
+        work: the summary it may extend, that summary's stored source digests and the
+        uncovered turns. Otherwise register nothing (status ``not-due`` or
+        ``nothing-to-compact``). Cost follows the uncovered turns and the tail, not the
+        ledger.
+
+        `only_due_at_once=True` (what `Compactor` asks below `trigger_tokens`) registers a
+        plan only when something is due at once, whatever `min_new_turns`; a store may
+        answer it without planning when nothing is. Added after v1.1: `Compactor` asks a
+        store without it nothing below the trigger (its v1.1 behaviour, ``not-due``)."""
         ...
 
     def consecutive_failures(self, conversation_id: str) -> int:

@@ -26,7 +26,7 @@ from ledgerfold.store import _sources as sources
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store._database import now
 from ledgerfold.store._recall_results import blank_recall_results
-from ledgerfold.store._schema import CURRENT, TURN_LIVE, TURN_PURGED, TURN_RETRACTED
+from ledgerfold.store._schema import CURRENT, STALE, TURN_LIVE, TURN_PURGED, TURN_RETRACTED
 
 __all__ = [
     "PurgePreview",
@@ -114,7 +114,7 @@ def _seal(
         return version.pk, envelope.id
     if mark:
         conn.execute(
-            "UPDATE summaries SET status = 'stale', reason = ? WHERE pk = ?",
+            f"UPDATE summaries SET status = '{STALE}', reason = ? WHERE pk = ?",
             (check.reason, version.pk),
         )
     return None, None

@@ -432,6 +432,7 @@ class SQLiteStore:
         *,
         preserve_roles: Iterable[str] = (),
         min_new_turns: int = 1,
+        only_due_at_once: bool = False,
         plan_id: str | None = None,
     ) -> CompactionWork:
         """One transaction for the start of a compaction (what `Compactor` calls): plan on
@@ -440,13 +441,17 @@ class SQLiteStore:
         would shrink, the rest of a backlog, a layout that lost a preserved turn), register
         the plan and return it with the summary it may extend, that summary's stored source
         digests and the uncovered turns. Otherwise nothing is registered (`status`
-        ``not-due`` or ``nothing-to-compact``)."""
+        ``not-due`` or ``nothing-to-compact``). `only_due_at_once=True` (what `Compactor`
+        asks below `trigger_tokens`) registers a plan only when something is due at once,
+        whatever `min_new_turns`, and answers from the current summary alone when nothing
+        is."""
         return self._loop.begin_compaction(
             conversation_id,
             keep_tail,
             policy_version,
             preserve_roles=preserve_roles,
             min_new_turns=min_new_turns,
+            only_due_at_once=only_due_at_once,
             plan_id=plan_id,
         )
 

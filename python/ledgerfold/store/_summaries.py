@@ -29,7 +29,15 @@ from ledgerfold.store._rows import (
     envelope_from_row,
     item_from_row,
 )
-from ledgerfold.store._schema import TURN_LIVE, TURN_PURGED, TURN_RETRACTED
+from ledgerfold.store._schema import (
+    ACCEPTED,
+    CURRENT,
+    FAILED,
+    STALE,
+    TURN_LIVE,
+    TURN_PURGED,
+    TURN_RETRACTED,
+)
 
 __all__ = [
     "VersionCache",
@@ -207,7 +215,7 @@ def record_failure(conn: sqlite3.Connection, plan_id: str, reason: str) -> str:
         )
     conn.execute(
         "INSERT INTO summaries (conversation_id, plan_id, status, reason, created_at)"
-        " VALUES (?, ?, 'failed', ?, ?)",
+        f" VALUES (?, ?, '{FAILED}', ?, ?)",
         (row[0], plan_id, reason, now()),
     )
     conn.execute("UPDATE plans SET ended = 1 WHERE id = ?", (plan_id,))
@@ -219,8 +227,8 @@ def mark_stale(conn: sqlite3.Connection, items: Iterable[tuple[str, str, str]]) 
     changed = 0
     for reason, summary_id, conversation_id in items:
         changed += conn.execute(
-            "UPDATE summaries SET status = 'stale', reason = ?"
-            " WHERE id = ? AND conversation_id = ? AND status = 'current'",
+            f"UPDATE summaries SET status = '{STALE}', reason = ?"
+            f" WHERE id = ? AND conversation_id = ? AND status = '{CURRENT}'",
             (reason, summary_id, conversation_id),
         ).rowcount
     return changed
@@ -288,8 +296,7 @@ def missing_preserved(conn: sqlite3.Connection, used: Version) -> str | None:
 def version_at(conn: sqlite3.Connection, cache: VersionCache, pk: int) -> Version | None:
     """The accepted version stored at row `pk` (None when there is none, or it is damaged)."""
     row = conn.execute(
-        f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE pk = ?"
-        " AND status IN ('current', 'superseded', 'stale')",
+        f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE pk = ? AND status IN {ACCEPTED}",
         (pk,),
     ).fetchone()
     if row is None:
@@ -307,7 +314,7 @@ def accepted_records(conn: sqlite3.Connection, conversation_id: str) -> list[che
         checkpoints.Record(int(pk), str(summary_id), parent_id, run, int(count or 0))
         for pk, summary_id, parent_id, run, count in conn.execute(
             "SELECT pk, id, parent_id, source_run, source_count FROM summaries"
-            " WHERE conversation_id = ? AND status IN ('current', 'superseded', 'stale')",
+            f" WHERE conversation_id = ? AND status IN {ACCEPTED}",
             (conversation_id,),
         )
     ]
@@ -349,7 +356,7 @@ def sealed_base(
         int(row[0])
         for row in conn.execute(
             "SELECT pk FROM summaries WHERE conversation_id = ?"
-            " AND status IN ('current', 'superseded', 'stale') AND through_sequence <="
+            f" AND status IN {ACCEPTED} AND through_sequence <="
             " (SELECT MAX(through_sequence) FROM history_boundaries WHERE conversation_id = ?)",
             (conversation_id, conversation_id),
         )
@@ -400,11 +407,11 @@ def prune(
         row[0]
         for row in conn.execute(
             "SELECT pk, created_at FROM summaries WHERE conversation_id = ? AND pk IS NOT"
-            " (SELECT current_summary FROM conversations WHERE id = ?) AND status != 'current'"
+            f" (SELECT current_summary FROM conversations WHERE id = ?) AND status != '{CURRENT}'"
             # The failures since the newest accepted version are the back-off's count
             # (SPEC §17.5): kept beyond `keep`, so pruning never resets the back-off.
-            " AND NOT (status = 'failed' AND pk > COALESCE((SELECT MAX(pk) FROM summaries"
-            " WHERE conversation_id = ? AND status IN ('current', 'superseded', 'stale')), 0))"
+            f" AND NOT (status = '{FAILED}' AND pk > COALESCE((SELECT MAX(pk) FROM summaries"
+            f" WHERE conversation_id = ? AND status IN {ACCEPTED}), 0))"
             " ORDER BY pk DESC LIMIT -1 OFFSET ?",
             (conversation_id, conversation_id, conversation_id, keep),
         )

@@ -184,6 +184,9 @@ class StoreContract:
             (lambda: store.start_plan("c", 0, PV), "keep_tail"),
             (lambda: store.start_plan("c", 2, " "), "policy_version"),
             (lambda: store.start_plan("c", 2, PV, plan_id=""), "plan_id"),
+            (lambda: store.begin_compaction("c", 2, PV, min_new_turns=-1), "min_new_turns"),
+            (lambda: store.begin_compaction("c", 2, PV, min_new_turns=True), "min_new_turns"),
+            (lambda: store.begin_compaction("c", 2, PV, only_due_at_once=1), "only_due_at_once"),
             (lambda: store.commit_summary("s"), "envelope"),
             (lambda: store.record_failure("nope", "timeout"), "plan_id"),
             (lambda: store.record_failure("", "timeout"), "plan_id"),
@@ -203,6 +206,20 @@ class StoreContract:
                 call()
             assert info.value.field == field, (field, str(info.value))
         assert store.load("c").revision == 1
+
+    def test_begin_compaction_only_due_at_once_registers_only_what_is_due_at_once(
+        self, store: Any
+    ) -> None:
+        """`only_due_at_once=True` (the compactor below its trigger, SPEC §15.8): enough new
+        turns are not enough; coverage that would shrink (a rebase) is."""
+        fill(store, n=12)
+        summarise(store, keep_tail=8)  # covers the first 4
+        waiting = store.begin_compaction("c", 4, PV, only_due_at_once=True)
+        assert (waiting.status, waiting.plan) == ("not-due", None)
+        assert store.begin_compaction("c", 4, PV, min_new_turns=4).status == "ready"
+        rebase = store.begin_compaction("c", 10, PV, only_due_at_once=True)  # keep_tail grew
+        assert rebase.status == "ready" and rebase.plan is not None and rebase.parent is None
+        assert [t.id for t in rebase.new_turns] == list(rebase.plan.compacted_ids)
 
     def test_commit_makes_a_current_version_with_its_index(self, store: Any) -> None:
         turns = fill(store, n=8)
