@@ -15,6 +15,7 @@ store work they put on the store's worker thread.
 from __future__ import annotations
 
 import asyncio
+import gc
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -110,10 +111,17 @@ def test_sessions_on_one_loop(
     runs = iter(range(10_000))
 
     def measure_both() -> None:
-        # Theirs first, then ours, on fresh files: a drift in the machine hits both.
+        # Theirs first, then ours, on fresh files: a drift in the machine hits both. Before
+        # each side the objects alive so far (pytest's, the transcripts') are frozen out of
+        # the collector, as a server does after start-up (`gc.freeze`): otherwise a full
+        # collection over them (50-100 ms here) lands in whichever side allocates then.
         run = next(runs)
+        gc.collect()
+        gc.freeze()
         for key, values in _theirs(tmp_path / f"theirs{run}.db", rounds, bodies).items():
             theirs[key] += values
+        gc.collect()
+        gc.freeze()
         for key, values in _ours(tmp_path / f"ours{run}.db", rounds, bodies).items():
             ours[key] += values
 

@@ -27,6 +27,7 @@ from ledgerfold import _due as due
 from ledgerfold import _validate
 from ledgerfold._compaction_job import _Job, _previous_and_budget
 from ledgerfold._context import AssembledContext, SummaryItem
+from ledgerfold._context_tokens import ContextTokens
 from ledgerfold._errors import ContextBudgetExceeded, InvalidInput
 from ledgerfold._events import Event, EventHook, emit
 from ledgerfold._fold import fold_chunk
@@ -103,6 +104,7 @@ class Compactor(OutcomeRecorder):
         )
         self.timeout = None if timeout is None else float(timeout)
         self._summary_id_factory = summary_id_factory or _random_summary_id
+        self._due_tokens = ContextTokens()
         # A store of v1.1's protocol takes no `only_due_at_once`: it is not asked below the trigger.
         self._asks_due_at_once = takes_keyword(
             getattr(store, "begin_compaction", None), "only_due_at_once"
@@ -128,7 +130,7 @@ class Compactor(OutcomeRecorder):
         if trigger is None:
             return True
         assembled = self.store.context(conversation_id, self.policy.version)
-        tokens = context_tokens(assembled.items, self.policy.counter)
+        tokens = self._due_tokens.count(conversation_id, assembled.items, self.policy.counter)
         _log.debug(
             "compaction due check conversation_id=%s tokens=%d trigger_tokens=%d due=%s",
             conversation_id,

@@ -1,0 +1,57 @@
+"""The token count of the due check (SPEC §15.8 `trigger_tokens`), kept per conversation so
+that it costs the new turns, not the whole context.
+
+`Compactor` counts the tokens of a conversation's context before each compaction check. The
+store's context cache (`store/_context_cache.py`) hands back the same item objects after an
+append, followed by the new turns; `ContextTokens` remembers the last items it counted per
+conversation and, when a context starts with exactly those objects (identity, checked at C
+speed), counts only the rest. Items are immutable, so the same objects have the same count;
+anything else (a compaction, an edit, another process's write) is counted in full.
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+from collections import OrderedDict
+
+from ledgerfold._context import ContextItem
+from ledgerfold.tokens import TokenCounter, context_tokens
+
+__all__ = ["ContextTokens"]
+
+
+class ContextTokens:
+    """`context_tokens` with a memory of the last count per conversation (at most `size`)."""
+
+    __slots__ = ("_last", "_lock", "_size")
+
+    def __init__(self, size: int = 64) -> None:
+        self._size = size
+        self._last: OrderedDict[str, tuple[TokenCounter, tuple[ContextItem, ...], int]] = (
+            OrderedDict()
+        )
+        self._lock = threading.Lock()
+
+    def count(
+        self, conversation_id: str, items: tuple[ContextItem, ...], counter: TokenCounter
+    ) -> int:
+        """`context_tokens(items, counter)`."""
+        with self._lock:
+            last = self._last.get(conversation_id)
+        used, counted, tokens = last if last is not None else (counter, (), 0)
+        known = len(counted)
+        if (
+            used is not counter
+            or not known
+            or len(items) < known
+            or not all(map(operator.is_, items[:known], counted))
+        ):
+            known, tokens = 0, 0
+        tokens += context_tokens(items[known:], counter)
+        with self._lock:
+            self._last[conversation_id] = (counter, items, tokens)
+            self._last.move_to_end(conversation_id)
+            while len(self._last) > self._size:
+                self._last.popitem(last=False)
+        return tokens
