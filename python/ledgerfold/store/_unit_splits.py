@@ -138,12 +138,17 @@ def _mark_call_split(
     callers: list[str] = []
     # Bounded, so an app writing results for calls it never records does not pay a read of
     # the ledger per append; a caller further back is caught by the context's own check.
-    rows = conn.execute(
-        "SELECT id, meta FROM turns WHERE conversation_id = ? AND state = ?"
-        " AND role = 'assistant' AND meta IS NOT NULL ORDER BY sequence DESC LIMIT ?",
-        (conversation_id, TURN_LIVE, _CALLER_SCAN),
+    # No result among the new turns: no query at all.
+    rows = (
+        conn.execute(
+            "SELECT id, meta FROM turns WHERE conversation_id = ? AND state = ?"
+            " AND role = 'assistant' AND meta IS NOT NULL ORDER BY sequence DESC LIMIT ?",
+            (conversation_id, TURN_LIVE, _CALLER_SCAN),
+        )
+        if wanted
+        else ()
     )
-    for turn_id, meta in rows if wanted else ():
+    for turn_id, meta in rows:
         named = _named_calls(meta)
         if named & wanted:
             callers.append(str(turn_id))
