@@ -28,6 +28,7 @@ import contextlib
 import contextvars
 import functools
 import threading
+import time
 import weakref
 from collections import deque
 from collections.abc import Callable
@@ -130,6 +131,10 @@ class StoreWorker:
                     if job is None:
                         break
                     future, call = job
+                    if done:
+                        # Between jobs, let other threads (the event loop's) take the GIL:
+                        # a batch is many jobs of Python work back to back.
+                        time.sleep(0)
                     if not future.set_running_or_notify_cancel():
                         continue  # cancelled before it started: never runs
                     try:
