@@ -15,8 +15,8 @@ from ledgerfold import (
     SQLiteStore,
     StoreError,
     check_summary,
-    revalidate,
 )
+from ledgerfold import _revalidate_runs as revalidate_runs
 from ledgerfold.revalidate import revalidate_database
 from ledgerfold.store import _batch_reads as batch_reads
 from ledgerfold.store._rows import turn_from_row
@@ -155,7 +155,7 @@ TAMPERS = {
 def _current_jobs(path: Path) -> list[tuple[str, int, str, str, int, int | None]]:
     conn = batch_reads.open_readonly(str(path))
     try:
-        return revalidate._current_jobs(conn)
+        return revalidate_runs.current_jobs(conn)
     finally:
         conn.close()
 

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from ledgerfold import Turn, _native, fingerprint_turns, revalidate
+from ledgerfold import Turn, _native, fingerprint_turns
+from ledgerfold import _revalidate_runs as revalidate_runs
 from ledgerfold._model import PROTECTION_REASONS, ROLES
 from ledgerfold._summary import CHECK_REASONS
 from ledgerfold.revalidate import revalidate_database
@@ -176,7 +177,7 @@ def format_db(tmp_path_factory: pytest.TempPathFactory) -> FormatDatabase:
 def _runs(path: Path) -> list[list[batch_reads.Job]]:
     conn = batch_reads.open_readonly(path)
     try:
-        return list(revalidate._runs(revalidate._current_jobs(conn), 500))
+        return list(revalidate_runs.runs(revalidate_runs.current_jobs(conn), 500))
     finally:
         conn.close()
 

@@ -189,6 +189,7 @@ def test_an_interrupt_while_a_worker_starts_still_waits_for_that_worker(
     import threading
     import time
 
+    from ledgerfold import _revalidate_runs as revalidate_runs
     from ledgerfold import revalidate
 
     path = tmp_path / "ledger.db"
@@ -199,7 +200,7 @@ def test_an_interrupt_while_a_worker_starts_still_waits_for_that_worker(
             assert lf.Compactor(store, policy).compact(cid, force=True).status == "accepted"
     started: list[str] = []
     finished: list[str] = []
-    real_check = revalidate._check_jobs
+    real_check = revalidate_runs.check_jobs
 
     def slow_check(*args: Any, **kwargs: Any) -> Any:
         started.append(threading.current_thread().name)
@@ -221,7 +222,7 @@ def test_an_interrupt_while_a_worker_starts_still_waits_for_that_worker(
     def interrupted(signum: int, frame: object) -> None:
         raise _Interrupted
 
-    monkeypatch.setattr(revalidate, "_check_jobs", slow_check)
+    monkeypatch.setattr(revalidate_runs, "check_jobs", slow_check)
     monkeypatch.setattr(threading.Thread, "start", start)
     previous = signal.signal(signal.SIGINT, interrupted)
     try:

@@ -1,4 +1,5 @@
-"""The README's examples run, in order, in one namespace."""
+"""The README's examples run, in order, in one namespace; so do those of the docs pages that
+hold examples (docs/integrations.md), each page in a namespace of its own."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from pathlib import Path
 import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+#: The docs pages with examples; tests/wheel_test.sh copies them beside the README.
+EXAMPLE_PAGES = (README.parent / "docs" / "integrations.md",)
 
 
-def python_blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+def python_blocks(page: Path = README) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S)
 
 
 def test_readme_has_examples() -> None:
@@ -23,6 +26,18 @@ def test_readme_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     namespace: dict[str, object] = {"__name__": "readme"}
     for block in python_blocks():
         exec(compile(block, str(README), "exec"), namespace)
+
+
+@pytest.mark.parametrize("page", EXAMPLE_PAGES, ids=lambda page: page.name)
+def test_docs_page_examples_run(
+    page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocks = python_blocks(page)
+    assert blocks, page
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {"__name__": page.stem}
+    for block in blocks:
+        exec(compile(block, str(page), "exec"), namespace)
 
 
 def test_readme_states_the_two_commands() -> None:
@@ -37,4 +52,15 @@ def test_readme_links_inside_the_checkout_resolve() -> None:
     local = [t for t in targets if "://" not in t and not t.startswith("../")]
     assert "docs/bad-input.md" in local and "docs/performance.md" in local
     missing = [t for t in local if not (README.parent / t).exists()]
+    assert missing == []
+
+
+def test_docs_links_inside_the_checkout_resolve() -> None:
+    """The docs pages link to each other, to the README and to the checkout's files."""
+    docs = README.parent / "docs"
+    missing = []
+    for page in sorted(docs.glob("*.md")):
+        for target in re.findall(r"\]\(([^)#\s]+)\)", page.read_text(encoding="utf-8")):
+            if "://" not in target and not (docs / target).exists():
+                missing.append(f"{page.name}: {target}")
     assert missing == []

@@ -22,8 +22,8 @@ from ledgerfold import (
     SQLiteStore,
     _native,
     fingerprint_turns,
-    revalidate,
 )
+from ledgerfold import _revalidate_runs as revalidate_runs
 from ledgerfold._model import PROTECTION_REASONS, ROLES
 from ledgerfold.revalidate import revalidate_database
 from ledgerfold.store import _batch_reads as batch_reads
@@ -61,9 +61,9 @@ def _runs_both_ways(path: Path, batch_turns: int) -> tuple[list[object], list[ob
     conn = batch_reads.open_readonly(str(path))
     packed_runs = 0
     try:
-        jobs = revalidate._current_jobs(conn)
+        jobs = revalidate_runs.current_jobs(conn)
         packed, rows = [], []
-        for run in revalidate._runs(jobs, batch_turns):
+        for run in revalidate_runs.runs(jobs, batch_turns):
             summaries = [job[:4] for job in run]
             # Every live turn of the run, packed (the check reads up to each summary's bound
             # first, and all of them when a cited turn is missing there).
@@ -71,8 +71,8 @@ def _runs_both_ways(path: Path, batch_turns: int) -> tuple[list[object], list[ob
             source_columns = batch_reads.packed_sources(conn, run)
             direct = _native.revalidate_columns(turn_columns, source_columns, summaries, 2)
             packed_runs += direct is not None
-            packed.append(revalidate._check_run(conn, run, 2, utf8=True))
-            rows.append(revalidate._check_run(conn, run, 2, utf8=True, packed=False))
+            packed.append(revalidate_runs.check_run(conn, run, 2, utf8=True))
+            rows.append(revalidate_runs.check_run(conn, run, 2, utf8=True, packed=False))
             assert direct is None or direct == packed[-1]
     finally:
         conn.close()
@@ -268,7 +268,7 @@ def test_a_run_over_sqlites_length_limit_is_read_by_rows(
     monkeypatch.setattr(batch_reads, "open_readonly", limited)
     monkeypatch.setattr(_native, "revalidate_columns", counting)
     report = revalidate_database(db, mark_stale=False, batch_turns=200)
-    runs = len(list(revalidate._runs(_current_jobs(db), 200)))
+    runs = len(list(revalidate_runs.runs(_current_jobs(db), 200)))
     assert 0 < len(packed_reads) < runs  # some runs packed, the large ones by rows
     assert report.stale_summaries == expected.stale_summaries
     assert (report.turns_hashed, report.bytes_hashed) == (
@@ -324,8 +324,8 @@ def test_a_summary_superseded_while_the_run_waits_is_checked_as_itself(
         assert store.current_summary(conversation_id).id == outcome.summary.id != old_summary
     conn = batch_reads.open_readonly(str(db))
     try:
-        for run in revalidate._runs(jobs, 500):
-            found, _, _ = revalidate._check_run(conn, run, 2, utf8=True, packed=packed)
+        for run in revalidate_runs.runs(jobs, 500):
+            found, _, _ = revalidate_runs.check_run(conn, run, 2, utf8=True, packed=packed)
             assert [verdict[2] for verdict in found] == [None] * len(run)
     finally:
         conn.close()
@@ -346,12 +346,12 @@ def test_jobs_sort_as_sqlite_orders_conversation_keys(keys: list[object]) -> Non
     conn.executemany("INSERT INTO k VALUES (?)", [(key,) for key in keys])
     expected = [row[0] for row in conn.execute("SELECT id FROM k ORDER BY id")]
     jobs = [(key, 0, "", "", 0) for key in keys]
-    assert [job[0] for job in sorted(jobs, key=revalidate._sqlite_order)] == expected
+    assert [job[0] for job in sorted(jobs, key=revalidate_runs.sqlite_order)] == expected
 
 
 def test_runs_name_at_most_256_summaries_and_pad_their_parameters() -> None:
     jobs = [(f"c{n:05}", n, f"s{n}", "lf1:", 1, n + 5) for n in range(1200)]
-    runs = list(revalidate._runs(jobs, 10_000))
+    runs = list(revalidate_runs.runs(jobs, 10_000))
     assert [len(run) for run in runs] == [256] * 4 + [176]
     assert [job for run in runs for job in run] == jobs
     keys = batch_reads._keys(runs[4])

@@ -22,6 +22,7 @@ from ledgerfold import (
     _native,
     revalidate,
 )
+from ledgerfold import _revalidate_runs as revalidate_runs
 from ledgerfold.revalidate import revalidate_database
 
 _HERE = Path(__file__).resolve().parent
@@ -94,7 +95,7 @@ def test_a_failing_worker_stops_the_run_and_marks_nothing(
     the batch they are on, the error reaches the caller and nothing is marked."""
     tamper(db, 1, seed=5)
     before = _database_dump(db)
-    assert len(list(revalidate._runs(_current_jobs(db), 50))) > 20
+    assert len(list(revalidate_runs.runs(_current_jobs(db), 50))) > 20
     after: list[int] = []  # batches reported once the failure happened
     failed = threading.Event()
 
@@ -122,7 +123,7 @@ def test_an_interrupt_while_workers_run_stops_them_and_marks_nothing(db: Path) -
     they are on, the interrupt propagates and nothing is marked."""
     tamper(db, 1, seed=9)
     before = _database_dump(db)
-    batches = len(list(revalidate._runs(_current_jobs(db), 50)))
+    batches = len(list(revalidate_runs.runs(_current_jobs(db), 50)))
     done: list[int] = []
     handled = threading.Event()
     seen: list[bool] = []  # whether the main thread handled the signal while workers ran

@@ -40,15 +40,17 @@ set -e
 case "$message" in *"ledgerfold[cli]"*) ;; *) echo "wheel-test: no install hint: $message"; exit 1;; esac
 echo "wheel-test: without the cli extra the script says: $message"
 
-# Then the extras whose examples the README runs (the command line, OpenAI, Agents SDK,
-# LangChain, tiktoken).
+# Then the extras whose examples the README and docs/integrations.md run (the command line,
+# OpenAI, Agents SDK, LangChain, tiktoken).
 PATH="$work/venv/bin:/usr/bin:/bin" "$work/venv/bin/python" -m pip install --quiet \
     --disable-pip-version-check --only-binary=:all: "$wheel[cli,openai,openai-agents,langgraph,tiktoken]" pytest
 
-# tests/test_readme.py finds README.md from its own place; its tests of the examples run here
-# (the one of the README's links needs the checkout's docs/ and runs in the suite).
-mkdir -p "$work/project/tests"
+# tests/test_readme.py finds README.md (and docs/integrations.md, whose examples it runs too)
+# from its own place; its tests of the examples run here (those of the links need the
+# checkout's docs/ and run in the suite).
+mkdir -p "$work/project/tests" "$work/project/docs"
 cp "$checkout/README.md" "$work/project/"
+cp "$checkout/docs/integrations.md" "$work/project/docs/"
 cp "$checkout/tests/test_readme.py" "$work/project/tests/"
 
 cd "$work/project"

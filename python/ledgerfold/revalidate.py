@@ -9,7 +9,9 @@ groups the rows, hashes and checks them detached from the interpreter.
 `workers` threads of this process share the conversations, each reading its share through its
 own read-only connection and checking it on its own core (SQLite's reads and the native check
 both run without the GIL); the verdicts come back to the caller, which marks stale summaries
-in one transaction.
+in one transaction. The check of a run is `ledgerfold._revalidate_runs`, the worker threads
+`ledgerfold._revalidate_workers`; this module reports, and checks what the hashes cannot (a
+split compaction unit, a stored digest no current summary verified).
 """
 
 from __future__ import annotations
@@ -17,29 +19,19 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import sqlite3
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from types import FrameType
 from typing import Any
 
-from ledgerfold import _native, _validate
-from ledgerfold import _sealed as sealed
+from ledgerfold import _validate
+from ledgerfold._revalidate_runs import Verdict
+from ledgerfold._revalidate_workers import available_cores, check_all
 from ledgerfold.store import _batch_reads as batch_reads
 from ledgerfold.store import _digests as digests
 from ledgerfold.store import _unit_splits as unit_splits
-from ledgerfold.store._database import (
-    database_path,
-    quotes_stored_data,
-    reading_uri,
-    store_error,
-)
-from ledgerfold.store._rows import DAMAGED
+from ledgerfold.store._database import database_path, quotes_stored_data, store_error
 from ledgerfold.store._schema import TURN_LIVE
 from ledgerfold.store._sqlite import SQLiteStore
 
@@ -108,293 +100,6 @@ class RevalidationReport:
         }
 
 
-_Job = batch_reads.Job
-# (conversation_id, summary_id, reason | None, turn_id | None)
-_Verdict = tuple[str, str, str | None, str | None]
-
-
-def _sqlite_order(job: _Job) -> tuple[int, Any]:
-    """SQLite's order of a conversation key (BINARY collation): NULL, text, then blobs. Text
-    compares by UTF-8 bytes, which is code point order, Python's order of `str`. (A column
-    of TEXT affinity stores numbers as text.)"""
-    key: object = job[0]
-    if key is None:
-        return (0, "")
-    return (1, key) if isinstance(key, str) else (2, key)
-
-
-def _current_jobs(conn: sqlite3.Connection) -> list[_Job]:
-    """Every current summary that can be checked (see `_jobs_and_damage`)."""
-    return _jobs_and_damage(conn)[0]
-
-
-def _jobs_and_damage(conn: sqlite3.Connection) -> tuple[list[_Job], list[_Verdict]]:
-    """Every current summary to check, sorted by conversation key as SQLite sorts it: runs
-    read contiguous key ranges (`BETWEEN` the first and last key). A record damaged in
-    storage (no text ID or fingerprint) cannot be checked: it is a `damaged-record` verdict,
-    not a crash."""
-    jobs: list[_Job] = []
-    damaged: list[_Verdict] = []
-    for job in batch_reads.current_summaries(conn):
-        if isinstance(job[2], str) and isinstance(job[3], str) and isinstance(job[4], int):
-            jobs.append(job)
-        else:
-            damaged.append((job[0], job[2] if isinstance(job[2], str) else "?", DAMAGED, None))
-    if all(type(job[0]) is str for job in jobs):  # unique text keys: the tuples sort by them
-        jobs.sort()
-    else:
-        jobs.sort(key=_sqlite_order)
-    return jobs, damaged
-
-
-def _runs(jobs: list[_Job], batch_turns: int) -> Iterator[list[_Job]]:
-    """Runs of conversations (by ID) with about `batch_turns` cited turns each (a larger
-    conversation is a run of its own) and at most `MAX_RUN_SUMMARIES` summaries."""
-    start = 0
-    while start < len(jobs):
-        end, cited = start, 0
-        while (
-            end < len(jobs)
-            and end - start < batch_reads.MAX_RUN_SUMMARIES
-            and (end == start or cited + jobs[end][4] <= batch_turns)
-        ):
-            cited += jobs[end][4]
-            end += 1
-        yield jobs[start:end]
-        start = end
-
-
-def _check_run(
-    conn: sqlite3.Connection, run: list[_Job], threads: int, *, utf8: bool, packed: bool = True
-) -> Any:
-    """Check one run of conversations, read in one snapshot: packed in a UTF-8 database
-    (lengths count bytes of the stored text), else, or when the packing does not line up,
-    row by row."""
-    summaries = [(job[0], job[1], job[2], job[3]) for job in run]
-    with batch_reads.snapshot(conn):
-        if utf8 and packed:
-            checked = _check_packed(conn, run, summaries, threads)
-            if checked is not None:
-                return checked
-            _log.debug("revalidation: packed rows did not line up; reading by rows")
-        rows = batch_reads.turn_rows(conn, run, utf8=utf8)
-        sources = batch_reads.source_rows(conn, run, utf8=utf8)
-    return _native.revalidate_flat(rows, sources, summaries, threads)
-
-
-_SOURCE_MISSING = "source-missing"
-
-
-def _check_packed(
-    conn: sqlite3.Connection,
-    run: list[_Job],
-    summaries: list[tuple[str, int, str, str]],
-    threads: int,
-) -> Any:
-    """The packed check of a run (inside the caller's snapshot), or None when the packing
-    does not line up. Turns are read up to each summary's `through_sequence`; should a cited
-    turn be missing there (retracted, or its sequence no longer what it was), the run is read
-    again whole, so that the verdict is the one every live turn gives."""
-    try:
-        source_columns = batch_reads.packed_sources(conn, run)
-        for bounded in (True, False):
-            turn_columns = batch_reads.packed_turns(conn, run, bounded=bounded)
-            checked = _native.revalidate_columns(turn_columns, source_columns, summaries, threads)
-            if checked is None or not any(verdict[2] == _SOURCE_MISSING for verdict in checked[0]):
-                return checked
-    except sqlite3.DataError:  # a run over SQLite's length limit: read it by rows
-        return None
-    return checked
-
-
-def _unseal(conn: sqlite3.Connection, verdict: _Verdict) -> _Verdict:
-    """A `source-missing` verdict redone with the summary's purged sources sealed."""
-    conversation_id, summary_id, reason, _ = verdict
-    if reason != sealed.SOURCE_MISSING:
-        return verdict
-    rechecked = sealed.recheck(
-        conversation_id,
-        summary_id,
-        *batch_reads.sealed_inputs(conn, conversation_id, summary_id),
-    )
-    return verdict if rechecked is None else (conversation_id, summary_id, *rechecked)
-
-
-def _check_jobs(
-    path: str,
-    jobs: list[_Job],
-    batch_turns: int,
-    threads: int,
-    progress: Callable[[int], None] | None = None,
-    stop: threading.Event | None = None,
-    *,
-    uri: str | None = None,
-) -> tuple[list[_Verdict], int, int]:
-    """Check `jobs` run by run through one read-only connection (opened with `uri`, the one
-    its siblings share); returns early (with what it has) once `stop` is set, and sets it
-    when it fails, so its siblings stop too."""
-    conn = batch_reads.open_readonly(path, uri)
-    verdicts: list[_Verdict] = []
-    turns_hashed = bytes_hashed = 0
-    try:
-        utf8 = batch_reads.is_utf8(conn)
-        for run in _runs(jobs, batch_turns):
-            if stop is not None and stop.is_set():
-                break
-            found, turns, size = _check_run(conn, run, threads, utf8=utf8)
-            verdicts.extend(_unseal(conn, verdict) for verdict in found)
-            turns_hashed += turns
-            bytes_hashed += size
-            if progress is not None:
-                progress(len(run))
-    except BaseException:
-        if stop is not None:
-            stop.set()
-        raise
-    finally:
-        conn.close()
-    return verdicts, turns_hashed, bytes_hashed
-
-
-#: How often the caller's thread wakes while workers run (to handle signals).
-_POLL_S = 0.05
-
-
-def available_cores() -> int:
-    """The cores this process may run on (its CPU affinity where the platform has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def _shards(jobs: list[_Job], count: int) -> list[list[_Job]]:
-    """Split jobs (sorted by conversation ID) into at most `count` contiguous runs of about
-    equal cited turns, so each worker reads its own range of the tables."""
-    total = sum(job[4] + 1 for job in jobs)
-    shards: list[list[_Job]] = [[]]
-    done = 0
-    for job in jobs:
-        if done >= total * len(shards) / count and len(shards) < count:
-            shards.append([])
-        shards[-1].append(job)
-        done += job[4] + 1
-    return [shard for shard in shards if shard]
-
-
-@contextmanager
-def _interrupts_deferred() -> Iterator[None]:
-    """Hold a Ctrl-C (SIGINT) back until the block is done: starting a worker and recording
-    it must not be split, or an interrupted caller could return while that worker still
-    runs. Only the main thread receives signals, so elsewhere nothing is needed."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGINT)
-    if not callable(previous):  # ignored, default, or not installed from Python
-        yield
-        return
-    held: list[tuple[int, FrameType | None]] = []
-    signal.signal(signal.SIGINT, lambda signum, frame: held.append((signum, frame)))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if held:
-            previous(*held[0])
-
-
-def _check_all(
-    path: str,
-    workers: int,
-    threads: int,
-    batch_turns: int,
-    progress: Callable[[int], None] | None,
-    on_total: Callable[[int], None] | None = None,
-) -> tuple[list[_Verdict], int, int]:
-    """Every current summary's verdict (damaged records first), with the turns and bytes
-    hashed: one worker thread per shard, each through its own read-only connection.
-
-    The first connection stays open until every worker's has closed and they all share its
-    URI (`batch_reads.open_readonly`)."""
-    uri = reading_uri(str(Path(path).resolve()))
-    conn = batch_reads.open_readonly(path, uri)
-    try:
-        return _check_shards(conn, path, uri, workers, threads, batch_turns, progress, on_total)
-    finally:
-        conn.close()
-
-
-def _check_shards(
-    conn: sqlite3.Connection,
-    path: str,
-    uri: str,
-    workers: int,
-    threads: int,
-    batch_turns: int,
-    progress: Callable[[int], None] | None,
-    on_total: Callable[[int], None] | None,
-) -> tuple[list[_Verdict], int, int]:
-    jobs, verdicts = _jobs_and_damage(conn)
-    if on_total is not None:
-        on_total(len(jobs))
-    shards = _shards(jobs, workers)
-    if len(shards) <= 1:
-        found, turns_hashed, bytes_hashed = _check_jobs(
-            path, jobs, batch_turns, threads, progress, uri=uri
-        )
-        return verdicts + found, turns_hashed, bytes_hashed
-    lock = threading.Lock()
-    stop = threading.Event()
-    results: list[tuple[list[_Verdict], int, int] | None] = [None] * len(shards)
-    errors: list[BaseException | None] = [None] * len(shards)
-
-    def report_progress(done: int) -> None:
-        if progress is not None:
-            with lock:
-                progress(done)
-
-    def work(index: int) -> None:
-        try:
-            results[index] = _check_jobs(
-                path, shards[index], batch_turns, threads, report_progress, stop, uri=uri
-            )
-        except BaseException as error:  # handed to the caller's thread
-            errors[index] = error
-
-    running: list[threading.Thread] = []
-    try:
-        with _interrupts_deferred():  # every started worker is in `running`
-            for index in range(len(shards)):
-                worker = threading.Thread(
-                    target=work, args=(index,), name=f"ledgerfold-worker_{index}"
-                )
-                worker.start()
-                running.append(worker)
-        # Wake up now and then, so that a signal (Ctrl-C) is handled here, in the main
-        # thread, without waiting for a whole shard.
-        for worker in running:
-            while worker.is_alive() and not stop.is_set():
-                worker.join(_POLL_S)
-    except BaseException:  # the caller was interrupted
-        stop.set()  # the workers stop after the batch they are on
-        raise
-    finally:
-        for worker in running:
-            worker.join()
-    for error in errors:  # in shard order
-        if error is not None:
-            raise error
-    turns_hashed = bytes_hashed = 0
-    for result in results:
-        assert result is not None  # every worker without an error stored its result
-        found, turns, size = result
-        verdicts.extend(found)
-        turns_hashed += turns
-        bytes_hashed += size
-    return verdicts, turns_hashed, bytes_hashed
-
-
 @dataclass(frozen=True, slots=True)
 class _DigestAudit:
     checked: int
@@ -422,14 +127,14 @@ def _audit_digests(path: str, stale_summary_ids: set[str]) -> _DigestAudit:
     return _DigestAudit(checked, damaged, wrong)
 
 
-def _unit_splits(path: str, verdicts: list[_Verdict]) -> list[_Verdict]:
+def _unit_splits(path: str, verdicts: list[Verdict]) -> list[Verdict]:
     """SPEC §17.2: a summary whose sources hash right but split a compaction unit (a call
     without its result, in a database written before tool-call links made units) is stale
     (`group-split`). Reads IDs, roles and meta of the raw turns only: no body or summary
     text is decoded (a damaged one must not stop revalidation)."""
     if all(reason is not None for _, _, reason, _ in verdicts):
         return verdicts
-    checked: list[_Verdict] = []
+    checked: list[Verdict] = []
     # The store's own read-only open (it creates no file); its connection is used here
     # alone, and closed with it.
     with SQLiteStore(path, read_only=True) as store:
@@ -514,7 +219,7 @@ def revalidate_database(
     with SQLiteStore(path, read_only=True) as store:
         conversations = len(store.conversation_ids())
     try:
-        verdicts, turns_hashed, bytes_hashed = _check_all(
+        verdicts, turns_hashed, bytes_hashed = check_all(
             path, workers, threads, batch_turns, progress, on_total
         )
     except sqlite3.Error as error:

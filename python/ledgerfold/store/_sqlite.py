@@ -1,17 +1,19 @@
 """`SQLiteStore`: the embedded ledger store (SPEC §9, §12) on the standard library's `sqlite3`.
 
-This module holds the public methods: argument checks, one transaction per call, logging.
-Whole groups of methods delegate to components given the store's transaction:
-`turn_writes.TurnWrites` (appends, edits), `loop_methods.CompactionLoop` (planning, pruning)
-and `retention_methods.Retention` (retraction, purges, deletion). The work inside a
-transaction lives beside it: `database` (opening, migrations, transactions), `rows`
-(columns <-> values), `ledger` (turn rows), `summaries` and `summary_reads` (versions),
-`context_read` (the context) and `legacy` (the import policy for old records).
+This module holds the public methods and their docstrings, the store's lifecycle and its
+transaction. Whole groups of methods delegate to components given the store's transaction
+(argument checks, one transaction per call, logging): `ledger_reads.LedgerReads` (the
+ledger's reads, search), `turn_writes.TurnWrites` (appends, edits),
+`summary_methods.SummaryVersions` (commits, stale marks, digest repairs, version reads),
+`loop_methods.CompactionLoop` (planning, pruning) and `retention_methods.Retention`
+(retraction, purges, deletion). The work inside a transaction lives beside it: `database`
+(opening, migrations, transactions), `rows` (columns <-> values), `ledger` (turn rows),
+`summaries` and `summary_reads` (versions), `context_read` (the context) and `legacy` (the
+import policy for old records).
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
@@ -21,31 +23,26 @@ from typing import Any
 
 from ledgerfold import _validate, _worker
 from ledgerfold._context import AssembledContext, HistoryBoundary
-from ledgerfold._events import EventHook, emit, stale_event
+from ledgerfold._events import EventHook
 from ledgerfold._model import Conversation, Turn
 from ledgerfold._plan import CompactionPlan
 from ledgerfold._search_hit import SearchHit
 from ledgerfold._summary import SummaryEnvelope, SummaryWrite
 from ledgerfold.adapters._chat import chat_turn_specs
-from ledgerfold.store import _commit as commit
 from ledgerfold.store import _context_read as context_read
-from ledgerfold.store import _digests as digests
 from ledgerfold.store import _group_commit as group_commit
-from ledgerfold.store import _ledger as ledger
-from ledgerfold.store import _search as search_queries
 from ledgerfold.store import _summaries as summaries
-from ledgerfold.store import _summary_reads as summary_reads
 from ledgerfold.store._context_cache import ContextCache
 from ledgerfold.store._database import Database, database_path, durability_arg
+from ledgerfold.store._ledger_reads import LedgerReads
 from ledgerfold.store._loop_methods import CompactionLoop
 from ledgerfold.store._protocol import CompactionWork, SummaryRecord
 from ledgerfold.store._retention_methods import Retention
-from ledgerfold.store._stats import StoreStats, read_stats
+from ledgerfold.store._stats import StoreStats
+from ledgerfold.store._summary_methods import SummaryVersions
 from ledgerfold.store._turn_writes import TurnWrites
 
 __all__ = ["SQLiteStore"]
-
-_log = logging.getLogger("ledgerfold.store")
 
 
 class SQLiteStore:
@@ -86,6 +83,8 @@ class SQLiteStore:
         self._loop = CompactionLoop(self._transaction, self._cache)
         self._writes = TurnWrites(self._transaction, on_event, self._contexts)
         self._retention = Retention(self._transaction, self._db, self._cache, on_event)
+        self._versions = SummaryVersions(self._transaction, self._cache, on_event)
+        self._reads = LedgerReads(self._transaction)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -218,43 +217,29 @@ class SQLiteStore:
 
     def load(self, conversation_id: str) -> Conversation:
         """The live ledger; an unknown ID gives an empty conversation at revision 0."""
-        conversation_id = _validate.identifier("conversation_id", conversation_id)
-        with self._transaction(write=False, operation="load") as conn:
-            return ledger.load(conn, conversation_id)
+        return self._reads.load(conversation_id)
 
     def get_turns(self, conversation_id: str, turn_ids: Iterable[str]) -> list[Turn]:
         """The live turns with these IDs, in sequence order; IDs not in the ledger view are
         left out. Reads only those turns, not the whole conversation."""
-        conversation_id = _validate.identifier("conversation_id", conversation_id)
-        wanted = _validate.identifiers("turn_ids", turn_ids)
-        with self._transaction(write=False, operation="get_turns") as conn:
-            return ledger.get_turns(conn, conversation_id, wanted)
+        return self._reads.get_turns(conversation_id, turn_ids)
 
     def known_ids(self, conversation_id: str, ids: Iterable[str]) -> set[str]:
         """The IDs among `ids` of turns ever written to the conversation: live, retracted
         or purged (SPEC §17.6: what "already in the ledger" means to an integration). One
         indexed query; costs O(len(ids)), not O(ledger). A deleted conversation knows none."""
-        conversation_id = _validate.identifier("conversation_id", conversation_id)
-        wanted = _validate.identifiers("ids", ids)
-        if not wanted:
-            return set()
-        with self._transaction(write=False, operation="known_ids") as conn:
-            return ledger.known_ids(conn, conversation_id, wanted)
+        return self._reads.known_ids(conversation_id, ids)
 
     def stats(self, conversation_id: str | None = None) -> StoreStats:
         """The counts an operator asks for (SPEC §17.8), for the store or one conversation:
         conversations, live/retracted/purged turns, summary records by status, conversations
         whose context falls back by reason, purged conversations without a current summary.
         Reads only (also on a read-only store)."""
-        if conversation_id is not None:
-            conversation_id = _validate.identifier("conversation_id", conversation_id)
-        with self._transaction(write=False, operation="stats") as conn:
-            return read_stats(conn, conversation_id)
+        return self._reads.stats(conversation_id)
 
     def conversation_ids(self) -> list[str]:
         """Every conversation with at least one written turn, sorted."""
-        with self._transaction(write=False, operation="conversation_ids") as conn:
-            return [row[0] for row in conn.execute("SELECT id FROM conversations ORDER BY id")]
+        return self._reads.conversation_ids()
 
     def search(
         self, conversation_id: str, query: str, *, limit: int = 5, scope: str = "covered"
@@ -266,19 +251,7 @@ class SQLiteStore:
         any `str` is valid (blank or punctuation-only gives []); `limit` is 1..100; an
         unknown conversation gives []. `StoreError` when the database has no index yet
         (an older file opened read-only) or SQLite lacks FTS5."""
-        conversation_id = _validate.identifier("conversation_id", conversation_id)
-        query, limit, scope = search_queries.check_args(query, limit, scope)
-        with self._transaction(write=False, operation="search") as conn:
-            hits = search_queries.search(conn, conversation_id, query, limit, scope)
-        # Counts only: the query and the passages are never logged.
-        _log.debug(
-            "searched: conversation=%s scope=%s limit=%d hits=%d",
-            conversation_id,
-            scope,
-            limit,
-            len(hits),
-        )
-        return hits
+        return self._reads.search(conversation_id, query, limit=limit, scope=scope)
 
     # ------------------------------------------------------------------ plans and summaries
 
@@ -286,57 +259,13 @@ class SQLiteStore:
         """One transaction: re-read the ledger, check the active plan (then cleared: a plan
         yields at most one accepted version) and the sources against the plan's policy
         version; write version + source index + kept turns + pointer, or a `rejected` record."""
-        if envelope is None:
-            return SummaryWrite(False, None, "invalid-summary", None)
-        _validate.instance("envelope", envelope, SummaryEnvelope)
-        with self._transaction(write=True, operation="commit_summary") as conn:
-            write, revision = commit.commit(conn, self._cache, envelope)
-        if write.accepted:
-            _log.info(
-                "summary committed: conversation=%s summary=%s plan=%s sources=%d"
-                " fingerprint=%s revision=%d",
-                envelope.conversation_id,
-                envelope.id,
-                envelope.plan_id,
-                len(envelope.source_ids),
-                envelope.source_fingerprint,
-                revision,
-            )
-        else:
-            _log.warning(
-                "summary rejected: conversation=%s summary=%s plan=%s reason=%s detail=%s",
-                envelope.conversation_id,
-                envelope.id,
-                envelope.plan_id,
-                write.reason,
-                write.detail,
-            )
-        return write
+        return self._versions.commit_summary(envelope)
 
     def mark_stale(self, verdicts: Iterable[tuple[str, str, str]]) -> int:
         """Mark summaries found stale by a deep revalidation: `(conversation_id, summary_id,
         reason)` each, in one transaction. Only versions still `current` change (one that
         changed meanwhile was already handled by eager invalidation). Returns how many."""
-        items = [
-            (
-                _validate.text("reason", reason),
-                _validate.identifier("summary_id", summary_id),
-                _validate.text("conversation_id", conversation_id, blank_ok=True, empty_ok=False),
-            )
-            for conversation_id, summary_id, reason in summaries.verdict_triples(verdicts)
-        ]
-        if not items:
-            return 0
-        with self._transaction(write=True, operation="mark_stale") as conn:
-            changed = summaries.mark_stale(conn, items)
-        for reason, summary_id, conversation_id in items:
-            _log.info(
-                "summary marked stale by revalidation: conversation=%s summary=%s reason=%s",
-                conversation_id,
-                summary_id,
-                reason,
-            )
-        return changed
+        return self._versions.mark_stale(verdicts)
 
     def repair_digests(self, turns: Iterable[tuple[str, str]]) -> int:
         """Recompute the stored digest of each `(conversation_id, turn_id)` whose digest no
@@ -344,68 +273,33 @@ class SQLiteStore:
         library's back), in one transaction: every version citing it goes stale and its
         conversation gets a new revision. A turn no longer live, or already right, is left
         alone. Returns how many were repaired."""
-        items = digests.turn_pairs(turns)
-        if not items:
-            return 0
-        with self._transaction(write=True, operation="repair_digests") as conn:
-            repaired = digests.repair(conn, items)
-        for conversation_id, turn_id, stale in repaired:
-            _log.warning(
-                "turn digest repaired (body changed outside ledgerfold): conversation=%s"
-                " turn=%s stale=%d",
-                conversation_id,
-                turn_id,
-                len(stale),
-            )
-            if stale:
-                emit(
-                    self._on_event, stale_event(conversation_id, "source-modified", stale, turn_id)
-                )
-        return len(repaired)
+        return self._versions.repair_digests(turns)
 
     def record_failure(self, plan_id: str, reason: str) -> None:
         """Record a failed attempt of a known plan (no envelope)."""
-        plan_id = _validate.identifier("plan_id", plan_id)
-        reason = _validate.text("reason", reason)
-        with self._transaction(write=True, operation="record_failure") as conn:
-            conversation_id = summaries.record_failure(conn, plan_id, reason)
-        _log.warning("summary failed: conversation=%s plan=%s", conversation_id, plan_id)
+        self._versions.record_failure(plan_id, reason)
 
     def current_summary(self, conversation_id: str) -> SummaryEnvelope | None:
         """The current version, or None when there is none or it went stale."""
-        conversation_id = _validate.identifier("conversation_id", conversation_id)
-        with self._transaction(write=False, operation="current_summary") as conn:
-            pointed = summaries.pointed(conn, self._cache, conversation_id)
-        if pointed is None or pointed[1] != "current":
-            return None
-        return pointed[0].envelope
+        return self._versions.current_summary(conversation_id)
 
     def summary_history(self, conversation_id: str) -> list[SummaryRecord]:
         """Every attempt of the conversation, oldest first."""
-        conversation_id = _validate.identifier("conversation_id", conversation_id)
-        with self._transaction(write=False, operation="summary_history") as conn:
-            return summary_reads.history(conn, self._cache, conversation_id)
+        return self._versions.summary_history(conversation_id)
 
     def sources_of(self, summary_id: str) -> list[Turn]:
         """The cited turns still in the ledger, in source order."""
-        summary_id = _validate.identifier("summary_id", summary_id)
-        with self._transaction(write=False, operation="sources_of") as conn:
-            return summary_reads.sources_of(conn, self._cache, summary_id)
+        return self._versions.sources_of(summary_id)
 
     def cited_sources(self, summary_id: str) -> list[Turn]:
         """SPEC §16.3: the live turns among the summary's sources whose sequence its text
         cites (`[seq N`), each once, in ascending sequence (see `ledgerfold.citations`).
         An unknown `summary_id` raises `InvalidInput`."""
-        summary_id = _validate.identifier("summary_id", summary_id)
-        with self._transaction(write=False, operation="cited_sources") as conn:
-            return summary_reads.cited_sources(conn, self._cache, summary_id)
+        return self._versions.cited_sources(summary_id)
 
     def summaries_citing(self, conversation_id: str, turn_id: str) -> list[str]:
         """IDs of the accepted versions whose sources include the turn, oldest first."""
-        conversation_id = _validate.identifier("conversation_id", conversation_id)
-        turn_id = _validate.identifier("turn_id", turn_id)
-        with self._transaction(write=False, operation="summaries_citing") as conn:
-            return summary_reads.citing(conn, conversation_id, turn_id)
+        return self._versions.summaries_citing(conversation_id, turn_id)
 
     # ------------------------------------------------------------------ the agent loop
 
@@ -597,6 +491,4 @@ class SQLiteStore:
     def history_boundary(self, conversation_id: str) -> HistoryBoundary | None:
         """The furthest purge boundary of the conversation (the largest purged sequence, with
         the reason and time of the purge that reached it), or None."""
-        conversation_id = _validate.identifier("conversation_id", conversation_id)
-        with self._transaction(write=False, operation="history_boundary") as conn:
-            return ledger.boundary(conn, conversation_id)
+        return self._reads.history_boundary(conversation_id)

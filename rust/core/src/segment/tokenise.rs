@@ -1,28 +1,6 @@
-//! Recall's text segmentation (SPEC §16.5 "Normalisation" and "Hits"): bodies into passages
-//! of at most 600 characters, text into normalised search tokens.
-//!
-//! Normalisation, in this order: NFKC; full case folding; NFD, then the diacritics dropped:
-//! the nonspacing marks (`Mn`) of Latin, Greek or Cyrillic or of no script in particular
-//! (`Inherited`), not the vowel signs, viramas and points that other scripts write with
-//! (`नमस्ते` keeps its virama, `が` its voicing mark); NFC (so Hangul syllables, decomposed by NFD, are whole again). Then each character is one
-//! of four classes:
-//! - *digit*: ASCII `0-9` and every other `Nd`;
-//! - *CJK*: a letter, mark or number (`L*`, `M*`, `Nl`, `No`) whose `Script_Extensions` name
-//!   Han, Hiragana, Katakana or Hangul (so `ー` and `々` join their words);
-//! - *letter*: ASCII `a-z` and every other `L*`, `M*`, `Nl`, `No`;
-//! - *separator*: everything else (all other ASCII: space, punctuation, `-`, `_`, `.`).
-//!
-//! A token is a maximal run of one class (so `PO-9302` gives `po` and `9302`, `3号` gives
-//! `3` and `号`, and `sha256` gives `sha` and `256`). A letter token of ASCII letters only is
-//! stemmed with Snowball English (Porter2); a CJK run of two or more characters becomes its
-//! overlapping bigrams. Token alphabet: a token is non-empty and its only ASCII characters
-//! are `a-z` and `0-9`.
-//!
-//! Word boundaries come from the character classes above rather than UAX #29 word breaks:
-//! the tokens are the same for the cases §16 names, and the rule is one that an independent
-//! reference (`tests/segment_reference.py`) can state exactly with Python's own Unicode data.
-//! Every Unicode property comes from a crate (`unicode-normalization`, `caseless`,
-//! `unicode-properties`, `unicode-script`): no hand-written tables (SPEC §17.9).
+//! A text's tokens (SPEC §16.5 "Normalisation"): normalised, each character classed, runs of
+//! one class made tokens, ASCII words stemmed and CJK runs made bigrams (the rules are in
+//! the `segment` module's documentation).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -33,82 +11,6 @@ use rust_stemmers::{Algorithm, Stemmer};
 use unicode_normalization::UnicodeNormalization;
 use unicode_properties::{GeneralCategory, GeneralCategoryGroup, UnicodeGeneralCategory};
 use unicode_script::{Script, UnicodeScript};
-
-/// The segmenter's version, recorded with the index: any change of the tokens or passages a
-/// text gives must bump it (the index is then rebuilt).
-pub const INDEX_VERSION: u32 = 1;
-
-/// A passage's window, in characters (code points).
-pub const PASSAGE_CHARS: usize = 600;
-
-/// A query uses at most this many distinct terms (the first ones).
-pub const MAX_QUERY_TERMS: usize = 64;
-
-/// One passage of a body: `start..end` in characters (code points) of the body, and its
-/// tokens in order joined by single spaces.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Passage {
-    pub start: usize,
-    pub end: usize,
-    pub tokens: String,
-}
-
-/// The body's passages that hold at least one token, in order (SPEC §16.5 "Hits").
-pub fn index_passages(body: &str) -> Vec<Passage> {
-    let mut passages = Vec::new();
-    let mut tokens = String::new();
-    for bounds in passage_bounds(body) {
-        tokens.clear();
-        push_tokens(&body[bounds.start_byte..bounds.end_byte], &mut tokens);
-        if !tokens.is_empty() {
-            passages.push(Passage {
-                start: bounds.start_char,
-                end: bounds.end_char,
-                tokens: tokens.clone(),
-            });
-        }
-    }
-    passages
-}
-
-/// The query's tokens, distinct, in first-occurrence order, at most [`MAX_QUERY_TERMS`].
-///
-/// A one-character CJK token next to a digit run (`3号`, `第3章`) is left out while
-/// another term remains: the digits say which one is meant, and the lone character, a
-/// token of every `13号` too, would make `3号` match `13号` (SPEC §16.5).
-pub fn query_terms(query: &str) -> Vec<String> {
-    let mut joined = String::new();
-    push_tokens(query, &mut joined);
-    let all: Vec<&str> = joined
-        .split(' ')
-        .filter(|token| !token.is_empty())
-        .collect();
-    let is_digits = |token: &str| token.chars().all(|c| class_of(c) == Class::Digit);
-    let kept: Vec<&str> = all
-        .iter()
-        .enumerate()
-        .filter(|&(at, token)| {
-            let mut chars = token.chars();
-            let lone_cjk = matches!((chars.next(), chars.next()), (Some(c), None) if class_of(c) == Class::Cjk);
-            let by_digits = (at > 0 && is_digits(all[at - 1]))
-                || all.get(at + 1).is_some_and(|next| is_digits(next));
-            !(lone_cjk && by_digits)
-        })
-        .map(|(_, token)| *token)
-        .collect();
-    let chosen = if kept.is_empty() { &all } else { &kept };
-    let mut terms: Vec<String> = Vec::new();
-    for &token in chosen {
-        if terms.len() == MAX_QUERY_TERMS {
-            break;
-        }
-        // At most 64 terms: a linear scan beats hashing here.
-        if !terms.iter().any(|term| term == token) {
-            terms.push(token.to_owned());
-        }
-    }
-    terms
-}
 
 /// The text's tokens in order (duplicates kept).
 pub fn tokens(text: &str) -> Vec<String> {
@@ -121,70 +23,8 @@ pub fn tokens(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// A passage's place in the body, in bytes (to slice the `str`) and in characters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PassageBounds {
-    pub start_byte: usize,
-    pub end_byte: usize,
-    pub start_char: usize,
-    pub end_char: usize,
-}
-
-fn is_sentence_end(c: char) -> bool {
-    matches!(
-        c,
-        '.' | '!' | '?' | '。' | '！' | '？' | '\n' | '\r' | '\u{0B}' | '\u{0C}' | '\u{85}'
-    ) || c == '\u{2028}'
-        || c == '\u{2029}'
-}
-
-/// Every passage of the body, token-free ones included: consecutive, covering the body.
-///
-/// From `start` the window is the next 600 characters; when the rest of the body fits, it
-/// is the last passage; else the passage ends after the last sentence end (`. ! ? 。！？`
-/// or a line break) among the window's last 300 characters, else after the window's last
-/// whitespace (Unicode `White_Space`), else after 600 characters.
-pub fn passage_bounds(body: &str) -> Vec<PassageBounds> {
-    let mut out = Vec::new();
-    let (mut start_byte, mut start_char) = (0usize, 0usize);
-    while start_byte < body.len() {
-        let rest = &body[start_byte..];
-        // (byte offset after, chars after) of the candidates, relative to `start`.
-        let mut sentence_end: Option<(usize, usize)> = None;
-        let mut whitespace: Option<(usize, usize)> = None;
-        let mut window_end: Option<(usize, usize)> = None;
-        for (count, (offset, c)) in rest.char_indices().enumerate() {
-            if count == PASSAGE_CHARS {
-                window_end = Some((offset, count));
-                break;
-            }
-            let after = (offset + c.len_utf8(), count + 1);
-            if count >= PASSAGE_CHARS / 2 && is_sentence_end(c) {
-                sentence_end = Some(after);
-            }
-            if c.is_whitespace() {
-                whitespace = Some(after);
-            }
-        }
-        let (bytes, chars) = match window_end {
-            // The rest of the body fits: the last passage.
-            None => (rest.len(), rest.chars().count()),
-            Some(full) => sentence_end.or(whitespace).unwrap_or(full),
-        };
-        out.push(PassageBounds {
-            start_byte,
-            end_byte: start_byte + bytes,
-            start_char,
-            end_char: start_char + chars,
-        });
-        start_byte += bytes;
-        start_char += chars;
-    }
-    out
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Class {
+pub(super) enum Class {
     Separator,
     Letter,
     Digit,
@@ -202,7 +42,7 @@ fn is_cjk_script(c: char) -> bool {
             || scripts.contains_script(Script::Hangul))
 }
 
-fn class_of(c: char) -> Class {
+pub(super) fn class_of(c: char) -> Class {
     if c.is_ascii() {
         return match c {
             'a'..='z' => Class::Letter,
@@ -413,31 +253,11 @@ mod tests {
     }
 
     #[test]
-    fn cjk_query_terms_all_occur_in_the_fact() {
-        let fact = toks("我的护照放在3号储物柜，密码是5100。");
-        let terms = query_terms("护照 3号储物柜 密码");
-        assert_eq!(terms, ["护照", "3", "号储", "储物", "物柜", "密码"]);
-        for term in &terms {
-            assert!(fact.contains(term), "{term} missing from {fact:?}");
-        }
-    }
-
-    #[test]
     fn digit_runs_are_whole_and_never_join_cjk() {
         assert_eq!(toks("3号"), ["3", "号"]);
         assert_eq!(toks("13号"), ["13", "号"]);
         assert_eq!(toks("130"), ["130"]);
         assert_eq!(toks("sha256"), ["sha", "256"]);
-    }
-
-    #[test]
-    fn a_lone_cjk_character_by_digits_leaves_the_query_while_another_term_remains() {
-        assert_eq!(query_terms("3号"), ["3"]);
-        assert_eq!(query_terms("第3章"), ["3"]);
-        assert_eq!(query_terms("13号"), ["13"]);
-        assert_eq!(query_terms("号"), ["号"]);
-        assert_eq!(query_terms("护照 3号"), ["护照", "3"]);
-        assert_eq!(query_terms("猫 狗"), ["猫", "狗"]);
     }
 
     #[test]
@@ -486,26 +306,6 @@ mod tests {
     }
 
     #[test]
-    fn punctuation_only_gives_nothing() {
-        assert!(query_terms("").is_empty());
-        assert!(query_terms("  ?! -- ... 。，").is_empty());
-        assert!(index_passages("").is_empty());
-        assert!(index_passages("!!! ???").is_empty());
-    }
-
-    #[test]
-    fn query_terms_are_distinct_and_at_most_64() {
-        assert_eq!(query_terms("b a b A"), ["b", "a"]);
-        let many = (0..100)
-            .map(|n| n.to_string())
-            .collect::<Vec<_>>()
-            .join(" ");
-        let terms = query_terms(&many);
-        assert_eq!(terms.len(), MAX_QUERY_TERMS);
-        assert_eq!(terms[63], "63");
-    }
-
-    #[test]
     fn remembered_stems_are_the_stemmer_s() {
         // More distinct words than the cache holds, twice, and words too long to remember.
         let words: Vec<String> = (0..CACHED_WORDS + 1_000)
@@ -529,30 +329,5 @@ mod tests {
             .collect();
         assert_eq!(tokens(&text), expected);
         assert_eq!(tokens(&text), expected);
-    }
-
-    #[test]
-    fn passages_end_at_sentences_then_whitespace_then_600() {
-        let sentence = "word ".repeat(70) + "end. "; // 355 characters
-        let body = sentence.repeat(3);
-        let bounds = passage_bounds(&body);
-        assert_eq!(bounds[0].end_char, 355 - 1); // after the '.', before its space
-        let spaced = "abcdefghi ".repeat(100);
-        assert_eq!(passage_bounds(&spaced)[0].end_char, 600);
-        let dense = "x".repeat(1_000);
-        assert_eq!(passage_bounds(&dense)[0].end_char, 600);
-        let early = format!("a. {}", "y".repeat(1_000));
-        // A sentence end in the first half does not count; no whitespace after it either.
-        assert_eq!(passage_bounds(&early)[0].end_char, 3);
-    }
-
-    #[test]
-    fn passage_offsets_count_characters() {
-        let body = "é".repeat(700);
-        let bounds = passage_bounds(&body);
-        assert_eq!(bounds.len(), 2);
-        assert_eq!((bounds[0].start_char, bounds[0].end_char), (0, 600));
-        assert_eq!((bounds[0].start_byte, bounds[0].end_byte), (0, 1200));
-        assert_eq!((bounds[1].start_char, bounds[1].end_char), (600, 700));
     }
 }

@@ -1,0 +1,53 @@
+//! Recall's text segmentation (SPEC §16.5 "Normalisation" and "Hits"): bodies into passages
+//! of at most 600 characters, text into normalised search tokens.
+//!
+//! Normalisation, in this order: NFKC; full case folding; NFD, then the diacritics dropped:
+//! the nonspacing marks (`Mn`) of Latin, Greek or Cyrillic or of no script in particular
+//! (`Inherited`), not the vowel signs, viramas and points that other scripts write with
+//! (`नमस्ते` keeps its virama, `が` its voicing mark); NFC (so Hangul syllables, decomposed by NFD, are whole again). Then each character is one
+//! of four classes:
+//! - *digit*: ASCII `0-9` and every other `Nd`;
+//! - *CJK*: a letter, mark or number (`L*`, `M*`, `Nl`, `No`) whose `Script_Extensions` name
+//!   Han, Hiragana, Katakana or Hangul (so `ー` and `々` join their words);
+//! - *letter*: ASCII `a-z` and every other `L*`, `M*`, `Nl`, `No`;
+//! - *separator*: everything else (all other ASCII: space, punctuation, `-`, `_`, `.`).
+//!
+//! A token is a maximal run of one class (so `PO-9302` gives `po` and `9302`, `3号` gives
+//! `3` and `号`, and `sha256` gives `sha` and `256`). A letter token of ASCII letters only is
+//! stemmed with Snowball English (Porter2); a CJK run of two or more characters becomes its
+//! overlapping bigrams. Token alphabet: a token is non-empty and its only ASCII characters
+//! are `a-z` and `0-9`.
+//!
+//! Word boundaries come from the character classes above rather than UAX #29 word breaks:
+//! the tokens are the same for the cases §16 names, and the rule is one that an independent
+//! reference (`tests/segment_reference.py`) can state exactly with Python's own Unicode data.
+//! Every Unicode property comes from a crate (`unicode-normalization`, `caseless`,
+//! `unicode-properties`, `unicode-script`): no hand-written tables (SPEC §17.9).
+//!
+//! The parts: `tokenise` (normalisation, classes, stems: a text's tokens), `passages` (the
+//! index's passages of a body) and `query` (a query's terms).
+
+mod passages;
+mod query;
+mod tokenise;
+
+pub use passages::{index_passages, passage_bounds, Passage, PassageBounds, PASSAGE_CHARS};
+pub use query::{query_terms, MAX_QUERY_TERMS};
+pub use tokenise::{push_tokens, tokens};
+
+/// The segmenter's version, recorded with the index: any change of the tokens or passages a
+/// text gives must bump it (the index is then rebuilt).
+pub const INDEX_VERSION: u32 = 1;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn punctuation_only_gives_nothing() {
+        assert!(query_terms("").is_empty());
+        assert!(query_terms("  ?! -- ... 。，").is_empty());
+        assert!(index_passages("").is_empty());
+        assert!(index_passages("!!! ???").is_empty());
+    }
+}
