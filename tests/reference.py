@@ -312,7 +312,9 @@ def check_summary(
     sealed: Sequence[TurnLike] = (),
 ) -> tuple[bool, str | None, str | None]:
     """`sealed`: purged sources as they were (SPEC §15.5), checked like ledger turns but left
-    out of the group-split test, which looks at the live ledger only."""
+    out of the group-split test, which looks at the live ledger only. Sealed sources come
+    first, then the live ones in sequence order: a turn kept raw below the purge boundary (a
+    protected one) may join a sealed summary later, after its sealed sources (SPEC §17.5)."""
     live = list(turns)
     turn_list = [*sealed, *live]
     if summary.conversation_id != conv_id:
@@ -327,7 +329,11 @@ def check_summary(
         if sid not in present:
             return (False, "source-missing", sid)
     wanted = set(source_ids)
-    found = _by_sequence(t for t in turn_list if t.id in wanted)
+    sealed_ids = {t.id for t in sealed}
+    live_found = _by_sequence(t for t in live if t.id in wanted and t.id not in sealed_ids)
+    by_sealed = {t.id: t for t in sealed}
+    sealed_found = [by_sealed[sid] for sid in dict.fromkeys(source_ids) if sid in by_sealed]
+    found = [*sealed_found, *live_found]
     found_ids = [t.id for t in found]
     if not same_ordered_ids(found_ids, source_ids):
         p = 0

@@ -330,9 +330,15 @@ class RollingMachine(RuleBasedStateMachine):
         boundary = self.stores[at].purge_through(
             cid, max(0, model.last_sequence - back), "test", force=force
         )
-        if not force:  # a purge stops before an unanswered call
-            taken = {t.id for t in model.live() if t.sequence <= boundary.through_sequence}
+        if not force:  # a purge takes no unanswered call (a protected one it never takes)
+            taken = {
+                t.id
+                for t in model.live()
+                if t.sequence <= boundary.through_sequence and not t.protected
+            }
             assert not taken & open_calls, (taken & open_calls, boundary)
+            still = {turn.id for turn in self.stores[at].load(cid).turns}
+            assert open_calls <= still, (open_calls - still, boundary)
         for turn in model.turns.values():
             if (
                 turn.state != "purged"
@@ -340,6 +346,37 @@ class RollingMachine(RuleBasedStateMachine):
                 and (force or not turn.protected)
             ):
                 turn.state = "purged"  # its content stays what it was: the sealed digest's
+
+    @rule(at=instances, cid=conversations, retain=st.integers(0, 6))
+    def apply_retention(self, at: int, cid: str, retain: int) -> None:
+        """The retention policy's purge: only turns the current summary covers go (SPEC
+        §15.5), so never an unanswered call, a protected turn, or a turn kept raw."""
+        model = self.model[cid]
+        current = self.stores[at].current_summary(cid)
+        open_calls = ref._open_calls([turn.ref() for turn in model.live()])
+        boundary = self.stores[at].apply_retention(cid, retain_turns=retain)
+        if boundary is None:
+            return
+        assert current is not None, boundary
+        with sqlite3.connect(self.path) as conn:
+            purged = {
+                row[0]
+                for row in conn.execute(
+                    "SELECT id FROM turns WHERE conversation_id = ? AND state = 2", (cid,)
+                )
+            }
+        conn.close()
+        went = [
+            turn for turn in model.turns.values() if turn.state != "purged" and turn.id in purged
+        ]
+        gone_live = {turn.id for turn in went if turn.state == "live"}
+        assert not gone_live & open_calls, (gone_live & open_calls, boundary)
+        assert gone_live <= set(current.source_ids), gone_live - set(current.source_ids)
+        assert not any(turn.protected for turn in went), boundary
+        assert all(turn.sequence <= boundary.through_sequence for turn in went), boundary
+        for turn in went:
+            turn.state = "purged"  # its content stays what it was: the sealed digest's
+        event("retention: purged")
 
     @rule(at=instances, cid=conversations)
     def delete_and_recreate(self, at: int, cid: str) -> None:

@@ -5,10 +5,18 @@ context stays bounded however long the conversation runs."""
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 from pathlib import Path
 
 import ledgerfold as lf
 from ledgerfold.tokens import context_tokens
+
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
+    sys.path.insert(0, str(_HERE))
+
+import reference as ref  # noqa: E402
 
 PV = "p"
 CALL = {"id": "call-1", "type": "function", "function": {"name": "find", "arguments": "{}"}}
@@ -133,6 +141,36 @@ def test_an_unsealed_summary_is_extended_below_its_slot_too(tmp_path: Path) -> N
     assert lf.check_summary(second, ledger, PV).current
     context = store.context("c", PV)
     assert context.fallback is None and "t3" not in context.ids
+    store.close()
+
+
+def test_a_turn_kept_below_the_boundary_joins_after_the_sealed_sources(tmp_path: Path) -> None:
+    """A protected turn a purge kept raw below its boundary, resolved, joins the sealed
+    summary after its purged sources though its sequence is lower: sealed sources first,
+    then live ones in sequence order, in the core and in the reference alike."""
+    store = lf.SQLiteStore(tmp_path / "a.db")
+    store.append("c", "system", "pending", id="p0", protected=True)
+    _chat(store, 1, 5)
+    policy = lf.CompactionPolicy(PV, keep_tail=2, min_new_turns=1, preserve_roles=())
+    compactor = lf.Compactor(store, policy, neutral)
+    sealed = compactor.compact("c").summary
+    assert sealed is not None and "p0" not in sealed.source_ids
+    before = {turn.id: turn for turn in store.load("c").turns}
+    store.purge_through("c", 4, "retention")  # the protected turn stays raw below it
+    store.edit("c", "p0", protected=False)
+    current = compactor.compact("c").summary
+    assert current is not None and current.parent_id == sealed.id
+    assert current.source_ids == (*sealed.source_ids, "p0")
+    ledger = store.load("c")
+    purged = [before[i] for i in current.source_ids if ledger.get(i) is None]
+    digests = {turn.id: turn.digest for turn in purged}
+    assert lf.check_summary(current, ledger, PV, sealed=digests).current
+    assert ref.check_summary(current, "c", ledger.turns, PV, purged) == (True, None, None)
+    assert store.context("c", PV).fallback is None
+    # Not the other way round: a live source before a sealed one is out of order in both.
+    swapped = dataclasses.replace(current, source_ids=("p0", *sealed.source_ids))
+    assert lf.check_summary(swapped, ledger, PV, sealed=digests).reason == "source-reordered"
+    assert ref.check_summary(swapped, "c", ledger.turns, PV, purged)[1] == "source-reordered"
     store.close()
 
 

@@ -154,6 +154,50 @@ def test_a_purge_without_force_stops_before_an_unanswered_call() -> None:
         assert valid(to_chat_messages(context))
 
 
+def test_a_purge_without_force_keeps_a_protected_unanswered_call_and_goes_past_it() -> None:
+    # A protected turn is never taken without force, so the purge does not stop before it:
+    # the call stays raw below the boundary, its result comes later, the pair stays whole.
+    with SQLiteStore() as store:
+        store.append(C, "assistant", "", id="a1", group="a1", meta=calls("x"))
+        store.edit(C, "a1", protected=True)
+        store.append(C, "user", "meanwhile", id="u1")
+        assert store.preview_purge(C, 2)["through_sequence"] == 2
+        assert store.purge_through(C, 2, "retention").through_sequence == 2
+        assert [t.id for t in store.load(C).turns] == ["a1"]
+        store.append(C, "tool", "booked", id="r1", group="a1", meta=answer("x"))
+        context = store.context(C, "v1")
+        assert {"a1", "r1"} <= set(context.ids) and context.dropped == 0
+        assert valid(to_chat_messages(context))
+        # Unprotected once answered, the pair is compacted together below the boundary.
+        store.edit(C, "a1", protected=False)
+        for n in range(2):
+            store.append(C, "user", f"later {n}", id=f"l{n}")
+        summary = lf.Compactor(store, policy()).compact(C, force=True).summary
+        assert summary is not None and {"a1", "r1"} <= set(summary.source_ids)
+        assert valid(to_chat_messages(store.context(C, "v1")))
+
+
+def test_retention_keeps_an_unanswered_call_the_summary_keeps_raw() -> None:
+    with SQLiteStore() as store:
+        store.append(C, "user", "book it", id="u1")
+        store.append(C, "assistant", "", id="a1", meta=calls("x"))  # the result is pending
+        for n in range(4):
+            store.append(C, "user", f"meanwhile {n}", id=f"m{n}")
+        summary = lf.Compactor(store, policy()).compact(C, force=True).summary
+        assert summary is not None and "a1" not in summary.source_ids
+        boundary = store.apply_retention(C, retain_turns=0)
+        assert boundary is not None and boundary.through_sequence >= 2  # it is below the cut
+        assert "a1" in {t.id for t in store.load(C).turns}
+        store.append(C, "tool", "booked", id="r1", meta=answer("x"))
+        assert {"a1", "r1"} <= set(store.context(C, "v1").ids)
+        for n in range(2):  # once the result leaves the tail, the pair is folded together
+            store.append(C, "user", f"later {n}", id=f"l{n}")
+        summary = lf.Compactor(store, policy()).compact(C, force=True).summary
+        assert summary is not None and summary.parent_id is not None
+        assert {"a1", "r1"} <= set(summary.source_ids)
+        assert valid(to_chat_messages(store.context(C, "v1")))
+
+
 def test_a_purge_without_force_does_not_split_an_ungrouped_call() -> None:
     with SQLiteStore() as store:
         store.append(C, "user", "q", id="u1")
