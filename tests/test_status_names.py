@@ -46,3 +46,16 @@ def test_no_module_spells_a_status_in_its_sql() -> None:
         )
     )
     assert spelt == []
+
+
+def test_no_store_module_compares_a_status_spelt_in_python() -> None:
+    """The store's Python compares statuses with the `_schema` names too (`== CURRENT`)."""
+    quoted = re.compile('"(' + "|".join(SUMMARY_STATUSES) + ')"')
+    spelt = sorted(
+        f"{path.name}:{number}"
+        for path in (PACKAGE / "store").glob("*.py")
+        if path.name != "_schema.py"
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if quoted.search(line)
+    )
+    assert spelt == []

@@ -42,7 +42,7 @@ from ledgerfold.store import _summaries as summaries
 from ledgerfold.store import _unit_splits as unit_splits
 from ledgerfold.store._database import now
 from ledgerfold.store._rows import SUMMARY_COLUMNS, Version
-from ledgerfold.store._schema import CURRENT, REJECTED, SUPERSEDED, TURN_LIVE, TURN_PURGED
+from ledgerfold.store._schema import CURRENT, REJECTED, STALE, SUPERSEDED, TURN_LIVE, TURN_PURGED
 
 __all__ = ["commit"]
 
@@ -153,12 +153,12 @@ def _verdict(
     if pointed is not None and pointed[0].envelope.id == envelope.parent_id:
         # What only the database knows: the parent's record says stale (even when its
         # sources were edited back since), or it is no longer the current version.
-        if pointed[1] == "stale":
+        if pointed[1] == STALE:
             return _refused(envelope, "stale-source", pointed[2])
-        if pointed[1] != "current":
+        if pointed[1] != CURRENT:
             return _refused(envelope, "invalid-summary", PLAN_MISMATCH)
         parent = pointed[0]
-    current = pointed[0].envelope if pointed is not None and pointed[1] == "current" else None
+    current = pointed[0].envelope if pointed is not None and pointed[1] == CURRENT else None
     planned = compaction.planned_ids(conn, envelope.plan_id)
     if parent is None and envelope.parent_id is not None:
         checkpoint = _checkpoint(conn, cache, envelope, pointed, planned)
@@ -197,7 +197,7 @@ def _checkpoint(
 ) -> Version | None:
     """The checkpoint `envelope` may extend: the version its plan was registered to rebuild
     from while the conversation's summary is stale, when `parent_id` names it."""
-    if pointed is None or pointed[1] != "stale" or planned is None or planned[0] is None:
+    if pointed is None or pointed[1] != STALE or planned is None or planned[0] is None:
         return None
     base = summaries.version_at(conn, cache, planned[0])
     if base is None or base.envelope.id != envelope.parent_id:

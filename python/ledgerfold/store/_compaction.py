@@ -28,7 +28,7 @@ from ledgerfold.store import _retention as retention
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store._database import now
 from ledgerfold.store._rows import TURN_COLUMNS, Version, turn_from_row
-from ledgerfold.store._schema import ACCEPTED, FAILED, TURN_LIVE, TURN_PURGED
+from ledgerfold.store._schema import ACCEPTED, CURRENT, FAILED, STALE, TURN_LIVE, TURN_PURGED
 
 __all__ = [
     "Planned",
@@ -102,7 +102,7 @@ def preserved_gone(
 ) -> bool:
     """Whether the current summary's layout lost a preserved turn below its slot (SPEC
     §17.3): the store's context falls back, so compaction is due at once."""
-    if pointed is None or pointed[1] != "current":
+    if pointed is None or pointed[1] != CURRENT:
         return False
     if pointed[0].envelope.policy_version != policy_version:
         return False
@@ -167,7 +167,7 @@ def _base(
         return None, None, False
     version, status, _ = pointed
     envelope = version.envelope
-    if status != "current" or envelope.policy_version != policy_version:
+    if status != CURRENT or envelope.policy_version != policy_version:
         return None, None, False
     after = conn.execute(
         "SELECT COUNT(*) FROM (SELECT 1 FROM turns WHERE conversation_id = ? AND state = ?"
@@ -202,7 +202,7 @@ def _sealed_current(
 ) -> bool:
     """Whether the conversation's summary is current, of this policy, and has sources a
     purge took (sealed, SPEC §15.5)."""
-    if pointed is None or pointed[1] != "current":
+    if pointed is None or pointed[1] != CURRENT:
         return False
     version = pointed[0]
     if version.envelope.policy_version != policy_version:
@@ -268,7 +268,7 @@ def plan_view(
         return Planned(_empty_plan(plan_id, conversation_id, revision), None, (), False)
     conversation = ledger.load(conn, conversation_id)
     plan = plan_unchecked(conversation, keep_tail, plan_id, preserve_roles)
-    stale = pointed is not None and pointed[1] == "stale"
+    stale = pointed is not None and pointed[1] == STALE
     if stale and pointed is not None:
         rebuilt = _rebuild(conn, cache, pointed[0], conversation, plan, policy_version, revision)
         if rebuilt is not None:

@@ -13,7 +13,7 @@ from ledgerfold.store import _summaries as summaries
 from ledgerfold.store import _unit_splits as unit_splits
 from ledgerfold.store._database import Transaction
 from ledgerfold.store._rows import DAMAGED, DamagedSummary
-from ledgerfold.store._schema import TURN_LIVE
+from ledgerfold.store._schema import CURRENT, STALE, TURN_LIVE
 
 __all__ = ["assemble", "log_fallback"]
 
@@ -39,7 +39,7 @@ def assemble(
             version, status, reason = pointed
             envelope = version.envelope
             if (
-                status == "current"
+                status == CURRENT
                 and envelope.policy_version == policy_version
                 and not conn.execute(
                     "SELECT 1 FROM turns WHERE conversation_id = ? AND id = ? AND state = ?",
@@ -83,7 +83,7 @@ def assemble(
             sealed = retention.sealed_digests(conn, conversation_id, version.pk)
     if pointed is not None:
         assembled = assemble_context(conversation, envelope, policy_version, sealed=sealed)
-        if status == "stale" and assembled.fallback is None:
+        if status == STALE and assembled.fallback is None:
             # The sources were edited back to their old values; a stale version stays
             # stale (its record says so), so the context stays raw.
             raw = assemble_context(conversation, None, policy_version)

@@ -100,7 +100,7 @@ def _seal(
     the sealed sources of earlier purges), or None. A current one that fails the check goes
     stale here with the check's reason (unless `mark` is False: a preview only reads)."""
     pointed = summaries.pointed(conn, cache, conversation_id)
-    if pointed is None or pointed[1] != "current":
+    if pointed is None or pointed[1] != CURRENT:
         return None, None
     version = pointed[0]
     envelope = version.envelope

@@ -8,11 +8,18 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledgerfold.store._schema import CURRENT, STALE, TURN_LIVE, TURN_PURGED, TURN_RETRACTED
+from ledgerfold.store._schema import (
+    CURRENT,
+    STALE,
+    SUMMARY_STATUSES,
+    TURN_LIVE,
+    TURN_PURGED,
+    TURN_RETRACTED,
+)
 
 __all__ = ["StoreStats", "read_stats"]
 
-_STATUSES = ("current", "superseded", "stale", "failed", "rejected")
+_STATUSES = SUMMARY_STATUSES
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,10 +106,10 @@ def read_stats(conn: sqlite3.Connection, conversation_id: str | None) -> StoreSt
     for _, newest, purged, sealed in rows:
         conversations += 1
         status, _, reason = (newest or "").partition("|")
-        if status == "current":
+        if status == CURRENT:
             sealed_lost += bool(purged) and not sealed
             continue
-        fallbacks["no-summary" if status != "stale" else f"stale-summary:{reason}"] += 1
+        fallbacks["no-summary" if status != STALE else f"stale-summary:{reason}"] += 1
         purged_without_summary += bool(purged)
     return StoreStats(
         conversations=conversations,

@@ -20,6 +20,7 @@ from ledgerfold.store import _summaries as summaries
 from ledgerfold.store import _summary_reads as summary_reads
 from ledgerfold.store._database import Transaction
 from ledgerfold.store._protocol import SummaryRecord
+from ledgerfold.store._schema import CURRENT
 
 __all__ = ["SummaryVersions"]
 
@@ -121,7 +122,7 @@ class SummaryVersions:
         conversation_id = _validate.identifier("conversation_id", conversation_id)
         with self._transaction(write=False, operation="current_summary") as conn:
             pointed = summaries.pointed(conn, self._cache, conversation_id)
-        if pointed is None or pointed[1] != "current":
+        if pointed is None or pointed[1] != CURRENT:
             return None
         return pointed[0].envelope
 
