@@ -312,7 +312,10 @@ def check_summary(
     sealed: Sequence[TurnLike] = (),
 ) -> tuple[bool, str | None, str | None]:
     """`sealed`: purged sources as they were (SPEC §15.5), checked like ledger turns but left
-    out of the group-split test, which looks at the live ledger only."""
+    out of the group-split test, which looks at the live ledger only. A sealed source comes
+    before every live one, in source order (the check knows it by its digest, not its
+    place); the live ones follow in sequence order. An extension of a sealed summary lists
+    them so even when it adds a turn kept raw below the purged ones (SPEC §15.8, §17.5)."""
     live = list(turns)
     turn_list = [*sealed, *live]
     if summary.conversation_id != conv_id:
@@ -327,7 +330,10 @@ def check_summary(
         if sid not in present:
             return (False, "source-missing", sid)
     wanted = set(source_ids)
-    found = _by_sequence(t for t in turn_list if t.id in wanted)
+    live_ids = {t.id for t in live}  # a live turn is checked live, whatever `sealed` holds
+    by_id = {t.id: t for t in sealed}
+    found = [by_id[sid] for sid in dict.fromkeys(source_ids) if sid not in live_ids]
+    found += _by_sequence(t for t in live if t.id in wanted)
     found_ids = [t.id for t in found]
     if not same_ordered_ids(found_ids, source_ids):
         p = 0
