@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from pathlib import Path
+from typing import Any
 
 import ledgerfold as lf
 from ledgerfold.tokens import context_tokens
@@ -172,6 +173,61 @@ def test_a_turn_kept_below_the_boundary_joins_after_the_sealed_sources(tmp_path:
     assert lf.check_summary(swapped, ledger, PV, sealed=digests).reason == "source-reordered"
     assert ref.check_summary(swapped, "c", ledger.turns, PV, purged)[1] == "source-reordered"
     store.close()
+
+
+def test_a_sealed_extension_lists_the_purged_sources_before_a_turn_kept_below_them(
+    tmp_path: Path,
+) -> None:
+    """The order of an extension of a sealed summary over a turn kept raw below its purged
+    sources: the sealed sources first (known by their digests, not their place), then the
+    live ones in sequence order. The store's context and the slow reference agree on it."""
+    store = lf.SQLiteStore(tmp_path / "a.db")
+    _chat(store, 0, 2)
+    store.append("c", "assistant", "pending", id="t2", protected=True)
+    _chat(store, 3, 5)
+    compactor = lf.Compactor(store, lf.CompactionPolicy(PV, keep_tail=2, min_new_turns=1), neutral)
+    sealed = compactor.compact("c").summary
+    assert sealed is not None and sealed.source_ids == ("t0", "t1", "t3", "t4", "t5")
+    before = {turn.id: turn for turn in store.load("c").turns}
+    store.purge_through("c", before["t5"].sequence, "retention")
+    assert _purged_ids(store, sealed) == set(sealed.source_ids)
+    store.edit("c", "t2", protected=False)  # confirmed: below the purged sources
+    _chat(store, 8, 2)
+    extension = compactor.compact("c").summary
+    assert extension is not None and extension.parent_id == sealed.id
+    assert extension.source_ids == (*sealed.source_ids, "t2", "t6", "t7")
+
+    context = store.context("c", PV)
+    assert context.fallback is None and context.summary is not None
+    expected = ref.assemble_context(
+        "c",
+        store.load("c").turns,
+        extension,
+        PV,
+        sealed=[before[turn_id] for turn_id in sealed.source_ids],
+    )
+    assert (_items(context), context.fallback) == expected[:2]
+    # A sealed source after a live one is out of order, for both.
+    swapped = dataclasses.replace(
+        extension, source_ids=("t0", "t1", "t3", "t4", "t2", "t5", "t6", "t7")
+    )
+    sealed_digests = {turn_id: before[turn_id].digest for turn_id in sealed.source_ids}
+    checked = lf.check_summary(swapped, store.load("c"), PV, sealed=sealed_digests)
+    assert checked.reason == "source-reordered"
+    assert ref.check_summary(
+        swapped, "c", store.load("c").turns, PV, [before[i] for i in sealed.source_ids]
+    )[:2] == (False, "source-reordered")
+    store.close()
+
+
+def _items(context: lf.AssembledContext) -> list[tuple[Any, ...]]:
+    """The context's items in the reference's tuple form."""
+    return [
+        ("summary", item.id, item.text, item.through_sequence, tuple(item.source_ids))
+        if isinstance(item, lf.SummaryItem)
+        else ("turn", item.id, item.role, item.text, item.sequence, item.meta)
+        for item in context.items
+    ]
 
 
 def _lineage(store: lf.SQLiteStore, summary: lf.SummaryEnvelope) -> list[str]:
