@@ -12,7 +12,7 @@ from typing import Any
 from ledgerfold._model import Turn
 from ledgerfold._recall_stand_in import RECALL_TOOL_NAME, call_name, tool_calls_of
 
-__all__ = ["answers_recall", "stored_meta"]
+__all__ = ["NO_BATCH", "BatchCalls", "answers_recall", "stored_meta"]
 
 
 def stored_meta(raw: object) -> Mapping[str, Any]:
@@ -25,13 +25,46 @@ def stored_meta(raw: object) -> Mapping[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+class BatchCalls:
+    """The tool calls of the assistant turns among a batch being written, by call ID and by
+    group: built once per batch, so that checking each of its tool turns costs that turn,
+    not the batch (an `append_many` of 10,000 turns checked every tool turn against every
+    assistant turn before)."""
+
+    __slots__ = ("_by_group", "_by_id")
+
+    def __init__(self, batch: Sequence[Turn] = ()) -> None:
+        self._by_id: dict[str, list[Mapping[str, Any]]] = {}
+        self._by_group: dict[str, list[Mapping[str, Any]]] = {}
+        for turn in batch:
+            if turn.role != "assistant":
+                continue
+            calls = tool_calls_of(turn.meta)
+            for call in calls:
+                call_id = call.get("id")
+                if isinstance(call_id, str):
+                    self._by_id.setdefault(call_id, []).append(call)
+            if turn.group is not None:
+                self._by_group.setdefault(turn.group, []).extend(calls)
+
+    def with_id(self, call_id: str) -> list[Mapping[str, Any]]:
+        return self._by_id.get(call_id, [])
+
+    def in_group(self, group: str) -> list[Mapping[str, Any]]:
+        return self._by_group.get(group, [])
+
+
+#: No turn being written alongside.
+NO_BATCH = BatchCalls()
+
+
 def answers_recall(
     conn: sqlite3.Connection,
     conversation_id: str,
     role: str,
     group: str | None,
     meta: Mapping[str, Any],
-    batch: Sequence[Turn],
+    batch: BatchCalls,
 ) -> bool:
     """Whether a tool turn answers a `recall_history` call (SPEC §17.7), known through its
     unit: the assistant turns of its group (in `batch` or stored), else the stored call its
@@ -40,34 +73,28 @@ def answers_recall(
     if role != "tool":
         return False
     call_id = meta.get("tool_call_id")
-    assistants: list[Mapping[str, Any]] = [
-        turn.meta or {} for turn in batch if turn.role == "assistant" and turn.meta
-    ]
     if group is not None:
-        assistants = [
-            turn.meta or {} for turn in batch if turn.role == "assistant" and turn.group == group
-        ]
-        assistants += [
-            stored_meta(row[0])
-            for row in conn.execute(
-                "SELECT meta FROM turns WHERE conversation_id = ? AND grp = ?"
-                " AND role = 'assistant'",
-                (conversation_id, group),
-            )
-        ]
-    calls = [call for assistant in assistants for call in tool_calls_of(assistant)]
-    if isinstance(call_id, str):
-        named = [call for call in calls if call.get("id") == call_id]
-        if not named and group is None:
-            # No group: the call is looked up among the stored assistant turns.
-            row = conn.execute(
-                "SELECT 1 FROM turns AS t, json_each(json_extract(t.meta, '$.tool_calls')) AS c"
-                " WHERE t.conversation_id = ? AND t.role = 'assistant'"
-                " AND json_valid(json_extract(t.meta, '$.tool_calls'))"
-                " AND json_extract(c.value, '$.id') = ?"
-                " AND json_extract(c.value, '$.function.name') = ? LIMIT 1",
-                (conversation_id, call_id, RECALL_TOOL_NAME),
-            ).fetchone()
-            return row is not None
+        calls = list(batch.in_group(group))
+        for row in conn.execute(
+            "SELECT meta FROM turns WHERE conversation_id = ? AND grp = ? AND role = 'assistant'",
+            (conversation_id, group),
+        ):
+            calls += tool_calls_of(stored_meta(row[0]))
+        if isinstance(call_id, str):
+            calls = [call for call in calls if call.get("id") == call_id]
+        return any(call_name(call) == RECALL_TOOL_NAME for call in calls)
+    if not isinstance(call_id, str):
+        return False
+    named = batch.with_id(call_id)
+    if named:
         return any(call_name(call) == RECALL_TOOL_NAME for call in named)
-    return group is not None and any(call_name(call) == RECALL_TOOL_NAME for call in calls)
+    # No group: the call is looked up among the stored assistant turns.
+    row = conn.execute(
+        "SELECT 1 FROM turns AS t, json_each(json_extract(t.meta, '$.tool_calls')) AS c"
+        " WHERE t.conversation_id = ? AND t.role = 'assistant'"
+        " AND json_valid(json_extract(t.meta, '$.tool_calls'))"
+        " AND json_extract(c.value, '$.id') = ?"
+        " AND json_extract(c.value, '$.function.name') = ? LIMIT 1",
+        (conversation_id, call_id, RECALL_TOOL_NAME),
+    ).fetchone()
+    return row is not None

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from ledgerfold.store import _search_index as search_index
 from ledgerfold.store._ledger import bump_revision, mark_citing_stale
-from ledgerfold.store._recall_answers import answers_recall
+from ledgerfold.store._recall_answers import NO_BATCH, answers_recall
 from ledgerfold.store._rows import TURN_COLUMNS, meta_json, turn_from_row
 from ledgerfold.store._schema import TURN_LIVE, TURN_RETRACTED
 
@@ -54,7 +54,9 @@ def blank_recall_results(
     live = False
     for pk, state, *columns in rows:
         turn = turn_from_row(tuple(columns))
-        if not answers_recall(conn, conversation_id, turn.role, turn.group, turn.meta or {}, ()):
+        if not answers_recall(
+            conn, conversation_id, turn.role, turn.group, turn.meta or {}, NO_BATCH
+        ):
             continue  # a tool result that merely looks like one
         new = turn.replace(body=ERASED_RESULT)
         conn.execute("DELETE FROM turn_history WHERE turn_pk = ?", (pk,))

@@ -39,7 +39,7 @@ from typing import Any
 from ledgerfold._errors import StoreError
 from ledgerfold._model import Turn
 from ledgerfold._segment import INDEX_VERSION, index_passages
-from ledgerfold.store._recall_answers import answers_recall, stored_meta
+from ledgerfold.store._recall_answers import NO_BATCH, BatchCalls, answers_recall, stored_meta
 from ledgerfold.store._schema import TURN_LIVE
 
 __all__ = [
@@ -165,7 +165,7 @@ def build(conn: sqlite3.Connection, path: str, *, available: bool | None = None)
                 break
             for pk, conversation_id, role, body, group, meta, state in rows:
                 if state == TURN_LIVE and not answers_recall(
-                    conn, conversation_id, role, group, stored_meta(meta), ()
+                    conn, conversation_id, role, group, stored_meta(meta), NO_BATCH
                 ):
                     _insert(conn, [(int(pk), body)])
             conn.execute("UPDATE search_state SET built_through = ?", (int(rows[-1][0]),))
@@ -252,11 +252,12 @@ def index_turns(conn: sqlite3.Connection, conversation_id: str, turns: Sequence[
             (conversation_id, turns[0].sequence),
         )
     }
+    batch = BatchCalls(turns)
     wanted = [
         (pks[turn.sequence], turn.body)
         for turn in turns
         if pks[turn.sequence] <= through
-        and not answers_recall(conn, conversation_id, turn.role, turn.group, turn.meta or {}, turns)
+        and not answers_recall(conn, conversation_id, turn.role, turn.group, turn.meta or {}, batch)
     ]
     _insert(conn, wanted)
 
@@ -312,7 +313,9 @@ def reindex_turn(
     if turn_pk > _indexed_through(conn):
         return
     _delete(conn, turn_pk, old_body)
-    if not answers_recall(conn, conversation_id, new.role, new.group, new.meta or {}, (new,)):
+    if not answers_recall(
+        conn, conversation_id, new.role, new.group, new.meta or {}, BatchCalls((new,))
+    ):
         _insert(conn, [(turn_pk, new.body)])
 
 
