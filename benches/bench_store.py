@@ -189,12 +189,32 @@ def test_context_on_a_long_ledger(
     store.context("small", PV)  # warm the envelope cache, as a long-lived app would
     store.context("big", PV)
 
-    context = benchmark(store.context, "big", PV)
+    # The read itself: the store serves a context again while nothing changed
+    # (`store/_context_cache.py`), so each round starts with that cache empty; the served-again
+    # figure is recorded beside it.
+    def uncached_small() -> object:
+        store._contexts.clear()
+        return store.context("small", PV)
+
+    context = benchmark.pedantic(
+        store.context,
+        args=("big", PV),
+        setup=store._contexts.clear,
+        rounds=200 if enabled(request) else 3,
+    )
     assert context.fallback is None and len(context) == tail + 1
 
-    small_seconds = median_seconds(lambda: store.context("small", PV), 20)
+    small_seconds = median_seconds(uncached_small, 20)
+    served_again = median_seconds(lambda: store.context("big", PV), 20)
     store.close()
-    report(benchmark, "context_10k_turns_s", small_seconds, turns=big, build_s=build_seconds)
+    report(
+        benchmark,
+        "context_10k_turns_s",
+        small_seconds,
+        turns=big,
+        build_s=build_seconds,
+        served_again_s=served_again,
+    )
 
 
 def report(benchmark: Any, anchor_name: str, anchor: float, **extra: float) -> None:
