@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from ledgerfold import CompactionPolicy, Compactor, DuplicateId
 from ledgerfold.store import SQLiteStore
 from ledgerfold.store import _context_read as context_read
+from ledgerfold.store import _unit_splits as unit_splits
 
 POLICY = CompactionPolicy("cache-v1", min_new_turns=1, keep_tail=2)
 
@@ -132,6 +133,87 @@ def test_a_result_joining_a_summarised_call_is_not_appended_to_the_summary(
         assert store.context("a", POLICY.version).fallback is None
         store.append_chat_messages("a", [{"role": "tool", "tool_call_id": "c1", "content": "2"}])
         assert store.context("a", POLICY.version).fallback == "stale-summary:group-split"
+        assert store.context("a", POLICY.version) == _uncached(store, "a")
+
+
+def _call(call_id: str) -> dict[str, object]:
+    call = {"id": call_id, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    return {"role": "assistant", "content": None, "tool_calls": [call]}
+
+
+def test_a_result_whose_caller_is_beyond_the_append_scan_is_read_again(tmp_path: Path) -> None:
+    # The append looks for a result's caller among the newest 2,000 assistant turns only:
+    # a summarised call further back is not marked stale, and the context's own check
+    # finds the split. The cached context must not be extended past it.
+    store = SQLiteStore(tmp_path / "s.db")
+    with store:
+        store.append_chat_messages(
+            "a",
+            [
+                {"role": "user", "content": "u"},
+                _call("c1"),
+                {"role": "tool", "tool_call_id": "c1", "content": "one"},
+            ],
+        )
+        store.append_many(
+            "a",
+            [
+                {"role": "assistant", "body": f"a{n}", "meta": {"k": "v"}}
+                for n in range(unit_splits._CALLER_SCAN)
+            ],
+        )
+        policy = CompactionPolicy("cache-v1", min_new_turns=1, keep_tail=unit_splits._CALLER_SCAN)
+        assert Compactor(store, policy).compact("a", force=True).status == "accepted"
+        assert store.context("a", policy.version).fallback is None
+        # Appended as a plain turn: no group joins it to its call (chat messages do that).
+        store.append("a", "tool", "2", meta={"tool_call_id": "c1"})
+        assert store.context("a", policy.version).fallback == "stale-summary:group-split"
+        assert store.context("a", policy.version) == context_read.assemble(
+            store._transaction, store._cache, "a", policy.version
+        )
+
+
+def test_a_call_appended_after_its_summarised_result_is_read_again(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    with store:
+        store.append_chat_messages(
+            "a",
+            [{"role": "tool", "tool_call_id": "c1", "content": "early"}]
+            + [{"role": "user", "content": f"u{n}"} for n in range(6)],
+        )
+        assert Compactor(store, POLICY).compact("a", force=True).status == "accepted"
+        assert store.context("a", POLICY.version).fallback is None
+        store.append_chat_messages("a", [_call("c1")])
+        assert store.context("a", POLICY.version).fallback == "stale-summary:group-split"
+        assert store.context("a", POLICY.version) == _uncached(store, "a")
+
+
+def test_a_context_that_fell_back_is_read_again_after_an_append(tmp_path: Path) -> None:
+    # Whether a context falls back is decided at its read, over the turns then: a later
+    # append is not simply joined to a fallback context.
+    store = SQLiteStore(tmp_path / "s.db")
+    with store:
+        store.append_chat_messages(
+            "a",
+            [{"role": "tool", "tool_call_id": "c1", "content": "early"}]
+            + [{"role": "user", "content": f"u{n}"} for n in range(6)],
+        )
+        assert Compactor(store, POLICY).compact("a", force=True).status == "accepted"
+        store.append_chat_messages("a", [_call("c1")])
+        assert store.context("a", POLICY.version).fallback == "stale-summary:group-split"
+        store.append_chat_messages("a", [{"role": "tool", "tool_call_id": "c1", "content": "r"}])
+        assert store.context("a", POLICY.version) == _uncached(store, "a")
+
+
+def test_a_result_of_a_raw_call_extends_the_context(tmp_path: Path) -> None:
+    store, _ = _compacted(tmp_path / "s.db")
+    with store:
+        store.append_chat_messages("a", [_call("c9")])
+        before = store.context("a", POLICY.version)
+        assert before.fallback is None and before.items[0].kind == "summary"
+        store.append_chat_messages("a", [{"role": "tool", "tool_call_id": "c9", "content": "r"}])
+        cached = store._contexts._entries[("a", POLICY.version)][1]
+        assert cached.items[: len(before.items)] == before.items  # extended, not dropped
         assert store.context("a", POLICY.version) == _uncached(store, "a")
 
 

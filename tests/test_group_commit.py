@@ -145,3 +145,29 @@ def test_a_job_closing_its_store_ends_the_batch_cleanly(tmp_path: Path) -> None:
     futures[1].result(timeout=30)
     with SQLiteStore(tmp_path / "s.db") as reopened:
         assert [t.body for t in reopened.load("c").turns] == ["kept"]
+
+
+def test_a_job_closing_its_store_still_syncs_the_batchs_commits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With another connection on the file, the close's checkpoint leaves the WAL in place:
+    # the batch's commits (written at NORMAL) are synced before their callers hear back.
+    path = tmp_path / "s.db"
+    log: list[tuple[Any, ...]] = []
+    with SQLiteStore(path) as other:
+        other.append("other", "user", "keeps the file open")
+        store = SQLiteStore(path)
+
+        def append() -> None:
+            store.append("c", "user", "kept")
+            log.append(("commit", _sync_level(store)))
+
+        FsyncLog(log, monkeypatch)
+        futures = _queue_behind_a_gate(store, [append, store.close])
+        futures[0].add_done_callback(lambda _f: log.append(("answered",)))
+        futures[0].result(timeout=30)
+        futures[1].result(timeout=30)
+        assert ("commit", NORMAL) in log
+        committed = log.index(("commit", NORMAL))
+        assert ("fsync",) in log[committed : log.index(("answered",))]
+        assert [t.body for t in other.load("c").turns] == ["kept"]

@@ -25,7 +25,9 @@ from __future__ import annotations
 import sqlite3
 from collections import OrderedDict
 
-from ledgerfold._context import AssembledContext, TurnItem
+from ledgerfold._context import AssembledContext, SummaryItem, TurnItem
+from ledgerfold._errors import InvalidInput
+from ledgerfold._toolcalls import tool_call_ids
 
 __all__ = ["ContextCache"]
 
@@ -95,7 +97,7 @@ class ContextCache:
         stamp = (stamp[0], stamp[1] - changes)  # the scoped rows are not the stamp's
         for key in [key for key in self._entries if key[0] == conversation_id]:
             entry_stamp, context = self._entries[key]
-            if committed and appended and entry_stamp == stamp:
+            if committed and appended and entry_stamp == stamp and _extends(context, appended):
                 self._entries[key] = (
                     stamp,
                     AssembledContext(
@@ -114,3 +116,50 @@ class ContextCache:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def _extends(context: AssembledContext, appended: tuple[TurnItem, ...]) -> bool:
+    """Whether `appended` can only join the end of `context`, raw. The append marked no
+    summary stale, but its marks reach only so far (a result's call is looked for among
+    the newest assistant turns; an appended call's older results are not looked up), and
+    whether a context falls back is decided at its read. So a context that fell back is
+    read again, and so is one holding a summary when a new turn links to a turn it may
+    cover: a call (a result recorded before it could be a source), or a result whose call
+    is not raw in the context (SPEC §17.2: a summary splitting a unit is not used). A
+    context with no summary and no fallback has nothing a new turn could split."""
+    if context.fallback is not None:
+        return False
+    if not any(isinstance(item, SummaryItem) for item in context.items):
+        return True
+    for item in appended:
+        meta = item.meta
+        if not meta:
+            continue
+        if item.role == "assistant" and meta.get("tool_calls") is not None:
+            return False
+        answered = meta.get("tool_call_id")
+        if item.role == "tool" and isinstance(answered, str) and not _raw_call(context, answered):
+            return False
+    return True
+
+
+def _raw_call(context: AssembledContext, call_id: str) -> bool:
+    """Whether a raw assistant turn of `context` makes the call `call_id` (newest first: a
+    result follows its call closely). A raw call is no summary's source, and if one of its
+    results were, the context would have fallen back: the new result splits nothing."""
+    for item in reversed(context.items):
+        if (
+            isinstance(item, TurnItem)
+            and item.role == "assistant"
+            and item.meta
+            and call_id in _calls(item.meta.get("tool_calls"))
+        ):
+            return True
+    return False
+
+
+def _calls(raw: object) -> set[str]:
+    try:
+        return set(tool_call_ids(raw)) if isinstance(raw, str) else set()
+    except InvalidInput:
+        return set()

@@ -38,7 +38,12 @@ def batch(db: Database) -> Iterator[None]:
         try:
             yield
         finally:
-            if not db.closed:  # a job may have closed the store (its close checkpoints)
+            if db.closed:
+                # A job closed the store. Its close checkpoints the WAL into the database
+                # file, but leaves the WAL, unsynced, while another connection has the
+                # file open: sync what is left, since the changes cannot be counted now.
+                _fsync(db.path + "-wal")
+            else:
                 conn.execute("PRAGMA synchronous = FULL")
                 if conn.total_changes != before:
                     _fsync(db.path + "-wal")
