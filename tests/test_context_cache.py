@@ -217,6 +217,17 @@ def test_a_result_of_a_raw_call_extends_the_context(tmp_path: Path) -> None:
         assert store.context("a", POLICY.version) == _uncached(store, "a")
 
 
+def test_an_append_extends_a_context_without_a_summary(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "s.db") as store:
+        store.append_many("a", _turns("a", 3))
+        before = store.context("a", POLICY.version)
+        assert before.fallback == "no-summary"
+        store.append_many("a", _turns("a-more", 2))
+        cached = store._contexts._entries[("a", POLICY.version)][1]
+        assert cached.items[: len(before.items)] == before.items  # extended, not dropped
+        assert store.context("a", POLICY.version) == _uncached(store, "a")
+
+
 def test_a_turn_with_the_summarys_id_is_not_appended_to_the_summary(tmp_path: Path) -> None:
     store, _ = _compacted(tmp_path / "s.db")
     with store:

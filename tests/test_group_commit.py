@@ -5,6 +5,7 @@ hears back before its commit is durable; one failing job fails alone."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
 from concurrent.futures import Future
 from pathlib import Path
@@ -16,6 +17,7 @@ from ledgerfold import InvalidInput, StoreError
 from ledgerfold._worker import worker_for
 from ledgerfold.store import SQLiteStore
 from ledgerfold.store import _group_commit as group_commit
+from ledgerfold.store._database import Database
 
 FULL, NORMAL = 2, 1
 
@@ -171,3 +173,156 @@ def test_a_job_closing_its_store_still_syncs_the_batchs_commits(
         committed = log.index(("commit", NORMAL))
         assert ("fsync",) in log[committed : log.index(("answered",))]
         assert [t.body for t in other.load("c").turns] == ["kept"]
+
+
+# -- one transaction per batch: each job a savepoint of it ----------------------------------
+
+
+def _statements(store: SQLiteStore, log: list[str]) -> None:
+    store._connection().set_trace_callback(log.append)
+
+
+def test_a_batchs_writes_share_one_commit(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "s.db") as store:
+        log: list[str] = []
+        _statements(store, log)
+        futures = _queue_behind_a_gate(
+            store, [lambda n=n: store.append(f"c{n}", "user", f"m{n}") for n in range(10)]
+        )
+        assert [f.result(timeout=30).body for f in futures] == [f"m{n}" for n in range(10)]
+        store._connection().set_trace_callback(None)
+        assert log.count("COMMIT") == 1
+        assert log.count("SAVEPOINT lf_job") == 10
+        assert len(store.conversation_ids()) == 10
+
+
+def _append_then_fail(store: SQLiteStore) -> None:
+    with store._transaction(write=True, operation="test"):
+        store.append("c", "user", "half-written")  # a savepoint inside the job's own
+        raise RuntimeError("the job fails after writing")
+
+
+def test_a_job_failing_after_writing_rolls_back_its_own_writes_only(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "s.db") as store:
+        futures = _queue_behind_a_gate(
+            store,
+            [
+                lambda: store.append("c", "user", "one"),
+                lambda: _append_then_fail(store),
+                lambda: store.append("c", "user", "two"),
+            ],
+        )
+        assert futures[0].result(timeout=30).body == "one"
+        with pytest.raises(RuntimeError):
+            futures[1].result(timeout=30)
+        assert futures[2].result(timeout=30).body == "two"
+    with SQLiteStore(tmp_path / "s.db") as reopened:
+        assert [t.body for t in reopened.load("c").turns] == ["one", "two"]
+        rows = reopened._connection().execute("SELECT COUNT(*) FROM turns").fetchone()[0]
+        assert rows == 2
+
+
+def _violate_a_deferred_key(store: SQLiteStore) -> None:
+    # Checked at COMMIT only: the batch's commit fails.
+    conn = store._connection()
+    conn.execute("PRAGMA defer_foreign_keys = ON")
+    conn.execute("INSERT INTO summary_kept (summary_pk, turn_pk) VALUES (424242, 424242)")
+
+
+def test_a_failed_commit_fails_every_caller_and_keeps_nothing(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "s.db") as store:
+        store.append("kept", "user", "before the batch")
+        before = store.context("kept", "v1")
+        futures = _queue_behind_a_gate(
+            store,
+            [
+                lambda: store.append("kept", "user", "secret one"),
+                lambda: store.context("kept", "v1"),  # reads the batch's own write
+                lambda: _violate_a_deferred_key(store),
+                lambda: store.append("other", "user", "secret two"),
+            ],
+        )
+        for future in futures:
+            with pytest.raises(StoreError) as raised:
+                future.result(timeout=30)
+            assert "secret" not in str(raised.value)
+        # Nothing of the batch is kept, and nothing the caches learnt from it is served.
+        assert [t.body for t in store.load("kept").turns] == ["before the batch"]
+        assert store.conversation_ids() == ["kept"]
+        assert store.context("kept", "v1") == before
+        store.append("kept", "user", "after")
+    with SQLiteStore(tmp_path / "s.db") as reopened:
+        assert [t.body for t in reopened.load("kept").turns] == ["before the batch", "after"]
+
+
+def test_a_transaction_lost_in_a_batch_fails_every_caller(tmp_path: Path) -> None:
+    # SQLite rolls a transaction back by itself on some errors (a full disk, an I/O error):
+    # the jobs before it must not be reported as done, nor the ones after it be committed.
+    with SQLiteStore(tmp_path / "s.db") as store:
+        futures = _queue_behind_a_gate(
+            store,
+            [
+                lambda: store.append("c", "user", "one"),
+                lambda: store._connection().execute("ROLLBACK"),
+                lambda: store.append("c", "user", "two"),
+            ],
+        )
+        for future in (futures[0], futures[2]):
+            with pytest.raises(StoreError, match="rolled back"):
+                future.result(timeout=30)
+        assert store.load("c").turns == ()
+        store.append("c", "user", "three")
+        assert [t.body for t in store.load("c").turns] == ["three"]
+
+
+def test_an_erasing_job_commits_the_batch_before_its_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with SQLiteStore(path) as store:
+        store.append("gone", "user", "erase-me-please")
+        futures = _queue_behind_a_gate(
+            store,
+            [
+                lambda: store.append("c", "user", "one"),
+                lambda: store.delete_conversation("gone"),
+                lambda: store.append("c", "user", "two"),
+            ],
+        )
+        for future in futures:
+            future.result(timeout=30)
+        for file in (path, Path(f"{path}-wal")):
+            if file.exists():
+                assert b"erase-me-please" not in file.read_bytes()
+        assert [t.body for t in store.load("c").turns] == ["one", "two"]
+
+
+def test_after_a_failed_commit_no_cache_serves_the_batchs_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The batch's jobs filled the context cache from their own (uncommitted) writes; the
+    # commit then fails without a row changing: the cache must not serve them.
+    real = Database._control
+
+    def control(self: Database, conn: sqlite3.Connection, statement: str) -> None:
+        if statement == "COMMIT" and failing.is_set():
+            raise sqlite3.OperationalError("disk I/O error")
+        real(self, conn, statement)
+
+    failing = threading.Event()
+    monkeypatch.setattr(Database, "_control", control)
+    with SQLiteStore(tmp_path / "s.db") as store:
+        store.append("kept", "user", "before the batch")
+        before = store.context("kept", "v1")
+        failing.set()
+        futures = _queue_behind_a_gate(
+            store,
+            [
+                lambda: store.append("kept", "user", "secret one"),
+                lambda: store.context("kept", "v1"),
+            ],
+        )
+        for future in futures:
+            with pytest.raises(StoreError, match="disk I/O error"):
+                future.result(timeout=30)
+        failing.clear()
+        assert store.context("kept", "v1") == before
+        assert [t.body for t in store.load("kept").turns] == ["before the batch"]

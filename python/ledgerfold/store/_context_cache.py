@@ -47,10 +47,12 @@ class ContextCache:
         # contexts are extended with them once it has committed, not read again.
         self._appended: dict[str, tuple[TurnItem, ...]] = {}
 
-    def stamp(self, conn: sqlite3.Connection) -> Stamp:
-        """The database's state as far as the contexts are concerned (see the module)."""
+    def stamp(self, conn: sqlite3.Connection, control_changes: int) -> Stamp:
+        """The database's state as far as the contexts are concerned (see the module).
+        `control_changes`: the rows the transaction statements themselves wrote (FTS5's
+        index, flushed at a commit), which change no context."""
         (version,) = conn.execute("PRAGMA data_version").fetchone()
-        return int(version), conn.total_changes - self._scoped_changes
+        return int(version), conn.total_changes - control_changes - self._scoped_changes
 
     def get(
         self, stamp: Stamp, conversation_id: str, policy_version: str
@@ -122,11 +124,13 @@ def _extends(context: AssembledContext, appended: tuple[TurnItem, ...]) -> bool:
     """Whether `appended` can only join the end of `context`, raw. The append marked no
     summary stale, but its marks reach only so far (a result's call is looked for among
     the newest assistant turns; an appended call's older results are not looked up), and
-    whether a context falls back is decided at its read. So a context that fell back is
-    read again, and so is one holding a summary when a new turn links to a turn it may
-    cover: a call (a result recorded before it could be a source), or a result whose call
-    is not raw in the context (SPEC §17.2: a summary splitting a unit is not used). A
-    context with no summary and no fallback has nothing a new turn could split."""
+    whether a context falls back is decided at its read. So these are read again: a
+    context that fell back, but for want of any summary (`no-summary`: nothing a new turn
+    could split); and one holding a summary when a new turn links to a turn it may cover:
+    a call (a result recorded before it could be a source), or a result whose call is not
+    raw in the context (SPEC §17.2: a summary splitting a unit is not used)."""
+    if context.fallback == "no-summary":
+        return True
     if context.fallback is not None:
         return False
     if not any(isinstance(item, SummaryItem) for item in context.items):

@@ -200,6 +200,17 @@ class Database:
         self.lock = threading.RLock()
         #: An erasing call's checkpoint was blocked by a reader: retried after each write.
         self.checkpoint_pending = False
+        #: Rows written by the transaction statements themselves (BEGIN, SAVEPOINT, RELEASE,
+        #: COMMIT: FTS5 writes its index then), not by any statement of a caller.
+        self.control_changes = 0
+        # Inside a group-commit batch (`batch()`): the batch's writes share one transaction.
+        self._in_batch = False
+        # Why the batch's transaction is lost (SQLite rolled it back), or None.
+        self._batch_lost: str | None = None
+        # The batch's commit failed (at its end, or earlier for a checkpoint or a close).
+        self._batch_error: StoreError | None = None
+        # The batch's transaction was begun (by its first write) and not yet ended.
+        self._batch_open = False
         self._conn: sqlite3.Connection | None = None
         try:
             if read_only:
@@ -227,12 +238,16 @@ class Database:
     def close(self) -> None:
         """Close the connection; later transactions raise `StoreError`. Idempotent."""
         with self.lock:
-            if self._conn is not None and self.checkpoint_pending:
-                with suppress(StoreError):
-                    self.checkpoint(wait_ms=0)
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+            try:
+                if self._conn is not None and self._in_batch:
+                    self._commit_batch()  # a job of a batch closes the store: keep what it did
+            finally:
+                if self._conn is not None and self.checkpoint_pending:
+                    with suppress(StoreError):
+                        self.checkpoint(wait_ms=0)
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
 
     def connection(self) -> sqlite3.Connection:
         """The open connection (raises `StoreError` once closed)."""
@@ -243,29 +258,115 @@ class Database:
     @contextmanager
     def transaction(self, *, write: bool, operation: str = "store") -> Iterator[sqlite3.Connection]:
         """One transaction; any failure rolls it back. sqlite errors become `StoreError`
-        naming `operation` (see `store_error`)."""
+        naming `operation` (see `store_error`). Inside a batch (`batch()`), a write, and
+        any use after one, is a savepoint of the batch's transaction instead: its failure
+        rolls back its own changes only, and what it did is committed at the batch's end."""
         with self.lock:
             conn = self.connection()
             if write and self.read_only:
                 raise StoreError(f"{operation}: the store was opened read-only")
+            nested = self._in_batch and (write or conn.in_transaction)
+            if self._batch_open and not conn.in_transaction and self._batch_lost is None:
+                self._batch_lost = "the batch's transaction was rolled back"
+            if nested and self._batch_lost is not None:
+                raise StoreError(f"{operation}: {self._batch_lost}")
             try:
-                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                if nested and not conn.in_transaction:
+                    self._control(conn, "BEGIN IMMEDIATE")
+                    self._batch_open = True
+                self._control(
+                    conn, "SAVEPOINT lf_job" if nested else "BEGIN IMMEDIATE" if write else "BEGIN"
+                )
             except sqlite3.Error as err:
                 raise StoreError(f"{operation}: cannot start a transaction ({err})") from err
             try:
                 yield conn
-                conn.execute("COMMIT")
-                if write and self.checkpoint_pending:
+                self._control(conn, "RELEASE lf_job" if nested else "COMMIT")
+                if write and not nested and self.checkpoint_pending:
                     with suppress(StoreError):
                         self.checkpoint(wait_ms=0)
             except BaseException as exc:
-                _rollback(conn)
+                if nested:
+                    self._rollback_job(conn)
+                else:
+                    _rollback(conn)
                 if not isinstance(exc, sqlite3.Error):
                     raise
                 error = store_error(conn, exc, operation=operation, write=write)
                 if quotes_stored_data(exc):
                     raise error from None  # SQLite's message quotes the stored bytes
                 raise error from exc
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Jobs run back to back as one write transaction (group commit, `_group_commit`):
+        each write is a savepoint of it (`transaction`), and it commits once, at the end,
+        so the per-transaction work (FTS5 flushing its index, the commit's WAL frames) is
+        done once per batch. The caller holds the lock. If the end cannot commit, or SQLite
+        rolled the transaction back on an error (a full disk), it raises `StoreError`:
+        none of the batch's writes is kept, and none of its callers may hear otherwise."""
+        self._in_batch, self._batch_lost, self._batch_error = True, None, None
+        try:
+            yield
+        except BaseException:
+            if self._in_batch and not self.closed:
+                _rollback(self.connection())
+            self._in_batch, self._batch_open = False, False
+            self._batch_lost, self._batch_error = None, None
+            raise
+        if self._in_batch and not self.closed:
+            with suppress(StoreError):
+                self._commit_batch()
+        self._in_batch = False
+        error, self._batch_error = self._batch_error, None
+        if error is not None:
+            raise error
+
+    def _commit_batch(self) -> None:
+        """Commit the batch's transaction and end the batch: the jobs after this one (if a
+        job's checkpoint or close asked for it) run as transactions of their own. A failure
+        fails the whole batch (`batch()` raises it at its end), whoever saw it first."""
+        conn = self.connection()
+        if self._batch_open and not conn.in_transaction and self._batch_lost is None:
+            self._batch_lost = "the batch's transaction was rolled back"
+        lost, self._batch_lost, self._in_batch = self._batch_lost, None, False
+        self._batch_open = False
+        error: StoreError | None = None
+        if lost is not None:
+            _rollback(conn)
+            error = StoreError(f"commit: {lost}")
+        elif conn.in_transaction:
+            try:
+                self._control(conn, "COMMIT")
+            except sqlite3.Error as err:
+                _rollback(conn)
+                error = store_error(conn, err, operation="commit", write=True)
+        if error is not None:
+            self._batch_error = error
+            raise error
+        if self.checkpoint_pending:
+            with suppress(StoreError):
+                self.checkpoint(wait_ms=0)
+
+    def _rollback_job(self, conn: sqlite3.Connection) -> None:
+        """A failed job of a batch: back to its savepoint. If SQLite already rolled the
+        whole transaction back, the batch's earlier jobs are lost too: the batch fails."""
+        if not conn.in_transaction:
+            self._batch_lost = "the batch's transaction was rolled back"
+            return
+        try:
+            self._control(conn, "ROLLBACK TO lf_job")
+            self._control(conn, "RELEASE lf_job")
+        except sqlite3.Error as err:
+            _rollback(conn)
+            self._batch_lost = f"the batch's transaction could not be rolled back ({err})"
+
+    def _control(self, conn: sqlite3.Connection, statement: str) -> None:
+        before = conn.total_changes
+        try:
+            conn.execute(statement)
+        finally:
+            self.control_changes += conn.total_changes - before
 
     def checkpoint(self, *, wait_ms: int = 1000) -> None:
         """Copy the WAL into the database file and truncate it, so pages that held erased
@@ -277,6 +378,8 @@ class Database:
             if self.path == ":memory:":
                 return
             conn = self.connection()
+            if self._in_batch and conn.in_transaction:
+                self._commit_batch()  # erased content leaves the WAL now, not at the batch end
             try:
                 # Readers are waited for briefly, not for the whole busy timeout.
                 conn.execute(f"PRAGMA busy_timeout = {int(wait_ms)}")

@@ -3,9 +3,12 @@
 With `durability="full"` every commit is fsynced (`synchronous=FULL`): a store called from
 many sessions at once spends most of its time waiting for the disk, one commit at a time.
 Jobs queued together on the store's worker (`ledgerfold._worker.StoreWorker`) form a
-batch; around it the store's connection commits with `synchronous=NORMAL` (the WAL frames
-are written, not yet fsynced), and at the batch's end the WAL file is fsynced once, which
-makes every frame written before durable, before any caller of the batch hears back. A
+batch. Its writes share one transaction (`Database.batch`: each job a savepoint of it, so
+a failing job rolls back alone, and FTS5 flushes its index once per batch), committed at
+the batch's end with `synchronous=NORMAL` (the WAL frames are written, not yet fsynced);
+then the WAL file is fsynced once, which makes every frame written before durable, before
+any caller of the batch hears back. If the commit fails, every caller of the batch gets
+the `StoreError` and none of the batch's writes is kept. A
 WAL checkpoint in between syncs what it copies itself (SQLite does that at `NORMAL`).
 
 The batch holds the store's lock, so a call from another thread meanwhile waits and then
@@ -36,7 +39,8 @@ def batch(db: Database) -> Iterator[None]:
         conn.execute("PRAGMA synchronous = NORMAL")
         before = conn.total_changes
         try:
-            yield
+            with db.batch():
+                yield
         finally:
             if db.closed:
                 # A job closed the store. Its close checkpoints the WAL into the database

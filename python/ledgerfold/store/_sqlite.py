@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
@@ -113,10 +113,19 @@ class SQLiteStore:
         mode = ", read_only=True" if self._db.read_only else ""
         return f"SQLiteStore(path={self._path!r}{durability}{mode}, {state})"
 
-    def _worker_batch(self) -> AbstractContextManager[None]:
+    @contextmanager
+    def _worker_batch(self) -> Iterator[None]:
         """What the store's worker runs a batch of queued jobs in: one group commit
-        (`_group_commit`)."""
-        return group_commit.batch(self._db)
+        (`_group_commit`). If it fails, none of its writes is kept: what the caches learnt
+        from them goes too."""
+        try:
+            with group_commit.batch(self._db):
+                yield
+        except BaseException:
+            with self._db.lock:
+                self._contexts.clear()
+                self._cache.clear()
+            raise
 
     def _connection(self) -> sqlite3.Connection:
         """The underlying connection, for tests and tools that need SQLite itself."""
@@ -131,26 +140,27 @@ class SQLiteStore:
         A write with `scope` changes rows of that one conversation only: the contexts of
         the others stay cached (`_context_cache`); any other write empties that cache."""
         with self._db.lock:
+            db = self._db
             scoped: sqlite3.Connection | None = None
-            before, committed = 0, False
+            before, control, committed = 0, 0, False
             try:
-                with self._db.transaction(write=write, operation=operation) as conn:
+                with db.transaction(write=write, operation=operation) as conn:
                     if write and scope is None:
                         self._contexts.clear()
                     elif write:
-                        scoped, before = conn, conn.total_changes
+                        scoped, before, control = conn, conn.total_changes, db.control_changes
                     yield conn
                 committed = True
             except BaseException:
                 self._cache.discard()
                 raise
             finally:
-                # Counted after COMMIT (or ROLLBACK): FTS5 writes its index rows then.
+                # Counted after COMMIT (or ROLLBACK), less what COMMIT itself wrote.
                 if scoped is not None and scope is not None:
                     self._contexts.scoped_write(
-                        self._contexts.stamp(scoped),
+                        self._contexts.stamp(scoped, db.control_changes),
                         scope,
-                        scoped.total_changes - before,
+                        scoped.total_changes - before - (db.control_changes - control),
                         committed=committed,
                     )
             self._cache.publish()
@@ -392,7 +402,7 @@ class SQLiteStore:
         with self._db.lock:
             # A context assembled since the last change that could alter it (see
             # `_context_cache`) is served again, and logged as a new one would be.
-            stamp = self._contexts.stamp(self._db.connection())
+            stamp = self._contexts.stamp(self._db.connection(), self._db.control_changes)
             cached = self._contexts.get(stamp, conversation_id, policy_version)
             if cached is not None:
                 context_read.log_fallback(conversation_id, cached)

@@ -121,6 +121,13 @@ class VersionCache:
             self._digests[key] = digests
         self.discard()
 
+    def clear(self) -> None:
+        """Forget everything (a group commit failed after its jobs published)."""
+        self._versions.clear()
+        self._digests.clear()
+        self._extensions.clear()
+        self.discard()
+
     def discard(self) -> None:
         self._staged_extensions.clear()
         self._staged.clear()
