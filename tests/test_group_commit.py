@@ -4,6 +4,7 @@ hears back before its commit is durable; one failing job fails alone."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ledgerfold import InvalidInput, StoreError
+from ledgerfold import CompactionPolicy, Compactor, Event, InvalidInput, StoreError
 from ledgerfold._worker import worker_for
 from ledgerfold.store import SQLiteStore
 from ledgerfold.store import _group_commit as group_commit
@@ -326,3 +327,61 @@ def test_after_a_failed_commit_no_cache_serves_the_batchs_writes(
         failing.clear()
         assert store.context("kept", "v1") == before
         assert [t.body for t in store.load("kept").turns] == ["before the batch"]
+
+
+# -- events of a batch: handed over once it has committed ------------------------------------
+
+
+def _covered_store(path: Path, events: list[tuple[str, str]]) -> tuple[SQLiteStore, str]:
+    """A store with one summary; each event records the summary's status as another
+    connection sees it when the hook runs (committed or not)."""
+
+    def hook(event: Event) -> None:
+        with contextlib.closing(sqlite3.connect(path)) as other:
+            (status,) = other.execute("SELECT status FROM summaries").fetchone()
+        events.append((event.name, status))
+
+    store = SQLiteStore(path, on_event=hook)
+    store.append_many("c", [{"role": "user", "body": f"turn {n}"} for n in range(6)])
+    policy = CompactionPolicy("v1", keep_tail=2, min_new_turns=1)
+    assert Compactor(store, policy).compact("c").status == "accepted"
+    return store, store.load("c").turns[0].id
+
+
+def test_a_batchs_events_reach_the_hook_after_its_commit(tmp_path: Path) -> None:
+    events: list[tuple[str, str]] = []
+    store, covered = _covered_store(tmp_path / "s.db", events)
+    with store:
+        futures = _queue_behind_a_gate(
+            store,
+            [
+                lambda: store.edit("c", covered, body="changed"),
+                lambda: store.append("c", "user", "later"),
+            ],
+        )
+        for future in futures:
+            future.result(timeout=30)
+    # The hook ran once the edit was committed: another connection saw the summary stale.
+    assert events == [("summary.stale", "stale")]
+
+
+def test_a_failed_batch_reports_no_event(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = Database._control
+
+    def control(self: Database, conn: sqlite3.Connection, statement: str) -> None:
+        if statement == "COMMIT" and failing.is_set():
+            raise sqlite3.OperationalError("disk I/O error")
+        real(self, conn, statement)
+
+    failing = threading.Event()
+    monkeypatch.setattr(Database, "_control", control)
+    events: list[tuple[str, str]] = []
+    store, covered = _covered_store(tmp_path / "s.db", events)
+    with store:
+        failing.set()
+        futures = _queue_behind_a_gate(store, [lambda: store.edit("c", covered, body="changed")])
+        with pytest.raises(StoreError):
+            futures[0].result(timeout=30)
+        failing.clear()
+        assert store.current_summary("c") is not None  # the edit did not happen
+    assert events == []

@@ -7,19 +7,29 @@ counts, reasons, tokens and seconds — never a body, summary text, query or pas
 that raises is logged (by the event's name and the exception's type) and never propagated:
 observing the ledger must not break it.
 
+On the store's worker thread, a group commit's batch (SPEC §17.6) commits its jobs' changes
+together at its end: the events its jobs emit are held (`held_until_done`) and handed to
+their hooks once the batch has committed and released the lock, in the order emitted, or
+dropped with the changes when it fails.
+
 `ledgerfold.integrations.opentelemetry` turns events into spans and metrics.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Final
 
-__all__ = ["EVENT_NAMES", "Event", "EventHook", "emit", "stale_event"]
+__all__ = ["EVENT_NAMES", "Event", "EventHook", "emit", "held_until_done", "stale_event"]
 
 _log = logging.getLogger("ledgerfold.events")
+
+# The events held on this thread (`held_until_done`), or None.
+_held = threading.local()
 
 #: Every event name, and what it reports.
 EVENT_NAMES: Final = (
@@ -61,9 +71,36 @@ EventHook = Callable[[Event], object]
 
 
 def emit(hook: EventHook | None, event: Event) -> None:
-    """Hand `event` to `hook`; a hook that raises is logged, never propagated."""
+    """Hand `event` to `hook`; a hook that raises is logged, never propagated. Inside
+    `held_until_done` on this thread, it is held until the block ends."""
     if hook is None:
         return
+    held: list[tuple[EventHook, Event]] | None = getattr(_held, "events", None)
+    if held is not None:
+        held.append((hook, event))
+        return
+    _call(hook, event)
+
+
+@contextmanager
+def held_until_done() -> Iterator[None]:
+    """Hold the events emitted on this thread inside the block; hand them to their hooks
+    when it ends without an exception, drop them when it raises (the changes they report
+    did not happen). Nested: the outermost block decides."""
+    if getattr(_held, "events", None) is not None:
+        yield
+        return
+    held: list[tuple[EventHook, Event]] = []
+    _held.events = held
+    try:
+        yield
+    finally:
+        _held.events = None
+    for hook, event in held:
+        _call(hook, event)
+
+
+def _call(hook: EventHook, event: Event) -> None:
     try:
         hook(event)
     except Exception as error:

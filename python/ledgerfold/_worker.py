@@ -36,6 +36,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
+from ledgerfold._events import held_until_done
+
 __all__ = ["THREAD_NAME", "StoreWorker", "close_worker", "run_on_store", "worker_for"]
 
 T = TypeVar("T")
@@ -125,7 +127,11 @@ class StoreWorker:
         done: list[tuple[Future[Any], bool, Any]] = []
         hook = self._batch() if self._batch is not None else None
         try:
-            with hook() if hook is not None else contextlib.nullcontext():
+            # A batch's events reach their hooks once it has committed (`_events`).
+            with (
+                held_until_done() if hook is not None else contextlib.nullcontext(),
+                hook() if hook is not None else contextlib.nullcontext(),
+            ):
                 while len(done) < BATCH_JOBS:
                     job = self._next()
                     if job is None:
