@@ -183,8 +183,9 @@ def _statements(store: SQLiteStore, log: list[str]) -> None:
     store._connection().set_trace_callback(log.append)
 
 
-def test_a_batchs_writes_share_one_commit(tmp_path: Path) -> None:
-    with SQLiteStore(tmp_path / "s.db") as store:
+@pytest.mark.parametrize("durability", ["full", "normal"])
+def test_a_batchs_writes_share_one_commit(tmp_path: Path, durability: str) -> None:
+    with SQLiteStore(tmp_path / "s.db", durability=durability) as store:
         log: list[str] = []
         _statements(store, log)
         futures = _queue_behind_a_gate(

@@ -1,19 +1,20 @@
-"""Group commit for the store's worker thread (SPEC §17.6): one fsync for a batch of jobs.
+"""Group commit for the store's worker thread (SPEC §17.6): one transaction and one fsync
+for a batch of jobs.
 
 With `durability="full"` every commit is fsynced (`synchronous=FULL`): a store called from
 many sessions at once spends most of its time waiting for the disk, one commit at a time.
 Jobs queued together on the store's worker (`ledgerfold._worker.StoreWorker`) form a
 batch. Its writes share one transaction (`Database.batch`: each job a savepoint of it, so
-a failing job rolls back alone, and FTS5 flushes its index once per batch), committed at
-the batch's end with `synchronous=NORMAL` (the WAL frames are written, not yet fsynced);
-then the WAL file is fsynced once, which makes every frame written before durable, before
-any caller of the batch hears back. If the commit fails, every caller of the batch gets
-the `StoreError` and none of the batch's writes is kept. A
-WAL checkpoint in between syncs what it copies itself (SQLite does that at `NORMAL`).
+a failing job rolls back alone), committed once at the batch's end. With `"full"` that
+commit runs at `synchronous=NORMAL` (the WAL frames are written, not yet fsynced), and then
+the WAL file is fsynced once, which makes every frame written before durable, before any
+caller of the batch hears back; a WAL checkpoint in between syncs what it copies itself
+(SQLite does that at `NORMAL`). If the commit fails, every caller of the batch gets the
+`StoreError` and none of the batch's writes is kept.
 
 The batch holds the store's lock, so a call from another thread meanwhile waits and then
-commits with `synchronous=FULL` as always. A `durability="normal"` store, an in-memory or
-read-only one, needs no batch.
+commits on its own (with `synchronous=FULL` under `"full"`), as always. A read-only store
+needs no batch.
 """
 
 from __future__ import annotations
@@ -31,8 +32,12 @@ __all__ = ["batch"]
 @contextmanager
 def batch(db: Database) -> Iterator[None]:
     """Run the enclosed jobs as one group commit (see the module)."""
-    if db.durability != "full" or db.read_only or db.path == ":memory:" or db.closed:
+    if db.read_only or db.closed:
         yield
+        return
+    if db.durability != "full" or db.path == ":memory:":
+        with db.lock, db.batch():
+            yield
         return
     with db.lock:
         conn = db.connection()
