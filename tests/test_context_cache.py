@@ -173,34 +173,30 @@ def test_a_result_whose_caller_is_beyond_the_append_scan_is_read_again(tmp_path:
         )
 
 
+def _call_after_its_summarised_result(store: SQLiteStore) -> None:
+    """A result recorded before its call, summarised; then the call: the unit splits."""
+    store.append_chat_messages(
+        "a",
+        [{"role": "tool", "tool_call_id": "c1", "content": "early"}]
+        + [{"role": "user", "content": f"u{n}"} for n in range(6)],
+    )
+    assert Compactor(store, POLICY).compact("a", force=True).status == "accepted"
+    assert store.context("a", POLICY.version).fallback is None
+    store.append_chat_messages("a", [_call("c1")])
+    assert store.context("a", POLICY.version).fallback == "stale-summary:group-split"
+
+
 def test_a_call_appended_after_its_summarised_result_is_read_again(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "s.db")
-    with store:
-        store.append_chat_messages(
-            "a",
-            [{"role": "tool", "tool_call_id": "c1", "content": "early"}]
-            + [{"role": "user", "content": f"u{n}"} for n in range(6)],
-        )
-        assert Compactor(store, POLICY).compact("a", force=True).status == "accepted"
-        assert store.context("a", POLICY.version).fallback is None
-        store.append_chat_messages("a", [_call("c1")])
-        assert store.context("a", POLICY.version).fallback == "stale-summary:group-split"
+    with SQLiteStore(tmp_path / "s.db") as store:
+        _call_after_its_summarised_result(store)
         assert store.context("a", POLICY.version) == _uncached(store, "a")
 
 
 def test_a_context_that_fell_back_is_read_again_after_an_append(tmp_path: Path) -> None:
     # Whether a context falls back is decided at its read, over the turns then: a later
     # append is not simply joined to a fallback context.
-    store = SQLiteStore(tmp_path / "s.db")
-    with store:
-        store.append_chat_messages(
-            "a",
-            [{"role": "tool", "tool_call_id": "c1", "content": "early"}]
-            + [{"role": "user", "content": f"u{n}"} for n in range(6)],
-        )
-        assert Compactor(store, POLICY).compact("a", force=True).status == "accepted"
-        store.append_chat_messages("a", [_call("c1")])
-        assert store.context("a", POLICY.version).fallback == "stale-summary:group-split"
+    with SQLiteStore(tmp_path / "s.db") as store:
+        _call_after_its_summarised_result(store)
         store.append_chat_messages("a", [{"role": "tool", "tool_call_id": "c1", "content": "r"}])
         assert store.context("a", POLICY.version) == _uncached(store, "a")
 
