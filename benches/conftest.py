@@ -30,6 +30,50 @@ sys.modules["bench_conftest"] = sys.modules[__name__]
 
 SHARED = Path(__file__).resolve().parents[1] / "tests" / "data"
 
+
+def _units_by_union_find(ordered: Any) -> list[frozenset[str]]:
+    """`reference.units` (SPEC §17.2's compaction units) in linear time: the same partition
+    as the test oracle's brute force, which compares every pair of turns and would not end at
+    200k turns. Only the pure-Python anchors call it; it makes them faster, never ours."""
+    import reference
+
+    parent = {turn.id: turn.id for turn in ordered}
+
+    def find(turn_id: str) -> str:
+        while parent[turn_id] != turn_id:
+            parent[turn_id] = parent[parent[turn_id]]
+            turn_id = parent[turn_id]
+        return turn_id
+
+    def union(a: str, b: str) -> None:
+        parent[find(b)] = find(a)
+
+    first_of_group: dict[str, str] = {}
+    callers: dict[str, list[str]] = {}
+    for turn in ordered:
+        if turn.group is not None:
+            union(first_of_group.setdefault(turn.group, turn.id), turn.id)
+        for call_id in reference._call_ids(turn):
+            callers.setdefault(call_id, []).append(turn.id)
+    for turn in ordered:
+        call_id = (turn.meta or {}).get("tool_call_id") if turn.role == "tool" else None
+        for caller in callers.get(call_id, ()) if call_id is not None else ():
+            union(caller, turn.id)
+    units: dict[str, set[str]] = {}
+    for turn in ordered:
+        units.setdefault(find(turn.id), set()).add(turn.id)
+    return [frozenset(unit) for unit in units.values()]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Only for a measuring run: the test run (smoke sizes, the same session as tests/)
+    # keeps the oracle's own brute force.
+    if full_size(config):
+        import reference
+
+        reference.units = _units_by_union_find
+
+
 #: Ledger sizes by label: the labels are the test IDs, so a smoke run and a full run collect
 #: the same tests; only the number of turns behind a label changes.
 FULL_SIZES = {"10k": 10_000, "200k": 200_000, "1M": 1_000_000}
