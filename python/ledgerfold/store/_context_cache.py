@@ -26,8 +26,7 @@ import sqlite3
 from collections import OrderedDict
 
 from ledgerfold._context import AssembledContext, SummaryItem, TurnItem
-from ledgerfold._errors import InvalidInput
-from ledgerfold._toolcalls import tool_call_ids
+from ledgerfold.store._unit_splits import calls_in
 
 __all__ = ["ContextCache"]
 
@@ -156,14 +155,7 @@ def _raw_call(context: AssembledContext, call_id: str) -> bool:
             isinstance(item, TurnItem)
             and item.role == "assistant"
             and item.meta
-            and call_id in _calls(item.meta.get("tool_calls"))
+            and call_id in calls_in(item.meta.get("tool_calls"))
         ):
             return True
     return False
-
-
-def _calls(raw: object) -> set[str]:
-    try:
-        return set(tool_call_ids(raw)) if isinstance(raw, str) else set()
-    except InvalidInput:
-        return set()

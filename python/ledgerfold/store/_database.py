@@ -266,8 +266,7 @@ class Database:
             if write and self.read_only:
                 raise StoreError(f"{operation}: the store was opened read-only")
             nested = self._in_batch and (write or conn.in_transaction)
-            if self._batch_open and not conn.in_transaction and self._batch_lost is None:
-                self._batch_lost = "the batch's transaction was rolled back"
+            self._notice_lost(conn)
             if nested and self._batch_lost is not None:
                 raise StoreError(f"{operation}: {self._batch_lost}")
             try:
@@ -327,8 +326,7 @@ class Database:
         job's checkpoint or close asked for it) run as transactions of their own. A failure
         fails the whole batch (`batch()` raises it at its end), whoever saw it first."""
         conn = self.connection()
-        if self._batch_open and not conn.in_transaction and self._batch_lost is None:
-            self._batch_lost = "the batch's transaction was rolled back"
+        self._notice_lost(conn)
         lost, self._batch_lost, self._in_batch = self._batch_lost, None, False
         self._batch_open = False
         error: StoreError | None = None
@@ -348,11 +346,17 @@ class Database:
             with suppress(StoreError):
                 self.checkpoint(wait_ms=0)
 
-    def _rollback_job(self, conn: sqlite3.Connection) -> None:
-        """A failed job of a batch: back to its savepoint. If SQLite already rolled the
-        whole transaction back, the batch's earlier jobs are lost too: the batch fails."""
-        if not conn.in_transaction:
+    def _notice_lost(self, conn: sqlite3.Connection) -> None:
+        """The batch's transaction was begun and is gone (SQLite rolled it back on an error,
+        or a statement ended it): its jobs so far are lost, and the batch fails."""
+        if self._batch_open and not conn.in_transaction and self._batch_lost is None:
             self._batch_lost = "the batch's transaction was rolled back"
+
+    def _rollback_job(self, conn: sqlite3.Connection) -> None:
+        """A failed job of a batch: back to its savepoint (unless the whole transaction is
+        gone: `_notice_lost`)."""
+        self._notice_lost(conn)
+        if not conn.in_transaction:
             return
         try:
             self._control(conn, "ROLLBACK TO lf_job")

@@ -17,7 +17,7 @@ from ledgerfold._model import Turn
 from ledgerfold._toolcalls import tool_call_ids
 from ledgerfold.store._schema import LIVE_ACCEPTED, STALE, TURN_LIVE
 
-__all__ = ["calls_split", "mark_group_split", "split_by_links", "split_unit"]
+__all__ = ["calls_in", "calls_split", "mark_group_split", "split_by_links", "split_unit"]
 
 #: How many assistant turns back an appended result's caller is looked for (newest first).
 _CALLER_SCAN = 2000
@@ -56,7 +56,7 @@ def split_by_links(
         if role == "tool" and isinstance(answered, str):
             raw_answers.setdefault(answered, turn_id)
         elif role == "assistant":
-            for call_id in _calls_in(meta.get("tool_calls")):
+            for call_id in calls_in(meta.get("tool_calls")):
                 raw_calls.setdefault(call_id, turn_id)
     orphan_answers = {c: i for c, i in raw_answers.items() if c not in raw_calls}
     open_calls = {c: i for c, i in raw_calls.items() if c not in raw_answers}
@@ -158,7 +158,7 @@ def _mark_call_split(
     made: set[str] = set()
     for turn in joined if answers_too else ():
         if turn.role == "assistant" and turn.meta:
-            made |= _calls_in(turn.meta.get("tool_calls"))
+            made |= calls_in(turn.meta.get("tool_calls"))
     if made:
         callers.extend(
             str(row[0])
@@ -203,7 +203,7 @@ def calls_split(
     calls: set[str] = set()
     for turn in new_turns:
         if turn.role == "assistant" and turn.meta:
-            calls |= _calls_in(turn.meta.get("tool_calls"))
+            calls |= calls_in(turn.meta.get("tool_calls"))
     if not answered and not calls:
         return False
     covered = set(sources)
@@ -240,10 +240,10 @@ def _named_calls(meta_text: str) -> set[str]:
         meta = json.loads(meta_text)
     except ValueError:
         return set()
-    return _calls_in(meta.get("tool_calls") if isinstance(meta, dict) else None)
+    return calls_in(meta.get("tool_calls") if isinstance(meta, dict) else None)
 
 
-def _calls_in(raw: object) -> set[str]:
+def calls_in(raw: object) -> set[str]:
     """The call IDs of `tool_calls` text (none when it is not text of a list of calls)."""
     try:
         return set(tool_call_ids(raw)) if isinstance(raw, str) else set()
