@@ -1,11 +1,14 @@
 """`assemble_context` leaves the cycle collector alone: no process-wide
-`gc.disable()`, which two threads interleaving could leave off for good."""
+`gc.disable()`, which two threads interleaving could leave off for good. Instead the objects
+that cannot be part of a cycle (a context's `TurnItem`s, the `Turn`s read from a store) are
+not tracked by it, so a large context triggers no full collections."""
 
 from __future__ import annotations
 
 import gc
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -67,3 +70,31 @@ def test_a_disabled_collector_stays_disabled() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_context_turn_items_are_not_tracked() -> None:
+    conversation = _conversation(30)
+    raw = lf.assemble_context(conversation, None, "v")
+    assert raw.fallback == "no-summary"
+    assert [gc.is_tracked(item) for item in raw.items] == [False] * 30
+
+
+def test_untracked_items_are_freed_with_the_context() -> None:
+    # Untracked objects are freed by reference counting alone: the ledger turns' bodies
+    # are shared by the items and get their references back once the context is gone.
+    conversation = _conversation(20)
+    body = conversation.turns[5].body
+    before = sys.getrefcount(body)
+    context = lf.assemble_context(conversation, None, "v")
+    texts = [item.text for item in context.items]
+    assert texts[5] is body
+    del texts, context
+    assert sys.getrefcount(body) == before
+
+
+def test_turns_read_from_a_store_are_not_tracked(tmp_path: Path) -> None:
+    with lf.SQLiteStore(tmp_path / "ledger.db") as store:
+        store.append_many("c", [{"role": "user", "body": f"body {i}"} for i in range(5)])
+        turns = store.load("c").turns
+    assert len(turns) == 5
+    assert not any(gc.is_tracked(turn) for turn in turns)

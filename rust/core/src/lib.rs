@@ -10,6 +10,8 @@
 //! - [`shared_seq`]: the frozen source-ID sequence an extension shares with its parent;
 //! - [`chat`]: which context items a chat request can carry (tool-call sequences);
 
+#![forbid(unsafe_code)]
+
 pub mod assemble;
 pub mod chat;
 pub mod check;

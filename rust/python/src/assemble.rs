@@ -9,6 +9,7 @@ use crate::check::{sealed_arg, SummaryFields};
 use crate::conversation::Conversation;
 use crate::extract;
 use crate::items::TurnItem;
+use crate::untracked::new_untracked;
 
 /// `(turn_items, summary_at, through_sequence, fallback, fallback_id)`.
 type AssembleTuple<'py> = (
@@ -19,16 +20,17 @@ type AssembleTuple<'py> = (
     Option<String>,
 );
 
-/// The `TurnItem`s of the turns at `positions`, sharing the ledger's objects.
+/// The `TurnItem`s of the turns at `positions`, sharing the ledger's objects; the cycle
+/// collector does not track them (see `untracked`).
 fn turn_items<'py>(
     py: Python<'py>,
     conversation: &Conversation,
     positions: impl ExactSizeIterator<Item = usize>,
 ) -> PyResult<Bound<'py, PyTuple>> {
-    PyTuple::new(
-        py,
-        positions.map(|position| TurnItem::of(py, &conversation.turns[position])),
-    )
+    let items = positions
+        .map(|position| new_untracked(py, TurnItem::of(py, &conversation.turns[position])))
+        .collect::<PyResult<Vec<_>>>()?;
+    PyTuple::new(py, items)
 }
 
 /// `(turn_items, summary_at, through_sequence, fallback, fallback_id)` of SPEC §8. When the

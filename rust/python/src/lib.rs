@@ -17,6 +17,7 @@ mod segment;
 mod source_ids;
 mod turn;
 mod units;
+mod untracked;
 
 use pyo3::prelude::*;
 

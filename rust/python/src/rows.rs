@@ -10,6 +10,7 @@ use pyo3::types::{PyBool, PyBytes, PyInt, PyIterator, PyString, PyTuple};
 use crate::errors::{in_row, invalid, IntoPyResult};
 use crate::extract;
 use crate::turn::Turn;
+use crate::untracked::new_untracked;
 
 /// `(id, sequence, role, body, protected, protection_reason, group, meta_json, digest)`.
 const ROW_FIELDS: usize = 9;
@@ -29,7 +30,7 @@ pub fn turns_from_rows(py: Python<'_>, rows: &Bound<'_, PyAny>) -> PyResult<Vec<
     let mut turns = Vec::with_capacity(rows.len().unwrap_or(0));
     for (index, row) in iterator.enumerate() {
         let turn = turn_from_row(py, &row?).map_err(|err| in_row(py, index, err))?;
-        turns.push(Py::new(py, turn)?);
+        turns.push(new_untracked(py, turn)?);
     }
     Ok(turns)
 }

@@ -4,7 +4,7 @@ use ledgerfold_core::chat::{self, ChatItem};
 use ledgerfold_core::model::Role;
 use ledgerfold_core::units::{meta_value, tool_call_ids, turn_unit_roots};
 use pyo3::prelude::*;
-use pyo3::types::PyList;
+use pyo3::types::{PyList, PyTuple};
 
 use crate::errors::invalid;
 use crate::items::TurnItem;
@@ -47,6 +47,17 @@ pub fn unit_roots(py: Python<'_>, turns: &Bound<'_, PyAny>) -> PyResult<Vec<usiz
 #[pyfunction]
 pub fn unsendable(items: &Bound<'_, PyAny>) -> PyResult<Py<PyList>> {
     let py = items.py();
+    // The common case, a context of turns none of which is a tool turn or makes a call, is
+    // answered in one pass over the tuple without holding or allocating per item.
+    if let Ok(tuple) = items.cast::<PyTuple>() {
+        let links = tuple.iter_borrowed().any(|item| {
+            item.cast::<TurnItem>()
+                .is_ok_and(|item| may_link(item.get().turn()))
+        });
+        if !links {
+            return Ok(PyList::empty(py).unbind());
+        }
+    }
     let mut held: Vec<Option<Bound<'_, TurnItem>>> = Vec::new();
     for item in items.try_iter()? {
         held.push(item?.cast_into::<TurnItem>().ok());
@@ -82,4 +93,13 @@ pub fn unsendable(items: &Bound<'_, PyAny>) -> PyResult<Py<PyList>> {
         })
         .collect();
     Ok(PyList::new(py, chat::unsendable(&chat_items))?.unbind())
+}
+
+/// Whether a turn can make or answer a call: a tool turn, or an assistant turn with meta.
+fn may_link(turn: &Turn) -> bool {
+    match turn.role {
+        Role::Tool => true,
+        Role::Assistant => turn.meta.is_some(),
+        _ => false,
+    }
 }
