@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
 
-from ledgerfold import CompactionPolicy, Compactor, SQLiteStore
+from ledgerfold import CompactionPolicy, Compactor, SQLiteStore, create_summary_envelope
 from ledgerfold._model import Conversation
 from ledgerfold.store import _ledger as ledger
 
@@ -86,3 +87,27 @@ def test_a_call_below_the_trigger_plans_only_when_something_is_due_at_once(
         grown = CompactionPolicy("v1", keep_tail=8, trigger_tokens=10**9)
         assert Compactor(store, grown).compact("c").status == "accepted"  # a rebase, at once
         assert planned == ["plan"]
+
+
+@pytest.mark.parametrize("ending", ["accepted", "abandoned"])
+def test_an_ended_plan_keeps_no_copy_of_its_ids(tmp_path: Path, ending: str) -> None:
+    """A plan's added IDs serve its commit only; once it has a record they are dropped, so
+    a context read of the plan's row (its `preserve_roles`) does not grow with the ledger."""
+    path = tmp_path / "ledger.db"
+    with _ledger(path) as store:
+        plan = store.start_plan("c", 4, "v1")
+        assert len(plan.compacted_ids) > 9_000
+        if ending == "accepted":
+            envelope = create_summary_envelope(plan, store.load("c"), "s1", "v1", "summary")
+            assert envelope is not None and store.commit_summary(envelope).accepted
+        else:
+            store.start_plan("c", 2, "v1")  # abandons the first
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute("SELECT id, ended, compacted_ids FROM plans ORDER BY pk").fetchall()
+    finally:
+        conn.close()
+    assert rows[0][:2] == (plan.plan_id, 1)
+    assert all(compacted is None for _, ended, compacted in rows if ended)
+    if ending == "abandoned":
+        assert rows[-1][1] == 0 and rows[-1][2] is not None  # the active plan keeps its IDs
