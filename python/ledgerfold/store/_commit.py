@@ -292,10 +292,18 @@ def _general(
         base_pk, added, roles = planned
         allowed = set(added)
         if base_pk is not None:
-            base = conn.execute(
-                "SELECT turn_id FROM summary_sources WHERE summary_pk = ?", (base_pk,)
+            # The base is usually cached: the plan read it (its source IDs are shared).
+            cached = summaries.cached_source_ids(conn, cache, base_pk)
+            allowed.update(
+                cached
+                if cached is not None
+                else (
+                    row[0]
+                    for row in conn.execute(
+                        "SELECT turn_id FROM summary_sources WHERE summary_pk = ?", (base_pk,)
+                    )
+                )
             )
-            allowed.update(row[0] for row in base)
     write = verdict(
         envelope,
         conversation,

@@ -300,6 +300,19 @@ def missing_preserved(conn: sqlite3.Connection, used: Version) -> str | None:
     return None if hit is None else str(hit[0])
 
 
+def cached_source_ids(conn: sqlite3.Connection, cache: VersionCache, pk: int) -> _Ids | None:
+    """The source IDs of the version at row `pk` when the cache holds that version (as read
+    by the plan that named it as a base), else None: nothing is read or staged then."""
+    row = conn.execute(
+        f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE pk = ? AND status IN {ACCEPTED}",
+        (pk,),
+    ).fetchone()
+    found = None if row is None else cache.get(row[1])
+    if found is None or _cached_fields(found) != _row_fields(tuple(row)):
+        return None
+    return found.envelope.source_ids
+
+
 def version_at(conn: sqlite3.Connection, cache: VersionCache, pk: int) -> Version | None:
     """The accepted version stored at row `pk` (None when there is none, or it is damaged)."""
     row = conn.execute(
