@@ -126,7 +126,7 @@ def test_an_interrupted_build_resumes_where_it_stopped(
 
     def failing_insert(conn: sqlite3.Connection, batch: list[tuple[int, str]]) -> None:
         calls["n"] += 1
-        if calls["n"] == 13:  # in the third batch (five turns a batch, one insert a turn)
+        if calls["n"] == 3:  # the third batch (five turns a batch, one insert a batch)
             raise sqlite3.OperationalError("disk I/O error")
         real_insert(conn, batch)
 

@@ -414,3 +414,33 @@ def test_threads_segment_large_bodies_alike() -> None:
     with ThreadPoolExecutor(max_workers=4) as pool:
         got = list(pool.map(seg.index_passages, bodies))
     assert got == expected
+
+
+# --- the batch call ---------------------------------------------------------------------------
+
+
+def test_the_batch_call_equals_one_call_per_body_on_the_real_transcripts() -> None:
+    # Large enough to be segmented on the pool, in order.
+    bodies = list(real_bodies())
+    assert sum(len(body.encode()) for body in bodies) > 64 * 1024
+    assert seg.index_passages_many(bodies) == [seg.index_passages(body) for body in bodies]
+    small = bodies[:3]
+    assert seg.index_passages_many(iter(small)) == [seg.index_passages(b) for b in small]
+    assert seg.index_passages_many([]) == []
+
+
+@given(st.lists(st.text(max_size=300), max_size=40))
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+def test_the_batch_call_equals_one_call_per_body(bodies: list[str]) -> None:
+    bodies = [body.encode("utf-8", "replace").decode() for body in bodies]
+    assert seg.index_passages_many(bodies) == [seg.index_passages(body) for body in bodies]
+
+
+@pytest.mark.parametrize(
+    ("bodies", "field"),
+    [(["ok", b"bytes"], "body"), (["ok", None], "body"), (["ok", "\ud800"], "body"), (7, "bodies")],
+)
+def test_the_batch_call_names_the_bad_field(bodies: Any, field: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        seg.index_passages_many(bodies)
+    assert caught.value.field == field

@@ -31,6 +31,7 @@ __all__ = [
     "fingerprint_digests",
     "fingerprint_turns",
     "index_passages",
+    "index_passages_many",
     "plan",
     "query_terms",
     "revalidate_columns",
@@ -261,4 +262,5 @@ def revalidate_columns(
 INDEX_VERSION: int
 
 def index_passages(body: str) -> list[tuple[int, int, str]]: ...
+def index_passages_many(bodies: Iterable[str]) -> list[list[tuple[int, int, str]]]: ...
 def query_terms(query: str) -> list[str]: ...

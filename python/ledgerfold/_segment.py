@@ -7,6 +7,8 @@
   sentence end (`. ! ? 。！？` or a line break) in its window's second half, else after the
   window's last whitespace, else at 600 characters. `body` must be a `str` that encodes as
   UTF-8 (as every turn body does), else `InvalidInput` naming `body`.
+- `index_passages_many(bodies)`: `index_passages` of each body, in one call that segments
+  a large batch on every core (a non-`str` body is `InvalidInput` naming `body`).
 - `query_terms(query)`: the query's tokens, distinct, in first-occurrence order, at most 64.
   Any `str` is valid: a lone surrogate separates words and is dropped. A non-`str` is
   `InvalidInput` naming `query`.
@@ -21,6 +23,6 @@ A token is non-empty and its only ASCII characters are `a-z` and `0-9`.
 
 from __future__ import annotations
 
-from ledgerfold._native import INDEX_VERSION, index_passages, query_terms
+from ledgerfold._native import INDEX_VERSION, index_passages, index_passages_many, query_terms
 
-__all__ = ["INDEX_VERSION", "index_passages", "query_terms"]
+__all__ = ["INDEX_VERSION", "index_passages", "index_passages_many", "query_terms"]

@@ -38,7 +38,7 @@ from typing import Any
 
 from ledgerfold._errors import StoreError
 from ledgerfold._model import Turn
-from ledgerfold._segment import INDEX_VERSION, index_passages
+from ledgerfold._segment import INDEX_VERSION, index_passages, index_passages_many
 from ledgerfold.store._recall_answers import NO_BATCH, BatchCalls, answers_recall, stored_meta
 from ledgerfold.store._schema import TURN_LIVE
 
@@ -163,11 +163,17 @@ def build(conn: sqlite3.Connection, path: str, *, available: bool | None = None)
                 if total:
                     _log.info("search index built: path=%s turns=%d", path, done)
                 break
-            for pk, conversation_id, role, body, group, meta, state in rows:
-                if state == TURN_LIVE and not answers_recall(
-                    conn, conversation_id, role, group, stored_meta(meta), NO_BATCH
-                ):
-                    _insert(conn, [(int(pk), body)])
+            _insert(
+                conn,
+                [
+                    (int(pk), body)
+                    for pk, conversation_id, role, body, group, meta, state in rows
+                    if state == TURN_LIVE
+                    and not answers_recall(
+                        conn, conversation_id, role, group, stored_meta(meta), NO_BATCH
+                    )
+                ],
+            )
             conn.execute("UPDATE search_state SET built_through = ?", (int(rows[-1][0]),))
             conn.execute("COMMIT")
             done += len(rows)
@@ -205,10 +211,14 @@ LAST_SLOT = (1 << SLOT_BITS) - 1
 PASSAGE_MAX = 600
 
 
-def _rows(turn_pk: int, body: str) -> tuple[list[tuple[int, str]], list[tuple[int, int]]]:
+def _rows(
+    turn_pk: int, body: str, passages: list[tuple[int, int, str]] | None = None
+) -> tuple[list[tuple[int, str]], list[tuple[int, int]]]:
     """The index rows of a body, `(rowid, tokens)` one per passage (the passages from the
-    last slot on share it), and each row's `(start, end)` in code points."""
-    passages = index_passages(body)
+    last slot on share it), and each row's `(start, end)` in code points. `passages`: the
+    body's `index_passages`, when already computed."""
+    if passages is None:
+        passages = index_passages(body)
     base = turn_pk << SLOT_BITS
     rows = [(base + slot, tokens) for slot, (_, _, tokens) in enumerate(passages[:LAST_SLOT])]
     bounds = [(start, end) for start, end, _ in passages[:LAST_SLOT]]
@@ -228,8 +238,10 @@ def _insert(conn: sqlite3.Connection, turns: Sequence[tuple[int, str]]) -> None:
     cut without segmenting its body again."""
     rows: list[tuple[int, str]] = []
     offsets: list[tuple[int, bytes]] = []
-    for turn_pk, body in turns:
-        made, bounds = _rows(turn_pk, body)
+    # One native call segments the batch (on both cores when it is large).
+    segmented = index_passages_many([body for _, body in turns])
+    for (turn_pk, body), passages in zip(turns, segmented, strict=True):
+        made, bounds = _rows(turn_pk, body, passages)
         rows += made
         if bounds and bounds != [(0, len(body))]:
             offsets.append((turn_pk, _packed(bounds)))

@@ -40,7 +40,7 @@ mod _native {
     #[pymodule_export]
     use crate::revalidate::{revalidate_columns, revalidate_flat};
     #[pymodule_export]
-    use crate::segment::{index_passages, query_terms};
+    use crate::segment::{index_passages, index_passages_many, query_terms};
     #[pymodule_export]
     use crate::source_ids::{SourceIds, SourceIdsIterator};
     #[pymodule_export]
