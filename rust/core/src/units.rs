@@ -69,6 +69,152 @@ fn union(parent: &mut [usize], a: usize, b: usize) {
     }
 }
 
+/// One turn as the unit rule reads it: `(position, role, group, meta pairs)`.
+pub type UnitTurn<'a> = (usize, Role, Option<&'a str>, &'a [(String, String)]);
+
+/// The compaction units of a whole ledger, kept sparse: only the positions in a unit of two
+/// or more turns are listed, each with its root; every other turn is a unit of its own. A
+/// ledger without groups or tool calls lists none, so checking it against a summary costs
+/// nothing, and a turn that links nothing costs nothing to build.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Units {
+    len: usize,
+    /// `(position, root)` of every turn in a unit of two or more, ascending position.
+    linked: Vec<(usize, usize)>,
+}
+
+/// Whether a turn can link to another at all (SPEC §17.2, §15.6): it has a `group`, or it
+/// is an assistant turn with `tool_calls` or a tool turn with `tool_call_id`.
+pub fn may_link(role: Role, group: Option<&str>, meta: &[(String, String)]) -> bool {
+    group.is_some()
+        || match role {
+            Role::Assistant => meta_value(meta, "tool_calls").is_some(),
+            Role::Tool => meta_value(meta, "tool_call_id").is_some(),
+            _ => false,
+        }
+}
+
+impl Units {
+    /// The units of `len` turns in sequence order. `turns` gives `(position, role, group,
+    /// meta pairs)` in ascending position for at least every turn that [`may_link`] (any
+    /// other turn may be given too, or left out: alone, it is its own unit). `tool_calls`
+    /// counts on assistant turns only and `tool_call_id` on tool turns only, as the adapter
+    /// sends them; `tool_calls` text that is not a list of calls names none.
+    pub fn of<'a, I>(len: usize, turns: I) -> Units
+    where
+        I: IntoIterator<Item = UnitTurn<'a>>,
+    {
+        let picked: Vec<UnitTurn<'a>> = turns
+            .into_iter()
+            .filter(|&(_, role, group, meta)| may_link(role, group, meta))
+            .collect();
+        debug_assert!(picked.windows(2).all(|pair| pair[0].0 < pair[1].0));
+        if picked.is_empty() {
+            return Units {
+                len,
+                linked: Vec::new(),
+            };
+        }
+        let parsed: Vec<Vec<String>> = picked
+            .iter()
+            .map(
+                |&(_, role, _, meta)| match (role, meta_value(meta, "tool_calls")) {
+                    (Role::Assistant, Some(text)) => tool_call_ids(text).unwrap_or_default(),
+                    _ => Vec::new(),
+                },
+            )
+            .collect();
+        let members: Vec<UnitMember<'_>> = picked
+            .iter()
+            .zip(&parsed)
+            .map(|(&(_, role, group, meta), calls)| UnitMember {
+                group,
+                calls: calls.iter().map(String::as_str).collect(),
+                answers: (role == Role::Tool)
+                    .then(|| meta_value(meta, "tool_call_id"))
+                    .flatten(),
+            })
+            .collect();
+        // Roots among the picked turns: the smallest index of each unit, which (positions
+        // ascending) is also the unit's smallest position.
+        let roots = unit_roots(&members);
+        let mut sizes = vec![0u32; roots.len()];
+        for &root in &roots {
+            sizes[root] += 1;
+        }
+        let linked = roots
+            .iter()
+            .enumerate()
+            .filter(|&(_, &root)| sizes[root] > 1)
+            .map(|(at, &root)| (picked[at].0, picked[root].0))
+            .collect();
+        Units { len, linked }
+    }
+
+    /// True when every turn is a unit of its own (no group, no answered call).
+    pub fn all_alone(&self) -> bool {
+        self.linked.is_empty()
+    }
+
+    /// For each position, its unit's root (as [`unit_roots`] gives them).
+    pub fn roots(&self) -> Vec<usize> {
+        let mut roots: Vec<usize> = (0..self.len).collect();
+        for &(position, root) in &self.linked {
+            roots[position] = root;
+        }
+        roots
+    }
+
+    /// SPEC §17.2: the first position that is not a source but shares a unit with a source,
+    /// or `None`; the same answer as [`unit_split`] over [`Units::roots`]. `source_positions`
+    /// are ascending. Only the turns in a unit of two or more are looked at.
+    pub fn split(&self, source_positions: &[usize]) -> Option<usize> {
+        if self.linked.is_empty() || source_positions.is_empty() {
+            return None;
+        }
+        // Which linked turns are sources: both lists ascend, so one walk in step, galloping
+        // over the sources between two linked turns.
+        let mut rest = source_positions;
+        let is_source: Vec<bool> = self
+            .linked
+            .iter()
+            .map(|&(position, _)| {
+                rest = &rest[below(rest, position)..];
+                rest.first() == Some(&position)
+            })
+            .collect();
+        let mut source_units: Vec<usize> = self
+            .linked
+            .iter()
+            .zip(&is_source)
+            .filter(|&(_, &source)| source)
+            .map(|(&(_, root), _)| root)
+            .collect();
+        if source_units.is_empty() {
+            return None;
+        }
+        source_units.sort_unstable();
+        source_units.dedup();
+        self.linked
+            .iter()
+            .zip(&is_source)
+            .find(|&(&(_, root), &source)| !source && source_units.binary_search(&root).is_ok())
+            .map(|(&(position, _), _)| position)
+    }
+}
+
+/// How many of `sorted` (ascending) are below `value`: an exponential search from the
+/// front, so a walk that skips `k` items costs `O(log k)`.
+fn below(sorted: &[usize], value: usize) -> usize {
+    let mut high = 1;
+    while high <= sorted.len() && sorted[high - 1] < value {
+        high *= 2;
+    }
+    let low = high / 2;
+    let high = high.min(sorted.len());
+    low + sorted[low..high].partition_point(|&item| item < value)
+}
+
 /// `unit_roots` over turns given as `(role, group, meta pairs)`: `tool_calls` counts on
 /// assistant turns only and `tool_call_id` on tool turns only (SPEC §15.6), as the adapter
 /// sends them.
@@ -77,27 +223,14 @@ where
     I: IntoIterator<Item = (Role, Option<&'a str>, &'a [(String, String)])>,
 {
     let turns: Vec<_> = turns.into_iter().collect();
-    let parsed: Vec<Vec<String>> = turns
-        .iter()
-        .map(
-            |&(role, _, meta)| match (role, meta_value(meta, "tool_calls")) {
-                (Role::Assistant, Some(text)) => tool_call_ids(text).unwrap_or_default(),
-                _ => Vec::new(),
-            },
-        )
-        .collect();
-    let members: Vec<UnitMember<'_>> = turns
-        .iter()
-        .zip(&parsed)
-        .map(|(&(role, group, meta), calls)| UnitMember {
-            group,
-            calls: calls.iter().map(String::as_str).collect(),
-            answers: (role == Role::Tool)
-                .then(|| meta_value(meta, "tool_call_id"))
-                .flatten(),
-        })
-        .collect();
-    unit_roots(&members)
+    Units::of(
+        turns.len(),
+        turns
+            .iter()
+            .enumerate()
+            .map(|(position, &(role, group, meta))| (position, role, group, meta)),
+    )
+    .roots()
 }
 
 /// The value of `key` in meta pairs (sorted or not).
