@@ -18,30 +18,41 @@ pub struct UnitMember<'a> {
 
 /// For each position, its unit's root: the smallest position in the unit. Two turns are in
 /// one unit exactly when their roots are equal; a turn linked to nothing is its own root.
-pub fn unit_roots(members: &[UnitMember<'_>]) -> Vec<usize> {
+pub fn unit_roots<'a>(members: &[UnitMember<'a>]) -> Vec<usize> {
     let mut parent: Vec<usize> = (0..members.len()).collect();
     // The first position seen for each group; later members are merged into it.
     let mut by_group: HashMap<&str, usize> = HashMap::new();
-    // For each call ID, the positions that make it and those that answer it: a call links
-    // its makers with its answers, never two answers (or two makers) on their own.
-    let mut by_call: HashMap<&str, (Vec<usize>, Vec<usize>)> = HashMap::new();
+    // Each call ID, hashed once per mention: its index into `calls`, which keeps the first
+    // position that makes it and the first that answers it; `mentions` keeps who named it.
+    let mut call_index: HashMap<&str, usize> = HashMap::new();
+    let mut calls: Vec<(Option<usize>, Option<usize>)> = Vec::new();
+    let mut mentions: Vec<(usize, usize)> = Vec::new();
+    let mut mention = |call: &'a str, position: usize, answers: bool| {
+        let index = *call_index.entry(call).or_insert_with(|| {
+            calls.push((None, None));
+            calls.len() - 1
+        });
+        let (makers, answered) = &mut calls[index];
+        if answers { answered } else { makers }.get_or_insert(position);
+        mentions.push((position, index));
+    };
     for (position, member) in members.iter().enumerate() {
         if let Some(group) = member.group {
             let first = *by_group.entry(group).or_insert(position);
             union(&mut parent, first, position);
         }
         for &call in &member.calls {
-            by_call.entry(call).or_default().0.push(position);
+            mention(call, position, false);
         }
         if let Some(call) = member.answers {
-            by_call.entry(call).or_default().1.push(position);
+            mention(call, position, true);
         }
     }
-    for (makers, answers) in by_call.values() {
-        if let (Some(&first), false) = (makers.first(), answers.is_empty()) {
-            for &other in makers.iter().chain(answers) {
-                union(&mut parent, first, other);
-            }
+    // A call links its makers with its answers, never two answers (or two makers) on their
+    // own: when it has both, each of them joins its first maker.
+    for (position, index) in mentions {
+        if let (Some(maker), Some(_)) = calls[index] {
+            union(&mut parent, maker, position);
         }
     }
     (0..members.len()).map(|at| find(&mut parent, at)).collect()
