@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -165,3 +167,129 @@ def test_folding_cuts_between_units_not_inside_an_ungrouped_call() -> None:
 def test_unit_roots_refuses_what_is_not_a_turn() -> None:
     with pytest.raises(lf.InvalidInput):
         _native.unit_roots([object()])
+
+
+# A Conversation computes its units once, on first need, and every check, assembly and plan
+# over that snapshot shares them: the answers must be those of a fresh computation.
+
+
+@SETTINGS
+@given(
+    tool_ledgers(),
+    st.lists(st.integers(0, 2**12 - 1), min_size=1, max_size=5),
+    st.integers(1, 6),
+    st.booleans(),
+)
+def test_one_conversation_answers_every_check_like_the_reference(
+    turns: list[lf.Turn], masks: list[int], keep_tail: int, plan_first: bool
+) -> None:
+    conversation = lf.Conversation("c", 1, tuple(reversed(turns)))
+
+    def check_plan() -> None:
+        plan = lf.plan_compaction(conversation, keep_tail, "p")
+        expected = ref.plan_compaction("c", 1, turns, keep_tail, "p")
+        assert {f: getattr(plan, f) for f in expected} == expected
+
+    if plan_first:
+        check_plan()
+    for mask in masks:
+        sources = [t for at, t in enumerate(turns) if mask >> at & 1]
+        if not sources:
+            continue
+        plan = lf.CompactionPlan(
+            "p", "c", 1, tuple(t.id for t in sources), (), sources[-1].sequence
+        )
+        envelope = lf.create_summary_envelope(plan, turns, "s", "v1", "text")
+        assert envelope is not None
+        expected = ref.check_summary(envelope, "c", turns, "v1")
+        for _ in range(2):
+            got = lf.check_summary(envelope, conversation, "v1")
+            assert (got.current, got.reason, got.turn_id) == expected
+        context = lf.assemble_context(conversation, envelope, "v1")
+        items, fallback, fallback_id = ref.assemble_context("c", turns, envelope, "v1")
+        assert (context.fallback, context.fallback_id) == (fallback, fallback_id)
+        assert list(context.ids) == [item[1] for item in items]
+    check_plan()
+    # The roots a conversation keeps are the ones computed afresh from its turns.
+    assert _native.unit_roots(conversation) == unit_roots(list(conversation.turns))
+    assert partition(list(conversation.turns)) == set(ref.units(turns))
+
+
+def _summary_of(turns: list[lf.Turn], ids: tuple[str, ...]) -> lf.SummaryEnvelope:
+    by_id = {t.id: t for t in turns}
+    plan = lf.CompactionPlan("p", "c", 1, ids, (), by_id[ids[-1]].sequence)
+    envelope = lf.create_summary_envelope(plan, turns, "s-" + "-".join(ids), "v1", "text")
+    assert envelope is not None
+    return envelope
+
+
+def test_a_group_split_is_found_after_a_first_check_of_the_same_conversation() -> None:
+    turns = _ungrouped_call_then_tail()
+    conversation = lf.Conversation("c", 1, tuple(turns))
+    whole = _summary_of(turns, ("u1", "a1", "t1"))
+    split = _summary_of(turns, ("u1", "a1"))
+    assert lf.check_summary(whole, conversation, "v1").current
+    check = lf.check_summary(split, conversation, "v1")
+    assert (check.current, check.reason, check.turn_id) == (False, "group-split", "t1")
+    context = lf.assemble_context(conversation, split, "v1")
+    assert (context.fallback, context.fallback_id) == ("stale-summary:group-split", "t1")
+    assert lf.assemble_context(conversation, whole, "v1").fallback is None
+    assert lf.check_summary(whole, conversation, "v1").current
+
+
+def test_a_group_split_is_found_after_a_plan_of_the_same_conversation() -> None:
+    turns = [
+        _turn("u1", 1, "user"),
+        _turn("g1", 2, "assistant", group="g"),
+        _turn("u2", 3, "user"),
+        _turn("g2", 4, "assistant", group="g"),
+        _turn("u3", 5, "user"),
+    ]
+    conversation = lf.Conversation("c", 1, tuple(turns))
+    plan = lf.plan_compaction(conversation, 1, "p")
+    assert plan.compacted_ids == ("u1", "g1", "u2", "g2")
+    check = lf.check_summary(_summary_of(turns, ("u1", "g1")), conversation, "v1")
+    assert (check.current, check.reason, check.turn_id) == (False, "group-split", "g2")
+
+
+def _call_ledger(blocks: int) -> list[lf.Turn]:
+    """`blocks` rounds of a user turn, an ungrouped call of two tools, and both results."""
+    turns = []
+    for block in range(blocks):
+        seq = 4 * block
+        a, b = f"a{block}", f"b{block}"
+        turns += [
+            _turn(f"u{block}", seq + 1, "user"),
+            _turn(f"c{block}", seq + 2, "assistant", {"tool_calls": calls_json(a, b)}),
+            _turn(f"r{block}a", seq + 3, "tool", {"tool_call_id": a}),
+            _turn(f"r{block}b", seq + 4, "tool", {"tool_call_id": b}),
+        ]
+    return turns
+
+
+def test_threads_checking_one_fresh_conversation_agree() -> None:
+    # Every thread's first check may be the one that computes the units; all must see them
+    # whole. The split summary leaves out the last result of block 700.
+    turns = _call_ledger(1_000)
+    cut = 4 * 700 + 3
+    split = _summary_of(turns, tuple(t.id for t in turns[:cut]))
+    whole = _summary_of(turns, tuple(t.id for t in turns[: cut + 1]))
+    expected = [(False, "group-split", "r700b"), (True, None, None)] * 3
+    for _ in range(4):
+        conversation = lf.Conversation("c", 1, tuple(turns))
+        barrier = threading.Barrier(6)
+
+        def work(
+            conversation: lf.Conversation = conversation, barrier: threading.Barrier = barrier
+        ) -> list[tuple[Any, ...]]:
+            barrier.wait()
+            out = []
+            for _ in range(3):
+                for envelope in (split, whole):
+                    got = lf.check_summary(envelope, conversation, "v1")
+                    out.append((got.current, got.reason, got.turn_id))
+            return out
+
+        with ThreadPoolExecutor(6) as pool:
+            results = [future.result() for future in [pool.submit(work) for _ in range(6)]]
+        assert results == [expected] * 6

@@ -18,30 +18,41 @@ pub struct UnitMember<'a> {
 
 /// For each position, its unit's root: the smallest position in the unit. Two turns are in
 /// one unit exactly when their roots are equal; a turn linked to nothing is its own root.
-pub fn unit_roots(members: &[UnitMember<'_>]) -> Vec<usize> {
+pub fn unit_roots<'a>(members: &[UnitMember<'a>]) -> Vec<usize> {
     let mut parent: Vec<usize> = (0..members.len()).collect();
     // The first position seen for each group; later members are merged into it.
     let mut by_group: HashMap<&str, usize> = HashMap::new();
-    // For each call ID, the positions that make it and those that answer it: a call links
-    // its makers with its answers, never two answers (or two makers) on their own.
-    let mut by_call: HashMap<&str, (Vec<usize>, Vec<usize>)> = HashMap::new();
+    // Each call ID, hashed once per mention: its index into `calls`, which keeps the first
+    // position that makes it and the first that answers it; `mentions` keeps who named it.
+    let mut call_index: HashMap<&str, usize> = HashMap::new();
+    let mut calls: Vec<(Option<usize>, Option<usize>)> = Vec::new();
+    let mut mentions: Vec<(usize, usize)> = Vec::new();
+    let mut mention = |call: &'a str, position: usize, answers: bool| {
+        let index = *call_index.entry(call).or_insert_with(|| {
+            calls.push((None, None));
+            calls.len() - 1
+        });
+        let (makers, answered) = &mut calls[index];
+        if answers { answered } else { makers }.get_or_insert(position);
+        mentions.push((position, index));
+    };
     for (position, member) in members.iter().enumerate() {
         if let Some(group) = member.group {
             let first = *by_group.entry(group).or_insert(position);
             union(&mut parent, first, position);
         }
         for &call in &member.calls {
-            by_call.entry(call).or_default().0.push(position);
+            mention(call, position, false);
         }
         if let Some(call) = member.answers {
-            by_call.entry(call).or_default().1.push(position);
+            mention(call, position, true);
         }
     }
-    for (makers, answers) in by_call.values() {
-        if let (Some(&first), false) = (makers.first(), answers.is_empty()) {
-            for &other in makers.iter().chain(answers) {
-                union(&mut parent, first, other);
-            }
+    // A call links its makers with its answers, never two answers (or two makers) on their
+    // own: when it has both, each of them joins its first maker.
+    for (position, index) in mentions {
+        if let (Some(maker), Some(_)) = calls[index] {
+            union(&mut parent, maker, position);
         }
     }
     (0..members.len()).map(|at| find(&mut parent, at)).collect()
@@ -69,6 +80,152 @@ fn union(parent: &mut [usize], a: usize, b: usize) {
     }
 }
 
+/// One turn as the unit rule reads it: `(position, role, group, meta pairs)`.
+pub type UnitTurn<'a> = (usize, Role, Option<&'a str>, &'a [(String, String)]);
+
+/// The compaction units of a whole ledger, kept sparse: only the positions in a unit of two
+/// or more turns are listed, each with its root; every other turn is a unit of its own. A
+/// ledger without groups or tool calls lists none, so checking it against a summary costs
+/// nothing, and a turn that links nothing costs nothing to build.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Units {
+    len: usize,
+    /// `(position, root)` of every turn in a unit of two or more, ascending position.
+    linked: Vec<(usize, usize)>,
+}
+
+/// Whether a turn can link to another at all (SPEC §17.2, §15.6): it has a `group`, or it
+/// is an assistant turn with `tool_calls` or a tool turn with `tool_call_id`.
+pub fn may_link(role: Role, group: Option<&str>, meta: &[(String, String)]) -> bool {
+    group.is_some()
+        || match role {
+            Role::Assistant => meta_value(meta, "tool_calls").is_some(),
+            Role::Tool => meta_value(meta, "tool_call_id").is_some(),
+            _ => false,
+        }
+}
+
+impl Units {
+    /// The units of `len` turns in sequence order. `turns` gives `(position, role, group,
+    /// meta pairs)` in ascending position for at least every turn that [`may_link`] (any
+    /// other turn may be given too, or left out: alone, it is its own unit). `tool_calls`
+    /// counts on assistant turns only and `tool_call_id` on tool turns only, as the adapter
+    /// sends them; `tool_calls` text that is not a list of calls names none.
+    pub fn of<'a, I>(len: usize, turns: I) -> Units
+    where
+        I: IntoIterator<Item = UnitTurn<'a>>,
+    {
+        let picked: Vec<UnitTurn<'a>> = turns
+            .into_iter()
+            .filter(|&(_, role, group, meta)| may_link(role, group, meta))
+            .collect();
+        debug_assert!(picked.windows(2).all(|pair| pair[0].0 < pair[1].0));
+        if picked.is_empty() {
+            return Units {
+                len,
+                linked: Vec::new(),
+            };
+        }
+        let parsed: Vec<Vec<String>> = picked
+            .iter()
+            .map(
+                |&(_, role, _, meta)| match (role, meta_value(meta, "tool_calls")) {
+                    (Role::Assistant, Some(text)) => tool_call_ids(text).unwrap_or_default(),
+                    _ => Vec::new(),
+                },
+            )
+            .collect();
+        let members: Vec<UnitMember<'_>> = picked
+            .iter()
+            .zip(&parsed)
+            .map(|(&(_, role, group, meta), calls)| UnitMember {
+                group,
+                calls: calls.iter().map(String::as_str).collect(),
+                answers: (role == Role::Tool)
+                    .then(|| meta_value(meta, "tool_call_id"))
+                    .flatten(),
+            })
+            .collect();
+        // Roots among the picked turns: the smallest index of each unit, which (positions
+        // ascending) is also the unit's smallest position.
+        let roots = unit_roots(&members);
+        let mut sizes = vec![0u32; roots.len()];
+        for &root in &roots {
+            sizes[root] += 1;
+        }
+        let linked = roots
+            .iter()
+            .enumerate()
+            .filter(|&(_, &root)| sizes[root] > 1)
+            .map(|(at, &root)| (picked[at].0, picked[root].0))
+            .collect();
+        Units { len, linked }
+    }
+
+    /// True when every turn is a unit of its own (no group, no answered call).
+    pub fn all_alone(&self) -> bool {
+        self.linked.is_empty()
+    }
+
+    /// For each position, its unit's root (as [`unit_roots`] gives them).
+    pub fn roots(&self) -> Vec<usize> {
+        let mut roots: Vec<usize> = (0..self.len).collect();
+        for &(position, root) in &self.linked {
+            roots[position] = root;
+        }
+        roots
+    }
+
+    /// SPEC §17.2: the first position that is not a source but shares a unit with a source,
+    /// or `None`; the same answer as [`unit_split`] over [`Units::roots`]. `source_positions`
+    /// are ascending. Only the turns in a unit of two or more are looked at.
+    pub fn split(&self, source_positions: &[usize]) -> Option<usize> {
+        if self.linked.is_empty() || source_positions.is_empty() {
+            return None;
+        }
+        // Which linked turns are sources: both lists ascend, so one walk in step, galloping
+        // over the sources between two linked turns.
+        let mut rest = source_positions;
+        let is_source: Vec<bool> = self
+            .linked
+            .iter()
+            .map(|&(position, _)| {
+                rest = &rest[below(rest, position)..];
+                rest.first() == Some(&position)
+            })
+            .collect();
+        let mut source_units: Vec<usize> = self
+            .linked
+            .iter()
+            .zip(&is_source)
+            .filter(|&(_, &source)| source)
+            .map(|(&(_, root), _)| root)
+            .collect();
+        if source_units.is_empty() {
+            return None;
+        }
+        source_units.sort_unstable();
+        source_units.dedup();
+        self.linked
+            .iter()
+            .zip(&is_source)
+            .find(|&(&(_, root), &source)| !source && source_units.binary_search(&root).is_ok())
+            .map(|(&(position, _), _)| position)
+    }
+}
+
+/// How many of `sorted` (ascending) are below `value`: an exponential search from the
+/// front, so a walk that skips `k` items costs `O(log k)`.
+fn below(sorted: &[usize], value: usize) -> usize {
+    let mut high = 1;
+    while high <= sorted.len() && sorted[high - 1] < value {
+        high *= 2;
+    }
+    let low = high / 2;
+    let high = high.min(sorted.len());
+    low + sorted[low..high].partition_point(|&item| item < value)
+}
+
 /// `unit_roots` over turns given as `(role, group, meta pairs)`: `tool_calls` counts on
 /// assistant turns only and `tool_call_id` on tool turns only (SPEC §15.6), as the adapter
 /// sends them.
@@ -77,27 +234,14 @@ where
     I: IntoIterator<Item = (Role, Option<&'a str>, &'a [(String, String)])>,
 {
     let turns: Vec<_> = turns.into_iter().collect();
-    let parsed: Vec<Vec<String>> = turns
-        .iter()
-        .map(
-            |&(role, _, meta)| match (role, meta_value(meta, "tool_calls")) {
-                (Role::Assistant, Some(text)) => tool_call_ids(text).unwrap_or_default(),
-                _ => Vec::new(),
-            },
-        )
-        .collect();
-    let members: Vec<UnitMember<'_>> = turns
-        .iter()
-        .zip(&parsed)
-        .map(|(&(role, group, meta), calls)| UnitMember {
-            group,
-            calls: calls.iter().map(String::as_str).collect(),
-            answers: (role == Role::Tool)
-                .then(|| meta_value(meta, "tool_call_id"))
-                .flatten(),
-        })
-        .collect();
-    unit_roots(&members)
+    Units::of(
+        turns.len(),
+        turns
+            .iter()
+            .enumerate()
+            .map(|(position, &(role, group, meta))| (position, role, group, meta)),
+    )
+    .roots()
 }
 
 /// The value of `key` in meta pairs (sorted or not).

@@ -4,8 +4,11 @@
 use std::collections::HashSet;
 
 use ledgerfold_core::chat::{is_valid_sequence, unsendable, ChatItem};
+use ledgerfold_core::model::Role;
 use ledgerfold_core::plan::{plan_layout, PlanInput};
-use ledgerfold_core::units::{unit_roots, unit_split, UnitMember};
+use ledgerfold_core::units::{
+    meta_value, tool_call_ids, unit_roots, unit_split, UnitMember, Units,
+};
 use proptest::prelude::*;
 
 type Links = (Option<u8>, Vec<u8>, Option<u8>);
@@ -107,8 +110,111 @@ fn reference_valid(items: &[ChatItem<'_>]) -> bool {
     true
 }
 
+/// A turn as the unit rule sees it: role, group, sorted meta pairs.
+type TurnLinks = (Role, Option<&'static str>, Vec<(String, String)>);
+
+/// Turns of any role, with or without a group, `tool_calls` (sometimes malformed, or on a
+/// role it does not count on), `tool_call_id` (sometimes on a role it does not count on),
+/// and other meta.
+fn link_turn() -> impl Strategy<Value = TurnLinks> {
+    let role = prop_oneof![
+        Just(Role::User),
+        Just(Role::Assistant),
+        Just(Role::Tool),
+        Just(Role::System)
+    ];
+    let calls = prop_oneof![
+        4 => proptest::collection::vec(0..6_u8, 0..3).prop_map(|ids| {
+            let calls: Vec<String> = ids
+                .iter()
+                .map(|&c| format!(r#"{{"id": "{}", "type": "function"}}"#, NAMES[usize::from(c)]))
+                .collect();
+            format!("[{}]", calls.join(", "))
+        }),
+        1 => Just(r#"[{"id": ""}]"#.to_owned()),
+        1 => Just("not json".to_owned()),
+    ];
+    (
+        role,
+        proptest::option::of(0..3_u8),
+        proptest::option::of(calls),
+        proptest::option::of(0..6_u8),
+        any::<bool>(),
+    )
+        .prop_map(|(role, group, calls, answers, named)| {
+            let mut meta = Vec::new();
+            if named {
+                meta.push(("name".to_owned(), "f".to_owned()));
+            }
+            if let Some(text) = calls {
+                meta.push(("tool_calls".to_owned(), text));
+            }
+            if let Some(c) = answers {
+                meta.push(("tool_call_id".to_owned(), NAMES[usize::from(c)].to_owned()));
+            }
+            meta.sort();
+            (role, group.map(|g| NAMES[usize::from(g)]), meta)
+        })
+}
+
+/// The dense rule written out per turn: every turn a member, its calls parsed here.
+fn dense_roots(turns: &[TurnLinks]) -> Vec<usize> {
+    let parsed: Vec<Vec<String>> = turns
+        .iter()
+        .map(
+            |(role, _, meta)| match (role, meta_value(meta, "tool_calls")) {
+                (Role::Assistant, Some(text)) => tool_call_ids(text).unwrap_or_default(),
+                _ => Vec::new(),
+            },
+        )
+        .collect();
+    let members: Vec<UnitMember<'_>> = turns
+        .iter()
+        .zip(&parsed)
+        .map(|((role, group, meta), calls)| UnitMember {
+            group: *group,
+            calls: calls.iter().map(String::as_str).collect(),
+            answers: (*role == Role::Tool)
+                .then(|| meta_value(meta, "tool_call_id"))
+                .flatten(),
+        })
+        .collect();
+    unit_roots(&members)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// The sparse units a conversation keeps give the dense rule's roots and splits, whether
+    /// built from every turn or only from those with a group or meta.
+    #[test]
+    fn sparse_units_match_the_dense_rule(
+        turns in proptest::collection::vec(link_turn(), 0..48),
+        mask in any::<u64>(),
+        dense_sources in any::<bool>(),
+    ) {
+        let expected = dense_roots(&turns);
+        let all = Units::of(
+            turns.len(),
+            turns.iter().enumerate().map(|(at, (role, group, meta))| (at, *role, *group, meta.as_slice())),
+        );
+        let some = Units::of(
+            turns.len(),
+            turns
+                .iter()
+                .enumerate()
+                .filter(|(_, (_, group, meta))| group.is_some() || !meta.is_empty())
+                .map(|(at, (role, group, meta))| (at, *role, *group, meta.as_slice())),
+        );
+        prop_assert_eq!(&all, &some);
+        prop_assert_eq!(all.roots(), expected.clone());
+        prop_assert_eq!(all.all_alone(), expected.iter().enumerate().all(|(at, &r)| at == r));
+        // Sources: the mask's bits, or (to exercise long skips) all but the mask's bits.
+        let sources: Vec<usize> = (0..turns.len())
+            .filter(|&at| (mask >> at & 1 == 1) != dense_sources)
+            .collect();
+        prop_assert_eq!(all.split(&sources), unit_split(&expected, &sources));
+    }
 
     #[test]
     fn roots_are_the_closure_of_the_links(raw in proptest::collection::vec(links(), 0..16)) {

@@ -11,8 +11,6 @@ use crate::errors::invalid;
 
 use crate::conversation::Conversation;
 use crate::extract;
-use crate::units::roots_of;
-use ledgerfold_core::units::unit_split;
 
 /// The fields of a summary envelope that checking needs, read from any object.
 pub struct SummaryFields<'py> {
@@ -142,8 +140,7 @@ impl<'py> SummaryFields<'py> {
             return Err(err);
         }
         if result.is_current() {
-            let roots = roots_of(conversation.turns.iter().map(Py::get));
-            if let Some(position) = unit_split(&roots, &result.positions) {
+            if let Some(position) = conversation.units().split(&result.positions) {
                 return Ok(Checked {
                     result: CheckResult {
                         reason: Some(CheckReason::GroupSplit),

@@ -2,9 +2,10 @@
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use ledgerfold_core::model::validate_id;
+use ledgerfold_core::units::Units;
 use ledgerfold_core::{CoreError, Problem};
 use pyo3::basic::CompareOp;
 use pyo3::prelude::*;
@@ -26,6 +27,12 @@ pub struct Conversation {
     tuple: Py<PyTuple>,
     /// Turn ID -> position in `turns`.
     index: HashMap<Arc<str>, usize>,
+    /// Positions of the turns with a `group` or `meta`: the only ones that can share a
+    /// compaction unit (SPEC §17.2) with another turn.
+    linkable: Vec<usize>,
+    /// The compaction units, computed once, on first need (`units`): a snapshot never
+    /// changes, so every check, assembly and plan over it shares them.
+    units: OnceLock<Units>,
 }
 
 /// Collects `Turn`s from any iterable, with a clear error for anything else.
@@ -68,8 +75,12 @@ impl Conversation {
         validate_id("id", &id).or_raise(py)?;
         turns.sort_by_key(|turn| turn.get().sequence);
         let mut index = HashMap::with_capacity(turns.len());
+        let mut linkable = Vec::new();
         for (position, turn) in turns.iter().enumerate() {
             let turn = turn.get();
+            if turn.group.is_some() || turn.meta.is_some() {
+                linkable.push(position);
+            }
             if index.insert(turn.id.clone(), position).is_some() {
                 return Err(to_py_err(
                     py,
@@ -107,6 +118,28 @@ impl Conversation {
             digests,
             tuple,
             index,
+            linkable,
+            units: OnceLock::new(),
+        })
+    }
+
+    /// The compaction units of the turns (SPEC §17.2), computed on the first call from the
+    /// turns with a group or meta only; later calls (from any thread) share them. Computing
+    /// them needs no interpreter.
+    pub fn units(&self) -> &Units {
+        self.units.get_or_init(|| {
+            Units::of(
+                self.turns.len(),
+                self.linkable.iter().map(|&position| {
+                    let turn = self.turns[position].get();
+                    (
+                        position,
+                        turn.role,
+                        turn.group.as_deref(),
+                        turn.meta_slice(),
+                    )
+                }),
+            )
         })
     }
 

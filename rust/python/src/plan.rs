@@ -13,7 +13,6 @@ use crate::conversation::Conversation;
 use crate::errors::invalid;
 use crate::extract;
 use crate::source_ids::SourceIds;
-use crate::units::roots_of;
 
 /// True when `ids` begins with `prefix` (each a tuple or a `SourceIds`). An item that is
 /// the very object of the prefix is equal without comparing text, and IDs a `SourceIds`
@@ -90,7 +89,7 @@ pub fn plan<'py>(
         None => HashSet::new(),
     };
     let conversation = conversation.get();
-    let roots = roots_of(conversation.turns.iter().map(Py::get));
+    let roots = conversation.units().roots();
     let inputs: Vec<PlanInput> = conversation
         .turns
         .iter()

@@ -2,28 +2,40 @@
 
 use ledgerfold_core::chat::{self, ChatItem};
 use ledgerfold_core::model::Role;
-use ledgerfold_core::units::{meta_value, tool_call_ids, turn_unit_roots};
+use ledgerfold_core::units::{meta_value, tool_call_ids, Units};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
+use crate::conversation::Conversation;
 use crate::errors::invalid;
 use crate::items::TurnItem;
 use crate::turn::Turn;
 use ledgerfold_core::Problem;
 
 /// The unit roots of turns in the order given (the core's one rule).
-pub fn roots_of<'a>(turns: impl IntoIterator<Item = &'a Turn>) -> Vec<usize> {
-    turn_unit_roots(
-        turns
-            .into_iter()
-            .map(|turn| (turn.role, turn.group.as_deref(), turn.meta_slice())),
+pub fn roots_of(turns: &[&Turn]) -> Vec<usize> {
+    Units::of(
+        turns.len(),
+        turns.iter().enumerate().map(|(position, turn)| {
+            (
+                position,
+                turn.role,
+                turn.group.as_deref(),
+                turn.meta_slice(),
+            )
+        }),
     )
+    .roots()
 }
 
 /// For each of `turns` (a sequence of `Turn`, in sequence order), the position of the
-/// first turn of its compaction unit: equal numbers, one unit.
+/// first turn of its compaction unit: equal numbers, one unit. A `Conversation`'s are the
+/// ones it keeps.
 #[pyfunction]
 pub fn unit_roots(py: Python<'_>, turns: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
+    if let Ok(conversation) = turns.cast::<Conversation>() {
+        return Ok(conversation.get().units().roots());
+    }
     let mut held: Vec<Bound<'_, Turn>> = Vec::new();
     for (index, item) in turns.try_iter()?.enumerate() {
         let item = item?;
@@ -37,7 +49,8 @@ pub fn unit_roots(py: Python<'_>, turns: &Bound<'_, PyAny>) -> PyResult<Vec<usiz
         };
         held.push(turn);
     }
-    Ok(roots_of(held.iter().map(Bound::get)))
+    let turns: Vec<&Turn> = held.iter().map(Bound::get).collect();
+    Ok(roots_of(&turns))
 }
 
 /// Positions (ascending) of the context items a chat request must leave out (SPEC §17.2):
