@@ -9,6 +9,7 @@ import os
 import sqlite3
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -141,19 +142,32 @@ def test_a_source_position_the_packed_key_cannot_hold_reads_that_run_by_rows(db:
 def test_packed_runs_read_turns_up_to_each_summarys_bound(
     db: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Only the turns a summary can cite are read: the newest ones, above its
-    `through_sequence`, are not (a run reads them all only when a cited turn is missing)."""
+    """Only the turns a summary can cite are read for the check: the newest ones, above its
+    `through_sequence`, are not (a run reads them all only when a cited turn is missing).
+    The audit hashes every live turn the check did not (those above the bound and those
+    below it that the summary does not cite), each once."""
     read: list[int] = []
+    audited: list[int] = []
     real = _native.revalidate_columns
+    real_audit = _native.audit_columns
 
-    def counting(turn_columns: tuple[str | bytes | None, ...], *rest: object) -> object:
+    def rows(turn_columns: tuple[str | bytes | None, ...]) -> int:
         keys = turn_columns[0]  # text: the driver gives an aggregate of integers as such
-        assert isinstance(keys, str)
-        read.append(len(keys.split(",")))
-        return real(turn_columns, *rest)  # type: ignore[arg-type]
+        assert isinstance(keys, str | None)
+        return len(keys.split(",")) if keys else 0
+
+    def counting(turn_columns: tuple[str | bytes | None, ...], *rest: Any, **named: Any) -> Any:
+        read.append(rows(turn_columns))
+        return real(turn_columns, *rest, **named)
+
+    def counting_audit(turn_columns: tuple[str | bytes | None, ...], *rest: Any) -> Any:
+        audited.append(rows(turn_columns))
+        return real_audit(turn_columns, *rest)
 
     monkeypatch.setattr(_native, "revalidate_columns", counting)
-    assert revalidate_database(db, mark_stale=False).stale == 0
+    monkeypatch.setattr(_native, "audit_columns", counting_audit)
+    report = revalidate_database(db, mark_stale=False)
+    assert report.stale == 0
     conn = sqlite3.connect(db)
     below, live = conn.execute(
         "SELECT sum(t.sequence <= s.through_sequence), count(*) FROM conversations AS c"
@@ -162,6 +176,7 @@ def test_packed_runs_read_turns_up_to_each_summarys_bound(
     ).fetchone()
     conn.close()
     assert sum(read) == below < live
+    assert sum(audited) == report.digests_checked == live - report.turns_hashed
 
 
 def test_every_role_and_reason_reads_back_packed(db: Path) -> None:
@@ -261,9 +276,9 @@ def test_a_run_over_sqlites_length_limit_is_read_by_rows(
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 100_000)
         return conn
 
-    def counting(*args: object) -> object:
+    def counting(*args: Any, **named: Any) -> Any:
         packed_reads.append(args)
-        return real(*args)  # type: ignore[arg-type]
+        return real(*args, **named)
 
     monkeypatch.setattr(batch_reads, "open_readonly", limited)
     monkeypatch.setattr(_native, "revalidate_columns", counting)
@@ -275,6 +290,7 @@ def test_a_run_over_sqlites_length_limit_is_read_by_rows(
         expected.turns_hashed,
         expected.bytes_hashed,
     )
+    assert report.digests_checked == expected.digests_checked > 0
 
 
 def test_a_utf16_database_is_read_by_rows(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ __all__ = [
     "Turn",
     "TurnItem",
     "assemble",
+    "audit_columns",
     "check",
     "fingerprint_digests",
     "fingerprint_turns",
@@ -256,7 +257,15 @@ def revalidate_columns(
     source_columns: tuple[bytes | str | None, ...],
     summaries: Iterable[tuple[str, int, str, str]],
     threads: int | None = None,
+    *,
+    uncited: bool = False,
 ) -> tuple[list[tuple[Any, ...]], int, int] | None: ...
+def audit_columns(
+    turn_columns: tuple[bytes | str | None, ...],
+    audit_columns: tuple[bytes | str | None, ...],
+    summaries: int,
+    threads: int | None = None,
+) -> tuple[list[tuple[int, int]], list[int], int, int] | None: ...
 
 #: The segmenter's version (SPEC §16.5), recorded with the search index.
 INDEX_VERSION: int

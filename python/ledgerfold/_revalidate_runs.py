@@ -9,11 +9,12 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ledgerfold import _native
 from ledgerfold import _sealed as sealed
+from ledgerfold._revalidate_audit import Audit, audit_leftovers, audit_run
 from ledgerfold.store import _batch_reads as batch_reads
 from ledgerfold.store._rows import DAMAGED
 
@@ -81,16 +82,32 @@ def check_run(
     """Check one run of conversations, read in one snapshot: packed in a UTF-8 database
     (lengths count bytes of the stored text), else, or when the packing does not line up,
     row by row."""
-    summaries = [(job[0], job[1], job[2], job[3]) for job in run]
     with batch_reads.snapshot(conn):
-        if utf8 and packed:
-            checked = _check_packed(conn, run, summaries, threads)
-            if checked is not None:
-                return checked
-            _log.debug("revalidation: packed rows did not line up; reading by rows")
-        rows = batch_reads.turn_rows(conn, run, utf8=utf8)
-        sources = batch_reads.source_rows(conn, run, utf8=utf8)
-    return _native.revalidate_flat(rows, sources, summaries, threads)
+        return _check(conn, run, threads, utf8=utf8, packed=packed, uncited=False)[0]
+
+
+def _check(
+    conn: sqlite3.Connection,
+    run: list[Job],
+    threads: int,
+    *,
+    utf8: bool,
+    packed: bool = True,
+    uncited: bool,
+) -> tuple[Any, bool | None]:
+    """`check_run` inside the caller's snapshot, with how it read the run: True when each
+    conversation up to its summary's `through_sequence`, False when whole, None when by
+    rows. With `uncited` (packed reads), each verdict carries the sequences of the rows it
+    read and found uncited (see `_native.revalidate_columns`)."""
+    summaries = [(job[0], job[1], job[2], job[3]) for job in run]
+    if utf8 and packed:
+        checked = _check_packed(conn, run, summaries, threads, uncited=uncited)
+        if checked is not None:
+            return checked
+        _log.debug("revalidation: packed rows did not line up; reading by rows")
+    rows = batch_reads.turn_rows(conn, run, utf8=utf8)
+    sources = batch_reads.source_rows(conn, run, utf8=utf8)
+    return _native.revalidate_flat(rows, sources, summaries, threads), None
 
 
 _SOURCE_MISSING = "source-missing"
@@ -101,34 +118,63 @@ def _check_packed(
     run: list[Job],
     summaries: list[tuple[str, int, str, str]],
     threads: int,
-) -> Any:
-    """The packed check of a run (inside the caller's snapshot), or None when the packing
-    does not line up. Turns are read up to each summary's `through_sequence`; should a cited
-    turn be missing there (retracted, or its sequence no longer what it was), the run is read
-    again whole, so that the verdict is the one every live turn gives."""
+    *,
+    uncited: bool,
+) -> tuple[Any, bool] | None:
+    """The packed check of a run (inside the caller's snapshot) and whether it was read up
+    to each summary's `through_sequence`, or None when the packing does not line up. Turns
+    are read up to that bound; should a cited turn be missing there (retracted, or its
+    sequence no longer what it was), the run is read again whole, so that the verdict is
+    the one every live turn gives."""
     try:
         source_columns = batch_reads.packed_sources(conn, run)
         for bounded in (True, False):
             turn_columns = batch_reads.packed_turns(conn, run, bounded=bounded)
-            checked = _native.revalidate_columns(turn_columns, source_columns, summaries, threads)
-            if checked is None or not any(verdict[2] == _SOURCE_MISSING for verdict in checked[0]):
-                return checked
+            checked = _native.revalidate_columns(
+                turn_columns, source_columns, summaries, threads, uncited=uncited
+            )
+            if checked is None:
+                return None
+            if not any(verdict[2] == _SOURCE_MISSING for verdict in checked[0]):
+                return checked, bounded
     except sqlite3.DataError:  # a run over SQLite's length limit: read it by rows
         return None
-    return checked
+    return checked, False
 
 
-def _unseal(conn: sqlite3.Connection, verdict: Verdict) -> Verdict:
+def _unseal(conn: sqlite3.Connection, verdict: Any) -> Verdict:
     """A `source-missing` verdict redone with the summary's purged sources sealed."""
-    conversation_id, summary_id, reason, _ = verdict
+    conversation_id, summary_id, reason, turn_id = verdict[:4]
     if reason != sealed.SOURCE_MISSING:
-        return verdict
+        return conversation_id, summary_id, reason, turn_id
     rechecked = sealed.recheck(
         conversation_id,
         summary_id,
         *batch_reads.sealed_inputs(conn, conversation_id, summary_id),
     )
-    return verdict if rechecked is None else (conversation_id, summary_id, *rechecked)
+    if rechecked is None:
+        return conversation_id, summary_id, reason, turn_id
+    return (conversation_id, summary_id, *rechecked)
+
+
+#: A shard's range of conversation keys, `[low, high)` (None: unbounded on that side).
+KeyRange = tuple[object, object]
+
+_DISTINCT = "SELECT DISTINCT conversation_id FROM turns"
+
+
+def _conversations_in(conn: sqlite3.Connection, keys: KeyRange) -> list[object]:
+    """Every conversation key of the `turns` table in the range (from its index)."""
+    low, high = keys
+    clauses, parameters = [], []
+    if low is not None:
+        clauses.append("conversation_id >= ?")
+        parameters.append(low)
+    if high is not None:
+        clauses.append("conversation_id < ?")
+        parameters.append(high)
+    where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+    return [row[0] for row in conn.execute(_DISTINCT + where, parameters)]
 
 
 def check_jobs(
@@ -140,28 +186,46 @@ def check_jobs(
     stop: threading.Event | None = None,
     *,
     uri: str | None = None,
-) -> tuple[list[Verdict], int, int]:
+    keys: KeyRange | None = None,
+    damaged: Sequence[str] = (),
+) -> tuple[list[Verdict], int, int, Audit]:
     """Check `jobs` run by run through one read-only connection (opened with `uri`, the one
     its siblings share); returns early (with what it has) once `stop` is set, and sets it
-    when it fails, so its siblings stop too."""
+    when it fails, so its siblings stop too. Each run's split check and digest audit
+    (`ledgerfold._revalidate_audit`) follow its check in the same snapshot; with `keys`,
+    the conversations in that range that have no job (`damaged`: the IDs of damaged current
+    summaries) are audited after the runs."""
     conn = batch_reads.open_readonly(path, uri)
     verdicts: list[Verdict] = []
+    audit = Audit()
     turns_hashed = bytes_hashed = 0
     try:
         utf8 = batch_reads.is_utf8(conn)
         for run in runs(jobs, batch_turns):
             if stop is not None and stop.is_set():
                 break
-            found, turns, size = check_run(conn, run, threads, utf8=utf8)
-            verdicts.extend(_unseal(conn, verdict) for verdict in found)
+            with batch_reads.snapshot(conn):
+                (found, turns, size), bounded = _check(conn, run, threads, utf8=utf8, uncited=True)
+                uncited = None if bounded is None else [verdict[4] for verdict in found]
+                unsealed = [_unseal(conn, verdict) for verdict in found]
+                checked, run_audit = audit_run(conn, run, unsealed, uncited, bool(bounded), threads)
+            verdicts.extend(checked)
+            audit.add(run_audit)
             turns_hashed += turns
             bytes_hashed += size
             if progress is not None:
                 progress(len(run))
+        if keys is not None and not (stop is not None and stop.is_set()):
+            checked_keys = {job[0] for job in jobs}
+            with batch_reads.snapshot(conn):
+                leftovers = [
+                    key for key in _conversations_in(conn, keys) if key not in checked_keys
+                ]
+            audit.add(audit_leftovers(conn, leftovers, damaged))
     except BaseException:
         if stop is not None:
             stop.set()
         raise
     finally:
         conn.close()
-    return verdicts, turns_hashed, bytes_hashed
+    return verdicts, turns_hashed, bytes_hashed, audit

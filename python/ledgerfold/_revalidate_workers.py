@@ -15,7 +15,8 @@ from pathlib import Path
 from types import FrameType
 
 from ledgerfold import _revalidate_runs as revalidate_runs
-from ledgerfold._revalidate_runs import Job, Verdict
+from ledgerfold._revalidate_audit import Audit
+from ledgerfold._revalidate_runs import Job, KeyRange, Verdict
 from ledgerfold.store import _batch_reads as batch_reads
 from ledgerfold.store._database import reading_uri
 
@@ -74,9 +75,11 @@ def check_all(
     batch_turns: int,
     progress: Callable[[int], None] | None,
     on_total: Callable[[int], None] | None = None,
-) -> tuple[list[Verdict], int, int]:
+) -> tuple[list[Verdict], int, int, Audit]:
     """Every current summary's verdict (damaged records first), with the turns and bytes
-    hashed: one worker thread per shard, each through its own read-only connection.
+    hashed and what the audit of the turns no verified summary covers found: one worker
+    thread per shard, each through its own read-only connection, auditing its shard's
+    range of conversation keys (`ledgerfold._revalidate_audit`).
 
     The first connection stays open until every worker's has closed and they all share its
     URI (`batch_reads.open_readonly`)."""
@@ -97,19 +100,28 @@ def _check_shards(
     batch_turns: int,
     progress: Callable[[int], None] | None,
     on_total: Callable[[int], None] | None,
-) -> tuple[list[Verdict], int, int]:
+) -> tuple[list[Verdict], int, int, Audit]:
     jobs, verdicts = revalidate_runs.jobs_and_damage(conn)
+    damaged = [verdict[1] for verdict in verdicts]
     if on_total is not None:
         on_total(len(jobs))
     shards = _shards(jobs, workers)
     if len(shards) <= 1:
-        found, turns_hashed, bytes_hashed = revalidate_runs.check_jobs(
-            path, jobs, batch_turns, threads, progress, uri=uri
+        found, turns_hashed, bytes_hashed, audit = revalidate_runs.check_jobs(
+            path, jobs, batch_turns, threads, progress, uri=uri, keys=(None, None), damaged=damaged
         )
-        return verdicts + found, turns_hashed, bytes_hashed
+        return verdicts + found, turns_hashed, bytes_hashed, audit
+    # Shard i audits the conversation keys from its first job's up to the next shard's.
+    keys: list[KeyRange] = [
+        (
+            None if index == 0 else shard[0][0],
+            shards[index + 1][0][0] if index + 1 < len(shards) else None,
+        )
+        for index, shard in enumerate(shards)
+    ]
     lock = threading.Lock()
     stop = threading.Event()
-    results: list[tuple[list[Verdict], int, int] | None] = [None] * len(shards)
+    results: list[tuple[list[Verdict], int, int, Audit] | None] = [None] * len(shards)
     errors: list[BaseException | None] = [None] * len(shards)
 
     def report_progress(done: int) -> None:
@@ -120,7 +132,15 @@ def _check_shards(
     def work(index: int) -> None:
         try:
             results[index] = revalidate_runs.check_jobs(
-                path, shards[index], batch_turns, threads, report_progress, stop, uri=uri
+                path,
+                shards[index],
+                batch_turns,
+                threads,
+                report_progress,
+                stop,
+                uri=uri,
+                keys=keys[index],
+                damaged=damaged,
             )
         except BaseException as error:  # handed to the caller's thread
             errors[index] = error
@@ -149,10 +169,12 @@ def _check_shards(
         if error is not None:
             raise error
     turns_hashed = bytes_hashed = 0
+    audit = Audit()
     for result in results:
         assert result is not None  # every worker without an error stored its result
-        found, turns, size = result
+        found, turns, size, shard_audit = result
         verdicts.extend(found)
         turns_hashed += turns
         bytes_hashed += size
-    return verdicts, turns_hashed, bytes_hashed
+        audit.add(shard_audit)
+    return verdicts, turns_hashed, bytes_hashed, audit

@@ -10,13 +10,24 @@ groups the rows, hashes and checks them detached from the interpreter.
 own read-only connection and checking it on its own core (SQLite's reads and the native check
 both run without the GIL); the verdicts come back to the caller, which marks stale summaries
 in one transaction. The check of a run is `ledgerfold._revalidate_runs`, the worker threads
-`ledgerfold._revalidate_workers`; this module reports, and checks what the hashes cannot (a
-split compaction unit, a stored digest no current summary verified).
+`ledgerfold._revalidate_workers`; this module reports.
+
+What the fingerprints cannot show is checked by the same workers, run by run, right after
+each run's check and in its snapshot (`ledgerfold._revalidate_audit`): a current summary
+that splits a compaction unit by a tool-call link (SPEC §17.2, `group-split`), and a stored
+digest that no longer matches its bytes in a live turn no verified summary covers. The
+check reads each conversation up to its summary's last source and reports the rows it read
+but found uncited; the audit reads the rest (the tail, those uncited rows, every live row of
+a conversation found stale) packed per run, and the native core hashes them and matches
+their tool-call links without the GIL. Each turn is read once (by the check or by the
+audit), the audit spreads over the workers as the check does, and only what the native pass
+cannot decide for certain (a wrong or damaged row, an unanswered call among the raw turns)
+is looked at row by row, with the store's own reading. Conversations without a current
+summary to check are audited row by row by the worker whose range of keys holds them.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sqlite3
@@ -26,13 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledgerfold import _validate
-from ledgerfold._revalidate_runs import Verdict
 from ledgerfold._revalidate_workers import available_cores, check_all
-from ledgerfold.store import _batch_reads as batch_reads
-from ledgerfold.store import _digests as digests
-from ledgerfold.store import _unit_splits as unit_splits
 from ledgerfold.store._database import database_path, quotes_stored_data, store_error
-from ledgerfold.store._schema import TURN_LIVE
 from ledgerfold.store._sqlite import SQLiteStore
 
 __all__ = ["RevalidationReport", "StaleSummary", "revalidate_database"]
@@ -100,82 +106,6 @@ class RevalidationReport:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class _DigestAudit:
-    checked: int
-    damaged: int
-    wrong: list[tuple[str, str]]
-
-
-def _audit_digests(path: str, stale_summary_ids: set[str]) -> _DigestAudit:
-    """Hash every live turn whose stored digest the summary check did not verify: a wrong
-    one would fingerprint the next summary, and an edit back to the old text would be
-    compared with it (and stale nothing)."""
-    conn = batch_reads.open_readonly(path)
-    checked = damaged = 0
-    wrong: list[tuple[str, str]] = []
-    try:
-        with batch_reads.snapshot(conn):
-            for key, size in digests.wrong_digests(conn, stale_summary_ids):
-                checked += 1
-                if size < 0:
-                    damaged += 1
-                elif key is not None:
-                    wrong.append(key)
-    finally:
-        conn.close()
-    return _DigestAudit(checked, damaged, wrong)
-
-
-def _unit_splits(path: str, verdicts: list[Verdict]) -> list[Verdict]:
-    """SPEC §17.2: a summary whose sources hash right but split a compaction unit (a call
-    without its result, in a database written before tool-call links made units) is stale
-    (`group-split`). Reads IDs, roles and meta of the raw turns only: no body or summary
-    text is decoded (a damaged one must not stop revalidation)."""
-    if all(reason is not None for _, _, reason, _ in verdicts):
-        return verdicts
-    checked: list[Verdict] = []
-    # The store's own read-only open (it creates no file); its connection is used here
-    # alone, and closed with it.
-    with SQLiteStore(path, read_only=True) as store:
-        conn = store._connection()
-        conn.text_factory = bytes  # stored text is decoded here, leniently
-        for conversation_id, summary_id, reason, turn_id in verdicts:
-            if reason is None:
-                split = _split_in(conn, conversation_id, summary_id)
-                if split is not None:
-                    reason, turn_id = "group-split", split
-            checked.append((conversation_id, summary_id, reason, turn_id))
-    return checked
-
-
-def _split_in(conn: sqlite3.Connection, conversation_id: str, summary_id: str) -> str | None:
-    row = conn.execute(
-        "SELECT pk FROM summaries WHERE conversation_id = ? AND id = ?",
-        (conversation_id, summary_id),
-    ).fetchone()
-    if row is None:
-        return None
-    raw = conn.execute(
-        "SELECT id, role, meta FROM turns WHERE conversation_id = ? AND state = ?"
-        " AND meta IS NOT NULL AND id NOT IN"
-        " (SELECT turn_id FROM summary_sources WHERE summary_pk = ?)",
-        (conversation_id, TURN_LIVE, row[0]),
-    )
-    return unit_splits.split_by_links(
-        conn, conversation_id, row[0], (_link(*found) for found in raw)
-    )
-
-
-def _link(turn_id: bytes, role: bytes, meta: bytes) -> tuple[str, str, dict[str, Any] | None]:
-    try:
-        loaded = json.loads(meta)
-    except ValueError:
-        loaded = None
-    text = turn_id.decode(errors="replace"), role.decode(errors="replace")
-    return (*text, loaded if isinstance(loaded, dict) else None)
-
-
 def revalidate_database(
     path: str | os.PathLike[str],
     *,
@@ -219,7 +149,7 @@ def revalidate_database(
     with SQLiteStore(path, read_only=True) as store:
         conversations = len(store.conversation_ids())
     try:
-        verdicts, turns_hashed, bytes_hashed = check_all(
+        verdicts, turns_hashed, bytes_hashed, audit = check_all(
             path, workers, threads, batch_turns, progress, on_total
         )
     except sqlite3.Error as error:
@@ -227,22 +157,19 @@ def revalidate_database(
         if quotes_stored_data(error):
             raise failure from None  # SQLite's message quotes the stored bytes
         raise failure from error
-    verdicts = _unit_splits(path, verdicts)
     stale = [
         StaleSummary(conversation_id, summary_id, reason, turn_id)
         for conversation_id, summary_id, reason, turn_id in verdicts
         if reason is not None
     ]
-    try:
-        audit = _audit_digests(path, {item.summary_id for item in stale})
-    except sqlite3.Error as error:
-        raise store_error(None, error, operation="revalidate", write=False) from None
+    # In table order, as one scan of the table finds them, whatever the workers' shares.
+    wrong = [(conversation_id, turn_id) for _, conversation_id, turn_id in sorted(audit.wrong)]
     repaired = 0
-    if mark_stale and (stale or audit.wrong):
+    if mark_stale and (stale or wrong):
         with SQLiteStore(path) as store:
             store.mark_stale((item.conversation_id, item.summary_id, item.reason) for item in stale)
             # After the verdicts, so that a current summary keeps the check's reason.
-            repaired = store.repair_digests(audit.wrong)
+            repaired = store.repair_digests(wrong)
     report = RevalidationReport(
         conversations=conversations,
         summaries_checked=len(verdicts),
@@ -254,10 +181,10 @@ def revalidate_database(
         workers=workers,
         stale_summaries=tuple(stale),
         digests_checked=audit.checked,
-        digests_wrong=len(audit.wrong),
+        digests_wrong=len(wrong),
         digests_repaired=repaired,
         turns_damaged=audit.damaged,
-        wrong_digests=tuple(audit.wrong),
+        wrong_digests=tuple(wrong),
     )
     _log.info(
         "revalidation: conversations=%d checked=%d stale=%d turns=%d bytes=%d workers=%d"

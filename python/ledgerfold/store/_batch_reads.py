@@ -12,6 +12,7 @@ decoder on a number; a run whose packing does not line up all the same is read a
 from __future__ import annotations
 
 import functools
+import json
 import os
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -33,6 +34,7 @@ __all__ = [
     "current_summaries",
     "is_utf8",
     "open_readonly",
+    "packed_audit",
     "packed_sources",
     "packed_turns",
     "part_rows",
@@ -265,6 +267,74 @@ def packed_sources(conn: sqlite3.Connection, run: Sequence[Job]) -> tuple[Any, .
     query = _packed_sources_query(NATIVE_FORMAT, _slots(run))
     columns: tuple[Any, ...] = conn.execute(query, _source_parameters(run)).fetchone()
     return columns
+
+
+# The audit of a run (`ledgerfold._revalidate_audit`): the live turns no verified summary
+# covers, packed as the check's turns are, plus each row's table key and stored digest. A
+# slot `(k, conversation, bound)` reads the rows above `bound` (`-inf`: all of them; NULL:
+# none), and `kept` (a JSON array of `[k, sequence]`) names rows at or below it that the
+# check read and found uncited.
+_AUDIT_ROW = (
+    "t.pk AS pk, t.id AS id, t.sequence AS sequence, t.role AS role, t.body AS body,"
+    " t.protected AS protected, t.protection_reason AS protection_reason, t.grp AS grp,"
+    " t.meta AS meta, t.digest AS digest"
+)
+
+
+@functools.cache
+def _packed_audit_query(fmt: PackedFormat, slots: int, *, kept: bool) -> str:
+    digest_length = (
+        f"CASE WHEN typeof(digest) = 'blob' THEN length(digest) ELSE {fmt.null_length} END"
+    )
+    columns = ", ".join(
+        [
+            f"group_concat({_turn_key(fmt)}, '{fmt.separator}')",
+            _text_column(fmt, "id", nullable=False),
+            f"group_concat(sequence, '{fmt.separator}')",
+            _text_column(fmt, "body", nullable=False),
+            _text_column(fmt, "grp"),
+            _text_column(fmt, "meta"),
+            f"group_concat(pk, '{fmt.separator}')",
+            f"group_concat({digest_length}, '{fmt.separator}')",
+            "CAST(group_concat(CASE WHEN typeof(digest) = 'blob' THEN digest END, '') AS BLOB)",
+        ]
+    )
+    rows = ", ".join(["(?, ?, ?)"] * slots)
+    selects = [
+        f"SELECT run.k AS k, {_AUDIT_ROW} FROM run CROSS JOIN turns AS t"
+        " ON t.conversation_id = run.conversation AND t.sequence > run.bound WHERE t.state = ?"
+    ]
+    if kept:
+        selects.append(
+            f"SELECT run.k AS k, {_AUDIT_ROW} FROM json_each(?) AS kept CROSS JOIN run"
+            " ON run.k = json_extract(kept.value, '$[0]') CROSS JOIN turns AS t"
+            " ON t.conversation_id = run.conversation"
+            " AND t.sequence = json_extract(kept.value, '$[1]') WHERE t.state = ?"
+        )
+    return (
+        f"WITH run(k, conversation, bound) AS (VALUES {rows})"
+        f" SELECT {columns} FROM ({' UNION ALL '.join(selects)})"
+    )
+
+
+def packed_audit(
+    conn: sqlite3.Connection,
+    slots: Sequence[tuple[object, float | int | None]],
+    kept: Sequence[tuple[int, int]],
+) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The audit rows of a run, as `_native.audit_columns` takes them: the 10 turn columns
+    and the 3 audit columns. `slots[k]` is `(conversation, bound)`; `kept` `(k, sequence)`
+    pairs. Raises `sqlite3.DataError` when a column outgrows SQLite's length limit."""
+    count = 1 << (max(len(slots), 1) - 1).bit_length()
+    query = _packed_audit_query(NATIVE_FORMAT, count, kept=bool(kept))
+    parameters: list[object] = []
+    for k, (conversation, bound) in enumerate(slots):
+        parameters += [k, conversation, bound]
+    parameters += [None] * (3 * (count - len(slots))) + [TURN_LIVE]
+    if kept:
+        parameters += [json.dumps(kept), TURN_LIVE]
+    columns: tuple[Any, ...] = conn.execute(query, parameters).fetchone()
+    return columns[:10], columns[10:]
 
 
 # The row form, text fields as their stored bytes in a UTF-8 database (whatever the storage

@@ -21,7 +21,17 @@ from ledgerfold.store._ledger import bump_revision, live_turn_row, mark_citing_s
 from ledgerfold.store._rows import turn_from_row
 from ledgerfold.store._schema import CURRENT, TURN_LIVE
 
-__all__ = ["WrongDigest", "recomputed_digest", "repair", "turn_pairs", "wrong_digests"]
+__all__ = [
+    "RowCheck",
+    "WrongDigest",
+    "check_row",
+    "cited_rows",
+    "recomputed_digest",
+    "repair",
+    "row_by_key",
+    "turn_pairs",
+    "wrong_digests",
+]
 
 #: `(conversation_id, turn_id)` of a live turn whose stored digest is not its bytes'.
 WrongDigest = tuple[str, str]
@@ -30,16 +40,28 @@ WrongDigest = tuple[str, str]
 # passed re-hashed its sources' bytes against the digests it was fingerprinted from, so only
 # the rest needs hashing here. `?`: the IDs (JSON array) of the summaries the check found
 # stale, whose sources are hashed too. Text is read as bytes so that a row that is not valid
-# UTF-8 is counted as unreadable rather than failing the whole scan.
-_UNVERIFIED = (
+# UTF-8 is counted as unreadable rather than failing the whole scan. Deep revalidation hashes
+# most of these rows natively, run by run (`ledgerfold._revalidate_audit`); this is the
+# row-by-row form, per conversation, for what that cannot decide.
+# A digest not stored as a blob is wrong whatever it holds: read as NULL (text that is not
+# UTF-8 would fail the read).
+_ROW = (
     "SELECT t.conversation_id, CAST(t.id AS BLOB), t.sequence, CAST(t.role AS BLOB),"
     " CAST(t.body AS BLOB), t.protected, CAST(t.protection_reason AS BLOB),"
-    " CAST(t.grp AS BLOB), CAST(t.meta AS BLOB), t.digest"
-    " FROM turns AS t WHERE t.state = ? AND NOT EXISTS ("
+    " CAST(t.grp AS BLOB), CAST(t.meta AS BLOB),"
+    " CASE WHEN typeof(t.digest) = 'blob' THEN t.digest END, t.pk FROM turns AS t"
+)
+_UNVERIFIED = (
+    f"{_ROW} WHERE t.conversation_id = ? AND t.state = ? AND NOT EXISTS ("
     " SELECT 1 FROM conversations AS c JOIN summaries AS s ON s.pk = c.current_summary"
     " JOIN summary_sources AS ss ON ss.summary_pk = s.pk"
     f" WHERE c.id = t.conversation_id AND s.status = '{CURRENT}' AND ss.turn_id = t.id"
     " AND s.id NOT IN (SELECT value FROM json_each(?)))"
+)
+_BY_KEY = f"{_ROW} WHERE t.pk = ?"
+_CITED = (
+    f"{_ROW} WHERE t.conversation_id = ? AND t.state = ?"
+    " AND t.id IN (SELECT turn_id FROM summary_sources WHERE summary_pk = ?)"
 )
 
 
@@ -57,23 +79,44 @@ def recomputed_digest(row: tuple[Any, ...]) -> bytes | None:
         return None
 
 
+#: What the row check finds of one row: `(pk, key, n)`, `key` None for a row whose digest
+#: matches its bytes, `(conversation_id, turn_id)` for one that does not; `n` is the body's
+#: length in bytes, `-n - 1` for a damaged row that cannot be hashed.
+RowCheck = tuple[int, "WrongDigest | None", int]
+
+
+def check_row(row: tuple[Any, ...]) -> RowCheck:
+    """One row of `_ROW` checked against its stored digest."""
+    size = len(row[4]) if isinstance(row[4], bytes) else 0
+    digest = recomputed_digest(row[1:9])
+    if digest is None:
+        return row[10], None, -size - 1
+    if isinstance(row[9], bytes) and digest == row[9]:
+        return row[10], None, size
+    return row[10], (row[0], str(_text(row[1]))), size
+
+
 def wrong_digests(
-    conn: sqlite3.Connection, stale_summary_ids: Iterable[str]
-) -> Iterator[tuple[WrongDigest | None, int]]:
-    """Hash every live turn not verified by a current summary (inside the caller's
-    snapshot). Yields `(None, n)` for a row whose digest matches its bytes, `(key, n)` for
-    one that does not, and `(None, -n)` for a damaged row that cannot be hashed; `n` is the
-    row's body length in bytes."""
+    conn: sqlite3.Connection, conversation_id: object, stale_summary_ids: Iterable[str]
+) -> Iterator[RowCheck]:
+    """Hash every live turn of the conversation not verified by its current summary (inside
+    the caller's snapshot), one `check_row` each."""
     stale = json.dumps(sorted(stale_summary_ids), ensure_ascii=False)
-    for row in conn.execute(_UNVERIFIED, (TURN_LIVE, stale)):
-        size = len(row[4]) if isinstance(row[4], bytes) else 0
-        digest = recomputed_digest(row[1:9])
-        if digest is None:
-            yield None, -size - 1
-        elif isinstance(row[9], bytes) and digest == row[9]:
-            yield None, size
-        else:
-            yield (row[0], str(_text(row[1]))), size
+    for row in conn.execute(_UNVERIFIED, (conversation_id, TURN_LIVE, stale)):
+        yield check_row(row)
+
+
+def row_by_key(conn: sqlite3.Connection, pk: int) -> tuple[Any, ...] | None:
+    """The `_ROW` of the turn with table key `pk`."""
+    row: tuple[Any, ...] | None = conn.execute(_BY_KEY, (pk,)).fetchone()
+    return row
+
+
+def cited_rows(
+    conn: sqlite3.Connection, conversation_id: str, summary_pk: int
+) -> list[tuple[Any, ...]]:
+    """The `_ROW`s of the conversation's live turns the summary cites."""
+    return conn.execute(_CITED, (conversation_id, TURN_LIVE, summary_pk)).fetchall()
 
 
 def turn_pairs(turns: object) -> list[tuple[str, str]]:

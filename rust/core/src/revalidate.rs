@@ -212,6 +212,122 @@ pub fn revalidate_many(conversations: &[ConversationRows<'_>]) -> (Vec<Verdict>,
     (verdicts, totals)
 }
 
+/// The sequences of the turns of `rows` that none of its summaries cites (the turns the
+/// check read but did not verify), or `None` when one of them has no readable sequence (it
+/// could not be found again by sequence).
+pub fn uncited_sequences(rows: &ConversationRows<'_>) -> Option<Vec<i64>> {
+    let ids: std::collections::HashSet<&str> = rows
+        .summaries
+        .iter()
+        .flat_map(|summary| summary.source_ids.iter().copied())
+        .collect();
+    rows.turns
+        .iter()
+        .filter(|turn| !ids.contains(turn.id))
+        .map(|turn| (turn.sequence >= 0).then_some(turn.sequence))
+        .collect()
+}
+
+/// One live turn row an audit hashes: which summary of the batch it was read for, its
+/// table key, its fields, and its stored digest (`None` unless stored as a blob).
+#[derive(Clone, Copy, Debug)]
+pub struct AuditRow<'a> {
+    pub summary: usize,
+    pub pk: i64,
+    pub row: TurnRow<'a>,
+    pub digest: Option<&'a [u8]>,
+}
+
+/// What an audit of a batch found: the rows whose stored digest is not (certainly) the
+/// digest of their bytes, by index (a wrong digest, or a row that is not a valid turn: the
+/// caller decides which, from the row itself), and for each summary whether its rows hold
+/// a tool-call link that may split a compaction unit (SPEC §17.2) or could not be read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Audit {
+    pub recheck: Vec<usize>,
+    pub may_split: Vec<bool>,
+    pub bytes_hashed: u64,
+}
+
+/// The last value of `key` in parsed meta entries (a JSON object with a repeated key means
+/// its last value, as Python's `json.loads` reads it).
+fn last_value<'m>(entries: &'m [(String, String)], key: &str) -> Option<&'m str> {
+    entries
+        .iter()
+        .rev()
+        .find(|(name, _)| name == key)
+        .map(|(_, value)| value.as_str())
+}
+
+/// The tool-call links of one raw row: `Some((answered call, made calls))`, or `None` when
+/// the row cannot be read (its fields or its meta), so only a full check can tell.
+fn links(row: &TurnRow<'_>) -> Option<(Option<String>, Vec<String>)> {
+    if row.role == UNREADABLE_ROLE {
+        return None;
+    }
+    let Some(json) = row.meta_json else {
+        return Some((None, Vec::new()));
+    };
+    let entries = parse_flat_object(json)?;
+    match row.role {
+        "tool" => Some((
+            last_value(&entries, "tool_call_id").map(str::to_owned),
+            Vec::new(),
+        )),
+        "assistant" => match last_value(&entries, "tool_calls") {
+            Some(text) => Some((None, crate::units::tool_call_ids(text)?)),
+            None => Some((None, Vec::new())),
+        },
+        _ => Some((None, Vec::new())),
+    }
+}
+
+/// Audits `rows` (the live turns of a batch that no verified summary covers): each is
+/// hashed and compared with its stored digest, and for each of `summaries` the tool-call
+/// links of its raw rows are matched up. A summary's raw rows split no unit when every call
+/// they answer is made among them and every call they make is answered among them; any
+/// other summary is flagged for the full check (which also looks at its sources).
+pub fn audit(rows: &[AuditRow<'_>], summaries: usize, exec: Exec) -> Audit {
+    type Found = (bool, Option<(Option<String>, Vec<String>)>);
+    let found: Vec<Found> = exec.map_indexed(rows, |_, audited| {
+        let matches = matches!(
+            (row_digest(&audited.row), audited.digest),
+            (Some(digest), Some(stored)) if digest.as_slice() == stored
+        );
+        (matches, links(&audited.row))
+    });
+    let mut audit = Audit {
+        may_split: vec![false; summaries],
+        ..Audit::default()
+    };
+    let mut answered: Vec<std::collections::HashSet<String>> =
+        vec![std::collections::HashSet::new(); summaries];
+    let mut made: Vec<std::collections::HashSet<String>> =
+        vec![std::collections::HashSet::new(); summaries];
+    for (index, (audited, (matches, links))) in rows.iter().zip(found).enumerate() {
+        audit.bytes_hashed += audited.row.body.len() as u64;
+        if !matches {
+            audit.recheck.push(index);
+        }
+        let Some(flag) = audit.may_split.get_mut(audited.summary) else {
+            continue;
+        };
+        match links {
+            None => *flag = true,
+            Some((answer, calls)) => {
+                if let Some(answer) = answer {
+                    answered[audited.summary].insert(answer);
+                }
+                made[audited.summary].extend(calls);
+            }
+        }
+    }
+    for (flag, (answered, made)) in audit.may_split.iter_mut().zip(answered.iter().zip(&made)) {
+        *flag = *flag || answered != made;
+    }
+    audit
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -331,5 +447,103 @@ mod tests {
         ] {
             assert!(row_digest(&bad).is_none(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn uncited_rows_are_named_by_sequence_unless_unreadable() {
+        let turns = vec![row("a", 1, "one"), row("b", 2, "two"), row("c", 3, "three")];
+        let fp = fingerprint(&turns[..1]);
+        let mut rows = ConversationRows {
+            conversation_id: "c",
+            turns,
+            summaries: vec![SummaryRow {
+                summary_id: "s",
+                source_ids: vec!["a", "c"],
+                source_fingerprint: &fp,
+            }],
+        };
+        assert_eq!(uncited_sequences(&rows), Some(vec![2]));
+        rows.summaries[0].source_ids = vec!["a", "b", "c"];
+        assert_eq!(uncited_sequences(&rows), Some(vec![]));
+        rows.summaries[0].source_ids = vec!["a"];
+        rows.turns[2].sequence = -1; // what an unreadable sequence reads as
+        assert_eq!(uncited_sequences(&rows), None);
+    }
+
+    fn audited<'a>(summary: usize, row: TurnRow<'a>, digest: Option<&'a [u8]>) -> AuditRow<'a> {
+        AuditRow {
+            summary,
+            pk: 0,
+            row,
+            digest,
+        }
+    }
+
+    #[test]
+    fn an_audit_rechecks_what_it_cannot_vouch_for() {
+        let right = row_digest(&row("a", 1, "one")).unwrap();
+        let rows = [
+            audited(0, row("a", 1, "one"), Some(&right)),
+            audited(0, row("a", 1, "changed"), Some(&right)),
+            audited(0, row("a", 1, "one"), None),
+            audited(
+                0,
+                TurnRow {
+                    role: "admin",
+                    ..row("a", 1, "one")
+                },
+                Some(&right),
+            ),
+        ];
+        let found = audit(&rows, 1, Exec::Inline);
+        assert_eq!(found.recheck, vec![1, 2, 3]);
+        assert_eq!(found.bytes_hashed, 3 + 7 + 3 + 3);
+        assert_eq!(audit(&rows, 1, Exec::Pool), found);
+    }
+
+    #[test]
+    fn an_audit_flags_raw_rows_whose_calls_and_answers_do_not_pair_up() {
+        let call = |calls: &'static str| TurnRow {
+            role: "assistant",
+            meta_json: Some(calls),
+            ..row("x", 1, "")
+        };
+        let answer = |meta: &'static str| TurnRow {
+            role: "tool",
+            meta_json: Some(meta),
+            ..row("y", 2, "")
+        };
+        let paired = [
+            audited(0, call(r#"{"tool_calls": "[{\"id\": \"c1\"}]"}"#), None),
+            audited(0, answer(r#"{"tool_call_id": "c1"}"#), None),
+            audited(1, call(r#"{"tool_calls": "[{\"id\": \"c2\"}]"}"#), None),
+            audited(2, answer(r#"{"tool_call_id": "c3"}"#), None),
+            // Python reads the last of a repeated key.
+            audited(
+                3,
+                answer(r#"{"tool_call_id": "zz", "tool_call_id": "c4"}"#),
+                None,
+            ),
+            audited(3, call(r#"{"tool_calls": "[{\"id\": \"c4\"}]"}"#), None),
+            // Not a flat object of strings, or calls that are not a list of IDs: unknown.
+            audited(4, answer(r#"{"tool_call_id": 5}"#), None),
+            audited(5, call(r#"{"tool_calls": "[{\"id\": 5}]"}"#), None),
+            audited(
+                6,
+                TurnRow {
+                    role: UNREADABLE_ROLE,
+                    ..row("z", 3, "")
+                },
+                None,
+            ),
+            // A tool turn's calls and an assistant turn's answer link nothing.
+            audited(7, answer(r#"{"tool_calls": "[{\"id\": \"c5\"}]"}"#), None),
+            audited(7, call(r#"{"tool_call_id": "c6"}"#), None),
+        ];
+        let found = audit(&paired, 8, Exec::Inline);
+        assert_eq!(
+            found.may_split,
+            vec![false, true, true, false, true, true, true, false]
+        );
     }
 }

@@ -38,7 +38,7 @@ mod _native {
     #[pymodule_export]
     use crate::plan::{plan, same_ordered_ids, starts_with_ids};
     #[pymodule_export]
-    use crate::revalidate::{revalidate_columns, revalidate_flat};
+    use crate::revalidate::{audit_columns, revalidate_columns, revalidate_flat};
     #[pymodule_export]
     use crate::segment::{index_passages, index_passages_many, query_terms};
     #[pymodule_export]

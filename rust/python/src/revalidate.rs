@@ -4,9 +4,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use ledgerfold_core::columns::format::TurnEntries;
 use ledgerfold_core::columns::{self, CurrentSummary, Packed, SourceColumns, TurnColumns};
 use ledgerfold_core::revalidate::{
-    revalidate_each_on, ConversationRows, Totals, TurnRow, Verdict, UNREADABLE_ROLE,
+    audit, revalidate_each_on, uncited_sequences, AuditRow, ConversationRows, Totals, TurnRow,
+    Verdict, UNREADABLE_ROLE,
 };
 use ledgerfold_core::{Exec, Problem};
 use pyo3::prelude::*;
@@ -347,6 +349,7 @@ pub fn revalidate_flat(
         &conversations,
         per_conversation,
         per_summary,
+        None,
     )
 }
 
@@ -396,6 +399,7 @@ fn verdicts(
     conversations: &[ConversationRows<'_>],
     per_conversation: Checked,
     per_summary: bool,
+    uncited: Option<&[Option<Vec<i64>>]>,
 ) -> PyResult<Report> {
     let (mut turns_hashed, mut bytes_hashed) = (0u64, 0u64);
     let mut out = Vec::with_capacity(summaries.len());
@@ -411,7 +415,16 @@ fn verdicts(
             let reason = verdict
                 .reason
                 .map(ledgerfold_core::check::CheckReason::as_str);
-            let item = if per_summary {
+            let item = if let Some(uncited) = uncited {
+                (
+                    summary.conversation.bind(py),
+                    summary.id.bind(py),
+                    reason,
+                    turn_id,
+                    uncited[verdict.conversation].clone(),
+                )
+                    .into_pyobject(py)?
+            } else if per_summary {
                 (
                     summary.conversation.bind(py),
                     summary.id.bind(py),
@@ -476,15 +489,18 @@ fn packed<'a>(
 /// `source_key` (`index`, position, byte length of its turn ID) and the turn IDs come back
 /// to back; `summaries` as for `revalidate_flat`. Unpacking, grouping, hashing and checking all run
 /// detached from the interpreter. Returns what `revalidate_flat` returns, or None when the
-/// packing does not line up (the caller then reads those rows one by one).
+/// packing does not line up (the caller then reads those rows one by one). With `uncited`,
+/// each verdict also carries the sequences of the rows read for its summary that it does
+/// not cite (None when one of them has no readable sequence): the rows an audit must hash.
 #[pyfunction]
-#[pyo3(signature = (turn_columns, source_columns, summaries, threads=None))]
+#[pyo3(signature = (turn_columns, source_columns, summaries, threads=None, *, uncited=false))]
 pub fn revalidate_columns(
     py: Python<'_>,
     turn_columns: &Bound<'_, PyAny>,
     source_columns: &Bound<'_, PyAny>,
     summaries: &Bound<'_, PyAny>,
     threads: Option<&Bound<'_, PyAny>>,
+    uncited: bool,
 ) -> PyResult<Option<Report>> {
     let threads = thread_count(py, threads)?;
     let turn_items = column_items("turn_columns", turn_columns, 10)?;
@@ -513,17 +529,126 @@ pub fn revalidate_columns(
         let (runs, sources) = (runs?, sources?);
         let conversations = columns::group_indexed(runs, sources, &current)?;
         let per_conversation = revalidate_each_on(&conversations, exec);
-        Some((conversations, per_conversation))
+        let kept: Option<Vec<Option<Vec<i64>>>> =
+            uncited.then(|| exec.map_indexed(&conversations, |_, rows| uncited_sequences(rows)));
+        Some((conversations, per_conversation, kept))
     })?;
     match checked {
-        Some((conversations, per_conversation)) => verdicts(
+        Some((conversations, per_conversation, kept)) => verdicts(
             py,
             &owned_summaries,
             &conversations,
             per_conversation,
             false,
+            kept.as_deref(),
         )
         .map(Some),
         None => Ok(None),
     }
+}
+
+/// Stored digests, packed: one byte length per row (`PACKED_NULL_LENGTH` for a digest not
+/// stored as a blob), the blobs back to back. `None` when they do not line up.
+fn digest_values<'a>(lengths: &[u8], values: &'a [u8]) -> Option<Vec<Option<&'a [u8]>>> {
+    let mut at = 0usize;
+    let mut out = Vec::new();
+    for entry in packed_entries(lengths) {
+        let length = std::str::from_utf8(entry).ok()?.parse::<i64>().ok()?;
+        if length == columns::format::NULL_LENGTH {
+            out.push(None);
+            continue;
+        }
+        let end = at.checked_add(usize::try_from(length).ok()?)?;
+        out.push(Some(values.get(at..end)?));
+        at = end;
+    }
+    (at == values.len()).then_some(out)
+}
+
+fn packed_entries(list: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut parts = list.split(|&byte| byte == columns::format::SEPARATOR);
+    if list.is_empty() {
+        parts.next();
+    }
+    parts
+}
+
+/// `(recheck, may_split, rows, bytes)` of an audit.
+type AuditReport = (Vec<(usize, i64)>, Vec<usize>, u64, u64);
+
+/// Audits the live turns of a batch that no verified summary covers, packed as for
+/// `revalidate_columns` (`turn_columns`, its key's index naming the summary slot a row was
+/// read for, below `summaries`), with `audit_columns` the 3-tuple `(table keys, digest
+/// lengths, digests)` in the same row order (a digest length of `PACKED_NULL_LENGTH` for one
+/// not stored as a blob). Unpacking, hashing and matching run detached from the interpreter.
+/// Returns `(recheck, may_split, rows, bytes)`: `(slot, table key)` of each row whose stored
+/// digest is not certainly its bytes' (wrong, or the row is not a valid turn: the caller
+/// tells which from the row itself), the slots whose raw rows hold a tool-call link that may
+/// split a unit (or could not be read), and the rows and body bytes hashed; None when the
+/// packing does not line up. No text is decoded into an error.
+#[pyfunction]
+#[pyo3(signature = (turn_columns, audit_columns, summaries, threads=None))]
+pub fn audit_columns(
+    py: Python<'_>,
+    turn_columns: &Bound<'_, PyAny>,
+    audit_columns: &Bound<'_, PyAny>,
+    summaries: usize,
+    threads: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<AuditReport>> {
+    let threads = thread_count(py, threads)?;
+    let turn_items = column_items("turn_columns", turn_columns, 10)?;
+    let audit_items = column_items("audit_columns", audit_columns, 3)?;
+    let field = "turn_columns";
+    let turn_columns = TurnColumns {
+        keys: column_bytes(field, &turn_items[0])?,
+        id: packed(&turn_items, 1, field)?,
+        sequence: column_bytes(field, &turn_items[3])?,
+        body: packed(&turn_items, 4, field)?,
+        group: packed(&turn_items, 6, field)?,
+        meta: packed(&turn_items, 8, field)?,
+    };
+    let field = "audit_columns";
+    let (pks, digest_lengths, digests) = (
+        column_bytes(field, &audit_items[0])?,
+        column_bytes(field, &audit_items[1])?,
+        column_bytes(field, &audit_items[2])?,
+    );
+    on_threads(py, threads, |exec| {
+        let entries = TurnEntries::unpack(&turn_columns, exec)?;
+        let pks: Vec<i64> = packed_entries(pks)
+            .map(|entry| std::str::from_utf8(entry).ok()?.parse::<i64>().ok())
+            .collect::<Option<_>>()?;
+        let digests = digest_values(digest_lengths, digests)?;
+        if pks.len() != entries.len() || digests.len() != entries.len() {
+            return None;
+        }
+        let rows: Vec<AuditRow<'_>> = (0..entries.len())
+            .map(|index| {
+                let summary = entries.summary(index);
+                (summary < summaries).then_some(())?;
+                Some(AuditRow {
+                    summary,
+                    pk: pks[index],
+                    row: entries.row(index)?,
+                    digest: digests[index],
+                })
+            })
+            .collect::<Option<_>>()?;
+        let found = audit(&rows, summaries, exec);
+        Some((
+            found
+                .recheck
+                .iter()
+                .map(|&index| (rows[index].summary, rows[index].pk))
+                .collect(),
+            found
+                .may_split
+                .iter()
+                .enumerate()
+                .filter_map(|(slot, &flag)| flag.then_some(slot))
+                .collect(),
+            rows.len() as u64,
+            found.bytes_hashed,
+        ))
+    })
 }
