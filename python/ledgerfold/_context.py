@@ -72,7 +72,7 @@ class AssembledContext:
 
     def __post_init__(self) -> None:
         # One rule (the Rust core's) for this count and for what `to_chat_messages` leaves out.
-        object.__setattr__(self, "dropped", len(_native.unsendable(self.items)))
+        object.__setattr__(self, "dropped", _native.unsendable_count(self.items))
 
     @property
     def summary(self) -> SummaryItem | None:

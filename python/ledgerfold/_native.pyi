@@ -42,6 +42,7 @@ __all__ = [
     "starts_with_ids",
     "unit_roots",
     "unsendable",
+    "unsendable_count",
 ]
 
 #: SPEC §3's codes by name, read-only, in code order.
@@ -228,6 +229,7 @@ def plan(
 ) -> tuple[tuple[str, ...], tuple[str, ...], int]: ...
 def unit_roots(turns: Iterable[Turn]) -> list[int]: ...
 def unsendable(items: Iterable[object]) -> list[int]: ...
+def unsendable_count(items: Iterable[object]) -> int: ...
 def check(
     summary: Any,
     conversation: Conversation,

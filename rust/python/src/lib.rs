@@ -46,7 +46,7 @@ mod _native {
     #[pymodule_export]
     use crate::turn::Turn;
     #[pymodule_export]
-    use crate::units::{unit_roots, unsendable};
+    use crate::units::{unit_roots, unsendable, unsendable_count};
 
     /// The segmenter's version (SPEC §16.5): recorded with the index, which a change rebuilds.
     #[pymodule_export]

@@ -60,52 +60,73 @@ pub fn unit_roots(py: Python<'_>, turns: &Bound<'_, PyAny>) -> PyResult<Vec<usiz
 #[pyfunction]
 pub fn unsendable(items: &Bound<'_, PyAny>) -> PyResult<Py<PyList>> {
     let py = items.py();
-    // The common case, a context of turns none of which is a tool turn or makes a call, is
-    // answered in one pass over the tuple without holding or allocating per item.
+    Ok(PyList::new(py, unsendable_positions(items)?)?.unbind())
+}
+
+/// `len(unsendable(items))`, without building the list (`AssembledContext.dropped`).
+#[pyfunction]
+pub fn unsendable_count(items: &Bound<'_, PyAny>) -> PyResult<usize> {
+    Ok(unsendable_positions(items)?.len())
+}
+
+fn unsendable_positions(items: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
+    // A context is a tuple: read it borrowed, no reference counted or held per item.
     if let Ok(tuple) = items.cast::<PyTuple>() {
-        let links = tuple.iter_borrowed().any(|item| {
-            item.cast::<TurnItem>()
-                .is_ok_and(|item| may_link(item.get().turn()))
-        });
-        if !links {
-            return Ok(PyList::empty(py).unbind());
-        }
+        let held: Vec<Option<Borrowed<'_, '_, TurnItem>>> = tuple
+            .iter_borrowed()
+            .map(|item| item.cast::<TurnItem>().ok())
+            .collect();
+        return Ok(chat_unsendable(
+            held.iter()
+                .map(|item| item.as_ref().map(|item| item.get().turn())),
+        ));
     }
     let mut held: Vec<Option<Bound<'_, TurnItem>>> = Vec::new();
     for item in items.try_iter()? {
         held.push(item?.cast_into::<TurnItem>().ok());
     }
-    let parsed: Vec<Option<Vec<String>>> = held
+    Ok(chat_unsendable(
+        held.iter()
+            .map(|item| item.as_ref().map(|item| item.get().turn())),
+    ))
+}
+
+/// The chat rule over the items' turns (`None`: an item that is not a turn).
+fn chat_unsendable<'a>(turns: impl ExactSizeIterator<Item = Option<&'a Turn>>) -> Vec<usize> {
+    let turns: Vec<Option<&Turn>> = turns.collect();
+    // The common case, no tool turn and no call, needs no rule.
+    if !turns.iter().flatten().any(|turn| may_link(turn)) {
+        return Vec::new();
+    }
+    // Text that is not a list of calls is the adapter's error to raise; here it makes no
+    // call. An empty list makes none either. Only assistant turns with meta are parsed.
+    let parsed: Vec<(usize, Vec<String>)> = turns
         .iter()
-        .map(|item| {
-            let turn = item.as_ref()?.get().turn();
-            if turn.role != Role::Assistant {
-                return None;
-            }
-            // Text that is not a list of calls is the adapter's error to raise; here it
-            // makes no call. An empty list makes none either.
+        .enumerate()
+        .filter_map(|(at, turn)| {
+            let turn =
+                (*turn).filter(|turn| turn.role == Role::Assistant && turn.meta.is_some())?;
             tool_call_ids(meta_value(turn.meta_slice(), "tool_calls")?)
                 .filter(|ids| !ids.is_empty())
+                .map(|ids| (at, ids))
         })
         .collect();
-    let chat_items: Vec<ChatItem<'_>> = held
+    let mut calls = parsed.iter().peekable();
+    let chat_items: Vec<ChatItem<'_>> = turns
         .iter()
-        .zip(&parsed)
-        .map(|(item, calls)| {
-            let Some(item) = item else {
-                return ChatItem::Plain;
-            };
-            let turn = item.get().turn();
-            match (turn.role, calls) {
-                (Role::Assistant, Some(calls)) => {
-                    ChatItem::Calls(calls.iter().map(String::as_str).collect())
-                }
-                (Role::Tool, _) => ChatItem::Answer(meta_value(turn.meta_slice(), "tool_call_id")),
-                _ => ChatItem::Plain,
-            }
+        .enumerate()
+        .map(|(at, turn)| match turn.map(|turn| turn.role) {
+            Some(Role::Tool) => ChatItem::Answer(
+                turn.and_then(|turn| meta_value(turn.meta_slice(), "tool_call_id")),
+            ),
+            Some(Role::Assistant) => match calls.next_if(|(position, _)| *position == at) {
+                Some((_, ids)) => ChatItem::Calls(ids.iter().map(String::as_str).collect()),
+                None => ChatItem::Plain,
+            },
+            _ => ChatItem::Plain,
         })
         .collect();
-    Ok(PyList::new(py, chat::unsendable(&chat_items))?.unbind())
+    chat::unsendable(&chat_items)
 }
 
 /// Whether a turn can make or answer a call: a tool turn, or an assistant turn with meta.

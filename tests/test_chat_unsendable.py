@@ -1,0 +1,76 @@
+"""SPEC §17.2's chat rule as `AssembledContext.dropped` and the chat adapter apply it: the
+native rule (`_native.unsendable`, `unsendable_count`) against a plain Python statement of
+it, on random contexts of calls, results, orphans and summaries, as tuples and as lists."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ledgerfold import AssembledContext, SummaryItem, TurnItem, _native
+
+CALLS = ["a", "b", "c"]
+
+
+def reference_unsendable(items: list[Any]) -> list[int]:
+    """A tool message not answering, once, a call of the open block goes; an assistant
+    message whose calls are not all answered before the next other message goes with the
+    answers it got (a block still open at the end stays)."""
+    dropped: list[int] = []
+    block: tuple[int, set[str], list[int], set[str]] | None = None
+    for at, item in enumerate(items):
+        role = item.role if isinstance(item, TurnItem) else "summary"
+        meta = (item.meta or {}) if isinstance(item, TurnItem) else {}
+        if role == "tool":
+            call = meta.get("tool_call_id")
+            if block is not None and call in block[1] and call not in block[3]:
+                block[3].add(call)
+                block[2].append(at)
+            else:
+                dropped.append(at)
+            continue
+        if block is not None and block[3] != block[1]:
+            dropped += [block[0], *block[2]]
+        block = None
+        calls: set[str] = set()
+        if role == "assistant" and "tool_calls" in meta:
+            try:
+                parsed = json.loads(meta["tool_calls"])
+                calls = {call["id"] for call in parsed}
+            except (ValueError, TypeError, KeyError):
+                calls = set()
+        if calls:
+            block = (at, calls, [], set())
+    return sorted(dropped)
+
+
+@st.composite
+def contexts(draw: st.DrawFn) -> list[Any]:
+    items: list[Any] = []
+    for n in range(draw(st.integers(0, 14))):
+        kind = draw(st.sampled_from(["user", "call", "result", "orphan", "plain", "summary"]))
+        if kind == "summary":
+            items.append(SummaryItem(f"s{n}", "summary", n, ()))
+            continue
+        meta: dict[str, str] | None = None
+        role = {"call": "assistant", "plain": "assistant", "result": "tool", "orphan": "tool"}
+        if kind == "call":
+            ids = draw(st.lists(st.sampled_from(CALLS), min_size=0, max_size=2, unique=True))
+            meta = {"tool_calls": json.dumps([{"id": i, "type": "function"} for i in ids])}
+        elif kind == "result":
+            meta = {"tool_call_id": draw(st.sampled_from(CALLS))}
+        items.append(TurnItem(f"t{n}", role.get(kind, "user"), f"body {n}", n + 1, meta))
+    return items
+
+
+@settings(max_examples=300, deadline=None)
+@given(contexts())
+def test_the_native_rule_is_the_reference(items: list[Any]) -> None:
+    expected = reference_unsendable(items)
+    assert _native.unsendable(tuple(items)) == expected
+    assert _native.unsendable(items) == expected
+    assert _native.unsendable_count(tuple(items)) == len(expected)
+    assert AssembledContext(tuple(items)).dropped == len(expected)
