@@ -7,10 +7,20 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from ledgerfold import AssembledContext, SummaryItem, TurnItem, _native
+from ledgerfold import (
+    AssembledContext,
+    Conversation,
+    SummaryItem,
+    Turn,
+    TurnItem,
+    _native,
+    assemble_context,
+    create_summary_envelope,
+    plan_compaction,
+)
 
 CALLS = ["a", "b", "c"]
 
@@ -74,3 +84,49 @@ def test_the_native_rule_is_the_reference(items: list[Any]) -> None:
     assert _native.unsendable(items) == expected
     assert _native.unsendable_count(tuple(items)) == len(expected)
     assert AssembledContext(tuple(items)).dropped == len(expected)
+
+
+@st.composite
+def ledgers(draw: st.DrawFn) -> Conversation:
+    turns: list[Turn] = []
+    for n in range(draw(st.integers(0, 16))):
+        kind = draw(st.sampled_from(["user", "call", "result", "orphan", "plain"]))
+        meta: dict[str, str] | None = None
+        role = {"call": "assistant", "plain": "assistant", "result": "tool", "orphan": "tool"}
+        if kind == "call":
+            ids = draw(st.lists(st.sampled_from(CALLS), min_size=0, max_size=2, unique=True))
+            meta = {"tool_calls": json.dumps([{"id": i, "type": "function"} for i in ids])}
+        elif kind == "result":
+            meta = {"tool_call_id": draw(st.sampled_from(CALLS))}
+        # A protected turn stays raw below the summary's slot, so the slot falls between
+        # turns (where it closes an open block).
+        protected = kind == "user" and draw(st.booleans())
+        turns.append(
+            Turn(
+                f"t{n}",
+                n + 1,
+                role.get(kind, "user"),
+                f"body {n}",
+                protected=protected,
+                protection_reason="active-constraint" if protected else None,
+                meta=meta,
+            )
+        )
+    return Conversation("c", 1, turns)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ledgers(), st.integers(1, 6), st.booleans())
+def test_assembly_counts_dropped_by_the_same_rule(
+    conversation: Conversation, keep_tail: int, summarised: bool
+) -> None:
+    """`assemble_context` counts `dropped` while it builds the items (from the ledger's
+    turns, the summary a plain item at its slot): the count the items themselves give."""
+    envelope = None
+    if summarised:
+        plan = plan_compaction(conversation, keep_tail, "p1")
+        envelope = create_summary_envelope(plan, conversation, "s1", "v", "summary")
+    context = assemble_context(conversation, envelope, "v")
+    note(f"fallback={context.fallback} ids={context.ids}")
+    expected = reference_unsendable(list(context.items))
+    assert context.dropped == len(expected) == AssembledContext(context.items).dropped

@@ -114,7 +114,7 @@ def assemble_context(
     # No pause of the cycle collector here (a process-wide switch in a library call could be
     # left off for good by two threads interleaving): the native side does not track the
     # TurnItems it makes, which cannot be part of a cycle, so they trigger no collections.
-    turns, summary_at, through_sequence, fallback, fallback_id = _native.assemble(
+    turns, summary_at, through_sequence, fallback, fallback_id, dropped = _native.assemble(
         conversation, summary, policy_version, preserved_ids, _sealed_arg(sealed)
     )
     items: tuple[ContextItem, ...] = turns
@@ -129,4 +129,22 @@ def assemble_context(
             None if first is None else first.sequence,
         )
         items = (*turns[:summary_at], item, *turns[summary_at:])
-    return AssembledContext(items, fallback, None, fallback_id)
+    return _assembled(items, fallback, fallback_id, dropped)
+
+
+def _assembled(
+    items: tuple[ContextItem, ...], fallback: str | None, fallback_id: str | None, dropped: int
+) -> AssembledContext:
+    """`AssembledContext(items, fallback, None, fallback_id)` with `dropped` as the native
+    assembly counted it, by the same rule, from the ledger's turns (on a large context the
+    count over the new items costs a fifth of the assembly)."""
+    context = object.__new__(AssembledContext)
+    for name, value in (
+        ("items", items),
+        ("fallback", fallback),
+        ("history_boundary", None),
+        ("fallback_id", fallback_id),
+        ("dropped", dropped),
+    ):
+        object.__setattr__(context, name, value)
+    return context

@@ -19,16 +19,69 @@ pub enum ChatItem<'a> {
 }
 
 /// An assistant message's open block: its position, the calls it made, the results so far.
-struct Block<'a> {
+struct Block {
     at: usize,
-    calls: HashSet<&'a str>,
+    calls: HashSet<String>,
     answers: Vec<usize>,
-    answered: HashSet<&'a str>,
+    answered: HashSet<String>,
 }
 
-impl Block<'_> {
+impl Block {
     fn complete(&self) -> bool {
         self.answered.len() == self.calls.len()
+    }
+}
+
+/// The rule of [`unsendable`] fed one item at a time, so a caller building the items can
+/// apply it in the same pass (the context assembly does).
+#[derive(Default)]
+pub struct ChatRule {
+    position: usize,
+    dropped: Vec<usize>,
+    open: Option<Block>,
+}
+
+impl ChatRule {
+    /// The next item: what it makes or answers.
+    pub fn push(&mut self, item: &ChatItem<'_>) {
+        let position = self.position;
+        self.position += 1;
+        match item {
+            ChatItem::Answer(call) => {
+                let block = self.open.as_mut().zip(*call).filter(|(block, call)| {
+                    block.calls.contains(*call) && !block.answered.contains(*call)
+                });
+                if let Some((block, call)) = block {
+                    block.answered.insert((*call).to_owned());
+                    block.answers.push(position);
+                } else {
+                    self.dropped.push(position);
+                }
+            }
+            ChatItem::Plain | ChatItem::Calls(_) => {
+                if let Some(block) = self.open.take() {
+                    if !block.complete() {
+                        self.dropped.push(block.at);
+                        self.dropped.extend(block.answers);
+                    }
+                }
+                if let ChatItem::Calls(calls) = item {
+                    self.open = Some(Block {
+                        at: position,
+                        calls: calls.iter().map(|&call| call.to_owned()).collect(),
+                        answers: Vec::new(),
+                        answered: HashSet::new(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Positions (ascending) of the items pushed that chat messages leave out.
+    pub fn finish(self) -> Vec<usize> {
+        let mut dropped = self.dropped;
+        dropped.sort_unstable();
+        dropped
     }
 }
 
@@ -38,41 +91,11 @@ impl Block<'_> {
 /// is not one of its results, together with the results it did get. A block still open at
 /// the end is kept: its results may be on their way.
 pub fn unsendable(items: &[ChatItem<'_>]) -> Vec<usize> {
-    let mut dropped: Vec<usize> = Vec::new();
-    let mut open: Option<Block<'_>> = None;
-    for (position, item) in items.iter().enumerate() {
-        match item {
-            ChatItem::Answer(call) => {
-                let block = open.as_mut().zip(*call).filter(|(block, call)| {
-                    block.calls.contains(call) && !block.answered.contains(call)
-                });
-                if let Some((block, call)) = block {
-                    block.answered.insert(call);
-                    block.answers.push(position);
-                } else {
-                    dropped.push(position);
-                }
-            }
-            ChatItem::Plain | ChatItem::Calls(_) => {
-                if let Some(block) = open.take() {
-                    if !block.complete() {
-                        dropped.push(block.at);
-                        dropped.extend(block.answers);
-                    }
-                }
-                if let ChatItem::Calls(calls) = item {
-                    open = Some(Block {
-                        at: position,
-                        calls: calls.iter().copied().collect(),
-                        answers: Vec::new(),
-                        answered: HashSet::new(),
-                    });
-                }
-            }
-        }
+    let mut rule = ChatRule::default();
+    for item in items {
+        rule.push(item);
     }
-    dropped.sort_unstable();
-    dropped
+    rule.finish()
 }
 
 /// Whether a sequence is one a provider accepts (the property `unsendable` guarantees once

@@ -9,31 +9,47 @@ use crate::check::{sealed_arg, SummaryFields};
 use crate::conversation::Conversation;
 use crate::extract;
 use crate::items::TurnItem;
+use crate::units::push_turn;
 use crate::untracked::new_untracked;
+use ledgerfold_core::chat::ChatRule;
 
-/// `(turn_items, summary_at, through_sequence, fallback, fallback_id)`.
+/// `(turn_items, summary_at, through_sequence, fallback, fallback_id, dropped)`.
 type AssembleTuple<'py> = (
     Bound<'py, PyTuple>,
     Option<usize>,
     Option<i64>,
     Option<String>,
     Option<String>,
+    usize,
 );
 
-/// The `TurnItem`s of the turns at `positions`, sharing the ledger's objects; the cycle
-/// collector does not track them (see `untracked`).
+/// The `TurnItem`s of the turns at `positions`, sharing the ledger's objects (the cycle
+/// collector does not track them: see `untracked`), and how many items of the context chat
+/// messages leave out (`units::unsendable` over the items, the summary a plain item before
+/// `summary_at`), counted in the same pass from the ledger's turns.
 fn turn_items<'py>(
     py: Python<'py>,
     conversation: &Conversation,
     positions: impl ExactSizeIterator<Item = usize>,
-) -> PyResult<Bound<'py, PyTuple>> {
-    let items = positions
-        .map(|position| new_untracked(py, TurnItem::of(py, &conversation.turns[position])))
-        .collect::<PyResult<Vec<_>>>()?;
-    PyTuple::new(py, items)
+    summary_at: Option<usize>,
+) -> PyResult<(Bound<'py, PyTuple>, usize)> {
+    let mut rule = ChatRule::default();
+    let mut items = Vec::with_capacity(positions.len());
+    for (at, position) in positions.enumerate() {
+        if summary_at == Some(at) {
+            push_turn(&mut rule, None);
+        }
+        let turn = &conversation.turns[position];
+        push_turn(&mut rule, Some(turn.get()));
+        items.push(new_untracked(py, TurnItem::of(py, turn))?);
+    }
+    if summary_at.is_some_and(|at| at >= items.len()) {
+        push_turn(&mut rule, None);
+    }
+    Ok((PyTuple::new(py, items)?, rule.finish().len()))
 }
 
-/// `(turn_items, summary_at, through_sequence, fallback, fallback_id)` of SPEC §8. When the
+/// `(turn_items, summary_at, through_sequence, fallback, fallback_id, dropped)` of SPEC §8. When the
 /// summary is used, its item goes before `turn_items[summary_at]` with `through_sequence`;
 /// otherwise every turn is raw and `fallback` says why.
 #[pyfunction]
@@ -54,8 +70,8 @@ pub fn assemble<'py>(
         .transpose()?;
     let conversation = conversation.get();
     let raw = |reason: String, id: Option<String>| -> PyResult<AssembleTuple<'py>> {
-        let items = turn_items(py, conversation, 0..conversation.turns.len())?;
-        Ok((items, None, None, Some(reason), id))
+        let (items, dropped) = turn_items(py, conversation, 0..conversation.turns.len(), None)?;
+        Ok((items, None, None, Some(reason), id, dropped))
     };
     let Some(summary) = summary.filter(|summary| !summary.is_none()) else {
         return raw("no-summary".to_owned(), None);
@@ -90,12 +106,18 @@ pub fn assemble<'py>(
         None => conversation.turn(0).sequence - 1,
     };
     let layout = layout(conversation.turns.len(), &positions);
-    let items = turn_items(py, conversation, layout.included.iter().copied())?;
+    let (items, dropped) = turn_items(
+        py,
+        conversation,
+        layout.included.iter().copied(),
+        Some(layout.summary_at),
+    )?;
     Ok((
         items,
         Some(layout.summary_at),
         Some(through_sequence),
         None,
         None,
+        dropped,
     ))
 }

@@ -1,6 +1,6 @@
 //! Compaction units (SPEC §17.2) and the chat sequence rule, for Python callers.
 
-use ledgerfold_core::chat::{self, ChatItem};
+use ledgerfold_core::chat::{ChatItem, ChatRule};
 use ledgerfold_core::model::Role;
 use ledgerfold_core::units::{meta_value, tool_call_ids, Units};
 use pyo3::prelude::*;
@@ -92,41 +92,37 @@ fn unsendable_positions(items: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
 }
 
 /// The chat rule over the items' turns (`None`: an item that is not a turn).
-fn chat_unsendable<'a>(turns: impl ExactSizeIterator<Item = Option<&'a Turn>>) -> Vec<usize> {
-    let turns: Vec<Option<&Turn>> = turns.collect();
-    // The common case, no tool turn and no call, needs no rule.
-    if !turns.iter().flatten().any(|turn| may_link(turn)) {
-        return Vec::new();
+pub fn chat_unsendable<'a>(turns: impl Iterator<Item = Option<&'a Turn>>) -> Vec<usize> {
+    let mut rule = ChatRule::default();
+    for turn in turns {
+        push_turn(&mut rule, turn);
     }
-    // Text that is not a list of calls is the adapter's error to raise; here it makes no
-    // call. An empty list makes none either. Only assistant turns with meta are parsed.
-    let parsed: Vec<(usize, Vec<String>)> = turns
-        .iter()
-        .enumerate()
-        .filter_map(|(at, turn)| {
-            let turn =
-                (*turn).filter(|turn| turn.role == Role::Assistant && turn.meta.is_some())?;
-            tool_call_ids(meta_value(turn.meta_slice(), "tool_calls")?)
-                .filter(|ids| !ids.is_empty())
-                .map(|ids| (at, ids))
-        })
-        .collect();
-    let mut calls = parsed.iter().peekable();
-    let chat_items: Vec<ChatItem<'_>> = turns
-        .iter()
-        .enumerate()
-        .map(|(at, turn)| match turn.map(|turn| turn.role) {
-            Some(Role::Tool) => ChatItem::Answer(
-                turn.and_then(|turn| meta_value(turn.meta_slice(), "tool_call_id")),
-            ),
-            Some(Role::Assistant) => match calls.next_if(|(position, _)| *position == at) {
-                Some((_, ids)) => ChatItem::Calls(ids.iter().map(String::as_str).collect()),
-                None => ChatItem::Plain,
-            },
-            _ => ChatItem::Plain,
-        })
-        .collect();
-    chat::unsendable(&chat_items)
+    rule.finish()
+}
+
+/// Feeds one context item to the chat rule: a tool turn answers its `tool_call_id`, an
+/// assistant turn makes the calls its `tool_calls` names (text that is not a list of calls
+/// is the adapter's error to raise; here it makes none, as an empty list does); anything
+/// else (`None`: the summary) is plain.
+pub fn push_turn(rule: &mut ChatRule, turn: Option<&Turn>) {
+    let Some(turn) = turn.filter(|turn| may_link(turn)) else {
+        rule.push(&ChatItem::Plain);
+        return;
+    };
+    if turn.role == Role::Tool {
+        rule.push(&ChatItem::Answer(meta_value(
+            turn.meta_slice(),
+            "tool_call_id",
+        )));
+        return;
+    }
+    match meta_value(turn.meta_slice(), "tool_calls")
+        .and_then(tool_call_ids)
+        .filter(|ids| !ids.is_empty())
+    {
+        Some(ids) => rule.push(&ChatItem::Calls(ids.iter().map(String::as_str).collect())),
+        None => rule.push(&ChatItem::Plain),
+    }
 }
 
 /// Whether a turn can make or answer a call: a tool turn, or an assistant turn with meta.
