@@ -199,3 +199,40 @@ def test_a_worker_closed_with_its_store_is_replaced_on_next_use(tmp_path: Path) 
 
     with pytest.raises(StoreError):  # the store says it is closed, not the worker
         asyncio.run(after_close())
+
+
+def test_a_store_collected_while_another_gets_its_worker_does_not_deadlock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A store in a reference cycle is freed by the cycle collector, which may run at any
+    allocation: also while `worker_for` holds the workers' lock for another store. The
+    weak reference's callback then takes that lock on the same thread; it must not wait
+    for itself."""
+    import gc
+
+    from ledgerfold import _worker
+
+    class Cyclic:
+        def __init__(self) -> None:
+            self.me = self
+
+    dead = Cyclic()
+    worker_for(dead)
+    del dead
+    real_hook = _worker._batch_hook
+
+    def collecting_hook(handle: Any) -> Any:
+        gc.collect()  # as an allocation inside the lock may
+        return real_hook(handle)
+
+    monkeypatch.setattr(_worker, "_batch_hook", collecting_hook)
+    done = threading.Event()
+
+    def get() -> None:
+        worker_for(Cyclic())
+        done.set()
+
+    thread = threading.Thread(target=get, daemon=True)
+    thread.start()
+    thread.join(timeout=10)
+    assert done.is_set(), "worker_for deadlocked on the workers' lock"

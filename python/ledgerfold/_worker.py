@@ -167,7 +167,9 @@ def _mark_thread(worker: StoreWorker) -> None:
 # when the store is collected; a store that cannot be weakly referenced keeps its worker
 # until `close_worker`.
 _workers: dict[int, tuple[Any, StoreWorker]] = {}
-_workers_lock = threading.Lock()
+# Reentrant: the cycle collector may free a store (and run `_collected`) at any allocation,
+# also one made while this thread holds the lock in `worker_for`.
+_workers_lock = threading.RLock()
 
 
 def worker_for(store: object) -> StoreWorker:
