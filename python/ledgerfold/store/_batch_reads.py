@@ -176,16 +176,7 @@ def _packed_turns_query(fmt: PackedFormat, slots: int, *, bounded: bool) -> str:
     `through_sequence` (the largest sequence it cites): the newest turns, which no summary
     covers, are never read. The unbounded form reads all of them, for a run where a cited
     turn was not found below that bound."""
-    columns = ", ".join(
-        [
-            f"group_concat({_turn_key(fmt)}, '{fmt.separator}')",
-            _text_column(fmt, "id", nullable=False),
-            f"group_concat(sequence, '{fmt.separator}')",
-            _text_column(fmt, "body", nullable=False),
-            _text_column(fmt, "grp"),
-            _text_column(fmt, "meta"),
-        ]
-    )
+    columns = ", ".join(_turn_columns(fmt))
     rows = ", ".join(["(?, ?, ?)"] * slots)
     below = " AND t.sequence <= run.bound" if bounded else ""
     return (
@@ -281,6 +272,18 @@ _AUDIT_ROW = (
 )
 
 
+def _turn_columns(fmt: PackedFormat) -> list[str]:
+    """The packed turn columns (key, id, sequence, body, group, meta) the native check reads."""
+    return [
+        f"group_concat({_turn_key(fmt)}, '{fmt.separator}')",
+        _text_column(fmt, "id", nullable=False),
+        f"group_concat(sequence, '{fmt.separator}')",
+        _text_column(fmt, "body", nullable=False),
+        _text_column(fmt, "grp"),
+        _text_column(fmt, "meta"),
+    ]
+
+
 @functools.cache
 def _packed_audit_query(fmt: PackedFormat, slots: int, *, kept: bool) -> str:
     digest_length = (
@@ -288,12 +291,7 @@ def _packed_audit_query(fmt: PackedFormat, slots: int, *, kept: bool) -> str:
     )
     columns = ", ".join(
         [
-            f"group_concat({_turn_key(fmt)}, '{fmt.separator}')",
-            _text_column(fmt, "id", nullable=False),
-            f"group_concat(sequence, '{fmt.separator}')",
-            _text_column(fmt, "body", nullable=False),
-            _text_column(fmt, "grp"),
-            _text_column(fmt, "meta"),
+            *_turn_columns(fmt),
             f"group_concat(pk, '{fmt.separator}')",
             f"group_concat({digest_length}, '{fmt.separator}')",
             "CAST(group_concat(CASE WHEN typeof(digest) = 'blob' THEN digest END, '') AS BLOB)",

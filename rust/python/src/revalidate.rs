@@ -469,6 +469,19 @@ fn column_items<'py>(
     Ok(tuple_of(field, value, len)?.iter().collect())
 }
 
+/// The packed turn columns (`turn_columns`: ten items) as the core reads them.
+fn turn_columns_of<'a>(items: &'a [Bound<'_, PyAny>]) -> PyResult<TurnColumns<'a>> {
+    let field = "turn_columns";
+    Ok(TurnColumns {
+        keys: column_bytes(field, &items[0])?,
+        id: packed(items, 1, field)?,
+        sequence: column_bytes(field, &items[3])?,
+        body: packed(items, 4, field)?,
+        group: packed(items, 6, field)?,
+        meta: packed(items, 8, field)?,
+    })
+}
+
 fn packed<'a>(
     items: &'a [Bound<'_, PyAny>],
     at: usize,
@@ -505,15 +518,7 @@ pub fn revalidate_columns(
     let threads = thread_count(py, threads)?;
     let turn_items = column_items("turn_columns", turn_columns, 10)?;
     let source_items = column_items("source_columns", source_columns, 2)?;
-    let field = "turn_columns";
-    let turn_columns = TurnColumns {
-        keys: column_bytes(field, &turn_items[0])?,
-        id: packed(&turn_items, 1, field)?,
-        sequence: column_bytes(field, &turn_items[3])?,
-        body: packed(&turn_items, 4, field)?,
-        group: packed(&turn_items, 6, field)?,
-        meta: packed(&turn_items, 8, field)?,
-    };
+    let turn_columns = turn_columns_of(&turn_items)?;
     let field = "source_columns";
     let source_columns = SourceColumns {
         keys: column_bytes(field, &source_items[0])?,
@@ -598,15 +603,7 @@ pub fn audit_columns(
     let threads = thread_count(py, threads)?;
     let turn_items = column_items("turn_columns", turn_columns, 10)?;
     let audit_items = column_items("audit_columns", audit_columns, 3)?;
-    let field = "turn_columns";
-    let turn_columns = TurnColumns {
-        keys: column_bytes(field, &turn_items[0])?,
-        id: packed(&turn_items, 1, field)?,
-        sequence: column_bytes(field, &turn_items[3])?,
-        body: packed(&turn_items, 4, field)?,
-        group: packed(&turn_items, 6, field)?,
-        meta: packed(&turn_items, 8, field)?,
-    };
+    let turn_columns = turn_columns_of(&turn_items)?;
     let field = "audit_columns";
     let (pks, digest_lengths, digests) = (
         column_bytes(field, &audit_items[0])?,
