@@ -57,6 +57,17 @@ def reference_unsendable(items: list[Any]) -> list[int]:
     return sorted(dropped)
 
 
+def _role_and_meta(draw: st.DrawFn, kind: str) -> tuple[str, dict[str, str] | None]:
+    """A call (zero to two call IDs), a result answering one, an orphan tool turn naming
+    none, a plain assistant turn or a user turn."""
+    if kind == "call":
+        ids = draw(st.lists(st.sampled_from(CALLS), min_size=0, max_size=2, unique=True))
+        return "assistant", {"tool_calls": json.dumps([{"id": i, "type": "function"} for i in ids])}
+    if kind == "result":
+        return "tool", {"tool_call_id": draw(st.sampled_from(CALLS))}
+    return {"plain": "assistant", "orphan": "tool"}.get(kind, "user"), None
+
+
 @st.composite
 def contexts(draw: st.DrawFn) -> list[Any]:
     items: list[Any] = []
@@ -65,14 +76,8 @@ def contexts(draw: st.DrawFn) -> list[Any]:
         if kind == "summary":
             items.append(SummaryItem(f"s{n}", "summary", n, ()))
             continue
-        meta: dict[str, str] | None = None
-        role = {"call": "assistant", "plain": "assistant", "result": "tool", "orphan": "tool"}
-        if kind == "call":
-            ids = draw(st.lists(st.sampled_from(CALLS), min_size=0, max_size=2, unique=True))
-            meta = {"tool_calls": json.dumps([{"id": i, "type": "function"} for i in ids])}
-        elif kind == "result":
-            meta = {"tool_call_id": draw(st.sampled_from(CALLS))}
-        items.append(TurnItem(f"t{n}", role.get(kind, "user"), f"body {n}", n + 1, meta))
+        role, meta = _role_and_meta(draw, kind)
+        items.append(TurnItem(f"t{n}", role, f"body {n}", n + 1, meta))
     return items
 
 
@@ -91,13 +96,7 @@ def ledgers(draw: st.DrawFn) -> Conversation:
     turns: list[Turn] = []
     for n in range(draw(st.integers(0, 16))):
         kind = draw(st.sampled_from(["user", "call", "result", "orphan", "plain"]))
-        meta: dict[str, str] | None = None
-        role = {"call": "assistant", "plain": "assistant", "result": "tool", "orphan": "tool"}
-        if kind == "call":
-            ids = draw(st.lists(st.sampled_from(CALLS), min_size=0, max_size=2, unique=True))
-            meta = {"tool_calls": json.dumps([{"id": i, "type": "function"} for i in ids])}
-        elif kind == "result":
-            meta = {"tool_call_id": draw(st.sampled_from(CALLS))}
+        role, meta = _role_and_meta(draw, kind)
         # A protected turn stays raw below the summary's slot, so the slot falls between
         # turns (where it closes an open block).
         protected = kind == "user" and draw(st.booleans())
@@ -105,7 +104,7 @@ def ledgers(draw: st.DrawFn) -> Conversation:
             Turn(
                 f"t{n}",
                 n + 1,
-                role.get(kind, "user"),
+                role,
                 f"body {n}",
                 protected=protected,
                 protection_reason="active-constraint" if protected else None,
