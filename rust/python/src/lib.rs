@@ -12,6 +12,7 @@ mod fingerprint;
 mod items;
 mod plan;
 mod revalidate;
+mod revalidate_columns;
 mod rows;
 mod segment;
 mod source_ids;
@@ -38,7 +39,9 @@ mod _native {
     #[pymodule_export]
     use crate::plan::{plan, same_ordered_ids, starts_with_ids};
     #[pymodule_export]
-    use crate::revalidate::{audit_columns, revalidate_columns, revalidate_flat};
+    use crate::revalidate::revalidate_flat;
+    #[pymodule_export]
+    use crate::revalidate_columns::{audit_columns, revalidate_columns};
     #[pymodule_export]
     use crate::segment::{index_passages, index_passages_many, query_terms};
     #[pymodule_export]
