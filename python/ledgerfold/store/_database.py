@@ -14,7 +14,7 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -48,6 +48,27 @@ _log = logging.getLogger("ledgerfold.store")
 
 #: `SQLiteStore(durability=...)` values.
 DURABILITIES = ("full", "normal")
+
+#: Operations that neither read nor delete search-index rows: inside a group-commit batch
+#: they run without writing the rows the batch's appends left pending first (`transaction`).
+#: Any other operation writes them first; a path that reads the index with rows pending
+#: raises (`_search_index._flushed`), so a missing name here is a slowdown, never a wrong
+#: answer.
+INDEX_FREE = frozenset(
+    {
+        "append",
+        "append_chat",
+        "begin_compaction",
+        "commit_summary",
+        "consecutive_failures",
+        "context",
+        "current_summary",
+        "get_turns",
+        "known_ids",
+        "load",
+        "record_failure",
+    }
+)
 
 
 class Transaction(Protocol):
@@ -211,14 +232,23 @@ class Database:
         self._batch_error: StoreError | None = None
         # The batch's transaction was begun (by its first write) and not yet ended.
         self._batch_open = False
-        self._conn: sqlite3.Connection | None = None
+        self._conn: search_index.IndexConnection | None = None
         try:
             if read_only:
                 conn = sqlite3.connect(
-                    reading_uri(path), uri=True, isolation_level=None, check_same_thread=False
+                    reading_uri(path),
+                    uri=True,
+                    isolation_level=None,
+                    check_same_thread=False,
+                    factory=search_index.IndexConnection,
                 )
             else:
-                conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+                conn = sqlite3.connect(
+                    path,
+                    isolation_level=None,
+                    check_same_thread=False,
+                    factory=search_index.IndexConnection,
+                )
         except sqlite3.Error as err:
             raise StoreError(f"{path}: cannot open the database ({err})") from err
         try:
@@ -249,7 +279,7 @@ class Database:
                     self._conn.close()
                     self._conn = None
 
-    def connection(self) -> sqlite3.Connection:
+    def connection(self) -> search_index.IndexConnection:
         """The open connection (raises `StoreError` once closed)."""
         if self._conn is None:
             raise StoreError("the store is closed")
@@ -269,6 +299,9 @@ class Database:
             self._notice_lost(conn)
             if nested and self._batch_lost is not None:
                 raise StoreError(f"{operation}: {self._batch_lost}")
+            if nested and conn.pending and operation not in INDEX_FREE:
+                self._flush_index(conn, operation)  # this job may read or delete index rows
+            mark = len(conn.pending) if nested and conn.pending is not None else 0
             try:
                 if nested and not conn.in_transaction:
                     self._control(conn, "BEGIN IMMEDIATE")
@@ -287,6 +320,8 @@ class Database:
             except BaseException as exc:
                 if nested:
                     self._rollback_job(conn)
+                    if conn.pending is not None:
+                        del conn.pending[mark:]  # the job's index rows go with its changes
                 else:
                     _rollback(conn)
                 if not isinstance(exc, sqlite3.Error):
@@ -305,6 +340,8 @@ class Database:
         rolled the transaction back on an error (a full disk), it raises `StoreError`:
         none of the batch's writes is kept, and none of its callers may hear otherwise."""
         self._in_batch, self._batch_lost, self._batch_error = True, None, None
+        conn = self.connection()
+        conn.pending = []  # the batch's index rows (`_search_index.flush_pending`)
         try:
             yield
         except BaseException:
@@ -312,10 +349,12 @@ class Database:
                 _rollback(self.connection())
             self._in_batch, self._batch_open = False, False
             self._batch_lost, self._batch_error = None, None
+            conn.pending = None
             raise
         if self._in_batch and not self.closed:
             with suppress(StoreError):
                 self._commit_batch()
+        conn.pending = None
         self._in_batch = False
         error, self._batch_error = self._batch_error, None
         if error is not None:
@@ -335,10 +374,12 @@ class Database:
             error = StoreError(f"commit: {lost}")
         elif conn.in_transaction:
             try:
+                self._control(conn, search_index.flush_pending)
                 self._control(conn, "COMMIT")
             except sqlite3.Error as err:
                 _rollback(conn)
                 error = store_error(conn, err, operation="commit", write=True)
+        conn.pending = None  # the jobs after this one index as they append
         if error is not None:
             self._batch_error = error
             raise error
@@ -365,12 +406,30 @@ class Database:
             _rollback(conn)
             self._batch_lost = f"the batch's transaction could not be rolled back ({err})"
 
-    def _control(self, conn: sqlite3.Connection, statement: str) -> None:
+    def _control(
+        self, conn: sqlite3.Connection, statement: str | Callable[[sqlite3.Connection], None]
+    ) -> None:
+        """Run a transaction statement (or the index flush), counting the rows it writes as
+        no caller's (`control_changes`)."""
         before = conn.total_changes
         try:
-            conn.execute(statement)
+            if callable(statement):
+                statement(conn)
+            else:
+                conn.execute(statement)
         finally:
             self.control_changes += conn.total_changes - before
+
+    def _flush_index(self, conn: search_index.IndexConnection, operation: str) -> None:
+        """Write the batch's pending index rows before a job that may read or delete them
+        starts (outside its savepoint, so its rollback cannot undo them). A failure loses
+        the batch: the rows of jobs already done could not be written."""
+        try:
+            self._control(conn, search_index.flush_pending)
+        except sqlite3.Error as err:
+            _rollback(conn)
+            self._batch_lost = f"the search index could not be written ({err})"
+            raise store_error(conn, err, operation=operation, write=True) from None
 
     def checkpoint(self, *, wait_ms: int = 1000) -> None:
         """Copy the WAL into the database file and truncate it, so pages that held erased

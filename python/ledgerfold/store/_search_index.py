@@ -20,6 +20,14 @@ Layout (schema v5, `_schema.py` holds the plain tables):
 - `search_state`: the segmenter's `index_version` the index was built with, and how far the
   build of an existing ledger got (`built_through`, a turn pk; `complete`).
 
+Group commit (`_group_commit`): inside a batch of the store's worker, the index rows of the
+batch's appends wait in the connection's `pending` list (`IndexConnection`) and are written
+by `flush_pending` in the batch's transaction, before it commits (or before a job that reads
+or deletes index rows starts): one FTS5 segment a batch instead of one a job (FTS5 flushes
+its pending terms at every savepoint, and each job of a batch is one). SPEC §16.5's "same
+transaction" holds: the batch is one transaction. A job that rolls back drops its rows
+(`Database.transaction`).
+
 Erasure on SQLite < 3.42 (no FTS5 `secure-delete`): an FTS5 delete writes a tombstone and
 leaves the deleted terms in older segments until they are merged. Every erasing call
 therefore ends its transaction with `scrub` (FTS5 `optimize`: one merge of every segment,
@@ -47,7 +55,9 @@ __all__ = [
     "NO_FTS5",
     "PASSAGE_MAX",
     "SLOT_BITS",
+    "IndexConnection",
     "build",
+    "flush_pending",
     "fts5_available",
     "has_table",
     "index_turns",
@@ -69,6 +79,35 @@ _CHUNK = 500
 _FTS_DDL = (
     "CREATE VIRTUAL TABLE search_fts USING fts5(tokens, content='', tokenize='ascii', detail=full)"
 )
+
+
+class IndexConnection(sqlite3.Connection):
+    """The store's connection (`sqlite3.connect(..., factory=IndexConnection)`). `pending`
+    is a list only inside a group-commit batch: the `(turn pk, body)` pairs its appends
+    index at its end (`flush_pending`); None otherwise (appends index at once)."""
+
+    pending: list[tuple[int, str]] | None = None
+
+
+def _pending(conn: sqlite3.Connection) -> list[tuple[int, str]] | None:
+    return conn.pending if isinstance(conn, IndexConnection) else None
+
+
+def flush_pending(conn: sqlite3.Connection) -> None:
+    """Write the index rows the batch's appends left pending (in the caller's transaction).
+    The list is emptied only once they are written: a failure leaves it as it was (the
+    caller then rolls the batch back)."""
+    pending = _pending(conn)
+    if pending:
+        _insert(conn, pending)
+        pending.clear()
+
+
+def _flushed(conn: sqlite3.Connection) -> None:
+    """Every path that reads or deletes index rows runs after `flush_pending` (the
+    `Database` does it before each job that is not `INDEX_FREE`): a bug otherwise."""
+    if _pending(conn):
+        raise StoreError("search index: rows of this batch are not written yet (a bug)")
 
 
 # ---------------------------------------------------------------------- availability
@@ -271,11 +310,16 @@ def index_turns(conn: sqlite3.Connection, conversation_id: str, turns: Sequence[
         if pks[turn.sequence] <= through
         and not answers_recall(conn, conversation_id, turn.role, turn.group, turn.meta or {}, batch)
     ]
+    pending = _pending(conn)
+    if pending is not None:  # in a group-commit batch: written at its end (`flush_pending`)
+        pending += wanted
+        return
     _insert(conn, wanted)
 
 
 def _indexed(conn: sqlite3.Connection, turn_pk: int) -> int:
     """How many index rows the turn has (FTS5 keeps one `docsize` row a rowid)."""
+    _flushed(conn)
     base = turn_pk << SLOT_BITS
     count: int = conn.execute(
         "SELECT COUNT(*) FROM search_fts_docsize WHERE id BETWEEN ? AND ?",
@@ -304,6 +348,7 @@ def unindex(conn: sqlite3.Connection, where: str, params: Iterable[Any]) -> int:
     """Remove from the index the turns selected by `where` (an SQL condition on `turns`,
     e.g. `pk IN (...)`), reading their bodies as they are now: call it before a write
     blanks, changes or deletes them. Returns how many turns had passages."""
+    _flushed(conn)
     if _indexed_through(conn) < 0:
         return 0
     rows = conn.execute(
@@ -335,6 +380,7 @@ def scrub(conn: sqlite3.Connection) -> None:
     """An erasing call's index rewrite (SQLite < 3.42 has no FTS5 `secure-delete`): merge
     every segment into one, which drops the deleted entries; the freed pages are zeroed by
     `secure_delete`."""
+    _flushed(conn)
     if has_table(conn, "search_fts") and _indexed_through(conn) >= 0:
         conn.execute("INSERT INTO search_fts(search_fts) VALUES ('optimize')")
 
@@ -345,6 +391,7 @@ NO_FTS5 = "search: this SQLite has no FTS5, so search is unavailable"
 def ready(conn: sqlite3.Connection) -> None:
     """`StoreError` unless the index can answer: a v4 file opened read-only, an index still
     being built, an SQLite without FTS5."""
+    _flushed(conn)
     if not has_table(conn, "search_state"):
         raise StoreError(
             "search: this database has no search index yet (an older schema);"
