@@ -36,9 +36,7 @@ def _batch(store: SQLiteStore, jobs: list[Callable[[], Any]]) -> list[Future[Any
 
 
 def _index_rows(store: SQLiteStore) -> int:
-    return int(
-        store._connection().execute("SELECT COUNT(*) FROM search_fts_docsize").fetchone()[0]
-    )
+    return int(store._connection().execute("SELECT COUNT(*) FROM search_fts_docsize").fetchone()[0])
 
 
 def _indexed(store: SQLiteStore) -> set[tuple[str, str]]:
@@ -273,7 +271,7 @@ def test_a_batch_gives_the_answers_and_index_of_one_call_at_a_time(
         assert _indexed(batched) == _indexed(alone)
         assert _index_rows(batched) == _index_rows(alone)
         for conv in ("c0", "c1"):
-            for word in _WORDS + ("edited", "doomed"):
+            for word in (*_WORDS, "edited", "doomed"):
                 assert _hit_ids(batched, conv, word) == _hit_ids(alone, conv, word)
         batched._connection().execute(
             "INSERT INTO search_fts(search_fts) VALUES ('integrity-check')"
