@@ -161,3 +161,28 @@ def test_the_memo_does_not_vouch_for_another_conversations_prefix(tmp_path: Path
             "stale-source",
             "source-missing",
         )
+
+
+def test_an_envelope_naming_another_conversations_plan_leaves_that_plan_alone(
+    tmp_path: Path,
+) -> None:
+    """An envelope for `c` that names `d`'s active plan is refused for `c`, and `d`'s plan
+    keeps its IDs and stays committable: a misdirected (or forged) result ends no plan of
+    another conversation."""
+    with lf.SQLiteStore(tmp_path / "ledger.db") as store:
+        for cid in ("c", "d"):
+            _say(store, cid, 10)
+            _compact(store, cid)
+            _say(store, cid, 3, stem="tail")
+        _, work_c = _begin(store, "c")
+        plan_d, work_d = _begin(store, "d")
+        misdirected = _forged(work_d, "misdirected", conversation_id="c")
+        write = store.commit_summary(misdirected)
+        assert (write.reason, write.detail) == ("stale-source", "superseded-plan")
+        ended = store._connection().execute(
+            "SELECT ended FROM plans WHERE id = ?", (plan_d.plan_id,)
+        ).fetchone()[0]
+        assert ended == 0
+        honest = _forged(work_d, "honest-d")
+        assert store.commit_summary(honest).accepted
+        assert store.current_summary("d").id == "honest-d"

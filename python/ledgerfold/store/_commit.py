@@ -92,7 +92,7 @@ def commit(
             is not None
         )
         _record_refused(conn, cache, envelope, write.detail, known=known)
-    compaction.mark_ended(conn, envelope.plan_id)
+    compaction.mark_ended(conn, cid, envelope.plan_id)
     return write, revision
 
 

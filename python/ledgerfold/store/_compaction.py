@@ -466,7 +466,7 @@ def register(
             f" VALUES (?, ?, '{FAILED}', 'abandoned', ?)",
             (plan.conversation_id, previous[0], now()),
         )
-        mark_ended(conn, previous[0])
+        mark_ended(conn, plan.conversation_id, previous[0])
     base = planned.base
     added = tuple(turn.id for turn in planned.new_turns)
     plan_pk = conn.execute(
@@ -493,12 +493,16 @@ def register(
     )
 
 
-def mark_ended(conn: sqlite3.Connection, plan_id: str) -> None:
-    """The plan has a record (accepted, rejected, failed or abandoned). Its added IDs were
-    read by the commit only (`planned_ids`, for the active plan) and are dropped: the row
-    stays small, and a context read of its `preserve_roles` no longer walks a list as long
-    as the plan (3 MB of overflow pages, 0.5 ms, for a first summary of 300k turns)."""
-    conn.execute("UPDATE plans SET ended = 1, compacted_ids = NULL WHERE id = ?", (plan_id,))
+def mark_ended(conn: sqlite3.Connection, conversation_id: str, plan_id: str) -> None:
+    """The conversation's plan has a record (accepted, rejected, failed or abandoned). Its
+    added IDs were read by the commit only (`planned_ids`, for the active plan) and are
+    dropped: the row stays small, and a context read of its `preserve_roles` no longer walks
+    a list as long as the plan (3 MB of overflow pages, 0.5 ms, for a first summary of 300k
+    turns). A plan of another conversation (an envelope naming it) is left alone."""
+    conn.execute(
+        "UPDATE plans SET ended = 1, compacted_ids = NULL WHERE id = ? AND conversation_id = ?",
+        (plan_id, conversation_id),
+    )
 
 
 def planned_ids(
