@@ -60,6 +60,22 @@ def test_an_append_elsewhere_keeps_it_an_append_here_does_not(tmp_path: Path) ->
         assert again == _uncached(store, "a")
 
 
+def test_a_compaction_elsewhere_keeps_it_one_here_does_not(tmp_path: Path) -> None:
+    """A summary committed (and old versions pruned) for one conversation changes no row of
+    another: twenty sessions sharing a store do not read every context again whenever one
+    of them compacts."""
+    store, compactor = _compacted(tmp_path / "s.db")
+    with store:
+        a = store.context("a", POLICY.version)
+        b = store.context("b", POLICY.version)
+        store.append_many("b", _turns("b-more", 4))
+        assert compactor.compact("b", force=True).status == "accepted"
+        assert store.prune_versions("b", keep=0, keep_checkpoints=0) > 0
+        assert store.context("a", POLICY.version) is a
+        again = store.context("b", POLICY.version)
+        assert again != b and again == _uncached(store, "b")
+
+
 def test_an_edit_of_a_covered_turn_is_seen_at_once(tmp_path: Path) -> None:
     store, _ = _compacted(tmp_path / "s.db")
     with store:
@@ -257,6 +273,7 @@ _OPS = st.lists(
                 "other-append",
                 "tool-call",
                 "tool-result",
+                "prune",
             ]
         ),
         st.sampled_from(["a", "b"]),
@@ -287,6 +304,8 @@ def test_every_read_equals_the_uncached_read(tmp_path_factory: object, ops: list
                 store.retract(conversation, live[pick % len(live)].id)
             elif op == "compact":
                 compactor.compact(conversation, force=True)
+            elif op == "prune":
+                store.prune_versions(conversation, keep=pick % 2, keep_checkpoints=pick % 3)
             elif op == "tamper":
                 store._connection().execute(
                     "UPDATE summaries SET status = 'stale', reason = 'source-modified'"

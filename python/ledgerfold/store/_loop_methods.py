@@ -185,7 +185,9 @@ class CompactionLoop:
             cutoff = time_ago(seconds)
             if cutoff is None:  # before year 1: no record is that old
                 return 0
-        with self._transaction(write=True, operation="prune_versions") as conn:
+        with self._transaction(
+            write=True, operation="prune_versions", scope=conversation_id
+        ) as conn:
             ids = (
                 [conversation_id]
                 if conversation_id is not None

@@ -45,7 +45,11 @@ class SummaryVersions:
         if envelope is None:
             return SummaryWrite(False, None, "invalid-summary", None)
         _validate.instance("envelope", envelope, SummaryEnvelope)
-        with self._transaction(write=True, operation="commit_summary") as conn:
+        # Scoped: a commit changes rows of the envelope's conversation only (a plan of
+        # another conversation is refused), so the other conversations' contexts stay cached.
+        with self._transaction(
+            write=True, operation="commit_summary", scope=envelope.conversation_id
+        ) as conn:
             write, revision = commit.commit(conn, self._cache, envelope)
         if write.accepted:
             _log.info(
