@@ -236,3 +236,95 @@ def test_a_store_collected_while_another_gets_its_worker_does_not_deadlock(
     thread.start()
     thread.join(timeout=10)
     assert done.is_set(), "worker_for deadlocked on the workers' lock"
+
+
+class _CountingLoop(asyncio.SelectorEventLoop):
+    """An event loop that counts the wake-ups other threads ask of it."""
+
+    threadsafe_calls = 0
+
+    def call_soon_threadsafe(self, *args: Any, **kwargs: Any) -> Any:
+        self.threadsafe_calls += 1
+        return super().call_soon_threadsafe(*args, **kwargs)
+
+
+def test_the_callers_of_one_batch_are_answered_with_one_wake_up() -> None:
+    """Twenty calls queued together (one batch) cost the loop one wake-up, not twenty: a
+    batch's callers hear back at its end, all at once."""
+    worker = worker_for(object.__new__(_Holder))
+    gate = threading.Event()
+
+    async def scenario() -> list[int]:
+        worker.submit(gate.wait, 60)  # a plain submit: no loop to wake
+        calls = [asyncio.ensure_future(worker.run(lambda n=n: n * n)) for n in range(20)]
+        await asyncio.sleep(0)  # every call is queued behind the gate
+        gate.set()
+        return await asyncio.gather(*calls)
+
+    loop = _CountingLoop()
+    try:
+        assert loop.run_until_complete(scenario()) == [n * n for n in range(20)]
+        assert loop.threadsafe_calls == 1
+    finally:
+        loop.close()
+
+
+def test_a_job_failing_in_a_batch_fails_its_caller_alone() -> None:
+    worker = worker_for(object.__new__(_Holder))
+    gate = threading.Event()
+
+    def fail() -> None:
+        raise ValueError("this job fails")
+
+    async def scenario() -> list[Any]:
+        worker.submit(gate.wait, 60)
+        calls = [worker.run(int, "1"), worker.run(fail), worker.run(int, "3")]
+        futures = [asyncio.ensure_future(call) for call in calls]
+        await asyncio.sleep(0)
+        gate.set()
+        return await asyncio.gather(*futures, return_exceptions=True)
+
+    first, failed, third = asyncio.run(scenario())
+    assert (first, third) == (1, 3) and isinstance(failed, ValueError)
+
+
+def test_the_worker_lets_the_loop_in_between_long_jobs_not_after_every_job(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Between jobs the worker yields the GIL once `YIELD_EVERY_S` has passed since it last
+    did: after every job of 2 ms of work, never within a run of quick ones."""
+    import ledgerfold._worker as worker_module
+
+    yields: list[float] = []
+    real_sleep = worker_module.time.sleep
+
+    def sleep(seconds: float) -> None:
+        yields.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(worker_module.time, "sleep", sleep)
+
+    def busy(seconds: float) -> None:
+        end = worker_module.time.perf_counter() + seconds
+        while worker_module.time.perf_counter() < end:
+            pass
+
+    def batch(job_seconds: float, jobs: int) -> int:
+        worker = worker_for(object.__new__(_Holder))
+        gate = threading.Event()
+        worker.submit(gate.wait, 60)
+        futures = [worker.submit(busy, job_seconds) for _ in range(jobs)]
+        yields.clear()
+        gate.set()
+        for future in futures:
+            future.result(timeout=60)
+        worker.close()
+        return len([s for s in yields if s == 0])
+
+    assert batch(2 * worker_module.YIELD_EVERY_S, 6) >= 5  # after each job (the last aside)
+    monkeypatch.setattr(worker_module, "YIELD_EVERY_S", 60.0)
+    assert batch(0.0, 50) == 0
+
+
+class _Holder:
+    """A store stand-in: any object can have a worker."""

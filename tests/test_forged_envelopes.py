@@ -174,14 +174,16 @@ def test_an_envelope_naming_another_conversations_plan_leaves_that_plan_alone(
             _say(store, cid, 10)
             _compact(store, cid)
             _say(store, cid, 3, stem="tail")
-        _, work_c = _begin(store, "c")
+        _begin(store, "c")  # c has an active plan of its own
         plan_d, work_d = _begin(store, "d")
         misdirected = _forged(work_d, "misdirected", conversation_id="c")
         write = store.commit_summary(misdirected)
         assert (write.reason, write.detail) == ("stale-source", "superseded-plan")
-        ended = store._connection().execute(
-            "SELECT ended FROM plans WHERE id = ?", (plan_d.plan_id,)
-        ).fetchone()[0]
+        ended = (
+            store._connection()
+            .execute("SELECT ended FROM plans WHERE id = ?", (plan_d.plan_id,))
+            .fetchone()[0]
+        )
         assert ended == 0
         honest = _forged(work_d, "honest-d")
         assert store.commit_summary(honest).accepted

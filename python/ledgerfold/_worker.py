@@ -49,6 +49,13 @@ THREAD_NAME = "ledgerfold-store"
 #: At most this many jobs share one batch (one flush, see `StoreWorker`).
 BATCH_JOBS = 64
 
+#: Between jobs of a batch the worker lets other threads (the event loop's) take the GIL
+#: once this long has passed since it last did: a batch is many jobs of Python work back
+#: to back, and without it the loop would wait up to the interpreter's 5 ms switch
+#: interval. Not after every job: each yield can cost the worker a whole switch interval
+#: when another thread is busy (measured in docs/performance.md).
+YIELD_EVERY_S = 0.001
+
 #: What a store may offer its worker: `store._worker_batch()`, a context manager around a
 #: run of queued jobs (`SQLiteStore`'s makes their commits durable with one flush at its end).
 BatchHook = Callable[[], AbstractContextManager[None]]
@@ -71,16 +78,41 @@ class StoreWorker:
     def __init__(self, batch: Callable[[], BatchHook | None] | None = None) -> None:
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
-        self._jobs: deque[tuple[Future[Any], Callable[[], Any]]] = deque()
+        self._jobs: deque[_Job] = deque()
         self._draining = False
         self._batch = batch
 
     def submit(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         """Queue `function(*args, **kwargs)` behind every job submitted before, in the
         caller's `contextvars` context (as `asyncio.to_thread` does)."""
+        future: Future[T] = Future()
+        self._queue(future, None, function, args, kwargs)
+        return future
+
+    async def run(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Run the job on the worker thread and await its result. Cancelling the awaiting
+        task cancels the job if it has not started; a started job runs to its end. The
+        callers of one batch on one event loop are answered with one wake-up of it."""
+        loop = asyncio.get_running_loop()
+        future: Future[T] = Future()
+        waiter: asyncio.Future[T] = loop.create_future()
+        self._queue(future, (loop, waiter), function, args, kwargs)
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            future.cancel()  # not started: it never runs; started: it runs to its end
+            raise
+
+    def _queue(
+        self,
+        future: Future[Any],
+        waiter: _Waiter | None,
+        function: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> None:
         context = contextvars.copy_context()
         call = functools.partial(context.run, function, *args, **kwargs)
-        future: Future[T] = Future()
         with self._lock:
             if self._executor is None:  # created on first use: a store never awaited has none
                 self._executor = ThreadPoolExecutor(
@@ -89,16 +121,10 @@ class StoreWorker:
                     initializer=_mark_thread,
                     initargs=(self,),
                 )
-            self._jobs.append((future, call))
+            self._jobs.append((future, waiter, call))
             if not self._draining:
                 self._draining = True
                 self._executor.submit(self._drain)
-        return future
-
-    async def run(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        """Run the job on the worker thread and await its result. Cancelling the awaiting
-        task cancels the job if it has not started; a started job runs to its end."""
-        return await asyncio.wrap_future(self.submit(function, *args, **kwargs))
 
     def close(self, *, wait: bool = True) -> None:
         """Let the queued jobs finish, then end the thread (waiting for it with `wait`, never
@@ -119,13 +145,14 @@ class StoreWorker:
                     return
             self._run_batch()
 
-    def _next(self) -> tuple[Future[Any], Callable[[], Any]] | None:
+    def _next(self) -> _Job | None:
         with self._lock:
             return self._jobs.popleft() if self._jobs else None
 
     def _run_batch(self) -> None:
-        done: list[tuple[Future[Any], bool, Any]] = []
+        done: list[tuple[_Job, bool, Any]] = []
         hook = self._batch() if self._batch is not None else None
+        yielded = time.perf_counter()
         try:
             # A batch's events reach their hooks once it has committed (`_events`).
             with (
@@ -136,24 +163,49 @@ class StoreWorker:
                     job = self._next()
                     if job is None:
                         break
-                    future, call = job
-                    if done:
-                        # Between jobs, let other threads (the event loop's) take the GIL:
-                        # a batch is many jobs of Python work back to back.
-                        time.sleep(0)
-                    if not future.set_running_or_notify_cancel():
+                    if done and time.perf_counter() - yielded >= YIELD_EVERY_S:
+                        time.sleep(0)  # see `YIELD_EVERY_S`
+                        yielded = time.perf_counter()
+                    if not job[0].set_running_or_notify_cancel():
                         continue  # cancelled before it started: never runs
                     try:
-                        done.append((future, True, call()))
+                        done.append((job, True, job[2]()))
                     except BaseException as exc:  # the caller gets it, as from an executor
-                        done.append((future, False, exc))
+                        done.append((job, False, exc))
         except BaseException as exc:  # the batch's end failed (a flush): no job succeeded
-            done = [(future, False, exc) for future, _, _ in done]
-        for future, ok, value in done:
+            done = [(job, False, exc) for job, _, _ in done]
+        loops: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
+        for (future, waiter, _), ok, value in done:
             if ok:
                 future.set_result(value)
             else:
                 future.set_exception(value)
+            if waiter is not None:
+                loops.setdefault(waiter[0], []).append((waiter[1], ok, value))
+        for loop, answers in loops.items():
+            with contextlib.suppress(RuntimeError):  # its loop is closed: nobody awaits
+                loop.call_soon_threadsafe(_answer, answers)
+
+
+#: An async caller's event loop and the future it awaits.
+_Waiter = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
+#: A queued job: its future, its async caller (if any) and the call.
+_Job = tuple[Future[Any], _Waiter | None, Callable[[], Any]]
+
+
+def _answer(answers: list[tuple[asyncio.Future[Any], bool, Any]], start: int = 0) -> None:
+    """On the event loop: settle the futures its callers await, one per turn of the loop
+    (the batch woke it once): each caller's continuation runs in its own turn, so timers
+    and I/O due meanwhile are not kept waiting behind a whole batch of them."""
+    if start + 1 < len(answers):
+        asyncio.get_running_loop().call_soon(_answer, answers, start + 1)
+    waiter, ok, value = answers[start]
+    if waiter.done():  # its caller was cancelled meanwhile
+        return
+    if ok:
+        waiter.set_result(value)
+    else:
+        waiter.set_exception(value)
 
 
 _thread_state = threading.local()
