@@ -207,3 +207,70 @@ def test_cancelled_acompact_propagates_and_writes_nothing(store: SQLiteStore) ->
     asyncio.run(main())
     assert state(store) == before
     assert store.summary_history(CONV) == []
+
+
+def _jobs_and_threads(
+    store: SQLiteStore, compactor: Compactor, monkeypatch: pytest.MonkeyPatch
+) -> tuple[CompactionOutcome, int, set[str]]:
+    """One `acompact`: its outcome, how many jobs it gave the store's worker, and the names
+    of the threads its summarizer ran on."""
+    from ledgerfold import _worker
+    from ledgerfold.summarizers import ExtractiveSummarizer
+
+    jobs: list[object] = []
+    real_queue = _worker.StoreWorker._queue
+    monkeypatch.setattr(
+        _worker.StoreWorker,
+        "_queue",
+        lambda self, *args: (jobs.append(args), real_queue(self, *args))[1],
+    )
+    threads: set[str] = set()
+    real_call = ExtractiveSummarizer.__call__
+
+    def call(self: ExtractiveSummarizer, request: SummaryRequest) -> str:
+        threads.add(threading.current_thread().name)
+        return real_call(self, request)
+
+    monkeypatch.setattr(ExtractiveSummarizer, "__call__", call)
+    outcome = asyncio.run(compactor.acompact(CONV))
+    return outcome, len(jobs), threads
+
+
+def test_acompact_runs_the_built_in_summarizer_in_the_job_that_plans(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default summarizer is quick and bounded: a compaction is one job of the store's
+    worker (plan, summarize, commit), not two with a thread hop between them."""
+    from ledgerfold._worker import THREAD_NAME
+
+    fill(store, 6)
+    compactor = Compactor(store, CompactionPolicy("v1", min_new_turns=1, keep_tail=2))
+    outcome, jobs, threads = _jobs_and_threads(store, compactor, monkeypatch)
+    assert outcome.status == "accepted" and outcome.summary is not None
+    assert jobs == 1
+    assert len(threads) == 1 and next(iter(threads)).startswith(THREAD_NAME)
+    current = store.current_summary(CONV)
+    assert current is not None and current.id == outcome.summary.id
+
+
+def test_acompact_runs_a_given_summarizer_off_the_worker(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A summarizer the caller gives (even the built-in one, or the default with a deadline)
+    may be slow: it runs on a thread of its own, between a planning and an ending job."""
+    from ledgerfold._worker import THREAD_NAME
+    from ledgerfold.summarizers import ExtractiveSummarizer
+
+    fill(store, 6)
+    policy = CompactionPolicy("v1", min_new_turns=1, keep_tail=2)
+    for compactor in (
+        Compactor(store, policy, ExtractiveSummarizer()),
+        Compactor(store, policy, timeout=30),
+    ):
+        store.append(CONV, "user", "one more")
+        store.append(CONV, "user", "and another")
+        outcome, jobs, threads = _jobs_and_threads(store, compactor, monkeypatch)
+        monkeypatch.undo()
+        assert outcome.status == "accepted"
+        assert jobs == 2
+        assert len(threads) == 1 and not next(iter(threads)).startswith(THREAD_NAME)

@@ -103,6 +103,12 @@ class Compactor(OutcomeRecorder):
             else ExtractiveSummarizer(token_counter=policy.token_counter)
         )
         self.timeout = None if timeout is None else float(timeout)
+        # The built-in summarizer (no deadline asked) runs inside the worker job that plans,
+        # in `_acompact`: it is quick and bounded by the chunk (its only callback, the
+        # policy's token counter, already runs on the worker for the due check), and a
+        # compaction then costs one job of the store's worker, not two with a thread hop
+        # between them, each queued behind every other session's jobs.
+        self._summarizes_in_job = summarizer is None and self.timeout is None
         self._summary_id_factory = summary_id_factory or _random_summary_id
         self._due_tokens = ContextTokens()
         # A store of v1.1's protocol takes no `only_due_at_once`: it is not asked below the trigger.
@@ -195,6 +201,8 @@ class Compactor(OutcomeRecorder):
             if before is not None:
                 before()
             begun = self._begin(conversation_id, force)
+            if isinstance(begun, _Job) and self._summarizes_in_job:
+                begun = self._summarize_and_end(begun)
             ended = isinstance(begun, CompactionOutcome)
             return begun, (after() if ended and after is not None else None)
 
@@ -219,6 +227,15 @@ class Compactor(OutcomeRecorder):
             return outcome, (after() if after is not None else None)
 
         return await worker.run(finish)
+
+    def _summarize_and_end(self, job: _Job) -> CompactionOutcome:
+        """The built-in summarizer's call and the compaction's end, in the job that planned
+        (`_summarizes_in_job`)."""
+        try:
+            result = self.summarizer(job.request)
+        except Exception as error:
+            return self._fail(job, failure_reason(error), type(error).__name__)
+        return self._finish(job, result)
 
     async def acontext(
         self, conversation_id: str, max_tokens: int | None = None
