@@ -54,7 +54,7 @@ BATCH_JOBS = 64
 #: to back, and without it the loop would wait up to the interpreter's 5 ms switch
 #: interval. Not after every job: each yield can cost the worker a whole switch interval
 #: when another thread is busy (measured in docs/performance.md).
-YIELD_EVERY_S = 0.001
+YIELD_EVERY_S = 0.0005
 
 #: What a store may offer its worker: `store._worker_batch()`, a context manager around a
 #: run of queued jobs (`SQLiteStore`'s makes their commits durable with one flush at its end).
