@@ -389,11 +389,19 @@ def _write_full(
     pk = _insert_version(conn, envelope, through, run_pk)
     sources.append(conn, run_pk, 0, rows)
     # The live turns below the summary's slot that it does not cover: read by `context()`.
-    conn.execute(
-        "INSERT INTO summary_kept (summary_pk, turn_pk) SELECT ?, t.pk FROM turns AS t"
-        " WHERE t.conversation_id = ? AND t.state = ? AND t.sequence < ?"
-        " AND t.id NOT IN (SELECT turn_id FROM summary_sources WHERE summary_pk = ?)",
-        (pk, envelope.conversation_id, TURN_LIVE, through, pk),
+    # Found in the ledger at hand (the live turns, in sequence order), not by a scan of the
+    # turn rows, whose `state` column lies past each body (8.8 ms at 10k sources vs 1.3).
+    covered = set(envelope.source_ids)
+    kept: list[tuple[int, str, str]] = []
+    for turn in conversation:
+        if turn.sequence >= through:
+            break
+        if turn.id not in covered:
+            kept.append((pk, envelope.conversation_id, turn.id))
+    conn.executemany(
+        "INSERT INTO summary_kept (summary_pk, turn_pk)"
+        " SELECT ?, pk FROM turns WHERE conversation_id = ? AND id = ?",
+        kept,
     )
     _point_at(conn, envelope.conversation_id, pk)
     return Version(pk, envelope, through), b"".join(digest for _, digest in rows)
