@@ -185,6 +185,57 @@ def test_a_failed_index_write_before_a_search_fails_the_whole_batch(
         assert _index_rows(store) == 0
 
 
+@pytest.mark.parametrize("where", ["end", "before-search"])
+def test_an_index_write_failing_outside_sqlite_fails_the_batch_and_the_store_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Not an SQLite error (the segmenting of a pending body, say): the batch keeps nothing,
+    its callers get the error, and the transaction does not stay open."""
+    with SQLiteStore(tmp_path / "s.db") as store:
+        real = search_index._insert
+
+        def insert(conn: sqlite3.Connection, turns: Any) -> None:
+            if conn.pending:
+                raise RuntimeError("the segmenter failed")
+            real(conn, turns)
+
+        monkeypatch.setattr(search_index, "_insert", insert)
+        jobs: list[Callable[[], Any]] = [lambda: store.append("c", "user", "ibis one", id="a")]
+        if where == "before-search":
+            jobs.append(lambda: store.search("c", "ibis"))
+        futures = _batch(store, jobs)
+        assert all(future.exception() is not None for future in futures)
+        monkeypatch.undo()
+        assert not store._connection().in_transaction
+        assert store.load("c").turns == () and _index_rows(store) == 0
+        store.append("c", "user", "ibis two", id="b")
+        assert _hit_ids(store, "c", "ibis") == ["b"]
+
+
+def test_rows_of_jobs_done_survive_a_failing_job_that_nests_an_index_read(
+    tmp_path: Path,
+) -> None:
+    """A job whose store call opens another inside its own savepoint (here a retract, which
+    deletes index rows, inside an append's transaction) must not write the rows of the jobs
+    before it there: its rollback would take them along while their turns stay. It gets an
+    error instead, and those rows are written at the batch's end."""
+    with SQLiteStore(tmp_path / "s.db") as store:
+        store.append("c", "user", "heron old", id="old")
+
+        def nested_then_fail() -> None:
+            with store._transaction(write=True, operation="append", scope="c"):
+                store.retract("c", "old")
+                raise RuntimeError("fails after the nested call")
+
+        futures = _batch(
+            store,
+            [lambda: store.append("c", "user", "heron new", id="new"), nested_then_fail],
+        )
+        assert futures[0].exception() is None and futures[1].exception() is not None
+        assert sorted(_hit_ids(store, "c", "heron")) == ["new", "old"]
+        assert _indexed(store) == {("c", "old"), ("c", "new")}
+
+
 def test_index_free_names_are_operations_of_the_store() -> None:
     """A misspelt name would make its operation flush (slower, never wrong); this keeps the
     list honest."""

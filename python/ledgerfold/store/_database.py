@@ -232,6 +232,8 @@ class Database:
         self._batch_error: StoreError | None = None
         # The batch's transaction was begun (by its first write) and not yet ended.
         self._batch_open = False
+        # Job savepoints open now (a job's store call may open one inside another's).
+        self._savepoints = 0
         self._conn: search_index.IndexConnection | None = None
         try:
             if read_only:
@@ -299,8 +301,11 @@ class Database:
             self._notice_lost(conn)
             if nested and self._batch_lost is not None:
                 raise StoreError(f"{operation}: {self._batch_lost}")
-            if nested and conn.pending and operation not in INDEX_FREE:
-                self._flush_index(conn, operation)  # this job may read or delete index rows
+            if nested and not self._savepoints and conn.pending and operation not in INDEX_FREE:
+                # This job may read or delete index rows. Only between jobs: inside another
+                # job's savepoint its rollback would undo rows of jobs already done (an
+                # index read there raises instead: `_search_index._flushed`).
+                self._flush_index(conn, operation)
             mark = len(conn.pending) if nested and conn.pending is not None else 0
             try:
                 if nested and not conn.in_transaction:
@@ -311,6 +316,7 @@ class Database:
                 )
             except sqlite3.Error as err:
                 raise StoreError(f"{operation}: cannot start a transaction ({err})") from err
+            self._savepoints += nested
             try:
                 yield conn
                 self._control(conn, "RELEASE lf_job" if nested else "COMMIT")
@@ -330,6 +336,8 @@ class Database:
                 if quotes_stored_data(exc):
                     raise error from None  # SQLite's message quotes the stored bytes
                 raise error from exc
+            finally:
+                self._savepoints -= nested
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -340,6 +348,7 @@ class Database:
         rolled the transaction back on an error (a full disk), it raises `StoreError`:
         none of the batch's writes is kept, and none of its callers may hear otherwise."""
         self._in_batch, self._batch_lost, self._batch_error = True, None, None
+        self._savepoints = 0
         conn = self.connection()
         conn.pending = []  # the batch's index rows (`_search_index.flush_pending`)
         try:
@@ -379,6 +388,10 @@ class Database:
             except sqlite3.Error as err:
                 _rollback(conn)
                 error = store_error(conn, err, operation="commit", write=True)
+            except BaseException:  # not SQLite's (the index rows' segmenting): keep nothing
+                _rollback(conn)
+                conn.pending = None
+                raise
         conn.pending = None  # the jobs after this one index as they append
         if error is not None:
             self._batch_error = error
@@ -430,6 +443,10 @@ class Database:
             _rollback(conn)
             self._batch_lost = f"the search index could not be written ({err})"
             raise store_error(conn, err, operation=operation, write=True) from None
+        except BaseException as exc:
+            _rollback(conn)
+            self._batch_lost = f"the search index could not be written ({type(exc).__name__})"
+            raise
 
     def checkpoint(self, *, wait_ms: int = 1000) -> None:
         """Copy the WAL into the database file and truncate it, so pages that held erased
