@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import ledgerfold as lf
 from ledgerfold.store._retention import sealed_digests
+from ledgerfold.store._schema import TURN_PURGED
 
 PV = "policy-1"
 POLICIES = (PV, "policy-2")
@@ -53,6 +54,11 @@ class Model:
         self.original: dict[str, str] = {}
         self.pending: list[lf.SummaryEnvelope] = []
         self.counter = 0
+        # SPEC §17.3's inputs, kept by the model itself: the turns each accepted summary
+        # left raw below its slot, which turns are protected, which were retracted.
+        self.kept: dict[str, list[lf.Turn]] = {}
+        self.protected: set[str] = set()
+        self.retracted: set[str] = set()
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -82,6 +88,8 @@ class Model:
                 group=group,
             )
             self.original[turn.id] = body
+            if protected:
+                self.protected.add(turn.id)
         elif kind == "append_many":
             for turn in store.append_many(
                 C, [{"role": "user", "body": f"b{i}"} for i in range(op[1])]
@@ -96,14 +104,18 @@ class Model:
                 store.edit(C, turn.id, body=body.get(op[2], turn.body) or "")
             elif kind == "protect":
                 store.edit(C, turn.id, protected=True, protection_reason="audit-evidence")
+                self.protected.add(turn.id)
             elif kind == "retract":
                 store.retract(C, turn.id)
+                self.retracted.add(turn.id)
             else:
                 store.purge_through(C, turn.sequence, "retention", force=op[2])
         elif kind == "summarise":
             envelope = self.plan(op[1])
             if envelope is not None:
+                ledger = store.load(C)
                 assert store.commit_summary(envelope).accepted
+                self.accepted(envelope, ledger)
         elif kind == "plan":
             envelope = self.plan(op[1])
             if envelope is not None:
@@ -111,8 +123,11 @@ class Model:
         elif kind == "commit-pending":
             if self.pending:
                 envelope = self.pending.pop(op[1] % len(self.pending))
+                ledger = store.load(C)
                 write = store.commit_summary(envelope)
                 assert write.accepted or write.reason == "stale-source"
+                if write.accepted:
+                    self.accepted(envelope, ledger)
         elif kind == "clash":
             history = store.summary_history(C)
             if history and history[-1].envelope is not None:
@@ -121,6 +136,34 @@ class Model:
                     # A retracted turn may already hold that ID.
                     with suppress(lf.DuplicateId):
                         store.append(C, "user", "clash", id=clash_id)
+
+    def accepted(self, envelope: lf.SummaryEnvelope, ledger: lf.Conversation) -> None:
+        """Remember the live turns the summary leaves raw below its slot (its highest live
+        source's sequence)."""
+        sources = set(envelope.source_ids)
+        slot = max((t.sequence for t in ledger.turns if t.id in sources), default=0)
+        self.kept[envelope.id] = [
+            t for t in ledger.turns if t.sequence < slot and t.id not in sources
+        ]
+
+    def missing(self, envelope: lf.SummaryEnvelope) -> str | None:
+        """SPEC §17.3: the first turn the summary kept raw below its slot that is protected
+        and has been retracted since (and not purged after): the store's context falls back
+        (`preserved-missing`). This model's plans preserve no role."""
+        for turn in self.kept.get(envelope.id, []):
+            if turn.id in self.protected and turn.id in self.retracted and not self.purged(turn.id):
+                return turn.id
+        return None
+
+    def purged(self, turn_id: str) -> bool:
+        """Whether a purge reached the turn (the store's record: which turns a purge takes
+        depends on units, roles and `force`, SPEC §15.5, §17.2)."""
+        row = (
+            self.store._connection()
+            .execute("SELECT state FROM turns WHERE conversation_id = ? AND id = ?", (C, turn_id))
+            .fetchone()
+        )
+        return row is not None and row[0] == TURN_PURGED
 
     def check(self) -> None:
         store = self.store
@@ -153,7 +196,18 @@ class Model:
             want = lf.assemble_context(
                 conversation, pointed.envelope if pointed else None, policy, sealed=sealed
             )
-            if want.summary is not None and set(want.summary.source_ids) <= set(sealed):
+            missing = (
+                self.missing(pointed.envelope)
+                if pointed is not None
+                and pointed.envelope is not None
+                and pointed.status == "current"
+                and want.summary is not None
+                else None
+            )
+            if missing is not None:
+                raw = lf.assemble_context(conversation, None, policy)
+                want = lf.AssembledContext(raw.items, "preserved-missing", None, missing)
+            elif want.summary is not None and set(want.summary.source_ids) <= set(sealed):
                 # Only sealed sources: the pure function cannot know their sequences and
                 # puts the summary just below the first live turn; the store keeps the
                 # sequence it recorded (documented on `Store.context`).
