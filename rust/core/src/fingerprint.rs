@@ -6,9 +6,16 @@ pub const FINGERPRINT_CONTEXT: &str = "ledgerfold v1 fingerprint";
 /// Prefix of every v1 fingerprint string.
 pub const FINGERPRINT_PREFIX: &str = "lf1:";
 
+/// Digests `push` gathers before handing them to BLAKE3 in one update: BLAKE3 hashes an
+/// update of many 1 KiB chunks several chunks at a time (SIMD), but 32 bytes at a time one
+/// block after another (a 199k-source check: 4.5 ms of hashing against 1.0 ms).
+const GATHER_BYTES: usize = 16 * 1024;
+
 /// Incremental fingerprint: the count is declared up front, as it is hashed first.
 pub struct Fingerprinter {
     hasher: blake3::Hasher,
+    /// Pushed digests not yet handed to `hasher` (at most `GATHER_BYTES`).
+    gathered: Vec<u8>,
     declared: u64,
     pushed: u64,
 }
@@ -20,6 +27,7 @@ impl Fingerprinter {
         hasher.update(&declared.to_le_bytes());
         Fingerprinter {
             hasher,
+            gathered: Vec::with_capacity(count.saturating_mul(32).min(GATHER_BYTES)),
             declared,
             pushed: 0,
         }
@@ -27,7 +35,11 @@ impl Fingerprinter {
 
     pub fn push(&mut self, digest: &[u8; 32]) {
         self.pushed += 1;
-        self.hasher.update(digest);
+        self.gathered.extend_from_slice(digest);
+        if self.gathered.len() >= GATHER_BYTES {
+            self.hasher.update(&self.gathered);
+            self.gathered.clear();
+        }
     }
 
     /// Push digests given back to back (32 bytes each) in one update: the same fingerprint
@@ -39,6 +51,10 @@ impl Fingerprinter {
     pub fn push_packed(&mut self, digests: &[u8]) {
         assert_eq!(digests.len() % 32, 0, "digests are 32 bytes each");
         self.pushed += (digests.len() / 32) as u64;
+        if !self.gathered.is_empty() {
+            self.hasher.update(&self.gathered);
+            self.gathered.clear();
+        }
         self.hasher.update(digests);
     }
 
@@ -48,7 +64,12 @@ impl Fingerprinter {
     /// When the number of pushed digests differs from the declared count (a caller bug).
     pub fn finish(&self) -> [u8; 32] {
         assert_eq!(self.declared, self.pushed, "fingerprint count mismatch");
-        *self.hasher.finalize().as_bytes()
+        if self.gathered.is_empty() {
+            return *self.hasher.finalize().as_bytes();
+        }
+        let mut hasher = self.hasher.clone();
+        hasher.update(&self.gathered);
+        *hasher.finalize().as_bytes()
     }
 
     pub fn finish_hex(&self) -> String {

@@ -410,6 +410,43 @@ proptest! {
         prop_assert_eq!(parse_fingerprint(&text), Some(fingerprint_digests(digests.iter())));
     }
 
+    /// Long lists, pushed one by one and in packed runs in any mix (crossing the buffer
+    /// `push` gathers digests in), give the fingerprint of SPEC §3 computed in one piece.
+    #[test]
+    fn fingerprint_of_long_lists_in_any_mix_of_pushes(
+        seeds in prop::collection::vec(any::<u8>(), 0..2_200),
+        cuts in prop::collection::vec((any::<bool>(), 1usize..700), 0..12),
+    ) {
+        let digests: Vec<[u8; 32]> = seeds
+            .iter()
+            .enumerate()
+            .map(|(i, seed)| {
+                let index = u64::try_from(i).unwrap().to_le_bytes();
+                *blake3::hash(&[&[*seed][..], &index[..]].concat()).as_bytes()
+            })
+            .collect();
+        let mut material = u64::try_from(digests.len()).unwrap().to_le_bytes().to_vec();
+        for digest in &digests {
+            material.extend_from_slice(digest);
+        }
+        let expected = to_fingerprint_string(&blake3::derive_key(FINGERPRINT_CONTEXT, &material));
+        let mut mixed = Fingerprinter::new(digests.len());
+        let mut at: usize = 0;
+        for (packed, len) in cuts.iter().copied().chain(std::iter::once((false, usize::MAX))) {
+            let end = at.saturating_add(len).min(digests.len());
+            if packed {
+                mixed.push_packed(&digests[at..end].concat());
+            } else {
+                for digest in &digests[at..end] {
+                    mixed.push(digest);
+                }
+            }
+            at = end;
+        }
+        prop_assert_eq!(mixed.finish_hex(), expected.clone());
+        prop_assert_eq!(fingerprint_hex(digests.iter()), expected);
+    }
+
     /// Any other order, a dropped turn or a repeated turn changes the fingerprint.
     #[test]
     fn fingerprint_is_order_and_count_sensitive(
