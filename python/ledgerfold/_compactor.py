@@ -180,7 +180,9 @@ class Compactor(OutcomeRecorder):
         """Run one compaction without blocking the event loop: the store work runs on the
         store's worker thread (SPEC §17.6, `ledgerfold._worker`), async summarizers are
         awaited and sync ones run in a thread of their own (not the store's: a slow
-        summarizer must not hold up the store's other calls)."""
+        summarizer must not hold up the store's other calls). The built-in summarizer (none
+        given, no `timeout`) is quick and bounded: it runs in the worker job that plans,
+        which then also commits (one job a compaction)."""
         conversation_id = _validate.text("conversation_id", conversation_id)
         return (await self._acompact(conversation_id, force))[0]
 
