@@ -12,9 +12,10 @@ that could alter it (SPEC §8: a summary that no longer matches is never used):
 - `total_changes` of the store's own connection counts every row any statement of it has
   inserted, updated or deleted (also a write through `SQLiteStore._connection()` or one
   rolled back), minus the rows of *scoped* writes: a write transaction that names the one
-  conversation it changes (appends, the compaction loop's planning) drops that
-  conversation's contexts instead, so twenty sessions sharing a store do not invalidate
-  one another on every append.
+  conversation it changes (appends, the compaction loop's planning, a summary's commit,
+  pruning one conversation's versions) drops that conversation's contexts instead, so
+  twenty sessions sharing a store do not invalidate one another on every append or
+  compaction.
 
 Any other write empties the cache (so an erased turn's text does not stay in memory). The
 cache is small, in memory only, and is read and filled under the store's lock.
