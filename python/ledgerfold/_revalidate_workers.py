@@ -18,7 +18,7 @@ from ledgerfold import _revalidate_runs as revalidate_runs
 from ledgerfold._revalidate_audit import Audit
 from ledgerfold._revalidate_runs import Job, KeyRange, Verdict
 from ledgerfold.store import _batch_reads as batch_reads
-from ledgerfold.store._database import reading_uri
+from ledgerfold.store._paths import reading_uri
 
 #: How often the caller's thread wakes while workers run (to handle signals).
 _POLL_S = 0.05

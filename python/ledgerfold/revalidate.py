@@ -38,8 +38,9 @@ from typing import Any
 
 from ledgerfold import _validate
 from ledgerfold._revalidate_workers import available_cores, check_all
-from ledgerfold.store._database import database_path, quotes_stored_data, store_error
+from ledgerfold.store._paths import database_path
 from ledgerfold.store._sqlite import SQLiteStore
+from ledgerfold.store._sqlite_errors import quotes_stored_data, store_error
 
 __all__ = ["RevalidationReport", "StaleSummary", "revalidate_database"]
 

@@ -25,7 +25,7 @@ from ledgerfold._summary import SummaryEnvelope
 from ledgerfold._toolcalls import open_call_turns
 from ledgerfold.adapters._chat import to_chat_messages
 from ledgerfold.store import SQLiteStore
-from ledgerfold.store._database import reading_uri
+from ledgerfold.store._paths import reading_uri
 from ledgerfold.store._schema import (
     ACCEPTED,
     CURRENT,

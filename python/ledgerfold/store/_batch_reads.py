@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from ledgerfold import _native
-from ledgerfold.store._database import quotes_stored_data, reading_uri, store_error
+from ledgerfold.store._paths import reading_uri
 from ledgerfold.store._schema import CURRENT, TURN_LIVE, TURN_PURGED
+from ledgerfold.store._sqlite_errors import quotes_stored_data, store_error
 
 __all__ = [
     "MAX_RUN_SUMMARIES",

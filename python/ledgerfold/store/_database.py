@@ -1,4 +1,4 @@
-"""Opening a ledgerfold SQLite file: the path check, pragmas, migrations and transactions.
+"""Opening a ledgerfold SQLite file: pragmas, migrations, transactions and group-commit batches.
 
 Durability: WAL with `synchronous=FULL`, so a returned commit survives power loss (the WAL
 is fsynced at every commit). Every write is one `BEGIN IMMEDIATE` transaction, which takes
@@ -10,37 +10,32 @@ read transaction, so it sees one snapshot.
 from __future__ import annotations
 
 import logging
-import os
-import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Protocol
 
 from ledgerfold import _validate
-from ledgerfold._errors import InvalidInput, StoreError
+from ledgerfold._errors import StoreError
 from ledgerfold.store import _search_index as search_index
+from ledgerfold.store._paths import reading_uri
 from ledgerfold.store._schema import (
     APPLICATION_ID,
     MIGRATIONS,
     READABLE_VERSION,
     SCHEMA_VERSION,
 )
+from ledgerfold.store._sqlite_errors import quotes_stored_data, store_error
 
 __all__ = [
     "DURABILITIES",
+    "INDEX_FREE",
     "Database",
     "Transaction",
-    "database_path",
     "durability_arg",
     "now",
-    "quotes_stored_data",
-    "reading_uri",
-    "readonly_uri",
-    "store_error",
     "time_ago",
 ]
 
@@ -100,100 +95,6 @@ def time_ago(seconds: float) -> str | None:
         )
     except OverflowError:
         return None
-
-
-def database_path(value: object, field: str = "path") -> str:
-    """A database path as text: `str` or `os.PathLike`, non-empty, without NUL."""
-    if isinstance(value, bool) or not isinstance(value, (str, os.PathLike)):
-        raise InvalidInput(
-            f"{field}: must be str or os.PathLike, got {type(value).__name__}",
-            field=field,
-            problem="wrong-type",
-        )
-    path = os.fspath(value)
-    if not isinstance(path, str) or not path:
-        raise InvalidInput(f"{field}: must be a non-empty text path", field=field, problem="empty")
-    if "\0" in path:
-        raise InvalidInput(
-            f"{field}: must not contain a NUL character", field=field, problem="not-allowed"
-        )
-    return path
-
-
-def readonly_uri(path: str) -> str:
-    """The SQLite URI that opens `path` read-only, never creating or changing a file (not
-    even a journal). In a directory this process cannot write, a WAL file without its `-shm`
-    companion is opened `immutable` (nothing can be writing it through this directory)."""
-    resolved = os.path.abspath(path)
-    uri = Path(resolved).as_uri() + "?mode=ro"  # percent-encoded
-    directory = os.path.dirname(resolved) or "."
-    if not os.access(directory, os.W_OK) and not os.path.exists(resolved + "-shm"):
-        uri += "&immutable=1"
-    return uri
-
-
-def reading_uri(path: str) -> str:
-    """The URI of a read-only open that creates and changes no file (SPEC §15.7):
-
-    - a WAL with its `-shm` beside the file (a live writer's, or a hot one left by a writer
-      that died): `mode=ro` with the shared-memory index opened read-only
-      (`readonly_shm=1`), so the WAL is read, but nothing is checkpointed into the database
-      file on close, and neither the `-shm` (recovery, read marks) nor the WAL is written;
-    - no WAL, where the file and its directory are writable: `mode=rw` (the store issues no
-      write; the empty WAL and `-shm` SQLite makes for the read go away again when the
-      connection closes, which a `mode=ro` connection cannot do);
-    - otherwise `readonly_uri`."""
-    resolved = os.path.abspath(path)
-    directory = os.path.dirname(resolved) or "."
-    if os.path.exists(resolved + "-wal") and os.path.exists(resolved + "-shm"):
-        return Path(resolved).as_uri() + "?mode=ro&readonly_shm=1"
-    if (
-        not os.path.exists(resolved + "-wal")
-        and os.path.isfile(resolved)
-        and os.access(resolved, os.W_OK)
-        and os.access(directory, os.W_OK)
-    ):
-        return Path(resolved).as_uri() + "?mode=rw"
-    return readonly_uri(path)
-
-
-_UNDECODABLE = re.compile(r"^Could not decode to UTF-8 column '([^']*)'")
-
-
-def quotes_stored_data(error: sqlite3.Error) -> bool:
-    """Whether SQLite's message may quote stored text."""
-    return bool(_UNDECODABLE.match(str(error))) or " with text " in str(error)
-
-
-def store_error(
-    conn: sqlite3.Connection | None, error: sqlite3.Error, *, operation: str, write: bool
-) -> StoreError:
-    """The `StoreError` of a failed read or write. SQLite's message is kept unless it may
-    quote stored data (a text column that is not valid UTF-8 quotes its bytes): then only
-    the column, its table(s) and the operation are named, and the caller raises it
-    `from None` (SPEC §15.8 "Errors")."""
-    message = str(error)
-    undecodable = _UNDECODABLE.match(message)
-    if not quotes_stored_data(error):
-        outcome = "nothing was written" if write else "while reading"
-        return StoreError(f"{operation}: database failure, {outcome} ({message})")
-    column = undecodable.group(1) if undecodable is not None else "?"
-    tables = "?"
-    if conn is not None:
-        with suppress(sqlite3.Error):
-            names = [
-                row[0]
-                for row in conn.execute(
-                    "SELECT m.name FROM sqlite_master AS m, pragma_table_info(m.name) AS p"
-                    " WHERE m.type = 'table' AND p.name = ? ORDER BY m.name",
-                    (column,),
-                )
-            ]
-            tables = " or ".join(names) or "?"
-    return StoreError(
-        f"{operation}: cannot read column {column!r} of table {tables}: its text is not"
-        " valid UTF-8 (a damaged database?)" + ("; nothing was written" if write else "")
-    )
 
 
 def _statements(script: str) -> Iterator[str]:

@@ -33,9 +33,10 @@ from ledgerfold.store import _context_read as context_read
 from ledgerfold.store import _group_commit as group_commit
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store._context_cache import ContextCache
-from ledgerfold.store._database import Database, database_path, durability_arg
+from ledgerfold.store._database import Database, durability_arg
 from ledgerfold.store._ledger_reads import LedgerReads
 from ledgerfold.store._loop_methods import CompactionLoop
+from ledgerfold.store._paths import database_path
 from ledgerfold.store._protocol import CompactionWork, SummaryRecord
 from ledgerfold.store._retention_methods import Retention
 from ledgerfold.store._stats import StoreStats

@@ -1,0 +1,66 @@
+"""Where a ledgerfold database is, and the SQLite URIs that open it read-only without creating
+or changing any file (SPEC §15.7): used by the store, batch revalidation and the CLI."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ledgerfold._errors import InvalidInput
+
+__all__ = ["database_path", "reading_uri", "readonly_uri"]
+
+
+def database_path(value: object, field: str = "path") -> str:
+    """A database path as text: `str` or `os.PathLike`, non-empty, without NUL."""
+    if isinstance(value, bool) or not isinstance(value, (str, os.PathLike)):
+        raise InvalidInput(
+            f"{field}: must be str or os.PathLike, got {type(value).__name__}",
+            field=field,
+            problem="wrong-type",
+        )
+    path = os.fspath(value)
+    if not isinstance(path, str) or not path:
+        raise InvalidInput(f"{field}: must be a non-empty text path", field=field, problem="empty")
+    if "\0" in path:
+        raise InvalidInput(
+            f"{field}: must not contain a NUL character", field=field, problem="not-allowed"
+        )
+    return path
+
+
+def readonly_uri(path: str) -> str:
+    """The SQLite URI that opens `path` read-only, never creating or changing a file (not
+    even a journal). In a directory this process cannot write, a WAL file without its `-shm`
+    companion is opened `immutable` (nothing can be writing it through this directory)."""
+    resolved = os.path.abspath(path)
+    uri = Path(resolved).as_uri() + "?mode=ro"  # percent-encoded
+    directory = os.path.dirname(resolved) or "."
+    if not os.access(directory, os.W_OK) and not os.path.exists(resolved + "-shm"):
+        uri += "&immutable=1"
+    return uri
+
+
+def reading_uri(path: str) -> str:
+    """The URI of a read-only open that creates and changes no file (SPEC §15.7):
+
+    - a WAL with its `-shm` beside the file (a live writer's, or a hot one left by a writer
+      that died): `mode=ro` with the shared-memory index opened read-only
+      (`readonly_shm=1`), so the WAL is read, but nothing is checkpointed into the database
+      file on close, and neither the `-shm` (recovery, read marks) nor the WAL is written;
+    - no WAL, where the file and its directory are writable: `mode=rw` (the store issues no
+      write; the empty WAL and `-shm` SQLite makes for the read go away again when the
+      connection closes, which a `mode=ro` connection cannot do);
+    - otherwise `readonly_uri`."""
+    resolved = os.path.abspath(path)
+    directory = os.path.dirname(resolved) or "."
+    if os.path.exists(resolved + "-wal") and os.path.exists(resolved + "-shm"):
+        return Path(resolved).as_uri() + "?mode=ro&readonly_shm=1"
+    if (
+        not os.path.exists(resolved + "-wal")
+        and os.path.isfile(resolved)
+        and os.access(resolved, os.W_OK)
+        and os.access(directory, os.W_OK)
+    ):
+        return Path(resolved).as_uri() + "?mode=rw"
+    return readonly_uri(path)
