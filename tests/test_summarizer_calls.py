@@ -263,9 +263,15 @@ def test_acompact_runs_a_given_summarizer_off_the_worker(
 
     fill(store, 6)
     policy = CompactionPolicy("v1", min_new_turns=1, keep_tail=2)
+    replaced = Compactor(store, policy)
+    replaced.summarizer = ExtractiveSummarizer()  # set after construction: not the built-in
+    deadline = Compactor(store, policy)
+    deadline.timeout = 30.0
     for compactor in (
         Compactor(store, policy, ExtractiveSummarizer()),
         Compactor(store, policy, timeout=30),
+        replaced,
+        deadline,
     ):
         store.append(CONV, "user", "one more")
         store.append(CONV, "user", "and another")

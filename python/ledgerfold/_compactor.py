@@ -108,7 +108,8 @@ class Compactor(OutcomeRecorder):
         # policy's token counter, already runs on the worker for the due check), and a
         # compaction then costs one job of the store's worker, not two with a thread hop
         # between them, each queued behind every other session's jobs.
-        self._summarizes_in_job = summarizer is None and self.timeout is None
+        # Checked at each compaction: `summarizer` and `timeout` are attributes one may set.
+        self._built_in: Summarizer | None = self.summarizer if summarizer is None else None
         self._summary_id_factory = summary_id_factory or _random_summary_id
         self._due_tokens = ContextTokens()
         # A store of v1.1's protocol takes no `only_due_at_once`: it is not asked below the trigger.
@@ -203,7 +204,7 @@ class Compactor(OutcomeRecorder):
             if before is not None:
                 before()
             begun = self._begin(conversation_id, force)
-            if isinstance(begun, _Job) and self._summarizes_in_job:
+            if isinstance(begun, _Job) and self._summarizes_in_job():
                 begun = self._summarize_and_end(begun)
             ended = isinstance(begun, CompactionOutcome)
             return begun, (after() if ended and after is not None else None)
@@ -229,6 +230,15 @@ class Compactor(OutcomeRecorder):
             return outcome, (after() if after is not None else None)
 
         return await worker.run(finish)
+
+    def _summarizes_in_job(self) -> bool:
+        """Whether the summarizer is still the built-in one this compactor made, with no
+        deadline (see `__init__`)."""
+        return (
+            self._built_in is not None
+            and self.summarizer is self._built_in
+            and (self.timeout is None)
+        )
 
     def _summarize_and_end(self, job: _Job) -> CompactionOutcome:
         """The built-in summarizer's call and the compaction's end, in the job that planned
