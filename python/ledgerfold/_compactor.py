@@ -237,7 +237,7 @@ class Compactor(OutcomeRecorder):
         return (
             self._built_in is not None
             and self.summarizer is self._built_in
-            and (self.timeout is None)
+            and self.timeout is None
         )
 
     def _summarize_and_end(self, job: _Job) -> CompactionOutcome:
