@@ -251,7 +251,8 @@ class _CountingLoop(asyncio.SelectorEventLoop):
 def test_the_callers_of_one_batch_are_answered_with_one_wake_up() -> None:
     """Twenty calls queued together (one batch) cost the loop one wake-up, not twenty: a
     batch's callers hear back at its end, all at once."""
-    worker = worker_for(object.__new__(_Holder))
+    holder = _Holder()  # kept alive: a collected store's worker is closed
+    worker = worker_for(holder)
     gate = threading.Event()
 
     async def scenario() -> list[int]:
@@ -267,10 +268,12 @@ def test_the_callers_of_one_batch_are_answered_with_one_wake_up() -> None:
         assert loop.threadsafe_calls == 1
     finally:
         loop.close()
+        worker.close()
 
 
 def test_a_job_failing_in_a_batch_fails_its_caller_alone() -> None:
-    worker = worker_for(object.__new__(_Holder))
+    holder = _Holder()  # kept alive: a collected store's worker is closed
+    worker = worker_for(holder)
     gate = threading.Event()
 
     def fail() -> None:
@@ -284,7 +287,10 @@ def test_a_job_failing_in_a_batch_fails_its_caller_alone() -> None:
         gate.set()
         return await asyncio.gather(*futures, return_exceptions=True)
 
-    first, failed, third = asyncio.run(scenario())
+    try:
+        first, failed, third = asyncio.run(scenario())
+    finally:
+        worker.close()
     assert (first, third) == (1, 3) and isinstance(failed, ValueError)
 
 
@@ -310,7 +316,8 @@ def test_the_worker_lets_the_loop_in_between_long_jobs_not_after_every_job(
             pass
 
     def batch(job_seconds: float, jobs: int) -> int:
-        worker = worker_for(object.__new__(_Holder))
+        holder = _Holder()  # kept alive: a collected store's worker is closed
+        worker = worker_for(holder)
         gate = threading.Event()
         worker.submit(gate.wait, 60)
         futures = [worker.submit(busy, job_seconds) for _ in range(jobs)]
