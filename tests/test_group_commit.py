@@ -384,3 +384,86 @@ def test_a_failed_batch_reports_no_event(tmp_path: Path, monkeypatch: pytest.Mon
         failing.clear()
         assert store.current_summary("c") is not None  # the edit did not happen
     assert events == []
+
+
+# -- a batch a job committed early (an erasing call's checkpoint, a close) --------------------
+
+
+def _failing_next_commit(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Once the event is set, the store's next COMMIT fails (as on a full disk); later ones
+    succeed."""
+    real = Database._control
+
+    def control(self: Database, conn: sqlite3.Connection, statement: Any) -> None:
+        if statement == "COMMIT" and armed.is_set():
+            armed.clear()
+            raise sqlite3.OperationalError("disk I/O error")
+        real(self, conn, statement)
+
+    armed = threading.Event()
+    monkeypatch.setattr(Database, "_control", control)
+    return armed
+
+
+@pytest.mark.parametrize("durability", ["full", "normal"])
+def test_a_failed_early_commit_fails_the_jobs_before_it_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durability: str
+) -> None:
+    # The erasing job commits the batch before its checkpoint, and that commit fails: the
+    # jobs so far are rolled back and hear so; the job after it commits on its own, and its
+    # caller and its event hook hear of it.
+    armed = _failing_next_commit(monkeypatch)
+    events: list[tuple[str, str]] = []
+    store, covered = _covered_store(tmp_path / "s.db", events)
+    with store:
+        store.append("gone", "user", "erase me")
+        armed.set()
+        futures = _queue_behind_a_gate(
+            store,
+            [
+                lambda: store.edit("c", covered, body="first change"),
+                lambda: store.delete_conversation("gone"),
+                lambda: store.edit("c", covered, body="second change"),
+            ],
+        )
+        for future in futures[:2]:
+            with pytest.raises(StoreError, match="disk I/O error"):
+                future.result(timeout=30)
+        futures[2].result(timeout=30)
+        assert [t.body for t in store.load("gone").turns] == ["erase me"]
+        assert store.load("c").turns[0].body == "second change"
+        assert store.current_summary("c") is None  # stale: the second edit landed
+    with SQLiteStore(tmp_path / "s.db") as reopened:
+        assert reopened.load("c").turns[0].body == "second change"
+        assert reopened.conversation_ids() == ["c", "gone"]
+    # Only the second edit's event, after its commit: the first edit's was rolled back.
+    assert events == [("summary.stale", "stale")]
+
+
+def test_a_close_whose_commit_fails_fails_the_jobs_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A job closes the store, whose commit of the batch fails outside SQLite (writing the
+    # batch's pending index rows): the append before it was rolled back and must not be
+    # reported as done.
+    from ledgerfold.store import _search_index as search_index
+
+    real = search_index.flush_pending
+
+    def flush(conn: Any) -> None:
+        if conn.pending:
+            raise RuntimeError("segmenting failed")
+        real(conn)
+
+    path = tmp_path / "s.db"
+    with SQLiteStore(path) as store:
+        monkeypatch.setattr(search_index, "flush_pending", flush)
+        futures = _queue_behind_a_gate(
+            store, [lambda: store.append("c", "user", "one"), lambda: store.close()]
+        )
+        for future in futures:
+            with pytest.raises(RuntimeError, match="segmenting failed"):
+                future.result(timeout=30)
+    monkeypatch.setattr(search_index, "flush_pending", real)
+    with SQLiteStore(path) as reopened:
+        assert reopened.conversation_ids() == []

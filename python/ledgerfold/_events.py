@@ -83,17 +83,19 @@ def emit(hook: EventHook | None, event: Event) -> None:
 
 
 @contextmanager
-def held_until_done() -> Iterator[None]:
+def held_until_done() -> Iterator[list[tuple[EventHook, Event]] | None]:
     """Hold the events emitted on this thread inside the block; hand them to their hooks
     when it ends without an exception, drop them when it raises (the changes they report
-    did not happen). Nested: the outermost block decides."""
+    did not happen). Yields the held `(hook, event)` list, in emission order, so that the
+    block can drop some itself (those of writes it learns were not kept); None when nested:
+    the outermost block decides."""
     if getattr(_held, "events", None) is not None:
-        yield
+        yield None
         return
     held: list[tuple[EventHook, Event]] = []
     _held.events = held
     try:
-        yield
+        yield held
     finally:
         _held.events = None
     for hook, event in held:

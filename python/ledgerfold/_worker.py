@@ -34,7 +34,8 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 from ledgerfold._events import held_until_done
 
@@ -56,9 +57,21 @@ BATCH_JOBS = 64
 #: when another thread is busy (measured in docs/performance.md).
 YIELD_EVERY_S = 0.0005
 
+
+class BatchEnd(Protocol):
+    """What a batch hook may yield: `early` once the batch's shared transaction has ended
+    before the batch (a job committed it), and `error`, that commit's failure. A failure the
+    hook raises at its exit that *is* `error` concerns only the jobs up to that point: those
+    after it ran on their own."""
+
+    early: bool
+    error: BaseException | None
+
+
 #: What a store may offer its worker: `store._worker_batch()`, a context manager around a
-#: run of queued jobs (`SQLiteStore`'s makes their commits durable with one flush at its end).
-BatchHook = Callable[[], AbstractContextManager[None]]
+#: run of queued jobs (`SQLiteStore`'s makes their commits durable with one flush at its
+#: end), yielding a `BatchEnd` or None.
+BatchHook = Callable[[], AbstractContextManager[BatchEnd | None]]
 
 
 class StoreWorker:
@@ -152,28 +165,27 @@ class StoreWorker:
     def _run_batch(self) -> None:
         done: list[tuple[_Job, bool, Any]] = []
         hook = self._batch() if self._batch is not None else None
-        yielded = time.perf_counter()
-        try:
+        if hook is None:
+            self._run_jobs(done)
+        else:
             # A batch's events reach their hooks once it has committed (`_events`).
-            with (
-                held_until_done() if hook is not None else contextlib.nullcontext(),
-                hook() if hook is not None else contextlib.nullcontext(),
-            ):
-                while len(done) < BATCH_JOBS:
-                    job = self._next()
-                    if job is None:
-                        break
-                    if done and time.perf_counter() - yielded >= YIELD_EVERY_S:
-                        time.sleep(0)  # see `YIELD_EVERY_S`
-                        yielded = time.perf_counter()
-                    if not job[0].set_running_or_notify_cancel():
-                        continue  # cancelled before it started: never runs
-                    try:
-                        done.append((job, True, job[2]()))
-                    except BaseException as exc:  # the caller gets it, as from an executor
-                        done.append((job, False, exc))
-        except BaseException as exc:  # the batch's end failed (a flush): no job succeeded
-            done = [(job, False, exc) for job, _, _ in done]
+            with held_until_done() as held:
+                end: BatchEnd | None = None
+                split = _Split()
+                try:
+                    with hook() as end:
+                        self._run_jobs(done, end, held, split)
+                except BaseException as exc:  # the batch's commit failed: its jobs did not land
+                    covered = len(done)
+                    if split.jobs is not None and end is not None and exc is end.error:
+                        # A job committed the batch early, and that failed: the jobs after
+                        # it committed on their own and keep their outcomes and events.
+                        covered = split.jobs
+                        if held is not None:
+                            del held[: split.events]
+                    elif held is not None:
+                        held.clear()
+                    done[:covered] = [(job, False, exc) for job, _, _ in done[:covered]]
         loops: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
         for (future, waiter, _), ok, value in done:
             if ok:
@@ -185,6 +197,40 @@ class StoreWorker:
         for loop, answers in loops.items():
             with contextlib.suppress(RuntimeError):  # its loop is closed: nobody awaits
                 loop.call_soon_threadsafe(_answer, answers)
+
+    def _run_jobs(
+        self,
+        done: list[tuple[_Job, bool, Any]],
+        end: BatchEnd | None = None,
+        held: list[Any] | None = None,
+        split: _Split | None = None,
+    ) -> None:
+        """Run queued jobs (at most `BATCH_JOBS` in all) into `done`, noting in `split` how
+        many jobs and held events there were when the batch's transaction ended early."""
+        yielded = time.perf_counter()
+        while len(done) < BATCH_JOBS:
+            job = self._next()
+            if job is None:
+                break
+            if done and time.perf_counter() - yielded >= YIELD_EVERY_S:
+                time.sleep(0)  # see `YIELD_EVERY_S`
+                yielded = time.perf_counter()
+            if not job[0].set_running_or_notify_cancel():
+                continue  # cancelled before it started: never runs
+            try:
+                done.append((job, True, job[2]()))
+            except BaseException as exc:  # the caller gets it, as from an executor
+                done.append((job, False, exc))
+            if split is not None and split.jobs is None and end is not None and end.early:
+                split.jobs, split.events = len(done), 0 if held is None else len(held)
+
+
+@dataclass(slots=True)
+class _Split:
+    """Where a batch's shared transaction ended early: the jobs and held events before."""
+
+    jobs: int | None = None
+    events: int = 0
 
 
 #: An async caller's event loop and the future it awaits.

@@ -14,6 +14,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Protocol
 
@@ -32,6 +33,7 @@ from ledgerfold.store._sqlite_errors import quotes_stored_data, store_error
 __all__ = [
     "DURABILITIES",
     "INDEX_FREE",
+    "BatchEnd",
     "Database",
     "Transaction",
     "durability_arg",
@@ -40,6 +42,18 @@ __all__ = [
 ]
 
 _log = logging.getLogger("ledgerfold.store")
+
+
+@dataclass(slots=True)
+class BatchEnd:
+    """What `Database.batch` yields: whether the batch's shared transaction ended before the
+    batch did (`early`: a job's checkpoint or close committed it), and the failure of that
+    commit (`error`, None when it committed). The jobs after that point ran as transactions
+    of their own: the batch raises `error` at its end, but it concerns the jobs before."""
+
+    early: bool = False
+    error: BaseException | None = None
+
 
 #: `SQLiteStore(durability=...)` values.
 DURABILITIES = ("full", "normal")
@@ -130,7 +144,9 @@ class Database:
         # Why the batch's transaction is lost (SQLite rolled it back), or None.
         self._batch_lost: str | None = None
         # The batch's commit failed (at its end, or earlier for a checkpoint or a close).
-        self._batch_error: StoreError | None = None
+        self._batch_error: BaseException | None = None
+        # How the current batch's transaction ended early, if it did (`BatchEnd`).
+        self._batch_end = BatchEnd()
         # The batch's transaction was begun (by its first write) and not yet ended.
         self._batch_open = False
         # Job savepoints open now (a job's store call may open one inside another's).
@@ -173,7 +189,8 @@ class Database:
         with self.lock:
             try:
                 if self._conn is not None and self._in_batch:
-                    self._commit_batch()  # a job of a batch closes the store: keep what it did
+                    # A job of a batch closes the store: keep what it did.
+                    self._commit_batch(early=True)
             finally:
                 if self._conn is not None and self.checkpoint_pending:
                     with suppress(StoreError):
@@ -241,19 +258,23 @@ class Database:
                 self._savepoints -= nested
 
     @contextmanager
-    def batch(self) -> Iterator[None]:
+    def batch(self) -> Iterator[BatchEnd]:
         """Jobs run back to back as one write transaction (group commit, `_group_commit`):
         each write is a savepoint of it (`transaction`), and it commits once, at the end,
         so the per-transaction work (FTS5 flushing its index, the commit's WAL frames) is
         done once per batch. The caller holds the lock. If the end cannot commit, or SQLite
         rolled the transaction back on an error (a full disk), it raises `StoreError`:
-        none of the batch's writes is kept, and none of its callers may hear otherwise."""
+        none of the batch's writes is kept, and none of its callers may hear otherwise.
+        When a job's checkpoint or close committed the batch early, the failure of that
+        commit is raised at the end instead, and concerns only the jobs up to that point
+        (the `BatchEnd` yielded says so): those after it committed on their own."""
         self._in_batch, self._batch_lost, self._batch_error = True, None, None
+        self._batch_end = end = BatchEnd()
         self._savepoints = 0
         conn = self.connection()
         conn.pending = []  # the batch's index rows (`_search_index.flush_pending`)
         try:
-            yield
+            yield end
         except BaseException:
             if self._in_batch and not self.closed:
                 _rollback(self.connection())
@@ -270,14 +291,16 @@ class Database:
         if error is not None:
             raise error
 
-    def _commit_batch(self) -> None:
-        """Commit the batch's transaction and end the batch: the jobs after this one (if a
-        job's checkpoint or close asked for it) run as transactions of their own. A failure
-        fails the whole batch (`batch()` raises it at its end), whoever saw it first."""
+    def _commit_batch(self, *, early: bool = False) -> None:
+        """Commit the batch's transaction and end the batch. `early`: a job's checkpoint or
+        close asks for it, and the jobs after this one run as transactions of their own. A
+        failure fails the jobs of the batch so far (`batch()` raises it at its end), whoever
+        saw it first."""
         conn = self.connection()
         self._notice_lost(conn)
         lost, self._batch_lost, self._in_batch = self._batch_lost, None, False
         self._batch_open = False
+        self._batch_end.early = early
         error: StoreError | None = None
         if lost is not None:
             _rollback(conn)
@@ -289,13 +312,14 @@ class Database:
             except sqlite3.Error as err:
                 _rollback(conn)
                 error = store_error(conn, err, operation="commit", write=True)
-            except BaseException:  # not SQLite's (the index rows' segmenting): keep nothing
+            except BaseException as exc:  # not SQLite's (the index rows' segmenting): keep nothing
                 _rollback(conn)
                 conn.pending = None
+                self._batch_error = self._batch_end.error = exc
                 raise
         conn.pending = None  # the jobs after this one index as they append
         if error is not None:
-            self._batch_error = error
+            self._batch_error = self._batch_end.error = error
             raise error
         if self.checkpoint_pending:
             with suppress(StoreError):
@@ -360,7 +384,8 @@ class Database:
                 return
             conn = self.connection()
             if self._in_batch and conn.in_transaction:
-                self._commit_batch()  # erased content leaves the WAL now, not at the batch end
+                # Erased content leaves the WAL now, not at the batch end.
+                self._commit_batch(early=True)
             try:
                 # Readers are waited for briefly, not for the whole busy timeout.
                 conn.execute(f"PRAGMA busy_timeout = {int(wait_ms)}")

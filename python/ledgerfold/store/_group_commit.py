@@ -10,7 +10,9 @@ commit runs at `synchronous=NORMAL` (the WAL frames are written, not yet fsynced
 the WAL file is fsynced once, which makes every frame written before durable, before any
 caller of the batch hears back; a WAL checkpoint in between syncs what it copies itself
 (SQLite does that at `NORMAL`). If the commit fails, every caller of the batch gets the
-`StoreError` and none of the batch's writes is kept.
+`StoreError` and none of the batch's writes is kept; if a job's checkpoint or close committed
+the batch early, that commit's failure concerns the jobs up to it (`BatchEnd`), and those
+after it keep their own outcomes (they committed on their own).
 
 The batch holds the store's lock, so a call from another thread meanwhile waits and then
 commits on its own (with `synchronous=FULL` under `"full"`), as always. A read-only store
@@ -24,28 +26,29 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ledgerfold._errors import StoreError
-from ledgerfold.store._database import Database
+from ledgerfold.store._database import BatchEnd, Database
 
 __all__ = ["batch"]
 
 
 @contextmanager
-def batch(db: Database) -> Iterator[None]:
-    """Run the enclosed jobs as one group commit (see the module)."""
+def batch(db: Database) -> Iterator[BatchEnd | None]:
+    """Run the enclosed jobs as one group commit (see the module); yields how the batch's
+    transaction ended early, if it does (`BatchEnd`), or None when there is no batch."""
     if db.read_only or db.closed:
-        yield
+        yield None
         return
     if db.durability != "full" or db.path == ":memory:":
-        with db.lock, db.batch():
-            yield
+        with db.lock, db.batch() as end:
+            yield end
         return
     with db.lock:
         conn = db.connection()
         conn.execute("PRAGMA synchronous = NORMAL")
         before = conn.total_changes
         try:
-            with db.batch():
-                yield
+            with db.batch() as end:
+                yield end
         finally:
             if db.closed:
                 # A job closed the store. Its close checkpoints the WAL into the database

@@ -33,7 +33,7 @@ from ledgerfold.store import _context_read as context_read
 from ledgerfold.store import _group_commit as group_commit
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store._context_cache import ContextCache
-from ledgerfold.store._database import Database, durability_arg
+from ledgerfold.store._database import BatchEnd, Database, durability_arg
 from ledgerfold.store._ledger_reads import LedgerReads
 from ledgerfold.store._loop_methods import CompactionLoop
 from ledgerfold.store._paths import database_path
@@ -115,13 +115,14 @@ class SQLiteStore:
         return f"SQLiteStore(path={self._path!r}{durability}{mode}, {state})"
 
     @contextmanager
-    def _worker_batch(self) -> Iterator[None]:
+    def _worker_batch(self) -> Iterator[BatchEnd | None]:
         """What the store's worker runs a batch of queued jobs in: one group commit
-        (`_group_commit`). If it fails, none of its writes is kept: what the caches learnt
-        from them goes too."""
+        (`_group_commit`). If it fails, none of the writes it covered is kept (`BatchEnd`
+        tells which, when a job committed it early): what the caches learnt goes, all of
+        it."""
         try:
-            with group_commit.batch(self._db):
-                yield
+            with group_commit.batch(self._db) as end:
+                yield end
         except BaseException:
             with self._db.lock:
                 self._contexts.clear()
