@@ -103,6 +103,14 @@ def test_a_fact_deep_in_a_long_message_is_found_with_its_passage(store: lf.SQLit
     assert "7719-alpha" in passage and len(passage) <= 600 and passage in body
 
 
+def test_the_one_passage_with_words_is_the_hit_not_the_body(store: lf.SQLiteStore) -> None:
+    # Passages of 600, 101 (to the space) and 600 characters hold no token; the hit is the
+    # fourth, the only one that does, not the body.
+    body = "-" * 700 + " " + "=" * 700 + " The kiwi code is 4411."
+    store.append("c", "tool", body, id="out")
+    assert [hit.text for hit in store.search("c", "kiwi")] == [body[1301:]]
+
+
 def test_a_hundred_kilobyte_tool_output_gives_a_passage_not_the_body(
     store: lf.SQLiteStore,
 ) -> None:

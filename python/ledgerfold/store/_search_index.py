@@ -280,6 +280,12 @@ def _insert(conn: sqlite3.Connection, turns: Sequence[tuple[int, str]]) -> None:
     # One native call segments the batch (on both cores when it is large).
     segmented = index_passages_many([body for _, body in turns])
     for (turn_pk, body), passages in zip(turns, segmented, strict=True):
+        if len(passages) == 1:  # most bodies: `_rows` without its lists
+            start, end, tokens = passages[0]
+            rows.append((turn_pk << SLOT_BITS, tokens))
+            if start != 0 or end != len(body):
+                offsets.append((turn_pk, _packed([(start, end)])))
+            continue
         made, bounds = _rows(turn_pk, body, passages)
         rows += made
         if bounds and bounds != [(0, len(body))]:

@@ -61,27 +61,11 @@ pub fn passage_bounds(body: &str) -> Vec<PassageBounds> {
     let (mut start_byte, mut start_char) = (0usize, 0usize);
     while start_byte < body.len() {
         let rest = &body[start_byte..];
-        // (byte offset after, chars after) of the candidates, relative to `start`.
-        let mut sentence_end: Option<(usize, usize)> = None;
-        let mut whitespace: Option<(usize, usize)> = None;
-        let mut window_end: Option<(usize, usize)> = None;
-        for (count, (offset, c)) in rest.char_indices().enumerate() {
-            if count == PASSAGE_CHARS {
-                window_end = Some((offset, count));
-                break;
-            }
-            let after = (offset + c.len_utf8(), count + 1);
-            if count >= PASSAGE_CHARS / 2 && is_sentence_end(c) {
-                sentence_end = Some(after);
-            }
-            if c.is_whitespace() {
-                whitespace = Some(after);
-            }
-        }
-        let (bytes, chars) = match window_end {
-            // The rest of the body fits: the last passage.
-            None => (rest.len(), rest.chars().count()),
-            Some(full) => sentence_end.or(whitespace).unwrap_or(full),
+        let (bytes, chars) = if rest.len() <= PASSAGE_CHARS {
+            // No more characters than bytes: the rest fits, the last passage.
+            (rest.len(), rest.chars().count())
+        } else {
+            passage_end(rest)
         };
         out.push(PassageBounds {
             start_byte,
@@ -93,6 +77,44 @@ pub fn passage_bounds(body: &str) -> Vec<PassageBounds> {
         start_char += chars;
     }
     out
+}
+
+/// `(bytes, chars)` of the passage at the start of `rest` (see [`passage_bounds`]).
+fn passage_end(rest: &str) -> (usize, usize) {
+    // (byte offset after, chars after) of the candidates, relative to `rest`.
+    let mut sentence_end: Option<(usize, usize)> = None;
+    let mut whitespace: Option<(usize, usize)> = None;
+    let window = &rest.as_bytes()[..rest.len().min(PASSAGE_CHARS + 1)];
+    if window.is_ascii() {
+        // One byte a character: the same scan over bytes.
+        for (count, &byte) in window.iter().enumerate() {
+            if count == PASSAGE_CHARS {
+                return sentence_end.or(whitespace).unwrap_or((count, count));
+            }
+            let c = char::from(byte);
+            if count >= PASSAGE_CHARS / 2 && is_sentence_end(c) {
+                sentence_end = Some((count + 1, count + 1));
+            }
+            if c.is_whitespace() {
+                whitespace = Some((count + 1, count + 1));
+            }
+        }
+        return (rest.len(), rest.len());
+    }
+    for (count, (offset, c)) in rest.char_indices().enumerate() {
+        if count == PASSAGE_CHARS {
+            return sentence_end.or(whitespace).unwrap_or((offset, count));
+        }
+        let after = (offset + c.len_utf8(), count + 1);
+        if count >= PASSAGE_CHARS / 2 && is_sentence_end(c) {
+            sentence_end = Some(after);
+        }
+        if c.is_whitespace() {
+            whitespace = Some(after);
+        }
+    }
+    // The rest of the body fits: the last passage.
+    (rest.len(), rest.chars().count())
 }
 
 #[cfg(test)]

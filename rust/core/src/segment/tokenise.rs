@@ -104,9 +104,62 @@ fn stem_of(word: &str) -> String {
 const CACHED_WORD_BYTES: usize = 24;
 /// The cache is emptied when it holds this many words (a bound on its memory).
 const CACHED_WORDS: usize = 32_768;
+/// Slots of the front cache (a power of two).
+const FRONT_SLOTS: usize = 4_096;
+
+/// The remembered stems: a direct-mapped front (one word a slot, picked by a cheap hash of
+/// the word; a word that lands on another's slot replaces it) before a `HashMap` with the
+/// standard library's keyed hash. The front answers most words for one short hash and one
+/// comparison; being direct-mapped, words made to share a slot cost misses, never a longer
+/// search, and the map behind it keeps its keyed hash's guarantees.
+struct StemCache {
+    front: Vec<Option<(Box<str>, Box<str>)>>,
+    map: HashMap<Box<str>, Box<str>>,
+}
+
+impl StemCache {
+    fn new() -> Self {
+        Self {
+            front: vec![None; FRONT_SLOTS],
+            map: HashMap::new(),
+        }
+    }
+
+    /// FNV-1a over the word's bytes, folded to a slot.
+    fn slot(word: &str) -> usize {
+        let mut hash: u32 = 0x811c_9dc5;
+        for &byte in word.as_bytes() {
+            hash = (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193);
+        }
+        (hash ^ (hash >> 16)) as usize & (FRONT_SLOTS - 1)
+    }
+
+    /// Appends the stem of `word` to `out` (as [`TokenBuilder::emit`]), remembering it.
+    fn push(&mut self, out: &mut String, word: &str) {
+        let slot = Self::slot(word);
+        if let Some((known, stem)) = &self.front[slot] {
+            if &**known == word {
+                TokenBuilder::emit(out, stem);
+                return;
+            }
+        }
+        let stem: Box<str> = if let Some(stem) = self.map.get(word) {
+            stem.clone()
+        } else {
+            let stem: Box<str> = stem_of(word).into_boxed_str();
+            if self.map.len() >= CACHED_WORDS {
+                self.map.clear();
+            }
+            self.map.insert(word.into(), stem.clone());
+            stem
+        };
+        TokenBuilder::emit(out, &stem);
+        self.front[slot] = Some((word.into(), stem));
+    }
+}
 
 thread_local! {
-    static STEMS: RefCell<HashMap<Box<str>, Box<str>>> = RefCell::new(HashMap::new());
+    static STEMS: RefCell<StemCache> = RefCell::new(StemCache::new());
 }
 
 /// Appends the stem of `word` (ASCII letters `a-z`) to `out`, as [`TokenBuilder::emit`].
@@ -115,18 +168,7 @@ fn push_stem(out: &mut String, word: &str) {
         TokenBuilder::emit(out, &stem_of(word));
         return;
     }
-    STEMS.with_borrow_mut(|cache| {
-        if let Some(stem) = cache.get(word) {
-            TokenBuilder::emit(out, stem);
-            return;
-        }
-        let stem = stem_of(word);
-        TokenBuilder::emit(out, &stem);
-        if cache.len() >= CACHED_WORDS {
-            cache.clear();
-        }
-        cache.insert(word.into(), stem.into_boxed_str());
-    });
+    STEMS.with_borrow_mut(|cache| cache.push(out, word));
 }
 
 /// Appends the tokens of `text` to `out`, each preceded by a space when `out` is not empty.
@@ -303,6 +345,32 @@ mod tests {
         assert_eq!(toks("한국어"), ["한국", "국어"]);
         assert_eq!(toks("コーヒー"), ["コー", "ーヒ", "ヒー"]);
         assert_eq!(toks("字"), ["字"]);
+    }
+
+    #[test]
+    fn words_sharing_a_front_slot_keep_their_own_stems() {
+        // Two words the front cache puts in one slot, alternating: each replaces the other.
+        let mut by_slot = HashMap::new();
+        let letters = || (b'a'..=b'z').map(char::from);
+        let pair = letters()
+            .flat_map(|a| {
+                letters().flat_map(move |b| letters().map(move |c| format!("{a}{b}{c}ing")))
+            })
+            .find_map(|word| {
+                let slot = StemCache::slot(&word);
+                by_slot
+                    .insert(slot, word.clone())
+                    .map(|other| (other, word))
+            })
+            .expect("4,096 slots, 17,576 words");
+        assert_ne!(pair.0, pair.1);
+        let text = format!("{0} {1} {0} {1} {0}", pair.0, pair.1);
+        let (first, second) = (stem_of(&pair.0), stem_of(&pair.1));
+        assert_ne!(first, second);
+        assert_eq!(
+            tokens(&text),
+            [&first, &second, &first, &second, &first].map(String::clone)
+        );
     }
 
     #[test]
