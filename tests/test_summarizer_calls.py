@@ -280,3 +280,32 @@ def test_acompact_runs_a_given_summarizer_off_the_worker(
         assert outcome.status == "accepted"
         assert jobs == 2
         assert len(threads) == 1 and not next(iter(threads)).startswith(THREAD_NAME)
+
+
+def test_the_in_job_summarizer_is_the_one_checked(store: SQLiteStore) -> None:
+    """The summarizer is read once when deciding to call it in the planning job: one assigned
+    after that decision (here, while `timeout` is read) is not the one called."""
+
+    class Swapping(Compactor):
+        @property  # type: ignore[override]
+        def timeout(self) -> float | None:
+            swapped = self.__dict__.get("_swapped", False)
+            if self.__dict__.get("_armed") and not swapped:
+                self.__dict__["_swapped"] = True
+
+                async def slow(request: SummaryRequest) -> str:
+                    return "never called in the planning job"
+
+                self.summarizer = slow
+            return None
+
+        @timeout.setter
+        def timeout(self, value: float | None) -> None:
+            self.__dict__["_timeout"] = value
+
+    fill(store, 6)
+    compactor = Swapping(store, CompactionPolicy("v1", min_new_turns=1, keep_tail=2))
+    compactor.__dict__["_armed"] = True
+    outcome = asyncio.run(compactor.acompact(CONV))
+    assert outcome.status == "accepted" and outcome.summary is not None
+    assert outcome.summary.text != "never called in the planning job"

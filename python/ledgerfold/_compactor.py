@@ -204,8 +204,9 @@ class Compactor(OutcomeRecorder):
             if before is not None:
                 before()
             begun = self._begin(conversation_id, force)
-            if isinstance(begun, _Job) and self._summarizes_in_job():
-                begun = self._summarize_and_end(begun)
+            in_job = self._in_job_summarizer()
+            if isinstance(begun, _Job) and in_job is not None:
+                begun = self._summarize_and_end(begun, in_job)
             ended = isinstance(begun, CompactionOutcome)
             return begun, (after() if ended and after is not None else None)
 
@@ -231,20 +232,20 @@ class Compactor(OutcomeRecorder):
 
         return await worker.run(finish)
 
-    def _summarizes_in_job(self) -> bool:
-        """Whether the summarizer is still the built-in one this compactor made, with no
-        deadline (see `__init__`)."""
-        return (
-            self._built_in is not None
-            and self.summarizer is self._built_in
-            and self.timeout is None
-        )
+    def _in_job_summarizer(self) -> Summarizer | None:
+        """The built-in summarizer this compactor made, if it is still the summarizer and
+        there is no deadline (see `__init__`), else None. Read once: the call is made with
+        the object checked, whatever is assigned meanwhile."""
+        built_in, summarizer = self._built_in, self.summarizer
+        if built_in is not None and summarizer is built_in and self.timeout is None:
+            return built_in
+        return None
 
-    def _summarize_and_end(self, job: _Job) -> CompactionOutcome:
+    def _summarize_and_end(self, job: _Job, summarizer: Summarizer) -> CompactionOutcome:
         """The built-in summarizer's call and the compaction's end, in the job that planned
-        (`_summarizes_in_job`)."""
+        (`_in_job_summarizer`)."""
         try:
-            result = self.summarizer(job.request)
+            result = summarizer(job.request)
         except Exception as error:
             return self._fail(job, failure_reason(error), type(error).__name__)
         return self._finish(job, result)
