@@ -32,8 +32,6 @@ def test_native_batch_input_is_validated() -> None:
         ([(1, *ROW[1:])], [], []),
         ([("c", 1, *ROW[2:])], [], []),
         ([(b"\xff", *ROW[1:])], [], []),
-        ([("c", b"\xff", *ROW[2:])], [], []),
-        ([ROW], [(1, b"\xff")], [SUMMARY]),
         ([ROW], [(1,)], [SUMMARY]),
         ([ROW], [("1", "a")], [SUMMARY]),
         ([ROW], [(1, "a")], [("c", 1, "s")]),
@@ -43,6 +41,18 @@ def test_native_batch_input_is_validated() -> None:
             _native.revalidate_flat(rows, sources, summaries, 1)  # type: ignore[arg-type]
     with pytest.raises(InvalidInput):
         _native.revalidate_flat([ROW], [(1, "a")], [SUMMARY], 0)
+
+
+def test_ids_that_are_not_utf8_are_damage_not_errors() -> None:
+    """A stored turn ID or source ID that is not UTF-8 reads as an ID no valid turn has: the
+    row is an invalid turn, and such a source cites none of the valid ones."""
+    damaged_row = ("c", b"\xff", *ROW[2:])
+    assert _native.revalidate_flat([damaged_row], [(1, "a")], [SUMMARY], 1)[0] == [
+        ("c", "s", "source-missing", "a")
+    ]
+    assert _native.revalidate_flat([ROW], [(1, b"\xff")], [SUMMARY], 1)[0] == [
+        ("c", "s", "source-missing", "")
+    ]
 
 
 @pytest.mark.parametrize(

@@ -388,22 +388,28 @@ def sealed_inputs(
 ) -> tuple[str, list[tuple[str, bytes]], set[str], list[tuple[Any, ...]]]:
     """What `ledgerfold._sealed.recheck` needs of one summary: its fingerprint, its sources
     with their stored digests, the conversation's purged turn IDs and its live turns."""
+    utf8 = is_utf8(conn)  # text read as its stored bytes: damage is the reader's to judge
     pk, fingerprint = conn.execute(
         "SELECT pk, source_fingerprint FROM summaries WHERE id = ?", (summary_id,)
     ).fetchone()
     sources = conn.execute(
-        "SELECT turn_id, turn_digest FROM summary_sources WHERE summary_pk = ? ORDER BY position",
+        f"SELECT {_read('turn_id', utf8)}, turn_digest FROM summary_sources"
+        " WHERE summary_pk = ? ORDER BY position",
         (pk,),
     ).fetchall()
     purged = {
-        row[0]
+        bytes(row[0]).decode("utf-8", errors="replace") if utf8 else row[0]
         for row in conn.execute(
-            "SELECT id FROM turns WHERE conversation_id = ? AND state = ?",
+            f"SELECT {_read('id', utf8)} FROM turns WHERE conversation_id = ? AND state = ?",
             (conversation_id, TURN_PURGED),
         )
     }
+    columns = [
+        _read(column, utf8) if column not in ("sequence", "protected") else column
+        for column in _ROW_COLUMNS[1:]
+    ]
     live = conn.execute(
-        "SELECT id, sequence, role, body, protected, protection_reason, grp, meta FROM turns"
+        f"SELECT {', '.join(columns)} FROM turns"
         " WHERE conversation_id = ? AND state = ? ORDER BY sequence",
         (conversation_id, TURN_LIVE),
     ).fetchall()

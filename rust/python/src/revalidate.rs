@@ -113,6 +113,11 @@ pub(crate) fn tuple_of<'py>(
     Ok(tuple.clone())
 }
 
+/// A stored turn ID, or a summary's source ID, that is not UTF-8 text: damage in storage, read
+/// as an ID no valid turn has (empty), so its row is an invalid turn and such a source cites
+/// none of the valid ones: a verdict, not an error.
+const UNREADABLE_ID: &str = "";
+
 /// A turn field read leniently: one of the wrong type (or text that is not UTF-8) makes its
 /// row an invalid turn, as any stored row that no longer is one; damage in storage is a
 /// verdict (`source-modified`), not an error. Only the keys (conversation and turn ID) must
@@ -153,7 +158,8 @@ fn owned_row_fields(row: &Bound<'_, PyTuple>, at: usize) -> PyResult<OwnedRow> {
     let meta = lenient(&mut readable, optional_text("meta", &row.get_item(at + 7)?));
     Ok(OwnedRow {
         readable,
-        id: key("id", &row.get_item(at)?)?,
+        // Text that is not UTF-8 is damage, read as `UNREADABLE_ID` (`borrowed_row`).
+        id: text_or_bytes("id", &row.get_item(at)?)?,
         sequence: sequence.unwrap_or(-1),
         role,
         body,
@@ -176,10 +182,15 @@ fn borrowed_row<'a>(py: Python<'_>, row: &'a OwnedRow) -> PyResult<TurnRow<'a>> 
         read(&row.group),
         read(&row.meta),
     );
-    let readable =
-        row.readable && role.is_some() && reason.is_some() && group.is_some() && meta.is_some();
+    let id = row.id.read(py);
+    let readable = row.readable
+        && id.is_some()
+        && role.is_some()
+        && reason.is_some()
+        && group.is_some()
+        && meta.is_some();
     Ok(TurnRow {
-        id: read_key(py, "id", &row.id)?,
+        id: id.unwrap_or(UNREADABLE_ID),
         sequence: row.sequence,
         role: match role {
             Some(role) if readable => role,
@@ -315,7 +326,7 @@ pub fn revalidate_flat(
             let source = tuple_of("sources", source, 2)?;
             Ok((
                 extract::int64("summary_pk", &source.get_item(0)?)?,
-                key("turn_id", &source.get_item(1)?)?,
+                text_or_bytes("turn_id", &source.get_item(1)?)?,
             ))
         })
         .collect::<PyResult<_>>()?;
@@ -335,7 +346,7 @@ pub fn revalidate_flat(
         sources
             .entry(*pk)
             .or_default()
-            .push(read_key(py, "turn_id", turn_id)?);
+            .push(turn_id.read(py).unwrap_or(UNREADABLE_ID));
     }
     let current = current_summaries(py, &owned_summaries)?;
     let conversations = columns::group(rows, sources, &current);

@@ -1,0 +1,136 @@
+"""Revalidation of a damaged database where IDs and sealed summaries are concerned: a turn or
+source ID that is not UTF-8 text, and damaged live rows beside a sealed summary (one whose
+sources were partly purged), are verdicts and counts, never an exception, whichever way the
+run is read and however many workers read it; no stored text reaches the report or an
+error."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from ledgerfold import CompactionPolicy, Compactor, SQLiteStore
+from ledgerfold.revalidate import RevalidationReport, revalidate_database
+
+POLICY = CompactionPolicy("v1", keep_tail=2, min_new_turns=1)
+#: Makes the packed read of the run holding that turn refuse it: the run is read by rows.
+_BY_ROWS = "UPDATE turns SET sequence = '1,2' WHERE id = ?"
+
+
+def _ledger(path: Path) -> Path:
+    """Two conversations, each with a tool call and a summary over its older turns."""
+    with SQLiteStore(path) as store:
+        for c in ("c1", "c2"):
+            store.append(c, "system", "sys prompt")
+            store.append(c, "user", "hello there", id=f"{c}-u1")
+            calls = json.dumps([{"id": f"{c}-call", "type": "function", "function": {}}])
+            store.append_many(
+                c,
+                [
+                    {"role": "assistant", "body": "calling", "id": f"{c}-a1",
+                     "meta": {"tool_calls": calls}},
+                    {"role": "tool", "body": "result", "id": f"{c}-t1",
+                     "meta": {"tool_call_id": f"{c}-call"}},
+                ],
+            )  # fmt: skip
+            store.append(c, "user", "more", id=f"{c}-u2")
+            for n in range(3):
+                store.append(c, "user", f"tail {n}", id=f"{c}-tail{n}")
+            assert Compactor(store, POLICY).compact(c, force=True).status == "accepted"
+    return path
+
+
+def _sql(path: Path, statement: str, *parameters: object) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA foreign_keys = OFF")
+        conn.execute(statement, parameters)
+
+
+def _reports(path: Path) -> list[RevalidationReport]:
+    return [
+        revalidate_database(path, workers=workers, batch_turns=batch, mark_stale=False)
+        for workers in (1, 2)
+        for batch in (1, 2000)
+    ]
+
+
+def _same(reports: list[RevalidationReport]) -> RevalidationReport:
+    """The reports agree but for the time taken and the workers used."""
+    seen = {
+        json.dumps({k: v for k, v in r.as_json().items() if k not in ("seconds", "workers")})
+        for r in reports
+    }
+    assert len(seen) == 1, seen
+    return reports[0]
+
+
+@pytest.mark.parametrize("by_rows", [False, True])
+def test_an_uncited_turn_id_that_is_not_text_is_a_damaged_row(
+    tmp_path: Path, by_rows: bool
+) -> None:
+    path = _ledger(tmp_path / "s.db")
+    _sql(path, "UPDATE turns SET id = CAST(X'ff41' AS TEXT) WHERE id = 'c2-tail2'")
+    if by_rows:
+        _sql(path, _BY_ROWS, "c2-u2")  # c2's summary goes stale: all its live rows audited
+    report = _same(_reports(path))
+    assert report.turns_damaged == (2 if by_rows else 1)  # and the '1,2' row
+    assert report.stale == (1 if by_rows else 0)
+
+
+@pytest.mark.parametrize("by_rows", [False, True])
+def test_a_source_id_that_is_not_text_makes_its_summary_stale(
+    tmp_path: Path, by_rows: bool
+) -> None:
+    path = _ledger(tmp_path / "s.db")
+    _sql(path, "UPDATE run_sources SET turn_id = CAST(X'ff41' AS TEXT) WHERE turn_id = 'c1-u2'")
+    if by_rows:
+        _sql(path, _BY_ROWS, "c2-u2")
+    report = _same(_reports(path))
+    stale = {item.conversation_id: item.reason for item in report.stale_summaries}
+    assert stale["c1"] == "source-missing"
+    assert ("c2" in stale) == by_rows
+
+
+SECRET = "SECRET-TEXT"
+# Damage to one raw (uncited) row of a conversation whose summary is sealed.
+RAW_DAMAGE = {
+    "role": "UPDATE turns SET role = 7 WHERE id = ?",
+    "body-not-utf8": "UPDATE turns SET body = CAST(X'ff00' AS TEXT) WHERE id = ?",
+    "meta-not-json": f"UPDATE turns SET meta = '{SECRET}' WHERE id = ?",
+    "meta-number": "UPDATE turns SET meta = '{\"k\": 5}' WHERE id = ?",
+    "sequence-text": f"UPDATE turns SET sequence = '{SECRET}' WHERE id = ?",
+    "id-not-utf8": "UPDATE turns SET id = CAST(X'ff41' AS TEXT) WHERE id = ?",
+}
+
+
+def _sealed(path: Path) -> Path:
+    """c1's summary sealed: its first turns purged, the summary still current."""
+    _ledger(path)
+    with SQLiteStore(path) as store:
+        store.purge_through("c1", 2, "retention")
+    report = revalidate_database(path, mark_stale=False)
+    assert report.stale == 0 and report.turns_damaged == 0
+    return path
+
+
+@pytest.mark.parametrize("damage", sorted(RAW_DAMAGE))
+def test_a_sealed_summary_is_checked_past_a_damaged_raw_row(tmp_path: Path, damage: str) -> None:
+    path = _sealed(tmp_path / "s.db")
+    _sql(path, RAW_DAMAGE[damage], "c1-tail2")
+    report = _same(_reports(path))
+    assert report.stale == 0  # the sealed summary does not cite the row
+    assert report.turns_damaged == 1
+    assert SECRET not in json.dumps(report.as_json())
+
+
+def test_a_sealed_summary_citing_a_damaged_row_is_source_modified(tmp_path: Path) -> None:
+    path = _sealed(tmp_path / "s.db")
+    _sql(path, f"UPDATE turns SET sequence = '{SECRET}' WHERE id = 'c1-u2'")
+    report = _same(_reports(path))
+    assert [(s.conversation_id, s.reason, s.turn_id) for s in report.stale_summaries] == [
+        ("c1", "source-modified", "c1-u2")
+    ]
+    assert SECRET not in json.dumps(report.as_json())
