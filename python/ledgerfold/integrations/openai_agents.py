@@ -3,12 +3,15 @@
 Every item the SDK adds becomes one turn, with the item kept verbatim in
 `meta["agents_item"]` (JSON) so it comes back exactly as it came (a str text field is kept
 once, as the turn body or the call's arguments, so its tokens are not counted twice): a
-`message` is a turn of its role (`developer` → `system`), a `function_call` an assistant
-turn with `tool_calls` and its `function_call_output` a tool turn in the same group (also
-across `add_items` calls), a `reasoning` item an assistant turn holding its summary text,
-and any other item type an assistant turn with no text. `get_items` returns the ledgerfold
-context: the current summary as one `system` item, then every turn it does not cover, as
-its item. After each `add_items`, compaction runs when the policy says it is due.
+`message` is a turn of its role (`developer` → `system`), a call (`function_call` or any
+other `*_call` item) an assistant turn with `tool_calls` and its `*_call_output` a tool turn
+answering it (one compaction unit, also across `add_items` calls), parallel calls one
+group, a `reasoning` item an assistant turn holding its summary text in the group of the
+item after it, and any other item type an assistant turn with no text
+(`ledgerfold.integrations._agents_items`). `get_items` returns the ledgerfold context: the
+current summary as one `system` item, then every turn it does not cover, as its item (a
+result whose call is not among them left out, as the SDK leaves out a call without its
+result). After each `add_items`, compaction runs when the policy says it is due.
 
 Nothing runs on the event loop's thread but the awaiting: every method's store work (and the
 items' conversion) runs on the store's worker thread (SPEC §17.6, `ledgerfold._worker`), so
@@ -36,6 +39,15 @@ from ledgerfold._errors import InvalidInput
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._worker import worker_for
 from ledgerfold.adapters._chat import chat_turn_specs, to_chat_messages, tool_group
+from ledgerfold.integrations._agents_items import (
+    ITEM_KEY,
+    is_call,
+    is_output,
+    item_groups,
+    item_message,
+    restored,
+    stored,
+)
 from ledgerfold.integrations._turns import append_specs
 from ledgerfold.store._protocol import Store
 from ledgerfold.store._sqlite import SQLiteStore
@@ -43,13 +55,6 @@ from ledgerfold.summarizers._base import Summarizer
 from ledgerfold.tools import RECALL_TOOL, check_recall_store, run_recall
 
 __all__ = ["ITEM_KEY", "LedgerfoldSession", "item_message"]
-
-#: The meta key holding each item's original JSON.
-ITEM_KEY = "agents_item"
-
-# The str field of an item that the turn already holds, so the verbatim copy leaves it out.
-_MOVED = {"message": "content", "function_call_output": "output", "function_call": "arguments"}
-_MOVED_KEY = "__ledgerfold_moved__"
 
 #: The default policy: compact once the context passes 8000 (approximate) tokens.
 DEFAULT_POLICY = CompactionPolicy("ledgerfold-agents-1", keep_tail=8, trigger_tokens=8000)
@@ -65,61 +70,6 @@ def _plain(item: Any, index: int) -> dict[str, Any]:
             problem="wrong-type",
         )
     return dict(item)
-
-
-def _text_of(content: Any) -> str:
-    """Text of a message's content: a str, or the text of its parts (input/output text)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
-    return ""
-
-
-def _kind(item: Mapping[str, Any]) -> Any:
-    return item.get("type", "message" if "role" in item else None)
-
-
-def _stored(item: Mapping[str, Any]) -> str:
-    """The item's verbatim JSON, less the str field the turn holds anyway."""
-    moved = _MOVED.get(_kind(item))
-    if moved is not None and isinstance(item.get(moved), str) and _MOVED_KEY not in item:
-        item = {**{k: v for k, v in item.items() if k != moved}, _MOVED_KEY: moved}
-    return json.dumps(item, ensure_ascii=False, sort_keys=True)
-
-
-def _restored(text: str, meta: Mapping[str, str] | None) -> Any:
-    """The item as it came, from a turn's text and meta."""
-    meta = meta or {}
-    item = json.loads(meta[ITEM_KEY])
-    moved = item.pop(_MOVED_KEY, None) if isinstance(item, dict) else None
-    if moved == "arguments":
-        item[moved] = json.loads(meta["tool_calls"])[0]["function"]["arguments"]
-    elif moved is not None:
-        item[moved] = text
-    return item
-
-
-def item_message(item: Mapping[str, Any]) -> dict[str, Any]:
-    """The chat message an item is stored as (before its verbatim copy is added)."""
-    kind = _kind(item)
-    if kind == "message":
-        role = item.get("role")
-        return {"role": role, "content": _text_of(item.get("content"))}
-    if kind == "function_call":
-        call = {
-            "id": item.get("call_id"),
-            "type": "function",
-            "function": {"name": item.get("name"), "arguments": item.get("arguments")},
-        }
-        return {"role": "assistant", "content": "", "tool_calls": [call]}
-    if kind == "function_call_output":
-        output = item.get("output")
-        text = output if isinstance(output, str) else _text_of(output) or json.dumps(output)
-        return {"role": "tool", "tool_call_id": item.get("call_id"), "content": text}
-    if kind == "reasoning":
-        return {"role": "assistant", "content": _text_of(item.get("summary"))}
-    return {"role": "assistant", "content": ""}
 
 
 class LedgerfoldSession:
@@ -261,14 +211,21 @@ class LedgerfoldSession:
     def _items(self, limit: int | None) -> list[Any]:
         context = self.compactor.context(self.session_id)
         items: list[Any] = []
+        calls: set[Any] = set()
         for item in context.items:
             if isinstance(item, SummaryItem):
                 # The summary's framed, escaped message; a turn comes back as its own item.
                 (message,) = to_chat_messages(AssembledContext((item,), None), recall=self._recall)
                 items.append({"role": "system", "content": message["content"]})
                 self._remember(message["content"], item)
-            else:
-                items.append(_restored(item.text, item.meta))
+                continue
+            for restored_item in restored(item.role, item.text, item.meta):
+                if isinstance(restored_item, Mapping):
+                    if is_call(restored_item):
+                        calls.add(restored_item["call_id"])
+                    elif is_output(restored_item) and restored_item["call_id"] not in calls:
+                        continue  # its call is not sent (SPEC §17.2): the API refuses it
+                items.append(restored_item)
         if limit is not None:
             items = items[-limit:] if limit > 0 else []
         return items
@@ -285,18 +242,21 @@ class LedgerfoldSession:
             return 0
         specs = chat_turn_specs(item_message(item) for item in plain)
         ids = ["t-" + uuid.uuid4().hex for _ in specs]
-        # An SDK function_call item makes one call, so its group is `tool_group` of that
-        # call's ID alone, also for an output arriving in a later `add_items`.
         turns = append_specs(
             specs,
             ids,
             {},
             lambda call_id: tool_group((call_id,)),
-            [{ITEM_KEY: _stored(item)} for item in plain],
+            [{ITEM_KEY: stored(item)} for item in plain],
         )
+        for turn, group in zip(turns, item_groups(plain), strict=True):
+            if group is not None:
+                turn["group"] = group
         return len(self.store.append_many(self.session_id, turns))
 
     def _pop(self) -> Any | None:
+        """The newest turn's item (the last, for a turn no session wrote), read before the
+        turn is retracted: a turn that cannot be read is not retracted either."""
         items = self.compactor.context(self.session_id).items
         if not items:
             return None
@@ -306,10 +266,12 @@ class LedgerfoldSession:
             if not turns:
                 return None
             newest = turns[-1]
+            popped = restored(newest.role, newest.body, newest.meta)[-1]
             self.store.retract(self.session_id, newest.id)
-            return _restored(newest.body, newest.meta)
+            return popped
+        popped = restored(last.role, last.text, last.meta)[-1]
         self.store.retract(self.session_id, last.id)
-        return _restored(last.text, last.meta)
+        return popped
 
 
 #: How many served summary items `call_model_input_filter` recognises (concurrent runs).

@@ -1,0 +1,136 @@
+"""`LedgerfoldSession`'s items as turns (`integrations/_agents_items.py`, SPEC §17.2): every
+kind of call stays with its result, parallel calls and a reasoning item with what follows
+them, through compaction; a result whose call is not served is left out; turns the session
+did not write read back as items of their role and text."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledgerfold import CompactionPolicy, SQLiteStore
+from ledgerfold.integrations._agents_items import item_groups
+from ledgerfold.integrations.openai_agents import LedgerfoldSession
+
+#: Compacts everything but the newest turn whenever one turn is new.
+EAGER = CompactionPolicy("v1", keep_tail=1, trigger_tokens=None, min_new_turns=1)
+
+
+def _user(n: int) -> dict[str, Any]:
+    return {"role": "user", "content": f"question {n}"}
+
+
+def _reasoning(n: int) -> dict[str, Any]:
+    return {"type": "reasoning", "id": f"rs_{n}", "summary": [], "encrypted_content": "opaque"}
+
+
+CALLS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "function": (
+        {"type": "function_call", "call_id": "f1", "name": "lookup", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "f1", "output": "found"},
+    ),
+    "custom": (
+        {"type": "custom_tool_call", "call_id": "k1", "name": "patch", "input": "diff"},
+        {"type": "custom_tool_call_output", "call_id": "k1", "output": "applied"},
+    ),
+    "computer": (
+        {"type": "computer_call", "call_id": "m1", "id": "cu_1", "action": {"type": "click"}},
+        {"type": "computer_call_output", "call_id": "m1", "output": {"type": "input_image"}},
+    ),
+    "local_shell": (
+        {"type": "local_shell_call", "call_id": "s1", "id": "ls_1", "action": {"type": "exec"}},
+        {"type": "local_shell_call_output", "id": "s1", "call_id": "s1", "output": "ok"},
+    ),
+}
+
+
+def test_a_call_its_result_parallel_calls_and_reasoning_share_a_group() -> None:
+    call, output = CALLS["custom"]
+    other = {**call, "call_id": "k2"}
+    other_output = {**output, "call_id": "k2"}
+    items = [_user(0), _reasoning(0), call, other, output, other_output, _reasoning(1), _user(1)]
+    groups = item_groups(items)
+    assert groups[0] is None
+    assert groups[1] == groups[2] == groups[3] == groups[4] == groups[5] is not None
+    assert groups[6] == groups[7] is not None and groups[6] != groups[1]
+    request = {"type": "mcp_approval_request", "id": "ap1", "name": "delete"}
+    response = {"type": "mcp_approval_response", "approval_request_id": "ap1", "approve": True}
+    assert item_groups([request])[0] == item_groups([response])[0] is not None
+
+
+def _served(session: LedgerfoldSession) -> list[Any]:
+    return asyncio.run(session.get_items())
+
+
+def _assert_sendable(items: list[Any]) -> None:
+    """Every result follows its call, with nothing but calls and results between them, and
+    each reasoning item is followed by an item of its response."""
+    open_calls: set[str] = set()
+    for at, item in enumerate(items):
+        kind = item.get("type", "message")
+        if kind.endswith("_call_output"):
+            assert item["call_id"] in open_calls, (at, items)
+        elif kind.endswith("_call"):
+            open_calls.add(item["call_id"])
+        else:
+            if kind == "reasoning":
+                assert at + 1 < len(items) and items[at + 1].get("type") != "message", items
+            open_calls.clear()
+
+
+@pytest.mark.parametrize("kind", sorted(CALLS))
+def test_compaction_never_serves_a_result_without_its_call(tmp_path: Path, kind: str) -> None:
+    call, output = CALLS[kind]
+    with SQLiteStore(tmp_path / "s.db") as store:
+        session = LedgerfoldSession("s", store=store, policy=EAGER)
+        for n in range(4):
+            calls = [{**call, "call_id": f"{call['call_id']}-{n}-{k}"} for k in range(2)]
+            outputs = [{**output, "call_id": f"{call['call_id']}-{n}-{k}"} for k in range(2)]
+            # The results arrive in the next add_items, as after a tool run.
+            asyncio.run(session.add_items([_user(n), _reasoning(n), *calls]))
+            _assert_sendable(_served(session))
+            asyncio.run(session.add_items(outputs))
+            _assert_sendable(_served(session))
+        assert store.current_summary("s") is not None  # compaction did run
+
+
+def test_a_result_whose_call_is_not_served_is_left_out(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "s.db") as store:
+        session = LedgerfoldSession("s", store=store)
+        asyncio.run(
+            session.add_items(
+                [_user(0), {"type": "function_call_output", "call_id": "gone", "output": "x"}]
+            )
+        )
+        assert _served(session) == [_user(0)]
+        assert len(store.load("s").turns) == 2  # the ledger keeps it
+
+
+def test_turns_the_session_did_not_write_read_back_as_items(tmp_path: Path) -> None:
+    calls = json.dumps(
+        [{"id": "c9", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+    )
+    with SQLiteStore(tmp_path / "s.db") as store:
+        store.append("s", "system", "You are a travel agent.")
+        store.append("s", "user", "hi")
+        store.append("s", "assistant", "checking", meta={"tool_calls": calls})
+        store.append("s", "tool", "sunny", meta={"tool_call_id": "c9"})
+        session = LedgerfoldSession("s", store=store)
+        assert _served(session) == [
+            {"role": "system", "content": "You are a travel agent."},
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "checking"},
+            {"type": "function_call", "call_id": "c9", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c9", "output": "sunny"},
+        ]
+        popped = asyncio.run(session.pop_item())
+        assert popped == {"type": "function_call_output", "call_id": "c9", "output": "sunny"}
+        assert [t.body for t in store.load("s").turns] == [
+            "You are a travel agent.",
+            "hi",
+            "checking",
+        ]
