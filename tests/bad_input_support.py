@@ -276,6 +276,14 @@ def _middleware(store: lf.SQLiteStore, conversation_id: str, **options: Any) -> 
     return LedgerfoldMiddleware(store, conversation_id, **options)
 
 
+def _middleware_append_outside_a_run(store: lf.SQLiteStore) -> object:
+    from langchain_core.messages import HumanMessage
+
+    from ledgerfold.integrations.langchain import LedgerfoldMiddleware
+
+    return LedgerfoldMiddleware(store).append_new([HumanMessage("hi", id="h1")])
+
+
 class _NoSearch:
     """A store without `search` (a v1.1 `Store`, SPEC §17.9): everything else delegated."""
 

@@ -18,6 +18,13 @@ for LangGraph's `create_react_agent` (it returns `llm_input_messages`).
 - `awrap_model_call` runs all store work on the store's worker thread (`ledgerfold._worker`),
   never on the event loop's; the sync hooks run it on the calling thread.
 - Any `Store` will do, through its public methods.
+- One middleware, many threads: with `conversation_id=None` each run's conversation is its
+  LangGraph `thread_id` (`config["configurable"]["thread_id"]`), so one agent graph serves
+  many users without their messages meeting; a fixed `conversation_id` is one conversation
+  for every thread (logged once, by thread ID, when a second thread uses it).
+- The model sees each raw turn as the state holds it (image parts, thinking blocks, a tool
+  result's status and artifact), when the state's message still says what the ledger
+  holds; otherwise, and for turns the state no longer has, as the ledger renders it.
 - Recall (SPEC §16.2): with `recall=True` (the default when the store can search) the
   middleware registers `recall_history` with the agent (`middleware.tools`, which
   `create_agent` adds to the model's tools and its tool node) and the summary's framing says
@@ -37,14 +44,17 @@ import logging
 import operator
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.tools import BaseTool, StructuredTool
 
-from ledgerfold import _validate
+from ledgerfold import _native, _validate
 from ledgerfold._compactor import Compactor
+from ledgerfold._context import SummaryItem
 from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._worker import worker_for
@@ -64,8 +74,9 @@ DEFAULT_POLICY = CompactionPolicy("ledgerfold-langchain-1", keep_tail=8, trigger
 
 
 class LedgerfoldMiddleware(AgentMiddleware):
-    """Keep a conversation's messages in `store` (any `Store`) under `conversation_id` and
-    send the model the ledgerfold context. `policy` defaults to `DEFAULT_POLICY`,
+    """Keep a conversation's messages in `store` (any `Store`) under `conversation_id` (None:
+    each run's LangGraph `thread_id`, so one agent serves many threads apart) and send the
+    model the ledgerfold context. `policy` defaults to `DEFAULT_POLICY`,
     `summarizer` to the `Compactor`'s default (`ExtractiveSummarizer`). Messages need an
     `id` (LangGraph's `add_messages` gives every state message one). `system_prompt` is for
     `pre_model_hook` (give LangGraph's agent no `prompt=` then) and for an agent without
@@ -77,7 +88,7 @@ class LedgerfoldMiddleware(AgentMiddleware):
     def __init__(
         self,
         store: Store,
-        conversation_id: str,
+        conversation_id: str | None = None,
         *,
         policy: CompactionPolicy | None = None,
         summarizer: Summarizer | None = None,
@@ -86,7 +97,9 @@ class LedgerfoldMiddleware(AgentMiddleware):
     ) -> None:
         super().__init__()
         self.store = store
-        self.conversation_id = _validate.text("conversation_id", conversation_id)
+        self.conversation_id = (
+            None if conversation_id is None else _validate.text("conversation_id", conversation_id)
+        )
         if recall is None:
             recall = callable(getattr(store, "search", None))
         elif not isinstance(recall, bool):
@@ -98,9 +111,7 @@ class LedgerfoldMiddleware(AgentMiddleware):
         elif recall:
             check_recall_store(store)
         self.recall = recall
-        self.recall_tool: BaseTool | None = (
-            _recall_tool(store, self.conversation_id) if recall else None
-        )
+        self.recall_tool: BaseTool | None = _recall_tool(store, self.current) if recall else None
         # `create_agent` gives the model (and its tool node) every middleware's `tools`.
         self.tools = [self.recall_tool] if self.recall_tool is not None else []
         if system_prompt is not None:
@@ -110,37 +121,74 @@ class LedgerfoldMiddleware(AgentMiddleware):
             store, policy if policy is not None else DEFAULT_POLICY, summarizer
         )
         self._lock = threading.Lock()
-        # Message ID -> (content, tool calls) as the ledger has it (or as first seen, for a
-        # message written before this instance): what makes a call's work O(new messages).
-        self._seen: dict[str, tuple[Any, Any]] = {}
-        self._changed: set[str] = set()  # IDs already logged as changed in the state
-        self._group_of_call: dict[str, str] = {}
-        self._prefix: list[Any] = []  # the state of the last call, as it was
+        # What this instance knows of each conversation (`_Known`), the latest used last.
+        self._known_of: OrderedDict[str, _Known] = OrderedDict()
+        self._threads: set[Any] = set()  # the threads a fixed conversation served
+
+    def current(self) -> str:
+        """The conversation of the run being served: `conversation_id`, or the run's
+        LangGraph `thread_id` when it is None (`InvalidInput` naming `conversation_id` when
+        the run has none)."""
+        thread = _thread_id()
+        if self.conversation_id is not None:
+            if thread is not None and len(self._threads) < 2 and thread not in self._threads:
+                self._threads.add(thread)
+                if len(self._threads) == 2:
+                    _log.warning(
+                        "one conversation for several LangGraph threads: conversation_id=%s"
+                        " thread_id=%s (pass conversation_id=None to follow the thread)",
+                        self.conversation_id,
+                        thread,
+                    )
+            return self.conversation_id
+        if thread is None:
+            raise InvalidInput(
+                "conversation_id: None follows the LangGraph thread, and this run has no"
+                " configurable thread_id",
+                field="conversation_id",
+                problem="empty",
+            )
+        return _validate.text("thread_id", str(thread))
+
+    def _known(self, conversation_id: str) -> _Known:
+        known = self._known_of.get(conversation_id)
+        if known is None:
+            known = self._known_of[conversation_id] = _Known()
+            while len(self._known_of) > _KNOWN_CONVERSATIONS:
+                self._known_of.popitem(last=False)  # rebuilt from the ledger when back
+        else:
+            self._known_of.move_to_end(conversation_id)
+        return known
 
     # -- appending ------------------------------------------------------------------------
 
-    def append_new(self, messages: Sequence[Any]) -> int:
-        """Append the messages whose IDs the ledger has never held; returns how many. A known
-        message whose content changed in `messages` is left alone and logged (by ID)."""
+    def append_new(self, messages: Sequence[Any], conversation_id: str | None = None) -> int:
+        """Append the messages whose IDs the ledger has never held to `conversation_id`
+        (default: `current()`); returns how many. A known message whose content changed in
+        `messages` is left alone and logged (by ID)."""
+        conversation_id = self.current() if conversation_id is None else conversation_id
         with self._lock:
-            return self._append_new(messages)
+            return self._append_new(conversation_id, messages)
 
-    def _append_new(self, messages: Sequence[Any]) -> int:
+    def _append_new(self, conversation_id: str, messages: Sequence[Any]) -> int:
         # The state of the last call, object for object, then new messages only (one model
         # call after another within a run): C-speed identity checks, and only the rest is
         # looked at. Otherwise (a state reloaded from a checkpoint, a message replaced) the
         # whole state is compared with what was seen, message by message.
-        prefix = self._prefix
+        known = self._known(conversation_id)
+        prefix = known.prefix
         start = 0
         if len(messages) >= len(prefix) and all(map(operator.is_, prefix, messages)):
             start = len(prefix)
-        appended = self._append_from(messages, start)
-        self._prefix = list(messages)
+        appended = self._append_from(conversation_id, known, messages, start)
+        known.prefix = list(messages)
         return appended
 
-    def _append_from(self, messages: Sequence[Any], start: int) -> int:
+    def _append_from(
+        self, conversation_id: str, known: _Known, messages: Sequence[Any], start: int
+    ) -> int:
         unseen: list[Any] = []
-        seen_before = self._seen.get
+        seen_before = known.seen.get
         # A dict lookup and an identity (or string) comparison per message; nothing that
         # reads the store.
         for index in range(start, len(messages)):
@@ -155,29 +203,34 @@ class LedgerfoldMiddleware(AgentMiddleware):
                         problem="empty",
                     )
                 unseen.append(message)
-            elif not _same(seen, message):
-                self._log_changed(message_id)
+            elif _same(seen, message):
+                known.objects[message_id] = message
+            else:
+                self._log_changed(conversation_id, known, message_id)
         if not unseen:
             return 0
-        known = self._known([message.id for message in unseen])
-        new = [message for message in unseen if message.id not in known]
-        old = [message for message in unseen if message.id in known]
+        in_ledger = self._in_ledger(conversation_id, [message.id for message in unseen])
+        new = [message for message in unseen if message.id not in in_ledger]
+        old = [message for message in unseen if message.id in in_ledger]
         if old:
-            self._learn_calls(old)
-            self._check_known(old)
-        appended = self._append(new, messages) if new else 0
+            self._learn_calls(known, old)
+            self._check_known(conversation_id, known, old)
+        appended = self._append(conversation_id, known, new, messages) if new else 0
         for message in unseen:
-            self._seen[message.id] = _signature(message)
+            known.seen[message.id] = _signature(message)
+            known.objects[message.id] = message
         return appended
 
-    def _known(self, ids: list[str]) -> set[str]:
+    def _in_ledger(self, conversation_id: str, ids: list[str]) -> set[str]:
         known_ids = getattr(self.store, "known_ids", None)
         if known_ids is not None:
-            return set(known_ids(self.conversation_id, ids))
+            return set(known_ids(conversation_id, ids))
         # A v1.1 store: live turns here; retracted and purged ones are found by `_append`.
-        return {turn.id for turn in self.store.get_turns(self.conversation_id, ids)}
+        return {turn.id for turn in self.store.get_turns(conversation_id, ids)}
 
-    def _append(self, new: list[Any], state: Sequence[Any]) -> int:
+    def _append(
+        self, conversation_id: str, known: _Known, new: list[Any], state: Sequence[Any]
+    ) -> int:
         specs = chat_turn_specs(chat_messages(new))
         ids = [spec.id if spec.id is not None else "t-" + uuid.uuid4().hex for spec in specs]
         skipped: set[str] = set()
@@ -189,7 +242,7 @@ class LedgerfoldMiddleware(AgentMiddleware):
             ]
             if not kept:
                 return 0
-            groups = dict(self._group_of_call)
+            groups = dict(known.group_of_call)
             turns = append_specs(
                 [spec for _, spec in kept],
                 [turn_id for turn_id, _ in kept],
@@ -197,30 +250,30 @@ class LedgerfoldMiddleware(AgentMiddleware):
                 lambda call_id: _group_in_state(state, call_id),
             )
             try:
-                self.store.append_many(self.conversation_id, turns)
+                self.store.append_many(conversation_id, turns)
             except DuplicateId as error:
                 # Only a store without `known_ids` gets here: the ID was retracted or purged.
                 if error.id in skipped or error.id not in ids:
                     raise
                 skipped.add(error.id)
                 continue
-            self._group_of_call = groups
+            known.group_of_call = groups
             return sum(message.id not in skipped for message in new)
 
-    def _learn_calls(self, messages: list[Any]) -> None:
+    def _learn_calls(self, known: _Known, messages: list[Any]) -> None:
         """The groups of calls made by messages the ledger already holds (first seen here),
         so a result arriving later joins its call's group."""
         for message in messages:
             call_ids = _call_ids(message)
             if call_ids:
-                self._group_of_call.update(dict.fromkeys(call_ids, tool_group(call_ids)))
+                known.group_of_call.update(dict.fromkeys(call_ids, tool_group(call_ids)))
 
-    def _check_known(self, messages: list[Any]) -> None:
+    def _check_known(self, conversation_id: str, known: _Known, messages: list[Any]) -> None:
         """Log the known messages (first seen by this instance) whose content differs from
         their live turn's; retracted and purged turns have nothing to compare."""
         stored = {
             turn.id: turn
-            for turn in self.store.get_turns(self.conversation_id, [m.id for m in messages])
+            for turn in self.store.get_turns(conversation_id, [m.id for m in messages])
         }
         if not stored:
             return
@@ -231,47 +284,70 @@ class LedgerfoldMiddleware(AgentMiddleware):
             # One by one: the state may hold call IDs used twice, which a batch refuses.
             spec = chat_turn_specs(chat_messages([message]))[0]
             if not _spec_matches(spec, turn):
-                self._log_changed(turn.id)
+                self._log_changed(conversation_id, known, turn.id)
 
-    def _log_changed(self, message_id: str) -> None:
-        if message_id in self._changed:
+    def _log_changed(self, conversation_id: str, known: _Known, message_id: str) -> None:
+        if message_id in known.changed:
             return
-        self._changed.add(message_id)
+        known.changed.add(message_id)
         _log.warning(
             "state message changed, ignored (the ledger is the record) conversation_id=%s "
             "message_id=%s",
-            self.conversation_id,
+            conversation_id,
             message_id,
         )
 
     # -- the model's input ----------------------------------------------------------------
 
-    def model_messages(self, system_prompt: str | None = None) -> list[Any]:
-        """The ledgerfold context as LangChain messages; with `system_prompt`, the first is
-        one `SystemMessage` holding it and then the summary."""
-        return to_langchain_messages(
-            self.compactor.context(self.conversation_id),
-            system_prompt=system_prompt,
-            recall=self.recall,
-        )
+    def model_messages(
+        self, system_prompt: str | None = None, conversation_id: str | None = None
+    ) -> list[Any]:
+        """The ledgerfold context of `conversation_id` (default: `current()`) as LangChain
+        messages; with `system_prompt`, the first is one `SystemMessage` holding it and then
+        the summary. A raw turn is the state's own message when the state still says what
+        the ledger holds (its image parts, thinking blocks, status and artifact kept)."""
+        conversation_id = self.current() if conversation_id is None else conversation_id
+        context = self.compactor.context(conversation_id)
+        messages = to_langchain_messages(context, system_prompt=system_prompt, recall=self.recall)
+        known = self._known_of.get(conversation_id)
+        if known is None or not known.objects:
+            return messages
+        # The turn each message renders, as `to_chat_messages` emits them: a leading system
+        # message with the prompt, the summary (in place without one), the sendable turns.
+        left_out = set(_native.unsendable(context.items)) if context.dropped else set()
+        turn_ids: list[str | None] = [None] if system_prompt is not None else []
+        for at, item in enumerate(context.items):
+            if at in left_out:
+                continue
+            if isinstance(item, SummaryItem):
+                if system_prompt is None:
+                    turn_ids.append(None)
+                continue
+            turn_ids.append(item.id)
+        if len(turn_ids) != len(messages):  # not as expected: the ledger's rendering
+            return messages
+        return [
+            message if turn_id is None else _as_in_state(message, turn_id, known)
+            for message, turn_id in zip(messages, turn_ids, strict=True)
+        ]
 
-    def _model_request(self, request: Any) -> Any:
+    def _model_request(self, request: Any, conversation_id: str) -> Any:
         """The request with the ledgerfold context as its messages; the agent's system
         message, when it has one, carries the summary (one leading system message)."""
         system = request.system_message
         if system is None:
             if self.system_prompt is None:
-                return request.override(messages=self.model_messages())
-            first, *rest = self.model_messages(self.system_prompt)
+                return request.override(messages=self.model_messages(None, conversation_id))
+            first, *rest = self.model_messages(self.system_prompt, conversation_id)
             return request.override(messages=rest, system_message=first)
         content = system.content
         if isinstance(content, str):
-            first, *rest = self.model_messages(content)
+            first, *rest = self.model_messages(content, conversation_id)
             return request.override(
                 messages=rest, system_message=system.model_copy(update={"content": first.content})
             )
         # Content blocks (e.g. with cache control) stay as they are; the summary follows.
-        first, *rest = self.model_messages("")
+        first, *rest = self.model_messages("", conversation_id)
         blocks = list(content)
         if first.content:
             blocks.append({"type": "text", "text": first.content})
@@ -280,9 +356,10 @@ class LedgerfoldMiddleware(AgentMiddleware):
         )
 
     def _prepare(self, request: Any) -> Any:
-        self.append_new(request.messages)
-        self.compactor.compact(self.conversation_id)
-        return self._model_request(request)
+        conversation_id = self.current()
+        self.append_new(request.messages, conversation_id)
+        self.compactor.compact(conversation_id)
+        return self._model_request(request, conversation_id)
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         return handler(self._prepare(request))
@@ -290,11 +367,12 @@ class LedgerfoldMiddleware(AgentMiddleware):
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         # Store work on the store's worker thread, never on the event loop's: one job when
         # nothing is due (append, due check, context), two around a summarizer call.
+        conversation_id = self.current()
         _, prepared = await self.compactor._acompact(
-            self.conversation_id,
+            conversation_id,
             False,
-            lambda: self.append_new(request.messages),
-            lambda: self._model_request(request),
+            lambda: self.append_new(request.messages, conversation_id),
+            lambda: self._model_request(request, conversation_id),
         )
         return await handler(prepared)
 
@@ -302,22 +380,24 @@ class LedgerfoldMiddleware(AgentMiddleware):
         """A LangGraph `pre_model_hook`: the model's input only (`llm_input_messages`),
         led by `system_prompt` (and the summary) when the middleware has one."""
         messages = state["messages"] if isinstance(state, dict) else state.messages
-        self.append_new(messages)
-        self.compactor.compact(self.conversation_id)
-        return {"llm_input_messages": self.model_messages(self.system_prompt)}
+        conversation_id = self.current()
+        self.append_new(messages, conversation_id)
+        self.compactor.compact(conversation_id)
+        return {"llm_input_messages": self.model_messages(self.system_prompt, conversation_id)}
 
 
-def _recall_tool(store: Store, conversation_id: str) -> BaseTool:
-    """`recall_history` as a LangChain tool over one conversation: the model's arguments go
-    to `run_recall` as they came (its errors are results the model reads)."""
+def _recall_tool(store: Store, conversation: Callable[[], str]) -> BaseTool:
+    """`recall_history` as a LangChain tool over the conversation `conversation()` names
+    when it is called (the run's): the model's arguments go to `run_recall` as they came
+    (its errors are results the model reads)."""
     function = RECALL_TOOL["function"]
 
     def recall(**arguments: Any) -> str:
-        return run_recall(store, conversation_id, arguments)
+        return run_recall(store, conversation(), arguments)
 
     async def arecall(**arguments: Any) -> str:
         # Off the event loop, in call order with the store's other async work.
-        return await worker_for(store).run(run_recall, store, conversation_id, arguments)
+        return await worker_for(store).run(run_recall, store, conversation(), arguments)
 
     return StructuredTool.from_function(
         func=recall,
@@ -363,3 +443,59 @@ def _group_in_state(state: Sequence[Any], call_id: str) -> str | None:
         if call_id in call_ids:
             return tool_group(call_ids)
     return None
+
+
+#: How many conversations' `_Known` a middleware keeps (the least recently used goes; what
+#: it knew is read from the ledger again when its thread comes back).
+_KNOWN_CONVERSATIONS = 1024
+
+
+@dataclass(slots=True)
+class _Known:
+    """What a middleware knows of one conversation, so a call's work follows its new
+    messages: message ID -> (content, tool calls) as the ledger has it (or as first seen,
+    for a message written before this instance), the state's message object for it, the IDs
+    logged as changed in the state, the group of each call, and the last call's state."""
+
+    seen: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    objects: dict[str, Any] = field(default_factory=dict)
+    changed: set[str] = field(default_factory=set)
+    group_of_call: dict[str, str] = field(default_factory=dict)
+    prefix: list[Any] = field(default_factory=list)
+
+
+def _thread_id() -> Any:
+    """The LangGraph `thread_id` of the run this call is part of, or None."""
+    try:
+        from langgraph.config import get_config
+
+        config = get_config()
+    except (ImportError, RuntimeError):  # not inside a LangGraph run
+        return None
+    configurable = config.get("configurable") or {}
+    return configurable.get("thread_id")
+
+
+def _as_in_state(message: Any, turn_id: str, known: _Known) -> Any:
+    """The state's own message for the ledger's rendering of turn `turn_id`, when the state
+    still says what the ledger does (same text, same calls) and was never seen changed;
+    else the ledger's."""
+    original = known.objects.get(turn_id)
+    if original is None or turn_id in known.changed or original.type != message.type:
+        return message
+    if _text_of(original.content) != _text_of(message.content):
+        return message
+    if message.type == "ai" and _call_ids(original) != _call_ids(message):
+        return message
+    return original
+
+
+def _text_of(content: Any) -> Any:
+    """A message content's text, as the ledger keeps it (text parts joined)."""
+    if not isinstance(content, list):
+        return content
+    return "".join(
+        part if isinstance(part, str) else str(part.get("text", ""))
+        for part in content
+        if isinstance(part, str) or (isinstance(part, dict) and part.get("type") == "text")
+    )
