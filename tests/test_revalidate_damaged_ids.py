@@ -134,3 +134,23 @@ def test_a_sealed_summary_citing_a_damaged_row_is_source_modified(tmp_path: Path
         ("c1", "source-modified", "c1-u2")
     ]
     assert SECRET not in json.dumps(report.as_json())
+
+
+def test_a_wrong_digest_under_a_blob_key_is_reported_and_the_others_repaired(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    with SQLiteStore(path) as store:
+        for c in ("a", "e"):
+            store.append(c, "user", f"{c} body", id=f"{c}1")
+    _sql(path, "UPDATE turns SET body = body || '!'")  # both digests now wrong
+    _sql(path, "UPDATE turns SET conversation_id = CAST(conversation_id AS BLOB) WHERE id = 'e1'")
+    _sql(path, "UPDATE conversations SET id = CAST(id AS BLOB) WHERE id = 'e'")
+    report = revalidate_database(path)  # repairs what it can reach
+    assert report.digests_wrong == 2 and report.digests_repaired == 1
+    assert json.loads(json.dumps(report.as_json()))["wrong_digests"] == [
+        {"conversation": "a", "turn": "a1"},
+        {"conversation": "e", "turn": "e1"},
+    ]
+    again = revalidate_database(path, mark_stale=False)
+    assert again.wrong_digests == (("e", "e1"),)

@@ -165,12 +165,15 @@ def revalidate_database(
     ]
     # In table order, as one scan of the table finds them, whatever the workers' shares.
     wrong = [(conversation_id, turn_id) for _, conversation_id, turn_id in sorted(audit.wrong)]
+    # A key stored as a blob (a damaged database) names no turn the API can reach: counted
+    # and reported (as text), not repaired.
+    repairable = [pair for pair in wrong if all(isinstance(key, str) for key in pair)]
     repaired = 0
-    if mark_stale and (stale or wrong):
+    if mark_stale and (stale or repairable):
         with SQLiteStore(path) as store:
             store.mark_stale((item.conversation_id, item.summary_id, item.reason) for item in stale)
             # After the verdicts, so that a current summary keeps the check's reason.
-            repaired = store.repair_digests(wrong)
+            repaired = store.repair_digests(repairable)
     report = RevalidationReport(
         conversations=conversations,
         summaries_checked=len(verdicts),
@@ -185,7 +188,7 @@ def revalidate_database(
         digests_wrong=len(wrong),
         digests_repaired=repaired,
         turns_damaged=audit.damaged,
-        wrong_digests=tuple(wrong),
+        wrong_digests=tuple((_as_text(c), _as_text(t)) for c, t in wrong),
     )
     _log.info(
         "revalidation: conversations=%d checked=%d stale=%d turns=%d bytes=%d workers=%d"
@@ -201,3 +204,10 @@ def revalidate_database(
         report.turns_damaged,
     )
     return report
+
+
+def _as_text(key: object) -> str:
+    """A stored key as text: a blob (a damaged database) decoded, its bad bytes replaced."""
+    if isinstance(key, (bytes, bytearray, memoryview)):
+        return bytes(key).decode("utf-8", errors="replace")
+    return str(key)
