@@ -143,3 +143,21 @@ def test_an_unparsable_tool_call_keeps_its_record_and_group() -> None:
     ai, result = middleware.model_messages()
     assert [call["args"] for call in ai.invalid_tool_calls] == ["{no"]
     assert result.tool_call_id == "c9"
+
+
+def test_a_system_prompt_kept_in_the_state_and_the_summary_are_one_system_message() -> None:
+    """LangGraph's common pattern: the prompt is the state's first message, and the agent
+    has none of its own. With a summary, the model still gets one system message."""
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    policy = CompactionPolicy("v", keep_tail=2, trigger_tokens=None, min_new_turns=2)
+    middleware = LedgerfoldMiddleware(SQLiteStore(), "c", policy=policy)
+    state: list[BaseMessage] = [SystemMessage("You are a bank assistant.", id="s0")]
+    for n in range(5):
+        state += [HumanMessage(f"q{n}", id=f"h{n}"), AIMessage(f"a{n}", id=f"a{n}")]
+    middleware.append_new(state)
+    assert middleware.compactor.compact("c").status == "accepted"
+    messages = middleware.model_messages()
+    assert [m.type for m in messages] == ["system", "human", "ai"]
+    assert str(messages[0].content).startswith("You are a bank assistant.\n\n")
+    assert "q0" in str(messages[0].content)  # the summary follows the prompt

@@ -39,6 +39,7 @@ ledger, and its result its group).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import operator
@@ -54,7 +55,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 
 from ledgerfold import _native, _validate
 from ledgerfold._compactor import Compactor
-from ledgerfold._context import SummaryItem
+from ledgerfold._context import SummaryItem, TurnItem
 from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._worker import worker_for
@@ -304,10 +305,17 @@ class LedgerfoldMiddleware(AgentMiddleware):
     ) -> list[Any]:
         """The ledgerfold context of `conversation_id` (default: `current()`) as LangChain
         messages; with `system_prompt`, the first is one `SystemMessage` holding it and then
-        the summary. A raw turn is the state's own message when the state still says what
-        the ledger holds (its image parts, thinking blocks, status and artifact kept)."""
+        the summary. Without one, a system turn that leads the context (the agent's prompt
+        kept in the state) is that prompt: one system message either way (SPEC §17.6). A raw
+        turn is the state's own message when the state still says what the ledger holds (its
+        image parts, thinking blocks, status and artifact kept)."""
         conversation_id = self.current() if conversation_id is None else conversation_id
         context = self.compactor.context(conversation_id)
+        if system_prompt is None and context.summary is not None:
+            first = context.items[0]
+            if isinstance(first, TurnItem) and first.role == "system":
+                system_prompt = first.text
+                context = dataclasses.replace(context, items=context.items[1:])
         messages = to_langchain_messages(context, system_prompt=system_prompt, recall=self.recall)
         known = self._known_of.get(conversation_id)
         if known is None or not known.objects:
