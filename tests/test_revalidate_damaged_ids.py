@@ -154,3 +154,28 @@ def test_a_wrong_digest_under_a_blob_key_is_reported_and_the_others_repaired(
     ]
     again = revalidate_database(path, mark_stale=False)
     assert again.wrong_digests == (("e", "e1"),)
+
+
+def test_a_current_summary_recording_another_conversation_is_conversation_mismatch(
+    tmp_path: Path,
+) -> None:
+    path = _ledger(tmp_path / "s.db")
+    _sql(
+        path,
+        "UPDATE summaries SET conversation_id = 'c2'"
+        " WHERE pk = (SELECT current_summary FROM conversations WHERE id = 'c1')",
+    )
+    report = _same(_reports(path))
+    assert [(s.conversation_id, s.reason) for s in report.stale_summaries] == [
+        ("c1", "conversation-mismatch")
+    ]
+    with SQLiteStore(path) as store:
+        c2_summary = store.current_summary("c2")
+        assert c2_summary is not None
+        raw_in_c2 = len(store.load("c2").turns) - len(c2_summary.source_ids)
+        every_row_of_c1 = len(store.load("c1").turns)
+    assert report.digests_checked == every_row_of_c1 + raw_in_c2  # c1 audited whole
+    revalidate_database(path)  # marks it stale
+    with SQLiteStore(path) as store:
+        assert store.context("c1", "v1").fallback == "stale-summary:conversation-mismatch"
+        assert store.context("c2", "v1").fallback is None

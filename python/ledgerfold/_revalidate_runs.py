@@ -40,18 +40,24 @@ def current_jobs(conn: sqlite3.Connection) -> list[Job]:
     return jobs_and_damage(conn)[0]
 
 
+_CONVERSATION_MISMATCH = "conversation-mismatch"
+
+
 def jobs_and_damage(conn: sqlite3.Connection) -> tuple[list[Job], list[Verdict]]:
     """Every current summary to check, sorted by conversation key as SQLite sorts it: runs
     read contiguous key ranges (`BETWEEN` the first and last key). A record damaged in
     storage (no text ID or fingerprint) cannot be checked: it is a `damaged-record` verdict,
-    not a crash."""
+    not a crash; nor is one whose own conversation is not the one pointing at it: it is
+    `conversation-mismatch` (SPEC §6), unchecked further."""
     jobs: list[Job] = []
     damaged: list[Verdict] = []
-    for job in batch_reads.current_summaries(conn):
-        if isinstance(job[2], str) and isinstance(job[3], str) and isinstance(job[4], int):
-            jobs.append(job)
-        else:
+    for job, own in batch_reads.current_summaries(conn):
+        if not (isinstance(job[2], str) and isinstance(job[3], str) and isinstance(job[4], int)):
             damaged.append((job[0], job[2] if isinstance(job[2], str) else "?", DAMAGED, None))
+        elif not own:
+            damaged.append((job[0], job[2], _CONVERSATION_MISMATCH, None))
+        else:
+            jobs.append(job)
     if all(type(job[0]) is str for job in jobs):  # unique text keys: the tuples sort by them
         jobs.sort()
     else:

@@ -85,16 +85,18 @@ Job = tuple[str, int, str, str, int, int | None]
 # In table order (ORDER BY c.id would walk the ID index and look each row up, twice the
 # time); the caller sorts them.
 _CURRENT = (
-    "SELECT c.id, s.pk, s.id, s.source_fingerprint, s.source_count, s.through_sequence"
+    "SELECT c.id, s.pk, s.id, s.source_fingerprint, s.source_count, s.through_sequence,"
+    " s.conversation_id IS c.id"
     " FROM conversations AS c JOIN summaries AS s ON s.pk = c.current_summary"
     f" WHERE s.status = '{CURRENT}'"
 )
 
 
-def current_summaries(conn: sqlite3.Connection) -> list[Job]:
-    """Every current summary to check, as a `Job`, in table order."""
-    jobs: list[Job] = conn.execute(_CURRENT).fetchall()
-    return jobs
+def current_summaries(conn: sqlite3.Connection) -> list[tuple[Job, bool]]:
+    """Every current summary to check, as a `Job`, with whether the summary's own
+    conversation is the one pointing at it (SPEC §6 `conversation-mismatch`), in table
+    order."""
+    return [(row[:6], bool(row[6])) for row in conn.execute(_CURRENT)]
 
 
 @dataclass(frozen=True, slots=True)
