@@ -165,6 +165,8 @@ def test_a_current_summary_recording_another_conversation_is_conversation_mismat
         "UPDATE summaries SET conversation_id = 'c2'"
         " WHERE pk = (SELECT current_summary FROM conversations WHERE id = 'c1')",
     )
+    with SQLiteStore(path) as store:  # the store's own check says so too
+        assert store.context("c1", "v1").fallback == "stale-summary:conversation-mismatch"
     report = _same(_reports(path))
     assert [(s.conversation_id, s.reason) for s in report.stale_summaries] == [
         ("c1", "conversation-mismatch")

@@ -41,6 +41,7 @@ def assemble(
             if (
                 status == CURRENT
                 and envelope.policy_version == policy_version
+                and envelope.conversation_id == conversation_id  # else the full check says
                 and not conn.execute(
                     "SELECT 1 FROM turns WHERE conversation_id = ? AND id = ? AND state = ?",
                     (conversation_id, envelope.id, TURN_LIVE),
