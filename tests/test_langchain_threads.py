@@ -5,6 +5,7 @@ tool result's status) while the state says what the ledger holds, else as the le
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -149,3 +150,39 @@ def test_a_turn_edited_in_the_ledger_or_changed_in_the_state_is_sent_as_the_ledg
     rewritten = [state[0].model_copy(update={"content": "rewritten"}), *state[1:]]
     middleware.append_new(rewritten)
     assert middleware.model_messages()[0].content == "hi"
+
+
+def test_a_call_whose_arguments_were_edited_in_the_ledger_goes_out_as_the_ledger_has_it() -> None:
+    store = SQLiteStore()
+    middleware = LedgerfoldMiddleware(store, "c")
+    state = _state()
+    middleware.append_new(state)
+    call = {"id": "tu1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
+    calls = json.dumps([call])
+    store.edit("c", "a1", meta={"tool_calls": calls})
+    ai = middleware.model_messages()[1]
+    assert ai is not state[1] and isinstance(ai, AIMessage)
+    assert ai.tool_calls[0]["args"] == {"a": 1}
+
+
+def test_a_message_the_ledger_split_in_two_goes_out_as_the_ledger_has_it() -> None:
+    # An Anthropic `tool_result` block in a human message is stored as a tool turn of its
+    # own; the state's message, block and all, must not stand in for the user turn.
+    middleware = LedgerfoldMiddleware(SQLiteStore(), "c", recall=False)
+    result = {"type": "tool_result", "tool_use_id": "c1", "content": "sunny"}
+    thanks = HumanMessage([result, {"type": "text", "text": "thanks"}], id="h1")
+    call = {"type": "tool_use", "id": "c1", "name": "w", "input": {}}
+    middleware.append_new(
+        [
+            HumanMessage("weather?", id="h0"),
+            AIMessage(
+                [{"type": "text", "text": "checking"}, call],
+                id="a1",
+                tool_calls=[{"id": "c1", "name": "w", "args": {}}],
+            ),
+            thanks,
+        ]
+    )
+    sent = middleware.model_messages()
+    assert all(message is not thanks for message in sent)
+    assert [m.content for m in sent if m.type == "human"] == ["weather?", "thanks"]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from ledgerfold import CompactionPolicy, SQLiteStore
-from ledgerfold.integrations._agents_items import item_groups
+from ledgerfold.integrations._agents_items import CALL_OUTPUTS, item_groups, item_message, link_id
 from ledgerfold.integrations.openai_agents import LedgerfoldSession
 
 #: Compacts everything but the newest turn whenever one turn is new.
@@ -45,6 +45,14 @@ CALLS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"type": "local_shell_call", "call_id": "s1", "id": "ls_1", "action": {"type": "exec"}},
         {"type": "local_shell_call_output", "id": "s1", "call_id": "s1", "output": "ok"},
     ),
+    "program": (
+        {"type": "program", "call_id": "p1", "code": "print(1)"},
+        {"type": "program_output", "call_id": "p1", "output": "1"},
+    ),
+    "tool_search": (
+        {"type": "tool_search_call", "call_id": "q1", "query": "weather"},
+        {"type": "tool_search_output", "call_id": "q1", "results": []},
+    ),
 }
 
 
@@ -52,14 +60,35 @@ def test_a_call_its_result_parallel_calls_and_reasoning_share_a_group() -> None:
     call, output = CALLS["custom"]
     other = {**call, "call_id": "k2"}
     other_output = {**output, "call_id": "k2"}
-    items = [_user(0), _reasoning(0), call, other, output, other_output, _reasoning(1), _user(1)]
+    preamble = {"role": "assistant", "content": "Let me check."}
+    items = [_user(0), _reasoning(0), preamble, call, other, output, other_output, _user(1)]
     groups = item_groups(items)
-    assert groups[0] is None
-    assert groups[1] == groups[2] == groups[3] == groups[4] == groups[5] is not None
-    assert groups[6] == groups[7] is not None and groups[6] != groups[1]
-    request = {"type": "mcp_approval_request", "id": "ap1", "name": "delete"}
-    response = {"type": "mcp_approval_response", "approval_request_id": "ap1", "approve": True}
-    assert item_groups([request])[0] == item_groups([response])[0] is not None
+    assert groups[0] is None and groups[-1] is None
+    assert len(set(groups[1:7])) == 1 and groups[1] is not None  # one response, its results
+    # A reasoning item and the answer it led to; an answer alone needs no group.
+    answer = {"role": "assistant", "content": "Done."}
+    paired = item_groups([_user(0), _reasoning(1), answer, _user(1), answer])
+    assert paired[1] == paired[2] is not None and paired[4] is None
+
+
+@pytest.mark.parametrize(
+    ("call", "result"),
+    [
+        ({"type": "program", "call_id": "p1"}, {"type": "program_output", "call_id": "p1"}),
+        (
+            {"type": "tool_search_call", "call_id": "s1"},
+            {"type": "tool_search_output", "call_id": "s1"},
+        ),
+        (
+            {"type": "mcp_approval_request", "id": "ap1", "name": "delete"},
+            {"type": "mcp_approval_response", "approval_request_id": "ap1", "approve": True},
+        ),
+    ],
+)
+def test_the_sdks_other_pairs_are_linked(call: dict[str, Any], result: dict[str, Any]) -> None:
+    made, answered = item_message(call), item_message(result)
+    assert made["tool_calls"][0]["id"] == answered["tool_call_id"] == link_id(call)
+    assert item_groups([call])[0] == item_groups([call, result])[1] is not None
 
 
 def _served(session: LedgerfoldSession) -> list[Any]:
@@ -67,19 +96,22 @@ def _served(session: LedgerfoldSession) -> list[Any]:
 
 
 def _assert_sendable(items: list[Any]) -> None:
-    """Every result follows its call, with nothing but calls and results between them, and
-    each reasoning item is followed by an item of its response."""
+    """Every result follows its call, with nothing but its response and results between
+    them, and every call is served with the reasoning item of its response."""
     open_calls: set[str] = set()
+    reasoned = False
     for at, item in enumerate(items):
         kind = item.get("type", "message")
-        if kind.endswith("_call_output"):
+        if kind in CALL_OUTPUTS.values() or kind.endswith("_call_output"):
             assert item["call_id"] in open_calls, (at, items)
-        elif kind.endswith("_call"):
+        elif kind in CALL_OUTPUTS or kind.endswith("_call"):
+            assert reasoned, (at, items)
             open_calls.add(item["call_id"])
-        else:
-            if kind == "reasoning":
-                assert at + 1 < len(items) and items[at + 1].get("type") != "message", items
+        elif kind == "reasoning":
+            reasoned = True
+        elif item.get("role") != "assistant":  # an input: the response has ended
             open_calls.clear()
+            reasoned = False
 
 
 @pytest.mark.parametrize("kind", sorted(CALLS))
@@ -91,7 +123,8 @@ def test_compaction_never_serves_a_result_without_its_call(tmp_path: Path, kind:
             calls = [{**call, "call_id": f"{call['call_id']}-{n}-{k}"} for k in range(2)]
             outputs = [{**output, "call_id": f"{call['call_id']}-{n}-{k}"} for k in range(2)]
             # The results arrive in the next add_items, as after a tool run.
-            asyncio.run(session.add_items([_user(n), _reasoning(n), *calls]))
+            preamble = {"role": "assistant", "content": f"Checking {n}."}
+            asyncio.run(session.add_items([_user(n), _reasoning(n), preamble, *calls]))
             _assert_sendable(_served(session))
             asyncio.run(session.add_items(outputs))
             _assert_sendable(_served(session))

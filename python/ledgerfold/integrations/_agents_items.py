@@ -5,16 +5,17 @@ turn itself says is what the ledger needs to keep a call with its result and a r
 item with what it led to:
 
 - a `message` is a turn of its role, its text the body;
-- an item that makes a call (`function_call`, and any other `*_call` item with a `call_id`:
-  custom tool, computer, local shell, shell, apply-patch calls) is an assistant turn whose
-  `tool_calls` names that call, and its `*_call_output` a tool turn answering it, so the
-  two are one compaction unit, also across `add_items` calls (§17.2's tool-call link);
-- calls read back to back (one model response's parallel calls) share a group, so they and
-  their results are compacted together or not at all: a summary never sits between a call
-  and its result;
-- an `mcp_approval_request` and its `mcp_approval_response` share a group;
-- a `reasoning` item shares the group of the item after it (a call, or the message it led
-  to), which the Responses API wants sent with it.
+- an item that makes a call (the SDK's call types, `CALL_OUTPUTS`, and any other `*_call`
+  item with a `call_id`) is an assistant turn whose `tool_calls` names that call, and its
+  result (`*_call_output`, `program_output`, `tool_search_output`) a tool turn answering it,
+  so the two are one compaction unit, also across `add_items` calls (§17.2's tool-call
+  link); an `mcp_approval_request` and its `mcp_approval_response` are linked the same way;
+- the items of one model response (from the first item the model wrote to the next item it
+  reads: a user message, a result) share a group when they hold a call or a reasoning item,
+  so its reasoning, its preamble, its parallel calls and (in the same `add_items`) their
+  results are compacted together or not at all: a summary never sits between a call and
+  its result, nor leaves a call without its reasoning item (the Responses API refuses
+  both).
 
 A turn that no session wrote (an `append`, an import, another integration) reads back as
 items of its role and text: a tool turn as a `function_call_output`, an assistant turn
@@ -31,12 +32,14 @@ from typing import Any
 from ledgerfold.adapters._chat import tool_group
 
 __all__ = [
+    "CALL_OUTPUTS",
     "ITEM_KEY",
     "is_call",
     "is_output",
     "item_groups",
     "item_message",
     "kind",
+    "link_id",
     "restored",
     "stored",
 ]
@@ -49,25 +52,56 @@ _MOVED = {"message": "content", "function_call_output": "output", "function_call
 _MOVED_KEY = "__ledgerfold_moved__"
 
 
+#: The Agents SDK's call item types and their results' (the SDK's own table,
+#: `agents.run_internal.items._TOOL_CALL_TO_OUTPUT_TYPE` in 0.24, copied: it is private);
+#: other `*_call` and `*_call_output` types pair by their names.
+CALL_OUTPUTS = {
+    "program": "program_output",
+    "function_call": "function_call_output",
+    "custom_tool_call": "custom_tool_call_output",
+    "shell_call": "shell_call_output",
+    "apply_patch_call": "apply_patch_call_output",
+    "computer_call": "computer_call_output",
+    "local_shell_call": "local_shell_call_output",
+    "tool_search_call": "tool_search_output",
+}
+_OUTPUTS = frozenset(CALL_OUTPUTS.values())
+_LINK_KEYS = {"mcp_approval_request": "id", "mcp_approval_response": "approval_request_id"}
+
+
 def kind(item: Mapping[str, Any]) -> Any:
     return item.get("type", "message" if "role" in item else None)
 
 
-def is_call(item: Mapping[str, Any]) -> bool:
-    """The item makes a call that a `*_call_output` item answers."""
+def link_id(item: Mapping[str, Any]) -> str | None:
+    """The ID that links a call and its result: `call_id`, or an approval request's `id`
+    and its response's `approval_request_id`."""
     name = kind(item)
-    return isinstance(name, str) and name.endswith("_call") and _call_id(item) is not None
+    value = item.get(_LINK_KEYS.get(name, "call_id") if isinstance(name, str) else "call_id")
+    return value if isinstance(value, str) and value else None
+
+
+def is_call(item: Mapping[str, Any]) -> bool:
+    """The item makes a call (or asks an approval) that another item answers."""
+    name = kind(item)
+    if not isinstance(name, str) or link_id(item) is None:
+        return False
+    return name == "mcp_approval_request" or name in CALL_OUTPUTS or name.endswith("_call")
 
 
 def is_output(item: Mapping[str, Any]) -> bool:
-    """The item is the result of a call (`*_call_output`)."""
+    """The item answers a call (or an approval request)."""
     name = kind(item)
-    return isinstance(name, str) and name.endswith("_call_output") and _call_id(item) is not None
+    if not isinstance(name, str) or link_id(item) is None:
+        return False
+    return name == "mcp_approval_response" or name in _OUTPUTS or name.endswith("_call_output")
 
 
-def _call_id(item: Mapping[str, Any]) -> str | None:
-    call_id = item.get("call_id")
-    return call_id if isinstance(call_id, str) and call_id else None
+def _is_input(item: Mapping[str, Any]) -> bool:
+    """An item the model reads rather than writes: a message not the assistant's, a result."""
+    if kind(item) == "message":
+        return item.get("role") != "assistant"
+    return is_output(item)
 
 
 def _text_of(content: Any) -> str:
@@ -98,46 +132,47 @@ def item_message(item: Mapping[str, Any]) -> dict[str, Any]:
         return {"role": "tool", "tool_call_id": item.get("call_id"), "content": text}
     if is_call(item):  # the link only: the item itself stays in its verbatim copy
         call = {
-            "id": _call_id(item),
+            "id": link_id(item),
             "type": "function",
             "function": {"name": name, "arguments": ""},
         }
         return {"role": "assistant", "content": "", "tool_calls": [call]}
     if is_output(item):
-        return {"role": "tool", "tool_call_id": _call_id(item), "content": ""}
+        return {"role": "tool", "tool_call_id": link_id(item), "content": ""}
     if name == "reasoning":
         return {"role": "assistant", "content": _text_of(item.get("summary"))}
     return {"role": "assistant", "content": ""}
 
 
 def item_groups(items: Sequence[Mapping[str, Any]]) -> list[str | None]:
-    """The group of each item's turn (None: no group), as the module says. A call's group is
-    `tool_group` of the first call ID of its run, so an `add_items` that brings one call and
-    a later one that brings its result give them one group."""
+    """The group of each item's turn (None: no group), as the module says: one group for the
+    items of a response holding a call or a reasoning item (`tool_group` of its first call,
+    else a fresh name), and a result in the same `add_items` in its call's group (a result
+    arriving later joins its call through the tool-call link)."""
     groups: list[str | None] = [None] * len(items)
     of_call: dict[str, str] = {}
-    run: str | None = None
-    for at, item in enumerate(items):
-        if is_call(item):
-            call_id = _call_id(item)
-            assert call_id is not None
-            run = run or tool_group((call_id,))
-            groups[at] = of_call[call_id] = run
+    at = 0
+    while at < len(items):
+        if _is_input(items[at]):
+            linked = link_id(items[at])
+            if linked is not None:
+                groups[at] = of_call.get(linked)
+            at += 1
             continue
-        run = None
-        name = kind(item)
-        if is_output(item):
-            call_id = _call_id(item)
-            assert call_id is not None
-            groups[at] = of_call.get(call_id) or tool_group((call_id,))
-        elif name == "mcp_approval_request" and isinstance(item.get("id"), str):
-            groups[at] = tool_group((item["id"],))
-        elif name == "mcp_approval_response" and isinstance(item.get("approval_request_id"), str):
-            groups[at] = tool_group((item["approval_request_id"],))
-    for at in range(len(items) - 2, -1, -1):  # from the end: reasoning before reasoning
-        if kind(items[at]) == "reasoning":
-            follower = groups[at + 1] or f"agents-reasoning:{uuid.uuid4().hex}"
-            groups[at] = groups[at + 1] = follower
+        end = at
+        while end < len(items) and not _is_input(items[end]):
+            end += 1
+        response = items[at:end]
+        calls = [call for call in map(link_id, filter(is_call, response)) if call is not None]
+        group: str | None = None
+        if calls:
+            group = tool_group((calls[0],))
+        elif len(response) > 1 and any(kind(item) == "reasoning" for item in response):
+            group = f"agents-response:{uuid.uuid4().hex}"
+        if group is not None:
+            groups[at:end] = [group] * len(response)
+            of_call.update(dict.fromkeys(calls, group))
+        at = end
     return groups
 
 

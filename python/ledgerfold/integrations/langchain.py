@@ -486,16 +486,27 @@ def _thread_id() -> Any:
 
 def _as_in_state(message: Any, turn_id: str, known: _Known) -> Any:
     """The state's own message for the ledger's rendering of turn `turn_id`, when the state
-    still says what the ledger does (same text, same calls) and was never seen changed;
-    else the ledger's."""
+    still says what the ledger does (same text; for an AI message the same calls, names and
+    arguments) and was never seen changed; else the ledger's. A message that is not the
+    model's and carries a tool part (an Anthropic `tool_result` block) was stored as more
+    than one turn: the ledger's rendering goes."""
     original = known.objects.get(turn_id)
     if original is None or turn_id in known.changed or original.type != message.type:
         return message
     if _text_of(original.content) != _text_of(message.content):
         return message
-    if message.type == "ai" and _call_ids(original) != _call_ids(message):
+    if message.type == "ai":
+        if _calls_of(original) != _calls_of(message) or _call_ids(original) != _call_ids(message):
+            return message
+    elif isinstance(original.content, list) and any(
+        isinstance(part, dict) and "tool" in str(part.get("type", "")) for part in original.content
+    ):
         return message
     return original
+
+
+def _calls_of(message: Any) -> list[tuple[Any, Any, Any]]:
+    return [(call.get("id"), call.get("name"), call.get("args")) for call in message.tool_calls]
 
 
 def _text_of(content: Any) -> Any:

@@ -45,6 +45,7 @@ from ledgerfold.integrations._agents_items import (
     is_output,
     item_groups,
     item_message,
+    link_id,
     restored,
     stored,
 )
@@ -222,8 +223,8 @@ class LedgerfoldSession:
             for restored_item in restored(item.role, item.text, item.meta):
                 if isinstance(restored_item, Mapping):
                     if is_call(restored_item):
-                        calls.add(restored_item["call_id"])
-                    elif is_output(restored_item) and restored_item["call_id"] not in calls:
+                        calls.add(link_id(restored_item))
+                    elif is_output(restored_item) and link_id(restored_item) not in calls:
                         continue  # its call is not sent (SPEC §17.2): the API refuses it
                 items.append(restored_item)
         if limit is not None:
