@@ -120,7 +120,9 @@ def test_the_extractive_summary_line_of_a_recall_result(tmp_path: Path) -> None:
         lf.Compactor(store, policy, lf.ExtractiveSummarizer()).compact(CONVERSATION, force=True)
         summary = store.current_summary(CONVERSATION)
         assert summary is not None and result_id in summary.source_ids
-        assert f"[seq {sequence} tool] recall_history result: 1 passages" in summary.text
+        # Its line says how many passages, not the size of the text standing in for them.
+        assert f"[seq {sequence} tool] recall_history result: 1 passages\n" in summary.text + "\n"
+        assert "recall_history result: 1 passages (" not in summary.text
         # The original's own line quotes it once; the copy is not quoted again.
         assert summary.text.count(word) == 1
 

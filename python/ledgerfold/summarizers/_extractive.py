@@ -80,6 +80,8 @@ def _read_marker(found: re.Match[str], omitted: _Omitted, kept_first: int | None
 
 
 # The end of a first sentence: Latin punctuation before a space, or CJK full stops.
+#: What a recall result reads as in a summarizer's request (`ledgerfold._recall_stand_in`).
+_STAND_IN = re.compile(r"recall_history result: \d+ passages")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s|(?<=[。！？])")
 _WHITESPACE = re.compile(r"\s+")
 
@@ -191,6 +193,8 @@ class ExtractiveSummarizer:
             named = f" {_one_line(name, 40)}:" if name else ""
             head = _one_line(text, self.tool_head_chars) if self.tool_head_chars else ""
             shown = f" {head}" if head else ""
+            if _STAND_IN.fullmatch(text):  # not the output: its size would mislead
+                return f"{prefix}{named}{shown}"
             return f"{prefix}{named}{shown} ({len(text)} chars of output)"
         calls = _tool_calls(meta.get("tool_calls"))
         prose_lines = []
