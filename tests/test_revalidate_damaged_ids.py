@@ -181,3 +181,33 @@ def test_a_current_summary_recording_another_conversation_is_conversation_mismat
     with SQLiteStore(path) as store:
         assert store.context("c1", "v1").fallback == "stale-summary:conversation-mismatch"
         assert store.context("c2", "v1").fallback is None
+
+
+def test_a_pointer_to_another_conversations_summary_leaves_that_summary_alone(
+    tmp_path: Path,
+) -> None:
+    path = _ledger(tmp_path / "s.db")
+    _sql(
+        path,
+        "UPDATE conversations SET current_summary ="
+        " (SELECT current_summary FROM conversations WHERE id = 'c2') WHERE id = 'c1'",
+    )
+    report = revalidate_database(path)  # marks what is stale
+    assert [(s.conversation_id, s.reason) for s in report.stale_summaries] == [
+        ("c1", "conversation-mismatch")
+    ]
+    with SQLiteStore(path) as store:
+        assert store.context("c2", "v1").fallback is None  # c2's own summary is still current
+        assert store.context("c1", "v1").fallback == "stale-summary:conversation-mismatch"
+
+
+def test_a_conversation_key_stored_as_a_blob_is_reported_as_text_and_not_marked(
+    tmp_path: Path,
+) -> None:
+    path = _ledger(tmp_path / "s.db")
+    _sql(path, "UPDATE conversations SET id = CAST(id AS BLOB) WHERE id = 'c1'")
+    report = revalidate_database(path)  # nothing to mark it by: no error either
+    stale = json.loads(json.dumps(report.as_json()))["stale_summaries"]
+    assert [(item["conversation"], item["reason"]) for item in stale] == [
+        ("c1", "conversation-mismatch")
+    ]

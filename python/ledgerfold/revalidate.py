@@ -158,20 +158,27 @@ def revalidate_database(
         if quotes_stored_data(error):
             raise failure from None  # SQLite's message quotes the stored bytes
         raise failure from error
+    stale_verdicts = [verdict for verdict in verdicts if verdict[2] is not None]
     stale = [
-        StaleSummary(conversation_id, summary_id, reason, turn_id)
-        for conversation_id, summary_id, reason, turn_id in verdicts
-        if reason is not None
+        StaleSummary(_as_text(conversation_id), _as_text(summary_id), str(reason), turn_id)
+        for conversation_id, summary_id, reason, turn_id in stale_verdicts
+    ]
+    # A key stored as a blob (a damaged database) names nothing the API can reach: reported
+    # (as text), not marked.
+    markable = [
+        item
+        for item, verdict in zip(stale, stale_verdicts, strict=True)
+        if isinstance(verdict[0], str) and isinstance(verdict[1], str)
     ]
     # In table order, as one scan of the table finds them, whatever the workers' shares.
     wrong = [(conversation_id, turn_id) for _, conversation_id, turn_id in sorted(audit.wrong)]
-    # A key stored as a blob (a damaged database) names no turn the API can reach: counted
-    # and reported (as text), not repaired.
     repairable = [pair for pair in wrong if all(isinstance(key, str) for key in pair)]
     repaired = 0
-    if mark_stale and (stale or repairable):
+    if mark_stale and (markable or repairable):
         with SQLiteStore(path) as store:
-            store.mark_stale((item.conversation_id, item.summary_id, item.reason) for item in stale)
+            store.mark_stale(
+                (item.conversation_id, item.summary_id, item.reason) for item in markable
+            )
             # After the verdicts, so that a current summary keeps the check's reason.
             repaired = store.repair_digests(repairable)
     report = RevalidationReport(

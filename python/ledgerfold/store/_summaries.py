@@ -230,16 +230,15 @@ def record_failure(conn: sqlite3.Connection, plan_id: str, reason: str) -> str:
 
 
 def mark_stale(conn: sqlite3.Connection, items: Iterable[tuple[str, str, str]]) -> int:
-    """`(reason, summary_id, conversation_id)` each; only `current` versions change. The
-    summary is the conversation's own, or the one it points at as current (whose record may
-    name another conversation: `conversation-mismatch`)."""
+    """`(reason, summary_id, conversation_id)` each; only `current` versions of that
+    conversation change (a summary whose record names another conversation is that one's:
+    the pointing conversation's context falls back without it, `conversation-mismatch`)."""
     changed = 0
     for reason, summary_id, conversation_id in items:
         changed += conn.execute(
             f"UPDATE summaries SET status = '{STALE}', reason = ?"
-            f" WHERE id = ? AND status = '{CURRENT}' AND (conversation_id = ?"
-            " OR pk = (SELECT current_summary FROM conversations WHERE id = ?))",
-            (reason, summary_id, conversation_id, conversation_id),
+            f" WHERE id = ? AND conversation_id = ? AND status = '{CURRENT}'",
+            (reason, summary_id, conversation_id),
         ).rowcount
     return changed
 
