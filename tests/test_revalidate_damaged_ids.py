@@ -211,3 +211,14 @@ def test_a_conversation_key_stored_as_a_blob_is_reported_as_text_and_not_marked(
     assert [(item["conversation"], item["reason"]) for item in stale] == [
         ("c1", "conversation-mismatch")
     ]
+
+
+def test_a_source_id_stored_as_a_blob_reads_as_its_text_in_the_store_too(tmp_path: Path) -> None:
+    path = _ledger(tmp_path / "s.db")
+    _sql(path, "UPDATE run_sources SET turn_id = CAST(turn_id AS BLOB) WHERE turn_id = 'c1-u2'")
+    assert _same(_reports(path)).stale == 0
+    with SQLiteStore(path) as store:
+        assert store.context("c1", "v1").fallback is None  # it raised TypeError
+    _sql(path, "UPDATE run_sources SET turn_id = X'ff41' WHERE turn_id = CAST('c1-u2' AS BLOB)")
+    with SQLiteStore(path) as store:
+        assert store.context("c1", "v1").fallback == "stale-summary:damaged-record"

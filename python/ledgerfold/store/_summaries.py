@@ -159,14 +159,18 @@ def _version(conn: sqlite3.Connection, cache: VersionCache, row: tuple[Any, ...]
         except (ValueError, TypeError, RecursionError):
             raise damaged_summary(row, "rejected_source_ids") from None
     else:
-        # Shared by the versions that extend this one (issue 28 item 6).
-        source_ids = SourceIds(
-            r[0]
-            for r in conn.execute(
-                "SELECT turn_id FROM summary_sources WHERE summary_pk = ? ORDER BY position",
-                (row[0],),
+        # Shared by the versions that extend this one (issue 28 item 6). An ID stored as a
+        # blob reads as its text, as revalidation reads it; one that is no text is damage.
+        try:
+            source_ids = SourceIds(
+                r[0].decode() if isinstance(r[0], bytes) else r[0]
+                for r in conn.execute(
+                    "SELECT turn_id FROM summary_sources WHERE summary_pk = ? ORDER BY position",
+                    (row[0],),
+                )
             )
-        )
+        except (ValueError, TypeError):  # UnicodeDecodeError is a ValueError
+            raise damaged_summary(row, "summary_sources.turn_id") from None
     read = envelope_from_row(row, source_ids)
     cache.stage(read)
     return read
