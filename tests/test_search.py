@@ -525,3 +525,26 @@ def test_a_body_of_more_than_1024_passages_is_found_to_its_end(store: lf.SQLiteS
     assert hits["huge"].text == lines[1050]
     store.retract("c", "huge")
     assert indexed(store) == {"short"}
+
+
+def test_a_query_word_found_nowhere_does_not_cancel_one_that_matches(
+    store: lf.SQLiteStore,
+) -> None:
+    store.append_many("c", [{"role": "user", "body": f"alpha note {n}"} for n in range(60)])
+    assert len(store.search("c", "alpha zyzzyva")) == 5  # "alpha" is past DF_DROP
+
+
+def test_a_term_rare_elsewhere_does_not_cancel_one_that_matches_here(
+    store: lf.SQLiteStore,
+) -> None:
+    store.append("e", "user", "I want a refund", id="e1")
+    store.append_many("o", [{"role": "user", "body": f"refund {n}"} for n in range(60)])
+    store.append("o", "user", "my order", id="o-order")
+    assert ids(store.search("e", "refund order")) == ["e1"]
+
+
+def test_a_passage_of_a_body_holding_a_nul_is_its_text(store: lf.SQLiteStore) -> None:
+    body = "log\x00line " + "filler words " * 60 + "end. the answer is rambutan."
+    store.append("c", "tool", body, id="t")
+    (hit,) = store.search("c", "rambutan")
+    assert "rambutan" in hit.text and hit.text in body and len(hit.text) <= 600

@@ -56,15 +56,19 @@ def _document_frequency(conn: sqlite3.Connection, term: str, cap: int) -> int:
 
 
 def kept_terms(conn: sqlite3.Connection, terms: list[str]) -> list[str]:
-    """`terms` without those past `DF_DROP` (SPEC §16.5), keeping at least the rarest."""
+    """`terms` without those past `DF_DROP` (SPEC §16.5), keeping at least the rarest. A term
+    no passage holds matches nothing, so it never stands in for one that does."""
     if len(terms) == 1:
         return terms
     counts = {term: _document_frequency(conn, term, DF_DROP + 1) for term in terms}
-    kept = [term for term in terms if counts[term] <= DF_DROP]
+    present = [term for term in terms if counts[term] > 0]
+    if len(present) <= 1:
+        return present or terms
+    kept = [term for term in present if counts[term] <= DF_DROP]
     if kept:
         return kept
-    exact = {term: _document_frequency(conn, term, 2**62) for term in terms}
-    return [min(terms, key=lambda term: exact[term])]  # min keeps the first of equals
+    exact = {term: _document_frequency(conn, term, 2**62) for term in present}
+    return [min(present, key=lambda term: exact[term])]  # min keeps the first of equals
 
 
 def _current(conn: sqlite3.Connection, conversation_id: str) -> tuple[int, str] | None:
@@ -91,7 +95,7 @@ def search(
         is None
     ):
         return []
-    match = " OR ".join(f'"{term}"' for term in kept_terms(conn, terms))
+    kept = kept_terms(conn, terms)
     current = _current(conn, conversation_id)
     covered_only = scope == "covered" and current is not None
     source_test = (
@@ -106,26 +110,36 @@ def search(
         f"{' AND ' + source_test if covered_only else ''}"
         " ORDER BY r, t.sequence DESC, search_fts.rowid"
     )
-    params: list[Any] = []
-    if current is not None and not covered_only:
-        params.append(current[0])
-    params += [match, conversation_id, TURN_LIVE]
-    if covered_only:
-        params.append(current[0])  # type: ignore[index]
-    best: list[tuple[Any, ...]] = []
-    seen: set[int] = set()
-    try:
-        for row in conn.execute(sql, params):
-            if row[0] in seen:
-                continue
-            seen.add(row[0])
-            best.append(tuple(row))
-            if len(best) == limit:
-                break
-    except sqlite3.OperationalError as err:
-        if "no such module" in str(err):
-            raise StoreError(search_index.NO_FTS5) from None
-        raise
+
+    def best_rows(chosen: list[str]) -> list[tuple[Any, ...]]:
+        params: list[Any] = []
+        if current is not None and not covered_only:
+            params.append(current[0])
+        params += [" OR ".join(f'"{term}"' for term in chosen), conversation_id, TURN_LIVE]
+        if covered_only:
+            params.append(current[0])  # type: ignore[index]
+        best: list[tuple[Any, ...]] = []
+        seen: set[int] = set()
+        try:
+            for row in conn.execute(sql, params):
+                if row[0] in seen:
+                    continue
+                seen.add(row[0])
+                best.append(tuple(row))
+                if len(best) == limit:
+                    break
+        except sqlite3.OperationalError as err:
+            if "no such module" in str(err):
+                raise StoreError(search_index.NO_FTS5) from None
+            raise
+        return best
+
+    best = best_rows(kept)
+    if not best and len(kept) < len(terms):
+        # The kept terms are rare over the whole index, not in this conversation (or
+        # scope): the dropped ones still match here (SPEC §16.5 drops a common term only
+        # while another term remains).
+        best = best_rows(terms)
     hits: list[SearchHit] = []
     for row in best:
         turn_pk, turn_id, sequence, role, slot, rank = row[:6]
@@ -166,8 +180,12 @@ def _passage(conn: sqlite3.Connection, turn_pk: int, slot: int, terms: list[str]
 
 
 def _slice(conn: sqlite3.Connection, turn_pk: int, start: int, end: int) -> str:
-    # SQLite's substr counts characters as Python counts code points.
+    # SQLite's substr counts characters as Python counts code points, but stops at a NUL:
+    # then the body is read and cut here.
     text: str = conn.execute(
         "SELECT substr(body, ?, ?) FROM turns WHERE pk = ?", (start + 1, end - start, turn_pk)
     ).fetchone()[0]
+    if len(text) != end - start:
+        body: str = conn.execute("SELECT body FROM turns WHERE pk = ?", (turn_pk,)).fetchone()[0]
+        return body[start:end]
     return text
