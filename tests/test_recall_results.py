@@ -13,6 +13,7 @@ import string
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +24,7 @@ from ledgerfold._recall_stand_in import recall_result_ids, stand_in
 from ledgerfold.adapters import to_chat_messages
 from ledgerfold.store._recall_results import ERASED_RESULT
 from ledgerfold.tokens import approx_tokens
-from ledgerfold.tools import run_recall
+from ledgerfold.tools import RECALL_TOOL_NAME, run_recall
 
 CONVERSATION = "c"
 
@@ -303,3 +304,33 @@ def test_fold_never_hands_a_recall_result_to_the_summarizer(
             elif item.id in expected and whole:
                 assert item.text == expected[item.id]  # another tool's result is itself
         rest = rest[len(chunk) :]
+
+
+@pytest.mark.parametrize(
+    ("call", "assistant_group", "tool_group"),
+    [
+        # The result in a group of its own, its call (by ID) in another one.
+        (
+            {"id": "call-r", "type": "function", "function": {"name": RECALL_TOOL_NAME}},
+            "g-a",
+            "g-t",
+        ),
+        # A flat-named call stored before its result arrives.
+        ({"id": "call-r", "name": RECALL_TOOL_NAME}, None, None),
+    ],
+)
+def test_a_result_known_by_its_call_id_anywhere_is_never_indexed_and_blanked_on_erase(
+    tmp_path: Path, call: dict[str, Any], assistant_group: str | None, tool_group: str | None
+) -> None:
+    with lf.SQLiteStore(tmp_path / "a.db") as store:
+        store.append(CONVERSATION, "user", "my locker code is 5100", id="orig")
+        result = run_recall(store, CONVERSATION, {"query": "locker code"})
+        meta = {"tool_calls": json.dumps([call])}
+        store.append(CONVERSATION, "assistant", "", group=assistant_group, meta=meta)
+        store.append(
+            CONVERSATION, "tool", result, id="r1", group=tool_group, meta={"tool_call_id": "call-r"}
+        )
+        assert [hit.turn_id for hit in store.search(CONVERSATION, "5100", scope="all")] == ["orig"]
+        store.retract(CONVERSATION, "orig", erase=True)
+        assert store.search(CONVERSATION, "5100", scope="all") == []
+        assert "5100" not in store.get_turns(CONVERSATION, ["r1"])[0].body  # blanked

@@ -67,34 +67,47 @@ def answers_recall(
     batch: BatchCalls,
 ) -> bool:
     """Whether a tool turn answers a `recall_history` call (SPEC §17.7), known through its
-    unit: the assistant turns of its group (in `batch` or stored), else the stored call its
-    `tool_call_id` names. With a `tool_call_id`, that call's name decides; without one, any
-    `recall_history` call in the group does (a copy is never indexed by mistake)."""
+    unit, as `ledgerfold._recall_stand_in.recall_result_ids` knows it: with a `tool_call_id`,
+    the call of that ID decides by its name (`function.name`, or a flat `name`), wherever it
+    is (looked for in `batch`, then in the turn's group, then among every stored assistant
+    turn); without one, any `recall_history` call in its group does (a copy is never indexed
+    by mistake)."""
     if role != "tool":
         return False
     call_id = meta.get("tool_call_id")
-    if group is not None:
-        calls = list(batch.in_group(group))
-        for row in conn.execute(
-            "SELECT meta FROM turns WHERE conversation_id = ? AND grp = ? AND role = 'assistant'",
-            (conversation_id, group),
-        ):
-            calls += tool_calls_of(stored_meta(row[0]))
-        if isinstance(call_id, str):
-            calls = [call for call in calls if call.get("id") == call_id]
-        return any(call_name(call) == RECALL_TOOL_NAME for call in calls)
-    if not isinstance(call_id, str):
+    if isinstance(call_id, str):
+        named = batch.with_id(call_id)
+        if not named and group is not None:
+            named = [call for call in _stored_group_calls(conn, conversation_id, group)
+                     if call.get("id") == call_id]  # fmt: skip
+        if named:
+            return any(call_name(call) == RECALL_TOOL_NAME for call in named)
+        # The call is outside the batch and the group: looked up among the stored turns.
+        row = conn.execute(
+            "SELECT 1 FROM turns AS t, json_each(json_extract(t.meta, '$.tool_calls')) AS c"
+            " WHERE t.conversation_id = ? AND t.role = 'assistant'"
+            " AND json_valid(json_extract(t.meta, '$.tool_calls'))"
+            " AND json_extract(c.value, '$.id') = ?"
+            " AND CASE WHEN json_type(c.value, '$.function') = 'object'"
+            " THEN json_extract(c.value, '$.function.name')"
+            " ELSE json_extract(c.value, '$.name') END = ? LIMIT 1",
+            (conversation_id, call_id, RECALL_TOOL_NAME),
+        ).fetchone()
+        return row is not None
+    if group is None:
         return False
-    named = batch.with_id(call_id)
-    if named:
-        return any(call_name(call) == RECALL_TOOL_NAME for call in named)
-    # No group: the call is looked up among the stored assistant turns.
-    row = conn.execute(
-        "SELECT 1 FROM turns AS t, json_each(json_extract(t.meta, '$.tool_calls')) AS c"
-        " WHERE t.conversation_id = ? AND t.role = 'assistant'"
-        " AND json_valid(json_extract(t.meta, '$.tool_calls'))"
-        " AND json_extract(c.value, '$.id') = ?"
-        " AND json_extract(c.value, '$.function.name') = ? LIMIT 1",
-        (conversation_id, call_id, RECALL_TOOL_NAME),
-    ).fetchone()
-    return row is not None
+    calls = [*batch.in_group(group), *_stored_group_calls(conn, conversation_id, group)]
+    return any(call_name(call) == RECALL_TOOL_NAME for call in calls)
+
+
+def _stored_group_calls(
+    conn: sqlite3.Connection, conversation_id: str, group: str
+) -> list[Mapping[str, Any]]:
+    """The tool calls of the stored assistant turns of a group."""
+    calls: list[Mapping[str, Any]] = []
+    for row in conn.execute(
+        "SELECT meta FROM turns WHERE conversation_id = ? AND grp = ? AND role = 'assistant'",
+        (conversation_id, group),
+    ):
+        calls += tool_calls_of(stored_meta(row[0]))
+    return calls
