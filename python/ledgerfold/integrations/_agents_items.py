@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ledgerfold._recall_stand_in import tool_calls_of
 from ledgerfold.adapters._chat import tool_group
 
 __all__ = [
@@ -217,23 +218,7 @@ def _foreign(role: str, text: str, meta: Mapping[str, str]) -> list[Any]:
                 "name": call.get("function", {}).get("name") or "",
                 "arguments": call.get("function", {}).get("arguments") or "",
             }
-            for call in _calls(meta.get("tool_calls"))
+            for call in tool_calls_of(meta)
+            if isinstance(call.get("id"), str) and isinstance(call.get("function", {}), Mapping)
         ]
     return items or [{"role": role, "content": text}]
-
-
-def _calls(text: str | None) -> list[Mapping[str, Any]]:
-    """The calls of a `tool_calls` meta value that name an ID (others are left out)."""
-    try:
-        calls = json.loads(text) if text else []
-    except ValueError:
-        return []
-    if not isinstance(calls, list):
-        return []
-    return [
-        call
-        for call in calls
-        if isinstance(call, Mapping)
-        and isinstance(call.get("id"), str)
-        and isinstance(call.get("function", {}), Mapping)
-    ]

@@ -259,6 +259,9 @@ def _rows(
     if passages is None:
         passages = index_passages(body)
     base = turn_pk << SLOT_BITS
+    if len(passages) == 1:  # most bodies
+        start, end, tokens = passages[0]
+        return [(base, tokens)], [(start, end)]
     rows = [(base + slot, tokens) for slot, (_, _, tokens) in enumerate(passages[:LAST_SLOT])]
     bounds = [(start, end) for start, end, _ in passages[:LAST_SLOT]]
     if len(passages) > LAST_SLOT:
@@ -280,15 +283,9 @@ def _insert(conn: sqlite3.Connection, turns: Sequence[tuple[int, str]]) -> None:
     # One native call segments the batch (on both cores when it is large).
     segmented = index_passages_many([body for _, body in turns])
     for (turn_pk, body), passages in zip(turns, segmented, strict=True):
-        if len(passages) == 1:  # most bodies: `_rows` without its lists
-            start, end, tokens = passages[0]
-            rows.append((turn_pk << SLOT_BITS, tokens))
-            if start != 0 or end != len(body):
-                offsets.append((turn_pk, _packed([(start, end)])))
-            continue
         made, bounds = _rows(turn_pk, body, passages)
         rows += made
-        if bounds and bounds != [(0, len(body))]:
+        if bounds and (len(bounds) > 1 or bounds[0] != (0, len(body))):
             offsets.append((turn_pk, _packed(bounds)))
     if rows:
         conn.executemany("INSERT INTO search_fts (rowid, tokens) VALUES (?, ?)", rows)
