@@ -373,19 +373,17 @@ ROWS: tuple[BadInput, ...] = (
         "messages[0].role",
     ),
     row(
-        "append_chat_messages: call id already used",
-        "store.append_chat_messages('c', [{'role': 'assistant', 'tool_calls': [{'id': 'k'}]}])"
-        " twice",
+        "append_chat_messages: call id named twice by one message",
+        "store.append_chat_messages('c', [{'role': 'assistant', 'tool_calls': [{'id': 'k'},"
+        " {'id': 'k'}]}])",
         on_store(
-            lambda store: [
-                store.append_chat_messages(
-                    "c", [{"role": "assistant", "content": "", "tool_calls": [{"id": "k"}]}]
-                )
-                for _ in range(2)
-            ]
+            lambda store: store.append_chat_messages(
+                "c",
+                [{"role": "assistant", "content": "", "tool_calls": [{"id": "k"}, {"id": "k"}]}],
+            )
         ),
         INVALID,
-        "messages[0].tool_calls[0].id",
+        "messages[0].tool_calls[1].id",
     ),
     row(
         "edit: unknown conversation",

@@ -156,23 +156,48 @@ def _not_json(name: str) -> Any:
     raise ValueError(name)
 
 
+def _parsed_calls(t: Any) -> list[str | None] | None:
+    """The call IDs an assistant turn's `tool_calls` names; `[None]` when it is malformed
+    (not an array of objects with a string id, NaN); None when it has none."""
+    raw = (t.meta or {}).get("tool_calls") if t.role == "assistant" else None
+    if raw is None:
+        return None
+    try:
+        calls = json.loads(raw, parse_constant=_not_json)
+        ids = [call["id"] for call in calls]
+    except (ValueError, TypeError, KeyError, RecursionError):
+        return [None]
+    if not all(isinstance(call_id, str) and call_id for call_id in ids):
+        return [None]
+    return ids
+
+
+def _maker_of(ordered: Sequence[Any], at: int) -> int | None:
+    """§17.2's pairing, written out: the index of the call a tool turn answers, the last
+    assistant turn before it naming its `tool_call_id`, else the first one after it."""
+    t = ordered[at]
+    call_id = (t.meta or {}).get("tool_call_id") if t.role == "tool" else None
+    if call_id is None:
+        return None
+    before = [i for i in range(at) if call_id in _call_ids(ordered[i])]
+    if before:
+        return before[-1]
+    after = [i for i in range(at + 1, len(ordered)) if call_id in _call_ids(ordered[i])]
+    return after[0] if after else None
+
+
 def _open_calls(ordered: list[Any]) -> set[str]:
-    """§15.3: assistant turns whose `tool_calls` name a call no tool turn answers."""
-    answered = {(t.meta or {}).get("tool_call_id") for t in ordered if t.role == "tool" and t.meta}
-    answered.discard(None)  # a tool turn without `tool_call_id` answers nothing
+    """§15.3: assistant turns whose `tool_calls` name a call no tool turn answers (a tool
+    turn answers the call it is paired with); malformed `tool_calls` stays raw."""
+    answered = {
+        (maker, ordered[at].meta["tool_call_id"])
+        for at in range(len(ordered))
+        if (maker := _maker_of(ordered, at)) is not None
+    }
     open_ids: set[str] = set()
-    for t in ordered:
-        raw = (t.meta or {}).get("tool_calls") if t.role == "assistant" else None
-        if raw is None:
-            continue
-        try:  # malformed (not an array of objects with a string id, NaN): stays raw
-            calls = json.loads(raw, parse_constant=_not_json)
-            ids = [call["id"] for call in calls]
-            if not all(isinstance(call_id, str) and call_id for call_id in ids):
-                ids = [None]
-        except (ValueError, TypeError, KeyError, RecursionError):
-            ids = [None]
-        if any(call_id not in answered for call_id in ids):
+    for at, t in enumerate(ordered):
+        ids = _parsed_calls(t)
+        if ids and any(call_id is None or (at, call_id) not in answered for call_id in ids):
             open_ids.add(t.id)
     return open_ids
 
@@ -194,26 +219,27 @@ def _call_ids(t: Any) -> set[str]:
 
 def units(ordered: Sequence[Any]) -> list[frozenset[str]]:
     """§17.2's compaction units, by brute force: start with one set per turn and merge any
-    two sets holding turns that share a group, or a call and a tool turn answering it
-    (`tool_call_id`), until nothing changes."""
+    two sets holding turns that share a group, or a call and a tool turn answering it (the
+    last assistant turn before the tool turn naming its `tool_call_id`, else the first
+    after it), until nothing changes."""
     sets = [{t.id} for t in ordered]
-    by_id = {t.id: t for t in ordered}
+    index = {t.id: at for at, t in enumerate(ordered)}
+    makers = [_maker_of(ordered, at) for at in range(len(ordered))]
 
-    def linked(a: Any, b: Any) -> bool:
-        if a.group is not None and a.group == b.group:
-            return True
-        for caller, answer in ((a, b), (b, a)):
-            call_id = (answer.meta or {}).get("tool_call_id") if answer.role == "tool" else None
-            if call_id is not None and call_id in _call_ids(caller):
-                return True
-        return False
+    def linked(a: int, b: int) -> bool:
+        group = ordered[a].group
+        return (
+            (group is not None and group == ordered[b].group)
+            or b in (makers[a],)
+            or (a == makers[b])
+        )
 
     merged = True
     while merged:
         merged = False
         for i in range(len(sets)):
             for j in range(i + 1, len(sets)):
-                if any(linked(by_id[a], by_id[b]) for a in sets[i] for b in sets[j]):
+                if any(linked(index[a], index[b]) for a in sets[i] for b in sets[j]):
                     sets[i] |= sets.pop(j)
                     merged = True
                     break

@@ -19,6 +19,7 @@ from ledgerfold import (
     to_chat_messages,
 )
 from ledgerfold._context import SummaryItem
+from ledgerfold._toolcalls import unit_roots
 from ledgerfold._transcripts import load_transcripts
 
 SHARED = Path(__file__).resolve().parents[1] / "tests" / "data"
@@ -142,20 +143,48 @@ def test_ids_are_the_messages_own_or_fresh_and_unique() -> None:
         store.append_chat_messages("c", [{"role": "user", "content": "e", "id": "u1"}])
 
 
-def test_a_reused_call_id_is_refused_and_nothing_is_written() -> None:
+def test_a_reused_call_id_is_a_new_call_with_its_own_results() -> None:
+    # A model numbering its calls in every response (`call_0` each time): each result
+    # joins the call just before it, never the first exchange's group.
+    store = SQLiteStore()
+    call = {"id": "call_0", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    first = store.append_chat_messages(
+        "c",
+        [
+            {"role": "assistant", "content": "", "tool_calls": [call], "id": "a1"},
+            {"role": "tool", "content": "one", "tool_call_id": "call_0", "id": "r1"},
+        ],
+    )
+    again = store.append_chat_messages(
+        "c",
+        [
+            {"role": "user", "content": "again"},
+            {"role": "assistant", "content": "", "tool_calls": [call], "id": "a2"},
+        ],
+    )
+    late = store.append_chat_messages(
+        "c", [{"role": "tool", "content": "two", "tool_call_id": "call_0", "id": "r2"}]
+    )
+    assert first[0].group == first[1].group == "tools:call_0"
+    assert again[1].group == late[0].group == "tools:call_0@a2"
+    turns = store.load("c").turns
+    roots = dict(zip([t.id for t in turns], unit_roots(turns), strict=True))
+    assert roots["a1"] == roots["r1"] != roots["a2"] == roots["r2"]
+
+
+def test_a_call_id_named_twice_by_one_message_is_refused_and_nothing_is_written() -> None:
     store = SQLiteStore()
     call = {"id": "call-1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
-    store.append_chat_messages("c", [{"role": "assistant", "content": "", "tool_calls": [call]}])
     with pytest.raises(InvalidInput) as caught:
         store.append_chat_messages(
             "c",
             [
                 {"role": "user", "content": "again"},
-                {"role": "assistant", "content": "", "tool_calls": [call]},
+                {"role": "assistant", "content": "", "tool_calls": [call, call]},
             ],
         )
-    assert caught.value.field == "messages[1].tool_calls[0].id"
-    assert len(store.load("c").turns) == 1
+    assert caught.value.field == "messages[1].tool_calls[1].id"
+    assert store.load("c").turns == ()
 
 
 def test_bad_messages_name_the_index_and_field() -> None:

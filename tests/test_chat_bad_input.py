@@ -102,9 +102,9 @@ BAD_MESSAGES: list[tuple[str, Any, str, str]] = [
         "wrong-type",
     ),
     (
-        "tool-call-id-reused",
-        {"role": "assistant", "content": SECRET, "tool_calls": [call("c0")]},
-        "messages[1].tool_calls[0].id",
+        "tool-call-id-twice-in-one-message",
+        {"role": "assistant", "content": SECRET, "tool_calls": [call("c9"), call("c9")]},
+        "messages[1].tool_calls[1].id",
         "duplicate",
     ),
     (

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ledgerfold import _native, _validate
 from ledgerfold._errors import InvalidInput
 from ledgerfold._model import ROLES
-from ledgerfold._native import Conversation, SourceIds
+from ledgerfold._native import Conversation, SourceIds, Turn
 from ledgerfold._toolcalls import open_call_turns
 
 __all__ = ["CompactionPlan", "pinned_ids", "plan_compaction", "preserve_roles_arg"]
@@ -54,13 +54,13 @@ def preserve_roles_arg(value: object, field: str = "preserve_roles") -> tuple[st
     return tuple(sorted(roles))
 
 
-def pinned_ids(turns: Iterable[object], preserve_roles: tuple[str, ...]) -> set[str]:
+def pinned_ids(turns: Iterable[Turn], preserve_roles: tuple[str, ...]) -> set[str]:
     """Turns that stay raw like protected ones: a role in `preserve_roles`, or an assistant
     turn with a tool call no tool turn answers yet (an open group)."""
     turns = list(turns)
     pinned = open_call_turns(turns)
     if preserve_roles:
-        pinned.update(turn.id for turn in turns if turn.role in preserve_roles)  # type: ignore[attr-defined]
+        pinned.update(turn.id for turn in turns if turn.role in preserve_roles)
     return pinned
 
 

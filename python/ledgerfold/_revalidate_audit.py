@@ -95,7 +95,7 @@ def split_in(conn: sqlite3.Connection, conversation_id: str, summary_id: str) ->
         if row is None:
             return None
         raw = conn.execute(
-            "SELECT id, role, meta FROM turns WHERE conversation_id = ? AND state = ?"
+            "SELECT id, sequence, role, meta FROM turns WHERE conversation_id = ? AND state = ?"
             " AND meta IS NOT NULL AND id NOT IN"
             " (SELECT turn_id FROM summary_sources WHERE summary_pk = ?)",
             (conversation_id, TURN_LIVE, row[0]),
@@ -105,13 +105,21 @@ def split_in(conn: sqlite3.Connection, conversation_id: str, summary_id: str) ->
         )
 
 
-def _link(turn_id: bytes, role: bytes, meta: bytes) -> tuple[str, str, dict[str, Any] | None]:
+def _link(
+    turn_id: bytes, sequence: object, role: bytes, meta: bytes
+) -> tuple[str, int, str, dict[str, Any] | None]:
     try:
         loaded = json.loads(meta)
     except ValueError:
         loaded = None
-    text = turn_id.decode(errors="replace"), role.decode(errors="replace")
-    return (*text, loaded if isinstance(loaded, dict) else None)
+    number = sequence if isinstance(sequence, int) else -1  # a damaged one sorts first
+    role_text = role.decode(errors="replace")
+    return (
+        turn_id.decode(errors="replace"),
+        number,
+        role_text,
+        loaded if isinstance(loaded, dict) else None,
+    )
 
 
 def _conversation_by_rows(

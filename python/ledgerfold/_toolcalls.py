@@ -4,8 +4,11 @@ answers. Writes refuse anything else, so planning and adapters can rely on the s
 
 Compaction units (SPEC §17.2) are defined once, in the Rust core (`unit_roots`): turns
 sharing a `group`, and an assistant turn whose `tool_calls` names a call together with every
-tool turn answering it, merged transitively. Planning, the `group-split` check, folding and
-purging all use it."""
+tool turn answering it, merged transitively. A result answers the nearest call of its ID
+before it (else, stored before its call, the first one after it): a model that numbers its
+calls `call_0`, `call_1`, … in every response gets each result paired with its own call, as
+a chat request pairs them. Planning, the `group-split` check, folding and purging all use
+it, and open calls (`open_call_turns`) follow the same pairing."""
 
 from __future__ import annotations
 
@@ -100,24 +103,12 @@ def tool_call_ids(raw: str, *, field: str = "meta.tool_calls") -> tuple[str, ...
     return tuple(ids)
 
 
-def open_call_turns(turns: Iterable[Any]) -> set[str]:
-    """IDs of the assistant turns whose `tool_calls` name a call that no tool turn among
-    `turns` answers (SPEC §15.3: their group stays raw until every call is answered)."""
-    calling: list[tuple[str, tuple[str, ...]]] = []
-    answered: set[str] = set()
-    for turn in turns:
-        meta = turn.meta
-        if not meta:
-            continue
-        if turn.role == "tool":
-            call_id = meta.get("tool_call_id")
-            if call_id is not None:
-                answered.add(call_id)
-        elif turn.role == "assistant" and "tool_calls" in meta:
-            try:
-                ids = tool_call_ids(meta["tool_calls"])
-            except InvalidInput:  # stored before writes were checked: keep it raw
-                ids = ("",)
-            if ids:
-                calling.append((turn.id, ids))
-    return {turn_id for turn_id, ids in calling if not answered.issuperset(ids)}
+def open_call_turns(turns: Iterable[Turn]) -> set[str]:
+    """IDs of the assistant turns (among `turns`, in sequence order) whose `tool_calls` name a
+    call no tool turn answers (SPEC §15.3: their group stays raw until every call is
+    answered). A result answers the nearest call of its ID before it, as the unit rule pairs
+    them (`_native.open_calls`), so a call ID used again is open until its own result comes;
+    `tool_calls` stored before writes were checked keeps its turn raw."""
+    turns = turns if isinstance(turns, (Sequence, _native.Conversation)) else list(turns)
+    ordered = turns.turns if isinstance(turns, _native.Conversation) else turns
+    return {ordered[at].id for at in _native.open_calls(turns)}

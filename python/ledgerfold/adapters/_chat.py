@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -347,7 +347,6 @@ def chat_turn_specs(messages: Iterable[Mapping[str, Any]]) -> list[ChatTurnSpec]
             seen[turn_id] = index
         explicit.append(turn_id)
 
-    used_calls: set[str] = set()
     specs: list[ChatTurnSpec] = []
     for index, message in enumerate(items):
         chat_role = message.get("role")
@@ -370,15 +369,16 @@ def chat_turn_specs(messages: Iterable[Mapping[str, Any]]) -> list[ChatTurnSpec]
             if role != "assistant":
                 raise _bad(index, "tool_calls", "not-allowed", "only assistant messages call tools")
             meta["tool_calls"] = _compact_json(calls, index, "tool_calls")
+            named: set[str] = set()
             for call_index, call in enumerate(calls):
-                if call["id"] in used_calls:
+                if call["id"] in named:
                     raise _bad(
                         index,
                         f"tool_calls[{call_index}].id",
                         "duplicate",
-                        f"call id {call['id']!r} was already used",
+                        f"call id {call['id']!r} is named twice by this message",
                     )
-                used_calls.add(call["id"])
+                named.add(call["id"])
 
         call_id = _optional_text(message, index, "tool_call_id")
         if call_id is not None:
@@ -402,9 +402,15 @@ def chat_turn_specs(messages: Iterable[Mapping[str, Any]]) -> list[ChatTurnSpec]
     return specs
 
 
-def tool_group(call_ids: tuple[str, ...]) -> str:
-    """The group of an assistant turn calling tools and of the tool turns answering it."""
-    return "tools:" + call_ids[0]
+def tool_group(
+    call_ids: tuple[str, ...], turn_id: str | None = None, used: Container[str] = ()
+) -> str:
+    """The group of an assistant turn calling tools and of the tool turns answering it:
+    `"tools:" + <first call id>`, or, when that call ID was made before (a model numbering
+    its calls `call_0`, … in every response), `"tools:<first call id>@<turn id>"`, so the
+    new call does not join the earlier call's group."""
+    group = "tools:" + call_ids[0]
+    return group if turn_id is None or call_ids[0] not in used else f"{group}@{turn_id}"
 
 
 def from_chat_messages(
@@ -418,9 +424,10 @@ def from_chat_messages(
     `meta["omitted_content_parts"]`. `tool_calls` (compact JSON text), `tool_call_id` and
     `name` go to meta; a `developer` message becomes a `system` turn with
     `meta["chat_role"]`. An assistant message with tool calls and the tool messages answering
-    them share the group `"tools:" + <first call id>`; a tool message answering no earlier
-    call gets no group. Other message keys are ignored. Bad input raises `InvalidInput`
-    naming the message index and field.
+    them share the group `"tools:" + <first call id>` (with `"@" + <turn id>` added when that
+    call ID was made by an earlier message); a tool message answers the nearest earlier
+    message calling its ID, and one answering no earlier call gets no group. Other message
+    keys are ignored. Bad input raises `InvalidInput` naming the message index and field.
     """
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
         raise InvalidInput(
@@ -441,7 +448,7 @@ def from_chat_messages(
     for index, spec in enumerate(specs):
         group: str | None = None
         if spec.call_ids:
-            group = tool_group(spec.call_ids)
+            group = tool_group(spec.call_ids, ids[index], group_of_call)
             group_of_call.update(dict.fromkeys(spec.call_ids, group))
         if spec.answers is not None:
             group = group_of_call.get(spec.answers)

@@ -23,14 +23,16 @@ def append_specs(
     unknown_call: Callable[[str], str | None],
     extra_meta: Sequence[Mapping[str, str]] | None = None,
 ) -> list[dict[str, Any]]:
-    """`append_many` specs: an assistant turn calling tools gets `tool_group(call_ids)` (and
-    `group_of_call` learns its calls); a tool turn joins its call's group, or the group
-    `unknown_call(call_id)` names for a call made before `group_of_call` was kept."""
+    """`append_many` specs: an assistant turn calling tools gets `tool_group(call_ids)` (with
+    its turn ID added when its first call ID was made before: a model reusing call IDs) and
+    `group_of_call` learns its calls; a tool turn joins the group of the newest call of its
+    ID, or the group `unknown_call(call_id)` names for a call made before `group_of_call` was
+    kept."""
     turns: list[dict[str, Any]] = []
     for index, (turn_id, spec) in enumerate(zip(ids, specs, strict=True)):
         group: str | None = None
         if spec.call_ids:
-            group = tool_group(spec.call_ids)
+            group = tool_group(spec.call_ids, turn_id, group_of_call)
             group_of_call.update(dict.fromkeys(spec.call_ids, group))
         if spec.answers is not None:
             group = group_of_call.get(spec.answers)

@@ -214,7 +214,7 @@ class LedgerfoldMiddleware(AgentMiddleware):
         new = [message for message in unseen if message.id not in in_ledger]
         old = [message for message in unseen if message.id in in_ledger]
         if old:
-            self._learn_calls(known, old)
+            self._learn_calls(conversation_id, known, old)
             self._check_known(conversation_id, known, old)
         appended = self._append(conversation_id, known, new, messages) if new else 0
         for message in unseen:
@@ -261,13 +261,17 @@ class LedgerfoldMiddleware(AgentMiddleware):
             known.group_of_call = groups
             return sum(message.id not in skipped for message in new)
 
-    def _learn_calls(self, known: _Known, messages: list[Any]) -> None:
+    def _learn_calls(self, conversation_id: str, known: _Known, messages: list[Any]) -> None:
         """The groups of calls made by messages the ledger already holds (first seen here),
-        so a result arriving later joins its call's group."""
-        for message in messages:
-            call_ids = _call_ids(message)
-            if call_ids:
-                known.group_of_call.update(dict.fromkeys(call_ids, tool_group(call_ids)))
+        read from their turns, so a result arriving later joins its call's group."""
+        calling = {message.id: _call_ids(message) for message in messages}
+        calling = {turn_id: call_ids for turn_id, call_ids in calling.items() if call_ids}
+        if not calling:
+            return
+        stored = self.store.get_turns(conversation_id, list(calling))
+        for turn in stored:  # in sequence order: the newest call of an ID wins
+            group = turn.group or tool_group(calling[turn.id])
+            known.group_of_call.update(dict.fromkeys(calling[turn.id], group))
 
     def _check_known(self, conversation_id: str, known: _Known, messages: list[Any]) -> None:
         """Log the known messages (first seen by this instance) whose content differs from
@@ -446,7 +450,7 @@ def _spec_matches(spec: ChatTurnSpec, turn: Any) -> bool:
 def _group_in_state(state: Sequence[Any], call_id: str) -> str | None:
     """The group of a call made by a state message never seen here (rare: a result whose
     call left the state's seen part); None when no message makes it."""
-    for message in state:
+    for message in reversed(state):  # the newest call of the ID (SPEC §17.2's pairing)
         call_ids = _call_ids(message)
         if call_id in call_ids:
             return tool_group(call_ids)

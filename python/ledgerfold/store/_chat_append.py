@@ -13,7 +13,6 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from ledgerfold._errors import InvalidInput
 from ledgerfold._model import Turn
 from ledgerfold.adapters._chat import ChatTurnSpec, tool_group
 from ledgerfold.store import _ledger as ledger
@@ -33,8 +32,9 @@ def prepare(specs: list[ChatTurnSpec]) -> list[str]:
 def _stored_call_groups(
     conn: sqlite3.Connection, conversation_id: str, call_ids: list[str]
 ) -> dict[str, tuple[str, str | None]]:
-    """`call id -> (assistant turn id, its group)` for calls named by stored assistant
-    turns (retracted and purged turns included: a call ID stays used)."""
+    """`call id -> (assistant turn id, its group)` of the newest stored assistant turn naming
+    each call (retracted and purged turns included: a call ID stays made; such a turn has no
+    group to join)."""
     found: dict[str, tuple[str, str | None]] = {}
     for start in range(0, len(call_ids), _CHUNK):
         chunk = call_ids[start : start + _CHUNK]
@@ -68,19 +68,12 @@ def append_chat(
         call_id: group for call_id, (_, group) in stored.items()
     }
     prepared: list[tuple[str, Mapping[str, Any]]] = []
-    for index, (turn_id, spec) in enumerate(zip(ids, specs, strict=True)):
+    for turn_id, spec in zip(ids, specs, strict=True):
         group: str | None = None
         if spec.call_ids:
-            for call_index, call_id in enumerate(spec.call_ids):
-                if call_id in stored:
-                    field = f"messages[{index}].tool_calls[{call_index}].id"
-                    raise InvalidInput(
-                        f"{field}: call id {call_id!r} was already used by turn "
-                        f"{stored[call_id][0]!r}",
-                        field=field,
-                        problem="duplicate",
-                    )
-            group = tool_group(spec.call_ids)
+            # A call ID made before (a model numbering its calls in every response) keeps
+            # its results with this call: the group is told apart by the turn's ID.
+            group = tool_group(spec.call_ids, turn_id, group_of_call)
             group_of_call.update(dict.fromkeys(spec.call_ids, group))
         if spec.answers is not None:
             group = group_of_call.get(spec.answers)

@@ -380,7 +380,8 @@ def retract_turn(
 
 def _answering(conn: sqlite3.Connection, conversation_id: str, turn: Turn) -> list[tuple[int, str]]:
     """`(pk, id)` of the live tool turns answering a call `turn` made (none unless it is an
-    assistant turn with `tool_calls`)."""
+    assistant turn with `tool_calls`): paired with it by the core's rule, so a result of a
+    call ID made again later stays with that later call."""
     raw = (turn.meta or {}).get("tool_calls") if turn.role == "assistant" else None
     if raw is None:
         return []
@@ -390,6 +391,7 @@ def _answering(conn: sqlite3.Connection, conversation_id: str, turn: Turn) -> li
         return []
     if not call_ids:
         return []
+    paired = unit_splits.results_of(conn, conversation_id, turn.id, call_ids)
     return [
         (int(pk), str(answer_id))
         for pk, answer_id in conn.execute(
@@ -399,6 +401,7 @@ def _answering(conn: sqlite3.Connection, conversation_id: str, turn: Turn) -> li
             " IN (SELECT value FROM json_each(?))",
             (conversation_id, TURN_LIVE, json.dumps(call_ids, ensure_ascii=False)),
         )
+        if answer_id in paired
     ]
 
 

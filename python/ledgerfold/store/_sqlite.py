@@ -207,7 +207,8 @@ class SQLiteStore:
         Converted as `from_chat_messages` converts them; each turn's ID is the message's
         `id` when present, else a fresh unique ID. A tool result joins its call's group
         even when the call was appended by an earlier call (looked up in the same
-        transaction); a call ID already used in the conversation is `InvalidInput`."""
+        transaction). A call ID made again (a model numbering its calls `call_0`, … in every
+        response) is a new call: its results are the ones after it (SPEC §17.2's pairing)."""
         return self._writes.append_chat(conversation_id, chat_turn_specs(messages))
 
     def import_legacy(

@@ -11,13 +11,21 @@ import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ledgerfold import _native
 from ledgerfold._context import TurnItem
 from ledgerfold._errors import InvalidInput
 from ledgerfold._model import Turn
-from ledgerfold._toolcalls import tool_call_ids
+from ledgerfold._toolcalls import tool_call_ids, unit_roots
 from ledgerfold.store._schema import LIVE_ACCEPTED, STALE, TURN_LIVE
 
-__all__ = ["calls_in", "calls_split", "mark_group_split", "split_by_links", "split_unit"]
+__all__ = [
+    "calls_in",
+    "calls_split",
+    "mark_group_split",
+    "results_of",
+    "split_by_links",
+    "split_unit",
+]
 
 #: How many assistant turns back an appended result's caller is looked for (newest first).
 _CALLER_SCAN = 2000
@@ -32,7 +40,7 @@ def split_unit(
     is not raw, or a raw call whose results are not all raw, is looked up among the sources
     (groups were marked at write time already)."""
     links = (
-        (item.id, item.role, item.meta)
+        (item.id, item.sequence, item.role, item.meta)
         for item in items
         if isinstance(item, TurnItem) and item.meta
     )
@@ -43,44 +51,60 @@ def split_by_links(
     conn: sqlite3.Connection,
     conversation_id: str,
     summary_pk: int,
-    raw: Iterable[tuple[str, str, Mapping[str, Any] | None]],
+    raw: Iterable[tuple[str, int, str, Mapping[str, Any] | None]],
 ) -> str | None:
-    """`split_unit` over `(id, role, meta)` of the raw turns (revalidation reads these
-    without any body or summary text). Works on a connection returning text as bytes too."""
-    raw_calls: dict[str, str] = {}  # call ID -> the raw turn that made it
-    raw_answers: dict[str, str] = {}  # call ID -> a raw turn answering it
-    for turn_id, role, meta in raw:
+    """`split_unit` over `(id, sequence, role, meta)` of the raw turns in sequence order
+    (revalidation reads these without any body or summary text). Works on a connection
+    returning text as bytes too. The raw turns' calls are first paired among themselves
+    (the core's rule: a result answers the nearest call of its ID before it); a call left
+    with a result missing, or a result left without its call, is looked up among the
+    sources, and the calls of those IDs are paired again over both."""
+    mentions: list[_Mention] = []
+    for turn_id, sequence, role, meta in raw:
         if not meta:
             continue
         answered = meta.get("tool_call_id")
         if role == "tool" and isinstance(answered, str):
-            raw_answers.setdefault(answered, turn_id)
+            mentions.append(_Mention(turn_id, sequence, answer=answered))
         elif role == "assistant":
-            for call_id in calls_in(meta.get("tool_calls")):
-                raw_calls.setdefault(call_id, turn_id)
-    orphan_answers = {c: i for c, i in raw_answers.items() if c not in raw_calls}
-    open_calls = {c: i for c, i in raw_calls.items() if c not in raw_answers}
-    if orphan_answers:
-        for (meta,) in conn.execute(
-            "SELECT t.meta FROM summary_sources ss JOIN turns t"
+            made = calls_in(meta.get("tool_calls"))
+            if made:
+                mentions.append(_Mention(turn_id, sequence, calls=made))
+    suspects = _unpaired_calls(mentions)
+    if not suspects:
+        return None
+    wanted = json.dumps(sorted(suspects), ensure_ascii=False)
+    found = [
+        _Mention(_text(turn_id), int(sequence), calls=_named_calls(meta) & suspects)
+        for turn_id, sequence, meta in conn.execute(
+            "SELECT t.id, t.sequence, t.meta FROM summary_sources ss JOIN turns t"
             " ON t.conversation_id = ? AND t.id = ss.turn_id WHERE ss.summary_pk = ?"
-            " AND t.state = ? AND t.role = 'assistant' AND t.meta IS NOT NULL",
-            (conversation_id, summary_pk, TURN_LIVE),
-        ):
-            for call_id in _named_calls(meta) & orphan_answers.keys():
-                return orphan_answers[call_id]
-    if open_calls:
-        row = conn.execute(
-            "SELECT CASE WHEN json_valid(t.meta) THEN json_extract(t.meta, '$.tool_call_id')"
-            " END AS answered FROM summary_sources ss JOIN turns t"
+            " AND t.state = ? AND t.role = 'assistant' AND json_valid(t.meta)"
+            " AND EXISTS (SELECT 1 FROM json_each(json_extract(t.meta, '$.tool_calls')) c"
+            " WHERE json_valid(json_extract(t.meta, '$.tool_calls'))"
+            " AND json_extract(c.value, '$.id') IN (SELECT value FROM json_each(?)))",
+            (conversation_id, summary_pk, TURN_LIVE, wanted),
+        )
+    ]
+    found += [
+        _Mention(_text(turn_id), int(sequence), answer=_text(answered))
+        for turn_id, sequence, answered in conn.execute(
+            "SELECT t.id, t.sequence, CASE WHEN json_valid(t.meta)"
+            " THEN json_extract(t.meta, '$.tool_call_id') END AS answered"
+            " FROM summary_sources ss JOIN turns t"
             " ON t.conversation_id = ? AND t.id = ss.turn_id WHERE ss.summary_pk = ?"
             " AND t.state = ? AND t.role = 'tool'"
-            " AND answered IN (SELECT value FROM json_each(?)) LIMIT 1",
-            (conversation_id, summary_pk, TURN_LIVE, json.dumps(sorted(open_calls))),
-        ).fetchone()
-        if row is not None:
-            answered = row[0].decode() if isinstance(row[0], bytes) else row[0]
-            return open_calls[answered]
+            " AND answered IN (SELECT value FROM json_each(?))",
+            (conversation_id, summary_pk, TURN_LIVE, wanted),
+        )
+    ]
+    if not found:
+        return None
+    raw_ids = {mention.turn_id for mention in mentions}
+    relevant = [m.only(suspects) for m in mentions] + found
+    for unit in _units(relevant):
+        if any(m.turn_id in raw_ids for m in unit) and any(m.turn_id not in raw_ids for m in unit):
+            return next(m.turn_id for m in unit if m.turn_id in raw_ids)
     return None
 
 
@@ -128,47 +152,37 @@ def _mark_call_split(
 ) -> list[str]:
     """SPEC §17.2: a tool turn answering a call joins the caller's unit whatever its group,
     so versions citing the caller but not the answer go stale (`group-split`). The caller
-    is searched from the newest assistant turn back, so a result arriving after its call
-    costs a row or two (a result whose call never was made reads them all)."""
-    wanted = {
-        turn.meta["tool_call_id"]
+    is the nearest assistant turn before the result naming its call (the core's pairing),
+    searched from the newest assistant turn back, so a result arriving after its call costs
+    a row or two (a result whose call never was made reads them all)."""
+    answers = [
+        _Mention(turn.id, turn.sequence, answer=turn.meta["tool_call_id"])
         for turn in joined
         if turn.role == "tool" and turn.meta and "tool_call_id" in turn.meta
+    ]
+    made = {
+        turn.id: _Mention(turn.id, turn.sequence, calls=calls_in(turn.meta.get("tool_calls")))
+        for turn in (joined if answers_too else ())
+        if turn.role == "assistant" and turn.meta
     }
+    made = {turn_id: mention for turn_id, mention in made.items() if mention.calls}
     callers: list[str] = []
-    # Bounded, so an app writing results for calls it never records does not pay a read of
-    # the ledger per append; a caller further back is caught by the context's own check.
-    # No result among the new turns: no query at all.
-    rows = (
-        conn.execute(
-            "SELECT id, meta FROM turns WHERE conversation_id = ? AND state = ?"
-            " AND role = 'assistant' AND meta IS NOT NULL ORDER BY sequence DESC LIMIT ?",
-            (conversation_id, TURN_LIVE, _CALLER_SCAN),
-        )
-        if wanted
-        else ()
-    )
-    for turn_id, meta in rows:
-        named = _named_calls(meta)
-        if named & wanted:
-            callers.append(str(turn_id))
-            wanted -= named
-            if not wanted:
-                break
-    made: set[str] = set()
-    for turn in joined if answers_too else ():
-        if turn.role == "assistant" and turn.meta:
-            made |= calls_in(turn.meta.get("tool_calls"))
+    if answers:
+        # Bounded, so an app writing results for calls it never records does not pay a read
+        # of the ledger per append; a caller further back is caught by the context's check.
+        makers = _makers_back(conn, conversation_id, answers, limit=_CALLER_SCAN)
+        joined_answers = {mention.turn_id for mention in answers}
+        for unit in _units(answers + makers):
+            if any(m.turn_id in joined_answers for m in unit):
+                callers.extend(m.turn_id for m in unit if m.calls)
     if made:
-        callers.extend(
-            str(row[0])
-            for row in conn.execute(
-                "SELECT id FROM turns WHERE conversation_id = ? AND state = ? AND role = 'tool'"
-                " AND CASE WHEN json_valid(meta) THEN json_extract(meta, '$.tool_call_id') END"
-                " IN (SELECT value FROM json_each(?))",
-                (conversation_id, TURN_LIVE, json.dumps(sorted(made), ensure_ascii=False)),
-            )
-        )
+        # An edited call (rare): its results are the tool turns paired with it, among every
+        # call and result of its IDs.
+        ids = set().union(*(mention.calls for mention in made.values()))
+        mentions = _all_mentions(conn, conversation_id, ids)
+        for unit in _units(mentions):
+            if any(m.turn_id in made for m in unit):
+                callers.extend(m.turn_id for m in unit if m.answer is not None)
     if not callers:
         return []
     return [
@@ -193,45 +207,255 @@ def calls_split(
 ) -> bool:
     """Whether turns newly covered by a summary leave part of their compaction unit out of
     `sources` through a tool-call link (SPEC §17.2; groups are checked by the caller): the
-    caller of a covered result, or a result (at or after the first new turn, so the read is
-    O(new turns + tail)) of a covered call."""
-    answered = {
-        turn.meta["tool_call_id"]
+    call a covered result answers, or a result (at or after the first new turn, so the read
+    is O(new turns + tail)) answering a covered call. Calls and results are paired by the
+    core's rule (a result answers the nearest call of its ID before it)."""
+    answers = [
+        _Mention(turn.id, turn.sequence, answer=turn.meta["tool_call_id"])
         for turn in new_turns
         if turn.role == "tool" and turn.meta and "tool_call_id" in turn.meta
-    }
+    ]
     calls: set[str] = set()
     for turn in new_turns:
         if turn.role == "assistant" and turn.meta:
             calls |= calls_in(turn.meta.get("tool_calls"))
-    if not answered and not calls:
+    if not answers and not calls:
         return False
-    covered = set(sources)
-    wanted = answered - calls
-    if wanted:
-        for turn_id, meta in conn.execute(
-            "SELECT id, meta FROM turns WHERE conversation_id = ? AND state = ?"
-            " AND role = 'assistant' AND meta IS NOT NULL ORDER BY sequence DESC",
-            (conversation_id, TURN_LIVE),
-        ):
-            named = _named_calls(meta)
-            if named & wanted:
-                if turn_id not in covered:
-                    return True
-                wanted -= named
-                if not wanted:
-                    break
+    first = min(turn.sequence for turn in new_turns)
+    # The call of each covered result: the calls of its ID from the newest back to the one
+    # before it (the core's pairing picks among them).
+    mentions = _makers_back(conn, conversation_id, answers) + answers
     if calls:
-        first = min(turn.sequence for turn in new_turns)
-        for (turn_id,) in conn.execute(
-            "SELECT id FROM turns WHERE conversation_id = ? AND state = ? AND sequence >= ?"
-            " AND role = 'tool' AND CASE WHEN json_valid(meta)"
-            " THEN json_extract(meta, '$.tool_call_id') END IN (SELECT value FROM json_each(?))",
-            (conversation_id, TURN_LIVE, first, json.dumps(sorted(calls), ensure_ascii=False)),
-        ):
-            if turn_id not in covered:
-                return True
+        mentions += _calls_since(conn, conversation_id, calls, first)
+        mentions += _results(conn, conversation_id, calls, since=first)
+        mentions += _calls_before(conn, conversation_id, calls, first, mentions)
+    mentions = _merged(mentions)
+    covered = set(sources)
+    new_ids = {turn.id for turn in new_turns}
+    for unit in _units(mentions):
+        if any(m.turn_id in new_ids for m in unit) and any(m.turn_id not in covered for m in unit):
+            return True
     return False
+
+
+class _Mention:
+    """A turn as the pairing reads it: the calls it makes (of the IDs asked about) or the
+    call it answers, at its sequence."""
+
+    __slots__ = ("answer", "calls", "sequence", "turn_id")
+
+    def __init__(
+        self,
+        turn_id: str,
+        sequence: float,
+        *,
+        calls: set[str] | frozenset[str] = frozenset(),
+        answer: str | None = None,
+    ) -> None:
+        self.turn_id = turn_id
+        self.sequence = sequence
+        self.calls = frozenset(calls)
+        self.answer = answer
+
+    def only(self, ids: set[str]) -> _Mention:
+        """This mention restricted to calls of `ids`."""
+        if self.answer is not None:
+            return self
+        return _Mention(self.turn_id, self.sequence, calls=self.calls & ids)
+
+
+def _merged(mentions: Sequence[_Mention]) -> list[_Mention]:
+    """One mention per turn (a call read twice, for two sets of IDs, names their union)."""
+    by_turn: dict[str, _Mention] = {}
+    for m in mentions:
+        seen = by_turn.get(m.turn_id)
+        if seen is None or seen.answer is not None:
+            by_turn[m.turn_id] = m
+        else:
+            by_turn[m.turn_id] = _Mention(m.turn_id, m.sequence, calls=seen.calls | m.calls)
+    return list(by_turn.values())
+
+
+def _layout(mentions: Sequence[_Mention]) -> tuple[list[_Mention], list[int], list[int]]:
+    """The mentions with a call or a result, in sequence order, with the core's unit roots
+    over their calls and results alone (`unit_roots`) and the positions of the calls left
+    without a result (`open_calls`): the one pairing rule, not a second one here."""
+    ordered = sorted(
+        (m for m in mentions if m.calls or m.answer is not None), key=lambda m: m.sequence
+    )
+    turns = [
+        Turn(
+            f"m{at}",
+            at + 1,
+            "tool" if m.answer is not None else "assistant",
+            "",
+            meta=(
+                {"tool_call_id": m.answer}
+                if m.answer is not None
+                else {"tool_calls": json.dumps([{"id": c} for c in sorted(m.calls)])}
+            ),
+        )
+        for at, m in enumerate(ordered)
+    ]
+    return ordered, unit_roots(turns), _native.open_calls(turns)
+
+
+def _units(mentions: Sequence[_Mention]) -> list[list[_Mention]]:
+    """The mentions grouped into the core's units, those of two or more only."""
+    ordered, roots, _ = _layout(mentions)
+    members: dict[int, list[_Mention]] = {}
+    for mention, root in zip(ordered, roots, strict=True):
+        members.setdefault(root, []).append(mention)
+    return [unit for unit in members.values() if len(unit) > 1]
+
+
+def _unpaired_calls(mentions: Sequence[_Mention]) -> set[str]:
+    """Call IDs of a result paired with no call among `mentions`, or of a call among them
+    left without a result (all the IDs such a turn calls: a superset is only rechecked)."""
+    ordered, roots, open_at = _layout(mentions)
+    sizes: dict[int, int] = {}
+    for root in roots:
+        sizes[root] = sizes.get(root, 0) + 1
+    unpaired = {
+        m.answer
+        for m, root in zip(ordered, roots, strict=True)
+        if m.answer is not None and sizes[root] == 1
+    }
+    for at in open_at:
+        unpaired |= ordered[at].calls
+    return unpaired
+
+
+def _makers_back(
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    results: Sequence[_Mention],
+    limit: int | None = None,
+) -> list[_Mention]:
+    """The live calls of the results' IDs, from the newest assistant turn back until each
+    result has a call before it (or `limit` assistant turns were read): all a result's
+    caller can be among (the core's pairing)."""
+    below: dict[str, float] = {}  # call ID -> the lowest sequence still wanting a call before it
+    for result in results:
+        assert result.answer is not None
+        below[result.answer] = min(below.get(result.answer, result.sequence), result.sequence)
+    ids = set(below)
+    found: list[_Mention] = []
+    rows = conn.execute(
+        "SELECT id, sequence, meta FROM turns WHERE conversation_id = ? AND state = ?"
+        " AND role = 'assistant' AND meta IS NOT NULL ORDER BY sequence DESC"
+        + ("" if limit is None else " LIMIT ?"),
+        (conversation_id, TURN_LIVE) + (() if limit is None else (limit,)),
+    )
+    for turn_id, sequence, meta in rows:
+        named = _named_calls(meta) & ids
+        if not named:
+            continue
+        found.append(_Mention(str(turn_id), int(sequence), calls=named))
+        for call_id in named:
+            if call_id in below and sequence < below[call_id]:
+                del below[call_id]
+        if not below:
+            break
+    return found
+
+
+def _calls_since(
+    conn: sqlite3.Connection, conversation_id: str, ids: set[str], first: int
+) -> list[_Mention]:
+    """The live calls of these IDs at or after sequence `first` (O(new turns + tail))."""
+    return [
+        _Mention(str(turn_id), int(sequence), calls=named)
+        for turn_id, sequence, meta in conn.execute(
+            "SELECT id, sequence, meta FROM turns WHERE conversation_id = ? AND state = ?"
+            " AND role = 'assistant' AND meta IS NOT NULL AND sequence >= ?",
+            (conversation_id, TURN_LIVE, first),
+        )
+        if (named := _named_calls(meta) & ids)
+    ]
+
+
+def _calls_before(
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    ids: set[str],
+    first: int,
+    mentions: Sequence[_Mention],
+) -> list[_Mention]:
+    """For each ID, a stand-in for its nearest call before `first`, so a result after
+    `first` with no call of its ID between is paired with that one, not a later call. Read
+    (a scan back) only for an ID with a result before every call of it from `first` on, which
+    pairs with a later call only when no call of its ID was made before `first`."""
+    earliest_call: dict[str, float] = {}
+    for m in mentions:
+        for call_id in m.calls & ids:
+            earliest_call[call_id] = min(earliest_call.get(call_id, m.sequence), m.sequence)
+    doubtful = {
+        m.answer
+        for m in mentions
+        if m.answer in ids and m.sequence >= first and m.sequence < earliest_call.get(m.answer, -1)
+    }
+    before = set(ids) - doubtful
+    if doubtful:
+        targets = [_Mention("", first, answer=call_id) for call_id in doubtful]
+        before |= {
+            call_id
+            for m in _makers_back(conn, conversation_id, targets)
+            if m.sequence < first
+            for call_id in m.calls
+        }
+    return [_Mention(f"before:{call_id}", first - 0.5, calls={call_id}) for call_id in before]
+
+
+def results_of(
+    conn: sqlite3.Connection, conversation_id: str, turn_id: str, call_ids: Iterable[str]
+) -> set[str]:
+    """The IDs of the live tool turns answering the calls a live assistant turn made: those
+    the core's rule pairs with it (a result answers the nearest call of its ID before it),
+    not every result of a call ID a later call made again. A read of the conversation."""
+    mentions = _all_mentions(conn, conversation_id, set(call_ids))
+    for unit in _units(mentions):
+        if any(m.turn_id == turn_id for m in unit):
+            return {m.turn_id for m in unit if m.answer is not None}
+    return set()
+
+
+def _all_mentions(conn: sqlite3.Connection, conversation_id: str, ids: set[str]) -> list[_Mention]:
+    """Every live call and result of these call IDs (a read of the conversation, filtered in
+    SQLite)."""
+    mentions = [
+        _Mention(str(turn_id), int(sequence), calls=_named_calls(meta) & ids)
+        for turn_id, sequence, meta in conn.execute(
+            "SELECT t.id, t.sequence, t.meta FROM turns t WHERE t.conversation_id = ?"
+            " AND t.state = ? AND t.role = 'assistant' AND json_valid(t.meta)"
+            " AND json_valid(json_extract(t.meta, '$.tool_calls')) AND EXISTS (SELECT 1"
+            " FROM json_each(json_extract(t.meta, '$.tool_calls')) c"
+            " WHERE json_extract(c.value, '$.id') IN (SELECT value FROM json_each(?)))",
+            (conversation_id, TURN_LIVE, json.dumps(sorted(ids), ensure_ascii=False)),
+        )
+    ]
+    return mentions + _results(conn, conversation_id, ids)
+
+
+def _results(
+    conn: sqlite3.Connection, conversation_id: str, ids: set[str], since: int = -1
+) -> list[_Mention]:
+    """The live tool turns answering these call IDs, at or after sequence `since`."""
+    return [
+        _Mention(str(turn_id), int(sequence), answer=str(answered))
+        for turn_id, sequence, answered in conn.execute(
+            "SELECT id, sequence, CASE WHEN json_valid(meta)"
+            " THEN json_extract(meta, '$.tool_call_id') END AS answered FROM turns"
+            " WHERE conversation_id = ? AND state = ? AND sequence >= ? AND role = 'tool'"
+            " AND answered IN (SELECT value FROM json_each(?))",
+            (conversation_id, TURN_LIVE, since, json.dumps(sorted(ids), ensure_ascii=False)),
+        )
+    ]
+
+
+def _text(value: object) -> str:
+    """A column read as text, or as bytes on a revalidation connection."""
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
 def _named_calls(meta_text: str) -> set[str]:

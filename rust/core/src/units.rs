@@ -1,7 +1,9 @@
 //! Compaction units (SPEC §17.2): the sets of turns that planning, the `group-split` check,
 //! folding, purging and the chat adapter keep together. A unit is the transitive closure
 //! of two links: turns sharing a `group`, and an assistant turn whose `tool_calls` names a
-//! call with every tool turn whose `tool_call_id` answers it, whatever their groups.
+//! call with every tool turn whose `tool_call_id` answers it, whatever their groups. A
+//! result answers the nearest call of its ID before it (else the first after it), so a call
+//! ID a model uses again pairs each result with its own call ([`answer_makers`]).
 
 use std::collections::HashMap;
 
@@ -16,42 +18,82 @@ pub struct UnitMember<'a> {
     pub answers: Option<&'a str>,
 }
 
+/// For each position, the maker its `answers` is paired with (SPEC §17.2, "every tool turn
+/// whose `tool_call_id` answers it"): a result answers the nearest member before it whose
+/// `calls` names its call, else (a result stored before its call) the first one after it.
+/// A call ID used again later (a model numbering its calls `call_0`, `call_1`, … in every
+/// response) thus pairs each result with its own call, as a chat request pairs them.
+/// `None` for a member that answers nothing, or a call no member makes.
+pub fn answer_makers(members: &[UnitMember<'_>]) -> Vec<Option<usize>> {
+    let mut makers: Vec<Option<usize>> = vec![None; members.len()];
+    // Forward: the newest maker of each call so far, read before a member's own calls count.
+    let mut newest: HashMap<&str, usize> = HashMap::new();
+    let mut unpaired = false;
+    for (position, member) in members.iter().enumerate() {
+        if let Some(call) = member.answers {
+            makers[position] = newest.get(call).copied();
+            unpaired |= makers[position].is_none();
+        }
+        for &call in &member.calls {
+            newest.insert(call, position);
+        }
+    }
+    if unpaired {
+        // Backward: the nearest maker after each result that none before it made.
+        let mut next: HashMap<&str, usize> = HashMap::new();
+        for (position, member) in members.iter().enumerate().rev() {
+            if let Some(call) = member.answers {
+                if makers[position].is_none() {
+                    makers[position] = next.get(call).copied();
+                }
+            }
+            for &call in &member.calls {
+                next.insert(call, position);
+            }
+        }
+    }
+    makers
+}
+
+/// Positions (ascending) of the members with a call that no result is paired with
+/// ([`answer_makers`]): an open call (SPEC §15.3), whose turn stays raw. A call named twice
+/// by one member counts once.
+pub fn open_makers(members: &[UnitMember<'_>]) -> Vec<usize> {
+    let mut answered: std::collections::HashSet<(usize, &str)> = std::collections::HashSet::new();
+    for (member, maker) in members.iter().zip(answer_makers(members)) {
+        if let (Some(call), Some(maker)) = (member.answers, maker) {
+            answered.insert((maker, call));
+        }
+    }
+    members
+        .iter()
+        .enumerate()
+        .filter(|(position, member)| {
+            member
+                .calls
+                .iter()
+                .any(|&call| !answered.contains(&(*position, call)))
+        })
+        .map(|(position, _)| position)
+        .collect()
+}
+
 /// For each position, its unit's root: the smallest position in the unit. Two turns are in
 /// one unit exactly when their roots are equal; a turn linked to nothing is its own root.
-pub fn unit_roots<'a>(members: &[UnitMember<'a>]) -> Vec<usize> {
+/// The links: members sharing a `group`, and each result with the call it is paired with
+/// ([`answer_makers`]), merged transitively.
+pub fn unit_roots(members: &[UnitMember<'_>]) -> Vec<usize> {
     let mut parent: Vec<usize> = (0..members.len()).collect();
     // The first position seen for each group; later members are merged into it.
     let mut by_group: HashMap<&str, usize> = HashMap::new();
-    // Each call ID, hashed once per mention: its index into `calls`, which keeps the first
-    // position that makes it and the first that answers it; `mentions` keeps who named it.
-    let mut call_index: HashMap<&str, usize> = HashMap::new();
-    let mut calls: Vec<(Option<usize>, Option<usize>)> = Vec::new();
-    let mut mentions: Vec<(usize, usize)> = Vec::new();
-    let mut mention = |call: &'a str, position: usize, answers: bool| {
-        let index = *call_index.entry(call).or_insert_with(|| {
-            calls.push((None, None));
-            calls.len() - 1
-        });
-        let (makers, answered) = &mut calls[index];
-        if answers { answered } else { makers }.get_or_insert(position);
-        mentions.push((position, index));
-    };
     for (position, member) in members.iter().enumerate() {
         if let Some(group) = member.group {
             let first = *by_group.entry(group).or_insert(position);
             union(&mut parent, first, position);
         }
-        for &call in &member.calls {
-            mention(call, position, false);
-        }
-        if let Some(call) = member.answers {
-            mention(call, position, true);
-        }
     }
-    // A call links its makers with its answers, never two answers (or two makers) on their
-    // own: when it has both, each of them joins its first maker.
-    for (position, index) in mentions {
-        if let (Some(maker), Some(_)) = calls[index] {
+    for (position, maker) in answer_makers(members).into_iter().enumerate() {
+        if let Some(maker) = maker {
             union(&mut parent, maker, position);
         }
     }
@@ -226,6 +268,46 @@ fn below(sorted: &[usize], value: usize) -> usize {
     low + sorted[low..high].partition_point(|&item| item < value)
 }
 
+/// SPEC §15.3: the positions (ascending) of the assistant turns with an open call, one no
+/// tool turn answers ([`open_makers`]); `turns` as [`Units::of`] takes them. A `tool_calls`
+/// text that is not a list of calls (stored before writes checked it) counts as open: such a
+/// turn stays raw.
+pub fn open_call_positions<'a, I>(turns: I) -> Vec<usize>
+where
+    I: IntoIterator<Item = UnitTurn<'a>>,
+{
+    let mut positions: Vec<usize> = Vec::new();
+    let mut parsed: Vec<(usize, Vec<String>, Option<&'a str>)> = Vec::new();
+    let mut malformed: Vec<usize> = Vec::new();
+    for (position, role, _, meta) in turns {
+        match role {
+            Role::Assistant => match meta_value(meta, "tool_calls").map(tool_call_ids) {
+                Some(Some(calls)) if !calls.is_empty() => parsed.push((position, calls, None)),
+                Some(None) => malformed.push(position),
+                _ => {}
+            },
+            Role::Tool => {
+                if let Some(call) = meta_value(meta, "tool_call_id") {
+                    parsed.push((position, Vec::new(), Some(call)));
+                }
+            }
+            _ => {}
+        }
+    }
+    let members: Vec<UnitMember<'_>> = parsed
+        .iter()
+        .map(|(_, calls, answers)| UnitMember {
+            group: None,
+            calls: calls.iter().map(String::as_str).collect(),
+            answers: *answers,
+        })
+        .collect();
+    positions.extend(open_makers(&members).into_iter().map(|at| parsed[at].0));
+    positions.extend(malformed);
+    positions.sort_unstable();
+    positions
+}
+
 /// `unit_roots` over turns given as `(role, group, meta pairs)`: `tool_calls` counts on
 /// assistant turns only and `tool_call_id` on tool turns only (SPEC §15.6), as the adapter
 /// sends them.
@@ -315,6 +397,50 @@ mod tests {
     fn an_answer_before_its_call_still_joins_it() {
         let members = [member(None, &[], Some("c")), member(None, &["c"], None)];
         assert_eq!(unit_roots(&members), vec![0, 0]);
+    }
+
+    #[test]
+    fn a_reused_call_id_pairs_each_result_with_its_own_call() {
+        let members = [
+            member(None, &["c"], None),   // 0 calls c
+            member(None, &[], Some("c")), // 1 answers 0
+            member(None, &[], None),      // 2 alone
+            member(None, &["c"], None),   // 3 calls c again
+            member(None, &[], Some("c")), // 4 answers 3
+            member(None, &["c"], None),   // 5 calls c, not answered yet
+        ];
+        assert_eq!(
+            answer_makers(&members),
+            vec![None, Some(0), None, None, Some(3), None]
+        );
+        assert_eq!(unit_roots(&members), vec![0, 0, 2, 3, 3, 5]);
+        assert_eq!(open_makers(&members), vec![5]);
+    }
+
+    #[test]
+    fn a_result_before_any_call_joins_the_first_call_after_it() {
+        let members = [
+            member(None, &[], Some("c")), // 0: stored before its call
+            member(None, &["c"], None),   // 1
+            member(None, &["c"], None),   // 2
+            member(None, &[], Some("c")), // 3 answers 2
+        ];
+        assert_eq!(answer_makers(&members), vec![Some(1), None, None, Some(2)]);
+        assert_eq!(unit_roots(&members), vec![0, 0, 2, 2]);
+        assert_eq!(open_makers(&members), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn a_call_is_open_until_a_result_of_its_own_arrives() {
+        let members = [
+            member(None, &["a", "b"], None), // 0 calls a and b
+            member(None, &[], Some("a")),    // 1 answers 0's a
+            member(None, &["a"], None),      // 2 calls a again
+            member(None, &[], Some("a")),    // 3 answers 2; 0's b stays open
+            member(None, &[], Some("b")),    // 4 answers 0's b (the only b)
+        ];
+        assert_eq!(open_makers(&members[..4]), vec![0]);
+        assert_eq!(open_makers(&members), Vec::<usize>::new());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use ledgerfold_core::chat::{is_valid_sequence, unsendable, ChatItem};
 use ledgerfold_core::model::Role;
 use ledgerfold_core::plan::{plan_layout, PlanInput};
 use ledgerfold_core::units::{
-    meta_value, tool_call_ids, unit_roots, unit_split, UnitMember, Units,
+    meta_value, open_makers, tool_call_ids, unit_roots, unit_split, UnitMember, Units,
 };
 use proptest::prelude::*;
 
@@ -34,13 +34,28 @@ fn members(links: &[Links]) -> Vec<UnitMember<'static>> {
         .collect()
 }
 
-/// Two turns are directly linked when they share a group, or one calls what the other
-/// answers; a unit is the transitive closure (graph search).
+/// The call a result is paired with, written out: the last member before it naming its
+/// call, else the first after it.
+fn reference_maker(members: &[UnitMember<'_>], at: usize) -> Option<usize> {
+    let call = members[at].answers?;
+    let names = |other: &usize| members[*other].calls.contains(&call);
+    (0..at)
+        .rev()
+        .find(names)
+        .or_else(|| (at + 1..members.len()).find(names))
+}
+
+/// Two turns are directly linked when they share a group, or one is the call the other's
+/// result is paired with; a unit is the transitive closure (graph search).
+#[allow(clippy::needless_range_loop)] // positions are what the links name
 fn reference_roots(members: &[UnitMember<'_>]) -> Vec<usize> {
-    let linked = |a: &UnitMember<'_>, b: &UnitMember<'_>| {
-        (a.group.is_some() && a.group == b.group)
-            || a.answers.is_some_and(|call| b.calls.contains(&call))
-            || b.answers.is_some_and(|call| a.calls.contains(&call))
+    let makers: Vec<Option<usize>> = (0..members.len())
+        .map(|at| reference_maker(members, at))
+        .collect();
+    let linked = |a: usize, b: usize| {
+        (members[a].group.is_some() && members[a].group == members[b].group)
+            || makers[a] == Some(b)
+            || makers[b] == Some(a)
     };
     let mut root = vec![usize::MAX; members.len()];
     for start in 0..members.len() {
@@ -51,7 +66,7 @@ fn reference_roots(members: &[UnitMember<'_>]) -> Vec<usize> {
         root[start] = start;
         while let Some(at) = stack.pop() {
             for other in 0..members.len() {
-                if root[other] == usize::MAX && linked(&members[at], &members[other]) {
+                if root[other] == usize::MAX && linked(at, other) {
                     root[other] = start;
                     stack.push(other);
                 }
@@ -59,6 +74,20 @@ fn reference_roots(members: &[UnitMember<'_>]) -> Vec<usize> {
         }
     }
     root
+}
+
+/// The members with a call no result is paired with, written out.
+fn reference_open(members: &[UnitMember<'_>]) -> Vec<usize> {
+    (0..members.len())
+        .filter(|&at| {
+            members[at].calls.iter().any(|call| {
+                !(0..members.len()).any(|other| {
+                    members[other].answers == Some(*call)
+                        && reference_maker(members, other) == Some(at)
+                })
+            })
+        })
+        .collect()
 }
 
 fn chat_item() -> impl Strategy<Value = (u8, Vec<u8>, Option<u8>)> {
@@ -220,6 +249,7 @@ proptest! {
     fn roots_are_the_closure_of_the_links(raw in proptest::collection::vec(links(), 0..16)) {
         let members = members(&raw);
         prop_assert_eq!(unit_roots(&members), reference_roots(&members));
+        prop_assert_eq!(open_makers(&members), reference_open(&members));
     }
 
     #[test]

@@ -143,6 +143,11 @@ impl Conversation {
         })
     }
 
+    /// Positions (ascending) of the turns with a group or meta: the only ones that can link.
+    pub fn linkable(&self) -> &[usize] {
+        &self.linkable
+    }
+
     pub fn position(&self, turn_id: &str) -> Option<usize> {
         self.index.get(turn_id).copied()
     }

@@ -2,7 +2,7 @@
 
 use ledgerfold_core::chat::{ChatItem, ChatRule};
 use ledgerfold_core::model::Role;
-use ledgerfold_core::units::{meta_value, tool_call_ids, Units};
+use ledgerfold_core::units::{meta_value, open_call_positions, tool_call_ids, UnitTurn, Units};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
@@ -36,7 +36,43 @@ pub fn unit_roots(py: Python<'_>, turns: &Bound<'_, PyAny>) -> PyResult<Vec<usiz
     if let Ok(conversation) = turns.cast::<Conversation>() {
         return Ok(conversation.get().units().roots());
     }
-    let mut held: Vec<Bound<'_, Turn>> = Vec::new();
+    let held = held_turns(py, turns)?;
+    let turns: Vec<&Turn> = held.iter().map(Bound::get).collect();
+    Ok(roots_of(&turns))
+}
+
+/// Positions (ascending) of the assistant turns among `turns` (a `Conversation`, or `Turn`
+/// values in sequence order) with a call no tool turn answers (SPEC §15.3): each result
+/// answers the nearest call of its ID before it, as the unit rule pairs them.
+#[pyfunction]
+pub fn open_calls(py: Python<'_>, turns: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
+    if let Ok(conversation) = turns.cast::<Conversation>() {
+        let conversation = conversation.get();
+        return Ok(open_call_positions(conversation.linkable().iter().map(
+            |&position| unit_turn(position, conversation.turn(position)),
+        )));
+    }
+    let held = held_turns(py, turns)?;
+    Ok(open_call_positions(
+        held.iter()
+            .enumerate()
+            .map(|(position, turn)| unit_turn(position, turn.get())),
+    ))
+}
+
+/// One turn as the unit rule reads it.
+fn unit_turn(position: usize, turn: &Turn) -> UnitTurn<'_> {
+    (
+        position,
+        turn.role,
+        turn.group.as_deref(),
+        turn.meta_slice(),
+    )
+}
+
+/// The `Turn` values of an iterable (`InvalidInput` naming the first that is not one).
+fn held_turns<'py>(py: Python<'py>, turns: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, Turn>>> {
+    let mut held: Vec<Bound<'py, Turn>> = Vec::new();
     for (index, item) in turns.try_iter()?.enumerate() {
         let item = item?;
         let Ok(turn) = item.cast_into::<Turn>() else {
@@ -49,8 +85,7 @@ pub fn unit_roots(py: Python<'_>, turns: &Bound<'_, PyAny>) -> PyResult<Vec<usiz
         };
         held.push(turn);
     }
-    let turns: Vec<&Turn> = held.iter().map(Bound::get).collect();
-    Ok(roots_of(&turns))
+    Ok(held)
 }
 
 /// Positions (ascending) of the context items a chat request must leave out (SPEC §17.2):
