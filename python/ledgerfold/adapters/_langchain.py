@@ -10,14 +10,19 @@ joins text parts without LangChain's newlines). Kept by hand, as they lose it:
   drops `invalid_tool_calls`, so they come back as tool calls (after the parsed ones);
 - a tool turn answering no call gets `tool_call_id=""` (LangChain requires one) and `""`
   comes back as none;
-- a message LangChain splits (`tool_result` blocks) keeps its `id` on its first part.
+- a message LangChain splits (`tool_result` blocks) keeps its `id` on its first part;
+- a call LangChain gives no ID (`ToolCall.id` is optional: `None`, or `""` from some
+  providers) gets one the ledger can hold, `unnamed_call_id(<message id>, <index>)`, and a
+  `ToolMessage` with `tool_call_id=""` right after it (LangGraph's `ToolNode` answers a `""`
+  call so) answers it; `tool_call_id=""` anywhere else still answers no call.
 
 `langchain_core` is imported only when a function is called.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ledgerfold._context import AssembledContext
@@ -29,7 +34,14 @@ if TYPE_CHECKING:
     # unused-ignore: the ignore is only needed where the extra is not installed.
     from langchain_core.messages import BaseMessage  # type: ignore[import-not-found,unused-ignore]
 
-__all__ = ["chat_messages", "from_langchain_messages", "to_langchain_messages"]
+__all__ = [
+    "chat_messages",
+    "from_langchain_messages",
+    "ledger_call_ids",
+    "to_langchain_messages",
+    "unnamed_call_id",
+    "unnamed_results",
+]
 
 # What langchain_core raises on input it cannot convert (JSONDecodeError and pydantic's
 # ValidationError are ValueErrors).
@@ -105,10 +117,72 @@ def from_langchain_messages(messages: Iterable[BaseMessage], *, id_prefix: str =
     return from_chat_messages(chat_messages(messages), id_prefix=id_prefix)
 
 
-def chat_messages(messages: Iterable[Any]) -> list[dict[str, Any]]:
+def unnamed_call_id(message_id: str, index: int) -> str:
+    """The ledger's ID for call `index` of a message (its place in the turn's `tool_calls`:
+    parsed calls, then unparsable ones) when LangChain gives the call none: derived from the
+    message's ID and the index alone, so the same message always gets the same ID, and made
+    of the characters every provider takes in a call ID (`lf_<digest>_<index>`)."""
+    digest = hashlib.sha256(message_id.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    return f"lf_{digest}_{index}"
+
+
+def _message_key(message: Any, position: int) -> str:
+    # A message without an `id` (not one the middleware appends) is known by its position.
+    message_id = getattr(message, "id", None)
+    return message_id if isinstance(message_id, str) and message_id else f"#{position}"
+
+
+def _named(call: Mapping[str, Any]) -> bool:
+    call_id = call.get("id")
+    return isinstance(call_id, str) and bool(call_id)
+
+
+def ledger_call_ids(message: Any, position: int = 0) -> tuple[str, ...]:
+    """The call IDs the ledger holds for a LangChain message's calls, in its order (parsed
+    calls, then unparsable ones): a call's own ID, or `unnamed_call_id` when it has none.
+    `position` (the message's place in its list) only matters for a message without `id`."""
+    calls = [*getattr(message, "tool_calls", ()), *getattr(message, "invalid_tool_calls", ())]
+    if all(map(_named, calls)):
+        return tuple(call["id"] for call in calls)
+    key = _message_key(message, position)
+    return tuple(
+        call["id"] if _named(call) else unnamed_call_id(key, index)
+        for index, call in enumerate(calls)
+    )
+
+
+def unnamed_results(messages: Sequence[Any]) -> dict[int, str]:
+    """Which `ToolMessage`s of `messages` (by position) with `tool_call_id=""` answer a call
+    LangChain gave no ID, and the ledger's ID of that call: the results right after an AI
+    message (only tool messages between) answer its unnamed calls in order, as LangGraph's
+    `ToolNode` returns them. Any other `""` answers no call."""
+    results: dict[int, str] = {}
+    waiting: list[str] = []
+    for position, message in enumerate(messages):
+        kind = getattr(message, "type", None)
+        if kind == "tool":
+            if getattr(message, "tool_call_id", None) == "" and waiting:
+                results[position] = waiting.pop(0)
+            continue
+        waiting = []
+        if kind == "ai":
+            calls = [*message.tool_calls, *message.invalid_tool_calls]
+            waiting = [
+                call_id
+                for call, call_id in zip(calls, ledger_call_ids(message, position), strict=True)
+                if not _named(call)
+            ]
+    return results
+
+
+def chat_messages(
+    messages: Iterable[Any], *, results: Mapping[int, str] | None = None
+) -> list[dict[str, Any]]:
     """OpenAI-style messages for LangChain messages, by `convert_to_openai_messages`, with
-    their `id`s and `invalid_tool_calls`. Anything but a `BaseMessage`, or a message LangChain
-    cannot convert, raises `InvalidInput` naming `messages[<index>]`."""
+    their `id`s and `invalid_tool_calls`; a call without ID gets `unnamed_call_id`, and the
+    `ToolMessage`s `results` names (by position; default: `unnamed_results(messages)`) answer
+    those calls. Anything but a `BaseMessage`, or a message LangChain cannot convert, raises
+    `InvalidInput` naming `messages[<index>]`."""
     lc = _messages_module()
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
         raise InvalidInput(
@@ -116,6 +190,9 @@ def chat_messages(messages: Iterable[Any]) -> list[dict[str, Any]]:
             field="messages",
             problem="wrong-type",
         )
+    messages = list(messages)
+    if results is None:
+        results = unnamed_results(messages)
     chat: list[dict[str, Any]] = []
     for index, message in enumerate(messages):
         if not isinstance(message, lc.BaseMessage):
@@ -141,10 +218,15 @@ def chat_messages(messages: Iterable[Any]) -> list[dict[str, Any]]:
             first["id"] = message.id
         if first.get("tool_call_id") == "":
             del first["tool_call_id"]
+            if index in results:
+                first["tool_call_id"] = results[index]
         for call in getattr(message, "invalid_tool_calls", []):
             function = {"name": call["name"], "arguments": call["args"]}
             first.setdefault("tool_calls", []).append(
                 {"id": call["id"], "type": "function", "function": function}
             )
+        for at, call in enumerate(first.get("tool_calls", ())):
+            if not _named(call):
+                call["id"] = unnamed_call_id(_message_key(message, index), at)
         chat.extend(converted)
     return chat
