@@ -34,7 +34,10 @@ for LangGraph's `create_react_agent` (it returns `llm_input_messages`).
 
 Messages cross over through `ledgerfold.adapters._langchain`: `langchain_core`'s own
 converters, plus what they would lose (a model's unparsable call keeps its record in the
-ledger, and its result its group).
+ledger, and its result its group). A call LangChain gives no ID (`None` or `""`) is kept
+under `unnamed_call_id(<message id>, <index>)`; a `tool_call_id=""` result `ToolNode` gave
+it answers it (found in the state when the call came in an earlier batch), and a call
+nothing answers is left out of the model's input by the chat rule, as any unanswered call.
 """
 
 from __future__ import annotations
@@ -60,7 +63,12 @@ from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._worker import worker_for
 from ledgerfold.adapters._chat import ChatTurnSpec, chat_turn_specs, tool_group
-from ledgerfold.adapters._langchain import chat_messages, to_langchain_messages
+from ledgerfold.adapters._langchain import (
+    chat_messages,
+    ledger_call_ids,
+    to_langchain_messages,
+    unnamed_results,
+)
 from ledgerfold.integrations._turns import append_specs
 from ledgerfold.store._protocol import Store
 from ledgerfold.summarizers._base import Summarizer
@@ -213,10 +221,11 @@ class LedgerfoldMiddleware(AgentMiddleware):
         in_ledger = self._in_ledger(conversation_id, [message.id for message in unseen])
         new = [message for message in unseen if message.id not in in_ledger]
         old = [message for message in unseen if message.id in in_ledger]
+        answers = _unnamed_answers(messages, unseen)
         if old:
             self._learn_calls(conversation_id, known, old)
-            self._check_known(conversation_id, known, old)
-        appended = self._append(conversation_id, known, new, messages) if new else 0
+            self._check_known(conversation_id, known, old, answers)
+        appended = self._append(conversation_id, known, new, messages, answers) if new else 0
         for message in unseen:
             known.seen[message.id] = _signature(message)
             known.objects[message.id] = message
@@ -230,9 +239,15 @@ class LedgerfoldMiddleware(AgentMiddleware):
         return {turn.id for turn in self.store.get_turns(conversation_id, ids)}
 
     def _append(
-        self, conversation_id: str, known: _Known, new: list[Any], state: Sequence[Any]
+        self,
+        conversation_id: str,
+        known: _Known,
+        new: list[Any],
+        state: Sequence[Any],
+        answers: dict[str, str],
     ) -> int:
-        specs = chat_turn_specs(chat_messages(new))
+        results = {at: answers[m.id] for at, m in enumerate(new) if m.id in answers}
+        specs = chat_turn_specs(chat_messages(new, results=results))
         ids = [spec.id if spec.id is not None else "t-" + uuid.uuid4().hex for spec in specs]
         skipped: set[str] = set()
         while True:
@@ -273,9 +288,12 @@ class LedgerfoldMiddleware(AgentMiddleware):
             group = turn.group or tool_group(calling[turn.id])
             known.group_of_call.update(dict.fromkeys(calling[turn.id], group))
 
-    def _check_known(self, conversation_id: str, known: _Known, messages: list[Any]) -> None:
+    def _check_known(
+        self, conversation_id: str, known: _Known, messages: list[Any], answers: dict[str, str]
+    ) -> None:
         """Log the known messages (first seen by this instance) whose content differs from
-        their live turn's; retracted and purged turns have nothing to compare."""
+        their live turn's; retracted and purged turns have nothing to compare. `answers`:
+        the unnamed call each `""` result answers (`_unnamed_answers`)."""
         stored = {
             turn.id: turn
             for turn in self.store.get_turns(conversation_id, [m.id for m in messages])
@@ -287,7 +305,8 @@ class LedgerfoldMiddleware(AgentMiddleware):
             if turn is None:
                 continue
             # One by one: the state may hold call IDs used twice, which a batch refuses.
-            spec = chat_turn_specs(chat_messages([message]))[0]
+            results = {0: answers[message.id]} if message.id in answers else {}
+            spec = chat_turn_specs(chat_messages([message], results=results))[0]
             if not _spec_matches(spec, turn):
                 self._log_changed(conversation_id, known, turn.id)
 
@@ -421,10 +440,26 @@ def _recall_tool(store: Store, conversation: Callable[[], str]) -> BaseTool:
 
 
 def _call_ids(message: Any) -> tuple[str, ...]:
-    """The call IDs a message makes, in the order the ledger stores them (parsed calls,
-    then unparsable ones)."""
-    calls = [*getattr(message, "tool_calls", ()), *getattr(message, "invalid_tool_calls", ())]
-    return tuple(call["id"] for call in calls if isinstance(call.get("id"), str) and call["id"])
+    """The call IDs a message makes, as the ledger stores them (parsed calls, then
+    unparsable ones; `unnamed_call_id` for a call without one)."""
+    return ledger_call_ids(message)
+
+
+def _unnamed_answers(state: Sequence[Any], messages: list[Any]) -> dict[str, str]:
+    """Message ID -> call ID for each of `messages` (all in `state`) that is a
+    `tool_call_id=""` result of a call without ID (`unnamed_results` over the state, where
+    its call may lie before `messages`); empty, without reading the state, when none is."""
+    if not any(
+        getattr(message, "type", None) == "tool" and getattr(message, "tool_call_id", None) == ""
+        for message in messages
+    ):
+        return {}
+    wanted = {message.id for message in messages}
+    return {
+        state[at].id: call_id
+        for at, call_id in unnamed_results(state).items()
+        if state[at].id in wanted
+    }
 
 
 def _signature(message: Any) -> tuple[Any, Any]:
@@ -491,26 +526,61 @@ def _thread_id() -> Any:
 def _as_in_state(message: Any, turn_id: str, known: _Known) -> Any:
     """The state's own message for the ledger's rendering of turn `turn_id`, when the state
     still says what the ledger does (same text; for an AI message the same calls, names and
-    arguments) and was never seen changed; else the ledger's. A message that is not the
-    model's and carries a tool part (an Anthropic `tool_result` block) was stored as more
-    than one turn: the ledger's rendering goes."""
+    arguments; for a tool message the same call answered) and was never seen changed; else
+    the ledger's. A call the state gives no ID goes with the ID the ledger gave it: the
+    state's message is then copied with that ID (a provider takes no call without one,
+    nor a result answering `""`). A message that is not the model's and carries a tool part
+    (an Anthropic `tool_result` block) was stored as more than one turn: the ledger's
+    rendering goes."""
     original = known.objects.get(turn_id)
     if original is None or turn_id in known.changed or original.type != message.type:
         return message
     if _text_of(original.content) != _text_of(message.content):
         return message
     if message.type == "ai":
-        if _calls_of(original) != _calls_of(message) or _call_ids(original) != _call_ids(message):
+        ids = _call_ids(original)
+        if _calls_of(original, ids) != _calls_of(message) or ids != _call_ids(message):
             return message
-    elif isinstance(original.content, list) and any(
-        isinstance(part, dict) and "tool" in str(part.get("type", "")) for part in original.content
-    ):
+        calls = [*original.tool_calls, *original.invalid_tool_calls]
+        if all(call.get("id") == call_id for call, call_id in zip(calls, ids, strict=True)):
+            return original
+        if _has_tool_part(original.content):  # its blocks name the calls too: the ledger's
+            return message
+        parsed = len(original.tool_calls)
+        return original.model_copy(
+            update={
+                "tool_calls": _with_ids(original.tool_calls, ids[:parsed]),
+                "invalid_tool_calls": _with_ids(original.invalid_tool_calls, ids[parsed:]),
+            }
+        )
+    if _has_tool_part(original.content):
+        return message
+    if message.type == "tool" and original.tool_call_id != message.tool_call_id:
+        if original.tool_call_id == "":  # the result of a call without ID (`ToolNode`'s)
+            return original.model_copy(update={"tool_call_id": message.tool_call_id})
         return message
     return original
 
 
-def _calls_of(message: Any) -> list[tuple[Any, Any, Any]]:
-    return [(call.get("id"), call.get("name"), call.get("args")) for call in message.tool_calls]
+def _has_tool_part(content: Any) -> bool:
+    return isinstance(content, list) and any(
+        isinstance(part, dict) and "tool" in str(part.get("type", "")) for part in content
+    )
+
+
+def _with_ids(calls: list[Any], ids: Sequence[str]) -> list[Any]:
+    return [{**call, "id": call_id} for call, call_id in zip(calls, ids, strict=True)]
+
+
+def _calls_of(message: Any, ids: Sequence[str] | None = None) -> list[tuple[Any, Any, Any]]:
+    """(ID, name, arguments) of a message's parsed calls; `ids`: the IDs to use instead."""
+    calls = message.tool_calls
+    if ids is None:
+        ids = [call.get("id") for call in calls]
+    return [
+        (call_id, call.get("name"), call.get("args"))
+        for call, call_id in zip(calls, ids, strict=False)
+    ]
 
 
 def _text_of(content: Any) -> Any:
