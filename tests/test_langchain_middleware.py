@@ -161,3 +161,41 @@ def test_a_system_prompt_kept_in_the_state_and_the_summary_are_one_system_messag
     assert [m.type for m in messages] == ["system", "human", "ai"]
     assert str(messages[0].content).startswith("You are a bank assistant.\n\n")
     assert "q0" in str(messages[0].content)  # the summary follows the prompt
+
+
+class ReusingModel(ScriptedModel):
+    """`ScriptedModel` numbering its calls per response, as some OpenAI-compatible servers
+    do: every call is `call_0`."""
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        result = super()._generate(messages, *args, **kwargs)
+        reply = result.generations[0].message
+        if isinstance(reply, AIMessage) and reply.tool_calls:
+            reply.tool_calls[0]["id"] = "call_0"
+        return result
+
+
+def test_a_model_reusing_call_ids_gets_its_exchanges_compacted_and_valid_inputs() -> None:
+    store = SQLiteStore()
+    policy = CompactionPolicy("v1", keep_tail=3, trigger_tokens=100, min_new_turns=2)
+    middleware = LedgerfoldMiddleware(store, "c", policy=policy)
+    model = ReusingModel()
+    agent = create_agent(
+        model, tools=[lookup], middleware=[middleware], checkpointer=InMemorySaver()
+    )
+    state = _run(agent, 5)
+    calls = [m for m in state if isinstance(m, AIMessage) and m.tool_calls]
+    assert {m.tool_calls[0]["id"] for m in calls} == {"call_0"}
+    # Each exchange is its own unit: the early ones are summarised while the last is raw.
+    summary = store.current_summary("c")
+    assert summary is not None
+    assert calls[0].id in summary.source_ids and calls[-1].id not in summary.source_ids
+    # Every model input pairs each result with the call just before it.
+    for model_input in model.inputs:
+        open_calls: set[str] = set()
+        for message in model_input:
+            if isinstance(message, ToolMessage):
+                assert message.tool_call_id in open_calls
+                open_calls.discard(message.tool_call_id)
+            else:
+                open_calls = {call["id"] for call in getattr(message, "tool_calls", [])}
