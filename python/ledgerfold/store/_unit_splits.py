@@ -276,10 +276,12 @@ def _merged(mentions: Sequence[_Mention]) -> list[_Mention]:
     return list(by_turn.values())
 
 
-def _layout(mentions: Sequence[_Mention]) -> tuple[list[_Mention], list[int], list[int]]:
+def _layout(
+    mentions: Sequence[_Mention], *, open_calls: bool = False
+) -> tuple[list[_Mention], list[int], list[int]]:
     """The mentions with a call or a result, in sequence order, with the core's unit roots
-    over their calls and results alone (`unit_roots`) and the positions of the calls left
-    without a result (`open_calls`): the one pairing rule, not a second one here."""
+    over their calls and results alone (`unit_roots`) and, with `open_calls`, the positions of
+    the calls left without a result (`open_calls`): the one pairing rule, not a second one."""
     ordered = sorted(
         (m for m in mentions if m.calls or m.answer is not None), key=lambda m: m.sequence
     )
@@ -297,7 +299,7 @@ def _layout(mentions: Sequence[_Mention]) -> tuple[list[_Mention], list[int], li
         )
         for at, m in enumerate(ordered)
     ]
-    return ordered, unit_roots(turns), _native.open_calls(turns)
+    return ordered, unit_roots(turns), _native.open_calls(turns) if open_calls else []
 
 
 def _units(mentions: Sequence[_Mention]) -> list[list[_Mention]]:
@@ -312,7 +314,7 @@ def _units(mentions: Sequence[_Mention]) -> list[list[_Mention]]:
 def _unpaired_calls(mentions: Sequence[_Mention]) -> set[str]:
     """Call IDs of a result paired with no call among `mentions`, or of a call among them
     left without a result (all the IDs such a turn calls: a superset is only rechecked)."""
-    ordered, roots, open_at = _layout(mentions)
+    ordered, roots, open_at = _layout(mentions, open_calls=True)
     sizes: dict[int, int] = {}
     for root in roots:
         sizes[root] = sizes.get(root, 0) + 1
