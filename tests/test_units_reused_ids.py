@@ -15,6 +15,7 @@ from ledgerfold import SQLiteStore
 from ledgerfold._summary import extended_fingerprint
 from ledgerfold._toolcalls import open_call_turns, unit_roots
 from ledgerfold.revalidate import revalidate_database
+from ledgerfold.store._unit_splits import split_by_links
 
 C = "c"
 
@@ -195,3 +196,24 @@ def test_retracting_a_call_takes_only_its_own_results() -> None:
         assert [t.id for t in store.load(C).turns] == ["a2", "r2"]
         store.retract(C, "a2")
         assert store.load(C).turns == ()
+
+
+def test_a_raw_result_before_a_call_made_again_is_paired_with_the_summarised_call(
+    tmp_path: Path,
+) -> None:
+    # The context's check over raw turns (`split_by_links`, for databases written before
+    # units): a raw result with no call of its ID before it among the raw turns is not the
+    # later raw call's; the summarised call before it is its own, so the summary splits.
+    db = tmp_path / "old.db"
+    with SQLiteStore(db) as store:
+        first_exchange(store)  # sources: u1, a1 (seq 2), r1 (seq 3), ...
+    with sqlite3.connect(db) as conn:
+        (pk,) = conn.execute("SELECT pk FROM summaries WHERE status = 'current'").fetchone()
+        raw = [
+            ("r9", 4, "tool", answer("call_0")),
+            ("a9", 20, "assistant", calls("call_0")),
+        ]
+        assert split_by_links(conn, C, pk, raw) == "r9"
+        # After the later call, the same result is that call's: no split.
+        later = [raw[1], ("r9", 21, "tool", answer("call_0"))]
+        assert split_by_links(conn, C, pk, later) is None

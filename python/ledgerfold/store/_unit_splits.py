@@ -7,6 +7,7 @@ revalidation of a database written before the rule (`split_unit`, `split_by_link
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -312,16 +313,19 @@ def _units(mentions: Sequence[_Mention]) -> list[list[_Mention]]:
 
 
 def _unpaired_calls(mentions: Sequence[_Mention]) -> set[str]:
-    """Call IDs of a result paired with no call among `mentions`, or of a call among them
-    left without a result (all the IDs such a turn calls: a superset is only rechecked)."""
-    ordered, roots, open_at = _layout(mentions, open_calls=True)
-    sizes: dict[int, int] = {}
-    for root in roots:
-        sizes[root] = sizes.get(root, 0) + 1
+    """Call IDs of a result with no call of its ID before it among `mentions` (orphaned, or
+    stored before its call: an earlier call elsewhere would be its own), or of a call among
+    them left without a result (all the IDs such a turn calls: a superset is only
+    rechecked)."""
+    ordered, _, open_at = _layout(mentions, open_calls=True)
+    earliest: dict[str, float] = {}
+    for m in ordered:
+        for call_id in m.calls:
+            earliest.setdefault(call_id, m.sequence)
     unpaired = {
         m.answer
-        for m, root in zip(ordered, roots, strict=True)
-        if m.answer is not None and sizes[root] == 1
+        for m in ordered
+        if m.answer is not None and earliest.get(m.answer, math.inf) >= m.sequence
     }
     for at in open_at:
         unpaired |= ordered[at].calls
