@@ -329,6 +329,7 @@ OPS = st.lists(
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(OPS)
 def test_chat_messages_are_always_a_valid_tool_call_sequence(ops: list[tuple[Any, ...]]) -> None:
+    purged = False
     with SQLiteStore() as store:
         store.append(C, "system", "sys")
         for step, op in enumerate(ops):
@@ -361,6 +362,15 @@ def test_chat_messages_are_always_a_valid_tool_call_sequence(ops: list[tuple[Any
                 ]
                 store.append_chat_messages(C, messages)
             context = store.context(C, "v1")
+            if kind == "purge":
+                purged = True
+            if context.summary is not None and not purged:
+                # The store never serves a summary the core's rule calls stale (its
+                # incremental checks pair calls as the core does).
+                envelope = store.current_summary(C)
+                assert envelope is not None and envelope.id == context.summary.id
+                check = lf.check_summary(envelope, store.load(C), "v1")
+                assert check.current, (check.reason, check.turn_id)
             out = to_chat_messages(context)
             assert valid(out), out
             assert len(out) == len(context.items) - context.dropped
