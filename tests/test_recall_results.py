@@ -146,6 +146,46 @@ def test_recall_results_are_known_by_call_id_or_by_group() -> None:
     assert stand_in("not json") == "recall_history result: 0 passages"
 
 
+def test_a_call_id_reused_for_another_tool_is_that_tools_result() -> None:
+    # `call_0` for recall_history, then `call_0` again for lookup (a model numbering its calls
+    # per response): the lookup's result is a fact, never taken for a recall result.
+    recall = json.dumps([_call("call_0")])
+    lookup = json.dumps([_call("call_0", "lookup")])
+    turns = [
+        lf.Turn("a1", 1, "assistant", "", meta={"tool_calls": recall}),
+        lf.Turn("r1", 2, "tool", "{}", meta={"tool_call_id": "call_0"}),
+        lf.Turn("a2", 3, "assistant", "", meta={"tool_calls": lookup}),
+        lf.Turn("r2", 4, "tool", "fact", meta={"tool_call_id": "call_0"}),
+        lf.Turn("a3", 5, "assistant", "", meta={"tool_calls": recall}),
+        lf.Turn("r3", 6, "tool", "{}", meta={"tool_call_id": "call_0"}),
+    ]
+    assert recall_result_ids(turns) == {"r1", "r3"}
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["one-by-one", "one-batch"])
+def test_a_lookup_result_under_a_reused_recall_call_id_is_indexed(
+    tmp_path: Path, batched: bool
+) -> None:
+    word, fact = marker(), marker()
+    store = filled(tmp_path / "ledger.db", word)
+    result = run_recall(store, CONVERSATION, {"query": word})
+    messages: list[dict[str, Any]] = [
+        {"role": "assistant", "content": "", "tool_calls": [_call("call_0")], "id": "a1"},
+        {"role": "tool", "tool_call_id": "call_0", "content": result, "id": "r1"},
+        {"role": "assistant", "content": "", "tool_calls": [_call("call_0", "lookup")]},
+        {"role": "tool", "tool_call_id": "call_0", "content": f"booking {fact}", "id": "r2"},
+    ]
+    if batched:
+        store.append_chat_messages(CONVERSATION, messages)
+    else:
+        for message in messages:
+            store.append_chat_messages(CONVERSATION, [message])
+    assert [hit.turn_id for hit in store.search(CONVERSATION, fact, scope="all")] == ["r2"]
+    # The recall result is never indexed: the word is found in its original only.
+    assert [hit.turn_id for hit in store.search(CONVERSATION, word, scope="all")] == ["secret"]
+    store.close()
+
+
 # -- erasing an original blanks the results that returned it ---------------------------------
 
 

@@ -14,6 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from ledgerfold import _native
 from ledgerfold._model import Turn
 
 __all__ = ["RECALL_TOOL_NAME", "call_name", "recall_result_ids", "stand_in", "tool_calls_of"]
@@ -42,26 +43,29 @@ def call_name(call: Mapping[str, Any]) -> object:
 
 
 def recall_result_ids(turns: Sequence[Turn]) -> frozenset[str]:
-    """The IDs of the tool turns among `turns` that answer a `recall_history` call made by
-    an assistant turn among `turns`."""
-    name_of_call: dict[object, object] = {}
-    recall_groups: set[str] = set()
-    for turn in turns:
-        if turn.role != "assistant":
-            continue
-        for call in tool_calls_of(turn.meta):
-            name_of_call[call.get("id")] = call_name(call)
-            if call_name(call) == RECALL_TOOL_NAME and turn.group is not None:
-                recall_groups.add(turn.group)
-    if not name_of_call:
-        return frozenset()
+    """The IDs of the tool turns among `turns` (in sequence order) that answer a
+    `recall_history` call made by an assistant turn among `turns`: with a `tool_call_id`, the
+    call it is paired with (SPEC §17.2: the nearest call of its ID before it, so a call ID
+    reused for another tool is that tool's) decides by its name; without one, a
+    `recall_history` call in its group does."""
+    recall_groups = {
+        turn.group
+        for turn in turns
+        if turn.role == "assistant"
+        and turn.group is not None
+        and any(call_name(call) == RECALL_TOOL_NAME for call in tool_calls_of(turn.meta))
+    }
+    makers = _native.answer_makers(turns)
     found: set[str] = set()
-    for turn in turns:
+    for turn, maker in zip(turns, makers, strict=True):
         if turn.role != "tool":
             continue
         call_id = (turn.meta or {}).get("tool_call_id")
         if call_id is not None:
-            if name_of_call.get(call_id) == RECALL_TOOL_NAME:
+            if maker is not None and any(
+                call.get("id") == call_id and call_name(call) == RECALL_TOOL_NAME
+                for call in tool_calls_of(turns[maker].meta)
+            ):
                 found.add(turn.id)
         elif turn.group is not None and turn.group in recall_groups:
             found.add(turn.id)

@@ -26,32 +26,40 @@ def stored_meta(raw: object) -> Mapping[str, Any]:
 
 
 class BatchCalls:
-    """The tool calls of the assistant turns among a batch being written, by call ID and by
-    group: built once per batch, so that checking each of its tool turns costs that turn,
-    not the batch (an `append_many` of 10,000 turns checked every tool turn against every
-    assistant turn before)."""
+    """The tool calls of the assistant turns among a batch being written, by call ID (with
+    the sequence of the turn making each, ascending) and by group: built once per batch, so
+    that checking each of its tool turns costs that turn, not the batch (an `append_many` of
+    10,000 turns checked every tool turn against every assistant turn before)."""
 
     __slots__ = ("_by_group", "_by_id")
 
     def __init__(self, batch: Sequence[Turn] = ()) -> None:
-        self._by_id: dict[str, list[Mapping[str, Any]]] = {}
+        self._by_id: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
         self._by_group: dict[str, list[Mapping[str, Any]]] = {}
-        for turn in batch:
-            if turn.role != "assistant":
-                continue
+        for turn in sorted((t for t in batch if t.role == "assistant"), key=_sequence):
             calls = tool_calls_of(turn.meta)
             for call in calls:
                 call_id = call.get("id")
                 if isinstance(call_id, str):
-                    self._by_id.setdefault(call_id, []).append(call)
+                    self._by_id.setdefault(call_id, []).append((turn.sequence, call))
             if turn.group is not None:
                 self._by_group.setdefault(turn.group, []).extend(calls)
 
-    def with_id(self, call_id: str) -> list[Mapping[str, Any]]:
-        return self._by_id.get(call_id, [])
+    def before(self, call_id: str, sequence: int) -> tuple[int, Mapping[str, Any]] | None:
+        """The nearest call of this ID made before `sequence`, with its turn's sequence."""
+        made = [found for found in self._by_id.get(call_id, ()) if found[0] < sequence]
+        return made[-1] if made else None
+
+    def after(self, call_id: str, sequence: int) -> tuple[int, Mapping[str, Any]] | None:
+        """The first call of this ID made after `sequence`, with its turn's sequence."""
+        return next((found for found in self._by_id.get(call_id, ()) if found[0] > sequence), None)
 
     def in_group(self, group: str) -> list[Mapping[str, Any]]:
         return self._by_group.get(group, [])
+
+
+def _sequence(turn: Turn) -> int:
+    return turn.sequence
 
 
 #: No turn being written alongside.
@@ -65,39 +73,62 @@ def answers_recall(
     group: str | None,
     meta: Mapping[str, Any],
     batch: BatchCalls,
+    sequence: int,
 ) -> bool:
-    """Whether a tool turn answers a `recall_history` call (SPEC §17.7), known through its
-    unit, as `ledgerfold._recall_stand_in.recall_result_ids` knows it: with a `tool_call_id`,
-    the call of that ID decides by its name (`function.name`, or a flat `name`), wherever it
-    is (looked for in `batch`, then in the turn's group, then among every stored assistant
-    turn); without one, any `recall_history` call in its group does (a copy is never indexed
-    by mistake)."""
+    """Whether the tool turn at `sequence` answers a `recall_history` call (SPEC §17.7), known
+    through its unit, as `ledgerfold._recall_stand_in.recall_result_ids` knows it: with a
+    `tool_call_id`, the call it is paired with (§17.2: the nearest call of that ID before it,
+    in `batch` or stored, else the first after it) decides by its name (`function.name`, or
+    a flat `name`); without one, any `recall_history` call in its group does (a copy is
+    never indexed by mistake)."""
     if role != "tool":
         return False
     call_id = meta.get("tool_call_id")
     if isinstance(call_id, str):
-        named = batch.with_id(call_id)
-        if not named and group is not None:
-            named = [call for call in _stored_group_calls(conn, conversation_id, group)
-                     if call.get("id") == call_id]  # fmt: skip
-        if named:
-            return any(call_name(call) == RECALL_TOOL_NAME for call in named)
-        # The call is outside the batch and the group: looked up among the stored turns.
-        row = conn.execute(
-            "SELECT 1 FROM turns AS t, json_each(json_extract(t.meta, '$.tool_calls')) AS c"
-            " WHERE t.conversation_id = ? AND t.role = 'assistant'"
-            " AND json_valid(json_extract(t.meta, '$.tool_calls'))"
-            " AND json_extract(c.value, '$.id') = ?"
-            " AND CASE WHEN json_type(c.value, '$.function') = 'object'"
-            " THEN json_extract(c.value, '$.function.name')"
-            " ELSE json_extract(c.value, '$.name') END = ? LIMIT 1",
-            (conversation_id, call_id, RECALL_TOOL_NAME),
-        ).fetchone()
-        return row is not None
+        # A batch is the newest turns: a call in it before the result is the nearest one.
+        in_batch = batch.before(call_id, sequence)
+        if in_batch is None:
+            in_batch = _stored_call(conn, conversation_id, call_id, sequence, before=True)
+        if in_batch is None:
+            later = [
+                found
+                for found in (
+                    batch.after(call_id, sequence),
+                    _stored_call(conn, conversation_id, call_id, sequence, before=False),
+                )
+                if found is not None
+            ]
+            in_batch = min(later, key=lambda found: found[0], default=None)
+        return in_batch is not None and call_name(in_batch[1]) == RECALL_TOOL_NAME
     if group is None:
         return False
     calls = [*batch.in_group(group), *_stored_group_calls(conn, conversation_id, group)]
     return any(call_name(call) == RECALL_TOOL_NAME for call in calls)
+
+
+def _stored_call(
+    conn: sqlite3.Connection, conversation_id: str, call_id: str, sequence: int, *, before: bool
+) -> tuple[int, Mapping[str, Any]] | None:
+    """The stored call of this ID nearest before `sequence` (or first after it), any state
+    (a call ID stays made), with its turn's sequence."""
+    row = conn.execute(
+        "SELECT t.sequence, c.value FROM turns AS t,"
+        " json_each(json_extract(t.meta, '$.tool_calls')) AS c"
+        " WHERE t.conversation_id = ? AND t.role = 'assistant'"
+        " AND json_valid(json_extract(t.meta, '$.tool_calls'))"
+        " AND json_extract(c.value, '$.id') = ?"
+        + (
+            " AND t.sequence < ? ORDER BY t.sequence DESC"
+            if before
+            else " AND t.sequence > ? ORDER BY t.sequence"
+        )
+        + " LIMIT 1",
+        (conversation_id, call_id, sequence),
+    ).fetchone()
+    if row is None:
+        return None
+    call = stored_meta(row[1])
+    return int(row[0]), call
 
 
 def _stored_group_calls(

@@ -192,7 +192,7 @@ def build(conn: sqlite3.Connection, path: str, *, available: bool | None = None)
                 if total:
                     _log.info("building the search index: path=%s turns=%d", path, total)
             rows = conn.execute(
-                "SELECT pk, conversation_id, role, body, grp, meta, state FROM turns"
+                "SELECT pk, conversation_id, role, body, grp, meta, state, sequence FROM turns"
                 " WHERE pk > ? ORDER BY pk LIMIT ?",
                 (through, BUILD_BATCH),
             ).fetchall()
@@ -206,10 +206,10 @@ def build(conn: sqlite3.Connection, path: str, *, available: bool | None = None)
                 conn,
                 [
                     (int(pk), body)
-                    for pk, conversation_id, role, body, group, meta, state in rows
+                    for pk, conversation_id, role, body, group, meta, state, sequence in rows
                     if state == TURN_LIVE
                     and not answers_recall(
-                        conn, conversation_id, role, group, stored_meta(meta), NO_BATCH
+                        conn, conversation_id, role, group, stored_meta(meta), NO_BATCH, sequence
                     )
                 ],
             )
@@ -311,7 +311,9 @@ def index_turns(conn: sqlite3.Connection, conversation_id: str, turns: Sequence[
         (pks[turn.sequence], turn.body)
         for turn in turns
         if pks[turn.sequence] <= through
-        and not answers_recall(conn, conversation_id, turn.role, turn.group, turn.meta or {}, batch)
+        and not answers_recall(
+            conn, conversation_id, turn.role, turn.group, turn.meta or {}, batch, turn.sequence
+        )
     ]
     pending = _pending(conn)
     if pending is not None:  # in a group-commit batch: written at its end (`flush_pending`)
@@ -374,7 +376,7 @@ def reindex_turn(
         return
     _delete(conn, turn_pk, old_body)
     if not answers_recall(
-        conn, conversation_id, new.role, new.group, new.meta or {}, BatchCalls((new,))
+        conn, conversation_id, new.role, new.group, new.meta or {}, NO_BATCH, new.sequence
     ):
         _insert(conn, [(turn_pk, new.body)])
 

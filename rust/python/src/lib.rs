@@ -49,7 +49,7 @@ mod _native {
     #[pymodule_export]
     use crate::turn::Turn;
     #[pymodule_export]
-    use crate::units::{open_calls, unit_roots, unsendable, unsendable_count};
+    use crate::units::{answer_makers, open_calls, unit_roots, unsendable, unsendable_count};
 
     /// The segmenter's version (SPEC §16.5): recorded with the index, which a change rebuilds.
     #[pymodule_export]

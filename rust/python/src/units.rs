@@ -2,7 +2,10 @@
 
 use ledgerfold_core::chat::{ChatItem, ChatRule};
 use ledgerfold_core::model::Role;
-use ledgerfold_core::units::{meta_value, open_call_positions, tool_call_ids, UnitTurn, Units};
+use ledgerfold_core::units::{
+    answer_makers as core_answer_makers, meta_value, open_call_positions, tool_call_ids,
+    UnitMember, UnitTurn, Units,
+};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
@@ -58,6 +61,37 @@ pub fn open_calls(py: Python<'_>, turns: &Bound<'_, PyAny>) -> PyResult<Vec<usiz
             .enumerate()
             .map(|(position, turn)| unit_turn(position, turn.get())),
     ))
+}
+
+/// For each of `turns` (`Turn` values in sequence order), the position of the assistant turn
+/// whose call it answers (SPEC §17.2's pairing: the nearest call of its `tool_call_id`
+/// before it, else the first after it), or None (not a tool turn with a `tool_call_id`, or
+/// no turn makes that call).
+#[pyfunction]
+pub fn answer_makers(py: Python<'_>, turns: &Bound<'_, PyAny>) -> PyResult<Vec<Option<usize>>> {
+    let held = held_turns(py, turns)?;
+    let turns: Vec<&Turn> = held.iter().map(Bound::get).collect();
+    let parsed: Vec<Vec<String>> = turns
+        .iter()
+        .map(|turn| match turn.role {
+            Role::Assistant => meta_value(turn.meta_slice(), "tool_calls")
+                .and_then(tool_call_ids)
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        })
+        .collect();
+    let members: Vec<UnitMember<'_>> = turns
+        .iter()
+        .zip(&parsed)
+        .map(|(turn, calls)| UnitMember {
+            group: None,
+            calls: calls.iter().map(String::as_str).collect(),
+            answers: (turn.role == Role::Tool)
+                .then(|| meta_value(turn.meta_slice(), "tool_call_id"))
+                .flatten(),
+        })
+        .collect();
+    Ok(core_answer_makers(&members))
 }
 
 /// One turn as the unit rule reads it.
