@@ -186,6 +186,29 @@ def test_a_lookup_result_under_a_reused_recall_call_id_is_indexed(
     store.close()
 
 
+def test_a_retracted_call_of_the_same_id_does_not_decide_a_recall_result(
+    tmp_path: Path,
+) -> None:
+    # The result pairs with the live recall call (the retracted lookup between is out of
+    # the ledger view): it is not indexed, and an erasure of the original blanks it.
+    word = marker()
+    store = filled(tmp_path / "ledger.db", word)
+    recall = json.dumps([_call("call_0")])
+    lookup = json.dumps([_call("call_0", "lookup")])
+    store.append(CONVERSATION, "assistant", "", id="a1", meta={"tool_calls": recall})
+    store.append(CONVERSATION, "assistant", "", id="a2", meta={"tool_calls": lookup})
+    store.retract(CONVERSATION, "a2")
+    result = run_recall(store, CONVERSATION, {"query": word})
+    store.append(CONVERSATION, "tool", result, id="r", meta={"tool_call_id": "call_0"})
+    assert recall_result_ids(store.load(CONVERSATION).turns) == {"r"}
+    assert [hit.turn_id for hit in store.search(CONVERSATION, word, scope="all")] == ["secret"]
+    store.retract(CONVERSATION, "secret", erase=True)
+    assert store.search(CONVERSATION, word, scope="all") == []
+    assert {t.id: t.body for t in store.load(CONVERSATION).turns}["r"] == ERASED_RESULT
+    store.close()
+    assert not file_has(tmp_path / "ledger.db", word)
+
+
 # -- erasing an original blanks the results that returned it ---------------------------------
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from ledgerfold._model import Turn
 from ledgerfold._recall_stand_in import RECALL_TOOL_NAME, call_name, tool_calls_of
+from ledgerfold.store._schema import TURN_LIVE, TURN_RETRACTED
 
 __all__ = ["NO_BATCH", "BatchCalls", "answers_recall", "stored_meta"]
 
@@ -74,13 +75,17 @@ def answers_recall(
     meta: Mapping[str, Any],
     batch: BatchCalls,
     sequence: int,
+    *,
+    live: bool = True,
 ) -> bool:
     """Whether the tool turn at `sequence` answers a `recall_history` call (SPEC §17.7), known
     through its unit, as `ledgerfold._recall_stand_in.recall_result_ids` knows it: with a
     `tool_call_id`, the call it is paired with (§17.2: the nearest call of that ID before it,
     in `batch` or stored, else the first after it) decides by its name (`function.name`, or
     a flat `name`); without one, any `recall_history` call in its group does (a copy is
-    never indexed by mistake)."""
+    never indexed by mistake). Calls are looked for among the live turns, as the core pairs
+    a live result; a retracted result (`live=False`, retracted with its call) among the live
+    and retracted ones."""
     if role != "tool":
         return False
     call_id = meta.get("tool_call_id")
@@ -88,13 +93,13 @@ def answers_recall(
         # A batch is the newest turns: a call in it before the result is the nearest one.
         in_batch = batch.before(call_id, sequence)
         if in_batch is None:
-            in_batch = _stored_call(conn, conversation_id, call_id, sequence, before=True)
+            in_batch = _stored_call(conn, conversation_id, call_id, sequence, True, live)
         if in_batch is None:
             later = [
                 found
                 for found in (
                     batch.after(call_id, sequence),
-                    _stored_call(conn, conversation_id, call_id, sequence, before=False),
+                    _stored_call(conn, conversation_id, call_id, sequence, False, live),
                 )
                 if found is not None
             ]
@@ -102,19 +107,25 @@ def answers_recall(
         return in_batch is not None and call_name(in_batch[1]) == RECALL_TOOL_NAME
     if group is None:
         return False
-    calls = [*batch.in_group(group), *_stored_group_calls(conn, conversation_id, group)]
+    calls = [*batch.in_group(group), *_stored_group_calls(conn, conversation_id, group, live)]
     return any(call_name(call) == RECALL_TOOL_NAME for call in calls)
 
 
 def _stored_call(
-    conn: sqlite3.Connection, conversation_id: str, call_id: str, sequence: int, *, before: bool
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    call_id: str,
+    sequence: int,
+    before: bool,
+    live: bool,
 ) -> tuple[int, Mapping[str, Any]] | None:
-    """The stored call of this ID nearest before `sequence` (or first after it), any state
-    (a call ID stays made), with its turn's sequence."""
+    """The stored call of this ID nearest before `sequence` (or first after it) among the
+    live turns (and the retracted ones unless `live`), with its turn's sequence."""
+    states = f"({TURN_LIVE})" if live else f"({TURN_LIVE}, {TURN_RETRACTED})"
     row = conn.execute(
         "SELECT t.sequence, c.value FROM turns AS t,"
         " json_each(json_extract(t.meta, '$.tool_calls')) AS c"
-        " WHERE t.conversation_id = ? AND t.role = 'assistant'"
+        f" WHERE t.conversation_id = ? AND t.role = 'assistant' AND t.state IN {states}"
         " AND json_valid(json_extract(t.meta, '$.tool_calls'))"
         " AND json_extract(c.value, '$.id') = ?"
         + (
@@ -132,12 +143,15 @@ def _stored_call(
 
 
 def _stored_group_calls(
-    conn: sqlite3.Connection, conversation_id: str, group: str
+    conn: sqlite3.Connection, conversation_id: str, group: str, live: bool
 ) -> list[Mapping[str, Any]]:
-    """The tool calls of the stored assistant turns of a group."""
+    """The tool calls of the stored live (and, unless `live`, retracted) assistant turns of
+    a group."""
     calls: list[Mapping[str, Any]] = []
+    states = f"({TURN_LIVE})" if live else f"({TURN_LIVE}, {TURN_RETRACTED})"
     for row in conn.execute(
-        "SELECT meta FROM turns WHERE conversation_id = ? AND grp = ? AND role = 'assistant'",
+        "SELECT meta FROM turns WHERE conversation_id = ? AND grp = ? AND role = 'assistant'"
+        f" AND state IN {states}",
         (conversation_id, group),
     ):
         calls += tool_calls_of(stored_meta(row[0]))

@@ -55,7 +55,14 @@ def blank_recall_results(
     for pk, state, *columns in rows:
         turn = turn_from_row(tuple(columns))
         if not answers_recall(
-            conn, conversation_id, turn.role, turn.group, turn.meta or {}, NO_BATCH, turn.sequence
+            conn,
+            conversation_id,
+            turn.role,
+            turn.group,
+            turn.meta or {},
+            NO_BATCH,
+            turn.sequence,
+            live=state == TURN_LIVE,
         ):
             continue  # a tool result that merely looks like one
         new = turn.replace(body=ERASED_RESULT)
