@@ -71,24 +71,14 @@ def split_by_links(
             made = calls_in(meta.get("tool_calls"))
             if made:
                 mentions.append(_Mention(turn_id, sequence, calls=made))
-    suspects = _unpaired_calls(mentions)
+    orphaned, unanswered = _unpaired_calls(mentions)
+    suspects = orphaned | unanswered
     if not suspects:
         return None
-    wanted = json.dumps(sorted(suspects), ensure_ascii=False)
+    # The sources' results of these IDs first (a pending call's ID, the usual suspect, has
+    # none: one read); their calls only where a result needs its caller found.
     found = [
-        _Mention(_text(turn_id), int(sequence), calls=_named_calls(meta) & suspects)
-        for turn_id, sequence, meta in conn.execute(
-            "SELECT t.id, t.sequence, t.meta FROM summary_sources ss JOIN turns t"
-            " ON t.conversation_id = ? AND t.id = ss.turn_id WHERE ss.summary_pk = ?"
-            " AND t.state = ? AND t.role = 'assistant' AND json_valid(t.meta)"
-            " AND EXISTS (SELECT 1 FROM json_each(json_extract(t.meta, '$.tool_calls')) c"
-            " WHERE json_valid(json_extract(t.meta, '$.tool_calls'))"
-            " AND json_extract(c.value, '$.id') IN (SELECT value FROM json_each(?)))",
-            (conversation_id, summary_pk, TURN_LIVE, wanted),
-        )
-    ]
-    found += [
-        _Mention(_text(turn_id), int(sequence), answer=_text(answered))
+        _Mention(_text(turn_id), _number(sequence), answer=_text(answered))
         for turn_id, sequence, answered in conn.execute(
             "SELECT t.id, t.sequence, CASE WHEN json_valid(t.meta)"
             " THEN json_extract(t.meta, '$.tool_call_id') END AS answered"
@@ -96,9 +86,23 @@ def split_by_links(
             " ON t.conversation_id = ? AND t.id = ss.turn_id WHERE ss.summary_pk = ?"
             " AND t.state = ? AND t.role = 'tool'"
             " AND answered IN (SELECT value FROM json_each(?))",
-            (conversation_id, summary_pk, TURN_LIVE, wanted),
+            (conversation_id, summary_pk, TURN_LIVE, json.dumps(sorted(suspects))),
         )
     ]
+    callers = orphaned | {m.answer for m in found if m.answer is not None}
+    if callers:
+        found += [
+            _Mention(_text(turn_id), _number(sequence), calls=_named_calls(meta) & callers)
+            for turn_id, sequence, meta in conn.execute(
+                "SELECT t.id, t.sequence, t.meta FROM summary_sources ss JOIN turns t"
+                " ON t.conversation_id = ? AND t.id = ss.turn_id WHERE ss.summary_pk = ?"
+                " AND t.state = ? AND t.role = 'assistant' AND json_valid(t.meta)"
+                " AND EXISTS (SELECT 1 FROM json_each(json_extract(t.meta, '$.tool_calls')) c"
+                " WHERE json_valid(json_extract(t.meta, '$.tool_calls'))"
+                " AND json_extract(c.value, '$.id') IN (SELECT value FROM json_each(?)))",
+                (conversation_id, summary_pk, TURN_LIVE, json.dumps(sorted(callers))),
+            )
+        ]
     if not found:
         return None
     raw_ids = {mention.turn_id for mention in mentions}
@@ -312,9 +316,9 @@ def _units(mentions: Sequence[_Mention]) -> list[list[_Mention]]:
     return [unit for unit in members.values() if len(unit) > 1]
 
 
-def _unpaired_calls(mentions: Sequence[_Mention]) -> set[str]:
+def _unpaired_calls(mentions: Sequence[_Mention]) -> tuple[set[str], set[str]]:
     """Call IDs of a result with no call of its ID before it among `mentions` (orphaned, or
-    stored before its call: an earlier call elsewhere would be its own), or of a call among
+    stored before its call: an earlier call elsewhere would be its own), and of a call among
     them left without a result (all the IDs such a turn calls: a superset is only
     rechecked)."""
     ordered, _, open_at = _layout(mentions, open_calls=True)
@@ -322,14 +326,15 @@ def _unpaired_calls(mentions: Sequence[_Mention]) -> set[str]:
     for m in ordered:
         for call_id in m.calls:
             earliest.setdefault(call_id, m.sequence)
-    unpaired = {
+    orphaned = {
         m.answer
         for m in ordered
         if m.answer is not None and earliest.get(m.answer, math.inf) >= m.sequence
     }
+    unanswered: set[str] = set()
     for at in open_at:
-        unpaired |= ordered[at].calls
-    return unpaired
+        unanswered |= ordered[at].calls
+    return orphaned, unanswered
 
 
 def _makers_back(
@@ -457,6 +462,11 @@ def _results(
             (conversation_id, TURN_LIVE, since, json.dumps(sorted(ids), ensure_ascii=False)),
         )
     ]
+
+
+def _number(value: object) -> int:
+    """A sequence column (a damaged one, not an integer, sorts first)."""
+    return value if isinstance(value, int) else -1
 
 
 def _text(value: object) -> str:
