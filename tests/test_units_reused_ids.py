@@ -217,3 +217,38 @@ def test_a_raw_result_before_a_call_made_again_is_paired_with_the_summarised_cal
         # After the later call, the same result is that call's: no split.
         later = [raw[1], ("r9", 21, "tool", answer("call_0"))]
         assert split_by_links(conn, C, pk, later) is None
+
+
+def test_editing_a_call_away_repairs_its_result_with_the_summarised_call() -> None:
+    # The edit takes `call_0` from b: its result rb now answers s1, which the summary
+    # covers without rb, so the summary splits a unit and goes stale (review finding).
+    with SQLiteStore() as store:
+        store.append(C, "assistant", "", id="a0", meta=calls("call_0"))  # open: stays raw
+        store.append(C, "assistant", "", id="s1", meta=calls("call_0"))
+        store.append(C, "tool", "r", id="rs1", meta=answer("call_0"))
+        for n in range(4):
+            store.append(C, "user", f"u{n}", id=f"u{n}")
+        summary = lf.Compactor(store, policy()).compact(C, force=True).summary
+        assert summary is not None and {"s1", "rs1"} <= set(summary.source_ids)
+        store.append(C, "assistant", "", id="b", meta=calls("call_0"))
+        store.append(C, "tool", "r", id="rb", meta=answer("call_0"))
+        store.append(C, "user", "x", id="ux")
+        assert store.context(C, "v1").fallback is None
+        store.edit(C, "b", meta=calls("call_9"))
+        check = lf.check_summary(summary, store.load(C), "v1")
+        assert (check.current, check.reason, check.turn_id) == (False, "group-split", "rb")
+        assert store.context(C, "v1").fallback == "stale-summary:group-split"
+        assert store.summary_history(C)[-1].reason == "group-split"
+
+
+def test_editing_a_recall_call_into_a_lookup_indexes_its_result() -> None:
+    recall = {"tool_calls": json.dumps([{"id": "call_0", "function": {"name": "recall_history"}}])}
+    lookup = {"tool_calls": json.dumps([{"id": "call_0", "function": {"name": "lookup"}}])}
+    with SQLiteStore() as store:
+        store.append(C, "assistant", "", id="a", meta=recall)
+        store.append(C, "tool", "booking pelican", id="r", meta=answer("call_0"))
+        assert store.search(C, "pelican", scope="all") == []
+        store.edit(C, "a", meta=lookup)
+        assert [hit.turn_id for hit in store.search(C, "pelican", scope="all")] == ["r"]
+        store.edit(C, "a", meta=recall)
+        assert store.search(C, "pelican", scope="all") == []

@@ -311,6 +311,14 @@ def edit_turn(
     if "meta" in changes:
         check_meta(changes["meta"])
     new = old.replace(**changes)
+    # The results paired with a call the edit changes may pair with another call after it
+    # (SPEC §17.2): read before the row changes.
+    old_calls = _calls_of(old)
+    before = (
+        unit_splits.results_of(conn, conversation_id, turn_id, old_calls)
+        if old_calls and (new.meta != old.meta or new.role != old.role)
+        else set()
+    )
     revision = bump_revision(conn, conversation_id)
     conn.execute(
         "INSERT INTO turn_history (turn_pk, replaced_at_revision, role, body, protected,"
@@ -344,7 +352,38 @@ def edit_turn(
         or new.role != old.role
     ):
         stale += unit_splits.mark_group_split(conn, conversation_id, [new], answers_too=True)
+    if before:
+        new_calls = _calls_of(new)
+        stale += unit_splits.mark_repaired_split(
+            conn, conversation_id, before, old_calls | new_calls
+        )
+        # Whether each of those results answers `recall_history` may have changed with its
+        # call: its passages follow (SPEC §16.5, §17.7).
+        after = unit_splits.results_of(conn, conversation_id, turn_id, new_calls)
+        for result_pk, result in _turns_by_id(conn, conversation_id, before | after):
+            search_index.reindex_turn(conn, conversation_id, result_pk, result.body, result)
     return new, revision, stale
+
+
+def _calls_of(turn: Turn) -> set[str]:
+    """The call IDs an assistant turn's `tool_calls` names (none for other roles)."""
+    if turn.role != "assistant" or not turn.meta:
+        return set()
+    return unit_splits.calls_in(turn.meta.get("tool_calls"))
+
+
+def _turns_by_id(
+    conn: sqlite3.Connection, conversation_id: str, turn_ids: set[str]
+) -> list[tuple[int, Turn]]:
+    """`(pk, turn)` of the live turns with these IDs."""
+    return [
+        (int(row[0]), turn_from_row(row[1:]))
+        for row in conn.execute(
+            f"SELECT pk, {TURN_COLUMNS} FROM turns WHERE conversation_id = ? AND state = ?"
+            " AND id IN (SELECT value FROM json_each(?))",
+            (conversation_id, TURN_LIVE, json.dumps(sorted(turn_ids), ensure_ascii=False)),
+        )
+    ]
 
 
 def retract_turn(

@@ -23,6 +23,7 @@ __all__ = [
     "calls_in",
     "calls_split",
     "mark_group_split",
+    "mark_repaired_split",
     "results_of",
     "split_by_links",
     "split_unit",
@@ -429,6 +430,32 @@ def results_of(
         if any(m.turn_id == turn_id for m in unit):
             return {m.turn_id for m in unit if m.answer is not None}
     return set()
+
+
+def mark_repaired_split(
+    conn: sqlite3.Connection, conversation_id: str, results: set[str], ids: set[str]
+) -> list[str]:
+    """After an edit took calls of these IDs away from a turn: its former results now pair
+    with another call (or none), so every version citing part, not all, of a unit (over
+    the calls and results of `ids`) holding one of `results` goes stale (`group-split`);
+    returns their IDs. A read of the conversation (edits are rare)."""
+    stale: list[str] = []
+    for unit in _units(_all_mentions(conn, conversation_id, ids)):
+        members = sorted({m.turn_id for m in unit})
+        if not results.intersection(members):
+            continue
+        stale += [
+            str(row[0])
+            for row in conn.execute(
+                f"UPDATE summaries SET status = '{STALE}', reason = 'group-split'"
+                f" WHERE conversation_id = ? AND status IN {LIVE_ACCEPTED} AND pk IN"
+                " (SELECT summary_pk FROM summary_sources WHERE turn_id IN"
+                " (SELECT value FROM json_each(?)) GROUP BY summary_pk"
+                " HAVING COUNT(DISTINCT turn_id) < ?) RETURNING id",
+                (conversation_id, json.dumps(members, ensure_ascii=False), len(members)),
+            )
+        ]
+    return stale
 
 
 def _all_mentions(conn: sqlite3.Connection, conversation_id: str, ids: set[str]) -> list[_Mention]:
