@@ -252,3 +252,16 @@ def test_editing_a_recall_call_into_a_lookup_indexes_its_result() -> None:
         assert [hit.turn_id for hit in store.search(C, "pelican", scope="all")] == ["r"]
         store.edit(C, "a", meta=recall)
         assert store.search(C, "pelican", scope="all") == []
+
+
+def test_a_call_id_spelled_with_json_escapes_is_still_found() -> None:
+    # The stored `tool_calls` text may escape the ID's characters (`\u0063` is `c`): the
+    # reads that pass over rows not holding the ID's text must not pass over these.
+    escaped = {"tool_calls": '[{"id": "\\u0063all_0", "type": "function"}]'}
+    with SQLiteStore() as store:
+        store.append(C, "assistant", "", id="a1", meta=escaped)
+        store.append(C, "tool", "one", id="r1", meta=answer("call_0"))
+        store.append(C, "assistant", "", id="a2", meta=escaped)
+        store.append(C, "tool", "two", id="r2", meta=answer("call_0"))
+        store.retract(C, "a2")
+        assert [t.id for t in store.load(C).turns] == ["a1", "r1"]

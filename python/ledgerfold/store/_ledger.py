@@ -354,9 +354,7 @@ def edit_turn(
         stale += unit_splits.mark_group_split(conn, conversation_id, [new], answers_too=True)
     if before:
         new_calls = _calls_of(new)
-        stale += unit_splits.mark_repaired_split(
-            conn, conversation_id, before, old_calls | new_calls
-        )
+        stale += unit_splits.mark_repaired_split(conn, conversation_id, before)
         # Whether each of those results answers `recall_history` may have changed with its
         # call: its passages follow (SPEC §16.5, §17.7).
         after = unit_splits.results_of(conn, conversation_id, turn_id, new_calls)

@@ -181,14 +181,9 @@ def _mark_call_split(
         for unit in _units(answers + makers):
             if any(m.turn_id in joined_answers for m in unit):
                 callers.extend(m.turn_id for m in unit if m.calls)
-    if made:
-        # An edited call (rare): its results are the tool turns paired with it, among every
-        # call and result of its IDs.
-        ids = set().union(*(mention.calls for mention in made.values()))
-        mentions = _all_mentions(conn, conversation_id, ids)
-        for unit in _units(mentions):
-            if any(m.turn_id in made for m in unit):
-                callers.extend(m.turn_id for m in unit if m.answer is not None)
+    for turn_id, mention in made.items():
+        # An edited call (rare): its results are the tool turns paired with it.
+        callers.extend(sorted(results_of(conn, conversation_id, turn_id, mention.calls)))
     if not callers:
         return []
     return [
@@ -424,71 +419,134 @@ def results_of(
 ) -> set[str]:
     """The IDs of the live tool turns answering the calls a live assistant turn made: those
     the core's rule pairs with it (a result answers the nearest call of its ID before it),
-    not every result of a call ID a later call made again. A read of the conversation."""
-    mentions = _all_mentions(conn, conversation_id, set(call_ids))
+    not every result of a call ID a later call made again. For each ID only the results
+    between the calls of that ID next to the turn are read (all of them when the ID is
+    used once)."""
+    row = conn.execute(
+        "SELECT sequence FROM turns WHERE conversation_id = ? AND id = ? AND state = ?",
+        (conversation_id, turn_id, TURN_LIVE),
+    ).fetchone()
+    if row is None:
+        return set()
+    sequence = int(row[0])
+    ids = set(call_ids)
+    own = _Mention(turn_id, sequence, calls=ids)
+    mentions = [own]
+    for call_id in sorted(ids):
+        below = _neighbour_call(conn, conversation_id, call_id, sequence, before=True)
+        above = _neighbour_call(conn, conversation_id, call_id, sequence, before=False)
+        # The calls next to it stand in for every other call of the ID: the results
+        # between them are all a result of this turn can be.
+        mentions += [_Mention("", at, calls={call_id}) for at in (below, above) if at is not None]
+        mentions += [
+            m
+            for m in _results(
+                conn, conversation_id, {call_id}, since=-1 if below is None else below + 1
+            )
+            if above is None or m.sequence < above
+        ]
     for unit in _units(mentions):
-        if any(m.turn_id == turn_id for m in unit):
+        if any(m is own for m in unit):
             return {m.turn_id for m in unit if m.answer is not None}
     return set()
 
 
+def _neighbour_call(
+    conn: sqlite3.Connection, conversation_id: str, call_id: str, sequence: int, *, before: bool
+) -> int | None:
+    """The sequence of the live call of this ID nearest before (or after) `sequence`: a walk
+    of the sequence index from there that stops at the first one."""
+    row = conn.execute(
+        "SELECT t.sequence FROM turns AS t, json_each(json_extract(t.meta, '$.tool_calls')) AS c"
+        " WHERE t.conversation_id = ? AND t.state = ? AND t.role = 'assistant'"
+        " AND (instr(t.meta, ?) > 0 OR instr(t.meta, '\\u') > 0)"
+        " AND json_valid(json_extract(t.meta, '$.tool_calls'))"
+        " AND json_extract(c.value, '$.id') = ?"
+        + (
+            " AND t.sequence < ? ORDER BY t.sequence DESC"
+            if before
+            else " AND t.sequence > ? ORDER BY t.sequence"
+        )
+        + " LIMIT 1",
+        (conversation_id, TURN_LIVE, _stored_form(call_id), call_id, sequence),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
 def mark_repaired_split(
-    conn: sqlite3.Connection, conversation_id: str, results: set[str], ids: set[str]
+    conn: sqlite3.Connection, conversation_id: str, results: set[str]
 ) -> list[str]:
-    """After an edit took calls of these IDs away from a turn: its former results now pair
-    with another call (or none), so every version citing part, not all, of a unit (over
-    the calls and results of `ids`) holding one of `results` goes stale (`group-split`);
-    returns their IDs. A read of the conversation (edits are rare)."""
-    stale: list[str] = []
-    for unit in _units(_all_mentions(conn, conversation_id, ids)):
-        members = sorted({m.turn_id for m in unit})
-        if not results.intersection(members):
+    """After an edit took calls away from a turn: each of its former `results` now answers
+    the call the core's rule pairs it with (the nearest live call of its ID before it, else
+    the first after it), if any; every version citing one of the two but not the other goes
+    stale (`group-split`). Returns their IDs."""
+    pairs: list[tuple[str, str]] = []
+    for result_id, sequence, call_id in conn.execute(
+        "SELECT id, sequence, json_extract(meta, '$.tool_call_id') FROM turns"
+        " WHERE conversation_id = ? AND state = ? AND role = 'tool' AND json_valid(meta)"
+        " AND id IN (SELECT value FROM json_each(?))",
+        (conversation_id, TURN_LIVE, json.dumps(sorted(results), ensure_ascii=False)),
+    ).fetchall():
+        if not isinstance(call_id, str):
             continue
+        caller = _neighbour_call(conn, conversation_id, call_id, int(sequence), before=True)
+        if caller is None:
+            caller = _neighbour_call(conn, conversation_id, call_id, int(sequence), before=False)
+        if caller is None:
+            continue  # answers no call now: it links nothing, so it splits nothing
+        (caller_id,) = conn.execute(
+            "SELECT id FROM turns WHERE conversation_id = ? AND sequence = ?",
+            (conversation_id, caller),
+        ).fetchone()
+        pairs.append((str(result_id), str(caller_id)))
+    stale: list[str] = []
+    for pair in pairs:
         stale += [
             str(row[0])
             for row in conn.execute(
                 f"UPDATE summaries SET status = '{STALE}', reason = 'group-split'"
                 f" WHERE conversation_id = ? AND status IN {LIVE_ACCEPTED} AND pk IN"
-                " (SELECT summary_pk FROM summary_sources WHERE turn_id IN"
-                " (SELECT value FROM json_each(?)) GROUP BY summary_pk"
-                " HAVING COUNT(DISTINCT turn_id) < ?) RETURNING id",
-                (conversation_id, json.dumps(members, ensure_ascii=False), len(members)),
+                " (SELECT summary_pk FROM summary_sources WHERE turn_id IN (?, ?)"
+                " GROUP BY summary_pk HAVING COUNT(DISTINCT turn_id) = 1) RETURNING id",
+                (conversation_id, *pair),
             )
         ]
     return stale
-
-
-def _all_mentions(conn: sqlite3.Connection, conversation_id: str, ids: set[str]) -> list[_Mention]:
-    """Every live call and result of these call IDs (a read of the conversation, filtered in
-    SQLite)."""
-    mentions = [
-        _Mention(str(turn_id), int(sequence), calls=_named_calls(meta) & ids)
-        for turn_id, sequence, meta in conn.execute(
-            "SELECT t.id, t.sequence, t.meta FROM turns t WHERE t.conversation_id = ?"
-            " AND t.state = ? AND t.role = 'assistant' AND json_valid(t.meta)"
-            " AND json_valid(json_extract(t.meta, '$.tool_calls')) AND EXISTS (SELECT 1"
-            " FROM json_each(json_extract(t.meta, '$.tool_calls')) c"
-            " WHERE json_extract(c.value, '$.id') IN (SELECT value FROM json_each(?)))",
-            (conversation_id, TURN_LIVE, json.dumps(sorted(ids), ensure_ascii=False)),
-        )
-    ]
-    return mentions + _results(conn, conversation_id, ids)
 
 
 def _results(
     conn: sqlite3.Connection, conversation_id: str, ids: set[str], since: int = -1
 ) -> list[_Mention]:
     """The live tool turns answering these call IDs, at or after sequence `since`."""
+    # One ID (the usual read): rows not holding its text are passed over before any JSON
+    # is parsed.
+    only = _stored_form(next(iter(ids))) if len(ids) == 1 else ""
     return [
         _Mention(str(turn_id), int(sequence), answer=str(answered))
         for turn_id, sequence, answered in conn.execute(
             "SELECT id, sequence, CASE WHEN json_valid(meta)"
             " THEN json_extract(meta, '$.tool_call_id') END AS answered FROM turns"
             " WHERE conversation_id = ? AND state = ? AND sequence >= ? AND role = 'tool'"
+            " AND (instr(meta, ?) > 0 OR instr(meta, '\\u') > 0)"
             " AND answered IN (SELECT value FROM json_each(?))",
-            (conversation_id, TURN_LIVE, since, json.dumps(sorted(ids), ensure_ascii=False)),
+            (
+                conversation_id,
+                TURN_LIVE,
+                since,
+                only,
+                json.dumps(sorted(ids), ensure_ascii=False),
+            ),
         )
     ]
+
+
+def _stored_form(call_id: str) -> str:
+    """Text every stored meta naming this call ID holds unless it holds a `\\u` escape (the
+    ID is a `tool_call_id` value or inside `tool_calls`' JSON text, which a writer may
+    escape): the ID itself when JSON needs no escape for any of its characters (then only
+    `\\u` can spell them otherwise), else "" (which any text holds)."""
+    escaped = json.dumps(call_id, ensure_ascii=False)[1:-1]
+    return call_id if escaped == call_id and "/" not in call_id else ""
 
 
 def _number(value: object) -> int:
