@@ -222,3 +222,94 @@ def test_a_source_id_stored_as_a_blob_reads_as_its_text_in_the_store_too(tmp_pat
     _sql(path, "UPDATE run_sources SET turn_id = X'ff41' WHERE turn_id = CAST('c1-u2' AS BLOB)")
     with SQLiteStore(path) as store:
         assert store.context("c1", "v1").fallback == "stale-summary:damaged-record"
+
+
+# A conversation key that is not UTF-8 text: stored as text of bytes that are not UTF-8
+# (SQLite stores what it is given), or as a blob. `c1\xff` sorts between c1 and c2, so the
+# read by rows of a run holding both (one run: `batch_turns=2000`) reads it.
+_NOT_TEXT = "CAST(X'ff41' AS TEXT)"
+KEY_DAMAGE: dict[str, list[str]] = {
+    "conversation-not-utf8": [f"UPDATE conversations SET id = {_NOT_TEXT} WHERE id = 'c2'"],
+    "turns-not-utf8": [
+        f"UPDATE turns SET conversation_id = {_NOT_TEXT} WHERE conversation_id = 'c2'"
+    ],
+    "one-turn-in-range-not-utf8": [
+        "UPDATE turns SET conversation_id = CAST(X'6331ff' AS TEXT) WHERE id = 'c1-tail2'"
+    ],
+    "every-key-not-utf8": [
+        f"UPDATE conversations SET id = {_NOT_TEXT} WHERE id = 'c2'",
+        f"UPDATE summaries SET conversation_id = {_NOT_TEXT} WHERE conversation_id = 'c2'",
+        f"UPDATE turns SET conversation_id = {_NOT_TEXT} WHERE conversation_id = 'c2'",
+    ],
+    "every-key-a-blob": [
+        "UPDATE conversations SET id = X'ff00' WHERE id = 'c2'",
+        "UPDATE summaries SET conversation_id = X'ff00' WHERE conversation_id = 'c2'",
+        "UPDATE turns SET conversation_id = X'ff00' WHERE conversation_id = 'c2'",
+    ],
+    "every-key-a-utf8-blob": [
+        "UPDATE conversations SET id = CAST(id AS BLOB) WHERE id = 'c2'",
+        "UPDATE summaries SET conversation_id = CAST(conversation_id AS BLOB)"
+        " WHERE conversation_id = 'c2'",
+        "UPDATE turns SET conversation_id = CAST(conversation_id AS BLOB)"
+        " WHERE conversation_id = 'c2'",
+    ],
+}
+# What each gives c2's summary: its conversation row no longer points at it by its own key,
+# its turns are gone from under its key, or (every key damaged alike) no API call can name
+# the conversation, so its summary is never served: a damaged record.
+KEY_VERDICT = {
+    "conversation-not-utf8": ("\ufffdA", "conversation-mismatch"),
+    "turns-not-utf8": ("c2", "source-missing"),
+    "one-turn-in-range-not-utf8": None,
+    "every-key-not-utf8": ("\ufffdA", "damaged-record"),
+    "every-key-a-blob": ("\ufffd\x00", "damaged-record"),
+    "every-key-a-utf8-blob": ("c2", "damaged-record"),
+}
+
+
+@pytest.mark.parametrize("by_rows", [False, True])
+@pytest.mark.parametrize("damage", sorted(KEY_DAMAGE))
+def test_a_conversation_key_that_is_not_text_is_a_verdict_not_an_error(
+    tmp_path: Path, damage: str, by_rows: bool
+) -> None:
+    """It raised `StoreError` (text that is not UTF-8 failed the read) or `InvalidInput` (a
+    key that is not `str` reached the native check). Now c2 is reported and every row is
+    still hashed, whatever the workers, batches and the way the run is read."""
+    path = _ledger(tmp_path / "s.db")
+    if by_rows:
+        _sql(path, _BY_ROWS, "c1-u2")  # c1's summary goes stale: all its live rows audited
+    for statement in KEY_DAMAGE[damage]:
+        _sql(path, statement)
+    report = _same(_reports(path))
+    stale = {(item.conversation_id, item.reason) for item in report.stale_summaries}
+    expected = {KEY_VERDICT[damage]} - {None}
+    if by_rows:
+        expected.add(("c1", "source-reordered"))
+    assert stale == expected
+    assert report.summaries_checked == 2
+    # Each conversation has 8 live rows, 5 of them cited: the audit hashes the 3 others of a
+    # conversation whose summary is current, and every row of any other.
+    c1_rows = 8 if by_rows else 3
+    c2_rows = 3 if KEY_VERDICT[damage] is None else 8
+    assert report.digests_checked == c1_rows + c2_rows
+    assert report.turns_damaged == (1 if by_rows else 0)  # the '1,2' row
+    assert report.digests_wrong == 0
+
+
+def test_a_wrong_digest_under_a_key_that_is_not_utf8_is_reported_not_repaired(
+    tmp_path: Path,
+) -> None:
+    path = _ledger(tmp_path / "s.db")
+    _sql(path, "UPDATE turns SET body = body || '!' WHERE id IN ('c1-tail2', 'c2-tail2')")
+    for statement in KEY_DAMAGE["every-key-not-utf8"]:
+        _sql(path, statement)
+    report = revalidate_database(path)  # marks and repairs what it can reach
+    assert report.wrong_digests == (("c1", "c1-tail2"), ("\ufffdA", "c2-tail2"))
+    assert report.digests_repaired == 1
+    assert [(s.conversation_id, s.reason) for s in report.stale_summaries] == [
+        ("\ufffdA", "damaged-record")
+    ]
+    again = revalidate_database(path, mark_stale=False)
+    assert again.wrong_digests == (("\ufffdA", "c2-tail2"),)
+    with SQLiteStore(path) as store:
+        assert store.context("c1", "v1").fallback is None

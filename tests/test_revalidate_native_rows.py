@@ -31,7 +31,6 @@ def test_native_batch_input_is_validated() -> None:
         ([ROW[:8]], [], []),
         ([(1, *ROW[1:])], [], []),
         ([("c", 1, *ROW[2:])], [], []),
-        ([(b"\xff", *ROW[1:])], [], []),
         ([ROW], [(1,)], [SUMMARY]),
         ([ROW], [("1", "a")], [SUMMARY]),
         ([ROW], [(1, "a")], [("c", 1, "s")]),
@@ -52,6 +51,10 @@ def test_ids_that_are_not_utf8_are_damage_not_errors() -> None:
     ]
     assert _native.revalidate_flat([ROW], [(1, b"\xff")], [SUMMARY], 1)[0] == [
         ("c", "s", "source-missing", "")
+    ]
+    # A row whose conversation key is not UTF-8 belongs to no summary (their keys are text).
+    assert _native.revalidate_flat([(b"\xff", *ROW[1:])], [(1, "a")], [SUMMARY], 1)[0] == [
+        ("c", "s", "source-missing", "a")
     ]
 
 

@@ -48,7 +48,9 @@ def jobs_and_damage(conn: sqlite3.Connection) -> tuple[list[Job], list[Verdict]]
     read contiguous key ranges (`BETWEEN` the first and last key). A record damaged in
     storage (no text ID or fingerprint) cannot be checked: it is a `damaged-record` verdict,
     not a crash; nor is one whose own conversation is not the one pointing at it: it is
-    `conversation-mismatch` (SPEC §6), unchecked further."""
+    `conversation-mismatch` (SPEC §6), unchecked further. Nor is one whose conversation key
+    is not UTF-8 text (a blob, or `NotUtf8`): no API call can name that conversation, so its
+    summary is never served; it is `damaged-record` too, and the audit hashes its turns."""
     jobs: list[Job] = []
     damaged: list[Verdict] = []
     for job, own in batch_reads.current_summaries(conn):
@@ -56,6 +58,8 @@ def jobs_and_damage(conn: sqlite3.Connection) -> tuple[list[Job], list[Verdict]]
             damaged.append((job[0], job[2] if isinstance(job[2], str) else "?", DAMAGED, None))
         elif not own:
             damaged.append((job[0], job[2], _CONVERSATION_MISMATCH, None))
+        elif not isinstance(job[0], str):
+            damaged.append((job[0], job[2], DAMAGED, None))
         else:
             jobs.append(job)
     if all(type(job[0]) is str for job in jobs):  # unique text keys: the tuples sort by them
@@ -170,7 +174,8 @@ _DISTINCT = "SELECT DISTINCT conversation_id FROM turns"
 
 
 def _conversations_in(conn: sqlite3.Connection, keys: KeyRange) -> list[object]:
-    """Every conversation key of the `turns` table in the range (from its index)."""
+    """Every conversation key of the `turns` table in the range (from its index); a key
+    stored as text that is not UTF-8 comes back as `NotUtf8`."""
     low, high = keys
     clauses, parameters = [], []
     if low is not None:
@@ -180,7 +185,7 @@ def _conversations_in(conn: sqlite3.Connection, keys: KeyRange) -> list[object]:
         clauses.append("conversation_id < ?")
         parameters.append(high)
     where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
-    return [row[0] for row in conn.execute(_DISTINCT + where, parameters)]
+    return [row[0] for row in batch_reads.lenient_rows(conn, _DISTINCT + where, parameters)]
 
 
 def check_jobs(

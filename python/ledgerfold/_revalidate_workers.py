@@ -75,18 +75,21 @@ def check_all(
     batch_turns: int,
     progress: Callable[[int], None] | None,
     on_total: Callable[[int], None] | None = None,
-) -> tuple[list[Verdict], int, int, Audit]:
-    """Every current summary's verdict (damaged records first), with the turns and bytes
-    hashed and what the audit of the turns no verified summary covers found: one worker
-    thread per shard, each through its own read-only connection, auditing its shard's
-    range of conversation keys (`ledgerfold._revalidate_audit`).
+) -> tuple[int, list[Verdict], int, int, Audit]:
+    """How many conversations the database records, then every current summary's verdict
+    (damaged records first), with the turns and bytes hashed and what the audit of the
+    turns no verified summary covers found: one worker thread per shard, each through its
+    own read-only connection, auditing its shard's range of conversation keys
+    (`ledgerfold._revalidate_audit`).
 
     The first connection stays open until every worker's has closed and they all share its
     URI (`batch_reads.open_readonly`)."""
     uri = reading_uri(str(Path(path).resolve()))
     conn = batch_reads.open_readonly(path, uri)
     try:
-        return _check_shards(conn, path, uri, workers, threads, batch_turns, progress, on_total)
+        conversations = batch_reads.conversation_count(conn)
+        checked = _check_shards(conn, path, uri, workers, threads, batch_turns, progress, on_total)
+        return conversations, *checked
     finally:
         conn.close()
 

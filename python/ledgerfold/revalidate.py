@@ -38,6 +38,7 @@ from typing import Any
 
 from ledgerfold import _validate
 from ledgerfold._revalidate_workers import available_cores, check_all
+from ledgerfold.store._batch_reads import NotUtf8
 from ledgerfold.store._paths import database_path
 from ledgerfold.store._sqlite import SQLiteStore
 from ledgerfold.store._sqlite_errors import quotes_stored_data, store_error
@@ -147,10 +148,10 @@ def revalidate_database(
     batch_turns = _validate.integer("batch_turns", batch_turns, minimum=1)
     started = time.perf_counter()
     # Read-only: refuses a missing file or one that is not a ledgerfold store, creates nothing.
-    with SQLiteStore(path, read_only=True) as store:
-        conversations = len(store.conversation_ids())
+    with SQLiteStore(path, read_only=True):
+        pass
     try:
-        verdicts, turns_hashed, bytes_hashed, audit = check_all(
+        conversations, verdicts, turns_hashed, bytes_hashed, audit = check_all(
             path, workers, threads, batch_turns, progress, on_total
         )
     except sqlite3.Error as error:
@@ -163,8 +164,8 @@ def revalidate_database(
         StaleSummary(_as_text(conversation_id), _as_text(summary_id), str(reason), turn_id)
         for conversation_id, summary_id, reason, turn_id in stale_verdicts
     ]
-    # A key stored as a blob (a damaged database) names nothing the API can reach: reported
-    # (as text), not marked.
+    # A key stored as a blob, or as text that is not UTF-8 (a damaged database), names
+    # nothing the API can reach: reported (as text), not marked.
     markable = [
         item
         for item, verdict in zip(stale, stale_verdicts, strict=True)
@@ -214,7 +215,10 @@ def revalidate_database(
 
 
 def _as_text(key: object) -> str:
-    """A stored key as text: a blob (a damaged database) decoded, its bad bytes replaced."""
+    """A stored key as text: a blob, or text that is not UTF-8 (a damaged database), decoded,
+    its bad bytes replaced."""
+    if isinstance(key, NotUtf8):
+        key = key.raw
     if isinstance(key, (bytes, bytearray, memoryview)):
         return bytes(key).decode("utf-8", errors="replace")
     return str(key)

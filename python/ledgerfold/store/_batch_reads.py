@@ -30,10 +30,13 @@ __all__ = [
     "MAX_RUN_SUMMARIES",
     "NATIVE_FORMAT",
     "Job",
+    "NotUtf8",
     "PackedFormat",
+    "conversation_count",
     "conversation_turn_counts",
     "current_summaries",
     "is_utf8",
+    "lenient_rows",
     "open_readonly",
     "packed_audit",
     "packed_sources",
@@ -77,6 +80,53 @@ def snapshot(conn: sqlite3.Connection) -> Iterator[None]:
         conn.execute("COMMIT")
 
 
+@dataclass(frozen=True, slots=True)
+class NotUtf8:
+    """A stored text value whose bytes are not UTF-8 (SQLite stores what it is given: a
+    damaged database). Neither `str` nor `bytes`, so that it is never taken for a key the
+    API can name, nor for a blob with the same bytes (SQLite tells the two apart); a query
+    binds it back as `CAST(? AS TEXT)` of `raw`. Its bytes are never put in an error or a
+    log."""
+
+    raw: bytes
+
+    def __repr__(self) -> str:
+        return f"NotUtf8(<{len(self.raw)} bytes>)"
+
+
+def _lenient_text(raw: bytes) -> str | NotUtf8:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return NotUtf8(raw)
+
+
+def lenient_rows(
+    conn: sqlite3.Connection, query: str, parameters: Sequence[object] = ()
+) -> list[tuple[Any, ...]]:
+    """Every row of `query`, any text that is not UTF-8 read as `NotUtf8` instead of failing
+    the read. The plain read runs first, so a sound database pays nothing for it."""
+    try:
+        rows: list[tuple[Any, ...]] = conn.execute(query, parameters).fetchall()
+        return rows
+    except sqlite3.OperationalError as error:
+        if not quotes_stored_data(error):  # not a text that failed to decode
+            raise
+    previous = conn.text_factory
+    conn.text_factory = _lenient_text
+    try:
+        rows = conn.execute(query, parameters).fetchall()
+    finally:
+        conn.text_factory = previous
+    return rows
+
+
+def conversation_count(conn: sqlite3.Connection) -> int:
+    """How many conversations the database records (their keys are not read)."""
+    count: int = conn.execute("SELECT COUNT(*) FROM conversations").fetchone()[0]
+    return count
+
+
 # ------------------------------------------------------------------ revalidation
 
 # (conversation_id, summary_pk, summary_id, source_fingerprint, source_count, through_sequence)
@@ -95,8 +145,9 @@ _CURRENT = (
 def current_summaries(conn: sqlite3.Connection) -> list[tuple[Job, bool]]:
     """Every current summary to check, as a `Job`, with whether the summary's own
     conversation is the one pointing at it (SPEC §6 `conversation-mismatch`), in table
-    order."""
-    return [(row[:6], bool(row[6])) for row in conn.execute(_CURRENT)]
+    order. A key or fingerprint stored as text that is not UTF-8 comes back as `NotUtf8`
+    (the caller reports its record as damaged)."""
+    return [(row[:6], bool(row[6])) for row in lenient_rows(conn, _CURRENT)]
 
 
 @dataclass(frozen=True, slots=True)

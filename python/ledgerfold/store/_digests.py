@@ -17,6 +17,7 @@ from typing import Any
 
 from ledgerfold import _validate
 from ledgerfold._errors import InvalidInput, StoreError
+from ledgerfold.store._batch_reads import NotUtf8
 from ledgerfold.store._ledger import bump_revision, live_turn_row, mark_citing_stale
 from ledgerfold.store._rows import turn_from_row
 from ledgerfold.store._schema import CURRENT, TURN_LIVE
@@ -45,18 +46,25 @@ WrongDigest = tuple[str, str]
 # row-by-row form, per conversation, for what that cannot decide.
 # A digest not stored as a blob is wrong whatever it holds: read as NULL (text that is not
 # UTF-8 would fail the read).
-_ROW = (
-    "SELECT t.conversation_id, CAST(t.id AS BLOB), t.sequence, CAST(t.role AS BLOB),"
+_COLUMNS = (
+    "CAST(t.id AS BLOB), t.sequence, CAST(t.role AS BLOB),"
     " CAST(t.body AS BLOB), t.protected, CAST(t.protection_reason AS BLOB),"
     " CAST(t.grp AS BLOB), CAST(t.meta AS BLOB),"
     " CASE WHEN typeof(t.digest) = 'blob' THEN t.digest END, t.pk FROM turns AS t"
 )
-_UNVERIFIED = (
-    f"{_ROW} WHERE t.conversation_id = ? AND t.state = ? AND NOT EXISTS ("
+_ROW = f"SELECT t.conversation_id, {_COLUMNS}"
+_NOT_VERIFIED = (
+    " AND t.state = ? AND NOT EXISTS ("
     " SELECT 1 FROM conversations AS c JOIN summaries AS s ON s.pk = c.current_summary"
     " JOIN summary_sources AS ss ON ss.summary_pk = s.pk"
     f" WHERE c.id = t.conversation_id AND s.status = '{CURRENT}' AND ss.turn_id = t.id"
     " AND s.id NOT IN (SELECT value FROM json_each(?)))"
+)
+_UNVERIFIED = f"{_ROW} WHERE t.conversation_id = ?{_NOT_VERIFIED}"
+# The same, for a conversation key stored as text that is not UTF-8 (`NotUtf8`): bound as
+# its bytes made text again, and not read back (Python cannot decode it).
+_UNVERIFIED_NOT_UTF8 = (
+    f"SELECT NULL, {_COLUMNS} WHERE t.conversation_id = CAST(? AS TEXT){_NOT_VERIFIED}"
 )
 _BY_KEY = f"{_ROW} WHERE t.pk = ?"
 _CITED = (
@@ -100,8 +108,14 @@ def wrong_digests(
     conn: sqlite3.Connection, conversation_id: object, stale_summary_ids: Iterable[str]
 ) -> Iterator[RowCheck]:
     """Hash every live turn of the conversation not verified by its current summary (inside
-    the caller's snapshot), one `check_row` each."""
+    the caller's snapshot), one `check_row` each. A conversation key that is `NotUtf8`
+    (damage) is found by its bytes, and reported as that key."""
     stale = json.dumps(sorted(stale_summary_ids), ensure_ascii=False)
+    if isinstance(conversation_id, NotUtf8):
+        rows = conn.execute(_UNVERIFIED_NOT_UTF8, (conversation_id.raw, TURN_LIVE, stale))
+        for row in rows:
+            yield check_row((conversation_id, *row[1:]))
+        return
     for row in conn.execute(_UNVERIFIED, (conversation_id, TURN_LIVE, stale)):
         yield check_row(row)
 

@@ -68,25 +68,6 @@ fn text_or_bytes(field: &'static str, value: &Bound<'_, PyAny>) -> PyResult<Text
     text(field, value).map(Text::Str)
 }
 
-/// A key (conversation or turn ID) as `str` or UTF-8 `bytes`: it must be readable.
-fn key(field: &'static str, value: &Bound<'_, PyAny>) -> PyResult<Text> {
-    let key = text_or_bytes(field, value)?;
-    if key.read(value.py()).is_none() {
-        return Err(invalid(
-            value.py(),
-            field,
-            Problem::NotUtf8,
-            "must be UTF-8 text",
-        ));
-    }
-    Ok(key)
-}
-
-fn read_key<'a>(py: Python<'_>, field: &'static str, key: &'a Text) -> PyResult<&'a str> {
-    key.read(py)
-        .ok_or_else(|| invalid(py, field, Problem::NotUtf8, "must be UTF-8 text"))
-}
-
 fn optional_text(field: &'static str, value: &Bound<'_, PyAny>) -> PyResult<Option<Text>> {
     if value.is_none() {
         return Ok(None);
@@ -293,7 +274,8 @@ pub(crate) struct FlatSummary {
 /// summary's in source order; `summaries` are
 /// `(conversation_id, summary_pk, summary_id, source_fingerprint)`, at most one summary per
 /// conversation (the current one). Text may come as `str` or UTF-8 `bytes`. Rows of
-/// conversations without a summary here are ignored; a turn field of the wrong type makes
+/// conversations without a summary here are ignored, as are rows whose conversation key is
+/// `bytes` that are not UTF-8 (no summary's can be); a turn field of the wrong type makes
 /// its row an invalid turn (only the keys must be well-typed), as a stored row that no
 /// longer is a turn always is. Every cited body is re-hashed; stored digests are never
 /// read. Returns one `(conversation_id, summary_id, reason | None, turn_id | None)` per
@@ -315,7 +297,7 @@ pub fn revalidate_flat(
         .map(|row| {
             let row = tuple_of("rows", row, 9)?;
             Ok((
-                key("conversation_id", &row.get_item(0)?)?,
+                text_or_bytes("conversation_id", &row.get_item(0)?)?,
                 owned_row_fields(&row, 1)?,
             ))
         })
@@ -332,13 +314,13 @@ pub fn revalidate_flat(
         .collect::<PyResult<_>>()?;
     let owned_summaries = flat_summaries(summaries)?;
 
+    // A row whose conversation key is not UTF-8 text (damage in storage) belongs to none of
+    // the summaries, whose keys are `str`: left out, as rows of other conversations are.
     let rows = owned_rows
         .iter()
-        .map(|(conversation, row)| {
-            Ok((
-                read_key(py, "conversation_id", conversation)?,
-                borrowed_row(py, row)?,
-            ))
+        .filter_map(|(conversation, row)| {
+            let conversation = conversation.read(py)?;
+            Some(borrowed_row(py, row).map(|row| (conversation, row)))
         })
         .collect::<PyResult<Vec<_>>>()?;
     let mut sources: HashMap<i64, Vec<&str>> = HashMap::new();
