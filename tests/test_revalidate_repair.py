@@ -138,3 +138,20 @@ def test_repair_digests_refuses_bad_input(tmp_path: Path) -> None:
             store.repair_digests([("c",)])  # type: ignore[list-item]
         assert caught.value.field == "turns[0]"
         assert store.repair_digests([("c", "missing")]) == 0
+
+
+def test_repair_keeps_current_a_version_made_from_the_very_bytes(tmp_path: Path) -> None:
+    """Only the stored digest of a cited turn was changed behind the library's back: the
+    summary's source index recorded the digest of the bytes it was made from, which the
+    repair recomputes, so the summary stays current (it went stale). A body changed goes on
+    staling the summary (`test_revalidation_repairs_the_digest_and_reports_it`)."""
+    path = tmp_path / "ledger.db"
+    _ledger(path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE turns SET digest = zeroblob(32) WHERE id = 't2'")
+    conn.close()
+    with SQLiteStore(path) as store:
+        assert store.repair_digests([(CONVERSATION, "t2")]) == 1
+        assert store.current_summary(CONVERSATION) is not None
+        assert store.context(CONVERSATION, POLICY.version).fallback is None
+    assert _stored_digest(path, "t2") == _digest_of(ORIGINAL, 3)

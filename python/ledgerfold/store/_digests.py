@@ -160,9 +160,10 @@ def repair(
 ) -> list[tuple[str, str, list[str]]]:
     """Recompute the digest of each `(conversation_id, turn_id)` still live and still wrong
     (a write since the scan may have fixed it), inside the caller's write transaction: the
-    versions citing it go stale (`source-modified`) and its conversation gets a new
-    revision. Returns `(conversation_id, turn_id, IDs of the versions marked stale)` per
-    repaired turn."""
+    versions citing it go stale (`source-modified`), but for those whose source index
+    recorded the recomputed digest (their summary was made from these very bytes: only the
+    stored digest was wrong), and its conversation gets a new revision. Returns
+    `(conversation_id, turn_id, IDs of the versions marked stale)` per repaired turn."""
     repaired: list[tuple[str, str, list[str]]] = []
     bumped: set[str] = set()
     for conversation_id, turn_id in turns:
@@ -173,7 +174,9 @@ def repair(
         if digest is None or (isinstance(row[-1], bytes) and digest == row[-1]):
             continue
         conn.execute("UPDATE turns SET digest = ? WHERE pk = ?", (digest, row[0]))
-        stale = mark_citing_stale(conn, conversation_id, "?", (turn_id,), "source-modified")
+        stale = mark_citing_stale(
+            conn, conversation_id, "?", (turn_id,), "source-modified", unless_digest=digest
+        )
         if conversation_id not in bumped:
             bump_revision(conn, conversation_id)
             bumped.add(conversation_id)

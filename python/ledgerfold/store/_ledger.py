@@ -280,12 +280,22 @@ def mark_citing_stale(
     turn_ids_sql: str,
     params: tuple[Any, ...],
     reason: str,
+    *,
+    unless_digest: bytes | None = None,
 ) -> list[str]:
     """Mark the accepted versions citing any of the selected turn IDs stale; returns the IDs
     of those that went stale (not those already stale). A later `source-missing` overrides
     an earlier `source-modified`, the order `check_summary` reports them in, so the stored
-    reason is what a full check would say."""
-    citing = f"pk IN (SELECT summary_pk FROM summary_sources WHERE turn_id IN ({turn_ids_sql}))"
+    reason is what a full check would say. With `unless_digest`, a version whose source
+    index records that digest for the turn cites it faithfully and is left alone."""
+    faithful = ""
+    if unless_digest is not None:
+        faithful = " AND turn_digest IS NOT ?"
+        params = (*params, unless_digest)
+    citing = (
+        "pk IN (SELECT summary_pk FROM summary_sources"
+        f" WHERE turn_id IN ({turn_ids_sql}){faithful})"
+    )
     if reason == "source-missing":
         conn.execute(
             f"UPDATE summaries SET reason = ? WHERE conversation_id = ? AND status = '{STALE}'"

@@ -282,10 +282,11 @@ class SQLiteStore:
 
     def repair_digests(self, turns: Iterable[tuple[str, str]]) -> int:
         """Recompute the stored digest of each `(conversation_id, turn_id)` whose digest no
-        longer matches its bytes (found by a deep revalidation: a body changed behind the
-        library's back), in one transaction: every version citing it goes stale and its
-        conversation gets a new revision. A turn no longer live, or already right, is left
-        alone. Returns how many were repaired."""
+        longer matches its bytes (found by a deep revalidation: a body or a digest changed
+        behind the library's back), in one transaction: every version citing it goes stale,
+        but one whose source index recorded the recomputed digest (made from these very
+        bytes), and its conversation gets a new revision. A turn no longer live, or already
+        right, is left alone. Returns how many were repaired."""
         return self._versions.repair_digests(turns)
 
     def record_failure(self, plan_id: str, reason: str) -> None:

@@ -103,7 +103,7 @@ class SummaryVersions:
             repaired = digests.repair(conn, items)
         for conversation_id, turn_id, stale in repaired:
             _log.warning(
-                "turn digest repaired (body changed outside ledgerfold): conversation=%s"
+                "turn digest repaired (changed outside ledgerfold): conversation=%s"
                 " turn=%s stale=%d",
                 conversation_id,
                 turn_id,
