@@ -356,18 +356,25 @@ def edit_turn(
     stale: list[str] = []
     if new.digest != bytes(old_digest):
         stale = mark_citing_stale(conn, conversation_id, "?", (turn_id,), "source-modified")
-    if (
+    relinked = (
         (new.group is not None and new.group != old.group)
         or new.meta != old.meta
         or new.role != old.role
-    ):
-        stale += unit_splits.mark_group_split(conn, conversation_id, [new], answers_too=True)
+    )
+    new_calls = _calls_of(new)
+    after = (
+        unit_splits.results_of(conn, conversation_id, turn_id, new_calls)
+        if relinked and new_calls
+        else set()
+    )
+    if relinked:
+        stale += unit_splits.mark_group_split(
+            conn, conversation_id, [new], answers_too=True, known_results=after
+        )
     if before:
-        new_calls = _calls_of(new)
         stale += unit_splits.mark_repaired_split(conn, conversation_id, before)
         # Whether each of those results answers `recall_history` may have changed with its
         # call: its passages follow (SPEC §16.5, §17.7).
-        after = unit_splits.results_of(conn, conversation_id, turn_id, new_calls)
         for result_pk, result in _turns_by_id(conn, conversation_id, before | after):
             search_index.reindex_turn(conn, conversation_id, result_pk, result.body, result)
     return new, revision, stale

@@ -120,15 +120,17 @@ def mark_group_split(
     joined: Sequence[Turn],
     *,
     answers_too: bool = False,
+    known_results: set[str] | None = None,
 ) -> list[str]:
     """A turn that joins a group holding a summary's source, without being a source itself,
     splits the group (SPEC §15.4): every version citing a member goes stale (`group-split`)
     in the same transaction; returns their IDs. A late tool result is the usual case;
     tool-call links count as groups do (SPEC §17.2). With `answers_too` (an edit), a
     joining assistant turn's results are looked up too (a read of the conversation's tool
-    turns: appends skip it, since a call's results come after it)."""
+    turns: appends skip it, since a call's results come after it); `known_results`, when
+    the caller has them, are those of the one joining call."""
     joined_ids = json.dumps([turn.id for turn in joined], ensure_ascii=False)
-    stale = _mark_call_split(conn, conversation_id, joined, joined_ids, answers_too)
+    stale = _mark_call_split(conn, conversation_id, joined, joined_ids, answers_too, known_results)
     groups = sorted({turn.group for turn in joined if turn.group is not None})
     if not groups:
         return stale
@@ -155,6 +157,7 @@ def _mark_call_split(
     joined: Sequence[Turn],
     joined_ids: str,
     answers_too: bool = False,
+    known_results: set[str] | None = None,
 ) -> list[str]:
     """SPEC §17.2: a tool turn answering a call joins the caller's unit whatever its group,
     so versions citing the caller but not the answer go stale (`group-split`). The caller
@@ -183,7 +186,9 @@ def _mark_call_split(
                 callers.extend(m.turn_id for m in unit if m.calls)
     for turn_id, mention in made.items():
         # An edited call (rare): its results are the tool turns paired with it.
-        callers.extend(sorted(results_of(conn, conversation_id, turn_id, mention.calls)))
+        if known_results is None or len(made) != 1:
+            known_results = results_of(conn, conversation_id, turn_id, mention.calls)
+        callers.extend(sorted(known_results))
     if not callers:
         return []
     return [
