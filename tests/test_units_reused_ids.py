@@ -265,3 +265,17 @@ def test_a_call_id_spelled_with_json_escapes_is_still_found() -> None:
         store.append(C, "tool", "two", id="r2", meta=answer("call_0"))
         store.retract(C, "a2")
         assert [t.id for t in store.load(C).turns] == ["a1", "r1"]
+
+
+def test_a_turn_edited_into_a_call_takes_its_result_out_of_recall() -> None:
+    # r answered the recall call a; b, edited into a lookup of the same ID between them, is
+    # now r's call: r is a fact again and is indexed.
+    recall = {"tool_calls": json.dumps([{"id": "call_0", "function": {"name": "recall_history"}}])}
+    lookup = {"tool_calls": json.dumps([{"id": "call_0", "function": {"name": "lookup"}}])}
+    with SQLiteStore() as store:
+        store.append(C, "assistant", "", id="a", meta=recall)
+        store.append(C, "assistant", "thinking", id="b")
+        store.append(C, "tool", "booking pelican", id="r", meta=answer("call_0"))
+        assert store.search(C, "pelican", scope="all") == []
+        store.edit(C, "b", meta=lookup)
+        assert [hit.turn_id for hit in store.search(C, "pelican", scope="all")] == ["r"]

@@ -373,10 +373,10 @@ def edit_turn(
         )
     if before:
         stale += unit_splits.mark_repaired_split(conn, conversation_id, before)
-        # Whether each of those results answers `recall_history` may have changed with its
-        # call: its passages follow (SPEC §16.5, §17.7).
-        for result_pk, result in _turns_by_id(conn, conversation_id, before | after):
-            search_index.reindex_turn(conn, conversation_id, result_pk, result.body, result)
+    # Whether each result paired with the call before or after the edit answers
+    # `recall_history` may have changed with it: its passages follow (SPEC §16.5, §17.7).
+    for result_pk, result in _turns_by_id(conn, conversation_id, before | after):
+        search_index.reindex_turn(conn, conversation_id, result_pk, result.body, result)
     return new, revision, stale
 
 
