@@ -50,7 +50,6 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
@@ -62,12 +61,21 @@ from ledgerfold._context import SummaryItem, TurnItem
 from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._worker import worker_for
-from ledgerfold.adapters._chat import ChatTurnSpec, chat_turn_specs, tool_group
+from ledgerfold.adapters._chat import chat_turn_specs, tool_group
 from ledgerfold.adapters._langchain import (
     chat_messages,
     ledger_call_ids,
     to_langchain_messages,
-    unnamed_results,
+)
+from ledgerfold.integrations._langchain_state import (
+    KNOWN_CONVERSATIONS,
+    Known,
+    as_in_state,
+    group_in_state,
+    same,
+    signature,
+    spec_matches,
+    unnamed_answers,
 )
 from ledgerfold.integrations._turns import append_specs
 from ledgerfold.store._protocol import Store
@@ -130,8 +138,8 @@ class LedgerfoldMiddleware(AgentMiddleware):
             store, policy if policy is not None else DEFAULT_POLICY, summarizer
         )
         self._lock = threading.Lock()
-        # What this instance knows of each conversation (`_Known`), the latest used last.
-        self._known_of: OrderedDict[str, _Known] = OrderedDict()
+        # What this instance knows of each conversation (`Known`), the latest used last.
+        self._known_of: OrderedDict[str, Known] = OrderedDict()
         self._threads: set[Any] = set()  # the threads a fixed conversation served
 
     def current(self) -> str:
@@ -159,11 +167,11 @@ class LedgerfoldMiddleware(AgentMiddleware):
             )
         return _validate.text("thread_id", str(thread))
 
-    def _known(self, conversation_id: str) -> _Known:
+    def _known(self, conversation_id: str) -> Known:
         known = self._known_of.get(conversation_id)
         if known is None:
-            known = self._known_of[conversation_id] = _Known()
-            while len(self._known_of) > _KNOWN_CONVERSATIONS:
+            known = self._known_of[conversation_id] = Known()
+            while len(self._known_of) > KNOWN_CONVERSATIONS:
                 self._known_of.popitem(last=False)  # rebuilt from the ledger when back
         else:
             self._known_of.move_to_end(conversation_id)
@@ -194,7 +202,7 @@ class LedgerfoldMiddleware(AgentMiddleware):
         return appended
 
     def _append_from(
-        self, conversation_id: str, known: _Known, messages: Sequence[Any], start: int
+        self, conversation_id: str, known: Known, messages: Sequence[Any], start: int
     ) -> int:
         unseen: list[Any] = []
         seen_before = known.seen.get
@@ -212,7 +220,7 @@ class LedgerfoldMiddleware(AgentMiddleware):
                         problem="empty",
                     )
                 unseen.append(message)
-            elif _same(seen, message):
+            elif same(seen, message):
                 known.objects[message_id] = message
             else:
                 self._log_changed(conversation_id, known, message_id)
@@ -221,13 +229,13 @@ class LedgerfoldMiddleware(AgentMiddleware):
         in_ledger = self._in_ledger(conversation_id, [message.id for message in unseen])
         new = [message for message in unseen if message.id not in in_ledger]
         old = [message for message in unseen if message.id in in_ledger]
-        answers = _unnamed_answers(messages, unseen)
+        answers = unnamed_answers(messages, unseen)
         if old:
             self._learn_calls(conversation_id, known, old)
             self._check_known(conversation_id, known, old, answers)
         appended = self._append(conversation_id, known, new, messages, answers) if new else 0
         for message in unseen:
-            known.seen[message.id] = _signature(message)
+            known.seen[message.id] = signature(message)
             known.objects[message.id] = message
         return appended
 
@@ -241,7 +249,7 @@ class LedgerfoldMiddleware(AgentMiddleware):
     def _append(
         self,
         conversation_id: str,
-        known: _Known,
+        known: Known,
         new: list[Any],
         state: Sequence[Any],
         answers: dict[str, str],
@@ -263,7 +271,7 @@ class LedgerfoldMiddleware(AgentMiddleware):
                 [spec for _, spec in kept],
                 [turn_id for turn_id, _ in kept],
                 groups,
-                lambda call_id: _group_in_state(state, call_id),
+                lambda call_id: group_in_state(state, call_id),
             )
             try:
                 self.store.append_many(conversation_id, turns)
@@ -276,10 +284,10 @@ class LedgerfoldMiddleware(AgentMiddleware):
             known.group_of_call = groups
             return sum(message.id not in skipped for message in new)
 
-    def _learn_calls(self, conversation_id: str, known: _Known, messages: list[Any]) -> None:
+    def _learn_calls(self, conversation_id: str, known: Known, messages: list[Any]) -> None:
         """The groups of calls made by messages the ledger already holds (first seen here),
         read from their turns, so a result arriving later joins its call's group."""
-        calling = {message.id: _call_ids(message) for message in messages}
+        calling = {message.id: ledger_call_ids(message) for message in messages}
         calling = {turn_id: call_ids for turn_id, call_ids in calling.items() if call_ids}
         if not calling:
             return
@@ -289,11 +297,11 @@ class LedgerfoldMiddleware(AgentMiddleware):
             known.group_of_call.update(dict.fromkeys(calling[turn.id], group))
 
     def _check_known(
-        self, conversation_id: str, known: _Known, messages: list[Any], answers: dict[str, str]
+        self, conversation_id: str, known: Known, messages: list[Any], answers: dict[str, str]
     ) -> None:
         """Log the known messages (first seen by this instance) whose content differs from
         their live turn's; retracted and purged turns have nothing to compare. `answers`:
-        the unnamed call each `""` result answers (`_unnamed_answers`)."""
+        the unnamed call each `""` result answers (`unnamed_answers`)."""
         stored = {
             turn.id: turn
             for turn in self.store.get_turns(conversation_id, [m.id for m in messages])
@@ -307,10 +315,10 @@ class LedgerfoldMiddleware(AgentMiddleware):
             # One by one: the state may hold call IDs used twice, which a batch refuses.
             results = {0: answers[message.id]} if message.id in answers else {}
             spec = chat_turn_specs(chat_messages([message], results=results))[0]
-            if not _spec_matches(spec, turn):
+            if not spec_matches(spec, turn):
                 self._log_changed(conversation_id, known, turn.id)
 
-    def _log_changed(self, conversation_id: str, known: _Known, message_id: str) -> None:
+    def _log_changed(self, conversation_id: str, known: Known, message_id: str) -> None:
         if message_id in known.changed:
             return
         known.changed.add(message_id)
@@ -358,7 +366,7 @@ class LedgerfoldMiddleware(AgentMiddleware):
         if len(turn_ids) != len(messages):  # not as expected: the ledger's rendering
             return messages
         return [
-            message if turn_id is None else _as_in_state(message, turn_id, known)
+            message if turn_id is None else as_in_state(message, turn_id, known)
             for message, turn_id in zip(messages, turn_ids, strict=True)
         ]
 
@@ -439,78 +447,6 @@ def _recall_tool(store: Store, conversation: Callable[[], str]) -> BaseTool:
     )
 
 
-def _call_ids(message: Any) -> tuple[str, ...]:
-    """The call IDs a message makes, as the ledger stores them (parsed calls, then
-    unparsable ones; `unnamed_call_id` for a call without one)."""
-    return ledger_call_ids(message)
-
-
-def _unnamed_answers(state: Sequence[Any], messages: list[Any]) -> dict[str, str]:
-    """Message ID -> call ID for each of `messages` (all in `state`) that is a
-    `tool_call_id=""` result of a call without ID (`unnamed_results` over the state, where
-    its call may lie before `messages`); empty, without reading the state, when none is."""
-    if not any(
-        getattr(message, "type", None) == "tool" and getattr(message, "tool_call_id", None) == ""
-        for message in messages
-    ):
-        return {}
-    wanted = {message.id for message in messages}
-    return {
-        state[at].id: call_id
-        for at, call_id in unnamed_results(state).items()
-        if state[at].id in wanted
-    }
-
-
-def _signature(message: Any) -> tuple[Any, Any]:
-    calls = message.tool_calls or None if message.type == "ai" else None
-    return (message.content, calls)
-
-
-def _same(seen: tuple[Any, Any], message: Any) -> bool:
-    content = message.content
-    if content is not seen[0] and content != seen[0]:
-        return False
-    calls = seen[1]
-    if message.type != "ai":  # only AI messages call tools (asking others is slow: pydantic)
-        return calls is None
-    now = message.tool_calls or None
-    return now is calls or now == calls
-
-
-def _spec_matches(spec: ChatTurnSpec, turn: Any) -> bool:
-    return (spec.role, spec.body, spec.meta or None) == (turn.role, turn.body, turn.meta)
-
-
-def _group_in_state(state: Sequence[Any], call_id: str) -> str | None:
-    """The group of a call made by a state message never seen here (rare: a result whose
-    call left the state's seen part); None when no message makes it."""
-    for message in reversed(state):  # the newest call of the ID (SPEC §17.2's pairing)
-        call_ids = _call_ids(message)
-        if call_id in call_ids:
-            return tool_group(call_ids)
-    return None
-
-
-#: How many conversations' `_Known` a middleware keeps (the least recently used goes; what
-#: it knew is read from the ledger again when its thread comes back).
-_KNOWN_CONVERSATIONS = 1024
-
-
-@dataclass(slots=True)
-class _Known:
-    """What a middleware knows of one conversation, so a call's work follows its new
-    messages: message ID -> (content, tool calls) as the ledger has it (or as first seen,
-    for a message written before this instance), the state's message object for it, the IDs
-    logged as changed in the state, the group of each call, and the last call's state."""
-
-    seen: dict[str, tuple[Any, Any]] = field(default_factory=dict)
-    objects: dict[str, Any] = field(default_factory=dict)
-    changed: set[str] = field(default_factory=set)
-    group_of_call: dict[str, str] = field(default_factory=dict)
-    prefix: list[Any] = field(default_factory=list)
-
-
 def _thread_id() -> Any:
     """The LangGraph `thread_id` of the run this call is part of, or None."""
     try:
@@ -521,74 +457,3 @@ def _thread_id() -> Any:
         return None
     configurable = config.get("configurable") or {}
     return configurable.get("thread_id")
-
-
-def _as_in_state(message: Any, turn_id: str, known: _Known) -> Any:
-    """The state's own message for the ledger's rendering of turn `turn_id`, when the state
-    still says what the ledger does (same text; for an AI message the same calls, names and
-    arguments; for a tool message the same call answered) and was never seen changed; else
-    the ledger's. A call the state gives no ID goes with the ID the ledger gave it: the
-    state's message is then copied with that ID (a provider takes no call without one,
-    nor a result answering `""`). A message that is not the model's and carries a tool part
-    (an Anthropic `tool_result` block) was stored as more than one turn: the ledger's
-    rendering goes."""
-    original = known.objects.get(turn_id)
-    if original is None or turn_id in known.changed or original.type != message.type:
-        return message
-    if _text_of(original.content) != _text_of(message.content):
-        return message
-    if message.type == "ai":
-        ids = _call_ids(original)
-        if _calls_of(original, ids) != _calls_of(message) or ids != _call_ids(message):
-            return message
-        calls = [*original.tool_calls, *original.invalid_tool_calls]
-        if all(call.get("id") == call_id for call, call_id in zip(calls, ids, strict=True)):
-            return original
-        if _has_tool_part(original.content):  # its blocks name the calls too: the ledger's
-            return message
-        parsed = len(original.tool_calls)
-        return original.model_copy(
-            update={
-                "tool_calls": _with_ids(original.tool_calls, ids[:parsed]),
-                "invalid_tool_calls": _with_ids(original.invalid_tool_calls, ids[parsed:]),
-            }
-        )
-    if _has_tool_part(original.content):
-        return message
-    if message.type == "tool" and original.tool_call_id != message.tool_call_id:
-        if original.tool_call_id == "":  # the result of a call without ID (`ToolNode`'s)
-            return original.model_copy(update={"tool_call_id": message.tool_call_id})
-        return message
-    return original
-
-
-def _has_tool_part(content: Any) -> bool:
-    return isinstance(content, list) and any(
-        isinstance(part, dict) and "tool" in str(part.get("type", "")) for part in content
-    )
-
-
-def _with_ids(calls: list[Any], ids: Sequence[str]) -> list[Any]:
-    return [{**call, "id": call_id} for call, call_id in zip(calls, ids, strict=True)]
-
-
-def _calls_of(message: Any, ids: Sequence[str] | None = None) -> list[tuple[Any, Any, Any]]:
-    """(ID, name, arguments) of a message's parsed calls; `ids`: the IDs to use instead."""
-    calls = message.tool_calls
-    if ids is None:
-        ids = [call.get("id") for call in calls]
-    return [
-        (call_id, call.get("name"), call.get("args"))
-        for call, call_id in zip(calls, ids, strict=False)
-    ]
-
-
-def _text_of(content: Any) -> Any:
-    """A message content's text, as the ledger keeps it (text parts joined)."""
-    if not isinstance(content, list):
-        return content
-    return "".join(
-        part if isinstance(part, str) else str(part.get("text", ""))
-        for part in content
-        if isinstance(part, str) or (isinstance(part, dict) and part.get("type") == "text")
-    )

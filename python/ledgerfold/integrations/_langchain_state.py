@@ -1,0 +1,162 @@
+"""What `LedgerfoldMiddleware` knows of a LangChain state's messages (SPEC §17.6), so that a
+model call's work follows its new messages: each conversation's `Known` record, the
+signature a message was seen with, and whether the state's own message object still says
+what the ledger holds (`as_in_state`), so that it, not the ledger's rendering, goes to the
+model."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledgerfold.adapters._chat import ChatTurnSpec, tool_group
+from ledgerfold.adapters._langchain import ledger_call_ids, unnamed_results
+
+__all__ = [
+    "KNOWN_CONVERSATIONS",
+    "Known",
+    "as_in_state",
+    "group_in_state",
+    "same",
+    "signature",
+    "spec_matches",
+    "unnamed_answers",
+]
+
+
+def unnamed_answers(state: Sequence[Any], messages: list[Any]) -> dict[str, str]:
+    """Message ID -> call ID for each of `messages` (all in `state`) that is a
+    `tool_call_id=""` result of a call without ID (`unnamed_results` over the state, where
+    its call may lie before `messages`); empty, without reading the state, when none is."""
+    if not any(
+        getattr(message, "type", None) == "tool" and getattr(message, "tool_call_id", None) == ""
+        for message in messages
+    ):
+        return {}
+    wanted = {message.id for message in messages}
+    return {
+        state[at].id: call_id
+        for at, call_id in unnamed_results(state).items()
+        if state[at].id in wanted
+    }
+
+
+def signature(message: Any) -> tuple[Any, Any]:
+    calls = message.tool_calls or None if message.type == "ai" else None
+    return (message.content, calls)
+
+
+def same(seen: tuple[Any, Any], message: Any) -> bool:
+    content = message.content
+    if content is not seen[0] and content != seen[0]:
+        return False
+    calls = seen[1]
+    if message.type != "ai":  # only AI messages call tools (asking others is slow: pydantic)
+        return calls is None
+    now = message.tool_calls or None
+    return now is calls or now == calls
+
+
+def spec_matches(spec: ChatTurnSpec, turn: Any) -> bool:
+    return (spec.role, spec.body, spec.meta or None) == (turn.role, turn.body, turn.meta)
+
+
+def group_in_state(state: Sequence[Any], call_id: str) -> str | None:
+    """The group of a call made by a state message never seen here (rare: a result whose
+    call left the state's seen part); None when no message makes it."""
+    for message in reversed(state):  # the newest call of the ID (SPEC §17.2's pairing)
+        call_ids = ledger_call_ids(message)
+        if call_id in call_ids:
+            return tool_group(call_ids)
+    return None
+
+
+#: How many conversations' `Known` a middleware keeps (the least recently used goes; what
+#: it knew is read from the ledger again when its thread comes back).
+KNOWN_CONVERSATIONS = 1024
+
+
+@dataclass(slots=True)
+class Known:
+    """What a middleware knows of one conversation, so a call's work follows its new
+    messages: message ID -> (content, tool calls) as the ledger has it (or as first seen,
+    for a message written before this instance), the state's message object for it, the IDs
+    logged as changed in the state, the group of each call, and the last call's state."""
+
+    seen: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    objects: dict[str, Any] = field(default_factory=dict)
+    changed: set[str] = field(default_factory=set)
+    group_of_call: dict[str, str] = field(default_factory=dict)
+    prefix: list[Any] = field(default_factory=list)
+
+
+def as_in_state(message: Any, turn_id: str, known: Known) -> Any:
+    """The state's own message for the ledger's rendering of turn `turn_id`, when the state
+    still says what the ledger does (same text; for an AI message the same calls, names and
+    arguments; for a tool message the same call answered) and was never seen changed; else
+    the ledger's. A call the state gives no ID goes with the ID the ledger gave it: the
+    state's message is then copied with that ID (a provider takes no call without one,
+    nor a result answering `""`). A message that is not the model's and carries a tool part
+    (an Anthropic `tool_result` block) was stored as more than one turn: the ledger's
+    rendering goes."""
+    original = known.objects.get(turn_id)
+    if original is None or turn_id in known.changed or original.type != message.type:
+        return message
+    if _text_of(original.content) != _text_of(message.content):
+        return message
+    if message.type == "ai":
+        ids = ledger_call_ids(original)
+        if _calls_of(original, ids) != _calls_of(message) or ids != ledger_call_ids(message):
+            return message
+        calls = [*original.tool_calls, *original.invalid_tool_calls]
+        if all(call.get("id") == call_id for call, call_id in zip(calls, ids, strict=True)):
+            return original
+        if _has_tool_part(original.content):  # its blocks name the calls too: the ledger's
+            return message
+        parsed = len(original.tool_calls)
+        return original.model_copy(
+            update={
+                "tool_calls": _with_ids(original.tool_calls, ids[:parsed]),
+                "invalid_tool_calls": _with_ids(original.invalid_tool_calls, ids[parsed:]),
+            }
+        )
+    if _has_tool_part(original.content):
+        return message
+    if message.type == "tool" and original.tool_call_id != message.tool_call_id:
+        if original.tool_call_id == "":  # the result of a call without ID (`ToolNode`'s)
+            return original.model_copy(update={"tool_call_id": message.tool_call_id})
+        return message
+    return original
+
+
+def _has_tool_part(content: Any) -> bool:
+    return isinstance(content, list) and any(
+        isinstance(part, dict) and "tool" in str(part.get("type", "")) for part in content
+    )
+
+
+def _with_ids(calls: list[Any], ids: Sequence[str]) -> list[Any]:
+    return [{**call, "id": call_id} for call, call_id in zip(calls, ids, strict=True)]
+
+
+def _calls_of(message: Any, ids: Sequence[str] | None = None) -> list[tuple[Any, Any, Any]]:
+    """(ID, name, arguments) of a message's parsed calls; `ids`: the IDs to use instead."""
+    calls = message.tool_calls
+    if ids is None:
+        ids = [call.get("id") for call in calls]
+    return [
+        (call_id, call.get("name"), call.get("args"))
+        for call, call_id in zip(calls, ids, strict=False)
+    ]
+
+
+def _text_of(content: Any) -> Any:
+    """A message content's text, as the ledger keeps it (text parts joined)."""
+    if not isinstance(content, list):
+        return content
+    return "".join(
+        part if isinstance(part, str) else str(part.get("text", ""))
+        for part in content
+        if isinstance(part, str) or (isinstance(part, dict) and part.get("type") == "text")
+    )
