@@ -27,7 +27,7 @@ import sqlite3
 from collections import OrderedDict
 
 from ledgerfold._context import AssembledContext, SummaryItem, TurnItem
-from ledgerfold.store._unit_splits import calls_in
+from ledgerfold.store._call_pairs import calls_in
 
 __all__ = ["ContextCache"]
 

@@ -18,6 +18,7 @@ from ledgerfold._context import HistoryBoundary, TurnItem
 from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._model import Conversation, Turn
 from ledgerfold._toolcalls import check_meta, tool_call_ids
+from ledgerfold.store import _call_pairs as call_pairs
 from ledgerfold.store import _search_index as search_index
 from ledgerfold.store import _unit_splits as unit_splits
 from ledgerfold.store._database import now
@@ -325,7 +326,7 @@ def edit_turn(
     # (SPEC §17.2): read before the row changes.
     old_calls = _calls_of(old)
     before = (
-        unit_splits.results_of(conn, conversation_id, turn_id, old_calls)
+        call_pairs.results_of(conn, conversation_id, turn_id, old_calls)
         if old_calls and (new.meta != old.meta or new.role != old.role)
         else set()
     )
@@ -363,7 +364,7 @@ def edit_turn(
     )
     new_calls = _calls_of(new)
     after = (
-        unit_splits.results_of(conn, conversation_id, turn_id, new_calls)
+        call_pairs.results_of(conn, conversation_id, turn_id, new_calls)
         if relinked and new_calls
         else set()
     )
@@ -384,7 +385,7 @@ def _calls_of(turn: Turn) -> set[str]:
     """The call IDs an assistant turn's `tool_calls` names (none for other roles)."""
     if turn.role != "assistant" or not turn.meta:
         return set()
-    return unit_splits.calls_in(turn.meta.get("tool_calls"))
+    return call_pairs.calls_in(turn.meta.get("tool_calls"))
 
 
 def _turns_by_id(
@@ -445,7 +446,7 @@ def _answering(conn: sqlite3.Connection, conversation_id: str, turn: Turn) -> li
         return []
     if not call_ids:
         return []
-    paired = unit_splits.results_of(conn, conversation_id, turn.id, call_ids)
+    paired = call_pairs.results_of(conn, conversation_id, turn.id, call_ids)
     return [
         (int(pk), str(answer_id))
         for pk, answer_id in conn.execute(

@@ -11,6 +11,7 @@ from typing import Any
 
 from ledgerfold._model import Turn
 from ledgerfold._recall_stand_in import RECALL_TOOL_NAME, call_name, tool_calls_of
+from ledgerfold.store._call_pairs import nearest_call
 from ledgerfold.store._schema import TURN_LIVE, TURN_RETRACTED
 
 __all__ = ["NO_BATCH", "BatchCalls", "answers_recall", "stored_meta"]
@@ -121,25 +122,9 @@ def _stored_call(
 ) -> tuple[int, Mapping[str, Any]] | None:
     """The stored call of this ID nearest before `sequence` (or first after it) among the
     live turns (and the retracted ones unless `live`), with its turn's sequence."""
-    states = f"({TURN_LIVE})" if live else f"({TURN_LIVE}, {TURN_RETRACTED})"
-    row = conn.execute(
-        "SELECT t.sequence, c.value FROM turns AS t,"
-        " json_each(json_extract(t.meta, '$.tool_calls')) AS c"
-        f" WHERE t.conversation_id = ? AND t.role = 'assistant' AND t.state IN {states}"
-        " AND json_valid(json_extract(t.meta, '$.tool_calls'))"
-        " AND json_extract(c.value, '$.id') = ?"
-        + (
-            " AND t.sequence < ? ORDER BY t.sequence DESC"
-            if before
-            else " AND t.sequence > ? ORDER BY t.sequence"
-        )
-        + " LIMIT 1",
-        (conversation_id, call_id, sequence),
-    ).fetchone()
-    if row is None:
-        return None
-    call = stored_meta(row[1])
-    return int(row[0]), call
+    states = (TURN_LIVE,) if live else (TURN_LIVE, TURN_RETRACTED)
+    found = nearest_call(conn, conversation_id, call_id, sequence, before=before, states=states)
+    return None if found is None else (found[0], stored_meta(found[1]))
 
 
 def _stored_group_calls(

@@ -1,0 +1,352 @@
+"""Tool calls paired with their results by the core's rule (SPEC §17.2: a result answers
+the nearest call of its ID before it, else the first after it), over the few rows a store
+check needs: the calls and results of the IDs a write touches, read by bounded walks of the
+sequence index (`nearest_call`, `makers_back`) and asked of the core (`unit_roots`,
+`open_calls`) as bodiless turns. Used by the unit checks (`_unit_splits`), retraction and
+recall results."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from collections.abc import Iterable, Sequence
+
+from ledgerfold import _native
+from ledgerfold._errors import InvalidInput
+from ledgerfold._model import Turn
+from ledgerfold._toolcalls import tool_call_ids, unit_roots
+from ledgerfold.store._schema import TURN_LIVE
+
+__all__ = [
+    "Mention",
+    "as_sequence",
+    "as_text",
+    "calls_before",
+    "calls_in",
+    "calls_since",
+    "layout",
+    "makers_back",
+    "merged",
+    "named_calls",
+    "nearest_call",
+    "neighbour_call",
+    "results_of",
+    "results_since",
+    "stored_form",
+    "units",
+    "unpaired_calls",
+]
+
+
+class Mention:
+    """A turn as the pairing reads it: the calls it makes (of the IDs asked about) or the
+    call it answers, at its sequence."""
+
+    __slots__ = ("answer", "calls", "sequence", "turn_id")
+
+    def __init__(
+        self,
+        turn_id: str,
+        sequence: float,
+        *,
+        calls: set[str] | frozenset[str] = frozenset(),
+        answer: str | None = None,
+    ) -> None:
+        self.turn_id = turn_id
+        self.sequence = sequence
+        self.calls = frozenset(calls)
+        self.answer = answer
+
+    def only(self, ids: set[str]) -> Mention:
+        """This mention restricted to calls of `ids`."""
+        if self.answer is not None:
+            return self
+        return Mention(self.turn_id, self.sequence, calls=self.calls & ids)
+
+
+def merged(mentions: Sequence[Mention]) -> list[Mention]:
+    """One mention per turn (a call read twice, for two sets of IDs, names their union)."""
+    by_turn: dict[str, Mention] = {}
+    for m in mentions:
+        seen = by_turn.get(m.turn_id)
+        if seen is None or seen.answer is not None:
+            by_turn[m.turn_id] = m
+        else:
+            by_turn[m.turn_id] = Mention(m.turn_id, m.sequence, calls=seen.calls | m.calls)
+    return list(by_turn.values())
+
+
+def layout(
+    mentions: Sequence[Mention], *, open_calls: bool = False
+) -> tuple[list[Mention], list[int], list[int]]:
+    """The mentions with a call or a result, in sequence order, with the core's unit roots
+    over their calls and results alone (`unit_roots`) and, with `open_calls`, the positions of
+    the calls left without a result (`open_calls`): the one pairing rule, not a second one."""
+    ordered = sorted(
+        (m for m in mentions if m.calls or m.answer is not None), key=lambda m: m.sequence
+    )
+    turns = [
+        Turn(
+            f"m{at}",
+            at + 1,
+            "tool" if m.answer is not None else "assistant",
+            "",
+            meta=(
+                {"tool_call_id": m.answer}
+                if m.answer is not None
+                else {"tool_calls": json.dumps([{"id": c} for c in sorted(m.calls)])}
+            ),
+        )
+        for at, m in enumerate(ordered)
+    ]
+    return ordered, unit_roots(turns), _native.open_calls(turns) if open_calls else []
+
+
+def units(mentions: Sequence[Mention]) -> list[list[Mention]]:
+    """The mentions grouped into the core's units, those of two or more only."""
+    ordered, roots, _ = layout(mentions)
+    members: dict[int, list[Mention]] = {}
+    for mention, root in zip(ordered, roots, strict=True):
+        members.setdefault(root, []).append(mention)
+    return [unit for unit in members.values() if len(unit) > 1]
+
+
+def unpaired_calls(mentions: Sequence[Mention]) -> tuple[set[str], set[str]]:
+    """Call IDs of a result with no call of its ID before it among `mentions` (orphaned, or
+    stored before its call: an earlier call elsewhere would be its own), and of a call among
+    them left without a result (all the IDs such a turn calls: a superset is only
+    rechecked)."""
+    ordered, _, open_at = layout(mentions, open_calls=True)
+    earliest: dict[str, float] = {}
+    for m in ordered:
+        for call_id in m.calls:
+            earliest.setdefault(call_id, m.sequence)
+    orphaned = {
+        m.answer
+        for m in ordered
+        if m.answer is not None and earliest.get(m.answer, math.inf) >= m.sequence
+    }
+    unanswered: set[str] = set()
+    for at in open_at:
+        unanswered |= ordered[at].calls
+    return orphaned, unanswered
+
+
+def makers_back(
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    results: Sequence[Mention],
+    limit: int | None = None,
+) -> list[Mention]:
+    """The live calls of the results' IDs, from the newest assistant turn back until each
+    result has a call before it (or `limit` assistant turns were read): all a result's
+    caller can be among (the core's pairing)."""
+    below: dict[str, float] = {}  # call ID -> the lowest sequence still wanting a call before it
+    for result in results:
+        assert result.answer is not None
+        below[result.answer] = min(below.get(result.answer, result.sequence), result.sequence)
+    ids = set(below)
+    found: list[Mention] = []
+    rows = conn.execute(
+        "SELECT id, sequence, meta FROM turns WHERE conversation_id = ? AND state = ?"
+        " AND role = 'assistant' AND meta IS NOT NULL ORDER BY sequence DESC"
+        + ("" if limit is None else " LIMIT ?"),
+        (conversation_id, TURN_LIVE) + (() if limit is None else (limit,)),
+    )
+    for turn_id, sequence, meta in rows:
+        named = named_calls(meta) & ids
+        if not named:
+            continue
+        found.append(Mention(str(turn_id), int(sequence), calls=named))
+        for call_id in named:
+            if call_id in below and sequence < below[call_id]:
+                del below[call_id]
+        if not below:
+            break
+    return found
+
+
+def calls_since(
+    conn: sqlite3.Connection, conversation_id: str, ids: set[str], first: int
+) -> list[Mention]:
+    """The live calls of these IDs at or after sequence `first` (O(new turns + tail))."""
+    return [
+        Mention(str(turn_id), int(sequence), calls=named)
+        for turn_id, sequence, meta in conn.execute(
+            "SELECT id, sequence, meta FROM turns WHERE conversation_id = ? AND state = ?"
+            " AND role = 'assistant' AND meta IS NOT NULL AND sequence >= ?",
+            (conversation_id, TURN_LIVE, first),
+        )
+        if (named := named_calls(meta) & ids)
+    ]
+
+
+def calls_before(
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    ids: set[str],
+    first: int,
+    mentions: Sequence[Mention],
+) -> list[Mention]:
+    """For each ID, a stand-in for its nearest call before `first`, so a result after
+    `first` with no call of its ID between is paired with that one, not a later call. Read
+    (a scan back) only for an ID with a result before every call of it from `first` on, which
+    pairs with a later call only when no call of its ID was made before `first`."""
+    earliest_call: dict[str, float] = {}
+    for m in mentions:
+        for call_id in m.calls & ids:
+            earliest_call[call_id] = min(earliest_call.get(call_id, m.sequence), m.sequence)
+    doubtful = {
+        m.answer
+        for m in mentions
+        if m.answer in ids and m.sequence >= first and m.sequence < earliest_call.get(m.answer, -1)
+    }
+    before = set(ids) - doubtful
+    if doubtful:
+        targets = [Mention("", first, answer=call_id) for call_id in doubtful]
+        before |= {
+            call_id
+            for m in makers_back(conn, conversation_id, targets)
+            if m.sequence < first
+            for call_id in m.calls
+        }
+    return [Mention(f"before:{call_id}", first - 0.5, calls={call_id}) for call_id in before]
+
+
+def results_of(
+    conn: sqlite3.Connection, conversation_id: str, turn_id: str, call_ids: Iterable[str]
+) -> set[str]:
+    """The IDs of the live tool turns answering the calls a live assistant turn made: those
+    the core's rule pairs with it (a result answers the nearest call of its ID before it),
+    not every result of a call ID a later call made again. For each ID only the results
+    between the calls of that ID next to the turn are read (all of them when the ID is
+    used once)."""
+    row = conn.execute(
+        "SELECT sequence FROM turns WHERE conversation_id = ? AND id = ? AND state = ?",
+        (conversation_id, turn_id, TURN_LIVE),
+    ).fetchone()
+    if row is None:
+        return set()
+    sequence = int(row[0])
+    ids = set(call_ids)
+    own = Mention(turn_id, sequence, calls=ids)
+    mentions = [own]
+    for call_id in sorted(ids):
+        below = neighbour_call(conn, conversation_id, call_id, sequence, before=True)
+        above = neighbour_call(conn, conversation_id, call_id, sequence, before=False)
+        # The calls next to it stand in for every other call of the ID: the results
+        # between them are all a result of this turn can be.
+        mentions += [Mention("", at, calls={call_id}) for at in (below, above) if at is not None]
+        mentions += [
+            m
+            for m in results_since(
+                conn, conversation_id, {call_id}, since=-1 if below is None else below + 1
+            )
+            if above is None or m.sequence < above
+        ]
+    for unit in units(mentions):
+        if any(m is own for m in unit):
+            return {m.turn_id for m in unit if m.answer is not None}
+    return set()
+
+
+def neighbour_call(
+    conn: sqlite3.Connection, conversation_id: str, call_id: str, sequence: int, *, before: bool
+) -> int | None:
+    """The sequence of the live call of this ID nearest before (or after) `sequence`."""
+    found = nearest_call(conn, conversation_id, call_id, sequence, before=before)
+    return None if found is None else found[0]
+
+
+def nearest_call(
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    call_id: str,
+    sequence: int,
+    *,
+    before: bool,
+    states: tuple[int, ...] = (TURN_LIVE,),
+) -> tuple[int, str] | None:
+    """`(sequence, call JSON)` of the call of this ID, among turns in `states`, nearest before
+    (or after) `sequence`: a walk of the sequence index from there that stops at the first
+    one; a row not holding the ID's text is passed over before its JSON is parsed."""
+    row = conn.execute(
+        "SELECT t.sequence, c.value FROM turns AS t,"
+        " json_each(json_extract(t.meta, '$.tool_calls')) AS c"
+        f" WHERE t.conversation_id = ? AND t.role = 'assistant'"
+        f" AND t.state IN ({', '.join(map(str, states))})"
+        " AND (instr(t.meta, ?) > 0 OR instr(t.meta, '\\u') > 0)"
+        " AND json_valid(json_extract(t.meta, '$.tool_calls'))"
+        " AND json_extract(c.value, '$.id') = ?"
+        + (
+            " AND t.sequence < ? ORDER BY t.sequence DESC"
+            if before
+            else " AND t.sequence > ? ORDER BY t.sequence"
+        )
+        + " LIMIT 1",
+        (conversation_id, stored_form(call_id), call_id, sequence),
+    ).fetchone()
+    return None if row is None else (int(row[0]), str(row[1]))
+
+
+def results_since(
+    conn: sqlite3.Connection, conversation_id: str, ids: set[str], since: int = -1
+) -> list[Mention]:
+    """The live tool turns answering these call IDs, at or after sequence `since`."""
+    # One ID (the usual read): rows not holding its text are passed over before any JSON
+    # is parsed.
+    only = stored_form(next(iter(ids))) if len(ids) == 1 else ""
+    return [
+        Mention(str(turn_id), int(sequence), answer=str(answered))
+        for turn_id, sequence, answered in conn.execute(
+            "SELECT id, sequence, CASE WHEN json_valid(meta)"
+            " THEN json_extract(meta, '$.tool_call_id') END AS answered FROM turns"
+            " WHERE conversation_id = ? AND state = ? AND sequence >= ? AND role = 'tool'"
+            " AND (instr(meta, ?) > 0 OR instr(meta, '\\u') > 0)"
+            " AND answered IN (SELECT value FROM json_each(?))",
+            (
+                conversation_id,
+                TURN_LIVE,
+                since,
+                only,
+                json.dumps(sorted(ids), ensure_ascii=False),
+            ),
+        )
+    ]
+
+
+def stored_form(call_id: str) -> str:
+    """Text every stored meta naming this call ID holds unless it holds a `\\u` escape (the
+    ID is a `tool_call_id` value or inside `tool_calls`' JSON text, which a writer may
+    escape): the ID itself when JSON needs no escape for any of its characters (then only
+    `\\u` can spell them otherwise), else "" (which any text holds)."""
+    escaped = json.dumps(call_id, ensure_ascii=False)[1:-1]
+    return call_id if escaped == call_id and "/" not in call_id else ""
+
+
+def as_sequence(value: object) -> int:
+    """A sequence column (a damaged one, not an integer, sorts first)."""
+    return value if isinstance(value, int) else -1
+
+
+def as_text(value: object) -> str:
+    """A column read as text, or as bytes on a revalidation connection."""
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def named_calls(meta_text: str) -> set[str]:
+    """The call IDs a stored meta's `tool_calls` names (none when either is malformed)."""
+    try:
+        meta = json.loads(meta_text)
+    except ValueError:
+        return set()
+    return calls_in(meta.get("tool_calls") if isinstance(meta, dict) else None)
+
+
+def calls_in(raw: object) -> set[str]:
+    """The call IDs of `tool_calls` text (none when it is not text of a list of calls)."""
+    try:
+        return set(tool_call_ids(raw)) if isinstance(raw, str) else set()
+    except InvalidInput:
+        return set()
