@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import ledgerfold as lf
@@ -321,13 +321,29 @@ OPS = st.lists(
             st.just("import"),
             st.lists(st.sampled_from("abcd"), min_size=1, max_size=2, unique=True),
         ),
+        # Out of order: the call of results stored before any call of their ID.
+        st.tuples(st.just("late-call"), st.booleans()),
     ),
     max_size=25,
 )
 
 
+def _early_result_ids(store: SQLiteStore) -> list[str]:
+    """Call IDs of live results that no live call before them names."""
+    made: set[str] = set()
+    early: list[str] = []
+    for turn in store.load(C).turns:
+        meta = turn.meta or {}
+        if turn.role == "assistant" and "tool_calls" in meta:
+            made |= {call["id"] for call in json.loads(meta["tool_calls"])}
+        elif turn.role == "tool" and meta.get("tool_call_id") not in made | {None, *early}:
+            early.append(meta["tool_call_id"])
+    return early
+
+
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(OPS)
+@example([("result", "a", False), ("user",), ("user",), ("compact", 1), ("call", ["a"], False)])
 def test_chat_messages_are_always_a_valid_tool_call_sequence(ops: list[tuple[Any, ...]]) -> None:
     purged = False
     with SQLiteStore() as store:
@@ -348,6 +364,12 @@ def test_chat_messages_are_always_a_valid_tool_call_sequence(ops: list[tuple[Any
                 lf.Compactor(store, policy(op[1])).compact(C, force=True)
             elif kind == "purge":
                 store.purge_through(C, op[1], "r", force=op[2])
+            elif kind == "late-call":
+                early = _early_result_ids(store)
+                if early:
+                    store.append(
+                        C, "assistant", "", group="g" if op[1] else None, meta=calls(*early)
+                    )
             else:  # chat messages appended as one batch (fresh call IDs), one result each
                 fresh = [f"{c}{step}" for c in op[1]]
                 messages: list[dict[str, Any]] = [
@@ -364,11 +386,13 @@ def test_chat_messages_are_always_a_valid_tool_call_sequence(ops: list[tuple[Any
             context = store.context(C, "v1")
             if kind == "purge":
                 purged = True
-            if context.summary is not None and not purged:
-                # The store never serves a summary the core's rule calls stale (its
-                # incremental checks pair calls as the core does).
-                envelope = store.current_summary(C)
+            envelope = store.current_summary(C)
+            if context.summary is not None:
                 assert envelope is not None and envelope.id == context.summary.id
+            if envelope is not None and not purged:
+                # The store never keeps current a summary the core's rule calls stale (its
+                # incremental checks pair calls as the core does, a call arriving after a
+                # result of its ID included), so its context never serves one either.
                 check = lf.check_summary(envelope, store.load(C), "v1")
                 assert check.current, (check.reason, check.turn_id)
             out = to_chat_messages(context)

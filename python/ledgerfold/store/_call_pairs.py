@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ledgerfold import _native
 from ledgerfold._errors import InvalidInput
 from ledgerfold._model import Turn
+from ledgerfold._recall_stand_in import RECALL_TOOL_NAME, call_name, tool_calls_of
 from ledgerfold._toolcalls import tool_call_ids, unit_roots
-from ledgerfold.store._schema import TURN_LIVE
+from ledgerfold.store._schema import LIVE_ACCEPTED, TURN_LIVE
 
 __all__ = [
     "Mention",
@@ -31,6 +33,7 @@ __all__ = [
     "named_calls",
     "nearest_call",
     "neighbour_call",
+    "results_before",
     "results_of",
     "results_since",
     "stored_form",
@@ -251,6 +254,98 @@ def results_of(
     return set()
 
 
+class Answered:
+    """A stored result the first call of its ID among turns just appended answers: no live
+    call of its ID comes before it (`results_before`)."""
+
+    __slots__ = ("call", "call_id", "caller_id", "result_id", "result_pk")
+
+    def __init__(
+        self,
+        result_id: str,
+        result_pk: int,
+        call_id: str,
+        caller_id: str,
+        call: Mapping[str, Any],
+    ) -> None:
+        self.result_id = result_id
+        self.result_pk = result_pk
+        self.call_id = call_id
+        self.caller_id = caller_id
+        self.call = call  # the caller's call object of this ID (its name, for recall)
+
+
+#: The live tool turns answering a call ID before a sequence, oldest first: a walk of
+#: `turns_by_answer` (`_schema.ANSWERS_INDEX`), whose expression and condition it repeats.
+_RESULTS_BEFORE = (
+    "SELECT id, pk, sequence FROM turns WHERE conversation_id = ? AND role = 'tool'"
+    " AND json_valid(meta) AND json_extract(meta, '$.tool_call_id') = ?"
+    " AND sequence < ? AND state = ? ORDER BY sequence"
+)
+
+
+def results_before(
+    conn: sqlite3.Connection, conversation_id: str, appended: Sequence[Turn]
+) -> list[Answered]:
+    """The stored live results that a call among `appended` (turns just inserted at the
+    conversation's newest sequences, in sequence order) now answers (SPEC §17.2: a result
+    with no call of its ID before it answers the first one after it), where that changes
+    something: a result an accepted version not yet stale cites (the call splits it from
+    that version), or any when the call is `recall_history`'s (the result leaves the search
+    index).
+
+    Cost: for each call ID the appended turns make, one probe of the answers index for the
+    oldest result of it stored before them (none for a fresh ID, the usual call). Only with
+    one is a stored call of it after that result looked for (the walk stops at the nearest:
+    a row or two for an ID made again, the turns since the result otherwise), and with none,
+    whether such a result matters (one read of the source index); only then is the ledger
+    before the result walked for a call of its ID (a result truly stored before its call,
+    now summarised or recalled)."""
+    first = min((turn.sequence for turn in appended), default=0)
+    callers: dict[str, tuple[Turn, Mapping[str, Any]]] = {}
+    for turn in appended:
+        if turn.role != "assistant" or not turn.meta:
+            continue
+        for call in tool_calls_of(turn.meta):
+            call_id = call.get("id")
+            if isinstance(call_id, str):
+                callers.setdefault(call_id, (turn, call))
+    found: list[Answered] = []
+    for call_id, (caller, call) in sorted(callers.items()):
+        params = (conversation_id, call_id, first, TURN_LIVE)
+        oldest = conn.execute(_RESULTS_BEFORE + " LIMIT 1", params).fetchone()
+        if oldest is None:
+            continue
+        since = int(oldest[2])
+        if nearest_call(conn, conversation_id, call_id, first, before=True, above=since):
+            continue  # every stored result answers a stored call (the first after it at most)
+        results = [
+            Answered(str(result_id), int(result_pk), call_id, caller.id, call)
+            for result_id, result_pk, _ in conn.execute(_RESULTS_BEFORE, params)
+        ]
+        if call_name(call) != RECALL_TOOL_NAME and not _cited(
+            conn, conversation_id, [pair.result_id for pair in results]
+        ):
+            continue  # whichever call they answer, no version and no index changes
+        if nearest_call(conn, conversation_id, call_id, since, before=True) is not None:
+            continue  # the oldest result has its call before it, so every later one too
+        found += results
+    return found
+
+
+def _cited(conn: sqlite3.Connection, conversation_id: str, turn_ids: list[str]) -> bool:
+    """Whether an accepted version not yet stale cites one of these turns."""
+    return (
+        conn.execute(
+            "SELECT 1 FROM summary_sources AS ss JOIN summaries AS s ON s.pk = ss.summary_pk"
+            " WHERE ss.turn_id IN (SELECT value FROM json_each(?)) AND s.conversation_id = ?"
+            f" AND s.status IN {LIVE_ACCEPTED} LIMIT 1",
+            (json.dumps(turn_ids, ensure_ascii=False), conversation_id),
+        ).fetchone()
+        is not None
+    )
+
+
 def neighbour_call(
     conn: sqlite3.Connection, conversation_id: str, call_id: str, sequence: int, *, before: bool
 ) -> int | None:
@@ -267,10 +362,12 @@ def nearest_call(
     *,
     before: bool,
     states: tuple[int, ...] = (TURN_LIVE,),
+    above: int | None = None,
 ) -> tuple[int, str] | None:
     """`(sequence, call JSON)` of the call of this ID, among turns in `states`, nearest before
     (or after) `sequence`: a walk of the sequence index from there that stops at the first
-    one; a row not holding the ID's text is passed over before its JSON is parsed."""
+    one; a row not holding the ID's text is passed over before its JSON is parsed. `above`
+    (with `before`): only a call after that sequence counts, so the walk stops there."""
     row = conn.execute(
         "SELECT t.sequence, c.value FROM turns AS t,"
         " json_each(json_extract(t.meta, '$.tool_calls')) AS c"
@@ -280,7 +377,9 @@ def nearest_call(
         " AND json_valid(json_extract(t.meta, '$.tool_calls'))"
         " AND json_extract(c.value, '$.id') = ?"
         + (
-            " AND t.sequence < ? ORDER BY t.sequence DESC"
+            " AND t.sequence < ?"
+            + ("" if above is None else f" AND t.sequence > {int(above)}")
+            + " ORDER BY t.sequence DESC"
             if before
             else " AND t.sequence > ? ORDER BY t.sequence"
         )

@@ -23,6 +23,7 @@ from ledgerfold._errors import StoreError
 from ledgerfold.store import _search_index as search_index
 from ledgerfold.store._paths import reading_uri
 from ledgerfold.store._schema import (
+    ANSWERS_INDEX,
     APPLICATION_ID,
     MIGRATIONS,
     READABLE_VERSION,
@@ -462,6 +463,7 @@ class Database:
             raise StoreError(f"{self.path}: cannot prepare the database ({err})") from err
         try:
             self._migrate(conn)
+            self._ensure_answers_index(conn)
             # The search index (SPEC §16.5, §17.9): built in batches that commit as they go.
             search_index.build(conn, self.path)
         except sqlite3.Error as err:
@@ -488,6 +490,22 @@ class Database:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+
+    def _ensure_answers_index(self, conn: sqlite3.Connection) -> None:
+        """`ANSWERS_INDEX`, created in its own transaction when missing (a file written
+        before it was added)."""
+        if conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'turns_by_answer'"
+        ).fetchone():
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(ANSWERS_INDEX)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
 
     def _schema_version(self, conn: sqlite3.Connection) -> int:
         application_id = conn.execute("PRAGMA application_id").fetchone()[0]

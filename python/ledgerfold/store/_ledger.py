@@ -201,8 +201,10 @@ def insert_turns(
         "UPDATE conversations SET revision = ?, last_sequence = ? WHERE id = ?",
         (revision + 1, turns[-1].sequence, conversation_id),
     )
-    stale = unit_splits.mark_group_split(conn, conversation_id, turns)
-    search_index.index_turns(conn, conversation_id, turns)
+    # Results stored before their call, which a call among these turns now answers.
+    answered = call_pairs.results_before(conn, conversation_id, turns)
+    stale = unit_splits.mark_group_split(conn, conversation_id, turns, answered=answered)
+    search_index.index_turns(conn, conversation_id, turns, answered)
     return turns, revision + 1, stale
 
 

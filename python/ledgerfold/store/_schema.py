@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "ACCEPTED",
+    "ANSWERS_INDEX",
     "APPLICATION_ID",
     "CURRENT",
     "FAILED",
@@ -233,6 +234,19 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (3, "retention", _V3),
     (4, "source-runs", _V4),
     (5, "search-index", _V5),
+)
+
+#: Tool results by the call they answer (SPEC §17.2): a call appended after results of its
+#: ID finds them with one probe (`_call_pairs.results_before`), so the common append, a call
+#: with a fresh ID, stays O(log n). Not a migration: every writing open creates it if it is
+#: missing (one statement; older files get it at their next writing open), and nothing
+#: needs it to be there (without it that probe reads the conversation's tool turns), so a
+#: file with it stays a v5 file every reader and writer of v5 opens. `json_valid` keeps a
+#: damaged meta out of the index (it would make `json_extract` fail the write).
+ANSWERS_INDEX = (
+    "CREATE INDEX IF NOT EXISTS turns_by_answer ON turns"
+    " (conversation_id, json_extract(meta, '$.tool_call_id'), sequence)"
+    " WHERE role = 'tool' AND json_valid(meta)"
 )
 
 #: The oldest schema a read-only open serves (everything but search: SPEC §17.9).

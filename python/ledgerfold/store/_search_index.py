@@ -38,6 +38,7 @@ from §15.2's bound and reported in docs/performance.md.
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 from array import array
@@ -46,7 +47,9 @@ from typing import Any
 
 from ledgerfold._errors import StoreError
 from ledgerfold._model import Turn
+from ledgerfold._recall_stand_in import RECALL_TOOL_NAME, call_name, tool_calls_of
 from ledgerfold._segment import INDEX_VERSION, index_passages, index_passages_many
+from ledgerfold.store._call_pairs import Answered
 from ledgerfold.store._recall_answers import NO_BATCH, BatchCalls, answers_recall, stored_meta
 from ledgerfold.store._schema import TURN_LIVE
 
@@ -84,12 +87,14 @@ _FTS_DDL = (
 class IndexConnection(sqlite3.Connection):
     """The store's connection (`sqlite3.connect(..., factory=IndexConnection)`). `pending`
     is a list only inside a group-commit batch: the `(turn pk, body)` pairs its appends
-    index at its end (`flush_pending`); None otherwise (appends index at once)."""
+    index at its end (`flush_pending`), and `(turn pk, None)` for a turn an append took out
+    of the index (`_drop`: its pair before, or its stored rows, go then); None otherwise
+    (appends index at once)."""
 
-    pending: list[tuple[int, str]] | None = None
+    pending: list[tuple[int, str | None]] | None = None
 
 
-def _pending(conn: sqlite3.Connection) -> list[tuple[int, str]] | None:
+def _pending(conn: sqlite3.Connection) -> list[tuple[int, str | None]] | None:
     return conn.pending if isinstance(conn, IndexConnection) else None
 
 
@@ -99,7 +104,16 @@ def flush_pending(conn: sqlite3.Connection) -> None:
     caller then rolls the batch back)."""
     pending = _pending(conn)
     if pending:
-        _insert(conn, pending)
+        bodies: dict[int, str] = {}
+        dropped: list[int] = []
+        for turn_pk, body in pending:
+            if body is not None:
+                bodies[turn_pk] = body
+            elif bodies.pop(turn_pk, None) is None:
+                dropped.append(turn_pk)  # indexed before the batch, or by an earlier one
+        _insert(conn, list(bodies.items()))
+        if dropped:
+            _unindex(conn, "pk IN (SELECT value FROM json_each(?))", (json.dumps(dropped),))
         pending.clear()
 
 
@@ -293,12 +307,21 @@ def _insert(conn: sqlite3.Connection, turns: Sequence[tuple[int, str]]) -> None:
         conn.executemany("INSERT INTO search_offsets (turn_pk, bounds) VALUES (?, ?)", offsets)
 
 
-def index_turns(conn: sqlite3.Connection, conversation_id: str, turns: Sequence[Turn]) -> None:
+def index_turns(
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    turns: Sequence[Turn],
+    answered: Sequence[Answered] = (),
+) -> None:
     """Index turns just inserted (append, `append_many`, `append_chat_messages`, imports),
-    in the caller's transaction; `turns` are in sequence order."""
+    in the caller's transaction; `turns` are in sequence order. A stored result that a
+    `recall_history` call among them answers leaves the index (SPEC §16.5, §17.7): one
+    stored before its call (`answered`, from `_call_pairs.results_before`), or a result
+    without a call ID in the group of such a call."""
     through = _indexed_through(conn)
     if through < 0 or not turns:
         return
+    _drop(conn, _recall_answers_before(conn, conversation_id, turns, answered))
     pks = {
         int(row[1]): int(row[0])
         for row in conn.execute(
@@ -322,9 +345,53 @@ def index_turns(conn: sqlite3.Connection, conversation_id: str, turns: Sequence[
     _insert(conn, wanted)
 
 
-def _indexed(conn: sqlite3.Connection, turn_pk: int) -> int:
+def _recall_answers_before(
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    turns: Sequence[Turn],
+    answered: Sequence[Answered],
+) -> list[int]:
+    """pks of the stored live tool turns that a `recall_history` call among `turns` (just
+    inserted) answers: by call ID (`answered`), or by group for a result without one (read
+    through `turns_by_group`, only for a recall call in a group)."""
+    gone = [pair.result_pk for pair in answered if call_name(pair.call) == RECALL_TOOL_NAME]
+    groups = {
+        turn.group
+        for turn in turns
+        if turn.role == "assistant"
+        and turn.group is not None
+        and any(call_name(call) == RECALL_TOOL_NAME for call in tool_calls_of(turn.meta))
+    }
+    for group in sorted(groups):
+        gone += [
+            int(turn_pk)
+            for turn_pk, meta in conn.execute(
+                "SELECT pk, meta FROM turns WHERE conversation_id = ? AND grp = ?"
+                " AND role = 'tool' AND state = ? AND sequence < ?",
+                (conversation_id, group, TURN_LIVE, turns[0].sequence),
+            )
+            if not isinstance(stored_meta(meta).get("tool_call_id"), str)
+        ]
+    return gone
+
+
+def _drop(conn: sqlite3.Connection, turn_pks: Sequence[int]) -> None:
+    """Take stored turns out of the index. Inside a group-commit batch, at its end
+    (`flush_pending`): their rows may be pending still, and a rolled-back job takes the
+    mark back with its own rows."""
+    if not turn_pks:
+        return
+    pending = _pending(conn)
+    if pending is not None:
+        pending += [(turn_pk, None) for turn_pk in turn_pks]
+        return
+    unindex(conn, "pk IN (SELECT value FROM json_each(?))", (json.dumps(list(turn_pks)),))
+
+
+def _indexed(conn: sqlite3.Connection, turn_pk: int, *, checked: bool = False) -> int:
     """How many index rows the turn has (FTS5 keeps one `docsize` row a rowid)."""
-    _flushed(conn)
+    if not checked:
+        _flushed(conn)
     base = turn_pk << SLOT_BITS
     count: int = conn.execute(
         "SELECT COUNT(*) FROM search_fts_docsize WHERE id BETWEEN ? AND ?",
@@ -333,9 +400,10 @@ def _indexed(conn: sqlite3.Connection, turn_pk: int) -> int:
     return count
 
 
-def _delete(conn: sqlite3.Connection, turn_pk: int, body: str) -> None:
-    """Remove one turn's passages; `body` is the body they were indexed from."""
-    present = _indexed(conn, turn_pk)
+def _delete(conn: sqlite3.Connection, turn_pk: int, body: str, *, checked: bool = False) -> None:
+    """Remove one turn's passages; `body` is the body they were indexed from. `checked`:
+    the caller knows none of its rows is pending."""
+    present = _indexed(conn, turn_pk, checked=checked)
     if not present:
         return
     rows, _ = _rows(turn_pk, body)
@@ -354,6 +422,12 @@ def unindex(conn: sqlite3.Connection, where: str, params: Iterable[Any]) -> int:
     e.g. `pk IN (...)`), reading their bodies as they are now: call it before a write
     blanks, changes or deletes them. Returns how many turns had passages."""
     _flushed(conn)
+    return _unindex(conn, where, params)
+
+
+def _unindex(conn: sqlite3.Connection, where: str, params: Iterable[Any]) -> int:
+    """`unindex` without the check that no rows are pending (`flush_pending` writes them
+    first)."""
     if _indexed_through(conn) < 0:
         return 0
     rows = conn.execute(
@@ -363,7 +437,7 @@ def unindex(conn: sqlite3.Connection, where: str, params: Iterable[Any]) -> int:
         tuple(params),
     ).fetchall()
     for turn_pk, body in rows:
-        _delete(conn, int(turn_pk), body)
+        _delete(conn, int(turn_pk), body, checked=True)
     return len(rows)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from ledgerfold._context import TurnItem
 from ledgerfold._model import Turn
 from ledgerfold.store._call_pairs import (
+    Answered,
     Mention,
     as_sequence,
     as_text,
@@ -133,16 +134,20 @@ def mark_group_split(
     *,
     answers_too: bool = False,
     known_results: set[str] | None = None,
+    answered: Sequence[Answered] = (),
 ) -> list[str]:
     """A turn that joins a group holding a summary's source, without being a source itself,
     splits the group (SPEC §15.4): every version citing a member goes stale (`group-split`)
     in the same transaction; returns their IDs. A late tool result is the usual case;
     tool-call links count as groups do (SPEC §17.2). With `answers_too` (an edit), a
     joining assistant turn's results are looked up too (a read of the conversation's tool
-    turns: appends skip it, since a call's results come after it); `known_results`, when
-    the caller has them, are those of the one joining call."""
+    turns); `known_results`, when the caller has them, are those of the one joining call.
+    An append passes instead the stored results its calls answer (`answered`, from
+    `results_before`: results stored before their call, which the call joins)."""
     joined_ids = json.dumps([turn.id for turn in joined], ensure_ascii=False)
-    stale = _mark_call_split(conn, conversation_id, joined, joined_ids, answers_too, known_results)
+    stale = _mark_call_split(
+        conn, conversation_id, joined, joined_ids, answers_too, known_results, answered
+    )
     groups = sorted({turn.group for turn in joined if turn.group is not None})
     if not groups:
         return stale
@@ -170,12 +175,14 @@ def _mark_call_split(
     joined_ids: str,
     answers_too: bool = False,
     known_results: set[str] | None = None,
+    answered: Sequence[Answered] = (),
 ) -> list[str]:
     """SPEC §17.2: a tool turn answering a call joins the caller's unit whatever its group,
     so versions citing the caller but not the answer go stale (`group-split`). The caller
     is the nearest assistant turn before the result naming its call (the core's pairing),
     searched from the newest assistant turn back, so a result arriving after its call costs
-    a row or two (a result whose call never was made reads them all)."""
+    a row or two (a result whose call never was made reads them all). Likewise a call
+    arriving after its result (`answered`): versions citing the result go stale."""
     answers = [
         Mention(turn.id, turn.sequence, answer=turn.meta["tool_call_id"])
         for turn in joined
@@ -201,6 +208,9 @@ def _mark_call_split(
         if known_results is None or len(made) != 1:
             known_results = results_of(conn, conversation_id, turn_id, mention.calls)
         callers.extend(sorted(known_results))
+    # A stored result the joining call answers: versions citing it (never the call, just
+    # appended) split the pair.
+    callers.extend(pair.result_id for pair in answered)
     if not callers:
         return []
     return [
