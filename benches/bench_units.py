@@ -3,7 +3,8 @@ paired with the call (the nearest call of their ID before them) by reading betwe
 of that ID next to it. 20,000 exchanges (user, call, result), call IDs unique or `call_0`
 every time. Anchor, in the same run: one SQL query selecting the tool turns whose
 `tool_call_id` is the call's (what a retraction read before the pairing rule, which took
-every result of a reused ID)."""
+every result of a reused ID). And appending a call and its result one by one (in order, or
+the result first), against appending two user turns."""
 
 from __future__ import annotations
 
@@ -92,3 +93,41 @@ def test_change_a_call_on_a_long_ledger(
         times.append(time.perf_counter() - start)
     conn.close()
     report(benchmark, "sql_results_of_the_id_s", statistics.median(times), exchanges=exchanges)
+
+
+@pytest.mark.parametrize("pattern", ["unique-ids", "call_0-every-time", "result-first"])
+def test_append_an_exchange_on_a_long_ledger(
+    benchmark: Any, request: pytest.FixtureRequest, tmp_path: Path, pattern: str
+) -> None:
+    """A call and its result appended one by one (`append`) after 20,000 exchanges: the
+    store pairs each with the other (the result's call; results of the call's IDs stored
+    before it, SPEC §17.2). `result-first` writes the result before its call (unique IDs).
+    `durability="normal"`: the disk's sync is not what is timed. Anchor, in the same store:
+    appending two user turns."""
+    exchanges = 20_000 if enabled(request) else 300
+    path = tmp_path / "ledger.db"
+    _ledger(path, exchanges, pattern == "call_0-every-time")
+    fresh = count()
+    store = lf.SQLiteStore(path, durability="normal")
+
+    def exchange() -> None:
+        call_id = "call_0" if pattern == "call_0-every-time" else f"new_{next(fresh)}"
+        call = ("assistant", "", _calls(call_id))
+        result = ("tool", "result", {"tool_call_id": call_id})
+        for role, body, meta in (result, call) if pattern == "result-first" else (call, result):
+            store.append(C, role, body, meta=meta)
+
+    rounds = 200 if enabled(request) else 2
+    benchmark.pedantic(exchange, rounds=rounds, warmup_rounds=min(rounds, 5))
+
+    def anchor() -> None:
+        store.append(C, "user", "question")
+        store.append(C, "user", "question")
+
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        anchor()
+        times.append(time.perf_counter() - start)
+    store.close()
+    report(benchmark, "two_user_appends_s", statistics.median(times), exchanges=exchanges)
