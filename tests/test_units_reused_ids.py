@@ -9,8 +9,14 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import ledgerfold as lf
+import reference as ref
 from ledgerfold import SQLiteStore
 from ledgerfold._summary import extended_fingerprint
 from ledgerfold._toolcalls import open_call_turns, unit_roots
@@ -279,3 +285,50 @@ def test_a_turn_edited_into_a_call_takes_its_result_out_of_recall() -> None:
         assert store.search(C, "pelican", scope="all") == []
         store.edit(C, "b", meta=lookup)
         assert [hit.turn_id for hit in store.search(C, "pelican", scope="all")] == ["r"]
+
+
+# ------------------------------------- property: retraction takes exactly the paired results
+
+PAIRING_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("user"), st.just("")),
+        st.tuples(st.just("call"), st.sampled_from(["call_0", "call_1", "x"])),
+        st.tuples(st.just("result"), st.sampled_from(["call_0", "call_1", "x"])),
+        st.tuples(st.just("retract"), st.integers(0, 40)),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(PAIRING_OPS, st.integers(0, 40))
+def test_retracting_a_call_takes_the_results_the_reference_pairs_with_it(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, Any]], pick: int
+) -> None:
+    """Results stored before their call, IDs made again, calls retracted between: the store
+    retracts with a call exactly the live results §17.2's rule, written out by brute force in
+    `tests/reference.py`, pairs with it among the live turns."""
+    path = tmp_path_factory.mktemp("pairing") / "ledger.db"
+    with SQLiteStore(path) as store:
+        for n, (kind, value) in enumerate(ops):
+            if kind == "user":
+                store.append(C, "user", "hi", id=f"u{n}")
+            elif kind == "call":
+                store.append(C, "assistant", "", id=f"a{n}", meta=calls(value))
+            elif kind == "result":
+                store.append(C, "tool", "out", id=f"r{n}", meta=answer(value))
+            else:
+                live = store.load(C).turns
+                if live:
+                    store.retract(C, live[value % len(live)].id)
+        live = list(store.load(C).turns)
+        made = [i for i, t in enumerate(live) if t.role == "assistant"]
+        if not made:
+            return
+        at = made[pick % len(made)]
+        paired = {
+            t.id for i, t in enumerate(live) if t.role == "tool" and ref._maker_of(live, i) == at
+        }
+        store.retract(C, live[at].id)
+        gone = {t.id for t in live} - {t.id for t in store.load(C).turns}
+        assert gone == {live[at].id} | paired

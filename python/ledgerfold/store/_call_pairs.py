@@ -221,10 +221,15 @@ def results_of(
     conn: sqlite3.Connection, conversation_id: str, turn_id: str, call_ids: Iterable[str]
 ) -> set[str]:
     """The IDs of the live tool turns answering the calls a live assistant turn made: those
-    the core's rule pairs with it (a result answers the nearest call of its ID before it),
-    not every result of a call ID a later call made again. For each ID only the results
-    between the calls of that ID next to the turn are read (all of them when the ID is
-    used once)."""
+    the core's rule pairs with it (a result answers the nearest call of its ID before it,
+    else the first after it), not every result of a call ID a later call made again.
+
+    Cost: per call ID, walks of the answers index (`_schema.ANSWERS_INDEX`). A result after
+    the turn is its own when no call of the ID lies between them (a walk of the rows between,
+    stopping at the first such call); the results after that call are another call's, so
+    the walk ends there. A result before the turn is its own only when no live call of the
+    ID comes before the turn at all, which is looked for only when such a result exists (a
+    result stored before its call, or an ID made again: then the nearest call is near)."""
     row = conn.execute(
         "SELECT sequence FROM turns WHERE conversation_id = ? AND id = ? AND state = ?",
         (conversation_id, turn_id, TURN_LIVE),
@@ -232,26 +237,30 @@ def results_of(
     if row is None:
         return set()
     sequence = int(row[0])
-    ids = set(call_ids)
-    own = Mention(turn_id, sequence, calls=ids)
-    mentions = [own]
-    for call_id in sorted(ids):
-        below = neighbour_call(conn, conversation_id, call_id, sequence, before=True)
-        above = neighbour_call(conn, conversation_id, call_id, sequence, before=False)
-        # The calls next to it stand in for every other call of the ID: the results
-        # between them are all a result of this turn can be.
-        mentions += [Mention("", at, calls={call_id}) for at in (below, above) if at is not None]
-        mentions += [
-            m
-            for m in results_since(
-                conn, conversation_id, {call_id}, since=-1 if below is None else below + 1
-            )
-            if above is None or m.sequence < above
-        ]
-    for unit in units(mentions):
-        if any(m is own for m in unit):
-            return {m.turn_id for m in unit if m.answer is not None}
-    return set()
+    found: set[str] = set()
+    for call_id in sorted(set(call_ids)):
+        found |= _own_results(conn, conversation_id, call_id, sequence)
+    return found
+
+
+def _own_results(
+    conn: sqlite3.Connection, conversation_id: str, call_id: str, sequence: int
+) -> set[str]:
+    """The live results of `call_id` the live call at `sequence` answers (`results_of`)."""
+    own: set[str] = set()
+    params = (conversation_id, call_id, sequence, TURN_LIVE)
+    if conn.execute(_RESULTS_BEFORE + " LIMIT 1", params).fetchone() is not None and (
+        nearest_call(conn, conversation_id, call_id, sequence, before=True) is None
+    ):
+        own.update(str(row[0]) for row in conn.execute(_RESULTS_BEFORE, params))
+    checked = sequence  # no call of the ID lies in (sequence, checked]
+    for result_id, _, at in conn.execute(_RESULTS_AFTER, params):
+        at = int(at)
+        if nearest_call(conn, conversation_id, call_id, at, before=True, above=checked):
+            break  # a call of the ID between: this result and every later one are not ours
+        own.add(str(result_id))
+        checked = at
+    return own
 
 
 class Answered:
@@ -282,6 +291,9 @@ _RESULTS_BEFORE = (
     " AND json_valid(meta) AND json_extract(meta, '$.tool_call_id') = ?"
     " AND sequence < ? AND state = ? ORDER BY sequence"
 )
+
+#: The same after a sequence, oldest first.
+_RESULTS_AFTER = _RESULTS_BEFORE.replace("sequence < ?", "sequence > ?")
 
 
 def results_before(

@@ -449,17 +449,15 @@ def _answering(conn: sqlite3.Connection, conversation_id: str, turn: Turn) -> li
     if not call_ids:
         return []
     paired = call_pairs.results_of(conn, conversation_id, turn.id, call_ids)
-    return [
-        (int(pk), str(answer_id))
-        for pk, answer_id in conn.execute(
-            "SELECT pk, id FROM turns WHERE conversation_id = ? AND state = ? AND role = 'tool'"
-            # CASE: a damaged meta text answers nothing (json_extract would raise on it).
-            " AND CASE WHEN json_valid(meta) THEN json_extract(meta, '$.tool_call_id') END"
-            " IN (SELECT value FROM json_each(?))",
-            (conversation_id, TURN_LIVE, json.dumps(call_ids, ensure_ascii=False)),
-        )
-        if answer_id in paired
-    ]
+    if not paired:
+        return []
+    rows = conn.execute(
+        # By the (conversation, ID) key: an ORDER BY here makes SQLite walk the sequences.
+        "SELECT pk, id, sequence FROM turns WHERE conversation_id = ?"
+        " AND id IN (SELECT value FROM json_each(?))",
+        (conversation_id, json.dumps(sorted(paired), ensure_ascii=False)),
+    ).fetchall()
+    return [(int(pk), str(answer_id)) for pk, answer_id, _ in sorted(rows, key=lambda r: r[2])]
 
 
 def boundary(conn: sqlite3.Connection, conversation_id: str) -> HistoryBoundary | None:
