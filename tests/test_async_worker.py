@@ -333,5 +333,42 @@ def test_the_worker_lets_the_loop_in_between_long_jobs_not_after_every_job(
     assert batch(0.0, 50) == 0
 
 
+def test_a_long_job_lets_the_loop_in_where_it_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pause()` inside a job yields the GIL once `YIELD_EVERY_S` has passed since the
+    worker last did (between jobs or at an earlier pause); off a worker thread it does
+    nothing."""
+    import ledgerfold._worker as worker_module
+
+    yields: list[float] = []
+    real_sleep = worker_module.time.sleep
+
+    def sleep(seconds: float) -> None:
+        yields.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(worker_module.time, "sleep", sleep)
+
+    def busy(seconds: float) -> None:
+        end = worker_module.time.perf_counter() + seconds
+        while worker_module.time.perf_counter() < end:
+            pass
+
+    def steps(step_seconds: float, count: int) -> None:
+        for _ in range(count):
+            busy(step_seconds)
+            worker_module.pause()
+
+    holder = _Holder()  # kept alive: a collected store's worker is closed
+    worker = worker_for(holder)
+    worker.submit(steps, 2 * worker_module.YIELD_EVERY_S, 4).result(timeout=60)
+    assert len([s for s in yields if s == 0]) == 4
+    yields.clear()
+    worker.submit(steps, 0.0, 50).result(timeout=60)  # quick steps: no yield
+    assert yields == []
+    worker.close()
+    steps(2 * worker_module.YIELD_EVERY_S, 2)  # not on a worker thread
+    assert yields == []
+
+
 class _Holder:
     """A store stand-in: any object can have a worker."""

@@ -38,7 +38,7 @@ from ledgerfold._outcome import (
     OutcomeRecorder,
 )
 from ledgerfold._policy import CompactionPolicy
-from ledgerfold._worker import worker_for
+from ledgerfold._worker import pause, worker_for
 from ledgerfold.store._protocol import Store, takes_keyword
 from ledgerfold.summarizers._base import (
     AwaitableInRunningLoop,
@@ -203,6 +203,7 @@ class Compactor(OutcomeRecorder):
         def begin() -> tuple[_Job | CompactionOutcome, T | None]:
             if before is not None:
                 before()
+                pause()  # a long job: the loop may take the GIL between its steps
             begun = self._begin(conversation_id, force)
             in_job = self._in_job_summarizer()
             if isinstance(begun, _Job) and in_job is not None:
@@ -244,10 +245,12 @@ class Compactor(OutcomeRecorder):
     def _summarize_and_end(self, job: _Job, summarizer: Summarizer) -> CompactionOutcome:
         """The built-in summarizer's call and the compaction's end, in the job that planned
         (`_in_job_summarizer`)."""
+        pause()
         try:
             result = summarizer(job.request)
         except Exception as error:
             return self._fail(job, failure_reason(error), type(error).__name__)
+        pause()
         return self._finish(job, result)
 
     async def acontext(

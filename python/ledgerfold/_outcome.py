@@ -21,6 +21,7 @@ from ledgerfold._events import Event, EventHook, emit
 from ledgerfold._plan import CompactionPlan
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._summary import SummaryEnvelope
+from ledgerfold._worker import pause
 from ledgerfold.store._protocol import Store, takes_keyword
 
 __all__ = ["OUTCOME_STATUSES", "CompactionOutcome", "CompactionStatus", "OutcomeRecorder"]
@@ -111,6 +112,7 @@ class OutcomeRecorder:
                 len(accepted.source_ids),
                 job.plan.through_sequence,
             )
+            pause()  # on a store's worker: the loop may take the GIL (`_worker.pause`)
             self._prune(accepted.conversation_id)
             self._retain(accepted.conversation_id)
             self._emit_outcome(job, "compaction.accepted", None, result, accepted.id)

@@ -39,7 +39,14 @@ from typing import Any, Protocol, TypeVar
 
 from ledgerfold._events import held_until_done
 
-__all__ = ["THREAD_NAME", "StoreWorker", "close_worker", "run_on_store", "worker_for"]
+__all__ = [
+    "THREAD_NAME",
+    "StoreWorker",
+    "close_worker",
+    "pause",
+    "run_on_store",
+    "worker_for",
+]
 
 T = TypeVar("T")
 
@@ -54,7 +61,8 @@ BATCH_JOBS = 64
 #: once this long has passed since it last did: a batch is many jobs of Python work back
 #: to back, and without it the loop would wait up to the interpreter's 5 ms switch
 #: interval. Not after every job: each yield can cost the worker a whole switch interval
-#: when another thread is busy (measured in docs/performance.md).
+#: when another thread is busy (measured in docs/performance.md). A long job yields inside
+#: too, at the points where it calls `pause()` (a compaction between its phases).
 YIELD_EVERY_S = 0.0005
 
 
@@ -86,10 +94,20 @@ class StoreWorker:
     jobs before it ran (at most `BATCH_JOBS`).
     """
 
-    __slots__ = ("__weakref__", "_batch", "_draining", "_executor", "_jobs", "_lock")
+    __slots__ = (
+        "__weakref__",
+        "_batch",
+        "_draining",
+        "_executor",
+        "_jobs",
+        "_lock",
+        "_yielded",
+    )
 
     def __init__(self, batch: Callable[[], BatchHook | None] | None = None) -> None:
         self._lock = threading.Lock()
+        # When the worker thread last let other threads take the GIL (`_run_jobs`, `pause`).
+        self._yielded = 0.0
         self._executor: ThreadPoolExecutor | None = None
         self._jobs: deque[_Job] = deque()
         self._draining = False
@@ -207,14 +225,13 @@ class StoreWorker:
     ) -> None:
         """Run queued jobs (at most `BATCH_JOBS` in all) into `done`, noting in `split` how
         many jobs and held events there were when the batch's transaction ended early."""
-        yielded = time.perf_counter()
+        self._yielded = time.perf_counter()
         while len(done) < BATCH_JOBS:
             job = self._next()
             if job is None:
                 break
-            if done and time.perf_counter() - yielded >= YIELD_EVERY_S:
-                time.sleep(0)  # see `YIELD_EVERY_S`
-                yielded = time.perf_counter()
+            if done:
+                self._pause()
             if not job[0].set_running_or_notify_cancel():
                 continue  # cancelled before it started: never runs
             try:
@@ -223,6 +240,22 @@ class StoreWorker:
                 done.append((job, False, exc))
             if split is not None and split.jobs is None and end is not None and end.early:
                 split.jobs, split.events = len(done), 0 if held is None else len(held)
+
+    def _pause(self) -> None:
+        """Yield the GIL if `YIELD_EVERY_S` has passed since the worker last did."""
+        if time.perf_counter() - self._yielded >= YIELD_EVERY_S:
+            time.sleep(0)  # see `YIELD_EVERY_S`
+            self._yielded = time.perf_counter()
+
+
+def pause() -> None:
+    """On a store's worker thread, inside a job: let other threads (the event loop's) take
+    the GIL if the worker has held it for `YIELD_EVERY_S` since it last yielded. A long job
+    of Python work calls it between its steps; anywhere else it does nothing. It changes no
+    outcome: no other job of the store runs meanwhile."""
+    worker = getattr(_thread_state, "worker", None)
+    if worker is not None:
+        worker._pause()
 
 
 @dataclass(slots=True)

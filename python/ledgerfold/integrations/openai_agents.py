@@ -37,7 +37,7 @@ from ledgerfold._compactor import Compactor
 from ledgerfold._context import AssembledContext, SummaryItem
 from ledgerfold._errors import InvalidInput
 from ledgerfold._policy import CompactionPolicy
-from ledgerfold._worker import worker_for
+from ledgerfold._worker import pause, worker_for
 from ledgerfold.adapters._chat import chat_turn_specs, to_chat_messages, tool_group
 from ledgerfold.integrations._agents_items import (
     ITEM_KEY,
@@ -216,6 +216,7 @@ class LedgerfoldSession:
         for item in context.items:
             if isinstance(item, SummaryItem):
                 # The summary's framed, escaped message; a turn comes back as its own item.
+                pause()  # its escape, the first time, scans the whole text
                 (message,) = to_chat_messages(AssembledContext((item,), None), recall=self._recall)
                 items.append({"role": "system", "content": message["content"]})
                 self._remember(message["content"], item)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ledgerfold import _validate
+from ledgerfold._worker import pause
 from ledgerfold.tokens import approx_tokens
 
 if TYPE_CHECKING:
@@ -185,6 +186,7 @@ class ExtractiveSummarizer:
         return text
 
     def _turn_line(self, turn: Any) -> str:
+        pause()  # on a store's worker (a compaction's job), the loop may take the GIL
         prefix = f"[seq {turn.sequence} {turn.role}]"
         meta: dict[str, str] = turn.meta or {}
         text: str = turn.text
