@@ -141,3 +141,45 @@ def test_no_escaped_line_reads_as_a_role_prefix_or_a_delimiter(text: str) -> Non
     escaped = escape_summary_text(text)
     assert unescape_summary_text(escaped) == text
     assert offending_lines(escaped) == []
+
+
+def _scanned_escape(text: str) -> str:
+    """The escape as it was written first: the whole pattern searched at every position
+    (`re.sub` / `finditer`) over the reader's view made by `str.translate`. The module tries
+    the pattern only where a match can start, and builds the view by replacements."""
+    from ledgerfold.adapters import _summary_escape as module
+
+    table = {} if text.isascii() else module._reader_table(text)
+    if not table:
+        return module._ESCAPE_PATTERN.sub(
+            lambda match: (
+                match[0][: module._escaped_at(match) - match.start()]
+                + module._ENTITIES[match.string[module._escaped_at(match)]]
+            ),
+            text,
+        )
+    view = text.translate(table)
+    if module._view(text, table) != view:
+        return "view differs"
+    matches = [module._escaped_at(match) for match in module._ESCAPE_PATTERN.finditer(view)]
+    if module._escaped_at_all(view) != matches:
+        return "matches differ"
+    return module._escape(text)
+
+
+@settings(max_examples=3000)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(
+                [*PIECES, "[", "]", "[INST]", "[/SYS_1]", "|", "｜", "…", "ﬁ", "\u2026"]
+            ),
+            st.text(max_size=3),
+        ),
+        max_size=30,
+    ).map("".join)
+)
+def test_the_escape_finds_what_scanning_every_position_finds(text: str) -> None:
+    from ledgerfold.adapters._summary_escape import _escape
+
+    assert _escape(text) == _scanned_escape(text)

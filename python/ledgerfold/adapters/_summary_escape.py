@@ -58,6 +58,9 @@ _UNESCAPES = {"amp": "&", "lt": "<", "gt": ">"}
 # The ASCII character each rule replaces, and its entity.
 _ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "[": "&#91;", ":": "&#58;", "#": "&#35;"}
 _LINE_BREAK = re.compile(f"[{_LINE_BREAKS}]")
+# Where a match of `_ESCAPE_PATTERN` can start besides a line start: its other rules begin
+# with one of these characters (`_escaped_at_all`).
+_RULE_START = re.compile(r"[&<>\[]")
 
 
 def _escaped_at(match: re.Match[str]) -> int:
@@ -68,9 +71,26 @@ def _escaped_at(match: re.Match[str]) -> int:
     return match.start()
 
 
-def _escape_match(match: re.Match[str]) -> str:
-    prefix = match[0][: _escaped_at(match) - match.start()]
-    return prefix + _ENTITIES[match.string[_escaped_at(match)]]
+def _escaped_at_all(view: str) -> list[int]:
+    """`_escaped_at` of every match of `_ESCAPE_PATTERN.finditer(view)`, found by trying the
+    pattern only where a match can start: at a line start (the role and heading rules) or
+    at one of `&`, `<`, `>`, `[` (the others). In order, each tried at or after the end of
+    the previous match, as `finditer` does (no match is empty); a match at a position is the
+    same whether the pattern is searched or anchored there (`match(view, start)`: `^` is
+    only the string's start, and lookbehind sees the text before `start`). Scanning every
+    position with the whole pattern took 0.2-0.5 ms for a summary of 3,000 characters."""
+    starts = set(_line_starts(view))
+    starts.update(found.start() for found in _RULE_START.finditer(view))
+    positions: list[int] = []
+    end = 0
+    for start in sorted(starts):
+        if start < end:
+            continue
+        match = _ESCAPE_PATTERN.match(view, start)
+        if match is not None:
+            positions.append(_escaped_at(match))
+            end = match.end()
+    return positions
 
 
 def _reader_table(text: str) -> dict[int, str | None]:
@@ -88,6 +108,17 @@ def _reader_table(text: str) -> dict[int, str | None]:
             if seen != char:
                 table[ord(char)] = seen
     return table
+
+
+def _view(text: str, table: dict[int, str | None]) -> str:
+    """`text.translate(table)`. When every replacement is ASCII (or nothing), which no key
+    is, replacing the table's characters one after another is the same, and faster than
+    `translate` over non-ASCII text (its usual table is one character, `…` → `...`)."""
+    if all(seen is None or seen.isascii() for seen in table.values()):
+        for code, seen in table.items():
+            text = text.replace(chr(code), seen or "")
+        return text
+    return text.translate(table)
 
 
 def _line_starts(text: str) -> list[int]:
@@ -109,10 +140,10 @@ def _escape_cached(text: str) -> str:
 
 def _escape(text: str) -> str:
     table = {} if text.isascii() else _reader_table(text)
-    if not table:  # the text is its reader's view
-        return _ESCAPE_PATTERN.sub(_escape_match, text)
-    view = text.translate(table)
-    matches = [_escaped_at(match) for match in _ESCAPE_PATTERN.finditer(view)]
+    if not table:  # the text is its reader's view: each match's character is replaced
+        return _replaced(text, {index: _ENTITIES[text[index]] for index in _escaped_at_all(text)})
+    view = _view(text, table)
+    matches = _escaped_at_all(view)
     if not matches:
         return text
     # Each match back to its character in `text`: the same line, walked from its start.
@@ -129,6 +160,11 @@ def _escape(text: str) -> str:
             index += 1
         char = text[index]
         replaced[index] = _ENTITIES.get(char, f"&#{ord(char)};")
+    return _replaced(text, replaced)
+
+
+def _replaced(text: str, replaced: dict[int, str]) -> str:
+    """`text` with the character at each index of `replaced` replaced by its entity."""
     pieces: list[str] = []
     done = 0
     for index in sorted(replaced):
