@@ -116,6 +116,10 @@ class Compactor(OutcomeRecorder):
         self._asks_due_at_once = takes_keyword(
             getattr(store, "begin_compaction", None), "only_due_at_once"
         )
+        # Nor `keep_checkpoints` in `prune_versions` (`OutcomeRecorder._prune`).
+        self._prunes_checkpoints = takes_keyword(
+            getattr(store, "prune_versions", None), "keep_checkpoints"
+        )
 
     def __repr__(self) -> str:
         return (

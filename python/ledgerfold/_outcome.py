@@ -22,7 +22,7 @@ from ledgerfold._plan import CompactionPlan
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._summary import SummaryEnvelope
 from ledgerfold._worker import pause
-from ledgerfold.store._protocol import Store, takes_keyword
+from ledgerfold.store._protocol import Store
 
 __all__ = ["OUTCOME_STATUSES", "CompactionOutcome", "CompactionStatus", "OutcomeRecorder"]
 
@@ -62,6 +62,9 @@ class OutcomeRecorder:
     policy: CompactionPolicy
     on_event: EventHook | None
     _summary_id_factory: Callable[[], str]
+    #: Whether the store's `prune_versions` takes `keep_checkpoints` (SPEC §17.5; the
+    #: `Store` protocol of v1.1 does not): read once, `inspect.signature` is slow.
+    _prunes_checkpoints: bool
 
     def _finish(self, job: _Job, result: object) -> CompactionOutcome:
         if not isinstance(result, str):
@@ -151,7 +154,7 @@ class OutcomeRecorder:
         if keep is None:
             return
         try:
-            if _takes_checkpoints(self.store):
+            if self._prunes_checkpoints:
                 self.store.prune_versions(  # type: ignore[call-arg]
                     conversation_id, keep=keep, keep_checkpoints=self.policy.keep_checkpoints
                 )
@@ -248,9 +251,3 @@ class OutcomeRecorder:
                 extra=(("plan_id", job.plan.plan_id), ("rolling", int(job.parent is not None))),
             ),
         )
-
-
-def _takes_checkpoints(store: Store) -> bool:
-    """Whether the store's `prune_versions` takes `keep_checkpoints` (SPEC §17.5; the
-    `Store` protocol of v1.1 does not)."""
-    return takes_keyword(store.prune_versions, "keep_checkpoints")
