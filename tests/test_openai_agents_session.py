@@ -141,3 +141,41 @@ def test_clear_session_leaves_no_sealed_summary(tmp_path: Path) -> None:
 
     assert asyncio.run(scenario()) == []
     session.close()
+
+
+def test_get_items_hands_out_items_of_its_own(tmp_path: Path) -> None:
+    """Each `get_items` returns fresh items (a caller may change them: the next call is
+    as before), and the summary's framing follows `recall_tool()` once it is offered."""
+    policy = CompactionPolicy("v1", keep_tail=4, trigger_tokens=None, min_new_turns=2)
+    session = LedgerfoldSession("s", tmp_path / "f.db", policy=policy)
+
+    async def scenario() -> tuple[list[Any], list[Any], list[Any], list[Any]]:
+        for n in range(4):
+            await session.add_items(_exchange(n))
+        await session.add_items(
+            [{"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}]
+        )
+        await session.add_items([{"type": "function_call_output", "call_id": "c1", "output": "x"}])
+        first = await session.get_items()
+        for item in first:
+            item["changed"] = True
+            item.pop("role", None)
+        again = await session.get_items()
+        session.recall_tool()
+        offered = await session.get_items()
+        return first, again, offered, await session.get_items()
+
+    try:
+        first, again, offered, last = asyncio.run(scenario())
+    finally:
+        session.close()
+    assert all("changed" not in item for item in again)
+    assert again[0]["role"] == "system" and "recall_history" not in again[0]["content"]
+    assert [item.get("role") for item in again] == ["system", "user", "assistant", None, None]
+    assert again[1:3] == _exchange(3)
+    assert again[-2:] == [
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "x"},
+    ]
+    assert "recall_history" in offered[0]["content"]
+    assert offered[1:] == again[1:] and last == offered

@@ -24,6 +24,7 @@ with `tool_calls` as its text and one `function_call` a call.
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from collections.abc import Mapping, Sequence
@@ -192,13 +193,34 @@ def restored(role: str, text: str, meta: Mapping[str, str] | None) -> list[Any]:
     verbatim = meta.get(ITEM_KEY)
     if verbatim is None:
         return _foreign(role, text, meta)
-    item = json.loads(verbatim)
+    template = _flat_item(verbatim) if len(verbatim) <= _FLAT_CHARS else None
+    item = json.loads(verbatim) if template is None else dict(template)
     moved = item.pop(_MOVED_KEY, None) if isinstance(item, dict) else None
     if moved == "arguments":
         item[moved] = json.loads(meta["tool_calls"])[0]["function"]["arguments"]
     elif moved is not None:
         item[moved] = text
     return [item]
+
+
+#: A stored item this short is decoded once (`_flat_item`): a message's, whose text the turn
+#: holds, is about 60 characters.
+_FLAT_CHARS = 512
+
+
+@functools.lru_cache(maxsize=1024)
+def _flat_item(verbatim: str) -> dict[str, Any] | None:
+    """The stored item decoded, when it is an object whose values are all str, number,
+    bool or null: a copy of it (`dict`) is then what `json.loads` would make again, and
+    `get_items` does not decode every turn's item at every call. None for any other item
+    (decoded each time: a copy would share its lists and objects). Never handed out itself,
+    so never changed."""
+    item = json.loads(verbatim)
+    if isinstance(item, dict) and all(
+        value is None or isinstance(value, (str, int, float)) for value in item.values()
+    ):
+        return item
+    return None
 
 
 def _foreign(role: str, text: str, meta: Mapping[str, str]) -> list[Any]:

@@ -109,6 +109,8 @@ class LedgerfoldSession:
         # Summary items `get_items` served lately, by their content: how
         # `call_model_input_filter` knows them in the model's input.
         self._served: OrderedDict[str, SummaryItem] = OrderedDict()
+        # The summary item `get_items` framed last, the recall flag then and its content.
+        self._last_framed: tuple[SummaryItem, bool, str] | None = None
 
     def __repr__(self) -> str:
         return f"LedgerfoldSession(session_id={self.session_id!r}, store={self.store!r})"
@@ -216,10 +218,9 @@ class LedgerfoldSession:
         for item in context.items:
             if isinstance(item, SummaryItem):
                 # The summary's framed, escaped message; a turn comes back as its own item.
-                pause()  # its escape, the first time, scans the whole text
-                (message,) = to_chat_messages(AssembledContext((item,), None), recall=self._recall)
-                items.append({"role": "system", "content": message["content"]})
-                self._remember(message["content"], item)
+                content = self._framed(item)
+                items.append({"role": "system", "content": content})
+                self._remember(content, item)
                 continue
             for restored_item in restored(item.role, item.text, item.meta):
                 if isinstance(restored_item, Mapping):
@@ -231,6 +232,19 @@ class LedgerfoldSession:
         if limit is not None:
             items = items[-limit:] if limit > 0 else []
         return items
+
+    def _framed(self, item: SummaryItem) -> str:
+        """The summary's message content, made again only for another summary item (or
+        once `recall_tool()` has changed the framing): the context read serves the same
+        (immutable) item object while nothing changed."""
+        last = self._last_framed
+        if last is not None and last[0] is item and last[1] == self._recall:
+            return last[2]
+        pause()  # on the store's worker: its escape, the first time, scans the whole text
+        (message,) = to_chat_messages(AssembledContext((item,), None), recall=self._recall)
+        content: str = message["content"]
+        self._last_framed = (item, self._recall, content)
+        return content
 
     def _remember(self, content: str, item: SummaryItem) -> None:
         self._served[content] = item
