@@ -333,3 +333,28 @@ def test_every_read_equals_the_uncached_read(tmp_path_factory: object, ops: list
                 )
             for name in ("a", "b"):
                 assert store.context(name, POLICY.version) == _uncached(store, name)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(st.text(max_size=8), st.text(max_size=12), max_size=5) | st.none(),
+    st.text(max_size=20),
+)
+def test_appended_items_are_what_a_read_of_their_rows_makes(
+    meta: dict[str, str] | None, body: str
+) -> None:
+    """The items an append extends the cached contexts with are made from its `Turn`s
+    without the meta's JSON: equal to `item_from_row` of the row written, key order too."""
+    from ledgerfold import Turn
+    from ledgerfold._errors import InvalidInput
+    from ledgerfold.store._rows import item_from_row, meta_json
+    from ledgerfold.store._turn_writes import _items
+
+    try:
+        turn = Turn("t1", 3, "user", body, meta=meta)
+    except InvalidInput:
+        return  # a meta or body the store refuses is never appended
+    (made,) = _items([turn])
+    read = item_from_row((turn.id, turn.sequence, turn.role, turn.body, meta_json(turn.meta)))
+    assert made == read
+    assert list((made.meta or {}).items()) == list((read.meta or {}).items())

@@ -23,7 +23,6 @@ from ledgerfold.store import _ledger as ledger
 from ledgerfold.store._context_cache import ContextCache
 from ledgerfold.store._database import Transaction
 from ledgerfold.store._legacy import legacy_specs
-from ledgerfold.store._rows import item_from_row, meta_json
 
 __all__ = ["TurnWrites"]
 
@@ -174,8 +173,15 @@ def _names_a_summary(conn: sqlite3.Connection, turns: list[Turn]) -> bool:
 
 
 def _items(turns: list[Turn]) -> tuple[TurnItem, ...]:
-    """The context items of new turns, exactly as a read of their rows would make them."""
+    """The context items of new turns, exactly as a read of their rows would make them
+    (`item_from_row` of the row `turn_values` wrote): the meta column is its JSON with
+    sorted keys, str to str, so the read's dict is the meta's items in key order. Made
+    without writing and reading that JSON again."""
     return tuple(
-        item_from_row((turn.id, turn.sequence, turn.role, turn.body, meta_json(turn.meta)))
+        TurnItem(turn.id, turn.role, turn.body, turn.sequence, _read_meta(turn.meta))
         for turn in turns
     )
+
+
+def _read_meta(meta: Mapping[str, str] | None) -> dict[str, str] | None:
+    return None if meta is None else dict(sorted(meta.items()))
