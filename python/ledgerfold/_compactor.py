@@ -207,7 +207,6 @@ class Compactor(OutcomeRecorder):
         def begin() -> tuple[_Job | CompactionOutcome, T | None]:
             if before is not None:
                 before()
-                pause()  # a long job: the loop may take the GIL between its steps
             begun = self._begin(conversation_id, force)
             in_job = self._in_job_summarizer()
             if isinstance(begun, _Job) and in_job is not None:
@@ -248,7 +247,8 @@ class Compactor(OutcomeRecorder):
 
     def _summarize_and_end(self, job: _Job, summarizer: Summarizer) -> CompactionOutcome:
         """The built-in summarizer's call and the compaction's end, in the job that planned
-        (`_in_job_summarizer`)."""
+        (`_in_job_summarizer`). Between its steps the loop may take the GIL (`pause`):
+        not after every job's append, which would cost every `add_items` a switch."""
         pause()
         try:
             result = summarizer(job.request)
