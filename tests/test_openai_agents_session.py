@@ -169,6 +169,7 @@ def test_get_items_hands_out_items_of_its_own(tmp_path: Path) -> None:
         first, again, offered, last = asyncio.run(scenario())
     finally:
         session.close()
+    assert all(item["changed"] for item in first)  # the first call's items were changed
     assert all("changed" not in item for item in again)
     assert again[0]["role"] == "system" and "recall_history" not in again[0]["content"]
     assert [item.get("role") for item in again] == ["system", "user", "assistant", None, None]
