@@ -11,7 +11,7 @@ from typing import Any
 from agents import Agent, RunConfig, Runner
 
 from integration_stores import RecordingStore
-from ledgerfold import CompactionPolicy
+from ledgerfold import CompactionPolicy, SQLiteStore
 from ledgerfold.integrations.openai_agents import LedgerfoldSession
 from test_openai_agents import ScriptedModel, lookup
 
@@ -180,3 +180,24 @@ def test_get_items_hands_out_items_of_its_own(tmp_path: Path) -> None:
     ]
     assert "recall_history" in offered[0]["content"]
     assert offered[1:] == again[1:] and last == offered
+
+
+def test_the_decoded_items_memo_is_the_sessions_and_goes_with_clear_session(
+    tmp_path: Path,
+) -> None:
+    """Short stored items are decoded once per session, not in a process-wide cache: another
+    session does not see them, and `clear_session` empties the memo with the ledger."""
+    store = SQLiteStore(tmp_path / "f.db")
+    one, other = LedgerfoldSession("a", store=store), LedgerfoldSession("b", store=store)
+
+    async def scenario() -> None:
+        await one.add_items(_exchange(0))
+        assert await one.get_items() == _exchange(0)
+        assert len(one._decoded._items) == 2 and not other._decoded._items
+        await one.clear_session()
+
+    try:
+        asyncio.run(scenario())
+        assert not one._decoded._items
+    finally:
+        store.close()

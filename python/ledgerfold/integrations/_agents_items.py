@@ -24,7 +24,6 @@ with `tool_calls` as its text and one `function_call` a call.
 
 from __future__ import annotations
 
-import functools
 import json
 import uuid
 from collections.abc import Mapping, Sequence
@@ -36,6 +35,7 @@ from ledgerfold.adapters._chat import tool_group
 __all__ = [
     "CALL_OUTPUTS",
     "ITEM_KEY",
+    "DecodedItems",
     "is_call",
     "is_output",
     "item_groups",
@@ -186,14 +186,20 @@ def stored(item: Mapping[str, Any]) -> str:
     return json.dumps(item, ensure_ascii=False, sort_keys=True)
 
 
-def restored(role: str, text: str, meta: Mapping[str, str] | None) -> list[Any]:
+def restored(
+    role: str,
+    text: str,
+    meta: Mapping[str, str] | None,
+    decoded: DecodedItems | None = None,
+) -> list[Any]:
     """The item as it came, from a turn's role, text and meta: one item, or, for a turn no
-    session wrote, the items its role and text make (see the module)."""
+    session wrote, the items its role and text make (see the module). `decoded`: the
+    caller's memo of short stored items, so they are not decoded at every read."""
     meta = meta or {}
     verbatim = meta.get(ITEM_KEY)
     if verbatim is None:
         return _foreign(role, text, meta)
-    template = _flat_item(verbatim) if len(verbatim) <= _FLAT_CHARS else None
+    template = decoded.flat(verbatim) if decoded is not None else None
     item = json.loads(verbatim) if template is None else dict(template)
     moved = item.pop(_MOVED_KEY, None) if isinstance(item, dict) else None
     if moved == "arguments":
@@ -203,24 +209,46 @@ def restored(role: str, text: str, meta: Mapping[str, str] | None) -> list[Any]:
     return [item]
 
 
-#: A stored item this short is decoded once (`_flat_item`): a message's, whose text the turn
-#: holds, is about 60 characters.
-_FLAT_CHARS = 512
+class DecodedItems:
+    """One session's memo of its short stored items, decoded (`restored`): `get_items` reads
+    every turn's item at every call, and a message's stored item (whose text the turn holds)
+    is about 60 characters that decode to the same object each time. Per session, bounded
+    and cleared with the session (`clear_session`): no item outlives its conversation in a
+    process-wide cache."""
 
+    #: A stored item at most this long is kept.
+    MAX_CHARS = 512
+    #: At most this many items; the memo starts over when full.
+    MAX_ITEMS = 1024
 
-@functools.lru_cache(maxsize=1024)
-def _flat_item(verbatim: str) -> dict[str, Any] | None:
-    """The stored item decoded, when it is an object whose values are all str, number,
-    bool or null: a copy of it (`dict`) is then what `json.loads` would make again, and
-    `get_items` does not decode every turn's item at every call. None for any other item
-    (decoded each time: a copy would share its lists and objects). Never handed out itself,
-    so never changed."""
-    item = json.loads(verbatim)
-    if isinstance(item, dict) and all(
-        value is None or isinstance(value, (str, int, float)) for value in item.values()
-    ):
-        return item
-    return None
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: dict[str, dict[str, Any] | None] = {}
+
+    def flat(self, verbatim: str) -> dict[str, Any] | None:
+        """The stored item decoded, when it is short and an object whose values are all str,
+        number, bool or null: a copy of it (`dict`) is then what `json.loads` would make
+        again. None for any other item (decoded each time: a copy would share its lists and
+        objects). The kept object is never handed out, so never changed."""
+        if len(verbatim) > self.MAX_CHARS:
+            return None
+        try:
+            return self._items[verbatim]
+        except KeyError:
+            pass
+        item = json.loads(verbatim)
+        scalars = isinstance(item, dict) and all(
+            value is None or isinstance(value, (str, int, float)) for value in item.values()
+        )
+        flat = item if scalars else None
+        if len(self._items) >= self.MAX_ITEMS:
+            self._items.clear()
+        self._items[verbatim] = flat
+        return flat
+
+    def clear(self) -> None:
+        self._items.clear()
 
 
 def _foreign(role: str, text: str, meta: Mapping[str, str]) -> list[Any]:

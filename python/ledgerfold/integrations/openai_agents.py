@@ -41,6 +41,7 @@ from ledgerfold._worker import pause, worker_for
 from ledgerfold.adapters._chat import chat_turn_specs, to_chat_messages, tool_group
 from ledgerfold.integrations._agents_items import (
     ITEM_KEY,
+    DecodedItems,
     is_call,
     is_output,
     item_groups,
@@ -111,6 +112,8 @@ class LedgerfoldSession:
         self._served: OrderedDict[str, SummaryItem] = OrderedDict()
         # The summary item `get_items` framed last, the recall flag then and its content.
         self._last_framed: tuple[SummaryItem, bool, str] | None = None
+        # This session's short stored items, decoded once (`restored`).
+        self._decoded = DecodedItems()
 
     def __repr__(self) -> str:
         return f"LedgerfoldSession(session_id={self.session_id!r}, store={self.store!r})"
@@ -177,6 +180,8 @@ class LedgerfoldSession:
         earlier versions, summaries sealed or not). `get_items()` is then empty."""
         await worker_for(self.store).run(self.store.delete_conversation, self.session_id)
         self._served.clear()
+        self._decoded.clear()
+        self._last_framed = None
 
     # -- one summary system message --------------------------------------------------------
 
@@ -222,7 +227,7 @@ class LedgerfoldSession:
                 items.append({"role": "system", "content": content})
                 self._remember(content, item)
                 continue
-            for restored_item in restored(item.role, item.text, item.meta):
+            for restored_item in restored(item.role, item.text, item.meta, self._decoded):
                 if isinstance(restored_item, Mapping):
                     if is_call(restored_item):
                         calls.add(link_id(restored_item))
