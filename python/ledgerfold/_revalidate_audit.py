@@ -123,7 +123,7 @@ def _link(
 
 
 def _conversation_by_rows(
-    conn: sqlite3.Connection, job: Job, verdict: Verdict, audit: Audit
+    conn: sqlite3.Connection, job: Job, verdict: Verdict, audit: Audit, utf8: bool
 ) -> Verdict:
     """The split check and the audit of one conversation, row by row."""
     conversation_id, summary_id, reason, turn_id = verdict
@@ -132,7 +132,7 @@ def _conversation_by_rows(
         if split is not None:
             reason, turn_id = _GROUP_SPLIT, split
     stale = [summary_id] if reason is not None else []
-    for found in digests.wrong_digests(conn, job[0], stale):
+    for found in digests.wrong_digests(conn, job[0], stale, utf8=utf8):
         audit.count(found)
     return conversation_id, summary_id, reason, turn_id
 
@@ -144,13 +144,17 @@ def audit_run(
     uncited: Sequence[list[int] | None] | None,
     bounded: bool,
     threads: int,
+    *,
+    utf8: bool = True,
 ) -> tuple[list[Verdict], Audit]:
     """The split check and the digest audit of a checked run (inside the caller's snapshot):
     the run's verdicts, `group-split` where a current summary splits a unit, and what the
     audit found. `uncited[i]` are the sequences of the rows the check read for `run[i]` and
     found uncited (None when it cannot tell, or for the whole run when the check read it by
     rows); `bounded`: the check read each conversation up to its summary's
-    `through_sequence` only."""
+    `through_sequence` only. `utf8`: the database stores text as UTF-8; a packed read
+    counts and carries the bytes of the stored text, so a database that does not (UTF-16)
+    is audited row by row, its text read as text."""
     audit = Audit()
     slots: list[tuple[object, float | int | None]] = []
     kept: list[tuple[int, int]] = []
@@ -166,7 +170,7 @@ def audit_run(
             slots.append((job[0], job[5] if bounded else None))
             kept.extend((index, sequence) for sequence in sequences)
     found = None
-    if len(by_rows) < len(run):
+    if utf8 and len(by_rows) < len(run):
         try:
             turn_columns, audit_columns = batch_reads.packed_audit(conn, slots, kept)
             found = _native.audit_columns(turn_columns, audit_columns, len(run), threads)
@@ -180,7 +184,7 @@ def audit_run(
         recheck, may_split, rows, _ = found
         audit.checked += rows
         for _, pk in recheck:
-            row = digests.row_by_key(conn, pk)
+            row = digests.row_by_key(conn, pk, utf8=utf8)
             if row is not None:
                 audit.checked -= 1  # counted again, decided by the store's reading
                 audit.count(digests.check_row(row))
@@ -193,10 +197,10 @@ def audit_run(
                 continue
             checked[index] = (conversation_id, summary_id, _GROUP_SPLIT, split)
             # Its sources are no longer verified: hashed too.
-            for row in digests.cited_rows(conn, conversation_id, run[index][1]):
+            for row in digests.cited_rows(conn, conversation_id, run[index][1], utf8=utf8):
                 audit.count(digests.check_row(row))
     for index in by_rows:
-        checked[index] = _conversation_by_rows(conn, run[index], checked[index], audit)
+        checked[index] = _conversation_by_rows(conn, run[index], checked[index], audit, utf8)
     return checked, audit
 
 
@@ -204,12 +208,14 @@ def audit_leftovers(
     conn: sqlite3.Connection,
     conversations: Sequence[object],
     stale_summary_ids: Sequence[str],
+    *,
+    utf8: bool = True,
 ) -> Audit:
     """The audit of conversations without a current summary to check (none, or a damaged
     record whose ID is among `stale_summary_ids`), row by row."""
     audit = Audit()
     with batch_reads.snapshot(conn):
         for conversation_id in conversations:
-            for found in digests.wrong_digests(conn, conversation_id, stale_summary_ids):
+            for found in digests.wrong_digests(conn, conversation_id, stale_summary_ids, utf8=utf8):
                 audit.count(found)
     return audit

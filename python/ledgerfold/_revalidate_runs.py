@@ -219,7 +219,9 @@ def check_jobs(
                 (found, turns, size), bounded = _check(conn, run, threads, utf8=utf8, uncited=True)
                 uncited = None if bounded is None else [verdict[4] for verdict in found]
                 unsealed = [_unseal(conn, verdict) for verdict in found]
-                checked, run_audit = audit_run(conn, run, unsealed, uncited, bool(bounded), threads)
+                checked, run_audit = audit_run(
+                    conn, run, unsealed, uncited, bool(bounded), threads, utf8=utf8
+                )
             verdicts.extend(checked)
             audit.add(run_audit)
             turns_hashed += turns
@@ -232,7 +234,7 @@ def check_jobs(
                 leftovers = [
                     key for key in _conversations_in(conn, keys) if key not in checked_keys
                 ]
-            audit.add(audit_leftovers(conn, leftovers, damaged))
+            audit.add(audit_leftovers(conn, leftovers, damaged, utf8=utf8))
     except BaseException:
         if stop is not None:
             stop.set()

@@ -37,6 +37,7 @@ __all__ = [
     "current_summaries",
     "is_utf8",
     "lenient_rows",
+    "lenient_text",
     "open_readonly",
     "packed_audit",
     "packed_sources",
@@ -94,7 +95,8 @@ class NotUtf8:
         return f"NotUtf8(<{len(self.raw)} bytes>)"
 
 
-def _lenient_text(raw: bytes) -> str | NotUtf8:
+def lenient_text(raw: bytes) -> str | NotUtf8:
+    """A `text_factory`: stored text as `str`, or as `NotUtf8` when its bytes are not UTF-8."""
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -113,7 +115,7 @@ def lenient_rows(
         if not quotes_stored_data(error):  # not a text that failed to decode
             raise
     previous = conn.text_factory
-    conn.text_factory = _lenient_text
+    conn.text_factory = lenient_text
     try:
         rows = conn.execute(query, parameters).fetchall()
     finally:

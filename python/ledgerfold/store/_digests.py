@@ -17,7 +17,7 @@ from typing import Any
 
 from ledgerfold import _validate
 from ledgerfold._errors import InvalidInput, StoreError
-from ledgerfold.store._batch_reads import NotUtf8
+from ledgerfold.store._batch_reads import NotUtf8, lenient_text
 from ledgerfold.store._ledger import bump_revision, live_turn_row, mark_citing_stale
 from ledgerfold.store._rows import turn_from_row
 from ledgerfold.store._schema import CURRENT, TURN_LIVE
@@ -52,7 +52,15 @@ _COLUMNS = (
     " CAST(t.grp AS BLOB), CAST(t.meta AS BLOB),"
     " CASE WHEN typeof(t.digest) = 'blob' THEN t.digest END, t.pk FROM turns AS t"
 )
+# In a database whose text is stored as UTF-16, a cast to a blob gives the UTF-16 bytes (the
+# digest is over UTF-8): text is read as text there (SQLite converts it to UTF-8), leniently,
+# and encoded back (`_as_utf8`), so that the row has the form the cast gives in UTF-8.
+_TEXT_COLUMNS = (
+    "t.id, t.sequence, t.role, t.body, t.protected, t.protection_reason, t.grp, t.meta,"
+    " CASE WHEN typeof(t.digest) = 'blob' THEN t.digest END, t.pk FROM turns AS t"
+)
 _ROW = f"SELECT t.conversation_id, {_COLUMNS}"
+_TEXT_ROW = f"SELECT t.conversation_id, {_TEXT_COLUMNS}"
 _NOT_VERIFIED = (
     " AND t.state = ? AND NOT EXISTS ("
     " SELECT 1 FROM conversations AS c JOIN summaries AS s ON s.pk = c.current_summary"
@@ -67,10 +75,49 @@ _UNVERIFIED_NOT_UTF8 = (
     f"SELECT NULL, {_COLUMNS} WHERE t.conversation_id = CAST(? AS TEXT){_NOT_VERIFIED}"
 )
 _BY_KEY = f"{_ROW} WHERE t.pk = ?"
-_CITED = (
-    f"{_ROW} WHERE t.conversation_id = ? AND t.state = ?"
+_CITED_WHERE = (
+    " WHERE t.conversation_id = ? AND t.state = ?"
     " AND t.id IN (SELECT turn_id FROM summary_sources WHERE summary_pk = ?)"
 )
+_CITED = f"{_ROW}{_CITED_WHERE}"
+# Each read in its form for a database whose text is not stored as UTF-8, by its UTF-8 form.
+_READS = {
+    _UNVERIFIED: f"{_TEXT_ROW} WHERE t.conversation_id = ?{_NOT_VERIFIED}",
+    _UNVERIFIED_NOT_UTF8: (
+        f"SELECT NULL, {_TEXT_COLUMNS} WHERE t.conversation_id = CAST(? AS TEXT){_NOT_VERIFIED}"
+    ),
+    _BY_KEY: f"{_TEXT_ROW} WHERE t.pk = ?",
+    _CITED: f"{_TEXT_ROW}{_CITED_WHERE}",
+}
+
+
+def _utf8_bytes(value: object) -> object:
+    """A text field read as text (`NotUtf8` when SQLite's UTF-8 of it is not UTF-8) as the
+    bytes a cast to a blob gives in a UTF-8 database; a blob, a number, NULL as they are."""
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, NotUtf8):
+        return value.raw
+    return value
+
+
+def _as_utf8(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A row of `_TEXT_ROW` in the form of `_ROW` (the conversation key as read)."""
+    return (row[0], *map(_utf8_bytes, row[1:9]), *row[9:])
+
+
+def _text_rows(
+    conn: sqlite3.Connection, query: str, parameters: tuple[object, ...]
+) -> list[tuple[Any, ...]]:
+    """The rows of one of `_READS`' UTF-8 queries in its form, read in a database whose text
+    is not stored as UTF-8."""
+    previous = conn.text_factory
+    conn.text_factory = lenient_text
+    try:
+        rows = conn.execute(_READS[query], parameters).fetchall()
+    finally:
+        conn.text_factory = previous
+    return [_as_utf8(row) for row in rows]
 
 
 def _text(value: object) -> object:
@@ -105,32 +152,51 @@ def check_row(row: tuple[Any, ...]) -> RowCheck:
 
 
 def wrong_digests(
-    conn: sqlite3.Connection, conversation_id: object, stale_summary_ids: Iterable[str]
+    conn: sqlite3.Connection,
+    conversation_id: object,
+    stale_summary_ids: Iterable[str],
+    *,
+    utf8: bool = True,
 ) -> Iterator[RowCheck]:
     """Hash every live turn of the conversation not verified by its current summary (inside
     the caller's snapshot), one `check_row` each. A conversation key that is `NotUtf8`
-    (damage) is found by its bytes, and reported as that key."""
+    (damage) is found by its bytes, and reported as that key. `utf8`: the database stores
+    text as UTF-8 (`_batch_reads.is_utf8`)."""
     stale = json.dumps(sorted(stale_summary_ids), ensure_ascii=False)
     if isinstance(conversation_id, NotUtf8):
-        rows = conn.execute(_UNVERIFIED_NOT_UTF8, (conversation_id.raw, TURN_LIVE, stale))
+        parameters = (conversation_id.raw, TURN_LIVE, stale)
+        rows = (
+            conn.execute(_UNVERIFIED_NOT_UTF8, parameters)
+            if utf8
+            else _text_rows(conn, _UNVERIFIED_NOT_UTF8, parameters)
+        )
         for row in rows:
             yield check_row((conversation_id, *row[1:]))
+        return
+    if not utf8:
+        for row in _text_rows(conn, _UNVERIFIED, (conversation_id, TURN_LIVE, stale)):
+            yield check_row(row)
         return
     for row in conn.execute(_UNVERIFIED, (conversation_id, TURN_LIVE, stale)):
         yield check_row(row)
 
 
-def row_by_key(conn: sqlite3.Connection, pk: int) -> tuple[Any, ...] | None:
+def row_by_key(conn: sqlite3.Connection, pk: int, *, utf8: bool = True) -> tuple[Any, ...] | None:
     """The `_ROW` of the turn with table key `pk`."""
+    if not utf8:
+        return next(iter(_text_rows(conn, _BY_KEY, (pk,))), None)
     row: tuple[Any, ...] | None = conn.execute(_BY_KEY, (pk,)).fetchone()
     return row
 
 
 def cited_rows(
-    conn: sqlite3.Connection, conversation_id: str, summary_pk: int
+    conn: sqlite3.Connection, conversation_id: str, summary_pk: int, *, utf8: bool = True
 ) -> list[tuple[Any, ...]]:
     """The `_ROW`s of the conversation's live turns the summary cites."""
-    return conn.execute(_CITED, (conversation_id, TURN_LIVE, summary_pk)).fetchall()
+    parameters = (conversation_id, TURN_LIVE, summary_pk)
+    if not utf8:
+        return _text_rows(conn, _CITED, parameters)
+    return conn.execute(_CITED, parameters).fetchall()
 
 
 def turn_pairs(turns: object) -> list[tuple[str, str]]:
