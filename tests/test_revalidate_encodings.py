@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ledgerfold import SQLiteStore
+from ledgerfold import CompactionPolicy, Compactor, SQLiteStore
 from ledgerfold.revalidate import RevalidationReport, revalidate_database
 from ledgerfold.store._schema import CURRENT, TURN_LIVE
 
@@ -206,3 +206,83 @@ def test_a_changed_row_of_a_utf16_database_is_repaired(utf16_db: Path) -> None:
     assert (again.stale, again.digests_wrong, again.turns_damaged) == (0, 0, 1)
     with SQLiteStore(utf16_db) as store:
         assert store.current_summary(picked["cited"][1]) is None
+
+
+# ------------------------------------------------------------------ text that is not text
+
+_SMALL_POLICY = CompactionPolicy("v1", keep_tail=2, min_new_turns=1)
+#: A stored text that is not valid in the file's encoding: a byte that is not UTF-8, a lone
+#: surrogate in UTF-16 (SQLite converts it to bytes that are not UTF-8 either).
+_NOT_TEXT = {"UTF-8": "X'ff'", "UTF-16le": "X'00d8'", "UTF-16be": "X'd800'"}
+_NOT_TEXT_DAMAGE = {
+    "tail-body": "UPDATE turns SET body = CAST({} AS TEXT) WHERE id = 'c1-tail2'",
+    "cited-body": "UPDATE turns SET body = CAST({} AS TEXT) WHERE id = 'c1-u2'",
+    "tail-id": "UPDATE turns SET id = CAST({} AS TEXT) WHERE id = 'c1-tail2'",
+    "tail-role": "UPDATE turns SET role = CAST({} AS TEXT) WHERE id = 'c1-tail2'",
+    "cited-meta": "UPDATE turns SET meta = CAST({} AS TEXT) WHERE id = 'c1-u1'",
+    "conversation-key": "UPDATE turns SET conversation_id = CAST({} AS TEXT)"
+    " WHERE conversation_id = 'c2'",
+    "conversation-key-everywhere": "UPDATE turns SET conversation_id = CAST({} AS TEXT)"
+    " WHERE conversation_id = 'c2'; UPDATE conversations SET id = CAST({} AS TEXT)"
+    " WHERE id = 'c2'; UPDATE summaries SET conversation_id = CAST({} AS TEXT)"
+    " WHERE conversation_id = 'c2'",
+}
+
+
+def _small_ledger(path: Path, encoding: str) -> Path:
+    """Two conversations, each with a summary over its older turns and a raw tail; one tail
+    turn changed behind the store's back (a wrong digest the audit must find)."""
+    if encoding != "UTF-8":
+        _empty_file(path, encoding)
+    with SQLiteStore(path) as store:
+        for c in ("c1", "c2"):
+            store.append(c, "system", "sys prompt")
+            store.append(c, "user", "hello", id=f"{c}-u1", meta={"k": "v"})
+            store.append(c, "user", "more", id=f"{c}-u2")
+            for n in range(3):
+                store.append(c, "user", f"tail {n}", id=f"{c}-tail{n}")
+            assert Compactor(store, _SMALL_POLICY).compact(c, force=True).status == "accepted"
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE turns SET body = 'changed' WHERE id IN ('c1-tail1', 'c2-tail1')")
+    conn.commit()
+    conn.close()
+    assert _encoding(path) == encoding
+    return path
+
+
+def _not_text(path: Path, encoding: str, damage: str) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA foreign_keys = OFF")
+    conn.executescript(_NOT_TEXT_DAMAGE[damage].format(*[_NOT_TEXT[encoding]] * 3))
+    conn.close()
+
+
+@pytest.mark.parametrize("damage", sorted(_NOT_TEXT_DAMAGE))
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_text_not_valid_in_a_utf16_database_is_damage_not_an_error(
+    tmp_path: Path, encoding: str, damage: str
+) -> None:
+    """A stored text that is not valid UTF-16 (a lone surrogate) is what text that is not
+    UTF-8 is in a UTF-8 file: a damaged row or a stale summary, never an exception (the row
+    read of a UTF-16 file failed the whole revalidation), and the live turns under a
+    conversation key that is not text are still audited (they were not found)."""
+    expected_path = _small_ledger(tmp_path / "utf8.db", "UTF-8")
+    _not_text(expected_path, "UTF-8", damage)
+    path = _small_ledger(tmp_path / "utf16.db", encoding)
+    _not_text(path, encoding, damage)
+    for options in OPTIONS:
+        expected = _comparable(revalidate_database(expected_path, mark_stale=False, **options))
+        report = _comparable(revalidate_database(path, mark_stale=False, **options))
+        # The key that is not text is reported with its bad bytes replaced: not the same
+        # bytes in the two files.
+        for found in (expected, report):
+            found["wrong_digests"] = [
+                (c if c in ("c1", "c2") else "?", t) for c, t in found["wrong_digests"]
+            ]
+            found["stale"] = [
+                (c if c in ("c1", "c2") else "?", *rest) for c, *rest in found["stale"]
+            ]
+        # (A damaged cited body is hashed as its bytes: not as many in the two files.)
+        del expected["bytes_hashed"], report["bytes_hashed"]
+        assert report == expected
+        assert expected["wrong_digests"]  # the tail turn changed behind the store's back

@@ -393,7 +393,9 @@ def packed_audit(
 
 # The row form, text fields as their stored bytes in a UTF-8 database (whatever the storage
 # class, and text that is not UTF-8 stays visible as such: the packed read sees the same
-# bytes), as text in a UTF-16 one (SQLite converts it).
+# bytes). In a UTF-16 one a cast would give UTF-16 bytes: text is read as text there, which
+# SQLite converts to UTF-8, as bytes (`_as_utf8_bytes`; text that is not valid UTF-16 comes
+# out as bytes that are not UTF-8, damage for the reader to judge, not a failed read).
 _ROW_COLUMNS = (
     "conversation_id",
     "id",
@@ -411,6 +413,21 @@ def _read(column: str, utf8: bool) -> str:
     return f"CAST({column} AS BLOB)" if utf8 else column
 
 
+@contextmanager
+def _as_utf8_bytes(conn: sqlite3.Connection, utf8: bool) -> Iterator[None]:
+    """In a database whose text is not stored as UTF-8, text read in the block comes as the
+    bytes of SQLite's UTF-8 of it (what `_read`'s cast gives in a UTF-8 one)."""
+    if utf8:
+        yield
+        return
+    previous = conn.text_factory
+    conn.text_factory = bytes
+    try:
+        yield
+    finally:
+        conn.text_factory = previous
+
+
 def turn_rows(conn: sqlite3.Connection, run: Sequence[Job], *, utf8: bool) -> list[tuple[Any, ...]]:
     """Every live turn of the run's range of conversations, one row each, as
     `_native.revalidate_flat` takes them."""
@@ -422,7 +439,11 @@ def turn_rows(conn: sqlite3.Connection, run: Sequence[Job], *, utf8: bool) -> li
         f"SELECT {', '.join(columns)} FROM turns"
         " WHERE conversation_id BETWEEN ? AND ? AND state = ?"
     )
-    return conn.execute(query, (run[0][0], run[-1][0], TURN_LIVE)).fetchall()
+    with _as_utf8_bytes(conn, utf8):
+        rows: list[tuple[Any, ...]] = conn.execute(
+            query, (run[0][0], run[-1][0], TURN_LIVE)
+        ).fetchall()
+    return rows
 
 
 def source_rows(
@@ -435,7 +456,9 @@ def source_rows(
         f"SELECT summary_pk, {_read('turn_id', utf8)} FROM summary_sources"
         f" WHERE summary_pk IN ({', '.join(['?'] * len(keys))}) ORDER BY summary_pk, position"
     )
-    return conn.execute(query, keys).fetchall()
+    with _as_utf8_bytes(conn, utf8):
+        rows: list[tuple[Any, ...]] = conn.execute(query, keys).fetchall()
+    return rows
 
 
 def sealed_inputs(
@@ -447,27 +470,28 @@ def sealed_inputs(
     pk, fingerprint = conn.execute(
         "SELECT pk, source_fingerprint FROM summaries WHERE id = ?", (summary_id,)
     ).fetchone()
-    sources = conn.execute(
-        f"SELECT {_read('turn_id', utf8)}, turn_digest FROM summary_sources"
-        " WHERE summary_pk = ? ORDER BY position",
-        (pk,),
-    ).fetchall()
-    purged = {
-        bytes(row[0]).decode("utf-8", errors="replace") if utf8 else row[0]
-        for row in conn.execute(
-            f"SELECT {_read('id', utf8)} FROM turns WHERE conversation_id = ? AND state = ?",
-            (conversation_id, TURN_PURGED),
-        )
-    }
     columns = [
         _read(column, utf8) if column not in ("sequence", "protected") else column
         for column in _ROW_COLUMNS[1:]
     ]
-    live = conn.execute(
-        f"SELECT {', '.join(columns)} FROM turns"
-        " WHERE conversation_id = ? AND state = ? ORDER BY sequence",
-        (conversation_id, TURN_LIVE),
-    ).fetchall()
+    with _as_utf8_bytes(conn, utf8):
+        sources = conn.execute(
+            f"SELECT {_read('turn_id', utf8)}, turn_digest FROM summary_sources"
+            " WHERE summary_pk = ? ORDER BY position",
+            (pk,),
+        ).fetchall()
+        purged = {
+            bytes(row[0]).decode("utf-8", errors="replace")
+            for row in conn.execute(
+                f"SELECT {_read('id', utf8)} FROM turns WHERE conversation_id = ? AND state = ?",
+                (conversation_id, TURN_PURGED),
+            )
+        }
+        live = conn.execute(
+            f"SELECT {', '.join(columns)} FROM turns"
+            " WHERE conversation_id = ? AND state = ? ORDER BY sequence",
+            (conversation_id, TURN_LIVE),
+        ).fetchall()
     return fingerprint, sources, purged, live
 
 

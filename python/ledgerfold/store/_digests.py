@@ -83,9 +83,9 @@ _CITED = f"{_ROW}{_CITED_WHERE}"
 # Each read in its form for a database whose text is not stored as UTF-8, by its UTF-8 form.
 _READS = {
     _UNVERIFIED: f"{_TEXT_ROW} WHERE t.conversation_id = ?{_NOT_VERIFIED}",
-    _UNVERIFIED_NOT_UTF8: (
-        f"SELECT NULL, {_TEXT_COLUMNS} WHERE t.conversation_id = CAST(? AS TEXT){_NOT_VERIFIED}"
-    ),
+    # The key's bytes are SQLite's UTF-8 of a stored UTF-16 text that is not valid (made
+    # text again they would be read as UTF-16): every text key is read, and matched here.
+    _UNVERIFIED_NOT_UTF8: (f"{_TEXT_ROW} WHERE typeof(t.conversation_id) = 'text'{_NOT_VERIFIED}"),
     _BY_KEY: f"{_TEXT_ROW} WHERE t.pk = ?",
     _CITED: f"{_TEXT_ROW}{_CITED_WHERE}",
 }
@@ -164,11 +164,14 @@ def wrong_digests(
     text as UTF-8 (`_batch_reads.is_utf8`)."""
     stale = json.dumps(sorted(stale_summary_ids), ensure_ascii=False)
     if isinstance(conversation_id, NotUtf8):
-        parameters = (conversation_id.raw, TURN_LIVE, stale)
         rows = (
-            conn.execute(_UNVERIFIED_NOT_UTF8, parameters)
+            conn.execute(_UNVERIFIED_NOT_UTF8, (conversation_id.raw, TURN_LIVE, stale))
             if utf8
-            else _text_rows(conn, _UNVERIFIED_NOT_UTF8, parameters)
+            else [
+                row
+                for row in _text_rows(conn, _UNVERIFIED_NOT_UTF8, (TURN_LIVE, stale))
+                if row[0] == conversation_id
+            ]
         )
         for row in rows:
             yield check_row((conversation_id, *row[1:]))
