@@ -279,6 +279,7 @@ def export_parquet(
         # Written inside the holder under the target's name, with the usual directory modes
         # (mkdtemp's own directory is 0700), then renamed into place.
         staging = holder / target.name
+        utf8 = batch_reads.is_utf8(conn)
         with batch_reads.snapshot(conn):  # one snapshot for every table
             parts = _assign_parts(batch_reads.conversation_turn_counts(conn), turns_per_file)
             for table in TABLES:
@@ -289,7 +290,7 @@ def export_parquet(
                 low, high = _part_range(parts, index)
                 entry: dict[str, Any] = {"index": index, "file": part_name(index)}
                 for table in TABLES:
-                    rows = batch_reads.part_rows(conn, table, low, high)
+                    rows = batch_reads.part_rows(conn, table, low, high, utf8=utf8)
                     table_data = _table(pa, schemas[table], rows)
                     pq.write_table(table_data, staging / table / part_name(index))
                     entry[table] = len(rows)

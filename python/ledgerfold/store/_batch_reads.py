@@ -538,12 +538,62 @@ def conversation_turn_counts(conn: sqlite3.Connection) -> list[tuple[str, int]]:
     return counts
 
 
+#: The columns of the `turns` export rows, and where the body is among them.
+_TURN_PART_COLUMNS = [
+    "conversation_id",
+    "pk",
+    "id",
+    "sequence",
+    "role",
+    "body",
+    "protected",
+    "protection_reason",
+    "grp",
+    "meta",
+    "digest",
+    "state",
+]
+_BODY = _TURN_PART_COLUMNS.index("body")
+
+
+def _turn_part_rows(conn: sqlite3.Connection, query: str, args: list[str]) -> list[tuple[Any, ...]]:
+    """The `turns` export rows in a database whose text is not stored as UTF-8: the body is
+    read as text (SQLite converts it to UTF-8; a cast would give its UTF-16 bytes) and
+    exported as the bytes of that, as a cast gives them in a UTF-8 database (a body that is
+    not valid text too); any other text that is not valid fails the read, as it does there."""
+    previous = conn.text_factory
+    conn.text_factory = lenient_text
+    try:
+        rows = conn.execute(query.replace("CAST(body AS BLOB)", "body"), args).fetchall()
+    finally:
+        conn.text_factory = previous
+    exported: list[tuple[Any, ...]] = []
+    for row in rows:
+        for index, value in enumerate(row):
+            if isinstance(value, NotUtf8) and index != _BODY:
+                column = _TURN_PART_COLUMNS[index]
+                raise sqlite3.OperationalError(f"Could not decode to UTF-8 column '{column}'")
+        body = row[_BODY]
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+        elif isinstance(body, NotUtf8):
+            body = body.raw
+        exported.append((*row[:_BODY], body, *row[_BODY + 1 :]))
+    return exported
+
+
 def part_rows(
-    conn: sqlite3.Connection, table: str, low: str | None, high: str | None
+    conn: sqlite3.Connection,
+    table: str,
+    low: str | None,
+    high: str | None,
+    *,
+    utf8: bool = True,
 ) -> list[tuple[Any, ...]]:
     """The export rows of `table` whose conversation ID is in `[low, high)` (`None`: no
     bound), so that contiguous ranges put every row, even one whose conversation has no
-    `conversations` row, in exactly one part."""
+    `conversations` row, in exactly one part. `utf8`: the database stores text as UTF-8
+    (`is_utf8`); the body is exported as UTF-8 bytes either way."""
     query, column = _PART_QUERIES[table]
     clauses: list[str] = []
     args: list[str] = []
@@ -553,8 +603,11 @@ def part_rows(
     if high is not None:
         clauses.append(f"{column} < ?")
         args.append(high)
+    query = query.format(where=" AND ".join(clauses) or "1")
     try:
-        return conn.execute(query.format(where=" AND ".join(clauses) or "1"), args).fetchall()
+        if table == "turns" and not utf8:
+            return _turn_part_rows(conn, query, args)
+        return conn.execute(query, args).fetchall()
     except sqlite3.Error as error:
         failure = store_error(conn, error, operation="export", write=False)
         if quotes_stored_data(error):
