@@ -347,6 +347,27 @@ def test_a_summary_superseded_while_the_run_waits_is_checked_as_itself(
         conn.close()
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_conversation_deleted_while_the_run_waits_is_not_reported(
+    db: Path, workers: int
+) -> None:
+    """The jobs are read first, each run later in its own snapshot: a conversation deleted in
+    between has no summary left to check; its summary used to be reported stale
+    (`empty-source`), counted as checked, under "now marked stale"."""
+    before = revalidate_database(db, mark_stale=False, workers=workers)
+    assert before.stale == 0
+    conversation_id = _current_jobs(db)[3][0]
+
+    def delete(total: int) -> None:  # called once the jobs are listed
+        with SQLiteStore(db) as store:
+            store.delete_conversation(conversation_id)
+
+    report = revalidate_database(db, workers=workers, on_total=delete)
+    assert report.stale_summaries == ()
+    assert report.summaries_checked == report.current == before.summaries_checked - 1
+    assert report.turns_damaged == report.digests_wrong == 0
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(

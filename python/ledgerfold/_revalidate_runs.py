@@ -167,6 +167,24 @@ def _unseal(conn: sqlite3.Connection, verdict: Any) -> Verdict:
     return (conversation_id, summary_id, *rechecked)
 
 
+_EMPTY_SOURCE = "empty-source"
+
+
+def _still_there(conn: sqlite3.Connection, run: list[Job], verdicts: list[Verdict]) -> list[bool]:
+    """Whether each summary of the run is still in the database in the run's snapshot (the
+    jobs were listed before it): one deleted meanwhile (its conversation deleted, or the
+    version pruned) has no sources left, which the check calls `empty-source`, and is no
+    longer a summary to report. Asked only of those verdicts."""
+    return [
+        verdict[2] != _EMPTY_SOURCE
+        or conn.execute(
+            "SELECT 1 FROM summaries WHERE pk = ? AND id = ?", (job[1], job[2])
+        ).fetchone()
+        is not None
+        for job, verdict in zip(run, verdicts, strict=True)
+    ]
+
+
 #: A shard's range of conversation keys, `[low, high)` (None: unbounded on that side).
 KeyRange = tuple[object, object]
 
@@ -222,7 +240,8 @@ def check_jobs(
                 checked, run_audit = audit_run(
                     conn, run, unsealed, uncited, bool(bounded), threads, utf8=utf8
                 )
-            verdicts.extend(checked)
+                there = _still_there(conn, run, checked)
+            verdicts.extend(verdict for verdict, kept in zip(checked, there, strict=True) if kept)
             audit.add(run_audit)
             turns_hashed += turns
             bytes_hashed += size
