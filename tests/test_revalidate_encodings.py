@@ -286,3 +286,45 @@ def test_text_not_valid_in_a_utf16_database_is_damage_not_an_error(
         del expected["bytes_hashed"], report["bytes_hashed"]
         assert report == expected
         assert expected["wrong_digests"]  # the tail turn changed behind the store's back
+
+
+# ------------------------------------------------------------------ the order of keys
+
+#: Conversation keys whose order as UTF-16 bytes is not their code point order.
+_KEYS = ["a", "\u0100", "b", "\uff01", "\U0001f600", "z\u00e9", "\u00e9t\u00e9"]
+
+
+def _keyed_ledger(path: Path, encoding: str) -> Path:
+    if encoding != "UTF-8":
+        _empty_file(path, encoding)
+    with SQLiteStore(path) as store:
+        for c in _KEYS:
+            for n in range(6):
+                store.append(c, "user", f"turn {n}", id=f"t{n}")
+            assert Compactor(store, _SMALL_POLICY).compact(c, force=True).status == "accepted"
+        store.append("\u0101 without a summary", "user", "raw")
+    conn = sqlite3.connect(path)  # one turn no summary covers changed behind the store's back
+    conn.execute("UPDATE turns SET body = 'changed' WHERE id = 't5'")
+    conn.commit()
+    conn.close()
+    return path
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_conversation_keys_are_read_in_the_order_of_a_utf16_file(
+    tmp_path: Path, encoding: str
+) -> None:
+    """Runs read a range of conversation keys and each worker audits one: SQLite orders keys
+    by their stored bytes, which in UTF-16 is not code point order. Conversations outside
+    the range a run read had their summaries found `source-missing` (and marked stale), and
+    rows were audited twice or not at all."""
+    expected_path = _keyed_ledger(tmp_path / "utf8.db", "UTF-8")
+    path = _keyed_ledger(tmp_path / "utf16.db", encoding)
+    for options in [*OPTIONS, {"workers": 3}, {"workers": 3, "batch_turns": 1}]:
+        expected = _comparable(revalidate_database(expected_path, mark_stale=False, **options))
+        assert expected["stale"] == [] and expected["digests_wrong"] == len(_KEYS)
+        assert _comparable(revalidate_database(path, mark_stale=False, **options)) == expected
+    before = _current_summaries(path)
+    assert len(before) == len(_KEYS)
+    revalidate_database(path)
+    assert _current_summaries(path) == before

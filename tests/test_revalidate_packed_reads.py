@@ -348,9 +348,7 @@ def test_a_summary_superseded_while_the_run_waits_is_checked_as_itself(
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_a_conversation_deleted_while_the_run_waits_is_not_reported(
-    db: Path, workers: int
-) -> None:
+def test_a_conversation_deleted_while_the_run_waits_is_not_reported(db: Path, workers: int) -> None:
     """The jobs are read first, each run later in its own snapshot: a conversation deleted in
     between has no summary left to check; its summary used to be reported stale
     (`empty-source`), counted as checked, under "now marked stale"."""
@@ -384,6 +382,25 @@ def test_jobs_sort_as_sqlite_orders_conversation_keys(keys: list[object]) -> Non
     expected = [row[0] for row in conn.execute("SELECT id FROM k ORDER BY id")]
     jobs = [(key, 0, "", "", 0) for key in keys]
     assert [job[0] for job in sorted(jobs, key=revalidate_runs.sqlite_order)] == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(["UTF-16le", "UTF-16be"]),
+    st.lists(st.text(min_size=1, max_size=6), max_size=12, unique=True),
+)
+def test_jobs_sort_as_sqlite_orders_keys_stored_as_utf16(encoding: str, keys: list[str]) -> None:
+    """In a UTF-16 database text compares by its UTF-16 bytes: not code point order (runs
+    and shards read by key ranges missed conversations, whose summaries were found
+    `source-missing`)."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute(f"PRAGMA encoding = '{encoding}'")
+    conn.execute("CREATE TABLE k (id TEXT)")
+    conn.executemany("INSERT INTO k VALUES (?)", [(key,) for key in keys])
+    expected = [row[0] for row in conn.execute("SELECT id FROM k ORDER BY id")]
+    jobs = [(key, 0, "", "", 0) for key in keys]
+    order = sorted(jobs, key=lambda job: revalidate_runs.sqlite_order(job, encoding))
+    assert [job[0] for job in order] == expected
 
 
 def test_runs_name_at_most_256_summaries_and_pad_their_parameters() -> None:

@@ -25,14 +25,24 @@ Job = batch_reads.Job
 Verdict = tuple[str, str, str | None, str | None]
 
 
-def sqlite_order(job: Job) -> tuple[int, Any]:
+#: Python's codec of each text encoding SQLite may store text in (`PRAGMA encoding`).
+_CODECS = {"UTF-8": "utf-8", "UTF-16le": "utf-16-le", "UTF-16be": "utf-16-be"}
+
+
+def sqlite_order(job: Job, encoding: str = "UTF-8") -> tuple[int, Any]:
     """SQLite's order of a conversation key (BINARY collation): NULL, text, then blobs. Text
-    compares by UTF-8 bytes, which is code point order, Python's order of `str`. (A column
-    of TEXT affinity stores numbers as text.)"""
+    compares by the bytes it is stored as: in UTF-8, code point order, Python's order of
+    `str`; in UTF-16 (`encoding`, the database's), not (little-endian bytes compare the low
+    byte first, and big-endian ones put an astral character before U+E000-U+FFFF). (A
+    column of TEXT affinity stores numbers as text.)"""
     key: object = job[0]
     if key is None:
         return (0, "")
-    return (1, key) if isinstance(key, str) else (2, key)
+    if isinstance(key, str):
+        if encoding == "UTF-8":
+            return (1, key)
+        return (1, key.encode(_CODECS[encoding], "surrogatepass"))
+    return (2, key)
 
 
 def current_jobs(conn: sqlite3.Connection) -> list[Job]:
@@ -44,8 +54,9 @@ _CONVERSATION_MISMATCH = "conversation-mismatch"
 
 
 def jobs_and_damage(conn: sqlite3.Connection) -> tuple[list[Job], list[Verdict]]:
-    """Every current summary to check, sorted by conversation key as SQLite sorts it: runs
-    read contiguous key ranges (`BETWEEN` the first and last key). A record damaged in
+    """Every current summary to check, sorted by conversation key as SQLite sorts it (in
+    the database's encoding): runs read contiguous key ranges (`BETWEEN` the first and last
+    key), and the workers' shards ranges of keys. A record damaged in
     storage (no text ID or fingerprint) cannot be checked: it is a `damaged-record` verdict,
     not a crash; nor is one whose own conversation is not the one pointing at it: it is
     `conversation-mismatch` (SPEC §6), unchecked further. Nor is one whose conversation key
@@ -62,10 +73,11 @@ def jobs_and_damage(conn: sqlite3.Connection) -> tuple[list[Job], list[Verdict]]
             damaged.append((job[0], job[2], DAMAGED, None))
         else:
             jobs.append(job)
-    if all(type(job[0]) is str for job in jobs):  # unique text keys: the tuples sort by them
-        jobs.sort()
+    encoding: str = conn.execute("PRAGMA encoding").fetchone()[0]
+    if encoding == "UTF-8" and all(type(job[0]) is str for job in jobs):
+        jobs.sort()  # unique text keys: the tuples sort by them
     else:
-        jobs.sort(key=sqlite_order)
+        jobs.sort(key=lambda job: sqlite_order(job, encoding))
     return jobs, damaged
 
 
