@@ -328,3 +328,57 @@ def test_conversation_keys_are_read_in_the_order_of_a_utf16_file(
     assert len(before) == len(_KEYS)
     revalidate_database(path)
     assert _current_summaries(path) == before
+
+
+# ------------------------------------------------------------------ random damage
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_random_damage_in_a_utf16_file_is_reported_as_in_a_utf8_one(
+    tmp_path: Path, encoding: str, seed: int
+) -> None:
+    """The audit's random databases (split units, wrong digests, damaged rows and records,
+    conversations without a summary), built and damaged alike in a UTF-8 and a UTF-16 file:
+    the same report, whatever the workers and runs."""
+    from test_revalidate_audit import _build, _damage
+
+    expected_path = tmp_path / "utf8.db"
+    _build(expected_path, seed)
+    _damage(expected_path, seed)
+    path = tmp_path / "utf16.db"
+    _empty_file(path, encoding)
+    _build(path, seed)
+    _damage(path, seed)
+    assert _encoding(path) == encoding
+    for options in ({"workers": 1}, {"workers": 2}, {"workers": 3, "batch_turns": 7}):
+        expected = _by_sequence(
+            expected_path, revalidate_database(expected_path, mark_stale=False, **options)
+        )
+        report = _by_sequence(path, revalidate_database(path, mark_stale=False, **options))
+        assert report == expected
+
+
+def _by_sequence(path: Path, report: RevalidationReport) -> dict[str, Any]:
+    """`_comparable`, each turn named by its sequence (the store generated the IDs)."""
+    conn = sqlite3.connect(path)
+    try:
+
+        def sequence(conversation_id: str, turn_id: str | None) -> object:
+            if turn_id is None:
+                return None
+            row = conn.execute(
+                "SELECT sequence FROM turns WHERE conversation_id = ? AND id = ?",
+                (conversation_id, turn_id),
+            ).fetchone()
+            return None if row is None else row[0]
+
+        found = _comparable(report)
+        found["stale"] = [(c, reason, sequence(c, t)) for c, reason, t in found["stale"]]
+        found["wrong_digests"] = sorted(
+            (c, sequence(c, t))
+            for c, t in found["wrong_digests"]  # type: ignore[type-var]
+        )
+        return found
+    finally:
+        conn.close()
