@@ -136,6 +136,35 @@ def test_a_sealed_summary_citing_a_damaged_row_is_source_modified(tmp_path: Path
     assert SECRET not in json.dumps(report.as_json())
 
 
+@pytest.mark.parametrize("sealed", [False, True], ids=["plain", "sealed"])
+@pytest.mark.parametrize("column", ["sequence", "protected"])
+def test_a_number_stored_as_text_that_is_not_utf8_is_damage_not_an_error(
+    tmp_path: Path, column: str, sealed: bool
+) -> None:
+    """A sequence or protection flag stored as text whose bytes are not UTF-8 (they are read
+    as numbers, not cast) made every read of its run fail: revalidation raised StoreError
+    for the whole database. It is a damaged row, and its summary stale when it cites it: a
+    sequence as one stored as other text, a flag as `source-modified`."""
+    for turn_id, cited in (("c1-tail2", False), ("c1-u2", True)):
+        reports = []
+        for value in ("CAST(X'ff' AS TEXT)", "'x'"):
+            path = (_sealed if sealed else _ledger)(
+                tmp_path / f"{column}-{turn_id}-{len(value)}.db"
+            )
+            _sql(path, f"UPDATE turns SET {column} = {value} WHERE id = ?", turn_id)
+            reports.append(_same(_reports(path)))
+        report = reports[0]
+        assert report.turns_damaged == 1
+        stale = [(s.conversation_id, s.reason) for s in report.stale_summaries]
+        assert [c for c, _ in stale] == (["c1"] if cited else [])
+        if column == "sequence":
+            assert [(s.reason, s.turn_id) for s in report.stale_summaries] == [
+                (s.reason, s.turn_id) for s in reports[1].stale_summaries
+            ]
+        else:
+            assert [reason for _, reason in stale] == (["source-modified"] if cited else [])
+
+
 def test_a_wrong_digest_under_a_blob_key_is_reported_and_the_others_repaired(
     tmp_path: Path,
 ) -> None:

@@ -36,6 +36,7 @@ from ledgerfold.store import _batch_reads as batch_reads
 from ledgerfold.store import _digests as digests
 from ledgerfold.store import _unit_splits as unit_splits
 from ledgerfold.store._schema import TURN_LIVE
+from ledgerfold.store._sqlite_errors import quotes_stored_data
 
 __all__ = ["Audit", "audit_leftovers", "audit_run", "split_in"]
 
@@ -176,6 +177,10 @@ def audit_run(
             found = _native.audit_columns(turn_columns, audit_columns, len(run), threads)
         except sqlite3.DataError:  # over SQLite's length limit: row by row
             found = None
+        except sqlite3.OperationalError as error:
+            if not quotes_stored_data(error):
+                raise
+            found = None  # a number stored as text that is not UTF-8: row by row
     checked = list(verdicts)
     if found is None:
         by_rows = list(range(len(run)))

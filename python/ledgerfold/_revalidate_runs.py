@@ -17,6 +17,7 @@ from ledgerfold import _sealed as sealed
 from ledgerfold._revalidate_audit import Audit, audit_leftovers, audit_run
 from ledgerfold.store import _batch_reads as batch_reads
 from ledgerfold.store._rows import DAMAGED
+from ledgerfold.store._sqlite_errors import quotes_stored_data
 
 _log = logging.getLogger("ledgerfold.revalidate")
 
@@ -161,6 +162,10 @@ def _check_packed(
                 return checked, bounded
     except sqlite3.DataError:  # a run over SQLite's length limit: read it by rows
         return None
+    except sqlite3.OperationalError as error:
+        if not quotes_stored_data(error):
+            raise
+        return None  # a number stored as text that is not UTF-8: read by rows
     return checked, False
 
 

@@ -413,6 +413,22 @@ def _read(column: str, utf8: bool) -> str:
     return f"CAST({column} AS BLOB)" if utf8 else column
 
 
+def _number(column: str, utf8: bool) -> str:
+    """A column that holds a number (sequence, protected) in the row form: a number as it
+    is, anything else as its bytes (as text is read), so that a text that is not UTF-8
+    (damage) does not fail the read; the wrong type makes the row an invalid turn."""
+    if not utf8:  # read with `_as_utf8_bytes`
+        return column
+    return (
+        f"CASE WHEN typeof({column}) IN ('text', 'blob') THEN CAST({column} AS BLOB)"
+        f" ELSE {column} END"
+    )
+
+
+def _row_column(column: str, utf8: bool) -> str:
+    return _number(column, utf8) if column in ("sequence", "protected") else _read(column, utf8)
+
+
 @contextmanager
 def _as_utf8_bytes(conn: sqlite3.Connection, utf8: bool) -> Iterator[None]:
     """In a database whose text is not stored as UTF-8, text read in the block comes as the
@@ -431,10 +447,7 @@ def _as_utf8_bytes(conn: sqlite3.Connection, utf8: bool) -> Iterator[None]:
 def turn_rows(conn: sqlite3.Connection, run: Sequence[Job], *, utf8: bool) -> list[tuple[Any, ...]]:
     """Every live turn of the run's range of conversations, one row each, as
     `_native.revalidate_flat` takes them."""
-    columns = [
-        _read(column, utf8) if column not in ("sequence", "protected") else column
-        for column in _ROW_COLUMNS
-    ]
+    columns = [_row_column(column, utf8) for column in _ROW_COLUMNS]
     query = (
         f"SELECT {', '.join(columns)} FROM turns"
         " WHERE conversation_id BETWEEN ? AND ? AND state = ?"
@@ -470,10 +483,7 @@ def sealed_inputs(
     pk, fingerprint = conn.execute(
         "SELECT pk, source_fingerprint FROM summaries WHERE id = ?", (summary_id,)
     ).fetchone()
-    columns = [
-        _read(column, utf8) if column not in ("sequence", "protected") else column
-        for column in _ROW_COLUMNS[1:]
-    ]
+    columns = [_row_column(column, utf8) for column in _ROW_COLUMNS[1:]]
     with _as_utf8_bytes(conn, utf8):
         sources = conn.execute(
             f"SELECT {_read('turn_id', utf8)}, turn_digest FROM summary_sources"

@@ -46,9 +46,14 @@ WrongDigest = tuple[str, str]
 # row-by-row form, per conversation, for what that cannot decide.
 # A digest not stored as a blob is wrong whatever it holds: read as NULL (text that is not
 # UTF-8 would fail the read).
+# A sequence or flag that is not a number is read as its bytes too (text that is not UTF-8
+# would fail the read; a text or a blob is not a turn's either way).
+_SEQUENCE = "CASE WHEN typeof(t.sequence) IN ('text', 'blob') THEN CAST(t.sequence AS BLOB)"
+_PROTECTED = "CASE WHEN typeof(t.protected) IN ('text', 'blob') THEN CAST(t.protected AS BLOB)"
 _COLUMNS = (
-    "CAST(t.id AS BLOB), t.sequence, CAST(t.role AS BLOB),"
-    " CAST(t.body AS BLOB), t.protected, CAST(t.protection_reason AS BLOB),"
+    f"CAST(t.id AS BLOB), {_SEQUENCE} ELSE t.sequence END, CAST(t.role AS BLOB),"
+    f" CAST(t.body AS BLOB), {_PROTECTED} ELSE t.protected END,"
+    " CAST(t.protection_reason AS BLOB),"
     " CAST(t.grp AS BLOB), CAST(t.meta AS BLOB),"
     " CASE WHEN typeof(t.digest) = 'blob' THEN t.digest END, t.pk FROM turns AS t"
 )
