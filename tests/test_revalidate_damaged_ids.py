@@ -165,6 +165,31 @@ def test_a_number_stored_as_text_that_is_not_utf8_is_damage_not_an_error(
             assert [reason for _, reason in stale] == (["source-modified"] if cited else [])
 
 
+def test_a_through_sequence_that_is_not_utf8_is_a_damaged_record(tmp_path: Path) -> None:
+    """A summary's `through_sequence` stored as text that is not UTF-8 was bound back into
+    the run's read and failed it: revalidation raised StoreError for the whole database. The
+    store cannot read that record: it is `damaged-record`, marked stale, and its
+    conversation's rows are audited."""
+    path = _ledger(tmp_path / "s.db")
+    _sql(
+        path,
+        "UPDATE summaries SET through_sequence = CAST(X'ff' AS TEXT)"
+        " WHERE pk = (SELECT current_summary FROM conversations WHERE id = 'c1')",
+    )
+    _sql(path, "UPDATE turns SET body = 'changed' WHERE id = 'c1-tail2'")
+    report = _same(_reports(path))
+    assert [(s.conversation_id, s.reason) for s in report.stale_summaries] == [
+        ("c1", "damaged-record")
+    ]
+    assert report.wrong_digests == (("c1", "c1-tail2"),)
+    revalidate_database(path)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute(
+            "SELECT status, reason FROM summaries WHERE typeof(through_sequence) = 'text'"
+        ).fetchall() == [("stale", "damaged-record")]
+    conn.close()
+
+
 def test_a_wrong_digest_under_a_blob_key_is_reported_and_the_others_repaired(
     tmp_path: Path,
 ) -> None:

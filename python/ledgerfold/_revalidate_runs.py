@@ -58,7 +58,8 @@ def jobs_and_damage(conn: sqlite3.Connection) -> tuple[list[Job], list[Verdict]]
     """Every current summary to check, sorted by conversation key as SQLite sorts it (in
     the database's encoding): runs read contiguous key ranges (`BETWEEN` the first and last
     key), and the workers' shards ranges of keys. A record damaged in
-    storage (no text ID or fingerprint) cannot be checked: it is a `damaged-record` verdict,
+    storage (no text ID or fingerprint, a `through_sequence` stored as text that is not
+    UTF-8, which the store cannot read) cannot be checked: it is a `damaged-record` verdict,
     not a crash; nor is one whose own conversation is not the one pointing at it: it is
     `conversation-mismatch` (SPEC §6), unchecked further. Nor is one whose conversation key
     is not UTF-8 text (a blob, or `NotUtf8`): no API call can name that conversation, so its
@@ -66,7 +67,10 @@ def jobs_and_damage(conn: sqlite3.Connection) -> tuple[list[Job], list[Verdict]]
     jobs: list[Job] = []
     damaged: list[Verdict] = []
     for job, own in batch_reads.current_summaries(conn):
-        if not (isinstance(job[2], str) and isinstance(job[3], str) and isinstance(job[4], int)):
+        bound: object = job[5]
+        if not (
+            isinstance(job[2], str) and isinstance(job[3], str) and isinstance(job[4], int)
+        ) or isinstance(bound, batch_reads.NotUtf8):
             damaged.append((job[0], job[2] if isinstance(job[2], str) else "?", DAMAGED, None))
         elif not own:
             damaged.append((job[0], job[2], _CONVERSATION_MISMATCH, None))
