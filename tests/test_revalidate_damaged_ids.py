@@ -190,6 +190,30 @@ def test_a_through_sequence_that_is_not_utf8_is_a_damaged_record(tmp_path: Path)
     conn.close()
 
 
+@pytest.mark.parametrize("column", ["id", "source_count", "source_fingerprint", "through_sequence"])
+def test_the_sources_of_a_damaged_record_are_audited(tmp_path: Path, column: str) -> None:
+    """A current summary whose record is damaged verifies nothing: every live row of its
+    conversation is audited. One whose ID is not UTF-8 could not be named among the damaged
+    (it was reported as '?'), so its sources counted as verified: a changed one went
+    unreported."""
+    path = _ledger(tmp_path / "s.db")
+    _sql(path, "UPDATE turns SET body = 'changed' WHERE id IN ('c1-u2', 'c2-u2')")
+    _sql(
+        path,
+        f"UPDATE summaries SET {column} = CAST(X'ff' AS TEXT)"
+        " WHERE pk = (SELECT current_summary FROM conversations WHERE id = 'c1')",
+    )
+    report = _same(_reports(path))
+    assert [(s.conversation_id, s.reason) for s in report.stale_summaries] == [
+        ("c1", "damaged-record"),
+        ("c2", "source-modified"),
+    ]
+    assert sorted(report.wrong_digests) == [("c1", "c1-u2"), ("c2", "c2-u2")]
+    with SQLiteStore(path) as store:
+        every_row = len(store.load("c1").turns) + len(store.load("c2").turns)
+    assert report.digests_checked == every_row
+
+
 def test_a_wrong_digest_under_a_blob_key_is_reported_and_the_others_repaired(
     tmp_path: Path,
 ) -> None:

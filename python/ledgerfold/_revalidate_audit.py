@@ -132,7 +132,7 @@ def _conversation_by_rows(
         split = split_in(conn, conversation_id, summary_id)
         if split is not None:
             reason, turn_id = _GROUP_SPLIT, split
-    stale = [summary_id] if reason is not None else []
+    stale = [job[1]] if reason is not None else []
     for found in digests.wrong_digests(conn, job[0], stale, utf8=utf8):
         audit.count(found)
     return conversation_id, summary_id, reason, turn_id
@@ -212,15 +212,15 @@ def audit_run(
 def audit_leftovers(
     conn: sqlite3.Connection,
     conversations: Sequence[object],
-    stale_summary_ids: Sequence[str],
+    stale_summary_pks: Sequence[int],
     *,
     utf8: bool = True,
 ) -> Audit:
     """The audit of conversations without a current summary to check (none, or a damaged
-    record whose ID is among `stale_summary_ids`), row by row."""
+    record whose table key is among `stale_summary_pks`), row by row."""
     audit = Audit()
     with batch_reads.snapshot(conn):
         for conversation_id in conversations:
-            for found in digests.wrong_digests(conn, conversation_id, stale_summary_ids, utf8=utf8):
+            for found in digests.wrong_digests(conn, conversation_id, stale_summary_pks, utf8=utf8):
                 audit.count(found)
     return audit

@@ -55,6 +55,15 @@ _CONVERSATION_MISMATCH = "conversation-mismatch"
 
 
 def jobs_and_damage(conn: sqlite3.Connection) -> tuple[list[Job], list[Verdict]]:
+    """Every current summary to check and the verdicts of those that cannot be (see
+    `jobs_damage_and_keys`)."""
+    jobs, damaged, _ = jobs_damage_and_keys(conn)
+    return jobs, damaged
+
+
+def jobs_damage_and_keys(
+    conn: sqlite3.Connection,
+) -> tuple[list[Job], list[Verdict], list[int]]:
     """Every current summary to check, sorted by conversation key as SQLite sorts it (in
     the database's encoding): runs read contiguous key ranges (`BETWEEN` the first and last
     key), and the workers' shards ranges of keys. A record damaged in
@@ -63,9 +72,11 @@ def jobs_and_damage(conn: sqlite3.Connection) -> tuple[list[Job], list[Verdict]]
     not a crash; nor is one whose own conversation is not the one pointing at it: it is
     `conversation-mismatch` (SPEC §6), unchecked further. Nor is one whose conversation key
     is not UTF-8 text (a blob, or `NotUtf8`): no API call can name that conversation, so its
-    summary is never served; it is `damaged-record` too, and the audit hashes its turns."""
+    summary is never served; it is `damaged-record` too, and the audit hashes its turns.
+    Returns the jobs, those verdicts and the table keys of their summaries."""
     jobs: list[Job] = []
     damaged: list[Verdict] = []
+    keys: list[int] = []
     for job, own in batch_reads.current_summaries(conn):
         bound: object = job[5]
         if not (
@@ -78,12 +89,14 @@ def jobs_and_damage(conn: sqlite3.Connection) -> tuple[list[Job], list[Verdict]]
             damaged.append((job[0], job[2], DAMAGED, None))
         else:
             jobs.append(job)
+            continue
+        keys.append(job[1])
     encoding: str = conn.execute("PRAGMA encoding").fetchone()[0]
     if encoding == "UTF-8" and all(type(job[0]) is str for job in jobs):
         jobs.sort()  # unique text keys: the tuples sort by them
     else:
         jobs.sort(key=lambda job: sqlite_order(job, encoding))
-    return jobs, damaged
+    return jobs, damaged, keys
 
 
 def runs(jobs: list[Job], batch_turns: int) -> Iterator[list[Job]]:
@@ -237,13 +250,13 @@ def check_jobs(
     *,
     uri: str | None = None,
     keys: KeyRange | None = None,
-    damaged: Sequence[str] = (),
+    damaged: Sequence[int] = (),
 ) -> tuple[list[Verdict], int, int, Audit]:
     """Check `jobs` run by run through one read-only connection (opened with `uri`, the one
     its siblings share); returns early (with what it has) once `stop` is set, and sets it
     when it fails, so its siblings stop too. Each run's split check and digest audit
     (`ledgerfold._revalidate_audit`) follow its check in the same snapshot; with `keys`,
-    the conversations in that range that have no job (`damaged`: the IDs of damaged current
+    the conversations in that range that have no job (`damaged`: the table keys of damaged current
     summaries) are audited after the runs."""
     conn = batch_reads.open_readonly(path, uri)
     verdicts: list[Verdict] = []

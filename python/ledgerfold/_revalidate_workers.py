@@ -104,8 +104,7 @@ def _check_shards(
     progress: Callable[[int], None] | None,
     on_total: Callable[[int], None] | None,
 ) -> tuple[list[Verdict], int, int, Audit]:
-    jobs, verdicts = revalidate_runs.jobs_and_damage(conn)
-    damaged = [verdict[1] for verdict in verdicts]
+    jobs, verdicts, damaged = revalidate_runs.jobs_damage_and_keys(conn)
     if on_total is not None:
         on_total(len(jobs))
     shards = _shards(jobs, workers)

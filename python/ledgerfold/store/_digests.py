@@ -39,9 +39,10 @@ WrongDigest = tuple[str, str]
 
 # The live turns that no verified current summary cites: a current summary whose check
 # passed re-hashed its sources' bytes against the digests it was fingerprinted from, so only
-# the rest needs hashing here. `?`: the IDs (JSON array) of the summaries the check found
-# stale, whose sources are hashed too. Text is read as bytes so that a row that is not valid
-# UTF-8 is counted as unreadable rather than failing the whole scan. Deep revalidation hashes
+# the rest needs hashing here. `?`: the table keys (JSON array) of the summaries the check
+# found stale or damaged, whose sources are hashed too (by key: a damaged ID names nothing).
+# Text is read as bytes so that a row that is not valid UTF-8 is counted as unreadable
+# rather than failing the whole scan. Deep revalidation hashes
 # most of these rows natively, run by run (`ledgerfold._revalidate_audit`); this is the
 # row-by-row form, per conversation, for what that cannot decide.
 # A digest not stored as a blob is wrong whatever it holds: read as NULL (text that is not
@@ -71,7 +72,7 @@ _NOT_VERIFIED = (
     " SELECT 1 FROM conversations AS c JOIN summaries AS s ON s.pk = c.current_summary"
     " JOIN summary_sources AS ss ON ss.summary_pk = s.pk"
     f" WHERE c.id = t.conversation_id AND s.status = '{CURRENT}' AND ss.turn_id = t.id"
-    " AND s.id NOT IN (SELECT value FROM json_each(?)))"
+    " AND s.pk NOT IN (SELECT value FROM json_each(?)))"
 )
 _UNVERIFIED = f"{_ROW} WHERE t.conversation_id = ?{_NOT_VERIFIED}"
 # The same, for a conversation key stored as text that is not UTF-8 (`NotUtf8`): bound as
@@ -159,7 +160,7 @@ def check_row(row: tuple[Any, ...]) -> RowCheck:
 def wrong_digests(
     conn: sqlite3.Connection,
     conversation_id: object,
-    stale_summary_ids: Iterable[str],
+    stale_summary_pks: Iterable[int],
     *,
     utf8: bool = True,
 ) -> Iterator[RowCheck]:
@@ -167,7 +168,7 @@ def wrong_digests(
     the caller's snapshot), one `check_row` each. A conversation key that is `NotUtf8`
     (damage) is found by its bytes, and reported as that key. `utf8`: the database stores
     text as UTF-8 (`_batch_reads.is_utf8`)."""
-    stale = json.dumps(sorted(stale_summary_ids), ensure_ascii=False)
+    stale = json.dumps(sorted(stale_summary_pks))
     if isinstance(conversation_id, NotUtf8):
         rows = (
             conn.execute(_UNVERIFIED_NOT_UTF8, (conversation_id.raw, TURN_LIVE, stale))
