@@ -36,6 +36,7 @@ from ledgerfold import _validate
 from ledgerfold._errors import InvalidInput
 from ledgerfold._optional import require
 from ledgerfold.store import _batch_reads as batch_reads
+from ledgerfold.store import _export_reads as export_reads
 from ledgerfold.store._schema import SCHEMA_VERSION
 from ledgerfold.store._sqlite import SQLiteStore
 
@@ -281,7 +282,7 @@ def export_parquet(
         staging = holder / target.name
         utf8 = batch_reads.is_utf8(conn)
         with batch_reads.snapshot(conn):  # one snapshot for every table
-            parts = _assign_parts(batch_reads.conversation_turn_counts(conn), turns_per_file)
+            parts = _assign_parts(export_reads.conversation_turn_counts(conn), turns_per_file)
             for table in TABLES:
                 (staging / table).mkdir(parents=True)
             totals = dict.fromkeys(TABLES, 0)
@@ -290,7 +291,7 @@ def export_parquet(
                 low, high = _part_range(parts, index)
                 entry: dict[str, Any] = {"index": index, "file": part_name(index)}
                 for table in TABLES:
-                    rows = batch_reads.part_rows(conn, table, low, high, utf8=utf8)
+                    rows = export_reads.part_rows(conn, table, low, high, utf8=utf8)
                     table_data = _table(pa, schemas[table], rows)
                     pq.write_table(table_data, staging / table / part_name(index))
                     entry[table] = len(rows)
