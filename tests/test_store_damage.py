@@ -79,16 +79,20 @@ READS: dict[str, Callable[[lf.SQLiteStore], object]] = {
 @pytest.mark.parametrize("damaged", ["body", "text"])
 def test_undecodable_stored_text_never_reaches_a_message(tmp_path: Path, damaged: str) -> None:
     """A byte flipped in a turn body or a summary text (SQLite then quotes the bytes in its
-    error): every read path raises `StoreError` naming the table, column and operation, not
-    chained to SQLite's message, never saying "nothing was written"; the CLI prints one line;
-    the card number appears nowhere."""
+    error): every read path of that row raises `StoreError` naming the table, column and
+    operation, not chained to SQLite's message, never saying "nothing was written"; the CLI
+    prints one line; the damaged text appears nowhere. (The current summary's record read
+    by `context` and `current_summary` is a damaged record instead: the next test.)"""
     path = tmp_path / "ledger.db"
     _build(path)
     _flip_after(path, f"card {CARD} " if damaged == "body" else f"sum {CARD} ")
     table = "turns" if damaged == "body" else "summaries"
     for operation, read in READS.items():
         if operation in (
-            ("summary_history", "current_summary") if damaged == "body" else ("load",)
+            ("summary_history", "current_summary")
+            if damaged == "body"
+            # The current summary's record: a damaged record, so a verdict (see below).
+            else ("load", "context", "context-other-policy", "current_summary")
         ):
             continue  # reads no such column
         with lf.SQLiteStore(path) as store, pytest.raises(lf.StoreError) as caught:
@@ -109,11 +113,18 @@ def test_undecodable_stored_text_never_reaches_a_message(tmp_path: Path, damaged
         _cli("revalidate", str(path)),
         _cli("export", str(path), "--parquet", str(tmp_path / "out")),
     ]
+    # The damaged text never shows; with a damaged summary the context is the raw turns,
+    # whose (sound) bodies the `context` command prints as asked.
+    secret = CARD if damaged == "body" else f"sum {CARD}"
     for done in outputs:
-        assert CARD not in done.stdout + done.stderr, done.args
+        assert secret not in done.stdout + done.stderr, done.args
+        assert CARD not in done.stderr, done.args
         assert "Traceback" not in done.stderr, done.stderr
         assert done.returncode in (0, 2), (done.args, done.stderr)
-    assert outputs[0].returncode == 2 and outputs[0].stderr.count("\n") == 1
+    if damaged == "body":
+        assert outputs[0].returncode == 2 and outputs[0].stderr.count("\n") == 1
+    else:
+        assert outputs[0].returncode == 0 and "damaged-record" in outputs[0].stdout
 
 
 def _damage(path: Path, statement: str) -> None:
@@ -301,3 +312,35 @@ def test_commands_never_create_a_journal_beside_dev_null(tmp_path: Path, command
     done = _cli(command, "/dev/null", *args)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert state() == before
+
+
+@pytest.mark.parametrize("damaged", ["text", "through_sequence"])
+def test_a_current_record_with_text_that_is_not_utf8_is_a_fallback_then_replaced(
+    tmp_path: Path, damaged: str
+) -> None:
+    """Text that is not UTF-8 in the current summary's record is a damaged record, as a
+    missing fingerprint is: the context falls back raw with that reason (it raised
+    `StoreError` at every call), and a compaction replaces the record (a rebase; it failed
+    for good), so the conversation is not stuck behind a record nobody can read. The text
+    appears in no message."""
+    path = tmp_path / "ledger.db"
+    _build(path)
+    if damaged == "text":
+        _flip_after(path, f"sum {CARD} ")
+    else:
+        _damage(path, "UPDATE summaries SET through_sequence = CAST(x'ff41' AS TEXT)")
+    policy = lf.CompactionPolicy(PV, keep_tail=2, min_new_turns=1)
+    with lf.SQLiteStore(path) as store:
+        for read in (lambda: store.context(CID, PV), lambda: store.context(CID, "v2")):
+            context = read()
+            assert context.fallback == "stale-summary:damaged-record"
+            assert context.fallback_id == "s1"
+            assert [item.id for item in context.items] == [f"t{i}" for i in range(1, 9)]
+        assert store.current_summary(CID) is None
+        with pytest.raises(lf.StoreError, match=f"column {damaged!r}") as caught:
+            store.summary_history(CID)
+        assert CARD not in str(caught.value)
+        assert lf.Compactor(store, policy).compact(CID, force=True).status == "accepted"
+        context = store.context(CID, PV)
+        assert context.fallback is None and context.summary is not None
+        assert CARD in context.summary.text  # the sources' text, summarised again

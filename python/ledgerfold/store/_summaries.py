@@ -19,6 +19,7 @@ from ledgerfold._errors import InvalidInput, StoreError
 from ledgerfold._native import SourceDigests, SourceIds
 from ledgerfold.store import _ledger as ledger
 from ledgerfold.store import _sources as sources
+from ledgerfold.store._batch_reads import NotUtf8, lenient_rows
 from ledgerfold.store._database import now
 from ledgerfold.store._rows import (
     ITEM_COLUMNS,
@@ -38,6 +39,7 @@ from ledgerfold.store._schema import (
     TURN_PURGED,
     TURN_RETRACTED,
 )
+from ledgerfold.store._sqlite_errors import quotes_stored_data
 
 __all__ = [
     "VersionCache",
@@ -202,11 +204,22 @@ def pointed(
     """The version the conversation's pointer designates, its status and reason. A damaged
     record is no usable summary: None (a plan then rebases), or with `strict`
     `DamagedSummary` (the context says why it fell back)."""
-    row = conn.execute(
+    query = (
         f"SELECT {SUMMARY_COLUMNS} FROM summaries"
-        " WHERE pk = (SELECT current_summary FROM conversations WHERE id = ?)",
-        (conversation_id,),
-    ).fetchone()
+        " WHERE pk = (SELECT current_summary FROM conversations WHERE id = ?)"
+    )
+    try:
+        row = conn.execute(query, (conversation_id,)).fetchone()
+    except sqlite3.OperationalError as error:
+        if not quotes_stored_data(error):
+            raise
+        # Text that is not UTF-8 in the record (written by another tool): a damaged record,
+        # as a missing fingerprint is, so the context falls back and a compaction replaces
+        # it (a rebase) instead of every call failing.
+        damage = _undecodable(conn, query, conversation_id)
+        if strict:
+            raise damage from None
+        return None
     if row is None:
         return None
     try:
@@ -215,6 +228,14 @@ def pointed(
         if strict:
             raise
         return None
+
+
+def _undecodable(conn: sqlite3.Connection, query: str, conversation_id: str) -> DamagedSummary:
+    """The record `query` failed to decode, as damage naming its first such column."""
+    (row,) = lenient_rows(conn, query, (conversation_id,))
+    columns = [name.strip() for name in SUMMARY_COLUMNS.split(",")]
+    bad = next(i for i, value in enumerate(row) if isinstance(value, NotUtf8))
+    return damaged_summary(row, columns[bad])
 
 
 def record_failure(conn: sqlite3.Connection, plan_id: str, reason: str) -> str:
