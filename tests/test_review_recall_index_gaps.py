@@ -1,0 +1,74 @@
+"""Review: paths other than an append that make a stored result answer a recall_history
+call (SPEC §16.5, §17.2, §17.7): the result must leave the search index."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import ledgerfold as lf
+from ledgerfold import SQLiteStore
+
+C = "c"
+
+
+def calls(*ids: str, name: str = "f") -> dict[str, str]:
+    return {
+        "tool_calls": json.dumps(
+            [{"id": c, "type": "function", "function": {"name": name, "arguments": "{}"}} for c in ids]
+        )
+    }
+
+
+def hits(store: SQLiteStore) -> set[str]:
+    return {h.turn_id for h in store.search(C, "pelican", scope="all", limit=100)}
+
+
+def reused_id_ledger(store: SQLiteStore) -> None:
+    """call_0 made by a plain tool call, answered, then made again by recall_history."""
+    store.append(C, "system", "sys", id="s")
+    store.append(C, "user", "hi", id="u0")
+    store.append(C, "assistant", "", id="a1", meta=calls("call_0"))
+    store.append(C, "tool", "pelican", id="r2", meta={"tool_call_id": "call_0"})
+    store.append(C, "assistant", "", id="a3", meta=calls("call_0", name="recall_history"))
+    assert hits(store) == {"r2"}
+
+
+def test_a_forced_purge_of_a_call_leaves_its_result_answering_a_later_recall_call(
+    tmp_path: Path,
+) -> None:
+    with SQLiteStore(tmp_path / "l.db") as store:
+        reused_id_ledger(store)
+        store.purge_through(C, 3, "r", force=True)
+        assert [t.id for t in store.load(C).turns] == ["r2", "a3"]
+        # §17.2 over the live turns: r2 has no call of its ID before it, so it answers a3.
+        assert lf._recall_stand_in.recall_result_ids(store.load(C).turns) == {"r2"}
+        assert hits(store) == set()
+    with SQLiteStore(tmp_path / "l.db") as store:
+        assert hits(store) == set()
+
+
+def test_a_purge_under_the_summary_leaves_the_result_answering_a_later_recall_call(
+    tmp_path: Path,
+) -> None:
+    with SQLiteStore(tmp_path / "l.db") as store:
+        reused_id_ledger(store)
+        lf.Compactor(store, lf.CompactionPolicy("v1", keep_tail=1, min_new_turns=1)).compact(
+            C, force=True
+        )
+        store.purge_through(C, 3, "r")
+        assert [t.id for t in store.load(C).turns] == ["s", "r2", "a3"]
+        assert lf._recall_stand_in.recall_result_ids(store.load(C).turns) == {"r2"}
+        assert hits(store) == set()
+
+
+def test_an_edit_that_makes_a_grouped_call_recall_history_unindexes_its_group_results(
+    tmp_path: Path,
+) -> None:
+    with SQLiteStore(tmp_path / "l.db") as store:
+        store.append(C, "assistant", "", id="a0", group="g", meta=calls("x"))
+        store.append(C, "tool", "pelican", id="r1", group="g")
+        assert hits(store) == {"r1"}
+        store.edit(C, "a0", meta=calls("x", name="recall_history"))
+        assert lf._recall_stand_in.recall_result_ids(store.load(C).turns) == {"r1"}
+        assert hits(store) == set()
