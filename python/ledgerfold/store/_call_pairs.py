@@ -27,6 +27,7 @@ __all__ = [
     "calls_before",
     "calls_in",
     "calls_since",
+    "early_recall_answers",
     "layout",
     "makers_back",
     "merged",
@@ -342,6 +343,38 @@ def results_before(
         if nearest_call(conn, conversation_id, call_id, since, before=True) is not None:
             continue  # the oldest result has its call before it, so every later one too
         found += results
+    return found
+
+
+def early_recall_answers(
+    conn: sqlite3.Connection, conversation_id: str, call_ids: Iterable[str]
+) -> list[int]:
+    """pks of the live results of these call IDs with no live call of their ID before them
+    whose first call after them is `recall_history`'s (SPEC §17.2: that call is theirs):
+    after a write took away the calls they answered (a purge)."""
+    found: list[int] = []
+    for call_id in sorted(set(call_ids)):
+        oldest = conn.execute(
+            _RESULTS_AFTER + " LIMIT 1", (conversation_id, call_id, -1, TURN_LIVE)
+        ).fetchone()
+        if oldest is None:
+            continue
+        # The first live call after the oldest result: only results before it can have
+        # no call of their ID before them.
+        first = nearest_call(conn, conversation_id, call_id, int(oldest[2]), before=False)
+        if first is None:
+            continue
+        try:
+            call = json.loads(first[1])
+        except ValueError:
+            continue
+        if not isinstance(call, dict) or call_name(call) != RECALL_TOOL_NAME:
+            continue
+        for _, result_pk, at in conn.execute(
+            _RESULTS_BEFORE, (conversation_id, call_id, first[0], TURN_LIVE)
+        ):
+            if nearest_call(conn, conversation_id, call_id, int(at), before=True) is None:
+                found.append(int(result_pk))
     return found
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ledgerfold._context import HistoryBoundary, TurnItem
-from ledgerfold._errors import DuplicateId, InvalidInput
+from ledgerfold._errors import DuplicateId, InvalidInput, StoreError
 from ledgerfold._model import Conversation, Turn
 from ledgerfold._toolcalls import check_meta, tool_call_ids
 from ledgerfold.store import _call_pairs as call_pairs
@@ -380,7 +380,35 @@ def edit_turn(
     # `recall_history` may have changed with it: its passages follow (SPEC §16.5, §17.7).
     for result_pk, result in _turns_by_id(conn, conversation_id, before | after):
         search_index.reindex_turn(conn, conversation_id, result_pk, result.body, result)
+    # A result without a call ID answers a `recall_history` call of its group: an assistant
+    # turn of a group gaining or losing one (or changing group) changes that for the group.
+    groups = {
+        turn.group for turn in (old, new) if turn.role == "assistant" and turn.group is not None
+    }
+    if groups and (old.role, old.group, old.meta) != (new.role, new.group, new.meta):
+        for result_pk, result in _group_results_without_id(conn, conversation_id, groups):
+            search_index.reindex_turn(conn, conversation_id, result_pk, result.body, result)
     return new, revision, stale
+
+
+def _group_results_without_id(
+    conn: sqlite3.Connection, conversation_id: str, groups: set[str]
+) -> list[tuple[int, Turn]]:
+    """`(pk, turn)` of the live tool turns of these groups without a `tool_call_id`."""
+    found: list[tuple[int, Turn]] = []
+    for group in sorted(groups):
+        for row in conn.execute(
+            f"SELECT pk, {TURN_COLUMNS} FROM turns WHERE conversation_id = ? AND grp = ?"
+            " AND role = 'tool' AND state = ?",
+            (conversation_id, group, TURN_LIVE),
+        ):
+            try:
+                turn = turn_from_row(row[1:])
+            except StoreError:
+                continue  # a damaged row: left as it is
+            if not isinstance((turn.meta or {}).get("tool_call_id"), str):
+                found.append((int(row[0]), turn))
+    return found
 
 
 def _calls_of(turn: Turn) -> set[str]:

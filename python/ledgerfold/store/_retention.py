@@ -20,6 +20,7 @@ from ledgerfold._errors import InvalidInput
 from ledgerfold._model import ROLES, Turn
 from ledgerfold._summary import check_summary
 from ledgerfold._toolcalls import open_call_turns, unit_roots
+from ledgerfold.store import _call_pairs as call_pairs
 from ledgerfold.store import _ledger as ledger
 from ledgerfold.store import _search_index as search_index
 from ledgerfold.store import _sources as sources
@@ -290,6 +291,13 @@ def _purge_sealed(
     blank_recall_results(conn, conversation_id, selected, params, pks, params)
     conn.execute(f"DELETE FROM turn_history WHERE turn_pk IN ({pks})", params)
     search_index.unindex(conn, f"pk IN ({pks})", params)
+    purged_calls: set[str] = set()
+    for (meta,) in conn.execute(
+        f"SELECT meta FROM turns WHERE pk IN ({pks}) AND role = 'assistant'"
+        " AND meta IS NOT NULL",
+        params,
+    ):
+        purged_calls |= call_pairs.named_calls(meta) if isinstance(meta, str) else set()
     purged = conn.execute(
         f"UPDATE turns SET state = ?, body = '', meta = NULL WHERE pk IN ({pks})",
         (TURN_PURGED, *params),
@@ -300,6 +308,12 @@ def _purge_sealed(
         "INSERT INTO history_boundaries (conversation_id, through_sequence, reason,"
         " purged_at) VALUES (?, ?, ?, ?)",
         (conversation_id, sequence, reason, boundary.purged_at),
+    )
+    # SPEC §17.2: a live result whose call went, with no live call of its ID before it,
+    # now answers the first call of its ID after it; a recall_history one is never
+    # indexed (§16.5, §17.7).
+    search_index.unindex_recall_answers(
+        conn, call_pairs.early_recall_answers(conn, conversation_id, purged_calls)
     )
     search_index.scrub(conn)
     return boundary, purged, revision, len(doomed)

@@ -375,6 +375,13 @@ def _recall_answers_before(
     return gone
 
 
+def unindex_recall_answers(conn: sqlite3.Connection, turn_pks: Sequence[int]) -> None:
+    """Take stored results that now answer a `recall_history` call out of the index (a
+    write other than an append: its own transaction, outside any pending rows)."""
+    if turn_pks:
+        unindex(conn, "pk IN (SELECT value FROM json_each(?))", (json.dumps(list(turn_pks)),))
+
+
 def _drop(conn: sqlite3.Connection, turn_pks: Sequence[int]) -> None:
     """Take stored turns out of the index. Inside a group-commit batch, at its end
     (`flush_pending`): their rows may be pending still, and a rolled-back job takes the
