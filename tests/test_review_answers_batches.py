@@ -23,7 +23,10 @@ C = "c"
 def calls(*ids: str, name: str = "recall_history") -> dict[str, str]:
     return {
         "tool_calls": json.dumps(
-            [{"id": c, "type": "function", "function": {"name": name, "arguments": "{}"}} for c in ids]
+            [
+                {"id": c, "type": "function", "function": {"name": name, "arguments": "{}"}}
+                for c in ids
+            ]
         )
     }
 

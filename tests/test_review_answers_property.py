@@ -3,6 +3,7 @@ retractions and compactions against the brute-force reference (tests/reference.p
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 
 import ledgerfold as lf
 from ledgerfold import SQLiteStore
+from ledgerfold._worker import worker_for
 
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:
@@ -48,9 +50,12 @@ def recall_results(live: list[Any]) -> set[str]:
             continue
         if "tool_call_id" not in (t.meta or {}):
             if t.group is not None and any(
-                a.role == "assistant" and a.group == t.group
-                and any(c["function"]["name"] == "recall_history"
-                        for c in json.loads(a.meta["tool_calls"]))
+                a.role == "assistant"
+                and a.group == t.group
+                and any(
+                    c["function"]["name"] == "recall_history"
+                    for c in json.loads(a.meta["tool_calls"])
+                )
                 for a in live
             ):
                 out.add(t.id)
@@ -79,10 +84,44 @@ OPS = st.lists(
         st.tuples(st.just("compact"), st.integers(1, 4)),
         st.tuples(st.just("batch"), st.sampled_from(IDS), st.booleans()),
         st.tuples(st.just("purge"), st.integers(0, 30), st.booleans()),
+        st.tuples(
+            st.just("gather"),
+            st.lists(
+                st.tuples(
+                    st.sampled_from(["call", "result", "user", "compact"]),
+                    st.sampled_from(IDS),
+                    st.booleans(),
+                ),
+                min_size=2,
+                max_size=4,
+            ),
+        ),
         st.tuples(st.just("gresult"), st.booleans()),
     ),
     max_size=25,
 )
+
+
+async def _gathered(store: SQLiteStore, n: int, jobs: list[tuple[str, str, bool]]) -> None:
+    worker = worker_for(store)
+    compactor = lf.Compactor(store, lf.CompactionPolicy("v1", keep_tail=2, min_new_turns=1))
+    runs = []
+    for k, (what, call_id, flag) in enumerate(jobs):
+        if what == "call":
+            runs.append(
+                worker.run(
+                    store.append, C, "assistant", "", id=f"a{n}_{k}", meta=calls([call_id], flag)
+                )
+            )
+        elif what == "result":
+            runs.append(
+                worker.run(store.append, C, "tool", "pelican", id=f"r{n}_{k}", meta=answer(call_id))
+            )
+        elif what == "user":
+            runs.append(worker.run(store.append, C, "user", "hi", id=f"u{n}_{k}"))
+        else:
+            runs.append(compactor.acompact(C, force=True))
+    await asyncio.gather(*runs)
 
 
 def check(store: SQLiteStore, purged: bool, forced: bool) -> None:
@@ -102,7 +141,7 @@ def check(store: SQLiteStore, purged: bool, forced: bool) -> None:
         assert hits & by_id == expected & by_id
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(OPS)
 def test_random_ops_match_the_reference(
     tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[Any, ...]]
@@ -116,10 +155,18 @@ def test_random_ops_match_the_reference(
             if kind == "user":
                 store.append(C, "user", "hi", id=f"u{n}")
             elif kind == "call":
-                store.append(C, "assistant", "", id=f"a{n}", meta=calls(op[1], op[2]),
-                             group="g" if n % 3 == 0 else None)
+                store.append(
+                    C,
+                    "assistant",
+                    "",
+                    id=f"a{n}",
+                    meta=calls(op[1], op[2]),
+                    group="g" if n % 3 == 0 else None,
+                )
             elif kind == "result":
                 store.append(C, "tool", "pelican", id=f"r{n}", meta=answer(op[1]))
+            elif kind == "gather":
+                asyncio.run(_gathered(store, n, op[1]))
             elif kind == "purge":
                 store.purge_through(C, op[1], "r", force=op[2])
                 purged = True
@@ -131,8 +178,12 @@ def test_random_ops_match_the_reference(
                     C,
                     [
                         {"role": "tool", "body": "pelican", "id": f"r{n}", "meta": answer(op[1])},
-                        {"role": "assistant", "body": "", "id": f"a{n}",
-                         "meta": calls([op[1]], op[2])},
+                        {
+                            "role": "assistant",
+                            "body": "",
+                            "id": f"a{n}",
+                            "meta": calls([op[1]], op[2]),
+                        },
                     ],
                 )
             elif kind == "retract":
@@ -143,7 +194,8 @@ def test_random_ops_match_the_reference(
                     paired = set()
                     if target.role == "assistant":
                         paired = {
-                            t.id for i, t in enumerate(live)
+                            t.id
+                            for i, t in enumerate(live)
                             if t.role == "tool" and ref._maker_of(live, i) == at
                         }
                     store.retract(C, target.id)

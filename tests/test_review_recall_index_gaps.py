@@ -17,7 +17,10 @@ C = "c"
 def calls(*ids: str, name: str = "f") -> dict[str, str]:
     return {
         "tool_calls": json.dumps(
-            [{"id": c, "type": "function", "function": {"name": name, "arguments": "{}"}} for c in ids]
+            [
+                {"id": c, "type": "function", "function": {"name": name, "arguments": "{}"}}
+                for c in ids
+            ]
         )
     }
 
@@ -96,7 +99,9 @@ def test_a_split_early_result_summary_in_an_older_database_does_not_stay_split(
         assert lf.Compactor(store, policy).compact(C, force=True).summary is not None
         store.append(C, "assistant", "", id="a", meta=calls("x"))
     with sqlite3.connect(db) as conn:  # as the version before 5f3d923 left it
-        conn.execute("UPDATE summaries SET status = 'current', reason = NULL WHERE status = 'stale'")
+        conn.execute(
+            "UPDATE summaries SET status = 'current', reason = NULL WHERE status = 'stale'"
+        )
     with SQLiteStore(db) as store:
         for n in range(3):
             store.append(C, "user", f"later {n}", id=f"l{n}")
