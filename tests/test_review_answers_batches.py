@@ -11,8 +11,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from ledgerfold import SQLiteStore
 from ledgerfold._worker import worker_for
 from ledgerfold.store import _ledger
@@ -123,12 +121,12 @@ def test_racing_opens_create_the_index_once(tmp_path: Path) -> None:
             conn.execute("DROP INDEX IF EXISTS turns_by_answer")
         barrier = threading.Barrier(4)
 
-        def open_one() -> None:
+        def open_one(barrier: threading.Barrier = barrier) -> None:
             try:
                 barrier.wait()
                 with SQLiteStore(path) as s:
                     s.append(C, "user", "hi")
-            except BaseException as err:  # noqa: BLE001
+            except BaseException as err:
                 errors.append(err)
 
         threads = [threading.Thread(target=open_one) for _ in range(4)]
