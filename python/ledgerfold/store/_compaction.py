@@ -26,6 +26,7 @@ from ledgerfold._summary import check_summary
 from ledgerfold.store import _ledger as ledger
 from ledgerfold.store import _retention as retention
 from ledgerfold.store import _summaries as summaries
+from ledgerfold.store import _unit_splits as unit_splits
 from ledgerfold.store._database import now
 from ledgerfold.store._rows import TURN_COLUMNS, Version, turn_from_row
 from ledgerfold.store._schema import ACCEPTED, CURRENT, FAILED, STALE, TURN_LIVE, TURN_PURGED
@@ -256,11 +257,18 @@ def plan_view(
             (base.pk, TURN_LIVE, conversation_id, TURN_LIVE, base.through_sequence),
         ).fetchall()
         partial = Conversation(conversation_id, revision, [turn_from_row(r) for r in rows])
-        plan = plan_unchecked(partial, keep_tail, plan_id, preserve_roles)
-        new_turns = tuple(partial.get(turn_id) for turn_id in plan.compacted_ids)
-        if new_turns or not relayout:
-            return _extension(conn, base, state, plan, new_turns, revision)  # type: ignore[arg-type]
-        # Nothing to extend it with: a rebase lays the context out anew (SPEC §17.3).
+        raw = ((t.id, t.sequence, t.role, t.meta) for t in partial.turns)
+        if unit_splits.split_by_links(conn, conversation_id, base.pk, raw) is None:
+            plan = plan_unchecked(partial, keep_tail, plan_id, preserve_roles)
+            new_turns = tuple(partial.get(turn_id) for turn_id in plan.compacted_ids)
+            if new_turns or not relayout:
+                return _extension(conn, base, state, plan, new_turns, revision)  # type: ignore[arg-type]
+            # Nothing to extend it with: a rebase lays the context out anew (SPEC §17.3).
+        else:
+            # The summary splits a unit (§17.2) in a database written before the store marked
+            # such splits (the context falls back for the same reason): an extension would
+            # keep the split, so a rebase.
+            rebase_due = True
     if _sealed_current(conn, pointed, policy_version):
         # A rebase would supersede the only record of the purged turns with a summary of
         # the live ones: what they said would leave the context for good. The sealed

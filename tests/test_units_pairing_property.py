@@ -1,4 +1,4 @@
-"""Review: random out-of-order calls/results (small ID pool, recall_history calls), edits,
+"""Property: random out-of-order calls/results (small ID pool, recall_history calls), edits,
 retractions and compactions against the brute-force reference (tests/reference.py)."""
 
 from __future__ import annotations
