@@ -183,3 +183,20 @@ def test_the_escape_finds_what_scanning_every_position_finds(text: str) -> None:
     from ledgerfold.adapters._summary_escape import _escape
 
     assert _escape(text) == _scanned_escape(text)
+
+
+def test_many_matches_on_one_long_non_ascii_line_take_linear_time() -> None:
+    """Each match in the reader's view is mapped back to its character in the text; walking
+    from the line's start for every match made one long line with many matches quadratic
+    (minified markup with one `…` or U+00A0: 60,000 characters took over a minute, holding
+    the GIL on the store's worker)."""
+    import time
+
+    from ledgerfold.adapters._summary_escape import _escape
+
+    text = "\u2026<a" * 20_000  # 60,000 characters, 20,000 matches, one line
+    started = time.perf_counter()
+    escaped = _escape(text)
+    elapsed = time.perf_counter() - started
+    assert escaped == "\u2026&lt;a" * 20_000
+    assert elapsed < 2.0, f"{elapsed:.1f} s"
