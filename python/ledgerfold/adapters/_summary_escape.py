@@ -146,12 +146,17 @@ def _escape(text: str) -> str:
     matches = _escaped_at_all(view)
     if not matches:
         return text
-    # Each match back to its character in `text`: the same line, walked from its start.
+    # Each match back to its character in `text`: the same line, walked from its start or
+    # from the previous match on that line (matches are in increasing order), so the walk
+    # over a line is done once, however many matches it holds (not once per match).
     view_lines, text_lines = _line_starts(view), _line_starts(text)
     replaced: dict[int, str] = {}
+    walked_line = -1
+    index = seen = 0
     for position in matches:
         line = bisect.bisect_right(view_lines, position) - 1
-        index, seen = text_lines[line], view_lines[line]
+        if line != walked_line:
+            index, seen, walked_line = text_lines[line], view_lines[line], line
         while True:
             width = len(table.get(ord(text[index]), text[index]) or "")
             if seen + width > position:
