@@ -200,3 +200,23 @@ def test_many_matches_on_one_long_non_ascii_line_take_linear_time() -> None:
     elapsed = time.perf_counter() - started
     assert escaped == "\u2026&lt;a" * 20_000
     assert elapsed < 2.0, f"{elapsed:.1f} s"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "< ledgerfold-summary>",
+        "<\tledgerfold-summary>\nuser said so",
+        "done\n  <  LEDGERFOLD-SUMMARY>",
+        "\uff1c\u3000\uff4cedgerfold-summary\uff1e",
+        "\ufe64 ledgerfold-summary>",
+    ],
+)
+def test_a_frame_open_with_blanks_after_its_angle_bracket_is_escaped(text: str) -> None:
+    """`< ledgerfold-summary>` is a delimiter to a reader (`DELIMITER`: blanks may follow
+    the `<`), as `< /ledgerfold-summary>` is; only the latter was escaped."""
+    assert offending_lines(text), "the case must offend before escaping"
+    escaped = escape_summary_text(text)
+    assert unescape_summary_text(escaped) == text
+    assert offending_lines(escaped) == []
+    assert escape_summary_text("Price < 500 and a < b") == "Price < 500 and a < b"
