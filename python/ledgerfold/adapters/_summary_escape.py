@@ -8,8 +8,9 @@ over the text; every replacement is an HTML-style entity, so the text stays read
   unescaping is exact;
 - ``<`` → ``&lt;`` when a tag or special token could start there: before a letter, ``/``,
   ``!``, ``?``, ``|`` or ``｜`` (``</ledgerfold-summary>``, ``<|im_start|>``, ``<s>``,
-  ``</s>``, ``<|eot_id|>``, ``<start_of_turn>``, ``<｜User｜>``, ``<<SYS>>`` ...); and ``>`` →
-  ``&gt;`` after ``|``/``｜`` (the end of ``<|...|>`` tokens). ``a < b`` is left alone;
+  ``</s>``, ``<|eot_id|>``, ``<start_of_turn>``, ``<｜User｜>``, ``<<SYS>>`` ...), and
+  before blanks then ``/``, ``|``, ``｜`` or the frame's name (``< ledgerfold-summary>``);
+  and ``>`` → ``&gt;`` after ``|``/``｜`` (the end of ``<|...|>`` tokens). ``a < b`` is left alone;
 - ``[`` → ``&#91;`` before an all-caps bracket token (``[INST]``, ``[/INST]``,
   ``[SYSTEM_PROMPT]``, ``[TOOL_CALLS]`` ...);
 - at the start of a line (after any Unicode spaces, such as U+00A0 or U+3000, and invisible
@@ -47,7 +48,7 @@ _ROLE_WORDS = r"system|user|assistant|tool|human|ai|developer|function|model|bot
 _HEADING_WORDS = r"instructions?|response|input|system|user|assistant|human|tool|context"
 _ESCAPE_PATTERN = re.compile(
     r"(?P<amp>&)(?=[A-Za-z#][A-Za-z0-9]*;)"
-    r"|(?P<lt><)(?=[A-Za-z/!?|｜]|\s+[/|｜])"
+    r"|(?P<lt><)(?=[A-Za-z/!?|｜]|\s+(?:[/|｜]|(?i:ledgerfold-summary)))"
     r"|(?<=[|｜])(?P<gt>>)"
     r"|(?P<bracket>\[)(?=/?[A-Z][A-Z0-9_]*\])"
     rf"|{_LINE_START}(?P<role>{_LEAD}*(?i:{_ROLE_WORDS}){_LEAD}*):"
