@@ -22,10 +22,11 @@ over the text; every replacement is an HTML-style entity, so the text stays read
 
 The rules are matched on the text as a reader (or a model) sees it: NFKC-normalised, with
 the invisible format characters (Unicode category Cf: U+200B, U+00AD, bidi controls ...)
-left out, so ``Ｕｓｅｒ:``, ``user：``, ``us\u200ber:`` and ``＜/ledgerfold-summary＞`` are
-caught too. The character that is replaced is the original one: an ASCII one by the entity
-above, any other (``：``, ``＜`` ...) by its decimal entity (``&#65306;``), so unescaping
-stays exact.
+and the other characters drawn as nothing (variation selectors, U+034F, Hangul fillers)
+left out, so ``Ｕｓｅｒ:``, ``user：``, ``us\u200ber:``, ``user\ufe0f:`` and
+``＜/ledgerfold-summary＞`` are caught too. The character that is replaced is the original
+one: an ASCII one by the entity above, any other (``：``, ``＜`` ...) by its decimal entity
+(``&#65306;``), so unescaping stays exact.
 """
 
 from __future__ import annotations
@@ -59,6 +60,13 @@ _UNESCAPES = {"amp": "&", "lt": "<", "gt": ">"}
 # The ASCII character each rule replaces, and its entity.
 _ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "[": "&#91;", ":": "&#58;", "#": "&#35;"}
 _LINE_BREAK = re.compile(f"[{_LINE_BREAKS}]")
+# Characters drawn as nothing that are not format characters (Cf), which a reader skips as
+# well: Default_Ignorable_Code_Point minus Cf (variation selectors, U+034F, the Mongolian and
+# Khmer invisible marks, the Hangul fillers, the reserved ranges). `<\ufe0f/...` reads as `</`.
+_INVISIBLE = re.compile(
+    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180d\u180f\u3164\ufe00-\ufe0f\uffa0"
+    "\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+)
 # Where a match of `_ESCAPE_PATTERN` can start besides a line start: its other rules begin
 # with one of these characters (`_escaped_at_all`).
 _RULE_START = re.compile(r"[&<>\[]")
@@ -96,13 +104,14 @@ def _escaped_at_all(view: str) -> list[int]:
 
 def _reader_table(text: str) -> dict[int, str | None]:
     """How a reader sees the characters of `text` that are not as they are: format
-    characters (Cf) dropped, others NFKC-normalised (for `str.translate`). Line breaks are
-    never changed, so a line of the view is the same line of `text`."""
+    characters (Cf) and the other invisible ones (`_INVISIBLE`) dropped, others
+    NFKC-normalised (for `str.translate`). Line breaks are never changed, so a line of the
+    view is the same line of `text`."""
     table: dict[int, str | None] = {}
     for char in set(text):
         if char.isascii():
             continue
-        if unicodedata.category(char) == "Cf":
+        if unicodedata.category(char) == "Cf" or _INVISIBLE.match(char):
             table[ord(char)] = None
         else:
             seen = unicodedata.normalize("NFKC", char)
