@@ -1,6 +1,6 @@
-"""The answers index (`turns_by_answer`) under writes: group-commit batches where a recall_history call and a result of its ID stored
-before it meet (the (pk, None) marks), rolled-back jobs, the answers index on old files and
-racing opens."""
+"""The answers index (`turns_by_answer`) under writes: group-commit batches where a
+recall_history call and a result of its ID stored before it meet (the (pk, None) marks),
+rolled-back jobs, the answers index on old files and racing opens."""
 
 from __future__ import annotations
 

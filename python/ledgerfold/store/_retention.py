@@ -293,8 +293,7 @@ def _purge_sealed(
     search_index.unindex(conn, f"pk IN ({pks})", params)
     purged_calls: set[str] = set()
     for (meta,) in conn.execute(
-        f"SELECT meta FROM turns WHERE pk IN ({pks}) AND role = 'assistant'"
-        " AND meta IS NOT NULL",
+        f"SELECT meta FROM turns WHERE pk IN ({pks}) AND role = 'assistant' AND meta IS NOT NULL",
         params,
     ):
         purged_calls |= call_pairs.named_calls(meta) if isinstance(meta, str) else set()
