@@ -5,24 +5,13 @@ file written before the store marked that: the next compaction rebases."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import ledgerfold as lf
 from ledgerfold import SQLiteStore
+from tool_call_meta import calls
 
 C = "c"
-
-
-def calls(*ids: str, name: str = "f") -> dict[str, str]:
-    return {
-        "tool_calls": json.dumps(
-            [
-                {"id": c, "type": "function", "function": {"name": name, "arguments": "{}"}}
-                for c in ids
-            ]
-        )
-    }
 
 
 def hits(store: SQLiteStore) -> set[str]:

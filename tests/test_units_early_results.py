@@ -18,27 +18,9 @@ import pytest
 import ledgerfold as lf
 from ledgerfold import SQLiteStore
 from ledgerfold.tools import run_recall
+from tool_call_meta import answer, calls, policy
 
 C = "c"
-
-
-def calls(*call_ids: str, name: str = "f") -> dict[str, str]:
-    return {
-        "tool_calls": json.dumps(
-            [
-                {"id": c, "type": "function", "function": {"name": name, "arguments": "{}"}}
-                for c in call_ids
-            ]
-        )
-    }
-
-
-def answer(call_id: str) -> dict[str, str]:
-    return {"tool_call_id": call_id}
-
-
-def policy(keep_tail: int = 2) -> lf.CompactionPolicy:
-    return lf.CompactionPolicy("v1", keep_tail=keep_tail, min_new_turns=1)
 
 
 def summarised_early_result(store: SQLiteStore, call_id: str = "x") -> lf.SummaryEnvelope:

@@ -22,24 +22,9 @@ from ledgerfold._summary import extended_fingerprint
 from ledgerfold._toolcalls import open_call_turns, unit_roots
 from ledgerfold.revalidate import revalidate_database
 from ledgerfold.store._unit_splits import split_by_links
+from tool_call_meta import answer, calls, policy
 
 C = "c"
-
-
-def calls(*call_ids: str) -> dict[str, str]:
-    return {
-        "tool_calls": json.dumps(
-            [{"id": c, "type": "function", "function": {"name": "f"}} for c in call_ids]
-        )
-    }
-
-
-def answer(call_id: str) -> dict[str, str]:
-    return {"tool_call_id": call_id}
-
-
-def policy(keep_tail: int = 2) -> lf.CompactionPolicy:
-    return lf.CompactionPolicy("v1", keep_tail=keep_tail, min_new_turns=1)
 
 
 def first_exchange(store: SQLiteStore) -> lf.SummaryEnvelope:
@@ -318,9 +303,9 @@ def test_retracting_a_call_takes_the_results_the_reference_pairs_with_it(
             elif kind == "result":
                 store.append(C, "tool", "out", id=f"r{n}", meta=answer(value))
             else:
-                live = store.load(C).turns
-                if live:
-                    store.retract(C, live[value % len(live)].id)
+                now = store.load(C).turns
+                if now:
+                    store.retract(C, now[value % len(now)].id)
         live = list(store.load(C).turns)
         made = [i for i, t in enumerate(live) if t.role == "assistant"]
         if not made:

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 import ledgerfold as lf
 from ledgerfold import AssembledContext, SQLiteStore, TurnItem, to_chat_messages
 from ledgerfold.revalidate import revalidate_database
+from tool_call_meta import answer, calls, policy
 
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:
@@ -28,25 +29,6 @@ if str(_HERE) not in sys.path:
 import reference as ref  # noqa: E402
 
 C = "c"
-
-
-def calls(*call_ids: str) -> dict[str, str]:
-    return {
-        "tool_calls": json.dumps(
-            [
-                {"id": c, "type": "function", "function": {"name": "f", "arguments": "{}"}}
-                for c in call_ids
-            ]
-        )
-    }
-
-
-def answer(call_id: str) -> dict[str, str]:
-    return {"tool_call_id": call_id}
-
-
-def policy(keep_tail: int = 2) -> lf.CompactionPolicy:
-    return lf.CompactionPolicy("v1", keep_tail=keep_tail, min_new_turns=1)
 
 
 def valid(messages: list[dict[str, Any]]) -> bool:
