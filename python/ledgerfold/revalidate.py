@@ -164,16 +164,17 @@ def revalidate_database(
         StaleSummary(_as_text(conversation_id), _as_text(summary_id), str(reason), turn_id)
         for conversation_id, summary_id, reason, turn_id in stale_verdicts
     ]
-    # A key stored as a blob, or as text that is not UTF-8 (a damaged database), names
-    # nothing the API can reach: reported (as text), not marked.
+    # A key stored as a blob, or as text that is not UTF-8 (a damaged database), or one the
+    # store refuses (an empty conversation key, a blank summary or turn ID, written by
+    # another tool) names nothing the API can reach: reported (as text), not marked.
     markable = [
         item
         for item, verdict in zip(stale, stale_verdicts, strict=True)
-        if isinstance(verdict[0], str) and isinstance(verdict[1], str)
+        if _nameable(verdict[0], verdict[1])
     ]
     # In table order, as one scan of the table finds them, whatever the workers' shares.
     wrong = [(conversation_id, turn_id) for _, conversation_id, turn_id in sorted(audit.wrong)]
-    repairable = [pair for pair in wrong if all(isinstance(key, str) for key in pair)]
+    repairable = [pair for pair in wrong if _nameable(*pair)]
     repaired = 0
     if mark_stale and (markable or repairable):
         with SQLiteStore(path) as store:
@@ -212,6 +213,17 @@ def revalidate_database(
         report.turns_damaged,
     )
     return report
+
+
+def _nameable(conversation_id: object, item_id: object) -> bool:
+    """Whether `mark_stale` and `repair_digests` take this conversation key and summary or
+    turn ID (text the store accepts: a conversation key not empty, an ID not blank)."""
+    return (
+        isinstance(conversation_id, str)
+        and conversation_id != ""
+        and isinstance(item_id, str)
+        and item_id.strip() != ""
+    )
 
 
 def _as_text(key: object) -> str:
