@@ -1,0 +1,82 @@
+"""U+FFFE and U+FFFF in a file whose text is stored as UTF-16 (`PRAGMA encoding` set by another
+tool). SQLite converts the UTF-8 it is given to UTF-16 with these two replaced by U+FFFD, so
+a turn written with one would be stored as another text than the one its digest was made
+of (revalidation then finds a body nobody changed `source-modified`, and "repairs" it), and
+two conversation or turn IDs differing only there would be one. The store refuses such text
+in a UTF-16 file (`InvalidInput`, nothing written); a UTF-8 file stores it as given."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from ledgerfold import CompactionPolicy, Compactor, InvalidInput, SQLiteStore
+from ledgerfold.revalidate import revalidate_database
+
+POLICY = CompactionPolicy("v1", keep_tail=2, min_new_turns=1)
+ENCODINGS = ["UTF-8", "UTF-16le", "UTF-16be"]
+NONCHARACTERS = ["\ufffe", "\uffff"]
+
+
+def _file(path: Path, encoding: str) -> Path:
+    if encoding != "UTF-8":
+        conn = sqlite3.connect(path)
+        conn.execute(f"PRAGMA encoding = '{encoding}'")
+        conn.execute("CREATE TABLE probe (x)")  # the encoding is fixed by the first table
+        conn.execute("DROP TABLE probe")
+        conn.commit()
+        conn.close()
+    return path
+
+
+def _append(store: SQLiteStore, conversation_id: str, *args: object, **kwargs: object) -> bool:
+    """Whether the append was taken (False: refused with `InvalidInput`)."""
+    try:
+        store.append(conversation_id, *args, **kwargs)  # type: ignore[arg-type]
+    except InvalidInput:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("char", NONCHARACTERS)
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_a_body_is_stored_as_given_or_refused(tmp_path: Path, encoding: str, char: str) -> None:
+    path = _file(tmp_path / "s.db", encoding)
+    with SQLiteStore(path) as store:
+        store.append("c", "system", "sys prompt", id="s")
+        taken = _append(store, "c", "user", f"x{char}y", id="u1")
+        assert taken == (encoding == "UTF-8")
+        bodies = {turn.id: turn.body for turn in store.load("c").turns}
+        assert bodies == ({"s": "sys prompt", "u1": f"x{char}y"} if taken else {"s": "sys prompt"})
+        for n in range(4):
+            store.append("c", "user", f"turn {n}", id=f"t{n}")
+        assert Compactor(store, POLICY).compact("c", force=True).status == "accepted"
+    report = revalidate_database(path, workers=1, mark_stale=False)
+    assert (report.stale, report.digests_wrong) == (0, 0)
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_ids_that_differ_only_there_stay_apart_or_are_refused(
+    tmp_path: Path, encoding: str
+) -> None:
+    path = _file(tmp_path / "s.db", encoding)
+    with SQLiteStore(path) as store:
+        store.append("\ufffd", "user", "a", id="a")
+        taken = _append(store, "\uffff", "user", "b", id="b")
+        assert taken == (encoding == "UTF-8")
+        assert [t.id for t in store.load("\ufffd").turns] == ["a"]
+        store.append("c", "user", "a", id="t\ufffd")
+        assert _append(store, "c", "user", "b", id="t\uffff") == (encoding == "UTF-8")
+        assert next(t.id for t in store.load("c").turns) == "t\ufffd"
+
+
+@pytest.mark.parametrize("encoding", ["UTF-16le", "UTF-16be"])
+def test_an_edit_to_such_a_body_is_refused(tmp_path: Path, encoding: str) -> None:
+    path = _file(tmp_path / "s.db", encoding)
+    with SQLiteStore(path) as store:
+        store.append("c", "user", "plain", id="u1")
+        with pytest.raises(InvalidInput):
+            store.edit("c", "u1", body="x\uffff")
+        assert [t.body for t in store.load("c").turns] == ["plain"]
