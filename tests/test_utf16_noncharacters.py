@@ -80,3 +80,52 @@ def test_an_edit_to_such_a_body_is_refused(tmp_path: Path, encoding: str) -> Non
         with pytest.raises(InvalidInput):
             store.edit("c", "u1", body="x\uffff")
         assert [t.body for t in store.load("c").turns] == ["plain"]
+
+
+def _rekey(path: Path, old: str, new: str, encoding: str) -> None:
+    """Another tool renames conversation `old` to `new`, written as the file's UTF-16 bytes
+    (as SQLite stores text it is given as UTF-16: U+FFFF stays U+FFFF)."""
+    codec = {"UTF-16le": "utf-16-le", "UTF-16be": "utf-16-be"}[encoding]
+    key = f"CAST(X'{new.encode(codec).hex()}' AS TEXT)"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA foreign_keys = OFF")
+    for table, column in (
+        ("turns", "conversation_id"),
+        ("summaries", "conversation_id"),
+        ("conversations", "id"),
+    ):
+        conn.execute(f"UPDATE {table} SET {column} = {key} WHERE {column} = ?", (old,))
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize("options", [{"workers": 1}, {"workers": 2, "batch_turns": 1}])
+@pytest.mark.parametrize("encoding", ["UTF-16le", "UTF-16be"])
+def test_a_key_holding_a_noncharacter_in_a_utf16_file_bounds_no_run(
+    tmp_path: Path, encoding: str, options: dict[str, int]
+) -> None:
+    """A conversation key stored (by another tool) with U+FFFF cannot be bound as it is
+    stored (SQLite converts the bound U+FFFF to U+FFFD): no API call names it, so its summary
+    is damaged-record, as a key that is not valid text is, and its turns are still audited.
+    Bound as a run's range it left out the sound conversations between U+FFFD and U+FFFF
+    (U+00FE in UTF-16le sorts there), which were reported, and marked, source-missing."""
+    path = _file(tmp_path / "s.db", encoding)
+    with SQLiteStore(path) as store:
+        for c in ("k1", "k\u00fe", "k9"):
+            store.append(c, "system", "sys prompt", id=f"{c}-s")
+            for n in range(5):
+                store.append(c, "user", f"turn {n}", id=f"{c}-u{n}")
+            assert Compactor(store, POLICY).compact(c, force=True).status == "accepted"
+    _rekey(path, "k9", "k\uffff", encoding)
+    with sqlite3.connect(path) as conn:  # a tail body of the renamed one changed
+        conn.execute("UPDATE turns SET body = 'changed' WHERE id = 'k9-u4'")
+    conn.close()
+    report = revalidate_database(path, mark_stale=False, **options)
+    assert sorted((s.conversation_id, s.reason) for s in report.stale_summaries) == [
+        ("k\uffff", "damaged-record")
+    ]
+    assert ("k\uffff", "k9-u4") in set(report.wrong_digests)
+    revalidate_database(path, **options)
+    with SQLiteStore(path) as store:
+        assert store.context("k\u00fe", "v1").fallback is None
+        assert store.context("k1", "v1").fallback is None
