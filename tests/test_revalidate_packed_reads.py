@@ -387,7 +387,17 @@ def test_jobs_sort_as_sqlite_orders_conversation_keys(keys: list[object]) -> Non
 @settings(max_examples=200, deadline=None)
 @given(
     st.sampled_from(["UTF-16le", "UTF-16be"]),
-    st.lists(st.text(min_size=1, max_size=6), max_size=12, unique=True),
+    st.lists(
+        # U+FFFE and U+FFFF: bound, SQLite stores them as U+FFFD in UTF-16 (such a stored key
+        # is damaged-record, never a job: test_utf16_noncharacters).
+        st.text(
+            st.characters(codec="utf-8", exclude_characters="\ufffe\uffff"),
+            min_size=1,
+            max_size=6,
+        ),
+        max_size=12,
+        unique=True,
+    ),
 )
 def test_jobs_sort_as_sqlite_orders_keys_stored_as_utf16(encoding: str, keys: list[str]) -> None:
     """In a UTF-16 database text compares by its UTF-16 bytes: not code point order (runs

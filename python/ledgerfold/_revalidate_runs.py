@@ -71,12 +71,15 @@ def jobs_damage_and_keys(
     UTF-8, which the store cannot read) cannot be checked: it is a `damaged-record` verdict,
     not a crash; nor is one whose own conversation is not the one pointing at it: it is
     `conversation-mismatch` (SPEC §6), unchecked further. Nor is one whose conversation key
-    is not UTF-8 text (a blob, or `NotUtf8`): no API call can name that conversation, so its
-    summary is never served; it is `damaged-record` too, and the audit hashes its turns.
+    is not UTF-8 text (a blob, or `NotUtf8`), or in a UTF-16 file holds U+FFFE or U+FFFF
+    (bound, SQLite makes it U+FFFD: `batch_reads.unbindable`): no API call can name that
+    conversation, so its summary is never served; it is `damaged-record` too, never a run's
+    bound, and the audit hashes its turns.
     Returns the jobs, those verdicts and the table keys of their summaries."""
     jobs: list[Job] = []
     damaged: list[Verdict] = []
     keys: list[int] = []
+    encoding: str = conn.execute("PRAGMA encoding").fetchone()[0]
     for job, own in batch_reads.current_summaries(conn):
         bound: object = job[5]
         if not (
@@ -85,13 +88,14 @@ def jobs_damage_and_keys(
             damaged.append((job[0], job[2] if isinstance(job[2], str) else "?", DAMAGED, None))
         elif not own:
             damaged.append((job[0], job[2], _CONVERSATION_MISMATCH, None))
-        elif not isinstance(job[0], str):
+        elif not isinstance(job[0], str) or (
+            encoding != "UTF-8" and batch_reads.unbindable(job[0])
+        ):
             damaged.append((job[0], job[2], DAMAGED, None))
         else:
             jobs.append(job)
             continue
         keys.append(job[1])
-    encoding: str = conn.execute("PRAGMA encoding").fetchone()[0]
     if encoding == "UTF-8" and all(type(job[0]) is str for job in jobs):
         jobs.sort()  # unique text keys: the tuples sort by them
     else:

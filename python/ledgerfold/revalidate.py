@@ -38,6 +38,7 @@ from typing import Any
 
 from ledgerfold import _validate
 from ledgerfold._revalidate_workers import available_cores, check_all
+from ledgerfold.store import _batch_reads as batch_reads
 from ledgerfold.store._batch_reads import NotUtf8
 from ledgerfold.store._paths import database_path
 from ledgerfold.store._sqlite import SQLiteStore
@@ -150,6 +151,11 @@ def revalidate_database(
     # Read-only: refuses a missing file or one that is not a ledgerfold store, creates nothing.
     with SQLiteStore(path, read_only=True):
         pass
+    conn = batch_reads.open_readonly(path)
+    try:
+        utf8 = batch_reads.is_utf8(conn)
+    finally:
+        conn.close()
     try:
         conversations, verdicts, turns_hashed, bytes_hashed, audit = check_all(
             path, workers, threads, batch_turns, progress, on_total
@@ -165,16 +171,17 @@ def revalidate_database(
         for conversation_id, summary_id, reason, turn_id in stale_verdicts
     ]
     # A key stored as a blob, or as text that is not UTF-8 (a damaged database), or one the
-    # store refuses (an empty conversation key, a blank summary or turn ID, written by
-    # another tool) names nothing the API can reach: reported (as text), not marked.
+    # store refuses or cannot bind (an empty conversation key, a blank summary or turn ID,
+    # U+FFFF in a UTF-16 file; written by another tool) names nothing the API can reach:
+    # reported (as text), not marked.
     markable = [
         item
         for item, verdict in zip(stale, stale_verdicts, strict=True)
-        if _nameable(verdict[0], verdict[1])
+        if _nameable(verdict[0], verdict[1], utf8)
     ]
     # In table order, as one scan of the table finds them, whatever the workers' shares.
     wrong = [(conversation_id, turn_id) for _, conversation_id, turn_id in sorted(audit.wrong)]
-    repairable = [pair for pair in wrong if _nameable(*pair)]
+    repairable = [pair for pair in wrong if _nameable(*pair, utf8)]
     repaired = 0
     if mark_stale and (markable or repairable):
         with SQLiteStore(path) as store:
@@ -215,14 +222,18 @@ def revalidate_database(
     return report
 
 
-def _nameable(conversation_id: object, item_id: object) -> bool:
+def _nameable(conversation_id: object, item_id: object, utf8: bool) -> bool:
     """Whether `mark_stale` and `repair_digests` take this conversation key and summary or
-    turn ID (text the store accepts: a conversation key not empty, an ID not blank)."""
+    turn ID (text the store accepts: a conversation key not empty, an ID not blank) and find
+    them (in a UTF-16 file, a bound U+FFFE or U+FFFF is another text: `unbindable`)."""
     return (
         isinstance(conversation_id, str)
         and conversation_id != ""
         and isinstance(item_id, str)
         and item_id.strip() != ""
+        and (
+            utf8 or not (batch_reads.unbindable(conversation_id) or batch_reads.unbindable(item_id))
+        )
     )
 
 

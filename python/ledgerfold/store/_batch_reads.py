@@ -45,6 +45,7 @@ __all__ = [
     "snapshot",
     "source_rows",
     "turn_rows",
+    "unbindable",
 ]
 
 
@@ -68,6 +69,13 @@ def is_utf8(conn: sqlite3.Connection) -> bool:
     """Whether text is stored as UTF-8 (a packed read's lengths count its bytes)."""
     encoding: str = conn.execute("PRAGMA encoding").fetchone()[0]
     return encoding == "UTF-8"
+
+
+def unbindable(text: str) -> bool:
+    """Whether `text`, read from a database whose text is UTF-16, cannot be bound as what it
+    is stored as: SQLite converts a bound U+FFFE or U+FFFF to U+FFFD (so a lookup or range
+    by it finds another key); such a key is found by a scan instead."""
+    return "\ufffe" in text or "\uffff" in text
 
 
 @contextmanager

@@ -17,7 +17,7 @@ from typing import Any
 
 from ledgerfold import _validate
 from ledgerfold._errors import InvalidInput, StoreError
-from ledgerfold.store._batch_reads import NotUtf8, lenient_text
+from ledgerfold.store._batch_reads import NotUtf8, lenient_text, unbindable
 from ledgerfold.store._ledger import bump_revision, live_turn_row, mark_citing_stale
 from ledgerfold.store._rows import turn_from_row
 from ledgerfold.store._schema import CURRENT, TURN_LIVE
@@ -181,6 +181,12 @@ def wrong_digests(
         )
         for row in rows:
             yield check_row((conversation_id, *row[1:]))
+        return
+    if not utf8 and isinstance(conversation_id, str) and unbindable(conversation_id):
+        # Bound, it would be another key: every text key is read, and matched here.
+        for row in _text_rows(conn, _UNVERIFIED_NOT_UTF8, (TURN_LIVE, stale)):
+            if row[0] == conversation_id:
+                yield check_row(row)
         return
     if not utf8:
         for row in _text_rows(conn, _UNVERIFIED, (conversation_id, TURN_LIVE, stale)):
