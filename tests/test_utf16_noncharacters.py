@@ -129,3 +129,18 @@ def test_a_key_holding_a_noncharacter_in_a_utf16_file_bounds_no_run(
     with SQLiteStore(path) as store:
         assert store.context("k\u00fe", "v1").fallback is None
         assert store.context("k1", "v1").fallback is None
+
+
+@pytest.mark.parametrize("encoding", ["UTF-16le", "UTF-16be"])
+def test_meta_and_batch_fields_are_refused_by_name(tmp_path: Path, encoding: str) -> None:
+    path = _file(tmp_path / "s.db", encoding)
+    with SQLiteStore(path) as store:
+        with pytest.raises(InvalidInput) as meta:
+            store.append("c", "user", "a", meta={"k": "v\uffff"})
+        assert meta.value.field == "meta"
+        with pytest.raises(InvalidInput) as batch:
+            store.append_many(
+                "c", [{"role": "user", "body": "a"}, {"role": "user", "body": "b\ufffe"}]
+            )
+        assert batch.value.field.endswith("[1].body")
+        assert len(store.load("c").turns) == 0

@@ -182,15 +182,7 @@ def insert_turns(
                 f"{prefix}{err}", field=f"{prefix}{err.field}", problem=err.problem
             ) from None
         turns.append(turn)
-    check_storable(
-        conn,
-        [("conversation_id", conversation_id)]
-        + [
-            (f"{field_prefix}[{index}].{field}" if field_prefix else field, value)
-            for index, turn in enumerate(turns)
-            for field, value in _text_fields(turn)
-        ],
-    )
+    check_storable(conn, _noncharacter_field(conversation_id, turns, field_prefix))
     clash = _first_existing_id(conn, conversation_id, [t.id for t in turns])
     if clash is not None:
         raise DuplicateId(f"id: turn id {clash!r} already exists", id=clash)
@@ -217,35 +209,46 @@ def insert_turns(
     return turns, revision + 1, stale
 
 
-def _text_fields(turn: Turn) -> list[tuple[str, object]]:
-    return [
-        ("id", turn.id),
-        ("role", turn.role),
-        ("body", turn.body),
-        ("protection_reason", turn.protection_reason),
-        ("group", turn.group),
-        ("meta", meta_json(turn.meta)),
-    ]
+def _has_noncharacter(value: object) -> bool:
+    return isinstance(value, str) and ("\ufffe" in value or "\uffff" in value)
 
 
-def check_storable(conn: sqlite3.Connection, fields: Iterable[tuple[str, object]]) -> None:
-    """Refuse (`InvalidInput`) text that a UTF-16 database would store as another text:
-    U+FFFE or U+FFFF becomes U+FFFD there, so a body would differ from its digest and two
-    IDs could become one. The encoding is asked only when such a character is there."""
-    suspect = next(
-        (
-            field
-            for field, value in fields
-            if isinstance(value, str) and ("\ufffe" in value or "\uffff" in value)
-        ),
-        None,
-    )
-    if suspect is None or conn.execute("PRAGMA encoding").fetchone()[0] == "UTF-8":
+def _noncharacter_field(
+    conversation_id: str, turns: Sequence[Turn], field_prefix: str = ""
+) -> str | None:
+    """The first field holding U+FFFE or U+FFFF among the conversation ID and the turns'
+    text (named as `insert_turns` names fields), or None."""
+    if _has_noncharacter(conversation_id):
+        return "conversation_id"
+    for index, turn in enumerate(turns):
+        prefix = f"{field_prefix}[{index}]." if field_prefix else ""
+        for field, value in (
+            ("id", turn.id),
+            ("role", turn.role),
+            ("body", turn.body),
+            ("protection_reason", turn.protection_reason),
+            ("group", turn.group),
+        ):
+            if _has_noncharacter(value):
+                return f"{prefix}{field}"
+        if turn.meta and any(
+            _has_noncharacter(key) or _has_noncharacter(value) for key, value in turn.meta.items()
+        ):
+            return f"{prefix}meta"
+    return None
+
+
+def check_storable(conn: sqlite3.Connection, field: str | None) -> None:
+    """Refuse (`InvalidInput`) text that a UTF-16 database would store as another text
+    (`field`, from `_noncharacter_field`): U+FFFE or U+FFFF becomes U+FFFD there, so a body
+    would differ from its digest and two IDs could become one. The encoding is asked only
+    when such a character is there."""
+    if field is None or conn.execute("PRAGMA encoding").fetchone()[0] == "UTF-8":
         return
     raise InvalidInput(
-        f"{suspect}: U+FFFE and U+FFFF cannot be stored in this database (its text is"
+        f"{field}: U+FFFE and U+FFFF cannot be stored in this database (its text is"
         " UTF-16, where SQLite stores them as U+FFFD)",
-        field=suspect,
+        field=field,
         problem="not-allowed",
     )
 
@@ -366,7 +369,7 @@ def edit_turn(
     if "meta" in changes:
         check_meta(changes["meta"])
     new = old.replace(**changes)
-    check_storable(conn, _text_fields(new))
+    check_storable(conn, _noncharacter_field(conversation_id, [new]))
     # The results paired with a call the edit changes may pair with another call after it
     # (SPEC §17.2): read before the row changes.
     old_calls = _calls_of(old)
