@@ -1,5 +1,5 @@
-"""Rows of the bad-input table (`bad_input_table.py`): Parquet export, `SQLiteStore` (SPEC §12)
-and search (SPEC §16)."""
+"""Rows of the bad-input table (`bad_input_table.py`): `SQLiteStore` (SPEC §12) and search
+(SPEC §16)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,7 @@ from pathlib import Path
 
 import ledgerfold as lf
 from bad_input_support import (
-    _COUNTS,
-    _COUNTS_8_TURNS,
-    _MANIFEST_HEAD,
-    _PART,
     CONVERSATION_ID,
-    DEEP_JSON,
     DUPLICATE,
     INVALID,
     POLICY,
@@ -23,71 +18,19 @@ from bad_input_support import (
     _closed_store,
     _commit_twice,
     _empty_file,
-    _link,
     _read_only_write,
     _revalidate,
     _search_v4_read_only,
     _sqlite_file,
     _text_file,
     on_damaged,
-    on_export,
     on_file,
-    on_manifest,
     on_store,
+    on_utf16_store,
     row,
 )
 
 ROWS: tuple[BadInput, ...] = (
-    # ---- Parquet export and its Dask revalidation
-    row(
-        "export_parquet: out_dir without a directory name",
-        "export_parquet(db, '.')  # in an empty directory",
-        on_export(lambda base: "."),
-        INVALID,
-        "out_dir",
-    ),
-    row(
-        "export_parquet: out_dir a symbolic link",
-        "export_parquet(db, 'link')  # link -> an empty directory",
-        on_export(lambda base: _link(base, "empty")),
-        INVALID,
-        "out_dir",
-    ),
-    row(
-        "export_parquet: out_dir a dangling symbolic link",
-        "export_parquet(db, 'link')  # link -> nothing",
-        on_export(lambda base: _link(base, "nowhere")),
-        INVALID,
-        "out_dir",
-    ),
-    row(
-        "read_manifest: JSON nested too deeply",
-        "read_manifest(path)  # _manifest.json of 100,000 nested arrays",
-        on_manifest(DEEP_JSON),
-        INVALID,
-        "path",
-    ),
-    row(
-        "read_manifest: parts not a list",
-        "read_manifest(path)  # _manifest.json with 'parts': 5",
-        on_manifest(_MANIFEST_HEAD + f'"counts": {_COUNTS}, "parts": 5}}'),
-        INVALID,
-        "path",
-    ),
-    row(
-        "read_manifest: counts not the parts' total",
-        "read_manifest(path)  # 'counts': {'turns': 8, ...}, parts of 0 turns",
-        on_manifest(_MANIFEST_HEAD + f'"counts": {_COUNTS_8_TURNS}, "parts": [{_PART}]}}'),
-        INVALID,
-        "path",
-    ),
-    row(
-        "read_manifest: a listed part file missing",
-        "read_manifest(path)  # part-00000.parquet not there",
-        on_manifest(_MANIFEST_HEAD + f'"counts": {_COUNTS}, "parts": [{_PART}]}}'),
-        INVALID,
-        "path",
-    ),
     # ---- SQLiteStore (SPEC §12)
     row(
         "SQLiteStore: path not str or PathLike",
@@ -538,6 +481,21 @@ ROWS: tuple[BadInput, ...] = (
         on_store(lambda store: store.purge_through("c", 3, "retention", force=1)),  # type: ignore[arg-type]
         INVALID,
         "force",
+    ),
+    # ---- a file whose text is stored as UTF-16: U+FFFE/U+FFFF would be stored as U+FFFD
+    row(
+        "append: U+FFFF in a body, UTF-16 file",
+        "store.append('c', 'user', body + '\\uffff')  # PRAGMA encoding = 'UTF-16le'",
+        on_utf16_store(lambda s: s.append(CONVERSATION_ID, "user", SECRET_BODY + "\uffff")),
+        INVALID,
+        "body",
+    ),
+    row(
+        "edit: U+FFFE in a body, UTF-16 file",
+        "store.edit('c', 't1', body=body + '\\ufffe')  # PRAGMA encoding = 'UTF-16le'",
+        on_utf16_store(lambda s: s.edit(CONVERSATION_ID, "t1", body=SECRET_BODY + "\ufffe")),
+        INVALID,
+        "body",
     ),
     # ---- search (SPEC §16.1, §16.5)
     row(

@@ -76,6 +76,29 @@ def on_store(action: Callable[[lf.SQLiteStore], object]) -> Callable[[], object]
     return run
 
 
+def on_utf16_store(action: Callable[[lf.SQLiteStore], object]) -> Callable[[], object]:
+    """Run `action` on a store over a file whose text is stored as UTF-16 (`PRAGMA encoding`
+    set by another tool before ledgerfold first opened it), holding conversation "c"."""
+
+    def run() -> object:
+        with tempfile.TemporaryDirectory() as directory:
+            path = Path(directory) / "utf16.db"
+            conn = sqlite3.connect(path)
+            conn.execute("PRAGMA encoding = 'UTF-16le'")
+            conn.execute("CREATE TABLE probe (x)")  # the encoding is fixed by the first table
+            conn.execute("DROP TABLE probe")
+            conn.commit()
+            conn.close()
+            with lf.SQLiteStore(path) as store:
+                store.append_many(
+                    CONVERSATION_ID,
+                    [{"id": t.id, "role": t.role, "body": t.body} for t in turns()],
+                )
+                return action(store)
+
+    return run
+
+
 def on_file(prepare: Callable[[Path], Path]) -> Callable[[], object]:
     """Open an `SQLiteStore` on the path `prepare` makes inside a temporary directory."""
 

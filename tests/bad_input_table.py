@@ -16,6 +16,7 @@ _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
     sys.path.insert(0, str(_HERE))
 
+import bad_input_rows_export  # noqa: E402
 import bad_input_rows_loop  # noqa: E402
 import bad_input_rows_model  # noqa: E402
 import bad_input_rows_store  # noqa: E402
@@ -24,7 +25,10 @@ from bad_input_support import SECRET_BODY, SECRET_SUMMARY, BadInput  # noqa: E40
 __all__ = ["ROWS", "SECRET_BODY", "SECRET_SUMMARY", "BadInput", "markdown"]
 
 ROWS: tuple[BadInput, ...] = (
-    bad_input_rows_model.ROWS + bad_input_rows_store.ROWS + bad_input_rows_loop.ROWS
+    bad_input_rows_model.ROWS
+    + bad_input_rows_export.ROWS
+    + bad_input_rows_store.ROWS
+    + bad_input_rows_loop.ROWS
 )
 
 
