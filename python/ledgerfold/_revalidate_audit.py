@@ -26,8 +26,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,22 +72,11 @@ class Audit:
             self.wrong.append((pk, *key))
 
 
-@contextmanager
-def _text_as_bytes(conn: sqlite3.Connection) -> Iterator[None]:
-    """Stored text read as bytes (decoded leniently by the caller) for the block."""
-    previous = conn.text_factory
-    conn.text_factory = bytes
-    try:
-        yield
-    finally:
-        conn.text_factory = previous
-
-
 def split_in(conn: sqlite3.Connection, conversation_id: str, summary_id: str) -> str | None:
     """SPEC §17.2: the raw turn whose compaction unit holds a source of the summary, or None.
     Reads IDs, roles and meta of the raw turns only: no body or summary text is decoded (a
     damaged one must not stop revalidation)."""
-    with _text_as_bytes(conn):
+    with batch_reads.text_read_as(conn, bytes):
         row = conn.execute(
             "SELECT pk FROM summaries WHERE conversation_id = ? AND id = ?",
             (conversation_id, summary_id),

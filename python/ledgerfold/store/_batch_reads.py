@@ -44,6 +44,7 @@ __all__ = [
     "packed_turns",
     "snapshot",
     "source_rows",
+    "text_read_as",
     "turn_rows",
     "unbindable",
 ]
@@ -110,6 +111,18 @@ def lenient_text(raw: bytes) -> str | NotUtf8:
         return NotUtf8(raw)
 
 
+@contextmanager
+def text_read_as(conn: sqlite3.Connection, factory: Any) -> Iterator[None]:
+    """Stored text read through `factory` (`bytes`, `lenient_text`) in the block: the
+    connection's own `text_factory` comes back after it, also when the block raises."""
+    previous = conn.text_factory
+    conn.text_factory = factory
+    try:
+        yield
+    finally:
+        conn.text_factory = previous
+
+
 def lenient_rows(
     conn: sqlite3.Connection, query: str, parameters: Sequence[object] = ()
 ) -> list[tuple[Any, ...]]:
@@ -121,12 +134,8 @@ def lenient_rows(
     except sqlite3.OperationalError as error:
         if not quotes_stored_data(error):  # not a text that failed to decode
             raise
-    previous = conn.text_factory
-    conn.text_factory = lenient_text
-    try:
+    with text_read_as(conn, lenient_text):
         rows = conn.execute(query, parameters).fetchall()
-    finally:
-        conn.text_factory = previous
     return rows
 
 
@@ -443,12 +452,8 @@ def _as_utf8_bytes(conn: sqlite3.Connection, utf8: bool) -> Iterator[None]:
     if utf8:
         yield
         return
-    previous = conn.text_factory
-    conn.text_factory = bytes
-    try:
+    with text_read_as(conn, bytes):
         yield
-    finally:
-        conn.text_factory = previous
 
 
 def turn_rows(conn: sqlite3.Connection, run: Sequence[Job], *, utf8: bool) -> list[tuple[Any, ...]]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from ledgerfold import _validate
 from ledgerfold._errors import InvalidInput, StoreError
-from ledgerfold.store._batch_reads import NotUtf8, lenient_text, unbindable
+from ledgerfold.store._batch_reads import NotUtf8, lenient_text, text_read_as, unbindable
 from ledgerfold.store._ledger import bump_revision, live_turn_row, mark_citing_stale
 from ledgerfold.store._rows import turn_from_row
 from ledgerfold.store._schema import CURRENT, TURN_LIVE
@@ -117,12 +117,8 @@ def _text_rows(
 ) -> list[tuple[Any, ...]]:
     """The rows of one of `_READS`' UTF-8 queries in its form, read in a database whose text
     is not stored as UTF-8."""
-    previous = conn.text_factory
-    conn.text_factory = lenient_text
-    try:
+    with text_read_as(conn, lenient_text):
         rows = conn.execute(_READS[query], parameters).fetchall()
-    finally:
-        conn.text_factory = previous
     return [_as_utf8(row) for row in rows]
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from ledgerfold.store._batch_reads import NotUtf8, lenient_text
+from ledgerfold.store._batch_reads import NotUtf8, lenient_text, text_read_as
 from ledgerfold.store._sqlite_errors import quotes_stored_data, store_error
 
 __all__ = ["conversation_turn_counts", "part_rows"]
@@ -76,12 +76,8 @@ def _turn_part_rows(conn: sqlite3.Connection, query: str, args: list[str]) -> li
     read as text (SQLite converts it to UTF-8; a cast would give its UTF-16 bytes) and
     exported as the bytes of that, as a cast gives them in a UTF-8 database (a body that is
     not valid text too); any other text that is not valid fails the read, as it does there."""
-    previous = conn.text_factory
-    conn.text_factory = lenient_text
-    try:
+    with text_read_as(conn, lenient_text):
         rows = conn.execute(query.replace("CAST(body AS BLOB)", "body"), args).fetchall()
-    finally:
-        conn.text_factory = previous
     exported: list[tuple[Any, ...]] = []
     for row in rows:
         for index, value in enumerate(row):
