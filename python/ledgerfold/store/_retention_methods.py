@@ -13,9 +13,9 @@ from ledgerfold import _validate
 from ledgerfold._context import HistoryBoundary
 from ledgerfold._events import Event, EventHook, emit, stale_event
 from ledgerfold._plan import preserve_roles_arg
-from ledgerfold.store import _ledger as ledger
 from ledgerfold.store import _retention as retention
 from ledgerfold.store import _summaries as summaries
+from ledgerfold.store import _turn_changes as turn_changes
 from ledgerfold.store._database import Database, Transaction, time_ago
 
 __all__ = ["Retention"]
@@ -47,7 +47,7 @@ class Retention:
             earlier = retention.retracted(conn, conversation_id, turn_id) if erase else None
             answers = 0
             if earlier is None:
-                sequence, revision, stale, answers = ledger.retract_turn(
+                sequence, revision, stale, answers = turn_changes.retract_turn(
                     conn, conversation_id, turn_id
                 )
             else:  # retracted before: only its body goes, the ledger view is unchanged

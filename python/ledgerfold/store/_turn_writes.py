@@ -20,6 +20,7 @@ from ledgerfold._model import Turn
 from ledgerfold.adapters._chat import ChatTurnSpec
 from ledgerfold.store import _chat_append as chat_append
 from ledgerfold.store import _ledger as ledger
+from ledgerfold.store import _turn_changes as turn_changes
 from ledgerfold.store._context_cache import ContextCache
 from ledgerfold.store._database import Transaction
 from ledgerfold.store._legacy import legacy_specs
@@ -146,7 +147,7 @@ class TurnWrites:
                     shown = ascii(key)
                 raise InvalidInput(f"{shown}: cannot be edited", field=shown, problem=problem)
         with self._transaction(write=True, operation="edit") as conn:
-            new, revision, stale = ledger.edit_turn(conn, conversation_id, turn_id, changes)
+            new, revision, stale = turn_changes.edit_turn(conn, conversation_id, turn_id, changes)
         _log.info(
             "edited: conversation=%s turn=%s sequence=%d revision=%d summaries_stale=%d",
             conversation_id,

@@ -1,0 +1,221 @@
+"""Edits and retractions of stored turns inside the caller's transaction (SPEC §9, §17.2):
+the new revision, the summaries citing the turn marked stale, and what the change does to
+tool-call pairs — a call's paired results retracted with it, results re-paired when an
+edit takes calls away or adds them, and their search-index status decided again.
+
+Every function takes an open connection inside the caller's transaction and validated
+arguments; `SQLiteStore` owns the transactions, validation and logging.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping
+from typing import Any
+
+from ledgerfold._errors import InvalidInput, StoreError
+from ledgerfold._model import Turn
+from ledgerfold._toolcalls import check_meta, tool_call_ids
+from ledgerfold.store import _call_pairs as call_pairs
+from ledgerfold.store import _search_index as search_index
+from ledgerfold.store import _unit_splits as unit_splits
+from ledgerfold.store._database import now
+from ledgerfold.store._ledger import (
+    bump_revision,
+    check_storable,
+    live_turn_row,
+    mark_citing_stale,
+    noncharacter_field,
+)
+from ledgerfold.store._rows import TURN_COLUMNS, meta_json, turn_from_row
+from ledgerfold.store._schema import TURN_LIVE, TURN_RETRACTED
+
+__all__ = ["edit_turn", "retract_turn"]
+
+
+def _live_turn_row(conn: sqlite3.Connection, conversation_id: str, turn_id: str) -> tuple[Any, ...]:
+    row = live_turn_row(conn, conversation_id, turn_id)
+    if row is None:
+        raise InvalidInput(
+            f"turn_id: no live turn {turn_id!r} in conversation {conversation_id!r}",
+            field="turn_id",
+            problem="unknown-value",
+        )
+    return row
+
+
+def edit_turn(
+    conn: sqlite3.Connection, conversation_id: str, turn_id: str, changes: Mapping[str, Any]
+) -> tuple[Turn, int, list[str]]:
+    """Apply `changes` to a live turn, keeping the earlier version in `turn_history`;
+    returns the new turn, the new revision and the IDs of the summaries that went stale."""
+    row = _live_turn_row(conn, conversation_id, turn_id)
+    turn_pk, old_digest = row[0], row[-1]
+    old = turn_from_row(row[1:-1])
+    if "meta" in changes:
+        check_meta(changes["meta"])
+    new = old.replace(**changes)
+    check_storable(conn, noncharacter_field(conversation_id, [new]))
+    # The results paired with a call the edit changes may pair with another call after it
+    # (SPEC §17.2): read before the row changes.
+    old_calls = _calls_of(old)
+    before = (
+        call_pairs.results_of(conn, conversation_id, turn_id, old_calls)
+        if old_calls and (new.meta != old.meta or new.role != old.role)
+        else set()
+    )
+    revision = bump_revision(conn, conversation_id)
+    conn.execute(
+        "INSERT INTO turn_history (turn_pk, replaced_at_revision, role, body, protected,"
+        " protection_reason, grp, meta, digest, replaced_at)"
+        " SELECT pk, ?, role, body, protected, protection_reason, grp, meta, digest, ?"
+        " FROM turns WHERE pk = ?",
+        (revision, now(), turn_pk),
+    )
+    conn.execute(
+        "UPDATE turns SET role = ?, body = ?, protected = ?, protection_reason = ?,"
+        " grp = ?, meta = ?, digest = ? WHERE pk = ?",
+        (
+            new.role,
+            new.body,
+            int(new.protected),
+            new.protection_reason,
+            new.group,
+            meta_json(new.meta),
+            new.digest,
+            turn_pk,
+        ),
+    )
+    if (new.body, new.role, new.group, new.meta) != (old.body, old.role, old.group, old.meta):
+        search_index.reindex_turn(conn, conversation_id, turn_pk, old.body, new)
+    stale: list[str] = []
+    if new.digest != bytes(old_digest):
+        stale = mark_citing_stale(conn, conversation_id, "?", (turn_id,), "source-modified")
+    relinked = (
+        (new.group is not None and new.group != old.group)
+        or new.meta != old.meta
+        or new.role != old.role
+    )
+    new_calls = _calls_of(new)
+    after = (
+        call_pairs.results_of(conn, conversation_id, turn_id, new_calls)
+        if relinked and new_calls
+        else set()
+    )
+    if relinked:
+        stale += unit_splits.mark_group_split(
+            conn, conversation_id, [new], answers_too=True, known_results=after
+        )
+    if before:
+        stale += unit_splits.mark_repaired_split(conn, conversation_id, before)
+    # Whether each result paired with the call before or after the edit answers
+    # `recall_history` may have changed with it: its passages follow (SPEC §16.5, §17.7).
+    for result_pk, result in _turns_by_id(conn, conversation_id, before | after):
+        search_index.reindex_turn(conn, conversation_id, result_pk, result.body, result)
+    # A result without a call ID answers a `recall_history` call of its group: an assistant
+    # turn of a group gaining or losing one (or changing group) changes that for the group.
+    groups = {
+        turn.group for turn in (old, new) if turn.role == "assistant" and turn.group is not None
+    }
+    if groups and (old.role, old.group, old.meta) != (new.role, new.group, new.meta):
+        for result_pk, result in _group_results_without_id(conn, conversation_id, groups):
+            search_index.reindex_turn(conn, conversation_id, result_pk, result.body, result)
+    return new, revision, stale
+
+
+def _group_results_without_id(
+    conn: sqlite3.Connection, conversation_id: str, groups: set[str]
+) -> list[tuple[int, Turn]]:
+    """`(pk, turn)` of the live tool turns of these groups without a `tool_call_id`."""
+    found: list[tuple[int, Turn]] = []
+    for group in sorted(groups):
+        for row in conn.execute(
+            f"SELECT pk, {TURN_COLUMNS} FROM turns WHERE conversation_id = ? AND grp = ?"
+            " AND role = 'tool' AND state = ?",
+            (conversation_id, group, TURN_LIVE),
+        ):
+            try:
+                turn = turn_from_row(row[1:])
+            except StoreError:
+                continue  # a damaged row: left as it is
+            if not isinstance((turn.meta or {}).get("tool_call_id"), str):
+                found.append((int(row[0]), turn))
+    return found
+
+
+def _calls_of(turn: Turn) -> set[str]:
+    """The call IDs an assistant turn's `tool_calls` names (none for other roles)."""
+    if turn.role != "assistant" or not turn.meta:
+        return set()
+    return call_pairs.calls_in(turn.meta.get("tool_calls"))
+
+
+def _turns_by_id(
+    conn: sqlite3.Connection, conversation_id: str, turn_ids: set[str]
+) -> list[tuple[int, Turn]]:
+    """`(pk, turn)` of the live turns with these IDs."""
+    return [
+        (int(row[0]), turn_from_row(row[1:]))
+        for row in conn.execute(
+            f"SELECT pk, {TURN_COLUMNS} FROM turns WHERE conversation_id = ? AND state = ?"
+            " AND id IN (SELECT value FROM json_each(?))",
+            (conversation_id, TURN_LIVE, json.dumps(sorted(turn_ids), ensure_ascii=False)),
+        )
+    ]
+
+
+def retract_turn(
+    conn: sqlite3.Connection, conversation_id: str, turn_id: str
+) -> tuple[int, int, list[str], int]:
+    """Take a live turn out of the ledger view; returns its sequence, the new revision, the
+    IDs of the summaries that went stale and how many answering tool turns went with it.
+
+    A turn that made tool calls takes the live tool turns answering them along, in the same
+    revision (SPEC §17.2): a result whose call is gone would be a tool message without its
+    call. Retracting a result leaves its call (an open call again: kept raw, and left out of
+    chat messages until answered)."""
+    row = _live_turn_row(conn, conversation_id, turn_id)
+    search_index.unindex(conn, "pk = ?", (row[0],))
+    answers = _answering(conn, conversation_id, turn_from_row(row[1:-1]))
+    for answer_pk, _ in answers:  # their bodies leave the live view too (SPEC §16.1)
+        search_index.unindex(conn, "pk = ?", (answer_pk,))
+    conn.execute("UPDATE turns SET state = ? WHERE pk = ?", (TURN_RETRACTED, row[0]))
+    retracted_ids = [turn_id, *(answer_id for _, answer_id in answers)]
+    conn.executemany(
+        "UPDATE turns SET state = ? WHERE pk = ?", [(TURN_RETRACTED, pk) for pk, _ in answers]
+    )
+    revision = bump_revision(conn, conversation_id)
+    stale = mark_citing_stale(
+        conn,
+        conversation_id,
+        "SELECT value FROM json_each(?)",
+        (json.dumps(retracted_ids, ensure_ascii=False),),
+        "source-missing",
+    )
+    return int(row[2]), revision, stale, len(answers)
+
+
+def _answering(conn: sqlite3.Connection, conversation_id: str, turn: Turn) -> list[tuple[int, str]]:
+    """`(pk, id)` of the live tool turns answering a call `turn` made (none unless it is an
+    assistant turn with `tool_calls`): paired with it by the core's rule, so a result of a
+    call ID made again later stays with that later call."""
+    raw = (turn.meta or {}).get("tool_calls") if turn.role == "assistant" else None
+    if raw is None:
+        return []
+    try:
+        call_ids = tool_call_ids(raw)
+    except InvalidInput:  # stored before writes were checked: it names no call
+        return []
+    if not call_ids:
+        return []
+    paired = call_pairs.results_of(conn, conversation_id, turn.id, call_ids)
+    if not paired:
+        return []
+    rows = conn.execute(
+        # By the (conversation, ID) key: an ORDER BY here makes SQLite walk the sequences.
+        "SELECT pk, id, sequence FROM turns WHERE conversation_id = ?"
+        " AND id IN (SELECT value FROM json_each(?))",
+        (conversation_id, json.dumps(sorted(paired), ensure_ascii=False)),
+    ).fetchall()
+    return [(int(pk), str(answer_id)) for pk, answer_id, _ in sorted(rows, key=lambda r: r[2])]
