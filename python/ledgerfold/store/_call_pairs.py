@@ -370,11 +370,16 @@ def early_recall_answers(
             continue
         if not isinstance(call, dict) or call_name(call) != RECALL_TOOL_NAME:
             continue
-        for _, result_pk, at in conn.execute(
-            _RESULTS_BEFORE, (conversation_id, call_id, first[0], TURN_LIVE)
-        ):
-            if nearest_call(conn, conversation_id, call_id, int(at), before=True) is None:
-                found.append(int(result_pk))
+        # No live call lies between the oldest result and `first`: either the oldest has a
+        # call before it, and so has every later result, or none of them has.
+        if nearest_call(conn, conversation_id, call_id, int(oldest[2]), before=True) is not None:
+            continue
+        found += [
+            int(result_pk)
+            for _, result_pk, _ in conn.execute(
+                _RESULTS_BEFORE, (conversation_id, call_id, first[0], TURN_LIVE)
+            )
+        ]
     return found
 
 
