@@ -36,7 +36,7 @@ from bench_conftest import full_size, iter_transcript_turns, record_ratio, targe
 
 import langchain_session
 import ledgerfold as lf
-from ledgerfold.summarizers import ExtractiveSummarizer
+from ledgerfold import ExtractiveSummarizer
 from ledgerfold.tokens import approx_tokens
 from ledgerfold.tools import run_recall
 from recall_facts import FACTS

@@ -24,7 +24,7 @@ import inspect
 from typing import Any
 
 import ledgerfold as lf
-from ledgerfold.summarizers import ExtractiveSummarizer
+from ledgerfold import ExtractiveSummarizer
 from ledgerfold.tokens import MESSAGE_OVERHEAD_TOKENS, approx_tokens
 
 #: The framing LangChain's middleware puts before the summary text

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledgerfold import Conversation, SummaryItem
+from ledgerfold import Conversation, SQLiteStore, SummaryItem
 from ledgerfold._compactor import CompactionPolicy, SummaryRequest
-from ledgerfold.store import SQLiteStore
 
 CONV = "conv-1"
 

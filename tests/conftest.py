@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ledgerfold.store import SQLiteStore
+from ledgerfold import SQLiteStore
 
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ledgerfold.store import SQLiteStore
+from ledgerfold import SQLiteStore
 
 
 def test_a_plain_append_does_not_look_for_callers(tmp_path: Path) -> None:

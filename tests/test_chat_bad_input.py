@@ -12,8 +12,15 @@ from typing import Any
 
 import pytest
 
-from ledgerfold import AssembledContext, DuplicateId, InvalidInput, Turn, TurnItem
-from ledgerfold.adapters import from_chat_messages, to_chat_messages
+from ledgerfold import (
+    AssembledContext,
+    DuplicateId,
+    InvalidInput,
+    Turn,
+    TurnItem,
+    from_chat_messages,
+    to_chat_messages,
+)
 
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is

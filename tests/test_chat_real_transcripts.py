@@ -10,9 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from ledgerfold import Conversation, assemble_context, create_summary_envelope, plan_compaction
+from ledgerfold import (
+    Conversation,
+    assemble_context,
+    create_summary_envelope,
+    from_chat_messages,
+    plan_compaction,
+    to_chat_messages,
+)
 from ledgerfold._transcripts import Transcript, load_transcripts
-from ledgerfold.adapters import SUMMARY_CLOSE, SUMMARY_OPEN, from_chat_messages, to_chat_messages
+from ledgerfold.adapters import SUMMARY_CLOSE, SUMMARY_OPEN
 
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is

@@ -12,12 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledgerfold import AssembledContext, SummaryItem, TurnItem
+from ledgerfold import AssembledContext, SummaryItem, TurnItem, to_chat_messages
 from ledgerfold.adapters import (
     SUMMARY_CLOSE,
     SUMMARY_OPEN,
     escape_summary_text,
-    to_chat_messages,
     unescape_summary_text,
 )
 

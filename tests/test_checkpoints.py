@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ledgerfold as lf
+from ledgerfold import SQLiteStore
 from ledgerfold._checkpoints import Record, lineage, links, rebuild_from, spaced_checkpoints
-from ledgerfold.store import SQLiteStore
 
 CONV = "c"
 PV = "v1"

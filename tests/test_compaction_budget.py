@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ledgerfold import ContextBudgetExceeded, InvalidInput
+from ledgerfold import ContextBudgetExceeded, InvalidInput, SQLiteStore
 from ledgerfold._compactor import CompactionOutcome, CompactionPolicy, Compactor
-from ledgerfold.store import SQLiteStore
 from ledgerfold.tokens import MESSAGE_OVERHEAD_TOKENS, approx_tokens, context_tokens
 
 _HERE = Path(__file__).resolve().parent

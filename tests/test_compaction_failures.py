@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from ledgerfold import SQLiteStore
 from ledgerfold._compactor import CompactionOutcome, CompactionPolicy, Compactor, SummaryRequest
-from ledgerfold.store import SQLiteStore
 
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is

@@ -7,10 +7,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ledgerfold import SummaryItem, TurnItem
+from ledgerfold import ExtractiveSummarizer, SQLiteStore, SummaryItem, TurnItem
 from ledgerfold._compactor import CompactionOutcome, CompactionPolicy, Compactor
-from ledgerfold.store import SQLiteStore
-from ledgerfold.summarizers import ExtractiveSummarizer
 
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is

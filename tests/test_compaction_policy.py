@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from ledgerfold import InvalidInput, TurnItem
+from ledgerfold import InvalidInput, SQLiteStore, TurnItem
 from ledgerfold._compactor import CompactionPolicy, Compactor, SummaryRequest
-from ledgerfold.store import SQLiteStore
 from ledgerfold.tokens import approx_tokens
 
 # -- values ----------------------------------------------------------------------------------

@@ -8,9 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ledgerfold import SummaryItem, TurnItem
+from ledgerfold import SQLiteStore, SummaryItem, TurnItem
 from ledgerfold._compactor import CompactionOutcome, CompactionPolicy, Compactor, SummaryRequest
-from ledgerfold.store import SQLiteStore
 
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is

@@ -12,8 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledgerfold import CompactionPolicy, Compactor, DuplicateId
-from ledgerfold.store import SQLiteStore
+from ledgerfold import CompactionPolicy, Compactor, DuplicateId, SQLiteStore
 from ledgerfold.store import _context_read as context_read
 from ledgerfold.store import _unit_splits as unit_splits
 

@@ -19,9 +19,11 @@ from ledgerfold import (
     TurnItem,
     assemble_context,
     create_summary_envelope,
+    from_chat_messages,
     plan_compaction,
+    to_chat_messages,
 )
-from ledgerfold.adapters import SUMMARY_OPEN, from_chat_messages, to_chat_messages
+from ledgerfold.adapters import SUMMARY_OPEN
 
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is

@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 
-from ledgerfold import CompactionPolicy, Compactor, Event, InvalidInput, StoreError
+from ledgerfold import CompactionPolicy, Compactor, Event, InvalidInput, SQLiteStore, StoreError
 from ledgerfold._worker import worker_for
-from ledgerfold.store import SQLiteStore
 from ledgerfold.store import _group_commit as group_commit
 from ledgerfold.store._database import Database
 

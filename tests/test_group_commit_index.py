@@ -16,9 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledgerfold import StoreError
+from ledgerfold import SQLiteStore, StoreError
 from ledgerfold._worker import worker_for
-from ledgerfold.store import SQLiteStore
 from ledgerfold.store import _search_index as search_index
 from ledgerfold.store._database import INDEX_FREE
 

@@ -16,9 +16,9 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from ledgerfold import Conversation, InvalidInput, Turn, assemble_context
+from ledgerfold import Conversation, InvalidInput, Turn, assemble_context, from_chat_messages
 from ledgerfold._transcripts import load_transcripts
-from ledgerfold.adapters import from_chat_messages, from_langchain_messages, to_langchain_messages
+from ledgerfold.adapters import from_langchain_messages, to_langchain_messages
 from ledgerfold.adapters._langchain import chat_messages
 
 SHARED = Path(__file__).resolve().parents[1] / "tests" / "data"

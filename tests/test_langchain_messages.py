@@ -17,8 +17,9 @@ from ledgerfold import (
     SummaryItem,
     TurnItem,
     assemble_context,
+    to_chat_messages,
 )
-from ledgerfold.adapters import from_langchain_messages, to_chat_messages, to_langchain_messages
+from ledgerfold.adapters import from_langchain_messages, to_langchain_messages
 
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is

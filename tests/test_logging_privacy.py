@@ -20,10 +20,9 @@ from typing import Any
 import openai
 import pytest
 
-from ledgerfold import ContextBudgetExceeded
+from ledgerfold import ContextBudgetExceeded, ExtractiveSummarizer, SQLiteStore
 from ledgerfold._compactor import CompactionOutcome, CompactionPolicy, Compactor, SummaryRequest
-from ledgerfold.store import SQLiteStore
-from ledgerfold.summarizers import ChatCompletionsSummarizer, ExtractiveSummarizer
+from ledgerfold.summarizers import ChatCompletionsSummarizer
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "transcripts"
 MIN_LEAK = 12  # shorter strings ("Thank you.") may appear in a log by coincidence

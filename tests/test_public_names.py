@@ -58,29 +58,58 @@ def test_the_names_added_since_v1_are_exported() -> None:
         assert name in ledgerfold.__all__, name
 
 
-def test_every_exported_name_has_one_import_path() -> None:
-    """A public name lives in `ledgerfold` (or one public subpackage), never also in a
-    public module under another name; private modules are underscored (SPEC §17.9)."""
+#: The public modules (SPEC §17.9) besides `ledgerfold` itself.
+PUBLIC_PACKAGES = {
+    "ledgerfold.adapters",
+    "ledgerfold.summarizers",
+    "ledgerfold.tokens",
+    "ledgerfold.tools",
+    "ledgerfold.store",
+    "ledgerfold.revalidate",
+    "ledgerfold.export",
+    "ledgerfold.dask",
+    "ledgerfold.integrations",
+    "ledgerfold.testing",
+}
+
+
+def _public_modules() -> list[str]:
     import pkgutil
 
-    public = {
-        "ledgerfold.adapters",
-        "ledgerfold.summarizers",
-        "ledgerfold.tokens",
-        "ledgerfold.tools",
-        "ledgerfold.store",
-        "ledgerfold.revalidate",
-        "ledgerfold.export",
-        "ledgerfold.dask",
-        "ledgerfold.integrations",
-        "ledgerfold.testing",
-    }
+    names = ["ledgerfold"]
     for module in pkgutil.walk_packages(ledgerfold.__path__, "ledgerfold."):
         parts = module.name.split(".")
-        if any(part.startswith("_") for part in parts[1:]):
+        if not any(part.startswith("_") for part in parts[1:]):
+            names.append(module.name)
+    return names
+
+
+def test_only_the_public_paths_are_unprefixed() -> None:
+    """Every module not under a public path is private (underscored, SPEC §17.9)."""
+    for name in _public_modules()[1:]:
+        top = ".".join(name.split(".")[:2])
+        assert top in PUBLIC_PACKAGES or name.startswith("ledgerfold.integrations."), name
+
+
+def test_every_exported_name_has_one_import_path() -> None:
+    """No object is exported (`__all__`) by two public modules, and no public subpackage
+    offers a top-level name as an attribute either: `from ledgerfold import SQLiteStore` is
+    the one way to import it, not also `from ledgerfold.store import SQLiteStore`. (A plain
+    module's imports for its own use are its business, not an export.)"""
+    import importlib
+
+    homes: dict[int, list[str]] = {}
+    for name in _public_modules():
+        try:
+            module = importlib.import_module(name)
+        except ImportError:  # an extra that is not installed (its own tests cover it)
             continue
-        top = ".".join(parts[:2])
-        assert top in public or module.name.startswith("ledgerfold.integrations."), module.name
+        for exported in getattr(module, "__all__", ()):
+            homes.setdefault(id(getattr(module, exported)), []).append(f"{name}.{exported}")
+        if name != "ledgerfold" and hasattr(module, "__path__"):
+            for top in ledgerfold.__all__:
+                assert getattr(module, top, None) is not getattr(ledgerfold, top), (name, top)
+    assert [paths for paths in homes.values() if len(paths) > 1] == []
 
 
 def test_error_hierarchy() -> None:

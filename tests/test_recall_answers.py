@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ledgerfold.store import SQLiteStore
+from ledgerfold import SQLiteStore
 from ledgerfold.store import _recall_answers as recall_answers
 
 

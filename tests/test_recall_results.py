@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 import ledgerfold as lf
 from cli_support import file_has
+from ledgerfold import to_chat_messages
 from ledgerfold._fold import fold_chunk
 from ledgerfold._recall_stand_in import recall_result_ids, stand_in
-from ledgerfold.adapters import to_chat_messages
 from ledgerfold.store._recall_results import ERASED_RESULT
 from ledgerfold.tokens import approx_tokens
 from ledgerfold.tools import RECALL_TOOL_NAME, run_recall

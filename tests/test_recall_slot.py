@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import ledgerfold as lf
-from ledgerfold.adapters import to_chat_messages
+from ledgerfold import to_chat_messages
 
 CONVERSATION = "chat"
 POLICY = lf.CompactionPolicy("slot-v1", keep_tail=4, min_new_turns=1)

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 import ledgerfold as lf
+from ledgerfold import Store
 from ledgerfold._segment import index_passages
-from ledgerfold.store import PROTOCOL_VERSION, SearchableStore, Store
+from ledgerfold.store import PROTOCOL_VERSION, SearchableStore
 from ledgerfold.store import _search as search_queries
 from ledgerfold.store import _search_index as search_index
 

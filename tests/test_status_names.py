@@ -9,7 +9,8 @@ import sqlite3
 from pathlib import Path
 
 import ledgerfold
-from ledgerfold.store import SUMMARY_STATUSES, SQLiteStore
+from ledgerfold import SQLiteStore
+from ledgerfold.store import SUMMARY_STATUSES
 from ledgerfold.store import _schema as schema
 
 PACKAGE = Path(ledgerfold.__file__).parent

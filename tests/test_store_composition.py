@@ -8,7 +8,7 @@ import inspect
 from pathlib import Path
 
 import ledgerfold
-from ledgerfold.store import SQLiteStore, Store
+from ledgerfold import SQLiteStore, Store
 
 RETENTION = ("retract", "purge_through", "apply_retention", "preview_purge", "delete_conversation")
 

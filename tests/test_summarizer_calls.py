@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ledgerfold import InvalidInput
+from ledgerfold import InvalidInput, SQLiteStore
 from ledgerfold._compactor import CompactionOutcome, CompactionPolicy, Compactor, SummaryRequest
-from ledgerfold.store import SQLiteStore
 
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
@@ -214,8 +213,7 @@ def _jobs_and_threads(
 ) -> tuple[CompactionOutcome, int, set[str]]:
     """One `acompact`: its outcome, how many jobs it gave the store's worker, and the names
     of the threads its summarizer ran on."""
-    from ledgerfold import _worker
-    from ledgerfold.summarizers import ExtractiveSummarizer
+    from ledgerfold import ExtractiveSummarizer, _worker
 
     jobs: list[object] = []
     real_queue = _worker.StoreWorker._queue
@@ -258,8 +256,8 @@ def test_acompact_runs_a_given_summarizer_off_the_worker(
 ) -> None:
     """A summarizer the caller gives (even the built-in one, or the default with a deadline)
     may be slow: it runs on a thread of its own, between a planning and an ending job."""
+    from ledgerfold import ExtractiveSummarizer
     from ledgerfold._worker import THREAD_NAME
-    from ledgerfold.summarizers import ExtractiveSummarizer
 
     fill(store, 6)
     policy = CompactionPolicy("v1", min_new_turns=1, keep_tail=2)

@@ -7,8 +7,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledgerfold import CompactionPolicy, Compactor
-from ledgerfold.store import SQLiteStore
+from ledgerfold import CompactionPolicy, Compactor, SQLiteStore
 from ledgerfold.store._schema import TURN_LIVE
 
 

@@ -15,8 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ledgerfold as lf
-from ledgerfold import _validate
-from ledgerfold.adapters import to_chat_messages
+from ledgerfold import _validate, to_chat_messages
 
 CID = "c"
 
@@ -222,7 +221,7 @@ def test_retain_turns_has_one_limit(store: lf.SQLiteStore, value: object) -> Non
 
 
 def test_a_callback_is_refused_with_one_message_per_signature(store: lf.SQLiteStore) -> None:
-    from ledgerfold.summarizers import ExtractiveSummarizer
+    from ledgerfold import ExtractiveSummarizer
 
     policy = lf.CompactionPolicy("p")
     on_event = {

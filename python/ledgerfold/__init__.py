@@ -39,7 +39,8 @@ from ledgerfold._summary import (
     is_summary_current,
 )
 from ledgerfold.adapters._chat import from_chat_messages, to_chat_messages
-from ledgerfold.store import SQLiteStore, Store, SummaryRecord
+from ledgerfold.store._protocol import Store, SummaryRecord
+from ledgerfold.store._sqlite import SQLiteStore
 from ledgerfold.summarizers._base import SummaryRequest
 from ledgerfold.summarizers._extractive import ExtractiveSummarizer
 

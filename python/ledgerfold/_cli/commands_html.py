@@ -13,7 +13,7 @@ from ledgerfold._cli.html import render_conversation, render_database
 from ledgerfold._cli.html_data import gather_conversation, gather_database
 from ledgerfold._cli.main import UserError, check_db_path, cli, open_store
 from ledgerfold._cli.render import esc, stdout_console
-from ledgerfold.store import SQLiteStore
+from ledgerfold.store._sqlite import SQLiteStore
 
 __all__ = ["pages_dir", "report_command", "write_inspect_html"]
 

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from ledgerfold._cli.main import cli, open_store
 from ledgerfold._cli.render import boundary_json, echo_json, print_table, safe_text, stdout_console
-from ledgerfold.store import SQLiteStore
+from ledgerfold.store._sqlite import SQLiteStore
 
 __all__ = ["conversation_row", "list_command"]
 

@@ -21,9 +21,9 @@ from rich.progress import (
 
 from ledgerfold._cli.main import check_db_path, cli
 from ledgerfold._cli.render import echo_json, esc, stdout_console
-from ledgerfold.store import SQLiteStore
 from ledgerfold.store._paths import reading_uri
 from ledgerfold.store._schema import SCHEMA_VERSION
+from ledgerfold.store._sqlite import SQLiteStore
 
 __all__ = ["upgrade_command"]
 

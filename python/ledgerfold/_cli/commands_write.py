@@ -29,7 +29,7 @@ from ledgerfold._model import Turn
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._transcripts import Transcript, iter_transcripts
 from ledgerfold.revalidate import revalidate_database
-from ledgerfold.summarizers import ExtractiveSummarizer
+from ledgerfold.summarizers._extractive import ExtractiveSummarizer
 
 __all__ = [
     "compact_command",

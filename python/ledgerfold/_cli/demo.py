@@ -30,8 +30,8 @@ from ledgerfold._cli.render import (
 from ledgerfold._compactor import CompactionOutcome, Compactor
 from ledgerfold._context import AssembledContext, SummaryItem
 from ledgerfold._policy import CompactionPolicy
-from ledgerfold.store import SQLiteStore
-from ledgerfold.summarizers import ExtractiveSummarizer
+from ledgerfold.store._sqlite import SQLiteStore
+from ledgerfold.summarizers._extractive import ExtractiveSummarizer
 from ledgerfold.tools import run_recall
 
 __all__ = ["demo_command"]

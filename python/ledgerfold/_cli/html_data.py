@@ -24,7 +24,6 @@ from ledgerfold._policy import CompactionPolicy
 from ledgerfold._summary import SummaryEnvelope
 from ledgerfold._toolcalls import open_call_turns
 from ledgerfold.adapters._chat import to_chat_messages
-from ledgerfold.store import SQLiteStore
 from ledgerfold.store._paths import reading_uri
 from ledgerfold.store._schema import (
     ACCEPTED,
@@ -35,6 +34,7 @@ from ledgerfold.store._schema import (
     TURN_PURGED,
     TURN_RETRACTED,
 )
+from ledgerfold.store._sqlite import SQLiteStore
 from ledgerfold.store._stats import StoreStats
 
 __all__ = [

@@ -19,7 +19,7 @@ import click
 
 from ledgerfold._cli.render import one_line
 from ledgerfold._errors import LedgerfoldError
-from ledgerfold.store import SQLiteStore
+from ledgerfold.store._sqlite import SQLiteStore
 
 __all__ = [
     "DEFAULT_POLICY",

@@ -1,7 +1,9 @@
 """Adapters between ledgerfold and chat-message formats.
 
-`chat` (OpenAI-style dicts) has no dependencies; `langchain` needs the optional extra
-`ledgerfold[langchain]` and imports `langchain_core` only when called.
+`to_chat_messages` and `from_chat_messages` (OpenAI-style dicts, no dependencies) are
+imported from `ledgerfold` (SPEC §11, their one import path); this package adds the summary
+slot's framing and escape, and the LangChain converters, which need the optional extra
+`ledgerfold[langchain]` and import `langchain_core` only when called.
 """
 
 from __future__ import annotations
@@ -9,9 +11,7 @@ from __future__ import annotations
 from ledgerfold.adapters._chat import (
     SUMMARY_CLOSE,
     SUMMARY_OPEN,
-    from_chat_messages,
     summary_framing,
-    to_chat_messages,
 )
 from ledgerfold.adapters._langchain import from_langchain_messages, to_langchain_messages
 from ledgerfold.adapters._summary_escape import escape_summary_text, unescape_summary_text
@@ -20,10 +20,8 @@ __all__ = [
     "SUMMARY_CLOSE",
     "SUMMARY_OPEN",
     "escape_summary_text",
-    "from_chat_messages",
     "from_langchain_messages",
     "summary_framing",
-    "to_chat_messages",
     "to_langchain_messages",
     "unescape_summary_text",
 ]

@@ -16,7 +16,7 @@ result). After each `add_items`, compaction runs when the policy says it is due.
 Nothing runs on the event loop's thread but the awaiting: every method's store work (and the
 items' conversion) runs on the store's worker thread (SPEC §17.6, `ledgerfold._worker`), so
 calls of one store complete in call order, and a cancelled call lands whole or not at all.
-The session works over any `Store` (`ledgerfold.store.Store`), through its public methods.
+The session works over any `Store` (`ledgerfold.Store`), through its public methods.
 
 `recall_tool()` gives the agent `recall_history` (SPEC §16.2) as an SDK `FunctionTool`
 whose calls run `ledgerfold.tools.run_recall` on the same worker thread; once it has been

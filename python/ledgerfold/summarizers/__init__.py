@@ -1,6 +1,7 @@
 """Summarizers: callables `SummaryRequest -> str` (or async ones) for `Compactor`.
 
-`ExtractiveSummarizer` is the deterministic, offline default. `ChatCompletionsSummarizer`
+`ExtractiveSummarizer`, the deterministic, offline default, is imported from `ledgerfold`
+(SPEC §11, its one import path). `ChatCompletionsSummarizer`
 asks a model through an `openai.OpenAI` / `AsyncOpenAI` client (the `openai` extra; a
 local server through `base_url` too); `ChatModelSummarizer` asks any LangChain chat model.
 """
@@ -14,7 +15,6 @@ from ledgerfold.summarizers._chat_completions import (
     ChatCompletionsSummarizer,
 )
 from ledgerfold.summarizers._chat_model import AsyncChatModelSummarizer, ChatModelSummarizer
-from ledgerfold.summarizers._extractive import ExtractiveSummarizer
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
@@ -22,7 +22,6 @@ __all__ = [
     "AsyncChatModelSummarizer",
     "ChatCompletionsSummarizer",
     "ChatModelSummarizer",
-    "ExtractiveSummarizer",
     "SummarizerError",
     "SummarizerTimeout",
 ]
