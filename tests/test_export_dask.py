@@ -21,7 +21,7 @@ from ledgerfold import (
     SQLiteStore,
     StoreError,
 )
-from ledgerfold.export import MANIFEST, TABLES, export_parquet, part_name
+from ledgerfold.export import MANIFEST, TABLES, _part_name, export_parquet
 from ledgerfold.revalidate import revalidate_database
 
 pq = importlib.import_module("pyarrow.parquet")
@@ -180,7 +180,7 @@ def test_every_conversation_is_in_exactly_one_part(ledger: dict[str, Any], expor
         index = part["index"]
         ids_in_part: dict[str, set[str]] = {}
         for table in TABLES:
-            data = pq.read_table(exported / table / part_name(index))
+            data = pq.read_table(exported / table / _part_name(index))
             assert data.num_rows == part[table]
             column = "id" if table == "conversations" else "conversation_id"
             ids = data.column(column).to_pylist()
@@ -241,7 +241,7 @@ def test_export_of_an_empty_database(tmp_path: Path) -> None:
     report = export_parquet(db, tmp_path / "out")
     assert (report.parts, report.conversations, report.turns, report.summaries) == (1, 0, 0, 0)
     for table in TABLES:
-        assert pq.read_table(tmp_path / "out" / table / part_name(0)).num_rows == 0
+        assert pq.read_table(tmp_path / "out" / table / _part_name(0)).num_rows == 0
     frame, aggregate = ldask.revalidate_parquet(tmp_path / "out")
     expected = revalidate_database(db, mark_stale=False).as_json()
     assert {key: aggregate[key] for key in SAME} == {key: expected[key] for key in SAME}
@@ -441,7 +441,7 @@ DAMAGED_MANIFESTS = [
         "part-missing",
         _edit(
             lambda m: m["parts"].append(
-                {**m["parts"][2], "index": 3, "file": part_name(3), "conversations": 0, "turns": 0}
+                {**m["parts"][2], "index": 3, "file": _part_name(3), "conversations": 0, "turns": 0}
             )
         ),
         "part-00003.parquet",
@@ -465,7 +465,7 @@ def test_a_damaged_manifest_is_invalid_input(small_export: Path, damage: Any, na
 
 
 def test_a_missing_part_file_is_invalid_input(small_export: Path) -> None:
-    (small_export / "summary_sources" / part_name(1)).unlink()
+    (small_export / "summary_sources" / _part_name(1)).unlink()
     with pytest.raises(InvalidInput, match=r"summary_sources/part-00001\.parquet"):
         ldask.revalidate_parquet(small_export)
 

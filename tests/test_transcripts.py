@@ -332,7 +332,7 @@ def test_one_helper_imports_optional_dependencies(monkeypatch: pytest.MonkeyPatc
     with pytest.raises(
         ImportError, match=r"Parquet export needs pyarrow: pip install 'ledgerfold\[parquet\]'"
     ):
-        export.require_pyarrow()
+        export._require_pyarrow()
     monkeypatch.setitem(sys.modules, "pyarrow.fs", None)
     with pytest.raises(
         ImportError, match=r"ledgerfold.dask needs pyarrow: pip install 'ledgerfold\[dask\]'"

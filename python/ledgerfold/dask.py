@@ -28,7 +28,7 @@ from ledgerfold import _native, _validate
 from ledgerfold import _sealed as sealed
 from ledgerfold._errors import InvalidInput
 from ledgerfold._optional import require
-from ledgerfold.export import FORMAT, FORMAT_VERSION, MANIFEST, TABLES, part_name
+from ledgerfold.export import FORMAT, FORMAT_VERSION, MANIFEST, TABLES, _part_name
 from ledgerfold.store._schema import TURN_LIVE, TURN_PURGED
 
 __all__ = ["RESULT_COLUMNS", "check_part", "read_manifest", "revalidate_parquet"]
@@ -157,8 +157,8 @@ def _check_layout(manifest: dict[str, Any], location: str, filesystem: Any, base
             raise _bad_manifest(location, f"{where}: must be an object")
         if type(part.get("index")) is not int or part["index"] != index:
             raise _bad_manifest(location, f"{where}.index: must be {index}")
-        if part.get("file") != part_name(index):
-            raise _bad_manifest(location, f"{where}.file: must be {part_name(index)}")
+        if part.get("file") != _part_name(index):
+            raise _bad_manifest(location, f"{where}.file: must be {_part_name(index)}")
         for table in TABLES:
             if not _is_count(part.get(table)):
                 raise _bad_manifest(location, f"{where}.{table}: must be a non-negative integer")
@@ -168,7 +168,7 @@ def _check_layout(manifest: dict[str, Any], location: str, filesystem: Any, base
             raise _bad_manifest(
                 location, f"counts.{table}: {counts[table]} is not the parts' total {totals[table]}"
             )
-    files = [f"{table}/{part_name(index)}" for index in range(len(parts)) for table in TABLES]
+    files = [f"{table}/{_part_name(index)}" for index in range(len(parts)) for table in TABLES]
     fs = _require("pyarrow.fs")
     try:
         infos = filesystem.get_file_info([f"{base}/{name}" for name in files])
@@ -214,7 +214,7 @@ def check_part(index: int, *, path: str, threads: int | None = 1, run: str | Non
 
     def read(table: str, columns: list[str] | None = None) -> Any:
         return pq.read_table(
-            f"{base}/{table}/{part_name(index)}", columns=columns, filesystem=filesystem
+            f"{base}/{table}/{_part_name(index)}", columns=columns, filesystem=filesystem
         )
 
     summaries = read(

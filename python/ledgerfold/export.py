@@ -48,8 +48,6 @@ __all__ = [
     "TABLES",
     "ExportReport",
     "export_parquet",
-    "part_name",
-    "require_pyarrow",
 ]
 
 #: `_manifest.json` identifies a ledgerfold export by `format` and `format_version`.
@@ -61,7 +59,7 @@ TABLES = ("conversations", "turns", "summaries", "summary_sources")
 DEFAULT_TURNS_PER_FILE = 200_000
 
 
-def require_pyarrow() -> Any:
+def _require_pyarrow() -> Any:
     """`pyarrow`, or an ImportError that names the extra to install."""
     return require("pyarrow", needed_by="Parquet export", install="'ledgerfold[parquet]'")
 
@@ -127,7 +125,7 @@ def _schemas(pa: Any) -> dict[str, Any]:
     }
 
 
-def part_name(index: int) -> str:
+def _part_name(index: int) -> str:
     return f"part-{index:05d}.parquet"
 
 
@@ -266,7 +264,7 @@ def export_parquet(
         problem = "is a directory" if db.is_dir() else "no such database"
         raise InvalidInput(f"db_path: {db}: {problem}", field="db_path", problem="not-allowed")
     _check_out_dir(target)
-    pa = require_pyarrow()
+    pa = _require_pyarrow()
     import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
     started = time.perf_counter()
@@ -289,11 +287,11 @@ def export_parquet(
             described: list[dict[str, Any]] = []
             for index in range(len(parts)):
                 low, high = _part_range(parts, index)
-                entry: dict[str, Any] = {"index": index, "file": part_name(index)}
+                entry: dict[str, Any] = {"index": index, "file": _part_name(index)}
                 for table in TABLES:
                     rows = export_reads.part_rows(conn, table, low, high, utf8=utf8)
                     table_data = _table(pa, schemas[table], rows)
-                    pq.write_table(table_data, staging / table / part_name(index))
+                    pq.write_table(table_data, staging / table / _part_name(index))
                     entry[table] = len(rows)
                     totals[table] += len(rows)
                 entry["first_conversation"] = parts[index][0] if parts[index] else None
