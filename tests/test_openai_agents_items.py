@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ledgerfold import CompactionPolicy, SQLiteStore
 from ledgerfold.integrations._agents_items import CALL_OUTPUTS, item_groups, item_message, link_id
@@ -167,3 +169,61 @@ def test_turns_the_session_did_not_write_read_back_as_items(tmp_path: Path) -> N
             "hi",
             "checking",
         ]
+
+
+# -- the session's memo of restored turns against a fresh read (differential) ----------------
+
+_STEP = st.sampled_from(["message", "call", "output", "call+output", "nested", "pop"])
+
+
+@settings(max_examples=25, deadline=None)
+@given(steps=st.lists(_STEP, min_size=1, max_size=14), keep_tail=st.integers(1, 4))
+def test_get_items_with_the_memo_equals_a_session_reading_afresh(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[str], keep_tail: int
+) -> None:
+    """After every step, `get_items` of a session that has served the context before (its
+    memo of restored turns warm) equals that of a new session over the same store (memo
+    empty): calls, results (also a result served before its call), items with nested lists,
+    pops and compactions included; and changing what one call returned changes nothing
+    later."""
+    store = SQLiteStore(tmp_path_factory.mktemp("memo") / "f.db")
+    policy = CompactionPolicy("v1", keep_tail=keep_tail, trigger_tokens=None, min_new_turns=2)
+    warm = LedgerfoldSession("s", store=store, policy=policy)
+    calls = 0
+
+    def items_of(step: str) -> list[dict[str, Any]]:
+        nonlocal calls
+        calls += 1
+        call_id = f"c{calls}"
+        call = {"type": "function_call", "call_id": call_id, "name": "f", "arguments": "{}"}
+        output = {"type": "function_call_output", "call_id": call_id, "output": f"out {calls}"}
+        if step == "call":
+            return [call]
+        if step == "output":  # answers the newest call made so far, if any
+            return [{**output, "call_id": f"c{calls - 1}"}]
+        if step == "call+output":
+            return [call, output]
+        if step == "nested":
+            return [{"role": "user", "content": [{"type": "input_text", "text": f"n{calls}"}]}]
+        return [_user(calls)]
+
+    async def scenario() -> None:
+        for step in steps:
+            if step == "pop":
+                await warm.pop_item()
+            else:
+                await warm.add_items(items_of(step))
+            served = await warm.get_items()
+            fresh = await LedgerfoldSession("s", store=store, policy=policy).get_items()
+            assert served == fresh
+            for item in served:  # a caller changing what it got changes nothing later
+                if isinstance(item, dict):
+                    item["changed"] = True
+                    if isinstance(item.get("content"), list):
+                        item["content"].append("x")
+            assert await warm.get_items() == fresh
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        store.close()

@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 from agents import Agent, RunConfig, Runner
 
 from integration_stores import RecordingStore
@@ -182,22 +183,62 @@ def test_get_items_hands_out_items_of_its_own(tmp_path: Path) -> None:
     assert offered[1:] == again[1:] and last == offered
 
 
-def test_the_decoded_items_memo_is_the_sessions_and_goes_with_clear_session(
+def test_get_items_restores_a_turn_once_while_the_context_serves_it_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session's memo of restored turns: a turn the context serves again (the same
+    objects, from the store's context cache) is not decoded again; a new turn is."""
+    from ledgerfold.integrations import _agents_items
+
+    made: list[str] = []
+    real = _agents_items.restored
+
+    def counting(role: str, text: str, meta: Any) -> list[Any]:
+        made.append(text)
+        return real(role, text, meta)
+
+    monkeypatch.setattr(_agents_items, "restored", counting)
+    store = SQLiteStore(tmp_path / "f.db")
+    session = LedgerfoldSession("a", store=store)
+
+    async def scenario() -> None:
+        await session.add_items(_exchange(0))
+        assert await session.get_items() == _exchange(0)
+        assert len(made) == 2
+        assert await session.get_items() == _exchange(0)
+        assert len(made) == 2  # served unchanged: not restored again
+        await session.add_items(_exchange(1))
+        assert await session.get_items() == _exchange(0) + _exchange(1)
+        assert len(made) == 4  # only the new exchange
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        store.close()
+
+
+def test_the_restored_turns_memo_is_the_sessions_and_holds_only_the_context(
     tmp_path: Path,
 ) -> None:
-    """Short stored items are decoded once per session, not in a process-wide cache: another
-    session does not see them, and `clear_session` empties the memo with the ledger."""
+    """Per session, not process-wide: another session does not see it; it holds the turns of
+    the context served last (an erased turn leaves it at the next read), and `clear_session`
+    empties it with the ledger."""
     store = SQLiteStore(tmp_path / "f.db")
     one, other = LedgerfoldSession("a", store=store), LedgerfoldSession("b", store=store)
 
     async def scenario() -> None:
-        await one.add_items(_exchange(0))
-        assert await one.get_items() == _exchange(0)
-        assert len(one._decoded._items) == 2 and not other._decoded._items
+        await one.add_items(_exchange(0) + _exchange(1))
+        assert len(await one.get_items()) == 4
+        assert len(one._restored) == 4 and not len(other._restored)
+        newest = store.load("a").turns[-1]
+        store.retract("a", newest.id, erase=True)
+        assert len(await one.get_items()) == 3
+        assert len(one._restored) == 3
+        assert all(turn.text != newest.body for turn in one._restored._turns.values())
         await one.clear_session()
 
     try:
         asyncio.run(scenario())
-        assert not one._decoded._items
+        assert not len(one._restored)
     finally:
         store.close()

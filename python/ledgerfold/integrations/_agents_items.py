@@ -35,7 +35,8 @@ from ledgerfold.adapters._chat import tool_group
 __all__ = [
     "CALL_OUTPUTS",
     "ITEM_KEY",
-    "DecodedItems",
+    "RestoredTurn",
+    "RestoredTurns",
     "is_call",
     "is_output",
     "item_groups",
@@ -186,21 +187,14 @@ def stored(item: Mapping[str, Any]) -> str:
     return json.dumps(item, ensure_ascii=False, sort_keys=True)
 
 
-def restored(
-    role: str,
-    text: str,
-    meta: Mapping[str, str] | None,
-    decoded: DecodedItems | None = None,
-) -> list[Any]:
+def restored(role: str, text: str, meta: Mapping[str, str] | None) -> list[Any]:
     """The item as it came, from a turn's role, text and meta: one item, or, for a turn no
-    session wrote, the items its role and text make (see the module). `decoded`: the
-    caller's memo of short stored items, so they are not decoded at every read."""
+    session wrote, the items its role and text make (see the module)."""
     meta = meta or {}
     verbatim = meta.get(ITEM_KEY)
     if verbatim is None:
         return _foreign(role, text, meta)
-    template = decoded.flat(verbatim) if decoded is not None else None
-    item = json.loads(verbatim) if template is None else dict(template)
+    item = json.loads(verbatim)
     moved = item.pop(_MOVED_KEY, None) if isinstance(item, dict) else None
     if moved == "arguments":
         item[moved] = json.loads(meta["tool_calls"])[0]["function"]["arguments"]
@@ -209,46 +203,76 @@ def restored(
     return [item]
 
 
-class DecodedItems:
-    """One session's memo of its short stored items, decoded (`restored`): `get_items` reads
-    every turn's item at every call, and a message's stored item (whose text the turn holds)
-    is about 60 characters that decode to the same object each time. Per session, bounded
-    and cleared with the session (`clear_session`): no item outlives its conversation in a
-    process-wide cache."""
+class RestoredTurn:
+    """One turn's items as `restored` made them, with what `get_items` asks of each: the
+    call it makes and the call it answers (`link_id`, or None). Made once per context item
+    and kept while the context serves that same (immutable) item (`RestoredTurns`)."""
 
-    #: A stored item at most this long is kept.
-    MAX_CHARS = 512
-    #: At most this many items; the memo starts over when full.
-    MAX_ITEMS = 1024
+    __slots__ = ("flat", "links", "meta", "role", "source", "templates", "text")
 
-    __slots__ = ("_items",)
+    def __init__(self, source: Any) -> None:
+        #: The context's `TurnItem` this was made from.
+        self.source = source
+        self.role, self.text, self.meta = source.role, source.text, source.meta
+        items = restored(self.role, self.text, self.meta)
+        #: Every item flat (values str, number, bool or null): `dict(template)` is a full
+        #: copy to hand out again; otherwise `items()` decodes them anew (their lists and
+        #: objects must not be shared).
+        self.flat = all(_flat(item) for item in items)
+        self.templates: tuple[Any, ...] = tuple(items) if self.flat else ()
+        #: Per item: the call it makes and the call it answers (`link_id`, or None).
+        self.links = tuple(_links(item) for item in items)
+
+    def items(self) -> list[Any]:
+        """Fresh objects equal to `restored`'s, in its order."""
+        if self.flat:
+            return [dict(template) for template in self.templates]
+        return restored(self.role, self.text, self.meta)
+
+
+def _links(item: Any) -> tuple[str | None, str | None]:
+    if not isinstance(item, Mapping):
+        return None, None
+    if is_call(item):
+        return link_id(item), None
+    return None, (link_id(item) if is_output(item) else None)
+
+
+class RestoredTurns:
+    """One session's memo of its context's turns, restored (`RestoredTurn`): `get_items`
+    reads every turn of the context at every call, and a turn the context serves unchanged
+    (the same `TurnItem` object: the store's context cache) is not restored again.
+    `keep_only` drops the turns the context no longer shows, so the memo holds no more than
+    the context does, and nothing of a turn erased since; `clear_session` empties it."""
+
+    __slots__ = ("_turns",)
 
     def __init__(self) -> None:
-        self._items: dict[str, dict[str, Any] | None] = {}
+        self._turns: dict[str, RestoredTurn] = {}
 
-    def flat(self, verbatim: str) -> dict[str, Any] | None:
-        """The stored item decoded, when it is short and an object whose values are all str,
-        number, bool or null: a copy of it (`dict`) is then what `json.loads` would make
-        again. None for any other item (decoded each time: a copy would share its lists and
-        objects). The kept object is never handed out, so never changed."""
-        if len(verbatim) > self.MAX_CHARS:
-            return None
-        try:
-            return self._items[verbatim]
-        except KeyError:
-            pass
-        item = json.loads(verbatim)
-        scalars = isinstance(item, dict) and all(
-            value is None or isinstance(value, (str, int, float)) for value in item.values()
-        )
-        flat = item if scalars else None
-        if len(self._items) >= self.MAX_ITEMS:
-            self._items.clear()
-        self._items[verbatim] = flat
-        return flat
+    def get(self, item: Any) -> RestoredTurn:
+        """The context item `item` (a `TurnItem`), restored."""
+        entry = self._turns.get(item.id)
+        if entry is None or entry.source is not item:
+            entry = RestoredTurn(item)
+        return entry
+
+    def keep_only(self, turns: dict[str, RestoredTurn]) -> None:
+        """From now on the memo is `turns` (those of the context just served)."""
+        self._turns = turns
 
     def clear(self) -> None:
-        self._items.clear()
+        self._turns = {}
+
+    def __len__(self) -> int:
+        return len(self._turns)
+
+
+def _flat(item: Any) -> bool:
+    """A dict whose values are all str, number, bool or null: `dict(item)` is a full copy."""
+    return isinstance(item, dict) and all(
+        value is None or isinstance(value, (str, int, float)) for value in item.values()
+    )
 
 
 def _foreign(role: str, text: str, meta: Mapping[str, str]) -> list[Any]:

@@ -41,12 +41,10 @@ from ledgerfold._worker import pause, worker_for
 from ledgerfold.adapters._chat import chat_turn_specs, to_chat_messages, tool_group
 from ledgerfold.integrations._agents_items import (
     ITEM_KEY,
-    DecodedItems,
-    is_call,
-    is_output,
+    RestoredTurn,
+    RestoredTurns,
     item_groups,
     item_message,
-    link_id,
     restored,
     stored,
 )
@@ -112,8 +110,8 @@ class LedgerfoldSession:
         self._served: OrderedDict[str, SummaryItem] = OrderedDict()
         # The summary item `get_items` framed last, the recall flag then and its content.
         self._last_framed: tuple[SummaryItem, bool, str] | None = None
-        # This session's short stored items, decoded once (`restored`).
-        self._decoded = DecodedItems()
+        # The turns of the context `get_items` served last, restored (`RestoredTurns`).
+        self._restored = RestoredTurns()
 
     def __repr__(self) -> str:
         return f"LedgerfoldSession(session_id={self.session_id!r}, store={self.store!r})"
@@ -180,7 +178,7 @@ class LedgerfoldSession:
         earlier versions, summaries sealed or not). `get_items()` is then empty."""
         await worker_for(self.store).run(self.store.delete_conversation, self.session_id)
         self._served.clear()
-        self._decoded.clear()
+        self._restored.clear()
         self._last_framed = None
 
     # -- one summary system message --------------------------------------------------------
@@ -219,7 +217,9 @@ class LedgerfoldSession:
     def _items(self, limit: int | None) -> list[Any]:
         context = self.compactor.context(self.session_id)
         items: list[Any] = []
-        calls: set[Any] = set()
+        calls: set[str] = set()
+        memo = self._restored
+        shown: dict[str, RestoredTurn] = {}
         for item in context.items:
             if isinstance(item, SummaryItem):
                 # The summary's framed, escaped message; a turn comes back as its own item.
@@ -227,13 +227,16 @@ class LedgerfoldSession:
                 items.append({"role": "system", "content": content})
                 self._remember(content, item)
                 continue
-            for restored_item in restored(item.role, item.text, item.meta, self._decoded):
-                if isinstance(restored_item, Mapping):
-                    if is_call(restored_item):
-                        calls.add(link_id(restored_item))
-                    elif is_output(restored_item) and link_id(restored_item) not in calls:
-                        continue  # its call is not sent (SPEC §17.2): the API refuses it
-                items.append(restored_item)
+            turn = shown[item.id] = memo.get(item)
+            # Fresh objects each call (a caller may change them): flat ones are copied.
+            made = turn.templates if turn.flat else turn.items()
+            for made_item, (call, output) in zip(made, turn.links, strict=True):
+                if call is not None:
+                    calls.add(call)
+                elif output is not None and output not in calls:
+                    continue  # its call is not sent (SPEC §17.2): the API refuses it
+                items.append(dict(made_item) if turn.flat else made_item)
+        memo.keep_only(shown)
         if limit is not None:
             items = items[-limit:] if limit > 0 else []
         return items
