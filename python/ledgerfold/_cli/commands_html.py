@@ -3,6 +3,7 @@ with an inspector page per listed conversation in a folder beside it)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from urllib.parse import quote
 
@@ -18,24 +19,40 @@ from ledgerfold.store._sqlite import SQLiteStore
 __all__ = ["pages_dir", "report_command", "write_inspect_html"]
 
 
-def _check_out(out: str) -> Path:
+#: The files SQLite keeps beside a database: writing a page over one corrupts the ledger.
+_COMPANIONS = ("", "-wal", "-shm", "-journal")
+
+
+def _check_out(out: str, db: str) -> Path:
+    """`out` as a page's path: in a directory that exists, and never the database `db` the
+    page is read from, nor a file SQLite keeps beside it (a typo such as `report agent.db
+    --html agent.db` would overwrite the ledger), however either is spelled or linked."""
     path = Path(out)
     if path.is_dir():
         raise UserError(f"{out}: is a directory")
     if not path.parent.is_dir():
         raise UserError(f"{out}: the directory {str(path.parent)!r} does not exist")
+    target = os.path.realpath(path)
+    database = os.path.realpath(db)
+    for suffix in _COMPANIONS:
+        companion = database + suffix
+        if target == companion or (
+            path.exists() and os.path.exists(companion) and os.path.samefile(path, companion)
+        ):
+            raise UserError(f"{out}: is the database {db}{suffix}, not a page to write")
     return path
 
 
-def _write(out: str, page: str) -> None:
-    _check_out(out).write_text(page, encoding="utf-8")
+def _write(out: str, db: str, page: str) -> None:
+    _check_out(out, db).write_text(page, encoding="utf-8")
     stdout_console().print(f"wrote {esc(out)} ({len(page.encode('utf-8')):,} bytes)")
 
 
 def write_inspect_html(store: SQLiteStore, db: str, conversation_id: str, out: str) -> None:
     """Write the inspector page of `conversation_id` to `out`."""
+    _check_out(out, db)  # before the work: a wrong path is one error line at once
     view = gather_conversation(store, Path(db), conversation_id)
-    _write(out, render_conversation(view))
+    _write(out, db, render_conversation(view))
 
 
 def pages_dir(out: Path) -> Path:
@@ -52,7 +69,7 @@ def pages_dir(out: Path) -> Path:
 def report_command(db: str, html_out: str) -> None:
     """Write an HTML report of DB: the store's totals, the conversations that need attention
     (stale, failed, purged without a summary) first, each linked to its inspector page."""
-    out = _check_out(html_out)
+    out = _check_out(html_out, db)
     folder = pages_dir(out)
     if folder.exists() and not folder.is_dir():
         raise UserError(f"{folder}: exists and is not a directory (the inspector pages go there)")

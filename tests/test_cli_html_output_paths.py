@@ -1,0 +1,74 @@
+"""Where `inspect --html` and `report --html` may write: never over the database they read
+(its file, a link to it, or the WAL, shared-memory or journal file beside it). A typo such
+as `ledgerfold report agent.db --html agent.db` is one error line, and the ledger is as it
+was."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from cli_support import run
+from ledgerfold import SQLiteStore
+
+
+def _db(path: Path) -> Path:
+    with SQLiteStore(path) as store:
+        store.append_many("c", [{"role": "user", "body": f"turn {n}"} for n in range(4)])
+    return path
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _commands(db: Path, out: Path) -> list[list[str]]:
+    return [
+        ["report", str(db), "--html", str(out)],
+        ["inspect", str(db), "c", "--html", str(out)],
+    ]
+
+
+@pytest.mark.parametrize("command", [0, 1], ids=["report", "inspect"])
+@pytest.mark.parametrize("spelling", ["same", "relative", "link"])
+def test_the_database_itself_is_never_the_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: int, spelling: str
+) -> None:
+    db = _db(tmp_path / "agent.db")
+    before = _digest(db)
+    out = db
+    if spelling == "relative":
+        (tmp_path / "sub").mkdir()
+        monkeypatch.chdir(tmp_path / "sub")
+        out = Path("..") / "agent.db"
+    elif spelling == "link":
+        out = tmp_path / "report.html"
+        os.symlink(db, out)
+    result = run(*_commands(db, out)[command])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("ledgerfold: error: ") and "database" in result.stderr
+    assert _digest(db) == before
+    with SQLiteStore(db, read_only=True) as store:
+        assert len(store.load("c").turns) == 4
+    assert not (tmp_path / "agent.pages").exists()
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
+def test_nor_the_files_sqlite_keeps_beside_it(tmp_path: Path, suffix: str) -> None:
+    db = _db(tmp_path / "agent.db")
+    for argv in _commands(db, Path(f"{db}{suffix}")):
+        result = run(*argv)
+        assert result.exit_code == 2, result.output
+        assert "database" in result.stderr
+    with SQLiteStore(db, read_only=True) as store:
+        assert len(store.load("c").turns) == 4
+
+
+def test_another_file_beside_it_is_written(tmp_path: Path) -> None:
+    db = _db(tmp_path / "agent.db")
+    for argv in _commands(db, tmp_path / "agent.db.html"):
+        assert run(*argv).exit_code == 0
+    assert (tmp_path / "agent.db.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
