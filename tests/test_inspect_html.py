@@ -225,15 +225,17 @@ def test_report_lists_conversations_and_problems(tmp_path: Path) -> None:
     page = out.read_text(encoding="utf-8")
     tags = parse(page)
     assert tags.tags["script"] == 0 and tags.tags["img"] == 0
-    # The conversation whose last attempt failed needs attention; "p" (purged, then
-    # summarised) does not. Each links to its inspector page.
+    # The conversation whose last attempt failed needs attention, and so does "p": its
+    # turns were purged before it was summarised, so the summary covers none of them
+    # (`stats().sealed_lost`). Each links to its inspector page.
     attention = page.split('id="attention"')[1].split("</table>")[0]
-    assert attention.count("<tr") == 2 and ">c&lt;b&gt;1&lt;/b&gt;</a>" in attention
+    assert attention.count("<tr") == 3 and ">c&lt;b&gt;1&lt;/b&gt;</a>" in attention
     assert "1 failed since the last accepted summary (newest: model timed out &lt;script&gt;" in (
         attention
     )
-    rows = page.split('id="conversations"')[1].split("</table>")[0]
-    assert rows.count("<tr") == 2 and ">p</a></td>" in rows
+    assert ">p</a></td>" in attention
+    assert "purged turns the current summary does not cover" in attention
+    assert 'id="conversations">None.' in page
     problems = page.split('id="problems"')[1].split("</table>")[0]
     assert "st-stale" in problems and "st-failed" in problems
     assert "model timed out &lt;script&gt;" in problems

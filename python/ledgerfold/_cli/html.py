@@ -388,7 +388,7 @@ _STAT_LABELS = {
     "turns_retracted": "retracted turns",
     "turns_purged": "purged turns",
     "purged_without_summary": "purged, no current summary",
-    "sealed_lost": "purged, summary lost after an edit",
+    "sealed_lost": "purged, not in the current summary",
 }
 
 

@@ -371,6 +371,7 @@ def _why(
     purged: bool,
     summarised: bool,
     accepted: bool,
+    covers_purged: bool = True,
 ) -> tuple[str, ...]:
     """Why a conversation needs attention (empty: it does not). Reasons are data: the caller
     escapes them."""
@@ -386,16 +387,22 @@ def _why(
         why.append(f"{counts}{since}{newest}")
     if purged and not summarised:
         why.append("purged turns but no current summary: what was purged is summarised nowhere")
+    elif purged and not covers_purged:
+        # `stats().sealed_lost`: rebuilt from the live turns after an edit with no sealed
+        # checkpoint left (SPEC §17.5), or compacted only after the purge.
+        why.append(
+            "purged turns the current summary does not cover: what was purged is summarised nowhere"
+        )
     return tuple(why)
 
 
 def gather_database(path: Path, stats: StoreStats | None = None) -> DatabaseView:
     """Every conversation with its counts — those that need attention first (their context
     falls back to a stale summary, summaries failed since the last accepted one, purged
-    turns without a current summary), each with why, then the rest by ID — capped at
-    REPORT_ROWS; and the stale and failed versions (newest first). `stats` are the store's
-    totals (`SQLiteStore.stats()`), shown above. The store keeps no log of revalidation
-    runs, so `revalidation` says "never recorded"."""
+    turns without a current summary or that it does not cover), each with why, then the
+    rest by ID — capped at REPORT_ROWS; and the stale and failed versions (newest first).
+    `stats` are the store's totals (`SQLiteStore.stats()`), shown above. The store keeps no
+    log of revalidation runs, so `revalidation` says "never recorded"."""
     with _read_only(path) as conn:
         counts: dict[str, Counter[str]] = {}
         names = {0: "live", TURN_PURGED: "purged", TURN_RETRACTED: "retracted"}
@@ -428,6 +435,7 @@ def gather_database(path: Path, stats: StoreStats | None = None) -> DatabaseView
             failed,
             rejected,
             failure,
+            covers_purged,
         ) in conn.execute(
             "SELECT c.id, c.revision, s.id, s.source_count,"
             " (SELECT n.status || '|' || COALESCE(n.reason, '') FROM summaries n"
@@ -439,7 +447,13 @@ def gather_database(path: Path, stats: StoreStats | None = None) -> DatabaseView
             f"   AND f.status = '{REJECTED}' AND f.pk > COALESCE(a.pk, 0)),"
             " (SELECT f.reason FROM summaries f WHERE f.conversation_id = c.id"
             f"   AND f.status IN ('{FAILED}', '{REJECTED}') AND f.pk > COALESCE(a.pk, 0)"
-            "   ORDER BY f.pk DESC LIMIT 1)"
+            "   ORDER BY f.pk DESC LIMIT 1),"
+            # Whether the current summary cites a purged turn (sealed), as `stats()` reads it:
+            # only where turns were purged.
+            " CASE WHEN EXISTS (SELECT 1 FROM history_boundaries b WHERE b.conversation_id = c.id)"
+            "  THEN EXISTS (SELECT 1 FROM summary_sources ss JOIN turns t"
+            "   ON t.conversation_id = c.id AND t.id = ss.turn_id"
+            f"   WHERE ss.summary_pk = c.current_summary AND t.state = {TURN_PURGED}) END"
             " FROM conversations c LEFT JOIN summaries s ON s.pk = c.current_summary"
             " LEFT JOIN (SELECT conversation_id, max(pk) AS pk FROM summaries"
             f"   WHERE status IN {ACCEPTED} GROUP BY 1) a"
@@ -457,6 +471,7 @@ def gather_database(path: Path, stats: StoreStats | None = None) -> DatabaseView
                 cid in boundaries,
                 status == "current",
                 accepted is not None,
+                bool(covers_purged),
             )
             (attention if why else rest).append(
                 ConversationRow(

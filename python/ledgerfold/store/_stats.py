@@ -39,7 +39,8 @@ class StoreStats:
       (what was purged is summarised nowhere the model can see);
     - `sealed_lost`: conversations with purged turns whose current summary covers none of
       them: it was rebuilt from the live turns after an edit, with no sealed checkpoint
-      left (SPEC §17.5), so what was purged is summarised nowhere either.
+      left (SPEC §17.5), or first made after the purge, so what was purged is summarised
+      nowhere either.
     """
 
     conversations: int

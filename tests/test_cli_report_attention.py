@@ -1,0 +1,74 @@
+"""`report --html`'s "Needs attention" names every conversation its totals count as trouble
+(the cards `stats()` gives: a context falling back to a stale summary, purged turns with no
+current summary, purged turns the current summary does not cover), so an operator who sees a
+red card finds the conversations behind it. Real transcripts, compacted, purged, then edited
+so that the purged turns' summary is lost (SPEC §17.5)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cli_support import run
+from ledgerfold import CompactionPolicy, Compactor, Event, SQLiteStore
+
+DATA = Path(__file__).resolve().parent / "data" / "transcripts"
+POLICY = CompactionPolicy("attention-v1", keep_tail=4, min_new_turns=1)
+
+
+def _rows(page: str, table: str) -> list[str]:
+    if f'<table id="{table}">' not in page:
+        return []
+    body = page.split(f'<table id="{table}">')[1].split("</table>")[0]
+    return body.split("<tr>")[2:]  # past the head's row
+
+
+def _build(db: Path) -> tuple[set[str], list[Event]]:
+    result = run("import", str(db), str(DATA / "openhands.jsonl"))
+    assert result.exit_code == 0, result.output
+    events: list[Event] = []
+    lost: set[str] = set()
+    with SQLiteStore(db, on_event=events.append) as store:
+        compactor = Compactor(store, POLICY, on_event=events.append)
+        ids = store.conversation_ids()
+        for cid in ids[:6]:
+            assert compactor.compact(cid, force=True).accepted
+        for cid in ids[:3]:
+            # Purge below the summary (it keeps them sealed), then edit a live source of it:
+            # with no sealed checkpoint, the next summary is rebuilt from the live turns.
+            store.purge_through(cid, store.load(cid).turns[1].sequence, "retention", force=True)
+            current = store.current_summary(cid)
+            assert current is not None
+            live = {turn.id for turn in store.load(cid).turns}
+            store.edit(cid, [s for s in current.source_ids if s in live][-1], body="corrected")
+            assert compactor.compact(cid, force=True).accepted
+            lost.add(cid)
+    return lost, events
+
+
+def test_every_conversation_a_trouble_card_counts_is_listed_with_why(tmp_path: Path) -> None:
+    db = tmp_path / "agents.db"
+    lost, events = _build(db)
+    assert {e.conversation_id for e in events if e.name == "summary.sealed-lost"} == lost
+    out = tmp_path / "report.html"
+    result = run("report", str(db), "--html", str(out))
+    assert result.exit_code == 0, result.output
+    page = out.read_text(encoding="utf-8")
+    attention = _rows(page, "attention")
+    flagged = {row.split("</a>")[0].rsplit(">", 1)[1] for row in attention}
+    with SQLiteStore(db, read_only=True) as store:
+        assert store.stats().sealed_lost == len(lost)
+        trouble = set()
+        for cid in store.conversation_ids():
+            one = store.stats(cid)
+            if (
+                one.sealed_lost
+                or one.purged_without_summary
+                or any(r.startswith("stale-summary:") for r in one.fallbacks)
+            ):
+                trouble.add(cid)
+    assert lost <= trouble
+    assert trouble <= flagged, trouble - flagged
+    for row in attention:
+        if any(f">{cid}</a>" in row for cid in lost):
+            assert "purged turns the current summary does not cover" in row
+    assert f"Needs attention ({len(flagged)})" in page
