@@ -176,6 +176,13 @@ ROWS: tuple[BadInput, ...] = (
         "path",
     ),
     row(
+        "revalidate_database: on_event not callable",
+        "revalidate_database('agent.db', on_event='hook')",
+        lambda: _revalidate("agent.db", on_event="hook"),
+        INVALID,
+        "on_event",
+    ),
+    row(
         "mark_stale: a verdict that is not a 3-tuple",
         "store.mark_stale([('c',)])",
         on_store(lambda store: store.mark_stale([("c",)])),  # type: ignore[list-item]

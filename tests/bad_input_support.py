@@ -151,10 +151,10 @@ def on_damaged(statement: str, read: Callable[[lf.SQLiteStore], object]) -> Call
     return run
 
 
-def _revalidate(path: str | Path) -> object:
+def _revalidate(path: str | Path, **options: Any) -> object:
     from ledgerfold.revalidate import revalidate_database
 
-    return revalidate_database(path)
+    return revalidate_database(path, **options)
 
 
 def _read_only_write() -> object:

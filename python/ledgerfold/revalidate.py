@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledgerfold import _validate
+from ledgerfold._events import EventHook
 from ledgerfold._revalidate_workers import available_cores, check_all
 from ledgerfold.store import _batch_reads as batch_reads
 from ledgerfold.store._batch_reads import NotUtf8
@@ -118,6 +119,7 @@ def revalidate_database(
     mark_stale: bool = True,
     progress: Callable[[int], None] | None = None,
     on_total: Callable[[int], None] | None = None,
+    on_event: EventHook | None = None,
 ) -> RevalidationReport:
     """Re-hash every source of every current summary in the database at `path` and check it.
 
@@ -134,7 +136,8 @@ def revalidate_database(
     `progress(n)` is called with the number of conversations done after each batch, from the
     worker's thread (one call at a time); `on_total(n)` is called first with how many
     conversations will be checked (those with a current summary). Stale summaries are
-    marked `stale` with the check's reason unless `mark_stale=False`.
+    marked `stale` with the check's reason unless `mark_stale=False`; `on_event` (an
+    `SQLiteStore` hook) then receives a `summary.stale` event for those marked.
 
     Every live turn the check did not verify (not a source of a current summary found
     current) is hashed too: a stored digest that does not match its bytes (a body changed
@@ -147,6 +150,7 @@ def revalidate_database(
     )
     threads = _validate.integer("threads", threads, minimum=1)
     batch_turns = _validate.integer("batch_turns", batch_turns, minimum=1)
+    _validate.callback("on_event", on_event, "Event -> None")
     started = time.perf_counter()
     # Read-only: refuses a missing file or one that is not a ledgerfold store, creates nothing.
     with SQLiteStore(path, read_only=True):
@@ -184,7 +188,7 @@ def revalidate_database(
     repairable = [pair for pair in wrong if _nameable(*pair, utf8)]
     repaired = 0
     if mark_stale and (markable or repairable):
-        with SQLiteStore(path) as store:
+        with SQLiteStore(path, on_event=on_event) as store:
             store.mark_stale(
                 (item.conversation_id, item.summary_id, item.reason) for item in markable
             )

@@ -254,17 +254,21 @@ def record_failure(conn: sqlite3.Connection, plan_id: str, reason: str) -> str:
     return str(row[0])
 
 
-def mark_stale(conn: sqlite3.Connection, items: Iterable[tuple[str, str, str]]) -> int:
+def mark_stale(
+    conn: sqlite3.Connection, items: Iterable[tuple[str, str, str]]
+) -> list[tuple[str, str, str]]:
     """`(reason, summary_id, conversation_id)` each; only `current` versions of that
     conversation change (a summary whose record names another conversation is that one's:
-    the pointing conversation's context falls back without it, `conversation-mismatch`)."""
-    changed = 0
+    the pointing conversation's context falls back without it, `conversation-mismatch`).
+    Returns the items that changed a version (for the store's events)."""
+    changed = []
     for reason, summary_id, conversation_id in items:
-        changed += conn.execute(
+        if conn.execute(
             f"UPDATE summaries SET status = '{STALE}', reason = ?"
             f" WHERE id = ? AND conversation_id = ? AND status = '{CURRENT}'",
             (reason, summary_id, conversation_id),
-        ).rowcount
+        ).rowcount:
+            changed.append((reason, summary_id, conversation_id))
     return changed
 
 

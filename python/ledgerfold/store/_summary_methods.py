@@ -86,14 +86,20 @@ class SummaryVersions:
             return 0
         with self._transaction(write=True, operation="mark_stale") as conn:
             changed = summaries.mark_stale(conn, items)
-        for reason, summary_id, conversation_id in items:
+        # The versions that changed, by conversation and reason, in the verdicts' order: one
+        # `summary.stale` event each, as an edit's or a retraction's (SPEC §17.8).
+        marked: dict[tuple[str, str], list[str]] = {}
+        for reason, summary_id, conversation_id in changed:
             _log.info(
                 "summary marked stale by revalidation: conversation=%s summary=%s reason=%s",
                 conversation_id,
                 summary_id,
                 reason,
             )
-        return changed
+            marked.setdefault((conversation_id, reason), []).append(summary_id)
+        for (conversation_id, reason), summary_ids in marked.items():
+            emit(self._on_event, stale_event(conversation_id, reason, summary_ids))
+        return len(changed)
 
     def repair_digests(self, turns: Iterable[tuple[str, str]]) -> int:
         items = digests.turn_pairs(turns)
