@@ -319,6 +319,12 @@ class _NoSearch:
         return getattr(self._store, name)
 
 
+def _session(store: object, **options: Any) -> object:
+    from ledgerfold.integrations.openai_agents import LedgerfoldSession
+
+    return LedgerfoldSession("c", store=store, **options)  # type: ignore[arg-type]
+
+
 def _session_recall_tool(store: object) -> object:
     from ledgerfold.integrations.openai_agents import LedgerfoldSession
 

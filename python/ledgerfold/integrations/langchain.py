@@ -59,6 +59,7 @@ from ledgerfold import _native, _validate
 from ledgerfold._compactor import Compactor
 from ledgerfold._context import SummaryItem, TurnItem
 from ledgerfold._errors import DuplicateId, InvalidInput
+from ledgerfold._events import EventHook
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._worker import worker_for
 from ledgerfold.adapters._chat import chat_turn_specs, tool_group
@@ -100,7 +101,8 @@ class LedgerfoldMiddleware(AgentMiddleware):
     one of its own: `create_agent`'s system prompt is taken from the request. `recall`:
     offer the `recall_history` tool (default: when the store has `search`; `True` with a
     store that cannot search raises `InvalidInput`); `middleware.recall_tool` is None
-    without it."""
+    without it. `on_event` receives the compactor's events (`Compactor(..., on_event=)`:
+    compactions and contexts served raw; the store's own come from its hook)."""
 
     def __init__(
         self,
@@ -111,6 +113,7 @@ class LedgerfoldMiddleware(AgentMiddleware):
         summarizer: Summarizer | None = None,
         system_prompt: str | None = None,
         recall: bool | None = None,
+        on_event: EventHook | None = None,
     ) -> None:
         super().__init__()
         self.store = store
@@ -135,7 +138,7 @@ class LedgerfoldMiddleware(AgentMiddleware):
             _validate.text("system_prompt", system_prompt, blank_ok=True)
         self.system_prompt = system_prompt
         self.compactor = Compactor(
-            store, policy if policy is not None else DEFAULT_POLICY, summarizer
+            store, policy if policy is not None else DEFAULT_POLICY, summarizer, on_event=on_event
         )
         self._lock = threading.Lock()
         # What this instance knows of each conversation (`Known`), the latest used last.

@@ -33,9 +33,11 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
+from ledgerfold import _validate
 from ledgerfold._compactor import Compactor
 from ledgerfold._context import AssembledContext, SummaryItem
 from ledgerfold._errors import InvalidInput
+from ledgerfold._events import EventHook
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._worker import pause, worker_for
 from ledgerfold.adapters._chat import chat_turn_specs, to_chat_messages, tool_group
@@ -79,7 +81,9 @@ class LedgerfoldSession:
     session opens a `SQLiteStore` and `close()` closes it), or over an existing store of any
     kind with `store=` (then `db_path` is ignored and the store is not closed here).
     `policy` defaults to `DEFAULT_POLICY`; `summarizer` to the `Compactor`'s default
-    (`ExtractiveSummarizer`). The session ID is the ledger's conversation ID.
+    (`ExtractiveSummarizer`). The session ID is the ledger's conversation ID. `on_event`
+    receives the compactor's events (`Compactor(..., on_event=)`: compactions and contexts
+    served raw; the store's own come from its hook).
 
     With agent instructions, pass `RunConfig(call_model_input_filter=
     session.call_model_input_filter)` to `Runner.run`: the summary then joins the
@@ -95,13 +99,18 @@ class LedgerfoldSession:
         policy: CompactionPolicy | None = None,
         summarizer: Summarizer | None = None,
         session_settings: Any = None,
+        on_event: EventHook | None = None,
     ) -> None:
+        _validate.callback("on_event", on_event, "Event -> None")  # before a store is opened
         self.session_id = session_id
         self.session_settings = session_settings
         self._owned = store is None
         self.store: Store = store if store is not None else SQLiteStore(db_path)
         self.compactor = Compactor(
-            self.store, policy if policy is not None else DEFAULT_POLICY, summarizer
+            self.store,
+            policy if policy is not None else DEFAULT_POLICY,
+            summarizer,
+            on_event=on_event,
         )
         # True once `recall_tool()` has offered the tool: the slot then says so.
         self._recall = False
