@@ -1,8 +1,10 @@
 """The HTML inspector's pages: pure functions from the gathered views (`html_data.py`) to one
 self-contained document (inline CSS, no script, no network).
 
-Every value from the ledger goes through `_e` (HTML escaping, quotes included); a
-Content-Security-Policy that allows no script at all is the second line of defence.
+Every value from the ledger goes through `_e` (IDs, reasons: HTML escaping, quotes
+included, and the terminal's spelling of control, bidirectional and separator characters)
+or `_text` (bodies and summary text: HTML escaping); a Content-Security-Policy that allows
+no script at all is the second line of defence.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ledgerfold._cli.html_data import (
     Mark,
     VersionRow,
 )
+from ledgerfold._cli.render import safe_text
 from ledgerfold.adapters._chat import SUMMARY_OPEN
 from ledgerfold.store._stats import StoreStats
 
@@ -126,7 +129,16 @@ _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
 
 def _e(value: object) -> str:
-    return escape(str(value), quote=True)
+    """An ID, a reason or a label: HTML-escaped, with the characters that would reorder or
+    hide it spelled out as on the terminal (`safe_text`: a bidirectional override in
+    `"\u202eevil\u202c"` would show another conversation's name, "live")."""
+    return escape(safe_text(value), quote=True)
+
+
+def _text(value: str) -> str:
+    """A body or a summary's text: HTML-escaped only (right-to-left text needs its marks;
+    each sits in a block of its own, so its direction ends there)."""
+    return escape(value, quote=True)
 
 
 def _page(title: str, body: str) -> str:
@@ -245,8 +257,8 @@ def _versions(rows: tuple[VersionRow, ...]) -> str:
 
 def _clip(text: str, limit: int) -> str:
     if len(text) <= limit:
-        return _e(text)
-    return f"{_e(text[:limit])}<span class=note> … {len(text) - limit} more characters</span>"
+        return _text(text)
+    return f"{_text(text[:limit])}<span class=note> … {len(text) - limit} more characters</span>"
 
 
 def _message(message: dict[str, Any], limit: int) -> str:
@@ -292,7 +304,7 @@ def _summary_lines(view: ConversationView) -> str:
             for source in cited
         )
         sources = f'<span class="cites">{links}</span>' if links else ""
-        lines.append(f'<div class="sline">{_e(line)}{sources}</div>')
+        lines.append(f'<div class="sline">{_text(line)}{sources}</div>')
     return "".join(lines)
 
 
