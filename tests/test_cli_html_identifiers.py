@@ -65,3 +65,27 @@ def test_inspect_html_spells_them_out_too(tmp_path: Path) -> None:
     text = out.read_text(encoding="utf-8")
     assert "<title>ledgerfold · \\u202eevil\\u202c</title>" in text
     assert "<h1>Conversation <code>\\u202eevil\\u202c</code></h1>" in text
+
+
+def test_a_very_long_id_is_cut_in_the_report_and_whole_on_its_page(tmp_path: Path) -> None:
+    """One 3,000-character ID filled the first screen of the report (a hundred lines of it
+    above every other conversation that needs attention); it is cut there, counted, and
+    shown whole on its own inspector page."""
+    long_id = "x" * 2_000 + "/" + "y" * 1_000
+    db = tmp_path / "long.db"
+    with SQLiteStore(db) as store:
+        for cid in (long_id, "short"):
+            store.append_many(cid, [{"role": "user", "body": f"turn {n}"} for n in range(6)])
+            assert Compactor(store, POLICY).compact(cid).accepted
+            current = store.current_summary(cid)
+            assert current is not None
+            store.edit(cid, current.source_ids[0], body="changed")  # both need attention
+    out = tmp_path / "report.html"
+    assert run("report", str(db), "--html", str(out)).exit_code == 0
+    report = out.read_text(encoding="utf-8")
+    shown = "x" * 256 + "<span class=note> … 2,745 more characters</span></a>"
+    assert shown in report
+    assert report.count(shown) == 1 and "x" * 257 not in report
+    assert ">short</a>" in report
+    [page] = [p for p in (tmp_path / "report.pages").iterdir() if p.name.startswith("x")]
+    assert f"<h1>Conversation <code>{long_id}</code></h1>" in page.read_text(encoding="utf-8")

@@ -438,11 +438,23 @@ def _totals(stats: StoreStats) -> str:
     )
 
 
+#: Characters of a conversation ID shown in the report's tables (the rest is counted; the
+#: inspector page shows it whole): one long ID must not push every other row off the screen.
+ID_CHARS = 256
+
+
+def _short_id(conversation_id: str) -> str:
+    if len(conversation_id) <= ID_CHARS:
+        return _e(conversation_id)
+    more = len(conversation_id) - ID_CHARS
+    return f"{_e(conversation_id[:ID_CHARS])}<span class=note> … {more:,} more characters</span>"
+
+
 def _conversation_cell(row: ConversationRow, links: Mapping[str, str]) -> str:
     href = links.get(row.conversation_id)
     if href is None:
-        return f"<td class=mono>{_e(row.conversation_id)}</td>"
-    return f'<td class=mono><a href="{_e(href)}">{_e(row.conversation_id)}</a></td>'
+        return f"<td class=mono>{_short_id(row.conversation_id)}</td>"
+    return f'<td class=mono><a href="{_e(href)}">{_short_id(row.conversation_id)}</a></td>'
 
 
 def _conversation_rows(rows: list[ConversationRow], links: Mapping[str, str]) -> str:
@@ -503,7 +515,7 @@ def render_database(view: DatabaseView, links: Mapping[str, str] | None = None) 
         else '<p class="note" id="conversations">None.</p>'
     )
     problems = "".join(
-        f"<tr><td class=mono>{_e(cid)}</td><td class=mono>{_e(sid or f'(plan {plan})')}</td>"
+        f"<tr><td class=mono>{_short_id(cid)}</td><td class=mono>{_e(sid or f'(plan {plan})')}</td>"
         f"<td>{_status(status)}</td><td>{_e(reason or '')}</td>"
         f"<td class=nw>{_e(created[:19].replace('T', ' '))}</td></tr>"
         for cid, sid, plan, status, reason, created in view.problems
