@@ -170,7 +170,8 @@ class Compactor(OutcomeRecorder):
         try:
             result = call_summarizer(self.summarizer, begun.request, self.timeout, in_loop)
         except AwaitableInRunningLoop:
-            self._record_failure(begun.plan, "summarizer-error")
+            # A failed attempt like any other (its record, its event); the caller is told why.
+            self._fail(begun, "summarizer-error", "awaitable-in-running-loop")
             raise InvalidInput(
                 "summarizer: returned an awaitable while an event loop is running; "
                 "use `await acompact(...)`",

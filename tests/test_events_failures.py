@@ -1,0 +1,50 @@
+"""Every failure a compaction records is reported (SPEC §17.8): `stats()` counting a `failed`
+record whose `compaction.failed` event never came would make the two disagree. Here the
+sync `compact()` inside a running event loop, with a summarizer that returns an awaitable:
+the attempt is recorded failed (`summarizer-error`) and `InvalidInput` tells the caller to
+use `acompact`; the event is emitted as for any other failure, with no text."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+import ledgerfold as lf
+
+SECRET = "SECRET-8e21-awaited-text"
+POLICY = lf.CompactionPolicy("failure-events-v1", keep_tail=2, min_new_turns=1)
+
+
+def test_an_awaitable_from_a_sync_summarizer_in_a_loop_is_a_reported_failure(
+    tmp_path: Path,
+) -> None:
+    events: list[lf.Event] = []
+
+    async def summary_text() -> str:
+        return SECRET
+
+    def returns_an_awaitable(request: lf.SummaryRequest) -> object:
+        return summary_text()
+
+    async def scenario(compactor: lf.Compactor) -> None:
+        with pytest.raises(lf.InvalidInput) as caught:
+            compactor.compact("c")
+        assert caught.value.field == "summarizer"
+
+    with lf.SQLiteStore(tmp_path / "f.db", on_event=events.append) as store:
+        store.append_many("c", [{"role": "user", "body": f"{SECRET} {n}"} for n in range(6)])
+        compactor = lf.Compactor(
+            store,
+            POLICY,
+            returns_an_awaitable,  # type: ignore[arg-type]
+            on_event=events.append,
+        )
+        asyncio.run(scenario(compactor))
+        assert store.stats().summaries["failed"] == 1
+    failed = [event for event in events if event.name == "compaction.failed"]
+    assert [(e.conversation_id, e.reason, e.turns) for e in failed] == [
+        ("c", "summarizer-error", 4)
+    ]
+    assert all(SECRET not in repr(event) for event in events)
