@@ -55,6 +55,32 @@ def test_retracting_a_call_retracts_its_results_in_the_same_revision(caplog: Any
         assert "answers_retracted=2" in caplog.text
 
 
+def test_erasing_a_call_erases_the_results_retracted_with_it(tmp_path: Path) -> None:
+    """`retract(call, erase=True)`: the results that go with the call (SPEC §17.2) are erased
+    too, in the same call (a result quotes what the call fetched): bodies and earlier
+    versions gone from the file, from search and from every summary version citing them;
+    the event names every erased turn. A result answering another call keeps its body."""
+    path = tmp_path / "f.db"
+    events: list[lf.Event] = []
+    store = SQLiteStore(path, on_event=events.append)
+    store.append(C, "user", "look up my record", id="u1")
+    store.append(C, "assistant", "", id="a1", meta=calls("x"))
+    store.append(C, "tool", "qjxprivaterecord blood type A", id="rx", meta=answer("x"))
+    store.edit(C, "rx", body="qjxprivaterecord blood type O")  # an earlier version too
+    store.append(C, "tool", "qjxkeepthisone", id="rz", meta=answer("z"))
+    store.append(C, "user", "thanks", id="u2")
+    assert [hit.turn_id for hit in store.search(C, "qjxprivaterecord", scope="all")] == ["rx"]
+    store.retract(C, "a1", erase=True)
+    assert [t.id for t in store.load(C).turns] == ["u1", "rz", "u2"]
+    assert store.search(C, "qjxprivaterecord", scope="all") == []
+    erased = [event for event in events if event.name == "retention.erased"]
+    assert [(event.turn_ids, event.turns) for event in erased] == [(("a1", "rx"), 2)]
+    store.close()
+    data = path.read_bytes()
+    assert b"qjxprivaterecord" not in data
+    assert b"qjxkeepthisone" in data
+
+
 def test_retracting_a_result_leaves_its_call() -> None:
     with SQLiteStore() as store:
         store.append(C, "assistant", "", id="a1", meta=calls("x"))

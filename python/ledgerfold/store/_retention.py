@@ -495,30 +495,31 @@ def retracted(
     return None if row is None else (int(row[0]), int(row[1]))
 
 
-def erase_body(conn: sqlite3.Connection, conversation_id: str, turn_id: str) -> int:
-    """Blank a retracted turn's body and meta and drop its earlier versions (ID, sequence
-    and digest stay), and erase every summary version (or rejected result) that cites it:
-    their text may quote it (retraction already made them stale). Returns how many
-    versions went (they count as pruned)."""
+def erase_body(conn: sqlite3.Connection, conversation_id: str, turn_ids: list[str]) -> int:
+    """Blank retracted turns' bodies and meta and drop their earlier versions (IDs,
+    sequences and digests stay), and erase every summary version (or rejected result) that
+    cites one of them: their text may quote it (retraction already made them stale). Returns
+    how many versions went (they count as pruned)."""
+    selected = "SELECT value FROM json_each(?)"
+    ids = json.dumps(turn_ids, ensure_ascii=False)
     doomed = [
-        row[0]
-        for row in conn.execute(
-            _citing("SELECT ?", None), (conversation_id, turn_id, turn_id, None)
-        )
+        row[0] for row in conn.execute(_citing(selected, None), (conversation_id, ids, ids, None))
     ]
     if doomed:
         summaries.delete_records(conn, conversation_id, doomed)
     conn.execute(
         "DELETE FROM turn_history WHERE turn_pk IN (SELECT pk FROM turns"
-        " WHERE conversation_id = ? AND id = ?)",
-        (conversation_id, turn_id),
+        f" WHERE conversation_id = ? AND id IN ({selected}))",
+        (conversation_id, ids),
     )
-    search_index.unindex(conn, "conversation_id = ? AND id = ?", (conversation_id, turn_id))
+    search_index.unindex(
+        conn, f"conversation_id = ? AND id IN ({selected})", (conversation_id, ids)
+    )
     conn.execute(
-        "UPDATE turns SET body = '', meta = NULL WHERE conversation_id = ? AND id = ?",
-        (conversation_id, turn_id),
+        f"UPDATE turns SET body = '', meta = NULL WHERE conversation_id = ? AND id IN ({selected})",
+        (conversation_id, ids),
     )
-    blank_recall_results(conn, conversation_id, "?", (turn_id,))  # SPEC §16.5, §17.7
+    blank_recall_results(conn, conversation_id, selected, (ids,))  # SPEC §16.5, §17.7
     search_index.scrub(conn)
     return len(doomed)
 

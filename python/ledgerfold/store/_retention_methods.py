@@ -45,14 +45,17 @@ class Retention:
         _validate.flag("erase", erase)
         with self._transaction(write=True, operation="retract") as conn:
             earlier = retention.retracted(conn, conversation_id, turn_id) if erase else None
-            answers = 0
+            answers: list[str] = []
             if earlier is None:
                 sequence, revision, stale, answers = turn_changes.retract_turn(
                     conn, conversation_id, turn_id
                 )
             else:  # retracted before: only its body goes, the ledger view is unchanged
                 (sequence, revision), stale = earlier, []
-            erased = retention.erase_body(conn, conversation_id, turn_id) if erase else 0
+            # Erasing a call erases the results retracted with it (SPEC §17.2's unit): a
+            # result quotes what the call fetched.
+            erased_ids = [turn_id, *answers]
+            erased = retention.erase_body(conn, conversation_id, erased_ids) if erase else 0
         if erase:
             self._db.checkpoint()
         _log.info(
@@ -63,7 +66,7 @@ class Retention:
             sequence,
             revision,
             len(stale),
-            answers,
+            len(answers),
             erase,
             erased,
         )
@@ -75,8 +78,8 @@ class Retention:
                 Event(
                     "retention.erased",
                     conversation_id,
-                    turn_ids=(turn_id,),
-                    turns=1,
+                    turn_ids=tuple(erased_ids),
+                    turns=len(erased_ids),
                     sequence=sequence,
                     extra=(("versions_erased", erased),),
                 ),

@@ -422,11 +422,12 @@ class SQLiteStore:
     def retract(self, conversation_id: str, turn_id: str, *, erase: bool = False) -> None:
         """Remove a live turn from the ledger view (the row stays); new revision; citing
         summaries become stale (`source-missing`). A turn that made tool calls takes the
-        live tool turns answering them along, in the same revision (SPEC §17.2; only the
-        named turn is erased). With `erase=True` its body, meta and
-        earlier versions are erased too, overwritten in the file (ID, sequence and digest
-        stay), with every summary version citing it (its text may quote the turn); a turn
-        retracted earlier can be erased this way later."""
+        live tool turns answering them along, in the same revision (SPEC §17.2). With
+        `erase=True` its body, meta and earlier versions are erased too, overwritten in the
+        file (ID, sequence and digest stay), with every summary version citing it (its text
+        may quote the turn), and so are those of the results retracted with it (a result
+        quotes what its call fetched); a turn retracted earlier can be erased this way
+        later (only that turn then)."""
         self._retention.retract(conversation_id, turn_id, erase=erase)
 
     def purge_through(

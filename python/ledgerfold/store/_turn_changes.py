@@ -167,9 +167,10 @@ def _turns_by_id(
 
 def retract_turn(
     conn: sqlite3.Connection, conversation_id: str, turn_id: str
-) -> tuple[int, int, list[str], int]:
+) -> tuple[int, int, list[str], list[str]]:
     """Take a live turn out of the ledger view; returns its sequence, the new revision, the
-    IDs of the summaries that went stale and how many answering tool turns went with it.
+    IDs of the summaries that went stale and the IDs of the answering tool turns that went
+    with it.
 
     A turn that made tool calls takes the live tool turns answering them along, in the same
     revision (SPEC §17.2): a result whose call is gone would be a tool message without its
@@ -193,7 +194,7 @@ def retract_turn(
         (json.dumps(retracted_ids, ensure_ascii=False),),
         "source-missing",
     )
-    return int(row[2]), revision, stale, len(answers)
+    return int(row[2]), revision, stale, retracted_ids[1:]
 
 
 def _answering(conn: sqlite3.Connection, conversation_id: str, turn: Turn) -> list[tuple[int, str]]:
