@@ -129,3 +129,48 @@ def test_error_hierarchy() -> None:
         )
     }
     assert len(codes) == 5
+
+
+def test_a_backend_of_ones_own_needs_no_private_module() -> None:
+    """SPEC §17.9: every type a `Store` method takes or returns, and the due-ness rule its
+    `begin_compaction` answers with, come from a public path (`ledgerfold`,
+    `ledgerfold.store`): a second backend imports nothing private."""
+    import typing
+
+    import ledgerfold.store
+
+    public = {name: getattr(ledgerfold, name) for name in ledgerfold.__all__}
+    public.update((name, getattr(ledgerfold.store, name)) for name in ledgerfold.store.__all__)
+    for protocol in (ledgerfold.Store, ledgerfold.store.SearchableStore):
+        for name, method in vars(protocol).items():
+            if name.startswith("_") or not callable(method):
+                continue
+            for hint in typing.get_type_hints(method).values():
+                for part in (hint, *typing.get_args(hint)):
+                    for inner in (part, *typing.get_args(part)):
+                        if isinstance(inner, type) and inner.__module__.startswith("ledgerfold"):
+                            assert public.get(inner.__name__) is inner, (name, inner)
+    status = ledgerfold.store.compaction_status
+    assert status(0, 1, rebase_due=True, backlog_left=False, relayout=False, failures=0) == (
+        "nothing-to-compact"
+    )
+    assert status(3, 4, rebase_due=False, backlog_left=False, relayout=False, failures=0) == (
+        "not-due"
+    )
+    assert status(3, 4, rebase_due=True, backlog_left=False, relayout=False, failures=0) == "ready"
+    assert (
+        status(5, 4, rebase_due=False, backlog_left=True, relayout=False, failures=1)
+        == "ready"  # a backlog left by a failed chunk waits for enough new turns
+    )
+    assert (
+        status(
+            5,
+            4,
+            rebase_due=False,
+            backlog_left=False,
+            relayout=False,
+            failures=0,
+            only_due_at_once=True,
+        )
+        == "not-due"
+    )

@@ -4,7 +4,13 @@ flags from its rows inside its transaction, then asks these)."""
 
 from __future__ import annotations
 
-__all__ = ["MAX_BACKOFF_DOUBLINGS", "due_at_once", "needed_turns", "verdict"]
+__all__ = [
+    "MAX_BACKOFF_DOUBLINGS",
+    "compaction_status",
+    "due_at_once",
+    "needed_turns",
+    "verdict",
+]
 
 #: The back-off doubles the new turns needed per consecutive failure, up to 2**6 times.
 MAX_BACKOFF_DOUBLINGS = 6
@@ -31,3 +37,29 @@ def verdict(new_turns: int, needed: int, *, at_once: bool) -> str:
     if new_turns < needed and not at_once:
         return "not-due"
     return "ready"
+
+
+def compaction_status(
+    new_turns: int,
+    min_new_turns: int,
+    *,
+    rebase_due: bool,
+    backlog_left: bool,
+    relayout: bool,
+    failures: int,
+    only_due_at_once: bool = False,
+) -> str:
+    """The status `Store.begin_compaction` answers (public as `ledgerfold.store.
+    compaction_status`): ``ready`` (register the plan), ``not-due`` or
+    ``nothing-to-compact``, from what the store read in its transaction — `new_turns`
+    compactable turns its current summary does not cover, whether coverage would shrink
+    (`rebase_due`, or a rebuild from a checkpoint), whether that summary's plan left a
+    backlog (`backlog_left`), whether its layout lost a preserved turn (`relayout`) and the
+    consecutive `failures`. With `only_due_at_once`, enough new turns are not enough."""
+    at_once = due_at_once(
+        rebase_due=rebase_due, backlog_left=backlog_left, relayout=relayout, failures=failures
+    )
+    status = verdict(new_turns, min_new_turns, at_once=at_once)
+    if status == "ready" and only_due_at_once and not at_once:
+        return "not-due"  # enough new turns, but only what is due at once was asked
+    return status

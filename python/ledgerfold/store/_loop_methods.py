@@ -111,17 +111,17 @@ class CompactionLoop:
                 plan_id,
                 relayout=relayout,
             )
-            at_once = due.due_at_once(
+            status = due.compaction_status(
+                len(planned.new_turns),
+                min_new_turns,
                 # A rebuild from a checkpoint replaces a stale summary (SPEC §17.5): due at
                 # once, as the rebase it stands for would be with its whole backlog.
                 rebase_due=planned.rebase_due or planned.rebuild,
                 backlog_left=compaction.left_a_backlog(conn, planned.base),
                 relayout=relayout,
                 failures=failures,
+                only_due_at_once=only_due_at_once,
             )
-            status = due.verdict(len(planned.new_turns), min_new_turns, at_once=at_once)
-            if status == "ready" and only_due_at_once and not at_once:
-                status = "not-due"  # enough new turns, but only what is due at once was asked
             if status != "ready":
                 return CompactionWork(status, failures=failures)
             compaction.register(conn, planned, policy_version, roles)
