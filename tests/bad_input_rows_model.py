@@ -366,6 +366,13 @@ ROWS: tuple[BadInput, ...] = (
         "current",
     ),
     row(
+        "accept_summary_result: lineage not a bool",
+        "accept_summary_result(envelope, conversation, 'v', 'p', lineage=1)",
+        lambda: lf.accept_summary_result(envelope(), conversation(), POLICY, "p", lineage=1),  # type: ignore[arg-type]
+        INVALID,
+        "lineage",
+    ),
+    row(
         "accept_summary_result: sealed not a mapping",
         "accept_summary_result(envelope, conversation, 'v', 'p', sealed=['t1'])",
         lambda: lf.accept_summary_result(envelope(), conversation(), POLICY, "p", sealed=["t1"]),  # type: ignore[arg-type]

@@ -292,3 +292,40 @@ def test_an_extension_of_a_sealed_summary_gets_the_same_verdict(tmp_path: Path) 
         assert (write.accepted, write.reason, write.detail) == expected
         assert world.stored(envelope) == expected
     world.store.close()
+
+
+def test_with_no_current_summary_an_extension_is_refused_by_both(tmp_path: Path) -> None:
+    """SPEC §15.1, §15.4: after `s0` went stale there is no current summary, so a candidate
+    extending `s0` (its text built on the edited turn's old content) is refused. A store's
+    commit passes `lineage=True`: `current=None` then means "no current summary", not "skip
+    the parent rules"."""
+    world = World(tmp_path / "ledger.db")
+    world.store.edit(CID, "t2", body="corrected")
+    assert world.store.current_summary(CID) is None
+    candidate = world.envelope(EXTENDED)  # parent s0, fingerprinted on the ledger as it is
+
+    def pure(**lineage: bool) -> tuple[bool, str | None, str | None]:
+        write = lf.accept_summary_result(
+            candidate,
+            world.store.load(CID),
+            PV,
+            "p1",
+            plan=world.plan,
+            current=world.store.current_summary(CID),
+            preserve_roles=ROLES,
+            **lineage,
+        )
+        return write.accepted, write.reason, write.detail
+
+    assert pure(lineage=True) == (False, "invalid-summary", "plan-mismatch")
+    assert pure() == (True, None, None)  # no `current`, no lineage: SPEC §17.1's default
+    assert world.stored(candidate)[0] is False
+    rebase = world.envelope(("t1", "t2", "t3"), parent=None)
+    write = lf.accept_summary_result(
+        rebase, world.store.load(CID), PV, "p1", plan=world.plan, lineage=True
+    )
+    assert write.accepted  # a rebase has no parent to check
+    with pytest.raises(lf.InvalidInput) as info:
+        lf.accept_summary_result(rebase, world.store.load(CID), PV, "p1", lineage=1)  # type: ignore[arg-type]
+    assert info.value.field == "lineage"
+    world.store.close()

@@ -275,6 +275,7 @@ def accept_summary_result(
     current: SummaryEnvelope | None = None,
     sealed: Mapping[str, bytes] | None = None,
     preserve_roles: Iterable[str] = (),
+    lineage: bool | None = None,
 ) -> SummaryWrite:
     """The one acceptance rule (SPEC §7, §15.4, §17.1), which every store's commit applies.
 
@@ -287,7 +288,13 @@ def accept_summary_result(
     among its compacted IDs; with `current`, the same when the parent's sources are not all
     among the candidate's or it adds none. After the current summary went stale, a store
     rebuilding from a checkpoint (SPEC §17.5) passes that checkpoint as `current`: it is the
-    head the candidate may extend, and must itself still be current."""
+    head the candidate may extend, and must itself still be current.
+
+    `lineage` says whether the parent rules apply: by default (None) when `current` is
+    given. A store's commit passes `lineage=True`, since its conversation may have no
+    current summary (none yet, or it went stale): `current=None` then means "none", and a
+    candidate with a `parent_id` is refused (`invalid-summary`/`plan-mismatch`) — its text
+    was built on a summary that is not current, perhaps on an edited turn's old content."""
     conversation = _validate.conversation(conversation)
     active_plan_id = _validate.identifier("active_plan_id", active_plan_id)
     if plan is not None:
@@ -296,6 +303,8 @@ def accept_summary_result(
         _validate.instance("current", current, SummaryEnvelope)
     roles = preserve_roles_arg(preserve_roles)
     sealed_map = _sealed_arg(sealed)
+    if lineage is not None:
+        _validate.flag("lineage", lineage)
     if candidate is None:
         return SummaryWrite(False, None, "invalid-summary", None)
     _validate.instance("candidate", candidate, SummaryEnvelope)
@@ -306,7 +315,7 @@ def accept_summary_result(
         conversation,
         policy_version,
         allowed=None if plan is None else frozenset(plan.compacted_ids),
-        lineage=current is not None,
+        lineage=current is not None if lineage is None else lineage,
         current=current,
         sealed=sealed_map,
         preserve_roles=roles,
