@@ -110,3 +110,43 @@ def _fields(envelope: SummaryEnvelope) -> dict[str, Any]:
         "parent_id",
     )
     return {name: getattr(envelope, name) for name in names}
+
+
+def _forged(store: SQLiteStore, plan_id: str, ids: tuple[str, ...]) -> SummaryEnvelope:
+    """A rebase over `ids` as the ledger holds them now, under `plan_id`."""
+    ledger = store.load(CONV)
+    return SummaryEnvelope(
+        id="forged-" + "-".join(ids),
+        plan_id=plan_id,
+        conversation_id=CONV,
+        source_revision=ledger.revision,
+        source_ids=ids,
+        source_fingerprint=fingerprint_of(store, ids),
+        policy_version="v1",
+        text="forged",
+    )
+
+
+def test_a_plan_still_active_after_a_refusal_holds_every_commit_to_its_rules(
+    store: SQLiteStore,
+) -> None:
+    """A refused result leaves its plan active (another result may follow); that result is
+    held to the plan's compacted IDs and `preserve_roles` as the first was: a system prompt
+    the plan kept raw, or a tail turn, never becomes a source (SPEC §15.4, §17.1)."""
+    store.append(CONV, "system", "be brief", id="sys")
+    talk(store, real_bodies(12), 0, 12)
+    plan = store.start_plan(CONV, 4, "v1", preserve_roles=("system",))
+    assert "sys" not in plan.compacted_ids and "t11" not in plan.compacted_ids
+    first = store.commit_summary(_forged(store, plan.plan_id, ("t1", "t0")))
+    assert (first.reason, first.detail) == ("stale-source", "source-reordered")
+    for ids, detail in [
+        (("sys", "t0", "t1"), "protected-source"),
+        (("t0", "t11"), "plan-mismatch"),
+    ]:
+        write = store.commit_summary(_forged(store, plan.plan_id, ids))
+        assert (write.accepted, write.reason, write.detail) == (False, "invalid-summary", detail)
+    assert store.current_summary(CONV) is None
+    accepted = store.commit_summary(_forged(store, plan.plan_id, ("t0", "t1")))
+    assert accepted.accepted
+    context = store.context(CONV, "v1")
+    assert context.ids[0] == "sys" and context.ids[-4:] == ("t8", "t9", "t10", "t11")

@@ -475,6 +475,11 @@ def register(
             (plan.conversation_id, previous[0], now()),
         )
         mark_ended(conn, plan.conversation_id, previous[0])
+    if previous is not None:  # replaced: its IDs are never read again (`mark_ended`)
+        conn.execute(
+            "UPDATE plans SET compacted_ids = NULL WHERE id = ? AND conversation_id = ?",
+            (previous[0], plan.conversation_id),
+        )
     base = planned.base
     added = tuple(turn.id for turn in planned.new_turns)
     plan_pk = conn.execute(
@@ -504,12 +509,17 @@ def register(
 def mark_ended(conn: sqlite3.Connection, conversation_id: str, plan_id: str) -> None:
     """The conversation's plan has a record (accepted, rejected, failed or abandoned). Its
     added IDs were read by the commit only (`planned_ids`, for the active plan) and are
-    dropped: the row stays small, and a context read of its `preserve_roles` no longer walks
-    a list as long as the plan (3 MB of overflow pages, 0.5 ms, for a first summary of 300k
-    turns). A plan of another conversation (an envelope naming it) is left alone."""
+    dropped once it is no longer the active plan: the row stays small, and a context read
+    of its `preserve_roles` no longer walks a list as long as the plan (3 MB of overflow
+    pages, 0.5 ms, for a first summary of 300k turns). A plan still active after a refused
+    result keeps them: a second commit under it is held to them as the first was (SPEC
+    §15.4, §17.1); `register` drops them when the next plan replaces it. A plan of another
+    conversation (an envelope naming it) is left alone."""
     conn.execute(
-        "UPDATE plans SET ended = 1, compacted_ids = NULL WHERE id = ? AND conversation_id = ?",
-        (plan_id, conversation_id),
+        "UPDATE plans SET ended = 1, compacted_ids = CASE WHEN pk IN"
+        " (SELECT plan_pk FROM active_plans WHERE conversation_id = ?)"
+        " THEN compacted_ids END WHERE id = ? AND conversation_id = ?",
+        (conversation_id, plan_id, conversation_id),
     )
 
 
