@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 import ledgerfold as lf
+from ledgerfold.testing._contract_rules import RuleContract
 
 __all__ = ["PV", "SECRET", "StoreContract", "fill", "summarise"]
 
@@ -56,9 +57,10 @@ def summarise(
     return envelope
 
 
-class StoreContract:
+class StoreContract(RuleContract):
     """Subclass and define `make_store(self, tmp_path)`; every `test_` method is one rule of
-    the protocol's contract. A store's `close()` is called after each test."""
+    the protocol's contract. A store's `close()`, when it has one (it is not part of the
+    protocol), is called after each test."""
 
     def make_store(self, tmp_path: Path) -> Any:
         raise NotImplementedError("define make_store(self, tmp_path) in your subclass")
@@ -69,7 +71,9 @@ class StoreContract:
         try:
             yield made
         finally:
-            made.close()
+            close = getattr(made, "close", None)
+            if callable(close):
+                close()
 
     def test_implements_the_protocol(self, store: Any) -> None:
         assert isinstance(store, lf.Store)
