@@ -1,0 +1,100 @@
+"""SPEC §17.9: `Compactor`, `LedgerfoldSession` (openai-agents) and `LedgerfoldMiddleware`
+(langchain) work with a store that is nothing but v1.1's `Store` protocol — every other
+name, private or public (`close`, `search`, `known_ids`, `append_chat_messages` …), raises
+`AttributeError` — and then offer no recall tool. Real packages, fake models; the stores:
+`SQLiteStore` on a file behind the proxy, and the in-memory second backend."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import Agent, Runner
+from langchain.agents import create_agent
+from langchain_core.messages import SystemMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+import ledgerfold as lf
+from ledgerfold.integrations.langchain import LedgerfoldMiddleware
+from ledgerfold.integrations.openai_agents import LedgerfoldSession
+from ledgerfold.store import Store
+from memory_store import MemoryStore
+from protocol_only import ProtocolOnly, protocol_names
+from test_langchain_middleware import ScriptedModel as ChatModel
+from test_langchain_middleware import lookup as chat_lookup
+from test_openai_agents import ScriptedModel as AgentsModel
+from test_openai_agents import lookup as agents_lookup
+
+POLICY = lf.CompactionPolicy("v1", keep_tail=3, trigger_tokens=None, min_new_turns=2)
+
+
+@pytest.fixture(params=["sqlite-file", "memory"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ProtocolOnly]:
+    inner: Any = lf.SQLiteStore(tmp_path / "ledger.db") if request.param == "sqlite-file" else None
+    try:
+        yield ProtocolOnly(inner if inner is not None else MemoryStore())
+    finally:
+        if inner is not None:
+            inner.close()
+
+
+def _only_protocol(store: ProtocolOnly) -> None:
+    assert store.calls and set(store.calls) <= protocol_names(Store)
+    for name in ("close", "search", "known_ids", "append_chat_messages", "_worker_batch"):
+        assert not hasattr(store, name)
+
+
+def test_the_agents_session_runs_on_a_protocol_only_store(store: ProtocolOnly) -> None:
+    session = LedgerfoldSession("s", store=store, policy=POLICY)  # type: ignore[arg-type]
+    agent = Agent("a", model=AgentsModel(), tools=[agents_lookup])
+
+    async def scenario() -> tuple[list[Any], Any]:
+        for n in range(5):
+            await Runner.run(agent, f"Look up R{n}.", session=session)
+        items = await session.get_items()
+        return items, await session.pop_item()
+
+    items, popped = asyncio.run(scenario())
+    assert items[0]["role"] == "system" and "recall_history" not in items[0]["content"]
+    assert popped is not None
+    with pytest.raises(lf.InvalidInput) as info:
+        session.recall_tool()
+    assert info.value.field == "store"
+    asyncio.run(session.clear_session())
+    assert asyncio.run(session.get_items()) == []
+    session.close()  # not the session's store: nothing to close, no `close` asked
+    _only_protocol(store)
+
+
+def test_the_langchain_middleware_runs_on_a_protocol_only_store(store: ProtocolOnly) -> None:
+    middleware = LedgerfoldMiddleware(store, "c", policy=POLICY)  # type: ignore[arg-type]
+    assert middleware.recall_tool is None and middleware.tools == []
+    model = ChatModel()
+    agent = create_agent(
+        model,
+        tools=[chat_lookup],
+        middleware=[middleware],
+        checkpointer=InMemorySaver(),
+        system_prompt="Be careful.",
+    )
+    config = {"configurable": {"thread_id": "t1"}}
+
+    def ask(text: str) -> Any:
+        return agent.invoke({"messages": [{"role": "user", "content": text}]}, config)
+
+    for n in range(4):
+        ask(f"Look up R{n}.")
+
+    async def later() -> None:
+        for n in range(4, 6):
+            await agent.ainvoke({"messages": [{"role": "user", "content": f"R{n}?"}]}, config)
+
+    asyncio.run(later())
+    sent = model.inputs[-1]
+    assert isinstance(sent[0], SystemMessage) and "<ledgerfold-summary>" in sent[0].content
+    assert sum(isinstance(m, SystemMessage) for m in sent) == 1
+    assert "recall_history" not in sent[0].content
+    _only_protocol(store)
