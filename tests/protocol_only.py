@@ -8,7 +8,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from ledgerfold.store import SearchableStore, Store
+from ledgerfold import Store
+from ledgerfold.store import SearchableStore
 
 
 def protocol_names(protocol: type) -> frozenset[str]:

@@ -18,9 +18,9 @@ from langchain_core.messages import SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 import ledgerfold as lf
+from ledgerfold import Store
 from ledgerfold.integrations.langchain import LedgerfoldMiddleware
 from ledgerfold.integrations.openai_agents import LedgerfoldSession
-from ledgerfold.store import Store
 from memory_store import MemoryStore
 from protocol_only import ProtocolOnly, protocol_names
 from test_langchain_middleware import ScriptedModel as ChatModel
