@@ -226,3 +226,47 @@ def test_a_v11_store_is_not_asked_below_the_trigger(store: SQLiteStore) -> None:
     over = Compactor(old, _policy(10), Recorder())  # type: ignore[arg-type]
     assert over.compact(CONV).accepted
     assert old.asked == [{"min_new_turns": 2}]
+
+
+class Forwarding:
+    """A proxy of one's own that forwards every call as ``*args, **kwargs`` (no
+    `functools.wraps`): the Compactor cannot tell from its signatures which keywords the
+    store behind it takes."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> object:
+        target = getattr(self.inner, name)
+        if not callable(target):
+            return target
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return target(*args, **kwargs)
+
+        return call
+
+
+def test_a_v11_store_behind_a_kwargs_proxy_is_asked_as_v11(store: SQLiteStore) -> None:
+    """Below the trigger the proxy is asked `only_due_at_once` once; the v1.1 store behind it
+    refuses the keyword, so the compaction is not due (as for v1.1) and it is not asked so
+    again; over the trigger, compaction and pruning (which a v1.1 store does without
+    `keep_checkpoints`) work: nothing escapes `compact()` after its summary was saved."""
+    from test_checkpoints import V11Store as PrunesAsV11
+
+    old = V11Store(store)
+    proxy = Forwarding(old)
+    talk(store, real_bodies(10), 0, 6)
+    below = Compactor(proxy, _policy(100_000), Recorder())  # type: ignore[arg-type]
+    assert below.compact(CONV).reason == "not-due"
+    assert below.compact(CONV).reason == "not-due"
+    assert old.asked == [] and store.summary_history(CONV) == []
+
+    pruning = PrunesAsV11.__new__(PrunesAsV11)
+    pruning.inner, pruning.pruned = store, []
+    keep = CompactionPolicy("v1", keep_tail=2, trigger_tokens=10, min_new_turns=2, keep_versions=1)
+    over = Compactor(Forwarding(pruning), keep, Recorder())  # type: ignore[arg-type]
+    for round_ in range(3):
+        talk(store, real_bodies(10), 6 + 4 * round_, 4)
+        assert over.compact(CONV).accepted
+    assert pruning.pruned == [1, 1, 1]

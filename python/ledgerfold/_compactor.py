@@ -39,7 +39,7 @@ from ledgerfold._outcome import (
 )
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._worker import pause, worker_for
-from ledgerfold.store._protocol import Store, takes_keyword
+from ledgerfold.store._protocol import Store, refused_keyword, takes_keyword
 from ledgerfold.summarizers._base import (
     AwaitableInRunningLoop,
     Summarizer,
@@ -282,13 +282,20 @@ class Compactor(OutcomeRecorder):
                 failures = self.store.consecutive_failures(conversation_id)
                 needed = due.needed_turns(policy.min_new_turns, failures)
         if below_trigger:
-            work = self.store.begin_compaction(
-                conversation_id,
-                policy.keep_tail,
-                policy.version,
-                preserve_roles=policy.preserve_roles,
-                only_due_at_once=True,
-            )
+            try:
+                work = self.store.begin_compaction(
+                    conversation_id,
+                    policy.keep_tail,
+                    policy.version,
+                    preserve_roles=policy.preserve_roles,
+                    only_due_at_once=True,
+                )
+            except TypeError as error:
+                # A `**kwargs` proxy over a store of v1.1's protocol: not asked again.
+                if not refused_keyword(error, "only_due_at_once"):
+                    raise
+                self._asks_due_at_once = False
+                return self._skip(conversation_id, None, "not-due")
         else:  # no `only_due_at_once`, which a v1.1 store does not take
             work = self.store.begin_compaction(
                 conversation_id,

@@ -22,7 +22,7 @@ from ledgerfold._plan import CompactionPlan
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._summary import SummaryEnvelope
 from ledgerfold._worker import pause
-from ledgerfold.store._protocol import Store
+from ledgerfold.store._protocol import Store, refused_keyword
 
 __all__ = ["OUTCOME_STATUSES", "CompactionOutcome", "CompactionStatus", "OutcomeRecorder"]
 
@@ -155,11 +155,19 @@ class OutcomeRecorder:
             return
         try:
             if self._prunes_checkpoints:
-                self.store.prune_versions(  # type: ignore[call-arg]
-                    conversation_id, keep=keep, keep_checkpoints=self.policy.keep_checkpoints
-                )
-            else:  # a v1.1 store of your own keeps no checkpoints: it rebases after an edit
-                self.store.prune_versions(conversation_id, keep=keep)
+                try:
+                    self.store.prune_versions(  # type: ignore[call-arg]
+                        conversation_id, keep=keep, keep_checkpoints=self.policy.keep_checkpoints
+                    )
+                    return
+                except TypeError as error:
+                    # A `**kwargs` proxy over a store of v1.1's protocol: the summary is
+                    # saved, so prune as v1.1 does, now and from now on.
+                    if not refused_keyword(error, "keep_checkpoints"):
+                        raise
+                    self._prunes_checkpoints = False
+            # A v1.1 store of your own keeps no checkpoints: it rebases after an edit.
+            self.store.prune_versions(conversation_id, keep=keep)
         except StoreError as error:  # the summary is saved; pruning waits for the next one
             _log.warning(
                 "pruning failed conversation_id=%s error_type=%s",

@@ -48,6 +48,7 @@ __all__ = [
     "SearchableStore",
     "Store",
     "SummaryRecord",
+    "refused_keyword",
     "takes_keyword",
 ]
 
@@ -71,6 +72,13 @@ def takes_keyword(method: object, name: str) -> bool:
     return name in parameters or any(
         parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values()
     )
+
+
+def refused_keyword(error: TypeError, name: str) -> bool:
+    """Whether `error` is Python refusing the keyword `name` in a call (the method behind a
+    ``**kwargs`` proxy does not take it: a store of v1.1's protocol), rather than a
+    `TypeError` from inside the method."""
+    return f"unexpected keyword argument '{name}'" in str(error)
 
 
 @dataclass(frozen=True, slots=True)
