@@ -76,3 +76,40 @@ class TestProtocolOnlyStore(StoreContract):
 
     def make_store(self, tmp_path: Path) -> Any:
         return ProtocolOnly(MemoryStore())
+
+
+class V11MemoryStore(MemoryStore):
+    """A store written to v1.1's protocol (SPEC §17.9: `Store` stays as v1.1 had it): its
+    `begin_compaction` takes no `only_due_at_once`."""
+
+    def begin_compaction(  # type: ignore[override]
+        self,
+        conversation_id: str,
+        keep_tail: int,
+        policy_version: str,
+        *,
+        preserve_roles: Any = (),
+        min_new_turns: int = 1,
+    ) -> Any:
+        return super().begin_compaction(
+            conversation_id,
+            keep_tail,
+            policy_version,
+            preserve_roles=preserve_roles,
+            min_new_turns=min_new_turns,
+        )
+
+
+class TestV11Store(StoreContract):
+    """A v1.1 store passes the suite: what only protocol 2 asks is not asked of it."""
+
+    def make_store(self, tmp_path: Path) -> Any:
+        return V11MemoryStore()
+
+    def test_begin_compaction_only_due_at_once_registers_only_what_is_due_at_once(
+        self, store: Any
+    ) -> None:
+        """Protocol 2's, which the suite skips for a v1.1 store: here, that the keyword is
+        indeed refused (so the skip is the right call)."""
+        with pytest.raises(TypeError, match="only_due_at_once"):
+            store.begin_compaction("c", 2, "p", only_due_at_once=True)
