@@ -81,8 +81,8 @@ class ContextCache:
         and marks no summary stale. Appending changes a context in one way only then: the
         turns join its end, raw (SPEC §8: they are newer than any summary's sources). A
         write that marks a summary stale (a tool result joining a summarised call's unit)
-        or appends a turn with a summary's ID (a `duplicate-id` fallback) must not say so:
-        its contexts are read again."""
+        must not say so: its contexts are read again (as are those whose summary a new turn
+        names by ID, a `duplicate-id` fallback: `_extends`)."""
         self._appended[conversation_id] = self._appended.get(conversation_id, ()) + items
 
     def scoped_write(
@@ -133,8 +133,11 @@ def _extends(context: AssembledContext, appended: tuple[TurnItem, ...]) -> bool:
         return True
     if context.fallback is not None:
         return False
-    if not any(isinstance(item, SummaryItem) for item in context.items):
+    summary_ids = {item.id for item in context.items if isinstance(item, SummaryItem)}
+    if not summary_ids:
         return True
+    if any(item.id in summary_ids for item in appended):  # the summary's ID: `duplicate-id`
+        return False
     for item in appended:
         meta = item.meta
         if not meta:

@@ -5,9 +5,7 @@ names delegate to it; the rows are `ledger`'s and `chat_append`'s."""
 
 from __future__ import annotations
 
-import json
 import logging
-import sqlite3
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -76,7 +74,7 @@ class TurnWrites:
             turns, revision, stale = ledger.insert_turns(
                 conn, conversation_id, prepared, field_prefix
             )
-            if not stale and not _names_a_summary(conn, turns):
+            if not stale:
                 self._contexts.appended(conversation_id, _items(turns))
         _log.debug(
             "appended: conversation=%s turns=%d sequences=%d..%d revision=%d",
@@ -110,7 +108,7 @@ class TurnWrites:
         ids = chat_append.prepare(specs)
         with self._transaction(write=True, operation="append_chat", scope=conversation_id) as conn:
             turns, revision, stale = chat_append.append_chat(conn, conversation_id, specs, ids)
-            if not stale and not _names_a_summary(conn, turns):
+            if not stale:
                 self._contexts.appended(conversation_id, _items(turns))
         _log.debug(
             "appended chat messages: conversation=%s turns=%d revision=%d",
@@ -159,18 +157,6 @@ class TurnWrites:
         if stale:
             emit(self._on_event, stale_event(conversation_id, "source-modified", stale, turn_id))
         return new
-
-
-def _names_a_summary(conn: sqlite3.Connection, turns: list[Turn]) -> bool:
-    """Whether a new turn has a summary's ID: the context then falls back (`duplicate-id`),
-    so it is read again rather than extended."""
-    return (
-        conn.execute(
-            "SELECT 1 FROM summaries WHERE id IN (SELECT value FROM json_each(?)) LIMIT 1",
-            (json.dumps([turn.id for turn in turns]),),
-        ).fetchone()
-        is not None
-    )
 
 
 def _items(turns: list[Turn]) -> tuple[TurnItem, ...]:
