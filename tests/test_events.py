@@ -64,6 +64,17 @@ def test_an_accepted_compaction_reports_turns_tokens_and_seconds(
     no_text(recorder.events)
 
 
+def test_an_accepted_compaction_is_reported_before_the_purge_it_leads_to(
+    tmp_path: Path, recorder: Recorder
+) -> None:
+    """The policy's retention runs after the summary is accepted; its event follows the
+    compaction's (whose seconds are the compaction's own, not the purge's)."""
+    with filled(tmp_path / "o.db", recorder) as store:
+        lf.Compactor(store, policy(retain_turns=2), on_event=recorder).compact("c")
+    names = [event.name for event in recorder.events]
+    assert names.index("compaction.accepted") < names.index("retention.purged")
+
+
 def test_skips_failures_and_fallbacks_are_reported(tmp_path: Path, recorder: Recorder) -> None:
     def broken(request: lf.SummaryRequest) -> str:
         raise RuntimeError(SECRET)

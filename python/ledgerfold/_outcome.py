@@ -115,10 +115,12 @@ class OutcomeRecorder:
                 len(accepted.source_ids),
                 job.plan.through_sequence,
             )
+            # The compaction's event first, its seconds the compaction's own: pruning and
+            # the policy's retention follow it (a purge has its own event).
+            self._emit_outcome(job, "compaction.accepted", None, result, accepted.id)
             pause()  # on a store's worker: the loop may take the GIL (`_worker.pause`)
             self._prune(accepted.conversation_id)
             self._retain(accepted.conversation_id)
-            self._emit_outcome(job, "compaction.accepted", None, result, accepted.id)
             if job.sealed_lost:
                 _log.warning(
                     "purged turns' summary lost conversation_id=%s summary_id=%s",
