@@ -139,6 +139,26 @@ def test_bad_model_arguments_are_an_error_result(tmp_path: Path) -> None:
         assert "error" in _recall_result(agent.get_state(config).values["messages"])
 
 
+@pytest.mark.parametrize("key", ["self", "config", "run_manager", "arguments"])
+@pytest.mark.parametrize("run", ["invoke", "ainvoke"])
+def test_unknown_keys_named_like_the_tools_own_parameters_are_ignored(
+    tmp_path: Path, key: str, run: str
+) -> None:
+    # SPEC §16.5: unknown keys are ignored. `self` used to reach `StructuredTool._run` as a
+    # keyword and raise TypeError out of the agent's tool node.
+    with lf.SQLiteStore(tmp_path / "k.db") as store:
+        agent, middleware, model = _agent(store)
+        model.arguments = {"query": "Geneva locker code", key: 1}
+        config = _seed(agent, middleware)
+        question = {"messages": [{"role": "user", "content": "What is my locker code?"}]}
+        if run == "invoke":
+            agent.invoke(question, config)
+        else:
+            asyncio.run(agent.ainvoke(question, config))
+        hits = _recall_result(agent.get_state(config).values["messages"])["hits"]
+        assert hits[0]["text"] == FACT
+
+
 def test_the_tool_schema_is_recall_tools() -> None:
     middleware = LedgerfoldMiddleware(lf.SQLiteStore(), CONVERSATION)
     assert middleware.recall_tool is not None
