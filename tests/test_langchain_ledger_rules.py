@@ -117,6 +117,38 @@ def test_one_leading_system_message_with_the_agents_prompt(tmp_path: Path) -> No
     assert "Visa" in model.inputs[-1][0].content
 
 
+@pytest.mark.parametrize(
+    "prompt",
+    [PROMPT, SystemMessage(content=[{"type": "text", "text": PROMPT}])],
+    ids=["text", "blocks"],
+)
+def test_the_agents_prompt_and_a_system_message_in_the_state_are_one(
+    tmp_path: Path, prompt: str | SystemMessage
+) -> None:
+    # The agent has a prompt and the thread starts with a SystemMessage of its own: the model
+    # got both as two leading system messages (the summary before the state's one).
+    store = SQLiteStore(tmp_path / "two.db")
+    middleware = LedgerfoldMiddleware(store, "c", policy=POLICY)
+    model = ScriptedModel()
+    agent = _agent(middleware, model, system_prompt=prompt)
+    state_prompt = "Answer in French."
+    opening = [SystemMessage(state_prompt), HumanMessage("Never pay with the Visa card. R1?")]
+    agent.invoke({"messages": opening}, CONFIG)
+    for n in range(2, 6):
+        _ask(agent, f"R{n}?")
+    assert store.current_summary("c") is not None
+    summarised = 0
+    for sent in model.inputs:
+        assert [isinstance(m, SystemMessage) for m in sent].count(True) == 1
+        text = sent[0].text
+        assert isinstance(sent[0], SystemMessage) and text.startswith(PROMPT)
+        assert state_prompt in text
+        if "<ledgerfold-summary>" in text:  # after both prompts
+            assert text.index(state_prompt) < text.index("<ledgerfold-summary>")
+            summarised += 1
+    assert summarised > 0
+
+
 def test_the_prompt_in_content_blocks_keeps_its_blocks(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "b.db")
     middleware = LedgerfoldMiddleware(store, "c", policy=POLICY)

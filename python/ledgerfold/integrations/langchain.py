@@ -12,7 +12,8 @@ for LangGraph's `create_react_agent` (it returns `llm_input_messages`).
   new again. A known message whose content changed in the state is ignored (the ledger is
   the record; a state rewrite is not an edit) and logged by ID.
 - With the agent's system prompt (`create_agent(system_prompt=...)`), the summary joins it
-  in one leading system message (`to_chat_messages(..., system_prompt=...)`).
+  in one leading system message (`to_chat_messages(..., system_prompt=...)`), and so does a
+  `SystemMessage` leading the state (after the agent's prompt, before the summary).
 - Per call the work follows the new messages, not the state: the IDs seen are remembered,
   so only unseen ones go to the store.
 - `awrap_model_call` runs all store work on the store's worker thread (`ledgerfold._worker`),
@@ -338,18 +339,24 @@ class LedgerfoldMiddleware(AgentMiddleware):
         self, system_prompt: str | None = None, conversation_id: str | None = None
     ) -> list[Any]:
         """The ledgerfold context of `conversation_id` (default: `current()`) as LangChain
-        messages; with `system_prompt`, the first is one `SystemMessage` holding it and then
-        the summary. Without one, a system turn that leads the context (the agent's prompt
-        kept in the state) is that prompt: one system message either way (SPEC §17.6). A raw
+        messages; with `system_prompt`, the first is one `SystemMessage` holding it, then a
+        system turn that leads the context (a prompt kept in the state), then the summary.
+        Without one, that leading turn is the prompt: one system message either way (SPEC
+        §17.6). A raw
         turn is the state's own message when the state still says what the ledger holds (its
         image parts, thinking blocks, status and artifact kept)."""
         conversation_id = self.current() if conversation_id is None else conversation_id
         context = self.compactor.context(conversation_id)
-        if system_prompt is None and context.summary is not None:
-            first = context.items[0]
-            if isinstance(first, TurnItem) and first.role == "system":
-                system_prompt = first.text
-                context = dataclasses.replace(context, items=context.items[1:])
+        first = context.items[0] if context.items else None
+        if (
+            isinstance(first, TurnItem)
+            and first.role == "system"
+            and (system_prompt is not None or context.summary is not None)
+        ):
+            # The agent's prompt and the state's own leading one are one system message
+            # too: a second leading system message is refused by some providers.
+            system_prompt = _joined(system_prompt, first.text)
+            context = dataclasses.replace(context, items=context.items[1:])
         messages = to_langchain_messages(context, system_prompt=system_prompt, recall=self.recall)
         known = self._known_of.get(conversation_id)
         if known is None or not known.objects:
@@ -461,6 +468,11 @@ def _recall_tool(store: Store, conversation: Callable[[], str]) -> BaseTool:
         description=function["description"],
         args_schema=json.loads(json.dumps(function["parameters"])),
     )
+
+
+def _joined(prompt: str | None, state_prompt: str) -> str:
+    """The agent's system prompt, then the state's leading system message."""
+    return f"{prompt}\n\n{state_prompt}" if prompt else state_prompt
 
 
 def _thread_id() -> Any:
