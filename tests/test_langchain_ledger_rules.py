@@ -237,3 +237,44 @@ def test_async_hook_runs_store_work_off_the_loop(tmp_path: Path) -> None:
     assert worker is not loop_thread and worker.name.startswith(THREAD_NAME)
     assert store.inner.current_summary("c") is not None
     assert model.inputs[-1][0].content.startswith(PROMPT)
+
+
+@pytest.mark.parametrize("hook", ["create_agent", "pre_model_hook"])
+def test_sync_invoke_inside_a_running_loop_with_an_async_summarizer(
+    tmp_path: Path, hook: str
+) -> None:
+    # A notebook's `agent.invoke`: the sync hook runs on a thread whose event loop is
+    # running. `Compactor.compact` refuses an async summarizer there, which stopped every
+    # model call; the hook now compacts on a thread of its own.
+    import warnings
+
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langgraph.prebuilt import create_react_agent
+
+    from ledgerfold.summarizers import AsyncChatModelSummarizer
+
+    replies = iter([AIMessage("[seq 1 user] The user asked for lookups.")] * 20)
+    summarizer = AsyncChatModelSummarizer(GenericFakeChatModel(messages=replies))
+    store = SQLiteStore(tmp_path / "loop.db")
+    middleware = LedgerfoldMiddleware(store, "c", policy=POLICY, summarizer=summarizer)
+    model = ScriptedModel()
+    if hook == "create_agent":
+        agent = _agent(middleware, model)
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # create_react_agent is deprecated in LangGraph v1
+            agent = create_react_agent(
+                model,
+                [lookup],
+                pre_model_hook=middleware.pre_model_hook,
+                checkpointer=InMemorySaver(),
+            )
+
+    async def notebook_cell() -> None:
+        for n in range(5):
+            _ask(agent, f"R{n}?")
+
+    asyncio.run(notebook_cell())
+    summary = store.current_summary("c")
+    assert summary is not None and "The user asked for lookups." in summary.text
+    assert "The user asked for lookups." in str(model.inputs[-1][0].content)

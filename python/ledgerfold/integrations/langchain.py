@@ -17,7 +17,8 @@ for LangGraph's `create_react_agent` (it returns `llm_input_messages`).
 - Per call the work follows the new messages, not the state: the IDs seen are remembered,
   so only unseen ones go to the store.
 - `awrap_model_call` runs all store work on the store's worker thread (`ledgerfold._worker`),
-  never on the event loop's; the sync hooks run it on the calling thread.
+  never on the event loop's; the sync hooks run it on the calling thread (their compaction
+  on a thread of its own when that thread's event loop is running: a notebook's `invoke`).
 - Any `Store` will do, through its public methods.
 - One middleware, many threads: with `conversation_id=None` each run's conversation is its
   LangGraph `thread_id` (`config["configurable"]["thread_id"]`), so one agent graph serves
@@ -43,6 +44,7 @@ nothing answers is left out of the model's input by the chat rule, as any unansw
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import json
 import logging
@@ -81,7 +83,7 @@ from ledgerfold.integrations._langchain_state import (
 )
 from ledgerfold.integrations._turns import append_specs
 from ledgerfold.store._protocol import Store
-from ledgerfold.summarizers._base import Summarizer
+from ledgerfold.summarizers._base import Summarizer, in_running_loop
 from ledgerfold.tools import RECALL_TOOL, check_recall_store, run_recall
 
 __all__ = ["DEFAULT_POLICY", "LedgerfoldMiddleware"]
@@ -407,8 +409,31 @@ class LedgerfoldMiddleware(AgentMiddleware):
     def _prepare(self, request: Any) -> Any:
         conversation_id = self.current()
         self.append_new(request.messages, conversation_id)
-        self.compactor.compact(conversation_id)
+        self._compact(conversation_id)
         return self._model_request(request, conversation_id)
+
+    def _compact(self, conversation_id: str) -> None:
+        """`compact` for a sync hook. Called on a thread whose event loop is running (a
+        notebook's `agent.invoke`), it runs on a thread of its own, which this one waits
+        for: there an async summarizer gets the event loop `compact` gives it, where here
+        `compact` would refuse it on every model call."""
+        if not in_running_loop():
+            self.compactor.compact(conversation_id)
+            return
+        context = contextvars.copy_context()  # the run's config, for the summarizer's model
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                context.run(self.compactor.compact, conversation_id)
+            except BaseException as error:  # re-raised on the hook's thread
+                failure.append(error)
+
+        thread = threading.Thread(target=run, name="ledgerfold-langchain-compact")
+        thread.start()
+        thread.join()
+        if failure:
+            raise failure[0]
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         return handler(self._prepare(request))
@@ -431,7 +456,7 @@ class LedgerfoldMiddleware(AgentMiddleware):
         messages = state["messages"] if isinstance(state, dict) else state.messages
         conversation_id = self.current()
         self.append_new(messages, conversation_id)
-        self.compactor.compact(conversation_id)
+        self._compact(conversation_id)
         return {"llm_input_messages": self.model_messages(self.system_prompt, conversation_id)}
 
 
