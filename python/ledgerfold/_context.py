@@ -20,9 +20,17 @@ __all__ = [
 ]
 
 
+class _WeaklyReferable:
+    # A slotted value has no `__weakref__` unless a base gives it one (`weakref_slot=True`
+    # needs Python 3.11).
+    __slots__ = ("__weakref__",)
+
+
 @dataclass(frozen=True, slots=True, repr=False)
-class SummaryItem:
-    """A summary in the context: a derived data item, never a user turn or an instruction."""
+class SummaryItem(_WeaklyReferable):
+    """A summary in the context: a derived data item, never a user turn or an instruction.
+    Weakly referable: what is made from it for one integration (its escaped message,
+    `adapters._summary_contents`) lives no longer than the item."""
 
     id: str
     text: str

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Container, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,8 +26,11 @@ __all__ = [
     "SUMMARY_CLOSE",
     "SUMMARY_OPEN",
     "ChatTurnSpec",
+    "SummaryContent",
     "chat_turn_specs",
+    "context_messages",
     "from_chat_messages",
+    "summary_content",
     "summary_framing",
     "to_chat_messages",
     "tool_group",
@@ -73,10 +76,16 @@ def summary_framing(item: SummaryItem, *, recall: bool = False) -> str:
     )
 
 
-def _summary_message(item: SummaryItem, recall: bool = False) -> dict[str, Any]:
+def summary_content(item: SummaryItem, recall: bool = False) -> str:
+    """The content of the summary's `system` message: `summary_framing`, then the escaped
+    text between `SUMMARY_OPEN` and `SUMMARY_CLOSE` on lines of their own."""
     block = f"{SUMMARY_OPEN}\n{escape_summary_text(item.text)}\n{SUMMARY_CLOSE}"
-    content = f"{summary_framing(item, recall=recall)}\n{block}"
-    return {"role": "system", "content": content}
+    return f"{summary_framing(item, recall=recall)}\n{block}"
+
+
+#: Makes a summary's message content from its item and `recall` (`summary_content`, or an
+#: integration's `SummaryContents.content`, which keeps it while the item lives).
+SummaryContent = Callable[[SummaryItem, bool], str]
 
 
 def _refuse_constant(name: str) -> Any:
@@ -144,6 +153,17 @@ def to_chat_messages(
     results it got), are left out — of the messages only, never of the ledger or the context
     — logged by ID and counted in `context.dropped`.
     """
+    return context_messages(context, system_prompt=system_prompt, recall=recall)
+
+
+def context_messages(
+    context: AssembledContext,
+    *,
+    system_prompt: str | None = None,
+    recall: bool = False,
+    content: SummaryContent = summary_content,
+) -> list[dict[str, Any]]:
+    """`to_chat_messages`, the summary's message content made by `content`."""
     if not isinstance(context, AssembledContext):
         raise InvalidInput(
             f"context: must be AssembledContext, got {type(context).__name__}",
@@ -172,7 +192,7 @@ def to_chat_messages(
         if at in skipped:
             continue
         if isinstance(item, SummaryItem):
-            summary = _summary_message(item, recall)
+            summary = {"role": "system", "content": content(item, recall)}
             if system_prompt is None:
                 messages.append(summary)
         else:

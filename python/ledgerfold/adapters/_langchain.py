@@ -28,7 +28,12 @@ from typing import TYPE_CHECKING, Any
 from ledgerfold._context import AssembledContext
 from ledgerfold._errors import InvalidInput
 from ledgerfold._model import Turn
-from ledgerfold.adapters._chat import from_chat_messages, to_chat_messages
+from ledgerfold.adapters._chat import (
+    SummaryContent,
+    context_messages,
+    from_chat_messages,
+    summary_content,
+)
 
 if TYPE_CHECKING:
     # unused-ignore: the ignore is only needed where the extra is not installed.
@@ -37,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "chat_messages",
     "from_langchain_messages",
+    "langchain_context_messages",
     "ledger_call_ids",
     "to_langchain_messages",
     "unnamed_call_id",
@@ -66,8 +72,19 @@ def to_langchain_messages(
     one `SystemMessage` (with `system_prompt`, the first one, after the prompt; with `recall`,
     its framing says `recall_history` returns the originals: see `to_chat_messages`); calls
     it cannot parse are `invalid_tool_calls` with their raw text."""
+    return langchain_context_messages(context, system_prompt=system_prompt, recall=recall)
+
+
+def langchain_context_messages(
+    context: AssembledContext,
+    *,
+    system_prompt: str | None = None,
+    recall: bool = False,
+    content: SummaryContent = summary_content,
+) -> list[BaseMessage]:
+    """`to_langchain_messages`, the summary's message content made by `content`."""
     lc = _messages_module()
-    chat = to_chat_messages(context, system_prompt=system_prompt, recall=recall)
+    chat = context_messages(context, system_prompt=system_prompt, recall=recall, content=content)
     invalid_calls: list[list[Any]] = []
     for message in chat:
         parsable, invalid = _split_calls(lc, message.pop("tool_calls", []))

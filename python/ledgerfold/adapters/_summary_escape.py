@@ -32,7 +32,6 @@ one: an ASCII one by the entity above, any other (``：``, ``＜`` ...) by its d
 from __future__ import annotations
 
 import bisect
-import functools
 import re
 import unicodedata
 
@@ -136,15 +135,10 @@ def _line_starts(text: str) -> list[int]:
 
 
 def escape_summary_text(text: str) -> str:
-    """Escape summary text for the delimited data block (see the module docstring)."""
-    return _escape_cached(text)
-
-
-# A context is read on every model call and its summary changes once per compaction: the
-# escaped text of the last few summaries is kept (in memory only), so a call does not
-# re-scan a long summary. Small: a process serving many conversations at once re-escapes.
-@functools.lru_cache(maxsize=32)
-def _escape_cached(text: str) -> str:
+    """Escape summary text for the delimited data block (see the module docstring). Nothing
+    is kept: the integrations keep the message of a summary they serve again only as long
+    as its item lives (`adapters._summary_contents`), so no summary or recalled text stays
+    in memory once erased."""
     return _escape(text)
 
 

@@ -68,9 +68,10 @@ from ledgerfold._worker import worker_for
 from ledgerfold.adapters._chat import chat_turn_specs, tool_group
 from ledgerfold.adapters._langchain import (
     chat_messages,
+    langchain_context_messages,
     ledger_call_ids,
-    to_langchain_messages,
 )
+from ledgerfold.adapters._summary_contents import SummaryContents
 from ledgerfold.integrations._langchain_state import (
     KNOWN_CONVERSATIONS,
     Known,
@@ -147,6 +148,8 @@ class LedgerfoldMiddleware(AgentMiddleware):
         # What this instance knows of each conversation (`Known`), the latest used last.
         self._known_of: OrderedDict[str, Known] = OrderedDict()
         self._threads: set[Any] = set()  # the threads a fixed conversation served
+        # The message content of the summary items served, while each item lives.
+        self._contents = SummaryContents()
 
     def current(self) -> str:
         """The conversation of the run being served: `conversation_id`, or the run's
@@ -359,7 +362,12 @@ class LedgerfoldMiddleware(AgentMiddleware):
             # too: a second leading system message is refused by some providers.
             system_prompt = _joined(system_prompt, first.text)
             context = dataclasses.replace(context, items=context.items[1:])
-        messages = to_langchain_messages(context, system_prompt=system_prompt, recall=self.recall)
+        messages = langchain_context_messages(
+            context,
+            system_prompt=system_prompt,
+            recall=self.recall,
+            content=self._contents.content,
+        )
         known = self._known_of.get(conversation_id)
         if known is None or not known.objects:
             return messages

@@ -40,7 +40,8 @@ from ledgerfold._errors import InvalidInput
 from ledgerfold._events import EventHook
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._worker import pause, worker_for
-from ledgerfold.adapters._chat import chat_turn_specs, to_chat_messages, tool_group
+from ledgerfold.adapters._chat import chat_turn_specs, context_messages, tool_group
+from ledgerfold.adapters._summary_contents import SummaryContents
 from ledgerfold.integrations._agents_items import (
     ITEM_KEY,
     RestoredTurn,
@@ -117,8 +118,8 @@ class LedgerfoldSession:
         # Summary items `get_items` served lately, by their content: how
         # `call_model_input_filter` knows them in the model's input.
         self._served: OrderedDict[str, SummaryItem] = OrderedDict()
-        # The summary item `get_items` framed last, the recall flag then and its content.
-        self._last_framed: tuple[SummaryItem, bool, str] | None = None
+        # The message content of the summary items served, while each item lives.
+        self._contents = SummaryContents()
         # The turns of the context `get_items` served last, restored (`RestoredTurns`).
         self._restored = RestoredTurns()
 
@@ -188,7 +189,7 @@ class LedgerfoldSession:
         await worker_for(self.store).run(self.store.delete_conversation, self.session_id)
         self._served.clear()
         self._restored.clear()
-        self._last_framed = None
+        self._contents.clear()
 
     # -- one summary system message --------------------------------------------------------
 
@@ -216,8 +217,11 @@ class LedgerfoldSession:
             kept.append(item)
         if summary is None:
             return model_data
-        (joined,) = to_chat_messages(
-            AssembledContext((summary,), None), system_prompt=instructions, recall=self._recall
+        (joined,) = context_messages(
+            AssembledContext((summary,), None),
+            system_prompt=instructions,
+            recall=self._recall,
+            content=self._contents.content,
         )
         return type(model_data)(input=kept, instructions=joined["content"])
 
@@ -254,14 +258,8 @@ class LedgerfoldSession:
         """The summary's message content, made again only for another summary item (or
         once `recall_tool()` has changed the framing): the context read serves the same
         (immutable) item object while nothing changed."""
-        last = self._last_framed
-        if last is not None and last[0] is item and last[1] == self._recall:
-            return last[2]
         pause()  # on the store's worker: its escape, the first time, scans the whole text
-        (message,) = to_chat_messages(AssembledContext((item,), None), recall=self._recall)
-        content: str = message["content"]
-        self._last_framed = (item, self._recall, content)
-        return content
+        return self._contents.content(item, self._recall)
 
     def _remember(self, content: str, item: SummaryItem) -> None:
         self._served[content] = item
