@@ -16,6 +16,8 @@ from ledgerfold import _native
 from ledgerfold import _sealed as sealed
 from ledgerfold._revalidate_audit import Audit, audit_leftovers, audit_run
 from ledgerfold.store import _batch_reads as batch_reads
+from ledgerfold.store import _summaries as summaries
+from ledgerfold.store._current_summaries import current_summaries
 from ledgerfold.store._rows import DAMAGED
 from ledgerfold.store._sqlite_errors import quotes_stored_data
 
@@ -67,9 +69,11 @@ def jobs_damage_and_keys(
     """Every current summary to check, sorted by conversation key as SQLite sorts it (in
     the database's encoding): runs read contiguous key ranges (`BETWEEN` the first and last
     key), and the workers' shards ranges of keys. A record damaged in
-    storage (no text ID or fingerprint, a `through_sequence` stored as text that is not
-    UTF-8, which the store cannot read) cannot be checked: it is a `damaged-record` verdict,
-    not a crash; nor is one whose own conversation is not the one pointing at it: it is
+    storage (no text ID or fingerprint; any column, its text or `through_sequence`
+    included, stored as text that is not UTF-8; a field the store's envelope refuses: a
+    record the store cannot read, `summaries.readable_record`) cannot be checked: it is a
+    `damaged-record` verdict, the store's, not a crash; nor is one whose own conversation
+    is not the one pointing at it: it is
     `conversation-mismatch` (SPEC §6), unchecked further. Nor is one whose conversation key
     is not UTF-8 text (a blob, or `NotUtf8`), or in a UTF-16 file holds U+FFFE or U+FFFF
     (bound, SQLite makes it U+FFFD: `batch_reads.unbindable`): no API call can name that
@@ -80,11 +84,13 @@ def jobs_damage_and_keys(
     damaged: list[Verdict] = []
     keys: list[int] = []
     encoding: str = conn.execute("PRAGMA encoding").fetchone()[0]
-    for job, own in batch_reads.current_summaries(conn):
+    for job, own, readable in current_summaries(conn, summaries.readable_record):
         bound: object = job[5]
-        if not (
-            isinstance(job[2], str) and isinstance(job[3], str) and isinstance(job[4], int)
-        ) or isinstance(bound, batch_reads.NotUtf8):
+        if (
+            not (isinstance(job[2], str) and isinstance(job[3], str) and isinstance(job[4], int))
+            or isinstance(bound, batch_reads.NotUtf8)
+            or not readable
+        ):
             damaged.append((job[0], job[2] if isinstance(job[2], str) else "?", DAMAGED, None))
         elif not own:
             damaged.append((job[0], job[2], _CONVERSATION_MISMATCH, None))

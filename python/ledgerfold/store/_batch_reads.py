@@ -24,7 +24,7 @@ from typing import Any
 
 from ledgerfold import _native
 from ledgerfold.store._paths import reading_uri
-from ledgerfold.store._schema import CURRENT, TURN_LIVE, TURN_PURGED
+from ledgerfold.store._schema import TURN_LIVE, TURN_PURGED
 from ledgerfold.store._sqlite_errors import quotes_stored_data
 
 __all__ = [
@@ -34,7 +34,6 @@ __all__ = [
     "NotUtf8",
     "PackedFormat",
     "conversation_count",
-    "current_summaries",
     "is_utf8",
     "lenient_rows",
     "lenient_text",
@@ -149,23 +148,6 @@ def conversation_count(conn: sqlite3.Connection) -> int:
 
 # (conversation_id, summary_pk, summary_id, source_fingerprint, source_count, through_sequence)
 Job = tuple[str, int, str, str, int, int | None]
-
-# In table order (ORDER BY c.id would walk the ID index and look each row up, twice the
-# time); the caller sorts them.
-_CURRENT = (
-    "SELECT c.id, s.pk, s.id, s.source_fingerprint, s.source_count, s.through_sequence,"
-    " s.conversation_id IS c.id"
-    " FROM conversations AS c JOIN summaries AS s ON s.pk = c.current_summary"
-    f" WHERE s.status = '{CURRENT}'"
-)
-
-
-def current_summaries(conn: sqlite3.Connection) -> list[tuple[Job, bool]]:
-    """Every current summary to check, as a `Job`, with whether the summary's own
-    conversation is the one pointing at it (SPEC §6 `conversation-mismatch`), in table
-    order. A key or fingerprint stored as text that is not UTF-8 comes back as `NotUtf8`
-    (the caller reports its record as damaged)."""
-    return [(row[:6], bool(row[6])) for row in lenient_rows(conn, _CURRENT)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,7 @@ __all__ = [
     "VersionCache",
     "mark_stale",
     "pointed",
+    "readable_record",
     "record_failure",
     "summarised_items",
     "verdict_triples",
@@ -156,10 +157,7 @@ def _version(conn: sqlite3.Connection, cache: VersionCache, row: tuple[Any, ...]
     if found is not None and _cached_fields(found) == _row_fields(row):
         return found
     if row[12] is not None:
-        try:
-            source_ids = SourceIds(json.loads(row[12]))
-        except (ValueError, TypeError, RecursionError):
-            raise damaged_summary(row, "rejected_source_ids") from None
+        source_ids = _rejected_ids(row)
     else:
         # Shared by the versions that extend this one (issue 28 item 6). An ID stored as a
         # blob reads as its text, as revalidation reads it; one that is no text is damage.
@@ -176,6 +174,32 @@ def _version(conn: sqlite3.Connection, cache: VersionCache, row: tuple[Any, ...]
     read = envelope_from_row(row, source_ids)
     cache.stage(read)
     return read
+
+
+def _rejected_ids(row: tuple[Any, ...]) -> SourceIds:
+    try:
+        return SourceIds(json.loads(row[12]))
+    except (ValueError, TypeError, RecursionError):
+        raise damaged_summary(row, "rejected_source_ids") from None
+
+
+def readable_record(row: tuple[Any, ...]) -> bool:
+    """Whether `pointed` reads a `SUMMARY_COLUMNS` row (read with `lenient_text`) as a
+    version, its sources aside: no column holds text that is not UTF-8 (`NotUtf8`), every
+    field is one the envelope takes (a text that is text, IDs not blank ...), and
+    `rejected_source_ids`, when present, is a JSON list of IDs. Revalidation reports a
+    current summary that fails it as `damaged-record`, the verdict the store's context
+    gives it (`stale-summary:damaged-record`). An empty conversation key is revalidation's
+    to judge: no call names that conversation (it checks its summary and reports it)."""
+    if any(isinstance(value, NotUtf8) for value in row):
+        return False
+    if row[2] == "":
+        row = (*row[:2], "unnamed", *row[3:])
+    try:
+        envelope_from_row(row, () if row[12] is None else _rejected_ids(row))
+    except DamagedSummary:
+        return False
+    return True
 
 
 def _cached_fields(found: Version) -> tuple[Any, ...]:
