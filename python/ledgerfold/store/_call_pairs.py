@@ -27,7 +27,7 @@ __all__ = [
     "calls_before",
     "calls_in",
     "calls_since",
-    "early_recall_answers",
+    "early_results",
     "layout",
     "makers_back",
     "merged",
@@ -346,12 +346,13 @@ def results_before(
     return found
 
 
-def early_recall_answers(
+def early_results(
     conn: sqlite3.Connection, conversation_id: str, call_ids: Iterable[str]
 ) -> list[int]:
     """pks of the live results of these call IDs with no live call of their ID before them
-    whose first call after them is `recall_history`'s (SPEC §17.2: that call is theirs):
-    after a write took away the calls they answered (a purge)."""
+    (SPEC §17.2: each now answers the first call of its ID after it, or none): after a write
+    took away the calls they answered (a purge), whether each answers `recall_history` is
+    decided again (`search_index.redecide`: it may have gained such a call, or lost one)."""
     found: list[int] = []
     for call_id in sorted(set(call_ids)):
         oldest = conn.execute(
@@ -359,28 +360,24 @@ def early_recall_answers(
         ).fetchone()
         if oldest is None:
             continue
-        # The first live call after the oldest result: only results before it can have
-        # no call of their ID before them.
-        first = nearest_call(conn, conversation_id, call_id, int(oldest[2]), before=False)
-        if first is None:
-            continue
-        try:
-            call = json.loads(first[1])
-        except ValueError:
-            continue
-        if not isinstance(call, dict) or call_name(call) != RECALL_TOOL_NAME:
-            continue
-        # No live call lies between the oldest result and `first`: either the oldest has a
-        # call before it, and so has every later result, or none of them has.
+        # No live call lies between the oldest result and the first live call after it:
+        # either the oldest has a call before it, and so has every later result, or none of
+        # those before that call has.
         if nearest_call(conn, conversation_id, call_id, int(oldest[2]), before=True) is not None:
             continue
+        first = nearest_call(conn, conversation_id, call_id, int(oldest[2]), before=False)
+        bound = first[0] if first is not None else _NO_SEQUENCE
         found += [
             int(result_pk)
             for _, result_pk, _ in conn.execute(
-                _RESULTS_BEFORE, (conversation_id, call_id, first[0], TURN_LIVE)
+                _RESULTS_BEFORE, (conversation_id, call_id, bound, TURN_LIVE)
             )
         ]
     return found
+
+
+#: Above every sequence.
+_NO_SEQUENCE = 2**63 - 1
 
 
 def _cited(conn: sqlite3.Connection, conversation_id: str, turn_ids: list[str]) -> bool:

@@ -1,20 +1,33 @@
 """Which tool turns answer a `recall_history` call (SPEC §17.7), known through their unit
 (§17.2) among the turns being written and the stored ones: such a result is never indexed
-(`search_index`), and is blanked when an original it returned is erased (`recall_results`)."""
+(`search_index`), and is blanked when an original it returned is erased (`recall_results`);
+and the stored results whose answer a write may have changed (`live_turns`,
+`group_results_without_id`), whose index status the write decides again."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ledgerfold._errors import StoreError
 from ledgerfold._model import Turn
 from ledgerfold._recall_stand_in import RECALL_TOOL_NAME, call_name, tool_calls_of
-from ledgerfold.store._call_pairs import nearest_call
+from ledgerfold.store._call_pairs import named_calls, nearest_call
+from ledgerfold.store._rows import TURN_COLUMNS, turn_from_row
 from ledgerfold.store._schema import TURN_LIVE, TURN_RETRACTED
 
-__all__ = ["NO_BATCH", "BatchCalls", "answers_recall", "stored_meta"]
+__all__ = [
+    "NO_BATCH",
+    "BatchCalls",
+    "answers_no_call",
+    "answers_recall",
+    "calls_and_recall_groups",
+    "group_results_without_id",
+    "live_turns",
+    "stored_meta",
+]
 
 
 def stored_meta(raw: object) -> Mapping[str, Any]:
@@ -89,6 +102,34 @@ def answers_recall(
     and retracted ones."""
     if role != "tool":
         return False
+    calls = _answered(conn, conversation_id, group, meta, batch, sequence, live)
+    return any(call_name(call) == RECALL_TOOL_NAME for call in calls)
+
+
+def answers_no_call(
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    group: str | None,
+    meta: Mapping[str, Any],
+    sequence: int,
+) -> bool:
+    """Whether a stored tool turn answers no call of a live or retracted turn: its call was
+    purged (its meta goes), or it never had one. What it holds can no longer be told from
+    its unit (`recall_results` blanks such a turn when it quotes an erased one)."""
+    return not _answered(conn, conversation_id, group, meta, NO_BATCH, sequence, False)
+
+
+def _answered(
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    group: str | None,
+    meta: Mapping[str, Any],
+    batch: BatchCalls,
+    sequence: int,
+    live: bool,
+) -> list[Mapping[str, Any]]:
+    """The calls that decide what a tool turn answers (`answers_recall`): the call it is
+    paired with, or its group's calls."""
     call_id = meta.get("tool_call_id")
     if isinstance(call_id, str):
         # A batch is the newest turns: a call in it before the result is the nearest one.
@@ -105,11 +146,10 @@ def answers_recall(
                 if found is not None
             ]
             in_batch = min(later, key=lambda found: found[0], default=None)
-        return in_batch is not None and call_name(in_batch[1]) == RECALL_TOOL_NAME
+        return [] if in_batch is None else [in_batch[1]]
     if group is None:
-        return False
-    calls = [*batch.in_group(group), *_stored_group_calls(conn, conversation_id, group, live)]
-    return any(call_name(call) == RECALL_TOOL_NAME for call in calls)
+        return []
+    return [*batch.in_group(group), *_stored_group_calls(conn, conversation_id, group, live)]
 
 
 def _stored_call(
@@ -141,3 +181,72 @@ def _stored_group_calls(
     ):
         calls += tool_calls_of(stored_meta(row[0]))
     return calls
+
+
+def calls_and_recall_groups(
+    conn: sqlite3.Connection, turn_pks_sql: str, params: Sequence[object]
+) -> tuple[set[str], set[str]]:
+    """The call IDs the assistant turns among `turn_pks_sql` make, and the groups among theirs
+    where one makes a `recall_history` call: read before a write takes those calls away."""
+    call_ids: set[str] = set()
+    groups: set[str] = set()
+    for meta, group in conn.execute(
+        f"SELECT meta, grp FROM turns WHERE pk IN ({turn_pks_sql}) AND role = 'assistant'"
+        " AND meta IS NOT NULL",
+        tuple(params),
+    ):
+        if not isinstance(meta, str):
+            continue
+        call_ids |= named_calls(meta)
+        if isinstance(group, str) and any(
+            call_name(call) == RECALL_TOOL_NAME for call in tool_calls_of(stored_meta(meta))
+        ):
+            groups.add(group)
+    return call_ids, groups
+
+
+def live_turns(
+    conn: sqlite3.Connection, conversation_id: str, turn_pks: Sequence[int]
+) -> list[tuple[int, Turn]]:
+    """`(pk, turn)` of the live turns among `turn_pks`, in sequence order (a damaged row is
+    left out: left as it is)."""
+    if not turn_pks:
+        return []
+    return _readable(
+        conn.execute(
+            f"SELECT pk, {TURN_COLUMNS} FROM turns WHERE conversation_id = ? AND state = ?"
+            " AND pk IN (SELECT value FROM json_each(?)) ORDER BY sequence",
+            (conversation_id, TURN_LIVE, json.dumps(sorted(set(turn_pks)))),
+        )
+    )
+
+
+def group_results_without_id(
+    conn: sqlite3.Connection, conversation_id: str, groups: Iterable[str]
+) -> list[tuple[int, Turn]]:
+    """`(pk, turn)` of the live tool turns of these groups without a `tool_call_id`: a
+    `recall_history` call of their group, or none, decides what they are."""
+    found: list[tuple[int, Turn]] = []
+    for group in sorted(set(groups)):
+        found += [
+            (turn_pk, turn)
+            for turn_pk, turn in _readable(
+                conn.execute(
+                    f"SELECT pk, {TURN_COLUMNS} FROM turns WHERE conversation_id = ?"
+                    " AND grp = ? AND role = 'tool' AND state = ?",
+                    (conversation_id, group, TURN_LIVE),
+                )
+            )
+            if not isinstance((turn.meta or {}).get("tool_call_id"), str)
+        ]
+    return found
+
+
+def _readable(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, Turn]]:
+    found: list[tuple[int, Turn]] = []
+    for row in rows:
+        try:
+            found.append((int(row[0]), turn_from_row(row[1:])))
+        except StoreError:
+            continue  # a damaged row: left as it is
+    return found

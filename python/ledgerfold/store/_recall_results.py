@@ -6,8 +6,11 @@ erase=True)`) or purged (`purge_through`, retention), every result that returned
 placeholder body, so the passage leaves the file. The tool turn stays, so its call stays
 answered; its earlier versions go; its digest is the new body's, so a summary citing it goes
 stale (`source-modified`) as after an edit. Results are found by their JSON body naming the
-erased turn's ID among its hits, and confirmed through their unit (`recall_answers`, as the
-search index recognises them).
+erased turn's ID among its hits, and confirmed through their unit (`recall_answers`): a
+`recall_history` call among the live and retracted turns answers it, or no call does any
+more (its call was purged, or retracted while it stayed: a result without a call ID). Such a
+copy may be in the search index (the live rule, SPEC §16.5, counts live calls only): its
+passages go before its body changes, and the placeholder follows the rule.
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ import json
 import sqlite3
 from typing import Any, Final
 
+from ledgerfold._model import Turn
 from ledgerfold.store import _search_index as search_index
 from ledgerfold.store._ledger import bump_revision, mark_citing_stale
-from ledgerfold.store._recall_answers import NO_BATCH, answers_recall
+from ledgerfold.store._recall_answers import NO_BATCH, answers_no_call, answers_recall
 from ledgerfold.store._rows import TURN_COLUMNS, meta_json, turn_from_row
 from ledgerfold.store._schema import TURN_LIVE, TURN_RETRACTED
 
@@ -51,33 +55,47 @@ def blank_recall_results(
         (conversation_id, *params, *spared_params),
     ).fetchall()
     blanked: list[str] = []
-    live = False
+    live: list[tuple[int, Turn]] = []
     for pk, state, *columns in rows:
         turn = turn_from_row(tuple(columns))
-        if not answers_recall(
-            conn,
-            conversation_id,
-            turn.role,
-            turn.group,
-            turn.meta or {},
-            NO_BATCH,
-            turn.sequence,
-            live=state == TURN_LIVE,
-        ):
+        if not _a_copy(conn, conversation_id, turn, live=state == TURN_LIVE):
             continue  # a tool result that merely looks like one
         new = turn.replace(body=ERASED_RESULT)
         conn.execute("DELETE FROM turn_history WHERE turn_pk = ?", (pk,))
-        # Never indexed (SPEC §16.5), but a body is never changed behind the index's back.
+        # A body is never changed behind the index's back.
         search_index.unindex(conn, "pk = ?", (pk,))
         conn.execute(
             "UPDATE turns SET body = ?, meta = ?, digest = ? WHERE pk = ?",
             (new.body, meta_json(new.meta), new.digest, pk),
         )
         blanked.append(turn.id)
-        live = live or state == TURN_LIVE
+        if state == TURN_LIVE:
+            live.append((pk, new))
+    # One that no live call makes a recall result is a tool turn to search: its placeholder.
+    search_index.redecide(conn, conversation_id, live)
     if blanked:
         marks = ",".join("?" * len(blanked))
         mark_citing_stale(conn, conversation_id, marks, tuple(blanked), "source-modified")
         if live:
             bump_revision(conn, conversation_id)
     return len(blanked)
+
+
+def _a_copy(conn: sqlite3.Connection, conversation_id: str, turn: Turn, *, live: bool) -> bool:
+    """Whether a tool turn whose body looks like a recall result is one to blank: a
+    `recall_history` call answers it among the live turns (a live result) or among the live
+    and retracted ones, or no call answers it any more."""
+    meta = turn.meta or {}
+    return any(
+        answers_recall(
+            conn,
+            conversation_id,
+            turn.role,
+            turn.group,
+            meta,
+            NO_BATCH,
+            turn.sequence,
+            live=view,
+        )
+        for view in ((True, False) if live else (False,))
+    ) or answers_no_call(conn, conversation_id, turn.group, meta, turn.sequence)

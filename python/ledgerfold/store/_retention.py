@@ -26,6 +26,11 @@ from ledgerfold.store import _search_index as search_index
 from ledgerfold.store import _sources as sources
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store._database import now
+from ledgerfold.store._recall_answers import (
+    calls_and_recall_groups,
+    group_results_without_id,
+    live_turns,
+)
 from ledgerfold.store._recall_results import blank_recall_results
 from ledgerfold.store._schema import CURRENT, STALE, TURN_LIVE, TURN_PURGED, TURN_RETRACTED
 
@@ -291,12 +296,7 @@ def _purge_sealed(
     blank_recall_results(conn, conversation_id, selected, params, pks, params)
     conn.execute(f"DELETE FROM turn_history WHERE turn_pk IN ({pks})", params)
     search_index.unindex(conn, f"pk IN ({pks})", params)
-    purged_calls: set[str] = set()
-    for (meta,) in conn.execute(
-        f"SELECT meta FROM turns WHERE pk IN ({pks}) AND role = 'assistant' AND meta IS NOT NULL",
-        params,
-    ):
-        purged_calls |= call_pairs.named_calls(meta) if isinstance(meta, str) else set()
+    purged_calls, recall_groups = calls_and_recall_groups(conn, pks, params)
     purged = conn.execute(
         f"UPDATE turns SET state = ?, body = '', meta = NULL WHERE pk IN ({pks})",
         (TURN_PURGED, *params),
@@ -308,11 +308,16 @@ def _purge_sealed(
         " purged_at) VALUES (?, ?, ?, ?)",
         (conversation_id, sequence, reason, boundary.purged_at),
     )
-    # SPEC §17.2: a live result whose call went, with no live call of its ID before it,
-    # now answers the first call of its ID after it; a recall_history one is never
-    # indexed (§16.5, §17.7).
-    search_index.unindex_recall_answers(
-        conn, call_pairs.early_recall_answers(conn, conversation_id, purged_calls)
+    # SPEC §17.2: a live result whose call went answers the first later call of its ID, or
+    # none (one without a call ID: its group's); the index follows, both ways (§16.5).
+    early = call_pairs.early_results(conn, conversation_id, purged_calls)
+    search_index.redecide(
+        conn,
+        conversation_id,
+        [
+            *live_turns(conn, conversation_id, early),
+            *group_results_without_id(conn, conversation_id, recall_groups),
+        ],
     )
     search_index.scrub(conn)
     return boundary, purged, revision, len(doomed)

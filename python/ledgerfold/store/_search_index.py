@@ -375,13 +375,6 @@ def _recall_answers_before(
     return gone
 
 
-def unindex_recall_answers(conn: sqlite3.Connection, turn_pks: Sequence[int]) -> None:
-    """Take stored results that now answer a `recall_history` call out of the index (a
-    write other than an append: its own transaction, outside any pending rows)."""
-    if turn_pks:
-        unindex(conn, "pk IN (SELECT value FROM json_each(?))", (json.dumps(list(turn_pks)),))
-
-
 def _drop(conn: sqlite3.Connection, turn_pks: Sequence[int]) -> None:
     """Take stored turns out of the index. Inside a group-commit batch, at its end
     (`flush_pending`): their rows may be pending still, and a rolled-back job takes the
@@ -460,6 +453,29 @@ def reindex_turn(
         conn, conversation_id, new.role, new.group, new.meta or {}, NO_BATCH, new.sequence
     ):
         _insert(conn, [(turn_pk, new.body)])
+
+
+def redecide(
+    conn: sqlite3.Connection, conversation_id: str, turns: Iterable[tuple[int, Turn]]
+) -> None:
+    """Live stored turns whose body is unchanged but whose answer may have changed (a call
+    they answered renamed, re-identified, retracted or purged, or one made): each is in the
+    index again exactly when it answers no `recall_history` call (SPEC §16.5, §17.7), in
+    the caller's transaction; one already as the rule says is left alone. Its body as it is
+    now is what gets indexed (a result blanked after an erasure holds only the
+    placeholder)."""
+    through = _indexed_through(conn)
+    for turn_pk, turn in turns:
+        if turn_pk > through:
+            continue
+        wanted = not answers_recall(
+            conn, conversation_id, turn.role, turn.group, turn.meta or {}, NO_BATCH, turn.sequence
+        )
+        present = _indexed(conn, turn_pk) > 0
+        if wanted and not present:
+            _insert(conn, [(turn_pk, turn.body)])
+        elif present and not wanted:
+            _delete(conn, turn_pk, turn.body, checked=True)
 
 
 def scrub(conn: sqlite3.Connection) -> None:

@@ -14,8 +14,9 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from ledgerfold._errors import InvalidInput, StoreError
+from ledgerfold._errors import InvalidInput
 from ledgerfold._model import Turn
+from ledgerfold._recall_stand_in import RECALL_TOOL_NAME, call_name, tool_calls_of
 from ledgerfold._toolcalls import check_meta, tool_call_ids
 from ledgerfold.store import _call_pairs as call_pairs
 from ledgerfold.store import _search_index as search_index
@@ -28,6 +29,7 @@ from ledgerfold.store._ledger import (
     mark_citing_stale,
     noncharacter_field,
 )
+from ledgerfold.store._recall_answers import group_results_without_id
 from ledgerfold.store._rows import TURN_COLUMNS, meta_json, turn_from_row
 from ledgerfold.store._schema import TURN_LIVE, TURN_RETRACTED
 
@@ -110,38 +112,20 @@ def edit_turn(
     if before:
         stale += unit_splits.mark_repaired_split(conn, conversation_id, before)
     # Whether each result paired with the call before or after the edit answers
-    # `recall_history` may have changed with it: its passages follow (SPEC §16.5, §17.7).
-    for result_pk, result in _turns_by_id(conn, conversation_id, before | after):
-        search_index.reindex_turn(conn, conversation_id, result_pk, result.body, result)
+    # `recall_history` may have changed with it: the index follows (SPEC §16.5, §17.7).
+    search_index.redecide(
+        conn, conversation_id, _turns_by_id(conn, conversation_id, before | after)
+    )
     # A result without a call ID answers a `recall_history` call of its group: an assistant
     # turn of a group gaining or losing one (or changing group) changes that for the group.
     groups = {
         turn.group for turn in (old, new) if turn.role == "assistant" and turn.group is not None
     }
     if groups and (old.role, old.group, old.meta) != (new.role, new.group, new.meta):
-        for result_pk, result in _group_results_without_id(conn, conversation_id, groups):
-            search_index.reindex_turn(conn, conversation_id, result_pk, result.body, result)
+        search_index.redecide(
+            conn, conversation_id, group_results_without_id(conn, conversation_id, groups)
+        )
     return new, revision, stale
-
-
-def _group_results_without_id(
-    conn: sqlite3.Connection, conversation_id: str, groups: set[str]
-) -> list[tuple[int, Turn]]:
-    """`(pk, turn)` of the live tool turns of these groups without a `tool_call_id`."""
-    found: list[tuple[int, Turn]] = []
-    for group in sorted(groups):
-        for row in conn.execute(
-            f"SELECT pk, {TURN_COLUMNS} FROM turns WHERE conversation_id = ? AND grp = ?"
-            " AND role = 'tool' AND state = ?",
-            (conversation_id, group, TURN_LIVE),
-        ):
-            try:
-                turn = turn_from_row(row[1:])
-            except StoreError:
-                continue  # a damaged row: left as it is
-            if not isinstance((turn.meta or {}).get("tool_call_id"), str):
-                found.append((int(row[0]), turn))
-    return found
 
 
 def _calls_of(turn: Turn) -> set[str]:
@@ -194,7 +178,24 @@ def retract_turn(
         (json.dumps(retracted_ids, ensure_ascii=False),),
         "source-missing",
     )
+    # The results paired with its calls went with it; those of its group without a call ID
+    # stay, and with its `recall_history` call gone may answer none: the index follows
+    # (SPEC §16.5, §17.7; the summarizer reads them raw then, `recall_result_ids`).
+    retracted = turn_from_row(row[1:-1])
+    if retracted.group is not None and _calls_recall(retracted):
+        search_index.redecide(
+            conn,
+            conversation_id,
+            group_results_without_id(conn, conversation_id, (retracted.group,)),
+        )
     return int(row[2]), revision, stale, retracted_ids[1:]
+
+
+def _calls_recall(turn: Turn) -> bool:
+    """Whether an assistant turn makes a `recall_history` call."""
+    return turn.role == "assistant" and any(
+        call_name(call) == RECALL_TOOL_NAME for call in tool_calls_of(turn.meta)
+    )
 
 
 def _answering(conn: sqlite3.Connection, conversation_id: str, turn: Turn) -> list[tuple[int, str]]:
