@@ -136,6 +136,28 @@ def test_a_cleared_session_keeps_no_escaped_summary(tmp_path: Path) -> None:
     store.close()
 
 
+def test_a_session_keeps_no_escaped_summary_after_an_erasure_on_its_store(tmp_path: Path) -> None:
+    """An erasure made on the store itself (not through `clear_session`): the messages the
+    session served, which `call_model_input_filter` must recognise, are known by a digest
+    and a weak reference to the item, not by their text."""
+    pytest.importorskip("agents")
+    from ledgerfold.integrations.openai_agents import LedgerfoldSession
+
+    text, fragment = _marked()
+    store = _store(tmp_path / "s.db", text)
+    del text
+    session = LedgerfoldSession("c", store=store, policy=POLICY)
+
+    async def served() -> None:
+        items = await session.get_items()
+        assert fragment in items[0]["content"]
+
+    asyncio.run(served())
+    store.retract("c", "t0", erase=True)
+    assert _held_elsewhere(fragment) == []
+    store.close()
+
+
 def test_a_summary_served_again_is_escaped_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

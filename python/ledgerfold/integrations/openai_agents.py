@@ -26,9 +26,11 @@ without `search` (a v1.1 `Store`, SPEC §17.9) offers no recall: `recall_tool()`
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import uuid
+import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
@@ -117,7 +119,9 @@ class LedgerfoldSession:
         self._recall = False
         # Summary items `get_items` served lately, by their content: how
         # `call_model_input_filter` knows them in the model's input.
-        self._served: OrderedDict[str, SummaryItem] = OrderedDict()
+        # Kept by a digest of the content and a weak reference to the item: no summary text
+        # is held here, and an item the store dropped (an erasure) is not recognised.
+        self._served: OrderedDict[bytes, weakref.ref[SummaryItem]] = OrderedDict()
         # The message content of the summary items served, while each item lives.
         self._contents = SummaryContents()
         # The turns of the context `get_items` served last, restored (`RestoredTurns`).
@@ -203,20 +207,21 @@ class LedgerfoldSession:
         if instructions is None:
             return model_data
         kept: list[Any] = []
+        served: str | None = None
         summary: SummaryItem | None = None
         for item in model_data.input:
             content = item.get("content") if isinstance(item, Mapping) else None
-            if (
-                summary is None
-                and isinstance(content, str)
-                and item.get("role") == "system"
-                and content in self._served
-            ):
-                summary = self._served[content]
-                continue
+            if served is None and isinstance(content, str) and item.get("role") == "system":
+                known = self._served.get(_digest(content))
+                if known is not None:
+                    served, summary = content, known()
+                    continue
             kept.append(item)
-        if summary is None:
+        if served is None:
             return model_data
+        if summary is None:  # the store has dropped the item since: joined as it was served
+            parts = [instructions] if instructions else []
+            return type(model_data)(input=kept, instructions="\n\n".join([*parts, served]))
         (joined,) = context_messages(
             AssembledContext((summary,), None),
             system_prompt=instructions,
@@ -262,8 +267,11 @@ class LedgerfoldSession:
         return self._contents.content(item, self._recall)
 
     def _remember(self, content: str, item: SummaryItem) -> None:
-        self._served[content] = item
-        self._served.move_to_end(content)
+        key = _digest(content)
+        served = self._served.get(key)
+        if served is None or served() is not item:
+            self._served[key] = weakref.ref(item)
+        self._served.move_to_end(key)
         while len(self._served) > _SERVED_KEPT:
             self._served.popitem(last=False)
 
@@ -307,3 +315,8 @@ class LedgerfoldSession:
 
 #: How many served summary items `call_model_input_filter` recognises (concurrent runs).
 _SERVED_KEPT = 4
+
+
+def _digest(content: str) -> bytes:
+    """What `_served` knows a served summary message by: not its text."""
+    return hashlib.blake2b(content.encode("utf-8", "surrogatepass"), digest_size=16).digest()
