@@ -48,3 +48,36 @@ def test_an_awaitable_from_a_sync_summarizer_in_a_loop_is_a_reported_failure(
         ("c", "summarizer-error", 4)
     ]
     assert all(SECRET not in repr(event) for event in events)
+
+
+def test_a_cancelled_acompact_reports_its_abandoned_plan(tmp_path: Path) -> None:
+    """Cancelled while its summarizer runs: the plan stays without a result, which the store
+    records `failed`/`abandoned` when the next plan starts (SPEC §15.5), and which the
+    back-off counts; the `compaction.failed` event says so when it happens."""
+    events: list[lf.Event] = []
+    started = asyncio.Event()
+
+    async def slow(request: lf.SummaryRequest) -> str:
+        started.set()
+        await asyncio.sleep(30)
+        return SECRET
+
+    async def scenario(compactor: lf.Compactor, store: lf.SQLiteStore) -> None:
+        task = asyncio.create_task(compactor.acompact("c"))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await compactor.acontext("c")  # a later job of the store's worker: the event's ran
+
+    with lf.SQLiteStore(tmp_path / "f.db", on_event=events.append) as store:
+        store.append_many("c", [{"role": "user", "body": f"{SECRET} {n}"} for n in range(6)])
+        compactor = lf.Compactor(store, POLICY, slow, on_event=events.append)
+        asyncio.run(scenario(compactor, store))
+        failed = [event for event in events if event.name == "compaction.failed"]
+        assert [(e.conversation_id, e.reason, e.turns) for e in failed] == [("c", "abandoned", 4)]
+        assert lf.Compactor(store, POLICY, on_event=events.append).compact("c").accepted
+        assert [(r.status, r.reason) for r in store.summary_history("c")][:1] == [
+            ("failed", "abandoned")
+        ]
+    assert all(SECRET not in repr(event) for event in events)

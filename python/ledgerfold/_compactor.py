@@ -17,6 +17,7 @@ exception type names only: never turn bodies, summary text or exception messages
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -221,7 +222,12 @@ class Compactor(OutcomeRecorder):
         job = begun
         try:
             result = await call_summarizer_async(self.summarizer, job.request, self.timeout)
-        except Exception as error:  # cancellation (BaseException) propagates untouched
+        except asyncio.CancelledError:
+            # The plan is left without a result: the store records it `failed`/`abandoned`
+            # when the next plan starts (SPEC §15.5). Reported now, off the loop.
+            worker.submit(self._emit_outcome, job, "compaction.failed", "abandoned")
+            raise
+        except Exception as error:  # cancellation (above) propagates untouched
             reason, error_type = failure_reason(error), type(error).__name__
 
             def end() -> CompactionOutcome:
