@@ -103,7 +103,6 @@ def _middleware_messages(middleware: Any, fragment: str) -> None:
 def test_the_middleware_keeps_no_escaped_summary_after_an_erasure(tmp_path: Path, how: str) -> None:
     """The middleware makes a summary's message once while the store serves the same item,
     and forgets it when the store drops the item, as it does at an erasure."""
-    pytest.importorskip("langchain")
     from ledgerfold.integrations.langchain import LedgerfoldMiddleware
 
     text, fragment = _marked()
@@ -117,8 +116,11 @@ def test_the_middleware_keeps_no_escaped_summary_after_an_erasure(tmp_path: Path
     store.close()
 
 
-def test_a_cleared_session_keeps_no_escaped_summary(tmp_path: Path) -> None:
-    pytest.importorskip("agents")
+@pytest.mark.parametrize("how", ["clear_session", "erase-on-the-store"])
+def test_a_session_keeps_no_escaped_summary_after_an_erasure(tmp_path: Path, how: str) -> None:
+    """Through `clear_session`, or made on the store itself: the messages the session
+    served, which `call_model_input_filter` must recognise, are known by a digest and a
+    weak reference to the item, not by their text."""
     from ledgerfold.integrations.openai_agents import LedgerfoldSession
 
     text, fragment = _marked()
@@ -131,29 +133,10 @@ def test_a_cleared_session_keeps_no_escaped_summary(tmp_path: Path) -> None:
         assert fragment in items[0]["content"]
 
     asyncio.run(served())
-    asyncio.run(session.clear_session())
-    assert _held_elsewhere(fragment) == []
-    store.close()
-
-
-def test_a_session_keeps_no_escaped_summary_after_an_erasure_on_its_store(tmp_path: Path) -> None:
-    """An erasure made on the store itself (not through `clear_session`): the messages the
-    session served, which `call_model_input_filter` must recognise, are known by a digest
-    and a weak reference to the item, not by their text."""
-    pytest.importorskip("agents")
-    from ledgerfold.integrations.openai_agents import LedgerfoldSession
-
-    text, fragment = _marked()
-    store = _store(tmp_path / "s.db", text)
-    del text
-    session = LedgerfoldSession("c", store=store, policy=POLICY)
-
-    async def served() -> None:
-        items = await session.get_items()
-        assert fragment in items[0]["content"]
-
-    asyncio.run(served())
-    store.retract("c", "t0", erase=True)
+    if how == "clear_session":
+        asyncio.run(session.clear_session())
+    else:
+        store.retract("c", "t0", erase=True)
     assert _held_elsewhere(fragment) == []
     store.close()
 
