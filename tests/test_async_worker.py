@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import ledgerfold._worker as worker_module
 from integration_stores import RecordingStore
 from ledgerfold import CompactionPolicy, Compactor, SQLiteStore
 from ledgerfold._worker import THREAD_NAME, close_worker, worker_for
@@ -294,13 +295,8 @@ def test_a_job_failing_in_a_batch_fails_its_caller_alone() -> None:
     assert (first, third) == (1, 3) and isinstance(failed, ValueError)
 
 
-def test_the_worker_lets_the_loop_in_between_long_jobs_not_after_every_job(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Between jobs the worker yields the GIL once `YIELD_EVERY_S` has passed since it last
-    did: after every job of 2 ms of work, never within a run of quick ones."""
-    import ledgerfold._worker as worker_module
-
+def _recorded_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The seconds of every `time.sleep` the worker module calls (a yield is `sleep(0)`)."""
     yields: list[float] = []
     real_sleep = worker_module.time.sleep
 
@@ -309,18 +305,29 @@ def test_the_worker_lets_the_loop_in_between_long_jobs_not_after_every_job(
         real_sleep(seconds)
 
     monkeypatch.setattr(worker_module.time, "sleep", sleep)
+    return yields
 
-    def busy(seconds: float) -> None:
-        end = worker_module.time.perf_counter() + seconds
-        while worker_module.time.perf_counter() < end:
-            pass
+
+def _busy(seconds: float) -> None:
+    """Python work, holding the GIL, for `seconds`."""
+    end = worker_module.time.perf_counter() + seconds
+    while worker_module.time.perf_counter() < end:
+        pass
+
+
+def test_the_worker_lets_the_loop_in_between_long_jobs_not_after_every_job(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Between jobs the worker yields the GIL once `YIELD_EVERY_S` has passed since it last
+    did: after every job of 2 ms of work, never within a run of quick ones."""
+    yields = _recorded_sleeps(monkeypatch)
 
     def batch(job_seconds: float, jobs: int) -> int:
         holder = _Holder()  # kept alive: a collected store's worker is closed
         worker = worker_for(holder)
         gate = threading.Event()
         worker.submit(gate.wait, 60)
-        futures = [worker.submit(busy, job_seconds) for _ in range(jobs)]
+        futures = [worker.submit(_busy, job_seconds) for _ in range(jobs)]
         yields.clear()
         gate.set()
         for future in futures:
@@ -337,25 +344,11 @@ def test_a_long_job_lets_the_loop_in_where_it_pauses(monkeypatch: pytest.MonkeyP
     """`pause()` inside a job yields the GIL once `YIELD_EVERY_S` has passed since the
     worker last did (between jobs or at an earlier pause); off a worker thread it does
     nothing."""
-    import ledgerfold._worker as worker_module
-
-    yields: list[float] = []
-    real_sleep = worker_module.time.sleep
-
-    def sleep(seconds: float) -> None:
-        yields.append(seconds)
-        real_sleep(seconds)
-
-    monkeypatch.setattr(worker_module.time, "sleep", sleep)
-
-    def busy(seconds: float) -> None:
-        end = worker_module.time.perf_counter() + seconds
-        while worker_module.time.perf_counter() < end:
-            pass
+    yields = _recorded_sleeps(monkeypatch)
 
     def steps(step_seconds: float, count: int) -> None:
         for _ in range(count):
-            busy(step_seconds)
+            _busy(step_seconds)
             worker_module.pause()
 
     holder = _Holder()  # kept alive: a collected store's worker is closed
