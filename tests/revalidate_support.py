@@ -24,6 +24,18 @@ from ledgerfold.store._rows import turn_from_row
 POLICY = "v1"
 
 
+def encoded_file(path: Path, encoding: str) -> Path:
+    """An empty database file whose text is `encoding` (`UTF-8`, `UTF-16le`, `UTF-16be`):
+    the first table fixes it, so one is made and dropped."""
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA encoding = '{encoding}'")
+    conn.execute("CREATE TABLE probe (x)")
+    conn.execute("DROP TABLE probe")
+    conn.commit()
+    conn.close()
+    return path
+
+
 def oracle(path: Path) -> dict[str, str | None]:
     """The slow Python way: rebuild Turns from the rows (re-hashing), then check_summary."""
     verdicts: dict[str, str | None] = {}

@@ -22,7 +22,7 @@ if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
     sys.path.insert(0, str(_HERE))
 
 from ledgers import import_and_compact  # noqa: E402
-from revalidate_support import POLICY  # noqa: E402
+from revalidate_support import POLICY, encoded_file  # noqa: E402
 
 ENCODINGS = ["UTF-16le", "UTF-16be"]
 # Every way revalidation can be run: worker threads, hashing threads, small runs.
@@ -32,15 +32,6 @@ OPTIONS = [
     {"workers": 1, "threads": 2},
     {"workers": 2, "batch_turns": 50},
 ]
-
-
-def _empty_file(path: Path, encoding: str) -> None:
-    conn = sqlite3.connect(path)
-    conn.execute(f"PRAGMA encoding = '{encoding}'")
-    conn.execute("CREATE TABLE probe (x)")  # the encoding is fixed by the first table
-    conn.execute("DROP TABLE probe")
-    conn.commit()
-    conn.close()
 
 
 def _encoding(path: Path) -> str:
@@ -58,7 +49,7 @@ def utf16_compacted(
 ) -> Path:
     """Every real transcript imported through the store into a UTF-16 file and compacted."""
     path = tmp_path_factory.mktemp("utf16") / "ledger.db"
-    _empty_file(path, request.param)
+    encoded_file(path, request.param)
     import_and_compact(path, POLICY)
     assert _encoding(path) == request.param
     return path
@@ -233,7 +224,7 @@ def _small_ledger(path: Path, encoding: str) -> Path:
     """Two conversations, each with a summary over its older turns and a raw tail; one tail
     turn changed behind the store's back (a wrong digest the audit must find)."""
     if encoding != "UTF-8":
-        _empty_file(path, encoding)
+        encoded_file(path, encoding)
     with SQLiteStore(path) as store:
         for c in ("c1", "c2"):
             store.append(c, "system", "sys prompt")
@@ -296,7 +287,7 @@ _KEYS = ["a", "\u0100", "b", "\uff01", "\U0001f600", "z\u00e9", "\u00e9t\u00e9"]
 
 def _keyed_ledger(path: Path, encoding: str) -> Path:
     if encoding != "UTF-8":
-        _empty_file(path, encoding)
+        encoded_file(path, encoding)
     with SQLiteStore(path) as store:
         for c in _KEYS:
             for n in range(6):
@@ -347,7 +338,7 @@ def test_random_damage_in_a_utf16_file_is_reported_as_in_a_utf8_one(
     _build(expected_path, seed)
     _damage(expected_path, seed)
     path = tmp_path / "utf16.db"
-    _empty_file(path, encoding)
+    encoded_file(path, encoding)
     _build(path, seed)
     _damage(path, seed)
     assert _encoding(path) == encoding

@@ -20,6 +20,7 @@ from ledgerfold import CompactionPolicy, Compactor, SQLiteStore
 from ledgerfold.revalidate import RevalidationReport, revalidate_database
 from ledgerfold.store import _batch_reads as batch_reads
 from ledgerfold.store import _summaries as summaries
+from revalidate_support import encoded_file
 
 POLICY = CompactionPolicy("v1", keep_tail=2, min_new_turns=1)
 ENCODINGS = ["UTF-8", "UTF-16le", "UTF-16be"]
@@ -59,13 +60,7 @@ SOUND = {
 
 def _ledger(path: Path, encoding: str = "UTF-8") -> Path:
     """Two conversations, each with a summary over its older turns and a raw tail."""
-    if encoding != "UTF-8":
-        conn = sqlite3.connect(path)
-        conn.execute(f"PRAGMA encoding = '{encoding}'")
-        conn.execute("CREATE TABLE probe (x)")
-        conn.execute("DROP TABLE probe")
-        conn.commit()
-        conn.close()
+    encoded_file(path, encoding)
     with SQLiteStore(path) as store:
         for c in ("c1", "c2"):
             for n in range(6):

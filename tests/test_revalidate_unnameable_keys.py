@@ -13,6 +13,7 @@ import pytest
 
 from ledgerfold import CompactionPolicy, Compactor, SQLiteStore
 from ledgerfold.revalidate import revalidate_database
+from revalidate_support import encoded_file
 
 POLICY = CompactionPolicy("v1", keep_tail=2, min_new_turns=1)
 ENCODINGS = ["UTF-8", "UTF-16le", "UTF-16be"]
@@ -20,13 +21,7 @@ ENCODINGS = ["UTF-8", "UTF-16le", "UTF-16be"]
 
 def _ledger(path: Path, encoding: str) -> Path:
     """Three conversations, each a summary over its older turns and a raw tail of two."""
-    if encoding != "UTF-8":
-        conn = sqlite3.connect(path)
-        conn.execute(f"PRAGMA encoding = '{encoding}'")
-        conn.execute("CREATE TABLE probe (x)")
-        conn.execute("DROP TABLE probe")
-        conn.commit()
-        conn.close()
+    encoded_file(path, encoding)
     with SQLiteStore(path) as store:
         for c in ("c1", "c2", "c3"):
             store.append(c, "system", "sys prompt", id=f"{c}-s")

@@ -14,21 +14,11 @@ import pytest
 
 from ledgerfold import CompactionPolicy, Compactor, InvalidInput, SQLiteStore
 from ledgerfold.revalidate import revalidate_database
+from revalidate_support import encoded_file
 
 POLICY = CompactionPolicy("v1", keep_tail=2, min_new_turns=1)
 ENCODINGS = ["UTF-8", "UTF-16le", "UTF-16be"]
 NONCHARACTERS = ["\ufffe", "\uffff"]
-
-
-def _file(path: Path, encoding: str) -> Path:
-    if encoding != "UTF-8":
-        conn = sqlite3.connect(path)
-        conn.execute(f"PRAGMA encoding = '{encoding}'")
-        conn.execute("CREATE TABLE probe (x)")  # the encoding is fixed by the first table
-        conn.execute("DROP TABLE probe")
-        conn.commit()
-        conn.close()
-    return path
 
 
 def _append(store: SQLiteStore, conversation_id: str, *args: object, **kwargs: object) -> bool:
@@ -43,7 +33,7 @@ def _append(store: SQLiteStore, conversation_id: str, *args: object, **kwargs: o
 @pytest.mark.parametrize("char", NONCHARACTERS)
 @pytest.mark.parametrize("encoding", ENCODINGS)
 def test_a_body_is_stored_as_given_or_refused(tmp_path: Path, encoding: str, char: str) -> None:
-    path = _file(tmp_path / "s.db", encoding)
+    path = encoded_file(tmp_path / "s.db", encoding)
     with SQLiteStore(path) as store:
         store.append("c", "system", "sys prompt", id="s")
         taken = _append(store, "c", "user", f"x{char}y", id="u1")
@@ -61,7 +51,7 @@ def test_a_body_is_stored_as_given_or_refused(tmp_path: Path, encoding: str, cha
 def test_ids_that_differ_only_there_stay_apart_or_are_refused(
     tmp_path: Path, encoding: str
 ) -> None:
-    path = _file(tmp_path / "s.db", encoding)
+    path = encoded_file(tmp_path / "s.db", encoding)
     with SQLiteStore(path) as store:
         store.append("\ufffd", "user", "a", id="a")
         taken = _append(store, "\uffff", "user", "b", id="b")
@@ -74,7 +64,7 @@ def test_ids_that_differ_only_there_stay_apart_or_are_refused(
 
 @pytest.mark.parametrize("encoding", ["UTF-16le", "UTF-16be"])
 def test_an_edit_to_such_a_body_is_refused(tmp_path: Path, encoding: str) -> None:
-    path = _file(tmp_path / "s.db", encoding)
+    path = encoded_file(tmp_path / "s.db", encoding)
     with SQLiteStore(path) as store:
         store.append("c", "user", "plain", id="u1")
         with pytest.raises(InvalidInput):
@@ -109,7 +99,7 @@ def test_a_key_holding_a_noncharacter_in_a_utf16_file_bounds_no_run(
     is damaged-record, as a key that is not valid text is, and its turns are still audited.
     Bound as a run's range it left out the sound conversations between U+FFFD and U+FFFF
     (U+00FE in UTF-16le sorts there), which were reported, and marked, source-missing."""
-    path = _file(tmp_path / "s.db", encoding)
+    path = encoded_file(tmp_path / "s.db", encoding)
     with SQLiteStore(path) as store:
         for c in ("k1", "k\u00fe", "k9"):
             store.append(c, "system", "sys prompt", id=f"{c}-s")
@@ -133,7 +123,7 @@ def test_a_key_holding_a_noncharacter_in_a_utf16_file_bounds_no_run(
 
 @pytest.mark.parametrize("encoding", ["UTF-16le", "UTF-16be"])
 def test_meta_and_batch_fields_are_refused_by_name(tmp_path: Path, encoding: str) -> None:
-    path = _file(tmp_path / "s.db", encoding)
+    path = encoded_file(tmp_path / "s.db", encoding)
     with SQLiteStore(path) as store:
         with pytest.raises(InvalidInput) as meta:
             store.append("c", "user", "a", meta={"k": "v\uffff"})
