@@ -223,10 +223,8 @@ class RestoredTurn:
         #: Per item: the call it makes and the call it answers (`link_id`, or None).
         self.links = tuple(_links(item) for item in items)
 
-    def items(self) -> list[Any]:
-        """Fresh objects equal to `restored`'s, in its order."""
-        if self.flat:
-            return [dict(template) for template in self.templates]
+    def decoded(self) -> list[Any]:
+        """The items decoded anew (for a turn that is not `flat`: fresh nested objects)."""
         return restored(self.role, self.text, self.meta)
 
 

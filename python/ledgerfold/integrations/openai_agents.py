@@ -247,7 +247,7 @@ class LedgerfoldSession:
                 continue
             turn = shown[item.id] = memo.get(item)
             # Fresh objects each call (a caller may change them): flat ones are copied.
-            made = turn.templates if turn.flat else turn.items()
+            made = turn.templates if turn.flat else turn.decoded()
             for made_item, (call, output) in zip(made, turn.links, strict=True):
                 if call is not None:
                     calls.add(call)
