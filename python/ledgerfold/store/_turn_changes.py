@@ -162,7 +162,8 @@ def retract_turn(
     chat messages until answered)."""
     row = _live_turn_row(conn, conversation_id, turn_id)
     search_index.unindex(conn, "pk = ?", (row[0],))
-    answers = _answering(conn, conversation_id, turn_from_row(row[1:-1]))
+    retracted = turn_from_row(row[1:-1])
+    answers = _answering(conn, conversation_id, retracted)
     for answer_pk, _ in answers:  # their bodies leave the live view too (SPEC §16.1)
         search_index.unindex(conn, "pk = ?", (answer_pk,))
     conn.execute("UPDATE turns SET state = ? WHERE pk = ?", (TURN_RETRACTED, row[0]))
@@ -181,7 +182,6 @@ def retract_turn(
     # The results paired with its calls went with it; those of its group without a call ID
     # stay, and with its `recall_history` call gone may answer none: the index follows
     # (SPEC §16.5, §17.7; the summarizer reads them raw then, `recall_result_ids`).
-    retracted = turn_from_row(row[1:-1])
     if retracted.group is not None and _calls_recall(retracted):
         search_index.redecide(
             conn,
