@@ -22,7 +22,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ledgerfold import _due as due
 from ledgerfold import _validate
@@ -287,29 +287,25 @@ class Compactor(OutcomeRecorder):
             else:
                 failures = self.store.consecutive_failures(conversation_id)
                 needed = due.needed_turns(policy.min_new_turns, failures)
-        if below_trigger:
-            try:
-                work = self.store.begin_compaction(
-                    conversation_id,
-                    policy.keep_tail,
-                    policy.version,
-                    preserve_roles=policy.preserve_roles,
-                    only_due_at_once=True,
-                )
-            except TypeError as error:
-                # A `**kwargs` proxy over a store of v1.1's protocol: not asked again.
-                if not refused_keyword(error, "only_due_at_once"):
-                    raise
-                self._asks_due_at_once = False
-                return self._skip(conversation_id, None, "not-due")
-        else:  # no `only_due_at_once`, which a v1.1 store does not take
+        # Below the trigger, `only_due_at_once` (protocol 2); otherwise no keyword a store of
+        # v1.1's protocol does not take.
+        asked: dict[str, Any] = (
+            {"only_due_at_once": True} if below_trigger else {"min_new_turns": needed}
+        )
+        try:
             work = self.store.begin_compaction(
                 conversation_id,
                 policy.keep_tail,
                 policy.version,
                 preserve_roles=policy.preserve_roles,
-                min_new_turns=needed,
+                **asked,
             )
+        except TypeError as error:
+            # A `**kwargs` proxy over a store of v1.1's protocol: not asked again.
+            if not below_trigger or not refused_keyword(error, "only_due_at_once"):
+                raise
+            self._asks_due_at_once = False
+            return self._skip(conversation_id, None, "not-due")
         if work.plan is None:
             return self._skip(conversation_id, None, "not-due" if below_trigger else work.status)
         plan = work.plan
