@@ -8,10 +8,12 @@
 //! the new items into that segment's free slots (a slot is written once, under the segment's
 //! lock, before the fill moves past it), so the parent keeps seeing exactly its own items and
 //! the child shares them. Any other extension (a sibling already wrote past this one's end,
-//! or the segment is full) starts a new segment. Segments grow with the sequence up to
+//! or the segment is full) starts a new segment, into which the trailing parts no longer than
+//! it moves (copied; each item at most log2 [`MAX_SEGMENT`] times), so that a chain of
+//! branches does not grow a part per extension. Segments grow with the sequence up to
 //! [`MAX_SEGMENT`] slots (a new segment's free slots are initialised: kept small so that a
-//! branch, e.g. a retried plan on the same parent, costs microseconds), so a sequence has O(log len + len / `MAX_SEGMENT`) parts and an
-//! extension copies only that part list.
+//! branch, e.g. a retried plan on the same parent, costs microseconds), so a sequence has
+//! O(log len + len / `MAX_SEGMENT`) parts and an extension copies only that part list.
 
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -91,7 +93,17 @@ impl<T> Default for SharedSeq<T> {
 impl<T> SharedSeq<T> {
     /// The sequence of `items` (one segment, no spare slots).
     pub fn from_vec(items: Vec<T>) -> Self {
-        SharedSeq::default().extended(items)
+        let len = items.len();
+        if len == 0 {
+            return SharedSeq::default();
+        }
+        SharedSeq {
+            parts: vec![Part {
+                segment: Arc::new(Segment::new(items, len)),
+                len,
+            }],
+            ends: vec![len],
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -109,7 +121,17 @@ impl<T> SharedSeq<T> {
 
     /// This sequence followed by `items`; `self` is unchanged.
     #[must_use]
-    pub fn extended(&self, items: Vec<T>) -> Self {
+    pub fn extended(&self, items: Vec<T>) -> Self
+    where
+        T: Clone,
+    {
+        self.extended_with(items, T::clone)
+    }
+
+    /// This sequence followed by `items`, `self` unchanged; `clone` copies an item that
+    /// moves to a new segment (see below).
+    #[must_use]
+    pub fn extended_with(&self, items: Vec<T>, clone: impl Fn(&T) -> T) -> Self {
         let added = items.len();
         if added == 0 {
             return self.clone();
@@ -136,15 +158,35 @@ impl<T> SharedSeq<T> {
                 return next;
             }
         }
+        // A new segment. The trailing parts no longer than what it holds so far move into
+        // it (copied), smaller than MAX_SEGMENT: each move at least doubles the part an item
+        // is in, so an item is copied at most log2(MAX_SEGMENT) times, and a sequence whose
+        // every extension is a branch (a sibling took the free slots each time) still has
+        // O(log len + len / MAX_SEGMENT) parts, not one per extension.
+        let mut moved = 0;
+        while let Some(last) = next.parts.last() {
+            if last.len >= MAX_SEGMENT || last.len > moved + added {
+                break;
+            }
+            moved += last.len;
+            next.parts.pop();
+            next.ends.pop();
+        }
+        let mut joined = Vec::with_capacity(moved + added);
+        for part in &self.parts[next.parts.len()..] {
+            joined.extend(part.items().map(&clone));
+        }
+        joined.extend(items);
+        let len = joined.len();
         // A sequence read whole gets an exact segment; an extension one with room to grow.
         let capacity = if self.is_empty() {
-            added
+            len
         } else {
-            self.len().clamp(MIN_SEGMENT, MAX_SEGMENT).max(added)
+            self.len().clamp(MIN_SEGMENT, MAX_SEGMENT).max(len)
         };
         next.parts.push(Part {
-            segment: Arc::new(Segment::new(items, capacity)),
-            len: added,
+            segment: Arc::new(Segment::new(joined, capacity)),
+            len,
         });
         next.ends.push(total);
         next
@@ -240,7 +282,9 @@ mod tests {
         assert_eq!(items(&second), vec![1, 2, 3, 5, 6]);
         assert_eq!(items(&parent), vec![1, 2, 3]);
         assert!(!second.starts_with(&first, |a, b| a == b));
-        assert!(second.starts_with(&parent, |_, _| unreachable!("shared storage")));
+        assert!(first.starts_with(&parent, |_, _| unreachable!("shared storage")));
+        // The sibling copied the parent's small parts into its own segment.
+        assert!(second.starts_with(&parent, |a, b| a == b));
     }
 
     #[test]
@@ -257,6 +301,27 @@ mod tests {
             "{} parts",
             seq.parts()
         );
+    }
+
+    #[test]
+    fn a_chain_whose_every_extension_is_a_branch_keeps_few_parts_and_small_segments() {
+        // Each step, a sibling (a discarded plan, a chunk's envelope next to its plan's
+        // IDs) takes the free slots first, so the kept extension cannot write in place.
+        let mut seq = SharedSeq::from_vec((0..1000).collect::<Vec<u32>>());
+        let mut expected: Vec<u32> = (0..1000).collect();
+        for n in 0..20_000u32 {
+            let sibling = seq.extended(vec![u32::MAX]);
+            seq = seq.extended(vec![n]);
+            expected.push(n);
+            assert_eq!(sibling.get(sibling.len() - 1), Some(&u32::MAX));
+        }
+        assert_eq!(items(&seq), expected);
+        // One part per extension before: each cloned every part (quadratic time) and kept
+        // a segment of up to MAX_SEGMENT slots alive per item.
+        let bound = 2 * (MAX_SEGMENT.ilog2() as usize) + 21_000 / MAX_SEGMENT + 2;
+        assert!(seq.parts() <= bound, "{} parts", seq.parts());
+        let slots: usize = seq.parts.iter().map(|part| part.segment.slots.len()).sum();
+        assert!(slots <= 4 * 21_000, "{slots} slots");
     }
 
     #[derive(Debug, Clone)]

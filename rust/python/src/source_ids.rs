@@ -153,8 +153,10 @@ impl SourceIds {
     }
 
     /// These IDs followed by `ids`, sharing this sequence's storage: O(len(ids)).
-    fn extended(&self, ids: &Bound<'_, PyAny>) -> PyResult<Self> {
-        Ok(SourceIds::of(self.ids.extended(strings(ids)?)))
+    fn extended(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<Self> {
+        Ok(SourceIds::of(
+            self.ids.extended_with(strings(ids)?, |id| id.clone_ref(py)),
+        ))
     }
 
     /// True when these IDs begin with `prefix` (a `SourceIds` or a tuple); IDs held in
@@ -290,7 +292,9 @@ impl SourceIds {
         if operand(other).is_none() {
             return Ok(py.NotImplemented());
         }
-        Ok(Bound::new(py, self.extended(other)?)?.into_any().unbind())
+        Ok(Bound::new(py, self.extended(py, other)?)?
+            .into_any()
+            .unbind())
     }
 
     /// `tuple + self`.
@@ -298,8 +302,9 @@ impl SourceIds {
         if operand(other).is_none() {
             return Ok(py.NotImplemented());
         }
-        let joined = Ids::from_vec(strings(other)?)
-            .extended(self.ids.iter().map(|id| id.clone_ref(py)).collect());
+        let mut joined = strings(other)?;
+        joined.extend(self.ids.iter().map(|id| id.clone_ref(py)));
+        let joined = Ids::from_vec(joined);
         Ok(Bound::new(py, SourceIds::of(joined))?.into_any().unbind())
     }
 
