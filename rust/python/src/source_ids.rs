@@ -10,7 +10,7 @@ use ledgerfold_core::shared_seq::SharedSeq;
 use pyo3::basic::CompareOp;
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyIterator, PySlice, PyString, PyTuple};
+use pyo3::types::{PyInt, PyIterator, PySlice, PyString, PyTuple};
 
 type Ids = SharedSeq<Py<PyString>>;
 
@@ -76,9 +76,43 @@ fn strings(value: &Bound<'_, PyAny>) -> PyResult<Vec<Py<PyString>>> {
     Ok(out)
 }
 
-/// IDs are equal when they are the same object or equal strings.
-fn same(py: Python<'_>, a: &Py<PyString>, b: &Bound<'_, PyAny>) -> bool {
-    a.as_ptr() == b.as_ptr() || a.bind(py).as_any().eq(b).unwrap_or(false)
+/// IDs are equal when they are the same object or compare equal, as a tuple compares its
+/// items: an exception raised by a comparison (an `__eq__` of the other value, a
+/// `KeyboardInterrupt`) propagates.
+fn same(py: Python<'_>, a: &Py<PyString>, b: &Bound<'_, PyAny>) -> PyResult<bool> {
+    if a.as_ptr() == b.as_ptr() {
+        return Ok(true);
+    }
+    a.bind(py).as_any().eq(b)
+}
+
+/// `same` as the infallible predicate `SharedSeq` takes: the first error is kept in `error`
+/// and answers false, which ends the comparison.
+fn same_or_keep<'a>(
+    py: Python<'a>,
+    error: &'a mut Option<PyErr>,
+) -> impl FnMut(&Py<PyString>, &Py<PyString>) -> bool + 'a {
+    move |a, b| match same(py, a, b.bind(py).as_any()) {
+        Ok(equal) => equal,
+        Err(err) => {
+            error.get_or_insert(err);
+            false
+        }
+    }
+}
+
+/// The position of the first ID from `ids` equal to `value`, as `same` says.
+fn find<'a>(
+    py: Python<'_>,
+    ids: impl Iterator<Item = &'a Py<PyString>>,
+    value: &Bound<'_, PyAny>,
+) -> PyResult<Option<usize>> {
+    for (at, id) in ids.enumerate() {
+        if same(py, id, value)? {
+            return Ok(Some(at));
+        }
+    }
+    Ok(None)
 }
 
 /// The other operand of `==`/`+` as IDs: a `SourceIds` (shared) or a tuple (not a list:
@@ -99,28 +133,77 @@ fn operand<'a, 'py>(other: &'a Bound<'py, PyAny>) -> Option<Operand<'a, 'py>> {
 }
 
 impl SourceIds {
-    fn starts_with_operand(&self, py: Python<'_>, prefix: &Operand<'_, '_>) -> bool {
+    fn starts_with_operand(&self, py: Python<'_>, prefix: &Operand<'_, '_>) -> PyResult<bool> {
         match prefix {
-            Operand::Ids(prefix) => self
-                .ids
-                .starts_with(prefix, |a, b| same(py, a, b.bind(py).as_any())),
+            Operand::Ids(prefix) => {
+                let mut error = None;
+                let found = self.ids.starts_with(prefix, same_or_keep(py, &mut error));
+                error.map_or(Ok(found), Err)
+            }
             Operand::Tuple(prefix) => {
-                prefix.len() <= self.ids.len()
-                    && self
-                        .ids
-                        .iter()
-                        .zip(prefix.iter_borrowed())
-                        .all(|(a, b)| same(py, a, &b))
+                if prefix.len() > self.ids.len() {
+                    return Ok(false);
+                }
+                for (a, b) in self.ids.iter().zip(prefix.iter_borrowed()) {
+                    if !same(py, a, &b)? {
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
             }
         }
     }
 
-    fn equals_operand(&self, py: Python<'_>, other: &Operand<'_, '_>) -> bool {
+    fn equals_operand(&self, py: Python<'_>, other: &Operand<'_, '_>) -> PyResult<bool> {
         let len = match other {
             Operand::Ids(ids) => ids.len(),
             Operand::Tuple(tuple) => tuple.len(),
         };
-        len == self.ids.len() && self.starts_with_operand(py, other)
+        Ok(len == self.ids.len() && self.starts_with_operand(py, other)?)
+    }
+}
+
+/// `operator.index(value)` as an `isize`, or `Err(negative)` when it does not fit one; an
+/// `__index__` that raises propagates, a value without one raises `TypeError(message())`.
+fn index_of(
+    value: &Bound<'_, PyAny>,
+    message: impl FnOnce() -> String,
+) -> PyResult<Result<isize, bool>> {
+    let int = if value.is_instance_of::<PyInt>() {
+        value.clone()
+    } else if value.hasattr("__index__")? {
+        value
+            .py()
+            .import("operator")?
+            .getattr("index")?
+            .call1((value,))?
+    } else {
+        return Err(PyTypeError::new_err(message()));
+    };
+    match int.extract::<isize>() {
+        Ok(at) => Ok(Ok(at)),
+        Err(_) => Ok(Err(int.lt(0)?)),
+    }
+}
+
+/// A `start`/`stop` argument of `index`, as tuple's takes it: any integer (one past the
+/// `isize` range is clamped to it) or an object with `__index__`.
+pub struct SliceIndex(isize);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for SliceIndex {
+    type Error = PyErr;
+
+    fn extract(value: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        let found = index_of(&value, || {
+            "slice indices must be integers or have an __index__ method".to_owned()
+        })?;
+        Ok(SliceIndex(found.unwrap_or_else(|negative| {
+            if negative {
+                isize::MIN
+            } else {
+                isize::MAX
+            }
+        })))
     }
 }
 
@@ -163,7 +246,7 @@ impl SourceIds {
     /// shared storage are equal without comparing them.
     pub fn starts_with(&self, py: Python<'_>, prefix: &Bound<'_, PyAny>) -> PyResult<bool> {
         match operand(prefix) {
-            Some(prefix) => Ok(self.starts_with_operand(py, &prefix)),
+            Some(prefix) => self.starts_with_operand(py, &prefix),
             None => Err(PyTypeError::new_err(format!(
                 "SourceIds.starts_with: expected SourceIds or tuple, got {}",
                 type_name(prefix)
@@ -192,14 +275,16 @@ impl SourceIds {
             }
             return Ok(PyTuple::new(py, items)?.into_any());
         }
-        let Ok(index) = index.extract::<isize>() else {
-            if index.hasattr("__index__")? {
-                return Err(PyIndexError::new_err("SourceIds index out of range"));
-            }
-            return Err(PyTypeError::new_err(format!(
+        let Ok(index) = index_of(index, || {
+            format!(
                 "SourceIds indices must be integers or slices, not {}",
                 type_name(index)
-            )));
+            )
+        })?
+        else {
+            return Err(PyIndexError::new_err(
+                "cannot fit 'int' into an index-sized integer",
+            ));
         };
         let at = position(index, self.ids.len())?;
         self.ids
@@ -215,35 +300,44 @@ impl SourceIds {
         }
     }
 
-    fn __contains__(&self, py: Python<'_>, value: &Bound<'_, PyAny>) -> bool {
-        self.ids.iter().any(|id| same(py, id, value))
+    fn __contains__(&self, py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(find(py, self.ids.iter(), value)?.is_some())
     }
 
     /// The position of the first `value` at or after `start` and before `stop`.
-    #[pyo3(signature = (value, start=0, stop=isize::MAX))]
+    #[pyo3(
+        signature = (value, start=SliceIndex(0), stop=SliceIndex(isize::MAX)),
+        text_signature = "($self, value, start=0, stop=sys.maxsize)"
+    )]
     fn index(
         &self,
         py: Python<'_>,
         value: &Bound<'_, PyAny>,
-        start: isize,
-        stop: isize,
+        start: SliceIndex,
+        stop: SliceIndex,
     ) -> PyResult<usize> {
+        let (start, stop) = (start.0, stop.0);
         let len = isize::try_from(self.ids.len()).unwrap_or(isize::MAX);
         let clamp = |at: isize| {
             let at = if at < 0 { at + len } else { at };
             at.clamp(0, len).unsigned_abs()
         };
         let (start, stop) = (clamp(start), clamp(stop));
-        self.ids
-            .iter_from(start)
-            .take(stop.saturating_sub(start))
-            .position(|id| same(py, id, value))
-            .map(|found| start + found)
-            .ok_or_else(|| PyValueError::new_err("SourceIds.index(x): x not in sequence"))
+        find(
+            py,
+            self.ids.iter_from(start).take(stop.saturating_sub(start)),
+            value,
+        )?
+        .map(|found| start + found)
+        .ok_or_else(|| PyValueError::new_err("SourceIds.index(x): x not in sequence"))
     }
 
-    fn count(&self, py: Python<'_>, value: &Bound<'_, PyAny>) -> usize {
-        self.ids.iter().filter(|id| same(py, id, value)).count()
+    fn count(&self, py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let mut count = 0;
+        for id in self.ids.iter() {
+            count += usize::from(same(py, id, value)?);
+        }
+        Ok(count)
     }
 
     fn __richcmp__<'py>(
@@ -257,12 +351,12 @@ impl SourceIds {
         };
         match op {
             CompareOp::Eq => Ok(self
-                .equals_operand(py, &operand)
+                .equals_operand(py, &operand)?
                 .into_pyobject(py)?
                 .to_owned()
                 .into_any()
                 .unbind()),
-            CompareOp::Ne => Ok((!self.equals_operand(py, &operand))
+            CompareOp::Ne => Ok((!self.equals_operand(py, &operand)?)
                 .into_pyobject(py)?
                 .to_owned()
                 .into_any()
