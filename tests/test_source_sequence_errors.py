@@ -6,6 +6,7 @@ them (`__index__`, integers beyond the machine range)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 import pytest
@@ -110,3 +111,20 @@ def test_a_raising_comparison_between_two_sequences_propagates() -> None:
             compare()
     # IDs held in shared storage are not compared at all.
     assert raising.extended(["c"]).starts_with(raising)
+
+
+@pytest.mark.parametrize(
+    "piece",
+    [
+        slice(1, None, sys.maxsize),
+        slice(-1, None, sys.maxsize),
+        slice(0, 3, sys.maxsize - 1),
+        slice(None, None, -sys.maxsize),
+        slice(sys.maxsize, -sys.maxsize - 5, -sys.maxsize),
+    ],
+)
+def test_a_slice_whose_next_position_passes_the_machine_range_is_the_tuples(piece: slice) -> None:
+    """The position after the last item taken may not fit the machine's index: it is not
+    computed (a debug build panicked: `PanicException: attempt to add with overflow`)."""
+    assert SourceIds(IDS)[piece] == IDS[piece]
+    assert SourceIds(IDS[:1]).extended(IDS[1:])[piece] == IDS[piece]

@@ -267,11 +267,14 @@ impl SourceIds {
             let found = slice.indices(isize::try_from(self.ids.len()).unwrap_or(isize::MAX))?;
             let mut items = Vec::with_capacity(found.slicelength);
             let mut at = found.start;
-            for _ in 0..found.slicelength {
+            for taken in 1..=found.slicelength {
                 if let Some(id) = self.ids.get(at.unsigned_abs()) {
                     items.push(id.bind(py).clone());
                 }
-                at += found.step;
+                // Past the last item `at + step` may not fit an isize (`[1::sys.maxsize]`).
+                if taken < found.slicelength {
+                    at += found.step;
+                }
             }
             return Ok(PyTuple::new(py, items)?.into_any());
         }
