@@ -157,6 +157,8 @@ def test_bad_arguments_raise_python_errors_not_panics(build: object, error: type
 class CountingStr(str):
     """An ID whose comparisons are counted (every one goes through `__eq__`)."""
 
+    __slots__ = ()  # no `__dict__`: a `SourceIds` holds it as it is
+
     compared = 0
 
     def __eq__(self, other: object) -> bool:

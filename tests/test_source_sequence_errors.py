@@ -38,6 +38,8 @@ class Interrupting:
 class RaisingStr(str):
     """An ID (a str, so a `SourceIds` holds it) whose comparison raises."""
 
+    __slots__ = ()  # no `__dict__`: a `SourceIds` holds it as it is
+
     def __eq__(self, other: object) -> bool:
         raise ValueError("compare")
 

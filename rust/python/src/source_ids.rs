@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 use ledgerfold_core::shared_seq::SharedSeq;
 use pyo3::basic::CompareOp;
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyIterator, PySlice, PyString, PyTuple};
 
@@ -71,9 +72,36 @@ fn strings(value: &Bound<'_, PyAny>) -> PyResult<Vec<Py<PyString>>> {
                 type_name(err.into_inner().as_any())
             ))
         })?;
-        out.push(id.unbind());
+        out.push(held(id)?.unbind());
     }
     Ok(out)
+}
+
+/// The object a sequence holds for the ID `id`: `id` itself, unless it is of a `str`
+/// subclass whose instances have a `__dict__`, which could refer back to the sequence. The
+/// garbage collector cannot see into storage that sequences share (no one of them owns a
+/// slot's reference), so such a cycle would never be freed; the plain `str` of its text
+/// (equal, hashing alike) is held instead. A `str` subclass can have no other references:
+/// `CPython` allows it no non-empty `__slots__`.
+fn held(id: Bound<'_, PyString>) -> PyResult<Bound<'_, PyString>> {
+    if id.is_exact_instance_of::<PyString>() {
+        return Ok(id);
+    }
+    let py = id.py();
+    let kind = id.get_type();
+    if kind
+        .getattr(intern!(py, "__dictoffset__"))?
+        .extract::<isize>()?
+        == 0
+    {
+        return Ok(id);
+    }
+    // `str.__str__` of a subclass instance is an exact `str` copy (lone surrogates kept).
+    Ok(py
+        .get_type::<PyString>()
+        .getattr(intern!(py, "__str__"))?
+        .call1((id,))?
+        .cast_into::<PyString>()?)
 }
 
 /// IDs are equal when they are the same object or compare equal, as a tuple compares its
