@@ -9,8 +9,8 @@
 //! lock, before the fill moves past it), so the parent keeps seeing exactly its own items and
 //! the child shares them. Any other extension (a sibling already wrote past this one's end,
 //! or the segment is full) starts a new segment, into which the trailing parts no longer than
-//! it moves (copied; each item at most log2 [`MAX_SEGMENT`] times), so that a chain of
-//! branches does not grow a part per extension. Segments grow with the sequence up to
+//! it moves (copied; each item at most log2 [`MAX_SEGMENT`] times), and all of them when there
+//! are [`MAX_SMALL_PARTS`], so that a chain of branches does not grow a part per extension. Segments grow with the sequence up to
 //! [`MAX_SEGMENT`] slots (a new segment's free slots are initialised: kept small so that a
 //! branch, e.g. a retried plan on the same parent, costs microseconds), so a sequence has
 //! O(log len + len / `MAX_SEGMENT`) parts and an extension copies only that part list.
@@ -21,6 +21,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub const MIN_SEGMENT: usize = 64;
 /// The largest segment an extension starts (an extension with more items gets them all).
 pub const MAX_SEGMENT: usize = 1 << 12;
+/// How many trailing parts shorter than [`MAX_SEGMENT`] a sequence keeps before a new
+/// segment takes them all.
+pub const MAX_SMALL_PARTS: usize = 16;
 
 struct Segment<T> {
     slots: Box<[OnceLock<T>]>,
@@ -162,10 +165,20 @@ impl<T> SharedSeq<T> {
         // it (copied), smaller than MAX_SEGMENT: each move at least doubles the part an item
         // is in, so an item is copied at most log2(MAX_SEGMENT) times, and a sequence whose
         // every extension is a branch (a sibling took the free slots each time) still has
-        // O(log len + len / MAX_SEGMENT) parts, not one per extension.
+        // O(log len + len / MAX_SEGMENT) parts, not one per extension. A part that grew in
+        // place after its branch escapes that rule, so past MAX_SMALL_PARTS trailing parts
+        // under MAX_SEGMENT all of them move (at most MAX_SEGMENT / MAX_SMALL_PARTS copies
+        // per extension on average, or each item once into a part that is no longer small).
+        let crowded = next
+            .parts
+            .iter()
+            .rev()
+            .take_while(|part| part.len < MAX_SEGMENT)
+            .count()
+            >= MAX_SMALL_PARTS;
         let mut moved = 0;
         while let Some(last) = next.parts.last() {
-            if last.len >= MAX_SEGMENT || last.len > moved + added {
+            if last.len >= MAX_SEGMENT || (!crowded && last.len > moved + added) {
                 break;
             }
             moved += last.len;
@@ -322,6 +335,25 @@ mod tests {
         assert!(seq.parts() <= bound, "{} parts", seq.parts());
         let slots: usize = seq.parts.iter().map(|part| part.segment.slots.len()).sum();
         assert!(slots <= 4 * 21_000, "{slots} slots");
+    }
+
+    #[test]
+    fn branches_between_growth_in_place_keep_few_parts() {
+        // A retried compaction: the failed plan took the free slots, the retry branches,
+        // its lineage then grows in place (a longer run each time) until the next retry.
+        let mut seq = SharedSeq::from_vec((0..100_000).collect::<Vec<u32>>());
+        let mut expected: Vec<u32> = (0..100_000).collect();
+        for round in 0..300u32 {
+            let _failed = seq.extended(vec![u32::MAX]);
+            for n in 0..=round {
+                seq = seq.extended(vec![n]);
+                expected.push(n);
+            }
+        }
+        assert_eq!(items(&seq), expected);
+        // One part per retry before (each a segment of MAX_SEGMENT slots, kept alive).
+        let bound = 2 * (MAX_SEGMENT.ilog2() as usize) + 145_000 / MAX_SEGMENT + 2;
+        assert!(seq.parts() <= bound, "{} parts", seq.parts());
     }
 
     #[derive(Debug, Clone)]
