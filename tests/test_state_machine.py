@@ -125,7 +125,8 @@ class LedgerMachine(LedgerWriteRules):
     ) -> ModelRecord | None:
         """SPEC §17.5: where the model expects a rebase of a stale summary, the store may
         extend a checkpoint instead: an older accepted version whose every source (and so
-        everything its text was derived from) is unchanged. Returns it, checked so."""
+        everything its text was derived from) is unchanged; so may it when an erasure took
+        the pointed version with the turn. Returns it, checked so."""
         model = self.model[conversation]
         summary = outcome.summary
         pointed = model.pointed
@@ -133,8 +134,7 @@ class LedgerMachine(LedgerWriteRules):
             base is not None
             or summary is None
             or summary.parent_id is None
-            or pointed is None
-            or pointed.status != "stale"
+            or (pointed is not None and pointed.status != "stale")
         ):
             return None
         found = [

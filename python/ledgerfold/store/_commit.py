@@ -196,8 +196,9 @@ def _checkpoint(
     planned: tuple[int | None, set[str], tuple[str, ...]] | None,
 ) -> Version | None:
     """The checkpoint `envelope` may extend: the version its plan was registered to rebuild
-    from while the conversation's summary is stale, when `parent_id` names it."""
-    if pointed is None or pointed[1] != STALE or planned is None or planned[0] is None:
+    from while the conversation's summary is stale (or gone with an erased source), when
+    `parent_id` names it."""
+    if (pointed is not None and pointed[1] != STALE) or planned is None or planned[0] is None:
         return None
     base = summaries.version_at(conn, cache, planned[0])
     if base is None or base.envelope.id != envelope.parent_id:

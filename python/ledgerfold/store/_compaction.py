@@ -277,8 +277,10 @@ def plan_view(
     conversation = ledger.load(conn, conversation_id)
     plan = plan_unchecked(conversation, keep_tail, plan_id, preserve_roles)
     stale = pointed is not None and pointed[1] == STALE
-    if stale and pointed is not None:
-        rebuilt = _rebuild(conn, cache, pointed[0], conversation, plan, policy_version, revision)
+    # No pointer at all (a damaged record pointed at is rebased instead):
+    if stale or summaries.pointed_pk(conn, conversation_id) is None:
+        head = None if pointed is None else pointed[0]
+        rebuilt = _rebuild(conn, cache, head, conversation, plan, policy_version, revision)
         if rebuilt is not None:
             return rebuilt
     new_turns = tuple(conversation.get(turn_id) for turn_id in plan.compacted_ids)
@@ -300,7 +302,7 @@ def _cites_purged(conn: sqlite3.Connection, version: Version) -> bool:
 def _rebuild(
     conn: sqlite3.Connection,
     cache: summaries.VersionCache,
-    stale: Version,
+    stale: Version | None,
     conversation: Conversation,
     plan: CompactionPlan,
     policy_version: str,
@@ -310,14 +312,23 @@ def _rebuild(
     summary) whose sources are all unchanged — checked on the live ledger, with its sealed
     digests, as the commit will — and within the fresh plan; None when there is none (a
     rebase). Its text never saw an edited turn's old content: every version it was built
-    on covers a subset of its own sources, which are unchanged."""
+    on covers a subset of its own sources, which are unchanged.
+
+    `stale` None: the pointer is unset (an erasure of a source took the current summary,
+    SPEC §15.5, and kept the checkpoints not citing it, §17.5): every version left is a
+    candidate, newest first."""
     cid = conversation.id
     records = summaries.accepted_records(conn, cid)
     compacted = set(plan.compacted_ids)
     found: dict[int, tuple[Version, SourceDigests, tuple[Turn, ...]]] = {}
+    ordered = (
+        sorted(records, key=lambda record: record.pk, reverse=True)
+        if stale is None
+        else checkpoints.lineage(records, stale.pk)
+    )
 
     def candidates() -> Iterator[tuple[int, bool]]:
-        for record in checkpoints.lineage(records, stale.pk):
+        for record in ordered:
             version = summaries.version_at(conn, cache, record.pk)
             usable = version is not None and _usable(
                 conn, cache, version, conversation, compacted, policy_version, found
