@@ -67,7 +67,8 @@ def links(records: Iterable[Record], head_pk: int, kept: set[int]) -> set[int]:
     lineage passes from one source run into another (a version built on a parent outside
     its run: a rebuild, an extension below the slot), both ends, when a kept checkpoint is
     older. Without them, pruning would cut the lineage there and the checkpoints behind
-    the cut would no longer count as ancestors (nor be kept)."""
+    the cut would no longer count as ancestors (nor be kept). A rebuild leaves none when
+    its run adopts its parent's (`store._sources.adopt`)."""
     if not kept:
         return set()
     every = list(records)

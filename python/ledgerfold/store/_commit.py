@@ -389,6 +389,8 @@ def _write_full(
     run_pk = sources.new_run(conn, envelope.conversation_id)  # a rebase starts a new run
     pk = _insert_version(conn, envelope, through, run_pk)
     sources.append(conn, run_pk, 0, rows)
+    if parent is not None:  # a rebuild from a checkpoint (or new sources below its slot)
+        sources.adopt(conn, parent.pk, run_pk)
     # The live turns below the summary's slot that it does not cover: read by `context()`.
     # Found in the ledger at hand (the live turns, in sequence order), not by a scan of the
     # turn rows, whose `state` column lies past each body (8.8 ms at 10k sources vs 1.3).

@@ -15,6 +15,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 
 __all__ = [
+    "adopt",
     "append",
     "delete_conversation_runs",
     "extension_run",
@@ -64,6 +65,36 @@ def extension_run(conn: sqlite3.Connection, conversation_id: str, parent_pk: int
         (copy, run_pk, count),
     )
     return copy
+
+
+def adopt(conn: sqlite3.Connection, parent_pk: int, run_pk: int) -> None:
+    """A version extending `parent_pk` was written in a new run `run_pk` whose first rows
+    are the parent's (a rebuild from a checkpoint, SPEC §17.5): the parent and the versions
+    reading a shorter prefix of its run before it (its ancestors there) move into the new
+    run, when its rows are theirs, so the lineage stays one run. Otherwise every rebuild
+    left a crossing between runs that pruning must keep with both ends (`links`), and those
+    piled up with each edit, each holding its own copy of the index. O(parent's sources),
+    as the write was; the old run keeps its rows while another version reads them."""
+    row = conn.execute(
+        "SELECT source_run, source_count FROM summaries WHERE pk = ?", (parent_pk,)
+    ).fetchone()
+    if row is None or row[0] is None or row[0] == run_pk:
+        return
+    old, count = int(row[0]), int(row[1] or 0)
+    differs = conn.execute(
+        "SELECT 1 FROM run_sources a LEFT JOIN run_sources b ON b.run_pk = ?"
+        " AND b.position = a.position WHERE a.run_pk = ? AND a.position < ?"
+        " AND (b.turn_id IS NOT a.turn_id OR b.turn_digest IS NOT a.turn_digest) LIMIT 1",
+        (run_pk, old, count),
+    ).fetchone()
+    if differs is not None:
+        return
+    conn.execute(
+        "UPDATE summaries SET source_run = ? WHERE source_run = ? AND pk <= ?"
+        " AND source_count <= ?",
+        (run_pk, old, parent_pk, count),
+    )
+    release(conn, [old])
 
 
 def runs_of(conn: sqlite3.Connection, summary_pks: Sequence[int]) -> set[int]:
