@@ -370,10 +370,15 @@ def cached_source_ids(conn: sqlite3.Connection, cache: VersionCache, pk: int) ->
 
 def version_at(conn: sqlite3.Connection, cache: VersionCache, pk: int) -> Version | None:
     """The accepted version stored at row `pk` (None when there is none, or it is damaged)."""
-    row = conn.execute(
-        f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE pk = ? AND status IN {ACCEPTED}",
-        (pk,),
-    ).fetchone()
+    try:
+        row = conn.execute(
+            f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE pk = ? AND status IN {ACCEPTED}",
+            (pk,),
+        ).fetchone()
+    except sqlite3.OperationalError as error:
+        if not quotes_stored_data(error):
+            raise
+        return None  # text that is not UTF-8: damaged, as `pointed` says
     if row is None:
         return None
     try:
