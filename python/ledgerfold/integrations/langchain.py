@@ -193,15 +193,20 @@ class LedgerfoldMiddleware(AgentMiddleware):
         (default: `current()`); returns how many. A known message whose content changed in
         `messages` is left alone and logged (by ID)."""
         conversation_id = self.current() if conversation_id is None else conversation_id
-        with self._lock:
-            return self._append_new(conversation_id, messages)
+        return self._append_new(conversation_id, messages)
 
     def _append_new(self, conversation_id: str, messages: Sequence[Any]) -> int:
         # The state of the last call, object for object, then new messages only (one model
         # call after another within a run): C-speed identity checks, and only the rest is
         # looked at. Otherwise (a state reloaded from a checkpoint, a message replaced) the
         # whole state is compared with what was seen, message by message.
-        known = self._known(conversation_id)
+        # The lock guards this instance's memory only, never a store call: the async hook's
+        # store work runs in a batch of the store's worker, which holds the store meanwhile
+        # (SPEC §17.6), so a sync caller waiting for the store with the lock held would
+        # deadlock with it. Two runs of one conversation at once may then both find a
+        # message new: the second append's `DuplicateId` skips it (`_append`).
+        with self._lock:
+            known = self._known(conversation_id)
         prefix = known.prefix
         start = 0
         if len(messages) >= len(prefix) and all(map(operator.is_, prefix, messages)):
@@ -285,12 +290,13 @@ class LedgerfoldMiddleware(AgentMiddleware):
             try:
                 self.store.append_many(conversation_id, turns)
             except DuplicateId as error:
-                # Only a store without `known_ids` gets here: the ID was retracted or purged.
+                # A store without `known_ids` (the ID was retracted or purged), or another
+                # run of this conversation appended the message meanwhile.
                 if error.id in skipped or error.id not in ids:
                     raise
                 skipped.add(error.id)
                 continue
-            known.group_of_call = groups
+            known.group_of_call.update(groups)  # what another run learnt meanwhile stays
             return sum(message.id not in skipped for message in new)
 
     def _learn_calls(self, conversation_id: str, known: Known, messages: list[Any]) -> None:
