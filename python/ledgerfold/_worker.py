@@ -11,9 +11,10 @@ work as jobs. One thread per store, not a pool:
 - a job whose caller is cancelled while it waits never runs; one already running finishes
   (its transaction commits or rolls back whole) before the next job of that store starts.
 
-Jobs queued while others run form a batch (`StoreWorker`): a store can wrap a batch in a
-hook, and `SQLiteStore` with `durability="full"` commits the batch's writes with one fsync
-at its end (group commit), answering no caller before its commit is durable.
+Jobs queued while others run form a batch (`StoreWorker`): ledgerfold's own store wraps a
+batch in a hook (registered with `batching`; no name of any other store is looked up), and
+`SQLiteStore` with `durability="full"` commits the batch's writes with one fsync at its end
+(group commit), answering no caller before its commit is durable.
 
 The worker belongs to the store object (looked up by identity, any `Store` will do): it is
 shut down when `SQLiteStore.close()` runs or when the store is garbage-collected. A store
@@ -42,6 +43,7 @@ from ledgerfold._events import held_until_done
 __all__ = [
     "THREAD_NAME",
     "StoreWorker",
+    "batching",
     "close_worker",
     "pause",
     "run_on_store",
@@ -336,10 +338,24 @@ def close_worker(store: object) -> None:
     entry[1].close()
 
 
+#: Store classes that offer their worker a batch hook (`_worker_batch`): ledgerfold's own
+#: (`SQLiteStore` registers itself, `batching`). Any other store is used through its public
+#: methods only: none of its names is looked up here (SPEC §17.6), so a private name of a
+#: store of one's own is never taken for a hook, nor asked for at all.
+_BATCHING: tuple[type, ...] = ()
+
+
+def batching(cls: type[T]) -> type[T]:
+    """Register `cls` (and its subclasses) as a store whose `_worker_batch` its worker uses."""
+    global _BATCHING
+    _BATCHING = (*_BATCHING, cls)
+    return cls
+
+
 def _batch_hook(handle: Any) -> Callable[[], BatchHook | None] | None:
     """The store's `_worker_batch`, looked up through the weak reference at each batch (a
-    worker must not keep its store alive)."""
-    if not callable(getattr(_referent(handle), "_worker_batch", None)):
+    worker must not keep its store alive); None for a store not registered (`batching`)."""
+    if not issubclass(type(_referent(handle)), _BATCHING):
         return None
 
     def hook() -> BatchHook | None:

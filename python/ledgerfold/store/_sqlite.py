@@ -46,6 +46,7 @@ from ledgerfold.store._turn_writes import TurnWrites
 __all__ = ["SQLiteStore"]
 
 
+@_worker.batching
 class SQLiteStore:
     """The embedded ledger store: a file path (WAL) or `":memory:"`.
 
