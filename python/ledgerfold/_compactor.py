@@ -205,6 +205,10 @@ class Compactor(OutcomeRecorder):
         call costs one job of the store's worker when nothing is due: a second job would
         queue again behind every other session's."""
         worker = worker_for(self.store)
+        # The plan registered and not yet ended, if any: a cancelled call leaves it without a
+        # result, which the store records `failed`/`abandoned` when the next plan starts (SPEC
+        # §15.5), and which is reported when that happens (§17.8), at whichever await.
+        pending: list[_Job] = []
 
         def begin() -> tuple[_Job | CompactionOutcome, T | None]:
             if before is not None:
@@ -214,18 +218,27 @@ class Compactor(OutcomeRecorder):
             if isinstance(begun, _Job) and in_job is not None:
                 begun = self._summarize_and_end(begun, in_job)
             ended = isinstance(begun, CompactionOutcome)
+            if isinstance(begun, _Job):
+                pending.append(begun)
             return begun, (after() if ended and after is not None else None)
 
-        begun, read = await worker.run(begin)
+        def abandoned() -> None:
+            """After the cancelled call's jobs (calls run in order): its plan's event."""
+            if pending:
+                self._emit_outcome(pending.pop(), "compaction.failed", "abandoned")
+
+        try:
+            begun, read = await worker.run(begin)
+        except asyncio.CancelledError:  # `begin` ran whole, or never: reported accordingly
+            worker.submit(abandoned)
+            raise
         if isinstance(begun, CompactionOutcome):
             return begun, read
         job = begun
         try:
             result = await call_summarizer_async(self.summarizer, job.request, self.timeout)
         except asyncio.CancelledError:
-            # The plan is left without a result: the store records it `failed`/`abandoned`
-            # when the next plan starts (SPEC §15.5). Reported now, off the loop.
-            worker.submit(self._emit_outcome, job, "compaction.failed", "abandoned")
+            worker.submit(abandoned)  # reported off the loop
             raise
         except Exception as error:  # cancellation (above) propagates untouched
             reason, error_type = failure_reason(error), type(error).__name__
@@ -238,10 +251,15 @@ class Compactor(OutcomeRecorder):
                 return self._finish(job, result)
 
         def finish() -> tuple[CompactionOutcome, T | None]:
+            pending.clear()  # the plan ends here, with its own outcome and event
             outcome = end()
             return outcome, (after() if after is not None else None)
 
-        return await worker.run(finish)
+        try:
+            return await worker.run(finish)
+        except asyncio.CancelledError:  # `finish` ran whole, or never: reported accordingly
+            worker.submit(abandoned)
+            raise
 
     def _in_job_summarizer(self) -> Summarizer | None:
         """The built-in summarizer this compactor made, if it is still the summarizer and
