@@ -171,7 +171,10 @@ class LedgerfoldSession:
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The context as items: the summary (one `system` item) and the uncovered turns'
-        items as they came; with `limit`, the latest `limit` of them."""
+        items as they came; with `limit` (default: `session_settings`' limit, as the SDK's
+        sessions have it), the latest `limit` of them."""
+        if limit is None:
+            limit = _settings_limit(self.session_settings)
         return await worker_for(self.store).run(self._items, limit)
 
     async def add_items(self, items: list[Any]) -> None:
@@ -315,6 +318,15 @@ class LedgerfoldSession:
 
 #: How many served summary items `call_model_input_filter` recognises (concurrent runs).
 _SERVED_KEPT = 4
+
+
+def _settings_limit(session_settings: Any) -> int | None:
+    """The `limit` of the SDK's `SessionSettings` (or of a mapping of it), if any."""
+    if isinstance(session_settings, Mapping):
+        limit = session_settings.get("limit")
+    else:
+        limit = getattr(session_settings, "limit", None)
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) else None
 
 
 def _digest(content: str) -> bytes:
