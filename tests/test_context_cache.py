@@ -5,6 +5,7 @@ other write method is seen at once. The oracle: the same read without the cache.
 
 from __future__ import annotations
 
+import operator
 import sqlite3
 from pathlib import Path
 
@@ -250,6 +251,80 @@ def test_a_turn_with_the_summarys_id_is_not_appended_to_the_summary(tmp_path: Pa
         assert store.context("a", POLICY.version) == _uncached(store, "a")
 
 
+def test_retracting_the_newest_turns_shortens_the_context_read(tmp_path: Path) -> None:
+    """A session's `pop_item`: the context keeps its item objects, less the retracted end,
+    with a summary and without one; no read of the ledger (its rows) again."""
+    store, _ = _compacted(tmp_path / "s.db")
+    with store:
+        store.append_many("c", _turns("c", 5))  # never compacted: `no-summary`
+        for conversation in ("a", "c"):
+            first = store.context(conversation, POLICY.version)
+            store.retract(conversation, first.items[-1].id)
+            again = store.context(conversation, POLICY.version)
+            assert len(again.items) == len(first.items) - 1
+            assert all(map(operator.is_, again.items, first.items))
+            assert again == _uncached(store, conversation)
+
+
+def test_a_retraction_elsewhere_keeps_the_context_one_here_does_not(tmp_path: Path) -> None:
+    store, _ = _compacted(tmp_path / "s.db")
+    with store:
+        a = store.context("a", POLICY.version)
+        newest_b = store.context("b", POLICY.version).items[-1].id
+        store.retract("b", newest_b)
+        assert store.context("a", POLICY.version) is a
+        # Not the newest turn: the context is read again.
+        store.retract("a", a.items[-2].id)
+        again = store.context("a", POLICY.version)
+        assert again == _uncached(store, "a")
+        assert a.items[-2] not in again.items
+
+
+def test_retracting_a_call_with_its_results_at_the_end_shortens_the_context(
+    tmp_path: Path,
+) -> None:
+    store, _ = _compacted(tmp_path / "s.db")
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    with store:
+        store.append_chat_messages(
+            "a",
+            [
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": "r"},
+            ],
+        )
+        first = store.context("a", POLICY.version)
+        store.retract("a", first.items[-2].id)  # the call: its result goes with it
+        again = store.context("a", POLICY.version)
+        assert again.items == first.items[:-2] == _uncached(store, "a").items
+        assert all(map(operator.is_, again.items, first.items))
+
+
+def test_an_erasure_of_the_newest_turn_leaves_no_context_in_memory(tmp_path: Path) -> None:
+    """An erasure empties the cache (no erased text stays in memory), the other
+    conversation's contexts too."""
+    store, _ = _compacted(tmp_path / "s.db")
+    with store:
+        a = store.context("a", POLICY.version)
+        b = store.context("b", POLICY.version)
+        store.retract("b", b.items[-1].id, erase=True)
+        assert len(store._contexts) == 0
+        assert store.context("a", POLICY.version) == a
+        assert store.context("a", POLICY.version) is not a
+
+
+def test_a_retraction_that_marks_a_summary_stale_is_read_again(tmp_path: Path) -> None:
+    store, _ = _compacted(tmp_path / "s.db")
+    with store:
+        first = store.context("a", POLICY.version)
+        summary = first.summary
+        assert summary is not None
+        store.retract("a", summary.source_ids[-1])
+        again = store.context("a", POLICY.version)
+        assert again.fallback == "stale-summary:source-missing"
+        assert again == _uncached(store, "a")
+
+
 def test_a_failed_write_leaves_what_it_read_right(tmp_path: Path) -> None:
     store, _ = _compacted(tmp_path / "s.db")
     with store:
@@ -267,6 +342,8 @@ _OPS = st.lists(
                 "append",
                 "edit",
                 "retract",
+                "retract-newest",
+                "erase-newest",
                 "compact",
                 "tamper",
                 "other-append",
@@ -301,6 +378,8 @@ def test_every_read_equals_the_uncached_read(tmp_path_factory: object, ops: list
                 store.edit(conversation, live[pick % len(live)].id, body=f"edit {pick}")
             elif op == "retract" and len(live) > 1:
                 store.retract(conversation, live[pick % len(live)].id)
+            elif op in ("retract-newest", "erase-newest") and len(live) > 1:
+                store.retract(conversation, live[-1].id, erase=op == "erase-newest")
             elif op == "compact":
                 compactor.compact(conversation, force=True)
             elif op == "prune":

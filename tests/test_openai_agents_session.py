@@ -84,6 +84,42 @@ def test_pop_item_reads_the_context_not_the_ledger(tmp_path: Path) -> None:
     assert [turn.body for turn in store.inner.load("s").turns][-1] == "a8"
 
 
+def _pop_steps(path: Path, turns: int) -> int:
+    """SQLite's virtual-machine steps (in thousands) of three `pop_item` calls on a ledger of
+    `turns` turns that was never compacted (its context is the whole ledger), after one
+    `get_items`."""
+    store = SQLiteStore(path)
+    policy = CompactionPolicy("v1", keep_tail=2, trigger_tokens=None, min_new_turns=10**6)
+    session = LedgerfoldSession("s", store=store, policy=policy)
+    store.append_many("s", [{"role": "user", "body": f"m{n}"} for n in range(turns)])
+    steps = [0]
+
+    def step() -> int:
+        steps[0] += 1
+        return 0
+
+    async def scenario() -> list[Any]:
+        await session.get_items()
+        store._connection().set_progress_handler(step, 1000)
+        return [await session.pop_item() for _ in range(3)]
+
+    try:
+        popped = asyncio.run(scenario())
+    finally:
+        store.close()
+    assert [item["content"] for item in popped] == [f"m{turns - n}" for n in (1, 2, 3)]
+    return steps[0]
+
+
+def test_pop_item_costs_the_same_on_a_ledger_ten_times_larger(tmp_path: Path) -> None:
+    """The retraction of the newest turn shortens the context the store had read, which
+    the next `pop_item` reads again (`_context_cache`): no pop reads the ledger, also where
+    the context is the whole ledger. Counted in SQLite's steps, not time."""
+    small = _pop_steps(tmp_path / "small.db", 300)
+    large = _pop_steps(tmp_path / "large.db", 3000)
+    assert large <= 1.5 * small + 5, (small, large)
+
+
 def test_runner_with_instructions_sends_one_system_message(tmp_path: Path) -> None:
     model = ScriptedModel()
     instructions = "You book hotels. Be brief."

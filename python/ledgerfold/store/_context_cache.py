@@ -12,10 +12,14 @@ that could alter it (SPEC §8: a summary that no longer matches is never used):
 - `total_changes` of the store's own connection counts every row any statement of it has
   inserted, updated or deleted (also a write through `SQLiteStore._connection()` or one
   rolled back), minus the rows of *scoped* writes: a write transaction that names the one
-  conversation it changes (appends, the compaction loop's planning, a summary's commit,
-  pruning one conversation's versions) drops that conversation's contexts instead, so
-  twenty sessions sharing a store do not invalidate one another on every append or
-  compaction.
+  conversation it changes (appends, a retraction that erases nothing, the compaction
+  loop's planning, a summary's commit, pruning one conversation's versions) drops that
+  conversation's contexts instead, so twenty sessions sharing a store do not invalidate
+  one another on every append, `pop_item` or compaction.
+
+Two scoped writes change a context in a way known without reading it again: an append
+adds raw turns at its end, and the retraction of its newest raw turns (a session's
+`pop_item`) takes them off its end; such contexts are kept, changed accordingly.
 
 Any other write empties the cache (so an erased turn's text does not stay in memory). The
 cache is small, in memory only, and is read and filled under the store's lock.
@@ -26,7 +30,7 @@ from __future__ import annotations
 import sqlite3
 from collections import OrderedDict
 
-from ledgerfold._context import AssembledContext, SummaryItem, TurnItem
+from ledgerfold._context import AssembledContext, ContextItem, SummaryItem, TurnItem
 from ledgerfold.store._call_pairs import calls_in
 
 __all__ = ["ContextCache"]
@@ -37,7 +41,7 @@ Stamp = tuple[int, int]
 class ContextCache:
     """Contexts by conversation and policy version, each with its stamp; at most `size`."""
 
-    __slots__ = ("_appended", "_entries", "_scoped_changes", "_size")
+    __slots__ = ("_appended", "_entries", "_retracted", "_scoped_changes", "_size")
 
     def __init__(self, size: int = 64) -> None:
         self._entries: OrderedDict[tuple[str, str], tuple[Stamp, AssembledContext]] = OrderedDict()
@@ -46,6 +50,9 @@ class ContextCache:
         # Turns a scoped write appended (and marked nothing stale), by conversation: its
         # contexts are extended with them once it has committed, not read again.
         self._appended: dict[str, tuple[TurnItem, ...]] = {}
+        # Turns a scoped write retracted (marking nothing stale), by conversation: contexts
+        # ending with exactly these turns lose them once it has committed.
+        self._retracted: dict[str, frozenset[str]] = {}
 
     def stamp(self, conn: sqlite3.Connection, control_changes: int) -> Stamp:
         """The database's state as far as the contexts are concerned (see the module).
@@ -85,6 +92,16 @@ class ContextCache:
         names by ID, a `duplicate-id` fallback: `_extends`)."""
         self._appended[conversation_id] = self._appended.get(conversation_id, ()) + items
 
+    def retracted(self, conversation_id: str, turn_ids: frozenset[str]) -> None:
+        """Inside a scoped write: it retracts these turns (a turn and the results of its
+        calls) and marks no summary stale. A context whose last items are exactly these
+        turns, raw, after any summary, changes in one way only: they leave its end (SPEC
+        §8: the summary's check does not read turns that are not its sources, and a turn
+        after its slot is not one it kept raw below it, `preserved-missing`). Any other
+        context of the conversation is read again."""
+        before = self._retracted.get(conversation_id, frozenset())
+        self._retracted[conversation_id] = before | turn_ids
+
     def scoped_write(
         self, stamp: Stamp, conversation_id: str, changes: int, *, committed: bool
     ) -> None:
@@ -93,28 +110,33 @@ class ContextCache:
         database's stamp now, after it. A committed append extends the conversation's
         contexts read at this same stamp (nothing else changed since); others are dropped."""
         appended = self._appended.pop(conversation_id, None)
+        retracted = self._retracted.pop(conversation_id, None)
         if not changes:
             return
         self._scoped_changes += changes
         stamp = (stamp[0], stamp[1] - changes)  # the scoped rows are not the stamp's
         for key in [key for key in self._entries if key[0] == conversation_id]:
             entry_stamp, context = self._entries[key]
-            if committed and appended and entry_stamp == stamp and _extends(context, appended):
-                self._entries[key] = (
-                    stamp,
-                    AssembledContext(
-                        context.items + appended,
-                        context.fallback,
-                        context.history_boundary,
-                        context.fallback_id,
-                    ),
-                )
-            else:
+            items: tuple[ContextItem, ...] | None = None
+            if committed and entry_stamp == stamp:
+                if appended and not retracted and _extends(context, appended):
+                    items = context.items + appended
+                elif retracted and not appended:
+                    items = _without_newest(context, retracted)
+            if items is None:
                 del self._entries[key]
+                continue
+            self._entries[key] = (
+                stamp,
+                AssembledContext(
+                    items, context.fallback, context.history_boundary, context.fallback_id
+                ),
+            )
 
     def clear(self) -> None:
         self._entries.clear()
         self._appended.clear()
+        self._retracted.clear()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -148,6 +170,24 @@ def _extends(context: AssembledContext, appended: tuple[TurnItem, ...]) -> bool:
         if item.role == "tool" and isinstance(answered, str) and not _raw_call(context, answered):
             return False
     return True
+
+
+def _without_newest(
+    context: AssembledContext, retracted: frozenset[str]
+) -> tuple[ContextItem, ...] | None:
+    """`context`'s items less `retracted`, when those are exactly its last items, raw turns
+    after any summary (see `ContextCache.retracted`), in a context that uses its summary or
+    has none (`no-summary`); else None (read it again)."""
+    if context.fallback not in (None, "no-summary"):
+        return None
+    items = context.items
+    kept = len(items) - len(retracted)
+    if kept < 0:
+        return None
+    for item in items[kept:]:
+        if not isinstance(item, TurnItem) or item.id not in retracted:
+            return None
+    return items[:kept]
 
 
 def _raw_call(context: AssembledContext, call_id: str) -> bool:

@@ -16,6 +16,7 @@ from ledgerfold._plan import preserve_roles_arg
 from ledgerfold.store import _retention as retention
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store import _turn_changes as turn_changes
+from ledgerfold.store._context_cache import ContextCache
 from ledgerfold.store._database import Database, Transaction, time_ago
 
 __all__ = ["Retention"]
@@ -33,23 +34,31 @@ class Retention:
         db: Database,
         cache: summaries.VersionCache,
         on_event: EventHook | None,
+        contexts: ContextCache,
     ) -> None:
         self._transaction = transaction
         self._db = db
         self._cache = cache
         self._on_event = on_event
+        self._contexts = contexts
 
     def retract(self, conversation_id: str, turn_id: str, *, erase: bool = False) -> None:
         conversation_id = _validate.identifier("conversation_id", conversation_id)
         turn_id = _validate.identifier("turn_id", turn_id)
         _validate.flag("erase", erase)
-        with self._transaction(write=True, operation="retract") as conn:
+        # Without erasure only this conversation's rows change: the other conversations'
+        # cached contexts stay (`_context_cache`). An erasure empties the cache: no erased
+        # text stays in memory.
+        scope = None if erase else conversation_id
+        with self._transaction(write=True, operation="retract", scope=scope) as conn:
             earlier = retention.retracted(conn, conversation_id, turn_id) if erase else None
             answers: list[str] = []
             if earlier is None:
                 sequence, revision, stale, answers = turn_changes.retract_turn(
                     conn, conversation_id, turn_id
                 )
+                if not stale and not erase:
+                    self._contexts.retracted(conversation_id, frozenset((turn_id, *answers)))
             else:  # retracted before: only its body goes, the ledger view is unchanged
                 (sequence, revision), stale = earlier, []
             # Erasing a call erases the results retracted with it (SPEC §17.2's unit): a

@@ -84,7 +84,9 @@ class SQLiteStore:
         self._db = Database(self._path, durability_arg(durability), read_only=read_only)
         self._loop = CompactionLoop(self._transaction, self._cache)
         self._writes = TurnWrites(self._transaction, on_event, self._contexts)
-        self._retention = Retention(self._transaction, self._db, self._cache, on_event)
+        self._retention = Retention(
+            self._transaction, self._db, self._cache, on_event, self._contexts
+        )
         self._versions = SummaryVersions(self._transaction, self._cache, on_event)
         self._reads = LedgerReads(self._transaction)
 
