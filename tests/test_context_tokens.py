@@ -21,7 +21,9 @@ def _item(n: int, text: str) -> TurnItem:
 
 @given(
     steps=st.lists(
-        st.tuples(st.sampled_from(["extend", "fresh", "shorter"]), st.lists(st.text(), max_size=4)),
+        st.tuples(
+            st.sampled_from(["extend", "fresh", "shorter", "pop"]), st.lists(st.text(), max_size=4)
+        ),
         max_size=12,
     )
 )
@@ -38,9 +40,31 @@ def test_the_count_is_always_the_contexts(steps: list[tuple[str, list[str]]]) ->
             items = items + tuple(new)
         elif kind == "fresh":  # equal values, other objects: counted again
             items = tuple(_item(i.sequence, i.text) for i in items) + tuple(new)
+        elif kind == "pop":  # the newest few retracted, then (maybe) an append
+            items = items[: max(len(items) - len(texts) - 1, 0)] + tuple(new[:1])
         else:
             items = items[: len(items) // 2] + tuple(new)
         assert memo.count("c", items, approx_tokens) == context_tokens(items, approx_tokens)
+
+
+def test_a_context_after_a_pop_costs_its_new_items_only() -> None:
+    """`pop_item` retracts the newest turn (the store's context loses its last item), then
+    an append adds others: only those are counted, the popped one's count is taken off."""
+    seen: list[str] = []
+
+    def counter(text: str) -> int:
+        seen.append(text)
+        return len(text)
+
+    memo = ContextTokens()
+    first = tuple(_item(n, "x" * n) for n in range(1, 40))
+    memo.count("c", first, counter)
+    seen.clear()
+    popped = first[:-2]
+    assert memo.count("c", popped, counter) == context_tokens(popped, len)
+    after = (*popped, _item(99, "new"))
+    assert memo.count("c", after, counter) == context_tokens(after, len)
+    assert seen == ["x" * 38, "x" * 39, "new"]  # the popped ones' count, taken off; the new
 
 
 def test_an_extended_context_costs_its_new_items_only() -> None:

@@ -6,7 +6,9 @@ store's context cache (`store/_context_cache.py`) hands back the same item objec
 append, followed by the new turns; `ContextTokens` remembers the last items it counted per
 conversation and, when a context starts with exactly those objects (identity, checked at C
 speed), counts only the rest. Items are immutable, so the same objects have the same count;
-anything else (a compaction, an edit, another process's write) is counted in full.
+and when it starts with all but its last few (a `pop_item` retracted the newest turns),
+the count of those is taken off. Anything else (a compaction, an edit, another process's
+write) is counted in full.
 """
 
 from __future__ import annotations
@@ -40,14 +42,12 @@ class ContextTokens:
         with self._lock:
             last = self._last.get(conversation_id)
         used, counted, tokens = last if last is not None else (counter, (), 0)
-        known = len(counted)
-        if (
-            used is not counter
-            or not known
-            or len(items) < known
-            or not all(map(operator.is_, items[:known], counted))
-        ):
-            known, tokens = 0, 0
+        known = _shared(items, counted) if used is counter else 0
+        if known:
+            # The items counted last time beyond the shared ones left the context (a pop).
+            tokens -= context_tokens(counted[known:], counter)
+        else:
+            tokens = 0
         tokens += context_tokens(items[known:], counter)
         with self._lock:
             self._last[conversation_id] = (counter, items, tokens)
@@ -55,3 +55,18 @@ class ContextTokens:
             while len(self._last) > self._size:
                 self._last.popitem(last=False)
         return tokens
+
+
+#: How many of the items counted last may have left the end of a context that is still
+#: counted from them (`pop_item` retracts the newest turn, then an append follows).
+DROPPED_KEPT = 8
+
+
+def _shared(items: tuple[ContextItem, ...], counted: tuple[ContextItem, ...]) -> int:
+    """How many leading items `items` shares with `counted` (the same objects): all of
+    `counted`, or all but up to `DROPPED_KEPT` of its last; else 0 (counted again)."""
+    known = len(counted)
+    for shared in range(known, max(known - DROPPED_KEPT, 0), -1):
+        if len(items) >= shared and all(map(operator.is_, items[:shared], counted)):
+            return shared
+    return 0
