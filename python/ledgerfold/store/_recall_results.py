@@ -46,13 +46,13 @@ def blank_recall_results(
     the selected turn IDs the placeholder body (results among `spared_pks_sql`, which the
     caller blanks itself, are left alone). Returns how many were blanked."""
     spared = f" AND pk NOT IN ({spared_pks_sql})" if spared_pks_sql is not None else ""
+    # A result edited since it returned the turn still holds the quote in its history.
     rows = conn.execute(
         f"SELECT pk, state, {TURN_COLUMNS} FROM turns WHERE conversation_id = ?"
-        f" AND role = 'tool' AND state IN ({TURN_LIVE}, {TURN_RETRACTED}) AND json_valid(body)"
-        " AND json_type(body, '$.hits') = 'array' AND EXISTS (SELECT 1 FROM"
-        " json_each(turns.body, '$.hits') AS h WHERE json_extract(h.value, '$.turn_id')"
-        f" IN ({erased_ids_sql})){spared}",
-        (conversation_id, *params, *spared_params),
+        f" AND role = 'tool' AND state IN ({TURN_LIVE}, {TURN_RETRACTED})"
+        f" AND ({_names('turns.body', erased_ids_sql)} OR EXISTS (SELECT 1 FROM turn_history"
+        f" AS th WHERE th.turn_pk = turns.pk AND {_names('th.body', erased_ids_sql)})){spared}",
+        (conversation_id, *params, *params, *spared_params),
     ).fetchall()
     blanked: list[str] = []
     live: list[tuple[int, Turn]] = []
@@ -79,6 +79,15 @@ def blank_recall_results(
         if live:
             bump_revision(conn, conversation_id)
     return len(blanked)
+
+
+def _names(body: str, erased_ids_sql: str) -> str:
+    """SQL: whether the JSON `body` is a recall result whose hits name a selected turn."""
+    return (
+        f"(json_valid({body}) AND json_type({body}, '$.hits') = 'array' AND EXISTS (SELECT 1"
+        f" FROM json_each({body}, '$.hits') AS h WHERE json_extract(h.value, '$.turn_id')"
+        f" IN ({erased_ids_sql})))"
+    )
 
 
 def _a_copy(conn: sqlite3.Connection, conversation_id: str, turn: Turn, *, live: bool) -> bool:
