@@ -81,6 +81,15 @@ def test_purging_an_original_erases_an_edited_results_earlier_version(
     assert not file_has(path, word)
 
 
+def test_erasing_an_original_erases_a_result_edited_into_another_role(tmp_path: Path) -> None:
+    word = marker()
+    path = tmp_path / "a.db"
+    with filled(path, word) as store:
+        store.edit(CONVERSATION, "r-r", body="the app replaced this result", role="user")
+        store.retract(CONVERSATION, "secret", erase=True)
+    assert not file_has(path, word)
+
+
 def test_a_result_never_quoting_the_original_keeps_its_history(tmp_path: Path) -> None:
     word = marker()
     path = tmp_path / "a.db"

@@ -46,19 +46,22 @@ def blank_recall_results(
     the selected turn IDs the placeholder body (results among `spared_pks_sql`, which the
     caller blanks itself, are left alone). Returns how many were blanked."""
     spared = f" AND pk NOT IN ({spared_pks_sql})" if spared_pks_sql is not None else ""
-    # A result edited since it returned the turn still holds the quote in its history.
+    # A result edited since it returned the turn (its body, or even its role) still holds
+    # the quote in its history.
     rows = conn.execute(
         f"SELECT pk, state, {TURN_COLUMNS} FROM turns WHERE conversation_id = ?"
-        f" AND role = 'tool' AND state IN ({TURN_LIVE}, {TURN_RETRACTED})"
-        f" AND ({_names('turns.body', erased_ids_sql)} OR EXISTS (SELECT 1 FROM turn_history"
-        f" AS th WHERE th.turn_pk = turns.pk AND {_names('th.body', erased_ids_sql)})){spared}",
+        f" AND state IN ({TURN_LIVE}, {TURN_RETRACTED}) AND ((role = 'tool' AND"
+        f" {_names('turns.body', erased_ids_sql)}) OR EXISTS (SELECT 1 FROM turn_history AS th"
+        f" WHERE th.turn_pk = turns.pk AND th.role = 'tool'"
+        f" AND {_names('th.body', erased_ids_sql)})){spared}",
         (conversation_id, *params, *params, *spared_params),
     ).fetchall()
     blanked: list[str] = []
     live: list[tuple[int, Turn]] = []
     for pk, state, *columns in rows:
         turn = turn_from_row(tuple(columns))
-        if not _a_copy(conn, conversation_id, turn, live=state == TURN_LIVE):
+        as_result = turn if turn.role == "tool" else turn.replace(role="tool")
+        if not _a_copy(conn, conversation_id, as_result, live=state == TURN_LIVE):
             continue  # a tool result that merely looks like one
         new = turn.replace(body=ERASED_RESULT)
         conn.execute("DELETE FROM turn_history WHERE turn_pk = ?", (pk,))
