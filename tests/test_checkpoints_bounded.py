@@ -12,21 +12,11 @@ from pathlib import Path
 
 import ledgerfold as lf
 from ledgerfold import SQLiteStore
-
-CONV = "c"
-PV = "v1"
+from test_checkpoints import CONV, PV, accepted
 
 
 def unique_text(request: lf.SummaryRequest) -> str:
     return f"{request.plan_id}: " + " ".join(item.id for item in request.turns)
-
-
-def accepted(store: SQLiteStore) -> list[lf.SummaryEnvelope]:
-    return [
-        record.envelope
-        for record in store.summary_history(CONV)
-        if record.envelope is not None and record.status in ("current", "superseded", "stale")
-    ]
 
 
 def test_an_edit_every_other_compaction_keeps_pruning_within_the_checkpoint_budget(

@@ -11,9 +11,7 @@ from pathlib import Path
 
 import ledgerfold as lf
 from ledgerfold import SQLiteStore
-
-CONV = "c"
-PV = "v1"
+from test_checkpoints import CONV, PV, accepted, session
 
 
 class Recorder:
@@ -37,22 +35,6 @@ class Recorder:
 def compactor(store: SQLiteStore, recorder: Recorder) -> lf.Compactor:
     policy = lf.CompactionPolicy(PV, keep_tail=2, min_new_turns=4, keep_versions=2)
     return lf.Compactor(store, policy, recorder)
-
-
-def session(store: SQLiteStore, compactor: lf.Compactor, rounds: int) -> None:
-    for round_ in range(rounds):
-        for n in range(4 * round_, 4 * round_ + 4):
-            role = "user" if n % 2 else "assistant"
-            store.append(CONV, role, f"turn {n} says {n * 7}", id=f"t{n}")
-        compactor.compact(CONV)
-
-
-def accepted(store: SQLiteStore) -> list[lf.SummaryEnvelope]:
-    return [
-        record.envelope
-        for record in store.summary_history(CONV)
-        if record.envelope is not None and record.status in ("current", "superseded", "stale")
-    ]
 
 
 def test_an_erasure_of_a_recent_covered_turn_rebuilds_from_the_newest_checkpoint_left(

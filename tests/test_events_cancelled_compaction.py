@@ -58,6 +58,17 @@ async def _cancel_while_held(compactor: lf.Compactor, store: RecordingStore, met
     await compactor.acontext("c")  # a later job of the store's worker: reports have run
 
 
+def _blocker() -> tuple[threading.Event, threading.Event, Any]:
+    """A job that holds the store's worker: `held` once it runs, until `hold` is set."""
+    hold, held = threading.Event(), threading.Event()
+
+    def block() -> None:
+        held.set()
+        hold.wait(NET)
+
+    return hold, held, block
+
+
 def test_cancelled_while_its_plan_is_registered(tmp_path: Path) -> None:
     events: list[lf.Event] = []
     store, compactor = _compactor(tmp_path, events)
@@ -77,11 +88,7 @@ def test_cancelled_while_its_commit_runs_reports_the_commit_only(tmp_path: Path)
 def test_cancelled_while_its_commit_waits_for_the_worker(tmp_path: Path) -> None:
     events: list[lf.Event] = []
     store, compactor = _compactor(tmp_path, events)
-    hold, held = threading.Event(), threading.Event()
-
-    def block() -> None:
-        held.set()
-        hold.wait(NET)
+    hold, held, block = _blocker()
 
     async def holds_the_worker(request: lf.SummaryRequest) -> str:
         worker_for(store).submit(block)  # the commit's job queues behind it
@@ -110,11 +117,7 @@ def test_cancelled_while_its_commit_waits_for_the_worker(tmp_path: Path) -> None
 def test_cancelled_before_its_plan_reports_nothing(tmp_path: Path) -> None:
     events: list[lf.Event] = []
     store, compactor = _compactor(tmp_path, events)
-    hold, held = threading.Event(), threading.Event()
-
-    def block() -> None:
-        held.set()
-        hold.wait(NET)
+    hold, held, block = _blocker()
 
     async def scenario() -> Any:
         blocker = asyncio.ensure_future(worker_for(store).run(block))

@@ -57,27 +57,19 @@ EDITED_BODIES = [
 
 
 @pytest.mark.parametrize("edited", EDITED_BODIES)
-def test_erasing_an_original_erases_an_edited_results_earlier_version(
-    tmp_path: Path, edited: str
+@pytest.mark.parametrize("removal", ["erase", "purge"])
+def test_removing_an_original_erases_an_edited_results_earlier_version(
+    tmp_path: Path, edited: str, removal: str
 ) -> None:
     word = marker()
     path = tmp_path / "a.db"
     with filled(path, word) as store:
         store.edit(CONVERSATION, "r-r", body=edited)
-        store.retract(CONVERSATION, "secret", erase=True)
-    assert not file_has(path, word)
-
-
-@pytest.mark.parametrize("edited", EDITED_BODIES)
-def test_purging_an_original_erases_an_edited_results_earlier_version(
-    tmp_path: Path, edited: str
-) -> None:
-    word = marker()
-    path = tmp_path / "a.db"
-    with filled(path, word) as store:
-        store.edit(CONVERSATION, "r-r", body=edited)
-        secret = store.get_turns(CONVERSATION, ["secret"])[0]
-        store.purge_through(CONVERSATION, secret.sequence, "retention")
+        if removal == "erase":
+            store.retract(CONVERSATION, "secret", erase=True)
+        else:
+            secret = store.get_turns(CONVERSATION, ["secret"])[0]
+            store.purge_through(CONVERSATION, secret.sequence, "retention")
     assert not file_has(path, word)
 
 
