@@ -277,8 +277,8 @@ def plan_view(
     conversation = ledger.load(conn, conversation_id)
     plan = plan_unchecked(conversation, keep_tail, plan_id, preserve_roles)
     stale = pointed is not None and pointed[1] == STALE
-    # No pointer at all (a damaged record pointed at is rebased instead):
-    if stale or summaries.pointed_pk(conn, conversation_id) is None:
+    # Or no pointer at all (a damaged record pointed at is rebased instead):
+    if stale or (pointed is None and summaries.pointed_pk(conn, conversation_id) is None):
         head = None if pointed is None else pointed[0]
         rebuilt = _rebuild(conn, cache, head, conversation, plan, policy_version, revision)
         if rebuilt is not None:
