@@ -72,3 +72,33 @@ def test_every_conversation_a_trouble_card_counts_is_listed_with_why(tmp_path: P
         if any(f">{cid}</a>" in row for cid in lost):
             assert "purged turns the current summary does not cover" in row
     assert f"Needs attention ({len(flagged)})" in page
+
+
+def test_a_current_summary_the_context_cannot_use_needs_attention(tmp_path: Path) -> None:
+    """A context falling back with `preserved-missing` (SPEC §17.3) or `duplicate-id` (§8)
+    is served raw like a stale one: its card is red and its conversation is listed, with
+    why, among those that need attention."""
+    db = tmp_path / "layout.db"
+    assert run("import", str(db), str(DATA / "tau_bench.jsonl")).exit_code == 0
+    with SQLiteStore(db) as store:
+        compactor = Compactor(store, POLICY)
+        missing, clash, fine = store.conversation_ids()[:3]
+        for cid in (missing, clash, fine):
+            assert compactor.compact(cid, force=True).accepted
+        store.retract(missing, store.load(missing).turns[0].id)  # the system prompt
+        current = store.current_summary(clash)
+        assert current is not None
+        store.append(clash, "user", "named like the summary", id=current.id)
+        assert store.context(missing, POLICY.version).fallback == "preserved-missing"
+        assert store.context(clash, POLICY.version).fallback == "duplicate-id"
+    out = tmp_path / "report.html"
+    assert run("report", str(db), "--html", str(out)).exit_code == 0
+    page = out.read_text(encoding="utf-8")
+    attention = _rows(page, "attention")
+    flagged = {row.split("</a>")[0].rsplit(">", 1)[1]: row for row in attention}
+    assert {missing, clash} <= set(flagged)
+    assert fine not in flagged
+    assert "preserved-missing" in flagged[missing]
+    assert "duplicate-id" in flagged[clash]
+    for reason in ("preserved-missing", "duplicate-id"):
+        assert f'<div class="stat bad" data-stat="fallbacks.{reason}"><b>1</b>' in page

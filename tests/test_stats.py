@@ -85,3 +85,36 @@ def test_a_bad_conversation_id_is_invalid_input(bad: object) -> None:
     with lf.SQLiteStore() as store, pytest.raises(lf.InvalidInput) as caught:
         store.stats(bad)  # type: ignore[arg-type]
     assert caught.value.field == "conversation_id"
+
+
+def test_layout_fallbacks_of_a_current_summary_are_counted(tmp_path: Path) -> None:
+    """SPEC §17.3 and §8: a current summary whose protected turn below the slot was retracted
+    (`preserved-missing`) or whose ID a live turn also holds (`duplicate-id`) is not used:
+    the context is raw, so `stats()` counts the conversation under that reason."""
+    path = tmp_path / "layout.db"
+    with lf.SQLiteStore(path) as store:
+        for conversation in ("missing", "clash", "fine"):
+            for i in range(14):
+                store.append(
+                    conversation,
+                    "user",
+                    f"{conversation} turn {i}",
+                    id=f"{i}",
+                    protected=i == 3,
+                    protection_reason="audit-evidence" if i == 3 else None,
+                )
+        compactor = lf.Compactor(store, lf.CompactionPolicy(PV, keep_tail=4, min_new_turns=1))
+        for conversation in ("missing", "clash", "fine"):
+            assert compactor.compact(conversation).accepted
+        store.retract("missing", "3")
+        clash = store.current_summary("clash")
+        assert clash is not None
+        store.append("clash", "user", "a turn named like the summary", id=clash.id)
+    with lf.SQLiteStore(path, read_only=True) as store:
+        for conversation in ("missing", "clash", "fine"):
+            fallback = store.context(conversation, PV).fallback
+            counted = store.stats(conversation).fallbacks
+            assert counted == ({} if fallback is None else {fallback: 1}), conversation
+        stats = store.stats()
+    assert stats.fallbacks == {"duplicate-id": 1, "preserved-missing": 1}
+    assert stats.summaries["current"] == 3

@@ -405,7 +405,13 @@ _STAT_LABELS = {
 
 
 # Cards that name conversations in trouble now (stale and failed records may be history).
-_TROUBLE = ("fallbacks.stale-summary:", "purged_without_summary", "sealed_lost")
+_TROUBLE = (
+    "fallbacks.stale-summary:",
+    "fallbacks.preserved-missing",
+    "fallbacks.duplicate-id",
+    "purged_without_summary",
+    "sealed_lost",
+)
 
 
 def _totals(stats: StoreStats) -> str:

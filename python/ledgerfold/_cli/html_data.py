@@ -35,7 +35,7 @@ from ledgerfold.store._schema import (
     TURN_RETRACTED,
 )
 from ledgerfold.store._sqlite import SQLiteStore
-from ledgerfold.store._stats import StoreStats
+from ledgerfold.store._stats import LAYOUT_FALLBACK_SQL, StoreStats
 
 __all__ = [
     "MAX_MARKS",
@@ -363,6 +363,13 @@ def aggregate(
     return tuple(marks)
 
 
+_LAYOUT_WHY = {
+    "preserved-missing": " (a protected or preserved turn below the summary was retracted;"
+    " the next compaction is due at once)",
+    "duplicate-id": " (a live turn holds the current summary's ID)",
+}
+
+
 def _why(
     fallback: str | None,
     failed: int,
@@ -372,12 +379,17 @@ def _why(
     summarised: bool,
     accepted: bool,
     covers_purged: bool = True,
+    layout: str | None = None,
 ) -> tuple[str, ...]:
-    """Why a conversation needs attention (empty: it does not). Reasons are data: the caller
-    escapes them."""
+    """Why a conversation needs attention (empty: it does not). `fallback` is the stale
+    summary's reason, `layout` the fallback of a current summary the context cannot use
+    (`stats()`'s `preserved-missing`, `duplicate-id`). Reasons are data: the caller escapes
+    them."""
     why = []
     if fallback is not None:
         why.append(f"context falls back to raw turns: stale summary ({fallback or 'no reason'})")
+    elif layout is not None:
+        why.append(f"context falls back to raw turns: {layout}{_LAYOUT_WHY.get(layout, '')}")
     if failed or rejected:
         counts = ", ".join(
             f"{n} {word}" for n, word in ((failed, "failed"), (rejected, "rejected")) if n
@@ -398,11 +410,12 @@ def _why(
 
 def gather_database(path: Path, stats: StoreStats | None = None) -> DatabaseView:
     """Every conversation with its counts — those that need attention first (their context
-    falls back to a stale summary, summaries failed since the last accepted one, purged
-    turns without a current summary or that it does not cover), each with why, then the
-    rest by ID — capped at REPORT_ROWS; and the stale and failed versions (newest first).
-    `stats` are the store's totals (`SQLiteStore.stats()`), shown above. The store keeps no
-    log of revalidation runs, so `revalidation` says "never recorded"."""
+    falls back to a stale summary or cannot use its current one, summaries failed since the
+    last accepted one, purged turns without a current summary or that it does not cover),
+    each with why, then the rest by ID — capped at REPORT_ROWS; and the stale and failed
+    versions (newest first). `stats` are the store's totals (`SQLiteStore.stats()`), shown
+    above. The store keeps no log of revalidation runs, so `revalidation` says "never
+    recorded"."""
     with _read_only(path) as conn:
         counts: dict[str, Counter[str]] = {}
         names = {0: "live", TURN_PURGED: "purged", TURN_RETRACTED: "retracted"}
@@ -436,6 +449,7 @@ def gather_database(path: Path, stats: StoreStats | None = None) -> DatabaseView
             rejected,
             failure,
             covers_purged,
+            layout,
         ) in conn.execute(
             "SELECT c.id, c.revision, s.id, s.source_count,"
             " (SELECT n.status || '|' || COALESCE(n.reason, '') FROM summaries n"
@@ -453,7 +467,8 @@ def gather_database(path: Path, stats: StoreStats | None = None) -> DatabaseView
             " CASE WHEN EXISTS (SELECT 1 FROM history_boundaries b WHERE b.conversation_id = c.id)"
             "  THEN EXISTS (SELECT 1 FROM summary_sources ss JOIN turns t"
             "   ON t.conversation_id = c.id AND t.id = ss.turn_id"
-            f"   WHERE ss.summary_pk = c.current_summary AND t.state = {TURN_PURGED}) END"
+            f"   WHERE ss.summary_pk = c.current_summary AND t.state = {TURN_PURGED}) END,"
+            f" {LAYOUT_FALLBACK_SQL}"
             " FROM conversations c LEFT JOIN summaries s ON s.pk = c.current_summary"
             " LEFT JOIN (SELECT conversation_id, max(pk) AS pk FROM summaries"
             f"   WHERE status IN {ACCEPTED} GROUP BY 1) a"
@@ -472,6 +487,7 @@ def gather_database(path: Path, stats: StoreStats | None = None) -> DatabaseView
                 status == "current",
                 accepted is not None,
                 bool(covers_purged),
+                layout if status == CURRENT else None,
             )
             (attention if why else rest).append(
                 ConversationRow(

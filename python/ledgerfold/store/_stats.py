@@ -17,9 +17,26 @@ from ledgerfold.store._schema import (
     TURN_RETRACTED,
 )
 
-__all__ = ["StoreStats", "read_stats"]
+__all__ = ["LAYOUT_FALLBACK_SQL", "StoreStats", "read_stats"]
 
 _STATUSES = SUMMARY_STATUSES
+
+#: SQL for the fallback of the context of conversation `c` (a row of `conversations`) laid
+#: out with its current summary, or NULL when the summary is used — the checks `context()`
+#: makes on a current summary of its own policy version, in its order: a live turn holding
+#: the summary's ID (`duplicate-id`, SPEC §8), then a turn kept raw below the slot because
+#: it was protected or of a role the plan preserved, since retracted (`preserved-missing`,
+#: §17.3). Indexed lookups of the one pointed summary: no walk of the turns.
+LAYOUT_FALLBACK_SQL = (
+    "(SELECT CASE"
+    " WHEN EXISTS (SELECT 1 FROM turns d WHERE d.conversation_id = c.id AND d.id = p.id"
+    f"  AND d.state = {TURN_LIVE}) THEN 'duplicate-id'"
+    " WHEN EXISTS (SELECT 1 FROM summary_kept k JOIN turns t ON t.pk = k.turn_pk"
+    f"  WHERE k.summary_pk = p.pk AND t.state = {TURN_RETRACTED} AND (t.protected"
+    "  OR t.role IN (SELECT value FROM json_each(COALESCE((SELECT l.preserve_roles"
+    "  FROM plans l WHERE l.id = p.plan_id), '[]'))))) THEN 'preserved-missing' END"
+    " FROM summaries p WHERE p.pk = c.current_summary)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,11 +47,13 @@ class StoreStats:
     - `turns` / `turns_retracted` / `turns_purged`: live, retracted and purged turn rows;
     - `summaries`: summary records by status (`current`, `superseded`, `stale`, `failed`,
       `rejected`; pruned records are gone and not counted);
-    - `fallbacks`: conversations whose context is served from raw turns, by reason:
-      `no-summary` (never compacted) or `stale-summary:<reason>` (its newest summary went
-      stale). A layout fallback that depends on the caller (a policy version) or on a turn
-      read at `context()` time (`preserved-missing`, `duplicate-id`) is reported by the
-      `context.fallback` event instead;
+    - `fallbacks`: conversations whose context (for the current summary's own policy
+      version) is served from raw turns, by reason: `no-summary` (never compacted),
+      `stale-summary:<reason>` (its newest summary went stale), `preserved-missing` (a
+      protected or preserved turn below the summary was retracted, SPEC §17.3) or
+      `duplicate-id` (a live turn holds the summary's ID, §8). A context read for another
+      policy version falls back too (`stale-summary:policy-mismatch`); that depends on
+      the caller and is reported by the `context.fallback` event;
     - `purged_without_summary`: conversations with purged turns and no current summary
       (what was purged is summarised nowhere the model can see);
     - `sealed_lost`: conversations with purged turns whose current summary covers none of
@@ -99,16 +118,19 @@ def read_stats(conn: sqlite3.Connection, conversation_id: str | None) -> StoreSt
         " CASE WHEN EXISTS (SELECT 1 FROM history_boundaries b WHERE b.conversation_id = c.id)"
         "  THEN EXISTS (SELECT 1 FROM summary_sources ss JOIN turns t"
         "   ON t.conversation_id = c.id AND t.id = ss.turn_id"
-        f"   WHERE ss.summary_pk = c.current_summary AND t.state = {TURN_PURGED}) END"
+        f"   WHERE ss.summary_pk = c.current_summary AND t.state = {TURN_PURGED}) END,"
+        f" {LAYOUT_FALLBACK_SQL}"
         f" FROM conversations c {conversation_where}",
         params,
     )
     sealed_lost = 0
-    for _, newest, purged, sealed in rows:
+    for _, newest, purged, sealed, layout in rows:
         conversations += 1
         status, _, reason = (newest or "").partition("|")
         if status == CURRENT:
             sealed_lost += bool(purged) and not sealed
+            if layout is not None:
+                fallbacks[str(layout)] += 1
             continue
         fallbacks["no-summary" if status != STALE else f"stale-summary:{reason}"] += 1
         purged_without_summary += bool(purged)
