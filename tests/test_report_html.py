@@ -303,3 +303,24 @@ def test_a_hash_collision_still_gives_distinct_names(monkeypatch: pytest.MonkeyP
     )
     names = page_names(["a", "b", "c"])
     assert len(set(names.values())) == 3
+
+
+def test_a_row_names_only_a_current_summary_as_current(
+    report: tuple[Path, Path, dict[str, set[str]]],
+) -> None:
+    """The "current summary" and "covered" cells say what `current_summary()` says: a stale
+    summary is not current (its turns are served raw), so it is not named there."""
+    db, out, kinds = report
+    text = out.read_text(encoding="utf-8")
+    rows = re.findall(r"<tr><td class=mono><a [^>]*>(.*?)</a></td>(.*?)</tr>", text)
+    seen = set()
+    with SQLiteStore(db, read_only=True) as store:
+        for shown_id, cells in rows:
+            cid = next(c for c in store.conversation_ids() if html._e(c) == shown_id)
+            current = store.current_summary(cid)
+            (named,) = re.findall(r"<td class=mono>([^<]*)</td>", cells)
+            (covered,) = re.findall(r'<td>(\d+)</td><td><div class="bar">', cells)
+            assert named == (html._e(current.id) if current else "—"), cid
+            assert int(covered) == (len(current.source_ids) if current else 0), cid
+            seen.add(cid)
+    assert kinds["stale"] <= seen

@@ -469,7 +469,9 @@ def gather_database(path: Path, stats: StoreStats | None = None) -> DatabaseView
             "   ON t.conversation_id = c.id AND t.id = ss.turn_id"
             f"   WHERE ss.summary_pk = c.current_summary AND t.state = {TURN_PURGED}) END,"
             f" {LAYOUT_FALLBACK_SQL}"
+            # The pointer stays on a summary gone stale: only a current one is named.
             " FROM conversations c LEFT JOIN summaries s ON s.pk = c.current_summary"
+            f"   AND s.status = '{CURRENT}'"
             " LEFT JOIN (SELECT conversation_id, max(pk) AS pk FROM summaries"
             f"   WHERE status IN {ACCEPTED} GROUP BY 1) a"
             "   ON a.conversation_id = c.id"
