@@ -72,3 +72,26 @@ def test_another_file_beside_it_is_written(tmp_path: Path) -> None:
     for argv in _commands(db, tmp_path / "agent.db.html"):
         assert run(*argv).exit_code == 0
     assert (tmp_path / "agent.db.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_a_report_run_again_leaves_no_page_of_a_deleted_conversation(tmp_path: Path) -> None:
+    """The pages folder holds the pages of this run only: the page of a conversation erased
+    since the last run (its bodies and summary text) does not stay beside the report. A
+    file of the reader's own there is left alone."""
+    db = tmp_path / "agents.db"
+    with SQLiteStore(db) as store:
+        for cid in ("kept", "erased"):
+            store.append_many(
+                cid, [{"role": "user", "body": f"{cid} secret {n}"} for n in range(4)]
+            )
+    out = tmp_path / "r.html"
+    assert run("report", str(db), "--html", str(out)).exit_code == 0
+    pages = tmp_path / "r.pages"
+    (pages / "notes.html").write_text("mine")
+    assert len(list(pages.iterdir())) == 3
+    with SQLiteStore(db) as store:
+        store.delete_conversation("erased")
+    assert run("report", str(db), "--html", str(out)).exit_code == 0
+    left = sorted(p.name for p in pages.iterdir())
+    assert len(left) == 2 and "notes.html" in left
+    assert not any("erased secret" in p.read_text(encoding="utf-8") for p in pages.iterdir())

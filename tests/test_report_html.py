@@ -290,6 +290,7 @@ def test_page_names_are_safe_and_unique(ids: list[str]) -> None:
     assert set(names) == set(ids)
     assert len({name.lower() for name in names.values()}) == len(ids)
     assert all(NAME.match(name) and len(name) <= 62 for name in names.values())
+    assert all(_page_names.PAGE_NAME.fullmatch(name) for name in names.values())
     assert page_names(ids) == names  # stable: the same ID gets the same name
 
 

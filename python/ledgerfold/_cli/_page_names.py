@@ -8,11 +8,14 @@ import re
 from collections.abc import Iterable
 from hashlib import blake2b
 
-__all__ = ["page_names"]
+__all__ = ["PAGE_NAME", "page_names"]
 
 #: Characters of the ID kept in a name (the hash makes it unique, the slug readable).
 SLUG_CHARS = 40
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+#: Every name `page_names` gives, and no other (the report removes such pages it did not
+#: write: a conversation deleted since the last run leaves no page behind).
+PAGE_NAME = re.compile(r"[a-z0-9_-]{1,40}-[0-9a-f]{16}\.html")
 
 
 def _name(conversation_id: str, salt: int) -> str:

@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 import click
 
-from ledgerfold._cli._page_names import page_names
+from ledgerfold._cli._page_names import PAGE_NAME, page_names
 from ledgerfold._cli.html import render_conversation, render_database
 from ledgerfold._cli.html_data import gather_conversation, gather_database
 from ledgerfold._cli.main import UserError, check_db_path, cli, open_store
@@ -61,6 +61,15 @@ def pages_dir(out: Path) -> Path:
     return folder if folder != out else out.with_name(out.name + ".pages")
 
 
+def _remove_old_pages(folder: Path, written: set[str]) -> None:
+    """Remove the inspector pages of an earlier run that this one did not write (a
+    conversation deleted or no longer listed since): a page holds bodies and summary text,
+    which must not outlive their erasure. Only names `page_names` gives are touched."""
+    for page in folder.iterdir():
+        if page.name not in written and PAGE_NAME.fullmatch(page.name) and page.is_file():
+            page.unlink()
+
+
 @cli.command("report")
 @click.argument("db")
 @click.option(
@@ -90,6 +99,7 @@ def report_command(db: str, html_out: str) -> None:
             name = names[row.conversation_id]
             (folder / name).write_text(page, encoding="utf-8")
             links[row.conversation_id] = f"{quote(folder.name)}/{quote(name)}"
+        _remove_old_pages(folder, {names[c] for c in links})
     report = render_database(view, links)
     out.write_text(report, encoding="utf-8")
     stdout_console().print(
