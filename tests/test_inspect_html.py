@@ -12,7 +12,7 @@ import pytest
 
 from cli_support import run
 from html_ledgers import CONVERSATION, POLICY, SCRIPT, build_purged_db, build_states_db
-from ledgerfold import SQLiteStore
+from ledgerfold import CompactionPolicy, Compactor, SQLiteStore
 from ledgerfold._cli.html_data import MAX_MARKS, aggregate
 
 
@@ -251,3 +251,21 @@ def test_html_errors_are_one_line(tmp_path: Path) -> None:
     result = run("report", str(tmp_path / "missing.db"), "--html", str(tmp_path / "r.html"))
     assert result.exit_code == 2 and "no such database" in result.stderr
     assert SCRIPT not in result.stderr
+
+
+def test_a_stale_summary_page_gives_the_reason_it_went_stale(tmp_path: Path) -> None:
+    """With no current summary, the page assembles the context for the policy version of
+    the newest summary (not "v1"), so the fallback it shows is the one `stats()` and the
+    report give (`source-modified`), not `policy-mismatch`."""
+    db = tmp_path / "stale.db"
+    with SQLiteStore(db) as store:
+        store.append_many(
+            "c", [{"id": f"t{k}", "role": "user", "body": f"b{k}"} for k in range(10)]
+        )
+        compactor = Compactor(store, CompactionPolicy("prod-7", keep_tail=2, min_new_turns=1))
+        assert compactor.compact("c").accepted
+        store.edit("c", "t1", body="corrected")
+        assert store.stats("c").fallbacks == {"stale-summary:source-modified": 1}
+    page = inspect_page(db, "c", tmp_path)
+    assert "Fallback: stale-summary:source-modified" in page
+    assert "policy-mismatch" not in page

@@ -177,12 +177,19 @@ def gather_conversation(
     store: SQLiteStore, path: Path, conversation_id: str, policy_version: str | None = None
 ) -> ConversationView:
     """Everything the conversation page shows. The context is assembled for
-    `policy_version`, by default the current summary's own (so a summary in use shows)."""
+    `policy_version`, by default the current summary's own (so a summary in use shows), or
+    the newest summary's when none is current (so a stale one gives why it went stale, as
+    `stats()` does, not `policy-mismatch`)."""
     conversation = store.load(conversation_id)
     current = store.current_summary(conversation_id)
     boundary = store.history_boundary(conversation_id)
     history = store.summary_history(conversation_id)
-    policy = policy_version or (current.policy_version if current is not None else "v1")
+    newest = next(
+        (r.envelope for r in reversed(history) if r.envelope and r.status in (CURRENT, STALE)),
+        None,
+    )
+    default = current or newest
+    policy = policy_version or (default.policy_version if default is not None else "v1")
     context = store.context(conversation_id, policy)
     with _read_only(path) as conn:
         gone = conn.execute(
