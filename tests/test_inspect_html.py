@@ -269,3 +269,22 @@ def test_a_stale_summary_page_gives_the_reason_it_went_stale(tmp_path: Path) -> 
     page = inspect_page(db, "c", tmp_path)
     assert "Fallback: stale-summary:source-modified" in page
     assert "policy-mismatch" not in page
+
+
+def test_a_current_summary_the_context_cannot_use_is_not_counted_as_compacted(
+    tmp_path: Path,
+) -> None:
+    """`preserved-missing` (SPEC §17.3): the context sends every live turn raw, so the page's
+    "raw in context" card counts them all, as its context section shows."""
+    db = tmp_path / "missing.db"
+    with SQLiteStore(db) as store:
+        store.append("c", "system", "prompt", id="sys")
+        turns = [{"id": f"t{k}", "role": "user", "body": f"b{k}"} for k in range(8)]
+        store.append_many("c", turns)
+        compactor = Compactor(store, CompactionPolicy("v1", keep_tail=2, min_new_turns=1))
+        assert compactor.compact("c").accepted
+        store.retract("c", "sys")
+        assert store.context("c", "v1").fallback == "preserved-missing"
+    page = inspect_page(db, "c", tmp_path)
+    assert "Fallback: preserved-missing" in page
+    assert '<div class="stat"><b>8</b>raw in context</div>' in page

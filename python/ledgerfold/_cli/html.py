@@ -327,14 +327,14 @@ def render_conversation(view: ConversationView, back: str | None = None) -> str:
     """The inspector page of one conversation; `back` is the (URL-quoted) address of the
     report that links to it, if any."""
     counts = view.counts
+    raw_states = ["raw", "protected", "preserved"] + (["compacted"] if view.fallback else [])
     stats = [
         ("turns", view.total),
         ("revision", view.revision),
         ("compacted", counts.get("compacted", 0)),
-        (
-            "raw in context",
-            counts.get("raw", 0) + counts.get("protected", 0) + counts.get("preserved", 0),
-        ),
+        # A current summary the context cannot use (`preserved-missing`, `duplicate-id`):
+        # its sources are sent raw too.
+        ("raw in context", sum(counts.get(s, 0) for s in raw_states)),
         ("versions", len(view.versions)),
         ("context messages", view.message_count),
     ]
