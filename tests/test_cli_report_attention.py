@@ -6,10 +6,15 @@ so that the purged turns' summary is lost (SPEC §17.5)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from cli_support import run
 from ledgerfold import CompactionPolicy, Compactor, Event, SQLiteStore
+from ledgerfold._cli import commands_html, html_data
 
 DATA = Path(__file__).resolve().parent / "data" / "transcripts"
 POLICY = CompactionPolicy("attention-v1", keep_tail=4, min_new_turns=1)
@@ -102,3 +107,33 @@ def test_a_current_summary_the_context_cannot_use_needs_attention(tmp_path: Path
     assert "duplicate-id" in flagged[clash]
     for reason in ("preserved-missing", "duplicate-id"):
         assert f'<div class="stat bad" data-stat="fallbacks.{reason}"><b>1</b>' in page
+
+
+def test_totals_and_rows_are_one_snapshot_when_a_writer_commits_between(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A report of a live database: an edit committed while the report is being read (here,
+    just before the rows are read) shows in both the totals and the rows or in neither, so
+    the red card's count is the number of conversations listed under it."""
+    db = tmp_path / "live.db"
+    assert run("import", str(db), str(DATA / "tau_bench.jsonl")).exit_code == 0
+    with SQLiteStore(db) as store:
+        cid = store.conversation_ids()[0]
+        assert Compactor(store, POLICY).compact(cid, force=True).accepted
+    real = html_data.gather_database
+
+    def writer_commits_first(*args: Any, **kwargs: Any) -> Any:
+        with SQLiteStore(db) as store:
+            current = store.current_summary(cid)
+            assert current is not None
+            store.edit(cid, current.source_ids[-1], body="corrected")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(commands_html, "gather_database", writer_commits_first)
+    out = tmp_path / "report.html"
+    assert run("report", str(db), "--html", str(out)).exit_code == 0
+    page = out.read_text(encoding="utf-8")
+    stale = re.search(r'data-stat="fallbacks.stale-summary:source-modified"><b>(\d+)</b>', page)
+    assert stale is not None and int(stale.group(1)) == 1
+    assert len(_rows(page, "attention")) == 1
+    assert 'data-stat="summaries.current"><b>0</b>' in page

@@ -83,8 +83,7 @@ def report_command(db: str, html_out: str) -> None:
     if folder.exists() and not folder.is_dir():
         raise UserError(f"{folder}: exists and is not a directory (the inspector pages go there)")
     with open_store(db, read_only=True) as store:
-        stats = store.stats()
-        view = gather_database(check_db_path(db), stats)
+        view = gather_database(check_db_path(db))
         names = page_names(row.conversation_id for row in view.conversations)
         folder.mkdir(exist_ok=True)
         back = f"../{quote(out.name)}"

@@ -35,7 +35,7 @@ from ledgerfold.store._schema import (
     TURN_RETRACTED,
 )
 from ledgerfold.store._sqlite import SQLiteStore
-from ledgerfold.store._stats import LAYOUT_FALLBACK_SQL, StoreStats
+from ledgerfold.store._stats import LAYOUT_FALLBACK_SQL, StoreStats, read_stats
 
 __all__ = [
     "MAX_MARKS",
@@ -415,15 +415,17 @@ def _why(
     return tuple(why)
 
 
-def gather_database(path: Path, stats: StoreStats | None = None) -> DatabaseView:
+def gather_database(path: Path) -> DatabaseView:
     """Every conversation with its counts — those that need attention first (their context
     falls back to a stale summary or cannot use its current one, summaries failed since the
     last accepted one, purged turns without a current summary or that it does not cover),
     each with why, then the rest by ID — capped at REPORT_ROWS; and the stale and failed
-    versions (newest first). `stats` are the store's totals (`SQLiteStore.stats()`), shown
-    above. The store keeps no log of revalidation runs, so `revalidation` says "never
-    recorded"."""
+    versions (newest first); and the store's totals (`SQLiteStore.stats()`), shown above —
+    all read in one read transaction, so a writer's commit shows in all of them or in none.
+    The store keeps no log of revalidation runs, so `revalidation` says "never recorded"."""
     with _read_only(path) as conn:
+        conn.execute("BEGIN")  # one snapshot for every read below
+        stats = read_stats(conn, None)
         counts: dict[str, Counter[str]] = {}
         names = {0: "live", TURN_PURGED: "purged", TURN_RETRACTED: "retracted"}
         for cid, state, number in conn.execute(
