@@ -137,3 +137,20 @@ def test_totals_and_rows_are_one_snapshot_when_a_writer_commits_between(
     assert stale is not None and int(stale.group(1)) == 1
     assert len(_rows(page, "attention")) == 1
     assert 'data-stat="summaries.current"><b>0</b>' in page
+
+
+def test_a_purge_that_purged_nothing_needs_no_attention(tmp_path: Path) -> None:
+    db = tmp_path / "kept.db"
+    assert run("import", str(db), str(DATA / "tau_bench.jsonl")).exit_code == 0
+    with SQLiteStore(db) as store:
+        plain, compacted = store.conversation_ids()[:2]
+        assert Compactor(store, POLICY).compact(compacted, force=True).accepted
+        for cid in (plain, compacted):
+            first = store.load(cid).turns[0]
+            assert first.role == "system"  # kept by the purge: nothing is purged
+            store.purge_through(cid, first.sequence, "retention")
+        assert store.stats().turns_purged == 0
+    out = tmp_path / "report.html"
+    assert run("report", str(db), "--html", str(out)).exit_code == 0
+    page = out.read_text(encoding="utf-8")
+    assert _rows(page, "attention") == []

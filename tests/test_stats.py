@@ -118,3 +118,24 @@ def test_layout_fallbacks_of_a_current_summary_are_counted(tmp_path: Path) -> No
         stats = store.stats()
     assert stats.fallbacks == {"duplicate-id": 1, "preserved-missing": 1}
     assert stats.summaries["current"] == 3
+
+
+def test_a_purge_that_purged_nothing_is_no_purge(tmp_path: Path) -> None:
+    """A purge through the system prompt alone (kept: `keep_roles`) records a boundary but
+    purges no turn: `purged_without_summary` and `sealed_lost` count conversations with
+    purged turns, so neither counts it."""
+    path = tmp_path / "kept.db"
+    with lf.SQLiteStore(path) as store:
+        for conversation in ("plain", "compacted"):
+            store.append(conversation, "system", "prompt", id="sys")
+            for i in range(10):
+                store.append(conversation, "user", f"{conversation} turn {i}", id=f"{i}")
+        compactor = lf.Compactor(store, lf.CompactionPolicy(PV, keep_tail=4, min_new_turns=1))
+        assert compactor.compact("compacted").accepted
+        for conversation in ("plain", "compacted"):
+            store.purge_through(conversation, 1, "retention")
+            assert store.history_boundary(conversation) is not None
+    with lf.SQLiteStore(path, read_only=True) as store:
+        stats = store.stats()
+    assert stats.turns_purged == 0
+    assert (stats.purged_without_summary, stats.sealed_lost) == (0, 0)

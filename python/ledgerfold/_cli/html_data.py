@@ -35,7 +35,7 @@ from ledgerfold.store._schema import (
     TURN_RETRACTED,
 )
 from ledgerfold.store._sqlite import SQLiteStore
-from ledgerfold.store._stats import LAYOUT_FALLBACK_SQL, StoreStats, read_stats
+from ledgerfold.store._stats import LAYOUT_FALLBACK_SQL, PURGED_SQL, StoreStats, read_stats
 
 __all__ = [
     "MAX_MARKS",
@@ -459,6 +459,7 @@ def gather_database(path: Path) -> DatabaseView:
             failure,
             covers_purged,
             layout,
+            purged,
         ) in conn.execute(
             "SELECT c.id, c.revision, s.id, s.source_count,"
             " (SELECT n.status || '|' || COALESCE(n.reason, '') FROM summaries n"
@@ -477,7 +478,7 @@ def gather_database(path: Path) -> DatabaseView:
             "  THEN EXISTS (SELECT 1 FROM summary_sources ss JOIN turns t"
             "   ON t.conversation_id = c.id AND t.id = ss.turn_id"
             f"   WHERE ss.summary_pk = c.current_summary AND t.state = {TURN_PURGED}) END,"
-            f" {LAYOUT_FALLBACK_SQL}"
+            f" {LAYOUT_FALLBACK_SQL}, {PURGED_SQL}"
             # The pointer stays on a summary gone stale: only a current one is named.
             " FROM conversations c LEFT JOIN summaries s ON s.pk = c.current_summary"
             f"   AND s.status = '{CURRENT}'"
@@ -494,7 +495,7 @@ def gather_database(path: Path) -> DatabaseView:
                 failed,
                 rejected,
                 failure,
-                cid in boundaries,
+                bool(purged),
                 status == "current",
                 accepted is not None,
                 bool(covers_purged),

@@ -17,9 +17,18 @@ from ledgerfold.store._schema import (
     TURN_RETRACTED,
 )
 
-__all__ = ["LAYOUT_FALLBACK_SQL", "StoreStats", "read_stats"]
+__all__ = ["LAYOUT_FALLBACK_SQL", "PURGED_SQL", "StoreStats", "read_stats"]
 
 _STATUSES = SUMMARY_STATUSES
+
+#: SQL: whether conversation `c` has a purged turn. A boundary alone is not one: a purge
+#: that kept every turn through it (a system prompt, a unit it would split) purged nothing.
+#: Purged turns lie at or below the boundary: a range of the (conversation, sequence) index.
+PURGED_SQL = (
+    "EXISTS (SELECT 1 FROM turns u WHERE u.conversation_id = c.id"
+    " AND u.sequence <= (SELECT max(b.through_sequence) FROM history_boundaries b"
+    f" WHERE b.conversation_id = c.id) AND u.state = {TURN_PURGED})"
+)
 
 #: SQL for the fallback of the context of conversation `c` (a row of `conversations`) laid
 #: out with its current summary, or NULL when the summary is used — the checks `context()`
@@ -54,7 +63,8 @@ class StoreStats:
       `duplicate-id` (a live turn holds the summary's ID, §8). A context read for another
       policy version falls back too (`stale-summary:policy-mismatch`); that depends on
       the caller and is reported by the `context.fallback` event;
-    - `purged_without_summary`: conversations with purged turns and no current summary
+    - `purged_without_summary`: conversations with purged turns (a boundary through which
+      no turn was purged is not counted) and no current summary
       (what was purged is summarised nowhere the model can see);
     - `sealed_lost`: conversations with purged turns whose current summary covers none of
       them: it was rebuilt from the live turns after an edit, with no sealed checkpoint
@@ -113,7 +123,7 @@ def read_stats(conn: sqlite3.Connection, conversation_id: str | None) -> StoreSt
         " (SELECT s.status || '|' || COALESCE(s.reason, '') FROM summaries s"
         f"   WHERE s.conversation_id = c.id AND s.status IN ('{CURRENT}', '{STALE}')"
         "   ORDER BY s.pk DESC LIMIT 1),"
-        " EXISTS (SELECT 1 FROM history_boundaries b WHERE b.conversation_id = c.id),"
+        f" {PURGED_SQL},"
         # The current summary cites a purged turn (sealed): read only where turns were purged.
         " CASE WHEN EXISTS (SELECT 1 FROM history_boundaries b WHERE b.conversation_id = c.id)"
         "  THEN EXISTS (SELECT 1 FROM summary_sources ss JOIN turns t"
