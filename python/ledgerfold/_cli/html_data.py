@@ -371,8 +371,7 @@ def aggregate(
 
 
 _LAYOUT_WHY = {
-    "preserved-missing": " (a protected or preserved turn below the summary was retracted;"
-    " the next compaction is due at once)",
+    "preserved-missing": " (a protected or preserved turn below the summary was retracted)",
     "duplicate-id": " (a live turn holds the current summary's ID)",
 }
 
