@@ -68,6 +68,7 @@ def _state(directory: Path) -> dict[str, tuple[str, int, int]]:
 def _commands(db: Path, out: Path) -> dict[str, list[str]]:
     return {
         "report --html": ["report", str(db), "--html", str(out / "report.html")],
+        "report --json": ["report", str(db), "--json"],
         "inspect --html": ["inspect", str(db), CONVERSATION, "--html", str(out / "i.html")],
         "purge --dry-run": [
             "purge",
@@ -92,6 +93,7 @@ def _commands(db: Path, out: Path) -> dict[str, list[str]]:
     "command",
     [
         "report --html",
+        "report --json",
         "inspect --html",
         "purge --dry-run",
         "compact --dry-run",
@@ -114,6 +116,8 @@ def test_a_read_only_command_changes_no_file(tmp_path: Path, mode: str, command:
         # Its files go beside OUT.html only: the report and a folder of inspector pages.
         assert sorted(os.listdir(out)) == ["report.html", "report.pages"]
         assert len(os.listdir(out / "report.pages")) == 1
+    if command == "report --json":
+        assert os.listdir(out) == []  # no page: it prints
     if command == "context":
         # The hot WAL is read: the turn written just before the crash is in the context.
         assert ("written just before the crash" in result.stdout) == (mode == "hot")

@@ -11,9 +11,9 @@ import click
 
 from ledgerfold._cli._page_names import PAGE_NAME, page_names
 from ledgerfold._cli.html import render_conversation, render_database
-from ledgerfold._cli.html_data import gather_conversation, gather_database
+from ledgerfold._cli.html_data import ConversationRow, gather_conversation, gather_database
 from ledgerfold._cli.main import UserError, check_db_path, cli, open_store
-from ledgerfold._cli.render import esc, stdout_console
+from ledgerfold._cli.render import echo_json, esc, stdout_console
 from ledgerfold.store._sqlite import SQLiteStore
 
 __all__ = ["pages_dir", "report_command", "write_inspect_html"]
@@ -72,36 +72,81 @@ def _remove_old_pages(folder: Path, written: set[str]) -> None:
 
 @cli.command("report")
 @click.argument("db")
+@click.option("--html", "html_out", metavar="OUT.html", help="Write the report here.")
 @click.option(
-    "--html", "html_out", required=True, metavar="OUT.html", help="Write the report here."
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the totals and the conversations that need attention as JSON.",
 )
-def report_command(db: str, html_out: str) -> None:
-    """Write an HTML report of DB: the store's totals, the conversations that need attention
-    (stale, failed, purged without a summary) first, each linked to its inspector page."""
-    out = _check_out(html_out, db)
-    folder = pages_dir(out)
-    if folder.exists() and not folder.is_dir():
-        raise UserError(f"{folder}: exists and is not a directory (the inspector pages go there)")
+def report_command(db: str, html_out: str | None, as_json: bool) -> None:
+    """Report on DB: the store's totals, the conversations that need attention (stale,
+    failed, purged without a summary) first, each with why. --html writes the page, each
+    conversation linked to its inspector page; --json prints the totals and those
+    conversations (alone, it writes no file)."""
+    if html_out is None and not as_json:
+        raise UserError("report: give --html OUT.html (the page), --json (the counts), or both")
+    out = folder = None
+    if html_out is not None:
+        out = _check_out(html_out, db)
+        folder = pages_dir(out)
+        if folder.exists() and not folder.is_dir():
+            raise UserError(
+                f"{folder}: exists and is not a directory (the inspector pages go there)"
+            )
+    links: dict[str, str] = {}
     with open_store(db, read_only=True) as store:
         view = gather_database(check_db_path(db))
-        names = page_names(row.conversation_id for row in view.conversations)
-        folder.mkdir(exist_ok=True)
-        back = f"../{quote(out.name)}"
-        known = set(store.conversation_ids())
-        links = {}
-        for row in view.conversations:
-            if row.conversation_id not in known:  # deleted since: no page, no link
-                continue
-            page = render_conversation(
-                gather_conversation(store, Path(db), row.conversation_id), back
-            )
-            name = names[row.conversation_id]
-            (folder / name).write_text(page, encoding="utf-8")
-            links[row.conversation_id] = f"{quote(folder.name)}/{quote(name)}"
-        _remove_old_pages(folder, {names[c] for c in links})
-    report = render_database(view, links)
-    out.write_text(report, encoding="utf-8")
-    stdout_console().print(
-        f"wrote {esc(html_out)} ({len(report.encode('utf-8')):,} bytes) and {len(links):,}"
-        f" inspector pages in {esc(str(folder))}"
-    )
+        if out is not None and folder is not None:
+            links = _write_pages(store, db, view.conversations, out, folder)
+    size = 0
+    if out is not None:
+        report = render_database(view, links)
+        out.write_text(report, encoding="utf-8")
+        size = len(report.encode("utf-8"))
+    if as_json:
+        echo_json(
+            {
+                "database": db,
+                "stats": view.stats.as_dict() if view.stats is not None else None,
+                "attention_total": view.attention_total,
+                "attention": [
+                    {"conversation": row.conversation_id, "why": list(row.why)}
+                    for row in view.conversations
+                    if row.why
+                ],
+                "html": html_out,
+                "pages": len(links),
+                "pages_dir": None if folder is None else str(folder),
+            }
+        )
+    elif folder is not None:
+        stdout_console().print(
+            f"wrote {esc(html_out or '')} ({size:,} bytes) and {len(links):,}"
+            f" inspector pages in {esc(str(folder))}"
+        )
+
+
+def _write_pages(
+    store: SQLiteStore,
+    db: str,
+    rows: tuple[ConversationRow, ...],
+    out: Path,
+    folder: Path,
+) -> dict[str, str]:
+    """Write the inspector page of each listed conversation into `folder`; returns each
+    one's (URL-quoted, relative) address."""
+    names = page_names(row.conversation_id for row in rows)
+    folder.mkdir(exist_ok=True)
+    back = f"../{quote(out.name)}"
+    known = set(store.conversation_ids())
+    links = {}
+    for row in rows:
+        if row.conversation_id not in known:  # deleted since: no page, no link
+            continue
+        page = render_conversation(gather_conversation(store, Path(db), row.conversation_id), back)
+        name = names[row.conversation_id]
+        (folder / name).write_text(page, encoding="utf-8")
+        links[row.conversation_id] = f"{quote(folder.name)}/{quote(name)}"
+    _remove_old_pages(folder, {names[c] for c in links})
+    return links
