@@ -109,3 +109,27 @@ def test_events_have_known_names_and_no_text_fields() -> None:
         Event(name, "c")
     text_like = {"body", "text", "summary", "query", "passage", "message", "content"}
     assert not text_like & set(Event.__dataclass_fields__)
+
+
+def test_the_turns_counter_counts_only_turns_summarised_or_removed(otel: Any) -> None:
+    """`ledgerfold.turns` is turns summarised, purged, erased or deleted: a context served
+    raw (its `turns` the raw turns served) and a compaction that failed or went stale (its
+    `turns` the request's) summarised or removed nothing."""
+    hook, _, reader = otel
+    hook(Event("context.fallback", "c", reason="no-summary", turns=40))
+    hook(Event("compaction.failed", "c", reason="summarizer-error", turns=16, seconds=0.1))
+    hook(Event("compaction.stale", "c", reason="source-modified", turns=16, seconds=0.1))
+    hook(Event("compaction.accepted", "c", turns=12, seconds=0.1))
+    hook(Event("retention.purged", "c", reason="retention", turns=3, sequence=9))
+    hook(Event("retention.erased", "c", turns=1, sequence=10))
+    hook(Event("conversation.deleted", "c", turns=7))
+    counted = {
+        dict(p.attributes)["ledgerfold.event"]: p.value
+        for p in metric_points(reader)["ledgerfold.turns"]
+    }
+    assert counted == {
+        "compaction.accepted": 12,
+        "retention.purged": 3,
+        "retention.erased": 1,
+        "conversation.deleted": 7,
+    }

@@ -13,7 +13,9 @@ Each event becomes one span named `ledgerfold.<event name>` (its duration the ev
 - `ledgerfold.compaction.duration` (histogram, s): accepted and failed compactions;
 - `ledgerfold.compaction.tokens` (counter): summarizer input and output tokens, by
   `ledgerfold.direction` (`in`, `out`);
-- `ledgerfold.turns` (counter): turns summarised, purged, erased or deleted, by event.
+- `ledgerfold.turns` (counter): turns summarised (`compaction.accepted`), purged, erased or
+  deleted, by event; the `turns` of a context served raw or of a compaction that failed or
+  went stale are on their spans only (nothing was summarised or removed).
 
 Attributes carry IDs, counts and reasons only — never text (SPEC §17.8). Only
 `opentelemetry-api` is needed; the application chooses the SDK and exporters.
@@ -39,6 +41,11 @@ _metrics = require(
 )
 
 _SCOPE = "ledgerfold"
+
+# The events whose `turns` were summarised or removed: what `ledgerfold.turns` counts.
+_TURNS_COUNTED = frozenset(
+    ("compaction.accepted", "retention.purged", "retention.erased", "conversation.deleted")
+)
 
 
 def _attributes(event: Event) -> dict[str, Any]:
@@ -106,5 +113,5 @@ class OpenTelemetryHook:
             self._tokens.add(event.tokens_in, {"ledgerfold.direction": "in"})
         if event.tokens_out:
             self._tokens.add(event.tokens_out, {"ledgerfold.direction": "out"})
-        if event.turns:
+        if event.turns and event.name in _TURNS_COUNTED:
             self._turns.add(event.turns, {"ledgerfold.event": event.name})
