@@ -23,8 +23,10 @@ over the text; every replacement is an HTML-style entity, so the text stays read
 The rules are matched on the text as a reader (or a model) sees it: NFKC-normalised, with
 the invisible format characters (Unicode category Cf: U+200B, U+00AD, bidi controls ...)
 and the other characters drawn as nothing (variation selectors, U+034F, Hangul fillers)
-left out, so ``Ｕｓｅｒ:``, ``user：``, ``us\u200ber:``, ``user\ufe0f:`` and
-``＜/ledgerfold-summary＞`` are caught too. The character that is replaced is the original
+left out, and the look-alikes of ``<`` and ``>`` that NFKC leaves as they are (Unicode's
+confusables of them, ``˂`` U+02C2, ``ᐸ`` U+1438, ``‹`` U+2039 ..., and the angle brackets
+``⟨`` ``〈``) read as them, so ``Ｕｓｅｒ:``, ``user：``, ``us\u200ber:``, ``user\ufe0f:``,
+``＜/ledgerfold-summary＞`` and ``˂/ledgerfold-summary˃`` are caught too. The character that is replaced is the original
 one: an ASCII one by the entity above, any other (``：``, ``＜`` ...) by its decimal entity
 (``&#65306;``), so unescaping stays exact.
 """
@@ -66,6 +68,13 @@ _INVISIBLE = re.compile(
     "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180d\u180f\u3164\ufe00-\ufe0f\uffa0"
     "\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
 )
+# Characters a reader (or a model) takes for `<` or `>` that NFKC leaves as they are: the
+# confusables of U+003C and U+003E in Unicode's confusables.txt, and the angle brackets drawn
+# as them. `˂/ledgerfold-summary˃` would otherwise close the frame to a reader, unescaped.
+_ANGLES = {
+    **dict.fromkeys("\u02c2\u1438\u16b2\u2039\u276e\U0001d236\u27e8\u3008", "<"),
+    **dict.fromkeys("\u02c3\u1433\u203a\u276f\U00016f3f\U0001d237\u27e9\u3009", ">"),
+}
 # Where a match of `_ESCAPE_PATTERN` can start besides a line start: its other rules begin
 # with one of these characters (`_escaped_at_all`).
 _RULE_START = re.compile(r"[&<>\[]")
@@ -104,8 +113,9 @@ def _escaped_at_all(view: str) -> list[int]:
 def _reader_table(text: str) -> dict[int, str | None]:
     """How a reader sees the characters of `text` that are not as they are: format
     characters (Cf) and the other invisible ones (`_INVISIBLE`) dropped, others
-    NFKC-normalised (for `str.translate`). Line breaks are never changed, so a line of the
-    view is the same line of `text`."""
+    NFKC-normalised, a look-alike angle bracket then as `<` or `>` (`_ANGLES`; for
+    `str.translate`). Line breaks are never changed, so a line of the view is the same line
+    of `text`."""
     table: dict[int, str | None] = {}
     for char in set(text):
         if char.isascii():
@@ -114,6 +124,7 @@ def _reader_table(text: str) -> dict[int, str | None]:
             table[ord(char)] = None
         else:
             seen = unicodedata.normalize("NFKC", char)
+            seen = _ANGLES.get(seen, seen)
             if seen != char:
                 table[ord(char)] = seen
     return table
