@@ -76,3 +76,35 @@ def test_a_hook_that_is_not_callable_is_invalid_input(tmp_path: Path, bad: objec
         with pytest.raises(lf.InvalidInput) as caught:
             LedgerfoldSession("s", store=store, on_event=bad)  # type: ignore[arg-type]
         assert caught.value.field == "on_event"
+
+
+def test_a_session_opening_its_store_reports_the_stores_events_too(tmp_path: Path) -> None:
+    """`LedgerfoldSession(session_id, db_path, on_event=hook)` opens its `SQLiteStore`
+    itself, so the application has no other way to hook the store: the policy's purges and
+    `clear_session`'s deletion reach `hook` as the compactions do."""
+    events: list[lf.Event] = []
+    sealing = lf.CompactionPolicy(
+        "integration-events-v1", keep_tail=2, min_new_turns=2, retain_turns=2
+    )
+    session = LedgerfoldSession(
+        "s", str(tmp_path / "owned.db"), policy=sealing, on_event=events.append
+    )
+
+    async def scenario() -> None:
+        for n in range(4):
+            await session.add_items(
+                [
+                    {"role": "user", "content": f"{SECRET} q{n}"},
+                    {"role": "assistant", "content": f"a{n}"},
+                ]
+            )
+        await session.clear_session()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        session.close()
+    names = [event.name for event in events]
+    assert "compaction.accepted" in names and "retention.purged" in names
+    assert names[-1] == "conversation.deleted"
+    _no_text(events)

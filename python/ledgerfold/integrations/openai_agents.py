@@ -86,7 +86,9 @@ class LedgerfoldSession:
     `policy` defaults to `DEFAULT_POLICY`; `summarizer` to the `Compactor`'s default
     (`ExtractiveSummarizer`). The session ID is the ledger's conversation ID. `on_event`
     receives the compactor's events (`Compactor(..., on_event=)`: compactions and contexts
-    served raw; the store's own come from its hook).
+    served raw) and, from a store the session opens, the store's (`SQLiteStore(...,
+    on_event=)`: stale marks, purges, erasures, deletions); a store given with `store=`
+    reports through its own hook.
 
     With agent instructions, pass `RunConfig(call_model_input_filter=
     session.call_model_input_filter)` to `Runner.run`: the summary then joins the
@@ -108,7 +110,9 @@ class LedgerfoldSession:
         self.session_id = session_id
         self.session_settings = session_settings
         self._owned = store is None
-        self.store: Store = store if store is not None else SQLiteStore(db_path)
+        # A store the session opens has no other hook: its events (purges, erasures, the
+        # deletion of `clear_session`, stale marks) go to `on_event` too.
+        self.store: Store = store if store is not None else SQLiteStore(db_path, on_event=on_event)
         self.compactor = Compactor(
             self.store,
             policy if policy is not None else DEFAULT_POLICY,
