@@ -133,3 +133,31 @@ def test_the_turns_counter_counts_only_turns_summarised_or_removed(otel: Any) ->
         "retention.erased": 1,
         "conversation.deleted": 7,
     }
+
+
+def test_a_purges_own_reason_is_on_its_span_and_never_a_metric_label(otel: Any) -> None:
+    """A purge's reason is the operator's free text (`purge_through(..., reason)`, the CLI's
+    `--reason`): one per request would make `ledgerfold.events` a series per purge. Metric
+    labels are the event's name and, where it is one of the library's own, its reason."""
+    hook, spans, reader = otel
+    for ticket in range(3):
+        hook(Event("retention.purged", "c", reason=f"erasure request #{ticket}", turns=2))
+    hook(Event("compaction.skipped", "c", reason="not-due"))
+    assert {span.attributes["ledgerfold.reason"] for span in spans.get_finished_spans()} == {
+        "erasure request #0",
+        "erasure request #1",
+        "erasure request #2",
+        "not-due",
+    }
+    points = metric_points(reader)
+    events = {
+        tuple(sorted(dict(point.attributes).items())): point.value
+        for point in points["ledgerfold.events"]
+    }
+    assert events == {
+        (("ledgerfold.event", "retention.purged"),): 3,
+        (("ledgerfold.event", "compaction.skipped"), ("ledgerfold.reason", "not-due")): 1,
+    }
+    assert [dict(point.attributes) for point in points["ledgerfold.turns"]] == [
+        {"ledgerfold.event": "retention.purged"}
+    ]

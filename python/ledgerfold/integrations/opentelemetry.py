@@ -9,7 +9,9 @@
 Each event becomes one span named `ledgerfold.<event name>` (its duration the event's
 `seconds`, where it has one) and counts in these instruments:
 
-- `ledgerfold.events` (counter): every event, by `ledgerfold.event` and `ledgerfold.reason`;
+- `ledgerfold.events` (counter): every event, by `ledgerfold.event` and `ledgerfold.reason`
+  (not a purge's: that is the caller's own text, `purge_through(..., reason)`, one series
+  per purge; it is on the purge's span);
 - `ledgerfold.compaction.duration` (histogram, s): accepted and failed compactions;
 - `ledgerfold.compaction.tokens` (counter): summarizer input and output tokens, by
   `ledgerfold.direction` (`in`, `out`);
@@ -42,6 +44,8 @@ _metrics = require(
 
 _SCOPE = "ledgerfold"
 
+# The events whose reason is the caller's text, not one of the library's: on spans only.
+_FREE_REASONS = frozenset(("retention.purged",))
 # The events whose `turns` were summarised or removed: what `ledgerfold.turns` counts.
 _TURNS_COUNTED = frozenset(
     ("compaction.accepted", "retention.purged", "retention.erased", "conversation.deleted")
@@ -104,7 +108,7 @@ class OpenTelemetryHook:
             span.set_status(_trace.Status(_trace.StatusCode.ERROR, event.reason or "failed"))
         span.end(end_time=end)
         by_name = {"ledgerfold.event": event.name}
-        if event.reason is not None:
+        if event.reason is not None and event.name not in _FREE_REASONS:
             by_name["ledgerfold.reason"] = event.reason
         self._events.add(1, by_name)
         if event.name in ("compaction.accepted", "compaction.failed") and event.seconds:
