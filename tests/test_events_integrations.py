@@ -108,3 +108,22 @@ def test_a_session_opening_its_store_reports_the_stores_events_too(tmp_path: Pat
     assert "compaction.accepted" in names and "retention.purged" in names
     assert names[-1] == "conversation.deleted"
     _no_text(events)
+
+
+def test_pop_item_serves_no_context_and_reports_none(tmp_path: Path) -> None:
+    """`pop_item` reads the context to find the newest turn; no model is served it, so it is
+    no `context.fallback` (which counts contexts served raw)."""
+    events: list[lf.Event] = []
+    session = LedgerfoldSession("s", str(tmp_path / "p.db"), policy=POLICY, on_event=events.append)
+
+    async def scenario() -> None:
+        await session.add_items([{"role": "user", "content": f"{SECRET} q0"}])
+        events.clear()
+        popped = await session.pop_item()
+        assert popped is not None and popped["content"] == f"{SECRET} q0"
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        session.close()
+    assert [event.name for event in events] == []

@@ -303,7 +303,9 @@ class LedgerfoldSession:
     def _pop(self) -> Any | None:
         """The newest turn's item (the last, for a turn no session wrote), read before the
         turn is retracted: a turn that cannot be read is not retracted either."""
-        items = self.compactor.context(self.session_id).items
+        # The store's read, not the compactor's: no model is served this context, so it is
+        # no `context.fallback` event.
+        items = self.store.context(self.session_id, self.compactor.policy.version).items
         if not items:
             return None
         last = items[-1]
