@@ -81,3 +81,36 @@ def test_a_cancelled_acompact_reports_its_abandoned_plan(tmp_path: Path) -> None
             ("failed", "abandoned")
         ]
     assert all(SECRET not in repr(event) for event in events)
+
+
+def test_a_refused_summary_reports_the_tokens_its_summarizer_produced(tmp_path: Path) -> None:
+    """`tokens_out` is what the summarizer returned, whether or not it was kept: a text too
+    long to accept (`summary-too-long`) and one whose commit went stale were produced, paid
+    for and refused, and the event's `tokens_out` (and OpenTelemetry's output tokens) must
+    not say nothing came back."""
+    events: list[lf.Event] = []
+    long_text = f"{SECRET} " + "word " * 400
+    policy = lf.CompactionPolicy(
+        "failure-events-v1", keep_tail=2, min_new_turns=1, max_summary_tokens=20
+    )
+
+    def editing(request: lf.SummaryRequest) -> str:
+        store.edit("c", request.turns[0].id, body="changed meanwhile")
+        return f"{SECRET} short"
+
+    with lf.SQLiteStore(tmp_path / "t.db", on_event=events.append) as store:
+        store.append_many("c", [{"role": "user", "body": f"{SECRET} {n}"} for n in range(6)])
+        too_long = lf.Compactor(store, policy, lambda request: long_text, on_event=events.append)
+        assert too_long.compact("c").reason == "summary-too-long"
+        assert (
+            lf.Compactor(store, policy, editing, on_event=events.append).compact("c").status
+            == "stale"
+        )
+    refused = [e for e in events if e.name in ("compaction.failed", "compaction.stale")]
+    assert [(e.name, e.reason) for e in refused] == [
+        ("compaction.failed", "summary-too-long"),
+        ("compaction.stale", "source-modified"),
+    ]
+    assert all(e.tokens_out > 0 and e.tokens_in > 0 for e in refused)
+    assert refused[0].tokens_out > policy.max_summary_tokens
+    assert all(SECRET not in repr(event) for event in events)

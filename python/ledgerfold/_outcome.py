@@ -70,16 +70,16 @@ class OutcomeRecorder:
         if not isinstance(result, str):
             return self._fail(job, "summarizer-error", f"returned-{type(result).__name__}")
         if not result.strip():
-            return self._fail(job, "blank-summary", None)
+            return self._fail(job, "blank-summary", None, result)
         if too_long(result, self.policy):
             # SPEC §17.4: whatever the model was asked, an overlong text would ride along
             # in every later request; the previous summary stays current.
-            return self._fail(job, "summary-too-long", None)
+            return self._fail(job, "summary-too-long", None, result)
         summary_id = _validate.text("summary_id", self._summary_id_factory())
         try:
             envelope = _envelope(job, summary_id, self.policy.version, result)
         except InvalidInput:  # text that cannot be stored, e.g. lone surrogates
-            return self._fail(job, "summarizer-error", "invalid-text")
+            return self._fail(job, "summarizer-error", "invalid-text", result)
         try:
             write = self.store.commit_summary(envelope)
         except StoreError as error:
@@ -90,7 +90,7 @@ class OutcomeRecorder:
                 type(error).__name__,
             )
             self._record_failure(job.plan, "store-error")
-            self._emit_outcome(job, "compaction.failed", "store-error")
+            self._emit_outcome(job, "compaction.failed", "store-error", result)
             return CompactionOutcome("failed", None, "store-error")
         except InvalidInput as error:  # e.g. a summary ID the store already holds
             _log.warning(
@@ -101,7 +101,7 @@ class OutcomeRecorder:
                 error.problem,
             )
             self._record_failure(job.plan, "summarizer-error")
-            self._emit_outcome(job, "compaction.failed", "summarizer-error")
+            self._emit_outcome(job, "compaction.failed", "summarizer-error", result)
             return CompactionOutcome("failed", None, "summarizer-error")
         if write.accepted:
             accepted = write.summary if write.summary is not None else envelope
@@ -146,9 +146,9 @@ class OutcomeRecorder:
             write.detail,
         )
         if write.reason == "stale-source":
-            self._emit_outcome(job, "compaction.stale", write.detail or write.reason)
+            self._emit_outcome(job, "compaction.stale", write.detail or write.reason, result)
             return CompactionOutcome("stale", None, write.detail or write.reason)
-        self._emit_outcome(job, "compaction.failed", write.detail or write.reason)
+        self._emit_outcome(job, "compaction.failed", write.detail or write.reason, result)
         return CompactionOutcome("failed", None, write.detail or write.reason)
 
     def _prune(self, conversation_id: str) -> None:
@@ -207,7 +207,11 @@ class OutcomeRecorder:
         emit(self.on_event, Event("compaction.skipped", conversation_id, reason=reason))
         return CompactionOutcome("skipped", None, reason)
 
-    def _fail(self, job: _Job, reason: str, error_type: str | None) -> CompactionOutcome:
+    def _fail(
+        self, job: _Job, reason: str, error_type: str | None, text: object = None
+    ) -> CompactionOutcome:
+        """A failed attempt: its record and its event (`text`: what the summarizer returned,
+        when it returned a text that was refused, for the event's `tokens_out`)."""
         _log.warning(
             "summarizer failed plan_id=%s conversation_id=%s reason=%s error_type=%s",
             job.plan.plan_id,
@@ -216,7 +220,7 @@ class OutcomeRecorder:
             error_type,
         )
         self._record_failure(job.plan, reason)
-        self._emit_outcome(job, "compaction.failed", reason)
+        self._emit_outcome(job, "compaction.failed", reason, text)
         return CompactionOutcome("failed", None, reason)
 
     def _record_failure(self, plan: CompactionPlan, reason: str) -> None:
@@ -239,7 +243,8 @@ class OutcomeRecorder:
         summary_id: str | None = None,
     ) -> None:
         """The outcome's event (SPEC §17.8): after the store's commit, outside its lock;
-        turns and tokens of the request, tokens of the text returned, wall time."""
+        turns and tokens of the request, tokens of the text returned (`text`, accepted or
+        not: its tokens were produced either way), wall time."""
         if self.on_event is None:
             return
         counter = self.policy.counter
