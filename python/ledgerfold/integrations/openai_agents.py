@@ -123,9 +123,11 @@ class LedgerfoldSession:
         self._recall = False
         # Summary items `get_items` served lately, by their content: how
         # `call_model_input_filter` knows them in the model's input.
-        # Kept by a digest of the content and a weak reference to the item: no summary text
-        # is held here, and an item the store dropped (an erasure) is not recognised.
-        self._served: OrderedDict[bytes, weakref.ref[SummaryItem]] = OrderedDict()
+        # Kept by a digest of the content, a weak reference to the item and the length of
+        # the leading system items' text the message begins with (`_items`): no summary or
+        # prompt text is held here, and an item the store dropped (an erasure) is not
+        # recognised.
+        self._served: OrderedDict[bytes, tuple[weakref.ref[SummaryItem], int]] = OrderedDict()
         # The message content of the summary items served, while each item lives.
         self._contents = SummaryContents()
         # The turns of the context `get_items` served last, restored (`RestoredTurns`).
@@ -175,7 +177,9 @@ class LedgerfoldSession:
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The context as items: the summary (one `system` item) and the uncovered turns'
-        items as they came; with `limit` (default: `session_settings`' limit, as the SDK's
+        items as they came (system items leading the context, such as the system prompt of
+        an agent without instructions, are the summary's item: their text, a blank line,
+        then the summary's, so the model gets one system message); with `limit` (default: `session_settings`' limit, as the SDK's
         sessions have it), the latest `limit` of them."""
         if limit is None:
             limit = _settings_limit(self.session_settings)
@@ -216,12 +220,13 @@ class LedgerfoldSession:
         kept: list[Any] = []
         served: str | None = None
         summary: SummaryItem | None = None
+        lead = 0
         for item in model_data.input:
             content = item.get("content") if isinstance(item, Mapping) else None
             if served is None and isinstance(content, str) and item.get("role") == "system":
                 known = self._served.get(_digest(content))
                 if known is not None:
-                    served, summary = content, known()
+                    served, summary, lead = content, known[0](), known[1]
                     continue
             kept.append(item)
         if served is None:
@@ -229,9 +234,11 @@ class LedgerfoldSession:
         if summary is None:  # the store has dropped the item since: joined as it was served
             parts = [instructions] if instructions else []
             return type(model_data)(input=kept, instructions="\n\n".join([*parts, served]))
+        # The system items the summary's message began with follow the instructions.
+        prompt = "\n\n".join(part for part in (instructions, served[:lead]) if part)
         (joined,) = context_messages(
             AssembledContext((summary,), None),
-            system_prompt=instructions,
+            system_prompt=prompt,
             recall=self._recall,
             content=self._contents.content,
         )
@@ -247,10 +254,16 @@ class LedgerfoldSession:
         shown: dict[str, RestoredTurn] = {}
         for item in context.items:
             if isinstance(item, SummaryItem):
-                # The summary's framed, escaped message; a turn comes back as its own item.
+                # The summary's framed, escaped message; a turn comes back as its own item,
+                # but for system items leading the context, which lead this message instead:
+                # a second leading system message is refused by some providers.
                 content = self._framed(item)
+                lead = _leading_system_text(items)
+                if lead is not None:
+                    items.clear()
+                    content = f"{lead}\n\n{content}"
                 items.append({"role": "system", "content": content})
-                self._remember(content, item)
+                self._remember(content, item, 0 if lead is None else len(lead))
                 continue
             turn = shown[item.id] = memo.get(item)
             # Fresh objects each call (a caller may change them): flat ones are copied.
@@ -273,11 +286,11 @@ class LedgerfoldSession:
         pause()  # on the store's worker: its escape, the first time, scans the whole text
         return self._contents.content(item, self._recall)
 
-    def _remember(self, content: str, item: SummaryItem) -> None:
+    def _remember(self, content: str, item: SummaryItem, lead: int) -> None:
         key = _digest(content)
         served = self._served.get(key)
-        if served is None or served() is not item:
-            self._served[key] = weakref.ref(item)
+        if served is None or served[0]() is not item:
+            self._served[key] = (weakref.ref(item), lead)
         self._served.move_to_end(key)
         while len(self._served) > _SERVED_KEPT:
             self._served.popitem(last=False)
@@ -333,6 +346,22 @@ def _settings_limit(session_settings: Any) -> int | None:
     else:
         limit = getattr(session_settings, "limit", None)
     return limit if isinstance(limit, int) and not isinstance(limit, bool) else None
+
+
+def _leading_system_text(items: list[Any]) -> str | None:
+    """The text of `items` when every one is a plain `system` message (str content), joined
+    by blank lines; else None (nothing, or other items: the summary then follows them)."""
+    if not items:
+        return None
+    texts: list[str] = []
+    for item in items:
+        if not isinstance(item, Mapping) or item.get("role") != "system":
+            return None
+        content = item.get("content")
+        if not isinstance(content, str) or item.get("type", "message") != "message":
+            return None
+        texts.append(content)
+    return "\n\n".join(texts)
 
 
 def _digest(content: str) -> bytes:
