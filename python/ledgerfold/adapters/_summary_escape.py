@@ -24,10 +24,11 @@ The rules are matched on the text as a reader (or a model) sees it: NFKC-normali
 the invisible format characters (Unicode category Cf: U+200B, U+00AD, bidi controls ...)
 and the other characters drawn as nothing (variation selectors, U+034F, Hangul fillers)
 left out, and the look-alikes of ``<`` and ``>`` that NFKC leaves as they are (Unicode's
-confusables of them, ``˂`` U+02C2, ``ᐸ`` U+1438, ``‹`` U+2039 ..., and the angle brackets
-``⟨`` ``〈``) read as them, so ``Ｕｓｅｒ:``, ``user：``, ``us\u200ber:``, ``user\ufe0f:``,
-``＜/ledgerfold-summary＞`` and ``˂/ledgerfold-summary˃`` are caught too. The character that is replaced is the original
-one: an ASCII one by the entity above, any other (``：``, ``＜`` ...) by its decimal entity
+confusables of them, ``˂`` U+02C2, ``ᐸ`` U+1438, ``‹`` U+2039 ..., and the angle
+brackets ``⟨`` ``〈``) read as them, so ``Ｕｓｅｒ:``, ``user：``, ``us\u200ber:``,
+``user\ufe0f:``, ``＜/ledgerfold-summary＞`` and ``˂/ledgerfold-summary˃`` are caught too.
+The character that is replaced is the original one: an ASCII one by the entity above, any
+other (``：``, ``＜``, ``˂`` ...) by its decimal entity
 (``&#65306;``), so unescaping stays exact.
 """
 

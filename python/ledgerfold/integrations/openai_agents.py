@@ -179,8 +179,9 @@ class LedgerfoldSession:
         """The context as items: the summary (one `system` item) and the uncovered turns'
         items as they came (system items leading the context, such as the system prompt of
         an agent without instructions, are the summary's item: their text, a blank line,
-        then the summary's, so the model gets one system message); with `limit` (default: `session_settings`' limit, as the SDK's
-        sessions have it), the latest `limit` of them."""
+        then the summary's, so the model gets one system message); with `limit` (default:
+        `session_settings`' limit, as the SDK's sessions have it), the latest `limit` of
+        them."""
         if limit is None:
             limit = _settings_limit(self.session_settings)
         return await worker_for(self.store).run(self._items, limit)
