@@ -114,3 +114,23 @@ def test_a_refused_summary_reports_the_tokens_its_summarizer_produced(tmp_path: 
     assert all(e.tokens_out > 0 and e.tokens_in > 0 for e in refused)
     assert refused[0].tokens_out > policy.max_summary_tokens
     assert all(SECRET not in repr(event) for event in events)
+
+
+def test_an_interrupted_compact_reports_its_abandoned_plan(tmp_path: Path) -> None:
+    """A sync `compact()` whose summarizer is interrupted (Ctrl-C in a notebook while the
+    model is summarising) leaves its plan without a result, recorded `failed`/`abandoned`
+    when the next plan starts, as a cancelled `acompact`'s is: reported alike, once."""
+    events: list[lf.Event] = []
+
+    def interrupted(request: lf.SummaryRequest) -> str:
+        raise KeyboardInterrupt
+
+    with lf.SQLiteStore(tmp_path / "i.db", on_event=events.append) as store:
+        store.append_many("c", [{"role": "user", "body": f"{SECRET} {n}"} for n in range(6)])
+        with pytest.raises(KeyboardInterrupt):
+            lf.Compactor(store, POLICY, interrupted, on_event=events.append).compact("c")
+        assert lf.Compactor(store, POLICY, on_event=events.append).compact("c").accepted
+        assert store.stats().summaries["failed"] == 1
+    failed = [event for event in events if event.name == "compaction.failed"]
+    assert [(e.conversation_id, e.reason, e.turns) for e in failed] == [("c", "abandoned", 4)]
+    assert all(SECRET not in repr(event) for event in events)

@@ -181,6 +181,12 @@ class Compactor(OutcomeRecorder):
             ) from None
         except Exception as error:
             return self._fail(begun, failure_reason(error), type(error).__name__)
+        except BaseException:
+            # Interrupted (KeyboardInterrupt, SystemExit): the plan ends without a result,
+            # recorded `failed`/`abandoned` when the next one starts (SPEC §15.5), and
+            # reported now, as a cancelled `acompact`'s is (§17.8).
+            self._emit_outcome(begun, "compaction.failed", "abandoned")
+            raise
         return self._finish(begun, result)
 
     async def acompact(self, conversation_id: str, *, force: bool = False) -> CompactionOutcome:
