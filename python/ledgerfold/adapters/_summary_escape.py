@@ -21,9 +21,10 @@ over the text; every replacement is an HTML-style entity, so the text stays read
   ``## Response``, ``### User`` ...) → ``&#35;``.
 
 The rules are matched on the text as a reader (or a model) sees it: NFKC-normalised, with
-the invisible format characters (Unicode category Cf: U+200B, U+00AD, bidi controls ...)
-and the other characters drawn as nothing (variation selectors, U+034F, Hangul fillers)
-left out, and the look-alikes of ``<`` and ``>`` that NFKC leaves as they are (Unicode's
+the invisible format characters (Unicode category Cf: U+200B, U+00AD, bidi controls ...),
+the other characters drawn as nothing (variation selectors, U+034F, Hangul fillers) and
+the combining marks drawn on another (``<\u0301/`` is ``</`` to a reader) left out, and
+the look-alikes of ``<`` and ``>`` that NFKC leaves as they are (Unicode's
 confusables of them, ``˂`` U+02C2, ``ᐸ`` U+1438, ``‹`` U+2039 ..., and the angle
 brackets ``⟨`` ``〈``) read as them, so ``Ｕｓｅｒ:``, ``user：``, ``us\u200ber:``,
 ``user\ufe0f:``, ``＜/ledgerfold-summary＞`` and ``˂/ledgerfold-summary˃`` are caught too.
@@ -69,6 +70,10 @@ _INVISIBLE = re.compile(
     "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180d\u180f\u3164\ufe00-\ufe0f\uffa0"
     "\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
 )
+# Left out of the reader's view with the invisible characters: format characters (Cf), and
+# combining marks (Mn, Me), which are drawn on the character before them: `<\u0301/...` is
+# still `</...` to a reader.
+_DRAWN_ON_OTHERS = frozenset(("Cf", "Mn", "Me"))
 # Characters a reader (or a model) takes for `<` or `>` that NFKC leaves as they are: the
 # confusables of U+003C and U+003E in Unicode's confusables.txt, and the angle brackets drawn
 # as them. `˂/ledgerfold-summary˃` would otherwise close the frame to a reader, unescaped.
@@ -113,7 +118,8 @@ def _escaped_at_all(view: str) -> list[int]:
 
 def _reader_table(text: str) -> dict[int, str | None]:
     """How a reader sees the characters of `text` that are not as they are: format
-    characters (Cf) and the other invisible ones (`_INVISIBLE`) dropped, others
+    characters (Cf), combining marks (Mn, Me: drawn on the character before them) and the
+    other invisible ones (`_INVISIBLE`) dropped, others
     NFKC-normalised, a look-alike angle bracket then as `<` or `>` (`_ANGLES`; for
     `str.translate`). Line breaks are never changed, so a line of the view is the same line
     of `text`."""
@@ -121,7 +127,7 @@ def _reader_table(text: str) -> dict[int, str | None]:
     for char in set(text):
         if char.isascii():
             continue
-        if unicodedata.category(char) == "Cf" or _INVISIBLE.match(char):
+        if unicodedata.category(char) in _DRAWN_ON_OTHERS or _INVISIBLE.match(char):
             table[ord(char)] = None
         else:
             seen = unicodedata.normalize("NFKC", char)
