@@ -138,3 +138,28 @@ def test_session_settings_limit_applies_without_an_explicit_limit(tmp_path: Path
         asyncio.run(_limited(reference, ours))
         reference.close()
         ours.close()
+
+
+def test_a_negative_or_zero_limit_is_the_sdks(tmp_path: Path) -> None:
+    """The SDK's `SQLiteSession` passes `limit` to SQLite's `LIMIT`: a negative one is no
+    limit (every item), 0 is none; so does `session_settings`' limit."""
+    items = [{"role": "user", "content": f"m{n}"} for n in range(4)]
+
+    async def compare(reference: SQLiteSession, ours: LedgerfoldSession) -> None:
+        await reference.add_items(json.loads(json.dumps(items)))
+        await ours.add_items(json.loads(json.dumps(items)))
+        for limit in (None, -1, -7, 0, 1, 3, 10):
+            assert await ours.get_items(limit) == await reference.get_items(limit), limit
+
+    for n, session_settings in enumerate((None, {"limit": -1}, SessionSettings(limit=0))):
+        reference = SQLiteSession(
+            "s", str(tmp_path / f"sdk{n}.db"), session_settings=session_settings
+        )
+        ours = LedgerfoldSession(
+            "s", tmp_path / f"ledger{n}.db", policy=NEVER, session_settings=session_settings
+        )
+        try:
+            asyncio.run(compare(reference, ours))
+        finally:
+            reference.close()
+            ours.close()

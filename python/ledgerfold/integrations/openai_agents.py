@@ -181,7 +181,7 @@ class LedgerfoldSession:
         an agent without instructions, are the summary's item: their text, a blank line,
         then the summary's, so the model gets one system message); with `limit` (default:
         `session_settings`' limit, as the SDK's sessions have it), the latest `limit` of
-        them."""
+        them (0: none; negative: all, as the SDK's `SQLiteSession` gives them)."""
         if limit is None:
             limit = _settings_limit(self.session_settings)
         return await worker_for(self.store).run(self._items, limit)
@@ -276,7 +276,7 @@ class LedgerfoldSession:
                     continue  # its call is not sent (SPEC §17.2): the API refuses it
                 items.append(dict(made_item) if turn.flat else made_item)
         memo.keep_only(shown)
-        if limit is not None:
+        if limit is not None and limit >= 0:  # a negative limit is none (SQLite's LIMIT -1)
             items = items[-limit:] if limit > 0 else []
         return items
 
