@@ -163,3 +163,24 @@ def test_a_negative_or_zero_limit_is_the_sdks(tmp_path: Path) -> None:
         finally:
             reference.close()
             ours.close()
+
+
+def test_session_settings_given_as_a_mapping_serve_the_runner(tmp_path: Path) -> None:
+    """The SDK's sessions take `session_settings` as a mapping and keep a `SessionSettings`,
+    which `Runner.run` reads (`session.session_settings.limit`, `.resolve(...)`)."""
+    from agents import Agent, RunConfig, Runner
+
+    from test_openai_agents import ScriptedModel, lookup
+
+    ours = LedgerfoldSession("s", tmp_path / "ledger.db", session_settings={"limit": 2})
+    reference = SQLiteSession("s", str(tmp_path / "sdk.db"), session_settings={"limit": 2})
+    try:
+        assert ours.session_settings == reference.session_settings == SessionSettings(limit=2)
+        agent = Agent("a", model=ScriptedModel(), tools=[lookup])
+        asyncio.run(Runner.run(agent, "Look up R1.", session=ours))
+        config = RunConfig(session_settings=SessionSettings(limit=3))
+        asyncio.run(Runner.run(agent, "Look up R2.", session=ours, run_config=config))
+        assert len(asyncio.run(ours.get_items())) == 2
+    finally:
+        ours.close()
+        reference.close()

@@ -108,7 +108,7 @@ class LedgerfoldSession:
     ) -> None:
         _validate.callback("on_event", on_event, "Event -> None")  # before a store is opened
         self.session_id = session_id
-        self.session_settings = session_settings
+        self.session_settings = _settings(session_settings)
         self._owned = store is None
         # A store the session opens has no other hook: its events (purges, erasures, the
         # deletion of `clear_session`, stale marks) go to `on_event` too.
@@ -338,6 +338,23 @@ class LedgerfoldSession:
 
 #: How many served summary items `call_model_input_filter` recognises (concurrent runs).
 _SERVED_KEPT = 4
+
+
+def _settings(session_settings: Any) -> Any:
+    """`session_settings` as the SDK's sessions keep it: a mapping becomes the SDK's
+    `SessionSettings` (`Runner.run` reads `session.session_settings.limit` and `.resolve`)."""
+    if not isinstance(session_settings, Mapping):
+        return session_settings
+    from agents.memory.session_settings import coerce_session_settings
+
+    try:
+        return coerce_session_settings(dict(session_settings))
+    except (TypeError, ValueError):  # pydantic's ValidationError is a ValueError
+        raise InvalidInput(
+            "session_settings: not valid SessionSettings",
+            field="session_settings",
+            problem="wrong-type",
+        ) from None
 
 
 def _settings_limit(session_settings: Any) -> int | None:
