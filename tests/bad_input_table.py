@@ -17,6 +17,7 @@ if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
     sys.path.insert(0, str(_HERE))
 
 import bad_input_rows_export  # noqa: E402
+import bad_input_rows_integrations  # noqa: E402
 import bad_input_rows_loop  # noqa: E402
 import bad_input_rows_model  # noqa: E402
 import bad_input_rows_store  # noqa: E402
@@ -29,6 +30,7 @@ ROWS: tuple[BadInput, ...] = (
     + bad_input_rows_export.ROWS
     + bad_input_rows_store.ROWS
     + bad_input_rows_loop.ROWS
+    + bad_input_rows_integrations.ROWS
 )
 
 

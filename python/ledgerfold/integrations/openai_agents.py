@@ -107,7 +107,9 @@ class LedgerfoldSession:
         on_event: EventHook | None = None,
     ) -> None:
         _validate.callback("on_event", on_event, "Event -> None")  # before a store is opened
-        self.session_id = session_id
+        self.session_id = _validate.identifier("session_id", session_id)
+        if store is not None:
+            _validate.instance("store", store, Store)
         self.session_settings = _settings(session_settings)
         self._owned = store is None
         # A store the session opens has no other hook: its events (purges, erasures, the
@@ -184,12 +186,24 @@ class LedgerfoldSession:
         them (0: none; negative: all, as the SDK's `SQLiteSession` gives them)."""
         if limit is None:
             limit = _settings_limit(self.session_settings)
+        elif not isinstance(limit, int) or isinstance(limit, bool):
+            raise InvalidInput(
+                f"limit: must be int or None, got {type(limit).__name__}",
+                field="limit",
+                problem="wrong-type",
+            )
         return await worker_for(self.store).run(self._items, limit)
 
     async def add_items(self, items: list[Any]) -> None:
         """Append the items as turns (one revision), then compact when due (in the same job
         of the store's worker when nothing is due)."""
-        if isinstance(items, list) and not items:
+        if not isinstance(items, (list, tuple)):
+            raise InvalidInput(
+                f"items: must be a list of items, got {type(items).__name__}",
+                field="items",
+                problem="wrong-type",
+            )
+        if not items:
             return
         await self.compactor._acompact(self.session_id, False, lambda: self._append(items))
 
@@ -300,7 +314,10 @@ class LedgerfoldSession:
         plain = [_plain(item, index) for index, item in enumerate(items)]
         if not plain:
             return 0
-        specs = chat_turn_specs(item_message(item) for item in plain)
+        try:
+            specs = chat_turn_specs(item_message(item) for item in plain)
+        except InvalidInput as error:
+            raise _named_for_items(error) from None
         ids = ["t-" + uuid.uuid4().hex for _ in specs]
         turns = append_specs(
             specs,
@@ -338,6 +355,26 @@ class LedgerfoldSession:
 
 #: How many served summary items `call_model_input_filter` recognises (concurrent runs).
 _SERVED_KEPT = 4
+
+
+#: What a message field made from an item is called in the item (`item_message`).
+_ITEM_FIELDS = ((".tool_calls[0].id", ".call_id"), (".tool_call_id", ".call_id"))
+
+
+def _named_for_items(error: InvalidInput) -> InvalidInput:
+    """`error` of the chat messages made from the items (`messages[i]...`, one message an
+    item) naming the item's field instead (`items[i]...`)."""
+    field = error.field
+    if field is None or not field.startswith("messages["):
+        return error
+    named = "items" + field[len("messages") :]
+    for made, own in _ITEM_FIELDS:
+        if named.endswith(made):
+            named = named[: -len(made)] + own
+            break
+    message = str(error)
+    message = named + message[len(field) :] if message.startswith(field) else message
+    return InvalidInput(message, field=named, problem=error.problem)
 
 
 def _settings(session_settings: Any) -> Any:

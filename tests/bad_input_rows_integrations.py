@@ -1,0 +1,117 @@
+"""Rows of the bad-input table (`bad_input_table.py`): the integrations' entry points (SPEC
+§17.6) — the Agents SDK session, the LangChain middleware — and the `Compactor`'s async
+ones they run on."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import ledgerfold as lf
+from bad_input_support import INVALID, SECRET_BODY, BadInput, on_store, row
+
+
+def _session(store: object, session_id: object = "c", **options: Any) -> Any:
+    from ledgerfold.integrations.openai_agents import LedgerfoldSession
+
+    return LedgerfoldSession(session_id, store=store, **options)  # type: ignore[arg-type]
+
+
+def _add_items(store: lf.SQLiteStore, items: object) -> object:
+    return asyncio.run(_session(store).add_items(items))
+
+
+def _get_items(store: lf.SQLiteStore, limit: object) -> object:
+    return asyncio.run(_session(store).get_items(limit))
+
+
+ROWS: tuple[BadInput, ...] = (
+    row(
+        "LedgerfoldSession: session_id not a str",
+        "LedgerfoldSession(42, store=store)",
+        on_store(lambda store: _session(store, 42)),
+        INVALID,
+        "session_id",
+    ),
+    row(
+        "LedgerfoldSession: blank session_id",
+        "LedgerfoldSession(' ', store=store)",
+        on_store(lambda store: _session(store, " ")),
+        INVALID,
+        "session_id",
+    ),
+    row(
+        "LedgerfoldSession: store not a Store",
+        "LedgerfoldSession('c', store='agent.db')",
+        lambda: _session("agent.db"),
+        INVALID,
+        "store",
+    ),
+    row(
+        "LedgerfoldSession: session_settings the SDK refuses",
+        "LedgerfoldSession('c', store=store, session_settings={'limit': 'all'})",
+        on_store(lambda store: _session(store, session_settings={"limit": "all"})),
+        INVALID,
+        "session_settings",
+    ),
+    row(
+        "LedgerfoldSession.add_items: items not a list",
+        "await session.add_items({'role': 'user', 'content': body})",
+        on_store(lambda store: _add_items(store, {"role": "user", "content": SECRET_BODY})),
+        INVALID,
+        "items",
+    ),
+    row(
+        "LedgerfoldSession.add_items: items None",
+        "await session.add_items(None)",
+        on_store(lambda store: _add_items(store, None)),
+        INVALID,
+        "items",
+    ),
+    row(
+        "LedgerfoldSession.add_items: an item not a mapping",
+        "await session.add_items([body])",
+        on_store(lambda store: _add_items(store, [SECRET_BODY])),
+        INVALID,
+        "items[0]",
+    ),
+    row(
+        "LedgerfoldSession.add_items: an unknown role",
+        "await session.add_items([{'role': 'admin', 'content': body}])",
+        on_store(lambda store: _add_items(store, [{"role": "admin", "content": SECRET_BODY}])),
+        INVALID,
+        "items[0].role",
+    ),
+    row(
+        "LedgerfoldSession.add_items: a call without call_id",
+        "await session.add_items([{'type': 'function_call', 'name': 'f', 'arguments': '{}'}])",
+        on_store(
+            lambda store: _add_items(
+                store, [{"type": "function_call", "name": "f", "arguments": SECRET_BODY}]
+            )
+        ),
+        INVALID,
+        "items[0].call_id",
+    ),
+    row(
+        "LedgerfoldSession.get_items: limit a bool",
+        "await session.get_items(True)",
+        on_store(lambda store: _get_items(store, True)),
+        INVALID,
+        "limit",
+    ),
+    row(
+        "LedgerfoldSession.get_items: limit a float",
+        "await session.get_items(2.0)",
+        on_store(lambda store: _get_items(store, 2.0)),
+        INVALID,
+        "limit",
+    ),
+    row(
+        "LedgerfoldSession.get_items: limit a str",
+        "await session.get_items('2')",
+        on_store(lambda store: _get_items(store, "2")),
+        INVALID,
+        "limit",
+    ),
+)
