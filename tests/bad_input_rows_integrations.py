@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 import ledgerfold as lf
-from bad_input_support import INVALID, SECRET_BODY, BadInput, on_store, row
+from bad_input_support import INVALID, POLICY, SECRET_BODY, BadInput, compactor, on_store, row
 
 
 def _session(store: object, session_id: object = "c", **options: Any) -> Any:
@@ -114,4 +114,73 @@ ROWS: tuple[BadInput, ...] = (
         INVALID,
         "limit",
     ),
+    row(
+        "LedgerfoldMiddleware: store not a Store",
+        "LedgerfoldMiddleware('agent.db', 'c')",
+        lambda: _middleware_on("agent.db"),
+        INVALID,
+        "store",
+    ),
+    row(
+        "Compactor: store not a Store",
+        "Compactor('agent.db', policy)",
+        lambda: lf.Compactor("agent.db", lf.CompactionPolicy(POLICY)),  # type: ignore[arg-type]
+        INVALID,
+        "store",
+    ),
+    row(
+        "Compactor.acompact: blank conversation_id",
+        "await compactor.acompact(' ')",
+        on_store(lambda store: asyncio.run(compactor(store).acompact(" "))),
+        INVALID,
+        "conversation_id",
+    ),
+    row(
+        "Compactor.acompact: force not a bool",
+        "await compactor.acompact('c', force='no')",
+        on_store(lambda store: asyncio.run(compactor(store).acompact("c", force="no"))),  # type: ignore[arg-type]
+        INVALID,
+        "force",
+    ),
+    row(
+        "Compactor.compact: force not a bool",
+        "compactor.compact('c', force=1)",
+        on_store(lambda store: compactor(store).compact("c", force=1)),  # type: ignore[arg-type]
+        INVALID,
+        "force",
+    ),
+    row(
+        "Compactor.acontext: conversation_id not a str",
+        "await compactor.acontext(42)",
+        on_store(lambda store: asyncio.run(compactor(store).acontext(42))),  # type: ignore[arg-type]
+        INVALID,
+        "conversation_id",
+    ),
+    row(
+        "Compactor.acontext: max_tokens a str",
+        "await compactor.acontext('c', max_tokens='100')",
+        on_store(lambda store: asyncio.run(compactor(store).acontext("c", "100"))),  # type: ignore[arg-type]
+        INVALID,
+        "max_tokens",
+    ),
+    row(
+        "SQLiteStore.stats: blank conversation_id",
+        "store.stats(' ')",
+        on_store(lambda store: store.stats(" ")),
+        INVALID,
+        "conversation_id",
+    ),
+    row(
+        "SQLiteStore.stats: conversation_id a list",
+        "store.stats(['c'])",
+        on_store(lambda store: store.stats(["c"])),  # type: ignore[arg-type]
+        INVALID,
+        "conversation_id",
+    ),
 )
+
+
+def _middleware_on(store: object) -> object:
+    from ledgerfold.integrations.langchain import LedgerfoldMiddleware
+
+    return LedgerfoldMiddleware(store, "c")  # type: ignore[arg-type]

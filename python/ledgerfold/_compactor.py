@@ -89,6 +89,7 @@ class Compactor(OutcomeRecorder):
         summary_id_factory: Callable[[], str] | None = None,
         on_event: EventHook | None = None,
     ) -> None:
+        _validate.instance("store", store, Store)
         _validate.instance("policy", policy, CompactionPolicy)
         _validate.callback("summarizer", summarizer, "SummaryRequest -> str")
         _validate.duration("timeout", timeout, unit="seconds", positive=True)
@@ -158,6 +159,7 @@ class Compactor(OutcomeRecorder):
         """Run one compaction synchronously (`force` skips the due check). An async
         summarizer runs in its own event loop; inside a running loop use `acompact`."""
         conversation_id = _validate.text("conversation_id", conversation_id)
+        _validate.flag("force", force)
         in_loop = in_running_loop()
         if in_loop and is_async_callable(self.summarizer):
             raise InvalidInput(
@@ -197,6 +199,7 @@ class Compactor(OutcomeRecorder):
         given, no `timeout`) is quick and bounded: it runs in the worker job that plans,
         which then also commits (one job a compaction)."""
         conversation_id = _validate.text("conversation_id", conversation_id)
+        _validate.flag("force", force)
         return (await self._acompact(conversation_id, force))[0]
 
     async def _acompact(
