@@ -25,6 +25,12 @@ def _get_items(store: lf.SQLiteStore, limit: object) -> object:
     return asyncio.run(_session(store).get_items(limit))
 
 
+def _append_new(store: lf.SQLiteStore, messages: object) -> object:
+    from ledgerfold.integrations.langchain import LedgerfoldMiddleware
+
+    return LedgerfoldMiddleware(store, "c").append_new(messages)  # type: ignore[arg-type]
+
+
 ROWS: tuple[BadInput, ...] = (
     row(
         "LedgerfoldSession: session_id not a str",
@@ -120,6 +126,20 @@ ROWS: tuple[BadInput, ...] = (
         lambda: _middleware_on("agent.db"),
         INVALID,
         "store",
+    ),
+    row(
+        "LedgerfoldMiddleware.append_new: messages one str",
+        "middleware.append_new(body)",
+        on_store(lambda store: _append_new(store, SECRET_BODY)),
+        INVALID,
+        "messages",
+    ),
+    row(
+        "LedgerfoldMiddleware.append_new: messages None",
+        "middleware.append_new(None)",
+        on_store(lambda store: _append_new(store, None)),
+        INVALID,
+        "messages",
     ),
     row(
         "Compactor: store not a Store",

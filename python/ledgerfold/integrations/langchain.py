@@ -192,6 +192,12 @@ class LedgerfoldMiddleware(AgentMiddleware):
         """Append the messages whose IDs the ledger has never held to `conversation_id`
         (default: `current()`); returns how many. A known message whose content changed in
         `messages` is left alone and logged (by ID)."""
+        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+            raise InvalidInput(
+                f"messages: must be a sequence of messages, got {type(messages).__name__}",
+                field="messages",
+                problem="wrong-type",
+            )
         conversation_id = self.current() if conversation_id is None else conversation_id
         return self._append_new(conversation_id, messages)
 
