@@ -98,3 +98,46 @@ def test_the_langchain_middleware_runs_on_a_protocol_only_store(store: ProtocolO
     assert sum(isinstance(m, SystemMessage) for m in sent) == 1
     assert "recall_history" not in sent[0].content
     _only_protocol(store)
+
+
+class _CountingAppends:
+    """A store that forwards to `inner` and counts the turns each `append_many` is given."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.submitted = 0
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self.inner, name)  # AttributeError for what `inner` lacks
+        if name != "append_many":
+            return target
+
+        def append_many(conversation_id: str, turns: Any) -> Any:
+            turns = list(turns)
+            self.submitted += len(turns)
+            return target(conversation_id, turns)
+
+        return append_many
+
+
+def test_a_state_of_purged_messages_costs_a_v11_store_no_quadratic_appends() -> None:
+    """A v1.1 store has no `known_ids`: a purged message of the state is found by the
+    `DuplicateId` its append raises. A new middleware (a restart, one per request) over a
+    state of which most messages were purged resubmitted the rest of the batch after each
+    one: O(state²) turns. Counted in turns handed to `append_many`, not time."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    inner = MemoryStore()
+    store = _CountingAppends(ProtocolOnly(inner))
+    never = lf.CompactionPolicy("v1", keep_tail=8, trigger_tokens=None, min_new_turns=10**6)
+    state: list[Any] = []
+    for n in range(150):
+        state += [HumanMessage(f"q{n}", id=f"h{n}"), AIMessage(f"a{n}", id=f"a{n}")]
+    LedgerfoldMiddleware(store, "c", policy=never).append_new(state)  # type: ignore[arg-type]
+    inner.purge_through("c", 290, "retention", force=True)
+    store.submitted = 0
+    state.append(HumanMessage("and now?", id="new"))
+    restarted = LedgerfoldMiddleware(store, "c", policy=never)  # type: ignore[arg-type]
+    assert restarted.append_new(state) == 1
+    assert [turn.id for turn in inner.load("c").turns][-1] == "new"
+    assert store.submitted <= 12 * len(state), store.submitted

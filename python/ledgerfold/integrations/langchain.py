@@ -277,33 +277,29 @@ class LedgerfoldMiddleware(AgentMiddleware):
         results = {at: answers[m.id] for at, m in enumerate(new) if m.id in answers}
         specs = chat_turn_specs(chat_messages(new, results=results))
         ids = [spec.id if spec.id is not None else "t-" + uuid.uuid4().hex for spec in specs]
+        groups = dict(known.group_of_call)
+        turns = append_specs(specs, ids, groups, lambda call_id: group_in_state(state, call_id))
         skipped: set[str] = set()
-        while True:
-            kept = [
-                (turn_id, spec)
-                for turn_id, spec in zip(ids, specs, strict=True)
-                if turn_id not in skipped
-            ]
-            if not kept:
-                return 0
-            groups = dict(known.group_of_call)
-            turns = append_specs(
-                [spec for _, spec in kept],
-                [turn_id for turn_id, _ in kept],
-                groups,
-                lambda call_id: group_in_state(state, call_id),
-            )
+        # A turn the store already holds (a store without `known_ids`: the ID was retracted
+        # or purged; or another run of this conversation appended it meanwhile) raises
+        # `DuplicateId` naming one ID: the rest of that batch is tried again in two halves,
+        # in order, so a state of many such IDs costs O(n log n) turns handed to the store,
+        # not O(n) batches of O(n) turns each.
+        pending = [turns]  # a stack: the next batch to try last
+        while pending:
+            batch = pending.pop()
             try:
-                self.store.append_many(conversation_id, turns)
+                self.store.append_many(conversation_id, batch)
             except DuplicateId as error:
-                # A store without `known_ids` (the ID was retracted or purged), or another
-                # run of this conversation appended the message meanwhile.
-                if error.id in skipped or error.id not in ids:
+                at = next((n for n, turn in enumerate(batch) if turn["id"] == error.id), None)
+                if at is None or error.id in skipped:
                     raise
                 skipped.add(error.id)
-                continue
-            known.group_of_call.update(groups)  # what another run learnt meanwhile stays
-            return sum(message.id not in skipped for message in new)
+                rest = batch[:at] + batch[at + 1 :]
+                half = len(rest) // 2
+                pending += [part for part in (rest[half:], rest[:half]) if part]
+        known.group_of_call.update(groups)  # what another run learnt meanwhile stays
+        return sum(message.id not in skipped for message in new)
 
     def _learn_calls(self, conversation_id: str, known: Known, messages: list[Any]) -> None:
         """The groups of calls made by messages the ledger already holds (first seen here),
