@@ -17,6 +17,12 @@ def _session(store: object, session_id: object = "c", **options: Any) -> Any:
     return LedgerfoldSession(session_id, store=store, **options)  # type: ignore[arg-type]
 
 
+def _opened(db_path: object) -> Any:
+    from ledgerfold.integrations.openai_agents import LedgerfoldSession
+
+    return LedgerfoldSession("c", db_path)  # type: ignore[arg-type]
+
+
 def _add_items(store: lf.SQLiteStore, items: object) -> object:
     return asyncio.run(_session(store).add_items(items))
 
@@ -52,6 +58,20 @@ ROWS: tuple[BadInput, ...] = (
         lambda: _session("agent.db"),
         INVALID,
         "store",
+    ),
+    row(
+        "LedgerfoldSession: db_path not a path",
+        "LedgerfoldSession('c', 5)",
+        lambda: _opened(5),
+        INVALID,
+        "db_path",
+    ),
+    row(
+        "LedgerfoldSession: db_path with a NUL character",
+        "LedgerfoldSession('c', 'agent\\x00.db')",
+        lambda: _opened("agent\x00.db"),
+        INVALID,
+        "db_path",
     ),
     row(
         "LedgerfoldSession: session_settings the SDK refuses",

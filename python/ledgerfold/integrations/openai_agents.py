@@ -114,7 +114,7 @@ class LedgerfoldSession:
         self._owned = store is None
         # A store the session opens has no other hook: its events (purges, erasures, the
         # deletion of `clear_session`, stale marks) go to `on_event` too.
-        self.store: Store = store if store is not None else SQLiteStore(db_path, on_event=on_event)
+        self.store: Store = store if store is not None else _opened(db_path, on_event)
         self.compactor = Compactor(
             self.store,
             policy if policy is not None else DEFAULT_POLICY,
@@ -355,6 +355,18 @@ class LedgerfoldSession:
 
 #: How many served summary items `call_model_input_filter` recognises (concurrent runs).
 _SERVED_KEPT = 4
+
+
+def _opened(db_path: str | os.PathLike[str], on_event: EventHook | None) -> SQLiteStore:
+    """The session's own store at `db_path`, reporting to `on_event` (bad input named as the
+    session's argument)."""
+    try:
+        return SQLiteStore(db_path, on_event=on_event)
+    except InvalidInput as error:
+        if error.field != "path":
+            raise
+        message = "db_path" + str(error)[len("path") :]
+        raise InvalidInput(message, field="db_path", problem=error.problem) from None
 
 
 #: What a message field made from an item is called in the item (`item_message`).
