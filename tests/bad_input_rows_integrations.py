@@ -37,6 +37,12 @@ def _append_new(store: lf.SQLiteStore, messages: object) -> object:
     return LedgerfoldMiddleware(store, "c").append_new(messages)  # type: ignore[arg-type]
 
 
+def _pre_model_hook(store: lf.SQLiteStore, state: object) -> object:
+    from ledgerfold.integrations.langchain import LedgerfoldMiddleware
+
+    return LedgerfoldMiddleware(store, "c").pre_model_hook(state)
+
+
 ROWS: tuple[BadInput, ...] = (
     row(
         "LedgerfoldSession: session_id not a str",
@@ -160,6 +166,20 @@ ROWS: tuple[BadInput, ...] = (
         on_store(lambda store: _append_new(store, None)),
         INVALID,
         "messages",
+    ),
+    row(
+        "LedgerfoldMiddleware.pre_model_hook: a state without messages",
+        "middleware.pre_model_hook({'message': [...]})",
+        on_store(lambda store: _pre_model_hook(store, {"message": []})),
+        INVALID,
+        "state",
+    ),
+    row(
+        "LedgerfoldMiddleware.pre_model_hook: a state that is not one",
+        "middleware.pre_model_hook(body)",
+        on_store(lambda store: _pre_model_hook(store, SECRET_BODY)),
+        INVALID,
+        "state",
     ),
     row(
         "Compactor: store not a Store",

@@ -469,7 +469,15 @@ class LedgerfoldMiddleware(AgentMiddleware):
     def pre_model_hook(self, state: Any) -> dict[str, Any]:
         """A LangGraph `pre_model_hook`: the model's input only (`llm_input_messages`),
         led by `system_prompt` (and the summary) when the middleware has one."""
-        messages = state["messages"] if isinstance(state, dict) else state.messages
+        messages = (
+            state.get("messages") if isinstance(state, dict) else getattr(state, "messages", None)
+        )
+        if messages is None:
+            raise InvalidInput(
+                f"state: must be a LangGraph state with messages, got {type(state).__name__}",
+                field="state",
+                problem="wrong-type",
+            )
         conversation_id = self.current()
         self.append_new(messages, conversation_id)
         self._compact(conversation_id)
