@@ -126,6 +126,37 @@ ROWS: tuple[BadInput, ...] = (
         "items[0].call_id",
     ),
     row(
+        "LedgerfoldSession.add_items: an item that is not JSON",
+        "await session.add_items([{'role': 'user', 'content': body, 'at': object()}])",
+        on_store(
+            lambda store: _add_items(
+                store, [{"role": "user", "content": SECRET_BODY, "at": object()}]
+            )
+        ),
+        INVALID,
+        "items[0]",
+    ),
+    row(
+        "LedgerfoldSession.add_items: an item with a key that is not a str",
+        "await session.add_items([{'role': 'user', 'content': body, 1: 'x'}])",
+        on_store(
+            lambda store: _add_items(store, [{"role": "user", "content": SECRET_BODY, 1: "x"}])
+        ),
+        INVALID,
+        "items[0]",
+    ),
+    row(
+        "LedgerfoldSession.add_items: lone surrogate in an item's field",
+        "await session.add_items([{'role': 'user', 'content': body, 'id': '\\ud800'}])",
+        on_store(
+            lambda store: _add_items(
+                store, [{"role": "user", "content": SECRET_BODY, "id": "\ud800"}]
+            )
+        ),
+        INVALID,
+        "items[0]",
+    ),
+    row(
         "LedgerfoldSession.get_items: limit a bool",
         "await session.get_items(True)",
         on_store(lambda store: _get_items(store, True)),

@@ -324,7 +324,7 @@ class LedgerfoldSession:
             ids,
             {},
             lambda call_id: tool_group((call_id,)),
-            [{ITEM_KEY: stored(item)} for item in plain],
+            [{ITEM_KEY: _stored(item, index)} for index, item in enumerate(plain)],
         )
         for turn, group in zip(turns, item_groups(plain), strict=True):
             if group is not None:
@@ -355,6 +355,28 @@ class LedgerfoldSession:
 
 #: How many served summary items `call_model_input_filter` recognises (concurrent runs).
 _SERVED_KEPT = 4
+
+
+def _stored(item: Mapping[str, Any], index: int) -> str:
+    """The item's verbatim JSON (`stored`); an item JSON cannot keep is bad input."""
+    field = f"items[{index}]"
+    try:
+        text = stored(item)
+    except (TypeError, ValueError):  # not JSON: an object, a key that is not a str
+        raise InvalidInput(
+            f"{field}: must be JSON (str keys; str, number, bool, null, list and dict values)",
+            field=field,
+            problem="wrong-type",
+        ) from None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(
+            f"{field}: must encode as UTF-8 (lone surrogates are invalid)",
+            field=field,
+            problem="not-utf8",
+        ) from None
+    return text
 
 
 def _opened(db_path: str | os.PathLike[str], on_event: EventHook | None) -> SQLiteStore:
