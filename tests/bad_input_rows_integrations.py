@@ -43,6 +43,27 @@ def _pre_model_hook(store: lf.SQLiteStore, state: object) -> object:
     return LedgerfoldMiddleware(store, "c").pre_model_hook(state)
 
 
+def _model_call(store: lf.SQLiteStore, *, asynchronous: bool) -> object:
+    """A model call of `create_agent` whose state holds a message without an ID."""
+    from langchain.agents.middleware.types import ModelRequest
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import HumanMessage
+
+    from ledgerfold.integrations.langchain import LedgerfoldMiddleware
+
+    middleware = LedgerfoldMiddleware(store, "c")
+    messages: list[Any] = [HumanMessage(SECRET_BODY)]
+    model = GenericFakeChatModel(messages=iter(()))
+    request = ModelRequest(model=model, messages=messages, state={"messages": messages})
+    if not asynchronous:
+        return middleware.wrap_model_call(request, lambda prepared: prepared)
+
+    async def handler(prepared: Any) -> Any:
+        return prepared
+
+    return asyncio.run(middleware.awrap_model_call(request, handler))
+
+
 ROWS: tuple[BadInput, ...] = (
     row(
         "LedgerfoldSession: session_id not a str",
@@ -197,6 +218,20 @@ ROWS: tuple[BadInput, ...] = (
         on_store(lambda store: _append_new(store, None)),
         INVALID,
         "messages",
+    ),
+    row(
+        "LedgerfoldMiddleware.awrap_model_call: a message without id",
+        "await middleware.awrap_model_call(ModelRequest(messages=[HumanMessage(body)], ...), h)",
+        on_store(lambda store: _model_call(store, asynchronous=True)),
+        INVALID,
+        "messages[0].id",
+    ),
+    row(
+        "LedgerfoldMiddleware.wrap_model_call: a message without id",
+        "middleware.wrap_model_call(ModelRequest(messages=[HumanMessage(body)], ...), h)",
+        on_store(lambda store: _model_call(store, asynchronous=False)),
+        INVALID,
+        "messages[0].id",
     ),
     row(
         "LedgerfoldMiddleware.pre_model_hook: a state without messages",
