@@ -69,7 +69,7 @@ def _middleware_work(path: Path, size: int) -> tuple[Counter[str], int]:
 
     inner = lf.SQLiteStore(path, durability="normal")
     store = Counting(ProtocolOnly(inner, searchable=True))
-    middleware = LedgerfoldMiddleware(store, "c", policy=POLICY)  # type: ignore[arg-type]
+    middleware = LedgerfoldMiddleware(store, "c", policy=POLICY)
     state: list[Any] = [
         (HumanMessage if n % 2 == 0 else AIMessage)(_text(n), id=f"m{n}") for n in range(size)
     ]
@@ -88,7 +88,7 @@ def _middleware_work(path: Path, size: int) -> tuple[Counter[str], int]:
 def _session_work(path: Path, size: int) -> tuple[Counter[str], int]:
     inner = lf.SQLiteStore(path, durability="normal")
     store = Counting(ProtocolOnly(inner, searchable=True))
-    session = LedgerfoldSession("s", store=store, policy=POLICY)  # type: ignore[arg-type]
+    session = LedgerfoldSession("s", store=store, policy=POLICY)
     items = [
         {"role": "user" if n % 2 == 0 else "assistant", "content": _text(n)} for n in range(size)
     ]
