@@ -18,12 +18,15 @@ store work they put on the store's worker thread.
 - `test_middleware_overhead_2000_vs_100` / `test_session_overhead_2000_vs_100`: the per-call
   work with 2,000 messages in state against 100 (both compacted to a summary and a tail,
   so the model's input is alike): ≤ 1.3×, ratio in one run, interleaved.
+- `test_per_call_phases_2000_vs_100`: the same work phase by phase (append, due check,
+  context), each phase's median at both sizes (reported, not judged).
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import statistics
 import threading
 import time
@@ -305,3 +308,105 @@ def test_session_overhead_2000_vs_100(
     stats = getattr(benchmark, "stats", None)
     if stats is not None:
         benchmark.extra_info["median_s"] = statistics.median(stats.stats.data)
+
+
+# -- the same per-call work, phase by phase ---------------------------------------------------
+
+PHASES = ("append", "due_check", "context")
+
+
+def _middleware_phases(size: int, path: Path, bodies: Iterator[str]) -> Callable[[], list[float]]:
+    """One model call's middleware work as `wrap_model_call` does it, each phase timed: the
+    append of the new message, the due check (`compact`, compacting when due) and the
+    context read (`model_messages`)."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from ledgerfold.integrations.langchain import LedgerfoldMiddleware
+
+    store = SQLiteStore(path, durability="normal")
+    middleware = LedgerfoldMiddleware(store, "c", policy=POLICY)
+    state: list[Any] = [
+        (HumanMessage if n % 2 == 0 else AIMessage)(content=text, id=f"m{n}")
+        for n, text in enumerate(_texts(size, bodies))
+    ]
+    middleware.append_new(state)
+    _compact_fully(middleware.compactor, "c")
+    counter = iter(range(size, 10**9))
+
+    def call() -> list[float]:
+        n = next(counter)
+        state.append(HumanMessage(content=next(bodies)[:200], id=f"m{n}"))
+        marks = [time.perf_counter()]
+        middleware.append_new(list(state), "c")
+        marks.append(time.perf_counter())
+        middleware.compactor.compact("c")
+        marks.append(time.perf_counter())
+        middleware.model_messages(None, "c")
+        marks.append(time.perf_counter())
+        state.append(AIMessage(content="ok", id=f"a{n}"))
+        return [b - a for a, b in itertools.pairwise(marks)]
+
+    call()
+    return call
+
+
+def _session_phases(size: int, path: Path, bodies: Iterator[str]) -> Callable[[], list[float]]:
+    """One exchange of a session, each phase timed on the calling thread (the work its
+    `add_items` and `get_items` put on the store's worker): the append, the due check
+    (`compact`, compacting when due) and the items read (`get_items`' job)."""
+    from ledgerfold.integrations.openai_agents import LedgerfoldSession
+
+    store = SQLiteStore(path, durability="normal")
+    session = LedgerfoldSession("s", store=store, policy=POLICY)
+    items = [
+        {"role": "user" if n % 2 == 0 else "assistant", "content": text}
+        for n, text in enumerate(_texts(size, bodies))
+    ]
+    session._append(items)
+    _compact_fully(session.compactor, "s")
+
+    def call() -> list[float]:
+        exchange = [
+            {"role": "user", "content": next(bodies)[:200]},
+            {"role": "assistant", "content": "ok"},
+        ]
+        marks = [time.perf_counter()]
+        session._append(exchange)
+        marks.append(time.perf_counter())
+        session.compactor.compact("s")
+        marks.append(time.perf_counter())
+        session._items(None)
+        marks.append(time.perf_counter())
+        return [b - a for a, b in itertools.pairwise(marks)]
+
+    call()
+    return call
+
+
+@pytest.mark.parametrize("integration", ["middleware", "session"])
+def test_per_call_phases_2000_vs_100(
+    benchmark: Any, request: pytest.FixtureRequest, tmp_path: Path, integration: str
+) -> None:
+    """The breakdown of `test_*_overhead_2000_vs_100`: each phase's median with 2,000 and
+    with 100 messages (`extra_info`: `<phase>_<size>_s` and `<phase>_ratio`), rounds
+    interleaved. Reported, not judged: the totals carry the ≤ 1.3 target."""
+    pytest.importorskip("langchain" if integration == "middleware" else "agents")
+    make = _middleware_phases if integration == "middleware" else _session_phases
+    bodies = _bodies()
+    callers = {size: make(size, tmp_path / f"{size}.db", bodies) for size in (2000, 100)}
+    samples: dict[int, list[list[float]]] = {2000: [], 100: []}
+
+    def large() -> None:
+        samples[2000].append(callers[2000]())
+
+    def small() -> None:
+        samples[100].append(callers[100]())
+
+    benchmark.pedantic(large, setup=small, rounds=300 if full_size(request.config) else 1)
+    for at, phase in enumerate(PHASES):
+        medians = {
+            size: statistics.median(times[at] for times in samples[size]) for size in samples
+        }
+        for size, median in medians.items():
+            benchmark.extra_info[f"{phase}_{size}_s"] = round(median, 7)
+        benchmark.extra_info[f"{phase}_ratio"] = round(medians[2000] / max(medians[100], 1e-9), 3)
