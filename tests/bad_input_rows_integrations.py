@@ -255,6 +255,13 @@ ROWS: tuple[BadInput, ...] = (
         "store",
     ),
     row(
+        "Compactor: the store class rather than a store",
+        "Compactor(SQLiteStore, policy)",
+        lambda: lf.Compactor(lf.SQLiteStore, lf.CompactionPolicy(POLICY)),  # type: ignore[arg-type]
+        INVALID,
+        "store",
+    ),
+    row(
         "Compactor.acompact: blank conversation_id",
         "await compactor.acompact(' ')",
         on_store(lambda store: asyncio.run(compactor(store).acompact(" "))),

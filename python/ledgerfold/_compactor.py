@@ -90,6 +90,12 @@ class Compactor(OutcomeRecorder):
         on_event: EventHook | None = None,
     ) -> None:
         _validate.instance("store", store, Store)
+        if isinstance(store, type):  # the class has the methods too: `store=SQLiteStore`
+            raise InvalidInput(
+                f"store: must be a store, got the class {store.__name__}",
+                field="store",
+                problem="wrong-type",
+            )
         _validate.instance("policy", policy, CompactionPolicy)
         _validate.callback("summarizer", summarizer, "SummaryRequest -> str")
         _validate.duration("timeout", timeout, unit="seconds", positive=True)
