@@ -58,7 +58,7 @@ _ITEM = st.one_of(
 _OP = st.one_of(
     st.tuples(st.just("add"), st.lists(_ITEM, max_size=3)),
     st.tuples(st.just("pop"), st.none()),
-    st.tuples(st.just("get"), st.one_of(st.none(), st.integers(0, 4))),
+    st.tuples(st.just("get"), st.one_of(st.none(), st.integers(-2, 4))),
     st.tuples(st.just("clear"), st.none()),
 )
 
@@ -85,7 +85,9 @@ def _sent(items: list[Any], limit: int | None = None) -> list[Any]:
         elif item.get("type") == "function_call_output" and item["call_id"] not in called:
             continue
         sent.append(item)
-    return sent if limit is None else sent[-limit:] if limit > 0 else []
+    if limit is None or limit < 0:  # a negative limit is none (SQLite's LIMIT -1)
+        return sent
+    return sent[-limit:] if limit > 0 else []
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
