@@ -108,6 +108,13 @@ ROWS: tuple[BadInput, ...] = (
         "session_settings",
     ),
     row(
+        "LedgerfoldSession: session_settings neither SessionSettings nor a mapping",
+        "LedgerfoldSession('c', store=store, session_settings=5)",
+        on_store(lambda store: _session(store, session_settings=5)),
+        INVALID,
+        "session_settings",
+    ),
+    row(
         "LedgerfoldSession.add_items: items not a list",
         "await session.add_items({'role': 'user', 'content': body})",
         on_store(lambda store: _add_items(store, {"role": "user", "content": SECRET_BODY})),

@@ -412,14 +412,16 @@ def _named_for_items(error: InvalidInput) -> InvalidInput:
 
 
 def _settings(session_settings: Any) -> Any:
-    """`session_settings` as the SDK's sessions keep it: a mapping becomes the SDK's
-    `SessionSettings` (`Runner.run` reads `session.session_settings.limit` and `.resolve`)."""
-    if not isinstance(session_settings, Mapping):
-        return session_settings
+    """`session_settings` as the SDK's sessions keep it: the SDK's `SessionSettings`, from a
+    mapping too (`Runner.run` reads `session.session_settings.limit` and `.resolve`)."""
+    if session_settings is None:
+        return None
     from agents.memory.session_settings import coerce_session_settings
 
     try:
-        return coerce_session_settings(dict(session_settings))
+        if isinstance(session_settings, Mapping):
+            session_settings = dict(session_settings)
+        return coerce_session_settings(session_settings)
     except (TypeError, ValueError):  # pydantic's ValidationError is a ValueError
         raise InvalidInput(
             "session_settings: not valid SessionSettings",
