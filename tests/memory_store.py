@@ -218,12 +218,7 @@ class MemoryStore(RetentionMethods):
             else:
                 gone = [self._live_turn(conv, turn_id)]
             if "retract-keeps-results" not in self.bugs:  # SPEC §17.2: a call's results go too
-                calls = call_ids(gone[0])
-                gone += [
-                    t
-                    for t in conv.live()
-                    if t.role == "tool" and (t.meta or {}).get("tool_call_id") in calls
-                ]
+                gone += _own_results(list(conv.live()), gone[0])
             for turn in gone:
                 conv.state[turn.id] = "retracted"
                 if erase:
@@ -526,3 +521,19 @@ class MemoryStore(RetentionMethods):
 def make_store(tmp_path: object) -> MemoryStore:
     """The factory for `python -m ledgerfold.testing memory_store:make_store`."""
     return MemoryStore()
+
+
+def _own_results(live: list[lf.Turn], caller: lf.Turn) -> list[lf.Turn]:
+    """The live tool turns answering `caller`'s calls (SPEC §17.2): a result answers the
+    nearest live call of its ID before it, else (stored before its call) the first after it."""
+    own: list[lf.Turn] = []
+    for call_id in call_ids(caller):
+        calls = [t.sequence for t in live if call_id in call_ids(t)]
+        for turn in live:
+            if turn.role != "tool" or (turn.meta or {}).get("tool_call_id") != call_id:
+                continue
+            before = [at for at in calls if at < turn.sequence]
+            paired = before[-1] if before else min(calls, default=None)
+            if paired == caller.sequence:
+                own.append(turn)
+    return own

@@ -193,6 +193,25 @@ class RuleContract:
         loaded = store.load(CID)
         assert loaded.turn_ids == ("u1", "u2") and loaded.revision == 2
 
+    def test_retracting_a_call_takes_only_the_results_it_is_paired_with(self, store: Any) -> None:
+        """SPEC §17.2: a result answers the nearest call of its ID before it, so with a call
+        ID made again (`call_0` in every response) a retraction takes the retracted turn's
+        own results, not every result of the ID."""
+        store.append_many(
+            CID,
+            [
+                {"id": "a1", "role": "assistant", "body": "", "meta": _calls("k")},
+                {"id": "r1", "role": "tool", "body": "r", "meta": {"tool_call_id": "k"}},
+                {"id": "a2", "role": "assistant", "body": "", "meta": _calls("k")},
+                {"id": "r2", "role": "tool", "body": "r", "meta": {"tool_call_id": "k"}},
+                {"id": "u1", "role": "user", "body": "after"},
+            ],
+        )
+        store.retract(CID, "a2")
+        assert store.load(CID).turn_ids == ("a1", "r1", "u1")
+        store.retract(CID, "a1")
+        assert store.load(CID).turn_ids == ("u1",)
+
     @pytest.mark.parametrize("call", ["append", "append_many", "edit"])
     def test_writes_refuse_tool_calls_that_are_not_calls(self, store: Any, call: str) -> None:
         """SPEC §15.8: `tool_calls` meta is a JSON array of objects each with a string `id`
