@@ -7,12 +7,16 @@ name, private or public (`close`, `search`, `known_ids`, `append_chat_messages` 
 from __future__ import annotations
 
 import asyncio
+import itertools
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agents import Agent, Runner
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 from langchain.agents import create_agent
 from langchain_core.messages import SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -27,8 +31,15 @@ from test_langchain_middleware import ScriptedModel as ChatModel
 from test_langchain_middleware import lookup as chat_lookup
 from test_openai_agents import ScriptedModel as AgentsModel
 from test_openai_agents import lookup as agents_lookup
+from test_openai_agents_sqlite_parity import _ITEM
 
 POLICY = lf.CompactionPolicy("v1", keep_tail=3, trigger_tokens=None, min_new_turns=2)
+_SESSION_OP = st.one_of(
+    st.tuples(st.just("add"), st.lists(_ITEM, max_size=4)),
+    st.tuples(st.just("pop"), st.none()),
+    st.tuples(st.just("get"), st.one_of(st.none(), st.integers(-1, 4))),
+    st.tuples(st.just("clear"), st.none()),
+)
 
 
 @pytest.fixture(params=["sqlite-file", "memory"])
@@ -141,3 +152,58 @@ def test_a_state_of_purged_messages_costs_a_v11_store_no_quadratic_appends() -> 
     assert restarted.append_new(state) == 1
     assert [turn.id for turn in inner.load("c").turns][-1] == "new"
     assert store.submitted <= 12 * len(state), store.submitted
+
+
+def _call(call_id: str) -> dict[str, Any]:
+    return {"type": "function_call", "call_id": call_id, "name": "f", "arguments": "{}"}
+
+
+_COMPACTING = lf.CompactionPolicy("v1", keep_tail=2, trigger_tokens=None, min_new_turns=2)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(ops=st.lists(_SESSION_OP, max_size=12))
+@example(  # a call ID made again: each retraction takes only its own call's results
+    ops=[
+        ("add", [_call("k"), {"type": "function_call_output", "call_id": "k", "output": ""}]),
+        ("add", [_call("k")]),
+        ("pop", None),
+        ("pop", None),
+        ("pop", None),
+    ]
+)
+def test_the_session_over_the_second_backend_agrees_with_sqlite(
+    tmp_path_factory: Any, ops: list[tuple[str, Any]]
+) -> None:
+    """The same calls, compacting as they go, give the same items, pops and errors over
+    `SQLiteStore` and over the in-memory backend seen through the `Store` protocol only."""
+    sqlite = lf.SQLiteStore(tmp_path_factory.mktemp("agree") / "ledger.db")
+    sessions = [
+        LedgerfoldSession("s", store=store, policy=_COMPACTING)  # type: ignore[arg-type]
+        for store in (sqlite, ProtocolOnly(MemoryStore()))
+    ]
+    for session in sessions:
+        numbers = itertools.count()
+        session.compactor._summary_id_factory = lambda numbers=numbers: f"s{next(numbers)}"
+
+    async def call(session: LedgerfoldSession, name: str, argument: Any) -> Any:
+        try:
+            if name == "add":
+                return await session.add_items(json.loads(json.dumps(argument)))
+            if name == "pop":
+                return await session.pop_item()
+            if name == "get":
+                return await session.get_items(argument)
+            return await session.clear_session()
+        except lf.LedgerfoldError as error:
+            return type(error).__name__, getattr(error, "field", None)
+
+    async def scenario() -> None:
+        for name, argument in ops:
+            ours, theirs = [await call(session, name, argument) for session in sessions]
+            assert ours == theirs, (name, argument)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        sqlite.close()
