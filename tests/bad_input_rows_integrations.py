@@ -17,6 +17,10 @@ def _session(store: object, session_id: object = "c", **options: Any) -> Any:
     return LedgerfoldSession(session_id, store=store, **options)  # type: ignore[arg-type]
 
 
+async def _async_hook(event: lf.Event) -> None:
+    """An event hook written as a coroutine: called from the store's thread, never awaited."""
+
+
 def _opened(db_path: object) -> Any:
     from ledgerfold.integrations.openai_agents import LedgerfoldSession
 
@@ -113,6 +117,20 @@ ROWS: tuple[BadInput, ...] = (
         on_store(lambda store: _session(store, session_settings=5)),
         INVALID,
         "session_settings",
+    ),
+    row(
+        "LedgerfoldSession: on_event an async function",
+        "LedgerfoldSession('c', store=store, on_event=async_hook)",
+        on_store(lambda store: _session(store, on_event=_async_hook)),
+        INVALID,
+        "on_event",
+    ),
+    row(
+        "SQLiteStore: on_event an async function",
+        "SQLiteStore(on_event=async_hook)",
+        lambda: lf.SQLiteStore(on_event=_async_hook),
+        INVALID,
+        "on_event",
     ),
     row(
         "LedgerfoldSession.add_items: items not a list",

@@ -99,7 +99,7 @@ class Compactor(OutcomeRecorder):
         _validate.instance("policy", policy, CompactionPolicy)
         _validate.callback("summarizer", summarizer, "SummaryRequest -> str")
         _validate.duration("timeout", timeout, unit="seconds", positive=True)
-        _validate.callback("on_event", on_event, "Event -> None")
+        _validate.hook("on_event", on_event)
         self.on_event = on_event
         _validate.callback("summary_id_factory", summary_id_factory, "() -> str")
         self.store = store

@@ -5,6 +5,8 @@ one value is accepted or refused alike everywhere, with the same message."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from collections.abc import Collection, Iterable
 from contextlib import suppress
@@ -103,6 +105,24 @@ def callback(field: str, value: object, signature: str) -> None:
     if value is not None and not callable(value):
         raise InvalidInput(
             f"{field}: must be None or a callable {signature}", field=field, problem="wrong-type"
+        )
+
+
+def hook(field: str, value: object) -> None:
+    """None, or a plain callable `Event -> None`: an event hook is called where the change
+    happens (the store's worker thread, say) and never awaited, so an `async def` hook,
+    whose call only makes a coroutine, would lose every event."""
+    callback(field, value, "Event -> None")
+    function = value
+    while isinstance(function, functools.partial):
+        function = function.func
+    if inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
+        getattr(function, "__call__", None)  # noqa: B004 -- instances with async __call__
+    ):
+        raise InvalidInput(
+            f"{field}: must be a plain function Event -> None (it is called, never awaited)",
+            field=field,
+            problem="not-allowed",
         )
 
 

@@ -150,7 +150,7 @@ def revalidate_database(
     )
     threads = _validate.integer("threads", threads, minimum=1)
     batch_turns = _validate.integer("batch_turns", batch_turns, minimum=1)
-    _validate.callback("on_event", on_event, "Event -> None")
+    _validate.hook("on_event", on_event)
     started = time.perf_counter()
     # Read-only: refuses a missing file or one that is not a ledgerfold store, creates nothing.
     with SQLiteStore(path, read_only=True):

@@ -106,7 +106,7 @@ class LedgerfoldSession:
         session_settings: Any = None,
         on_event: EventHook | None = None,
     ) -> None:
-        _validate.callback("on_event", on_event, "Event -> None")  # before a store is opened
+        _validate.hook("on_event", on_event)  # before a store is opened
         self.session_id = _validate.identifier("session_id", session_id)
         if store is not None:
             _validate.instance("store", store, Store)

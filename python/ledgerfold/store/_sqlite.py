@@ -76,7 +76,7 @@ class SQLiteStore:
         read_only: bool = False,
         on_event: EventHook | None = None,
     ) -> None:
-        _validate.callback("on_event", on_event, "Event -> None")
+        _validate.hook("on_event", on_event)
         self._on_event = on_event
         self._path = database_path(path)
         self._cache = summaries.VersionCache()
