@@ -171,6 +171,25 @@ def test_turns_the_session_did_not_write_read_back_as_items(tmp_path: Path) -> N
         ]
 
 
+def test_a_damaged_verbatim_copy_reads_back_as_the_turns_role_and_text(tmp_path: Path) -> None:
+    """Another tool rewrote a turn's `agents_item` (not JSON, or not a JSON object): the
+    session serves and pops that turn as a turn it did not write (the SDK's own sessions
+    skip a row that is not JSON), rather than failing every `get_items` from then on."""
+    with SQLiteStore(tmp_path / "d.db") as store:
+        session = LedgerfoldSession("s", store=store)
+        call = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
+        output = {"type": "function_call_output", "call_id": "c1", "output": "sunny"}
+        asyncio.run(session.add_items([{"role": "user", "content": "hi"}, call, output]))
+        hi, calling, _ = store.load("s").turns
+        store.edit("s", hi.id, meta={"agents_item": "{not json"})
+        store.edit("s", calling.id, meta={**(calling.meta or {}), "agents_item": "[1]"})
+        assert _served(session) == [{"role": "user", "content": "hi"}, call, output]
+        assert asyncio.run(session.pop_item()) == output
+        assert asyncio.run(session.pop_item()) == call
+        assert asyncio.run(session.pop_item()) == {"role": "user", "content": "hi"}
+        assert _served(session) == []
+
+
 # -- the session's memo of restored turns against a fresh read (differential) ----------------
 
 _STEP = st.sampled_from(["message", "call", "output", "call+output", "nested", "pop"])

@@ -17,9 +17,10 @@ item with what it led to:
   its result, nor leaves a call without its reasoning item (the Responses API refuses
   both).
 
-A turn that no session wrote (an `append`, an import, another integration) reads back as
-items of its role and text: a tool turn as a `function_call_output`, an assistant turn
-with `tool_calls` as its text and one `function_call` a call.
+A turn that no session wrote (an `append`, an import, another integration), or whose
+verbatim copy another tool damaged, reads back as items of its role and text: a tool turn
+as a `function_call_output`, an assistant turn with `tool_calls` as its text and one
+`function_call` a call.
 """
 
 from __future__ import annotations
@@ -194,12 +195,19 @@ def restored(role: str, text: str, meta: Mapping[str, str] | None) -> list[Any]:
     verbatim = meta.get(ITEM_KEY)
     if verbatim is None:
         return _foreign(role, text, meta)
-    item = json.loads(verbatim)
-    moved = item.pop(_MOVED_KEY, None) if isinstance(item, dict) else None
-    if moved == "arguments":
-        item[moved] = json.loads(meta["tool_calls"])[0]["function"]["arguments"]
-    elif moved is not None:
-        item[moved] = text
+    try:
+        item = json.loads(verbatim)
+        if not isinstance(item, dict):
+            raise ValueError("not an item")
+        moved = item.pop(_MOVED_KEY, None)
+        if moved == "arguments":
+            item[moved] = json.loads(meta["tool_calls"])[0]["function"]["arguments"]
+        elif moved is not None:
+            item[moved] = text
+    except (ValueError, LookupError, TypeError):
+        # Another tool rewrote the copy: the turn reads back as one the session did not
+        # write (the SDK's own sessions skip a row that is not JSON).
+        return _foreign(role, text, meta)
     return [item]
 
 
