@@ -180,6 +180,30 @@ def test_clear_session_leaves_no_sealed_summary(tmp_path: Path) -> None:
     session.close()
 
 
+def test_pop_item_after_a_purge_never_pops_an_item_before_the_summary(tmp_path: Path) -> None:
+    """Once the raw turns after a sealed summary are popped, the newest live turn is the
+    system prompt, which `get_items` serves *before* the summary: it is not the session's
+    most recent item. `pop_item` then has nothing to pop (the turns after the prompt were
+    purged): it returned and retracted the prompt, and the summary's context with it
+    (SPEC §17.3's `preserved-missing`)."""
+    session = LedgerfoldSession("s", tmp_path / "purged.db", policy=SEALING)
+    prompt = {"role": "system", "content": "You are careful."}
+
+    async def scenario() -> list[Any]:
+        await session.add_items([prompt])
+        for n in range(6):
+            await session.add_items(_exchange(n))
+        assert session.store.history_boundary("s") is not None
+        popped = [await session.pop_item() for _ in range(3)]
+        return [popped, await session.get_items()]
+
+    popped, items = asyncio.run(scenario())
+    assert popped == [_exchange(5)[1], _exchange(5)[0], None]
+    assert items[0] == prompt and "<ledgerfold-summary>" in items[1]["content"]
+    assert len(items) == 2
+    session.close()
+
+
 def test_get_items_hands_out_items_of_its_own(tmp_path: Path) -> None:
     """Each `get_items` returns fresh items (a caller may change them: the next call is
     as before), and the summary's framing follows `recall_tool()` once it is offered."""

@@ -208,8 +208,10 @@ class LedgerfoldSession:
         await self.compactor._acompact(self.session_id, False, lambda: self._append(items))
 
     async def pop_item(self) -> Any | None:
-        """Retract the newest turn and return its original item (None when empty). Reads
-        the context (whose last item is the newest turn: `keep_tail` >= 1), not the ledger."""
+        """Retract the newest turn and return its original item (None when empty, or when
+        the summary is the last item and the turns it covers were purged: what `get_items`
+        serves before it is not the newest). Reads the context (whose last item is the
+        newest turn: `keep_tail` >= 1), not the ledger."""
         return await worker_for(self.store).run(self._pop)
 
     async def clear_session(self) -> None:
@@ -340,9 +342,12 @@ class LedgerfoldSession:
         if not items:
             return None
         last = items[-1]
-        if isinstance(last, SummaryItem):  # not with keep_tail >= 1; a store of one's own?
+        if isinstance(last, SummaryItem):  # every turn after the summary's slot popped
             turns = self.store.load(self.session_id).turns
-            if not turns:
+            # The newest turn the summary covers, if live; a turn below it (a preserved
+            # system prompt, served before the summary) is not the session's newest item,
+            # and once the covered turns are purged nothing is left to pop.
+            if not turns or turns[-1].sequence < last.through_sequence:
                 return None
             newest = turns[-1]
             popped = restored(newest.role, newest.body, newest.meta)[-1]
