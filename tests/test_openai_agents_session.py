@@ -199,8 +199,10 @@ def test_pop_item_after_a_purge_never_pops_an_item_before_the_summary(tmp_path: 
 
     popped, items = asyncio.run(scenario())
     assert popped == [_exchange(5)[1], _exchange(5)[0], None]
-    assert items[0] == prompt and "<ledgerfold-summary>" in items[1]["content"]
-    assert len(items) == 2
+    # The prompt leads the summary's one system item (one leading system message).
+    assert len(items) == 1 and items[0]["role"] == "system"
+    assert items[0]["content"].startswith(prompt["content"] + "\n\n")
+    assert "<ledgerfold-summary>" in items[0]["content"]
     session.close()
 
 
