@@ -186,3 +186,25 @@ def test_session_settings_given_as_a_mapping_serve_the_runner(tmp_path: Path) ->
     finally:
         ours.close()
         reference.close()
+
+
+def test_session_settings_on_an_sdk_without_them_are_kept_as_given(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The declared minimum SDK (`openai-agents>=0.2`) predates `SessionSettings`: there the
+    session keeps what it was given (its `limit` still applies) instead of failing to import
+    the SDK's module."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "agents.memory.session_settings", None)  # not importable
+    ours = LedgerfoldSession(
+        "s", tmp_path / "ledger.db", policy=NEVER, session_settings={"limit": 1}
+    )
+    try:
+        assert ours.session_settings == {"limit": 1}
+        asyncio.run(
+            ours.add_items([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+        )
+        assert asyncio.run(ours.get_items()) == [{"role": "user", "content": "b"}]
+    finally:
+        ours.close()

@@ -421,8 +421,10 @@ def _settings(session_settings: Any) -> Any:
     mapping too (`Runner.run` reads `session.session_settings.limit` and `.resolve`)."""
     if session_settings is None:
         return None
-    from agents.memory.session_settings import coerce_session_settings
-
+    try:
+        from agents.memory.session_settings import coerce_session_settings
+    except ImportError:  # an SDK from before session settings: kept as given
+        return session_settings
     try:
         if isinstance(session_settings, Mapping):
             session_settings = dict(session_settings)
