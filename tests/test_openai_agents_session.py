@@ -12,7 +12,7 @@ import pytest
 from agents import Agent, RunConfig, Runner
 
 from integration_stores import RecordingStore
-from ledgerfold import CompactionPolicy, SQLiteStore
+from ledgerfold import CompactionPolicy, InvalidInput, SQLiteStore
 from ledgerfold.integrations.openai_agents import LedgerfoldSession
 from test_openai_agents import ScriptedModel, lookup
 
@@ -304,3 +304,28 @@ def test_the_restored_turns_memo_is_the_sessions_and_holds_only_the_context(
         assert not len(one._restored)
     finally:
         store.close()
+
+
+def test_a_session_refused_after_opening_its_store_closes_it(tmp_path: Path) -> None:
+    """A bad `policy` is found after the session opened its own store at `db_path`: the
+    store is closed before the error leaves (no connection left to the collector)."""
+    import gc
+    import os
+
+    path = tmp_path / "refused.db"
+
+    def open_on_file() -> int:
+        return sum(
+            os.path.realpath(f"/proc/self/fd/{fd}").startswith(str(path))
+            for fd in os.listdir("/proc/self/fd")
+            if os.path.exists(f"/proc/self/fd/{fd}")
+        )
+
+    gc.disable()
+    try:
+        with pytest.raises(InvalidInput) as error:
+            LedgerfoldSession("s", path, policy="v1")  # type: ignore[arg-type]
+        assert error.value.field == "policy"
+        assert path.exists() and open_on_file() == 0
+    finally:
+        gc.enable()

@@ -114,13 +114,21 @@ class LedgerfoldSession:
         self._owned = store is None
         # A store the session opens has no other hook: its events (purges, erasures, the
         # deletion of `clear_session`, stale marks) go to `on_event` too.
-        self.store: Store = store if store is not None else _opened(db_path, on_event)
-        self.compactor = Compactor(
-            self.store,
-            policy if policy is not None else DEFAULT_POLICY,
-            summarizer,
-            on_event=on_event,
-        )
+        opened: SQLiteStore | None = None
+        if store is None:
+            store = opened = _opened(db_path, on_event)
+        self.store: Store = store
+        try:
+            self.compactor = Compactor(
+                self.store,
+                policy if policy is not None else DEFAULT_POLICY,
+                summarizer,
+                on_event=on_event,
+            )
+        except BaseException:  # bad policy or summarizer: the store it opened is closed
+            if opened is not None:
+                opened.close()
+            raise
         # True once `recall_tool()` has offered the tool: the slot then says so.
         self._recall = False
         # Summary items `get_items` served lately, by their content: how
