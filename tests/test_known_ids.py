@@ -120,3 +120,6 @@ def test_system_prompt_without_a_summary_is_the_prompt_alone() -> None:
         {"role": "user", "content": "hi"},
     ]
     assert to_chat_messages(context, recall=False) == to_chat_messages(context)
+    # An empty prompt and no summary: no system message (several providers refuse an empty
+    # one), not `{"role": "system", "content": ""}`.
+    assert to_chat_messages(context, system_prompt="") == [{"role": "user", "content": "hi"}]

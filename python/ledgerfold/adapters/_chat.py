@@ -140,7 +140,8 @@ def to_chat_messages(
 
     With `system_prompt` (the agent's instructions, SPEC §17.6) the first message is one
     `system` message holding the prompt, a blank line, then the framed summary (or the
-    prompt alone when no summary is used; an empty prompt adds no text before the summary),
+    prompt alone when no summary is used; an empty prompt adds no text before the summary,
+    and with no summary no message at all: several providers refuse an empty one),
     and no other message carries the summary: a provider that takes one system message
     gets one. The summary then reads before the raw turns below its slot (a pending
     confirmation, a protected turn), which stay in sequence order after it.
@@ -198,10 +199,11 @@ def context_messages(
         else:
             messages.append(_turn_message(item))
     if system_prompt is not None:
-        parts = [system_prompt] if system_prompt or summary is None else []
+        parts = [system_prompt] if system_prompt else []
         if summary is not None:
             parts.append(summary["content"])
-        messages.insert(0, {"role": "system", "content": "\n\n".join(parts)})
+        if parts:  # an empty prompt and no summary: no (empty) system message
+            messages.insert(0, {"role": "system", "content": "\n\n".join(parts)})
     return messages
 
 
