@@ -19,7 +19,6 @@ from bad_input_support import (
     _commit_twice,
     _empty_file,
     _read_only_write,
-    _revalidate,
     _search_v4_read_only,
     _sqlite_file,
     _text_file,
@@ -160,34 +159,6 @@ ROWS: tuple[BadInput, ...] = (
         ),
         STORE,
         None,
-    ),
-    row(
-        "revalidate_database: no such file (nothing is created)",
-        "revalidate_database('missing.db')",
-        on_file(lambda directory: _revalidate(directory / "missing.db")),  # type: ignore[arg-type, return-value]
-        STORE,
-        None,
-    ),
-    row(
-        "revalidate_database: path with a NUL character",
-        "revalidate_database('a\\x00b.db')",
-        lambda: _revalidate("a\x00b.db"),
-        INVALID,
-        "path",
-    ),
-    row(
-        "revalidate_database: on_event not callable",
-        "revalidate_database('agent.db', on_event='hook')",
-        lambda: _revalidate("agent.db", on_event="hook"),
-        INVALID,
-        "on_event",
-    ),
-    row(
-        "mark_stale: a verdict that is not a 3-tuple",
-        "store.mark_stale([('c',)])",
-        on_store(lambda store: store.mark_stale([("c",)])),  # type: ignore[list-item]
-        INVALID,
-        "verdicts[0]",
     ),
     row(
         "edit: a field name that is a lone surrogate",
@@ -461,34 +432,6 @@ ROWS: tuple[BadInput, ...] = (
         INVALID,
         "summary_id",
     ),
-    row(
-        "repair_digests: not an iterable of pairs",
-        "store.repair_digests([('c',)])",
-        on_store(lambda store: store.repair_digests([("c",)])),  # type: ignore[list-item]
-        INVALID,
-        "turns[0]",
-    ),
-    row(
-        "purge_through: negative sequence",
-        "store.purge_through('c', -1, 'retention')",
-        on_store(lambda store: store.purge_through("c", -1, "retention")),
-        INVALID,
-        "sequence",
-    ),
-    row(
-        "purge_through: unknown conversation",
-        "store.purge_through('nope', 3, 'retention')",
-        on_store(lambda store: store.purge_through("nope", 3, "retention")),
-        INVALID,
-        "conversation_id",
-    ),
-    row(
-        "purge_through: force not a bool",
-        "store.purge_through('c', 3, 'retention', force=1)",
-        on_store(lambda store: store.purge_through("c", 3, "retention", force=1)),  # type: ignore[arg-type]
-        INVALID,
-        "force",
-    ),
     # ---- a file whose text is stored as UTF-16: U+FFFE/U+FFFF would be stored as U+FFFD
     row(
         "append: U+FFFF in a body, UTF-16 file",
@@ -560,26 +503,5 @@ ROWS: tuple[BadInput, ...] = (
         _search_v4_read_only,
         STORE,
         None,
-    ),
-    row(
-        "purge_through: keep_roles names an unknown role",
-        "store.purge_through('c', 3, 'retention', keep_roles=['boss'])",
-        on_store(lambda store: store.purge_through("c", 3, "retention", keep_roles=["boss"])),
-        INVALID,
-        "keep_roles",
-    ),
-    row(
-        "purge_through: keep_roles a str",
-        "store.purge_through('c', 3, 'retention', keep_roles='system')",
-        on_store(lambda store: store.purge_through("c", 3, "retention", keep_roles="system")),
-        INVALID,
-        "keep_roles",
-    ),
-    row(
-        "preview_purge: keep_roles names an unknown role",
-        "store.preview_purge('c', 3, keep_roles=['boss'])",
-        on_store(lambda store: store.preview_purge("c", 3, keep_roles=["boss"])),
-        INVALID,
-        "keep_roles",
     ),
 )

@@ -20,6 +20,7 @@ import bad_input_rows_export  # noqa: E402
 import bad_input_rows_integrations  # noqa: E402
 import bad_input_rows_loop  # noqa: E402
 import bad_input_rows_model  # noqa: E402
+import bad_input_rows_operator  # noqa: E402
 import bad_input_rows_store  # noqa: E402
 from bad_input_support import SECRET_BODY, SECRET_SUMMARY, BadInput  # noqa: E402
 
@@ -29,6 +30,7 @@ ROWS: tuple[BadInput, ...] = (
     bad_input_rows_model.ROWS
     + bad_input_rows_export.ROWS
     + bad_input_rows_store.ROWS
+    + bad_input_rows_operator.ROWS
     + bad_input_rows_loop.ROWS
     + bad_input_rows_integrations.ROWS
 )
