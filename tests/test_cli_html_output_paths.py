@@ -95,3 +95,18 @@ def test_a_report_run_again_leaves_no_page_of_a_deleted_conversation(tmp_path: P
     left = sorted(p.name for p in pages.iterdir())
     assert len(left) == 2 and "notes.html" in left
     assert not any("erased secret" in p.read_text(encoding="utf-8") for p in pages.iterdir())
+
+
+@pytest.mark.parametrize("command", [0, 1], ids=["report", "inspect"])
+def test_an_empty_output_path_is_one_error_line_naming_the_option(
+    tmp_path: Path, command: int
+) -> None:
+    """`--html ''` (an unset shell variable) names the option and what to give, not the
+    current directory ("`: is a directory`")."""
+    db = _db(tmp_path / "agent.db")
+    argv = _commands(db, tmp_path / "x.html")[command]
+    argv[argv.index("--html") + 1] = ""
+    result = run(*argv)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("ledgerfold: error: --html: ")
+    assert "file name" in result.stderr and len(result.stderr.splitlines()) == 1

@@ -27,6 +27,8 @@ def _check_out(out: str, db: str) -> Path:
     """`out` as a page's path: in a directory that exists, and never the database `db` the
     page is read from, nor a file SQLite keeps beside it (a typo such as `report agent.db
     --html agent.db` would overwrite the ledger), however either is spelled or linked."""
+    if not out:  # an unset shell variable: `Path('')` is the current directory
+        raise UserError("--html: give a file name to write the page to, such as OUT.html")
     path = Path(out)
     if path.is_dir():
         raise UserError(f"{out}: is a directory")
