@@ -256,6 +256,10 @@ class MemoryStore(RetentionMethods):
         policy_version = text("policy_version", policy_version)
         plan_id = f"plan-{uuid.uuid4().hex}" if plan_id is None else text("plan_id", plan_id)
         roles = tuple(preserve_roles)
+        with self._lock:
+            if cid not in self._conversations or not self._conversations[cid].turns:
+                # An unknown conversation: the empty plan, nothing registered (as SQLiteStore).
+                return lf.plan_compaction(lf.Conversation(cid, 0, []), keep_tail, plan_id)
         with self._write(cid) as conv:
             plan = lf.plan_compaction(conv.load(cid), keep_tail, plan_id, preserve_roles=roles)
             self._register(cid, conv, Plan(plan, policy_version, roles, None))

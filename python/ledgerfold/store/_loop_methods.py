@@ -12,6 +12,7 @@ from ledgerfold import _due as due
 from ledgerfold import _validate
 from ledgerfold._plan import CompactionPlan, preserve_roles_arg
 from ledgerfold.store import _compaction as compaction
+from ledgerfold.store import _ledger as ledger
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store._database import Transaction, time_ago
 from ledgerfold.store._protocol import CompactionWork
@@ -38,7 +39,8 @@ class CompactionLoop:
         preserve_roles: Iterable[str] = (),
     ) -> CompactionPlan:
         """Plan on the current ledger; the plan becomes the active one, superseding older
-        (an older plan that ended without any record gets `failed`/`abandoned`)."""
+        (an older plan that ended without any record gets `failed`/`abandoned`). An unknown
+        conversation gets the empty plan, and nothing is registered."""
         conversation_id = _validate.text("conversation_id", conversation_id)
         _validate.integer("keep_tail", keep_tail, minimum=1)
         policy_version = _validate.text("policy_version", policy_version)
@@ -58,6 +60,10 @@ class CompactionLoop:
                 roles,
                 plan_id,
             )
+            if ledger.conversation_row(conn, conversation_id) is None:
+                # No turn was ever written to it (or it was deleted): the empty plan, with
+                # nothing registered, so no plan or `failed` record of no conversation.
+                return planned.plan
             compaction.register(conn, planned, policy_version, roles)
         self._log_plan(planned.plan)
         return planned.plan

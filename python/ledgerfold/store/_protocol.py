@@ -190,7 +190,8 @@ class Store(Protocol):
         """Plan on the current ledger and register the plan (with its policy version and the
         IDs it may compact) as the conversation's active plan, superseding any older one,
         across processes. An older plan that ended without any record gets
-        `failed`/`abandoned`."""
+        `failed`/`abandoned`. A conversation no turn was ever written to gets the empty
+        plan (revision 0) and nothing is registered: no plan, no record."""
         ...
 
     def begin_compaction(
