@@ -8,6 +8,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledgerfold.store import _summaries as summaries
+from ledgerfold.store._batch_reads import NotUtf8, is_utf8, lenient_rows
+from ledgerfold.store._current_summaries import READ_SURELY
+from ledgerfold.store._rows import DAMAGED, SUMMARY_COLUMNS, DamagedSummary
 from ledgerfold.store._schema import (
     CURRENT,
     STALE,
@@ -17,7 +21,14 @@ from ledgerfold.store._schema import (
     TURN_RETRACTED,
 )
 
-__all__ = ["LAYOUT_FALLBACK_SQL", "PURGED_SQL", "StoreStats", "read_stats"]
+__all__ = [
+    "LAYOUT_FALLBACK_SQL",
+    "PURGED_SQL",
+    "ConversationState",
+    "StoreStats",
+    "conversation_states",
+    "read_stats",
+]
 
 _STATUSES = SUMMARY_STATUSES
 
@@ -57,14 +68,16 @@ class StoreStats:
     - `summaries`: summary records by status (`current`, `superseded`, `stale`, `failed`,
       `rejected`; pruned records are gone and not counted);
     - `fallbacks`: conversations whose context (for the current summary's own policy
-      version) is served from raw turns, by reason: `no-summary` (never compacted),
-      `stale-summary:<reason>` (its newest summary went stale), `preserved-missing` (a
+      version) is served from raw turns, by the reason `context()` gives: `no-summary`
+      (never compacted), `stale-summary:<reason>` (its summary went stale;
+      `damaged-record`: its record was damaged outside ledgerfold and cannot be read,
+      `conversation-mismatch`: it names another conversation), `preserved-missing` (a
       protected or preserved turn below the summary was retracted, SPEC §17.3) or
       `duplicate-id` (a live turn holds the summary's ID, §8). A context read for another
       policy version falls back too (`stale-summary:policy-mismatch`); that depends on
       the caller and is reported by the `context.fallback` event;
     - `purged_without_summary`: conversations with purged turns (a boundary through which
-      no turn was purged is not counted) and no current summary
+      no turn was purged is not counted) and no current summary the context can read
       (what was purged is summarised nowhere the model can see);
     - `sealed_lost`: conversations with purged turns whose current summary covers none of
       them: it was rebuilt from the live turns after an edit, with no sealed checkpoint
@@ -94,62 +107,125 @@ class StoreStats:
         }
 
 
+#: SQL: whether the current summary pointed at by conversation `c` (row `s`), its record
+#: aside, cites sources stored as text: one that is not (a blob) is read as its bytes'
+#: text, or is damage — `summaries.pointed` decides. A range of the run's primary key.
+_SOURCES_TEXT = (
+    "NOT EXISTS (SELECT 1 FROM run_sources r WHERE r.run_pk = s.source_run"
+    " AND r.position < s.source_count AND typeof(r.turn_id) <> 'text')"
+)
+_RECORD = ", ".join(f"s.{column.strip()}" for column in SUMMARY_COLUMNS.split(","))
+# Per conversation: the record its pointer designates (the one `context()` reads), whether
+# the store surely reads it (as revalidation's SQL vouches; else `summaries.pointed`
+# decides), purges, the sealed test and the layout fallback. The record's text columns are
+# decoded by the read, as the store's read decodes them (then dropped: nothing is kept).
+_CONVERSATIONS = (
+    "SELECT c.id, s.status, s.reason, s.conversation_id IS c.id,"
+    f" IFNULL({READ_SURELY} AND {_SOURCES_TEXT}, 0),"
+    f" {PURGED_SQL},"
+    # The current summary cites a purged turn (sealed): read only where turns were purged.
+    " CASE WHEN EXISTS (SELECT 1 FROM history_boundaries b WHERE b.conversation_id = c.id)"
+    "  THEN EXISTS (SELECT 1 FROM summary_sources ss JOIN turns t"
+    "   ON t.conversation_id = c.id AND t.id = ss.turn_id"
+    f"   WHERE ss.summary_pk = c.current_summary AND t.state = {TURN_PURGED}) END,"
+    f" {LAYOUT_FALLBACK_SQL}, {_RECORD}"
+    " FROM conversations c LEFT JOIN summaries s ON s.pk = c.current_summary"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationState:
+    """What `stats()` counts of one conversation: `fallback` is the reason its context (for
+    the current summary's own policy version) is served raw, None when the summary is
+    used; `summarised`: it has a current summary the context can read (damaged or another
+    conversation's is none); `purged`: it has purged turns; `covers_purged`: its current
+    summary cites one of them (sealed)."""
+
+    conversation_id: str
+    fallback: str | None
+    summarised: bool
+    purged: bool
+    covers_purged: bool
+
+
+def conversation_states(
+    conn: sqlite3.Connection, conversation_id: str | None
+) -> list[ConversationState]:
+    """Each conversation's state (one, or all in table order), read in the caller's
+    transaction; the fallback is the one `context()` gives, in its order: a pointed record
+    the store cannot read (`stale-summary:damaged-record`), no record (`no-summary`), one
+    of another conversation (`stale-summary:conversation-mismatch`), a stale one (its
+    reason), a current one the context cannot lay out (`duplicate-id`,
+    `preserved-missing`)."""
+    where, params = ("WHERE c.id = ?", (conversation_id,)) if conversation_id else ("", ())
+    rows = lenient_rows(conn, f"{_CONVERSATIONS} {where}", params)
+    surely = is_utf8(conn)  # in a UTF-16 file the SQL's test is not the store's
+    states = []
+    for cid, status, reason, own, sure, purged, sealed, layout, *record in rows:
+        # Text that is not UTF-8 anywhere in the record (read as `NotUtf8`) is damage;
+        # what the SQL does not vouch for is left to the store's own read.
+        damaged = status is not None and (
+            any(isinstance(value, NotUtf8) for value in (cid, reason, *record))
+            or (not (surely and sure) and _damaged(conn, cid))
+        )
+        if damaged:
+            fallback: str | None = f"stale-summary:{DAMAGED}"
+        elif status is None:
+            fallback = "no-summary"
+        elif not own:
+            fallback = "stale-summary:conversation-mismatch"
+        elif status == STALE:
+            fallback = f"stale-summary:{reason}"
+        else:
+            fallback = None if layout is None else str(layout)
+        usable = status == CURRENT and own and not damaged
+        states.append(ConversationState(cid, fallback, bool(usable), bool(purged), bool(sealed)))
+    return states
+
+
+def _damaged(conn: sqlite3.Connection, cid: object) -> bool:
+    """Whether the store's read of the pointed record fails (`summaries.pointed`, which
+    `context()` calls): a field the envelope refuses, a source ID that is no text. A
+    conversation key that is no text is never read by a call."""
+    if not isinstance(cid, str):
+        return True
+    try:
+        summaries.pointed(conn, summaries.VersionCache(), cid, strict=True)
+    except DamagedSummary:
+        return True
+    return False
+
+
 def read_stats(conn: sqlite3.Connection, conversation_id: str | None) -> StoreStats:
     where, params = (
-        ("WHERE conversation_id = ?", (conversation_id,))
-        if conversation_id
-        else (
-            "",
-            (),
-        )
+        ("WHERE conversation_id = ?", (conversation_id,)) if conversation_id else ("", ())
     )
     states = dict.fromkeys((TURN_LIVE, TURN_RETRACTED, TURN_PURGED), 0)
     for state, count in conn.execute(
         f"SELECT state, COUNT(*) FROM turns {where} GROUP BY state", params
     ):
         states[int(state)] = int(count)
-    summaries = dict.fromkeys(_STATUSES, 0)
+    summary_counts = dict.fromkeys(_STATUSES, 0)
     for status, count in conn.execute(
         f"SELECT status, COUNT(*) FROM summaries {where} GROUP BY status", params
     ):
-        summaries[str(status)] = int(count)
-    conversation_where = "WHERE c.id = ?" if conversation_id else ""
+        summary_counts[str(status)] = int(count)
     fallbacks: Counter[str] = Counter()
-    conversations = purged_without_summary = 0
-    # The newest accepted record of each conversation says whether its context is served
-    # from a summary: current (used), stale (falls back), none (never compacted).
-    rows = conn.execute(
-        "SELECT c.id,"
-        " (SELECT s.status || '|' || COALESCE(s.reason, '') FROM summaries s"
-        f"   WHERE s.conversation_id = c.id AND s.status IN ('{CURRENT}', '{STALE}')"
-        "   ORDER BY s.pk DESC LIMIT 1),"
-        f" {PURGED_SQL},"
-        # The current summary cites a purged turn (sealed): read only where turns were purged.
-        " CASE WHEN EXISTS (SELECT 1 FROM history_boundaries b WHERE b.conversation_id = c.id)"
-        "  THEN EXISTS (SELECT 1 FROM summary_sources ss JOIN turns t"
-        "   ON t.conversation_id = c.id AND t.id = ss.turn_id"
-        f"   WHERE ss.summary_pk = c.current_summary AND t.state = {TURN_PURGED}) END,"
-        f" {LAYOUT_FALLBACK_SQL}"
-        f" FROM conversations c {conversation_where}",
-        params,
-    )
-    sealed_lost = 0
-    for _, newest, purged, sealed, layout in rows:
+    conversations = purged_without_summary = sealed_lost = 0
+    for state in conversation_states(conn, conversation_id):
         conversations += 1
-        status, _, reason = (newest or "").partition("|")
-        if status == CURRENT:
-            sealed_lost += bool(purged) and not sealed
-            if layout is not None:
-                fallbacks[str(layout)] += 1
-            continue
-        fallbacks["no-summary" if status != STALE else f"stale-summary:{reason}"] += 1
-        purged_without_summary += bool(purged)
+        if state.fallback is not None:
+            fallbacks[state.fallback] += 1
+        if state.summarised:
+            sealed_lost += state.purged and not state.covers_purged
+        else:
+            purged_without_summary += state.purged
     return StoreStats(
         conversations=conversations,
         turns=states[TURN_LIVE],
         turns_retracted=states[TURN_RETRACTED],
         turns_purged=states[TURN_PURGED],
-        summaries=summaries,
+        summaries=summary_counts,
         fallbacks=dict(sorted(fallbacks.items())),
         purged_without_summary=purged_without_summary,
         sealed_lost=sealed_lost,
