@@ -6,7 +6,9 @@ so that the purged turns' summary is lost (SPEC §17.5)."""
 
 from __future__ import annotations
 
+import json
 import re
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -154,3 +156,47 @@ def test_a_purge_that_purged_nothing_needs_no_attention(tmp_path: Path) -> None:
     assert run("report", str(db), "--html", str(out)).exit_code == 0
     page = out.read_text(encoding="utf-8")
     assert _rows(page, "attention") == []
+
+
+def test_a_summary_damaged_outside_ledgerfold_is_listed_and_the_report_still_written(
+    tmp_path: Path,
+) -> None:
+    """A current summary whose record the store cannot read (text that is not UTF-8, no
+    fingerprint) or that names another conversation: the context falls back
+    (`stale-summary:damaged-record`, `stale-summary:conversation-mismatch`), so the report
+    lists the conversation with why, as `stats()` counts it, and still writes its page
+    (a conversation whose records cannot be read gets no inspector page: `inspect` names
+    the damage)."""
+    db = tmp_path / "damaged.db"
+    assert run("import", str(db), str(DATA / "tau_bench.jsonl")).exit_code == 0
+    with SQLiteStore(db) as store:
+        compactor = Compactor(store, POLICY)
+        text, fingerprint, elsewhere, fine = store.conversation_ids()[:4]
+        for cid in (text, fingerprint, elsewhere, fine):
+            assert compactor.compact(cid, force=True).accepted
+    pointed = "pk = (SELECT current_summary FROM conversations WHERE id = ?)"
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"UPDATE summaries SET text = CAST(x'ff41' AS TEXT) WHERE {pointed}", (text,))
+        conn.execute(
+            f"UPDATE summaries SET source_fingerprint = NULL WHERE {pointed}", (fingerprint,)
+        )
+        conn.execute(f"UPDATE summaries SET conversation_id = 'x' WHERE {pointed}", (elsewhere,))
+    result = run("report", str(db), "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    why = {row["conversation"]: " ".join(row["why"]) for row in report["attention"]}
+    assert set(why) == {text, fingerprint, elsewhere}
+    assert "stale summary (damaged-record" in why[text]
+    assert "stale summary (damaged-record" in why[fingerprint]
+    assert "stale summary (conversation-mismatch" in why[elsewhere]
+    assert report["stats"]["fallbacks"]["stale-summary:damaged-record"] == 2
+    out = tmp_path / "report.html"
+    result = run("report", str(db), "--html", str(out))
+    assert result.exit_code == 0, result.output
+    flagged = {
+        row.split("</a>")[0].rsplit(">", 1)[1]
+        for row in _rows(out.read_text("utf-8"), "attention")
+        if "</a>" in row
+    }
+    assert flagged == {elsewhere}  # linked to its page; the unreadable records get none
+    assert len(_rows(out.read_text("utf-8"), "attention")) == 3

@@ -14,6 +14,7 @@ from ledgerfold._cli.html import render_conversation, render_database
 from ledgerfold._cli.html_data import ConversationRow, gather_conversation, gather_database
 from ledgerfold._cli.main import UserError, check_db_path, cli, open_store
 from ledgerfold._cli.render import echo_json, esc, stdout_console
+from ledgerfold._errors import StoreError
 from ledgerfold.store._sqlite import SQLiteStore
 
 __all__ = ["pages_dir", "report_command", "write_inspect_html"]
@@ -136,8 +137,9 @@ def _write_pages(
     out: Path,
     folder: Path,
 ) -> dict[str, str]:
-    """Write the inspector page of each listed conversation into `folder`; returns each
-    one's (URL-quoted, relative) address."""
+    """Write the inspector page of each listed conversation into `folder` (not of one
+    deleted since, nor of one whose records the store cannot read); returns each one's
+    (URL-quoted, relative) address."""
     names = page_names(row.conversation_id for row in rows)
     folder.mkdir(exist_ok=True)
     back = f"../{quote(out.name)}"
@@ -146,7 +148,13 @@ def _write_pages(
     for row in rows:
         if row.conversation_id not in known:  # deleted since: no page, no link
             continue
-        page = render_conversation(gather_conversation(store, Path(db), row.conversation_id), back)
+        try:
+            view = gather_conversation(store, Path(db), row.conversation_id)
+        except StoreError:
+            # A record damaged outside ledgerfold the store cannot read: the row says why
+            # (`stale-summary:damaged-record`); `inspect` names the damage. No page, no link.
+            continue
+        page = render_conversation(view, back)
         name = names[row.conversation_id]
         (folder / name).write_text(page, encoding="utf-8")
         links[row.conversation_id] = f"{quote(folder.name)}/{quote(name)}"

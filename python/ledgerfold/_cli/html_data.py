@@ -24,7 +24,9 @@ from ledgerfold._policy import CompactionPolicy
 from ledgerfold._summary import SummaryEnvelope
 from ledgerfold._toolcalls import open_call_turns
 from ledgerfold.adapters._chat import to_chat_messages
+from ledgerfold.store._batch_reads import lenient_rows
 from ledgerfold.store._paths import reading_uri
+from ledgerfold.store._rows import DAMAGED
 from ledgerfold.store._schema import (
     ACCEPTED,
     CURRENT,
@@ -35,7 +37,12 @@ from ledgerfold.store._schema import (
     TURN_RETRACTED,
 )
 from ledgerfold.store._sqlite import SQLiteStore
-from ledgerfold.store._stats import LAYOUT_FALLBACK_SQL, PURGED_SQL, StoreStats, read_stats
+from ledgerfold.store._stats import (
+    ConversationState,
+    StoreStats,
+    conversation_states,
+    read_stats,
+)
 
 __all__ = [
     "MAX_MARKS",
@@ -370,32 +377,29 @@ def aggregate(
     return tuple(marks)
 
 
-_LAYOUT_WHY = {
-    "preserved-missing": " (a protected or preserved turn below the summary was retracted)",
-    "duplicate-id": " (a live turn holds the current summary's ID)",
+_FALLBACK_WHY = {
+    "preserved-missing": "a protected or preserved turn below the summary was retracted",
+    "duplicate-id": "a live turn holds the current summary's ID",
+    DAMAGED: "its record was changed outside ledgerfold; the next compaction replaces it",
+    "conversation-mismatch": "its record names another conversation",
 }
 
 
 def _why(
-    fallback: str | None,
-    failed: int,
-    rejected: int,
-    failure: str | None,
-    purged: bool,
-    summarised: bool,
-    accepted: bool,
-    covers_purged: bool = True,
-    layout: str | None = None,
+    state: ConversationState, failed: int, rejected: int, failure: str | None, accepted: bool
 ) -> tuple[str, ...]:
-    """Why a conversation needs attention (empty: it does not). `fallback` is the stale
-    summary's reason, `layout` the fallback of a current summary the context cannot use
-    (`stats()`'s `preserved-missing`, `duplicate-id`). Reasons are data: the caller escapes
-    them."""
+    """Why a conversation needs attention (empty: it does not), from its `stats()` state
+    (`conversation_states`: the fallback its context gives, purged turns summarised
+    nowhere) and its failures. Reasons are data: the caller escapes them."""
     why = []
-    if fallback is not None:
-        why.append(f"context falls back to raw turns: stale summary ({fallback or 'no reason'})")
-    elif layout is not None:
-        why.append(f"context falls back to raw turns: {layout}{_LAYOUT_WHY.get(layout, '')}")
+    fallback = state.fallback
+    if fallback is not None and fallback.startswith("stale-summary:"):
+        reason = fallback.removeprefix("stale-summary:")
+        told = f"{reason}: {_FALLBACK_WHY[reason]}" if reason in _FALLBACK_WHY else reason
+        why.append(f"context falls back to raw turns: stale summary ({told or 'no reason'})")
+    elif fallback is not None and fallback != "no-summary":
+        told = f" ({_FALLBACK_WHY[fallback]})" if fallback in _FALLBACK_WHY else ""
+        why.append(f"context falls back to raw turns: {fallback}{told}")
     if failed or rejected:
         counts = ", ".join(
             f"{n} {word}" for n, word in ((failed, "failed"), (rejected, "rejected")) if n
@@ -403,9 +407,9 @@ def _why(
         newest = f" (newest: {failure})" if failure else ""
         since = " since the last accepted summary" if accepted else ", no summary accepted yet"
         why.append(f"{counts}{since}{newest}")
-    if purged and not summarised:
+    if state.purged and not state.summarised:
         why.append("purged turns but no current summary: what was purged is summarised nowhere")
-    elif purged and not covers_purged:
+    elif state.purged and not state.covers_purged:
         # `stats().sealed_lost`: rebuilt from the live turns after an edit with no sealed
         # checkpoint left (SPEC §17.5), or compacted only after the purge.
         why.append(
@@ -414,17 +418,26 @@ def _why(
     return tuple(why)
 
 
+def _text(value: object) -> str | None:
+    """A stored text as read leniently: text that is not UTF-8 (a damaged record) is None."""
+    return value if isinstance(value, str) else None
+
+
 def gather_database(path: Path) -> DatabaseView:
     """Every conversation with its counts — those that need attention first (their context
-    falls back to a stale summary or cannot use its current one, summaries failed since the
-    last accepted one, purged turns without a current summary or that it does not cover),
-    each with why, then the rest by ID — capped at REPORT_ROWS; and the stale and failed
-    versions (newest first); and the store's totals (`SQLiteStore.stats()`), shown above —
-    all read in one read transaction, so a writer's commit shows in all of them or in none.
-    The store keeps no log of revalidation runs, so `revalidation` says "never recorded"."""
+    falls back to a stale or damaged summary or cannot use its current one, summaries
+    failed since the last accepted one, purged turns without a current summary or that it
+    does not cover), each with why, then the rest by ID — capped at REPORT_ROWS; and the
+    stale and failed versions (newest first); and the store's totals
+    (`SQLiteStore.stats()`), shown above — all read in one read transaction, so a writer's
+    commit shows in all of them or in none; the fallbacks and purges of the rows are the
+    very states the totals count (`conversation_states`). The store keeps no log of
+    revalidation runs, so `revalidation` says "never recorded"."""
     with _read_only(path) as conn:
         conn.execute("BEGIN")  # one snapshot for every read below
-        stats = read_stats(conn, None)
+        states = conversation_states(conn, None)
+        stats = read_stats(conn, None, states)
+        by_id = {state.conversation_id: state for state in states}
         counts: dict[str, Counter[str]] = {}
         names = {0: "live", TURN_PURGED: "purged", TURN_RETRACTED: "retracted"}
         for cid, state, number in conn.execute(
@@ -444,78 +457,58 @@ def gather_database(path: Path) -> DatabaseView:
         total = conn.execute("SELECT count(*) FROM conversations").fetchone()[0]
         attention: list[ConversationRow] = []
         rest: list[ConversationRow] = []
-        # `newest`: the newest accepted record that still decides the context (the rule of
-        # `stats()`'s fallbacks); failures count after the newest record ever accepted.
-        for (
-            cid,
-            revision,
-            current,
-            covered,
-            newest,
-            accepted,
-            failed,
-            rejected,
-            failure,
-            covers_purged,
-            layout,
-            purged,
-        ) in conn.execute(
-            "SELECT c.id, c.revision, s.id, s.source_count,"
-            " (SELECT n.status || '|' || COALESCE(n.reason, '') FROM summaries n"
-            f"   WHERE n.conversation_id = c.id AND n.status IN ('{CURRENT}', '{STALE}')"
-            "   ORDER BY n.pk DESC LIMIT 1), a.pk,"
+        # Failures count after the newest record ever accepted. Read leniently: a record
+        # damaged outside ledgerfold (text that is not UTF-8) is listed, not a crash.
+        for cid, revision, current, covered, accepted, failed, rejected, failure in lenient_rows(
+            conn,
+            "SELECT c.id, c.revision, s.id, s.source_count, a.pk,"
             " (SELECT count(*) FROM summaries f WHERE f.conversation_id = c.id"
             f"   AND f.status = '{FAILED}' AND f.pk > COALESCE(a.pk, 0)),"
             " (SELECT count(*) FROM summaries f WHERE f.conversation_id = c.id"
             f"   AND f.status = '{REJECTED}' AND f.pk > COALESCE(a.pk, 0)),"
             " (SELECT f.reason FROM summaries f WHERE f.conversation_id = c.id"
             f"   AND f.status IN ('{FAILED}', '{REJECTED}') AND f.pk > COALESCE(a.pk, 0)"
-            "   ORDER BY f.pk DESC LIMIT 1),"
-            # Whether the current summary cites a purged turn (sealed), as `stats()` reads it:
-            # only where turns were purged.
-            " CASE WHEN EXISTS (SELECT 1 FROM history_boundaries b WHERE b.conversation_id = c.id)"
-            "  THEN EXISTS (SELECT 1 FROM summary_sources ss JOIN turns t"
-            "   ON t.conversation_id = c.id AND t.id = ss.turn_id"
-            f"   WHERE ss.summary_pk = c.current_summary AND t.state = {TURN_PURGED}) END,"
-            f" {LAYOUT_FALLBACK_SQL}, {PURGED_SQL}"
+            "   ORDER BY f.pk DESC LIMIT 1)"
             # The pointer stays on a summary gone stale: only a current one is named.
             " FROM conversations c LEFT JOIN summaries s ON s.pk = c.current_summary"
             f"   AND s.status = '{CURRENT}'"
             " LEFT JOIN (SELECT conversation_id, max(pk) AS pk FROM summaries"
             f"   WHERE status IN {ACCEPTED} GROUP BY 1) a"
             "   ON a.conversation_id = c.id"
-            " ORDER BY c.id"
+            " ORDER BY c.id",
         ):
-            status, _, reason = (newest or "").partition("|")
+            state = by_id[cid]
             turn_counts = dict(counts.get(cid, Counter()))
-            turn_counts["covered"] = covered or 0
-            why = _why(
-                reason if status == "stale" else None,
-                failed,
-                rejected,
-                failure,
-                bool(purged),
-                status == "current",
-                accepted is not None,
-                bool(covers_purged),
-                layout if status == CURRENT else None,
-            )
+            # Only a current summary the context reads is named and counted as covering.
+            turn_counts["covered"] = (covered or 0) if state.summarised else 0
+            why = _why(state, failed, rejected, _text(failure), accepted is not None)
             (attention if why else rest).append(
                 ConversationRow(
                     cid,
                     revision,
                     turn_counts,
                     dict(statuses.get(cid, Counter())),
-                    current,
+                    _text(current) if state.summarised else None,
                     boundaries.get(cid),
                     why,
                 )
             )
-        problems = conn.execute(
-            "SELECT conversation_id, id, plan_id, status, reason, created_at FROM summaries"
-            f" WHERE status IN ('{STALE}', '{FAILED}') ORDER BY pk DESC LIMIT ?",
-            (REPORT_ROWS,),
-        ).fetchall()
+        problems = [
+            (
+                str(row[0]),
+                _text(row[1]),
+                _text(row[2]) or "?",
+                str(row[3]),
+                _text(row[4]),
+                _text(row[5]) or "?",
+            )
+            for row in lenient_rows(
+                conn,
+                "SELECT conversation_id, id, plan_id, status, reason, created_at FROM summaries"
+                f" WHERE status IN ('{STALE}', '{FAILED}') ORDER BY pk DESC LIMIT ?",
+                (REPORT_ROWS,),
+            )
+        ]
     # Most reasons first; ties by ID (already sorted, the sort is stable).
     attention.sort(key=lambda row: -len(row.why))
     rows = (attention + rest)[:REPORT_ROWS]

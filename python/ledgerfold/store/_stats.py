@@ -196,7 +196,13 @@ def _damaged(conn: sqlite3.Connection, cid: object) -> bool:
     return False
 
 
-def read_stats(conn: sqlite3.Connection, conversation_id: str | None) -> StoreStats:
+def read_stats(
+    conn: sqlite3.Connection,
+    conversation_id: str | None,
+    conversation_rows: list[ConversationState] | None = None,
+) -> StoreStats:
+    """`stats()` in the caller's transaction; `conversation_rows`: `conversation_states`
+    already read in it (the report reads them once for its rows and its totals)."""
     where, params = (
         ("WHERE conversation_id = ?", (conversation_id,)) if conversation_id else ("", ())
     )
@@ -212,7 +218,9 @@ def read_stats(conn: sqlite3.Connection, conversation_id: str | None) -> StoreSt
         summary_counts[str(status)] = int(count)
     fallbacks: Counter[str] = Counter()
     conversations = purged_without_summary = sealed_lost = 0
-    for state in conversation_states(conn, conversation_id):
+    if conversation_rows is None:
+        conversation_rows = conversation_states(conn, conversation_id)
+    for state in conversation_rows:
         conversations += 1
         if state.fallback is not None:
             fallbacks[state.fallback] += 1
