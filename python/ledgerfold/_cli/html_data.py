@@ -31,7 +31,6 @@ from ledgerfold.store._schema import (
     ACCEPTED,
     CURRENT,
     FAILED,
-    REJECTED,
     STALE,
     TURN_PURGED,
     TURN_RETRACTED,
@@ -385,37 +384,56 @@ _FALLBACK_WHY = {
 }
 
 
+#: The classes of attention, in the report's order: what is broken now first.
+FALLING_BACK, SUMMARISED_NOWHERE, FAILED_SINCE = range(3)
+
+
 def _why(
-    state: ConversationState, failed: int, rejected: int, failure: str | None, accepted: bool
-) -> tuple[str, ...]:
-    """Why a conversation needs attention (empty: it does not), from its `stats()` state
-    (`conversation_states`: the fallback its context gives, purged turns summarised
-    nowhere) and its failures. Reasons are data: the caller escapes them."""
-    why = []
+    state: ConversationState, failed: int, failure: str | None, accepted: bool
+) -> tuple[int, tuple[str, ...]]:
+    """Why a conversation needs attention (empty: it does not) and its class, the first of
+    its reasons': its context falls back now (`FALLING_BACK`: a stale, damaged or unusable
+    summary, its `stats()` fallback), purged turns are summarised nowhere
+    (`SUMMARISED_NOWHERE`), or summaries failed since the last accepted one
+    (`FAILED_SINCE`). A rejected result is no reason (a race such as `superseded-plan` is
+    normal): the conversation's summary counts show it. Reasons are data: the caller
+    escapes them."""
+    why: list[tuple[int, str]] = []
     fallback = state.fallback
     if fallback is not None and fallback.startswith("stale-summary:"):
         reason = fallback.removeprefix("stale-summary:")
         told = f"{reason}: {_FALLBACK_WHY[reason]}" if reason in _FALLBACK_WHY else reason
-        why.append(f"context falls back to raw turns: stale summary ({told or 'no reason'})")
+        why.append(
+            (
+                FALLING_BACK,
+                f"context falls back to raw turns: stale summary ({told or 'no reason'})",
+            )
+        )
     elif fallback is not None and fallback != "no-summary":
         told = f" ({_FALLBACK_WHY[fallback]})" if fallback in _FALLBACK_WHY else ""
-        why.append(f"context falls back to raw turns: {fallback}{told}")
-    if failed or rejected:
-        counts = ", ".join(
-            f"{n} {word}" for n, word in ((failed, "failed"), (rejected, "rejected")) if n
-        )
+        why.append((FALLING_BACK, f"context falls back to raw turns: {fallback}{told}"))
+    if failed:
         newest = f" (newest: {failure})" if failure else ""
         since = " since the last accepted summary" if accepted else ", no summary accepted yet"
-        why.append(f"{counts}{since}{newest}")
+        why.append((FAILED_SINCE, f"{failed} failed{since}{newest}"))
     if state.purged and not state.summarised:
-        why.append("purged turns but no current summary: what was purged is summarised nowhere")
+        why.append(
+            (
+                SUMMARISED_NOWHERE,
+                "purged turns but no current summary: what was purged is summarised nowhere",
+            )
+        )
     elif state.purged and not state.covers_purged:
         # `stats().sealed_lost`: rebuilt from the live turns after an edit with no sealed
         # checkpoint left (SPEC §17.5), or compacted only after the purge.
         why.append(
-            "purged turns the current summary does not cover: what was purged is summarised nowhere"
+            (
+                SUMMARISED_NOWHERE,
+                "purged turns the current summary does not cover: what was purged is"
+                " summarised nowhere",
+            )
         )
-    return tuple(why)
+    return min((rank for rank, _ in why), default=FAILED_SINCE), tuple(text for _, text in why)
 
 
 def _text(value: object) -> str | None:
@@ -455,19 +473,17 @@ def gather_database(path: Path) -> DatabaseView:
             ).fetchall()
         )
         total = conn.execute("SELECT count(*) FROM conversations").fetchone()[0]
-        attention: list[ConversationRow] = []
+        attention: list[tuple[int, ConversationRow]] = []
         rest: list[ConversationRow] = []
         # Failures count after the newest record ever accepted. Read leniently: a record
         # damaged outside ledgerfold (text that is not UTF-8) is listed, not a crash.
-        for cid, revision, current, covered, accepted, failed, rejected, failure in lenient_rows(
+        for cid, revision, current, covered, accepted, failed, failure in lenient_rows(
             conn,
             "SELECT c.id, c.revision, s.id, s.source_count, a.pk,"
             " (SELECT count(*) FROM summaries f WHERE f.conversation_id = c.id"
             f"   AND f.status = '{FAILED}' AND f.pk > COALESCE(a.pk, 0)),"
-            " (SELECT count(*) FROM summaries f WHERE f.conversation_id = c.id"
-            f"   AND f.status = '{REJECTED}' AND f.pk > COALESCE(a.pk, 0)),"
             " (SELECT f.reason FROM summaries f WHERE f.conversation_id = c.id"
-            f"   AND f.status IN ('{FAILED}', '{REJECTED}') AND f.pk > COALESCE(a.pk, 0)"
+            f"   AND f.status = '{FAILED}' AND f.pk > COALESCE(a.pk, 0)"
             "   ORDER BY f.pk DESC LIMIT 1)"
             # The pointer stays on a summary gone stale: only a current one is named.
             " FROM conversations c LEFT JOIN summaries s ON s.pk = c.current_summary"
@@ -481,18 +497,20 @@ def gather_database(path: Path) -> DatabaseView:
             turn_counts = dict(counts.get(cid, Counter()))
             # Only a current summary the context reads is named and counted as covering.
             turn_counts["covered"] = (covered or 0) if state.summarised else 0
-            why = _why(state, failed, rejected, _text(failure), accepted is not None)
-            (attention if why else rest).append(
-                ConversationRow(
-                    cid,
-                    revision,
-                    turn_counts,
-                    dict(statuses.get(cid, Counter())),
-                    _text(current) if state.summarised else None,
-                    boundaries.get(cid),
-                    why,
-                )
+            rank, why = _why(state, failed, _text(failure), accepted is not None)
+            row = ConversationRow(
+                cid,
+                revision,
+                turn_counts,
+                dict(statuses.get(cid, Counter())),
+                _text(current) if state.summarised else None,
+                boundaries.get(cid),
+                why,
             )
+            if why:
+                attention.append((rank, row))
+            else:
+                rest.append(row)
         problems = [
             (
                 str(row[0]),
@@ -509,9 +527,9 @@ def gather_database(path: Path) -> DatabaseView:
                 (REPORT_ROWS,),
             )
         ]
-    # Most reasons first; ties by ID (already sorted, the sort is stable).
-    attention.sort(key=lambda row: -len(row.why))
-    rows = (attention + rest)[:REPORT_ROWS]
+    # By class (broken now first), then by ID (read in ID order; the sort is stable).
+    attention.sort(key=lambda ranked: ranked[0])
+    rows = ([row for _, row in attention] + rest)[:REPORT_ROWS]
     return DatabaseView(
         str(path),
         tuple(rows),
