@@ -239,9 +239,10 @@ class LedgerMachine(LedgerWriteRules):
             return
         compacted = self.expected_compacted(conversation, self.keep_tail)
         plan_a = self.store.start_plan(conversation, self.keep_tail, self.version)
-        model.register_plan(plan_a.plan_id)
         plan_b = self.store.start_plan(conversation, self.keep_tail, self.version)
-        model.register_plan(plan_b.plan_id)  # plan A ended without any record: abandoned
+        if model.exists:  # a conversation never written to gets empty plans, unregistered
+            model.register_plan(plan_a.plan_id)
+            model.register_plan(plan_b.plan_id)  # plan A ended without any record: abandoned
         assert plan_a.compacted_ids == plan_b.compacted_ids == compacted
         ledger = self.store.load(conversation)
         envelope_b = lf.create_summary_envelope(
