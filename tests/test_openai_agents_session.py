@@ -329,3 +329,23 @@ def test_a_session_refused_after_opening_its_store_closes_it(tmp_path: Path) -> 
         assert path.exists() and open_on_file() == 0
     finally:
         gc.enable()
+
+
+def test_pop_item_below_the_summary_reads_its_newest_source_alone(tmp_path: Path) -> None:
+    """Once every turn after the summary's slot is popped, the next pop takes the newest
+    turn the summary covers: read by its ID (`get_turns`), never the whole ledger (`load`)."""
+    store = RecordingStore(tmp_path / "p.db")
+    policy = CompactionPolicy("v1", keep_tail=2, trigger_tokens=None, min_new_turns=2)
+    session = LedgerfoldSession("s", store=store, policy=policy)  # type: ignore[arg-type]
+
+    async def scenario() -> list[Any]:
+        for n in range(10):
+            await session.add_items(_exchange(n))
+        covered = store.inner.current_summary("s")
+        assert covered is not None and len(covered.source_ids) == 18
+        store.calls.clear()
+        return [await session.pop_item() for _ in range(3)]
+
+    assert asyncio.run(scenario()) == [_exchange(9)[1], _exchange(9)[0], _exchange(8)[1]]
+    assert "load" not in store.names() and "get_turns" in store.names()
+    assert [turn.body for turn in store.inner.load("s").turns][-1] == "q8"

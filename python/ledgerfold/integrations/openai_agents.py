@@ -351,13 +351,14 @@ class LedgerfoldSession:
             return None
         last = items[-1]
         if isinstance(last, SummaryItem):  # every turn after the summary's slot popped
-            turns = self.store.load(self.session_id).turns
-            # The newest turn the summary covers, if live; a turn below it (a preserved
-            # system prompt, served before the summary) is not the session's newest item,
-            # and once the covered turns are purged nothing is left to pop.
-            if not turns or turns[-1].sequence < last.through_sequence:
+            # The newest turn the summary covers (its last source, read alone: no load of
+            # the ledger), if live; a turn below it (a preserved system prompt, served before
+            # the summary) is not the session's newest item, and once the covered turns are
+            # purged nothing is left to pop.
+            found = self.store.get_turns(self.session_id, last.source_ids[-1:])
+            if not found:
                 return None
-            newest = turns[-1]
+            newest = found[0]
             popped = restored(newest.role, newest.body, newest.meta)[-1]
             self.store.retract(self.session_id, newest.id)
             return popped
