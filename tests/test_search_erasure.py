@@ -202,3 +202,27 @@ def test_a_blocked_checkpoint_is_retried_at_close(tmp_path: Path) -> None:
     reader.close()
     store.close()
     assert not file_has(path, tail)
+
+
+def test_a_thousand_erasures_leave_the_store_writable(tmp_path: Path) -> None:
+    """Each erasing call's FTS5 `optimize` put the merged segment on a new level (SQLite <
+    3.42 has no cap): two levels per erasure after a write once the index outgrew a page,
+    and past 2,000 levels FTS5 read its structure as corrupt, so every later write failed
+    ("database disk image is malformed") and search with it. A retention purge on schedule
+    gets there. The index is rebuilt when it grows too deep, and stays exact."""
+    word, tail = marker()
+    store = lf.SQLiteStore(tmp_path / "a.db", durability="normal")
+    words = " ".join(f"filler{i}x" for i in range(400))
+    for i in range(40):  # an index larger than one FTS5 page
+        store.append("c", "user", f"{words} number {i}", id=f"long{i}")
+    for i in range(1050):
+        turn = store.append("c", "user", f"short note {i} {word}")
+        store.retract("c", turn.id, erase=True)
+    store.append("c", "user", f"still writable {word}", id="last")
+    assert [hit.turn_id for hit in store.search("c", word)] == ["last"]
+    assert len(store.search("c", "filler7x", limit=100)) == 40
+    conn = store._connection()
+    conn.execute("INSERT INTO search_fts(search_fts, rank) VALUES ('integrity-check', 0)")
+    store.retract("c", "last", erase=True)
+    assert not in_index(store, tail)
+    store.close()

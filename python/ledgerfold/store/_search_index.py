@@ -49,6 +49,7 @@ from ledgerfold._errors import StoreError
 from ledgerfold._model import Turn
 from ledgerfold._recall_stand_in import RECALL_TOOL_NAME, call_name, tool_calls_of
 from ledgerfold._segment import INDEX_VERSION, index_passages, index_passages_many
+from ledgerfold.store import _search_levels as search_levels
 from ledgerfold.store._call_pairs import Answered
 from ledgerfold.store._recall_answers import NO_BATCH, BatchCalls, answers_recall, stored_meta
 from ledgerfold.store._schema import TURN_LIVE
@@ -485,6 +486,9 @@ def scrub(conn: sqlite3.Connection) -> None:
     _flushed(conn)
     if has_table(conn, "search_fts") and _indexed_through(conn) >= 0:
         conn.execute("INSERT INTO search_fts(search_fts) VALUES ('optimize')")
+        # Before SQLite 3.42 every such merge adds a level, and 2,000 corrupt the index.
+        if search_levels.rebuild_if_deep(conn, SLOT_BITS, _insert):
+            _log.info("search index rebuilt: its FTS5 structure had too many levels")
 
 
 NO_FTS5 = "search: this SQLite has no FTS5, so search is unavailable"
