@@ -205,11 +205,11 @@ def test_a_blocked_checkpoint_is_retried_at_close(tmp_path: Path) -> None:
 
 
 def test_a_thousand_erasures_leave_the_store_writable(tmp_path: Path) -> None:
-    """Each erasing call's FTS5 `optimize` put the merged segment on a new level (SQLite <
-    3.42 has no cap): two levels per erasure after a write once the index outgrew a page,
-    and past 2,000 levels FTS5 read its structure as corrupt, so every later write failed
-    ("database disk image is malformed") and search with it. A retention purge on schedule
-    gets there. The index is rebuilt when it grows too deep, and stays exact."""
+    """Each erasing call's FTS5 `optimize` put the merged segment on a new level (an SQLite
+    from before 2023's fix has no cap): two levels per erasure after a write once the index
+    outgrew a page, and past 2,000 levels FTS5 read its structure as corrupt, so every later
+    write failed ("database disk image is malformed") and search with it. A retention purge
+    on schedule gets there. The index is rebuilt when it grows too deep, and stays exact."""
     word, tail = marker()
     store = lf.SQLiteStore(tmp_path / "a.db", durability="normal")
     words = " ".join(f"filler{i}x" for i in range(400))

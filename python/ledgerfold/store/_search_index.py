@@ -486,7 +486,7 @@ def scrub(conn: sqlite3.Connection) -> None:
     _flushed(conn)
     if has_table(conn, "search_fts") and _indexed_through(conn) >= 0:
         conn.execute("INSERT INTO search_fts(search_fts) VALUES ('optimize')")
-        # Before SQLite 3.42 every such merge adds a level, and 2,000 corrupt the index.
+        # On an SQLite from before 2023's fix each merge adds levels; 2,000 corrupt the index.
         if search_levels.rebuild_if_deep(conn, SLOT_BITS, _insert):
             _log.info("search index rebuilt: its FTS5 structure had too many levels")
 

@@ -1,13 +1,14 @@
 """The FTS5 index's level count after an erasing call's rewrite (`_search_index.scrub`).
 
 FTS5's `optimize` merges every segment into one placed on a new level above the old ones.
-SQLite before 3.42 (no cap on that level count, FTS5_MAX_LEVEL since) adds levels at every
-`optimize` that has two segments to merge once the index outgrows a page, two levels per
-erasing call after a write on the real transcripts; past 2,000 levels FTS5 reads its own
-structure record as corrupt ("database disk image is malformed"), and every later write of
-the store fails. So when the record names more than `MAX_LEVELS` levels, the index is
-rebuilt from the bodies of the turns it holds ('delete-all', then the same rows again), which
-resets it to one level and, like the merge, leaves no deleted term in its pages.
+An SQLite from before FTS5's fix of August 2023 (3.40 here; it caps the count at 64 since)
+adds levels at every `optimize` that has two segments to merge once the index outgrows a
+page, two levels per erasing call after a write on the real transcripts; past 2,000 levels
+FTS5 reads its own structure record as corrupt ("database disk image is malformed"), and
+every later write of the store fails. So when the record names more than `MAX_LEVELS`
+levels, the index is rebuilt from the bodies of the turns it holds ('delete-all', then the
+same rows again), which resets it to one level and, like the merge, leaves no deleted term
+in its pages.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from collections.abc import Callable, Sequence
 __all__ = ["MAX_LEVELS", "levels", "rebuild_if_deep"]
 
 #: Levels past which the index is rebuilt: newer SQLite never goes past 64 itself; on older
-#: ones, two levels an erasure make this a rebuild every ~128 erasing calls (a rebuild costs
-#: about five `optimize` merges on the real transcripts), far below FTS5's 2,000.
+#: ones (3.40 here), two levels an erasure make this a rebuild every ~128 erasing calls (a
+#: rebuild costs about five `optimize` merges on the real transcripts), far below 2,000.
 MAX_LEVELS = 256
 
 #: The FTS5 structure record's row in `search_fts_data`, and the marker that a version-2
