@@ -220,7 +220,8 @@ def test_a_thousand_erasures_leave_the_store_writable(tmp_path: Path) -> None:
         store.retract("c", turn.id, erase=True)
     store.append("c", "user", f"still writable {word}", id="last")
     assert [hit.turn_id for hit in store.search("c", word)] == ["last"]
-    assert len(store.search("c", "filler7x", limit=100)) == 40
+    hits = store.search("c", "filler7x", limit=100)
+    assert len(hits) == 40 and all(0 < len(hit.text) <= 600 for hit in hits)  # passages
     conn = store._connection()
     conn.execute("INSERT INTO search_fts(search_fts, rank) VALUES ('integrity-check', 0)")
     store.retract("c", "last", erase=True)
