@@ -81,3 +81,15 @@ def test_upgrade_user_errors(tmp_path: Path) -> None:
     (tmp_path / "empty.db").write_bytes(b"")
     empty = run("upgrade", str(tmp_path / "empty.db"))
     assert empty.exit_code == 2 and "Traceback" not in empty.output
+
+
+def test_upgrade_of_a_file_that_is_not_sqlite_is_one_error_line(tmp_path: Path) -> None:
+    path = tmp_path / "notes.db"
+    text = b"plain text, not a database at all " * 40
+    path.write_bytes(text)
+    result = run("upgrade", str(path))
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        f"ledgerfold: error: {path}: not an SQLite database (file is not a database)"
+    ]
+    assert path.read_bytes() == text

@@ -19,7 +19,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from ledgerfold._cli.main import check_db_path, cli
+from ledgerfold._cli.main import UserError, check_db_path, cli
 from ledgerfold._cli.render import echo_json, esc, stdout_console
 from ledgerfold.store._paths import reading_uri
 from ledgerfold.store._schema import SCHEMA_VERSION
@@ -51,9 +51,15 @@ class _ProgressHandler(logging.Handler):
 
 def _state(path: str) -> tuple[int, bool | None]:
     """(schema version, index complete or None when there is no index yet), read without
-    changing the file."""
+    changing the file. A file SQLite cannot read is one error line (UserError)."""
     with closing(sqlite3.connect(reading_uri(path), uri=True)) as conn:
-        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        try:
+            conn.execute("PRAGMA busy_timeout = 30000")  # as the store waits for a writer
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        except sqlite3.OperationalError as err:  # locked, unreadable
+            raise UserError(f"{path}: cannot read the database ({err})") from None
+        except sqlite3.DatabaseError as err:  # not SQLite at all
+            raise UserError(f"{path}: not an SQLite database ({err})") from None
         try:
             row = conn.execute("SELECT complete FROM search_state").fetchone()
         except sqlite3.OperationalError:
