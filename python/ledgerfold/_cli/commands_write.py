@@ -92,16 +92,22 @@ def import_command(db: str, files: tuple[str, ...], as_json: bool) -> None:
     imported = skipped = turns = 0
     with open_store(db, create=True) as store:
         existing = set(store.conversation_ids())
-        for transcript in transcripts:
-            if transcript.conversation_id in existing:
-                skipped += 1
-                continue
-            written = store.append_many(
-                transcript.conversation_id, [turn_spec(turn) for turn in transcript.turns]
-            )
-            existing.add(transcript.conversation_id)
-            imported += 1
-            turns += len(written)
+        try:
+            # One transaction for the whole import: interrupted (Ctrl-C) or failing, it
+            # leaves the database as it was, never some of the conversations.
+            with store._worker_batch():
+                for transcript in transcripts:
+                    if transcript.conversation_id in existing:
+                        skipped += 1
+                        continue
+                    written = store.append_many(
+                        transcript.conversation_id, [turn_spec(turn) for turn in transcript.turns]
+                    )
+                    existing.add(transcript.conversation_id)
+                    imported += 1
+                    turns += len(written)
+        except KeyboardInterrupt:
+            raise click.exceptions.Abort("import interrupted: nothing was imported") from None
     _log.info("import: conversations=%d turns=%d skipped=%d", imported, turns, skipped)
     if as_json:
         echo_json({"conversations": imported, "turns": turns, "skipped": skipped})

@@ -64,8 +64,8 @@ class _Group(click.Group):
                 args, prog_name or "ledgerfold", complete_var, standalone_mode=False, **extra
             )
             code = result if isinstance(result, int) and not isinstance(result, bool) else 0
-        except click.exceptions.Abort:
-            _report_error("aborted")
+        except click.exceptions.Abort as error:
+            _report_error(str(error) or "aborted")
             code = 130
         except click.ClickException as error:
             _report_error(error.format_message())

@@ -1,0 +1,76 @@
+"""Ctrl-C during `ledgerfold import`: the database is left as it was (the import is one
+transaction), and the command says so in one line, exit status 130, no traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from ledgerfold import SQLiteStore
+
+# Runs the command line in a child process that interrupts itself (a real SIGINT) while
+# the third conversation is being written: deterministic, no sleeping.
+CHILD = """
+import os, signal, sys
+from ledgerfold.store._sqlite import SQLiteStore
+from ledgerfold._cli import main
+
+real = SQLiteStore.append_many
+calls = []
+
+def append_many(self, conversation_id, turns):
+    calls.append(conversation_id)
+    if len(calls) == 3:
+        os.kill(os.getpid(), signal.SIGINT)
+    return real(self, conversation_id, turns)
+
+SQLiteStore.append_many = append_many
+main(sys.argv[1:])
+"""
+
+
+def _transcript(path: Path, conversations: int) -> Path:
+    lines = []
+    for n in range(conversations):
+        turns = [
+            {"id": f"c{n}:{s}", "sequence": s, "role": "user", "body": f"body {s}"}
+            for s in range(1, 4)
+        ]
+        lines.append(json.dumps({"conversation_id": f"c{n}", "source": "s", "turns": turns}))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _interrupted_import(db: Path, transcript: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", CHILD, "import", str(db), str(transcript)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_interrupted_import_leaves_a_new_database_empty(tmp_path: Path) -> None:
+    db = tmp_path / "agent.db"
+    result = _interrupted_import(db, _transcript(tmp_path / "t.jsonl", 6))
+    assert result.returncode == 130
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "ledgerfold: error: import interrupted: nothing was imported"
+    ]
+    assert result.stdout == ""
+    with SQLiteStore(db, read_only=True) as store:
+        assert store.conversation_ids() == []
+
+
+def test_interrupted_import_leaves_an_existing_database_as_it_was(tmp_path: Path) -> None:
+    db = tmp_path / "agent.db"
+    with SQLiteStore(db) as store:
+        store.append("kept", "user", "before")
+    result = _interrupted_import(db, _transcript(tmp_path / "t.jsonl", 6))
+    assert result.returncode == 130
+    with SQLiteStore(db, read_only=True) as store:
+        assert store.conversation_ids() == ["kept"]
+        assert len(store.load("kept")) == 1
