@@ -4,6 +4,7 @@ everything from the ledger, and the size of a 100k-turn conversation's page."""
 from __future__ import annotations
 
 import itertools
+import json
 from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
@@ -288,3 +289,16 @@ def test_a_current_summary_the_context_cannot_use_is_not_counted_as_compacted(
     page = inspect_page(db, "c", tmp_path)
     assert "Fallback: preserved-missing" in page
     assert '<div class="stat"><b>8</b>raw in context</div>' in page
+
+
+def test_inspect_json_with_html_prints_json_and_writes_the_page(tmp_path: Path) -> None:
+    """`--json` output is strict JSON (SPEC §15.7), also when `--html` writes the page."""
+    db = tmp_path / "states.db"
+    build_states_db(db)
+    out = tmp_path / "page.html"
+    plain = run("inspect", str(db), CONVERSATION, "--json")
+    both = run("inspect", str(db), CONVERSATION, "--json", "--html", str(out))
+    assert both.exit_code == 0, both.output
+    report = json.loads(both.stdout)
+    assert report == {**json.loads(plain.stdout), "html": str(out)}
+    assert "<html" in out.read_text(encoding="utf-8")

@@ -46,16 +46,17 @@ def _check_out(out: str, db: str) -> Path:
     return path
 
 
-def _write(out: str, db: str, page: str) -> None:
-    _check_out(out, db).write_text(page, encoding="utf-8")
-    stdout_console().print(f"wrote {esc(out)} ({len(page.encode('utf-8')):,} bytes)")
-
-
-def write_inspect_html(store: SQLiteStore, db: str, conversation_id: str, out: str) -> None:
-    """Write the inspector page of `conversation_id` to `out`."""
+def write_inspect_html(
+    store: SQLiteStore, db: str, conversation_id: str, out: str, *, announce: bool = True
+) -> None:
+    """Write the inspector page of `conversation_id` to `out`; `announce` says so on stdout
+    (not under `--json`, whose output is JSON alone)."""
     _check_out(out, db)  # before the work: a wrong path is one error line at once
     view = gather_conversation(store, Path(db), conversation_id)
-    _write(out, db, render_conversation(view))
+    page = render_conversation(view)
+    _check_out(out, db).write_text(page, encoding="utf-8")
+    if announce:
+        stdout_console().print(f"wrote {esc(out)} ({len(page.encode('utf-8')):,} bytes)")
 
 
 def pages_dir(out: Path) -> Path:

@@ -92,8 +92,9 @@ def inspect_command(db: str, conversation_id: str, as_json: bool, html_out: str 
     with open_store(db, read_only=True) as store:
         require_conversation(store, conversation_id)
         if html_out is not None:
-            write_inspect_html(store, db, conversation_id, html_out)
-            return
+            write_inspect_html(store, db, conversation_id, html_out, announce=not as_json)
+            if not as_json:
+                return
         conversation = store.load(conversation_id)
         history = store.summary_history(conversation_id)
         current = store.current_summary(conversation_id)
@@ -126,6 +127,8 @@ def inspect_command(db: str, conversation_id: str, as_json: bool, html_out: str 
         "pruned_versions": pruned,
         "history_boundary": boundary_json(boundary),
     }
+    if html_out is not None:
+        report["html"] = html_out
     if as_json:
         echo_json(report)
         return
