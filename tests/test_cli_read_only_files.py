@@ -85,6 +85,8 @@ def _commands(db: Path, out: Path) -> dict[str, list[str]]:
         "list": ["list", str(db), "--json"],
         "compact --dry-run": ["compact", str(db), "--dry-run", "--json"],
         "context": ["context", str(db), CONVERSATION, "--json"],
+        "search": ["search", str(db), CONVERSATION, "turn", "--all", "--json"],
+        "export": ["export", str(db), "--parquet", str(out / "pq"), "--json"],
     }
 
 
@@ -100,6 +102,8 @@ def _commands(db: Path, out: Path) -> dict[str, list[str]]:
         "inspect",
         "list",
         "context",
+        "search",
+        "export",
     ],
 )
 def test_a_read_only_command_changes_no_file(tmp_path: Path, mode: str, command: str) -> None:

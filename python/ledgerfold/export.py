@@ -25,6 +25,7 @@ import contextlib
 import json
 import os
 import shutil
+import sqlite3
 import tempfile
 import time
 from collections.abc import Sequence
@@ -239,6 +240,19 @@ def _publish(holder: Path, target: Path) -> None:
         holder.rmdir()
 
 
+def _check_database(db: Path) -> None:
+    """Refuse a file that is not a ledgerfold store (`StoreError`) and migrate an older
+    schema, the one write an export may make; a current database is opened read-only, so
+    the export changes none of its files (SPEC §15.7), not even a WAL a writer left."""
+    try:
+        with contextlib.closing(batch_reads.open_readonly(db)) as conn:
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    except sqlite3.Error:
+        version = None  # the store's own open says what is wrong with the file
+    with SQLiteStore(db, read_only=version == SCHEMA_VERSION):
+        pass
+
+
 def export_parquet(
     db_path: str | os.PathLike[str],
     out_dir: str | os.PathLike[str],
@@ -268,8 +282,7 @@ def export_parquet(
     import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
     started = time.perf_counter()
-    with SQLiteStore(db):  # refuses a file that is not a ledgerfold store; migrates
-        pass
+    _check_database(db)
     schemas = _schemas(pa)
     holder: Path | None = None
     conn = batch_reads.open_readonly(db)
