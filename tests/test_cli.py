@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -203,6 +204,17 @@ def test_demo_runs_to_completion(tmp_path: Path) -> None:
     with sqlite3.connect(db) as conn:
         ids = {r[0] for r in conn.execute("SELECT id FROM conversations")}
     assert ids == {"demo", "demo-2"}
+
+
+def test_demo_without_db_says_the_database_it_names_is_gone() -> None:
+    """Step 1 names the temporary database; the run removes it, and says so (and how to
+    keep it), so that a newcomer does not look for a file that is no longer there."""
+    result = run("demo")
+    assert result.exit_code == 0, result.output
+    named = re.search(r"in (\S+demo\.db):", result.stdout)
+    assert named is not None and not Path(named.group(1)).exists()
+    last = result.stdout.strip().splitlines()[-1]
+    assert f"{named.group(1)} removed" in last and "--db PATH" in last
 
 
 def test_demo_as_a_real_process_leaves_no_temp_file() -> None:

@@ -328,9 +328,17 @@ def demo_command(db: str | None, as_json: bool) -> None:
         console.print(Text(f"database kept at {safe_text(kept)}"))
     else:
         directory = tempfile.mkdtemp(prefix="ledgerfold-demo-")
+        temporary = Path(directory) / "demo.db"
         try:
-            report = _run_demo(console, Path(directory) / "demo.db")
+            report = _run_demo(console, temporary)
         finally:
             shutil.rmtree(directory, ignore_errors=True)
+        # Step 1 named it: say it is gone, and how to keep one to inspect.
+        console.print(
+            Text(
+                f"temporary database {safe_text(temporary)} removed; run"
+                " `ledgerfold demo --db PATH` to keep one for `ledgerfold inspect`"
+            )
+        )
     if as_json:
         echo_json({**report, "db": str(kept) if kept is not None else None})
