@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import Result
 
-from cli_support import run
+from cli_support import copy_db, run
 from ledgerfold._cli.render import safe_text
 
 # Everything a terminal could act on, except the newline and tab the output itself uses.
@@ -127,3 +127,24 @@ def test_a_real_process_prints_no_raw_control(evil_db: Path) -> None:
         )
         assert completed.returncode == 0, completed.stderr
         assert_clean(completed, args)
+
+
+def test_verbose_log_records_escape_ids(evil_db: Path, tmp_path: Path) -> None:
+    """`-v` prints the library's records (IDs, counts) to the terminal: a hostile ID in one
+    is spelled out like everywhere else, and each record stays one line."""
+    db = copy_db(evil_db, tmp_path / "copy.db")
+    for args in (
+        ["-v", "compact", str(db), "--keep-tail", "2"],
+        ["-v", "purge", str(db), EVIL_CONVERSATION, "--through", "3", "--reason", f"r{TITLE}"],
+    ):
+        completed = subprocess.run(
+            [sys.executable, "-m", "ledgerfold", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert completed.returncode == 0, completed.stderr
+        assert_clean(completed, args)
+        lines = [line for line in completed.stderr.splitlines() if not line.startswith("warning")]
+        assert lines and all(line.startswith("INFO ledgerfold") for line in lines), lines

@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 import click
 
-from ledgerfold._cli.render import one_line
+from ledgerfold._cli.render import one_line, safe_text
 from ledgerfold._errors import LedgerfoldError
 from ledgerfold.store._sqlite import SQLiteStore
 
@@ -88,6 +88,14 @@ def main(args: Sequence[str] | None = None, prog_name: str = "ledgerfold") -> No
     raise SystemExit(0)  # pragma: no cover - cli.main always exits
 
 
+class _TerminalFormatter(logging.Formatter):
+    """Records as one terminal line each: the IDs they carry come from the ledger, so
+    control characters are spelled out (`safe_text`), as in everything else printed."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return safe_text(super().format(record))
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="ledgerfold", prog_name="ledgerfold")
 @click.option(
@@ -98,7 +106,7 @@ def cli(verbose: bool) -> None:
     root = logging.getLogger("ledgerfold")
     if verbose:
         handler: logging.Handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(_TerminalFormatter("%(levelname)s %(name)s: %(message)s"))
         root.setLevel(logging.INFO)
     else:
         # Library records stay quiet unless asked for (no "last resort" stderr lines).
