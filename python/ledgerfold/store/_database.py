@@ -419,6 +419,8 @@ class Database:
                 version = self._schema_version(conn)
             finally:
                 conn.execute("COMMIT")
+        except sqlite3.OperationalError as err:  # locked, unreadable: SQLite, but not usable
+            raise StoreError(f"{self.path}: cannot read the database ({err})") from err
         except sqlite3.DatabaseError as err:
             raise StoreError(f"{self.path}: not an SQLite database ({err})") from err
         if version == 0:
@@ -440,6 +442,8 @@ class Database:
                     "SELECT 1 FROM sqlite_master WHERE type = 'table' LIMIT 1"
                 ).fetchone()
             )
+        except sqlite3.OperationalError as err:  # read-only, locked: SQLite, but not usable
+            raise StoreError(f"{self.path}: cannot open the database for writing ({err})") from err
         except sqlite3.DatabaseError as err:
             raise StoreError(f"{self.path}: not an SQLite database ({err})") from err
         # Refuse another application's file before changing anything in it (journal mode).
