@@ -125,3 +125,15 @@ def test_a_read_only_command_changes_no_file(tmp_path: Path, mode: str, command:
     if command == "context":
         # The hot WAL is read: the turn written just before the crash is in the context.
         assert ("written just before the crash" in result.stdout) == (mode == "hot")
+
+
+@pytest.mark.parametrize("mode", ["clean", "hot"])
+def test_delete_refused_without_yes_changes_no_file(tmp_path: Path, mode: str) -> None:
+    """Without `--yes`, `delete` only reads (is there such a conversation?) and refuses."""
+    directory = tmp_path / "db"
+    directory.mkdir()
+    db = _make(directory, mode)
+    before = _state(directory)
+    result = run("delete", str(db), CONVERSATION)
+    assert result.exit_code == 2 and "--yes" in result.stderr
+    assert _state(directory) == before

@@ -87,7 +87,7 @@ def purge_command(
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def delete_command(db: str, conversation_id: str, yes: bool, as_json: bool) -> None:
     """Erase a conversation: its turns, history, summaries, plans and boundaries."""
-    with open_store(db) as store:
+    with open_store(db, read_only=not yes) as store:  # refused, it only reads
         require_conversation(store, conversation_id)
         if not yes:
             raise UserError(
