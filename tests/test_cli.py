@@ -337,3 +337,14 @@ def test_every_command_words_a_bad_database_path_alike(
         assert result.exit_code == 2, result.output
         assert result.stderr == f"ledgerfold: error: {message}\n"
         assert not path.is_file()  # nothing created on the way to the error
+
+
+def test_ledgerfold_alone_prints_its_help_readably() -> None:
+    """What a newcomer types first: the usage and the commands, one per line, not the help
+    folded into one error line."""
+    result = run()
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("Usage: ")  # the program name is CliRunner's here
+    assert "Commands:" in lines and any(line.split()[:1] == ["demo"] for line in lines)
+    assert "ledgerfold: error:" not in result.stderr

@@ -37,6 +37,12 @@ USAGE_EXIT = 2
 DEFAULT_POLICY = "v1"
 
 
+#: What click >= 8.2 raises for a group called with no arguments: its help is the message.
+_NO_ARGS_HELP: type[click.ClickException] | None = getattr(
+    click.exceptions, "NoArgsIsHelpError", None
+)
+
+
 class UserError(click.ClickException):
     """A mistake of the caller: one line on stderr, exit status 2."""
 
@@ -68,7 +74,10 @@ class _Group(click.Group):
             _report_error(str(error) or "aborted")
             code = 130
         except click.ClickException as error:
-            _report_error(error.format_message())
+            if _NO_ARGS_HELP is not None and isinstance(error, _NO_ARGS_HELP):
+                error.show()  # `ledgerfold` alone (click >= 8.2): the help, as written
+            else:
+                _report_error(error.format_message())
             code = USAGE_EXIT
         except LedgerfoldError as error:
             # Every ledgerfold message names fields and IDs, never bodies (SPEC §10).
