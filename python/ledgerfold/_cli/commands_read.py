@@ -21,8 +21,12 @@ from ledgerfold._context import AssembledContext
 from ledgerfold._errors import InvalidInput
 from ledgerfold.adapters._chat import to_chat_messages
 from ledgerfold.export import DEFAULT_TURNS_PER_FILE, export_parquet
+from ledgerfold.store._sqlite import SQLiteStore
 
 __all__ = ["context_command", "export_command", "inspect_command"]
+
+# Statuses of an accepted version, as `list` counts them.
+_ACCEPTED = ("current", "superseded", "stale")
 
 
 # --------------------------------------------------------------------------- context
@@ -31,15 +35,20 @@ __all__ = ["context_command", "export_command", "inspect_command"]
 @cli.command("context")
 @click.argument("db")
 @click.argument("conversation_id", metavar="CONVERSATION")
-@click.option("--policy-version", default=DEFAULT_POLICY, show_default=True)
+@click.option(
+    "--policy-version",
+    help=f"Assemble under this policy.  [default: the newest summary's, else {DEFAULT_POLICY}]",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print chat messages as JSON.")
 @click.option("--preview", is_flag=True, help="Show a short text preview instead of lengths.")
 def context_command(
-    db: str, conversation_id: str, policy_version: str, as_json: bool, preview: bool
+    db: str, conversation_id: str, policy_version: str | None, as_json: bool, preview: bool
 ) -> None:
     """Print the assembled model context of CONVERSATION."""
     with open_store(db, read_only=True) as store:
         require_conversation(store, conversation_id)
+        if policy_version is None:
+            policy_version = _summary_policy(store, conversation_id)
         context = store.context(conversation_id, policy_version)
         conversation = store.load(conversation_id)
     if as_json:
@@ -63,6 +72,15 @@ def context_command(
         ),
     )
     _print_context_status(console, context)
+
+
+def _summary_policy(store: SQLiteStore, conversation_id: str) -> str:
+    """The policy version of the conversation's newest accepted summary (the one `list`
+    and the inspector page judge), or the default when it has none."""
+    for record in reversed(store.summary_history(conversation_id)):
+        if record.envelope is not None and record.status in _ACCEPTED:
+            return record.envelope.policy_version
+    return DEFAULT_POLICY
 
 
 def _print_context_status(console: Console, context: AssembledContext) -> None:

@@ -1,0 +1,34 @@
+"""`ledgerfold context DB CONVERSATION`: without `--policy-version` it assembles the context
+under the policy of the conversation's own summary, as `list` and the inspector page do,
+so the three never disagree about whether the summary is in use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cli_support import run, run_json
+from ledgerfold import SQLiteStore
+
+
+def test_context_defaults_to_the_summarys_own_policy(tmp_path: Path) -> None:
+    db = tmp_path / "demo.db"
+    assert run("demo", "--db", str(db)).exit_code == 0  # compacts under its own policy
+    (listed,) = run_json("list", str(db), "--json")
+    assert listed["status"] == "current"
+    context = run_json("context", str(db), "demo", "--json")
+    assert context["fallback"] is None
+    assert context["summary"] == listed["summary"]
+    assert context["policy_version"] == "demo-v1"
+    text = run("context", str(db), "demo").stdout
+    assert f"summary in use: {listed['summary']}" in text
+    # Asked for another policy, the context is assembled under it.
+    other = run_json("context", str(db), "demo", "--json", "--policy-version", "v1")
+    assert other["fallback"] == "stale-summary:policy-mismatch"
+
+
+def test_context_of_a_conversation_never_summarised(tmp_path: Path) -> None:
+    db = tmp_path / "plain.db"
+    with SQLiteStore(db) as store:
+        store.append_many("c", [{"role": "user", "body": f"turn {n}"} for n in range(3)])
+    context = run_json("context", str(db), "c", "--json")
+    assert context["policy_version"] == "v1" and context["fallback"] == "no-summary"
