@@ -18,7 +18,7 @@ from ledgerfold._cli.render import (
     versions_table,
 )
 from ledgerfold._context import AssembledContext
-from ledgerfold._errors import InvalidInput
+from ledgerfold._errors import InvalidInput, StoreError
 from ledgerfold.adapters._chat import to_chat_messages
 from ledgerfold.export import DEFAULT_TURNS_PER_FILE, export_parquet
 from ledgerfold.store._sqlite import SQLiteStore
@@ -76,8 +76,13 @@ def context_command(
 
 def _summary_policy(store: SQLiteStore, conversation_id: str) -> str:
     """The policy version of the conversation's newest accepted summary (the one `list`
-    and the inspector page judge), or the default when it has none."""
-    for record in reversed(store.summary_history(conversation_id)):
+    and the inspector page judge), or the default when it has none, or when a damaged
+    record cannot be read (the context then says why it falls back)."""
+    try:
+        history = store.summary_history(conversation_id)
+    except StoreError:
+        return DEFAULT_POLICY
+    for record in reversed(history):
         if record.envelope is not None and record.status in _ACCEPTED:
             return record.envelope.policy_version
     return DEFAULT_POLICY
