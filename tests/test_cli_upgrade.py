@@ -17,6 +17,7 @@ from ledgerfold._cli.commands_upgrade import _PROGRESS, _ProgressHandler
 from ledgerfold.store import _search_index as search_index
 from ledgerfold.store._schema import SCHEMA_VERSION
 from test_search_migration import schema_version, v4_turns, write_v4_database
+from test_upgrade import write_v1_database
 
 
 def test_upgrade_migrates_a_v4_file_and_builds_its_index(tmp_path: Path) -> None:
@@ -93,3 +94,21 @@ def test_upgrade_of_a_file_that_is_not_sqlite_is_one_error_line(tmp_path: Path) 
         f"ledgerfold: error: {path}: not an SQLite database (file is not a database)"
     ]
     assert path.read_bytes() == text
+
+
+def test_a_read_command_on_a_schema_too_old_to_read_names_the_upgrade(tmp_path: Path) -> None:
+    """A v1 file cannot be read without migrating it; a command that only reads does not
+    migrate, so it says which command does, in one line, and leaves the file as it was."""
+    path = tmp_path / "v1.db"
+    write_v1_database(path)
+    before = path.read_bytes()
+    for command in (["list", str(path)], ["report", str(path), "--json"]):
+        result = run(*command)
+        assert result.exit_code == 2
+        assert result.stderr.strip().splitlines() == [
+            f"ledgerfold: error: {path}: schema version 1 is older than a read-only open can"
+            f" read; run `ledgerfold upgrade {path}` first"
+        ]
+    assert path.read_bytes() == before
+    assert run("upgrade", str(path)).exit_code == 0
+    assert run("list", str(path)).exit_code == 0

@@ -9,16 +9,19 @@ exits 2. Error lines name paths, IDs and fields, never turn bodies or summary te
 from __future__ import annotations
 
 import logging
+import sqlite3
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 
 from ledgerfold._cli.render import one_line, safe_text
-from ledgerfold._errors import LedgerfoldError
+from ledgerfold._errors import LedgerfoldError, StoreError
+from ledgerfold.store._paths import reading_uri
+from ledgerfold.store._schema import READABLE_VERSION
 from ledgerfold.store._sqlite import SQLiteStore
 
 __all__ = [
@@ -148,11 +151,31 @@ def open_store(db: str, *, create: bool = False, read_only: bool = False) -> Ite
     process cannot write."""
     path = check_db_path(db, create=create)
     # StoreError (not ours, not SQLite) becomes one error line.
-    store = SQLiteStore(path, read_only=read_only)
+    try:
+        store = SQLiteStore(path, read_only=read_only)
+    except StoreError:
+        old = _too_old_to_read(path) if read_only else None
+        if old is None:
+            raise
+        raise UserError(
+            f"{db}: schema version {old} is older than a read-only open can read;"
+            f" run `ledgerfold upgrade {db}` first"
+        ) from None
     try:
         yield store
     finally:
         store.close()
+
+
+def _too_old_to_read(path: Path) -> int | None:
+    """The schema version of `path` when it is a ledgerfold schema too old to be read
+    without migrating it (which `ledgerfold upgrade` does), else None."""
+    try:
+        with closing(sqlite3.connect(reading_uri(str(path)), uri=True)) as conn:
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    except sqlite3.Error:
+        return None
+    return version if 0 < version < READABLE_VERSION else None
 
 
 def require_conversation(store: SQLiteStore, conversation_id: str) -> None:
