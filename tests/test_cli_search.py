@@ -11,6 +11,7 @@ import pytest
 
 import ledgerfold as lf
 from cli_support import run, run_json
+from test_search_migration import v4_turns, write_v4_database
 
 
 @pytest.fixture
@@ -87,3 +88,20 @@ def test_user_errors_are_one_line_and_exit_2(
 def test_json_output_is_strict(db: Path) -> None:
     result = run("search", str(db), "c", "parcel", "--all", "--json")
     json.loads(result.stdout, parse_constant=lambda name: pytest.fail(name))
+
+
+def test_search_of_an_older_schema_names_the_upgrade(tmp_path: Path) -> None:
+    """A v4 file reads, but has no search index until it is migrated: the line says which
+    command does that, and the file stays as it was."""
+    path = tmp_path / "v4.db"
+    write_v4_database(path, v4_turns(12))
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    result = run("search", str(path), "c", "mango", "--all")
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        f"ledgerfold: error: {path}: schema version 4 has no search index yet;"
+        f" run `ledgerfold upgrade {path}` first"
+    ]
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    assert run("upgrade", str(path)).exit_code == 0
+    assert run_json("search", str(path), "c", "mango", "--all", "--json")["hits"]

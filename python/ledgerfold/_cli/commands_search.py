@@ -5,8 +5,11 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from ledgerfold._cli.main import cli, open_store, require_conversation
+from ledgerfold._cli.commands_upgrade import schema_state
+from ledgerfold._cli.main import UserError, cli, open_store, require_conversation
 from ledgerfold._cli.render import echo_json, esc, one_line, print_table, stdout_console
+from ledgerfold._errors import StoreError
+from ledgerfold.store._schema import SCHEMA_VERSION
 
 __all__ = ["search_command"]
 
@@ -38,7 +41,16 @@ def search_command(
     scope = "all" if search_all else "covered"
     with open_store(db, read_only=True) as store:
         require_conversation(store, conversation_id)
-        hits = store.search(conversation_id, query, limit=limit, scope=scope)
+        try:
+            hits = store.search(conversation_id, query, limit=limit, scope=scope)
+        except StoreError:
+            version, _ = schema_state(db)
+            if version >= SCHEMA_VERSION:
+                raise
+            raise UserError(
+                f"{db}: schema version {version} has no search index yet;"
+                f" run `ledgerfold upgrade {db}` first"
+            ) from None
     if as_json:
         echo_json(
             {

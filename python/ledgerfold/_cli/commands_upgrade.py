@@ -25,7 +25,7 @@ from ledgerfold.store._paths import reading_uri
 from ledgerfold.store._schema import SCHEMA_VERSION
 from ledgerfold.store._sqlite import SQLiteStore
 
-__all__ = ["upgrade_command"]
+__all__ = ["schema_state", "upgrade_command"]
 
 _PROGRESS = "search index progress: path=%s turns=%d of %d"
 
@@ -49,7 +49,7 @@ class _ProgressHandler(logging.Handler):
         self.progress.update(self.task, completed=done)
 
 
-def _state(path: str) -> tuple[int, bool | None]:
+def schema_state(path: str) -> tuple[int, bool | None]:
     """(schema version, index complete or None when there is no index yet), read without
     changing the file. A file SQLite cannot read is one error line (UserError)."""
     with closing(sqlite3.connect(reading_uri(path), uri=True)) as conn:
@@ -73,7 +73,7 @@ def _state(path: str) -> tuple[int, bool | None]:
 def upgrade_command(db: str, as_json: bool) -> None:
     """Migrate DB to the current schema and build its search index (resumable)."""
     path = check_db_path(db)
-    before, _ = _state(str(path))
+    before, _ = schema_state(str(path))
     console = stdout_console()
     logger = logging.getLogger("ledgerfold.store")
     with Progress(
@@ -94,7 +94,7 @@ def upgrade_command(db: str, as_json: bool) -> None:
         finally:
             logger.removeHandler(handler)
             logger.setLevel(level)
-    after, complete = _state(str(path))
+    after, complete = schema_state(str(path))
     result = {
         "database": str(path),
         "schema_before": before,
