@@ -10,10 +10,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 
 from cli_support import copy_db, run, run_json
 from ledgerfold import revalidate
+from ledgerfold._cli import cli
 
 SHARED = Path(__file__).resolve().parents[1] / "tests" / "data"
 DATA_FILES = sorted((SHARED / "transcripts").glob("*.jsonl"))
@@ -348,3 +350,14 @@ def test_ledgerfold_alone_prints_its_help_readably() -> None:
     assert lines[0].startswith("Usage: ")  # the program name is CliRunner's here
     assert "Commands:" in lines and any(line.split()[:1] == ["demo"] for line in lines)
     assert "ledgerfold: error:" not in result.stderr
+
+
+def test_every_option_says_what_it_does() -> None:
+    """`--help` is where a newcomer learns an option: none is listed bare."""
+    bare = [
+        (name, option.opts[0])
+        for name, command in sorted(cli.commands.items())
+        for option in command.params
+        if isinstance(option, click.Option) and not option.help
+    ]
+    assert bare == []

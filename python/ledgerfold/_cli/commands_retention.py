@@ -14,7 +14,13 @@ __all__ = ["delete_command", "purge_command"]
 @cli.command("purge")
 @click.argument("db")
 @click.argument("conversation_id", metavar="CONVERSATION")
-@click.option("--through", "through", type=click.IntRange(min=0), required=True)
+@click.option(
+    "--through",
+    "through",
+    type=click.IntRange(min=0),
+    required=True,
+    help="The last sequence to purge (see `ledgerfold context` for sequences).",
+)
 @click.option("--reason", required=True, help="Why (recorded with the boundary).")
 @click.option(
     "--force",

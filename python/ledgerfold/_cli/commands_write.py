@@ -138,8 +138,19 @@ def _compact_backlog(compactor: Compactor, conversation_id: str) -> CompactionOu
 @cli.command("compact")
 @click.argument("db")
 @click.option("--conversation", "conversation_id", help="Only this conversation.")
-@click.option("--keep-tail", type=click.IntRange(min=1), default=8, show_default=True)
-@click.option("--policy-version", default=DEFAULT_POLICY, show_default=True)
+@click.option(
+    "--keep-tail",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="The newest turns kept raw, never summarised.",
+)
+@click.option(
+    "--policy-version",
+    default=DEFAULT_POLICY,
+    show_default=True,
+    help="The policy label new summaries are written under.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the outcomes as JSON.")
 @click.option(
     "--dry-run",
