@@ -32,3 +32,23 @@ def test_context_of_a_conversation_never_summarised(tmp_path: Path) -> None:
         store.append_many("c", [{"role": "user", "body": f"turn {n}"} for n in range(3)])
     context = run_json("context", str(db), "c", "--json")
     assert context["policy_version"] == "v1" and context["fallback"] == "no-summary"
+
+
+def test_compact_keeps_each_conversations_own_policy(tmp_path: Path) -> None:
+    """`compact` without `--policy-version` writes under the policy the conversation's
+    summary already has: the application that reads the context under that policy keeps
+    its summary (a `v1` one would make it fall back to every turn raw)."""
+    db = tmp_path / "demo.db"
+    assert run("demo", "--db", str(db)).exit_code == 0  # policy demo-v1
+    with SQLiteStore(db) as store:
+        store.append("demo", "user", "One more thing: rename notes.txt to todo.txt.")
+    planned = run_json("compact", str(db), "--dry-run", "--keep-tail", "2", "--json")
+    assert [plan["status"] for plan in planned] == ["rolling"]
+    (outcome,) = run_json("compact", str(db), "--keep-tail", "2", "--json")
+    assert outcome["status"] == "accepted"
+    context = run_json("context", str(db), "demo", "--json", "--policy-version", "demo-v1")
+    assert context["fallback"] is None and context["summary"] == outcome["summary"]
+    # Named, the policy is used as given.
+    (named,) = run_json("compact", str(db), "--policy-version", "v1", "--json")
+    assert named["status"] == "accepted"
+    assert run_json("context", str(db), "demo", "--json")["policy_version"] == "v1"

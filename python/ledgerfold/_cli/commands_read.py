@@ -6,7 +6,14 @@ import click
 from rich.console import Console
 
 from ledgerfold._cli.commands_html import write_inspect_html  # also registers `report`
-from ledgerfold._cli.main import DEFAULT_POLICY, UserError, cli, open_store, require_conversation
+from ledgerfold._cli.main import (
+    DEFAULT_POLICY,
+    UserError,
+    cli,
+    open_store,
+    require_conversation,
+    summary_policy,
+)
 from ledgerfold._cli.render import (
     boundary_json,
     context_table,
@@ -18,15 +25,11 @@ from ledgerfold._cli.render import (
     versions_table,
 )
 from ledgerfold._context import AssembledContext
-from ledgerfold._errors import InvalidInput, StoreError
+from ledgerfold._errors import InvalidInput
 from ledgerfold.adapters._chat import to_chat_messages
 from ledgerfold.export import DEFAULT_TURNS_PER_FILE, export_parquet
-from ledgerfold.store._sqlite import SQLiteStore
 
 __all__ = ["context_command", "export_command", "inspect_command"]
-
-# Statuses of an accepted version, as `list` counts them.
-_ACCEPTED = ("current", "superseded", "stale")
 
 
 # --------------------------------------------------------------------------- context
@@ -48,7 +51,7 @@ def context_command(
     with open_store(db, read_only=True) as store:
         require_conversation(store, conversation_id)
         if policy_version is None:
-            policy_version = _summary_policy(store, conversation_id)
+            policy_version = summary_policy(store, conversation_id)
         context = store.context(conversation_id, policy_version)
         conversation = store.load(conversation_id)
     if as_json:
@@ -72,20 +75,6 @@ def context_command(
         ),
     )
     _print_context_status(console, context)
-
-
-def _summary_policy(store: SQLiteStore, conversation_id: str) -> str:
-    """The policy version of the conversation's newest accepted summary (the one `list`
-    and the inspector page judge), or the default when it has none, or when a damaged
-    record cannot be read (the context then says why it falls back)."""
-    try:
-        history = store.summary_history(conversation_id)
-    except StoreError:
-        return DEFAULT_POLICY
-    for record in reversed(history):
-        if record.envelope is not None and record.status in _ACCEPTED:
-            return record.envelope.policy_version
-    return DEFAULT_POLICY
 
 
 def _print_context_status(console: Console, context: AssembledContext) -> None:

@@ -15,7 +15,14 @@ from rich.table import Table
 from rich.text import Text
 
 from ledgerfold._cli.dry_run import dry_run as _dry_run
-from ledgerfold._cli.main import DEFAULT_POLICY, UserError, cli, open_store, require_conversation
+from ledgerfold._cli.main import (
+    DEFAULT_POLICY,
+    UserError,
+    cli,
+    open_store,
+    require_conversation,
+    summary_policy,
+)
 from ledgerfold._cli.render import (
     echo_json,
     outcome_json,
@@ -147,9 +154,8 @@ def _compact_backlog(compactor: Compactor, conversation_id: str) -> CompactionOu
 )
 @click.option(
     "--policy-version",
-    default=DEFAULT_POLICY,
-    show_default=True,
-    help="The policy label new summaries are written under.",
+    help="The policy label new summaries are written under.  [default: the one the"
+    f" conversation's newest summary has, else {DEFAULT_POLICY}]",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the outcomes as JSON.")
 @click.option(
@@ -161,12 +167,12 @@ def compact_command(
     db: str,
     conversation_id: str | None,
     keep_tail: int,
-    policy_version: str,
+    policy_version: str | None,
     as_json: bool,
     dry_run: bool,
 ) -> None:
     """Force-compact conversations with the built-in ExtractiveSummarizer."""
-    if not policy_version.strip():
+    if policy_version is not None and not policy_version.strip():
         raise UserError("--policy-version: must not be blank")
     with open_store(db, read_only=dry_run) as store:
         if conversation_id is not None:
@@ -174,21 +180,44 @@ def compact_command(
             ids = [conversation_id]
         else:
             ids = store.conversation_ids()
-        policy = CompactionPolicy(policy_version, keep_tail=keep_tail)
+        # Unless named, each conversation keeps the policy its summary has: a summary under
+        # another label would leave the application reading its context with none.
+        policies: dict[str, CompactionPolicy] = {}
+        compactors: dict[str, Compactor] = {}
+
+        def policy_of(cid: str) -> CompactionPolicy:
+            version = policy_version or summary_policy(store, cid)
+            if version not in policies:
+                policies[version] = CompactionPolicy(version, keep_tail=keep_tail)
+            return policies[version]
+
+        def compactor_of(cid: str) -> Compactor:
+            policy = policy_of(cid)
+            if policy.version not in compactors:
+                compactors[policy.version] = Compactor(store, policy, ExtractiveSummarizer())
+            return compactors[policy.version]
+
         if dry_run:
-            plans = [_dry_run(store.load(cid), store.current_summary(cid), policy) for cid in ids]
-        else:
-            compactor = Compactor(store, policy, ExtractiveSummarizer())
-            rows = [
-                outcome_json("conversation", cid, _compact_backlog(compactor, cid)) for cid in ids
+            plans = [
+                _dry_run(store.load(cid), store.current_summary(cid), policy_of(cid)) for cid in ids
             ]
+        else:
+            rows = [
+                outcome_json("conversation", cid, _compact_backlog(compactor_of(cid), cid))
+                for cid in ids
+            ]
+    label = (
+        safe_text(policy_version)
+        if policy_version is not None
+        else f"each conversation's own, else {DEFAULT_POLICY}"
+    )
     if dry_run:
-        _print_dry_run(plans, policy, as_json)
+        _print_dry_run(plans, label, CompactionPolicy(DEFAULT_POLICY, keep_tail=keep_tail), as_json)
         return
     if as_json:
         echo_json(rows)
         return
-    table = Table(title=Text(f"compaction (policy {policy_version}, keep tail {keep_tail})"))
+    table = Table(title=Text(f"compaction (policy {label}, keep tail {keep_tail})"))
     for column in ("conversation", "status", "reason", "summary", "sources"):
         table.add_column(column, overflow="fold")
     for row in rows:
@@ -203,13 +232,15 @@ def compact_command(
     )
 
 
-def _print_dry_run(plans: list[dict[str, Any]], policy: CompactionPolicy, as_json: bool) -> None:
+def _print_dry_run(
+    plans: list[dict[str, Any]], label: str, policy: CompactionPolicy, as_json: bool
+) -> None:
     if as_json:
         echo_json(plans)
         return
     table = Table(
         title=Text(
-            f"dry run (policy {safe_text(policy.version)}, keep tail {policy.keep_tail},"
+            f"dry run (policy {label}, keep tail {policy.keep_tail},"
             f" at most {policy.max_input_tokens} tokens a request): nothing written"
         )
     )

@@ -33,6 +33,7 @@ __all__ = [
     "main",
     "open_store",
     "require_conversation",
+    "summary_policy",
 ]
 
 #: Exit status of every user error.
@@ -176,6 +177,24 @@ def _too_old_to_read(path: Path) -> int | None:
     except sqlite3.Error:
         return None
     return version if 0 < version < READABLE_VERSION else None
+
+
+# Statuses of an accepted version, as `list` counts them.
+_ACCEPTED = ("current", "superseded", "stale")
+
+
+def summary_policy(store: SQLiteStore, conversation_id: str) -> str:
+    """The policy version of the conversation's newest accepted summary (the one `list`
+    and the inspector page judge), or the default when it has none, or when a damaged
+    record cannot be read (the context then says why it falls back)."""
+    try:
+        history = store.summary_history(conversation_id)
+    except StoreError:
+        return DEFAULT_POLICY
+    for record in reversed(history):
+        if record.envelope is not None and record.status in _ACCEPTED:
+            return record.envelope.policy_version
+    return DEFAULT_POLICY
 
 
 def require_conversation(store: SQLiteStore, conversation_id: str) -> None:
