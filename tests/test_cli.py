@@ -361,3 +361,17 @@ def test_every_option_says_what_it_does() -> None:
         if isinstance(option, click.Option) and not option.help
     ]
     assert bare == []
+
+
+def test_context_rows_say_why_a_turn_in_the_summarys_span_is_raw(tmp_path: Path) -> None:
+    """The demo's system prompt sits before the summary, raw: the table says it is
+    preserved (its role), as it says why the protected turns and the tail are raw."""
+    db = tmp_path / "demo.db"
+    result = run("demo", "--db", str(db))
+    assert result.exit_code == 0, result.output
+    rows = [line.split("\t") for line in result.stdout.splitlines() if "\t" in line]
+    system = next(row for row in rows if row[2] == "m1")
+    assert system[3] == "preserved (system role)"
+    shown = run("context", str(db), "demo", "--preview").stdout
+    first = next(line for line in shown.splitlines() if line.startswith("1\t"))
+    assert first.split("\t")[3] == "preserved (system role)"

@@ -202,6 +202,9 @@ def context_table(
     table.add_column("id", overflow="fold", max_width=24)
     table.add_column("raw because / covers", no_wrap=True)
     table.add_column("text" if preview else "chars", overflow="fold", ratio=1, min_width=24)
+    # A raw turn in the summary's span is one the summary may not take (its role, an open
+    # tool call, a group held whole): say so, as the inspector page does.
+    through = context.summary.through_sequence if context.summary is not None else None
     for item in context.items:
         if isinstance(item, SummaryItem):
             table.add_row(
@@ -219,6 +222,8 @@ def context_table(
             note = f"[bold yellow]{esc(turn.protection_reason or 'protected')}[/]"
         elif item.id in tail_ids:
             note = "[cyan]tail[/]"
+        elif through is not None and item.sequence < through:
+            note = "preserved" + (f" ({item.role} role)" if item.role == "system" else "")
         table.add_row(
             str(item.sequence),
             item.role,
