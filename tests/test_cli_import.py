@@ -163,3 +163,13 @@ def test_a_bad_fine_tuning_line_names_file_and_line(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert result.stderr.startswith(f"ledgerfold: error: {source}:2: messages[0]")
     assert not db.exists()
+
+
+def test_import_help_gives_the_line_format() -> None:
+    """A newcomer's own logs: `--help` says what a line holds and where the format is
+    described in this repository (not the project's private data folder)."""
+    shown = " ".join(run("import", "--help").stdout.split())
+    for key in ("conversation_id", "turns", "sequence", "role", "body", "tool_call_ids"):
+        assert key in shown
+    assert "tests/data/transcripts/README.md" in shown
+    assert "shared/data" not in shown

@@ -71,7 +71,9 @@ def turn_spec(turn: Turn) -> dict[str, Any]:
 @click.argument("files", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 def import_command(db: str, files: tuple[str, ...], as_json: bool) -> None:
-    """Import JSONL transcripts (shared/data format) into DB, creating it if needed.
+    """Import JSONL transcripts into DB, creating it if needed: one conversation a line,
+    {"conversation_id", "turns": [{"id", "sequence", "role", "body", "tool_call_ids"}]}
+    (described in tests/data/transcripts/README.md).
 
     A conversation already in DB is skipped (one line counts them), so importing twice is
     harmless. Also reads OpenAI fine-tuning files ({"messages": [...]} per line; the
