@@ -7,8 +7,13 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from cli_support import run
 from ledgerfold import SQLiteStore
+from ledgerfold._cli import commands_write
 
 # Runs the command line in a child process that interrupts itself (a real SIGINT) while
 # the third conversation is being written: deterministic, no sleeping.
@@ -74,3 +79,28 @@ def test_interrupted_import_leaves_an_existing_database_as_it_was(tmp_path: Path
     with SQLiteStore(db, read_only=True) as store:
         assert store.conversation_ids() == ["kept"]
         assert len(store.load("kept")) == 1
+
+
+def test_one_transaction_import_holds_a_bounded_index_backlog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The search-index rows of a one-transaction import are written as they pile up
+    (in the same transaction), so its memory does not grow with the import; every
+    conversation is still found by search afterwards."""
+    monkeypatch.setattr(commands_write, "PENDING_INDEX_ROWS", 5, raising=False)
+    seen: list[int] = []
+    real = SQLiteStore.append_many
+
+    def append_many(self: SQLiteStore, conversation_id: str, turns: Any) -> Any:
+        pending = self._db.connection().pending
+        seen.append(len(pending) if pending is not None else 0)
+        return real(self, conversation_id, turns)
+
+    monkeypatch.setattr(SQLiteStore, "append_many", append_many)
+    db = tmp_path / "agent.db"
+    result = run("import", str(db), str(_transcript(tmp_path / "t.jsonl", 12)))
+    assert result.exit_code == 0, result.output
+    assert len(seen) == 12 and max(seen) < 5 + 3  # the bound plus one conversation's turns
+    with SQLiteStore(db, read_only=True) as store:
+        for n in range(12):
+            assert store.search(f"c{n}", "body", scope="all")

@@ -36,6 +36,7 @@ from ledgerfold._model import Turn
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._transcripts import Transcript, iter_transcripts
 from ledgerfold.revalidate import revalidate_database
+from ledgerfold.store._sqlite import SQLiteStore
 from ledgerfold.summarizers._extractive import ExtractiveSummarizer
 
 __all__ = [
@@ -115,6 +116,7 @@ def import_command(db: str, files: tuple[str, ...], as_json: bool) -> None:
                     existing.add(transcript.conversation_id)
                     imported += 1
                     turns += len(written)
+                    _bound_pending_index(store)
         except KeyboardInterrupt:
             raise click.exceptions.Abort("import interrupted: nothing was imported") from None
     _log.info("import: conversations=%d turns=%d skipped=%d", imported, turns, skipped)
@@ -125,6 +127,21 @@ def import_command(db: str, files: tuple[str, ...], as_json: bool) -> None:
         f"imported [bold]{imported}[/] conversations, [bold]{turns}[/] turns"
         + (f"; {skipped} conversations already present, skipped" if skipped else "")
     )
+
+
+#: Turns whose search-index rows a one-transaction import holds in memory at most: past
+#: it they are written (in the same transaction), so memory does not grow with the import.
+PENDING_INDEX_ROWS = 20_000
+
+
+def _bound_pending_index(store: SQLiteStore) -> None:
+    """Write the batch's pending index rows once there are many (between two appends, as
+    the store itself does before a job that reads the index)."""
+    db = store._db
+    with db.lock:
+        conn = db.connection()
+        if conn.pending is not None and len(conn.pending) >= PENDING_INDEX_ROWS:
+            db._flush_index(conn, "import")
 
 
 # --------------------------------------------------------------------------- compact
