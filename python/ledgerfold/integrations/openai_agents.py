@@ -382,15 +382,7 @@ def _stored(item: Mapping[str, Any], index: int) -> str:
             field=field,
             problem="wrong-type",
         ) from None
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput(
-            f"{field}: must encode as UTF-8 (lone surrogates are invalid)",
-            field=field,
-            problem="not-utf8",
-        ) from None
-    return text
+    return _validate.text(field, text, blank_ok=True)  # no lone surrogate in any field
 
 
 def _opened(db_path: str | os.PathLike[str], on_event: EventHook | None) -> SQLiteStore:
