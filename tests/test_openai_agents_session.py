@@ -75,13 +75,14 @@ def test_pop_item_reads_the_context_not_the_ledger(tmp_path: Path) -> None:
         for n in range(10):
             await session.add_items(_exchange(n))
         store.calls.clear()
-        return [await session.pop_item(), await session.pop_item()]
+        return [await session.pop_item() for _ in range(3)]
 
-    assert asyncio.run(scenario()) == [_exchange(9)[1], _exchange(9)[0]]
-    assert store.inner.current_summary("s") is not None  # popped below no summary
-    # No call that reads the whole ledger: the context (bounded by the policy) and retract.
-    assert set(store.names()) == {"context", "retract"}
-    assert [turn.body for turn in store.inner.load("s").turns][-1] == "a8"
+    # The third pop takes the summary's newest source: every turn after its slot is gone.
+    assert asyncio.run(scenario()) == [_exchange(9)[1], _exchange(9)[0], _exchange(8)[1]]
+    # No call that reads the whole ledger: the context (bounded by the policy), retract,
+    # and below the summary its newest source read by ID (`get_turns`), never `load`.
+    assert set(store.names()) == {"context", "retract", "get_turns"}
+    assert [turn.body for turn in store.inner.load("s").turns][-1] == "q8"
 
 
 def _pop_steps(path: Path, turns: int) -> int:
@@ -330,22 +331,3 @@ def test_a_session_refused_after_opening_its_store_closes_it(tmp_path: Path) -> 
     finally:
         gc.enable()
 
-
-def test_pop_item_below_the_summary_reads_its_newest_source_alone(tmp_path: Path) -> None:
-    """Once every turn after the summary's slot is popped, the next pop takes the newest
-    turn the summary covers: read by its ID (`get_turns`), never the whole ledger (`load`)."""
-    store = RecordingStore(tmp_path / "p.db")
-    policy = CompactionPolicy("v1", keep_tail=2, trigger_tokens=None, min_new_turns=2)
-    session = LedgerfoldSession("s", store=store, policy=policy)  # type: ignore[arg-type]
-
-    async def scenario() -> list[Any]:
-        for n in range(10):
-            await session.add_items(_exchange(n))
-        covered = store.inner.current_summary("s")
-        assert covered is not None and len(covered.source_ids) == 18
-        store.calls.clear()
-        return [await session.pop_item() for _ in range(3)]
-
-    assert asyncio.run(scenario()) == [_exchange(9)[1], _exchange(9)[0], _exchange(8)[1]]
-    assert "load" not in store.names() and "get_turns" in store.names()
-    assert [turn.body for turn in store.inner.load("s").turns][-1] == "q8"
