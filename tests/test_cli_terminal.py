@@ -116,15 +116,20 @@ def test_errors_escape_ids_and_paths(evil_db: Path, tmp_path: Path) -> None:
         assert_clean(result, args)
 
 
+def _run_cli(args: list[str]) -> subprocess.CompletedProcess[str]:
+    """`python -m ledgerfold ARGS` in a real process, its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "ledgerfold", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 def test_a_real_process_prints_no_raw_control(evil_db: Path) -> None:
     for args in (["context", str(evil_db), EVIL_CONVERSATION, "--preview"], ["list", str(evil_db)]):
-        completed = subprocess.run(
-            [sys.executable, "-m", "ledgerfold", *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        completed = _run_cli(args)
         assert completed.returncode == 0, completed.stderr
         assert_clean(completed, args)
 
@@ -137,13 +142,7 @@ def test_verbose_log_records_escape_ids(evil_db: Path, tmp_path: Path) -> None:
         ["-v", "compact", str(db), "--keep-tail", "2"],
         ["-v", "purge", str(db), EVIL_CONVERSATION, "--through", "3", "--reason", f"r{TITLE}"],
     ):
-        completed = subprocess.run(
-            [sys.executable, "-m", "ledgerfold", *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        completed = _run_cli(args)
         assert completed.returncode == 0, completed.stderr
         assert_clean(completed, args)
         lines = [line for line in completed.stderr.splitlines() if not line.startswith("warning")]
