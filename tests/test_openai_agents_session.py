@@ -330,4 +330,3 @@ def test_a_session_refused_after_opening_its_store_closes_it(tmp_path: Path) -> 
         assert path.exists() and open_on_file() == 0
     finally:
         gc.enable()
-
