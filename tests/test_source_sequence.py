@@ -240,3 +240,30 @@ def test_threads_extending_one_parent_each_get_their_own_ids() -> None:
         assert built[-1] == expected
         assert all(later.starts_with(earlier) for earlier, later in itertools.pairwise(built))
     assert parent == base
+
+
+def test_a_summarys_source_ids_pickle_copy_and_iterate_as_a_tuples_do(tmp_path: Path) -> None:
+    """What a user does with `record.source_ids`: pickle or deep-copy the record, pickle or
+    copy an iterator part-way through (as a tuple's iterator pickles: the IDs not yet
+    given), and write JSON from `list(ids)` (json writes only real lists and tuples)."""
+    import copy
+    import json
+
+    with lf.SQLiteStore(tmp_path / "f.db") as store:
+        store.append_many("c", [{"id": f"t{n}", "role": "user", "body": "x"} for n in range(9)])
+        policy = lf.CompactionPolicy("v", keep_tail=2, min_new_turns=1)
+        assert lf.Compactor(store, policy).compact("c", force=True).status == "accepted"
+        record = store.current_summary("c")
+    assert record is not None
+    ids = record.source_ids
+    expected = tuple(f"t{n}" for n in range(7))
+    assert pickle.loads(pickle.dumps(record)) == record == copy.deepcopy(record)
+    iterator = iter(ids)
+    assert next(iterator) == "t0"
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        assert tuple(pickle.loads(pickle.dumps(iterator, protocol))) == expected[1:]
+    assert tuple(copy.deepcopy(iterator)) == tuple(copy.copy(iterator)) == expected[1:]
+    assert tuple(iterator) == expected[1:]  # the copies did not advance it
+    assert pickle.loads(pickle.dumps(iterator)) is not iterator
+    assert tuple(pickle.loads(pickle.dumps(iterator))) == ()
+    assert json.loads(json.dumps(list(ids))) == list(expected)

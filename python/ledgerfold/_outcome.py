@@ -196,15 +196,22 @@ class OutcomeRecorder:
             )
 
     def _skip(
-        self, conversation_id: str, plan: CompactionPlan | None, reason: str
+        self, conversation_id: str, plan: CompactionPlan | None, reason: str, started: float
     ) -> CompactionOutcome:
+        """A compaction with nothing to do: its event's seconds are the due check's and the
+        planning's (`started`: `time.perf_counter()` when the compaction began)."""
         _log.debug(
             "compaction skipped conversation_id=%s plan_id=%s reason=%s",
             conversation_id,
             plan.plan_id if plan is not None else None,
             reason,
         )
-        emit(self.on_event, Event("compaction.skipped", conversation_id, reason=reason))
+        if self.on_event is not None:
+            seconds = time.perf_counter() - started
+            emit(
+                self.on_event,
+                Event("compaction.skipped", conversation_id, reason=reason, seconds=seconds),
+            )
         return CompactionOutcome("skipped", None, reason)
 
     def _fail(

@@ -9,6 +9,7 @@ from ledgerfold import _native, _validate
 from ledgerfold._errors import InvalidInput
 from ledgerfold._native import Conversation, SourceDigests, SourceIds, Turn
 from ledgerfold._plan import CompactionPlan, preserve_roles_arg
+from ledgerfold._sized import sized
 
 __all__ = [
     "CHECK_REASONS",
@@ -67,9 +68,9 @@ class SummaryEnvelope:
         return (
             f"SummaryEnvelope(id={self.id!r}, plan_id={self.plan_id!r}, "
             f"conversation_id={self.conversation_id!r}, source_revision={self.source_revision}, "
-            f"source_ids=<{len(self.source_ids)} ids>, "
+            f"source_ids={sized(len(self.source_ids), 'id')}, "
             f"source_fingerprint={self.source_fingerprint!r}, "
-            f"policy_version={self.policy_version!r}, text=<{len(self.text)} chars>, "
+            f"policy_version={self.policy_version!r}, text={sized(len(self.text), 'char')}, "
             f"parent_id={self.parent_id!r})"
         )
 

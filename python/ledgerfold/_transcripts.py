@@ -22,6 +22,7 @@ from typing import Any, Union
 from ledgerfold import _validate
 from ledgerfold._errors import InvalidInput
 from ledgerfold._model import ROLES, Conversation, Turn
+from ledgerfold._sized import sized
 from ledgerfold._toolcalls import check_meta
 from ledgerfold.adapters._chat import from_chat_messages
 
@@ -47,7 +48,7 @@ class Transcript:
     def __repr__(self) -> str:
         return (
             f"Transcript(conversation_id={self.conversation_id!r}, source={self.source!r}, "
-            f"turns=<{len(self.turns)} turns>)"
+            f"turns={sized(len(self.turns), 'turn')})"
         )
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from ledgerfold._context import TurnItem
+from ledgerfold._sized import sized
 
 __all__ = [
     "AwaitableInRunningLoop",
@@ -58,11 +59,11 @@ class SummaryRequest:
 
     def __repr__(self) -> str:
         previous = (
-            "None" if self.previous_summary is None else f"<{len(self.previous_summary)} chars>"
+            "None" if self.previous_summary is None else sized(len(self.previous_summary), "char")
         )
         return (
             f"SummaryRequest(conversation_id={self.conversation_id!r}, plan_id={self.plan_id!r}, "
-            f"policy_version={self.policy_version!r}, turns=<{len(self.turns)} turns>, "
+            f"policy_version={self.policy_version!r}, turns={sized(len(self.turns), 'turn')}, "
             f"previous_summary={previous}, covered_count={self.covered_count}, "
             f"max_summary_tokens={self.max_summary_tokens})"
         )

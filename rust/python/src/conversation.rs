@@ -289,10 +289,10 @@ impl Conversation {
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         Ok(format!(
-            "Conversation(id={}, revision={}, turns=<{} turns>)",
+            "Conversation(id={}, revision={}, turns={})",
             crate::turn::py_repr(py, &self.id)?,
             self.revision,
-            self.turns.len()
+            crate::turn::sized(self.turns.len(), "turn")
         ))
     }
 

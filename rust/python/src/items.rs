@@ -116,10 +116,10 @@ impl TurnItem {
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let turn = self.turn.get();
         Ok(format!(
-            "TurnItem(id={}, role='{}', text=<{} chars>, sequence={})",
+            "TurnItem(id={}, role='{}', text={}, sequence={})",
             py_repr(py, &turn.id)?,
             turn.role.as_str(),
-            turn.body.bind(py).len()?,
+            crate::turn::sized(turn.body.bind(py).len()?, "char"),
             turn.sequence
         ))
     }

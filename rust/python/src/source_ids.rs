@@ -486,4 +486,21 @@ impl SourceIdsIterator {
             .len()
             .saturating_sub(self.next.load(std::sync::atomic::Ordering::Relaxed))
     }
+
+    /// Pickled (and copied) as an iterator over the IDs it has not given yet, as a tuple's
+    /// iterator is: `iter(<those IDs as a tuple>)`. The copy is another iterator: neither
+    /// advances the other.
+    fn __reduce__<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyTuple>,))> {
+        let at = self.next.load(std::sync::atomic::Ordering::Relaxed);
+        let rest: Vec<_> = if at < self.ids.len() {
+            self.ids.iter_from(at).map(|id| id.bind(py)).collect()
+        } else {
+            Vec::new()
+        };
+        let iter = py.import("builtins")?.getattr("iter")?;
+        Ok((iter, (PyTuple::new(py, rest)?,)))
+    }
 }

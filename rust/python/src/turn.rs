@@ -195,6 +195,15 @@ pub fn py_repr(py: Python<'_>, text: &str) -> PyResult<String> {
     Ok(PyString::new(py, text).repr()?.to_string())
 }
 
+/// How a repr shows a value it hides by its size: `<1 char>`, `<3 chars>`.
+pub fn sized(count: usize, word: &str) -> String {
+    if count == 1 {
+        format!("<1 {word}>")
+    } else {
+        format!("<{count} {word}s>")
+    }
+}
+
 pub fn digest_hash(digest: &[u8; 32]) -> isize {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     digest.hash(&mut hasher);
@@ -376,11 +385,11 @@ impl Turn {
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         use std::fmt::Write;
         let mut text = format!(
-            "Turn(id={}, sequence={}, role='{}', body=<{} chars>, protected={}",
+            "Turn(id={}, sequence={}, role='{}', body={}, protected={}",
             py_repr(py, &self.id)?,
             self.sequence,
             self.role.as_str(),
-            self.body.bind(py).len()?,
+            sized(self.body.bind(py).len()?, "char"),
             if self.protected { "True" } else { "False" },
         );
         if let Some(reason) = self.protection_reason {
