@@ -20,41 +20,63 @@ from ledgerfold import (
     assemble_context,
     create_summary_envelope,
     plan_compaction,
+    to_chat_messages,
 )
+from ledgerfold.adapters import to_langchain_messages
 
 CALLS = ["a", "b", "c"]
 
 
-def reference_unsendable(items: list[Any]) -> list[int]:
-    """A tool message not answering, once, a call of the open block goes; an assistant
-    message whose calls are not all answered before the next other message goes with the
-    answers it got (a block still open at the end stays)."""
-    dropped: list[int] = []
-    block: tuple[int, set[str], list[int], set[str]] | None = None
+def _calls(item: Any) -> list[str]:
+    meta = (item.meta or {}) if isinstance(item, TurnItem) else {}
+    if not isinstance(item, TurnItem) or item.role != "assistant" or "tool_calls" not in meta:
+        return []
+    try:
+        return [call["id"] for call in json.loads(meta["tool_calls"])]
+    except (ValueError, TypeError, KeyError):
+        return []
+
+
+def reference_order(items: list[Any]) -> tuple[list[int], list[int]]:
+    """(sent, dropped): a tool message answers the nearest earlier call of its ID, once, and
+    is sent right after that call's message; an assistant message with a call left
+    unanswered goes with the answers it got, unless it is the last message that is not a
+    tool message (its results may be on their way); a tool message answering nothing goes."""
+    maker: dict[str, int] = {}
+    answers: dict[int, dict[str, int]] = {}
+    last_other: int | None = None
+    orphans: list[int] = []
     for at, item in enumerate(items):
-        role = item.role if isinstance(item, TurnItem) else "summary"
-        meta = (item.meta or {}) if isinstance(item, TurnItem) else {}
-        if role == "tool":
-            call = meta.get("tool_call_id")
-            if block is not None and call in block[1] and call not in block[3]:
-                block[3].add(call)
-                block[2].append(at)
+        if isinstance(item, TurnItem) and item.role == "tool":
+            call = (item.meta or {}).get("tool_call_id")
+            block = maker.get(call) if call is not None else None
+            if block is None or call in answers[block]:
+                orphans.append(at)
             else:
-                dropped.append(at)
+                answers[block][call] = at
             continue
-        if block is not None and block[3] != block[1]:
-            dropped += [block[0], *block[2]]
-        block = None
-        calls: set[str] = set()
-        if role == "assistant" and "tool_calls" in meta:
-            try:
-                parsed = json.loads(meta["tool_calls"])
-                calls = {call["id"] for call in parsed}
-            except (ValueError, TypeError, KeyError):
-                calls = set()
+        last_other = at
+        calls = _calls(item)
         if calls:
-            block = (at, calls, [], set())
-    return sorted(dropped)
+            answers[at] = {}
+            maker.update(dict.fromkeys(calls, at))
+    dropped = list(orphans)
+    for block, got in answers.items():
+        if set(got) != set(_calls(items[block])) and block != last_other:
+            dropped += [block, *got.values()]
+    moved = {at for block, got in answers.items() for at in got.values()}
+    sent: list[int] = []
+    for at in range(len(items)):
+        if at in dropped or at in moved:
+            continue
+        sent.append(at)
+        if at in answers:
+            sent += sorted(answers[at].values())
+    return sent, sorted(dropped)
+
+
+def reference_unsendable(items: list[Any]) -> list[int]:
+    return reference_order(items)[1]
 
 
 def _role_and_meta(draw: st.DrawFn, kind: str) -> tuple[str, dict[str, str] | None]:
@@ -84,7 +106,10 @@ def contexts(draw: st.DrawFn) -> list[Any]:
 @settings(max_examples=300, deadline=None)
 @given(contexts())
 def test_the_native_rule_is_the_reference(items: list[Any]) -> None:
-    expected = reference_unsendable(items)
+    sent, expected = reference_order(items)
+    order = _native.chat_order(tuple(items))
+    assert (list(range(len(items))) if order is None else order) == sent
+    assert _native.chat_order(items) == order
     assert _native.unsendable(tuple(items)) == expected
     assert _native.unsendable(items) == expected
     assert _native.unsendable_count(tuple(items)) == len(expected)
@@ -129,3 +154,68 @@ def test_assembly_counts_dropped_by_the_same_rule(
     note(f"fallback={context.fallback} ids={context.ids}")
     expected = reference_unsendable(list(context.items))
     assert context.dropped == len(expected) == AssembledContext(context.items).dropped
+
+
+def _call(turn_id: str, sequence: int, *call_ids: str) -> Turn:
+    calls = [
+        {"id": c, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        for c in call_ids
+    ]
+    return Turn(turn_id, sequence, "assistant", "", meta={"tool_calls": json.dumps(calls)})
+
+
+def _result(turn_id: str, sequence: int, call_id: str) -> Turn:
+    return Turn(turn_id, sequence, "tool", f"result of {call_id}", meta={"tool_call_id": call_id})
+
+
+def test_a_user_interjecting_before_the_result_loses_nothing() -> None:
+    """A user speaks while the tool runs (call, user, result): the call and its result
+    both reach the model, the result right after its call (OpenAI answers a `tool_calls`
+    message only with the tool messages right after it), the user's message after them."""
+    conversation = Conversation(
+        "c",
+        1,
+        [
+            Turn("t1", 1, "user", "book a flight"),
+            _call("t2", 2, "c1", "c2"),
+            _result("t3", 3, "c1"),
+            Turn("t4", 4, "user", "and a hotel, please"),
+            _result("t5", 5, "c2"),
+            Turn("t6", 6, "assistant", "done"),
+        ],
+    )
+    context = assemble_context(conversation, None, "v")
+    assert context.dropped == 0
+    messages = to_chat_messages(context)
+    assert [(m["role"], m.get("tool_call_id")) for m in messages] == [
+        ("user", None),
+        ("assistant", None),
+        ("tool", "c1"),
+        ("tool", "c2"),
+        ("user", None),
+        ("assistant", None),
+    ]
+    assert [m["content"] for m in messages][4] == "and a hotel, please"
+    # The LangChain converter sends the same order.
+    langchain = to_langchain_messages(context)
+    assert [type(m).__name__ for m in langchain] == [
+        "HumanMessage",
+        "AIMessage",
+        "ToolMessage",
+        "ToolMessage",
+        "HumanMessage",
+        "AIMessage",
+    ]
+
+
+def test_results_that_never_came_still_drop_the_call() -> None:
+    """SPEC §17.2: a call whose result is missing while later messages follow is left out
+    (counted in `dropped`); the one result it got goes with it."""
+    conversation = Conversation(
+        "c",
+        1,
+        [_call("t1", 1, "c1", "c2"), Turn("t2", 2, "user", "hello"), _result("t3", 3, "c1")],
+    )
+    context = assemble_context(conversation, None, "v")
+    assert context.dropped == 2
+    assert to_chat_messages(context) == [{"role": "user", "content": "hello"}]

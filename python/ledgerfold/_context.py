@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from ledgerfold import _native, _validate
 from ledgerfold._native import Conversation, SourceIds, TurnItem
+from ledgerfold._sized import sized
 from ledgerfold._summary import SummaryEnvelope, _sealed_arg
 
 __all__ = [
@@ -17,6 +18,8 @@ __all__ = [
     "SummaryItem",
     "TurnItem",
     "assemble_context",
+    "with_purge",
+    "with_purged_summary",
 ]
 
 
@@ -39,6 +42,10 @@ class SummaryItem(_WeaklyReferable):
     # The sequence of its first source (sources are in ledger order), for the slot's framing
     # (SPEC §16.5); None when unknown. Not part of the item's identity.
     first_sequence: int | None = field(default=None, compare=False)
+    # The ledger's history boundary (SPEC §15.5): the turns through this sequence were
+    # purged, so only the summary remains of them and recall cannot return them (the
+    # framing says so); None when nothing was purged. Not part of the item's identity.
+    purged_through: int | None = field(default=None, compare=False)
 
     @property
     def kind(self) -> str:
@@ -46,8 +53,9 @@ class SummaryItem(_WeaklyReferable):
 
     def __repr__(self) -> str:
         return (
-            f"SummaryItem(id={self.id!r}, text=<{len(self.text)} chars>, "
-            f"through_sequence={self.through_sequence}, source_ids=<{len(self.source_ids)} ids>)"
+            f"SummaryItem(id={self.id!r}, text={sized(len(self.text), 'char')}, "
+            f"through_sequence={self.through_sequence}, "
+            f"source_ids={sized(len(self.source_ids), 'id')})"
         )
 
 
@@ -68,9 +76,11 @@ class AssembledContext:
     """What goes to the model. `fallback` is None when the summary was used, else why not
     (`no-summary`, `stale-summary:<reason>`, `preserved-missing`, `duplicate-id`);
     `fallback_id` names the turn or summary ID behind the fallback, where there is one.
-    `dropped` counts the items chat messages leave out (SPEC §17.2): a tool turn whose call
-    is not right before it, an assistant turn whose calls lack results while later items
-    follow. It is derived from `items`, never passed."""
+    `dropped` counts the items chat messages leave out (SPEC §17.2): a tool turn answering
+    no call before it (or answering one a second time), an assistant turn whose calls lack
+    results while later items follow (with the results it got). A result that came after
+    other items is not dropped: chat messages send it right after its call. It is derived
+    from `items`, never passed."""
 
     items: tuple[ContextItem, ...]
     fallback: str | None = None
@@ -100,6 +110,30 @@ class AssembledContext:
 
     def __iter__(self) -> Iterator[ContextItem]:
         return iter(self.items)
+
+
+def with_purge(item: SummaryItem, boundary: HistoryBoundary | None) -> SummaryItem:
+    """`item` carrying `boundary` as its `purged_through` (the same object when it already
+    does), so that its framing says which originals are gone."""
+    purged = None if boundary is None else boundary.through_sequence
+    if item.purged_through == purged:
+        return item
+    return SummaryItem(
+        item.id, item.text, item.through_sequence, item.source_ids, item.first_sequence, purged
+    )
+
+
+def with_purged_summary(
+    items: tuple[ContextItem, ...], boundary: HistoryBoundary | None
+) -> tuple[ContextItem, ...]:
+    """`items` with their summary item carrying `boundary` (`with_purge`)."""
+    for at, item in enumerate(items):
+        if isinstance(item, SummaryItem):
+            marked = with_purge(item, boundary)
+            if marked is item:
+                return items
+            return (*items[:at], marked, *items[at + 1 :])
+    return items
 
 
 def assemble_context(

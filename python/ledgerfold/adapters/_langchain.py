@@ -70,8 +70,9 @@ def to_langchain_messages(
 ) -> list[BaseMessage]:
     """LangChain messages for an assembled context, by `convert_to_messages`: the summary is
     one `SystemMessage` (with `system_prompt`, the first one, after the prompt; with `recall`,
-    its framing says `recall_history` returns the originals: see `to_chat_messages`); calls
-    it cannot parse are `invalid_tool_calls` with their raw text."""
+    its framing says `recall_history` returns the originals a purge has not deleted: see
+    `to_chat_messages`); calls it cannot parse are `invalid_tool_calls` with their raw
+    text."""
     return langchain_context_messages(context, system_prompt=system_prompt, recall=recall)
 
 

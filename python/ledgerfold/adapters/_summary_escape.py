@@ -26,8 +26,12 @@ the other characters drawn as nothing (variation selectors, U+034F, Hangul fille
 the combining marks drawn on another (``<\u0301/`` is ``</`` to a reader) left out, and
 the look-alikes of ``<`` and ``>`` that NFKC leaves as they are (Unicode's
 confusables of them, ``˂`` U+02C2, ``ᐸ`` U+1438, ``‹`` U+2039 ..., and the angle
-brackets ``⟨`` ``〈``) read as them, so ``Ｕｓｅｒ:``, ``user：``, ``us\u200ber:``,
-``user\ufe0f:``, ``＜/ledgerfold-summary＞`` and ``˂/ledgerfold-summary˃`` are caught too.
+brackets ``⟨`` ``〈``) read as them, and so do the look-alikes of the role and heading
+words' letters in other scripts (Cyrillic ``а`` ``ѕ`` ``у``, Greek ``ο`` ``Τ``, small
+capitals ``ᴀ`` ...: ``_LOOKALIKE_LETTERS``) and of the colon (``∶`` U+2236, ``꞉`` U+A789
+...: ``_COLONS``), so ``Ｕｓｅｒ:``, ``user：``, ``us\u200ber:``,
+``user\ufe0f:``, ``Ѕуѕtem:``, ``＜/ledgerfold-summary＞`` and ``˂/ledgerfold-summary˃`` are
+caught too.
 The character that is replaced is the original one: an ASCII one by the entity above, any
 other (``：``, ``＜``, ``˂`` ...) by its decimal entity
 (``&#65306;``), so unescaping stays exact.
@@ -81,6 +85,66 @@ _ANGLES = {
     **dict.fromkeys("\u02c2\u1438\u16b2\u2039\u276e\U0001d236\u27e8\u3008", "<"),
     **dict.fromkeys("\u02c3\u1433\u203a\u276f\U00016f3f\U0001d237\u27e9\u3009", ">"),
 }
+# Letters of other scripts (Cyrillic, Greek, Armenian, Cherokee, Lisu, Coptic) and Latin
+# small capitals a reader takes for the Latin letters of the role and heading words
+# (`_ROLE_WORDS`, `_HEADING_WORDS`: a-f, h, i, l-p, r-v, x, y): for those letters, their
+# look-alikes in Unicode's confusables.txt that NFKC leaves as they are (the idea of its
+# skeleton, kept to the letters the rules match, not a general table), and the small
+# capitals drawn as them. `Ѕуѕtem:` (Cyrillic Ѕ, у, ѕ) would otherwise pose as a role.
+_LOOKALIKE_LETTERS = {
+    "a": "аαɑᴀ",
+    "A": "АΑᎪꓮ",
+    "b": "ЬƄʙ",
+    "B": "ВΒᏴꓐ",
+    "c": "сϲᴄⲥ",
+    "C": "СϹᏟꓚ",
+    "d": "ԁᴅ",
+    "D": "Ꭰꓓ",
+    "e": "еҽᴇ",
+    "E": "ЕΕᎬꓰ",
+    "f": "ꜰ",
+    "F": "Ϝꓝ",
+    "h": "һнʜ",
+    "H": "НΗᎻꓧ",
+    "i": "іιɩıɪ",
+    "I": "ІΙꓲ",
+    "l": "ӏӀǀʟ",
+    "L": "Ꮮꓡ",
+    "m": "мᴍ",
+    "M": "МΜᎷꓟ",
+    "n": "ոɴ",
+    "N": "Νꓠ",
+    "o": "оοօσᴏⲟ",
+    "O": "ОΟՕⲞꓳ",
+    "p": "рρⲣᴘ",
+    "P": "РΡᏢꓑ",
+    "r": "гʀᴦ",
+    "R": "ᎡꓣƦ",
+    "s": "ѕꜱ",
+    "S": "ЅᏚꓢՏ",
+    "t": "тᴛ",
+    "T": "ТΤᎢꓔ",
+    "u": "υսᴜ",
+    "U": "Սꓴ",
+    "v": "νѵᴠ",
+    "V": "ѴᏙꓦ",
+    "x": "х",
+    "X": "ХΧꓫ",
+    "y": "уγүʏ",
+    "Y": "ҮΥꓬ",
+}
+# The confusables of `:` in confusables.txt that NFKC leaves as they are (or makes `..`):
+# `System∶` (U+2236 RATIO), `System꞉` (U+A789) read as a role prefix as `System:` does.
+_COLONS = (
+    "\u02d0\u02f8\u0589\u05c3\u0703\u0704\u0903\u0a83\u1365\u16ec\u1803\u1809"
+    "\u205a\u2236\u2d42\ua4fd\ua789\ufe30"
+)
+# Each look-alike (an angle bracket, a letter, a colon) as the ASCII character a reader sees.
+_LOOKALIKES = {
+    **_ANGLES,
+    **{look: ascii for ascii, looks in _LOOKALIKE_LETTERS.items() for look in looks},
+    **dict.fromkeys(_COLONS, ":"),
+}
 # Where a match of `_ESCAPE_PATTERN` can start besides a line start: its other rules begin
 # with one of these characters (`_escaped_at_all`).
 _RULE_START = re.compile(r"[&<>\[]")
@@ -119,8 +183,8 @@ def _escaped_at_all(view: str) -> list[int]:
 def _reader_table(text: str) -> dict[int, str | None]:
     """How a reader sees the characters of `text` that are not as they are: format
     characters (Cf), combining marks (Mn, Me: drawn on the character before them) and the
-    other invisible ones (`_INVISIBLE`) dropped, others
-    NFKC-normalised, a look-alike angle bracket then as `<` or `>` (`_ANGLES`; for
+    other invisible ones (`_INVISIBLE`) dropped, others NFKC-normalised, a look-alike angle
+    bracket or letter (before or after NFKC) then as the ASCII one (`_LOOKALIKES`; for
     `str.translate`). Line breaks are never changed, so a line of the view is the same line
     of `text`."""
     table: dict[int, str | None] = {}
@@ -131,7 +195,7 @@ def _reader_table(text: str) -> dict[int, str | None]:
             table[ord(char)] = None
         else:
             seen = unicodedata.normalize("NFKC", char)
-            seen = _ANGLES.get(seen, seen)
+            seen = _LOOKALIKES.get(char) or _LOOKALIKES.get(seen, seen)
             if seen != char:
                 table[ord(char)] = seen
     return table

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use ledgerfold_core::chat::{is_valid_sequence, unsendable, ChatItem};
+use ledgerfold_core::chat::{chat_order, is_valid_sequence, unsendable, ChatItem};
 use ledgerfold_core::model::Role;
 use ledgerfold_core::plan::{plan_layout, PlanInput};
 use ledgerfold_core::units::{
@@ -290,23 +290,33 @@ proptest! {
     }
 
     #[test]
-    fn what_is_left_is_a_valid_sequence(raw in proptest::collection::vec(chat_item(), 0..16)) {
+    fn what_is_sent_is_a_valid_sequence(raw in proptest::collection::vec(chat_item(), 0..16)) {
         let items = chat_items(&raw);
         let dropped = unsendable(&items);
         prop_assert!(dropped.windows(2).all(|w| w[0] < w[1]));
-        let kept: Vec<ChatItem<'_>> = items
-            .iter()
-            .enumerate()
-            .filter(|(at, _)| dropped.binary_search(at).is_err())
-            .map(|(_, item)| item.clone())
+        let order = chat_order(&items)
+            .unwrap_or_else(|| (0..items.len()).collect());
+        // Every item not left out is sent once.
+        let mut sent = order.clone();
+        sent.sort_unstable();
+        let kept: Vec<usize> = (0..items.len())
+            .filter(|at| dropped.binary_search(at).is_err())
             .collect();
-        prop_assert!(reference_valid(&kept));
-        prop_assert!(is_valid_sequence(&kept));
-        // A valid sequence loses nothing.
-        prop_assert_eq!(reference_valid(&items), dropped.is_empty());
-        // Plain messages are never dropped.
+        prop_assert_eq!(&sent, &kept);
+        let ordered: Vec<ChatItem<'_>> = order.iter().map(|&at| items[at].clone()).collect();
+        prop_assert!(reference_valid(&ordered));
+        prop_assert!(is_valid_sequence(&ordered));
+        // A valid sequence is sent as it is.
+        prop_assert_eq!(reference_valid(&items), chat_order(&items).is_none());
+        // Plain messages are never dropped, and only results move.
         for &at in &dropped {
             prop_assert_ne!(&items[at], &ChatItem::Plain);
         }
+        let others: Vec<usize> = order
+            .iter()
+            .copied()
+            .filter(|&at| !matches!(items[at], ChatItem::Answer(_)))
+            .collect();
+        prop_assert!(others.windows(2).all(|w| w[0] < w[1]));
     }
 }

@@ -49,7 +49,9 @@ mod _native {
     #[pymodule_export]
     use crate::turn::Turn;
     #[pymodule_export]
-    use crate::units::{answer_makers, open_calls, unit_roots, unsendable, unsendable_count};
+    use crate::units::{
+        answer_makers, chat_order, open_calls, unit_roots, unsendable, unsendable_count,
+    };
 
     /// The segmenter's version (SPEC §16.5): recorded with the index, which a change rebuilds.
     #[pymodule_export]

@@ -138,35 +138,36 @@ pub fn unsendable_count(items: &Bound<'_, PyAny>) -> PyResult<usize> {
     Ok(unsendable_positions(items)?.len())
 }
 
-fn unsendable_positions(items: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
-    // A context is a tuple: read it borrowed, no reference counted or held per item.
-    if let Ok(tuple) = items.cast::<PyTuple>() {
-        let held: Vec<Option<Borrowed<'_, '_, TurnItem>>> = tuple
-            .iter_borrowed()
-            .map(|item| item.cast::<TurnItem>().ok())
-            .collect();
-        return Ok(chat_unsendable(
-            held.iter()
-                .map(|item| item.as_ref().map(|item| item.get().turn())),
-        ));
-    }
-    let mut held: Vec<Option<Bound<'_, TurnItem>>> = Vec::new();
-    for item in items.try_iter()? {
-        held.push(item?.cast_into::<TurnItem>().ok());
-    }
-    Ok(chat_unsendable(
-        held.iter()
-            .map(|item| item.as_ref().map(|item| item.get().turn())),
-    ))
+/// The positions of the context items chat messages carry, in the order they are sent
+/// (SPEC §17.2): the `unsendable` ones left out, and each tool result sent right after its
+/// call's message (a result that came after other messages moves up to it). `None`: every
+/// item, in context order.
+#[pyfunction]
+pub fn chat_order(items: &Bound<'_, PyAny>) -> PyResult<Option<Vec<usize>>> {
+    Ok(chat_rule(items)?.finish_order())
 }
 
-/// The chat rule over the items' turns (`None`: an item that is not a turn).
-pub fn chat_unsendable<'a>(turns: impl Iterator<Item = Option<&'a Turn>>) -> Vec<usize> {
+fn unsendable_positions(items: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
+    Ok(chat_rule(items)?.finish())
+}
+
+/// The chat rule fed the items (`TurnItem`s; any other item, the summary, is plain).
+fn chat_rule(items: &Bound<'_, PyAny>) -> PyResult<ChatRule> {
     let mut rule = ChatRule::default();
-    for turn in turns {
-        push_turn(&mut rule, turn);
+    // A context is a tuple: read it borrowed, no reference counted or held per item.
+    if let Ok(tuple) = items.cast::<PyTuple>() {
+        for item in tuple.iter_borrowed() {
+            let turn = item.cast::<TurnItem>().ok();
+            push_turn(&mut rule, turn.as_ref().map(|item| item.get().turn()));
+        }
+        return Ok(rule);
     }
-    rule.finish()
+    for item in items.try_iter()? {
+        let item = item?;
+        let turn = item.cast::<TurnItem>().ok();
+        push_turn(&mut rule, turn.as_ref().map(|item| item.get().turn()));
+    }
+    Ok(rule)
 }
 
 /// Feeds one context item to the chat rule: a tool turn answers its `tool_call_id`, an
