@@ -98,20 +98,25 @@ def tokens(text: str) -> list[str]:
 def query_terms(query: str) -> list[str]:
     # The Rust side reads a lone surrogate as U+FFFD, a separator.
     query = "".join("\ufffd" if "\ud800" <= char <= "\udfff" else char for char in query)
-    every = tokens(query)
+    # (whitespace-separated word of the query, token): the rule looks within a word only.
+    words = "".join(" " if is_white_space(char) else char for char in query).split(" ")
+    every = [(word, token) for word, chunk in enumerate(words) for token in tokens(chunk)]
 
     def by_digits(at: int) -> bool:
         around = every[max(at - 1, 0) : at] + every[at + 1 : at + 2]
-        return any(all(char_class(char) == _DIGIT for char in token) for token in around)
+        return any(
+            word == every[at][0] and all(char_class(char) == _DIGIT for char in token)
+            for word, token in around
+        )
 
-    # A lone CJK character next to a digit run is left out while another term remains.
+    # A lone CJK character touching a digit run is left out while another term remains.
     kept = [
         token
-        for at, token in enumerate(every)
+        for at, (_, token) in enumerate(every)
         if not (len(token) == 1 and char_class(token) == _CJK_CLASS and by_digits(at))
     ]
     terms: list[str] = []
-    for token in kept or every:
+    for token in kept or [token for _, token in every]:
         if token not in terms:
             terms.append(token)
     return terms[:MAX_QUERY_TERMS]

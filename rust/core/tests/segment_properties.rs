@@ -130,9 +130,16 @@ proptest! {
     fn query_terms_are_distinct_first_tokens(text in long_text()) {
         let terms = query_terms(&text);
         prop_assert!(terms.len() <= MAX_QUERY_TERMS);
-        // A one-character CJK token beside a digit-run token is left out while another
-        // term remains.
-        let every = tokens(&text);
+        // A one-character CJK token beside a digit-run token of the same word is left out
+        // while another term remains.
+        // (whitespace-separated word, token): a lone CJK character is left out only beside
+        // digits of its own word.
+        let words: Vec<(usize, String)> = text
+            .split(char::is_whitespace)
+            .enumerate()
+            .flat_map(|(word, chunk)| tokens(chunk).into_iter().map(move |token| (word, token)))
+            .collect();
+        let every: Vec<String> = words.iter().map(|(_, token)| token.clone()).collect();
         // A digit run joins the digits around it; nothing else does.
         let digits = |token: &String| tokens(&format!("1{token}1")).len() == 1;
         // A CJK character does not join the letters around it; a letter (α) would.
@@ -145,8 +152,9 @@ proptest! {
             .iter()
             .enumerate()
             .filter(|&(at, token)| {
-                let beside = (at > 0 && digits(&every[at - 1]))
-                    || every.get(at + 1).is_some_and(digits);
+                let same_word = |other: usize| words[other].0 == words[at].0;
+                let beside = (at > 0 && same_word(at - 1) && digits(&every[at - 1]))
+                    || (at + 1 < every.len() && same_word(at + 1) && digits(&every[at + 1]));
                 !(lone_cjk(token) && beside)
             })
             .map(|(_, token)| token.clone())

@@ -8,30 +8,43 @@ pub const MAX_QUERY_TERMS: usize = 64;
 
 /// The query's tokens, distinct, in first-occurrence order, at most [`MAX_QUERY_TERMS`].
 ///
-/// A one-character CJK token next to a digit run (`3号`, `第3章`) is left out while
-/// another term remains: the digits say which one is meant, and the lone character, a
-/// token of every `13号` too, would make `3号` match `13号` (SPEC §16.5).
+/// A one-character CJK token touching a digit run (`3号`, `第3章`: no whitespace between)
+/// is left out while another term remains: the digits say which one is meant, and the lone
+/// character, a token of every `13号` too, would make `3号` match `13号` (SPEC §16.5). A
+/// character the query separates from the digits by whitespace (`猫 3`) is a word of its
+/// own and stays.
 pub fn query_terms(query: &str) -> Vec<String> {
+    // (whitespace-separated word of the query, token): the rule looks within a word only.
+    let mut all: Vec<(usize, String)> = Vec::new();
     let mut joined = String::new();
-    push_tokens(query, &mut joined);
-    let all: Vec<&str> = joined
-        .split(' ')
-        .filter(|token| !token.is_empty())
-        .collect();
+    for (word, chunk) in query.split(char::is_whitespace).enumerate() {
+        joined.clear();
+        push_tokens(chunk, &mut joined);
+        all.extend(
+            joined
+                .split(' ')
+                .filter(|token| !token.is_empty())
+                .map(|token| (word, token.to_owned())),
+        );
+    }
     let is_digits = |token: &str| token.chars().all(|c| class_of(c) == Class::Digit);
+    let beside_digits = |at: usize, other: Option<&(usize, String)>| {
+        other.is_some_and(|(word, token)| *word == all[at].0 && is_digits(token))
+    };
     let kept: Vec<&str> = all
         .iter()
         .enumerate()
-        .filter(|&(at, token)| {
+        .filter(|&(at, (_, token))| {
             let mut chars = token.chars();
             let lone_cjk = matches!((chars.next(), chars.next()), (Some(c), None) if class_of(c) == Class::Cjk);
-            let by_digits = (at > 0 && is_digits(all[at - 1]))
-                || all.get(at + 1).is_some_and(|next| is_digits(next));
+            let by_digits = (at > 0 && beside_digits(at, all.get(at - 1)))
+                || beside_digits(at, all.get(at + 1));
             !(lone_cjk && by_digits)
         })
-        .map(|(_, token)| *token)
+        .map(|(_, (_, token))| token.as_str())
         .collect();
-    let chosen = if kept.is_empty() { &all } else { &kept };
+    let every: Vec<&str> = all.iter().map(|(_, token)| token.as_str()).collect();
+    let chosen = if kept.is_empty() { &every } else { &kept };
     let mut terms: Vec<String> = Vec::new();
     for &token in chosen {
         if terms.len() == MAX_QUERY_TERMS {
@@ -68,6 +81,11 @@ mod tests {
         assert_eq!(query_terms("号"), ["号"]);
         assert_eq!(query_terms("护照 3号"), ["护照", "3"]);
         assert_eq!(query_terms("猫 狗"), ["猫", "狗"]);
+        // Whitespace between: the character is a word of its own.
+        assert_eq!(query_terms("猫 3"), ["猫", "3"]);
+        assert_eq!(query_terms("3 号"), ["3", "号"]);
+        assert_eq!(query_terms("3\u{3000}号"), ["3", "号"]);
+        assert_eq!(query_terms("猫 3号"), ["猫", "3"]);
     }
 
     #[test]
