@@ -203,6 +203,38 @@ ROWS: tuple[BadInput, ...] = (
         "items[0]",
     ),
     row(
+        "LedgerfoldSession.add_items: NaN in an item (not JSON)",
+        "await session.add_items([{'role': 'user', 'content': body, 'score': float('nan')}])",
+        on_store(
+            lambda store: _add_items(
+                store, [{"role": "user", "content": SECRET_BODY, "score": float("nan")}]
+            )
+        ),
+        INVALID,
+        "items[0].score",
+    ),
+    row(
+        "LedgerfoldSession.add_items: Infinity nested in an item (not JSON)",
+        "await session.add_items([{'type': 'function_call_output', 'call_id': 'c',"
+        " 'output': [{'type': 'input_text', 'text': body, 'logprob': float('-inf')}]}])",
+        on_store(
+            lambda store: _add_items(
+                store,
+                [
+                    {
+                        "type": "function_call_output",
+                        "call_id": "c",
+                        "output": [
+                            {"type": "input_text", "text": SECRET_BODY, "logprob": -float("inf")}
+                        ],
+                    }
+                ],
+            )
+        ),
+        INVALID,
+        "items[0].output[0].logprob",
+    ),
+    row(
         "LedgerfoldSession.get_items: limit a bool",
         "await session.get_items(True)",
         on_store(lambda store: _get_items(store, True)),
@@ -335,7 +367,27 @@ ROWS: tuple[BadInput, ...] = (
         INVALID,
         "conversation_id",
     ),
+    row(
+        "OpenTelemetryHook: tracer_provider not a provider",
+        "OpenTelemetryHook(tracer_provider='otel')",
+        lambda: _otel_hook(tracer_provider="otel"),
+        INVALID,
+        "tracer_provider",
+    ),
+    row(
+        "OpenTelemetryHook: meter_provider not a provider",
+        "OpenTelemetryHook(meter_provider=5)",
+        lambda: _otel_hook(meter_provider=5),
+        INVALID,
+        "meter_provider",
+    ),
 )
+
+
+def _otel_hook(**providers: object) -> object:
+    from ledgerfold.integrations.opentelemetry import OpenTelemetryHook
+
+    return OpenTelemetryHook(**providers)  # type: ignore[arg-type]
 
 
 def _middleware_on(store: object) -> object:

@@ -93,6 +93,7 @@ def test_skips_failures_and_fallbacks_are_reported(tmp_path: Path, recorder: Rec
     assert recorder.named("compaction.failed")[0].turns == 16
     [skipped] = recorder.named("compaction.skipped")
     assert (skipped.conversation_id, skipped.reason) == ("nobody", "nothing-to-compact")
+    assert skipped.seconds is not None and skipped.seconds >= 0  # the due check and plan took some
     [fallback] = recorder.named("context.fallback")
     assert (fallback.reason, fallback.turns) == ("no-summary", 20)
     no_text(recorder.events)
@@ -216,3 +217,12 @@ def test_a_stale_mark_names_the_summaries_that_went_stale(
         ]
         assert all(dict(e.extra)["summaries"] == 1 for e in recorder.named("summary.stale"))
     no_text(recorder.events)
+
+
+def test_a_compaction_not_due_reports_its_seconds(tmp_path: Path, recorder: Recorder) -> None:
+    with filled(tmp_path / "d.db", recorder) as store:
+        compactor = lf.Compactor(store, policy(trigger_tokens=10**6), on_event=recorder)
+        assert compactor.compact("c").reason == "not-due"
+    [skipped] = recorder.named("compaction.skipped")
+    assert skipped.reason == "not-due" and skipped.turns == 0
+    assert skipped.seconds is not None and 0 <= skipped.seconds < 60

@@ -149,6 +149,33 @@ def test_the_agents_prompt_and_a_system_message_in_the_state_are_one(
     assert summarised > 0
 
 
+@pytest.mark.parametrize("prompt", [None, PROMPT], ids=["no-prompt", "prompt"])
+def test_several_system_messages_leading_the_state_are_one_with_the_summary(
+    tmp_path: Path, prompt: str | None
+) -> None:
+    """A thread opening with two system messages (a policy, then a locale rule): with the
+    agent's prompt, or once a summary is used, the model gets one leading system message
+    holding them all in order (only the first joined it; the second led on its own)."""
+    store = SQLiteStore(tmp_path / "many.db")
+    model = ScriptedModel()
+    agent = _agent(LedgerfoldMiddleware(store, "c", policy=POLICY), model, system_prompt=prompt)
+    rules = ["Follow the airline policy.", "Answer in French."]
+    opening = [SystemMessage(rules[0]), SystemMessage(rules[1]), HumanMessage("R1?")]
+    agent.invoke({"messages": opening}, CONFIG)
+    for n in range(2, 6):
+        _ask(agent, f"R{n}?")
+    assert store.current_summary("c") is not None
+    summarised = 0
+    for sent in model.inputs:
+        summarised += "<ledgerfold-summary>" in sent[0].text
+        if prompt is None and "<ledgerfold-summary>" not in sent[0].text:
+            continue  # no summary, no prompt: the state's messages as they are
+        assert [isinstance(m, SystemMessage) for m in sent].count(True) == 1
+        text = sent[0].text
+        assert text.index(rules[0]) < text.index(rules[1])
+    assert summarised > 0
+
+
 def test_the_prompt_in_content_blocks_keeps_its_blocks(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "b.db")
     middleware = LedgerfoldMiddleware(store, "c", policy=POLICY)
@@ -278,3 +305,34 @@ def test_sync_invoke_inside_a_running_loop_with_an_async_summarizer(
     summary = store.current_summary("c")
     assert summary is not None and "The user asked for lookups." in summary.text
     assert "The user asked for lookups." in str(model.inputs[-1][0].content)
+
+
+def test_a_result_after_a_user_message_reaches_the_model_as_the_states_own(
+    tmp_path: Path,
+) -> None:
+    """A user spoke while the tool ran (call, user, result, SPEC §17.2): the model gets the
+    call and the result right after it, then the user's message, and each is the state's
+    own message (its `artifact`, its `additional_kwargs`), not a rendering of another."""
+    model = ScriptedModel()
+    with SQLiteStore(tmp_path / "s.db") as store:
+        agent = create_agent(
+            model,
+            tools=[lookup],
+            middleware=[LedgerfoldMiddleware(store, "c")],
+            checkpointer=InMemorySaver(),
+            system_prompt=PROMPT,
+        )
+        call = {"name": "lookup", "args": {"code": "A"}, "id": "c1"}
+        seed = [
+            HumanMessage("book", id="h1"),
+            AIMessage("", tool_calls=[call], id="a1", additional_kwargs={"k": 1}),
+            HumanMessage("and a hotel", id="h2"),
+            ToolMessage("reservation A", tool_call_id="c1", id="t1", artifact={"rows": 1}),
+            AIMessage("Done.", id="a2"),
+            HumanMessage("thanks", id="h3"),
+        ]
+        agent.invoke({"messages": seed}, CONFIG)
+    sent = model.inputs[0]
+    assert [message.id for message in sent[1:]] == ["h1", "a1", "t1", "h2", "a2", "h3"]
+    assert sent[2].additional_kwargs == {"k": 1}
+    assert sent[3].artifact == {"rows": 1}

@@ -133,6 +133,25 @@ def test_compaction_never_serves_a_result_without_its_call(tmp_path: Path, kind:
         assert store.current_summary("s") is not None  # compaction did run
 
 
+def test_a_user_interjecting_before_the_result_gets_it_served_with_its_call(
+    tmp_path: Path,
+) -> None:
+    """The user speaks while the tool runs (call, user, result): the result is served right
+    after its call and the user's message after it, so the SDK's Chat Completions
+    conversion answers the `tool_calls` message with the tool message right after it."""
+    from agents.models.chatcmpl_converter import Converter
+
+    call, output = CALLS["function"]
+    interjection = {"role": "user", "content": "and a hotel, please"}
+    with SQLiteStore(tmp_path / "s.db") as store:
+        session = LedgerfoldSession("s", store=store)
+        asyncio.run(session.add_items([_user(0), call, interjection, output]))
+        assert _served(session) == [_user(0), call, output, interjection]
+        messages = Converter.items_to_messages(_served(session))
+        assert [m["role"] for m in messages] == ["user", "assistant", "tool", "user"]
+        assert len(store.load("s").turns) == 4  # the ledger keeps its own order
+
+
 def test_a_result_whose_call_is_not_served_is_left_out(tmp_path: Path) -> None:
     with SQLiteStore(tmp_path / "s.db") as store:
         session = LedgerfoldSession("s", store=store)

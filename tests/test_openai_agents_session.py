@@ -161,9 +161,19 @@ def test_without_instructions_the_filter_changes_nothing() -> None:
     session = LedgerfoldSession("s")
     data = ModelInputData(input=[{"role": "system", "content": "x"}], instructions=None)
     assert session.call_model_input_filter(CallModelData(data, None, None)) is data  # type: ignore[arg-type]
-    # With instructions but no summary served by this session: unchanged too.
-    data = ModelInputData(input=[{"role": "system", "content": "x"}], instructions="I")
+    # With instructions but no summary served by this session: a leading system item joins
+    # the instructions (one system message), the rest is unchanged.
+    user = {"role": "user", "content": "hi"}
+    data = ModelInputData(input=[{"role": "system", "content": "x"}, user], instructions="I")
+    joined = session.call_model_input_filter(CallModelData(data, None, None))  # type: ignore[arg-type]
+    assert (joined.instructions, joined.input) == ("I\n\nx", [user])
+    data = ModelInputData(input=[user], instructions="I")
     assert session.call_model_input_filter(CallModelData(data, None, None)) is data  # type: ignore[arg-type]
+    # A leading developer item of text parts joins them as its text.
+    parts = [{"type": "input_text", "text": "x"}, {"type": "input_text", "text": "y"}]
+    data = ModelInputData(input=[{"role": "developer", "content": parts}, user], instructions="I")
+    joined = session.call_model_input_filter(CallModelData(data, None, None))  # type: ignore[arg-type]
+    assert (joined.instructions, joined.input) == ("I\n\nxy", [user])
 
 
 def test_clear_session_leaves_no_sealed_summary(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """`LedgerfoldSession` against the Agents SDK's own `SQLiteSession`: for the same sequences of
 `add_items`, `pop_item`, `get_items` and `clear_session`, before any compaction (a policy
 whose trigger is never reached), the items seen agree — except where SPEC says otherwise:
-a call's result whose call is not sent is left out (§17.2), and retracting a call takes its
+a call's result whose call is not sent is left out (§17.2), one that came after a user
+message is sent with its call, before the message (§17.2), and retracting a call takes its
 results along (the differential adds no result before its call). `session_settings` is
 honoured as the SDK's sessions honour it: its `limit` applies to `get_items()` without one."""
 
@@ -75,16 +76,33 @@ def _answered_live(reference: list[Any], items: list[Any]) -> bool:
     return True
 
 
+def _is_input(item: Any) -> bool:
+    return item.get("type", "message") == "message" and item.get("role") != "assistant"
+
+
 def _sent(items: list[Any], limit: int | None = None) -> list[Any]:
-    """The SDK's items as the session sends them: no result whose call is not sent."""
-    called: set[str] = set()
-    sent = []
-    for item in items:
+    """The SDK's items as the session sends them: no result whose call is not sent, and a
+    call's first result that came after a message to the model (a user interjecting) sent
+    before the first such message after its call (§17.2)."""
+    maker: dict[str, int] = {}
+    first: dict[int, int] = {}  # call's position -> its first result's
+    for at, item in enumerate(items):
         if item.get("type") == "function_call":
-            called.add(item["call_id"])
-        elif item.get("type") == "function_call_output" and item["call_id"] not in called:
-            continue
-        sent.append(item)
+            maker[item["call_id"]] = at
+        elif item.get("type") == "function_call_output" and item["call_id"] in maker:
+            first.setdefault(maker[item["call_id"]], at)
+    order = [
+        at
+        for at, item in enumerate(items)
+        if item.get("type") != "function_call_output"
+        or any(item["call_id"] == items[call].get("call_id") for call in range(at))
+    ]
+    for call, result in sorted(first.items()):
+        between = [at for at in order if call < at < result and _is_input(items[at])]
+        if between:
+            order.remove(result)
+            order.insert(order.index(between[0]), result)
+    sent = [items[at] for at in order]
     if limit is None or limit < 0:  # a negative limit is none (SQLite's LIMIT -1)
         return sent
     return sent[-limit:] if limit > 0 else []

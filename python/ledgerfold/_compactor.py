@@ -315,7 +315,7 @@ class Compactor(OutcomeRecorder):
                 # Below the trigger only what SPEC §15.8 makes due at once: a rebase when
                 # coverage would shrink, or the rest of a backlog being folded.
                 if not self._asks_due_at_once:
-                    return self._skip(conversation_id, None, "not-due")
+                    return self._skip(conversation_id, None, "not-due", started)
                 below_trigger = True
             else:
                 failures = self.store.consecutive_failures(conversation_id)
@@ -338,9 +338,11 @@ class Compactor(OutcomeRecorder):
             if not below_trigger or not refused_keyword(error, "only_due_at_once"):
                 raise
             self._asks_due_at_once = False
-            return self._skip(conversation_id, None, "not-due")
+            return self._skip(conversation_id, None, "not-due", started)
         if work.plan is None:
-            return self._skip(conversation_id, None, "not-due" if below_trigger else work.status)
+            return self._skip(
+                conversation_id, None, "not-due" if below_trigger else work.status, started
+            )
         plan = work.plan
         _log.debug(
             "compaction plan started plan_id=%s conversation_id=%s source_revision=%d "

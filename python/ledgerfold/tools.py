@@ -41,7 +41,8 @@ RECALL_TOOL: Final[dict[str, Any]] = {
             "without the detail you need, or when you need an exact figure, name, code, "
             "constraint or earlier decision: the summary no longer shows those messages in "
             "full, and this tool returns them as they were written, with their sequence "
-            "numbers."
+            "numbers. Messages deleted from the history (where the summary says so) are "
+            "gone: it cannot return those."
         ),
         "parameters": {
             "type": "object",

@@ -26,6 +26,8 @@ as a `function_call_output`, an assistant turn with `tool_calls` as its text and
 from __future__ import annotations
 
 import json
+import math
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -44,7 +46,9 @@ __all__ = [
     "item_message",
     "kind",
     "link_id",
+    "non_finite_at",
     "restored",
+    "sendable",
     "stored",
 ]
 
@@ -185,7 +189,44 @@ def stored(item: Mapping[str, Any]) -> str:
     moved = _MOVED.get(kind(item))
     if moved is not None and isinstance(item.get(moved), str) and _MOVED_KEY not in item:
         item = {**{k: v for k, v in item.items() if k != moved}, _MOVED_KEY: moved}
-    return json.dumps(item, ensure_ascii=False, sort_keys=True)
+    return json.dumps(item, ensure_ascii=False, sort_keys=True, allow_nan=False)
+
+
+# A key named in a field path: one that reads as a field name (any other key could be text).
+_KEY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+def non_finite_at(value: Any) -> str | None:
+    """The path (`.key`, `[index]`) of the first NaN or ±Infinity float in `value` (dicts
+    and lists walked, depth first), `""` for `value` itself, or None when there is none. A
+    key that does not read as a field name ends the path at its mapping: no item text in it.
+    """
+    stack: list[tuple[Any, str, bool]] = [(value, "", True)]
+    seen: set[int] = set()  # containers walked (a cycle, or one shared, is walked once)
+    while stack:
+        current, path, named = stack.pop()
+        if isinstance(current, float) and not math.isfinite(current):
+            return path
+        if isinstance(current, (Mapping, list, tuple)):
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+        if isinstance(current, Mapping):
+            children = [
+                (child, f"{path}.{key}" if named else path, named)
+                if isinstance(key, str) and _KEY_NAME.fullmatch(key)
+                else (child, path, False)
+                for key, child in current.items()
+            ]
+        elif isinstance(current, (list, tuple)):
+            children = [
+                (child, f"{path}[{at}]" if named else path, named)
+                for at, child in enumerate(current)
+            ]
+        else:
+            continue
+        stack.extend(reversed(children))
+    return None
 
 
 def restored(role: str, text: str, meta: Mapping[str, str] | None) -> list[Any]:
@@ -302,3 +343,52 @@ def _foreign(role: str, text: str, meta: Mapping[str, str]) -> list[Any]:
             if isinstance(call.get("id"), str) and isinstance(call.get("function", {}), Mapping)
         ]
     return items or [{"role": role, "content": text}]
+
+
+#: One served item and its links: the item, the call it makes, the call it answers.
+Linked = tuple[Any, str | None, str | None]
+
+
+def sendable(entries: Sequence[Linked]) -> list[Any]:
+    """The items to serve, in context order but for results (SPEC §17.2): a result answers
+    the nearest call of its ID before it and is left out when there is none (the API refuses
+    it); a result that came after a message to the model (a user interjecting before the
+    tool returned: a user, system or developer message) is served before that message, so
+    that a Chat Completions model gets every `tool_calls` message answered by the tool
+    messages right after it. The items of the model's own response are not reordered. A
+    call nothing answers stays (the SDK leaves it out of the model's input)."""
+    maker: dict[str, int] = {}
+    first_result: dict[tuple[int, str], int] = {}  # (call's position, call ID) -> result's
+    makers: list[int | None] = []
+    for at, (_, call, output) in enumerate(entries):
+        made = None
+        if call is not None:
+            maker[call] = at
+        elif output is not None:
+            made = maker.get(output)
+            if made is not None:
+                first_result.setdefault((made, output), at)
+        makers.append(made)
+    served: list[Any] = []
+    moved: set[int] = set()
+    waiting: dict[tuple[int, str], None] = {}  # calls served whose result has not been
+    for at, (item, call, output) in enumerate(entries):
+        if at in moved:
+            continue
+        if waiting and output is None and isinstance(item, Mapping) and _is_input(item):
+            # A message to the model while calls wait: their later results go first.
+            for key in waiting:
+                later = first_result.get(key)
+                if later is not None and later > at:
+                    served.append(entries[later][0])
+                    moved.add(later)
+            waiting.clear()
+        if call is not None:
+            waiting[(at, call)] = None
+        elif output is not None:
+            made = makers[at]
+            if made is None:
+                continue  # its call is not served: the API refuses it
+            waiting.pop((made, output), None)
+        served.append(item)
+    return served

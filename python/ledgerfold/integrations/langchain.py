@@ -30,9 +30,10 @@ for LangGraph's `create_react_agent` (it returns `llm_input_messages`).
 - Recall (SPEC §16.2): with `recall=True` (the default when the store can search) the
   middleware registers `recall_history` with the agent (`middleware.tools`, which
   `create_agent` adds to the model's tools and its tool node) and the summary's framing says
-  that `recall_history` returns the originals. `middleware.recall_tool` is the tool (a
-  LangChain `StructuredTool`: `ledgerfold.tools.run_recall` over this conversation; its
-  async form on the store's worker thread), for LangGraph's `create_react_agent` too.
+  that `recall_history` returns the originals (those a purge has not deleted).
+  `middleware.recall_tool` is the tool (a LangChain `StructuredTool`:
+  `ledgerfold.tools.run_recall` over this conversation; its async form on the store's
+  worker thread), for LangGraph's `create_react_agent` too.
 
 Messages cross over through `ledgerfold.adapters._langchain`: `langchain_core`'s own
 converters, plus what they would lose (a model's unparsable call keeps its record in the
@@ -352,24 +353,25 @@ class LedgerfoldMiddleware(AgentMiddleware):
         self, system_prompt: str | None = None, conversation_id: str | None = None
     ) -> list[Any]:
         """The ledgerfold context of `conversation_id` (default: `current()`) as LangChain
-        messages; with `system_prompt`, the first is one `SystemMessage` holding it, then a
-        system turn that leads the context (a prompt kept in the state), then the summary.
-        Without one, that leading turn is the prompt: one system message either way (SPEC
+        messages; with `system_prompt`, the first is one `SystemMessage` holding it, then the
+        system turns that lead the context (prompts kept in the state), then the summary.
+        Without one, those leading turns are the prompt: one system message either way (SPEC
         §17.6). A raw
         turn is the state's own message when the state still says what the ledger holds (its
         image parts, thinking blocks, status and artifact kept)."""
         conversation_id = self.current() if conversation_id is None else conversation_id
         context = self.compactor.context(conversation_id)
-        first = context.items[0] if context.items else None
-        if (
-            isinstance(first, TurnItem)
-            and first.role == "system"
-            and (system_prompt is not None or context.summary is not None)
-        ):
-            # The agent's prompt and the state's own leading one are one system message
+        leading: list[str] = []  # the system turns leading the context (the state's prompts)
+        for item in context.items:
+            if not isinstance(item, TurnItem) or item.role != "system":
+                break
+            leading.append(item.text)
+        if leading and (system_prompt is not None or context.summary is not None):
+            # The agent's prompt and the state's own leading ones are one system message
             # too: a second leading system message is refused by some providers.
-            system_prompt = _joined(system_prompt, first.text)
-            context = dataclasses.replace(context, items=context.items[1:])
+            for text in leading:
+                system_prompt = _joined(system_prompt, text)
+            context = dataclasses.replace(context, items=context.items[len(leading) :])
         messages = langchain_context_messages(
             context,
             system_prompt=system_prompt,
@@ -380,12 +382,12 @@ class LedgerfoldMiddleware(AgentMiddleware):
         if known is None or not known.objects:
             return messages
         # The turn each message renders, as `to_chat_messages` emits them: a leading system
-        # message with the prompt, the summary (in place without one), the sendable turns.
-        left_out = set(_native.unsendable(context.items)) if context.dropped else set()
+        # message with the prompt, the summary (in place without one), the sendable turns
+        # in the order they are sent (a tool result with its call).
+        order = _native.chat_order(context.items)
         turn_ids: list[str | None] = [None] if system_prompt is not None else []
-        for at, item in enumerate(context.items):
-            if at in left_out:
-                continue
+        for at in range(len(context.items)) if order is None else order:
+            item = context.items[at]
             if isinstance(item, SummaryItem):
                 if system_prompt is None:
                     turn_ids.append(None)

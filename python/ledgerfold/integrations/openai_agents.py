@@ -20,8 +20,9 @@ The session works over any `Store` (`ledgerfold.Store`), through its public meth
 
 `recall_tool()` gives the agent `recall_history` (SPEC §16.2) as an SDK `FunctionTool`
 whose calls run `ledgerfold.tools.run_recall` on the same worker thread; once it has been
-offered, the summary's framing says that `recall_history` returns the originals. A store
-without `search` (a v1.1 `Store`, SPEC §17.9) offers no recall: `recall_tool()` raises.
+offered, the summary's framing says that `recall_history` returns the originals (those a
+purge has not deleted). A store without `search` (a v1.1 `Store`, SPEC §17.9) offers no
+recall: `recall_tool()` raises.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from typing import Any
 
 from ledgerfold import _validate
 from ledgerfold._compactor import Compactor
-from ledgerfold._context import AssembledContext, SummaryItem
+from ledgerfold._context import AssembledContext, SummaryItem, with_purge
 from ledgerfold._errors import InvalidInput
 from ledgerfold._events import EventHook
 from ledgerfold._policy import CompactionPolicy
@@ -46,11 +47,14 @@ from ledgerfold.adapters._chat import chat_turn_specs, context_messages, tool_gr
 from ledgerfold.adapters._summary_contents import SummaryContents
 from ledgerfold.integrations._agents_items import (
     ITEM_KEY,
+    Linked,
     RestoredTurn,
     RestoredTurns,
     item_groups,
     item_message,
+    non_finite_at,
     restored,
+    sendable,
     stored,
 )
 from ledgerfold.integrations._turns import append_specs
@@ -162,8 +166,8 @@ class LedgerfoldSession:
         `Agent(tools=[...])`: each call runs `run_recall` over this session's conversation on
         the store's worker thread (never on the event loop's), and its result is the JSON the
         model reads (bad arguments included). From now on the summary's framing says that
-        `recall_history` returns the original messages. Raises `InvalidInput`
-        (`field="store"`) when the store cannot search (a v1.1 `Store`)."""
+        `recall_history` returns the original messages (those a purge has not deleted).
+        Raises `InvalidInput` (`field="store"`) when the store cannot search (a v1.1 `Store`)."""
         check_recall_store(self.store)
         from agents import FunctionTool  # the SDK is this module's caller's dependency
 
@@ -187,9 +191,10 @@ class LedgerfoldSession:
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The context as items: the summary (one `system` item) and the uncovered turns'
-        items as they came (system items leading the context, such as the system prompt of
-        an agent without instructions, are the summary's item: their text, a blank line,
-        then the summary's, so the model gets one system message); with `limit` (default:
+        items as they came (system or developer items leading the context, such as the
+        system prompt of an agent without instructions, are the summary's item, of the first
+        one's role: their text, a blank line, then the summary's, so the model gets one
+        system message); with `limit` (default:
         `session_settings`' limit, as the SDK's sessions have it), the latest `limit` of
         them (0: none; negative: all, as the SDK's `SQLiteSession` gives them)."""
         if limit is None:
@@ -236,8 +241,9 @@ class LedgerfoldSession:
     def call_model_input_filter(self, data: Any) -> Any:
         """A `RunConfig.call_model_input_filter`: when the agent has instructions, the
         summary item this session served leaves the input and joins the instructions
-        (`to_chat_messages(..., system_prompt=instructions)`): one system message. Touches
-        no store."""
+        (`to_chat_messages(..., system_prompt=instructions)`): one system message. Before
+        any summary, system items leading the input (the session's system prompt item) join
+        them the same way. Touches no store."""
         model_data = data.model_data
         instructions = model_data.instructions
         if instructions is None:
@@ -248,14 +254,22 @@ class LedgerfoldSession:
         lead = 0
         for item in model_data.input:
             content = item.get("content") if isinstance(item, Mapping) else None
-            if served is None and isinstance(content, str) and item.get("role") == "system":
+            if served is None and isinstance(content, str) and item.get("role") in _SYSTEM_ROLES:
                 known = self._served.get(_digest(content))
                 if known is not None:
                     served, summary, lead = content, known[0](), known[1]
                     continue
             kept.append(item)
         if served is None:
-            return model_data
+            # No summary served (none yet): system items leading the input (a prompt kept
+            # as the session's system item) still join the instructions, as they do with a
+            # summary, so the model gets one system message before the first compaction too.
+            lead = _leading_system_count(kept)
+            if not lead:
+                return model_data
+            texts = [instructions] if instructions else []
+            texts.append(_leading_system_text(kept[:lead]) or "")
+            return type(model_data)(input=kept[lead:], instructions="\n\n".join(texts))
         if summary is None:  # the store has dropped the item since: joined as it was served
             parts = [instructions] if instructions else []
             return type(model_data)(input=kept, instructions="\n\n".join([*parts, served]))
@@ -273,8 +287,7 @@ class LedgerfoldSession:
 
     def _items(self, limit: int | None) -> list[Any]:
         context = self.compactor.context(self.session_id)
-        items: list[Any] = []
-        calls: set[str] = set()
+        items: list[Linked] = []
         memo = self._restored
         shown: dict[str, RestoredTurn] = {}
         for item in context.items:
@@ -282,27 +295,29 @@ class LedgerfoldSession:
                 # The summary's framed, escaped message; a turn comes back as its own item,
                 # but for system items leading the context, which lead this message instead:
                 # a second leading system message is refused by some providers.
+                item = with_purge(item, context.history_boundary)  # the store's, for most
                 content = self._framed(item)
-                lead = _leading_system_text(items)
+                lead = _leading_system_text([made for made, _, _ in items])
+                # The leading items' role (`developer` when the first is one) is the message's.
+                role = items[0][0]["role"] if lead is not None else "system"
                 if lead is not None:
                     items.clear()
                     content = f"{lead}\n\n{content}"
-                items.append({"role": "system", "content": content})
+                items.append(({"role": role, "content": content}, None, None))
                 self._remember(content, item, 0 if lead is None else len(lead))
                 continue
             turn = shown[item.id] = memo.get(item)
             # Fresh objects each call (a caller may change them): flat ones are copied.
             made = turn.templates if turn.flat else turn.decoded()
             for made_item, (call, output) in zip(made, turn.links, strict=True):
-                if call is not None:
-                    calls.add(call)
-                elif output is not None and output not in calls:
-                    continue  # its call is not sent (SPEC §17.2): the API refuses it
-                items.append(dict(made_item) if turn.flat else made_item)
+                items.append((dict(made_item) if turn.flat else made_item, call, output))
         memo.keep_only(shown)
+        # A result whose call is not sent is left out, and one after other items (a user
+        # interjecting) goes with its call (SPEC §17.2).
+        served = sendable(items)
         if limit is not None and limit >= 0:  # a negative limit is none (SQLite's LIMIT -1)
-            items = items[-limit:] if limit > 0 else []
-        return items
+            served = served[-limit:] if limit > 0 else []
+        return served
 
     def _framed(self, item: SummaryItem) -> str:
         """The summary's message content, made again only for another summary item (or
@@ -372,11 +387,21 @@ _SERVED_KEPT = 4
 
 
 def _stored(item: Mapping[str, Any], index: int) -> str:
-    """The item's verbatim JSON (`stored`); an item JSON cannot keep is bad input."""
+    """The item's verbatim JSON (`stored`); an item JSON cannot keep is bad input, and so is
+    NaN or ±Infinity anywhere in it (Python writes them, but they are not JSON: the item
+    would come back in every request, which providers refuse)."""
     field = f"items[{index}]"
     try:
         text = stored(item)
     except (TypeError, ValueError):  # not JSON: an object, a key that is not a str
+        found = non_finite_at(item)
+        if found is not None:
+            named = field + found
+            raise InvalidInput(
+                f"{named}: must not be NaN or Infinity (not JSON)",
+                field=named,
+                problem="not-allowed",
+            ) from None
         raise InvalidInput(
             f"{field}: must be JSON (str keys; str, number, bool, null, list and dict values)",
             field=field,
@@ -447,20 +472,53 @@ def _settings_limit(session_settings: Any) -> int | None:
     return limit if isinstance(limit, int) and not isinstance(limit, bool) else None
 
 
+#: The roles of the instructions' messages: a `developer` one is a system one to the model.
+_SYSTEM_ROLES = ("system", "developer")
+
+
+def _leading_system_count(items: list[Any]) -> int:
+    """How many of `items` lead them as plain `system` or `developer` messages (str content)."""
+    count = 0
+    for item in items:
+        if _leading_system_text([item]) is None:
+            break
+        count += 1
+    return count
+
+
 def _leading_system_text(items: list[Any]) -> str | None:
-    """The text of `items` when every one is a plain `system` message (str content), joined
-    by blank lines; else None (nothing, or other items: the summary then follows them)."""
+    """The text of `items` when every one is a plain `system` or `developer` message (str
+    content, or text parts only: joined as the ledger joins them), joined by blank lines;
+    else None (nothing, or other items: the summary then follows them)."""
     if not items:
         return None
     texts: list[str] = []
     for item in items:
-        if not isinstance(item, Mapping) or item.get("role") != "system":
+        if not isinstance(item, Mapping) or item.get("role") not in _SYSTEM_ROLES:
             return None
-        content = item.get("content")
-        if not isinstance(content, str) or item.get("type", "message") != "message":
+        text = _plain_text(item.get("content"))
+        if text is None or item.get("type", "message") != "message":
             return None
-        texts.append(content)
+        texts.append(text)
     return "\n\n".join(texts)
+
+
+def _plain_text(content: Any) -> str | None:
+    """A message's content as text: a str, or a list of text parts (`input_text`, `text`)
+    joined without separators; None when it holds anything else (an image, a file)."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return None
+    texts: list[str] = []
+    for part in content:
+        if not isinstance(part, Mapping) or part.get("type") not in ("input_text", "text"):
+            return None
+        text = part.get("text")
+        if not isinstance(text, str):
+            return None
+        texts.append(text)
+    return "".join(texts)
 
 
 def _digest(content: str) -> bytes:

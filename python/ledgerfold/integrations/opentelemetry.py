@@ -28,6 +28,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ledgerfold._errors import InvalidInput
 from ledgerfold._events import Event
 from ledgerfold._optional import require
 
@@ -73,11 +74,26 @@ def _attributes(event: Event) -> dict[str, Any]:
     return attributes
 
 
+def _provider(field: str, value: Any, method: str) -> None:
+    """None (the global provider) or an object with `method` (a `TracerProvider`, a
+    `MeterProvider`): anything else is bad input, said here rather than at the first event."""
+    if value is not None and not callable(getattr(value, method, None)):
+        raise InvalidInput(
+            f"{field}: must be None or an OpenTelemetry provider with {method}(),"
+            f" got {type(value).__name__}",
+            field=field,
+            problem="wrong-type",
+        )
+
+
 class OpenTelemetryHook:
     """An event hook that records each event as a span and in metrics. `tracer_provider`
-    and `meter_provider` default to OpenTelemetry's global ones."""
+    and `meter_provider` default to OpenTelemetry's global ones; anything but a provider
+    raises `InvalidInput` naming the argument."""
 
     def __init__(self, *, tracer_provider: Any = None, meter_provider: Any = None) -> None:
+        _provider("tracer_provider", tracer_provider, "get_tracer")
+        _provider("meter_provider", meter_provider, "get_meter")
         self._tracer = _trace.get_tracer(_SCOPE, tracer_provider=tracer_provider)
         meter = (
             meter_provider.get_meter(_SCOPE)
