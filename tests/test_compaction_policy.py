@@ -5,11 +5,12 @@ arguments and repr."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 import pytest
 
-from ledgerfold import InvalidInput, SQLiteStore, TurnItem
+from ledgerfold import Conversation, InvalidInput, SQLiteStore, SummaryEnvelope, Turn, TurnItem
 from ledgerfold._compactor import CompactionPolicy, Compactor, SummaryRequest
 from ledgerfold.tokens import approx_tokens
 
@@ -56,8 +57,20 @@ def test_summary_request_repr_hides_texts() -> None:
     assert isinstance(request.turns, tuple)
     shown = repr(request)
     assert "secret" not in shown
-    assert "<1 turns>" in shown
+    assert "turns=<1 turn>," in shown  # a count of one is singular
     assert "<19 chars>" in shown
+
+
+def test_reprs_read_a_count_of_one_as_one() -> None:
+    turn = Turn("t", 1, "user", "x")
+    conversation = Conversation("c", 0, [turn])
+    envelope = SummaryEnvelope("s", "p", "c", 0, ["t"], "f" * 64, "v1", "y")
+    shown = [repr(turn), repr(conversation), repr(envelope), repr(TurnItem("t", "user", "x", 1))]
+    assert "body=<1 char>" in shown[0]
+    assert "turns=<1 turn>" in shown[1]
+    assert "source_ids=<1 id>" in shown[2] and "text=<1 char>" in shown[2]
+    assert "text=<1 char>" in shown[3]
+    assert not any(re.search(r"<1 \w+s>", text) for text in shown), shown
 
 
 @pytest.mark.parametrize(

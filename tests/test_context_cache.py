@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from ledgerfold import CompactionPolicy, Compactor, DuplicateId, SQLiteStore
 from ledgerfold.store import _context_read as context_read
-from ledgerfold.store import _unit_splits as unit_splits
 
 POLICY = CompactionPolicy("cache-v1", min_new_turns=1, keep_tail=2)
 
@@ -158,9 +157,9 @@ def _call(call_id: str) -> dict[str, object]:
 
 
 def test_a_result_whose_caller_is_beyond_the_append_scan_is_read_again(tmp_path: Path) -> None:
-    # The append looks for a result's caller among the newest 2,000 assistant turns only:
-    # a summarised call further back is not marked stale, and the context's own check
-    # finds the split. The cached context must not be extended past it.
+    # A result whose summarised caller lies 2,000 assistant turns back (the append once
+    # looked no further, leaving the split to the context's own check): the summary goes
+    # stale, and the cached context is not extended past it.
     store = SQLiteStore(tmp_path / "s.db")
     with store:
         store.append_chat_messages(
@@ -173,12 +172,9 @@ def test_a_result_whose_caller_is_beyond_the_append_scan_is_read_again(tmp_path:
         )
         store.append_many(
             "a",
-            [
-                {"role": "assistant", "body": f"a{n}", "meta": {"k": "v"}}
-                for n in range(unit_splits._CALLER_SCAN)
-            ],
+            [{"role": "assistant", "body": f"a{n}", "meta": {"k": "v"}} for n in range(2000)],
         )
-        policy = CompactionPolicy("cache-v1", min_new_turns=1, keep_tail=unit_splits._CALLER_SCAN)
+        policy = CompactionPolicy("cache-v1", min_new_turns=1, keep_tail=2000)
         assert Compactor(store, policy).compact("a", force=True).status == "accepted"
         assert store.context("a", policy.version).fallback is None
         # Appended as a plain turn: no group joins it to its call (chat messages do that).

@@ -408,7 +408,7 @@ def test_preview_counts_the_turns_no_summary_keeps(tmp_path: Path) -> None:
     args = ("purge", str(tmp_path / "a.db"), "c", "--through", "3", "--reason", "r", "--force")
     warned = run(*args)
     assert warned.exit_code == 0
-    assert "1 of these turns are in no current summary" in warned.stderr
+    assert "1 of these turns is in no current summary" in warned.stderr
 
 
 def test_no_retention_by_default(tmp_path: Path) -> None:

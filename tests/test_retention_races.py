@@ -336,7 +336,7 @@ def test_inspect_counts_sealed_sources_and_erased_versions(tmp_path: Path) -> No
     assert len(report["sources"]) + 3 == len(summary.source_ids)
     text = runner.invoke(cli, ["inspect", str(path), "c"]).output
     assert f"covers {len(summary.source_ids)} turns" in text and "3 purged, sealed" in text
-    assert "1 older summary versions pruned or erased" in text
+    assert "1 older summary version pruned or erased" in text
 
 
 def test_a_turn_retracted_earlier_can_be_erased_later(tmp_path: Path) -> None:

@@ -10,10 +10,15 @@ grep looks for the marker's distinctive tail, which no other term shares.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import random
+import signal
 import sqlite3
 import string
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -227,3 +232,131 @@ def test_a_thousand_erasures_leave_the_store_writable(tmp_path: Path) -> None:
     store.retract("c", "last", erase=True)
     assert not in_index(store, tail)
     store.close()
+
+
+@pytest.mark.parametrize("call", ["retract", "purge_through", "delete_conversation"])
+def test_an_erasure_whose_checkpoint_finds_the_disk_full_is_done_and_says_so(
+    tmp_path: Path, call: str
+) -> None:
+    """The erasing transaction commits, then its checkpoint cannot write the database file
+    (`RLIMIT_FSIZE` in a child: EFBIG, as on a full disk). The call raised `StoreError`,
+    which says nothing changed, though the text was erased (and no event was sent). Now it
+    returns, logs the failed checkpoint (no text), and the next write, once there is room,
+    checkpoints: the text is then in neither the file nor its WAL."""
+    word, tail = marker()
+    path = tmp_path / "a.db"
+    with lf.SQLiteStore(path) as store:
+        filler = " ".join(f"filler{i}x" for i in range(60))  # the ledger's first pages
+        store.append_many("other", [{"role": "user", "body": filler} for _ in range(400)])
+        filled(path, word).close()
+    child = subprocess.run(
+        [sys.executable, __file__, str(path), call, word],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr
+    report = json.loads(child.stdout)
+    assert report["text_left_in_files"] is True  # the checkpoint really failed
+    assert report == {
+        "error": None,
+        "secret_rows": 0,
+        "events": 1,
+        "warned": True,
+        "text_left_in_files": True,
+        "text_in_log": False,
+        "after_next_write": False,
+    }
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    raw.close()
+    assert not file_has(path, tail)
+
+
+def _erase(store: lf.SQLiteStore, call: str) -> None:
+    if call == "retract":
+        store.retract("c", "secret", erase=True)
+    elif call == "purge_through":
+        store.purge_through("c", 40, "gdpr", force=True)
+    else:
+        store.delete_conversation("c")
+
+
+def _erase_on_a_full_disk(path: str, call: str, word: str) -> None:
+    """Child: the erasing call with every write past half the file's size failing."""
+    import resource
+
+    events: list[lf.Event] = []
+    store = lf.SQLiteStore(path, on_event=events.append)
+    store._connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    records: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: records.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("ledgerfold.store").addHandler(handler)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    limit = os.path.getsize(path) // 2  # the erasure's WAL fits; the file's last pages not
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+    report: dict[str, object] = {"error": None}
+    try:
+        _erase(store, call)
+    except lf.LedgerfoldError as err:
+        report["error"] = str(err)
+    with sqlite3.connect(path) as raw:
+        report["secret_rows"] = raw.execute(
+            "SELECT COUNT(*) FROM turns WHERE body LIKE ?", (f"%{word}%",)
+        ).fetchone()[0]
+    raw.close()
+    kinds = {"retract": "retention.erased", "purge_through": "retention.purged"}
+    report["events"] = sum(e.name == kinds.get(call, "conversation.deleted") for e in events)
+    report["warned"] = any(r.startswith("checkpoint failed") for r in records)
+    report["text_left_in_files"] = file_has(Path(path), word[3:])
+    report["text_in_log"] = any(word in r for r in records)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    store.append("other", "user", "a later write")
+    report["after_next_write"] = file_has(Path(path), word[3:])
+    print(json.dumps(report), flush=True)
+    os._exit(0)  # no close: the later write's checkpoint is what is tested
+
+
+def _erase_then_die(path: str, call: str) -> None:
+    """Child: the erasing call, SIGKILLed once its transaction has committed, as its
+    checkpoint starts."""
+    store = lf.SQLiteStore(path)
+    store._db.checkpoint = lambda **_: os.kill(os.getpid(), signal.SIGKILL)  # type: ignore[method-assign]
+    _erase(store, call)
+
+
+@pytest.mark.parametrize("call", ["retract", "purge_through", "delete_conversation"])
+def test_an_erasure_killed_before_its_checkpoint_leaves_no_text_once_reopened(
+    tmp_path: Path, call: str
+) -> None:
+    """Killed between its commit and its checkpoint, an erasure left its zeroed pages in the
+    WAL and the old ones, holding the text, in the database file: the next store replayed
+    the WAL but copied nothing back, so the text stayed in the file while it was open. The
+    writing open now checkpoints a WAL left with frames."""
+    word, tail = marker()
+    path = tmp_path / "a.db"
+    filled(path, word).close()
+    child = subprocess.run(
+        [sys.executable, __file__, "die", str(path), call],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    assert file_has(path, tail)  # committed, not yet checkpointed
+    with lf.SQLiteStore(path) as store:
+        assert store.search("c", word, scope="all") == []  # the erasure committed
+        assert not file_has(path, tail)  # checked while the store is open
+        conn = store._connection()
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        conn.execute("INSERT INTO search_fts(search_fts, rank) VALUES ('integrity-check', 0)")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "die":
+        _erase_then_die(*sys.argv[2:])
+    else:
+        _erase_on_a_full_disk(*sys.argv[1:])

@@ -247,7 +247,7 @@ def test_a_purge_keeps_the_system_prompt_unless_forced(tmp_path: Path) -> None:
             store.append(C, "user", f"u{n}", id=f"u{n}")
     result = CliRunner().invoke(cli, ["purge", str(db), C, "--through", "4", "--reason", "x"])
     assert result.exit_code == 0, result.output
-    assert "1 system turns kept" in result.output
+    assert "1 system turn kept" in result.output
     with SQLiteStore(db) as store:
         assert store.load(C).turns[0].id == "s1"
         store.purge_through(C, 5, "x", keep_roles=())

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgerfold import _native
+from ledgerfold._sized import sized
 from ledgerfold.store._paths import reading_uri
 from ledgerfold.store._schema import TURN_LIVE, TURN_PURGED
 from ledgerfold.store._sqlite_errors import quotes_stored_data
@@ -99,7 +100,7 @@ class NotUtf8:
     raw: bytes
 
     def __repr__(self) -> str:
-        return f"NotUtf8(<{len(self.raw)} bytes>)"
+        return f"NotUtf8({sized(len(self.raw), 'byte')})"
 
 
 def lenient_text(raw: bytes) -> str | NotUtf8:

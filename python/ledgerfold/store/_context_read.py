@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from ledgerfold._context import AssembledContext, assemble_context
+from ledgerfold._context import AssembledContext, assemble_context, with_purged_summary
 from ledgerfold.store import _ledger as ledger
 from ledgerfold.store import _retention as retention
 from ledgerfold.store import _summaries as summaries
@@ -51,7 +51,7 @@ def assemble(
                 split = unit_splits.split_unit(conn, conversation_id, version.pk, items)
                 missing = None if split is not None else summaries.missing_preserved(conn, version)
                 if split is None and missing is None:
-                    return AssembledContext(items, None, boundary)
+                    return AssembledContext(with_purged_summary(items, boundary), None, boundary)
                 pointed = None
                 if split is not None:
                     # A database written before §17.2's units: the summary splits a call
@@ -91,7 +91,12 @@ def assemble(
             assembled = AssembledContext(raw.items, f"stale-summary:{reason}")
     assert assembled is not None
     log_fallback(conversation_id, assembled)
-    return AssembledContext(assembled.items, assembled.fallback, boundary, assembled.fallback_id)
+    return AssembledContext(
+        with_purged_summary(assembled.items, boundary),
+        assembled.fallback,
+        boundary,
+        assembled.fallback_id,
+    )
 
 
 def log_fallback(conversation_id: str, assembled: AssembledContext) -> None:

@@ -1,4 +1,5 @@
-"""Opening a ledgerfold SQLite file: pragmas, migrations, transactions and group-commit batches.
+"""Opening a ledgerfold SQLite file (its pragmas; the schema steps are `_migrations`), its
+transactions and group-commit batches.
 
 Durability: WAL with `synchronous=FULL`, so a returned commit survives power loss (the WAL
 is fsynced at every commit). Every write is one `BEGIN IMMEDIATE` transaction, which takes
@@ -20,15 +21,10 @@ from typing import Protocol
 
 from ledgerfold import _validate
 from ledgerfold._errors import StoreError
+from ledgerfold.store import _migrations as migrations
 from ledgerfold.store import _search_index as search_index
 from ledgerfold.store._paths import reading_uri
-from ledgerfold.store._schema import (
-    ANSWERS_INDEX,
-    APPLICATION_ID,
-    MIGRATIONS,
-    READABLE_VERSION,
-    SCHEMA_VERSION,
-)
+from ledgerfold.store._schema import APPLICATION_ID, READABLE_VERSION
 from ledgerfold.store._sqlite_errors import quotes_stored_data, store_error
 
 __all__ = [
@@ -110,16 +106,6 @@ def time_ago(seconds: float) -> str | None:
         )
     except OverflowError:
         return None
-
-
-def _statements(script: str) -> Iterator[str]:
-    """Split a DDL script into statements (`executescript` would commit the transaction)."""
-    pending = ""
-    for line in script.splitlines(keepends=True):
-        pending += line
-        if sqlite3.complete_statement(pending):
-            yield pending
-            pending = ""
 
 
 class Database:
@@ -377,9 +363,10 @@ class Database:
     def checkpoint(self, *, wait_ms: int = 1000) -> None:
         """Copy the WAL into the database file and truncate it, so pages that held erased
         content survive in neither (after a purge, an erase or a deletion). A reader that
-        holds an old snapshot can keep the WAL from being truncated: that is not an error;
-        it is logged and the checkpoint is retried after the next write and at `close()`
-        (SPEC §16.5 "Erasure"), without waiting for readers then."""
+        holds an old snapshot can keep the WAL from being truncated, and a full disk can
+        keep the checkpoint from writing: neither is an error (the caller's transaction has
+        committed); it is logged and the checkpoint is retried after the next write and at
+        `close()` (SPEC §16.5 "Erasure"), without waiting for readers then."""
         with self.lock:
             if self.path == ":memory:":
                 return
@@ -395,7 +382,15 @@ class Database:
                 finally:
                     conn.execute("PRAGMA busy_timeout = 30000")
             except sqlite3.Error as err:
-                raise StoreError(f"cannot checkpoint the database ({err})") from err
+                # The caller's write has committed: a full disk leaves the pages in the WAL.
+                if not self.checkpoint_pending:
+                    _log.warning(
+                        "checkpoint failed: path=%s (%s); retried after the next write",
+                        self.path,
+                        err,
+                    )
+                self.checkpoint_pending = True
+                return
             blocked = bool(busy) or frames != done
             if blocked and not self.checkpoint_pending:
                 _log.warning(
@@ -416,7 +411,7 @@ class Database:
             conn.execute("PRAGMA foreign_keys = ON")
             conn.execute("BEGIN")
             try:
-                version = self._schema_version(conn)
+                version = migrations.schema_version(conn, self.path)
             finally:
                 conn.execute("COMMIT")
         except sqlite3.OperationalError as err:  # locked, unreadable: SQLite, but not usable
@@ -466,71 +461,12 @@ class Database:
         except sqlite3.DatabaseError as err:
             raise StoreError(f"{self.path}: cannot prepare the database ({err})") from err
         try:
-            self._migrate(conn)
-            self._ensure_answers_index(conn)
+            migrations.migrate(conn, self.path, now)
+            migrations.ensure_indexes(conn)
             # The search index (SPEC §16.5, §17.9): built in batches that commit as they go.
             search_index.build(conn, self.path)
         except sqlite3.Error as err:
             raise StoreError(f"{self.path}: cannot prepare the database ({err})") from err
-
-    def _migrate(self, conn: sqlite3.Connection) -> None:
-        for version, name, ddl in MIGRATIONS:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                current = self._schema_version(conn)
-                if current >= version:
-                    conn.execute("COMMIT")
-                    continue
-                for statement in _statements(ddl):
-                    conn.execute(statement)
-                conn.execute(
-                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-                    (version, name, now()),
-                )
-                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                conn.execute(f"PRAGMA user_version = {version}")
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-
-    def _ensure_answers_index(self, conn: sqlite3.Connection) -> None:
-        """`ANSWERS_INDEX`, created in its own transaction when missing (a file written
-        before it was added)."""
-        if conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'turns_by_answer'"
-        ).fetchone():
-            return
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.execute(ANSWERS_INDEX)
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-
-    def _schema_version(self, conn: sqlite3.Connection) -> int:
-        application_id = conn.execute("PRAGMA application_id").fetchone()[0]
-        tables = {
-            row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-        }
-        if application_id != APPLICATION_ID:
-            if tables:
-                raise StoreError(f"{self.path}: an SQLite database that is not a ledgerfold store")
-            return 0
-        if "schema_migrations" not in tables:
-            raise StoreError(f"{self.path}: a ledgerfold store without its migration table")
-        version = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0]
-        if version is None:
-            return 0
-        if version > SCHEMA_VERSION:
-            raise StoreError(
-                f"{self.path}: schema version {version} is newer than this ledgerfold "
-                f"({SCHEMA_VERSION})"
-            )
-        return int(version)
 
 
 def _rollback(conn: sqlite3.Connection) -> None:

@@ -11,6 +11,8 @@ __all__ = [
     "ACCEPTED",
     "ANSWERS_INDEX",
     "APPLICATION_ID",
+    "CALLS_INDEX",
+    "CALL_KEY",
     "CURRENT",
     "FAILED",
     "LIVE_ACCEPTED",
@@ -247,6 +249,27 @@ ANSWERS_INDEX = (
     "CREATE INDEX IF NOT EXISTS turns_by_answer ON turns"
     " (conversation_id, json_extract(meta, '$.tool_call_id'), sequence)"
     " WHERE role = 'tool' AND json_valid(meta)"
+)
+
+#: The call ID an assistant turn making exactly one call is indexed by (`CALLS_INDEX`); NULL
+#: for a turn making several (or a `tool_calls` that is no list of one call).
+CALL_KEY = (
+    "CASE WHEN json_array_length(json_extract(meta, '$.tool_calls')) = 1"
+    " THEN json_extract(json_extract(meta, '$.tool_calls'), '$[0].id') END"
+)
+
+#: Assistant turns by the call they make (SPEC §17.2), `CALL_KEY`: the nearest call of an ID
+#: before or after a sequence is one probe (`_call_pairs.nearest_call`) plus a walk of the
+#: turns making several calls (key NULL) down to it, where a walk of every assistant turn
+#: read the ledger to its start for an ID made once (an edit taking a call away, a result
+#: whose call is gone). Created at every writing open when missing, not a migration, and
+#: nothing needs it (without it the same queries read the assistant turns), exactly as
+#: `ANSWERS_INDEX`; the `json_valid` terms keep a damaged meta out of it.
+CALLS_INDEX = (
+    "CREATE INDEX IF NOT EXISTS turns_by_call ON turns"
+    f" (conversation_id, {CALL_KEY}, sequence)"
+    " WHERE role = 'assistant' AND json_valid(meta)"
+    " AND json_valid(json_extract(meta, '$.tool_calls'))"
 )
 
 #: The oldest schema a read-only open serves (everything but search: SPEC §17.9).

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from array import array
 from typing import Any
 
 from ledgerfold import _validate
@@ -17,21 +16,30 @@ from ledgerfold.store import _search_index as search_index
 from ledgerfold.store._schema import CURRENT, TURN_LIVE
 from ledgerfold.store._search_index import LAST_SLOT, PASSAGE_MAX, SLOT_BITS
 
-__all__ = ["DF_DROP", "SCOPES", "check_args", "kept_terms", "search"]
+__all__ = ["DF_DROP", "INDEX_DROP", "SCOPES", "check_args", "kept_terms", "search"]
 
 _log = logging.getLogger("ledgerfold.store")
 
 #: SPEC §16.5 "a term whose document frequency passes a documented threshold may be dropped
 #: while another term remains": a query term found in more than `DF_DROP` passages of the
-#: index is dropped while a term found in at most `DF_DROP` remains; when every term passes
-#: it, only the rarest is kept. A model's question mixes the key term it asks about (a name,
-#: an order number) with words every passage has ("why", "could", "refund", "cancel"); under
-#: BM25 a long passage holding only the key term loses to short passages repeating several
-#: of those words. Measured on the 2,000-exchange agent session (80 planted facts, one
-#: differently-worded question each, top 5): 75 reachable at 500, 76 at 200, 78 at 100,
-#: 79 at 50 and at 25; p50 2.6 ms at 500, 0.6 ms at 50. It also bounds a search's scoring
-#: to about `DF_DROP` passages a kept term (FTS5's bm25() costs a few microseconds each).
+#: conversation searched (or `INDEX_DROP` of the index) is dropped while a term found in
+#: fewer remains; when every term passes it, only the rarest is kept. A model's question
+#: mixes the key term it asks about (a name, an order number) with words every passage has
+#: ("why", "could", "refund", "cancel"); under BM25 a long passage holding only the key term
+#: loses to short passages repeating several of those words. Measured on the 2,000-exchange
+#: agent session (80 planted facts, one differently-worded question each, top 5): 75
+#: reachable at 500, 76 at 200, 78 at 100, 79 at 50 and at 25; p50 2.6 ms at 500, 0.6 ms at
+#: 50. It also bounds a search's scoring in a conversation to about `DF_DROP` passages a
+#: kept term (FTS5's bm25() costs a few microseconds each).
 DF_DROP = 50
+
+#: A term more than this many passages of the whole index hold is common too, whatever
+#: the conversation: scoring a kept term reads every passage of the index holding it
+#: (FTS5's bm25() counts them for the term's IDF), so in a database of many conversations
+#: a word of every message ("the", "what") would cost milliseconds per thousand
+#: conversations in each search. Below it, what another conversation says never decides
+#: which of this one's terms count.
+INDEX_DROP = 5000
 
 #: `search(scope=...)` values (SPEC §16.5 "Scope").
 SCOPES = ("covered", "all")
@@ -46,28 +54,83 @@ def check_args(query: object, limit: object, scope: object) -> tuple[str, int, s
     return query, limit, _validate.choice("scope", scope, SCOPES)
 
 
-def _document_frequency(conn: sqlite3.Connection, term: str, cap: int) -> int:
-    """Passages holding `term`, counted up to `cap` (cheap: no scoring)."""
+def _span(conn: sqlite3.Connection, conversation_id: str) -> tuple[int, int]:
+    """The rowids of the conversation's index rows lie in this range: from its first turn's
+    to its last turn's, by sequence (every write inserts turns at sequences above every one
+    written before, and a new row's pk is above every pk in the table). Only `_frequency`'s
+    count reads it: a turn outside it would be left out of a count, never out of a
+    search."""
+    first, last = conn.execute(
+        "SELECT (SELECT pk FROM turns WHERE conversation_id = ?1 ORDER BY sequence LIMIT 1),"
+        " (SELECT pk FROM turns WHERE conversation_id = ?1 ORDER BY sequence DESC LIMIT 1)",
+        (conversation_id,),
+    ).fetchone()
+    low, high = sorted((int(first or 0), int(last or 0)))
+    return low << SLOT_BITS, (high << SLOT_BITS) + LAST_SLOT
+
+
+#: The passages of the conversation holding a term (`?1`), counted up to `?5`, among the
+#: first `?4` of its span (`?2`..`?3`) holding it. CROSS JOIN: the postings drive the loop
+#: (a co-routine, read only as far as needed), where a plain JOIN would first read them all.
+_HERE = (
+    "SELECT COUNT(*) FROM (SELECT 1 FROM (SELECT rowid FROM search_fts"
+    " WHERE search_fts MATCH ?1 AND rowid BETWEEN ?2 AND ?3 LIMIT ?4) AS f"
+    f" CROSS JOIN turns AS t ON t.pk = f.rowid >> {SLOT_BITS} WHERE t.conversation_id = ?6"
+    " LIMIT ?5)"
+)
+
+
+def _here(
+    conn: sqlite3.Connection, conversation_id: str, span: tuple[int, int], term: str, stop: int
+) -> int:
+    """Passages of the conversation holding `term`, counted up to `stop`, among the first
+    `INDEX_DROP + 1` of its span holding it (cheap: no scoring)."""
     count: int = conn.execute(
-        "SELECT COUNT(*) FROM (SELECT 1 FROM search_fts WHERE search_fts MATCH ? LIMIT ?)",
-        (f'"{term}"', cap),
+        _HERE, (f'"{term}"', *span, INDEX_DROP + 1, stop, conversation_id)
     ).fetchone()[0]
     return count
 
 
-def kept_terms(conn: sqlite3.Connection, terms: list[str]) -> list[str]:
-    """`terms` without those past `DF_DROP` (SPEC §16.5), keeping at least the rarest. A term
-    no passage holds matches nothing, so it never stands in for one that does."""
+def _frequency(
+    conn: sqlite3.Connection, conversation_id: str, span: tuple[int, int], term: str
+) -> tuple[int, int]:
+    """How common `term` is: the passages of the conversation holding it, counted up to
+    `DF_DROP + 1`, then (unless that is reached) the passages of the whole index holding
+    it, counted up to `INDEX_DROP + 1` (one statement: the second count only when needed)."""
+    here, everywhere = conn.execute(
+        f"SELECT h.n, CASE WHEN h.n > {DF_DROP} THEN {INDEX_DROP + 1} ELSE (SELECT COUNT(*)"
+        " FROM (SELECT 1 FROM search_fts WHERE search_fts MATCH ?1 LIMIT ?4)) END"
+        f" FROM ({_HERE.replace('SELECT COUNT(*)', 'SELECT COUNT(*) AS n', 1)}) AS h",
+        (f'"{term}"', *span, INDEX_DROP + 1, DF_DROP + 1, conversation_id),
+    ).fetchone()
+    return int(here), int(everywhere)
+
+
+def _common(count: tuple[int, int]) -> bool:
+    return count[0] > DF_DROP or count[1] > INDEX_DROP
+
+
+def kept_terms(
+    conn: sqlite3.Connection, conversation_id: str, terms: list[str], span: tuple[int, int]
+) -> list[str]:
+    """`terms` without the common ones (SPEC §16.5), keeping at least the rarest: a term is
+    common when more than `DF_DROP` passages of the conversation hold it (a word another
+    conversation repeats, another user's, may be the one this question is about), or more
+    than `INDEX_DROP` passages of the whole index do. A term no passage of the
+    conversation holds matches nothing, so it never stands in for one that does."""
     if len(terms) == 1:
         return terms
-    counts = {term: _document_frequency(conn, term, DF_DROP + 1) for term in terms}
-    present = [term for term in terms if counts[term] > 0]
+    counts = {term: _frequency(conn, conversation_id, span, term) for term in terms}
+    present = [term for term in terms if counts[term][0] > 0]
     if len(present) <= 1:
         return present or terms
-    kept = [term for term in present if counts[term] <= DF_DROP]
+    kept = [term for term in present if not _common(counts[term])]
     if kept:
         return kept
-    exact = {term: _document_frequency(conn, term, 2**62) for term in present}
+    exact = {
+        term: (_here(conn, conversation_id, span, term, INDEX_DROP + 1), counts[term][1])
+        for term in present
+    }
     return [min(present, key=lambda term: exact[term])]  # min keeps the first of equals
 
 
@@ -95,7 +158,8 @@ def search(
         is None
     ):
         return []
-    kept = kept_terms(conn, terms)
+    span = _span(conn, conversation_id)
+    kept = kept_terms(conn, conversation_id, terms, span)
     current = _current(conn, conversation_id)
     covered_only = scope == "covered" and current is not None
     source_test = (
@@ -134,11 +198,13 @@ def search(
             raise
         return best
 
+    chosen = kept
     best = best_rows(kept)
     if not best and len(kept) < len(terms):
         # The kept terms are rare over the whole index, not in this conversation (or
         # scope): the dropped ones still match here (SPEC §16.5 drops a common term only
         # while another term remains).
+        chosen = terms
         best = best_rows(terms)
     hits: list[SearchHit] = []
     for row in best:
@@ -149,7 +215,7 @@ def search(
                 turn_id=turn_id,
                 sequence=int(sequence),
                 role=role,
-                text=_passage(conn, int(turn_pk), int(slot), terms),
+                text=_passage(conn, conversation_id, int(turn_pk), int(slot), chosen),
                 score=-float(rank),
                 summary_id=current[1] if covered and current is not None else None,
             )
@@ -157,26 +223,34 @@ def search(
     return hits
 
 
-def _passage(conn: sqlite3.Connection, turn_pk: int, slot: int, terms: list[str]) -> str:
-    """The text of a hit's passage: the whole body, or the slice its stored bounds give. In
-    the last slot of a very long body (several passages share it), the first of them that
-    holds a query term, cut by the segmenter."""
-    row = conn.execute("SELECT bounds FROM search_offsets WHERE turn_pk = ?", (turn_pk,)).fetchone()
-    if row is None:
+def _passage(
+    conn: sqlite3.Connection, conversation_id: str, turn_pk: int, slot: int, terms: list[str]
+) -> str:
+    """The text of a hit's passage: the whole body, or the slice its stored bounds give. A
+    row of several passages (a body of more than 1,024): the passage among them holding the
+    rarest of the query's `terms` (then the next rarest, …; then the most occurrences; ties:
+    the earlier passage), cut by the segmenter."""
+    bounds = search_index.stored_bounds(conn, turn_pk)
+    if bounds is None:
         text: str = conn.execute("SELECT body FROM turns WHERE pk = ?", (turn_pk,)).fetchone()[0]
         return text
-    offsets = array("q")
-    offsets.frombytes(bytes(row[0]))
-    start, end = offsets[2 * slot], offsets[2 * slot + 1]
-    if slot < LAST_SLOT or end - start <= PASSAGE_MAX:
+    start, end = bounds[slot]
+    if end - start <= PASSAGE_MAX:
         return _slice(conn, turn_pk, start, end)
     body: str = conn.execute("SELECT body FROM turns WHERE pk = ?", (turn_pk,)).fetchone()[0]
-    passages = index_passages(body)[LAST_SLOT:]
-    wanted = set(terms)
-    for first, last, tokens in passages:
-        if wanted.intersection(tokens.split()):
-            return body[first:last]
-    return body[passages[0][0] : passages[0][1]]
+    passages = [p for p in index_passages(body) if start <= p[0] and p[1] <= end]
+    span = _span(conn, conversation_id)
+    counts = {term: _frequency(conn, conversation_id, span, term) for term in terms}
+    rarest = sorted(terms, key=lambda term: counts[term])  # stable: query order for ties
+    best: tuple[tuple[bool, ...], int] | None = None
+    chosen = passages[0]
+    for passage in passages:
+        tokens = passage[2].split()
+        present = set(tokens)
+        key = (tuple(term in present for term in rarest), sum(t in counts for t in tokens))
+        if best is None or key > best:
+            best, chosen = key, passage
+    return body[chosen[0] : chosen[1]]
 
 
 def _slice(conn: sqlite3.Connection, turn_pk: int, start: int, end: int) -> str:

@@ -9,14 +9,16 @@ Layout (schema v5, `_schema.py` holds the plain tables):
   0.6x-of-body budget. Deleting a row needs its original token string, which the
   deterministic segmenter re-creates from the body being removed: every write path calls
   `unindex` *before* it blanks or changes a body.
-- Rowids: `turn pk << 10 | slot`, slot = the passage's number among the turn's passages
-  (the 1,024th and later passages of a body over ~300 KB share the last slot). The rowid
+- Rowids: `turn pk << 10 | slot`, slot = the row's number among the turn's rows: one row a
+  passage, or, for a body of more than 1,024 passages (over ~600 KB), rows of several
+  consecutive passages each (`_rows`). The rowid
   names the turn and the passage, so a short body (one passage, the common case) writes no
   side row, and FTS5's rowid deltas stay small (index ~0.5x the English body bytes against
   0.64x with `pk << 20`, measured on the real transcripts). Which turns are indexed is read
   from FTS5's own `search_fts_docsize`.
-- `search_offsets`: the passage bounds of a body that is not one passage from start to end
-  (numbers only), so a hit's passage is cut without segmenting its body again.
+- `search_offsets`: the bounds of each row of a body that is not one passage from start to
+  end (numbers only), so a hit's passage is cut without segmenting its body again, and a
+  turn's rows are made again exactly for their deletion, whichever layout wrote them.
 - `search_state`: the segmenter's `index_version` the index was built with, and how far the
   build of an existing ledger got (`built_through`, a turn pk; `complete`).
 
@@ -53,8 +55,11 @@ from ledgerfold.store import _search_levels as search_levels
 from ledgerfold.store._call_pairs import Answered
 from ledgerfold.store._recall_answers import NO_BATCH, BatchCalls, answers_recall, stored_meta
 from ledgerfold.store._schema import TURN_LIVE
+from ledgerfold.store._search_batches import indexable_turns
 
 __all__ = [
+    "BUILDING",
+    "FTS_DDL",
     "LAST_SLOT",
     "NO_FTS5",
     "PASSAGE_MAX",
@@ -68,6 +73,7 @@ __all__ = [
     "ready",
     "reindex_turn",
     "scrub",
+    "stored_bounds",
     "unindex",
 ]
 
@@ -80,7 +86,7 @@ BUILD_BATCH = 1000
 #: IDs per `IN (...)` list: under SQLite's host-parameter limit.
 _CHUNK = 500
 
-_FTS_DDL = (
+FTS_DDL = (
     "CREATE VIRTUAL TABLE search_fts USING fts5(tokens, content='', tokenize='ascii', detail=full)"
 )
 
@@ -173,7 +179,7 @@ def build(conn: sqlite3.Connection, path: str, *, available: bool | None = None)
             conn.execute("COMMIT")
             return
         if not has_table(conn, "search_fts"):
-            conn.execute(_FTS_DDL)
+            conn.execute(FTS_DDL)
         version = conn.execute("SELECT index_version FROM search_state").fetchone()
         if version is None or int(version[0]) != INDEX_VERSION:
             # A new segmenter: the old rows cannot be deleted with the new tokens; start over.
@@ -206,31 +212,17 @@ def build(conn: sqlite3.Connection, path: str, *, available: bool | None = None)
                 ).fetchone()[0]
                 if total:
                     _log.info("building the search index: path=%s turns=%d", path, total)
-            rows = conn.execute(
-                "SELECT pk, conversation_id, role, body, grp, meta, state, sequence FROM turns"
-                " WHERE pk > ? ORDER BY pk LIMIT ?",
-                (through, BUILD_BATCH),
-            ).fetchall()
-            if not rows:
+            wanted, last, read = indexable_turns(conn, through, BUILD_BATCH)
+            if last is None:
                 conn.execute("UPDATE search_state SET complete = 1")
                 conn.execute("COMMIT")
                 if total:
                     _log.info("search index built: path=%s turns=%d", path, done)
                 break
-            _insert(
-                conn,
-                [
-                    (int(pk), body)
-                    for pk, conversation_id, role, body, group, meta, state, sequence in rows
-                    if state == TURN_LIVE
-                    and not answers_recall(
-                        conn, conversation_id, role, group, stored_meta(meta), NO_BATCH, sequence
-                    )
-                ],
-            )
-            conn.execute("UPDATE search_state SET built_through = ?", (int(rows[-1][0]),))
+            _insert(conn, wanted)
+            conn.execute("UPDATE search_state SET built_through = ?", (last,))
             conn.execute("COMMIT")
-            done += len(rows)
+            done += read
             _log.info("search index progress: path=%s turns=%d of %d", path, done, total)
         except BaseException:
             if conn.in_transaction:
@@ -264,25 +256,54 @@ LAST_SLOT = (1 << SLOT_BITS) - 1
 #: A passage is at most this many characters (SPEC §16.5 "Hits").
 PASSAGE_MAX = 600
 
+_DAMAGED = "search index: a turn's passages do not match its body (a damaged database?)"
+
 
 def _rows(
-    turn_pk: int, body: str, passages: list[tuple[int, int, str]] | None = None
+    turn_pk: int,
+    body: str,
+    passages: list[tuple[int, int, str]] | None = None,
+    bounds: Sequence[tuple[int, int]] | None = None,
 ) -> tuple[list[tuple[int, str]], list[tuple[int, int]]]:
-    """The index rows of a body, `(rowid, tokens)` one per passage (the passages from the
-    last slot on share it), and each row's `(start, end)` in code points. `passages`: the
-    body's `index_passages`, when already computed."""
+    """The index rows of a body, `(rowid, tokens)`, and each row's `(start, end)` in code
+    points. A body of at most 1,024 passages has a row a passage; a longer one has rows of
+    `ceil(passages / 1024)` consecutive passages each, so a term near its end is in a row
+    hardly longer than the others (not in one row holding everything past the 1,023rd
+    passage, as an index written before did). `bounds`: the stored bounds of the rows a
+    body was indexed with (`search_offsets`), whose rows are then made again exactly,
+    whichever layout wrote them. `passages`: the body's `index_passages`, when computed."""
     if passages is None:
         passages = index_passages(body)
     base = turn_pk << SLOT_BITS
-    if len(passages) == 1:  # most bodies
+    if len(passages) == 1 and bounds is None:  # most bodies
         start, end, tokens = passages[0]
         return [(base, tokens)], [(start, end)]
-    rows = [(base + slot, tokens) for slot, (_, _, tokens) in enumerate(passages[:LAST_SLOT])]
-    bounds = [(start, end) for start, end, _ in passages[:LAST_SLOT]]
-    if len(passages) > LAST_SLOT:
-        rows.append((base + LAST_SLOT, " ".join(p[2] for p in passages[LAST_SLOT:])))
-        bounds.append((passages[LAST_SLOT][0], passages[-1][1]))
-    return rows, bounds
+    groups: list[list[tuple[int, int, str]]] = []
+    if bounds is None:
+        per = max(1, -(-len(passages) // (LAST_SLOT + 1)))
+        groups = [passages[at : at + per] for at in range(0, len(passages), per)]
+    else:
+        at = 0
+        for _, end in bounds:
+            first = at
+            while at < len(passages) and passages[at][1] <= end:
+                at += 1
+            groups.append(passages[first:at])
+        if at != len(passages) or not all(groups):
+            raise StoreError(_DAMAGED)
+    rows = [(base + slot, " ".join(p[2] for p in group)) for slot, group in enumerate(groups)]
+    return rows, [(group[0][0], group[-1][1]) for group in groups]
+
+
+def stored_bounds(conn: sqlite3.Connection, turn_pk: int) -> list[tuple[int, int]] | None:
+    """The `(start, end)` of each of a turn's index rows, as stored; None when it has one
+    row holding the whole body (nothing stored)."""
+    row = conn.execute("SELECT bounds FROM search_offsets WHERE turn_pk = ?", (turn_pk,)).fetchone()
+    if row is None:
+        return None
+    offsets = array("q")
+    offsets.frombytes(bytes(row[0]))
+    return list(zip(offsets[0::2], offsets[1::2], strict=True))
 
 
 def _packed(bounds: list[tuple[int, int]]) -> bytes:
@@ -407,11 +428,9 @@ def _delete(conn: sqlite3.Connection, turn_pk: int, body: str, *, checked: bool 
     present = _indexed(conn, turn_pk, checked=checked)
     if not present:
         return
-    rows, _ = _rows(turn_pk, body)
+    rows, _ = _rows(turn_pk, body, bounds=stored_bounds(conn, turn_pk))
     if len(rows) != present:  # only a damaged body or a changed segmenter gets here
-        raise StoreError(
-            "search index: a turn's passages do not match its body (a damaged database?)"
-        )
+        raise StoreError(_DAMAGED)
     conn.executemany(
         "INSERT INTO search_fts (search_fts, rowid, tokens) VALUES ('delete', ?, ?)", rows
     )
@@ -493,10 +512,16 @@ def scrub(conn: sqlite3.Connection) -> None:
 
 NO_FTS5 = "search: this SQLite has no FTS5, so search is unavailable"
 
+BUILDING = (
+    "search: the search index is being built or rebuilt, or its build was interrupted;"
+    " run `ledgerfold reindex DB` (or open the database for writing) to finish it"
+)
+
 
 def ready(conn: sqlite3.Connection) -> None:
     """`StoreError` unless the index can answer: a v4 file opened read-only, an index still
-    being built, an SQLite without FTS5."""
+    being built or rebuilt (or whose build was interrupted), an index of another
+    segmenter, an SQLite without FTS5."""
     _flushed(conn)
     if not has_table(conn, "search_state"):
         raise StoreError(
@@ -506,8 +531,10 @@ def ready(conn: sqlite3.Connection) -> None:
     row = conn.execute("SELECT complete, index_version FROM search_state").fetchone()
     if row is not None and int(row[1]) == 0:  # `_disable`: opened where FTS5 was missing
         raise StoreError(NO_FTS5)
-    if row is None or not row[0] or int(row[1]) != INDEX_VERSION:
+    if row is None or int(row[1]) != INDEX_VERSION:
         raise StoreError(
             "search: the search index is not built for this ledgerfold;"
             " open the database once for writing to build it"
         )
+    if not row[0]:  # `build` (first build, `rebuild_search_index`) running or interrupted
+        raise StoreError(BUILDING)

@@ -31,7 +31,9 @@ from ledgerfold._summary import SummaryEnvelope, SummaryWrite
 from ledgerfold.adapters._chat import chat_turn_specs
 from ledgerfold.store import _context_read as context_read
 from ledgerfold.store import _group_commit as group_commit
+from ledgerfold.store import _search_repair as search_repair
 from ledgerfold.store import _summaries as summaries
+from ledgerfold.store import _wal_recovery as wal_recovery
 from ledgerfold.store._context_cache import ContextCache
 from ledgerfold.store._database import BatchEnd, Database, durability_arg
 from ledgerfold.store._ledger_reads import LedgerReads
@@ -82,6 +84,7 @@ class SQLiteStore:
         self._cache = summaries.VersionCache()
         self._contexts = ContextCache()
         self._db = Database(self._path, durability_arg(durability), read_only=read_only)
+        wal_recovery.checkpoint_leftover(self._db)  # a killed erasure's old pages
         self._loop = CompactionLoop(self._transaction, self._cache)
         self._writes = TurnWrites(self._transaction, on_event, self._contexts)
         self._retention = Retention(
@@ -268,6 +271,20 @@ class SQLiteStore:
         unknown conversation gives []. `StoreError` when the database has no index yet
         (an older file opened read-only) or SQLite lacks FTS5."""
         return self._reads.search(conversation_id, query, limit=limit, scope=scope)
+
+    def check_search_index(self) -> list[str]:
+        """The search index's problems, as codes (none when it is sound): `corrupt` (FTS5's
+        integrity-check fails), `too-deep`, `not-built`, `missing`, `removed-turns-indexed`,
+        `live-turns-missing`, `no-fts5`. Writes nothing, but needs a store open for
+        writing (FTS5 runs its check as a write)."""
+        return search_repair.check_store(self._transaction)
+
+    def rebuild_search_index(self) -> int:
+        """Make the search index again from the live turns, however damaged it was (its
+        table is dropped and made anew); the ledger is not written. Batches commit as they
+        go (search raises `StoreError` until the last; an interrupted rebuild goes on at
+        the next open for writing). Returns how many turns the index holds."""
+        return search_repair.rebuild_store(self._transaction, self._db)
 
     # ------------------------------------------------------------------ plans and summaries
 

@@ -25,7 +25,7 @@ from ledgerfold.store._call_pairs import (
     calls_since,
     makers_back,
     merged,
-    named_calls,
+    nearest_call,
     neighbour_call,
     results_of,
     results_since,
@@ -41,9 +41,6 @@ __all__ = [
     "split_by_links",
     "split_unit",
 ]
-
-#: How many assistant turns back an appended result's caller is looked for (newest first).
-_CALLER_SCAN = 2000
 
 
 def split_unit(
@@ -90,41 +87,91 @@ def split_by_links(
     if not suspects:
         return None
     # The sources' results of these IDs first (a pending call's ID, the usual suspect, has
-    # none: one read); their calls only where a result needs its caller found.
+    # none: one read); their calls only where a result needs its caller found. Found through
+    # the answers index (`_schema.ANSWERS_INDEX`, whose expression and condition this
+    # repeats), each checked against the summary's sources: O(suspects), where reading the
+    # sources for them cost O(covered) at every context read the cache does not serve.
     found = [
         Mention(as_text(turn_id), as_sequence(sequence), answer=as_text(answered))
         for turn_id, sequence, answered in conn.execute(
-            "SELECT t.id, t.sequence, CASE WHEN json_valid(t.meta)"
-            " THEN json_extract(t.meta, '$.tool_call_id') END AS answered"
-            " FROM summary_sources ss JOIN turns t"
-            " ON t.conversation_id = ? AND t.id = ss.turn_id WHERE ss.summary_pk = ?"
-            " AND t.state = ? AND t.role = 'tool'"
-            " AND answered IN (SELECT value FROM json_each(?))",
-            (conversation_id, summary_pk, TURN_LIVE, json.dumps(sorted(suspects))),
+            "SELECT t.id, t.sequence, json_extract(t.meta, '$.tool_call_id') FROM turns t"
+            " WHERE t.conversation_id = ? AND t.role = 'tool' AND json_valid(t.meta)"
+            " AND json_extract(t.meta, '$.tool_call_id') IN (SELECT value FROM json_each(?))"
+            " AND t.state = ? AND EXISTS (SELECT 1 FROM summary_sources ss"
+            " WHERE ss.summary_pk = ? AND ss.turn_id = t.id)",
+            (conversation_id, json.dumps(sorted(suspects)), TURN_LIVE, summary_pk),
         )
     ]
+    raw_ids = {mention.turn_id for mention in mentions}
     callers = orphaned | {m.answer for m in found if m.answer is not None}
     if callers:
-        found += [
-            Mention(as_text(turn_id), as_sequence(sequence), calls=named_calls(meta) & callers)
-            for turn_id, sequence, meta in conn.execute(
-                "SELECT t.id, t.sequence, t.meta FROM summary_sources ss JOIN turns t"
-                " ON t.conversation_id = ? AND t.id = ss.turn_id WHERE ss.summary_pk = ?"
-                " AND t.state = ? AND t.role = 'assistant' AND json_valid(t.meta)"
-                " AND EXISTS (SELECT 1 FROM json_each(json_extract(t.meta, '$.tool_calls')) c"
-                " WHERE json_valid(json_extract(t.meta, '$.tool_calls'))"
-                " AND json_extract(c.value, '$.id') IN (SELECT value FROM json_each(?)))",
-                (conversation_id, summary_pk, TURN_LIVE, json.dumps(sorted(callers))),
-            )
-        ]
+        # Each result's own call (the core's rule: the nearest live call of its ID before
+        # it, else the first after it), found through the calls index (`nearest_call`),
+        # kept when the summary cites it. Reading the sources for every call of these IDs
+        # cost O(covered) at every context read beside a raw result without a raw call, or
+        # a raw call whose ID a covered result answers (an ID made again).
+        wanted = [m for m in mentions + found if m.answer in callers]
+        found += _source_callers(conn, conversation_id, summary_pk, wanted, raw_ids)
+    found = merged(found)
     if not found:
         return None
-    raw_ids = {mention.turn_id for mention in mentions}
     relevant = [m.only(suspects) for m in mentions] + found
     for unit in units(relevant):
         if any(m.turn_id in raw_ids for m in unit) and any(m.turn_id not in raw_ids for m in unit):
             return next(m.turn_id for m in unit if m.turn_id in raw_ids)
     return None
+
+
+def _callers(
+    conn: sqlite3.Connection, conversation_id: str, results: Sequence[Mention]
+) -> list[Mention]:
+    """The live call each result answers (the core's rule: the nearest of its ID before it,
+    else the first after it), as mentions of those IDs alone: an index probe or two each
+    (`nearest_call`), where a walk of the newest assistant turns read up to 2,000 of them
+    for a result whose call was never made."""
+    calls: dict[int, set[str]] = {}
+    for result in results:
+        assert result.answer is not None
+        at = int(result.sequence)
+        found = nearest_call(conn, conversation_id, result.answer, at, before=True)
+        if found is None:
+            found = nearest_call(conn, conversation_id, result.answer, at, before=False)
+        if found is not None:
+            calls.setdefault(found[0], set()).add(result.answer)
+    if not calls:
+        return []
+    rows = conn.execute(
+        "SELECT id, sequence FROM turns WHERE conversation_id = ? AND state = ?"
+        " AND sequence IN (SELECT value FROM json_each(?))",
+        (conversation_id, TURN_LIVE, json.dumps(sorted(calls))),
+    ).fetchall()
+    return [
+        Mention(as_text(turn_id), int(sequence), calls=calls[int(sequence)])
+        for turn_id, sequence in rows
+    ]
+
+
+def _source_callers(
+    conn: sqlite3.Connection,
+    conversation_id: str,
+    summary_pk: int,
+    results: Sequence[Mention],
+    raw_ids: set[str],
+) -> list[Mention]:
+    """The calls these results answer (`_callers`) that are sources of the summary, not
+    raw turns."""
+    found = [m for m in _callers(conn, conversation_id, results) if m.turn_id not in raw_ids]
+    if not found:
+        return []
+    cited = {
+        as_text(row[0])
+        for row in conn.execute(
+            "SELECT turn_id FROM summary_sources WHERE summary_pk = ?"
+            " AND turn_id IN (SELECT value FROM json_each(?))",
+            (summary_pk, json.dumps([m.turn_id for m in found], ensure_ascii=False)),
+        )
+    }
+    return [m for m in found if m.turn_id in cited]
 
 
 def mark_group_split(
@@ -196,9 +243,7 @@ def _mark_call_split(
     made = {turn_id: mention for turn_id, mention in made.items() if mention.calls}
     callers: list[str] = []
     if answers:
-        # Bounded, so an app writing results for calls it never records does not pay a read
-        # of the ledger per append; a caller further back is caught by the context's check.
-        makers = makers_back(conn, conversation_id, answers, limit=_CALLER_SCAN)
+        makers = _callers(conn, conversation_id, answers)
         joined_answers = {mention.turn_id for mention in answers}
         for unit in units(answers + makers):
             if any(m.turn_id in joined_answers for m in unit):

@@ -1,0 +1,96 @@
+"""Bringing a ledgerfold file to the newest schema: the migrations in `_schema.MIGRATIONS`,
+each in a transaction of its own, and the indexes every writing open creates when missing."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+
+from ledgerfold._errors import StoreError
+from ledgerfold.store._schema import (
+    ANSWERS_INDEX,
+    APPLICATION_ID,
+    CALLS_INDEX,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+)
+
+__all__ = ["ensure_indexes", "migrate", "schema_version"]
+
+
+def migrate(conn: sqlite3.Connection, path: str, now: Callable[[], str]) -> None:
+    """Apply the migrations the file lacks, oldest first, each in one transaction (`now`:
+    the store's clock, for `applied_at`)."""
+    for version, name, ddl in MIGRATIONS:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            current = schema_version(conn, path)
+            if current >= version:
+                conn.execute("COMMIT")
+                continue
+            for statement in _statements(ddl):
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                (version, name, now()),
+            )
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            conn.execute(f"PRAGMA user_version = {version}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+
+def ensure_indexes(conn: sqlite3.Connection) -> None:
+    """`ANSWERS_INDEX` and `CALLS_INDEX`, created in their own transaction when missing
+    (a file written before they were added)."""
+    if (
+        conn.execute(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index'"
+            " AND name IN ('turns_by_answer', 'turns_by_call')"
+        ).fetchone()[0]
+        == 2
+    ):
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(ANSWERS_INDEX)
+        conn.execute(CALLS_INDEX)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def schema_version(conn: sqlite3.Connection, path: str) -> int:
+    """The file's schema version (0: a new, empty file); `StoreError` for another
+    application's file, a store without its migration table, or a newer schema."""
+    application_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if application_id != APPLICATION_ID:
+        if tables:
+            raise StoreError(f"{path}: an SQLite database that is not a ledgerfold store")
+        return 0
+    if "schema_migrations" not in tables:
+        raise StoreError(f"{path}: a ledgerfold store without its migration table")
+    version = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0]
+    if version is None:
+        return 0
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{path}: schema version {version} is newer than this ledgerfold ({SCHEMA_VERSION})"
+        )
+    return int(version)
+
+
+def _statements(script: str) -> Iterator[str]:
+    """Split a DDL script into statements (`executescript` would commit the transaction)."""
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            yield pending
+            pending = ""
