@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
 import subprocess
@@ -375,3 +376,49 @@ def test_context_rows_say_why_a_turn_in_the_summarys_span_is_raw(tmp_path: Path)
     shown = run("context", str(db), "demo", "--preview").stdout
     first = next(line for line in shown.splitlines() if line.startswith("1\t"))
     assert first.split("\t")[3] == "preserved (system role)"
+
+
+@pytest.mark.parametrize(
+    ("args", "what"),
+    [
+        (["context", "", "c"], "database"),
+        (["revalidate", ""], "database"),
+        (["upgrade", ""], "database"),
+        (["demo", "--db", ""], "database"),
+        (["import", "", str(DATA_FILES[0])], "database"),
+        (["import", "{tmp}/new.db", ""], "transcript"),
+    ],
+)
+def test_an_empty_path_is_called_empty(args: list[str], what: str, tmp_path: Path) -> None:
+    """An unset shell variable (`ledgerfold list "$DB"`) is an empty path, not the current
+    directory: the error says so, and nothing is created."""
+    result = run(*(arg.format(tmp=tmp_path) for arg in args))
+    assert result.exit_code == 2, result.output
+    assert result.stderr == f"ledgerfold: error: the {what} path is empty\n"
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["purge", "{db}", "c", "--through", "{huge}", "--reason", "r"], "--through"),
+        (["purge", "{db}", "c", "--through", "{huge}", "--reason", "r", "--dry-run"], "--through"),
+        (["compact", "{db}", "--keep-tail", "{huge}"], "--keep-tail"),
+        (["compact", "{db}", "--keep-tail", "{huge}", "--dry-run"], "--keep-tail"),
+        (["revalidate", "{db}", "--workers", "{huge}"], "--workers"),
+        (
+            ["export", "{db}", "--parquet", "{out}", "--turns-per-file", "{huge}"],
+            "--turns-per-file",
+        ),
+    ],
+)
+def test_a_number_too_large_names_its_option(
+    args: list[str], option: str, compacted: dict[str, Any], tmp_path: Path
+) -> None:
+    """Past 2**63-1 (what SQLite stores) a number is refused as the option the user typed,
+    not as the library's parameter (`sequence`, `keep_tail`)."""
+    values = {"db": compacted["db"], "huge": str(2**63), "out": tmp_path / "out"}
+    result = run(*(arg.format(**values) for arg in args))
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and f"'{option}'" in lines[0], lines

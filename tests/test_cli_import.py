@@ -5,6 +5,8 @@ store's explicit sequences in `append_many` (SPEC §15.8)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -173,3 +175,24 @@ def test_import_help_gives_the_line_format() -> None:
         assert key in shown
     assert "tests/data/transcripts/README.md" in shown
     assert "shared/data" not in shown
+
+
+@pytest.mark.skipif(not Path("/dev/stdin").exists(), reason="no /dev/stdin")
+def test_a_transcript_can_come_from_a_pipe(tmp_path: Path) -> None:
+    """`zcat t.jsonl.gz | ledgerfold import DB /dev/stdin`: a pipe exists and is read once,
+    like a file; it is not "no such file". A device is refused as what it is."""
+    db = tmp_path / "agent.db"
+    completed = subprocess.run(
+        [sys.executable, "-m", "ledgerfold", "import", str(db), "/dev/stdin", "--json"],
+        input=line("piped", [1, 2]) + "\n",
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert json.loads(completed.stdout)["conversations"] == 1
+    with SQLiteStore(db, read_only=True) as store:
+        assert [turn.sequence for turn in store.load("piped")] == [1, 2]
+    result = run("import", str(db), "/dev/null")
+    assert result.exit_code == 2
+    assert result.stderr == "ledgerfold: error: /dev/null: not a regular file or a pipe\n"

@@ -22,6 +22,8 @@ import os, signal, sys
 from ledgerfold.store._sqlite import SQLiteStore
 from ledgerfold._cli import main
 
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, even when the
+# suite runs in a background job, which starts its children with SIGINT ignored
 real = SQLiteStore.append_many
 calls = []
 
@@ -57,17 +59,27 @@ def _interrupted_import(db: Path, transcript: Path) -> subprocess.CompletedProce
     )
 
 
-def test_interrupted_import_leaves_a_new_database_empty(tmp_path: Path) -> None:
+def test_interrupted_import_leaves_no_new_database_behind(tmp_path: Path) -> None:
+    """The database file the import created (and its journals) is removed: nothing was
+    imported, so no empty ledgerfold file remains to be mistaken for an import."""
     db = tmp_path / "agent.db"
-    result = _interrupted_import(db, _transcript(tmp_path / "t.jsonl", 6))
+    transcript = _transcript(tmp_path / "t.jsonl", 6)
+    result = _interrupted_import(db, transcript)
     assert result.returncode == 130
     assert "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines() == [
         "ledgerfold: error: import interrupted: nothing was imported"
     ]
     assert result.stdout == ""
-    with SQLiteStore(db, read_only=True) as store:
-        assert store.conversation_ids() == []
+    assert sorted(path.name for path in tmp_path.iterdir()) == [transcript.name]
+
+
+def test_interrupted_import_keeps_an_empty_file_that_was_there(tmp_path: Path) -> None:
+    db = tmp_path / "agent.db"
+    db.touch()
+    result = _interrupted_import(db, _transcript(tmp_path / "t.jsonl", 6))
+    assert result.returncode == 130
+    assert db.is_file()
 
 
 def test_interrupted_import_leaves_an_existing_database_as_it_was(tmp_path: Path) -> None:
@@ -104,3 +116,32 @@ def test_one_transaction_import_holds_a_bounded_index_backlog(
     with SQLiteStore(db, read_only=True) as store:
         for n in range(12):
             assert store.search(f"c{n}", "body", scope="all")
+
+
+# Another writer fills the new database between the import's look and its interrupt.
+RACED_CHILD = """
+import sys
+from ledgerfold import SQLiteStore
+from ledgerfold._cli import commands_write, main
+
+def interrupted(db, transcripts):
+    with SQLiteStore(db) as other:
+        other.append("other", "user", "kept")
+    raise KeyboardInterrupt
+
+commands_write._import_all = interrupted
+main(sys.argv[1:])
+"""
+
+
+def test_interrupted_import_keeps_a_new_database_another_writer_filled(tmp_path: Path) -> None:
+    db = tmp_path / "agent.db"
+    result = subprocess.run(
+        [sys.executable, "-c", RACED_CHILD, "import", str(db), str(_transcript(tmp_path / "t", 2))],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 130, result.stderr
+    with SQLiteStore(db, read_only=True) as store:
+        assert store.conversation_ids() == ["other"]

@@ -20,6 +20,7 @@ if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
     sys.path.insert(0, str(_HERE))
 
 from cli_support import run  # noqa: E402
+from test_search_migration import v4_turns, write_v4_database  # noqa: E402
 
 CONVERSATION = "c"
 
@@ -69,6 +70,7 @@ def _commands(db: Path, out: Path) -> dict[str, list[str]]:
     return {
         "report --html": ["report", str(db), "--html", str(out / "report.html")],
         "report --json": ["report", str(db), "--json"],
+        "report": ["report", str(db)],
         "inspect --html": ["inspect", str(db), CONVERSATION, "--html", str(out / "i.html")],
         "purge --dry-run": [
             "purge",
@@ -96,6 +98,7 @@ def _commands(db: Path, out: Path) -> dict[str, list[str]]:
     [
         "report --html",
         "report --json",
+        "report",
         "inspect --html",
         "purge --dry-run",
         "compact --dry-run",
@@ -136,4 +139,28 @@ def test_delete_refused_without_yes_changes_no_file(tmp_path: Path, mode: str) -
     before = _state(directory)
     result = run("delete", str(db), CONVERSATION)
     assert result.exit_code == 2 and "--yes" in result.stderr
+    assert _state(directory) == before
+
+
+@pytest.mark.parametrize(
+    "command", ["report", "list", "inspect", "context", "compact --dry-run", "search", "export"]
+)
+def test_a_read_only_command_leaves_an_older_schema_as_it_was(tmp_path: Path, command: str) -> None:
+    """A v4 file (readable without migrating): the commands that only read change none of
+    its bytes; the ones that need the current schema (`search`, `export`) say to upgrade."""
+    directory = tmp_path / "db"
+    directory.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    db = directory / "v4.db"
+    write_v4_database(db, v4_turns(12))
+    before = _state(directory)
+    args = _commands(db, out)[command]
+    result = run(*args)
+    if command in ("search", "export"):
+        assert result.exit_code == 2
+        assert f"run `ledgerfold upgrade {db}` first" in result.stderr
+        assert os.listdir(out) == []
+    else:
+        assert result.exit_code == 0, result.output
     assert _state(directory) == before

@@ -62,13 +62,3 @@ def test_json_with_html_says_what_it_wrote(tmp_path: Path) -> None:
     assert report["html"] == str(out) and out.is_file()
     assert report["pages"] == total == len(list((tmp_path / "report.pages").iterdir()))
     assert report["pages_dir"] == str(tmp_path / "report.pages")
-
-
-def test_neither_html_nor_json_is_one_error_line(tmp_path: Path) -> None:
-    db = tmp_path / "agents.db"
-    with SQLiteStore(db) as store:
-        store.append("c", "user", "hello")
-    result = run("report", str(db))
-    assert result.exit_code == 2 and result.stderr.startswith("ledgerfold: error: ")
-    assert "--html" in result.stderr and "--json" in result.stderr
-    assert len(result.stderr.splitlines()) == 1

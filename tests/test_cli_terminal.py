@@ -147,3 +147,46 @@ def test_verbose_log_records_escape_ids(evil_db: Path, tmp_path: Path) -> None:
         assert_clean(completed, args)
         lines = [line for line in completed.stderr.splitlines() if not line.startswith("warning")]
         assert lines and all(line.startswith("INFO ledgerfold") for line in lines), lines
+
+
+@pytest.mark.parametrize(
+    ("args", "shown"),
+    [
+        (["list", "{base}/a\nb\tc.db"], "a\\nb\\tc.db"),  # the database's own check
+        (["import", "{base}/new.db", "{base}/t\nx.jsonl"], "t\\nx.jsonl"),  # a transcript
+        (["report", "{db}", "--html", "{base}/no\ndir/r.html"], "no\\ndir/r.html"),  # output
+    ],
+)
+def test_a_path_with_a_newline_is_spelled_out_in_its_error_line(
+    tmp_path: Path, args: list[str], shown: str
+) -> None:
+    """A newline or tab in a path is shown escaped (`a\\nb`), as IDs are, not turned into a
+    space: `a b c.db` would name a different file."""
+    db = tmp_path / "d.db"
+    assert run("demo", "--db", str(db)).exit_code == 0
+    result = run(*(arg.format(base=tmp_path, db=db) for arg in args))
+    assert result.exit_code == 2, result.output
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert f"/{shown}: " in result.stderr, result.stderr
+
+
+def test_a_warning_on_a_piped_stderr_is_one_line(tmp_path: Path) -> None:
+    """`purge` of turns no summary holds warns on stderr; written to a file or a pipe it is
+    one line, not wrapped at an assumed 80 columns."""
+    db = tmp_path / "w.db"
+    assert run("import", str(db), str(_one_conversation(tmp_path))).exit_code == 0
+    result = run("purge", str(db), "c", "--through", "3", "--reason", "r")
+    assert result.exit_code == 0, result.output
+    warnings = result.stderr.splitlines()
+    assert len(warnings) == 1 and warnings[0].startswith("warning: "), warnings
+    assert warnings[0].endswith("(compact first to keep it)")
+
+
+def _one_conversation(tmp_path: Path) -> Path:
+    turns = [
+        {"id": f"t{n}", "sequence": n, "role": "user", "body": f"turn {n}"} for n in range(1, 7)
+    ]
+    path = tmp_path / "one.jsonl"
+    line = {"conversation_id": "c", "source": "s", "turns": turns}
+    path.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    return path

@@ -4,6 +4,7 @@ database"; the commands that only read work."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -68,3 +69,43 @@ def test_writing_an_unwritable_database_is_one_true_error_line(unwritable: Path)
         assert len(lines) == 1 and lines[0].startswith("ledgerfold: error: "), lines
         assert "not an SQLite database" not in lines[0]
         assert "readonly database" in lines[0]
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX permissions")
+@pytest.mark.skipif(ROOT and shutil.which("setpriv") is None, reason="root without setpriv")
+def test_a_refusal_on_an_unwritable_database_names_the_real_mistake(unwritable: Path) -> None:
+    """Refused before any write (an unknown conversation, --through beyond the end), the
+    command says why, not that the file cannot be written."""
+    db = str(unwritable)
+    for args, expected in (
+        (["compact", db, "--conversation", "nope"], "unknown conversation 'nope'"),
+        (["delete", db, "nope", "--yes"], "unknown conversation 'nope'"),
+        (["purge", db, "nope", "--through", "1", "--reason", "r"], "unknown conversation 'nope'"),
+        (["purge", db, "c", "--through", "99", "--reason", "r"], "beyond the last sequence"),
+    ):
+        result = _run(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1 and expected in lines[0], (args, lines)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX permissions")
+@pytest.mark.skipif(ROOT and shutil.which("setpriv") is None, reason="root without setpriv")
+def test_importing_only_present_conversations_into_an_unwritable_database(
+    unwritable: Path,
+) -> None:
+    """Nothing to write: the import skips them all, as on a writable file, instead of
+    failing to open the file for writing; one new conversation is the true write error."""
+    present = unwritable.parent.parent / "present.jsonl"
+    turn = {"id": "t1", "sequence": 1, "role": "user", "body": "turn 0"}
+    present.write_text(json.dumps({"conversation_id": "c", "source": "s", "turns": [turn]}))
+    present.chmod(0o644)
+    result = _run("import", str(unwritable), str(present), "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"conversations": 0, "turns": 0, "skipped": 1}
+    new = unwritable.parent.parent / "new.jsonl"
+    new.write_text(json.dumps({"conversation_id": "n", "source": "s", "turns": [turn]}))
+    new.chmod(0o644)
+    result = _run("import", str(unwritable), str(new))
+    assert result.returncode == 2
+    assert "readonly database" in result.stderr

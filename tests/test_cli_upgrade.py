@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import logging
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -112,3 +114,47 @@ def test_a_read_command_on_a_schema_too_old_to_read_names_the_upgrade(tmp_path: 
     assert path.read_bytes() == before
     assert run("upgrade", str(path)).exit_code == 0
     assert run("list", str(path)).exit_code == 0
+
+
+# A child process that interrupts itself (a real SIGINT) at the index build's first progress
+# record, once a batch has committed: deterministic, no sleeping.
+_INTERRUPTED_CHILD = """
+import logging, os, signal, sys
+from ledgerfold._cli import main
+from ledgerfold.store import _search_index
+
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
+_search_index.BUILD_BATCH = 10
+
+class Interrupt(logging.Handler):
+    def emit(self, record):
+        if record.getMessage().startswith("search index progress"):
+            os.kill(os.getpid(), signal.SIGINT)
+
+logging.getLogger("ledgerfold.store").addHandler(Interrupt())
+logging.getLogger("ledgerfold.store").setLevel(logging.INFO)
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("command", ["upgrade", "reindex"])
+def test_an_interrupted_index_build_says_how_to_go_on(tmp_path: Path, command: str) -> None:
+    """Ctrl-C during `upgrade` or `reindex`: one line saying what was kept and to run the
+    command again (not click's bare "aborted"), exit 130; the next run finishes the index."""
+    path = tmp_path / "v4.db"
+    write_v4_database(path, v4_turns(40))
+    if command == "reindex":
+        run_json("upgrade", str(path), "--json")
+    completed = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_CHILD, command, str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert completed.returncode == 130, completed.stderr
+    lines = [line for line in completed.stderr.splitlines() if line]
+    assert len(lines) == 1 and lines[0].startswith(f"ledgerfold: error: {command} interrupted")
+    assert f"run `ledgerfold {command} {path}` again" in lines[0]
+    assert run(command, str(path)).exit_code == 0
+    with lf.SQLiteStore(path, read_only=True) as store:
+        assert store.search("c", "mango", scope="all", limit=100)

@@ -1,7 +1,7 @@
 """The `ledgerfold` command line (SPEC §14), built with click and rich (the `cli` extra).
 
 Subcommands: `demo`, `import`, `compact`, `context`, `inspect`, `list`, `purge`, `delete`,
-`revalidate`, `export`, `report`, `search`, `upgrade`. `main.py` holds the group and its
+`revalidate`, `export`, `report`, `search`, `upgrade`, `reindex`. `main.py` holds the group and its
 error handling; the `commands_*.py` modules the subcommands (`dry_run.py` plans
 `compact --dry-run`); `demo.py` the demo; `render.py` the shared output.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 from ledgerfold._cli import (  # noqa: F401
     commands_list,
     commands_read,
+    commands_reindex,
     commands_retention,
     commands_search,
     commands_upgrade,

@@ -1,5 +1,6 @@
 """HTML output: `inspect --html` (one conversation) and `report --html` (a whole database,
-with an inspector page per listed conversation in a folder beside it)."""
+with an inspector page per listed conversation in a folder beside it); `report` alone prints
+the same totals and conversations in the terminal."""
 
 from __future__ import annotations
 
@@ -8,12 +9,28 @@ from pathlib import Path
 from urllib.parse import quote
 
 import click
+from rich.table import Table
+from rich.text import Text
 
 from ledgerfold._cli._page_names import PAGE_NAME, page_names
 from ledgerfold._cli.html import render_conversation, render_database
-from ledgerfold._cli.html_data import ConversationRow, gather_conversation, gather_database
+from ledgerfold._cli.html_data import (
+    REPORT_ROWS,
+    ConversationRow,
+    DatabaseView,
+    gather_conversation,
+    gather_database,
+)
 from ledgerfold._cli.main import UserError, check_db_path, cli, open_store
-from ledgerfold._cli.render import echo_json, esc, stdout_console
+from ledgerfold._cli.render import (
+    counted,
+    echo_json,
+    esc,
+    plural,
+    print_table,
+    safe_text,
+    stdout_console,
+)
 from ledgerfold._errors import StoreError
 from ledgerfold.store._sqlite import SQLiteStore
 
@@ -84,12 +101,10 @@ def _remove_old_pages(folder: Path, written: set[str]) -> None:
     help="Print the totals and the conversations that need attention as JSON.",
 )
 def report_command(db: str, html_out: str | None, as_json: bool) -> None:
-    """Report on DB: the store's totals, the conversations that need attention (stale,
-    failed, purged without a summary) first, each with why. --html writes the page, each
-    conversation linked to its inspector page; --json prints the totals and those
-    conversations (alone, it writes no file)."""
-    if html_out is None and not as_json:
-        raise UserError("report: give --html OUT.html (the page), --json (the counts), or both")
+    """Report on DB: the store's totals, then the conversations that need attention (stale,
+    failed, purged without a summary), each with why. Alone it prints them; --html writes
+    the page, each conversation linked to its inspector page; --json prints the totals and
+    those conversations (alone, it writes no file)."""
     out = folder = None
     if html_out is not None:
         out = _check_out(html_out, db)
@@ -124,10 +139,59 @@ def report_command(db: str, html_out: str | None, as_json: bool) -> None:
                 "pages_dir": None if folder is None else str(folder),
             }
         )
-    elif folder is not None:
+    elif folder is None:
+        _print_report(db, view)
+    else:
         stdout_console().print(
-            f"wrote {esc(html_out or '')} ({size:,} bytes) and {len(links):,}"
-            f" inspector pages in {esc(str(folder))}"
+            f"wrote {esc(html_out or '')} ({size:,} bytes) and {len(links):,} inspector"
+            f" {plural(len(links), 'page')} in {esc(str(folder))}"
+        )
+
+
+def _print_report(db: str, view: DatabaseView) -> None:
+    """The report in the terminal: the totals, then the conversations that need attention,
+    each with why (IDs, counts and reasons only)."""
+    console = stdout_console()
+    total = view.total_conversations
+    lines = [f"ledgerfold report of {safe_text(db)}: {counted(total, 'conversation')}"]
+    stats = view.stats
+    if stats is not None:
+        summaries = ", ".join(f"{n:,} {status}" for status, n in stats.summaries.items())
+        fallbacks = sum(stats.fallbacks.values())
+        reasons = ", ".join(f"{safe_text(r)} {n:,}" for r, n in sorted(stats.fallbacks.items()))
+        lines += [
+            f"  {counted(stats.turns, 'live turn')}, {stats.turns_retracted:,} retracted,"
+            f" {stats.turns_purged:,} purged",
+            f"  summaries: {summaries or 'none'}",
+            f"  contexts falling back to raw turns: {fallbacks:,}"
+            + (f" ({reasons})" if reasons else ""),
+            f"  conversations whose purged turns are summarised nowhere:"
+            f" {stats.purged_without_summary:,} with no current summary, {stats.sealed_lost:,}"
+            " with one that does not cover them",
+        ]
+    for line in lines:
+        console.print(Text(line))
+    flagged = [row for row in view.conversations if row.why]
+    if not view.attention_total:
+        console.print("no conversation needs attention")
+        return
+    attention = view.attention_total
+    console.print(
+        Text(
+            f"{attention:,} of {counted(total, 'conversation')}"
+            f" {plural(attention, 'needs', 'need')} attention"
+        )
+    )
+    table = Table(title_justify="left")
+    for column in ("conversation", "why"):
+        table.add_column(column, overflow="fold")
+    for row in flagged:
+        table.add_row(Text(safe_text(row.conversation_id)), Text(safe_text("; ".join(row.why))))
+    print_table(console, table)
+    if attention > len(flagged):
+        console.print(
+            f"{attention - len(flagged):,} more not listed (at most {REPORT_ROWS:,} are);"
+            " --json counts them all"
         )
 
 

@@ -10,7 +10,14 @@ from rich.table import Table
 from rich.text import Text
 
 from ledgerfold._cli.main import cli, open_store
-from ledgerfold._cli.render import boundary_json, echo_json, print_table, safe_text, stdout_console
+from ledgerfold._cli.render import (
+    boundary_json,
+    echo_json,
+    plural,
+    print_table,
+    safe_text,
+    stdout_console,
+)
 from ledgerfold.store._sqlite import SQLiteStore
 
 __all__ = ["conversation_row", "list_command"]
@@ -61,7 +68,9 @@ def list_command(db: str, as_json: bool) -> None:
     if as_json:
         echo_json(rows)
         return
-    table = Table(title=Text(f"{len(rows)} conversations"), title_justify="left")
+    table = Table(
+        title=Text(f"{len(rows)} {plural(len(rows), 'conversation')}"), title_justify="left"
+    )
     for column in ("conversation", "turns", "summaries", "summary", "status", "boundary"):
         table.add_column(column, overflow="fold")
     for row in rows:

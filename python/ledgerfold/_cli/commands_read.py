@@ -6,8 +6,10 @@ import click
 from rich.console import Console
 
 from ledgerfold._cli.commands_html import write_inspect_html  # also registers `report`
+from ledgerfold._cli.commands_upgrade import schema_state
 from ledgerfold._cli.main import (
     DEFAULT_POLICY,
+    Count,
     UserError,
     cli,
     open_store,
@@ -19,6 +21,7 @@ from ledgerfold._cli.render import (
     context_table,
     echo_json,
     esc,
+    plural,
     print_table,
     sequence_ranges,
     stdout_console,
@@ -28,6 +31,7 @@ from ledgerfold._context import AssembledContext
 from ledgerfold._errors import InvalidInput
 from ledgerfold.adapters._chat import to_chat_messages
 from ledgerfold.export import DEFAULT_TURNS_PER_FILE, export_parquet
+from ledgerfold.store._schema import SCHEMA_VERSION
 
 __all__ = ["context_command", "export_command", "inspect_command"]
 
@@ -147,21 +151,23 @@ def inspect_command(db: str, conversation_id: str, as_json: bool, html_out: str 
     console = stdout_console()
     console.print(
         f"conversation [bold]{esc(conversation_id)}[/]: revision {conversation.revision},"
-        f" {len(conversation)} turns"
+        f" {len(conversation)} {plural(len(conversation), 'turn')}"
     )
     print_table(console, versions_table(versions))
     if current is not None:
         ranges = sequence_ranges([turn.sequence for turn in sources])
         console.print(
             f"current summary [magenta]{esc(current.id)}[/] covers {len(current.source_ids)}"
-            f" turns (sequences {ranges or '-'}"
+            f" {plural(len(current.source_ids), 'turn')} (sequences {ranges or '-'}"
             + (f"; {sealed} purged, sealed" if sealed else "")
             + ")"
         )
     else:
         console.print("no current summary")
     if pruned:
-        console.print(f"{pruned} older summary versions pruned or erased (text deleted)")
+        console.print(
+            f"{pruned} older summary {plural(pruned, 'version')} pruned or erased (text deleted)"
+        )
     if boundary is not None:
         console.print(
             f"history boundary: through sequence {boundary.through_sequence}"
@@ -185,7 +191,7 @@ def inspect_command(db: str, conversation_id: str, as_json: bool, html_out: str 
 )
 @click.option(
     "--turns-per-file",
-    type=click.IntRange(min=1),
+    type=Count(1),
     default=DEFAULT_TURNS_PER_FILE,
     show_default=True,
     help="About this many turns a part; a conversation never spans two parts.",
@@ -197,6 +203,14 @@ def export_command(db: str, out_dir: str, turns_per_file: int, as_json: bool) ->
         db, read_only=True
     ):  # one clear line for a missing file, a directory, a foreign DB
         pass
+    # The export reads the current schema; migrating an older file would be a write, and
+    # the commands that only read change no file (as `search` refuses, so does this).
+    version, _ = schema_state(db)
+    if version < SCHEMA_VERSION:
+        raise UserError(
+            f"{db}: schema version {version} is older than an export reads;"
+            f" run `ledgerfold upgrade {db}` first"
+        )
     try:
         report = export_parquet(db, out_dir, turns_per_file=turns_per_file)
     except ImportError as error:
@@ -209,7 +223,11 @@ def export_command(db: str, out_dir: str, turns_per_file: int, as_json: bool) ->
         echo_json(report.as_json())
         return
     stdout_console().print(
-        f"exported [bold]{report.conversations}[/] conversations, [bold]{report.turns}[/] turns,"
-        f" {report.summaries} summaries and {report.summary_sources} source rows in"
-        f" {report.parts} part(s) to {esc(report.out_dir)} in {report.seconds:.2f} s"
+        f"exported [bold]{report.conversations:,}[/]"
+        f" {plural(report.conversations, 'conversation')},"
+        f" [bold]{report.turns:,}[/] {plural(report.turns, 'turn')},"
+        f" {report.summaries:,} {plural(report.summaries, 'summary', 'summaries')} and"
+        f" {report.summary_sources:,} source {plural(report.summary_sources, 'row')} in"
+        f" {report.parts:,} {plural(report.parts, 'part')} to {esc(report.out_dir)}"
+        f" in {report.seconds:.2f} s"
     )

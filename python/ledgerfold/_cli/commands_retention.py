@@ -3,10 +3,20 @@ with `--dry-run` and `--json`) and `delete` (a whole conversation)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from ledgerfold._cli.main import UserError, cli, open_store, require_conversation
-from ledgerfold._cli.render import echo_json, esc, stderr_console, stdout_console
+from ledgerfold._cli.main import (
+    Count,
+    UserError,
+    check_before_writing,
+    cli,
+    open_store,
+    require_conversation,
+)
+from ledgerfold._cli.render import echo_json, esc, plural, stderr_console, stdout_console
+from ledgerfold.store._sqlite import SQLiteStore
 
 __all__ = ["delete_command", "purge_command"]
 
@@ -17,7 +27,7 @@ __all__ = ["delete_command", "purge_command"]
 @click.option(
     "--through",
     "through",
-    type=click.IntRange(min=0),
+    type=Count(0),
     required=True,
     help="The last sequence to purge (see `ledgerfold context` for sequences).",
 )
@@ -49,7 +59,8 @@ def purge_command(
     still waiting for its result or whose results it would leave behind."""
     if not reason.strip():
         raise UserError("--reason: must not be blank")
-    with open_store(db, read_only=dry_run) as store:
+
+    def preview_or_refuse(store: SQLiteStore) -> dict[str, Any]:
         require_conversation(store, conversation_id)
         preview = store.preview_purge(conversation_id, through, force=force)
         if through > preview["last_sequence"] and not force:
@@ -58,9 +69,22 @@ def purge_command(
                 f" ({preview['last_sequence']}) of {conversation_id!r}; use --force to purge"
                 " everything up to it"
             )
+        return preview
+
+    if not dry_run:
+        check_before_writing(db, preview_or_refuse)
+    with open_store(db, read_only=dry_run) as store:
+        preview = preview_or_refuse(store)
         if not dry_run:
             boundary = store.purge_through(conversation_id, through, reason, force=force)
-    report = {**preview, "reason": reason, "force": force, "dry_run": dry_run}
+    # `conversation` as in every other command's JSON; `conversation_id` kept (documented).
+    report = {
+        "conversation": conversation_id,
+        **preview,
+        "reason": reason,
+        "force": force,
+        "dry_run": dry_run,
+    }
     recorded = preview["through_sequence"]  # what the boundary records
     if not dry_run:
         report["purged_at"] = boundary.purged_at
@@ -69,18 +93,23 @@ def purge_command(
         echo_json(report)
         return
     sealed = preview["sealed_summary"]
+    turns, protected, roles, erased, unsummarised = (
+        preview[key]
+        for key in ("turns", "protected_kept", "roles_kept", "versions_erased", "unsummarised")
+    )
     verb = "would purge" if dry_run else "purged"
     stdout_console().print(
-        f"{verb} {esc(conversation_id)}: {preview['turns']} raw turns through sequence"
+        f"{verb} {esc(conversation_id)}: {turns} raw {plural(turns, 'turn')} through sequence"
         f" {recorded} ({esc(reason)})"
-        + ("" if force else f"; {preview['protected_kept']} protected turns kept")
-        + ("" if force else f"; {preview['roles_kept']} system turns kept")
+        + ("" if force else f"; {protected} protected {plural(protected, 'turn')} kept")
+        + ("" if force else f"; {roles} system {plural(roles, 'turn')} kept")
         + (f"; summary {esc(sealed)} sealed" if sealed else "; no current summary to seal")
-        + (f"; {preview['versions_erased']} older summary versions erased")
+        + (f"; {erased} older summary {plural(erased, 'version')} erased")
     )
-    if preview["unsummarised"]:
+    if unsummarised:
         stderr_console().print(
-            f"warning: {preview['unsummarised']} of these turns are in no current summary:"
+            f"warning: {unsummarised} of these turns {plural(unsummarised, 'is', 'are')} in"
+            " no current summary:"
             " what they said leaves the agent's context for good"
             + (" (compact first to keep it)" if not sealed else "")
         )
@@ -93,6 +122,8 @@ def purge_command(
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def delete_command(db: str, conversation_id: str, yes: bool, as_json: bool) -> None:
     """Erase a conversation: its turns, history, summaries, plans and boundaries."""
+    if yes:
+        check_before_writing(db, lambda store: require_conversation(store, conversation_id))
     with open_store(db, read_only=not yes) as store:  # refused, it only reads
         require_conversation(store, conversation_id)
         if not yes:
@@ -102,6 +133,8 @@ def delete_command(db: str, conversation_id: str, yes: bool, as_json: bool) -> N
             )
         store.delete_conversation(conversation_id)
     if as_json:
-        echo_json({"conversation_id": conversation_id, "deleted": True})
+        echo_json(
+            {"conversation": conversation_id, "conversation_id": conversation_id, "deleted": True}
+        )
     else:
         stdout_console().print(f"deleted {esc(conversation_id)}")

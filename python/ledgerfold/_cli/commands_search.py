@@ -7,7 +7,7 @@ from rich.table import Table
 
 from ledgerfold._cli.commands_upgrade import schema_state
 from ledgerfold._cli.main import UserError, cli, open_store, require_conversation
-from ledgerfold._cli.render import echo_json, esc, one_line, print_table, stdout_console
+from ledgerfold._cli.render import echo_json, esc, one_line, plural, print_table, stdout_console
 from ledgerfold._errors import StoreError
 from ledgerfold.store._schema import SCHEMA_VERSION
 
@@ -76,7 +76,9 @@ def search_command(
             f"no {'' if search_all else 'covered '}turn of {esc(conversation_id)} matches"
         )
         return
-    table = Table(title=f"{len(hits)} hits in {esc(conversation_id)} ({scope})")
+    table = Table(
+        title=f"{len(hits)} {plural(len(hits), 'hit')} in {esc(conversation_id)} ({scope})"
+    )
     for column in ("seq", "role", "turn", "summary", "passage"):
         table.add_column(column, overflow="fold")
     for hit in hits:

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 
 import click
+from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -25,7 +27,7 @@ from ledgerfold.store._paths import reading_uri
 from ledgerfold.store._schema import SCHEMA_VERSION
 from ledgerfold.store._sqlite import SQLiteStore
 
-__all__ = ["schema_state", "upgrade_command"]
+__all__ = ["index_progress", "schema_state", "upgrade_command"]
 
 _PROGRESS = "search index progress: path=%s turns=%d of %d"
 
@@ -47,6 +49,30 @@ class _ProgressHandler(logging.Handler):
         if self.task is None:
             self.task = self.progress.add_task("search index", total=total)
         self.progress.update(self.task, completed=done)
+
+
+@contextmanager
+def index_progress(console: Console, *, disable: bool) -> Iterator[None]:
+    """A progress bar (on a terminal, unless `disable`) moved by the index build's records."""
+    logger = logging.getLogger("ledgerfold.store")
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=disable or not console.is_terminal,
+    ) as progress:
+        handler = _ProgressHandler(progress)
+        level = logger.level
+        logger.addHandler(handler)
+        if not logger.isEnabledFor(logging.INFO):
+            logger.setLevel(logging.INFO)
+        try:
+            yield
+        finally:
+            logger.removeHandler(handler)
+            logger.setLevel(level)
 
 
 def schema_state(path: str) -> tuple[int, bool | None]:
@@ -75,25 +101,15 @@ def upgrade_command(db: str, as_json: bool) -> None:
     path = check_db_path(db)
     before, _ = schema_state(str(path))
     console = stdout_console()
-    logger = logging.getLogger("ledgerfold.store")
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        disable=as_json or not console.is_terminal,
-    ) as progress:
-        handler = _ProgressHandler(progress)
-        level = logger.level
-        logger.addHandler(handler)
-        if not logger.isEnabledFor(logging.INFO):
-            logger.setLevel(logging.INFO)
-        try:
+    try:
+        with index_progress(console, disable=as_json):
             SQLiteStore(path).close()  # migrations, then the index build, as at any open
-        finally:
-            logger.removeHandler(handler)
-            logger.setLevel(level)
+    except KeyboardInterrupt:
+        # Each migration and each batch of the index commits whole: nothing is half done.
+        raise click.exceptions.Abort(
+            f"upgrade interrupted: what it finished is kept; run `ledgerfold upgrade {db}`"
+            " again to go on from there"
+        ) from None
     after, complete = schema_state(str(path))
     result = {
         "database": str(path),

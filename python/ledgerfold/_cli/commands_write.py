@@ -4,7 +4,9 @@ marks summaries whose sources changed as stale); `purge` and `delete` are in
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,9 @@ from rich.text import Text
 from ledgerfold._cli.dry_run import dry_run as _dry_run
 from ledgerfold._cli.main import (
     DEFAULT_POLICY,
+    Count,
     UserError,
+    check_before_writing,
     cli,
     open_store,
     require_conversation,
@@ -26,6 +30,7 @@ from ledgerfold._cli.main import (
 from ledgerfold._cli.render import (
     echo_json,
     outcome_json,
+    plural,
     print_table,
     safe_text,
     stderr_console,
@@ -81,11 +86,16 @@ def import_command(db: str, files: tuple[str, ...], as_json: bool) -> None:
     conversation ID is <file stem>:<line number>).
     """
     for name in files:
+        if not name:  # an unset shell variable: `Path('')` would be the current directory
+            raise UserError("the transcript path is empty")
         path = Path(name)
         if path.is_dir():
             raise UserError(f"{name}: is a directory, not a transcript file")
-        if not path.is_file():
+        if not path.exists():
             raise UserError(f"{name}: no such file")
+        # A pipe is read once, as a file is (`/dev/stdin`, `<(zcat t.jsonl.gz)`).
+        if not path.is_file() and not path.is_fifo():
+            raise UserError(f"{name}: not a regular file or a pipe")
     # Parse everything first: a malformed line imports nothing.
     transcripts: list[Transcript] = []
     seen: dict[str, str] = {}
@@ -99,39 +109,92 @@ def import_command(db: str, files: tuple[str, ...], as_json: bool) -> None:
                     f" also appears at {first}"
                 )
             transcripts.append(transcript)
-    imported = skipped = turns = 0
-    with open_store(db, create=True) as store:
-        existing = set(store.conversation_ids())
-        try:
-            # One transaction for the whole import: interrupted (Ctrl-C) or failing, it
-            # leaves the database as it was, never some of the conversations.
-            with store._worker_batch():
-                for transcript in transcripts:
-                    if transcript.conversation_id in existing:
-                        skipped += 1
-                        continue
-                    written = store.append_many(
-                        transcript.conversation_id, [turn_spec(turn) for turn in transcript.turns]
-                    )
-                    existing.add(transcript.conversation_id)
-                    imported += 1
-                    turns += len(written)
-                    _bound_pending_index(store)
-        except KeyboardInterrupt:
-            raise click.exceptions.Abort("import interrupted: nothing was imported") from None
+    # Decided on a read-only open first: an import with nothing new writes nothing, so it
+    # works on a database the user may only read, and says what it found.
+    present: set[str] = set()
+    if db and Path(db).is_file() and Path(db).stat().st_size > 0:
+        check_before_writing(db, lambda store: present.update(store.conversation_ids()))
+        if all(transcript.conversation_id in present for transcript in transcripts):
+            _print_imported(0, 0, len(transcripts), as_json)
+            return
+    # The files this command creates (a new database, its journals) do not outlive an
+    # import that wrote nothing; a file that was there before is never removed.
+    created = [path for path in _database_files(db) if not os.path.lexists(path)]
+    try:
+        imported, skipped, turns = _import_all(db, transcripts)
+    except KeyboardInterrupt:
+        _remove(db, created)
+        raise click.exceptions.Abort("import interrupted: nothing was imported") from None
+    except BaseException:
+        _remove(db, created)
+        raise
+    _print_imported(imported, turns, skipped, as_json)
+
+
+def _print_imported(imported: int, turns: int, skipped: int, as_json: bool) -> None:
     _log.info("import: conversations=%d turns=%d skipped=%d", imported, turns, skipped)
     if as_json:
         echo_json({"conversations": imported, "turns": turns, "skipped": skipped})
         return
     stdout_console().print(
-        f"imported [bold]{imported}[/] conversations, [bold]{turns}[/] turns"
-        + (f"; {skipped} conversations already present, skipped" if skipped else "")
+        f"imported [bold]{imported:,}[/] {plural(imported, 'conversation')},"
+        f" [bold]{turns:,}[/] {plural(turns, 'turn')}"
+        + (
+            f"; {skipped:,} {plural(skipped, 'conversation')} already present, skipped"
+            if skipped
+            else ""
+        )
     )
 
 
 #: Turns whose search-index rows a one-transaction import holds in memory at most: past
 #: it they are written (in the same transaction), so memory does not grow with the import.
 PENDING_INDEX_ROWS = 20_000
+
+
+def _import_all(db: str, transcripts: list[Transcript]) -> tuple[int, int, int]:
+    """Write the transcripts not yet in `db`: (conversations, skipped, turns)."""
+    imported = skipped = turns = 0
+    with open_store(db, create=True) as store:
+        existing = set(store.conversation_ids())
+        # One transaction for the whole import: interrupted (Ctrl-C) or failing, it
+        # leaves the database as it was, never some of the conversations.
+        with store._worker_batch():
+            for transcript in transcripts:
+                if transcript.conversation_id in existing:
+                    skipped += 1
+                    continue
+                written = store.append_many(
+                    transcript.conversation_id, [turn_spec(turn) for turn in transcript.turns]
+                )
+                existing.add(transcript.conversation_id)
+                imported += 1
+                turns += len(written)
+                _bound_pending_index(store)
+    return imported, skipped, turns
+
+
+def _database_files(db: str) -> list[str]:
+    return [db, *(f"{db}{suffix}" for suffix in ("-wal", "-shm", "-journal"))]
+
+
+def _remove(db: str, created: list[str]) -> None:
+    """Remove the files this import created, when it created the database itself (a
+    journal beside a database that was there before may hold another writer's work), and
+    unless another writer has meanwhile put a conversation in it."""
+    if db not in created or _holds_conversations(db):
+        return
+    for path in created:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
+def _holds_conversations(db: str) -> bool:
+    try:
+        with SQLiteStore(db, read_only=True) as store:
+            return bool(store.conversation_ids())
+    except Exception:  # unreadable: never initialised, nothing anyone imported
+        return False
 
 
 def _bound_pending_index(store: SQLiteStore) -> None:
@@ -166,7 +229,7 @@ def _compact_backlog(compactor: Compactor, conversation_id: str) -> CompactionOu
 @click.option("--conversation", "conversation_id", help="Only this conversation.")
 @click.option(
     "--keep-tail",
-    type=click.IntRange(min=1),
+    type=Count(1),
     default=8,
     show_default=True,
     help="The newest turns kept raw, never summarised.",
@@ -193,6 +256,8 @@ def compact_command(
     """Force-compact conversations with the built-in ExtractiveSummarizer."""
     if policy_version is not None and not policy_version.strip():
         raise UserError("--policy-version: must not be blank")
+    if conversation_id is not None and not dry_run:
+        check_before_writing(db, lambda store: require_conversation(store, conversation_id))
     with open_store(db, read_only=dry_run) as store:
         if conversation_id is not None:
             require_conversation(store, conversation_id)
@@ -288,7 +353,7 @@ def _print_dry_run(
 @click.argument("db")
 @click.option(
     "--workers",
-    type=click.IntRange(min=1),
+    type=Count(1),
     default=None,
     help="Conversations checked at once, one core each (each reads DB through its own"
     " read-only connection).  [default: every available core]",
@@ -318,11 +383,13 @@ def revalidate_command(db: str, workers: int | None, as_json: bool) -> None:
         return
     console = stdout_console()
     console.print(
-        f"checked {report.summaries_checked} current summaries in"
-        f" {report.conversations} conversations: [green]{report.current} current[/],"
-        f" [red]{report.stale} stale[/]; re-hashed {report.turns_hashed} turns"
-        f" ({report.bytes_hashed:,} bytes) in {report.seconds:.2f} s"
-        f" with {report.workers} worker(s)"
+        f"checked {report.summaries_checked:,} current"
+        f" {plural(report.summaries_checked, 'summary', 'summaries')} in"
+        f" {report.conversations:,} {plural(report.conversations, 'conversation')}:"
+        f" [green]{report.current:,} current[/], [red]{report.stale:,} stale[/]; re-hashed"
+        f" {report.turns_hashed:,} {plural(report.turns_hashed, 'turn')}"
+        f" ({report.bytes_hashed:,} {plural(report.bytes_hashed, 'byte')})"
+        f" in {report.seconds:.2f} s with {report.workers} {plural(report.workers, 'worker')}"
     )
     if report.stale_summaries:
         table = Table(title="stale summaries (now marked stale)", title_justify="left")
@@ -338,10 +405,11 @@ def revalidate_command(db: str, workers: int | None, as_json: bool) -> None:
         print_table(console, table)
     if report.digests_wrong or report.turns_damaged:
         console.print(
-            f"[red]{report.digests_wrong} turn(s) changed outside ledgerfold[/] (stored digest"
-            f" did not match the body): {report.digests_repaired} repaired, the summaries"
-            f" citing them marked stale; {report.turns_damaged} damaged row(s) could not be"
-            " hashed"
+            f"[red]{report.digests_wrong} {plural(report.digests_wrong, 'turn')} changed"
+            " outside ledgerfold[/] (stored digest did not match the body):"
+            f" {report.digests_repaired} repaired, the summaries citing them marked stale;"
+            f" {report.turns_damaged} damaged {plural(report.turns_damaged, 'row')} could not"
+            " be hashed"
         )
         for conversation_id, turn_id in report.wrong_digests:
             console.print(

@@ -25,7 +25,7 @@ from ledgerfold._cli.html_data import (
     Mark,
     VersionRow,
 )
-from ledgerfold._cli.render import safe_text
+from ledgerfold._cli.render import counted, label_for, plural, safe_text
 from ledgerfold.adapters._chat import SUMMARY_OPEN
 from ledgerfold.store._stats import StoreStats
 
@@ -157,7 +157,7 @@ def _pct(value: int, total: int) -> str:
 
 def _mark_title(mark: Mark) -> str:
     span = f"seq {mark.first}" if mark.first == mark.last else f"seq {mark.first}–{mark.last}"
-    turns = f"{mark.count} turn" + ("" if mark.count == 1 else "s")
+    turns = f"{mark.count} {plural(mark.count, 'turn')}"
     if mark.state == "mixed":
         parts = ", ".join(f"{n} {_LABELS[s]}" for s, n in mark.mix)
         return f"{span} · {turns}: {parts}"
@@ -201,7 +201,8 @@ def _timeline(view: ConversationView) -> str:
     if view.band is not None and view.summary is not None:
         start, end, first, last = view.band
         label = (
-            f"summary {view.summary.id} · {len(view.summary.source_ids)} turns · seq {first}–{last}"
+            f"summary {view.summary.id} · {counted(len(view.summary.source_ids), 'turn')} · seq"
+            f" {first}–{last}"
         )
         parts.append(
             f'<div class="band" id="band" style="left:{_pct(start, total)};'
@@ -258,7 +259,8 @@ def _versions(rows: tuple[VersionRow, ...]) -> str:
 def _clip(text: str, limit: int) -> str:
     if len(text) <= limit:
         return _text(text)
-    return f"{_text(text[:limit])}<span class=note> … {len(text) - limit} more characters</span>"
+    more = counted(len(text) - limit, "more character")
+    return f"{_text(text[:limit])}<span class=note> … {more}</span>"
 
 
 def _message(message: dict[str, Any], limit: int) -> str:
@@ -282,14 +284,15 @@ def _message(message: dict[str, Any], limit: int) -> str:
 
 def _context(view: ConversationView) -> str:
     intro = (
-        f'<p class="sub">{view.message_count} messages, as <code>to_chat_messages'
+        f'<p class="sub">{counted(view.message_count, "message")}, as <code>to_chat_messages'
         f"(store.context(…, {_e(view.policy_version)}))</code> gives them.</p>"
     )
     if view.fallback is not None:
         intro += f'<p class="alert">Fallback: {_e(view.fallback)} — every turn is sent raw.</p>'
     items = [_message(m, MESSAGE_CHARS) for m in view.messages]
     if view.omitted:
-        items.insert(CONTEXT_HEAD, f'<p class="note">… {view.omitted} messages not shown …</p>')
+        omitted = counted(view.omitted, "message")
+        items.insert(CONTEXT_HEAD, f'<p class="note">… {omitted} not shown …</p>')
     return intro + f'<div id="context">{"".join(items)}</div>'
 
 
@@ -318,7 +321,8 @@ def _cited_sources(view: ConversationView) -> str:
         for source in view.cited
     )
     return (
-        f'<details id="sources" open><summary>{len(view.cited)} cited source turns</summary>'
+        f'<details id="sources" open><summary>{counted(len(view.cited), "cited source turn")}'
+        "</summary>"
         f"{items}</details>"
     )
 
@@ -338,13 +342,13 @@ def render_conversation(view: ConversationView, back: str | None = None) -> str:
         ("versions", len(view.versions)),
         ("context messages", view.message_count),
     ]
-    stat_html = "".join(f'<div class="stat"><b>{v}</b>{_e(k)}</div>' for k, v in stats)
+    tiles = "".join(f'<div class="stat"><b>{v}</b>{_e(label_for(v, k))}</div>' for k, v in stats)
     if view.summary is not None:
         summary = view.summary
         parent = f", extends {_e(summary.parent_id)}" if summary.parent_id else ""
         summary_html = (
             f'<div class="card" id="summary"><b>current summary</b> <code>{_e(summary.id)}</code>'
-            f" · {len(summary.source_ids)} sources · fingerprint <code>"
+            f" · {counted(len(summary.source_ids), 'source')} · fingerprint <code>"
             f"{_e(summary.source_fingerprint[:16])}…</code> · policy {_e(summary.policy_version)}"
             f'{parent}<div class="summary-text" id="summary-text">{_summary_lines(view)}</div>'
             f"{_cited_sources(view)}</div>"
@@ -364,7 +368,7 @@ def render_conversation(view: ConversationView, back: str | None = None) -> str:
     body = (
         f"{back_html}<h1>Conversation <code>{_e(view.conversation_id)}</code></h1>"
         f'<p class="sub">ledgerfold inspector · preserved roles: {_e(roles)}</p>'
-        f'<div class="stats">{stat_html}</div>'
+        f'<div class="stats">{tiles}</div>'
         f'<h2>Timeline</h2><div class="card">'
         f"{_legend(counts, any(m.state == 'mixed' for m in view.marks))}{_timeline(view)}"
         f"{boundary_html}</div>"
@@ -437,7 +441,7 @@ def _totals(stats: StoreStats) -> str:
         '<div class="stats" id="totals">'
         + "".join(
             f'<div class="stat{" bad" if n and key.startswith(_TROUBLE) else ""}"'
-            f' data-stat="{_e(key)}"><b>{n:,}</b>{_e(label)}</div>'
+            f' data-stat="{_e(key)}"><b>{n:,}</b>{_e(label_for(n, label))}</div>'
             for key, label, n in cards
         )
         + "</div>"
@@ -452,8 +456,8 @@ ID_CHARS = 256
 def _short_id(conversation_id: str) -> str:
     if len(conversation_id) <= ID_CHARS:
         return _e(conversation_id)
-    more = len(conversation_id) - ID_CHARS
-    return f"{_e(conversation_id[:ID_CHARS])}<span class=note> … {more:,} more characters</span>"
+    more = counted(len(conversation_id) - ID_CHARS, "more character")
+    return f"{_e(conversation_id[:ID_CHARS])}<span class=note> … {more}</span>"
 
 
 def _conversation_cell(row: ConversationRow, links: Mapping[str, str]) -> str:
@@ -504,7 +508,7 @@ def render_database(view: DatabaseView, links: Mapping[str, str] | None = None) 
     note = ""
     if left_out > 0:
         note = (
-            f'<p class="note" id="left-out">{left_out:,} more conversations not listed'
+            f'<p class="note" id="left-out">{counted(left_out, "more conversation")} not listed'
             f" ({flagged_out:,} of them need attention); no inspector page was written for"
             f" them. The report lists at most {REPORT_ROWS:,}.</p>"
         )
@@ -535,7 +539,7 @@ def render_database(view: DatabaseView, links: Mapping[str, str] | None = None) 
     totals = _totals(view.stats) if view.stats is not None else ""
     body = (
         f"<h1>Database <code>{_e(view.path)}</code></h1>"
-        f'<p class="sub">ledgerfold report · {view.total_conversations:,} conversations ·'
+        f'<p class="sub">ledgerfold report · {counted(view.total_conversations, "conversation")} ·'
         f" last revalidation: {_e(view.revalidation)}</p>{totals}"
         f"<h2>Needs attention ({view.attention_total:,})</h2>{attention_html}"
         f"<h2>Other conversations ({view.total_conversations - view.attention_total:,})</h2>"

@@ -3,31 +3,36 @@ the one check of a database path.
 
 A user error (missing file, unknown conversation, bad argument, a database that is not a
 ledgerfold store, a directory) prints one line, ``ledgerfold: error: ...``, to stderr and
-exits 2. Error lines name paths, IDs and fields, never turn bodies or summary text.
+exits 2. Error lines name paths, IDs and fields, never turn bodies or summary text. A
+stdout its reader closed (`ledgerfold list DB | head -1`) stops the command quietly, exit 141.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import closing, contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing, contextmanager, suppress
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 
-from ledgerfold._cli.render import one_line, safe_text
+from ledgerfold._cli.render import safe_text
 from ledgerfold._errors import LedgerfoldError, StoreError
 from ledgerfold.store._paths import reading_uri
 from ledgerfold.store._schema import READABLE_VERSION
 from ledgerfold.store._sqlite import SQLiteStore
 
 __all__ = [
+    "CLOSED_STDOUT_EXIT",
     "DEFAULT_POLICY",
     "USAGE_EXIT",
+    "Count",
     "UserError",
+    "check_before_writing",
     "check_db_path",
     "cli",
     "main",
@@ -39,6 +44,9 @@ __all__ = [
 #: Exit status of every user error.
 USAGE_EXIT = 2
 DEFAULT_POLICY = "v1"
+#: Exit status when the reader of stdout went away (`| head -1`): 128 + SIGPIPE, what a shell
+#: reports for a program that signal ended, as Ctrl-C's 130 is 128 + SIGINT.
+CLOSED_STDOUT_EXIT = 141
 
 
 #: What click >= 8.2 raises for a group called with no arguments: its help is the message.
@@ -53,12 +61,69 @@ class UserError(click.ClickException):
     exit_code = USAGE_EXIT
 
 
+class Count(click.IntRange):
+    """An integer option from `min` up to SQLite's largest integer: past it, the error names
+    the option the user typed, not the library's parameter (`sequence`, `keep_tail`)."""
+
+    def __init__(self, min: int) -> None:
+        super().__init__(min=min, max=2**63 - 1)
+
+    def _describe_range(self) -> str:
+        return f"{self.min}<=x<2**63"
+
+
 def _report_error(message: str) -> None:
-    click.echo(f"ledgerfold: error: {one_line(message)}", err=True)
+    # One line, the message's own characters kept: a newline or tab inside a path is
+    # spelled out (`a\\nb.db`), as in an ID's repr, never turned into a space.
+    # Nobody reads stderr (`2>&1 | head -0`): the exit status still tells what happened.
+    with suppress(BrokenPipeError):
+        click.echo(f"ledgerfold: error: {safe_text(message.strip())}", err=True)
+
+
+class _StdoutClosed(Exception):
+    """The reader of stdout went away: the command stops, nothing more is printed."""
+
+
+@contextmanager
+def _stdout_closed_is_quiet() -> Iterator[None]:
+    # Ahead of click, whose own handler would exit 1; help and --version print in
+    # `make_context`, the commands in `invoke`.
+    try:
+        yield
+    except BrokenPipeError:
+        raise _StdoutClosed from None
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush of what is still
+    buffered fails no more ("Exception ignored ... BrokenPipeError")."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # CliRunner's stdout has no descriptor
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 class _Group(click.Group):
     """A group whose errors are one stderr line and exit 2, also under `CliRunner`."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        with _stdout_closed_is_quiet():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with _stdout_closed_is_quiet():
+            return super().invoke(ctx)
 
     def main(
         self,
@@ -74,12 +139,16 @@ class _Group(click.Group):
                 args, prog_name or "ledgerfold", complete_var, standalone_mode=False, **extra
             )
             code = result if isinstance(result, int) and not isinstance(result, bool) else 0
+        except _StdoutClosed:
+            _silence_stdout()
+            code = CLOSED_STDOUT_EXIT
         except click.exceptions.Abort as error:
             _report_error(str(error) or "aborted")
             code = 130
         except click.ClickException as error:
             if _NO_ARGS_HELP is not None and isinstance(error, _NO_ARGS_HELP):
-                error.show()  # `ledgerfold` alone (click >= 8.2): the help, as written
+                with suppress(BrokenPipeError):  # `ledgerfold` alone: the help, as written
+                    error.show()
             else:
                 _report_error(error.format_message())
             code = USAGE_EXIT
@@ -116,20 +185,30 @@ class _TerminalFormatter(logging.Formatter):
 )
 def cli(verbose: bool) -> None:
     """Versioned, verifiable compaction of agent conversations."""
+    # Library records stay quiet unless asked for: `import ledgerfold` adds a NullHandler,
+    # so there are no "last resort" stderr lines.
+    if not verbose:
+        return
+    # This call's stderr (a second in-process call has its own), for this call only: the
+    # logger is left as it was found when the command ends.
     root = logging.getLogger("ledgerfold")
-    if verbose:
-        handler: logging.Handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(_TerminalFormatter("%(levelname)s %(name)s: %(message)s"))
-        root.setLevel(logging.INFO)
-    else:
-        # Library records stay quiet unless asked for (no "last resort" stderr lines).
-        handler = logging.NullHandler()
-    if not any(type(existing) is type(handler) for existing in root.handlers):
-        root.addHandler(handler)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_TerminalFormatter("%(levelname)s %(name)s: %(message)s"))
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+
+    def restore() -> None:
+        root.removeHandler(handler)
+        root.setLevel(level)
+
+    click.get_current_context().call_on_close(restore)
 
 
 def check_db_path(db: str, *, create: bool = False) -> Path:
     """`db` as a path a database can be opened at (or, when `create`, created at)."""
+    if not db:  # an unset shell variable: `Path('')` would be the current directory
+        raise UserError("the database path is empty")
     path = Path(db)
     if path.is_dir():
         raise UserError(f"{db}: is a directory, not a database file")
@@ -166,6 +245,19 @@ def open_store(db: str, *, create: bool = False, read_only: bool = False) -> Ite
         yield store
     finally:
         store.close()
+
+
+def check_before_writing(db: str, check: Callable[[SQLiteStore], object]) -> None:
+    """Run a writing command's refusals (`check`: an unknown conversation, a bad sequence)
+    on a read-only open first, so that a refused command writes nothing: no migration, no
+    WAL, no write lock, no file created, and on a file the user may not write it names the
+    real mistake. A file too old to be read without migrating is checked under the write
+    open, as before (the command would migrate it anyway once accepted)."""
+    path = check_db_path(db)
+    if _too_old_to_read(path) is not None:
+        return
+    with open_store(db, read_only=True) as store:
+        check(store)
 
 
 def _too_old_to_read(path: Path) -> int | None:

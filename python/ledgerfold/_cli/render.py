@@ -9,6 +9,7 @@ a terminal, one line per row.
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 from typing import Any
@@ -29,10 +30,13 @@ __all__ = [
     "PREVIEW_CHARS",
     "boundary_json",
     "context_table",
+    "counted",
     "echo_json",
     "esc",
+    "label_for",
     "one_line",
     "outcome_json",
+    "plural",
     "print_rule",
     "print_table",
     "safe_text",
@@ -75,15 +79,28 @@ def safe_text(value: object) -> str:
     return _UNSAFE.sub(_escaped, str(value))
 
 
+class _StdoutConsole(Console):
+    """A console whose closed stdout (`ledgerfold list DB | head -1`) is the same
+    `BrokenPipeError` as `click.echo`'s, which the group turns into its one exit status;
+    rich's own reaction is `SystemExit(1)`."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+
 def stdout_console() -> Console:
-    console = Console(highlight=False, soft_wrap=False)
+    console = _StdoutConsole(highlight=False, soft_wrap=False)
     # Piped output is never wrapped at an assumed width: one line stays one line.
     console.soft_wrap = not console.is_terminal
     return console
 
 
 def stderr_console() -> Console:
-    return Console(stderr=True, highlight=False)
+    console = Console(stderr=True, highlight=False)
+    # A warning written to a log or a pipe stays one line too.
+    console.soft_wrap = not console.is_terminal
+    return console
 
 
 def echo_json(value: object) -> None:
@@ -98,6 +115,32 @@ def echo_json(value: object) -> None:
             problem="not-allowed",
         ) from None
     click.echo(_UNSAFE_IN_JSON.sub(lambda match: f"\\u{ord(match.group()):04x}", text))
+
+
+def plural(count: int, word: str, words: str | None = None) -> str:
+    """`word` as a count of `count` reads it: `turn` for one, `turns` (or `words`) else."""
+    return word if count == 1 else words or word + "s"
+
+
+_ONE = {
+    "conversations": "conversation",
+    "turns": "turn",
+    "summaries": "summary",
+    "contexts": "context",
+    "versions": "version",
+    "messages": "message",
+}
+
+
+def label_for(count: int, label: str) -> str:
+    """A label shown with a count, as that count reads it: `live turns` for 2 (and 0),
+    `live turn` for 1."""
+    return label if count != 1 else " ".join(_ONE.get(word, word) for word in label.split(" "))
+
+
+def counted(count: int, word: str, words: str | None = None) -> str:
+    """`1 turn`, `2 turns`, `1,000 turns`: the count (grouped) and its word."""
+    return f"{count:,} {plural(count, word, words)}"
 
 
 def one_line(text: str) -> str:
@@ -211,7 +254,7 @@ def context_table(
                 f"≤{item.through_sequence}",
                 Text("SUMMARY", style="bold"),
                 Text(safe_text(item.id)),
-                f"{len(item.source_ids)} turns",
+                f"{len(item.source_ids)} {plural(len(item.source_ids), 'turn')}",
                 Text(text_preview(item.text) if preview else str(len(item.text))),
                 style="magenta",
             )
