@@ -64,3 +64,15 @@ def test_docs_links_inside_the_checkout_resolve() -> None:
             if "://" not in target and not (docs / target).exists():
                 missing.append(f"{page.name}: {target}")
     assert missing == []
+
+
+def test_readme_integrations_say_what_runs_off_the_loop_and_show_the_hook() -> None:
+    """The issue's "done when": the README's Integrations section names the async entry
+    points whose store work runs off the event loop, and an example there passes `on_event`."""
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## Integrations") : text.index("## Command line")]
+    assert "Off the event loop" in section
+    for name in ("add_items", "awrap_model_call", "acompact", "acontext", "recall"):
+        assert name in section, name
+    (example,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert "on_event=" in example
