@@ -74,6 +74,7 @@ def test_pop_item_reads_the_context_not_the_ledger(tmp_path: Path) -> None:
     async def scenario() -> list[Any]:
         for n in range(10):
             await session.add_items(_exchange(n))
+        await session.wait_compaction()  # the last one's (a job after its add_items)
         store.calls.clear()
         return [await session.pop_item() for _ in range(3)]
 

@@ -18,10 +18,12 @@ exception type names only: never turn bodies, summary text or exception messages
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from ledgerfold import _due as due
@@ -206,7 +208,9 @@ class Compactor(OutcomeRecorder):
         which then also commits (one job a compaction)."""
         conversation_id = _validate.text("conversation_id", conversation_id)
         _validate.flag("force", force)
-        return (await self._acompact(conversation_id, force))[0]
+        outcome = (await self._acompact(conversation_id, force))[0]
+        assert isinstance(outcome, CompactionOutcome)  # not deferred
+        return outcome
 
     async def _acompact(
         self,
@@ -214,23 +218,34 @@ class Compactor(OutcomeRecorder):
         force: bool,
         before: Callable[[], object] | None = None,
         after: Callable[[], T] | None = None,
-    ) -> tuple[CompactionOutcome, T | None]:
+        *,
+        defer: bool = False,
+    ) -> tuple[CompactionOutcome | Future[CompactionOutcome], T | None]:
         """`acompact` for the integrations: `before` runs in the worker job that plans (an
         append), `after` in the job that ends the compaction (a read of the context), so a
         call costs one job of the store's worker when nothing is due: a second job would
-        queue again behind every other session's."""
+        queue again behind every other session's.
+
+        With `defer`, a compaction the built-in summarizer makes one job (`_in_job_summarizer`)
+        is not awaited: its summary and commit run as the store's next job, in a batch of its
+        own once this call's batch has answered its callers (`submit_after_batch`), so every
+        call made after this one returns sees it; its future is returned."""
         worker = worker_for(self.store)
         # The plan registered and not yet ended, if any: a cancelled call leaves it without a
         # result, which the store records `failed`/`abandoned` when the next plan starts (SPEC
         # §15.5), and which is reported when that happens (§17.8), at whichever await.
         pending: list[_Job] = []
 
-        def begin() -> tuple[_Job | CompactionOutcome, T | None]:
+        def begin() -> tuple[_Job | CompactionOutcome | Future[CompactionOutcome], T | None]:
             if before is not None:
                 before()
             begun = self._begin(conversation_id, force)
             in_job = self._in_job_summarizer()
             if isinstance(begun, _Job) and in_job is not None:
+                if defer:
+                    later = worker.submit_after_batch(self._summarize_and_end, begun, in_job)
+                    later.add_done_callback(functools.partial(_unexpected, conversation_id))
+                    return later, None
                 begun = self._summarize_and_end(begun, in_job)
             ended = isinstance(begun, CompactionOutcome)
             if isinstance(begun, _Job):
@@ -247,7 +262,7 @@ class Compactor(OutcomeRecorder):
         except asyncio.CancelledError:  # `begin` ran whole, or never: reported accordingly
             worker.submit(abandoned)
             raise
-        if isinstance(begun, CompactionOutcome):
+        if isinstance(begun, (CompactionOutcome, Future)):
             return begun, read
         job = begun
         try:
@@ -440,6 +455,17 @@ class Compactor(OutcomeRecorder):
             len(assembled.items),
         )
         raise ContextBudgetExceeded(needed, max_tokens, protected)
+
+
+def _unexpected(conversation_id: str, future: Future[CompactionOutcome]) -> None:
+    """A deferred compaction's error that no outcome records (a closed store, a bug): the
+    call that started it has returned, so it is logged here (its type only)."""
+    if not future.cancelled() and (error := future.exception()) is not None:
+        _log.error(
+            "deferred compaction failed conversation_id=%s error_type=%s",
+            conversation_id,
+            type(error).__name__,
+        )
 
 
 def _random_summary_id() -> str:

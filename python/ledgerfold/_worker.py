@@ -122,6 +122,16 @@ class StoreWorker:
         self._queue(future, None, function, args, kwargs)
         return future
 
+    def submit_after_batch(
+        self, function: Callable[..., T], /, *args: Any, **kwargs: Any
+    ) -> Future[T]:
+        """`submit`, the job starting a batch of its own: submitted from a job, it runs once
+        the batch running now has ended and answered its callers (still before every job
+        submitted after it)."""
+        future: Future[T] = _BatchStart()
+        self._queue(future, None, function, args, kwargs)
+        return future
+
     async def run(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """Run the job on the worker thread and await its result. Cancelling the awaiting
         task cancels the job if it has not started; a started job runs to its end. The
@@ -178,9 +188,13 @@ class StoreWorker:
                     return
             self._run_batch()
 
-    def _next(self) -> _Job | None:
+    def _next(self, first: bool) -> _Job | None:
+        """The next queued job; None when there is none or, unless it is the batch's `first`,
+        when it starts a batch of its own (`submit_after_batch`)."""
         with self._lock:
-            return self._jobs.popleft() if self._jobs else None
+            if not self._jobs or (not first and isinstance(self._jobs[0][0], _BatchStart)):
+                return None
+            return self._jobs.popleft()
 
     def _run_batch(self) -> None:
         done: list[tuple[_Job, bool, Any]] = []
@@ -229,7 +243,7 @@ class StoreWorker:
         many jobs and held events there were when the batch's transaction ended early."""
         self._yielded = time.perf_counter()
         while len(done) < BATCH_JOBS:
-            job = self._next()
+            job = self._next(not done)
             if job is None:
                 break
             if done:
@@ -258,6 +272,10 @@ def pause() -> None:
     worker = getattr(_thread_state, "worker", None)
     if worker is not None:
         worker._pause()
+
+
+class _BatchStart(Future[Any]):
+    """The future of a job that starts a batch (`StoreWorker.submit_after_batch`)."""
 
 
 @dataclass(slots=True)

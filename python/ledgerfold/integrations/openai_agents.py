@@ -11,7 +11,8 @@ item after it, and any other item type an assistant turn with no text
 (`ledgerfold.integrations._agents_items`). `get_items` returns the ledgerfold context: the
 current summary as one `system` item, then every turn it does not cover, as its item (a
 result whose call is not among them left out, as the SDK leaves out a call without its
-result). After each `add_items`, compaction runs when the policy says it is due.
+result). After each `add_items`, compaction runs when the policy says it is due: with the
+built-in summarizer as the store's next job, not awaited (`wait_compaction`).
 
 Nothing runs on the event loop's thread but the awaiting: every method's store work (and the
 items' conversion) runs on the store's worker thread (SPEC §17.6, `ledgerfold._worker`), so
@@ -27,6 +28,7 @@ recall: `recall_tool()` raises.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -34,6 +36,7 @@ import uuid
 import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
+from concurrent.futures import Future
 from typing import Any
 
 from ledgerfold import _validate
@@ -41,6 +44,7 @@ from ledgerfold._compactor import Compactor
 from ledgerfold._context import AssembledContext, SummaryItem, with_purge
 from ledgerfold._errors import InvalidInput
 from ledgerfold._events import EventHook
+from ledgerfold._outcome import CompactionOutcome
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._worker import pause, worker_for
 from ledgerfold.adapters._chat import chat_turn_specs, context_messages, tool_group
@@ -146,6 +150,8 @@ class LedgerfoldSession:
         self._contents = SummaryContents()
         # The turns of the context `get_items` served last, restored (`RestoredTurns`).
         self._restored = RestoredTurns()
+        # The latest `add_items`' compaction: its outcome, or its deferred job's future.
+        self._compaction: CompactionOutcome | Future[CompactionOutcome] | None = None
 
     def __repr__(self) -> str:
         return f"LedgerfoldSession(session_id={self.session_id!r}, store={self.store!r})"
@@ -208,8 +214,13 @@ class LedgerfoldSession:
         return await worker_for(self.store).run(self._items, limit)
 
     async def add_items(self, items: list[Any]) -> None:
-        """Append the items as turns (one revision), then compact when due (in the same job
-        of the store's worker when nothing is due)."""
+        """Append the items as turns (one revision) and check whether a compaction is due, in
+        one job of the store's worker. A due compaction with the built-in summarizer is not
+        waited for: it runs as the store's next job, once the callers of this call's batch
+        have heard back, so any call made after this one returns (`get_items`, the next
+        `add_items`) sees its summary; `wait_compaction()` waits for it and gives its
+        outcome. A summarizer of your own (a model) is awaited here, its store work on the
+        worker."""
         if not isinstance(items, (list, tuple)):
             raise InvalidInput(
                 f"items: must be a list of items, got {type(items).__name__}",
@@ -218,7 +229,22 @@ class LedgerfoldSession:
             )
         if not items:
             return
-        await self.compactor._acompact(self.session_id, False, lambda: self._append(items))
+        self._compaction = None  # this call's, once its append has run
+        outcome, _ = await self.compactor._acompact(
+            self.session_id, False, lambda: self._append(items), defer=True
+        )
+        self._compaction = outcome
+
+    async def wait_compaction(self) -> CompactionOutcome | None:
+        """The outcome of the compaction check the latest `add_items` made, once that
+        compaction has ended: `accepted`, `failed` or `skipped` (nothing due). None before
+        any `add_items` (or when the latest one added nothing or raised). Its events have
+        been sent when it returns. Raises what an unexpected error (a closed store) raised in
+        the deferred compaction."""
+        outcome = self._compaction
+        if isinstance(outcome, Future):
+            return await asyncio.wrap_future(outcome)
+        return outcome
 
     async def pop_item(self) -> Any | None:
         """Retract the newest turn and return its original item (None when empty, or when
