@@ -164,3 +164,14 @@ def test_the_events_of_a_deferred_compaction_come_before_the_next_call_returns(
         assert asyncio.run(scenario()) == ["compaction.accepted"]
     finally:
         session.close()
+
+
+def test_closing_right_after_add_items_lets_the_compaction_land(tmp_path: Path) -> None:
+    """`close()` of the store the session opened finishes the queued deferred compaction
+    before the connection closes: nothing is left half done."""
+    session = LedgerfoldSession("s", tmp_path / "c.db", policy=EVERY_CALL)
+    asyncio.run(session.add_items(_exchange(0) + _exchange(1)))
+    session.close()  # no wait_compaction
+    with SQLiteStore(tmp_path / "c.db") as store:
+        summary = store.current_summary("s")
+        assert summary is not None and len(summary.source_ids) == 2
