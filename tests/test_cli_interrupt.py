@@ -145,3 +145,37 @@ def test_interrupted_import_keeps_a_new_database_another_writer_filled(tmp_path:
     assert result.returncode == 130, result.stderr
     with SQLiteStore(db, read_only=True) as store:
         assert store.conversation_ids() == ["other"]
+
+
+# Ctrl-C while a command that has no interrupt handling of its own reads the ledger.
+LOAD_CHILD = """
+import os, signal, sys
+from ledgerfold.store._sqlite import SQLiteStore
+from ledgerfold._cli import main
+
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
+def load(self, *args, **kwargs):
+    os.kill(os.getpid(), signal.SIGINT)
+    raise AssertionError("SIGINT did not interrupt")
+
+SQLiteStore.load = load
+main(sys.argv[1:])
+"""
+
+
+def test_interrupted_command_prints_one_line_first_on_stderr(tmp_path: Path) -> None:
+    """Ctrl-C in a command is one error line, the first on stderr: no blank line before
+    it (click's own handler writes one), no traceback, exit status 130."""
+    db = tmp_path / "agent.db"
+    with SQLiteStore(db) as store:
+        store.append("c", "user", "hello")
+    result = subprocess.run(
+        [sys.executable, "-c", LOAD_CHILD, "inspect", str(db), "c"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 130, result.stderr
+    assert result.stderr == "ledgerfold: error: interrupted\n"
+    assert result.stdout == ""

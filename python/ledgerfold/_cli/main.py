@@ -87,11 +87,16 @@ class _StdoutClosed(Exception):
 @contextmanager
 def _stdout_closed_is_quiet() -> Iterator[None]:
     # Ahead of click, whose own handler would exit 1; help and --version print in
-    # `make_context`, the commands in `invoke`.
+    # `make_context`, the commands in `invoke`. Ctrl-C too: click's handler would write a
+    # blank line to stderr first, so the error would not be its first line.
     try:
         yield
     except BrokenPipeError:
         raise _StdoutClosed from None
+    except KeyboardInterrupt:
+        raise click.exceptions.Abort("interrupted") from None
+    except EOFError:  # what click, too, takes for an abort (end of input at a prompt)
+        raise click.exceptions.Abort("aborted: end of input") from None
 
 
 def _silence_stdout() -> None:
