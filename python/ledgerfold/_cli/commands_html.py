@@ -5,6 +5,7 @@ the same totals and conversations in the terminal."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from urllib.parse import quote
 
@@ -39,6 +40,24 @@ __all__ = ["pages_dir", "report_command", "write_inspect_html"]
 
 #: The files SQLite keeps beside a database: writing a page over one corrupts the ledger.
 _COMPANIONS = ("", "-wal", "-shm", "-journal")
+#: `--html -`: the page goes to stdout (a file named `-` is `./-`).
+STDOUT = "-"
+
+
+def _check_stdout(as_json: bool) -> None:
+    """`--html -` with `--json`: both would be stdout, neither readable."""
+    if as_json:
+        raise UserError(
+            "--html -: stdout already carries the --json output; give --html a file name"
+        )
+
+
+def _write_stdout(page: str) -> None:
+    """The page on stdout, as the UTF-8 its `<meta charset>` declares, whatever the
+    locale's encoding."""
+    sys.stdout.flush()
+    sys.stdout.buffer.write(page.encode("utf-8"))
+    sys.stdout.buffer.flush()
 
 
 def _check_out(out: str, db: str) -> Path:
@@ -66,8 +85,12 @@ def _check_out(out: str, db: str) -> Path:
 def write_inspect_html(
     store: SQLiteStore, db: str, conversation_id: str, out: str, *, announce: bool = True
 ) -> None:
-    """Write the inspector page of `conversation_id` to `out`; `announce` says so on stdout
-    (not under `--json`, whose output is JSON alone)."""
+    """Write the inspector page of `conversation_id` to `out` (stdout when `out` is `-`);
+    `announce` says so on stdout (not under `--json`, whose output is JSON alone)."""
+    if out == STDOUT:
+        _check_stdout(not announce)
+        _write_stdout(render_conversation(gather_conversation(store, Path(db), conversation_id)))
+        return
     _check_out(out, db)  # before the work: a wrong path is one error line at once
     view = gather_conversation(store, Path(db), conversation_id)
     page = render_conversation(view)
@@ -93,7 +116,12 @@ def _remove_old_pages(folder: Path, written: set[str]) -> None:
 
 @cli.command("report")
 @click.argument("db")
-@click.option("--html", "html_out", metavar="OUT.html", help="Write the report here.")
+@click.option(
+    "--html",
+    "html_out",
+    metavar="OUT.html",
+    help="Write the report page here (- for stdout: the page alone, without inspector pages).",
+)
 @click.option(
     "--json",
     "as_json",
@@ -106,6 +134,12 @@ def report_command(db: str, html_out: str | None, as_json: bool) -> None:
     the page, each conversation linked to its inspector page; --json prints the totals and
     those conversations (alone, it writes no file)."""
     out = folder = None
+    if html_out == STDOUT:
+        _check_stdout(as_json)
+        with open_store(db, read_only=True):  # one clear line for a missing or foreign DB
+            view = gather_database(check_db_path(db))
+        _write_stdout(render_database(view, {}))
+        return
     if html_out is not None:
         out = _check_out(html_out, db)
         folder = pages_dir(out)

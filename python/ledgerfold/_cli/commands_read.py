@@ -102,7 +102,12 @@ def _print_context_status(console: Console, context: AssembledContext) -> None:
 @click.argument("db")
 @click.argument("conversation_id", metavar="CONVERSATION")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
-@click.option("--html", "html_out", metavar="OUT.html", help="Write an HTML inspector page.")
+@click.option(
+    "--html",
+    "html_out",
+    metavar="OUT.html",
+    help="Write an HTML inspector page (- for stdout).",
+)
 def inspect_command(db: str, conversation_id: str, as_json: bool, html_out: str | None) -> None:
     """Show summary versions, the current summary's sources and the history boundary."""
     with open_store(db, read_only=True) as store:
