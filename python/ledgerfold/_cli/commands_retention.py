@@ -15,7 +15,14 @@ from ledgerfold._cli.main import (
     open_store,
     require_conversation,
 )
-from ledgerfold._cli.render import echo_json, esc, plural, stderr_console, stdout_console
+from ledgerfold._cli.render import (
+    counted,
+    echo_json,
+    esc,
+    plural,
+    stderr_console,
+    stdout_console,
+)
 from ledgerfold.store._sqlite import SQLiteStore
 
 __all__ = ["delete_command", "purge_command"]
@@ -56,7 +63,9 @@ def purge_command(
     """Retention: delete the bodies of raw turns through sequence --through. The current
     summary is sealed: it stays in the context, so what it summarised is not lost. Without
     --force, protected turns and system prompts stay, and the purge stops before a tool call
-    still waiting for its result or whose results it would leave behind."""
+    still waiting for its result or whose results it would leave behind. When no turn would
+    go (--through 0, turns purged already, only protected turns), it says so and writes
+    nothing: no boundary is recorded."""
     if not reason.strip():
         raise UserError("--reason: must not be blank")
 
@@ -71,11 +80,15 @@ def purge_command(
             )
         return preview
 
+    decided: dict[str, Any] = {}  # the read-only open's preview
     if not dry_run:
-        check_before_writing(db, preview_or_refuse)
-    with open_store(db, read_only=dry_run) as store:
+        check_before_writing(db, lambda store: decided.update(preview_or_refuse(store)))
+    # Nothing would go: no boundary, no new revision; not even a writing open.
+    write = not dry_run and decided.get("turns") != 0
+    boundary = None
+    with open_store(db, read_only=not write) as store:
         preview = preview_or_refuse(store)
-        if not dry_run:
+        if write and preview["turns"]:
             boundary = store.purge_through(conversation_id, through, reason, force=force)
     # `conversation` as in every other command's JSON; `conversation_id` kept (documented).
     report = {
@@ -87,10 +100,14 @@ def purge_command(
     }
     recorded = preview["through_sequence"]  # what the boundary records
     if not dry_run:
-        report["purged_at"] = boundary.purged_at
-        recorded = report["boundary"] = boundary.through_sequence
+        report["purged_at"] = boundary.purged_at if boundary is not None else None
+        report["boundary"] = boundary.through_sequence if boundary is not None else None
+        recorded = boundary.through_sequence if boundary is not None else recorded
     if as_json:
         echo_json(report)
+        return
+    if not preview["turns"]:
+        _print_nothing_to_purge(conversation_id, through, preview, force, dry_run)
         return
     sealed = preview["sealed_summary"]
     turns, protected, roles, erased, unsummarised = (
@@ -113,6 +130,26 @@ def purge_command(
             " what they said leaves the agent's context for good"
             + (" (compact first to keep it)" if not sealed else "")
         )
+
+
+def _print_nothing_to_purge(
+    conversation_id: str, through: int, preview: dict[str, Any], force: bool, dry_run: bool
+) -> None:
+    """No turn goes: say why, and that nothing is (or would be) written."""
+    reach = min(through, preview["last_sequence"])
+    stop = preview["through_sequence"]
+    why = [
+        f"{counted(preview[key], word)} kept without --force"
+        for key, word in (("protected_kept", "protected turn"), ("roles_kept", "system turn"))
+        if preview[key] and not force
+    ]
+    if stop < reach and not force:
+        why.append(f"without --force the purge stops before sequence {stop + 1}")
+    stdout_console().print(
+        f"nothing to purge in {esc(conversation_id)} through sequence {reach}: "
+        + ("; ".join(why) if why else "no raw turn there")
+        + f"; nothing {'would be' if dry_run else 'was'} written"
+    )
 
 
 @cli.command("delete")
