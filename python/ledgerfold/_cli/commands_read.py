@@ -154,18 +154,32 @@ def inspect_command(db: str, conversation_id: str, as_json: bool, html_out: str 
         echo_json(report)
         return
     console = stdout_console()
+    live = len(conversation)
+    # Every turn purged (SPEC §15.5): say so plainly, and what is left of them.
+    gone = live == 0 and boundary is not None
     console.print(
         f"conversation [bold]{esc(conversation_id)}[/]: revision {conversation.revision},"
-        f" {len(conversation)} {plural(len(conversation), 'turn')}"
+        + (
+            f" no live turn: every turn through sequence {boundary.through_sequence} was purged"
+            if gone and boundary is not None
+            else f" {live} {plural(live, 'turn')}"
+        )
     )
-    print_table(console, versions_table(versions))
+    if versions:
+        print_table(console, versions_table(versions))
+    else:
+        console.print("summary versions: none")
     if current is not None:
+        covered = len(current.source_ids)
         ranges = sequence_ranges([turn.sequence for turn in sources])
         console.print(
-            f"current summary [magenta]{esc(current.id)}[/] covers {len(current.source_ids)}"
-            f" {plural(len(current.source_ids), 'turn')} (sequences {ranges or '-'}"
-            + (f"; {sealed} purged, sealed" if sealed else "")
-            + ")"
+            f"current summary [magenta]{esc(current.id)}[/] covers {covered}"
+            f" {plural(covered, 'turn')}"
+            + (
+                f" (sequences {ranges}" + (f"; {sealed} purged, sealed)" if sealed else ")")
+                if sources
+                else (", all purged: sealed by their stored digests" if sealed else "")
+            )
         )
     else:
         console.print("no current summary")
@@ -180,6 +194,12 @@ def inspect_command(db: str, conversation_id: str, as_json: bool, html_out: str 
         )
     else:
         console.print("history boundary: none (no turns purged)")
+    if gone:
+        console.print(
+            f"what remains: summary [magenta]{esc(current.id)}[/] (sealed), the whole context"
+            if current is not None
+            else "what remains: nothing (no summary covers the purged turns); the context is empty"
+        )
 
 
 # --------------------------------------------------------------------------- export
