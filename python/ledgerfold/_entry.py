@@ -1,7 +1,12 @@
 """The `ledgerfold` console script's entry point: the command line needs the `cli` extra
 (click and rich), which the library does not. Nothing here imports them before it has
 checked they are there, so that without them the script says how to get them in one line
-(exit 2) instead of a traceback.
+(exit 2) instead of a traceback; and so that Ctrl-C while the command line is still being
+imported is one line too (exit 130, as Ctrl-C in a command).
+
+What runs before this module cannot be covered here: Python imports the `ledgerfold`
+package (its `__init__`, the library) before any line of `ledgerfold._entry`, so Ctrl-C in
+that first part of the start (or in Python's own start) still ends in Python's traceback.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from collections.abc import Sequence
+from contextlib import suppress
 from typing import NoReturn
 
 __all__ = ["CLI_MODULES", "main", "missing_cli_modules"]
@@ -18,6 +24,8 @@ CLI_MODULES = ("click", "rich")
 
 #: The exit status of a user error (as the command line's own).
 _USAGE_EXIT = 2
+#: The exit status of Ctrl-C (128 + SIGINT), as the command line's own.
+_INTERRUPTED_EXIT = 130
 
 
 def missing_cli_modules() -> list[str]:
@@ -27,13 +35,21 @@ def missing_cli_modules() -> list[str]:
 
 def main(args: Sequence[str] | None = None, prog_name: str = "ledgerfold") -> NoReturn:
     """Run the command line, or say in one line how to install what it needs."""
-    missing = missing_cli_modules()
-    if missing:
-        sys.stderr.write(
-            f"{prog_name}: the command line needs {' and '.join(missing)}: "
-            "pip install 'ledgerfold[cli]'\n"
-        )
-        raise SystemExit(_USAGE_EXIT)
-    from ledgerfold._cli import main as cli_main
+    try:
+        missing = missing_cli_modules()
+        if missing:
+            sys.stderr.write(
+                f"{prog_name}: the command line needs {' and '.join(missing)}: "
+                "pip install 'ledgerfold[cli]'\n"
+            )
+            raise SystemExit(_USAGE_EXIT)
+        # click, rich and the commands: a good part of the start, where Ctrl-C lands.
+        from ledgerfold._cli import main as cli_main
 
-    cli_main(args, prog_name=prog_name)
+        cli_main(args, prog_name=prog_name)
+    except KeyboardInterrupt:
+        # Ctrl-C before the command runs (or where the command line's own handling does
+        # not reach, as between click's steps): one line, as in a command.
+        with suppress(OSError):  # nobody reads stderr: the status still says it
+            sys.stderr.write(f"{prog_name}: error: interrupted\n")
+        raise SystemExit(_INTERRUPTED_EXIT) from None
