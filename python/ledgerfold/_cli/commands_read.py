@@ -9,6 +9,8 @@ from ledgerfold._cli.commands_html import write_inspect_html  # also registers `
 from ledgerfold._cli.commands_upgrade import schema_state
 from ledgerfold._cli.main import (
     DEFAULT_POLICY,
+    NOT_STDIO,
+    STDIO,
     Count,
     UserError,
     cli,
@@ -224,6 +226,8 @@ def inspect_command(db: str, conversation_id: str, as_json: bool, html_out: str 
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 def export_command(db: str, out_dir: str, turns_per_file: int, as_json: bool) -> None:
     """Export DB as Parquet, partitioned by conversation (for `ledgerfold.dask`)."""
+    if out_dir == STDIO:  # Parquet parts go to a directory, never one named `-`
+        raise UserError(f"--parquet -: {NOT_STDIO.format(what='Parquet goes to a directory')}")
     with open_store(
         db, read_only=True
     ):  # one clear line for a missing file, a directory, a foreign DB

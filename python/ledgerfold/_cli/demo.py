@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from ledgerfold._cli.main import check_db_path, cli
+from ledgerfold._cli.main import NOT_STDIO, STDIO, UserError, check_db_path, cli
 from ledgerfold._cli.render import (
     context_table,
     echo_json,
@@ -323,6 +323,8 @@ def demo_command(db: str | None, as_json: bool) -> None:
     console = Console(quiet=True) if as_json else stdout_console()
     kept: Path | None = None
     if db is not None:
+        if db == STDIO:  # the demo writes a database file: never one named `-`
+            raise UserError(f"--db -: {NOT_STDIO.format(what='the demo database is a file')}")
         kept = check_db_path(db, create=True)
         report = _run_demo(console, kept)
         console.print(Text(f"database kept at {safe_text(kept)}"))

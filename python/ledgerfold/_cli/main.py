@@ -29,6 +29,8 @@ from ledgerfold.store._sqlite import SQLiteStore
 __all__ = [
     "CLOSED_STDOUT_EXIT",
     "DEFAULT_POLICY",
+    "NOT_STDIO",
+    "STDIO",
     "USAGE_EXIT",
     "Count",
     "UserError",
@@ -43,6 +45,10 @@ __all__ = [
 
 #: Exit status of every user error.
 USAGE_EXIT = 2
+#: What a path of `-` means by convention: stdin or stdout.
+STDIO = "-"
+#: Why `-` is refused where a file or directory is written (`-` is stdout by convention).
+NOT_STDIO = "{what}, not stdout: give its path (./- for one named -)"
 DEFAULT_POLICY = "v1"
 #: Exit status when the reader of stdout went away (`| head -1`): 128 + SIGPIPE, what a shell
 #: reports for a program that signal ended, as Ctrl-C's 130 is 128 + SIGINT.
@@ -214,6 +220,8 @@ def check_db_path(db: str, *, create: bool = False) -> Path:
     """`db` as a path a database can be opened at (or, when `create`, created at)."""
     if not db:  # an unset shell variable: `Path('')` would be the current directory
         raise UserError("the database path is empty")
+    if create and db == STDIO:
+        raise UserError(f"{db}: {NOT_STDIO.format(what='the database is a file')}")
     path = Path(db)
     if path.is_dir():
         raise UserError(f"{db}: is a directory, not a database file")
