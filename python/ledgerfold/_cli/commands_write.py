@@ -19,6 +19,7 @@ from rich.text import Text
 from ledgerfold._cli.dry_run import dry_run as _dry_run
 from ledgerfold._cli.main import (
     DEFAULT_POLICY,
+    STDIO,
     Count,
     UserError,
     check_before_writing,
@@ -51,6 +52,9 @@ __all__ = [
     "turn_spec",
 ]
 
+#: What `import DB -` reads.
+_STDIN = "/dev/stdin"
+
 # The records keep the name they had when the command line was one module.
 _log = logging.getLogger("ledgerfold.cli")
 
@@ -82,9 +86,16 @@ def import_command(db: str, files: tuple[str, ...], as_json: bool) -> None:
     (described in tests/data/transcripts/README.md).
 
     A conversation already in DB is skipped (one line counts them), so importing twice is
-    harmless. Also reads OpenAI fine-tuning files ({"messages": [...]} per line; the
-    conversation ID is <file stem>:<line number>).
+    harmless. FILE - reads stdin. Also reads OpenAI fine-tuning files ({"messages": [...]}
+    per line; the conversation ID is <file stem>:<line number>).
     """
+    if STDIO in files:
+        if files.count(STDIO) > 1:
+            raise UserError("-: stdin given more than once (it can be read once)")
+        if sys.stdin is None or sys.stdin.isatty():
+            raise UserError("-: stdin is a terminal; pipe a transcript in, or name a file")
+        # `-` is stdin by convention: read once, as `/dev/stdin` is (the name in errors).
+        files = tuple(_STDIN if name == STDIO else name for name in files)
     for name in files:
         if not name:  # an unset shell variable: `Path('')` would be the current directory
             raise UserError("the transcript path is empty")
