@@ -1,6 +1,8 @@
 """`inspect` of a conversation whose every turn was purged says so plainly: that the turns
 through the boundary were purged and what remains of them (the sealed summary, or nothing),
-instead of "0 turns", an empty table and "sequences none" (SPEC §15.5)."""
+instead of "0 turns", an empty table and "sequences none" (SPEC §15.5). `context` of one
+with no summary left says the context is empty and why, instead of an empty table and
+"every turn raw"."""
 
 from __future__ import annotations
 
@@ -67,3 +69,15 @@ def test_a_wholly_purged_conversation_without_a_summary(db: Path) -> None:
     assert lines[-1] == (
         "what remains: nothing (no summary covers the purged turns); the context is empty"
     )
+
+
+def test_the_empty_context_of_a_wholly_purged_conversation(db: Path) -> None:
+    assert _ok("context", str(db), "bare").splitlines() == [
+        "context of bare: empty: every turn through sequence 10 was purged (gdpr)"
+        " and no summary covers them"
+    ]
+    # Its summary unusable under another policy: the same, and why the summary is not used.
+    assert _ok("context", str(db), "summarised", "--policy-version", "v9").splitlines() == [
+        "context of summarised: empty: every turn through sequence 10 was purged (gdpr)"
+        " and the summary is not used (stale-summary:policy-mismatch)"
+    ]

@@ -74,6 +74,9 @@ def context_command(
         )
         return
     console = stdout_console()
+    if not context.items:  # every turn purged, no summary: not a table of no rows
+        _print_empty_context(console, conversation_id, context)
+        return
     print_table(
         console,
         context_table(
@@ -81,6 +84,24 @@ def context_command(
         ),
     )
     _print_context_status(console, context)
+
+
+def _print_empty_context(console: Console, conversation_id: str, context: AssembledContext) -> None:
+    """No item at all: say why in one line (the turns purged, and no summary to use)."""
+    boundary = context.history_boundary
+    turns = (
+        f"every turn through sequence {boundary.through_sequence} was purged"
+        f" ({esc(boundary.reason)})"
+        if boundary is not None
+        else "no live turn"
+    )
+    fallback = context.fallback
+    summary = (
+        "no summary covers them"
+        if fallback in (None, "no-summary")
+        else f"the summary is not used ({esc(fallback)})"
+    )
+    console.print(f"context of {esc(conversation_id)}: empty: {turns} and {summary}")
 
 
 def _print_context_status(console: Console, context: AssembledContext) -> None:
