@@ -52,3 +52,15 @@ def test_compact_keeps_each_conversations_own_policy(tmp_path: Path) -> None:
     (named,) = run_json("compact", str(db), "--policy-version", "v1", "--json")
     assert named["status"] == "accepted"
     assert run_json("context", str(db), "demo", "--json")["policy_version"] == "v1"
+
+
+def test_a_blank_policy_version_names_the_option(tmp_path: Path) -> None:
+    """As `compact` says it: the option the user typed, not the library's parameter."""
+    db = tmp_path / "plain.db"
+    with SQLiteStore(db) as store:
+        store.append("c", "user", "hello")
+    for blank in ("", "  "):
+        result = run("context", str(db), "c", "--policy-version", blank)
+        assert result.exit_code == 2
+        assert result.stdout == ""
+        assert result.stderr == "ledgerfold: error: --policy-version: must not be blank\n"

@@ -54,6 +54,8 @@ def context_command(
     db: str, conversation_id: str, policy_version: str | None, as_json: bool, preview: bool
 ) -> None:
     """Print the assembled model context of CONVERSATION."""
+    if policy_version is not None and not policy_version.strip():  # as `compact` says it
+        raise UserError("--policy-version: must not be blank")
     with open_store(db, read_only=True) as store:
         require_conversation(store, conversation_id)
         if policy_version is None:
