@@ -12,6 +12,7 @@ from ledgerfold._cli.main import (
     NOT_STDIO,
     STDIO,
     Count,
+    Label,
     UserError,
     cli,
     open_store,
@@ -46,6 +47,7 @@ __all__ = ["context_command", "export_command", "inspect_command"]
 @click.argument("conversation_id", metavar="CONVERSATION")
 @click.option(
     "--policy-version",
+    type=Label(),
     help=f"Assemble under this policy.  [default: the newest summary's, else {DEFAULT_POLICY}]",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print chat messages as JSON.")
@@ -54,8 +56,6 @@ def context_command(
     db: str, conversation_id: str, policy_version: str | None, as_json: bool, preview: bool
 ) -> None:
     """Print the assembled model context of CONVERSATION."""
-    if policy_version is not None and not policy_version.strip():  # as `compact` says it
-        raise UserError("--policy-version: must not be blank")
     with open_store(db, read_only=True) as store:
         require_conversation(store, conversation_id)
         if policy_version is None:

@@ -9,6 +9,7 @@ import click
 
 from ledgerfold._cli.main import (
     Count,
+    Label,
     UserError,
     check_before_writing,
     cli,
@@ -38,7 +39,7 @@ __all__ = ["delete_command", "purge_command"]
     required=True,
     help="The last sequence to purge (see `ledgerfold context` for sequences).",
 )
-@click.option("--reason", required=True, help="Why (recorded with the boundary).")
+@click.option("--reason", type=Label(), required=True, help="Why (recorded with the boundary).")
 @click.option(
     "--force",
     is_flag=True,
@@ -66,8 +67,6 @@ def purge_command(
     still waiting for its result or whose results it would leave behind. When no turn would
     go (--through 0, turns purged already, only protected turns), it says so and writes
     nothing: no boundary is recorded."""
-    if not reason.strip():
-        raise UserError("--reason: must not be blank")
 
     def preview_or_refuse(store: SQLiteStore) -> dict[str, Any]:
         require_conversation(store, conversation_id)

@@ -21,6 +21,7 @@ from ledgerfold._cli.main import (
     DEFAULT_POLICY,
     STDIO,
     Count,
+    Label,
     UserError,
     check_before_writing,
     cli,
@@ -247,6 +248,7 @@ def _compact_backlog(compactor: Compactor, conversation_id: str) -> CompactionOu
 )
 @click.option(
     "--policy-version",
+    type=Label(),
     help="The policy label new summaries are written under.  [default: the one the"
     f" conversation's newest summary has, else {DEFAULT_POLICY}]",
 )
@@ -265,8 +267,6 @@ def compact_command(
     dry_run: bool,
 ) -> None:
     """Force-compact conversations with the built-in ExtractiveSummarizer."""
-    if policy_version is not None and not policy_version.strip():
-        raise UserError("--policy-version: must not be blank")
     if conversation_id is not None and not dry_run:
         check_before_writing(db, lambda store: require_conversation(store, conversation_id))
     with open_store(db, read_only=dry_run) as store:

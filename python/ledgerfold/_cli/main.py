@@ -33,6 +33,7 @@ __all__ = [
     "STDIO",
     "USAGE_EXIT",
     "Count",
+    "Label",
     "UserError",
     "check_before_writing",
     "check_db_path",
@@ -76,6 +77,25 @@ class Count(click.IntRange):
 
     def _describe_range(self) -> str:
         return f"{self.min}<=x<2**63"
+
+
+class Label(click.types.StringParamType):
+    """A text option the ledger records (`--reason`, `--policy-version`): refused naming
+    the option when blank or not UTF-8 (argv bytes the locale cannot decode arrive as lone
+    surrogates), which the library would refuse naming its own parameter."""
+
+    name = "text"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        option = param.opts[0] if param is not None and param.opts else "value"
+        text: str = super().convert(value, param, ctx)
+        if not text.strip():
+            raise UserError(f"{option}: must not be blank")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UserError(f"{option}: not valid UTF-8") from None
+        return text
 
 
 def _report_error(message: str) -> None:
