@@ -7,13 +7,7 @@ import sqlite3
 from collections.abc import Callable, Iterator
 
 from ledgerfold._errors import StoreError
-from ledgerfold.store._schema import (
-    ANSWERS_INDEX,
-    APPLICATION_ID,
-    CALLS_INDEX,
-    MIGRATIONS,
-    SCHEMA_VERSION,
-)
+from ledgerfold.store._schema import ADDED_INDEXES, APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 
 __all__ = ["ensure_indexes", "migrate", "schema_version"]
 
@@ -44,20 +38,17 @@ def migrate(conn: sqlite3.Connection, path: str, now: Callable[[], str]) -> None
 
 
 def ensure_indexes(conn: sqlite3.Connection) -> None:
-    """`ANSWERS_INDEX` and `CALLS_INDEX`, created in their own transaction when missing
-    (a file written before they were added)."""
-    if (
-        conn.execute(
-            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index'"
-            " AND name IN ('turns_by_answer', 'turns_by_call')"
-        ).fetchone()[0]
-        == 2
-    ):
+    """`_schema.ADDED_INDEXES`, created in their own transaction when missing (a file written
+    before they were added)."""
+    present = {
+        row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
+    }
+    if all(name in present for name, _ in ADDED_INDEXES):
         return
     conn.execute("BEGIN IMMEDIATE")
     try:
-        conn.execute(ANSWERS_INDEX)
-        conn.execute(CALLS_INDEX)
+        for _, ddl in ADDED_INDEXES:
+            conn.execute(ddl)
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:

@@ -24,7 +24,7 @@ from ledgerfold.store import _search_index as search_index
 from ledgerfold.store._ledger import bump_revision, mark_citing_stale
 from ledgerfold.store._recall_answers import NO_BATCH, answers_no_call, answers_recall
 from ledgerfold.store._rows import TURN_COLUMNS, meta_json, turn_from_row
-from ledgerfold.store._schema import TURN_LIVE, TURN_RETRACTED
+from ledgerfold.store._schema import RECALL_SHAPE, TURN_LIVE, TURN_RETRACTED
 
 __all__ = ["ERASED_RESULT", "blank_recall_results"]
 
@@ -46,15 +46,21 @@ def blank_recall_results(
     the selected turn IDs the placeholder body (results among `spared_pks_sql`, which the
     caller blanks itself, are left alone). Returns how many were blanked."""
     spared = f" AND pk NOT IN ({spared_pks_sql})" if spared_pks_sql is not None else ""
-    # A result edited since it returned the turn (its body, or even its role) still holds
-    # the quote in its history.
+    # Only bodies shaped as recall results are read, through the indexes over them
+    # (`_schema.RECALL_TURNS_INDEX`, `RECALL_HISTORY_INDEX`, whose conditions these repeat):
+    # the conversation's recall results and the few edited ones, not its every turn. A
+    # result edited since it returned the turn (its body, or even its role) still holds the
+    # quote in its history.
     rows = conn.execute(
-        f"SELECT pk, state, {TURN_COLUMNS} FROM turns WHERE conversation_id = ?"
-        f" AND state IN ({TURN_LIVE}, {TURN_RETRACTED}) AND ((role = 'tool' AND"
-        f" {_names('turns.body', erased_ids_sql)}) OR EXISTS (SELECT 1 FROM turn_history AS th"
-        f" WHERE th.turn_pk = turns.pk AND th.role = 'tool'"
-        f" AND {_names('th.body', erased_ids_sql)})){spared}",
-        (conversation_id, *params, *params, *spared_params),
+        f"SELECT pk, state, {TURN_COLUMNS} FROM turns WHERE pk IN"
+        f" (SELECT pk FROM turns WHERE conversation_id = ? AND role = 'tool' AND {RECALL_SHAPE}"
+        f" AND {_NAMES.format(erased=erased_ids_sql)}"
+        f" UNION SELECT turn_pk FROM turn_history WHERE role = 'tool' AND {RECALL_SHAPE}"
+        f" AND {_NAMES.format(erased=erased_ids_sql)})"
+        # `+`: the rows are read by pk, never by a walk of the conversation.
+        f" AND +conversation_id = ? AND state IN ({TURN_LIVE}, {TURN_RETRACTED}){spared}"
+        " ORDER BY pk",
+        (conversation_id, *params, *params, conversation_id, *spared_params),
     ).fetchall()
     blanked: list[str] = []
     live: list[tuple[int, Turn]] = []
@@ -84,13 +90,13 @@ def blank_recall_results(
     return len(blanked)
 
 
-def _names(body: str, erased_ids_sql: str) -> str:
-    """SQL: whether the JSON `body` is a recall result whose hits name a selected turn."""
-    return (
-        f"(json_valid({body}) AND json_type({body}, '$.hits') = 'array' AND EXISTS (SELECT 1"
-        f" FROM json_each({body}, '$.hits') AS h WHERE json_extract(h.value, '$.turn_id')"
-        f" IN ({erased_ids_sql})))"
-    )
+#: SQL: whether `body` is a recall result whose hits name a selected turn (`{erased}`: the
+#: selection). One expression: the hits are read only when `body` has their shape, so it
+#: never fails on a body that is not JSON.
+_NAMES = (
+    f"CASE WHEN {RECALL_SHAPE} THEN EXISTS (SELECT 1 FROM json_each(body, '$.hits') AS h"
+    " WHERE json_extract(h.value, '$.turn_id') IN ({erased})) END"
+)
 
 
 def _a_copy(conn: sqlite3.Connection, conversation_id: str, turn: Turn, *, live: bool) -> bool:

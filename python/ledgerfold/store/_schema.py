@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "ACCEPTED",
+    "ADDED_INDEXES",
     "ANSWERS_INDEX",
     "APPLICATION_ID",
     "CALLS_INDEX",
@@ -18,6 +19,9 @@ __all__ = [
     "LIVE_ACCEPTED",
     "MIGRATIONS",
     "READABLE_VERSION",
+    "RECALL_HISTORY_INDEX",
+    "RECALL_SHAPE",
+    "RECALL_TURNS_INDEX",
     "REJECTED",
     "SCHEMA_VERSION",
     "STALE",
@@ -270,6 +274,45 @@ CALLS_INDEX = (
     f" (conversation_id, {CALL_KEY}, sequence)"
     " WHERE role = 'assistant' AND json_valid(meta)"
     " AND json_valid(json_extract(meta, '$.tool_calls'))"
+)
+
+
+def _recall_shape(body: str) -> str:
+    """SQL: whether the text `body` is JSON with a non-empty `hits` array (the shape of a
+    recall result that can quote a turn, which `_recall_results` looks in for an erased
+    turn's ID): one expression that never fails (the JSON is read only when valid) and
+    parses only a body holding `hits` (or a `\\u` escape, which may spell it)."""
+    return (
+        f"json_array_length(CASE WHEN instr({body}, 'hits') > 0 OR instr({body}, '\\u') > 0"
+        f" THEN CASE WHEN json_valid({body}) THEN {body} END END, '$.hits') > 0"
+    )
+
+
+#: `_recall_shape` of the `body` column, the condition of the two indexes below.
+RECALL_SHAPE = _recall_shape("body")
+
+#: Tool turns shaped as recall results, by conversation (SPEC §16.5, §17.7): an erasure finds
+#: the results that returned the erased turn among them (`_recall_results`), where it read
+#: every turn of the conversation and parsed every tool body. Created at every writing open
+#: when missing, not a migration, and nothing needs it, exactly as `ANSWERS_INDEX`.
+RECALL_TURNS_INDEX = (
+    "CREATE INDEX IF NOT EXISTS turns_by_recall_shape ON turns (conversation_id)"
+    f" WHERE role = 'tool' AND {RECALL_SHAPE}"
+)
+
+#: Earlier versions shaped as recall results (a result edited since it returned a turn still
+#: holds the quote in its history): few in any file, so an erasure walks them all.
+RECALL_HISTORY_INDEX = (
+    "CREATE INDEX IF NOT EXISTS turn_history_by_recall_shape ON turn_history (turn_pk)"
+    f" WHERE role = 'tool' AND {RECALL_SHAPE}"
+)
+
+#: The indexes every writing open creates when missing: (name, DDL).
+ADDED_INDEXES = (
+    ("turns_by_answer", ANSWERS_INDEX),
+    ("turns_by_call", CALLS_INDEX),
+    ("turns_by_recall_shape", RECALL_TURNS_INDEX),
+    ("turn_history_by_recall_shape", RECALL_HISTORY_INDEX),
 )
 
 #: The oldest schema a read-only open serves (everything but search: SPEC §17.9).
