@@ -18,7 +18,8 @@ from ledgerfold._errors import InvalidInput
 from ledgerfold._model import Turn
 from ledgerfold._recall_stand_in import RECALL_TOOL_NAME, call_name, tool_calls_of
 from ledgerfold._toolcalls import tool_call_ids, unit_roots
-from ledgerfold.store._schema import CALL_KEY, LIVE_ACCEPTED, TURN_LIVE
+from ledgerfold.store._call_index import nearest_call, stored_form
+from ledgerfold.store._schema import LIVE_ACCEPTED, TURN_LIVE
 
 __all__ = [
     "Mention",
@@ -401,70 +402,6 @@ def neighbour_call(
     return None if found is None else found[0]
 
 
-def nearest_call(
-    conn: sqlite3.Connection,
-    conversation_id: str,
-    call_id: str,
-    sequence: int,
-    *,
-    before: bool,
-    states: tuple[int, ...] = (TURN_LIVE,),
-    above: int | None = None,
-) -> tuple[int, str] | None:
-    """`(sequence, call JSON)` of the call of this ID, among turns in `states`, nearest before
-    (or after) `sequence`. `above` (with `before`): only a call after that sequence counts.
-
-    Cost: through the calls index (`_schema.CALLS_INDEX`, whose key and condition these
-    queries repeat), one probe for the nearest turn making this one call, then a walk of the
-    turns making several calls (key NULL) that stops at the first of this ID or at that
-    turn; a row not holding the ID's text is passed over before its JSON is parsed. Without
-    the index (a file opened read-only before it was added) the same queries read the
-    assistant turns."""
-    low, high = (above, sequence) if before else (sequence, None)
-    found = _call_walk(conn, conversation_id, call_id, states, before, low, high, single=True)
-    if found is not None:
-        if before:
-            low = found[0]
-        else:
-            high = found[0]
-    several = _call_walk(conn, conversation_id, call_id, states, before, low, high, single=False)
-    return several if several is not None else found
-
-
-def _call_walk(
-    conn: sqlite3.Connection,
-    conversation_id: str,
-    call_id: str,
-    states: tuple[int, ...],
-    before: bool,
-    low: int | None,
-    high: int | None,
-    *,
-    single: bool,
-) -> tuple[int, str] | None:
-    """The call of this ID in the turns strictly between `low` and `high` (None: no bound)
-    nearest to `high` (`before`) or to `low`, among the turns making this one call
-    (`single`) or those of key NULL in the calls index."""
-    key = CALL_KEY.replace("meta", "t.meta")
-    bounds = ("" if low is None else f" AND t.sequence > {int(low)}") + (
-        "" if high is None else f" AND t.sequence < {int(high)}"
-    )
-    row = conn.execute(
-        "SELECT t.sequence, c.value FROM turns AS t,"
-        " json_each(json_extract(t.meta, '$.tool_calls')) AS c"
-        " WHERE t.conversation_id = ? AND t.role = 'assistant' AND json_valid(t.meta)"
-        " AND json_valid(json_extract(t.meta, '$.tool_calls'))"
-        + (f" AND {key} = ?" if single else f" AND {key} IS NULL")
-        + f" AND t.state IN ({', '.join(map(str, states))})"
-        " AND (instr(t.meta, ?) > 0 OR instr(t.meta, '\\u') > 0)"
-        " AND json_extract(c.value, '$.id') = ?"
-        + bounds
-        + f" ORDER BY t.sequence {'DESC' if before else ''} LIMIT 1",
-        (conversation_id, *((call_id,) if single else ()), stored_form(call_id), call_id),
-    ).fetchone()
-    return None if row is None else (int(row[0]), str(row[1]))
-
-
 def results_since(
     conn: sqlite3.Connection, conversation_id: str, ids: set[str], since: int = -1
 ) -> list[Mention]:
@@ -489,15 +426,6 @@ def results_since(
             ),
         )
     ]
-
-
-def stored_form(call_id: str) -> str:
-    """Text every stored meta naming this call ID holds unless it holds a `\\u` escape (the
-    ID is a `tool_call_id` value or inside `tool_calls`' JSON text, which a writer may
-    escape): the ID itself when JSON needs no escape for any of its characters (then only
-    `\\u` can spell them otherwise), else "" (which any text holds)."""
-    escaped = json.dumps(call_id, ensure_ascii=False)[1:-1]
-    return call_id if escaped == call_id and "/" not in call_id else ""
 
 
 def as_sequence(value: object) -> int:

@@ -12,11 +12,16 @@ __all__ = [
     "ADDED_INDEXES",
     "ANSWERS_INDEX",
     "APPLICATION_ID",
+    "CALLS_ARE",
+    "CALLS_BEYOND",
     "CALLS_INDEX",
+    "CALL_AT",
     "CALL_KEY",
     "CURRENT",
     "FAILED",
+    "INDEXED_CALLS",
     "LIVE_ACCEPTED",
+    "MANY_CALLS_INDEX",
     "MIGRATIONS",
     "READABLE_VERSION",
     "RECALL_HISTORY_INDEX",
@@ -263,10 +268,10 @@ CALL_KEY = (
 )
 
 #: Assistant turns by the call they make (SPEC §17.2), `CALL_KEY`: the nearest call of an ID
-#: before or after a sequence is one probe (`_call_pairs.nearest_call`) plus a walk of the
-#: turns making several calls (key NULL) down to it, where a walk of every assistant turn
-#: read the ledger to its start for an ID made once (an edit taking a call away, a result
-#: whose call is gone). Created at every writing open when missing, not a migration, and
+#: before or after a sequence is one probe (`_call_index.nearest_call`) plus, for the turns
+#: making several calls (key NULL), a read of the nearest few and then the indexes by
+#: position below, where a walk of every assistant turn read the ledger to its start for an
+#: ID made once (an edit taking a call away, a result whose call is gone). Created at every writing open when missing, not a migration, and
 #: nothing needs it (without it the same queries read the assistant turns), exactly as
 #: `ANSWERS_INDEX`; the `json_valid` terms keep a damaged meta out of it.
 CALLS_INDEX = (
@@ -307,13 +312,48 @@ RECALL_HISTORY_INDEX = (
     f" WHERE role = 'tool' AND {RECALL_SHAPE}"
 )
 
+#: The calls of a turn making several (2 to `INDEXED_CALLS`) that `CALLS_INDEX` does not key,
+#: each indexed by its position: `CALL_AT[k]` is the ID of its call at position k.
+INDEXED_CALLS = 8
+_TOOL_CALLS = "json_extract(meta, '$.tool_calls')"
+#: The condition of `CALLS_INDEX` and of the indexes below, `meta` holding a `tool_calls`.
+CALLS_ARE = f"role = 'assistant' AND json_valid(meta) AND json_valid({_TOOL_CALLS})"
+CALL_AT = tuple(f"json_extract({_TOOL_CALLS}, '$[{k}].id')" for k in range(INDEXED_CALLS))
+#: The condition of `calls_at_index(k)`: a turn making several calls, more than k.
+CALLS_BEYOND = tuple(
+    f"{CALLS_ARE} AND json_array_length({_TOOL_CALLS}) > {max(k, 1)}"
+    for k in range(INDEXED_CALLS + 1)
+)
+
+
+def calls_at_index(k: int) -> tuple[str, str]:
+    """(name, DDL) of the index of the turns making several calls by their call at position
+    k (SPEC §17.2): with `CALLS_INDEX`, the nearest call of an ID is one probe of each
+    (`_call_index.nearest_call`), turns making several calls included. Created at every
+    writing open when missing, not a migration, and nothing needs them, as `CALLS_INDEX`."""
+    return (
+        f"turns_by_call_at_{k}",
+        f"CREATE INDEX IF NOT EXISTS turns_by_call_at_{k} ON turns"
+        f" (conversation_id, {CALL_AT[k]}, sequence) WHERE {CALLS_BEYOND[k]}",
+    )
+
+
+#: The turns making more than `INDEXED_CALLS` calls, walked for an ID at a later position.
+MANY_CALLS_INDEX = (
+    "CREATE INDEX IF NOT EXISTS turns_by_many_calls ON turns (conversation_id, sequence)"
+    f" WHERE {CALLS_BEYOND[INDEXED_CALLS]}"
+)
+
 #: The indexes every writing open creates when missing: (name, DDL).
 ADDED_INDEXES = (
     ("turns_by_answer", ANSWERS_INDEX),
     ("turns_by_call", CALLS_INDEX),
+    *(calls_at_index(k) for k in range(INDEXED_CALLS)),
+    ("turns_by_many_calls", MANY_CALLS_INDEX),
     ("turns_by_recall_shape", RECALL_TURNS_INDEX),
     ("turn_history_by_recall_shape", RECALL_HISTORY_INDEX),
 )
+
 
 #: The oldest schema a read-only open serves (everything but search: SPEC §17.9).
 READABLE_VERSION = 4

@@ -99,6 +99,8 @@ class IndexConnection(sqlite3.Connection):
     (appends index at once)."""
 
     pending: list[tuple[int, str | None]] | None = None
+    #: Whether the file has the calls indexes by position (`_call_index._indexed`), once read.
+    calls_indexed: bool | None = None
 
 
 def _pending(conn: sqlite3.Connection) -> list[tuple[int, str | None]] | None:
