@@ -11,6 +11,7 @@ import pytest
 
 import ledgerfold as lf
 from ledgerfold.store import StoreStats
+from steps_support import vm_steps
 
 PV = "stats-v1"
 
@@ -139,3 +140,26 @@ def test_a_purge_that_purged_nothing_is_no_purge(tmp_path: Path) -> None:
         stats = store.stats()
     assert stats.turns_purged == 0
     assert (stats.purged_without_summary, stats.sealed_lost) == (0, 0)
+
+
+def _one_conversation_steps(path: Path, others: int) -> int:
+    """SQLite VM steps (in tens) of `stats()` of one compacted, purged conversation beside
+    `others` more like it."""
+    with lf.SQLiteStore(path, durability="normal") as store:
+        compactor = lf.Compactor(store, lf.CompactionPolicy(PV, keep_tail=4, min_new_turns=1))
+        for n in range(others + 1):
+            store.append_many(f"c{n}", [{"role": "user", "body": f"turn {i}"} for i in range(12)])
+            if n % 25 == 0:
+                assert compactor.compact(f"c{n}").accepted
+                store.purge_through(f"c{n}", 3, "retention")
+        steps, found = vm_steps(store, lambda: store.stats("c0"))
+        assert found.conversations == 1 and found.turns_purged == 3
+        return steps
+
+
+def test_stats_of_one_conversation_do_not_read_the_others(tmp_path: Path) -> None:
+    # Measured, not a fix: every query of `stats(conversation_id)` is an index search of that
+    # conversation's rows (EXPLAIN QUERY PLAN), so its cost follows the conversation.
+    small = _one_conversation_steps(tmp_path / "small.db", 10)
+    large = _one_conversation_steps(tmp_path / "large.db", 1000)
+    assert large <= small + 5
