@@ -8,6 +8,7 @@ included); a file written before the index gets it at its next writing open."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import sqlite3
@@ -17,7 +18,7 @@ import pytest
 
 from ledgerfold import CompactionPolicy, Compactor, SQLiteStore
 from ledgerfold.store._call_pairs import nearest_call
-from ledgerfold.store._schema import INDEXED_CALLS
+from ledgerfold.store._schema import ADDED_INDEXES, INDEXED_CALLS
 from steps_support import vm_steps
 
 C = "c"
@@ -163,3 +164,29 @@ def test_old_file_without_the_index(tmp_path: Path) -> None:
         store.append(C, "tool", "r", id="r", meta={"tool_call_id": "x"})
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'turns_by_call'").fetchone()
+
+
+def test_a_writing_open_builds_each_missing_index_in_its_own_transaction(tmp_path: Path) -> None:
+    path = tmp_path / "o.db"
+    with SQLiteStore(path) as store:
+        store.append(C, "assistant", "", id="a", meta=calls("x", "y"))
+    names = [name for name, _ in ADDED_INDEXES]
+    with sqlite3.connect(path) as conn:
+        for name in names:
+            conn.execute(f"DROP INDEX {name}")
+    statements: list[str] = []
+    real_connect = sqlite3.connect
+
+    def traced(*args: object, **kwargs: object) -> sqlite3.Connection:
+        conn = real_connect(*args, **kwargs)  # type: ignore[arg-type]
+        conn.set_trace_callback(statements.append)
+        return conn
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sqlite3, "connect", traced)
+        SQLiteStore(path).close()
+    # Each build reads every turn: the write lock is held for one index at a time.
+    builds = [n for n, s in enumerate(statements) if s.startswith("CREATE INDEX IF NOT EXISTS")]
+    assert len(builds) == len(names)
+    for first, second in itertools.pairwise(builds):
+        assert "COMMIT" in statements[first:second]
