@@ -2,8 +2,9 @@
 §16.5, §17.7): the results are read through the index over tool turns shaped as recall
 results (`turns_by_recall_shape`, `_schema.RECALL_TURNS_INDEX`), so `retract(...,
 erase=True)` costs what it erases and the results it looks in, not the conversation's every
-turn and tool body; a result naming the turn with escapes is still found; a file written
-before the indexes gets them at its next writing open."""
+turn and tool body; a result naming the turn with escapes is still found; a tool output of
+that shape listing plain values fails nothing; a file written before the indexes gets them
+at its next writing open."""
 
 from __future__ import annotations
 
@@ -118,3 +119,19 @@ def test_an_older_file_gets_the_indexes_and_is_erased_without_them(tmp_path: Pat
             "SELECT COUNT(*) FROM sqlite_master WHERE name IN (?, ?)", names
         )
         assert found.fetchone()[0] == 2
+
+
+def test_a_tool_output_listing_plain_hits_does_not_fail_an_erasure(tmp_path: Path) -> None:
+    # A search tool's output of the recall result's shape whose hits are strings and numbers:
+    # reading a `turn_id` of them failed the erasure (and a purge) with "malformed JSON".
+    with SQLiteStore(tmp_path / "p.db") as store:
+        store.append(C, "user", "the vault word is qjxsecret", id="secret")
+        store.append(C, "user", "another", id="other")
+        store.append(C, "assistant", "", id="a-s", meta=calls("s1", "search"))
+        output = json.dumps({"hits": ["qjx", 3, None, [1]]})
+        store.append(C, "tool", output, id="r-s", meta={"tool_call_id": "s1"})
+        result = _recall(store, "r1", "vault word qjxsecret")
+        store.retract(C, "secret", erase=True)
+        store.purge_through(C, 2, "retention", force=True)
+        assert store.get_turns(C, [result])[0].body == ERASED_RESULT
+        assert store.get_turns(C, ["r-s"])[0].body == output

@@ -91,11 +91,13 @@ def blank_recall_results(
 
 
 #: SQL: whether `body` is a recall result whose hits name a selected turn (`{erased}`: the
-#: selection). One expression: the hits are read only when `body` has their shape, so it
-#: never fails on a body that is not JSON.
+#: selection). One expression that never fails: the hits are read only when `body` has
+#: their shape, and a hit's `turn_id` only when the hit is an object (a tool's output of
+#: that shape may list strings or numbers, which are no JSON text to read a key of).
 _NAMES = (
     f"CASE WHEN {RECALL_SHAPE} THEN EXISTS (SELECT 1 FROM json_each(body, '$.hits') AS h"
-    " WHERE json_extract(h.value, '$.turn_id') IN ({erased})) END"
+    " WHERE CASE WHEN h.type = 'object' THEN json_extract(h.value, '$.turn_id') END"
+    " IN ({erased})) END"
 )
 
 
