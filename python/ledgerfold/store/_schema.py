@@ -271,9 +271,10 @@ CALL_KEY = (
 #: before or after a sequence is one probe (`_call_index.nearest_call`) plus, for the turns
 #: making several calls (key NULL), a read of the nearest few and then the indexes by
 #: position below, where a walk of every assistant turn read the ledger to its start for an
-#: ID made once (an edit taking a call away, a result whose call is gone). Created at every writing open when missing, not a migration, and
-#: nothing needs it (without it the same queries read the assistant turns), exactly as
-#: `ANSWERS_INDEX`; the `json_valid` terms keep a damaged meta out of it.
+#: ID made once (an edit taking a call away, a result whose call is gone). Created at every
+#: writing open when missing, not a migration, and nothing needs it (without it the same
+#: queries read the assistant turns), exactly as `ANSWERS_INDEX`; the `json_valid` terms
+#: keep a damaged meta out of it.
 CALLS_INDEX = (
     "CREATE INDEX IF NOT EXISTS turns_by_call ON turns"
     f" (conversation_id, {CALL_KEY}, sequence)"
