@@ -41,6 +41,19 @@ def _append_new(store: lf.SQLiteStore, messages: object) -> object:
     return LedgerfoldMiddleware(store, "c").append_new(messages)  # type: ignore[arg-type]
 
 
+def _non_finite_call(value: float) -> list[Any]:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    call = {"name": "f", "args": {"x": value}, "id": "c"}
+    return [HumanMessage(SECRET_BODY, id="u"), AIMessage("", id="a", tool_calls=[call])]
+
+
+def _from_langchain(messages: object) -> object:
+    from ledgerfold.adapters import from_langchain_messages
+
+    return from_langchain_messages(messages)  # type: ignore[arg-type]
+
+
 def _pre_model_hook(store: lf.SQLiteStore, state: object) -> object:
     from ledgerfold.integrations.langchain import LedgerfoldMiddleware
 
@@ -275,6 +288,22 @@ ROWS: tuple[BadInput, ...] = (
         on_store(lambda store: _append_new(store, None)),
         INVALID,
         "messages",
+    ),
+    row(
+        "LedgerfoldMiddleware.append_new: NaN in a tool call's args (not JSON)",
+        "middleware.append_new([HumanMessage(body, id='u'), AIMessage('', id='a',"
+        " tool_calls=[{'name': 'f', 'args': {'x': float('nan')}, 'id': 'c'}])])",
+        on_store(lambda store: _append_new(store, _non_finite_call(float("nan")))),
+        INVALID,
+        "messages[1].tool_calls[0].args.x",
+    ),
+    row(
+        "from_langchain_messages: Infinity in a tool call's args (not JSON)",
+        "from_langchain_messages([HumanMessage(body, id='u'), AIMessage('', id='a',"
+        " tool_calls=[{'name': 'f', 'args': {'x': float('inf')}, 'id': 'c'}])])",
+        lambda: _from_langchain(_non_finite_call(float("inf"))),
+        INVALID,
+        "messages[1].tool_calls[0].args.x",
     ),
     row(
         "LedgerfoldMiddleware.awrap_model_call: a message without id",

@@ -8,7 +8,8 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-from collections.abc import Collection, Iterable
+import re
+from collections.abc import Collection, Iterable, Mapping
 from contextlib import suppress
 from typing import Any
 
@@ -154,3 +155,40 @@ def instance(field: str, value: Any, cls: type[Any] | tuple[type[Any], ...]) -> 
             problem="wrong-type",
         )
     return value
+
+
+# A key named in a field path: one that reads as a field name (any other key could be text).
+_KEY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+def non_finite_at(value: Any) -> str | None:
+    """The path (`.key`, `[index]`) of the first NaN or ±Infinity float in `value` (dicts
+    and lists walked, depth first), `""` for `value` itself, or None when there is none. A
+    key that does not read as a field name ends the path at its mapping: no item text in it.
+    """
+    stack: list[tuple[Any, str, bool]] = [(value, "", True)]
+    seen: set[int] = set()  # containers walked (a cycle, or one shared, is walked once)
+    while stack:
+        current, path, named = stack.pop()
+        if isinstance(current, float) and not math.isfinite(current):
+            return path
+        if isinstance(current, (Mapping, list, tuple)):
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+        if isinstance(current, Mapping):
+            children = [
+                (child, f"{path}.{key}" if named else path, named)
+                if isinstance(key, str) and _KEY_NAME.fullmatch(key)
+                else (child, path, False)
+                for key, child in current.items()
+            ]
+        elif isinstance(current, (list, tuple)):
+            children = [
+                (child, f"{path}[{at}]" if named else path, named)
+                for at, child in enumerate(current)
+            ]
+        else:
+            continue
+        stack.extend(reversed(children))
+    return None

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ledgerfold._context import AssembledContext
 from ledgerfold._errors import InvalidInput
 from ledgerfold._model import Turn
+from ledgerfold._validate import non_finite_at
 from ledgerfold.adapters._chat import (
     SummaryContent,
     context_messages,
@@ -194,13 +195,20 @@ def unnamed_results(messages: Sequence[Any]) -> dict[int, str]:
 
 
 def chat_messages(
-    messages: Iterable[Any], *, results: Mapping[int, str] | None = None
+    messages: Iterable[Any],
+    *,
+    results: Mapping[int, str] | None = None,
+    positions: Sequence[int] | None = None,
 ) -> list[dict[str, Any]]:
     """OpenAI-style messages for LangChain messages, by `convert_to_openai_messages`, with
     their `id`s and `invalid_tool_calls`; a call without ID gets `unnamed_call_id`, and the
     `ToolMessage`s `results` names (by position; default: `unnamed_results(messages)`) answer
-    those calls. Anything but a `BaseMessage`, or a message LangChain cannot convert, raises
-    `InvalidInput` naming `messages[<index>]`."""
+    those calls. Anything but a `BaseMessage`, a message LangChain cannot convert, or NaN or
+    ±Infinity in a message's tool call arguments or content (not JSON: LangChain writes them
+    as `NaN`, which providers refuse, into every later request) raises `InvalidInput` naming
+    `messages[<index>]` (and the field: `messages[1].tool_calls[0].args.x`), where the index
+    is the message's place in `messages`, or `positions[<place>]` (its place in the caller's
+    list, e.g. a graph state)."""
     lc = _messages_module()
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
         raise InvalidInput(
@@ -213,12 +221,14 @@ def chat_messages(
         results = unnamed_results(messages)
     chat: list[dict[str, Any]] = []
     for index, message in enumerate(messages):
+        named = index if positions is None else positions[index]
         if not isinstance(message, lc.BaseMessage):
             raise InvalidInput(
-                f"messages[{index}]: must be a LangChain BaseMessage, got {type(message).__name__}",
-                field=f"messages[{index}]",
+                f"messages[{named}]: must be a LangChain BaseMessage, got {type(message).__name__}",
+                field=f"messages[{named}]",
                 problem="wrong-type",
             )
+        _refuse_non_finite(message, f"messages[{named}]")
         try:
             converted = lc.convert_to_openai_messages(
                 [message], text_format="block", include_id=True
@@ -226,9 +236,9 @@ def chat_messages(
         except _CONVERSION_ERRORS:
             # LangChain's message quotes the content block; ours names the message only.
             raise InvalidInput(
-                f"messages[{index}]: langchain_core cannot convert this "
+                f"messages[{named}]: langchain_core cannot convert this "
                 f"{type(message).__name__} to an OpenAI-style message",
-                field=f"messages[{index}]",
+                field=f"messages[{named}]",
                 problem="wrong-type",
             ) from None
         first = converted[0]
@@ -248,3 +258,23 @@ def chat_messages(
                 call["id"] = unnamed_call_id(_message_key(message, index), at)
         chat.extend(converted)
     return chat
+
+
+def _refuse_non_finite(message: Any, name: str) -> None:
+    """`InvalidInput` naming the field when a message's tool call arguments or content hold
+    NaN or ±Infinity (the Agents SDK session refuses them in an item the same way)."""
+    fields = [("content", message.content)]
+    for kind in ("tool_calls", "invalid_tool_calls"):
+        fields += [
+            (f"{kind}[{at}].args", call.get("args"))
+            for at, call in enumerate(getattr(message, kind, ()))
+        ]
+    for field, value in fields:
+        found = non_finite_at(value)
+        if found is not None:
+            named = f"{name}.{field}{found}"
+            raise InvalidInput(
+                f"{named}: must not be NaN or Infinity (not JSON)",
+                field=named,
+                problem="not-allowed",
+            )

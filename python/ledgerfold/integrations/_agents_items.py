@@ -26,13 +26,12 @@ as a `function_call_output`, an assistant turn with `tool_calls` as its text and
 from __future__ import annotations
 
 import json
-import math
-import re
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ledgerfold._recall_stand_in import tool_calls_of
+from ledgerfold._validate import non_finite_at
 from ledgerfold.adapters._chat import tool_group
 
 __all__ = [
@@ -190,43 +189,6 @@ def stored(item: Mapping[str, Any]) -> str:
     if moved is not None and isinstance(item.get(moved), str) and _MOVED_KEY not in item:
         item = {**{k: v for k, v in item.items() if k != moved}, _MOVED_KEY: moved}
     return json.dumps(item, ensure_ascii=False, sort_keys=True, allow_nan=False)
-
-
-# A key named in a field path: one that reads as a field name (any other key could be text).
-_KEY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
-
-
-def non_finite_at(value: Any) -> str | None:
-    """The path (`.key`, `[index]`) of the first NaN or ±Infinity float in `value` (dicts
-    and lists walked, depth first), `""` for `value` itself, or None when there is none. A
-    key that does not read as a field name ends the path at its mapping: no item text in it.
-    """
-    stack: list[tuple[Any, str, bool]] = [(value, "", True)]
-    seen: set[int] = set()  # containers walked (a cycle, or one shared, is walked once)
-    while stack:
-        current, path, named = stack.pop()
-        if isinstance(current, float) and not math.isfinite(current):
-            return path
-        if isinstance(current, (Mapping, list, tuple)):
-            if id(current) in seen:
-                continue
-            seen.add(id(current))
-        if isinstance(current, Mapping):
-            children = [
-                (child, f"{path}.{key}" if named else path, named)
-                if isinstance(key, str) and _KEY_NAME.fullmatch(key)
-                else (child, path, False)
-                for key, child in current.items()
-            ]
-        elif isinstance(current, (list, tuple)):
-            children = [
-                (child, f"{path}[{at}]" if named else path, named)
-                for at, child in enumerate(current)
-            ]
-        else:
-            continue
-        stack.extend(reversed(children))
-    return None
 
 
 def restored(role: str, text: str, meta: Mapping[str, str] | None) -> list[Any]:

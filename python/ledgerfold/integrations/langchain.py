@@ -226,6 +226,7 @@ class LedgerfoldMiddleware(AgentMiddleware):
         self, conversation_id: str, known: Known, messages: Sequence[Any], start: int
     ) -> int:
         unseen: list[Any] = []
+        position: dict[str, int] = {}  # each unseen message's place in `messages`
         seen_before = known.seen.get
         # A dict lookup and an identity (or string) comparison per message; nothing that
         # reads the store.
@@ -241,6 +242,7 @@ class LedgerfoldMiddleware(AgentMiddleware):
                         problem="empty",
                     )
                 unseen.append(message)
+                position.setdefault(message_id, index)
             elif same(seen, message):
                 known.objects[message_id] = message
             else:
@@ -254,7 +256,9 @@ class LedgerfoldMiddleware(AgentMiddleware):
         if old:
             self._learn_calls(conversation_id, known, old)
             self._check_known(conversation_id, known, old, answers)
-        appended = self._append(conversation_id, known, new, messages, answers) if new else 0
+        appended = (
+            self._append(conversation_id, known, new, messages, answers, position) if new else 0
+        )
         for message in unseen:
             known.seen[message.id] = signature(message)
             known.objects[message.id] = message
@@ -274,9 +278,12 @@ class LedgerfoldMiddleware(AgentMiddleware):
         new: list[Any],
         state: Sequence[Any],
         answers: dict[str, str],
+        position: dict[str, int],
     ) -> int:
         results = {at: answers[m.id] for at, m in enumerate(new) if m.id in answers}
-        specs = chat_turn_specs(chat_messages(new, results=results))
+        # Bad input (NaN in a call's arguments, …) is named by its place in the state.
+        places = [position[message.id] for message in new]
+        specs = chat_turn_specs(chat_messages(new, results=results, positions=places))
         ids = [spec.id if spec.id is not None else "t-" + uuid.uuid4().hex for spec in specs]
         groups = dict(known.group_of_call)
         turns = append_specs(specs, ids, groups, lambda call_id: group_in_state(state, call_id))

@@ -1,0 +1,131 @@
+"""NaN and ±Infinity in LangChain messages (SPEC §15.6, §15.8): not JSON, so the converters
+and the middleware refuse them with `InvalidInput` naming the field, and append nothing, as
+`LedgerfoldSession.add_items` refuses them in an item. Stored as they were, LangChain writes
+them as `NaN` into a call's `arguments` in every later request, which providers refuse."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+from pydantic import Field
+
+from ledgerfold import InvalidInput, SQLiteStore, to_chat_messages
+from ledgerfold.adapters import from_langchain_messages
+from ledgerfold.integrations.langchain import LedgerfoldMiddleware
+
+NAN, INF = float("nan"), float("inf")
+
+
+def _call(args: dict[str, Any], call_id: str = "c1") -> dict[str, Any]:
+    return {"name": "search", "args": args, "id": call_id}
+
+
+def _state(args: dict[str, Any]) -> list[BaseMessage]:
+    return [
+        HumanMessage("Find flights under the limit.", id="u1"),
+        HumanMessage("Any airline.", id="u2"),
+        AIMessage("", id="a1", tool_calls=[_call(args)]),
+        ToolMessage("no flights", tool_call_id="c1", id="t1"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        ({"limit": NAN}, "messages[2].tool_calls[0].args.limit"),
+        ({"range": [1.0, INF]}, "messages[2].tool_calls[0].args.range[1]"),
+        ({"filters": {"min": -INF}}, "messages[2].tool_calls[0].args.filters.min"),
+    ],
+)
+def test_from_langchain_messages_refuses_non_finite_arguments(
+    args: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        from_langchain_messages(_state(args))
+    assert caught.value.field == field
+    assert caught.value.problem == "not-allowed"
+
+
+def test_non_finite_content_is_refused() -> None:
+    # A JSON content block and an Anthropic tool_use block: both stored (as text, as a call).
+    blocks: list[Any] = [
+        [{"type": "json", "json": {"score": NAN}}],
+        [{"type": "tool_use", "id": "c9", "name": "search", "input": {"limit": INF}}],
+    ]
+    fields = ["messages[0].content[0].json.score", "messages[0].content[0].input.limit"]
+    for content, field in zip(blocks, fields, strict=True):
+        with pytest.raises(InvalidInput) as caught:
+            from_langchain_messages([AIMessage(content, id="a1")])
+        assert caught.value.field == field
+
+
+def test_append_new_refuses_and_appends_nothing_of_the_batch() -> None:
+    store = SQLiteStore()
+    middleware = LedgerfoldMiddleware(store, "c")
+    state = _state({"limit": NAN})
+    assert middleware.append_new(state[:1]) == 1
+    with pytest.raises(InvalidInput) as caught:
+        middleware.append_new(state)
+    # Named by its place in the state (not among the new messages), no text in the error.
+    assert caught.value.field == "messages[2].tool_calls[0].args.limit"
+    assert "Any airline" not in str(caught.value)
+    assert [turn.id for turn in store.load("c").turns] == ["u1"]  # not u2 either
+    # Nothing about the refused batch is remembered: fixed, it is appended whole.
+    fixed = [*state[:2], AIMessage("", id="a1", tool_calls=[_call({"limit": 500})]), state[3]]
+    assert middleware.append_new(fixed) == 3
+    messages = to_chat_messages(middleware.compactor.context("c"))
+    assert json.loads(messages[2]["tool_calls"][0]["function"]["arguments"]) == {"limit": 500}
+
+
+class NanCallingModel(BaseChatModel):
+    """Calls `search` with NaN in its arguments (as a model's JSON `NaN` parses), then
+    answers; records every input."""
+
+    inputs: list[list[BaseMessage]] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "nan-calling"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> NanCallingModel:  # type: ignore[override]
+        return self
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        self.inputs.append(list(messages))
+        if isinstance(messages[-1], ToolMessage):
+            reply = AIMessage("Done.")
+        else:
+            reply = AIMessage("", tool_calls=[_call(json.loads('{"limit": NaN}'))])
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+@tool
+def search(limit: float) -> str:
+    """Search flights."""
+    return "no flights" if math.isnan(limit) else "two flights"
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_an_agent_whose_model_calls_with_nan_gets_invalid_input(asynchronous: bool) -> None:
+    store = SQLiteStore()
+    model = NanCallingModel()
+    agent = create_agent(model, tools=[search], middleware=[LedgerfoldMiddleware(store, "c")])
+    state = {"messages": [{"role": "user", "content": "Find flights."}]}
+
+    def run() -> object:
+        return asyncio.run(agent.ainvoke(state)) if asynchronous else agent.invoke(state)
+
+    with pytest.raises(InvalidInput) as caught:
+        run()
+    assert caught.value.field == "messages[1].tool_calls[0].args.limit"
+    assert len(model.inputs) == 1  # the second model call never went out
+    assert [turn.role for turn in store.load("c").turns] == ["user"]
