@@ -19,7 +19,7 @@ from langchain_core.tools import tool
 from pydantic import Field
 
 from ledgerfold import InvalidInput, SQLiteStore, to_chat_messages
-from ledgerfold.adapters import from_langchain_messages
+from ledgerfold.adapters import from_langchain_messages, to_langchain_messages
 from ledgerfold.integrations.langchain import LedgerfoldMiddleware
 
 NAN, INF = float("nan"), float("inf")
@@ -129,3 +129,38 @@ def test_an_agent_whose_model_calls_with_nan_gets_invalid_input(asynchronous: bo
     assert caught.value.field == "messages[1].tool_calls[0].args.limit"
     assert len(model.inputs) == 1  # the second model call never went out
     assert [turn.role for turn in store.load("c").turns] == ["user"]
+
+
+def test_a_call_stored_with_nan_is_served_as_an_invalid_call() -> None:
+    """A call stored before NaN was refused (its arguments text holds `NaN`): LangChain would
+    parse it back to a float NaN and write `NaN` into the next request; it comes back as an
+    invalid tool call with its raw text, as a call LangChain cannot parse does. And a
+    middleware meeting that message in the state leaves it be (the ledger is the record)."""
+    store = SQLiteStore()
+    arguments = '{"limit": NaN}'
+    calls = [
+        {"id": "c1", "type": "function", "function": {"name": "search", "arguments": arguments}}
+    ]
+    store.append_chat_messages(
+        "c",
+        [
+            {"role": "user", "content": "Find flights.", "id": "u1"},
+            {"role": "assistant", "content": "", "tool_calls": calls, "id": "a1"},
+            {"role": "tool", "content": "no flights", "tool_call_id": "c1", "id": "t1"},
+        ],
+    )
+    middleware = LedgerfoldMiddleware(store, "c", recall=False)
+    state = [
+        HumanMessage("Find flights.", id="u1"),
+        AIMessage("", id="a1", tool_calls=[_call({"limit": NAN})]),
+        ToolMessage("no flights", tool_call_id="c1", id="t1"),
+        HumanMessage("And tomorrow?", id="u2"),
+    ]
+    assert middleware.append_new(state) == 1
+    for messages in (
+        to_langchain_messages(middleware.compactor.context("c")),
+        middleware.model_messages(),
+    ):
+        call = messages[1]
+        assert call.tool_calls == []
+        assert [(c["id"], c["args"]) for c in call.invalid_tool_calls] == [("c1", arguments)]

@@ -104,13 +104,20 @@ def langchain_context_messages(
 
 def _split_calls(lc: Any, calls: list[Any]) -> tuple[list[Any], list[Any]]:
     """The calls `convert_to_messages` takes (it decides; its rules are not copied), and the
-    others as LangChain `InvalidToolCall`s."""
+    others as LangChain `InvalidToolCall`s; so is a call whose arguments text holds NaN or
+    Infinity (stored before they were refused): parsed, a provider's client would write them
+    back as `NaN`, which is not JSON."""
     parsable: list[Any] = []
     invalid: list[Any] = []
     for call in calls:
         try:
-            lc.convert_to_messages([{"role": "assistant", "content": "", "tool_calls": [call]}])
+            (parsed,) = lc.convert_to_messages(
+                [{"role": "assistant", "content": "", "tool_calls": [call]}]
+            )
         except _CONVERSION_ERRORS:
+            invalid.append(_invalid_call(call))
+            continue
+        if any(non_finite_at(done.get("args")) is not None for done in parsed.tool_calls):
             invalid.append(_invalid_call(call))
         else:
             parsable.append(call)

@@ -339,7 +339,12 @@ class LedgerfoldMiddleware(AgentMiddleware):
                 continue
             # One by one: the state may hold call IDs used twice, which a batch refuses.
             results = {0: answers[message.id]} if message.id in answers else {}
-            spec = chat_turn_specs(chat_messages([message], results=results))[0]
+            try:
+                spec = chat_turn_specs(chat_messages([message], results=results))[0]
+            except InvalidInput:
+                # Not one a write takes now (NaN in its arguments, stored before they were
+                # refused): nothing to compare, and the ledger is the record.
+                continue
             if not spec_matches(spec, turn):
                 self._log_changed(conversation_id, known, turn.id)
 
