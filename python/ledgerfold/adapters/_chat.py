@@ -169,7 +169,9 @@ def to_chat_messages(
     and with no summary no message at all: several providers refuse an empty one),
     and no other message carries the summary: a provider that takes one system message
     gets one. The summary then reads before the raw turns below its slot (a pending
-    confirmation, a protected turn), which stay in sequence order after it.
+    confirmation, a protected turn), which stay in sequence order after it. A system turn
+    of the ledger is always its own message (SPEC §8): a ledger holding its prompt sends
+    two system messages, with or without `system_prompt` (docs/integrations.md: one).
     With `recall=True` (the agent is offered the `recall_history` tool, SPEC §16.2) the
     framing also says that `recall_history` returns the original messages (after a purge,
     only those not deleted).
