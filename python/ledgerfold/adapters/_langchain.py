@@ -22,15 +22,19 @@ joins text parts without LangChain's newlines). Kept by hand, as they lose it:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ledgerfold._context import AssembledContext
-from ledgerfold._errors import InvalidInput
+from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._model import Turn
 from ledgerfold._validate import non_finite_at
 from ledgerfold.adapters._chat import (
+    ChatTurnSpec,
     SummaryContent,
+    chat_turn_specs,
     context_messages,
     from_chat_messages,
     summary_content,
@@ -44,6 +48,7 @@ __all__ = [
     "chat_messages",
     "from_langchain_messages",
     "langchain_context_messages",
+    "langchain_turn_specs",
     "ledger_call_ids",
     "to_langchain_messages",
     "unnamed_call_id",
@@ -139,8 +144,53 @@ def _invalid_call(call: Mapping[str, Any]) -> dict[str, Any]:
 
 def from_langchain_messages(messages: Iterable[BaseMessage], *, id_prefix: str = "m") -> list[Turn]:
     """Ledger turns from LangChain messages (see `chat_messages` and `from_chat_messages`);
-    a message's `id` becomes the turn ID when set."""
-    return from_chat_messages(chat_messages(messages), id_prefix=id_prefix)
+    a message's `id` becomes the turn ID when set. Bad input is named by the message's place
+    in `messages`."""
+    origins: list[int] = []
+    chat = chat_messages(messages, origins=origins)
+    with _named_by(origins):
+        return from_chat_messages(chat, id_prefix=id_prefix)
+
+
+def langchain_turn_specs(
+    messages: Sequence[Any],
+    *,
+    results: Mapping[int, str] | None = None,
+    positions: Sequence[int] | None = None,
+) -> list[ChatTurnSpec]:
+    """`chat_turn_specs` of `chat_messages(messages, ...)`, bad input named by the message's
+    place in `messages` (or `positions`), not in the OpenAI-style list, which has more
+    entries when LangChain splits a message (`tool_result` blocks)."""
+    origins: list[int] = []
+    chat = chat_messages(messages, results=results, positions=positions, origins=origins)
+    with _named_by(origins):
+        return chat_turn_specs(chat)
+
+
+_NAMED = re.compile(r"^messages\[(\d+)\]|(?<= of )messages\[(\d+)\]$")
+
+
+@contextmanager
+def _named_by(origins: Sequence[int]) -> Iterator[None]:
+    """Re-raise `InvalidInput` about `messages[<i>]` of a converted list as about
+    `messages[<origins[i]>]`: the LangChain message it came from."""
+    try:
+        yield
+    except InvalidInput as error:
+
+        def renamed(text: str) -> str:
+            def place(found: re.Match[str]) -> str:
+                at = int(found.group(1) or found.group(2))
+                return f"messages[{origins[at]}]" if at < len(origins) else found.group(0)
+
+            return _NAMED.sub(place, text)
+
+        field = None if error.field is None else renamed(error.field)
+        if isinstance(error, DuplicateId):
+            raise DuplicateId(
+                renamed(str(error)), id=error.id, field=field or "id", problem=error.problem or ""
+            ) from None
+        raise InvalidInput(renamed(str(error)), field=field, problem=error.problem) from None
 
 
 def unnamed_call_id(message_id: str, index: int) -> str:
@@ -206,6 +256,7 @@ def chat_messages(
     *,
     results: Mapping[int, str] | None = None,
     positions: Sequence[int] | None = None,
+    origins: list[int] | None = None,
 ) -> list[dict[str, Any]]:
     """OpenAI-style messages for LangChain messages, by `convert_to_openai_messages`, with
     their `id`s and `invalid_tool_calls`; a call without ID gets `unnamed_call_id`, and the
@@ -215,7 +266,8 @@ def chat_messages(
     as `NaN`, which providers refuse, into every later request) raises `InvalidInput` naming
     `messages[<index>]` (and the field: `messages[1].tool_calls[0].args.x`), where the index
     is the message's place in `messages`, or `positions[<place>]` (its place in the caller's
-    list, e.g. a graph state)."""
+    list, e.g. a graph state). `origins`, when given, receives that index for each
+    OpenAI-style message returned."""
     lc = _messages_module()
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
         raise InvalidInput(
@@ -264,6 +316,8 @@ def chat_messages(
             if not _named(call):
                 call["id"] = unnamed_call_id(_message_key(message, index), at)
         chat.extend(converted)
+        if origins is not None:
+            origins += [named] * len(converted)
     return chat
 
 

@@ -70,6 +70,7 @@ from ledgerfold.adapters._chat import chat_turn_specs, tool_group
 from ledgerfold.adapters._langchain import (
     chat_messages,
     langchain_context_messages,
+    langchain_turn_specs,
     ledger_call_ids,
 )
 from ledgerfold.adapters._summary_contents import SummaryContents
@@ -283,7 +284,7 @@ class LedgerfoldMiddleware(AgentMiddleware):
         results = {at: answers[m.id] for at, m in enumerate(new) if m.id in answers}
         # Bad input (NaN in a call's arguments, …) is named by its place in the state.
         places = [position[message.id] for message in new]
-        specs = chat_turn_specs(chat_messages(new, results=results, positions=places))
+        specs = langchain_turn_specs(new, results=results, positions=places)
         ids = [spec.id if spec.id is not None else "t-" + uuid.uuid4().hex for spec in specs]
         groups = dict(known.group_of_call)
         turns = append_specs(specs, ids, groups, lambda call_id: group_in_state(state, call_id))
