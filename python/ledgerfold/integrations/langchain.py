@@ -398,7 +398,9 @@ class LedgerfoldMiddleware(AgentMiddleware):
         # message with the prompt, the summary (in place without one), the sendable turns
         # in the order they are sent (a tool result with its call).
         order = _native.chat_order(context.items)
-        turn_ids: list[str | None] = [None] if system_prompt is not None else []
+        # (An empty prompt with no summary leads no message.)
+        led = bool(system_prompt) or (system_prompt is not None and context.summary is not None)
+        turn_ids: list[str | None] = [None] if led else []
         for at in range(len(context.items)) if order is None else order:
             item = context.items[at]
             if isinstance(item, SummaryItem):
@@ -415,27 +417,25 @@ class LedgerfoldMiddleware(AgentMiddleware):
 
     def _model_request(self, request: Any, conversation_id: str) -> Any:
         """The request with the ledgerfold context as its messages; the agent's system
-        message, when it has one, carries the summary (one leading system message)."""
+        message, when it has one, carries the summary (one leading system message). A
+        prompt that adds no text (content blocks, `""`) before the first summary leads no
+        message: the agent's system message is then left as it is."""
         system = request.system_message
+        if system is None and self.system_prompt is None:
+            return request.override(messages=self.model_messages(None, conversation_id))
+        content: Any = None if system is None else system.content
+        prompt = self.system_prompt if system is None else content
+        messages = self.model_messages(prompt if isinstance(prompt, str) else "", conversation_id)
+        if not messages or messages[0].type != "system":  # no prompt text, no summary
+            return request.override(messages=messages)
+        first, *rest = messages
         if system is None:
-            if self.system_prompt is None:
-                return request.override(messages=self.model_messages(None, conversation_id))
-            first, *rest = self.model_messages(self.system_prompt, conversation_id)
             return request.override(messages=rest, system_message=first)
-        content = system.content
         if isinstance(content, str):
-            first, *rest = self.model_messages(content, conversation_id)
-            return request.override(
-                messages=rest, system_message=system.model_copy(update={"content": first.content})
-            )
-        # Content blocks (e.g. with cache control) stay as they are; the summary follows.
-        first, *rest = self.model_messages("", conversation_id)
-        blocks = list(content)
-        if first.content:
-            blocks.append({"type": "text", "text": first.content})
-        return request.override(
-            messages=rest, system_message=system.model_copy(update={"content": blocks})
-        )
+            update = {"content": first.content}
+        else:  # content blocks (e.g. with cache control) stay as they are; the summary follows
+            update = {"content": [*content, {"type": "text", "text": first.content}]}
+        return request.override(messages=rest, system_message=system.model_copy(update=update))
 
     def _prepare(self, request: Any) -> Any:
         conversation_id = self.current()
