@@ -298,6 +298,13 @@ ROWS: tuple[BadInput, ...] = (
         "messages[1].tool_calls[0].args.x",
     ),
     row(
+        "from_chat_messages: an assistant's refusal not a str",
+        "from_chat_messages([{'role': 'assistant', 'content': None, 'refusal': 5}])",
+        lambda: lf.from_chat_messages([{"role": "assistant", "content": None, "refusal": 5}]),
+        INVALID,
+        "messages[0].refusal",
+    ),
+    row(
         "from_langchain_messages: Infinity in a tool call's args (not JSON)",
         "from_langchain_messages([HumanMessage(body, id='u'), AIMessage('', id='a',"
         " tool_calls=[{'name': 'f', 'args': {'x': float('inf')}, 'id': 'c'}])])",

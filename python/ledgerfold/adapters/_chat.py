@@ -275,7 +275,20 @@ def _require_utf8(value: str, index: int, field: str) -> None:
 
 
 def _content_text(message: Mapping[str, Any], index: int) -> tuple[str, list[str]]:
-    """The message text and the types of any non-text content parts left out of it."""
+    """The message text and the types of any non-text content parts left out of it. An
+    assistant's refusal (Chat Completions' `refusal`, or `refusal` parts) is what it said:
+    part of its text, after any other text."""
+    text, omitted = _parts_text(message, index)
+    refusal = message.get("refusal") if message.get("role") == "assistant" else None
+    if refusal is not None:
+        if not isinstance(refusal, str):
+            raise _bad(index, "refusal", "wrong-type", "must be str")
+        _require_utf8(refusal, index, "refusal")
+        text = f"{text}\n{refusal}" if text and refusal else text or refusal
+    return text, omitted
+
+
+def _parts_text(message: Mapping[str, Any], index: int) -> tuple[str, list[str]]:
     content = message.get("content")
     if content is None:
         return "", []
@@ -298,13 +311,14 @@ def _content_text(message: Mapping[str, Any], index: int) -> tuple[str, list[str
         part_type = part.get("type")
         if not isinstance(part_type, str) or not part_type:
             raise _bad(index, f"{field}.type", "wrong-type", "must be a non-empty str")
-        if part_type != "text":
+        key = part_type if part_type in ("text", "refusal") else None
+        if key is None:
             omitted.append(part_type)
             continue
-        text = part.get("text")
+        text = part.get(key)
         if not isinstance(text, str):
-            raise _bad(index, f"{field}.text", "wrong-type", "must be str")
-        _require_utf8(text, index, f"{field}.text")
+            raise _bad(index, f"{field}.{key}", "wrong-type", "must be str")
+        _require_utf8(text, index, f"{field}.{key}")
         texts.append(text)
     # Text parts are one message: joined as the model reads them, without separators.
     return "".join(texts), omitted
@@ -484,8 +498,9 @@ def from_chat_messages(
 
     IDs come from a message's `id`, else `<id_prefix><sequence>` (made unique against the
     explicit IDs). `content` may be str, None (→ "") or a list of content parts: the text
-    parts are joined; the types of other parts are recorded in
-    `meta["omitted_content_parts"]`. `tool_calls` (compact JSON text), `tool_call_id` and
+    (and `refusal`) parts are joined; the types of other parts are recorded in
+    `meta["omitted_content_parts"]`. An assistant's `refusal` follows its text (on a line of
+    its own). `tool_calls` (compact JSON text), `tool_call_id` and
     `name` go to meta; a `developer` message becomes a `system` turn with
     `meta["chat_role"]`. An assistant message with tool calls and the tool messages answering
     them share the group `"tools:" + <first call id>` (with `"@" + <turn id>` added when that
