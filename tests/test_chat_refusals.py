@@ -78,3 +78,22 @@ def test_a_refusal_that_is_not_text_is_bad_input(reply: dict[str, Any], field: s
     with pytest.raises(InvalidInput) as caught:
         from_chat_messages([reply])
     assert (caught.value.field, caught.value.problem) == (field, "wrong-type")
+
+
+def test_an_agents_sdk_refusal_item_is_the_turns_text() -> None:
+    import asyncio
+
+    from ledgerfold.integrations.openai_agents import LedgerfoldSession
+
+    item = {
+        "type": "message",
+        "role": "assistant",
+        "id": "msg_1",
+        "status": "completed",
+        "content": [{"type": "refusal", "refusal": REFUSAL}],
+    }
+    with SQLiteStore() as store:
+        session = LedgerfoldSession("c", store=store)
+        asyncio.run(session.add_items([{"role": "user", "content": "Write the exploit."}, item]))
+        assert store.load("c").turns[1].body == REFUSAL
+        assert asyncio.run(session.get_items())[1] == item  # served as it came

@@ -112,11 +112,16 @@ def _is_input(item: Mapping[str, Any]) -> bool:
 
 
 def _text_of(content: Any) -> str:
-    """Text of a message's content: a str, or the text of its parts (input/output text)."""
+    """Text of a message's content: a str, or the text of its parts (input/output text, and
+    a refusal's: what the assistant said)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+        return "".join(
+            str(part.get("refusal" if part.get("type") == "refusal" else "text", ""))
+            for part in content
+            if isinstance(part, Mapping)
+        )
     return ""
 
 
