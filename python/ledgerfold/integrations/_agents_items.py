@@ -4,7 +4,8 @@ Every item becomes one turn holding the item verbatim in `meta["agents_item"]`. 
 turn itself says is what the ledger needs to keep a call with its result and a reasoning
 item with what it led to:
 
-- a `message` is a turn of its role, its text the body;
+- a `message` is a turn of its role, its text the body (a function result's too: its
+  image and file parts are recorded by type, as the chat adapter records them);
 - an item that makes a call (the SDK's call types, `CALL_OUTPUTS`, and any other `*_call`
   item with a `call_id`) is an assistant turn whose `tool_calls` names that call, and its
   result (`*_call_output`, `program_output`, `tool_search_output`) a tool turn answering it,
@@ -125,6 +126,26 @@ def _text_of(content: Any) -> str:
     return ""
 
 
+def _parts(output: list[Any]) -> list[dict[str, Any]]:
+    """A result's content parts as chat content parts: its text (and refusal) parts as text,
+    the others by type only (an image, a file: their data is not text; the chat adapter
+    records the types in `meta["omitted_content_parts"]`)."""
+    parts: list[dict[str, Any]] = []
+    for part in output:
+        if isinstance(part, str):
+            parts.append({"type": "text", "text": part})
+        elif isinstance(part, Mapping) and part.get("type") not in _TEXT_PARTS:
+            kind_of = part.get("type")
+            parts.append({"type": kind_of if isinstance(kind_of, str) and kind_of else "part"})
+        elif isinstance(part, Mapping):
+            parts.append({"type": "text", "text": _text_of([part])})
+    return parts
+
+
+#: The content parts whose text is the part's text (`_text_of`).
+_TEXT_PARTS = frozenset({None, "text", "input_text", "output_text", "refusal"})
+
+
 def item_message(item: Mapping[str, Any]) -> dict[str, Any]:
     """The chat message an item is stored as (before its verbatim copy is added)."""
     name = kind(item)
@@ -140,8 +161,10 @@ def item_message(item: Mapping[str, Any]) -> dict[str, Any]:
         return {"role": "assistant", "content": "", "tool_calls": [call]}
     if name == "function_call_output":
         output = item.get("output")
-        text = output if isinstance(output, str) else _text_of(output) or json.dumps(output)
-        return {"role": "tool", "tool_call_id": item.get("call_id"), "content": text}
+        content = _parts(output) if isinstance(output, list) else output
+        if not isinstance(content, (str, list)):
+            content = json.dumps(content)
+        return {"role": "tool", "tool_call_id": item.get("call_id"), "content": content}
     if is_call(item):  # the link only: the item itself stays in its verbatim copy
         call = {
             "id": link_id(item),
