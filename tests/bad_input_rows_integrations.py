@@ -213,7 +213,44 @@ ROWS: tuple[BadInput, ...] = (
             )
         ),
         INVALID,
-        "items[0]",
+        "items[0].id",
+    ),
+    row(
+        "LedgerfoldSession.add_items: lone surrogate in a tool output",
+        "await session.add_items([{'type': 'function_call_output', 'call_id': 'c',"
+        " 'output': body + '\\ud800'}])",
+        on_store(
+            lambda store: _add_items(
+                store,
+                [
+                    {
+                        "type": "function_call_output",
+                        "call_id": "c",
+                        "output": SECRET_BODY + "\ud800",
+                    }
+                ],
+            )
+        ),
+        INVALID,
+        "items[0].output",
+    ),
+    row(
+        "LedgerfoldSession.add_items: lone surrogate in a message's text part",
+        "await session.add_items([{'role': 'user', 'content':"
+        " [{'type': 'input_text', 'text': body + '\\ud800'}]}])",
+        on_store(
+            lambda store: _add_items(
+                store,
+                [
+                    {
+                        "role": "user",
+                        "content": [{"type": "input_text", "text": SECRET_BODY + "\ud800"}],
+                    }
+                ],
+            )
+        ),
+        INVALID,
+        "items[0].content[0].text",
     ),
     row(
         "LedgerfoldSession.add_items: NaN in an item (not JSON)",

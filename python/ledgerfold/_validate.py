@@ -9,7 +9,7 @@ import functools
 import inspect
 import math
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from contextlib import suppress
 from typing import Any
 
@@ -166,11 +166,33 @@ def non_finite_at(value: Any) -> str | None:
     and lists walked, depth first), `""` for `value` itself, or None when there is none. A
     key that does not read as a field name ends the path at its mapping: no item text in it.
     """
+    return _first_at(value, lambda v: isinstance(v, float) and not math.isfinite(v))
+
+
+def unencodable_at(value: Any) -> str | None:
+    """The path, as `non_finite_at` gives it, of the first str in `value` that UTF-8 cannot
+    encode (a lone surrogate), or None. For naming a field once such a value was refused:
+    it encodes every str it walks."""
+    return _first_at(value, _unencodable)
+
+
+def _unencodable(value: object) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _first_at(value: Any, hit: Callable[[object], bool]) -> str | None:
+    """The path of the first value `hit` holds for (see `non_finite_at`)."""
     stack: list[tuple[Any, str, bool]] = [(value, "", True)]
     seen: set[int] = set()  # containers walked (a cycle, or one shared, is walked once)
     while stack:
         current, path, named = stack.pop()
-        if isinstance(current, float) and not math.isfinite(current):
+        if hit(current):
             return path
         if isinstance(current, (Mapping, list, tuple)):
             if id(current) in seen:

@@ -49,6 +49,7 @@ from ledgerfold._policy import CompactionPolicy
 from ledgerfold._worker import pause, worker_for
 from ledgerfold.adapters._chat import chat_turn_specs, context_messages, tool_group
 from ledgerfold.adapters._summary_contents import SummaryContents
+from ledgerfold.integrations._agents_input import named_for_items, plain_item, stored_item
 from ledgerfold.integrations._agents_items import (
     ITEM_KEY,
     Linked,
@@ -56,10 +57,8 @@ from ledgerfold.integrations._agents_items import (
     RestoredTurns,
     item_groups,
     item_message,
-    non_finite_at,
     restored,
     sendable,
-    stored,
 )
 from ledgerfold.integrations._turns import append_specs
 from ledgerfold.store._protocol import Store
@@ -71,18 +70,6 @@ __all__ = ["ITEM_KEY", "LedgerfoldSession", "item_message"]
 
 #: The default policy: compact once the context passes 8000 (approximate) tokens.
 DEFAULT_POLICY = CompactionPolicy("ledgerfold-agents-1", keep_tail=8, trigger_tokens=8000)
-
-
-def _plain(item: Any, index: int) -> dict[str, Any]:
-    if hasattr(item, "model_dump"):  # an SDK/pydantic item rather than a dict
-        item = item.model_dump(exclude_unset=True, mode="json")
-    if not isinstance(item, Mapping):
-        raise InvalidInput(
-            f"items[{index}]: must be a mapping, got {type(item).__name__}",
-            field=f"items[{index}]",
-            problem="wrong-type",
-        )
-    return dict(item)
 
 
 class LedgerfoldSession:
@@ -362,20 +349,20 @@ class LedgerfoldSession:
             self._served.popitem(last=False)
 
     def _append(self, items: list[Any]) -> int:
-        plain = [_plain(item, index) for index, item in enumerate(items)]
+        plain = [plain_item(item, index) for index, item in enumerate(items)]
         if not plain:
             return 0
         try:
             specs = chat_turn_specs(item_message(item) for item in plain)
         except InvalidInput as error:
-            raise _named_for_items(error) from None
+            raise named_for_items(error, plain) from None
         ids = ["t-" + uuid.uuid4().hex for _ in specs]
         turns = append_specs(
             specs,
             ids,
             {},
             lambda call_id: tool_group((call_id,)),
-            [{ITEM_KEY: _stored(item, index)} for index, item in enumerate(plain)],
+            [{ITEM_KEY: stored_item(item, index)} for index, item in enumerate(plain)],
         )
         for turn, group in zip(turns, item_groups(plain), strict=True):
             if group is not None:
@@ -412,30 +399,6 @@ class LedgerfoldSession:
 _SERVED_KEPT = 4
 
 
-def _stored(item: Mapping[str, Any], index: int) -> str:
-    """The item's verbatim JSON (`stored`); an item JSON cannot keep is bad input, and so is
-    NaN or ±Infinity anywhere in it (Python writes them, but they are not JSON: the item
-    would come back in every request, which providers refuse)."""
-    field = f"items[{index}]"
-    try:
-        text = stored(item)
-    except (TypeError, ValueError):  # not JSON: an object, a key that is not a str
-        found = non_finite_at(item)
-        if found is not None:
-            named = field + found
-            raise InvalidInput(
-                f"{named}: must not be NaN or Infinity (not JSON)",
-                field=named,
-                problem="not-allowed",
-            ) from None
-        raise InvalidInput(
-            f"{field}: must be JSON (str keys; str, number, bool, null, list and dict values)",
-            field=field,
-            problem="wrong-type",
-        ) from None
-    return _validate.text(field, text, blank_ok=True)  # no lone surrogate in any field
-
-
 def _opened(db_path: str | os.PathLike[str], on_event: EventHook | None) -> SQLiteStore:
     """The session's own store at `db_path`, reporting to `on_event` (bad input named as the
     session's argument)."""
@@ -449,25 +412,6 @@ def _opened(db_path: str | os.PathLike[str], on_event: EventHook | None) -> SQLi
 
 
 #: What a message field made from an item is called in the item (`item_message`).
-_ITEM_FIELDS = ((".tool_calls[0].id", ".call_id"), (".tool_call_id", ".call_id"))
-
-
-def _named_for_items(error: InvalidInput) -> InvalidInput:
-    """`error` of the chat messages made from the items (`messages[i]...`, one message an
-    item) naming the item's field instead (`items[i]...`)."""
-    field = error.field
-    if field is None or not field.startswith("messages["):
-        return error
-    named = "items" + field[len("messages") :]
-    for made, own in _ITEM_FIELDS:
-        if named.endswith(made):
-            named = named[: -len(made)] + own
-            break
-    message = str(error)
-    message = named + message[len(field) :] if message.startswith(field) else message
-    return InvalidInput(message, field=named, problem=error.problem)
-
-
 def _settings(session_settings: Any) -> Any:
     """`session_settings` as the SDK's sessions keep it: the SDK's `SessionSettings`, from a
     mapping too (`Runner.run` reads `session.session_settings.limit` and `.resolve`)."""

@@ -1,0 +1,90 @@
+"""The Agents SDK items `LedgerfoldSession.add_items` takes, checked: each a mapping, kept
+as JSON (no NaN or ±Infinity, no lone surrogate), and errors of the chat messages made from
+them named by the item's own field (`items[i]...`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ledgerfold import _validate
+from ledgerfold._errors import InvalidInput
+from ledgerfold.integrations._agents_items import non_finite_at, stored
+
+__all__ = ["named_for_items", "plain_item", "stored_item"]
+
+
+def plain_item(item: Any, index: int) -> dict[str, Any]:
+    """The item as a dict (an SDK model dumped as JSON); `InvalidInput` naming `items[i]`
+    when it is no mapping."""
+    if hasattr(item, "model_dump"):  # an SDK/pydantic item rather than a dict
+        item = item.model_dump(exclude_unset=True, mode="json")
+    if not isinstance(item, Mapping):
+        raise InvalidInput(
+            f"items[{index}]: must be a mapping, got {type(item).__name__}",
+            field=f"items[{index}]",
+            problem="wrong-type",
+        )
+    return dict(item)
+
+
+def stored_item(item: Mapping[str, Any], index: int) -> str:
+    """The item's verbatim JSON (`stored`); an item JSON cannot keep is bad input, and so is
+    NaN or ±Infinity anywhere in it (Python writes them, but they are not JSON: the item
+    would come back in every request, which providers refuse)."""
+    field = f"items[{index}]"
+    try:
+        text = stored(item)
+    except (TypeError, ValueError):  # not JSON: an object, a key that is not a str
+        found = non_finite_at(item)
+        if found is not None:
+            named = field + found
+            raise InvalidInput(
+                f"{named}: must not be NaN or Infinity (not JSON)",
+                field=named,
+                problem="not-allowed",
+            ) from None
+        raise InvalidInput(
+            f"{field}: must be JSON (str keys; str, number, bool, null, list and dict values)",
+            field=field,
+            problem="wrong-type",
+        ) from None
+    try:
+        return _validate.text(field, text, blank_ok=True)  # no lone surrogate in any field
+    except InvalidInput:
+        named = field + (_validate.unencodable_at(item) or "")  # where it sits
+        raise InvalidInput(
+            f"{named}: must encode as UTF-8 (lone surrogates are invalid)",
+            field=named,
+            problem="not-utf8",
+        ) from None
+
+
+_ITEM_FIELDS = ((".tool_calls[0].id", ".call_id"), (".tool_call_id", ".call_id"))
+
+
+def named_for_items(error: InvalidInput, items: list[dict[str, Any]]) -> InvalidInput:
+    """`error` of the chat messages made from the items (`messages[i]...`, one message an
+    item) naming the item's field instead (`items[i]...`); a lone surrogate is named where
+    it sits in the item (an output's or a summary's text is a message's content)."""
+    field = error.field
+    if field is None or not field.startswith("messages["):
+        return error
+    if error.problem == "not-utf8":
+        for index, item in enumerate(items):
+            found = _validate.unencodable_at(item)
+            if found is not None:
+                named = f"items[{index}]{found}"
+                return InvalidInput(
+                    f"{named}: must encode as UTF-8 (lone surrogates are invalid)",
+                    field=named,
+                    problem="not-utf8",
+                )
+    named = "items" + field[len("messages") :]
+    for made, own in _ITEM_FIELDS:
+        if named.endswith(made):
+            named = named[: -len(made)] + own
+            break
+    message = str(error)
+    message = named + message[len(field) :] if message.startswith(field) else message
+    return InvalidInput(message, field=named, problem=error.problem)
