@@ -208,6 +208,7 @@ class LedgerfoldSession:
         `add_items`) sees its summary; `wait_compaction()` waits for it and gives its
         outcome. A summarizer of your own (a model) is awaited here, its store work on the
         worker."""
+        self._compaction = None  # this call's, once its append has run (none: no items)
         if not isinstance(items, (list, tuple)):
             raise InvalidInput(
                 f"items: must be a list of items, got {type(items).__name__}",
@@ -216,7 +217,6 @@ class LedgerfoldSession:
             )
         if not items:
             return
-        self._compaction = None  # this call's, once its append has run
         outcome, _ = await self.compactor._acompact(
             self.session_id, False, lambda: self._append(items), defer=True
         )
