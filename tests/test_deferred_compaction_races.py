@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
+import threading
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ledgerfold import CompactionPolicy, InvalidInput
+from ledgerfold import CompactionPolicy, InvalidInput, SQLiteStore, StoreError
+from ledgerfold._worker import worker_for
 from ledgerfold.integrations.openai_agents import LedgerfoldSession
+from ledgerfold.store._database import Database
 
 #: Due at once: every add_items of two or more new turns compacts.
 EVERY_CALL = CompactionPolicy("v1", keep_tail=2, trigger_tokens=None, min_new_turns=2)
@@ -44,3 +49,81 @@ def test_wait_compaction_after_an_add_items_adding_nothing_is_none(
         session.close()
     assert first is not None and first.accepted
     assert latest is None
+
+
+def test_a_batch_whose_commit_fails_runs_no_compaction_of_its_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The append and the plan were rolled back with the batch, and add_items raised: the
+    # compaction the plan deferred must not run over turns that were never written (it
+    # summarised them and reported a `compaction.stale` event for a call that wrote nothing).
+    real = Database._control
+    armed = threading.Event()
+
+    def control(self: Database, conn: sqlite3.Connection, statement: Any) -> None:
+        if statement == "COMMIT" and armed.is_set():
+            armed.clear()
+            raise sqlite3.OperationalError("disk I/O error")
+        real(self, conn, statement)
+
+    monkeypatch.setattr(Database, "_control", control)
+    seen: list[str] = []
+    store = SQLiteStore(tmp_path / "f.db")
+    session = LedgerfoldSession(
+        "s",
+        store=store,
+        policy=EVERY_CALL,
+        on_event=lambda event: seen.append(f"{event.name} {event.reason}"),
+    )
+
+    async def scenario() -> Any:
+        armed.set()
+        with pytest.raises(StoreError, match="disk I/O error"):
+            await session.add_items(_exchange(0) + _exchange(1))
+        await session.get_items()  # queued behind whatever the failed call left queued
+        failed = [name for name in seen if name.startswith("compaction.")]
+        await session.add_items(_exchange(2) + _exchange(3))
+        return failed, await session.wait_compaction()
+
+    try:
+        failed, outcome = asyncio.run(scenario())
+        stats = store.stats("s")
+    finally:
+        store.close()
+    assert failed == []
+    assert outcome is not None and outcome.accepted
+    assert [name for name in seen if name.startswith("compaction.")] == ["compaction.accepted None"]
+    assert stats.summaries == {
+        "current": 1,
+        "superseded": 0,
+        "stale": 0,
+        "failed": 0,
+        "rejected": 0,
+    }
+
+
+class _Holder:
+    """An object a worker can belong to (kept alive by the test)."""
+
+
+def test_a_job_that_raises_after_submitting_after_its_batch_cancels_that_job() -> None:
+    holder = _Holder()
+    worker = worker_for(holder)
+    ran: list[str] = []
+
+    def submits_then(fails: bool) -> Future[None]:
+        later = worker.submit_after_batch(ran.append, "failed" if fails else "landed")
+        if fails:
+            raise RuntimeError("after submitting")
+        return later
+
+    try:
+        failing = worker.submit(submits_then, True)
+        landing = worker.submit(submits_then, False)
+        with pytest.raises(RuntimeError):
+            failing.result(60)
+        landing.result(60).result(60)
+        worker.submit(int, "0").result(60)  # after every job submitted above
+    finally:
+        worker.close()
+    assert ran == ["landed"]

@@ -98,9 +98,11 @@ class StoreWorker:
 
     __slots__ = (
         "__weakref__",
+        "_after",
         "_batch",
         "_draining",
         "_executor",
+        "_job",
         "_jobs",
         "_lock",
         "_yielded",
@@ -114,6 +116,10 @@ class StoreWorker:
         self._jobs: deque[_Job] = deque()
         self._draining = False
         self._batch = batch
+        # The jobs the batch running now submitted with `submit_after_batch`: the index in
+        # the batch of the job that did, and the future (on the worker thread only).
+        self._after: list[tuple[int, Future[Any]]] = []
+        self._job = 0  # the index in its batch of the job running now
 
     def submit(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         """Queue `function(*args, **kwargs)` behind every job submitted before, in the
@@ -127,8 +133,11 @@ class StoreWorker:
     ) -> Future[T]:
         """`submit`, the job starting a batch of its own: submitted from a job, it runs once
         the batch running now has ended and answered its callers (still before every job
-        submitted after it)."""
+        submitted after it). It never runs if the job that submitted it does not land: the
+        job raises, or its batch's commit fails (it would act on writes that were undone)."""
         future: Future[T] = _BatchStart()
+        if getattr(_thread_state, "worker", None) is self:
+            self._after.append((self._job, future))
         self._queue(future, None, function, args, kwargs)
         return future
 
@@ -198,6 +207,7 @@ class StoreWorker:
 
     def _run_batch(self) -> None:
         done: list[tuple[_Job, bool, Any]] = []
+        self._after.clear()
         hook = self._batch() if self._batch is not None else None
         if hook is None:
             self._run_jobs(done)
@@ -220,6 +230,7 @@ class StoreWorker:
                     elif held is not None:
                         held.clear()
                     done[:covered] = [(job, False, exc) for job, _, _ in done[:covered]]
+                    self._cancel_after(range(covered))
         loops: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
         for (future, waiter, _), ok, value in done:
             if ok:
@@ -250,12 +261,20 @@ class StoreWorker:
                 self._pause()
             if not job[0].set_running_or_notify_cancel():
                 continue  # cancelled before it started: never runs
+            self._job = len(done)
             try:
                 done.append((job, True, job[2]()))
             except BaseException as exc:  # the caller gets it, as from an executor
                 done.append((job, False, exc))
+                self._cancel_after((self._job,))  # its writes were rolled back
             if split is not None and split.jobs is None and end is not None and end.early:
                 split.jobs, split.events = len(done), 0 if held is None else len(held)
+
+    def _cancel_after(self, jobs: range | tuple[int, ...]) -> None:
+        """Cancel the jobs that these jobs of the batch submitted after it (not started)."""
+        for job, future in self._after:
+            if job in jobs:
+                future.cancel()
 
     def _pause(self) -> None:
         """Yield the GIL if `YIELD_EVERY_S` has passed since the worker last did."""
