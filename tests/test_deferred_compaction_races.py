@@ -127,3 +127,48 @@ def test_a_job_that_raises_after_submitting_after_its_batch_cancels_that_job() -
     finally:
         worker.close()
     assert ran == ["landed"]
+
+
+@pytest.mark.parametrize("sessions", ["one session", "two sessions of one ID"])
+def test_add_items_batched_on_one_conversation_compact_in_turn(
+    tmp_path: Path, sessions: str
+) -> None:
+    # Both calls are queued together (the worker held by a gate): the second's plan used
+    # to supersede the first's, still queued, which ended stale with a failed record and
+    # a rejected summary. Each compaction now lands, in call order.
+    seen: list[str] = []
+    store = SQLiteStore(tmp_path / "o.db")
+    first, second = (
+        LedgerfoldSession(
+            "s", store=store, policy=EVERY_CALL, on_event=lambda e: seen.append(e.name)
+        )
+        for _ in range(2)
+    )
+    if sessions == "one session":
+        second = first
+    gate = threading.Event()
+
+    async def scenario() -> list[Any]:
+        await first.add_items(_exchange(0) + _exchange(1))
+        await first.wait_compaction()
+        worker_for(store).submit(gate.wait, 60)
+        calls = [
+            asyncio.ensure_future(first.add_items(_exchange(2) + _exchange(3))),
+            asyncio.ensure_future(second.add_items(_exchange(4) + _exchange(5))),
+        ]
+        await asyncio.sleep(0)  # both queued behind the gate: one batch
+        gate.set()
+        await asyncio.gather(*calls)
+        return [await first.wait_compaction(), await second.wait_compaction()]
+
+    try:
+        outcomes = asyncio.run(scenario())
+        stats = store.stats("s")
+        summary = store.current_summary("s")
+    finally:
+        gate.set()
+        store.close()
+    assert [outcome.status for outcome in outcomes] == ["accepted", "accepted"]
+    assert seen == ["compaction.accepted"] * 3
+    assert stats.summaries["failed"] == stats.summaries["rejected"] == 0
+    assert summary is not None and len(summary.source_ids) == 10

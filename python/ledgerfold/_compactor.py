@@ -41,7 +41,7 @@ from ledgerfold._outcome import (
     OutcomeRecorder,
 )
 from ledgerfold._policy import CompactionPolicy
-from ledgerfold._worker import pause, worker_for
+from ledgerfold._worker import StoreWorker, pause, worker_for
 from ledgerfold.store._protocol import Store, refused_keyword, takes_keyword
 from ledgerfold.summarizers._base import (
     AwaitableInRunningLoop,
@@ -239,13 +239,20 @@ class Compactor(OutcomeRecorder):
         def begin() -> tuple[_Job | CompactionOutcome | Future[CompactionOutcome], T | None]:
             if before is not None:
                 before()
-            begun = self._begin(conversation_id, force)
             in_job = self._in_job_summarizer()
+            if defer and in_job is not None:
+                queued = worker.deferred.get(conversation_id)
+                if queued is not None and not queued.done():
+                    # An earlier call's compaction of this conversation is queued (a call
+                    # batched with it): a plan now would supersede its plan (a stale
+                    # outcome, a failed record). The check runs after it, as one job.
+                    check = functools.partial(self._plan_and_end, conversation_id, force, in_job)
+                    return _defer(worker, conversation_id, check), None
+            begun = self._begin(conversation_id, force)
             if isinstance(begun, _Job) and in_job is not None:
                 if defer:
-                    later = worker.submit_after_batch(self._summarize_and_end, begun, in_job)
-                    later.add_done_callback(functools.partial(_unexpected, conversation_id))
-                    return later, None
+                    end = functools.partial(self._summarize_and_end, begun, in_job)
+                    return _defer(worker, conversation_id, end), None
                 begun = self._summarize_and_end(begun, in_job)
             ended = isinstance(begun, CompactionOutcome)
             if isinstance(begun, _Job):
@@ -299,6 +306,15 @@ class Compactor(OutcomeRecorder):
         if built_in is not None and summarizer is built_in and self.timeout is None:
             return built_in
         return None
+
+    def _plan_and_end(
+        self, conversation_id: str, force: bool, summarizer: Summarizer
+    ) -> CompactionOutcome:
+        """The due check, plan, summary and end of a deferred compaction, in one job."""
+        begun = self._begin(conversation_id, force)
+        if isinstance(begun, _Job):
+            return self._summarize_and_end(begun, summarizer)
+        return begun
 
     def _summarize_and_end(self, job: _Job, summarizer: Summarizer) -> CompactionOutcome:
         """The built-in summarizer's call and the compaction's end, in the job that planned
@@ -455,6 +471,26 @@ class Compactor(OutcomeRecorder):
             len(assembled.items),
         )
         raise ContextBudgetExceeded(needed, max_tokens, protected)
+
+
+def _defer(
+    worker: StoreWorker, conversation_id: str, call: Callable[[], CompactionOutcome]
+) -> Future[CompactionOutcome]:
+    """Submit a compaction of the conversation as the job starting the next batch, noted
+    in `worker.deferred` until it has run (on the worker thread, in a job)."""
+    later = worker.submit_after_batch(call)
+    later.add_done_callback(functools.partial(_unexpected, conversation_id))
+    worker.deferred[conversation_id] = later
+    later.add_done_callback(functools.partial(_forget, worker.deferred, conversation_id))
+    return later
+
+
+def _forget(
+    deferred: dict[Any, Future[Any]], conversation_id: str, future: Future[CompactionOutcome]
+) -> None:
+    """A deferred compaction has run (or was dropped): no longer queued."""
+    if deferred.get(conversation_id) is future:
+        del deferred[conversation_id]
 
 
 def _unexpected(conversation_id: str, future: Future[CompactionOutcome]) -> None:

@@ -106,6 +106,7 @@ class StoreWorker:
         "_jobs",
         "_lock",
         "_yielded",
+        "deferred",
     )
 
     def __init__(self, batch: Callable[[], BatchHook | None] | None = None) -> None:
@@ -120,6 +121,9 @@ class StoreWorker:
         # the batch of the job that did, and the future (on the worker thread only).
         self._after: list[tuple[int, Future[Any]]] = []
         self._job = 0  # the index in its batch of the job running now
+        #: What jobs submitted with `submit_after_batch`, by a key of their own (the futures
+        #: of those not run yet, `_compactor`): read and written by jobs only.
+        self.deferred: dict[Any, Future[Any]] = {}
 
     def submit(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         """Queue `function(*args, **kwargs)` behind every job submitted before, in the
