@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from ledgerfold import CompactionPolicy, InvalidInput, SQLiteStore, StoreError
+from ledgerfold import CompactionPolicy, InvalidInput, SQLiteStore, StoreError, SummaryRequest
 from ledgerfold._worker import worker_for
 from ledgerfold.integrations.openai_agents import LedgerfoldSession
 from ledgerfold.store._database import Database
@@ -172,3 +172,36 @@ def test_add_items_batched_on_one_conversation_compact_in_turn(
     assert seen == ["compaction.accepted"] * 3
     assert stats.summaries["failed"] == stats.summaries["rejected"] == 0
     assert summary is not None and len(summary.source_ids) == 10
+
+
+def test_wait_compaction_is_the_latest_calls_when_an_earlier_one_ends_later(
+    tmp_path: Path,
+) -> None:
+    # With a summarizer of one's own, add_items awaits its compaction: the first of two
+    # calls at once, whose model answers last, set its outcome last, and wait_compaction()
+    # gave it for the latest call's.
+    first_called, release = asyncio.Event(), asyncio.Event()
+
+    async def summarizer(request: SummaryRequest) -> str:
+        if not first_called.is_set():
+            first_called.set()
+            await release.wait()  # the first call's model answers once the second has ended
+        return f"Summary of {len(request.turns)} turns."
+
+    session = LedgerfoldSession("s", tmp_path / "l.db", policy=EVERY_CALL, summarizer=summarizer)
+
+    async def scenario() -> Any:
+        first = asyncio.ensure_future(session.add_items(_exchange(0) + _exchange(1)))
+        await first_called.wait()
+        await session.add_items(_exchange(2) + _exchange(3))  # the latest call
+        latest = await session.wait_compaction()
+        release.set()
+        await first
+        return latest, await session.wait_compaction()
+
+    try:
+        latest, after_first = asyncio.run(scenario())
+    finally:
+        session.close()
+    assert latest is not None and latest.accepted
+    assert after_first is latest

@@ -139,6 +139,9 @@ class LedgerfoldSession:
         self._restored = RestoredTurns()
         # The latest `add_items`' compaction: its outcome, or its deferred job's future.
         self._compaction: CompactionOutcome | Future[CompactionOutcome] | None = None
+        # The latest `add_items` call (a token): an earlier one ending later leaves its own
+        # outcome out of `_compaction` (a summarizer of one's own is awaited in the call).
+        self._latest = object()
 
     def __repr__(self) -> str:
         return f"LedgerfoldSession(session_id={self.session_id!r}, store={self.store!r})"
@@ -209,6 +212,7 @@ class LedgerfoldSession:
         outcome. A summarizer of your own (a model) is awaited here, its store work on the
         worker."""
         self._compaction = None  # this call's, once its append has run (none: no items)
+        self._latest = call = object()
         if not isinstance(items, (list, tuple)):
             raise InvalidInput(
                 f"items: must be a list of items, got {type(items).__name__}",
@@ -220,7 +224,8 @@ class LedgerfoldSession:
         outcome, _ = await self.compactor._acompact(
             self.session_id, False, lambda: self._append(items), defer=True
         )
-        self._compaction = outcome
+        if self._latest is call:
+            self._compaction = outcome
 
     async def wait_compaction(self) -> CompactionOutcome | None:
         """The outcome of the compaction check the latest `add_items` made, once that
