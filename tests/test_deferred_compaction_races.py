@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from integration_stores import RecordingStore
 from ledgerfold import CompactionPolicy, InvalidInput, SQLiteStore, StoreError, SummaryRequest
 from ledgerfold._worker import worker_for
 from ledgerfold.integrations.openai_agents import LedgerfoldSession
@@ -205,3 +206,36 @@ def test_wait_compaction_is_the_latest_calls_when_an_earlier_one_ends_later(
         session.close()
     assert latest is not None and latest.accepted
     assert after_first is latest
+
+
+@pytest.mark.parametrize("held", ["append_many", "begin_compaction"])
+def test_a_call_made_after_add_items_is_cancelled_sees_its_compaction(
+    tmp_path: Path, held: str
+) -> None:
+    # Cancelled while its job runs, add_items lands whole (SPEC §17.6): its compaction with
+    # it, before any call made after the cancellation. The compaction was deferred to a job
+    # submitted when the held job went on, behind such a call, which then got raw turns.
+    store = RecordingStore(tmp_path / "c.db")
+    started, release = threading.Event(), threading.Event()
+    session = LedgerfoldSession("s", store=store, policy=EVERY_CALL)
+
+    async def scenario() -> list[Any]:
+        store.gate[held] = (started, release)
+        call = asyncio.ensure_future(session.add_items(_exchange(0) + _exchange(1)))
+        assert await asyncio.to_thread(started.wait, 60)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        later = asyncio.ensure_future(session.get_items())
+        await asyncio.sleep(0)  # queued while the cancelled call's job is held
+        release.set()
+        return await later
+
+    try:
+        items = asyncio.run(scenario())
+        summary = store.inner.current_summary("s")
+    finally:
+        release.set()
+        store.inner.close()
+    assert summary is not None and len(summary.source_ids) == 2
+    assert items[0]["role"] == "system" and items[1:] == _exchange(1)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -235,6 +236,10 @@ class Compactor(OutcomeRecorder):
         # result, which the store records `failed`/`abandoned` when the next plan starts (SPEC
         # §15.5), and which is reported when that happens (§17.8), at whichever await.
         pending: list[_Job] = []
+        # Set (under the lock) when the caller is cancelled: a compaction `begin` has not
+        # deferred yet then runs in its job, so a call made after the cancellation, queued
+        # meanwhile, finds it done (a cancelled call lands whole, SPEC §17.6).
+        cancelled, deciding = threading.Event(), threading.Lock()
 
         def begin() -> tuple[_Job | CompactionOutcome | Future[CompactionOutcome], T | None]:
             if before is not None:
@@ -252,7 +257,9 @@ class Compactor(OutcomeRecorder):
             if isinstance(begun, _Job) and in_job is not None:
                 if defer:
                     end = functools.partial(self._summarize_and_end, begun, in_job)
-                    return _defer(worker, conversation_id, end), None
+                    with deciding:
+                        if not cancelled.is_set():
+                            return _defer(worker, conversation_id, end), None
                 begun = self._summarize_and_end(begun, in_job)
             ended = isinstance(begun, CompactionOutcome)
             if isinstance(begun, _Job):
@@ -267,6 +274,8 @@ class Compactor(OutcomeRecorder):
         try:
             begun, read = await worker.run(begin)
         except asyncio.CancelledError:  # `begin` ran whole, or never: reported accordingly
+            with deciding:
+                cancelled.set()
             worker.submit(abandoned)
             raise
         if isinstance(begun, (CompactionOutcome, Future)):
