@@ -239,3 +239,45 @@ def test_a_call_made_after_add_items_is_cancelled_sees_its_compaction(
         store.inner.close()
     assert summary is not None and len(summary.source_ids) == 2
     assert items[0]["role"] == "system" and items[1:] == _exchange(1)
+
+
+def test_a_deferred_compaction_whose_batch_fails_to_commit_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The append and the plan committed; the compaction's own batch did not (a full disk),
+    # so its outcome's event went with it and its plan is left without a result, recorded
+    # failed/abandoned when the next plan starts: no event said so, and stats() counted a
+    # failure the events never reported (SPEC §17.8).
+    real = Database._control
+    commits = {"left": -1}  # COMMITs to let through before one fails; -1: none fails
+
+    def control(self: Database, conn: sqlite3.Connection, statement: Any) -> None:
+        if statement == "COMMIT" and commits["left"] >= 0:
+            commits["left"] -= 1
+            if commits["left"] < 0:
+                raise sqlite3.OperationalError("disk I/O error")
+        real(self, conn, statement)
+
+    monkeypatch.setattr(Database, "_control", control)
+    seen: list[tuple[str, Any]] = []
+    store = SQLiteStore(tmp_path / "b.db")
+    session = LedgerfoldSession(
+        "s", store=store, policy=EVERY_CALL, on_event=lambda e: seen.append((e.name, e.reason))
+    )
+
+    async def scenario() -> Any:
+        commits["left"] = 1  # the append's batch commits, the compaction's fails
+        await session.add_items(_exchange(0) + _exchange(1))
+        with pytest.raises(StoreError, match="disk I/O error"):
+            await session.wait_compaction()
+        await session.add_items(_exchange(2) + _exchange(3))
+        return await session.wait_compaction()
+
+    try:
+        outcome = asyncio.run(scenario())
+        stats = store.stats("s")
+    finally:
+        store.close()
+    assert outcome is not None and outcome.accepted
+    assert seen == [("compaction.failed", "abandoned"), ("compaction.accepted", None)]
+    assert stats.summaries["failed"] == 1

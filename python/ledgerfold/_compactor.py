@@ -259,7 +259,9 @@ class Compactor(OutcomeRecorder):
                     end = functools.partial(self._summarize_and_end, begun, in_job)
                     with deciding:
                         if not cancelled.is_set():
-                            return _defer(worker, conversation_id, end), None
+                            later = _defer(worker, conversation_id, end)
+                            later.add_done_callback(functools.partial(self._lost, begun))
+                            return later, None
                 begun = self._summarize_and_end(begun, in_job)
             ended = isinstance(begun, CompactionOutcome)
             if isinstance(begun, _Job):
@@ -315,6 +317,15 @@ class Compactor(OutcomeRecorder):
         if built_in is not None and summarizer is built_in and self.timeout is None:
             return built_in
         return None
+
+    def _lost(self, job: _Job, future: Future[CompactionOutcome]) -> None:
+        """A deferred end of `job`'s plan that raised, or whose batch's commit failed: the
+        plan (committed by the job that planned) is left without a result, which the store
+        records `failed`/`abandoned` when the next plan starts (SPEC §15.5); its outcome's
+        event went with the batch, so this is reported now (§17.8), as a cancelled
+        `acompact`'s is."""
+        if not future.cancelled() and future.exception() is not None:
+            self._emit_outcome(job, "compaction.failed", "abandoned")
 
     def _plan_and_end(
         self, conversation_id: str, force: bool, summarizer: Summarizer
