@@ -281,3 +281,22 @@ def test_a_deferred_compaction_whose_batch_fails_to_commit_is_reported(
     assert outcome is not None and outcome.accepted
     assert seen == [("compaction.failed", "abandoned"), ("compaction.accepted", None)]
     assert stats.summaries["failed"] == 1
+
+
+def test_clear_session_forgets_the_compaction_outcome_and_its_summary(tmp_path: Path) -> None:
+    # The session erases the conversation (as the SDK's sessions delete their items): the
+    # outcome wait_compaction() kept held the erased summary, text and all.
+    session = LedgerfoldSession("s", tmp_path / "k.db", policy=EVERY_CALL)
+
+    async def scenario() -> tuple[Any, Any]:
+        await session.add_items(_exchange(0) + _exchange(1))
+        before = await session.wait_compaction()
+        await session.clear_session()
+        return before, await session.wait_compaction()
+
+    try:
+        before, after = asyncio.run(scenario())
+    finally:
+        session.close()
+    assert before is not None and before.accepted
+    assert after is None

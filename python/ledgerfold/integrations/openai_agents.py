@@ -230,7 +230,8 @@ class LedgerfoldSession:
     async def wait_compaction(self) -> CompactionOutcome | None:
         """The outcome of the compaction check the latest `add_items` made, once that
         compaction has ended: `accepted`, `failed` or `skipped` (nothing due). None before
-        any `add_items` (or when the latest one added nothing or raised). Its events have
+        any `add_items` (or when the latest one added nothing or raised), and after
+        `clear_session` (which erases its summary). Its events have
         been sent when it returns. Raises what an unexpected error (a closed store) raised in
         the deferred compaction."""
         outcome = self._compaction
@@ -250,6 +251,7 @@ class LedgerfoldSession:
         own sessions delete their items, the ledger keeps none of them either (turns, their
         earlier versions, summaries sealed or not). `get_items()` is then empty."""
         await worker_for(self.store).run(self.store.delete_conversation, self.session_id)
+        self._compaction = None  # its summary (text) was erased with the rest
         self._served.clear()
         self._restored.clear()
         self._contents.clear()
