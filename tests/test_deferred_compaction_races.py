@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sqlite3
 import threading
 from concurrent.futures import Future
@@ -16,7 +17,14 @@ from typing import Any
 import pytest
 
 from integration_stores import RecordingStore
-from ledgerfold import CompactionPolicy, InvalidInput, SQLiteStore, StoreError, SummaryRequest
+from ledgerfold import (
+    CompactionPolicy,
+    Compactor,
+    InvalidInput,
+    SQLiteStore,
+    StoreError,
+    SummaryRequest,
+)
 from ledgerfold._worker import worker_for
 from ledgerfold.integrations.openai_agents import LedgerfoldSession
 from ledgerfold.store._database import Database
@@ -300,3 +308,61 @@ def test_clear_session_forgets_the_compaction_outcome_and_its_summary(tmp_path: 
         session.close()
     assert before is not None and before.accepted
     assert after is None
+
+
+class _Settled(logging.Handler):
+    """Sets `event` when the compactor says it waits for a deferred compaction."""
+
+    def __init__(self, event: threading.Event) -> None:
+        super().__init__(logging.DEBUG)
+        self.event = event
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith("compaction waits for a deferred one"):
+            self.event.set()
+
+
+def test_a_sync_compact_from_another_thread_waits_for_the_deferred_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # add_items' compaction is in progress on the worker (held at its commit) when another
+    # thread compacts the conversation: its plan superseded the deferred one's, which ended
+    # stale with a failed and a rejected record. It now waits for it, then plans.
+    store = RecordingStore(tmp_path / "t.db")
+    session = LedgerfoldSession("s", store=store, policy=EVERY_CALL)
+    started, release, settled = threading.Event(), threading.Event(), threading.Event()
+    caplog.set_level(logging.DEBUG, logger="ledgerfold.compactor")
+    handler = _Settled(settled)
+    logging.getLogger("ledgerfold.compactor").addHandler(handler)
+    done: list[Any] = []
+
+    def other_thread() -> None:
+        try:
+            done.append(Compactor(store, EVERY_CALL).compact("s", force=True))
+        finally:
+            settled.set()
+
+    async def scenario() -> Any:
+        store.gate["commit_summary"] = (started, release)
+        await session.add_items(_exchange(0) + _exchange(1))
+        assert await asyncio.to_thread(started.wait, 60)
+        del store.gate["commit_summary"]
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        # Until it has compacted (before) or says it waits for the deferred one (now).
+        assert await asyncio.to_thread(settled.wait, 60)
+        release.set()
+        await asyncio.to_thread(thread.join, 60)
+        return await session.wait_compaction()
+
+    try:
+        outcome = asyncio.run(scenario())
+        stats = store.inner.stats("s")
+    finally:
+        release.set()
+        logging.getLogger("ledgerfold.compactor").removeHandler(handler)
+        session.close()
+        store.inner.close()
+    assert outcome is not None and outcome.accepted
+    assert len(done) == 1 and done[0].status != "accepted"  # nothing left to compact
+    assert stats.summaries["failed"] == stats.summaries["rejected"] == 0

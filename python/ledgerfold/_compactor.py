@@ -24,6 +24,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent import futures
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -42,7 +43,7 @@ from ledgerfold._outcome import (
     OutcomeRecorder,
 )
 from ledgerfold._policy import CompactionPolicy
-from ledgerfold._worker import StoreWorker, pause, worker_for
+from ledgerfold._worker import StoreWorker, deferred_on, pause, worker_for
 from ledgerfold.store._protocol import Store, refused_keyword, takes_keyword
 from ledgerfold.summarizers._base import (
     AwaitableInRunningLoop,
@@ -176,6 +177,7 @@ class Compactor(OutcomeRecorder):
                 field="summarizer",
                 problem="not-allowed",
             )
+        self._after_deferred(conversation_id)
         begun = self._begin(conversation_id, force)
         if isinstance(begun, CompactionOutcome):
             return begun
@@ -199,6 +201,16 @@ class Compactor(OutcomeRecorder):
             self._emit_outcome(begun, "compaction.failed", "abandoned")
             raise
         return self._finish(begun, result)
+
+    def _after_deferred(self, conversation_id: str) -> None:
+        """A compaction of the conversation that `LedgerfoldSession.add_items` deferred, still
+        queued on the store's worker: a plan made now would supersede its plan (a `stale`
+        outcome, a failed and a rejected record). Waited for, but on that worker's thread."""
+        queued = deferred_on(self.store, conversation_id)
+        if queued is None or queued.done():
+            return
+        _log.debug("compaction waits for a deferred one conversation_id=%s", conversation_id)
+        futures.wait([queued])
 
     async def acompact(self, conversation_id: str, *, force: bool = False) -> CompactionOutcome:
         """Run one compaction without blocking the event loop: the store work runs on the

@@ -45,6 +45,7 @@ __all__ = [
     "StoreWorker",
     "batching",
     "close_worker",
+    "deferred_on",
     "pause",
     "run_on_store",
     "worker_for",
@@ -367,6 +368,20 @@ async def run_on_store(
 ) -> T:
     """`worker_for(store).run(function, *args, **kwargs)`."""
     return await worker_for(store).run(function, *args, **kwargs)
+
+
+def deferred_on(store: object, key: object) -> Future[Any] | None:
+    """What a job deferred on the store's worker under `key` (`StoreWorker.deferred`), for
+    a caller that may wait for it: None on that worker's own thread (a job cannot wait for
+    a later one), or when the store has no worker."""
+    with _workers_lock:
+        entry = _workers.get(id(store))
+        if entry is None or _referent(entry[0]) is not store:
+            return None
+    worker = entry[1]
+    if getattr(_thread_state, "worker", None) is worker:
+        return None
+    return worker.deferred.get(key)
 
 
 def close_worker(store: object) -> None:
