@@ -366,3 +366,42 @@ def test_a_sync_compact_from_another_thread_waits_for_the_deferred_one(
     assert outcome is not None and outcome.accepted
     assert len(done) == 1 and done[0].status != "accepted"  # nothing left to compact
     assert stats.summaries["failed"] == stats.summaries["rejected"] == 0
+
+
+@pytest.mark.parametrize("summarizer", ["built-in", "own"])
+def test_an_acompact_batched_behind_a_deferred_compaction_plans_after_it(
+    tmp_path: Path, summarizer: str
+) -> None:
+    # acompact (not deferred) queued with an add_items of the conversation: its plan
+    # superseded the deferred compaction's, which ended stale with a failed and a rejected
+    # record. It now waits for it, then plans.
+    seen: list[str] = []
+    store = SQLiteStore(tmp_path / "a.db")
+    session = LedgerfoldSession(
+        "s", store=store, policy=EVERY_CALL, on_event=lambda e: seen.append(e.name)
+    )
+
+    async def own(request: SummaryRequest) -> str:
+        return f"Summary of {len(request.turns)} turns."
+
+    compactor = Compactor(store, EVERY_CALL, own if summarizer == "own" else None)
+    gate = threading.Event()
+
+    async def scenario() -> list[Any]:
+        worker_for(store).submit(gate.wait, 60)
+        adding = asyncio.ensure_future(session.add_items(_exchange(0) + _exchange(1)))
+        compacting = asyncio.ensure_future(compactor.acompact("s", force=True))
+        await asyncio.sleep(0)  # both queued behind the gate: one batch
+        gate.set()
+        await adding
+        return [await compacting, await session.wait_compaction()]
+
+    try:
+        forced, deferred = asyncio.run(scenario())
+        stats = store.stats("s")
+    finally:
+        gate.set()
+        store.close()
+    assert deferred is not None and deferred.accepted
+    assert forced.status != "stale"
+    assert stats.summaries["failed"] == stats.summaries["rejected"] == 0

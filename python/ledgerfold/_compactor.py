@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Callable
 from concurrent import futures
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ledgerfold import _due as due
@@ -253,18 +254,22 @@ class Compactor(OutcomeRecorder):
         # meanwhile, finds it done (a cancelled call lands whole, SPEC §17.6).
         cancelled, deciding = threading.Event(), threading.Lock()
 
-        def begin() -> tuple[_Job | CompactionOutcome | Future[CompactionOutcome], T | None]:
-            if before is not None:
+        def begin(
+            again: bool = False,
+        ) -> tuple[_Job | CompactionOutcome | Future[CompactionOutcome] | _After, T | None]:
+            if before is not None and not again:
                 before()
             in_job = self._in_job_summarizer()
-            if defer and in_job is not None:
-                queued = worker.deferred.get(conversation_id)
-                if queued is not None and not queued.done():
-                    # An earlier call's compaction of this conversation is queued (a call
-                    # batched with it): a plan now would supersede its plan (a stale
-                    # outcome, a failed record). The check runs after it, as one job.
-                    check = functools.partial(self._plan_and_end, conversation_id, force, in_job)
-                    return _defer(worker, conversation_id, check), None
+            queued = worker.deferred.get(conversation_id)
+            if queued is not None and not queued.done():
+                # An `add_items`' compaction of this conversation is queued (a call batched
+                # with it): a plan now would supersede its plan (a stale outcome, a failed
+                # and a rejected record). The check runs after it: as one job when it can
+                # be deferred too, else once this call has awaited it.
+                if not defer or in_job is None:
+                    return _After(queued), None
+                check = functools.partial(self._plan_and_end, conversation_id, force, in_job)
+                return _defer(worker, conversation_id, check), None
             begun = self._begin(conversation_id, force)
             if isinstance(begun, _Job) and in_job is not None:
                 if defer:
@@ -287,6 +292,9 @@ class Compactor(OutcomeRecorder):
 
         try:
             begun, read = await worker.run(begin)
+            while isinstance(begun, _After):  # not cancelled with this call: it is not its
+                await asyncio.wait([asyncio.wrap_future(begun.future)])
+                begun, read = await worker.run(begin, True)
         except asyncio.CancelledError:  # `begin` ran whole, or never: reported accordingly
             with deciding:
                 cancelled.set()
@@ -503,6 +511,13 @@ class Compactor(OutcomeRecorder):
             len(assembled.items),
         )
         raise ContextBudgetExceeded(needed, max_tokens, protected)
+
+
+@dataclass(frozen=True, slots=True)
+class _After:
+    """What `_acompact`'s planning job found queued, to await before planning."""
+
+    future: Future[Any]
 
 
 def _defer(
