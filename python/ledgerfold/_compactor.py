@@ -26,7 +26,6 @@ import uuid
 from collections.abc import Callable
 from concurrent import futures
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ledgerfold import _due as due
@@ -34,6 +33,8 @@ from ledgerfold import _validate
 from ledgerfold._compaction_job import _Job, _previous_and_budget
 from ledgerfold._context import AssembledContext, SummaryItem
 from ledgerfold._context_tokens import ContextTokens
+from ledgerfold._deferred import After as _After
+from ledgerfold._deferred import defer as _defer
 from ledgerfold._errors import ContextBudgetExceeded, InvalidInput
 from ledgerfold._events import Event, EventHook, emit
 from ledgerfold._fold import fold_chunk
@@ -44,7 +45,7 @@ from ledgerfold._outcome import (
     OutcomeRecorder,
 )
 from ledgerfold._policy import CompactionPolicy
-from ledgerfold._worker import StoreWorker, deferred_on, pause, worker_for
+from ledgerfold._worker import deferred_on, pause, worker_for
 from ledgerfold.store._protocol import Store, refused_keyword, takes_keyword
 from ledgerfold.summarizers._base import (
     AwaitableInRunningLoop,
@@ -511,44 +512,6 @@ class Compactor(OutcomeRecorder):
             len(assembled.items),
         )
         raise ContextBudgetExceeded(needed, max_tokens, protected)
-
-
-@dataclass(frozen=True, slots=True)
-class _After:
-    """What `_acompact`'s planning job found queued, to await before planning."""
-
-    future: Future[Any]
-
-
-def _defer(
-    worker: StoreWorker, conversation_id: str, call: Callable[[], CompactionOutcome]
-) -> Future[CompactionOutcome]:
-    """Submit a compaction of the conversation as the job starting the next batch, noted
-    in `worker.deferred` until it has run (on the worker thread, in a job)."""
-    later = worker.submit_after_batch(call)
-    later.add_done_callback(functools.partial(_unexpected, conversation_id))
-    worker.deferred[conversation_id] = later
-    later.add_done_callback(functools.partial(_forget, worker.deferred, conversation_id))
-    return later
-
-
-def _forget(
-    deferred: dict[Any, Future[Any]], conversation_id: str, future: Future[CompactionOutcome]
-) -> None:
-    """A deferred compaction has run (or was dropped): no longer queued."""
-    if deferred.get(conversation_id) is future:
-        del deferred[conversation_id]
-
-
-def _unexpected(conversation_id: str, future: Future[CompactionOutcome]) -> None:
-    """A deferred compaction's error that no outcome records (a closed store, a bug): the
-    call that started it has returned, so it is logged here (its type only)."""
-    if not future.cancelled() and (error := future.exception()) is not None:
-        _log.error(
-            "deferred compaction failed conversation_id=%s error_type=%s",
-            conversation_id,
-            type(error).__name__,
-        )
 
 
 def _random_summary_id() -> str:

@@ -1,0 +1,59 @@
+"""`LedgerfoldSession.add_items`' deferred compactions (`Compactor._acompact(defer=True)`):
+each is the job starting the store worker's next batch (`StoreWorker.submit_after_batch`),
+noted in `StoreWorker.deferred` by its conversation until it has run, so a later plan of
+that conversation waits for it instead of superseding its plan. Logs name error types only.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+from ledgerfold._outcome import CompactionOutcome
+from ledgerfold._worker import StoreWorker
+
+__all__ = ["After", "defer"]
+
+_log = logging.getLogger("ledgerfold.compactor")
+
+
+@dataclass(frozen=True, slots=True)
+class After:
+    """What `_acompact`'s planning job found queued, to await before planning."""
+
+    future: Future[Any]
+
+
+def defer(
+    worker: StoreWorker, conversation_id: str, call: Callable[[], CompactionOutcome]
+) -> Future[CompactionOutcome]:
+    """Submit a compaction of the conversation as the job starting the next batch, noted
+    in `worker.deferred` until it has run (on the worker thread, in a job)."""
+    later = worker.submit_after_batch(call)
+    later.add_done_callback(functools.partial(_unexpected, conversation_id))
+    worker.deferred[conversation_id] = later
+    later.add_done_callback(functools.partial(_forget, worker.deferred, conversation_id))
+    return later
+
+
+def _forget(
+    deferred: dict[Any, Future[Any]], conversation_id: str, future: Future[CompactionOutcome]
+) -> None:
+    """A deferred compaction has run (or was dropped): no longer queued."""
+    if deferred.get(conversation_id) is future:
+        del deferred[conversation_id]
+
+
+def _unexpected(conversation_id: str, future: Future[CompactionOutcome]) -> None:
+    """A deferred compaction's error that no outcome records (a closed store, a bug): the
+    call that started it has returned, so it is logged here (its type only)."""
+    if not future.cancelled() and (error := future.exception()) is not None:
+        _log.error(
+            "deferred compaction failed conversation_id=%s error_type=%s",
+            conversation_id,
+            type(error).__name__,
+        )
