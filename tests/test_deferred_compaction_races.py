@@ -405,3 +405,40 @@ def test_an_acompact_batched_behind_a_deferred_compaction_plans_after_it(
     assert deferred is not None and deferred.accepted
     assert forced.status != "stale"
     assert stats.summaries["failed"] == stats.summaries["rejected"] == 0
+
+
+def test_cancelling_wait_compaction_leaves_the_compaction_to_run(tmp_path: Path) -> None:
+    # Two sessions' compactions are queued, the first held at its commit: a wait for the
+    # second given up (a timeout, a client gone) cancelled the compaction itself, which
+    # then never ran (its plan left without a result, no summary for any later call).
+    store = RecordingStore(tmp_path / "w.db")
+    one, two = (LedgerfoldSession(sid, store=store, policy=EVERY_CALL) for sid in "xy")
+    started, release, gate = threading.Event(), threading.Event(), threading.Event()
+
+    async def scenario() -> list[Any]:
+        store.gate["commit_summary"] = (started, release)
+        worker_for(store).submit(gate.wait, 60)
+        calls = [s.add_items(_exchange(0) + _exchange(1)) for s in (one, two)]
+        adding = asyncio.gather(*calls)
+        await asyncio.sleep(0)  # both queued behind the gate: one batch
+        gate.set()
+        await adding
+        assert await asyncio.to_thread(started.wait, 60)  # x's compaction holds the worker
+        del store.gate["commit_summary"]
+        waiting = asyncio.ensure_future(two.wait_compaction())  # y's: queued
+        await asyncio.sleep(0)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        release.set()
+        return [await one.wait_compaction(), await two.wait_compaction(), await two.get_items()]
+
+    try:
+        first, second, items = asyncio.run(scenario())
+    finally:
+        gate.set()
+        release.set()
+        store.inner.close()
+    assert first is not None and first.accepted
+    assert second is not None and second.accepted
+    assert items[0]["role"] == "system" and items[1:] == _exchange(1)

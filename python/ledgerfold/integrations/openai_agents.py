@@ -233,10 +233,11 @@ class LedgerfoldSession:
         any `add_items` (or when the latest one added nothing or raised), and after
         `clear_session` (which erases its summary). Its events have
         been sent when it returns. Raises what an unexpected error (a closed store) raised in
-        the deferred compaction."""
+        the deferred compaction. Cancelling the wait leaves the compaction to run."""
         outcome = self._compaction
         if isinstance(outcome, Future):
-            return await asyncio.wrap_future(outcome)
+            # Shielded: a cancelled wrapper would cancel the compaction's job if not started.
+            return await asyncio.shield(asyncio.wrap_future(outcome))
         return outcome
 
     async def pop_item(self) -> Any | None:
