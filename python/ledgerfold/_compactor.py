@@ -293,7 +293,7 @@ class Compactor(OutcomeRecorder):
 
         try:
             begun, read = await worker.run(begin)
-            while isinstance(begun, _After):  # not cancelled with this call: it is not its
+            while isinstance(begun, _After):  # another call's: awaited, never cancelled here
                 await asyncio.wait([asyncio.wrap_future(begun.future)])
                 begun, read = await worker.run(begin, True)
         except asyncio.CancelledError:  # `begin` ran whole, or never: reported accordingly
