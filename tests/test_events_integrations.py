@@ -118,6 +118,7 @@ def test_pop_item_serves_no_context_and_reports_none(tmp_path: Path) -> None:
 
     async def scenario() -> None:
         await session.add_items([{"role": "user", "content": f"{SECRET} q0"}])
+        await session.wait_compaction()  # its check's event (skipped) comes from its job
         events.clear()
         popped = await session.pop_item()
         assert popped is not None and popped["content"] == f"{SECRET} q0"

@@ -242,9 +242,11 @@ class Compactor(OutcomeRecorder):
         queue again behind every other session's.
 
         With `defer`, a compaction the built-in summarizer makes one job (`_in_job_summarizer`)
-        is not awaited: its summary and commit run as the store's next job, in a batch of its
-        own once this call's batch has answered its callers (`submit_after_batch`), so every
-        call made after this one returns sees it; its future is returned."""
+        is not awaited when the trigger is reached (or there is none): the whole of it (due
+        check, plan, summary, commit) runs as the store's next job, in a batch of its own once
+        this call's batch has answered its callers (`submit_after_batch`), so every call made
+        after this one returns sees it; its future is returned. Below the trigger, what is due
+        at once (§15.8) still runs in this job."""
         worker = worker_for(self.store)
         # The plan registered and not yet ended, if any: a cancelled call leaves it without a
         # result, which the store records `failed`/`abandoned` when the next plan starts (SPEC
@@ -271,15 +273,23 @@ class Compactor(OutcomeRecorder):
                     return _After(queued), None
                 check = functools.partial(self._plan_and_end, conversation_id, force, in_job)
                 return _defer(worker, conversation_id, check), None
+            if (
+                defer
+                and in_job is not None
+                and not force
+                and self._trigger_reached(conversation_id)
+            ):
+                # The whole compaction (due check, plan, summary, commit) is the deferred
+                # job: no plan is left open between batches for another call to supersede.
+                check = functools.partial(self._plan_and_end, conversation_id, force, in_job)
+                with deciding:
+                    if not cancelled.is_set():
+                        return _defer(worker, conversation_id, check), None
+                outcome = check()  # the caller was cancelled: in this job
+                return outcome, (after() if after is not None else None)
             begun = self._begin(conversation_id, force)
             if isinstance(begun, _Job) and in_job is not None:
-                if defer:
-                    end = functools.partial(self._summarize_and_end, begun, in_job)
-                    with deciding:
-                        if not cancelled.is_set():
-                            later = _defer(worker, conversation_id, end)
-                            later.add_done_callback(functools.partial(self._lost, begun))
-                            return later, None
+                # Below the trigger (a compaction due at once, §15.8), or not deferred.
                 begun = self._summarize_and_end(begun, in_job)
             ended = isinstance(begun, CompactionOutcome)
             if isinstance(begun, _Job):
@@ -339,14 +349,10 @@ class Compactor(OutcomeRecorder):
             return built_in
         return None
 
-    def _lost(self, job: _Job, future: Future[CompactionOutcome]) -> None:
-        """A deferred end of `job`'s plan that raised, or whose batch's commit failed: the
-        plan (committed by the job that planned) is left without a result, which the store
-        records `failed`/`abandoned` when the next plan starts (SPEC §15.5); its outcome's
-        event went with the batch, so this is reported now (§17.8), as a cancelled
-        `acompact`'s is."""
-        if not future.cancelled() and future.exception() is not None:
-            self._emit_outcome(job, "compaction.failed", "abandoned")
+    def _trigger_reached(self, conversation_id: str) -> bool:
+        """Whether `_begin` would ask the store for a plan beyond what is due at once: no
+        trigger, or the context past it (`_is_due`)."""
+        return self.policy.trigger_tokens is None or self._is_due(conversation_id)
 
     def _plan_and_end(
         self, conversation_id: str, force: bool, summarizer: Summarizer
