@@ -196,3 +196,34 @@ def test_a_transcript_can_come_from_a_pipe(tmp_path: Path) -> None:
     result = run("import", str(db), "/dev/null")
     assert result.exit_code == 2
     assert result.stderr == "ledgerfold: error: /dev/null: not a regular file or a pipe\n"
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [(), ("", "   "), (json.dumps({"conversation_id": "c", "source": "s", "turns": []}),)],
+    ids=["no-lines", "blank-lines", "no-turns"],
+)
+def test_an_import_that_imports_nothing_creates_no_database(
+    tmp_path: Path, lines: tuple[str, ...]
+) -> None:
+    """As an import with nothing new into an existing database writes nothing, an import
+    of a transcript holding nothing creates no (empty, 150 KB) database: one line, exit 0."""
+    source = write(tmp_path / "empty.jsonl", *lines)
+    db = tmp_path / "new.db"
+    result = run("import", str(db), str(source))
+    assert result.exit_code == 0, result.output
+    said = f"imported 0 conversations, 0 turns (nothing to import, {db} not created)\n"
+    assert result.stdout == said
+    assert list(tmp_path.iterdir()) == [source]
+    assert json.loads(run("import", str(db), str(source), "--json").stdout) == {
+        "conversations": 0,
+        "turns": 0,
+        "skipped": 0,
+    }
+    assert list(tmp_path.iterdir()) == [source]
+    # Into a database that exists, the same import writes nothing and says the usual line.
+    assert run("import", str(db), str(write(tmp_path / "a.jsonl", line("a", [1])))).exit_code == 0
+    before = db.read_bytes()
+    result = run("import", str(db), str(source))
+    assert (result.exit_code, result.stdout) == (0, "imported 0 conversations, 0 turns\n")
+    assert db.read_bytes() == before

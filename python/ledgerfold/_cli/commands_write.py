@@ -121,10 +121,17 @@ def import_command(db: str, files: tuple[str, ...], as_json: bool) -> None:
                     f" also appears at {first}"
                 )
             transcripts.append(transcript)
+    # A conversation without turns is nothing to import (the ledger has no empty ones).
+    transcripts = [transcript for transcript in transcripts if transcript.turns]
+    if not transcripts and not _has_content(db):
+        # Nothing to import (no lines, blank lines, conversations without turns) and no
+        # database yet: as an import with nothing new, it writes nothing, not even the file.
+        _print_imported(0, 0, 0, as_json, note=f"nothing to import, {db} not created")
+        return
     # Decided on a read-only open first: an import with nothing new writes nothing, so it
     # works on a database the user may only read, and says what it found.
     present: set[str] = set()
-    if db and Path(db).is_file() and Path(db).stat().st_size > 0:
+    if _has_content(db):
         check_before_writing(db, lambda store: present.update(store.conversation_ids()))
         if all(transcript.conversation_id in present for transcript in transcripts):
             _print_imported(0, 0, len(transcripts), as_json)
@@ -143,12 +150,18 @@ def import_command(db: str, files: tuple[str, ...], as_json: bool) -> None:
     _print_imported(imported, turns, skipped, as_json)
 
 
-def _print_imported(imported: int, turns: int, skipped: int, as_json: bool) -> None:
+def _has_content(db: str) -> bool:
+    return bool(db) and Path(db).is_file() and Path(db).stat().st_size > 0
+
+
+def _print_imported(
+    imported: int, turns: int, skipped: int, as_json: bool, note: str | None = None
+) -> None:
     _log.info("import: conversations=%d turns=%d skipped=%d", imported, turns, skipped)
     if as_json:
         echo_json({"conversations": imported, "turns": turns, "skipped": skipped})
         return
-    stdout_console().print(
+    line = Text.from_markup(
         f"imported [bold]{imported:,}[/] {plural(imported, 'conversation')},"
         f" [bold]{turns:,}[/] {plural(turns, 'turn')}"
         + (
@@ -157,6 +170,9 @@ def _print_imported(imported: int, turns: int, skipped: int, as_json: bool) -> N
             else ""
         )
     )
+    if note is not None:
+        line.append(f" ({safe_text(note)})")
+    stdout_console().print(line)
 
 
 #: Turns whose search-index rows a one-transaction import holds in memory at most: past
