@@ -335,6 +335,28 @@ ROWS: tuple[BadInput, ...] = (
         "messages[1].tool_calls[0].args.x",
     ),
     row(
+        "from_chat_messages: a tool call's arguments a list (not JSON text or a mapping)",
+        "from_chat_messages([{'role': 'assistant', 'content': None, 'tool_calls': [{'id': 'c',"
+        " 'type': 'function', 'function': {'name': 'f', 'arguments': [body]}}]}])",
+        lambda: lf.from_chat_messages(
+            [
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "c",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": [SECRET_BODY]},
+                        }
+                    ],
+                }
+            ]
+        ),
+        INVALID,
+        "messages[0].tool_calls[0].function.arguments",
+    ),
+    row(
         "from_chat_messages: an assistant's refusal not a str",
         "from_chat_messages([{'role': 'assistant', 'content': None, 'refusal': 5}])",
         lambda: lf.from_chat_messages([{"role": "assistant", "content": None, "refusal": 5}]),

@@ -337,7 +337,35 @@ def _tool_calls(message: Mapping[str, Any], index: int) -> list[Mapping[str, Any
         call_id = call.get("id")
         if not isinstance(call_id, str) or not call_id:
             raise _bad(index, f"{field}.id", "wrong-type", "must be a non-empty str")
-    return calls
+    return [_with_text_arguments(call, index, f"tool_calls[{n}]") for n, call in enumerate(calls)]
+
+
+def _with_text_arguments(call: Mapping[str, Any], index: int, field: str) -> Mapping[str, Any]:
+    """The call with `function.arguments` as the JSON text Chat Completions requires: a
+    mapping (as a developer writes it by hand) becomes its compact JSON text, so what is
+    sent back is valid; a str is kept as it is, and so is None (LangChain's invalid tool
+    calls have no arguments); anything else is refused."""
+    function = call.get("function")
+    if not isinstance(function, Mapping) or "arguments" not in function:
+        return call
+    arguments = function["arguments"]
+    field = f"{field}.function.arguments"
+    if arguments is None or isinstance(arguments, str):
+        return call
+    if not isinstance(arguments, Mapping):
+        raise _bad(
+            index,
+            field,
+            "wrong-type",
+            f"must be a JSON str (or a mapping), got {type(arguments).__name__}",
+        )
+    try:
+        text = json.dumps(arguments, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        _compact_json(arguments, index, field)  # raises, naming what is wrong
+        raise  # pragma: no cover - _compact_json refuses what json.dumps refused
+    _require_utf8(text, index, field)
+    return {**call, "function": {**function, "arguments": text}}
 
 
 def _compact_json(value: Any, index: int, field: str) -> str:
@@ -500,7 +528,8 @@ def from_chat_messages(
     explicit IDs). `content` may be str, None (→ "") or a list of content parts: the text
     (and `refusal`) parts are joined; the types of other parts are recorded in
     `meta["omitted_content_parts"]`. An assistant's `refusal` follows its text (on a line of
-    its own). `tool_calls` (compact JSON text), `tool_call_id` and
+    its own). `tool_calls` (compact JSON text; a call's `function.arguments` given as a
+    mapping is stored as its compact JSON text, the str the API requires), `tool_call_id` and
     `name` go to meta; a `developer` message becomes a `system` turn with
     `meta["chat_role"]`. An assistant message with tool calls and the tool messages answering
     them share the group `"tools:" + <first call id>` (with `"@" + <turn id>` added when that
