@@ -357,6 +357,16 @@ ROWS: tuple[BadInput, ...] = (
         "messages[0].tool_calls[0].function.arguments",
     ),
     row(
+        "from_chat_messages: an assistant's audio reply without its id",
+        "from_chat_messages([{'role': 'assistant', 'content': None, 'audio': {'transcript':"
+        " body}}])",
+        lambda: lf.from_chat_messages(
+            [{"role": "assistant", "content": None, "audio": {"transcript": SECRET_BODY}}]
+        ),
+        INVALID,
+        "messages[0].audio.id",
+    ),
+    row(
         "from_chat_messages: an assistant's refusal not a str",
         "from_chat_messages([{'role': 'assistant', 'content': None, 'refusal': 5}])",
         lambda: lf.from_chat_messages([{"role": "assistant", "content": None, "refusal": 5}]),

@@ -89,3 +89,72 @@ def test_arguments_that_cannot_be_json_text_are_bad_input(arguments: object, pro
         from_chat_messages([QUESTION, _calling(arguments)])
     field = "messages[1].tool_calls[0].function.arguments"
     assert (caught.value.field, caught.value.problem) == (field, problem)
+
+
+# --- an assistant's audio reply -----------------------------------------------------------
+
+TRANSCRIPT = "Your flight leaves at nine."
+AUDIO = {"id": "audio_abc", "data": "UklGRiQAAABXQVZF", "expires_at": 1_700_000_000}
+
+
+def _spoken(**fields: Any) -> dict[str, Any]:
+    """The model's audio reply as an OpenAI SDK user appends it (`message.model_dump()`)."""
+    from openai.types.chat import ChatCompletionMessage
+
+    return ChatCompletionMessage(role="assistant", content=None, **fields).model_dump()
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        _spoken(audio={**AUDIO, "transcript": TRANSCRIPT}),
+        {"role": "assistant", "audio": {**AUDIO, "transcript": TRANSCRIPT}},
+    ],
+    ids=["dumped", "exclude-none"],
+)
+def test_an_audio_reply_is_its_transcript(reply: dict[str, Any]) -> None:
+    # It was an empty assistant turn: no summary or search saw what was said, and it went
+    # back to the model as an assistant message with empty content.
+    (turn,) = from_chat_messages([reply])
+    assert turn.body == TRANSCRIPT
+    assert turn.meta == {"audio_id": "audio_abc"}  # the audio itself (base64) is not kept
+    # Sent back as text: the audio's id expires (`expires_at`), the ledger does not, and a
+    # message naming an expired audio is refused; the transcript is what the model said.
+    sent = _sent([QUESTION, reply])
+    assert sent[1] == {"role": "assistant", "content": TRANSCRIPT}
+
+
+def test_an_audio_reference_without_transcript_keeps_its_id() -> None:
+    # The request form (`audio: {"id": ...}`) an application sends back within the hour.
+    (turn,) = from_chat_messages([{"role": "assistant", "audio": {"id": "audio_abc"}}])
+    assert (turn.body, turn.meta) == ("", {"audio_id": "audio_abc"})
+
+
+def test_an_audio_reply_with_text_keeps_both() -> None:
+    (turn,) = from_chat_messages(
+        [{"role": "assistant", "content": "Done.", "audio": {**AUDIO, "transcript": TRANSCRIPT}}]
+    )
+    assert turn.body == f"Done.\n{TRANSCRIPT}"
+
+
+@pytest.mark.parametrize(
+    ("audio", "field"),
+    [
+        ("audio_abc", "messages[0].audio"),
+        ({"transcript": TRANSCRIPT}, "messages[0].audio.id"),
+        ({"id": "audio_abc", "transcript": 5}, "messages[0].audio.transcript"),
+    ],
+)
+def test_an_audio_reply_that_is_not_one_is_bad_input(audio: object, field: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        from_chat_messages([{"role": "assistant", "content": None, "audio": audio}])
+    assert (caught.value.field, caught.value.problem) == (field, "wrong-type")
+
+
+def test_a_lone_surrogate_in_a_transcript_is_named() -> None:
+    with pytest.raises(InvalidInput) as caught:
+        from_chat_messages([{"role": "assistant", "audio": {"id": "a", "transcript": "\ud800"}}])
+    assert (caught.value.field, caught.value.problem) == (
+        "messages[0].audio.transcript",
+        "not-utf8",
+    )

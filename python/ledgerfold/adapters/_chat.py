@@ -20,6 +20,13 @@ from ledgerfold import _native, _validate
 from ledgerfold._context import AssembledContext, SummaryItem, TurnItem, with_purge
 from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._model import ROLES, Turn
+from ledgerfold.adapters._chat_fields import audio_id as _audio_id
+from ledgerfold.adapters._chat_fields import bad as _bad
+from ledgerfold.adapters._chat_fields import compact_json as _compact_json
+from ledgerfold.adapters._chat_fields import content_text as _content_text
+from ledgerfold.adapters._chat_fields import explicit_id as _explicit_id
+from ledgerfold.adapters._chat_fields import optional_text as _optional_text
+from ledgerfold.adapters._chat_fields import tool_calls as _tool_calls
 from ledgerfold.adapters._summary_escape import escape_summary_text
 
 __all__ = [
@@ -48,6 +55,7 @@ SUMMARY_CLOSE = "</ledgerfold-summary>"
 _ROLE_ALIASES = {"developer": "system"}
 _CHAT_ROLE_KEY = "chat_role"
 _OMITTED_PARTS_KEY = "omitted_content_parts"
+_AUDIO_ID_KEY = "audio_id"
 
 
 def summary_framing(item: SummaryItem, *, recall: bool = False) -> str:
@@ -249,153 +257,6 @@ def sent_order(context: AssembledContext) -> Sequence[int]:
     return order
 
 
-def _bad(index: int, field: str, problem: str, detail: str) -> InvalidInput:
-    # Names the message index and field only: message content never reaches the error.
-    name = f"messages[{index}].{field}" if field else f"messages[{index}]"
-    return InvalidInput(f"{name}: {detail}", field=name, problem=problem)
-
-
-def _optional_text(message: Mapping[str, Any], index: int, key: str) -> str | None:
-    value = message.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise _bad(index, key, "wrong-type", f"must be str, got {type(value).__name__}")
-    if not value:
-        raise _bad(index, key, "empty", "must not be empty")
-    _require_utf8(value, index, key)
-    return value
-
-
-def _require_utf8(value: str, index: int, field: str) -> None:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise _bad(index, field, "not-utf8", "must encode as UTF-8") from None
-
-
-def _content_text(message: Mapping[str, Any], index: int) -> tuple[str, list[str]]:
-    """The message text and the types of any non-text content parts left out of it. An
-    assistant's refusal (Chat Completions' `refusal`, or `refusal` parts) is what it said:
-    part of its text, after any other text."""
-    text, omitted = _parts_text(message, index)
-    refusal = message.get("refusal") if message.get("role") == "assistant" else None
-    if refusal is not None:
-        if not isinstance(refusal, str):
-            raise _bad(index, "refusal", "wrong-type", "must be str")
-        _require_utf8(refusal, index, "refusal")
-        text = f"{text}\n{refusal}" if text and refusal else text or refusal
-    return text, omitted
-
-
-def _parts_text(message: Mapping[str, Any], index: int) -> tuple[str, list[str]]:
-    content = message.get("content")
-    if content is None:
-        return "", []
-    if isinstance(content, str):
-        _require_utf8(content, index, "content")
-        return content, []
-    if not isinstance(content, list):
-        raise _bad(
-            index,
-            "content",
-            "wrong-type",
-            f"must be str, None or a list of content parts, got {type(content).__name__}",
-        )
-    texts: list[str] = []
-    omitted: list[str] = []
-    for part_index, part in enumerate(content):
-        field = f"content[{part_index}]"
-        if not isinstance(part, Mapping):
-            raise _bad(index, field, "wrong-type", "must be a content part mapping")
-        part_type = part.get("type")
-        if not isinstance(part_type, str) or not part_type:
-            raise _bad(index, f"{field}.type", "wrong-type", "must be a non-empty str")
-        key = part_type if part_type in ("text", "refusal") else None
-        if key is None:
-            omitted.append(part_type)
-            continue
-        text = part.get(key)
-        if not isinstance(text, str):
-            raise _bad(index, f"{field}.{key}", "wrong-type", "must be str")
-        _require_utf8(text, index, f"{field}.{key}")
-        texts.append(text)
-    # Text parts are one message: joined as the model reads them, without separators.
-    return "".join(texts), omitted
-
-
-def _tool_calls(message: Mapping[str, Any], index: int) -> list[Mapping[str, Any]]:
-    calls = message.get("tool_calls")
-    if calls is None:
-        return []
-    if not isinstance(calls, list):
-        raise _bad(index, "tool_calls", "wrong-type", "must be a list")
-    for call_index, call in enumerate(calls):
-        field = f"tool_calls[{call_index}]"
-        if not isinstance(call, Mapping):
-            raise _bad(index, field, "wrong-type", "must be a mapping")
-        call_id = call.get("id")
-        if not isinstance(call_id, str) or not call_id:
-            raise _bad(index, f"{field}.id", "wrong-type", "must be a non-empty str")
-    return [_with_text_arguments(call, index, f"tool_calls[{n}]") for n, call in enumerate(calls)]
-
-
-def _with_text_arguments(call: Mapping[str, Any], index: int, field: str) -> Mapping[str, Any]:
-    """The call with `function.arguments` as the JSON text Chat Completions requires: a
-    mapping (as a developer writes it by hand) becomes its compact JSON text, so what is
-    sent back is valid; a str is kept as it is, and so is None (LangChain's invalid tool
-    calls have no arguments); anything else is refused."""
-    function = call.get("function")
-    if not isinstance(function, Mapping) or "arguments" not in function:
-        return call
-    arguments = function["arguments"]
-    field = f"{field}.function.arguments"
-    if arguments is None or isinstance(arguments, str):
-        return call
-    if not isinstance(arguments, Mapping):
-        raise _bad(
-            index,
-            field,
-            "wrong-type",
-            f"must be a JSON str (or a mapping), got {type(arguments).__name__}",
-        )
-    try:
-        text = json.dumps(arguments, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError, RecursionError):
-        _compact_json(arguments, index, field)  # raises, naming what is wrong
-        raise  # pragma: no cover - _compact_json refuses what json.dumps refused
-    _require_utf8(text, index, field)
-    return {**call, "function": {**function, "arguments": text}}
-
-
-def _compact_json(value: Any, index: int, field: str) -> str:
-    # Strict JSON only: NaN and Infinity would make every later `to_chat_messages` output
-    # invalid JSON (SPEC §15.6, §15.8).
-    try:
-        return json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=False)
-    except RecursionError:
-        raise _bad(index, field, "not-allowed", "is nested too deeply") from None
-    except (TypeError, ValueError):
-        pass
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError, RecursionError):
-        raise _bad(index, field, "wrong-type", "must be JSON-serialisable") from None
-    raise _bad(index, field, "not-allowed", "must not hold NaN or Infinity (not JSON)")
-
-
-def _explicit_id(message: Mapping[str, Any], index: int) -> str | None:
-    value = message.get("id")
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise _bad(index, "id", "wrong-type", f"must be str, got {type(value).__name__}")
-    if not value.strip():
-        raise _bad(index, "id", "empty", "must not be blank")
-    _require_utf8(value, index, "id")
-    return value
-
-
 def _assign_ids(explicit: list[str | None], id_prefix: str) -> list[str]:
     """Explicit IDs as given; the others `<prefix><sequence>`, suffixed `~<k>` on collision."""
     taken = {turn_id for turn_id in explicit if turn_id is not None}
@@ -469,6 +330,9 @@ def chat_turn_specs(messages: Iterable[Mapping[str, Any]]) -> list[ChatTurnSpec]
             meta[_CHAT_ROLE_KEY] = chat_role
         if omitted:
             meta[_OMITTED_PARTS_KEY] = _compact_json(omitted, index, "content")
+        audio_id = _audio_id(message, index)
+        if audio_id is not None:
+            meta[_AUDIO_ID_KEY] = audio_id
 
         calls = _tool_calls(message, index)
         if calls:
@@ -527,15 +391,18 @@ def from_chat_messages(
     IDs come from a message's `id`, else `<id_prefix><sequence>` (made unique against the
     explicit IDs). `content` may be str, None (→ "") or a list of content parts: the text
     (and `refusal`) parts are joined; the types of other parts are recorded in
-    `meta["omitted_content_parts"]`. An assistant's `refusal` follows its text (on a line of
-    its own). `tool_calls` (compact JSON text; a call's `function.arguments` given as a
-    mapping is stored as its compact JSON text, the str the API requires), `tool_call_id` and
-    `name` go to meta; a `developer` message becomes a `system` turn with
-    `meta["chat_role"]`. An assistant message with tool calls and the tool messages answering
-    them share the group `"tools:" + <first call id>` (with `"@" + <turn id>` added when that
-    call ID was made by an earlier message); a tool message answers the nearest earlier
-    message calling its ID, and one answering no earlier call gets no group. Other message
-    keys are ignored. Bad input raises `InvalidInput` naming the message index and field.
+    `meta["omitted_content_parts"]`. An assistant's audio reply (`audio`, as the SDK
+    returns it) gives its `audio.transcript` as text and its `audio.id` as
+    `meta["audio_id"]` (the audio is not kept); the transcript, then a `refusal`, follow any
+    text (each on a line of its own). `tool_calls` (compact JSON text; a call's
+    `function.arguments` given as a mapping is stored as its compact JSON text, the str the
+    API requires), `tool_call_id` and `name` go to meta; a `developer` message becomes a
+    `system` turn with `meta["chat_role"]`. An assistant message with tool calls and the
+    tool messages answering them share the group `"tools:" + <first call id>` (with `"@" +
+    <turn id>` added when that call ID was made by an earlier message); a tool message
+    answers the nearest earlier message calling its ID, and one answering no earlier call
+    gets no group. Other message keys are ignored. Bad input raises `InvalidInput` naming
+    the message index and field.
     """
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
         raise InvalidInput(

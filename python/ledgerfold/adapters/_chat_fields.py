@@ -1,0 +1,196 @@
+"""Reading the fields of one OpenAI-style chat message for the ledger (`from_chat_messages`,
+SPEC §8, §15.6): its text (content parts, an audio reply's transcript, a refusal), its tool
+calls (arguments as the JSON text the API requires) and its other fields. Bad input raises
+`InvalidInput` naming the message index and field; message content never reaches the
+error."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ledgerfold._errors import InvalidInput
+
+__all__ = [
+    "audio_id",
+    "bad",
+    "compact_json",
+    "content_text",
+    "explicit_id",
+    "optional_text",
+    "tool_calls",
+]
+
+
+def bad(index: int, field: str, problem: str, detail: str) -> InvalidInput:
+    # Names the message index and field only: message content never reaches the error.
+    name = f"messages[{index}].{field}" if field else f"messages[{index}]"
+    return InvalidInput(f"{name}: {detail}", field=name, problem=problem)
+
+
+def optional_text(message: Mapping[str, Any], index: int, key: str) -> str | None:
+    value = message.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise bad(index, key, "wrong-type", f"must be str, got {type(value).__name__}")
+    if not value:
+        raise bad(index, key, "empty", "must not be empty")
+    _require_utf8(value, index, key)
+    return value
+
+
+def _require_utf8(value: str, index: int, field: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise bad(index, field, "not-utf8", "must encode as UTF-8") from None
+
+
+def content_text(message: Mapping[str, Any], index: int) -> tuple[str, list[str]]:
+    """The message text and the types of any non-text content parts left out of it. An
+    assistant's audio reply (its `audio.transcript`) and refusal (Chat Completions'
+    `refusal`, or `refusal` parts) are what it said: part of its text, each after any
+    other text on a line of its own."""
+    text, omitted = _parts_text(message, index)
+    assistant = message.get("role") == "assistant"
+    extra = [_audio_transcript(message, index), message.get("refusal")] if assistant else []
+    for field, said in zip(("audio.transcript", "refusal"), extra, strict=False):
+        if said is None:
+            continue
+        if not isinstance(said, str):
+            raise bad(index, field, "wrong-type", "must be str")
+        _require_utf8(said, index, field)
+        text = f"{text}\n{said}" if text and said else text or said
+    return text, omitted
+
+
+def _audio_transcript(message: Mapping[str, Any], index: int) -> object:
+    audio = message.get("audio")
+    if audio is None:
+        return None
+    if not isinstance(audio, Mapping):
+        raise bad(index, "audio", "wrong-type", f"must be a mapping, got {type(audio).__name__}")
+    return audio.get("transcript")
+
+
+def audio_id(message: Mapping[str, Any], index: int) -> str | None:
+    """The id of an assistant's audio reply (`audio.id`), kept in meta as `audio_id`: the
+    audio itself is not kept, and is not sent back (its id expires, the ledger does not)."""
+    audio = message.get("audio") if message.get("role") == "assistant" else None
+    if audio is None:
+        return None
+    audio_id = audio.get("id")  # a mapping: `content_text` checked it
+    if not isinstance(audio_id, str) or not audio_id:
+        raise bad(index, "audio.id", "wrong-type", "must be a non-empty str")
+    _require_utf8(audio_id, index, "audio.id")
+    return audio_id
+
+
+def _parts_text(message: Mapping[str, Any], index: int) -> tuple[str, list[str]]:
+    content = message.get("content")
+    if content is None:
+        return "", []
+    if isinstance(content, str):
+        _require_utf8(content, index, "content")
+        return content, []
+    if not isinstance(content, list):
+        raise bad(
+            index,
+            "content",
+            "wrong-type",
+            f"must be str, None or a list of content parts, got {type(content).__name__}",
+        )
+    texts: list[str] = []
+    omitted: list[str] = []
+    for part_index, part in enumerate(content):
+        field = f"content[{part_index}]"
+        if not isinstance(part, Mapping):
+            raise bad(index, field, "wrong-type", "must be a content part mapping")
+        part_type = part.get("type")
+        if not isinstance(part_type, str) or not part_type:
+            raise bad(index, f"{field}.type", "wrong-type", "must be a non-empty str")
+        key = part_type if part_type in ("text", "refusal") else None
+        if key is None:
+            omitted.append(part_type)
+            continue
+        text = part.get(key)
+        if not isinstance(text, str):
+            raise bad(index, f"{field}.{key}", "wrong-type", "must be str")
+        _require_utf8(text, index, f"{field}.{key}")
+        texts.append(text)
+    # Text parts are one message: joined as the model reads them, without separators.
+    return "".join(texts), omitted
+
+
+def tool_calls(message: Mapping[str, Any], index: int) -> list[Mapping[str, Any]]:
+    calls = message.get("tool_calls")
+    if calls is None:
+        return []
+    if not isinstance(calls, list):
+        raise bad(index, "tool_calls", "wrong-type", "must be a list")
+    for call_index, call in enumerate(calls):
+        field = f"tool_calls[{call_index}]"
+        if not isinstance(call, Mapping):
+            raise bad(index, field, "wrong-type", "must be a mapping")
+        call_id = call.get("id")
+        if not isinstance(call_id, str) or not call_id:
+            raise bad(index, f"{field}.id", "wrong-type", "must be a non-empty str")
+    return [_with_text_arguments(call, index, f"tool_calls[{n}]") for n, call in enumerate(calls)]
+
+
+def _with_text_arguments(call: Mapping[str, Any], index: int, field: str) -> Mapping[str, Any]:
+    """The call with `function.arguments` as the JSON text Chat Completions requires: a
+    mapping (as a developer writes it by hand) becomes its compact JSON text, so what is
+    sent back is valid; a str is kept as it is, and so is None (LangChain's invalid tool
+    calls have no arguments); anything else is refused."""
+    function = call.get("function")
+    if not isinstance(function, Mapping) or "arguments" not in function:
+        return call
+    arguments = function["arguments"]
+    field = f"{field}.function.arguments"
+    if arguments is None or isinstance(arguments, str):
+        return call
+    if not isinstance(arguments, Mapping):
+        raise bad(
+            index,
+            field,
+            "wrong-type",
+            f"must be a JSON str (or a mapping), got {type(arguments).__name__}",
+        )
+    try:
+        text = json.dumps(arguments, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        compact_json(arguments, index, field)  # raises, naming what is wrong
+        raise  # pragma: no cover - compact_json refuses what json.dumps refused
+    _require_utf8(text, index, field)
+    return {**call, "function": {**function, "arguments": text}}
+
+
+def compact_json(value: Any, index: int, field: str) -> str:
+    # Strict JSON only: NaN and Infinity would make every later `to_chat_messages` output
+    # invalid JSON (SPEC §15.6, §15.8).
+    try:
+        return json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=False)
+    except RecursionError:
+        raise bad(index, field, "not-allowed", "is nested too deeply") from None
+    except (TypeError, ValueError):
+        pass
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        raise bad(index, field, "wrong-type", "must be JSON-serialisable") from None
+    raise bad(index, field, "not-allowed", "must not hold NaN or Infinity (not JSON)")
+
+
+def explicit_id(message: Mapping[str, Any], index: int) -> str | None:
+    value = message.get("id")
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise bad(index, "id", "wrong-type", f"must be str, got {type(value).__name__}")
+    if not value.strip():
+        raise bad(index, "id", "empty", "must not be blank")
+    _require_utf8(value, index, "id")
+    return value
