@@ -158,3 +158,38 @@ def test_a_lone_surrogate_in_a_transcript_is_named() -> None:
         "messages[0].audio.transcript",
         "not-utf8",
     )
+
+
+# --- what a tool call holds ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("function", "field"),
+    [
+        ({"name": "f", "arguments": '{"city":"\ud800"}'}, "tool_calls[0].function.arguments"),
+        ({"name": "f\udfff", "arguments": "{}"}, "tool_calls[0].function.name"),
+    ],
+    ids=["arguments", "name"],
+)
+def test_a_lone_surrogate_in_a_tool_call_is_bad_input(function: dict[str, Any], field: str) -> None:
+    # Stored as ASCII JSON it passed, and every later request carrying the call failed to
+    # encode (the ledger could no longer be sent).
+    message = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", **_f(function)}]}
+    with pytest.raises(InvalidInput) as caught:
+        from_chat_messages([QUESTION, message])
+    assert (caught.value.field, caught.value.problem) == (f"messages[1].{field}", "not-utf8")
+
+
+def test_a_lone_surrogate_in_a_call_id_names_the_id() -> None:
+    # It was refused as `messages[0].group`, a field the caller never wrote.
+    message = {"role": "assistant", "tool_calls": [{"id": "c\ud800", **_f({"name": "f"})}]}
+    with pytest.raises(InvalidInput) as caught:
+        from_chat_messages([message])
+    assert (caught.value.field, caught.value.problem) == (
+        "messages[0].tool_calls[0].id",
+        "not-utf8",
+    )
+
+
+def _f(function: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "function", "function": function}

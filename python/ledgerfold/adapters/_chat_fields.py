@@ -137,7 +137,39 @@ def tool_calls(message: Mapping[str, Any], index: int) -> list[Mapping[str, Any]
         call_id = call.get("id")
         if not isinstance(call_id, str) or not call_id:
             raise bad(index, f"{field}.id", "wrong-type", "must be a non-empty str")
-    return [_with_text_arguments(call, index, f"tool_calls[{n}]") for n, call in enumerate(calls)]
+    texts = [_with_text_arguments(call, index, f"tool_calls[{n}]") for n, call in enumerate(calls)]
+    for call_index, call in enumerate(texts):
+        # Stored as ASCII JSON, a lone surrogate would pass and come back unsendable.
+        at = _not_utf8_at(call, f"tool_calls[{call_index}]")
+        if at is not None:
+            raise bad(index, at, "not-utf8", "must encode as UTF-8")
+    return texts
+
+
+def _not_utf8_at(value: Any, field: str, depth: int = 0) -> str | None:
+    """The field of the first str (a key names its mapping) that does not encode as
+    UTF-8; None when all do (or when nesting too deep for `compact_json` to take)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return field
+        return None
+    if depth > 200:
+        return None
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if _not_utf8_at(key, field) is not None:
+                return field
+            at = _not_utf8_at(item, f"{field}.{key}", depth + 1)
+            if at is not None:
+                return at
+    elif isinstance(value, (list, tuple)):
+        for item_index, item in enumerate(value):
+            at = _not_utf8_at(item, f"{field}[{item_index}]", depth + 1)
+            if at is not None:
+                return at
+    return None
 
 
 def _with_text_arguments(call: Mapping[str, Any], index: int, field: str) -> Mapping[str, Any]:
