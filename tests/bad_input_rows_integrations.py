@@ -367,6 +367,22 @@ ROWS: tuple[BadInput, ...] = (
         "messages[0].audio.id",
     ),
     row(
+        "from_chat_messages: the legacy function_call (use tool_calls)",
+        "from_chat_messages([{'role': 'assistant', 'content': None, 'function_call': {'name':"
+        " 'f', 'arguments': body}}])",
+        lambda: lf.from_chat_messages(
+            [
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "function_call": {"name": "f", "arguments": SECRET_BODY},
+                }
+            ]
+        ),
+        INVALID,
+        "messages[0].function_call",
+    ),
+    row(
         "from_chat_messages: an assistant's refusal not a str",
         "from_chat_messages([{'role': 'assistant', 'content': None, 'refusal': 5}])",
         lambda: lf.from_chat_messages([{"role": "assistant", "content": None, "refusal": 5}]),

@@ -193,3 +193,32 @@ def test_a_lone_surrogate_in_a_call_id_names_the_id() -> None:
 
 def _f(function: dict[str, Any]) -> dict[str, Any]:
     return {"type": "function", "function": function}
+
+
+# --- the legacy function call -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "content", [None, "Let me look that up."], ids=["content-none", "with-text"]
+)
+def test_a_legacy_function_call_is_refused_not_dropped(content: str | None) -> None:
+    # It was ignored: the call vanished from the ledger (an empty assistant turn, or its
+    # text alone) and from what was sent back, with no word to the caller.
+    call = {"name": "get_reservation", "arguments": '{"reservation_id":"ZFA04Y"}'}
+    message = {"role": "assistant", "content": content, "function_call": call}
+    with pytest.raises(InvalidInput) as caught:
+        from_chat_messages([QUESTION, message])
+    assert (caught.value.field, caught.value.problem) == (
+        "messages[1].function_call",
+        "not-allowed",
+    )
+    with SQLiteStore() as store:
+        with pytest.raises(InvalidInput):
+            store.append_chat_messages("c", [QUESTION, message])
+        assert store.conversation_ids() == []  # nothing written
+
+
+def test_a_dumped_sdk_message_without_a_function_call_is_taken() -> None:
+    # `model_dump()` writes `function_call: None` (and `audio`, `refusal` None) on every reply.
+    (turn,) = from_chat_messages([_spoken(audio=None)])
+    assert (turn.role, turn.body, turn.meta) == ("assistant", "", None)

@@ -324,6 +324,12 @@ def chat_turn_specs(messages: Iterable[Mapping[str, Any]]) -> list[ChatTurnSpec]
             raise _bad(
                 index, "role", "unknown-value", f"must be one of {', '.join(ROLES)} or developer"
             )
+        if message.get("function_call") is not None:
+            # The legacy call has no id, and its answer (role `function`) is refused: kept
+            # silently out, the call would vanish from the ledger and what is sent back.
+            raise _bad(
+                index, "function_call", "not-allowed", "the legacy call is not kept: use tool_calls"
+            )
         body, omitted = _content_text(message, index)
         meta: dict[str, str] = {}
         if role != chat_role:
@@ -401,7 +407,8 @@ def from_chat_messages(
     tool messages answering them share the group `"tools:" + <first call id>` (with `"@" +
     <turn id>` added when that call ID was made by an earlier message); a tool message
     answers the nearest earlier message calling its ID, and one answering no earlier call
-    gets no group. Other message keys are ignored. Bad input raises `InvalidInput` naming
+    gets no group. The legacy `function_call` is refused (as the `function` role is): use
+    `tool_calls`. Other message keys are ignored. Bad input raises `InvalidInput` naming
     the message index and field.
     """
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
