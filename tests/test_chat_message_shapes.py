@@ -222,3 +222,26 @@ def test_a_dumped_sdk_message_without_a_function_call_is_taken() -> None:
     # `model_dump()` writes `function_call: None` (and `audio`, `refusal` None) on every reply.
     (turn,) = from_chat_messages([_spoken(audio=None)])
     assert (turn.role, turn.body, turn.meta) == ("assistant", "", None)
+
+
+# --- calls the ledger already holds -----------------------------------------------------
+
+
+def test_stored_arguments_that_are_json_itself_are_sent_as_json_text() -> None:
+    # A ledger written before `from_chat_messages` stored a mapping as its text (or by
+    # `append_many`) holds the arguments as a JSON object: they went out as an object,
+    # which Chat Completions refuses (it takes a str).
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": {"b": "ü"}}}
+    with SQLiteStore() as store:
+        store.append_many(
+            "c",
+            [
+                {"role": "user", "body": "Look it up."},
+                {"role": "assistant", "body": "", "meta": {"tool_calls": json.dumps([call])}},
+                {"role": "tool", "body": "found", "meta": {"tool_call_id": "c1"}},
+            ],
+        )
+        sent = to_chat_messages(store.context("c", "v"))
+    assert sent[1]["tool_calls"] == [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"b":"ü"}'}}
+    ]

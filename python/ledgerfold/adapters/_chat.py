@@ -149,12 +149,27 @@ def _turn_message(item: TurnItem) -> dict[str, Any]:
                 field="meta.tool_calls",
                 problem="wrong-type",
             )
-        message["tool_calls"] = calls
+        message["tool_calls"] = [_sendable_call(call) for call in calls]
     if "tool_call_id" in meta and item.role == "tool":
         message["tool_call_id"] = meta["tool_call_id"]
     if "name" in meta:
         message["name"] = meta["name"]
     return message
+
+
+def _sendable_call(call: Any) -> Any:
+    """A stored call with `function.arguments` as the str Chat Completions requires: a
+    ledger written before `from_chat_messages` stored a mapping as its JSON text (or by
+    `append_many`) may hold the arguments as JSON itself; they are sent as their compact
+    JSON text, the text `from_chat_messages` stores now."""
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict):
+        return call
+    arguments = function.get("arguments")
+    if arguments is None or isinstance(arguments, str):
+        return call
+    text = json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)
+    return {**call, "function": {**function, "arguments": text}}
 
 
 def to_chat_messages(
@@ -165,7 +180,8 @@ def to_chat_messages(
 
     A turn gives its own `role` (a system turn whose `meta["chat_role"]` is `developer` gives
     `developer`; no other meta changes a role) and `content`, plus `name`, `tool_calls`
-    (parsed from its meta JSON text; assistant turns only) and `tool_call_id` (tool turns
+    (parsed from its meta JSON text, a call's `function.arguments` always as a str;
+    assistant turns only) and `tool_call_id` (tool turns
     only) when its meta holds them. The summary gives one `system` message:
     `summary_framing`, then the escaped text between `SUMMARY_OPEN` and `SUMMARY_CLOSE` on
     lines of their own. It is never a `user` message. The result is strict JSON (no NaN or
