@@ -245,3 +245,15 @@ def test_stored_arguments_that_are_json_itself_are_sent_as_json_text() -> None:
     assert sent[1]["tool_calls"] == [
         {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"b":"ü"}'}}
     ]
+
+
+def test_a_langchain_audio_reply_is_its_transcript() -> None:
+    # langchain-openai keeps the reply's audio in additional_kwargs, its content empty; the
+    # converter left it out, so the ledger held an empty assistant turn.
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from ledgerfold.adapters import from_langchain_messages
+
+    reply = AIMessage("", id="a1", additional_kwargs={"audio": {**AUDIO, "transcript": TRANSCRIPT}})
+    turns = from_langchain_messages([HumanMessage("When do I leave?", id="u1"), reply])
+    assert (turns[1].body, turns[1].meta) == (TRANSCRIPT, {"audio_id": "audio_abc"})

@@ -307,6 +307,11 @@ def chat_messages(
             del first["tool_call_id"]
             if index in results:
                 first["tool_call_id"] = results[index]
+        # langchain-openai keeps an audio reply (its transcript) where LangChain's converter
+        # does not look: the chat adapter takes it from there as from an SDK message.
+        audio = getattr(message, "additional_kwargs", {}).get("audio")
+        if isinstance(message, lc.AIMessage) and audio is not None and "audio" not in first:
+            first["audio"] = audio
         for call in getattr(message, "invalid_tool_calls", []):
             function = {"name": call["name"], "arguments": call["args"]}
             first.setdefault("tool_calls", []).append(
