@@ -221,6 +221,12 @@ def test_an_import_that_imports_nothing_creates_no_database(
         "skipped": 0,
     }
     assert list(tmp_path.iterdir()) == [source]
+    # An empty file named as the database is left as it is (not made a database).
+    db.touch()
+    result = run("import", str(db), str(source))
+    assert result.stdout == "imported 0 conversations, 0 turns (nothing to import)\n"
+    assert db.stat().st_size == 0
+    db.unlink()
     # Into a database that exists, the same import writes nothing and says the usual line.
     assert run("import", str(db), str(write(tmp_path / "a.jsonl", line("a", [1])))).exit_code == 0
     before = db.read_bytes()

@@ -126,7 +126,8 @@ def import_command(db: str, files: tuple[str, ...], as_json: bool) -> None:
     if not transcripts and not _has_content(db):
         # Nothing to import (no lines, blank lines, conversations without turns) and no
         # database yet: as an import with nothing new, it writes nothing, not even the file.
-        _print_imported(0, 0, 0, as_json, note=f"nothing to import, {db} not created")
+        unmade = "" if os.path.lexists(db) else f", {db} not created"  # an empty file stays
+        _print_imported(0, 0, 0, as_json, note=f"nothing to import{unmade}")
         return
     # Decided on a read-only open first: an import with nothing new writes nothing, so it
     # works on a database the user may only read, and says what it found.
