@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cli_support import run
-from ledgerfold import SQLiteStore
+from ledgerfold import CompactionPolicy, Compactor, SQLiteStore
 
 
 def _state(db: Path) -> tuple[str, bool]:
@@ -78,3 +78,20 @@ def test_nothing_to_purge_as_json(db: Path) -> None:
     assert report["turns"] == 0 and report["dry_run"] is False
     assert report["boundary"] is None and report["purged_at"] is None
     assert _state(db) == before
+
+
+def test_nothing_to_purge_seals_no_summary(tmp_path: Path) -> None:
+    """With a current summary, a purge of nothing reports no sealed summary (`--dry-run`
+    too): no purge runs, so none is sealed."""
+    path = tmp_path / "summarised.db"
+    with SQLiteStore(path) as store:
+        store.append_many("c", [{"role": "user", "body": f"turn {n}"} for n in range(12)])
+        policy = CompactionPolicy("v1", keep_tail=4, min_new_turns=1)
+        assert Compactor(store, policy).compact("c").status == "accepted"
+    for extra in ((), ("--dry-run",)):
+        code, out, err = _purge(path, 0, "--json", *extra)
+        assert code == 0, err
+        report = json.loads(out)
+        assert report["turns"] == 0 and report["sealed_summary"] is None
+    code, out, _ = _purge(path, 4, "--json", "--dry-run")
+    assert code == 0 and json.loads(out)["sealed_summary"] is not None

@@ -89,6 +89,9 @@ def purge_command(
         preview = preview_or_refuse(store)
         if write and preview["turns"]:
             boundary = store.purge_through(conversation_id, through, reason, force=force)
+    if not preview["turns"]:
+        # No turn goes, so no purge runs: nothing is (or would be) sealed.
+        preview = {**preview, "sealed_summary": None}
     # `conversation` as in every other command's JSON; `conversation_id` kept (documented).
     report = {
         "conversation": conversation_id,
