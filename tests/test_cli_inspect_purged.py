@@ -81,3 +81,14 @@ def test_the_empty_context_of_a_wholly_purged_conversation(db: Path) -> None:
         "context of summarised: empty: every turn through sequence 10 was purged (gdpr)"
         " and the summary is not used (stale-summary:policy-mismatch)"
     ]
+
+
+def test_the_inspector_page_of_a_wholly_purged_conversation_says_the_context_is_empty(
+    db: Path, tmp_path: Path
+) -> None:
+    """Its page says so too: the fallback alert does not claim every turn is sent raw."""
+    page = tmp_path / "bare.html"
+    _ok("inspect", str(db), "bare", "--html", str(page))
+    text = page.read_text(encoding="utf-8")
+    assert "Fallback: no-summary — the context is empty." in text
+    assert "every turn is sent raw" not in text

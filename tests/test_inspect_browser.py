@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from html_ledgers import CONVERSATION, build_purged_db, build_states_db
+from ledgerfold import SQLiteStore
 from ledgerfold._cli import cli
 
 TIMEOUT = 120
@@ -211,3 +212,32 @@ def test_report_links_to_inspector_pages_in_headless_chromium(
     # On screen: the attention table's red edge, the failed badge, the mini bars' colours.
     for colour in ((0xEF, 0x44, 0x44), (0xFE, 0xF3, 0xC7), (0x10, 0xB9, 0x81)):
         assert _has_colour(rows, colour), colour
+
+
+def test_a_boundary_at_the_end_keeps_its_label_on_the_timeline(
+    chromium: str, tmp_path: Path
+) -> None:
+    """A history boundary at the last turn (everything purged): its label reads leftwards from
+    the line, so no text spills past the timeline's box to the right edge of the page."""
+    db = tmp_path / "purged.db"
+    with SQLiteStore(db) as store:
+        store.append_many("e", [{"role": "user", "body": f"turn {n}"} for n in range(8)])
+        store.purge_through("e", 8, "gone", force=True)
+    page = tmp_path / "end.html"
+    result = CliRunner().invoke(
+        cli, ["inspect", str(db), "e", "--html", str(page)], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    shot = tmp_path / "end.png"
+    shown = _run_chromium(
+        chromium,
+        tmp_path / "profile-end",
+        f"--screenshot={shot}",
+        "--window-size=1280,600",
+        page.as_uri(),
+    )
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    width, _, rows = _png_pixels(shot)
+    # The page's content is at most 1,144 px wide, centred: nothing is drawn right of it.
+    margin = [row[3 * (width - 50) :] for row in rows]
+    assert not _has_colour(margin, (0x11, 0x18, 0x27), tolerance=60)

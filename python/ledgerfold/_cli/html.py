@@ -85,6 +85,7 @@ border-radius:6px;overflow:hidden}
 .boundary{position:absolute;top:34px;height:48px;border-left:3px dashed #111827}
 .boundary span{position:absolute;top:48px;left:-2px;font-size:11.5px;white-space:nowrap;
 color:#111827;background:#f8fafc;padding:0 4px}
+.boundary.end span{left:auto;right:1px;top:44px;z-index:1}
 .axis{position:absolute;top:78px;left:0;right:0;font-size:11.5px;color:var(--muted)}
 .axis span:last-child{position:absolute;right:0}
 .summary-text{white-space:pre-wrap;margin:8px 0 0;max-height:320px;overflow:auto;
@@ -216,8 +217,12 @@ def _timeline(view: ConversationView) -> str:
     parts.append(f'<div class="track" id="track">{marks}</div>')
     if view.boundary is not None and view.boundary_at is not None:
         text = f"history boundary ≤ seq {view.boundary.through_sequence}"
+        # Past the middle, the label reads leftwards from the line: rightwards, a boundary
+        # near the end would push it past the timeline and off the page.
+        end = " end" if 2 * view.boundary_at > total else ""
         parts.append(
-            f'<div class="boundary" id="boundary" style="left:{_pct(view.boundary_at, total)}">'
+            f'<div class="boundary{end}" id="boundary"'
+            f' style="left:{_pct(view.boundary_at, total)}">'
             f"<span>{_e(text)}</span></div>"
         )
     if view.marks:
@@ -288,7 +293,8 @@ def _context(view: ConversationView) -> str:
         f"(store.context(…, {_e(view.policy_version)}))</code> gives them.</p>"
     )
     if view.fallback is not None:
-        intro += f'<p class="alert">Fallback: {_e(view.fallback)} — every turn is sent raw.</p>'
+        sent = "every turn is sent raw" if view.message_count else "the context is empty"
+        intro += f'<p class="alert">Fallback: {_e(view.fallback)} — {sent}.</p>'
     items = [_message(m, MESSAGE_CHARS) for m in view.messages]
     if view.omitted:
         omitted = counted(view.omitted, "message")
