@@ -313,6 +313,17 @@ def test_malformed_line_names_file_line_and_field(tmp_path: Path, line: Any, fie
     assert len(loaded) == 2  # lines before the bad one were yielded
 
 
+@pytest.mark.parametrize("key", ["conversation_id", "source", "turns"])
+def test_a_missing_key_is_called_missing(tmp_path: Path, key: str) -> None:
+    """A line without a required key says the key is missing, not "got NoneType"."""
+    line = {k: v for k, v in record(raw_turn(1, "user")).items() if k != key}
+    path = write_lines(tmp_path, line, name="short.jsonl")
+    with pytest.raises(InvalidInput) as caught:
+        list(iter_transcripts(path))
+    assert str(caught.value).startswith(f"{path}:1: {key}: missing (must be ")
+    assert "NoneType" not in str(caught.value)
+
+
 def test_invalid_utf8_names_the_line(tmp_path: Path) -> None:
     path = tmp_path / "bytes.jsonl"
     path.write_bytes(json.dumps(GOOD).encode() + b"\n" + b'{"conversation_id": "\xff"}\n')

@@ -104,7 +104,9 @@ def load_transcripts(paths: PathArg | Iterable[PathArg]) -> list[Transcript]:
 
 
 def _field(record: dict[str, Any], key: str, kind: type, where: str) -> Any:
-    value = record.get(key)
+    if key not in record:  # not "got NoneType": the line has no such key
+        raise _LineError(f"{where}{key}: missing (must be {kind.__name__})", key, "wrong-type")
+    value = record[key]
     if isinstance(value, bool) or not isinstance(value, kind):
         raise _LineError(
             f"{where}{key}: must be {kind.__name__}, got {type(value).__name__}",
