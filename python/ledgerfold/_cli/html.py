@@ -219,9 +219,9 @@ def _timeline(view: ConversationView) -> str:
         text = f"history boundary ≤ seq {view.boundary.through_sequence}"
         # Past the middle, the label reads leftwards from the line: rightwards, a boundary
         # near the end would push it past the timeline and off the page.
-        end = " end" if 2 * view.boundary_at > total else ""
+        side = " end" if 2 * view.boundary_at > total else ""
         parts.append(
-            f'<div class="boundary{end}" id="boundary"'
+            f'<div class="boundary{side}" id="boundary"'
             f' style="left:{_pct(view.boundary_at, total)}">'
             f"<span>{_e(text)}</span></div>"
         )
