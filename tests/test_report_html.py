@@ -325,3 +325,18 @@ def test_a_row_names_only_a_current_summary_as_current(
             assert int(covered) == (len(current.source_ids) if current else 0), cid
             seen.add(cid)
     assert kinds["stale"] <= seen
+
+
+def test_the_page_claims_nothing_of_revalidation_runs(tmp_path: Path) -> None:
+    """The store keeps no log of revalidation runs: after `ledgerfold revalidate` the page
+    said "last revalidation: never recorded". It says nothing of them."""
+    db = tmp_path / "revalidated.db"
+    with SQLiteStore(db) as store:
+        store.append_many("c", [{"role": "user", "body": f"turn {n}"} for n in range(8)])
+        assert Compactor(store, POLICY, ExtractiveSummarizer()).compact("c").status == "accepted"
+    assert run("revalidate", str(db)).exit_code == 0
+    page = tmp_path / "report.html"
+    result = run("report", str(db), "--html", str(page))
+    assert result.exit_code == 0, result.output
+    text = page.read_text(encoding="utf-8")
+    assert "revalidation" not in text and "never recorded" not in text

@@ -545,8 +545,8 @@ def render_database(view: DatabaseView, links: Mapping[str, str] | None = None) 
     totals = _totals(view.stats) if view.stats is not None else ""
     body = (
         f"<h1>Database <code>{_e(view.path)}</code></h1>"
-        f'<p class="sub">ledgerfold report · {counted(view.total_conversations, "conversation")} ·'
-        f" last revalidation: {_e(view.revalidation)}</p>{totals}"
+        f'<p class="sub">ledgerfold report · {counted(view.total_conversations, "conversation")}'
+        f"</p>{totals}"
         f"<h2>Needs attention ({view.attention_total:,})</h2>{attention_html}"
         f"<h2>Other conversations ({view.total_conversations - view.attention_total:,})</h2>"
         f"{others_html}{note}"

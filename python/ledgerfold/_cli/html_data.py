@@ -152,7 +152,6 @@ class DatabaseView:
     conversations: tuple[ConversationRow, ...]
     total_conversations: int
     problems: tuple[tuple[str, str | None, str, str, str | None, str], ...] = field(default=())
-    revalidation: str = "never recorded"
     stats: StoreStats | None = None
     attention_total: int = 0  # conversations that need attention, listed or not
 
@@ -450,7 +449,7 @@ def gather_database(path: Path) -> DatabaseView:
     (`SQLiteStore.stats()`), shown above — all read in one read transaction, so a writer's
     commit shows in all of them or in none; the fallbacks and purges of the rows are the
     very states the totals count (`conversation_states`). The store keeps no log of
-    revalidation runs, so `revalidation` says "never recorded"."""
+    revalidation runs, so the page says nothing of them."""
     with _read_only(path) as conn:
         conn.execute("BEGIN")  # one snapshot for every read below
         states = conversation_states(conn, None)
