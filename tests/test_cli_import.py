@@ -233,3 +233,10 @@ def test_an_import_that_imports_nothing_creates_no_database(
     result = run("import", str(db), str(source))
     assert (result.exit_code, result.stdout) == (0, "imported 0 conversations, 0 turns\n")
     assert db.read_bytes() == before
+
+
+def test_help_names_every_required_field() -> None:
+    """`import --help` names `source`, which a transcript line must have (else refused)."""
+    result = run("import", "--help")
+    assert result.exit_code == 0
+    assert '"conversation_id", "source", "turns"' in " ".join(result.stdout.split())

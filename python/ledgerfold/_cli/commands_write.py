@@ -83,7 +83,7 @@ def turn_spec(turn: Turn) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 def import_command(db: str, files: tuple[str, ...], as_json: bool) -> None:
     """Import JSONL transcripts into DB, creating it if needed: one conversation a line,
-    {"conversation_id", "turns": [{"id", "sequence", "role", "body", "tool_call_ids"}]}
+    {"conversation_id", "source", "turns": [{"id", "sequence", "role", "body", "tool_call_ids"}]}
     (described in tests/data/transcripts/README.md).
 
     A conversation already in DB is skipped (one line counts them), so importing twice is
