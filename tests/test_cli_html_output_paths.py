@@ -62,7 +62,8 @@ def test_nor_the_files_sqlite_keeps_beside_it(tmp_path: Path, suffix: str) -> No
     for argv in _commands(db, Path(f"{db}{suffix}")):
         result = run(*argv)
         assert result.exit_code == 2, result.output
-        assert "database" in result.stderr
+        # What it is: the file SQLite keeps beside the database, not the database itself.
+        assert f": is the {suffix} file of the database {db}, not a page" in result.stderr
     with SQLiteStore(db, read_only=True) as store:
         assert len(store.load("c").turns) == 4
 

@@ -78,7 +78,8 @@ def _check_out(out: str, db: str) -> Path:
         if target == companion or (
             path.exists() and os.path.exists(companion) and os.path.samefile(path, companion)
         ):
-            raise UserError(f"{out}: is the database {db}{suffix}, not a page to write")
+            what = f"the database {db}" if not suffix else f"the {suffix} file of the database {db}"
+            raise UserError(f"{out}: is {what}, not a page to write")
     return path
 
 
