@@ -34,8 +34,9 @@ def _said(problems: list[str]) -> str:
 @click.pass_context
 def reindex_command(ctx: click.Context, db: str, check_only: bool, as_json: bool) -> None:
     """Check DB's search index (FTS5's integrity-check, and that it holds exactly the live
-    turns with a searchable word) and rebuild it from the ledger, however damaged; the ledger is not written.
-    Opens DB for writing (an older schema is migrated first, as `upgrade` does)."""
+    turns with a searchable word) and rebuild it from the ledger, however damaged; the
+    ledger is not written. Opens DB for writing (an older schema is migrated first, as
+    `upgrade` does)."""
     path = check_db_path(db)
     console = stdout_console()
     started = time.perf_counter()
