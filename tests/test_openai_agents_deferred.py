@@ -7,8 +7,10 @@ commit (a gate) while the caller is shown to have returned."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ import pytest
 
 from integration_stores import RecordingStore
 from ledgerfold import CompactionPolicy, SQLiteStore
-from ledgerfold._worker import worker_for
+from ledgerfold._worker import StoreWorker, worker_for
 from ledgerfold.integrations.openai_agents import LedgerfoldSession
 
 #: Due at once: every add_items of two or more new turns compacts.
@@ -61,6 +63,36 @@ def test_a_job_submitted_after_the_batch_runs_once_its_callers_are_answered() ->
     # Submitted after the batch, it ran once both callers of that batch had their answers;
     # submitted plainly, it ran inside the batch, before either did.
     assert seen == {"after": [True, True], "plain": [False, False]}
+
+
+def test_jobs_submitted_after_their_batch_share_the_next_batch() -> None:
+    """Deferred jobs queued one after another run as one batch (one commit, one fsync with
+    `durability="full"`), still after the callers of the batch that submitted them."""
+    batches: list[list[str]] = []
+
+    @contextlib.contextmanager
+    def hook() -> Iterator[None]:
+        batches.append([])
+        yield None
+
+    worker = StoreWorker(lambda: hook)
+    gate = threading.Event()
+
+    def job(name: str, *later: str) -> None:
+        batches[-1].append(name)
+        for each in later:
+            worker.submit_after_batch(lambda each=each: batches[-1].append(each))
+
+    try:
+        worker.submit(gate.wait, 60)  # holds the worker: a and b are then one batch
+        worker.submit(job, "a", "a1", "a2")
+        worker.submit(job, "b", "b1")
+        gate.set()
+    finally:
+        gate.set()
+        worker.close()  # after the queued jobs
+    # The three deferred jobs ran together, after the batch of a and b, not in it.
+    assert batches == [["a", "b"], ["a1", "a2", "b1"]]
 
 
 def test_add_items_returns_before_its_compaction_and_later_calls_see_it(

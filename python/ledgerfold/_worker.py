@@ -202,11 +202,13 @@ class StoreWorker:
                     return
             self._run_batch()
 
-    def _next(self, first: bool) -> _Job | None:
-        """The next queued job; None when there is none or, unless it is the batch's `first`,
-        when it starts a batch of its own (`submit_after_batch`)."""
+    def _next(self, after_ok: bool) -> _Job | None:
+        """The next queued job; None when there is none or, unless `after_ok` (the batch has
+        run only such jobs so far), when it starts a batch of its own (`submit_after_batch`):
+        jobs submitted after their batches, queued one after another, share one batch (one
+        commit), but none runs in the batch of a caller it must not keep waiting."""
         with self._lock:
-            if not self._jobs or (not first and isinstance(self._jobs[0][0], _BatchStart)):
+            if not self._jobs or (not after_ok and isinstance(self._jobs[0][0], _BatchStart)):
                 return None
             return self._jobs.popleft()
 
@@ -258,10 +260,12 @@ class StoreWorker:
         """Run queued jobs (at most `BATCH_JOBS` in all) into `done`, noting in `split` how
         many jobs and held events there were when the batch's transaction ended early."""
         self._yielded = time.perf_counter()
+        plain = False  # whether the batch has taken a job not submitted after its batch
         while len(done) < BATCH_JOBS:
-            job = self._next(not done)
+            job = self._next(not plain)
             if job is None:
                 break
+            plain = plain or not isinstance(job[0], _BatchStart)
             if done:
                 self._pause()
             if not job[0].set_running_or_notify_cancel():
