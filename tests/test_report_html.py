@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from cli_support import run
 from ledgerfold import CompactionPolicy, Compactor, ExtractiveSummarizer, SQLiteStore
-from ledgerfold._cli import _page_names, html, html_data
+from ledgerfold._cli import _page_names, html, html_data, html_report
 from ledgerfold._cli._page_names import page_names
 
 DATA = Path(__file__).resolve().parent / "data" / "transcripts"
@@ -255,7 +255,7 @@ def test_rows_and_pages_are_capped_and_the_rest_counted(
     kinds = build_db(db)
     flagged = kinds["stale"] | kinds["failed"] | kinds["purged"]
     monkeypatch.setattr(html_data, "REPORT_ROWS", 5)
-    monkeypatch.setattr(html, "REPORT_ROWS", 5)
+    monkeypatch.setattr(html_report, "REPORT_ROWS", 5)
     out = tmp_path / "r.html"
     result = run("report", str(db), "--html", str(out))
     assert result.exit_code == 0, result.output

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ledgerfold._cli._page_names import PAGE_NAME, page_names
-from ledgerfold._cli.html import render_conversation, render_database
+from ledgerfold._cli.html import render_conversation
 from ledgerfold._cli.html_data import (
     REPORT_ROWS,
     ConversationRow,
@@ -22,6 +22,7 @@ from ledgerfold._cli.html_data import (
     gather_conversation,
     gather_database,
 )
+from ledgerfold._cli.html_report import render_database
 from ledgerfold._cli.main import UserError, check_db_path, cli, open_store
 from ledgerfold._cli.render import (
     counted,
