@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-import json
 import logging
 import operator
 import threading
@@ -57,7 +56,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools import BaseTool
 
 from ledgerfold import _native, _validate
 from ledgerfold._compactor import Compactor
@@ -65,7 +64,6 @@ from ledgerfold._context import SummaryItem, TurnItem
 from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._events import EventHook
 from ledgerfold._policy import CompactionPolicy
-from ledgerfold._worker import worker_for
 from ledgerfold.adapters._chat import chat_turn_specs, tool_group
 from ledgerfold.adapters._langchain import (
     chat_messages,
@@ -74,6 +72,7 @@ from ledgerfold.adapters._langchain import (
     ledger_call_ids,
 )
 from ledgerfold.adapters._summary_contents import SummaryContents
+from ledgerfold.integrations._langchain_recall import recall_tool as _recall_tool
 from ledgerfold.integrations._langchain_state import (
     KNOWN_CONVERSATIONS,
     Known,
@@ -87,7 +86,7 @@ from ledgerfold.integrations._langchain_state import (
 from ledgerfold.integrations._turns import append_specs
 from ledgerfold.store._protocol import Store
 from ledgerfold.summarizers._base import Summarizer, in_running_loop
-from ledgerfold.tools import RECALL_TOOL, check_recall_store, run_recall
+from ledgerfold.tools import check_recall_store
 
 __all__ = ["DEFAULT_POLICY", "LedgerfoldMiddleware"]
 
@@ -497,41 +496,6 @@ class LedgerfoldMiddleware(AgentMiddleware):
         self.append_new(messages, conversation_id)
         self._compact(conversation_id)
         return {"llm_input_messages": self.model_messages(self.system_prompt, conversation_id)}
-
-
-class _RecallTool(StructuredTool):
-    """A `StructuredTool` that hands the model's arguments to its function as one mapping
-    (`arguments=`), never spread as keywords: a model's key such as `self` would otherwise
-    collide with `StructuredTool._run`'s own parameters and raise a `TypeError` into the
-    agent loop instead of being ignored (SPEC §16.5: unknown keys are ignored)."""
-
-    def _to_args_and_kwargs(
-        self, tool_input: str | dict[str, Any], tool_call_id: str | None
-    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        args, kwargs = super()._to_args_and_kwargs(tool_input, tool_call_id)
-        return args, {"arguments": kwargs} if not args else {}
-
-
-def _recall_tool(store: Store, conversation: Callable[[], str]) -> BaseTool:
-    """`recall_history` as a LangChain tool over the conversation `conversation()` names
-    when it is called (the run's): the model's arguments go to `run_recall` as they came
-    (its errors are results the model reads)."""
-    function = RECALL_TOOL["function"]
-
-    def recall(arguments: Any) -> str:
-        return run_recall(store, conversation(), arguments)
-
-    async def arecall(arguments: Any) -> str:
-        # Off the event loop, in call order with the store's other async work.
-        return await worker_for(store).run(run_recall, store, conversation(), arguments)
-
-    return _RecallTool(
-        func=recall,
-        coroutine=arecall,
-        name=function["name"],
-        description=function["description"],
-        args_schema=json.loads(json.dumps(function["parameters"])),
-    )
 
 
 def _joined(prompt: str | None, state_prompt: str) -> str:
