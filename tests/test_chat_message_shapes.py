@@ -257,3 +257,13 @@ def test_a_langchain_audio_reply_is_its_transcript() -> None:
     reply = AIMessage("", id="a1", additional_kwargs={"audio": {**AUDIO, "transcript": TRANSCRIPT}})
     turns = from_langchain_messages([HumanMessage("When do I leave?", id="u1"), reply])
     assert (turns[1].body, turns[1].meta) == (TRANSCRIPT, {"audio_id": "audio_abc"})
+
+
+def test_a_lone_surrogate_in_a_key_of_a_tool_call_names_its_mapping() -> None:
+    # A key is not named (it could be any text): the mapping holding it is.
+    function = {"name": "f", "arguments": "{}", "x\ud800": 1}
+    message = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", **_f(function)}]}
+    with pytest.raises(InvalidInput) as caught:
+        from_chat_messages([QUESTION, message])
+    field = (caught.value.field, caught.value.problem)
+    assert field == ("messages[1].tool_calls[0].function", "not-utf8")

@@ -171,8 +171,8 @@ def non_finite_at(value: Any) -> str | None:
 
 def unencodable_at(value: Any) -> str | None:
     """The path, as `non_finite_at` gives it, of the first str in `value` that UTF-8 cannot
-    encode (a lone surrogate), or None. For naming a field once such a value was refused:
-    it encodes every str it walks."""
+    encode (a lone surrogate; in a key, its mapping's path), or None. It encodes every str
+    it walks: for naming a field once such a value was refused, or for a small value."""
     return _first_at(value, _unencodable)
 
 
@@ -199,6 +199,8 @@ def _first_at(value: Any, hit: Callable[[object], bool]) -> str | None:
                 continue
             seen.add(id(current))
         if isinstance(current, Mapping):
+            if any(hit(key) for key in current):  # a key: its mapping is named
+                return path
             children = [
                 (child, f"{path}.{key}" if named else path, named)
                 if isinstance(key, str) and _KEY_NAME.fullmatch(key)

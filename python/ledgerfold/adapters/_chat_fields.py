@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ledgerfold._errors import InvalidInput
+from ledgerfold._validate import unencodable_at
 
 __all__ = [
     "audio_id",
@@ -140,36 +141,10 @@ def tool_calls(message: Mapping[str, Any], index: int) -> list[Mapping[str, Any]
     texts = [_with_text_arguments(call, index, f"tool_calls[{n}]") for n, call in enumerate(calls)]
     for call_index, call in enumerate(texts):
         # Stored as ASCII JSON, a lone surrogate would pass and come back unsendable.
-        at = _not_utf8_at(call, f"tool_calls[{call_index}]")
+        at = unencodable_at(call)
         if at is not None:
-            raise bad(index, at, "not-utf8", "must encode as UTF-8")
+            raise bad(index, f"tool_calls[{call_index}]{at}", "not-utf8", "must encode as UTF-8")
     return texts
-
-
-def _not_utf8_at(value: Any, field: str, depth: int = 0) -> str | None:
-    """The field of the first str (a key names its mapping) that does not encode as
-    UTF-8; None when all do (or when nesting too deep for `compact_json` to take)."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return field
-        return None
-    if depth > 200:
-        return None
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if _not_utf8_at(key, field) is not None:
-                return field
-            at = _not_utf8_at(item, f"{field}.{key}", depth + 1)
-            if at is not None:
-                return at
-    elif isinstance(value, (list, tuple)):
-        for item_index, item in enumerate(value):
-            at = _not_utf8_at(item, f"{field}[{item_index}]", depth + 1)
-            if at is not None:
-                return at
-    return None
 
 
 def _with_text_arguments(call: Mapping[str, Any], index: int, field: str) -> Mapping[str, Any]:
