@@ -264,15 +264,12 @@ class Compactor(OutcomeRecorder):
                 before()
             in_job = self._in_job_summarizer()
             queued = worker.deferred.get(conversation_id)
-            if queued is not None and not queued.done():
+            if queued is not None and not queued.done() and not (defer and in_job is not None):
                 # An `add_items`' compaction of this conversation is queued (a call batched
-                # with it): a plan now would supersede its plan (a stale outcome, a failed
-                # and a rejected record). The check runs after it: as one job when it can
-                # be deferred too, else once this call has awaited it.
-                if not defer or in_job is None:
-                    return _After(queued), None
-                check = functools.partial(self._plan_and_end, conversation_id, force, in_job)
-                return _defer(worker, conversation_id, check), None
+                # with it): a plan left open now (a model's call) would be superseded by it.
+                # This call plans once it has awaited it; a deferring call's own check is
+                # deferred behind it below (or, below the trigger, ends in this job).
+                return _After(queued), None
             if (
                 defer
                 and in_job is not None
