@@ -207,3 +207,25 @@ def test_closing_right_after_add_items_lets_the_compaction_land(tmp_path: Path) 
     with SQLiteStore(tmp_path / "c.db") as store:
         summary = store.current_summary("s")
         assert summary is not None and len(summary.source_ids) == 2
+
+
+def test_add_items_below_the_trigger_reads_the_context_once(tmp_path: Path) -> None:
+    """The due check of an `add_items` that does not reach the trigger: one read of the
+    context (the trigger asked once in its job, not again by the plan's start)."""
+    store = RecordingStore(tmp_path / "l.db")
+    policy = CompactionPolicy("v1", keep_tail=2, trigger_tokens=100_000, min_new_turns=2)
+    session = LedgerfoldSession("s", store=store, policy=policy)  # type: ignore[arg-type]
+
+    async def main() -> list[str]:
+        await session.add_items(_exchange(0))
+        store.calls.clear()
+        await session.add_items(_exchange(1))
+        outcome = await session.wait_compaction()
+        assert outcome is not None and outcome.status == "skipped"
+        return store.names()
+
+    try:
+        names = asyncio.run(main())
+    finally:
+        store.inner.close()
+    assert names.count("context") == 1, names

@@ -270,12 +270,11 @@ class Compactor(OutcomeRecorder):
                 # This call plans once it has awaited it; a deferring call's own check is
                 # deferred behind it below (or, below the trigger, ends in this job).
                 return _After(queued), None
-            if (
-                defer
-                and in_job is not None
-                and not force
-                and self._trigger_reached(conversation_id)
-            ):
+            # Whether the trigger is reached, once asked here: `_begin` does not ask again.
+            reached = None
+            if defer and in_job is not None and not force:
+                reached = self._trigger_reached(conversation_id)
+            if reached:
                 # The whole compaction (due check, plan, summary, commit) is the deferred
                 # job: no plan is left open between batches for another call to supersede.
                 check = functools.partial(self._plan_and_end, conversation_id, force, in_job)
@@ -284,7 +283,7 @@ class Compactor(OutcomeRecorder):
                         return _defer(worker, conversation_id, check), None
                 outcome = check()  # the caller was cancelled: in this job
                 return outcome, (after() if after is not None else None)
-            begun = self._begin(conversation_id, force)
+            begun = self._begin(conversation_id, force, reached)
             if isinstance(begun, _Job) and in_job is not None:
                 # Below the trigger (a compaction due at once, §15.8), or not deferred.
                 begun = self._summarize_and_end(begun, in_job)
@@ -378,15 +377,20 @@ class Compactor(OutcomeRecorder):
         """`context` on the store's worker thread, off the event loop (SPEC §17.6)."""
         return await worker_for(self.store).run(self.context, conversation_id, max_tokens)
 
-    def _begin(self, conversation_id: str, force: bool) -> _Job | CompactionOutcome:
+    def _begin(
+        self, conversation_id: str, force: bool, reached: bool | None = None
+    ) -> _Job | CompactionOutcome:
         """Due check, plan, and the summarizer's input: the uncovered turns (one chunk of
-        them, within `max_input_tokens`) read in the plan's transaction."""
+        them, within `max_input_tokens`) read in the plan's transaction. `reached`: what
+        `_trigger_reached` said in this job, when the caller asked it (not asked again)."""
         policy = self.policy
         started = time.perf_counter()
         needed = 1
         below_trigger = False
         if not force:
-            if policy.trigger_tokens is not None and not self._is_due(conversation_id):
+            if policy.trigger_tokens is not None and not (
+                self._is_due(conversation_id) if reached is None else reached
+            ):
                 # Below the trigger only what SPEC §15.8 makes due at once: a rebase when
                 # coverage would shrink, or the rest of a backlog being folded.
                 if not self._asks_due_at_once:
