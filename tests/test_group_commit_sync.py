@@ -69,3 +69,12 @@ def test_a_job_closing_its_store_leaves_the_batchs_commit_synced(
     assert "sync" in _between(log, "start", "answered")
     kept = [line.partition(" ")[2] for line in log if line.startswith("kept ")]
     assert [json.loads(rest) for rest in kept] == [["kept"]]
+
+
+def test_a_call_of_its_own_whose_sync_fails_keeps_nothing(shim: Path, tmp_path: Path) -> None:
+    log = wal_sync.run(shim, "direct", tmp_path)
+    notes = {line.partition(" ")[0]: line.partition(" ")[2] for line in log if line != "sync"}
+    error = json.loads(notes["answered"])["error"]
+    assert "disk I/O error" in error and "secret" not in error
+    assert json.loads(notes["seen"]) == ["before"]
+    assert json.loads(notes["reopened"]) == ["before", "after"]

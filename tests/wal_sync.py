@@ -172,6 +172,27 @@ def failing(directory: Path) -> None:
 
 
 @_scenario
+def direct(directory: Path) -> None:
+    """A call made outside the worker (its own transaction) whose WAL sync fails."""
+    from ledgerfold import SQLiteStore, StoreError
+
+    path = directory / "s.db"
+    with SQLiteStore(path) as store:
+        store.append("kept", "user", "before")
+        (directory / "fail").touch()
+        try:
+            store.append_many("kept", [{"role": "user", "body": "secret"}] * 3)
+            _note(directory, "answered ok")
+        except StoreError as error:
+            _note(directory, "answered", json.dumps({"error": str(error)}))
+        (directory / "fail").unlink()
+        _note(directory, "seen", json.dumps([t.body for t in store.load("kept").turns]))
+        store.append("kept", "user", "after")
+    with SQLiteStore(path) as reopened:
+        _note(directory, "reopened", json.dumps([t.body for t in reopened.load("kept").turns]))
+
+
+@_scenario
 def closing(directory: Path) -> None:
     """A batch of an append and the store's close, while another store keeps the file
     open (the close's checkpoint then leaves the WAL in place)."""
