@@ -482,3 +482,64 @@ def test_clear_session_batched_with_add_items_leaves_no_stale_compaction(
     assert items == []
     assert "compaction.stale" not in seen and "compaction.failed" not in seen
     assert stats.summaries["failed"] == stats.summaries["rejected"] == 0
+
+
+def test_wait_compaction_after_a_cancelled_add_items_gives_its_compaction(
+    tmp_path: Path,
+) -> None:
+    # Cancelled while its job runs, add_items lands whole, its compaction with it:
+    # wait_compaction() gives that compaction's outcome, not None.
+    store = RecordingStore(tmp_path / "c.db")
+    started, release = threading.Event(), threading.Event()
+    session = LedgerfoldSession("s", store=store, policy=EVERY_CALL)
+
+    async def scenario() -> Any:
+        store.gate["append_many"] = (started, release)
+        call = asyncio.ensure_future(session.add_items(_exchange(0) + _exchange(1)))
+        assert await asyncio.to_thread(started.wait, 60)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        release.set()
+        return await session.wait_compaction()
+
+    try:
+        outcome = asyncio.run(scenario())
+        summary = store.inner.current_summary("s")
+    finally:
+        release.set()
+        store.inner.close()
+    assert outcome is not None and outcome.accepted
+    assert summary is not None and outcome.summary is not None
+    assert outcome.summary.id == summary.id
+
+
+def test_wait_compaction_after_add_items_cancelled_before_its_job_gives_none(
+    tmp_path: Path,
+) -> None:
+    # Cancelled while queued, add_items never runs: nothing of it landed.
+    store = RecordingStore(tmp_path / "c.db")
+    started, release = threading.Event(), threading.Event()
+    session = LedgerfoldSession("s", store=store, policy=EVERY_CALL)
+
+    async def scenario() -> Any:
+        store.gate["append_many"] = (started, release)
+        first = asyncio.ensure_future(session.add_items(_exchange(0)))
+        assert await asyncio.to_thread(started.wait, 60)
+        second = asyncio.ensure_future(session.add_items(_exchange(1)))
+        await asyncio.sleep(0)  # queued behind the held job
+        second.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await second
+        release.set()
+        await first
+        return await session.wait_compaction()
+
+    try:
+        outcome = asyncio.run(scenario())
+        turns = store.inner.load("s").turns
+    finally:
+        release.set()
+        store.inner.close()
+    assert outcome is None
+    assert len(turns) == 2

@@ -34,6 +34,7 @@ from ledgerfold._compaction_job import _Job, _previous_and_budget
 from ledgerfold._context import AssembledContext, SummaryItem
 from ledgerfold._context_tokens import ContextTokens
 from ledgerfold._deferred import After as _After
+from ledgerfold._deferred import came_to as _came_to
 from ledgerfold._deferred import defer as _defer
 from ledgerfold._errors import ContextBudgetExceeded, InvalidInput
 from ledgerfold._events import Event, EventHook, emit
@@ -235,6 +236,7 @@ class Compactor(OutcomeRecorder):
         after: Callable[[], T] | None = None,
         *,
         defer: bool = False,
+        landed: Callable[[Future[Any]], None] | None = None,
     ) -> tuple[CompactionOutcome | Future[CompactionOutcome], T | None]:
         """`acompact` for the integrations: `before` runs in the worker job that plans (an
         append), `after` in the job that ends the compaction (a read of the context), so a
@@ -246,7 +248,9 @@ class Compactor(OutcomeRecorder):
         check, plan, summary, commit) runs as the store's next job, in a batch of its own once
         this call's batch has answered its callers (`submit_after_batch`), so every call made
         after this one returns sees it; its future is returned. Below the trigger, what is due
-        at once (§15.8) still runs in this job."""
+        at once (§15.8) still runs in this job. When the caller is cancelled, `landed` gets
+        (on the loop, before the cancellation propagates) the future of a job queued behind
+        the planning one, giving what this call's compaction check came to (`came_to`)."""
         worker = worker_for(self.store)
         # The plan registered and not yet ended, if any: a cancelled call leaves it without a
         # result, which the store records `failed`/`abandoned` when the next plan starts (SPEC
@@ -257,8 +261,18 @@ class Compactor(OutcomeRecorder):
         # meanwhile, finds it done (a cancelled call lands whole, SPEC §17.6).
         cancelled, deciding = threading.Event(), threading.Lock()
 
+        # What the planning job came to, for `landed` (written on the worker thread).
+        began: list[Any] = []
+
         def begin(
             again: bool = False,
+        ) -> tuple[_Job | CompactionOutcome | Future[CompactionOutcome] | _After, T | None]:
+            begun = plan(again)
+            began[:] = [begun[0]]
+            return begun
+
+        def plan(
+            again: bool,
         ) -> tuple[_Job | CompactionOutcome | Future[CompactionOutcome] | _After, T | None]:
             if before is not None and not again:
                 before()
@@ -274,7 +288,7 @@ class Compactor(OutcomeRecorder):
             reached = None
             if defer and in_job is not None and not force:
                 reached = self._trigger_reached(conversation_id)
-            if reached:
+            if reached and in_job is not None:
                 # The whole compaction (due check, plan, summary, commit) is the deferred
                 # job: no plan is left open between batches for another call to supersede.
                 check = functools.partial(self._plan_and_end, conversation_id, force, in_job)
@@ -306,6 +320,8 @@ class Compactor(OutcomeRecorder):
             with deciding:
                 cancelled.set()
             worker.submit(abandoned)
+            if landed is not None:
+                landed(worker.submit(_came_to, began))
             raise
         if isinstance(begun, (CompactionOutcome, Future)):
             return begun, read

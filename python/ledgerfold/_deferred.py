@@ -16,7 +16,7 @@ from typing import Any
 from ledgerfold._outcome import CompactionOutcome
 from ledgerfold._worker import StoreWorker
 
-__all__ = ["After", "defer"]
+__all__ = ["After", "came_to", "defer"]
 
 _log = logging.getLogger("ledgerfold.compactor")
 
@@ -57,3 +57,18 @@ def _unexpected(conversation_id: str, future: Future[CompactionOutcome]) -> None
             conversation_id,
             type(error).__name__,
         )
+
+
+def came_to(began: list[Any]) -> CompactionOutcome | Future[CompactionOutcome] | None:
+    """What the planning job of a cancelled `Compactor._acompact` came to (`landed`, run as
+    the job after it): its outcome, the future of its deferred compaction or of the queued
+    one it waited behind (which covers its turns), or None when it never ran or left a
+    model's plan without a result (`abandoned`)."""
+    if not began:
+        return None
+    begun = began[0]
+    if isinstance(begun, After):
+        return begun.future
+    if isinstance(begun, (CompactionOutcome, Future)):
+        return begun
+    return None

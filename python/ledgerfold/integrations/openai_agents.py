@@ -221,8 +221,13 @@ class LedgerfoldSession:
             )
         if not items:
             return
+
+        def landed(check: Future[Any]) -> None:  # cancelled: what its check came to, later
+            if self._latest is call:
+                self._compaction = check
+
         outcome, _ = await self.compactor._acompact(
-            self.session_id, False, lambda: self._append(items), defer=True
+            self.session_id, False, lambda: self._append(items), defer=True, landed=landed
         )
         if self._latest is call:
             self._compaction = outcome
@@ -230,14 +235,15 @@ class LedgerfoldSession:
     async def wait_compaction(self) -> CompactionOutcome | None:
         """The outcome of the compaction check the latest `add_items` made, once that
         compaction has ended: `accepted`, `failed` or `skipped` (nothing due). None before
-        any `add_items` (or when the latest one added nothing or raised), and after
-        `clear_session` (which erases its summary). Its events have
+        any `add_items` (or when the latest one added nothing or raised; one cancelled once
+        its items were stored gives the outcome of its check), and after `clear_session`
+        (which erases its summary). Its events have
         been sent when it returns. Raises what an unexpected error (a closed store) raised in
         the deferred compaction. Cancelling the wait leaves the compaction to run."""
         outcome = self._compaction
-        if isinstance(outcome, Future):
+        while isinstance(outcome, Future):  # a cancelled call's check gives one more
             # Shielded: a cancelled wrapper would cancel the compaction's job if not started.
-            return await asyncio.shield(asyncio.wrap_future(outcome))
+            outcome = await asyncio.shield(asyncio.wrap_future(outcome))
         return outcome
 
     async def pop_item(self) -> Any | None:
