@@ -103,6 +103,7 @@ def _session_work(path: Path, size: int) -> tuple[Counter[str], int]:
                 [{"role": "user", "content": _text(n)}, {"role": "assistant", "content": "ok"}]
             )
             await session.get_items()
+        await session.wait_compaction()  # the last call's, if due, counted in both runs
 
     asyncio.run(scenario())
     inner.close()

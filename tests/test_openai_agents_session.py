@@ -47,6 +47,8 @@ def test_clear_session_erases_everything_in_one_transaction(tmp_path: Path) -> N
         for n in range(6):
             await session.add_items(_exchange(n))
         await other.add_items(_exchange(0))
+        await session.wait_compaction()  # their compactions run as jobs after add_items:
+        await other.wait_compaction()  # ended before the calls counted here
         assert store.inner.history_boundary("s") is not None  # a sealed summary exists
         store.calls.clear()
         await session.clear_session()
