@@ -148,7 +148,7 @@ TOOL_META = {
         ("user", {"name"}),
         ("system", {"name"}),
         ("assistant", {"name", "tool_calls"}),
-        ("tool", {"name", "tool_call_id"}),
+        ("tool", {"tool_call_id"}),  # Chat Completions' tool message has no `name`
     ],
 )
 def test_tool_fields_only_on_their_roles(role: str, kept: set[str]) -> None:
@@ -232,10 +232,12 @@ def conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
 
 
 def expected_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What comes back: no `id`; `None` content as ""; content parts as their joined text."""
+    """What comes back: no `id`, nor `name` on a tool message; `None` content as "";
+    content parts as their joined text."""
     out: list[dict[str, Any]] = []
     for message in messages:
-        copy = {key: value for key, value in message.items() if key != "id"}
+        dropped = {"id", "name"} if message["role"] == "tool" else {"id"}
+        copy = {key: value for key, value in message.items() if key not in dropped}
         content = copy["content"]
         if content is None:
             copy["content"] = ""

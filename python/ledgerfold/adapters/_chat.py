@@ -56,6 +56,9 @@ _ROLE_ALIASES = {"developer": "system"}
 _CHAT_ROLE_KEY = "chat_role"
 _OMITTED_PARTS_KEY = "omitted_content_parts"
 _AUDIO_ID_KEY = "audio_id"
+# The chat roles whose message params have `name` (Chat Completions' tool message has
+# only `role`, `content` and `tool_call_id`: strict providers refuse any other key).
+_NAMED_ROLES = frozenset({"system", "developer", "user", "assistant"})
 
 
 def summary_framing(item: SummaryItem, *, recall: bool = False) -> str:
@@ -129,7 +132,7 @@ def _strict_json(text: str) -> Any:
     return json.loads(text, parse_constant=_refuse_constant)
 
 
-def _turn_message(item: TurnItem) -> dict[str, Any]:
+def _turn_message(item: TurnItem, tool_names: bool = False) -> dict[str, Any]:
     meta = item.meta or {}
     # The role is the turn's own (SPEC §15.6): meta, which any caller may write, can only
     # give a system turn back its `developer` name, never grant a role.
@@ -152,7 +155,7 @@ def _turn_message(item: TurnItem) -> dict[str, Any]:
         message["tool_calls"] = [_sendable_call(call) for call in calls]
     if "tool_call_id" in meta and item.role == "tool":
         message["tool_call_id"] = meta["tool_call_id"]
-    if "name" in meta:
+    if "name" in meta and (tool_names or role in _NAMED_ROLES):
         message["name"] = meta["name"]
     return message
 
@@ -179,10 +182,11 @@ def to_chat_messages(
     goes with its call: see below).
 
     A turn gives its own `role` (a system turn whose `meta["chat_role"]` is `developer` gives
-    `developer`; no other meta changes a role) and `content`, plus `name`, `tool_calls`
-    (parsed from its meta JSON text, a call's `function.arguments` always as a str;
-    assistant turns only) and `tool_call_id` (tool turns
-    only) when its meta holds them. The summary gives one `system` message:
+    `developer`; no other meta changes a role) and `content`, plus `name` (not on tool
+    messages, which Chat Completions gives no `name`: it stays in the turn's meta),
+    `tool_calls` (parsed from its meta JSON text, a call's `function.arguments` always as a
+    str; assistant turns only) and `tool_call_id` (tool turns only) when its meta holds
+    them. The summary gives one `system` message:
     `summary_framing`, then the escaped text between `SUMMARY_OPEN` and `SUMMARY_CLOSE` on
     lines of their own. It is never a `user` message. The result is strict JSON (no NaN or
     Infinity): `meta.tool_calls` holding them raises `InvalidInput`.
@@ -217,8 +221,11 @@ def context_messages(
     system_prompt: str | None = None,
     recall: bool = False,
     content: SummaryContent = summary_content,
+    tool_names: bool = False,
 ) -> list[dict[str, Any]]:
-    """`to_chat_messages`, the summary's message content made by `content`."""
+    """`to_chat_messages`, the summary's message content made by `content`; with
+    `tool_names`, a tool message has its turn's `name` too (LangChain's `ToolMessage` has
+    one, and its provider integrations decide whether to send it)."""
     if not isinstance(context, AssembledContext):
         raise InvalidInput(
             f"context: must be AssembledContext, got {type(context).__name__}",
@@ -240,7 +247,7 @@ def context_messages(
             if system_prompt is None:
                 messages.append(summary)
         else:
-            messages.append(_turn_message(item))
+            messages.append(_turn_message(item, tool_names))
     if system_prompt is not None:
         parts = [system_prompt] if system_prompt else []
         if summary is not None:

@@ -91,7 +91,9 @@ def langchain_context_messages(
 ) -> list[BaseMessage]:
     """`to_langchain_messages`, the summary's message content made by `content`."""
     lc = _messages_module()
-    chat = context_messages(context, system_prompt=system_prompt, recall=recall, content=content)
+    chat = context_messages(
+        context, system_prompt=system_prompt, recall=recall, content=content, tool_names=True
+    )
     invalid_calls: list[list[Any]] = []
     for message in chat:
         parsable, invalid = _split_calls(lc, message.pop("tool_calls", []))
