@@ -5,6 +5,7 @@ a real file ledger written by `append_chat_messages`."""
 
 from __future__ import annotations
 
+import json
 import typing
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from openai.types.chat import (
 )
 
 from ledgerfold import SQLiteStore, to_chat_messages
+from ledgerfold.adapters import to_langchain_messages
 
 POLICY = "v1"
 
@@ -65,3 +67,30 @@ def test_every_message_has_only_its_sdk_params_keys(tmp_path: Path) -> None:
     assert [m.get("name") for m in sent] == ["ops", "dev", "ann", "bot", None, "bot"]
     assert turns[4].meta == {"tool_call_id": "c1", "name": "lookup"}
     assert sent[4] == {"role": "tool", "content": "shipped", "tool_call_id": "c1"}
+
+
+def test_a_message_only_calling_tools_has_null_content(tmp_path: Path) -> None:
+    """As the API returns it: `content` null (not "", which some providers refuse) on an
+    assistant message with tool calls and no text; "" stays "" everywhere else."""
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": ""},
+        {"role": "assistant", "content": None, "tool_calls": [_call("c1")]},
+        {"role": "tool", "tool_call_id": "c1", "content": ""},
+        {"role": "assistant", "content": "", "tool_calls": [_call("c2")]},
+        {"role": "tool", "tool_call_id": "c2", "content": "found"},
+        {"role": "assistant", "content": "one more", "tool_calls": [_call("c3")]},
+        {"role": "tool", "tool_call_id": "c3", "content": "done"},
+        {"role": "assistant", "content": ""},
+    ]
+    with SQLiteStore(tmp_path / "ledger.db") as store:
+        store.append_chat_messages("c", messages)
+        turns = store.load("c").turns
+        context = store.context("c", POLICY)
+    sent = to_chat_messages(context)
+    assert [turn.body for turn in turns[:4]] == ["", "", "", ""]  # the ledger keeps ""
+    assert [m["content"] for m in sent] == ["", None, "", None, "found", "one more", "done", ""]
+    assert json.loads(json.dumps(sent)) == sent  # null in JSON
+    # LangChain takes no None content: its AIMessage gets "" (and its calls).
+    back = to_langchain_messages(context)
+    assert [m.content for m in back] == [m["content"] or "" for m in sent]
+    assert [len(getattr(m, "tool_calls", ())) for m in back] == [0, 1, 0, 1, 0, 1, 0, 0]

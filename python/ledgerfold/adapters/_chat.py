@@ -153,6 +153,10 @@ def _turn_message(item: TurnItem, tool_names: bool = False) -> dict[str, Any]:
                 problem="wrong-type",
             )
         message["tool_calls"] = [_sendable_call(call) for call in calls]
+        if calls and not item.text:
+            # Only calling tools: `content` null, as the API returns it (some providers
+            # refuse an empty text part).
+            message["content"] = None
     if "tool_call_id" in meta and item.role == "tool":
         message["tool_call_id"] = meta["tool_call_id"]
     if "name" in meta and (tool_names or role in _NAMED_ROLES):
@@ -182,7 +186,8 @@ def to_chat_messages(
     goes with its call: see below).
 
     A turn gives its own `role` (a system turn whose `meta["chat_role"]` is `developer` gives
-    `developer`; no other meta changes a role) and `content`, plus `name` (not on tool
+    `developer`; no other meta changes a role) and `content` (None, JSON null, when the
+    turn has no text and calls tools, as the API returns it), plus `name` (not on tool
     messages, which Chat Completions gives no `name`: it stays in the turn's meta),
     `tool_calls` (parsed from its meta JSON text, a call's `function.arguments` always as a
     str; assistant turns only) and `tool_call_id` (tool turns only) when its meta holds
