@@ -41,6 +41,24 @@ def _append_new(store: lf.SQLiteStore, messages: object) -> object:
     return LedgerfoldMiddleware(store, "c").append_new(messages)  # type: ignore[arg-type]
 
 
+class _DumpRaises:
+    """A message object whose `model_dump` raises, quoting the message (as pydantic may)."""
+
+    def model_dump(self, **_: Any) -> Any:
+        raise ValueError(f"cannot serialise {SECRET_BODY}")
+
+
+class _DumpNotAMapping:
+    def model_dump(self, **_: Any) -> Any:
+        return [("role", "user"), ("content", SECRET_BODY)]
+
+
+def _sdk_message() -> Any:
+    from openai.types.chat import ChatCompletionMessage
+
+    return ChatCompletionMessage(role="assistant", content=SECRET_BODY)
+
+
 def _non_finite_call(value: float) -> list[Any]:
     from langchain_core.messages import AIMessage, HumanMessage
 
@@ -388,6 +406,27 @@ ROWS: tuple[BadInput, ...] = (
         lambda: lf.from_chat_messages([{"role": "assistant", "content": None, "refusal": 5}]),
         INVALID,
         "messages[0].refusal",
+    ),
+    row(
+        "from_chat_messages: a message object whose model_dump raises",
+        "from_chat_messages([message])  # message.model_dump(mode='json', ...) raises",
+        lambda: lf.from_chat_messages([_DumpRaises()]),  # type: ignore[list-item]
+        INVALID,
+        "messages[0]",
+    ),
+    row(
+        "append_chat_messages: a message object whose model_dump gives no mapping",
+        "store.append_chat_messages('c', [message])  # message.model_dump() gives a list",
+        on_store(lambda s: s.append_chat_messages("c", [_DumpNotAMapping()])),  # type: ignore[list-item]
+        INVALID,
+        "messages[0]",
+    ),
+    row(
+        "from_chat_messages: one SDK message, not in a list",
+        "from_chat_messages(response.choices[0].message)",
+        lambda: lf.from_chat_messages(_sdk_message()),
+        INVALID,
+        "messages",
     ),
     row(
         "from_langchain_messages: Infinity in a tool call's args (not JSON)",

@@ -1,6 +1,7 @@
 """Adapters between ledgerfold and chat-message formats.
 
-`to_chat_messages` and `from_chat_messages` (OpenAI-style dicts, no dependencies) are
+`to_chat_messages` and `from_chat_messages` (OpenAI-style dicts, or an SDK's message
+objects for `from_chat_messages`; no dependencies) are
 imported from `ledgerfold` (SPEC §11, their one import path); this package adds the summary
 slot's framing and escape, and the LangChain converters, which need the optional extra
 `ledgerfold[langchain]` and import `langchain_core` only when called.

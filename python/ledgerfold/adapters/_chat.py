@@ -27,6 +27,7 @@ from ledgerfold.adapters._chat_fields import content_text as _content_text
 from ledgerfold.adapters._chat_fields import explicit_id as _explicit_id
 from ledgerfold.adapters._chat_fields import optional_text as _optional_text
 from ledgerfold.adapters._chat_fields import tool_calls as _tool_calls
+from ledgerfold.adapters._chat_objects import ChatMessage, message_list
 from ledgerfold.adapters._summary_escape import escape_summary_text
 
 __all__ = [
@@ -315,21 +316,16 @@ class ChatTurnSpec:
     answers: str | None
 
 
-def chat_turn_specs(messages: Iterable[Mapping[str, Any]]) -> list[ChatTurnSpec]:
+def chat_turn_specs(messages: Iterable[ChatMessage]) -> list[ChatTurnSpec]:
     """Validate and convert OpenAI-style messages (the rules of `from_chat_messages`) without
     deciding IDs, sequences or groups; shared with `SQLiteStore.append_chat_messages`."""
-    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
-        raise InvalidInput(
-            "messages: must be an iterable of message mappings",
-            field="messages",
-            problem="wrong-type",
-        )
-    items = list(messages)
+    items = message_list(messages)  # a message object as its `model_dump` mapping
     explicit: list[str | None] = []
     seen: dict[str, int] = {}
     for index, message in enumerate(items):
         if not isinstance(message, Mapping):
-            raise _bad(index, "", "wrong-type", f"must be a mapping, got {type(message).__name__}")
+            detail = f"must be a mapping or a message object, got {type(message).__name__}"
+            raise _bad(index, "", "wrong-type", detail)
         turn_id = _explicit_id(message, index)
         if turn_id is not None:
             if turn_id in seen:
@@ -417,10 +413,14 @@ def tool_group(
     return group if turn_id is None or call_ids[0] not in used else f"{group}@{turn_id}"
 
 
-def from_chat_messages(
-    messages: Iterable[Mapping[str, Any]], *, id_prefix: str = "m"
-) -> list[Turn]:
+def from_chat_messages(messages: Iterable[ChatMessage], *, id_prefix: str = "m") -> list[Turn]:
     """Ledger turns from OpenAI-style messages, with sequences 1..n.
+
+    A message is a mapping or an SDK's message object: the OpenAI SDK's
+    `ChatCompletionMessage` (`response.choices[0].message`), or any object with a callable
+    `model_dump` (a pydantic model), is read as its `model_dump(mode="json",
+    exclude_none=True)`, under the same rules as a dict; a `model_dump` that raises or gives
+    no mapping raises `InvalidInput` naming `messages[<index>]`.
 
     IDs come from a message's `id`, else `<id_prefix><sequence>` (made unique against the
     explicit IDs). `content` may be str, None (→ "") or a list of content parts: the text
@@ -439,19 +439,14 @@ def from_chat_messages(
     `tool_calls`. Other message keys are ignored. Bad input raises `InvalidInput` naming
     the message index and field.
     """
-    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
-        raise InvalidInput(
-            "messages: must be an iterable of message mappings",
-            field="messages",
-            problem="wrong-type",
-        )
+    items = message_list(messages)
     if not isinstance(id_prefix, str):
         raise InvalidInput(
             f"id_prefix: must be str, got {type(id_prefix).__name__}",
             field="id_prefix",
             problem="wrong-type",
         )
-    specs = chat_turn_specs(messages)
+    specs = chat_turn_specs(items)
     ids = _assign_ids([spec.id for spec in specs], id_prefix)
     group_of_call: dict[str, str] = {}
     turns: list[Turn] = []

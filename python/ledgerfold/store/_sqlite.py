@@ -29,6 +29,7 @@ from ledgerfold._plan import CompactionPlan
 from ledgerfold._search_hit import SearchHit
 from ledgerfold._summary import SummaryEnvelope, SummaryWrite
 from ledgerfold.adapters._chat import chat_turn_specs
+from ledgerfold.adapters._chat_objects import ChatMessage
 from ledgerfold.store import _context_read as context_read
 from ledgerfold.store import _group_commit as group_commit
 from ledgerfold.store import _search_repair as search_repair
@@ -206,13 +207,14 @@ class SQLiteStore:
         return self._writes.append_many(conversation_id, turns)
 
     def append_chat_messages(
-        self, conversation_id: str, messages: Iterable[Mapping[str, Any]]
+        self, conversation_id: str, messages: Iterable[ChatMessage]
     ) -> list[Turn]:
         """Append OpenAI-style chat messages all or nothing; one revision (SPEC §15.6).
 
-        Converted as `from_chat_messages` converts them; each turn's ID is the message's
-        `id` when present, else a fresh unique ID. A tool result joins its call's group
-        even when the call was appended by an earlier call (looked up in the same
+        Converted as `from_chat_messages` converts them (a message is a mapping or an SDK's
+        message object, such as `response.choices[0].message`); each turn's ID is the
+        message's `id` when present, else a fresh unique ID. A tool result joins its call's
+        group even when the call was appended by an earlier call (looked up in the same
         transaction). A call ID made again (a model numbering its calls `call_0`, … in every
         response) is a new call: its results are the ones after it (SPEC §17.2's pairing)."""
         return self._writes.append_chat(conversation_id, chat_turn_specs(messages))

@@ -1,0 +1,77 @@
+"""Chat messages given as the objects an SDK returns (`from_chat_messages`,
+`SQLiteStore.append_chat_messages`, SPEC §8): the OpenAI SDK's `ChatCompletionMessage`
+(`response.choices[0].message`), or any other object with a callable `model_dump` (a
+pydantic model), is read as the mapping its own `model_dump(mode="json",
+exclude_none=True)` gives, which then goes through the same rules as a dict. Duck-typed:
+nothing here imports openai or pydantic. Bad input raises `InvalidInput` naming
+`messages[<index>]`; neither the object nor what its `model_dump` raised reaches the
+error."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol, TypeAlias
+
+from ledgerfold._errors import InvalidInput
+from ledgerfold.adapters._chat_fields import bad
+
+__all__ = ["ChatMessage", "ChatMessageObject", "message_list"]
+
+
+class ChatMessageObject(Protocol):
+    """A message object an SDK returns: its `model_dump` gives the message's mapping."""
+
+    def model_dump(self, *, mode: str = ..., exclude_none: bool = ...) -> Any: ...
+
+
+#: One OpenAI-style chat message: a mapping, or an object whose `model_dump` gives one.
+ChatMessage: TypeAlias = Mapping[str, Any] | ChatMessageObject
+
+
+def _dumper(value: object) -> Any:
+    dump = getattr(value, "model_dump", None)
+    return dump if callable(dump) else None
+
+
+def message_list(messages: object) -> list[Any]:
+    """`messages` as a list, each message object replaced by its `model_dump` mapping
+    (mappings, and anything else, are left for the caller's checks). One message object
+    (not in a list: a pydantic model iterates as its fields) is refused, naming `messages`."""
+    if (
+        isinstance(messages, (str, bytes, Mapping))
+        or not isinstance(messages, Iterable)
+        or _dumper(messages) is not None
+    ):
+        raise InvalidInput(
+            "messages: must be an iterable of messages (mappings or message objects; one "
+            f"message goes in a list), got {type(messages).__name__}",
+            field="messages",
+            problem="wrong-type",
+        )
+    return [_as_mapping(message, index) for index, message in enumerate(messages)]
+
+
+def _as_mapping(message: object, index: int) -> object:
+    if isinstance(message, Mapping):
+        return message
+    dump = _dumper(message)
+    if dump is None:
+        return message
+    kind = type(message).__name__
+    try:
+        dumped = dump(mode="json", exclude_none=True)
+    except Exception as error:  # any framework's: named by its type only, never its text
+        raise bad(
+            index,
+            "",
+            "wrong-type",
+            f"{kind}.model_dump(mode='json', exclude_none=True) raised {type(error).__name__}",
+        ) from None
+    if not isinstance(dumped, Mapping):
+        raise bad(
+            index,
+            "",
+            "wrong-type",
+            f"{kind}.model_dump() must give a mapping, got {type(dumped).__name__}",
+        )
+    return dumped
