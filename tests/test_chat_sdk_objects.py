@@ -12,7 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from openai.types.chat import ChatCompletion, ChatCompletionMessage
+from openai.types.chat import (
+    ChatCompletion,
+    ChatCompletionMessage,
+    ParsedChatCompletion,
+    ParsedChatCompletionMessage,
+)
 
 from ledgerfold import InvalidInput, SQLiteStore, from_chat_messages, to_chat_messages
 from ledgerfold._transcripts import load_transcripts
@@ -180,3 +185,20 @@ def test_one_message_object_not_in_a_list_is_refused() -> None:
         store.append_chat_messages("c", message)  # type: ignore[arg-type]
     assert appended.value.field == "messages"
     assert [t.body for t in from_chat_messages([message])] == [SECRET]
+
+
+def test_a_parsed_message_is_sent_back_without_parsed_arguments(tmp_path: Path) -> None:
+    """`client.chat.completions.parse()` gives calls a `function.parsed_arguments` (the
+    client's parse of `arguments`); the API refuses it in a request, so it is not kept."""
+    response = _response(_api_message(tool_calls=CALLS[:1], parsed=None))
+    parsed = ParsedChatCompletion[None].model_validate(response).choices[0].message
+    assert isinstance(parsed, ParsedChatCompletionMessage)
+    call = parsed.tool_calls[0]  # type: ignore[index]
+    call.function.parsed_arguments = {"order_id": 7}  # as parse() sets it with strict tools
+    assert "parsed_arguments" in parsed.model_dump(mode="json")["tool_calls"][0]["function"]
+    dicts = [{"role": "user", "content": "Where is order 7?"}, _api_message(tool_calls=CALLS[:1])]
+    objects = [dicts[0], parsed]
+    assert from_chat_messages(objects) == from_chat_messages(dicts)
+    turns, sent = _sent(tmp_path / "objects.db", objects)
+    assert (turns, sent) == _sent(tmp_path / "dicts.db", dicts)
+    assert sent[1]["tool_calls"] == CALLS[:1]

@@ -2,10 +2,11 @@
 `SQLiteStore.append_chat_messages`, SPEC §8): the OpenAI SDK's `ChatCompletionMessage`
 (`response.choices[0].message`), or any other object with a callable `model_dump` (a
 pydantic model), is read as the mapping its own `model_dump(mode="json",
-exclude_none=True)` gives, which then goes through the same rules as a dict. Duck-typed:
-nothing here imports openai or pydantic. Bad input raises `InvalidInput` naming
-`messages[<index>]`; neither the object nor what its `model_dump` raised reaches the
-error."""
+exclude_none=True)` gives (a call's `function.parsed_arguments`, which the SDK's `parse()`
+adds and the API refuses, left out), which then goes through the same rules as a dict.
+Duck-typed: nothing here imports openai or pydantic. Bad input raises `InvalidInput`
+naming `messages[<index>]`; neither the object nor what its `model_dump` raised reaches
+the error."""
 
 from __future__ import annotations
 
@@ -74,4 +75,24 @@ def _as_mapping(message: object, index: int) -> object:
             "wrong-type",
             f"{kind}.model_dump() must give a mapping, got {type(dumped).__name__}",
         )
+    calls = dumped.get("tool_calls")
+    if isinstance(calls, list) and any(map(_parsed, calls)):
+        return {**dumped, "tool_calls": [_unparsed(call) for call in calls]}
     return dumped
+
+
+# What the SDK's `parse()` adds to a call's function: the client's parse of `arguments`,
+# which the API never sent and refuses back ("Unknown parameter"); `arguments` is kept.
+_PARSED_ARGUMENTS = "parsed_arguments"
+
+
+def _parsed(call: object) -> bool:
+    function = call.get("function") if isinstance(call, Mapping) else None
+    return isinstance(function, Mapping) and _PARSED_ARGUMENTS in function
+
+
+def _unparsed(call: Any) -> Any:
+    if not _parsed(call):
+        return call
+    function = {k: v for k, v in call["function"].items() if k != _PARSED_ARGUMENTS}
+    return {**call, "function": function}
