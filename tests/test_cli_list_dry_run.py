@@ -95,6 +95,20 @@ def test_list_of_a_missing_file_creates_nothing(tmp_path: Path) -> None:
     assert not missing.exists() and list(tmp_path.iterdir()) == []
 
 
+def test_list_of_a_database_with_no_conversation_says_so(tmp_path: Path) -> None:
+    """No conversation: one line saying so (not a header-only table); `--json` is []."""
+    db = tmp_path / "empty.db"
+    SQLiteStore(db).close()
+    result = run("list", str(db))
+    assert (result.exit_code, result.stdout) == (0, f"no conversation in {db}\n")
+    assert run_json("list", str(db), "--json") == []
+    # Its last conversation deleted, a database says the same.
+    assert run("import", str(db), str(SMALL_FILES[0])).exit_code == 0
+    for row in run_json("list", str(db), "--json"):
+        assert run("delete", str(db), row["conversation"], "--yes").exit_code == 0
+    assert run("list", str(db)).stdout == f"no conversation in {db}\n"
+
+
 # --------------------------------------------------------------------------- dry run
 
 

@@ -13,6 +13,7 @@ from ledgerfold._cli.main import cli, open_store
 from ledgerfold._cli.render import (
     boundary_json,
     echo_json,
+    esc,
     plural,
     print_table,
     safe_text,
@@ -67,6 +68,10 @@ def list_command(db: str, as_json: bool) -> None:
         rows = [conversation_row(store, cid) for cid in store.conversation_ids()]
     if as_json:
         echo_json(rows)
+        return
+    if not rows:
+        # One line, as other empty results say it (`search`, `report`), not a bare header.
+        stdout_console().print(f"no conversation in {esc(db)}")
         return
     table = Table(
         title=Text(f"{len(rows)} {plural(len(rows), 'conversation')}"), title_justify="left"
