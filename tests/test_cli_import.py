@@ -227,11 +227,18 @@ def test_an_import_that_imports_nothing_creates_no_database(
     assert result.stdout == "imported 0 conversations, 0 turns (nothing to import)\n"
     assert db.stat().st_size == 0
     db.unlink()
-    # Into a database that exists, the same import writes nothing and says the usual line.
+    # Into a database that exists, the same import writes nothing and says so too; its JSON
+    # is a new database's.
     assert run("import", str(db), str(write(tmp_path / "a.jsonl", line("a", [1])))).exit_code == 0
     before = db.read_bytes()
     result = run("import", str(db), str(source))
-    assert (result.exit_code, result.stdout) == (0, "imported 0 conversations, 0 turns\n")
+    said = "imported 0 conversations, 0 turns (nothing to import)\n"
+    assert (result.exit_code, result.stdout) == (0, said)
+    assert json.loads(run("import", str(db), str(source), "--json").stdout) == {
+        "conversations": 0,
+        "turns": 0,
+        "skipped": 0,
+    }
     assert db.read_bytes() == before
 
 

@@ -135,7 +135,9 @@ def import_command(db: str, files: tuple[str, ...], as_json: bool) -> None:
     if _has_content(db):
         check_before_writing(db, lambda store: present.update(store.conversation_ids()))
         if all(transcript.conversation_id in present for transcript in transcripts):
-            _print_imported(0, 0, len(transcripts), as_json)
+            # No turns at all says so, as into a new database (the database is untouched).
+            note = None if transcripts else "nothing to import"
+            _print_imported(0, 0, len(transcripts), as_json, note=note)
             return
     # The files this command creates (a new database, its journals) do not outlive an
     # import that wrote nothing; a file that was there before is never removed.
