@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from html_ledgers import CONVERSATION, build_purged_db, build_states_db
-from ledgerfold import SQLiteStore
+from ledgerfold import CompactionPolicy, Compactor, ExtractiveSummarizer, SQLiteStore
 from ledgerfold._cli import cli
 
 TIMEOUT = 120
@@ -241,3 +241,53 @@ def test_a_boundary_at_the_end_keeps_its_label_on_the_timeline(
     # The page's content is at most 1,144 px wide, centred: nothing is drawn right of it.
     margin = [row[3 * (width - 50) :] for row in rows]
     assert not _has_colour(margin, (0x11, 0x18, 0x27), tolerance=60)
+
+
+def test_the_failed_summaries_card_is_highlighted_while_a_failure_is_unanswered(
+    chromium: str, tmp_path: Path
+) -> None:
+    """The report's failed summaries' card is highlighted (pink, as the other trouble cards)
+    while a summary failed after its conversation's last accepted one; once a summary is
+    accepted after it, the failure is history and the card is plain."""
+    db = tmp_path / "failed.db"
+    with SQLiteStore(db) as store:
+        store.append_many("f", [{"role": "user", "body": f"turn {n}"} for n in range(12)])
+        store.record_failure(store.start_plan("f", 4, "v1").plan_id, "model timed out")
+    for answered in (False, True):
+        if answered:
+            with SQLiteStore(db) as store:
+                policy = CompactionPolicy("v1", min_new_turns=1, keep_tail=4)
+                Compactor(store, policy, ExtractiveSummarizer()).compact("f", force=True)
+        report = tmp_path / f"report-{answered}.html"
+        result = CliRunner().invoke(
+            cli, ["report", str(db), "--html", str(report)], catch_exceptions=False
+        )
+        assert result.exit_code == 0, result.output
+        dom = _run_chromium(chromium, tmp_path / f"dom-{answered}", "--dump-dom", report.as_uri())
+        assert dom.returncode == 0, dom.stderr[-2000:]
+        cards = re.findall(r'<div class="stat( bad)?" data-stat="([^"]+)">', dom.stdout)
+        assert "summaries.failed" in [key for _, key in cards]
+        assert [key for bad, key in cards if bad] == ([] if answered else ["summaries.failed"])
+        shot = tmp_path / f"report-{answered}.png"
+        shown = _run_chromium(
+            chromium,
+            tmp_path / f"shot-{answered}",
+            f"--screenshot={shot}",
+            "--window-size=1280,900",
+            report.as_uri(),
+        )
+        assert shown.returncode == 0, shown.stderr[-2000:]
+        if os.environ.get("LEDGERFOLD_KEEP_SCREENSHOT"):  # for a person to look at
+            shutil.copy(shot, f"{os.environ['LEDGERFOLD_KEEP_SCREENSHOT']}.{answered}.png")
+        # On screen: a card's area (about 130 x 60 px) of `.stat.bad`'s background, which
+        # nothing else on the page has (a few edge pixels come close).
+        pink = _count_colour(_png_pixels(shot)[2], (0xFE, 0xF2, 0xF2))
+        assert (pink < 1_000) if answered else (pink > 4_000), pink
+
+
+def _count_colour(rows: list[bytes], rgb: tuple[int, int, int], tolerance: int = 6) -> int:
+    return sum(
+        all(abs(row[x + i] - rgb[i]) <= tolerance for i in range(3))
+        for row in rows
+        for x in range(0, len(row), 3)
+    )

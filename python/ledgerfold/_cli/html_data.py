@@ -154,6 +154,7 @@ class DatabaseView:
     problems: tuple[tuple[str, str | None, str, str, str | None, str], ...] = field(default=())
     stats: StoreStats | None = None
     attention_total: int = 0  # conversations that need attention, listed or not
+    failed_now: int = 0  # failed records since their conversation's last accepted summary
 
 
 @contextmanager
@@ -474,6 +475,7 @@ def gather_database(path: Path) -> DatabaseView:
         total = conn.execute("SELECT count(*) FROM conversations").fetchone()[0]
         attention: list[tuple[int, ConversationRow]] = []
         rest: list[ConversationRow] = []
+        failed_now = 0
         # Failures count after the newest record ever accepted. Read leniently: a record
         # damaged outside ledgerfold (text that is not UTF-8) is listed, not a crash.
         for cid, revision, current, covered, accepted, failed, failure in lenient_rows(
@@ -493,6 +495,7 @@ def gather_database(path: Path) -> DatabaseView:
             " ORDER BY c.id",
         ):
             state = by_id[cid]
+            failed_now += failed
             turn_counts = dict(counts.get(cid, Counter()))
             # Only a current summary the context reads is named and counted as covering.
             turn_counts["covered"] = (covered or 0) if state.summarised else 0
@@ -536,4 +539,5 @@ def gather_database(path: Path) -> DatabaseView:
         tuple(problems),
         stats=stats,
         attention_total=len(attention),
+        failed_now=failed_now,
     )

@@ -43,7 +43,8 @@ _STAT_LABELS = {
 }
 
 
-# Cards that name conversations in trouble now (stale and failed records may be history).
+# Cards that name conversations in trouble now (stale and failed records may be history:
+# the failed summaries' card is one when a failure came after the last accepted summary).
 _TROUBLE = (
     "fallbacks.stale-summary:",
     "fallbacks.preserved-missing",
@@ -53,9 +54,12 @@ _TROUBLE = (
 )
 
 
-def _totals(stats: StoreStats) -> str:
+def _totals(stats: StoreStats, failed_now: int) -> str:
     """`SQLiteStore.stats()` as cards: each carries its key (`data-stat`) and value; the
-    fallbacks also as one total (`fallbacks`), shown when there are none by reason too."""
+    fallbacks also as one total (`fallbacks`), shown when there are none by reason too.
+    Trouble now is highlighted (`bad`): `failed_now` failures since a conversation's last
+    accepted summary make the failed summaries' card so."""
+    trouble = (*_TROUBLE, "summaries.failed") if failed_now else _TROUBLE
     cards = [
         (key, label, getattr(stats, key))
         for key, label in _STAT_LABELS.items()
@@ -75,7 +79,7 @@ def _totals(stats: StoreStats) -> str:
     return (
         '<div class="stats" id="totals">'
         + "".join(
-            f'<div class="stat{" bad" if n and key.startswith(_TROUBLE) else ""}"'
+            f'<div class="stat{" bad" if n and key.startswith(trouble) else ""}"'
             f' data-stat="{_e(key)}"><b>{n:,}</b>{_e(label_for(n, label))}</div>'
             for key, label, n in cards
         )
@@ -171,7 +175,7 @@ def render_database(view: DatabaseView, links: Mapping[str, str] | None = None) 
         if problems
         else '<p class="note" id="problems">No stale or failed summaries.</p>'
     )
-    totals = _totals(view.stats) if view.stats is not None else ""
+    totals = _totals(view.stats, view.failed_now) if view.stats is not None else ""
     body = (
         f"<h1>Database <code>{_e(view.path)}</code></h1>"
         f'<p class="sub">ledgerfold report · {counted(view.total_conversations, "conversation")}'
