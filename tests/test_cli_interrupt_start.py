@@ -1,10 +1,11 @@
-"""Ctrl-C while the `ledgerfold` console script is still importing the command line (click,
-rich, the commands), before any command runs: one line on stderr, exit status 130, no
-traceback, as Ctrl-C in a command. The real script runs in a child process; a
-`sitecustomize` on its path holds the import of `ledgerfold._cli` until the test has sent
-it a real SIGINT, so the signal lands inside that import every time, without sleeping on
-chance. (Ctrl-C while Python imports the `ledgerfold` package itself, before the script's
-module runs, cannot be caught there: see `ledgerfold._entry`.)"""
+"""Ctrl-C while the `ledgerfold` console script (or `python -m ledgerfold`) is still
+starting, before any command runs: one line on stderr, exit status 130, no traceback, as
+Ctrl-C in a command. That holds from the script's first line: while it imports the command
+line (click, rich, the commands) and while it imports the library itself (the Rust
+extension, the store), which `import ledgerfold` leaves to the first use of a public name.
+The real script runs in a child process; a `sitecustomize` on its path holds one module's
+import until the test has sent it a real SIGINT, so the signal lands inside that import
+every time, without sleeping on chance."""
 
 from __future__ import annotations
 
@@ -19,17 +20,18 @@ import pytest
 SCRIPT = Path(sys.executable).with_name("ledgerfold")
 
 # Runs in the child at start. SIGINT acts as in a terminal (a suite run in a background job
-# starts its children with it ignored); the finder says "ready" on stdout when the command
-# line's import begins and waits there for the test's SIGINT.
+# starts its children with it ignored); the finder says "ready" on stdout when the import
+# of HELD begins and waits there for the test's SIGINT.
 SITECUSTOMIZE = """
 import signal, sys, time
 
 signal.signal(signal.SIGINT, signal.default_int_handler)
+HELD = {held!r}
 
 
 class HoldTheImport:
     def find_spec(self, name, path=None, target=None):
-        if name == "ledgerfold._cli":
+        if name == HELD:
             sys.meta_path.remove(self)
             sys.stdout.write("ready\\n")
             sys.stdout.flush()
@@ -40,15 +42,17 @@ class HoldTheImport:
 sys.meta_path.insert(0, HoldTheImport())
 """
 
+#: The command line, the Rust extension and the store: all but the first were imported by
+#: `import ledgerfold`, before the script's own module could catch anything.
+HELD_MODULES = ["ledgerfold._cli", "ledgerfold._native", "ledgerfold.store._sqlite"]
 
-@pytest.mark.skipif(not SCRIPT.is_file(), reason="no ledgerfold console script beside python")
-@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
-def test_ctrl_c_while_the_command_line_is_imported(tmp_path: Path) -> None:
-    (tmp_path / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
+
+def _interrupted(tmp_path: Path, command: list[str], held: str) -> tuple[int, str, str]:
+    (tmp_path / "sitecustomize.py").write_text(SITECUSTOMIZE.format(held=held), "utf-8")
     path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path}
     with subprocess.Popen(
-        [str(SCRIPT), "list", str(tmp_path / "missing.db")],
+        [*command, "list", str(tmp_path / "missing.db")],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -58,6 +62,24 @@ def test_ctrl_c_while_the_command_line_is_imported(tmp_path: Path) -> None:
         assert child.stdout.readline() == "ready\n"
         child.send_signal(signal.SIGINT)
         stdout, stderr = child.communicate(timeout=60)
-    assert child.returncode == 130, stderr
+    return child.returncode, stdout, stderr
+
+
+@pytest.mark.skipif(not SCRIPT.is_file(), reason="no ledgerfold console script beside python")
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("held", HELD_MODULES)
+def test_ctrl_c_while_the_script_starts(tmp_path: Path, held: str) -> None:
+    status, stdout, stderr = _interrupted(tmp_path, [str(SCRIPT)], held)
+    assert status == 130, stderr
+    assert stderr == "ledgerfold: error: interrupted\n"
+    assert stdout == ""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_while_python_m_ledgerfold_imports_the_library(tmp_path: Path) -> None:
+    status, stdout, stderr = _interrupted(
+        tmp_path, [sys.executable, "-m", "ledgerfold"], "ledgerfold._native"
+    )
+    assert status == 130, stderr
     assert stderr == "ledgerfold: error: interrupted\n"
     assert stdout == ""

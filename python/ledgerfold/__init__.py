@@ -2,90 +2,42 @@
 
 Raw turns are an append-only ledger; a summary is a derived, versioned record bound to the
 exact IDs and BLAKE3 fingerprint of its sources, used only while it still matches them.
+
+The public names (`ledgerfold._public`) are imported on the first use of one of them, not
+by `import ledgerfold` itself, which imports next to nothing: the `ledgerfold` console
+script, whose module is in this package, then handles Ctrl-C from its first line on, also
+while the library is being imported (`ledgerfold._entry`).
 """
 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING, Any
 
-from ledgerfold._citations import citations
-from ledgerfold._compactor import CompactionOutcome, Compactor
-from ledgerfold._context import (
-    AssembledContext,
-    HistoryBoundary,
-    SummaryItem,
-    TurnItem,
-    assemble_context,
-)
-from ledgerfold._errors import (
-    ContextBudgetExceeded,
-    DuplicateId,
-    InvalidInput,
-    LedgerfoldError,
-    StoreError,
-)
-from ledgerfold._events import EVENT_NAMES, Event
-from ledgerfold._model import Conversation, Turn, fingerprint_turns, same_ordered_ids
-from ledgerfold._plan import CompactionPlan, plan_compaction
-from ledgerfold._policy import CompactionPolicy
-from ledgerfold._search_hit import SearchHit
-from ledgerfold._summary import (
-    SummaryCheck,
-    SummaryEnvelope,
-    SummaryWrite,
-    accept_summary_result,
-    check_summary,
-    create_summary_envelope,
-    is_summary_current,
-)
-from ledgerfold.adapters._chat import from_chat_messages, to_chat_messages
-from ledgerfold.store._protocol import Store, SummaryRecord
-from ledgerfold.store._sqlite import SQLiteStore
-from ledgerfold.summarizers._base import SummaryRequest
-from ledgerfold.summarizers._extractive import ExtractiveSummarizer
+if TYPE_CHECKING:
+    from ledgerfold._public import *  # noqa: F403
+    from ledgerfold._public import __all__ as __all__
+else:
+
+    def __getattr__(name: str) -> Any:
+        """A public name (or `__all__`): every one of them is imported at its first use."""
+        if name.startswith("_") and name != "__all__":  # a submodule not imported yet
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from ledgerfold import _public
+
+        names = globals()
+        names.update((key, getattr(_public, key)) for key in _public.__all__)
+        names["__all__"] = _public.__all__
+        if name not in names:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        return names[name]
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *__getattr__("__all__")})
+
 
 __version__ = "0.1.0"
 
 # A library's records go where the application configures logging, and nowhere otherwise:
 # without a handler, Python's "last resort" would print WARNING records to stderr.
 logging.getLogger("ledgerfold").addHandler(logging.NullHandler())
-
-__all__ = [
-    "EVENT_NAMES",
-    "AssembledContext",
-    "CompactionOutcome",
-    "CompactionPlan",
-    "CompactionPolicy",
-    "Compactor",
-    "ContextBudgetExceeded",
-    "Conversation",
-    "DuplicateId",
-    "Event",
-    "ExtractiveSummarizer",
-    "HistoryBoundary",
-    "InvalidInput",
-    "LedgerfoldError",
-    "SQLiteStore",
-    "SearchHit",
-    "Store",
-    "StoreError",
-    "SummaryCheck",
-    "SummaryEnvelope",
-    "SummaryItem",
-    "SummaryRecord",
-    "SummaryRequest",
-    "SummaryWrite",
-    "Turn",
-    "TurnItem",
-    "accept_summary_result",
-    "assemble_context",
-    "check_summary",
-    "citations",
-    "create_summary_envelope",
-    "fingerprint_turns",
-    "from_chat_messages",
-    "is_summary_current",
-    "plan_compaction",
-    "same_ordered_ids",
-    "to_chat_messages",
-]

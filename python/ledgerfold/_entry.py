@@ -4,9 +4,10 @@ checked they are there, so that without them the script says how to get them in 
 (exit 2) instead of a traceback; and so that Ctrl-C while the command line is still being
 imported is one line too (exit 130, as Ctrl-C in a command).
 
-What runs before this module cannot be covered here: Python imports the `ledgerfold`
-package (its `__init__`, the library) before any line of `ledgerfold._entry`, so Ctrl-C in
-that first part of the start (or in Python's own start) still ends in Python's traceback.
+Python imports the `ledgerfold` package before any line of this module, so that import
+must stay light: `import ledgerfold` leaves the library (the Rust extension, the store) to
+the first use of a public name, which `main` makes inside its handling. Only Ctrl-C in
+Python's own start, or in those few light lines, still ends in Python's traceback.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def main(args: Sequence[str] | None = None, prog_name: str = "ledgerfold") -> No
                 "pip install 'ledgerfold[cli]'\n"
             )
             raise SystemExit(_USAGE_EXIT)
-        # click, rich and the commands: a good part of the start, where Ctrl-C lands.
+        # click, rich, the commands and the library: most of the start, where Ctrl-C lands.
         from ledgerfold._cli import main as cli_main
 
         cli_main(args, prog_name=prog_name)
