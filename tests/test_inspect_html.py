@@ -302,3 +302,31 @@ def test_inspect_json_with_html_prints_json_and_writes_the_page(tmp_path: Path) 
     report = json.loads(both.stdout)
     assert report == {**json.loads(plain.stdout), "html": str(out)}
     assert "<html" in out.read_text(encoding="utf-8")
+
+
+def test_a_message_that_only_calls_tools_shows_no_null(tmp_path: Path) -> None:
+    # Sent with `content: null`; the inspector shows its calls and "(no text)", not "null".
+    db = tmp_path / "calls.db"
+    with SQLiteStore(db) as store:
+        store.append_chat_messages(
+            "c",
+            [
+                {"role": "user", "content": "Weather?"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "w", "arguments": "{}"},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+            ],
+        )
+    page = parse(inspect_page(db, "c", tmp_path))
+    text = "".join(page.text)
+    assert "tool_calls" in text and "(no text)" in text
+    assert "null" not in text

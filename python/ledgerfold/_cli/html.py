@@ -265,7 +265,14 @@ def _clip(text: str, limit: int) -> str:
 
 def _message(message: dict[str, Any], limit: int) -> str:
     content = message.get("content")
-    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    # None: a message that only calls tools (`to_chat_messages` sends `content: null`).
+    text = (
+        content
+        if isinstance(content, str)
+        else ""
+        if content is None
+        else json.dumps(content, ensure_ascii=False)
+    )
     kind = message.get("role", "")
     css = "summary" if kind == "system" and SUMMARY_OPEN in text else kind
     extra = []
@@ -276,10 +283,8 @@ def _message(message: dict[str, Any], limit: int) -> str:
         calls = json.dumps(message["tool_calls"], ensure_ascii=False)
         extra.append(f"tool_calls {calls[:300]}")
     header = " · ".join([kind, *extra])
-    return (
-        f'<div class="msg {_e(css)}"><header>{_e(header)}</header>'
-        f"<pre>{_clip(text, limit)}</pre></div>"
-    )
+    body = _clip(text, limit) if content is not None else "<span class=note>(no text)</span>"
+    return f'<div class="msg {_e(css)}"><header>{_e(header)}</header><pre>{body}</pre></div>'
 
 
 def _context(view: ConversationView) -> str:
