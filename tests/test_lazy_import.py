@@ -29,3 +29,26 @@ def test_import_ledgerfold_imports_neither_the_extension_nor_the_store() -> None
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "['ledgerfold']"
+
+
+def test_a_library_that_fails_to_import_is_not_a_missing_name() -> None:
+    """An AttributeError while the library imports (here a stale build of the extension,
+    lacking a name a module reads from it) is an ImportError that says so: out of the
+    package's `__getattr__` as it is, `from ledgerfold import Turn` said only "cannot
+    import name 'Turn'" and `hasattr(ledgerfold, "Turn")` was False."""
+    result = _python(
+        """
+        import ledgerfold._native as native
+        del native.CHECK_REASONS  # as a build of the extension from before it
+        import ledgerfold
+        for use in ("from ledgerfold import Turn", "hasattr(ledgerfold, 'Turn')"):
+            try:
+                exec(use)
+            except ImportError as error:
+                print(type(error.__cause__).__name__, "CHECK_REASONS" in str(error))
+            else:
+                print("no error")
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["AttributeError True"] * 2

@@ -23,7 +23,13 @@ else:
         """A public name (or `__all__`): every one of them is imported at its first use."""
         if name.startswith("_") and name != "__all__":  # a submodule not imported yet
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        from ledgerfold import _public
+        try:
+            from ledgerfold import _public
+        except AttributeError as error:
+            # Out of this function, it would read as "no such name": `from ledgerfold
+            # import X` would say only "cannot import name", `hasattr` False. The library
+            # failed to import (a stale build of the extension lacking a name, say).
+            raise ImportError(f"ledgerfold failed to import: {error}") from error
 
         names = globals()
         names.update((key, getattr(_public, key)) for key in _public.__all__)
