@@ -52,3 +52,18 @@ def test_a_library_that_fails_to_import_is_not_a_missing_name() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["AttributeError True"] * 2
+
+
+def test_dir_lists_the_names_and_subpackages_from_the_first_call() -> None:
+    """`dir()` (tab completion, `inspect.getmembers`) on a fresh import gives what the
+    module has: the public names, `__all__` and the subpackages the library imported
+    (`ledgerfold.store`, an attribute as before the import was lazy), the same every call."""
+    result = _python(
+        """
+        import ledgerfold
+        first = dir(ledgerfold)
+        print(first == dir(ledgerfold), {"Turn", "__all__", "store", "adapters"} <= set(first))
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "True"]

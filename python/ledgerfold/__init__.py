@@ -39,7 +39,8 @@ else:
         return names[name]
 
     def __dir__() -> list[str]:
-        return sorted({*globals(), *__getattr__("__all__")})
+        __getattr__("__all__")  # first: the import also adds the subpackages (`store`, …)
+        return sorted(globals())
 
 
 __version__ = "0.1.0"
