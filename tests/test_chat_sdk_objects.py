@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -202,3 +203,30 @@ def test_a_parsed_message_is_sent_back_without_parsed_arguments(tmp_path: Path) 
     turns, sent = _sent(tmp_path / "objects.db", objects)
     assert (turns, sent) == _sent(tmp_path / "dicts.db", dicts)
     assert sent[1]["tool_calls"] == CALLS[:1]
+
+
+def test_pydantic_warnings_never_quote_the_message() -> None:
+    """A message built with `model_construct` (no validation) holding content parts where
+    the model declares a str: pydantic's serializer warns, quoting the value; the dump is
+    read without its warnings, and what it gives is read as a dict's."""
+    parts = ChatCompletionMessage.model_construct(
+        role="assistant", content=[{"type": "text", "text": SECRET}]
+    )
+    wrong = ChatCompletionMessage.model_construct(role="assistant", content=[SECRET])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert [t.body for t in from_chat_messages([parts])] == [SECRET]
+        with pytest.raises(InvalidInput) as refused:
+            from_chat_messages([{"role": "user", "content": "q"}, wrong])
+    assert refused.value.field == "messages[1].content[0]"
+    assert SECRET not in str(refused.value)
+    assert [str(w.message) for w in caught if SECRET in str(w.message)] == []
+
+
+class _NoWarningsKeyword:
+    def model_dump(self, *, mode: str = "python", exclude_none: bool = False) -> Any:
+        return {"role": "user", "content": SECRET}
+
+
+def test_a_model_dump_without_a_warnings_keyword_is_read() -> None:
+    assert [t.body for t in from_chat_messages([_NoWarningsKeyword()])] == [SECRET]

@@ -2,8 +2,9 @@
 `SQLiteStore.append_chat_messages`, SPEC §8): the OpenAI SDK's `ChatCompletionMessage`
 (`response.choices[0].message`), or any other object with a callable `model_dump` (a
 pydantic model), is read as the mapping its own `model_dump(mode="json",
-exclude_none=True)` gives (a call's `function.parsed_arguments`, which the SDK's `parse()`
-adds and the API refuses, left out), which then goes through the same rules as a dict.
+exclude_none=True)` gives (without pydantic's serializer warnings, which quote values; a
+call's `function.parsed_arguments`, which the SDK's `parse()` adds and the API refuses,
+left out), which then goes through the same rules as a dict.
 Duck-typed: nothing here imports openai or pydantic. Bad input raises `InvalidInput`
 naming `messages[<index>]`; neither the object nor what its `model_dump` raised reaches
 the error."""
@@ -60,7 +61,7 @@ def _as_mapping(message: object, index: int) -> object:
         return message
     kind = type(message).__name__
     try:
-        dumped = dump(mode="json", exclude_none=True)
+        dumped = _dumped(dump)
     except Exception as error:  # any framework's: named by its type only, never its text
         raise bad(
             index,
@@ -79,6 +80,16 @@ def _as_mapping(message: object, index: int) -> object:
     if isinstance(calls, list) and any(map(_parsed, calls)):
         return {**dumped, "tool_calls": [_unparsed(call) for call in calls]}
     return dumped
+
+
+def _dumped(dump: Any) -> Any:
+    """`dump(mode="json", exclude_none=True)`, without pydantic's serializer warnings where
+    it takes `warnings` (pydantic 2): those quote the values of fields holding another type
+    than declared (a model built with `model_construct`), message text included."""
+    try:
+        return dump(mode="json", exclude_none=True, warnings=False)
+    except TypeError:  # a `model_dump` that takes no `warnings`
+        return dump(mode="json", exclude_none=True)
 
 
 # What the SDK's `parse()` adds to a call's function: the client's parse of `arguments`,
