@@ -59,6 +59,12 @@ def _sdk_message() -> Any:
     return ChatCompletionMessage(role="assistant", content=SECRET_BODY)
 
 
+def _langchain_message() -> Any:
+    from langchain_core.messages import HumanMessage
+
+    return HumanMessage(SECRET_BODY)
+
+
 def _non_finite_call(value: float) -> list[Any]:
     from langchain_core.messages import AIMessage, HumanMessage
 
@@ -418,6 +424,13 @@ ROWS: tuple[BadInput, ...] = (
         "append_chat_messages: a message object whose model_dump gives no mapping",
         "store.append_chat_messages('c', [message])  # message.model_dump() gives a list",
         on_store(lambda s: s.append_chat_messages("c", [_DumpNotAMapping()])),  # type: ignore[list-item]
+        INVALID,
+        "messages[0]",
+    ),
+    row(
+        "from_chat_messages: a LangChain message (use from_langchain_messages)",
+        "from_chat_messages([HumanMessage(body)])",
+        lambda: lf.from_chat_messages([_langchain_message()]),
         INVALID,
         "messages[0]",
     ),

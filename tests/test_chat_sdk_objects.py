@@ -230,3 +230,21 @@ class _NoWarningsKeyword:
 
 def test_a_model_dump_without_a_warnings_keyword_is_read() -> None:
     assert [t.body for t in from_chat_messages([_NoWarningsKeyword()])] == [SECRET]
+
+
+def test_a_langchain_message_is_sent_to_its_converter(tmp_path: Path) -> None:
+    """A LangChain message is a pydantic model too, but its dump has `type` ("human"),
+    not a role: the error names the converter that takes it."""
+    from langchain_core.messages import HumanMessage
+
+    messages = [{"role": "user", "content": "q"}, HumanMessage(SECRET, id="h1")]
+    with pytest.raises(InvalidInput) as caught:
+        from_chat_messages(messages)
+    assert caught.value.field == "messages[1]"
+    assert "HumanMessage" in str(caught.value)
+    assert "ledgerfold.adapters.from_langchain_messages" in str(caught.value)
+    assert SECRET not in str(caught.value)
+    with SQLiteStore(tmp_path / "ledger.db") as store:
+        with pytest.raises(InvalidInput, match="from_langchain_messages"):
+            store.append_chat_messages("c", messages)
+        assert store.conversation_ids() == []

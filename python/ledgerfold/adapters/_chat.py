@@ -421,7 +421,8 @@ def from_chat_messages(messages: Iterable[ChatMessage], *, id_prefix: str = "m")
     `model_dump` (a pydantic model), is read as its `model_dump(mode="json",
     exclude_none=True)`, under the same rules as a dict (a call's `function.parsed_arguments`,
     which the SDK's `parse()` adds and the API refuses back, is left out); a `model_dump`
-    that raises or gives no mapping raises `InvalidInput` naming `messages[<index>]`.
+    that raises or gives no mapping raises `InvalidInput` naming `messages[<index>]` (a
+    LangChain message too: `ledgerfold.adapters.from_langchain_messages` converts those).
 
     IDs come from a message's `id`, else `<id_prefix><sequence>` (made unique against the
     explicit IDs). `content` may be str, None (→ "") or a list of content parts: the text

@@ -60,6 +60,14 @@ def _as_mapping(message: object, index: int) -> object:
     if dump is None:
         return message
     kind = type(message).__name__
+    if _langchain_message(message):  # its dump has `type` ("ai"), not an OpenAI role
+        raise bad(
+            index,
+            "",
+            "wrong-type",
+            f"a LangChain message ({kind}): convert LangChain messages with "
+            "ledgerfold.adapters.from_langchain_messages (into a store: append_many)",
+        )
     try:
         dumped = _dumped(dump)
     except Exception as error:  # any framework's: named by its type only, never its text
@@ -80,6 +88,14 @@ def _as_mapping(message: object, index: int) -> object:
     if isinstance(calls, list) and any(map(_parsed, calls)):
         return {**dumped, "tool_calls": [_unparsed(call) for call in calls]}
     return dumped
+
+
+def _langchain_message(message: object) -> bool:
+    """A LangChain `BaseMessage` (duck-typed by its class: langchain_core is not imported)."""
+    return any(
+        cls.__name__ == "BaseMessage" and cls.__module__.startswith("langchain_core.")
+        for cls in type(message).__mro__
+    )
 
 
 def _dumped(dump: Any) -> Any:
