@@ -435,6 +435,17 @@ ROWS: tuple[BadInput, ...] = (
         "messages[0]",
     ),
     row(
+        "append_chat_messages: a Responses API item (no role, a type)",
+        "store.append_chat_messages('c', [{'type': 'function_call_output', 'output': body}])",
+        on_store(
+            lambda s: s.append_chat_messages(
+                "c", [{"type": "function_call_output", "call_id": "c", "output": SECRET_BODY}]
+            )
+        ),
+        INVALID,
+        "messages[0].role",
+    ),
+    row(
         "from_chat_messages: one SDK message, not in a list",
         "from_chat_messages(response.choices[0].message)",
         lambda: lf.from_chat_messages(_sdk_message()),

@@ -19,6 +19,7 @@ from openai.types.chat import (
     ParsedChatCompletion,
     ParsedChatCompletionMessage,
 )
+from openai.types.responses import ResponseFunctionToolCall
 
 from ledgerfold import InvalidInput, SQLiteStore, from_chat_messages, to_chat_messages
 from ledgerfold._transcripts import load_transcripts
@@ -247,4 +248,27 @@ def test_a_langchain_message_is_sent_to_its_converter(tmp_path: Path) -> None:
     with SQLiteStore(tmp_path / "ledger.db") as store:
         with pytest.raises(InvalidInput, match="from_langchain_messages"):
             store.append_chat_messages("c", messages)
+        assert store.conversation_ids() == []
+
+
+def test_a_responses_api_item_is_named_as_one(tmp_path: Path) -> None:
+    """`response.output` of the Responses API (or the Agents SDK's items) given by mistake:
+    an item without a role is refused as not a chat message, its `type` named (an item's
+    other text never: a `type` that is not a name is not quoted)."""
+    call = ResponseFunctionToolCall.model_validate(
+        {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": SECRET}
+    )
+    for item, named in (
+        (call, "'function_call'"),
+        ({"type": "function_call_output", "call_id": "call_1", "output": SECRET}, "output'"),
+        ({"type": SECRET, "content": SECRET}, "item with a type,"),
+    ):
+        with pytest.raises(InvalidInput) as caught:
+            from_chat_messages([{"role": "user", "content": "q"}, item])
+        assert caught.value.field == "messages[1].role"
+        assert named in str(caught.value) and "Responses API" in str(caught.value)
+        assert SECRET not in str(caught.value)
+    with SQLiteStore(tmp_path / "ledger.db") as store:
+        with pytest.raises(InvalidInput, match="LedgerfoldSession"):
+            store.append_chat_messages("c", [call])
         assert store.conversation_ids() == []

@@ -26,6 +26,7 @@ from ledgerfold.adapters._chat_fields import compact_json as _compact_json
 from ledgerfold.adapters._chat_fields import content_text as _content_text
 from ledgerfold.adapters._chat_fields import explicit_id as _explicit_id
 from ledgerfold.adapters._chat_fields import optional_text as _optional_text
+from ledgerfold.adapters._chat_fields import role_missing as _role_missing
 from ledgerfold.adapters._chat_fields import tool_calls as _tool_calls
 from ledgerfold.adapters._chat_objects import ChatMessage, message_list
 from ledgerfold.adapters._summary_escape import escape_summary_text
@@ -342,7 +343,7 @@ def chat_turn_specs(messages: Iterable[ChatMessage]) -> list[ChatTurnSpec]:
     for index, message in enumerate(items):
         chat_role = message.get("role")
         if not isinstance(chat_role, str):
-            raise _bad(index, "role", "wrong-type", f"must be str, got {type(chat_role).__name__}")
+            raise _bad(index, "role", "wrong-type", _role_missing(message, chat_role))
         role = _ROLE_ALIASES.get(chat_role, chat_role)
         if role not in ROLES:
             raise _bad(

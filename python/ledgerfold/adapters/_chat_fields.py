@@ -7,6 +7,7 @@ error."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +21,7 @@ __all__ = [
     "content_text",
     "explicit_id",
     "optional_text",
+    "role_missing",
     "tool_calls",
 ]
 
@@ -40,6 +42,26 @@ def optional_text(message: Mapping[str, Any], index: int, key: str) -> str | Non
         raise bad(index, key, "empty", "must not be empty")
     _require_utf8(value, index, key)
     return value
+
+
+# An item's `type` as the Responses API names them (`function_call`, `reasoning`, …): quoted
+# in the error when it has this form only, so no other text of the item reaches it.
+_ITEM_TYPE = re.compile(r"[a-z][a-z_]{0,63}")
+
+
+def role_missing(message: Mapping[str, Any], role: object) -> str:
+    """Why a message without a str `role` is refused: a mapping with a `type` and no role
+    is a Responses API item (`response.output`, the Agents SDK's items), not a Chat
+    Completions message, and the error says so."""
+    kind = message.get("type")
+    if role is not None or not isinstance(kind, str):
+        return f"must be str, got {type(role).__name__}"
+    named = f" ({kind!r})" if _ITEM_TYPE.fullmatch(kind) else ""
+    return (
+        f"missing: an item with a type{named}, as the Responses API gives, is not a Chat "
+        "Completions message (the OpenAI Agents SDK's items go to "
+        "ledgerfold.integrations.openai_agents.LedgerfoldSession)"
+    )
 
 
 def _require_utf8(value: str, index: int, field: str) -> None:
