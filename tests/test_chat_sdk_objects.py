@@ -19,7 +19,7 @@ from openai.types.chat import (
     ParsedChatCompletion,
     ParsedChatCompletionMessage,
 )
-from openai.types.responses import ResponseFunctionToolCall
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
 
 from ledgerfold import InvalidInput, SQLiteStore, from_chat_messages, to_chat_messages
 from ledgerfold._transcripts import load_transcripts
@@ -272,3 +272,26 @@ def test_a_responses_api_item_is_named_as_one(tmp_path: Path) -> None:
         with pytest.raises(InvalidInput, match="LedgerfoldSession"):
             store.append_chat_messages("c", [call])
         assert store.conversation_ids() == []
+
+
+def test_a_responses_message_item_keeps_its_text(tmp_path: Path) -> None:
+    """A Responses API message (an output item, or an input message with `input_text`
+    parts) is a role and text parts: its text is the turn's body, sent back as the
+    message's content (it was left out as a non-text part, the body "")."""
+    output = ResponseOutputMessage.model_validate(
+        {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "Shipped.", "annotations": []}],
+        }
+    )
+    question = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "?"}]}
+    turns, sent = _sent(tmp_path / "ledger.db", [question, output])
+    assert [(t[1], t[2], t[4]) for t in turns] == [
+        ("user", "?", None),
+        ("assistant", "Shipped.", None),
+    ]
+    assert sent == [{"role": "user", "content": "?"}, {"role": "assistant", "content": "Shipped."}]
+    assert [t.id for t in from_chat_messages([question, output])] == ["m1", "msg_1"]

@@ -427,20 +427,20 @@ def from_chat_messages(messages: Iterable[ChatMessage], *, id_prefix: str = "m")
 
     IDs come from a message's `id`, else `<id_prefix><sequence>` (made unique against the
     explicit IDs). `content` may be str, None (→ "") or a list of content parts: the text
-    (and `refusal`) parts are joined; the types of other parts are recorded in
-    `meta["omitted_content_parts"]`. An assistant's audio reply (`audio`, as the SDK
-    returns it) gives its `audio.transcript` as text and its `audio.id` as
-    `meta["audio_id"]` (the audio is not kept); the transcript, then a `refusal`, follow any
-    text (each on a line of its own). `tool_calls` (compact JSON text; a call's
-    `function.arguments` given as a mapping is stored as its compact JSON text, the str the
-    API requires), `tool_call_id` and `name` go to meta; a `developer` message becomes a
-    `system` turn with `meta["chat_role"]`. An assistant message with tool calls and the
-    tool messages answering them share the group `"tools:" + <first call id>` (with `"@" +
-    <turn id>` added when that call ID was made by an earlier message); a tool message
-    answers the nearest earlier message calling its ID, and one answering no earlier call
-    gets no group. The legacy `function_call` is refused (as the `function` role is): use
-    `tool_calls`. Other message keys are ignored. Bad input raises `InvalidInput` naming
-    the message index and field.
+    parts (`text`, `refusal`, and the Responses API's `input_text` and `output_text`) are
+    joined; the types of other parts are recorded in `meta["omitted_content_parts"]`. An
+    assistant's audio reply (`audio`, as the SDK returns it) gives its `audio.transcript` as
+    text and its `audio.id` as `meta["audio_id"]` (the audio is not kept); the transcript,
+    then a `refusal`, follow any text (each on a line of its own). `tool_calls` (compact
+    JSON text; a call's `function.arguments` given as a mapping is stored as its compact
+    JSON text, the str the API requires), `tool_call_id` and `name` go to meta; a
+    `developer` message becomes a `system` turn with `meta["chat_role"]`. An assistant
+    message with tool calls and the tool messages answering them share the group
+    `"tools:" + <first call id>` (with `"@" + <turn id>` added when that call ID was made by
+    an earlier message); a tool message answers the nearest earlier message calling its
+    ID, and one answering no earlier call gets no group. The legacy `function_call` is
+    refused (as the `function` role is): use `tool_calls`. Other message keys are ignored.
+    Bad input raises `InvalidInput` naming the message index and field.
     """
     items = message_list(messages)
     if not isinstance(id_prefix, str):

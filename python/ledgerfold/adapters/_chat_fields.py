@@ -111,6 +111,12 @@ def audio_id(message: Mapping[str, Any], index: int) -> str | None:
     return audio_id
 
 
+# The content parts that hold text, and its key: Chat Completions' `text` and `refusal`
+# parts, and the Responses API's `input_text` and `output_text` (its message items, and
+# LangChain blocks from it), whose text would otherwise be left out with the images.
+_TEXT_KEYS = {"text": "text", "refusal": "refusal", "input_text": "text", "output_text": "text"}
+
+
 def _parts_text(message: Mapping[str, Any], index: int) -> tuple[str, list[str]]:
     content = message.get("content")
     if content is None:
@@ -134,7 +140,7 @@ def _parts_text(message: Mapping[str, Any], index: int) -> tuple[str, list[str]]
         part_type = part.get("type")
         if not isinstance(part_type, str) or not part_type:
             raise bad(index, f"{field}.type", "wrong-type", "must be a non-empty str")
-        key = part_type if part_type in ("text", "refusal") else None
+        key = _TEXT_KEYS.get(part_type)
         if key is None:
             omitted.append(part_type)
             continue
