@@ -414,6 +414,15 @@ ROWS: tuple[BadInput, ...] = (
         "messages[0].refusal",
     ),
     row(
+        "from_chat_messages: an assistant's annotations not a list",
+        "from_chat_messages([{'role': 'assistant', 'content': body, 'annotations': {}}])",
+        lambda: lf.from_chat_messages(
+            [{"role": "assistant", "content": SECRET_BODY, "annotations": {}}]
+        ),
+        INVALID,
+        "messages[0].annotations",
+    ),
+    row(
         "from_chat_messages: a message object whose model_dump raises",
         "from_chat_messages([message])  # message.model_dump(mode='json', ...) raises",
         lambda: lf.from_chat_messages([_DumpRaises()]),  # type: ignore[list-item]

@@ -295,3 +295,31 @@ def test_a_responses_message_item_keeps_its_text(tmp_path: Path) -> None:
     ]
     assert sent == [{"role": "user", "content": "?"}, {"role": "assistant", "content": "Shipped."}]
     assert [t.id for t in from_chat_messages([question, output])] == ["m1", "msg_1"]
+
+
+def test_a_web_search_reply_keeps_its_citations(tmp_path: Path) -> None:
+    """`annotations` (a web search reply's URL citations) are kept in meta, as their JSON
+    text, and not sent back (a request's message has none); none gives no meta key."""
+    cited = [
+        {
+            "type": "url_citation",
+            "url_citation": {
+                "start_index": 0,
+                "end_index": 7,
+                "url": "https://a.example",
+                "title": "A",
+            },
+        }
+    ]
+    dicts = [
+        {"role": "user", "content": "News?"},
+        _api_message(content="Shipped today.", annotations=cited),
+        {"role": "user", "content": "More?"},
+        _api_message(content="No."),  # "annotations": [], as the API sends it
+    ]
+    objects = [_sdk(m) if m["role"] == "assistant" else m for m in dicts]
+    turns, sent = _sent(tmp_path / "objects.db", objects)
+    assert (turns, sent) == _sent(tmp_path / "dicts.db", dicts)
+    assert json.loads(turns[1][4]["annotations"]) == cited
+    assert turns[3][4] is None
+    assert sent[1] == {"role": "assistant", "content": "Shipped today."}

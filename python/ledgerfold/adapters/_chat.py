@@ -20,6 +20,7 @@ from ledgerfold import _native, _validate
 from ledgerfold._context import AssembledContext, SummaryItem, TurnItem, with_purge
 from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._model import ROLES, Turn
+from ledgerfold.adapters._chat_fields import annotations_json as _annotations
 from ledgerfold.adapters._chat_fields import audio_id as _audio_id
 from ledgerfold.adapters._chat_fields import bad as _bad
 from ledgerfold.adapters._chat_fields import compact_json as _compact_json
@@ -58,6 +59,7 @@ _ROLE_ALIASES = {"developer": "system"}
 _CHAT_ROLE_KEY = "chat_role"
 _OMITTED_PARTS_KEY = "omitted_content_parts"
 _AUDIO_ID_KEY = "audio_id"
+_ANNOTATIONS_KEY = "annotations"
 # The chat roles whose message params have `name` (Chat Completions' tool message has
 # only `role`, `content` and `tool_call_id`: strict providers refuse any other key).
 _NAMED_ROLES = frozenset({"system", "developer", "user", "assistant"})
@@ -364,6 +366,9 @@ def chat_turn_specs(messages: Iterable[ChatMessage]) -> list[ChatTurnSpec]:
         audio_id = _audio_id(message, index)
         if audio_id is not None:
             meta[_AUDIO_ID_KEY] = audio_id
+        annotations = _annotations(message, index)
+        if annotations is not None:
+            meta[_ANNOTATIONS_KEY] = annotations
 
         calls = _tool_calls(message, index)
         if calls:
@@ -431,7 +436,9 @@ def from_chat_messages(messages: Iterable[ChatMessage], *, id_prefix: str = "m")
     joined; the types of other parts are recorded in `meta["omitted_content_parts"]`. An
     assistant's audio reply (`audio`, as the SDK returns it) gives its `audio.transcript` as
     text and its `audio.id` as `meta["audio_id"]` (the audio is not kept); the transcript,
-    then a `refusal`, follow any text (each on a line of its own). `tool_calls` (compact
+    then a `refusal`, follow any text (each on a line of its own); its `annotations` (URL
+    citations), when there are any, are kept as `meta["annotations"]` (JSON text, not sent
+    back: a request's message has none). `tool_calls` (compact
     JSON text; a call's `function.arguments` given as a mapping is stored as its compact
     JSON text, the str the API requires), `tool_call_id` and `name` go to meta; a
     `developer` message becomes a `system` turn with `meta["chat_role"]`. An assistant

@@ -15,6 +15,7 @@ from ledgerfold._errors import InvalidInput
 from ledgerfold._validate import unencodable_at
 
 __all__ = [
+    "annotations_json",
     "audio_id",
     "bad",
     "compact_json",
@@ -115,6 +116,21 @@ def audio_id(message: Mapping[str, Any], index: int) -> str | None:
 # parts, and the Responses API's `input_text` and `output_text` (its message items, and
 # LangChain blocks from it), whose text would otherwise be left out with the images.
 _TEXT_KEYS = {"text": "text", "refusal": "refusal", "input_text": "text", "output_text": "text"}
+
+
+def annotations_json(message: Mapping[str, Any], index: int) -> str | None:
+    """An assistant's `annotations` (a web search reply's URL citations), kept in meta as
+    their compact JSON text when there are any: a request's message has no `annotations`,
+    so they are not sent back, but they are not lost either."""
+    value = message.get("annotations") if message.get("role") == "assistant" else None
+    if value is None or (isinstance(value, list) and not value):
+        return None
+    if not isinstance(value, list):
+        raise bad(index, "annotations", "wrong-type", f"must be a list, got {type(value).__name__}")
+    at = unencodable_at(value)
+    if at is not None:
+        raise bad(index, f"annotations{at}", "not-utf8", "must encode as UTF-8")
+    return compact_json(value, index, "annotations")
 
 
 def _parts_text(message: Mapping[str, Any], index: int) -> tuple[str, list[str]]:
