@@ -67,3 +67,27 @@ def test_dir_lists_the_names_and_subpackages_from_the_first_call() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True", "True"]
+
+
+def test_a_name_set_on_the_module_stays_when_another_is_looked_up() -> None:
+    """A name set on the module (an assignment before the first use, `mock.patch.object`
+    after it) is not put back to the library's own by the lookup of another name, a
+    missing one included."""
+    result = _python(
+        """
+        from unittest import mock
+        import ledgerfold
+        ledgerfold.Turn = "assigned"
+        print(ledgerfold.SQLiteStore.__name__, ledgerfold.Turn)
+        del ledgerfold.Turn
+        with mock.patch.object(ledgerfold, "SQLiteStore", "patched"):
+            print(hasattr(ledgerfold, "no_such_name"), ledgerfold.SQLiteStore)
+        print(ledgerfold.Turn.__name__, ledgerfold.SQLiteStore.__name__)
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "SQLiteStore assigned",
+        "False patched",
+        "Turn SQLiteStore",
+    ]

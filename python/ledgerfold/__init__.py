@@ -32,8 +32,11 @@ else:
             raise ImportError(f"ledgerfold failed to import: {error}") from error
 
         names = globals()
-        names.update((key, getattr(_public, key)) for key in _public.__all__)
-        names["__all__"] = _public.__all__
+        # Only names not set yet: one set since (`mock.patch.object(ledgerfold, ...)`, an
+        # assignment) stays when another name is looked up, and missing names are too.
+        for key in _public.__all__:
+            names.setdefault(key, getattr(_public, key))
+        names.setdefault("__all__", _public.__all__)
         if name not in names:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         return names[name]
