@@ -91,3 +91,39 @@ def test_a_name_set_on_the_module_stays_when_another_is_looked_up() -> None:
         "False patched",
         "Turn SQLiteStore",
     ]
+
+
+def test_first_uses_in_threads_at_once() -> None:
+    """Threads making their first use at once (a public name, a subpackage, `dir`, `*`)
+    each get the library: the imports they start wait for one another, none is given a
+    partly imported module."""
+    result = _python(
+        """
+        import threading
+        import ledgerfold
+        uses = [
+            "from ledgerfold import Turn",
+            "import ledgerfold.store",
+            "import ledgerfold.adapters",
+            "from ledgerfold import *",
+            "dir(ledgerfold)",
+            "ledgerfold.SQLiteStore",
+        ]
+        start = threading.Barrier(len(uses))
+        failed = []
+        def use(code):
+            start.wait()
+            try:
+                exec(code, {"ledgerfold": ledgerfold})
+            except BaseException as error:
+                failed.append(f"{code}: {type(error).__name__}")
+        threads = [threading.Thread(target=use, args=(code,)) for code in uses]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        print(failed, ledgerfold.Turn.__name__)
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[] Turn"
