@@ -102,3 +102,17 @@ def test_langchain_missing_extra_says_what_to_install(monkeypatch: pytest.Monkey
         to_langchain_messages(AssembledContext(()))
     with pytest.raises(ImportError, match=r"ledgerfold\[langchain\]"):
         from_langchain_messages([])
+
+
+def test_responses_text_blocks_are_the_message_text() -> None:
+    """`output_text` / `input_text` blocks (the Responses API's text parts) are text: they
+    were left out as non-text blocks, the turn stored with body ""."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    turns = from_langchain_messages(
+        [
+            HumanMessage([{"type": "input_text", "text": "Where is it?"}], id="h"),
+            AIMessage([{"type": "output_text", "text": "Shipped."}], id="a"),
+        ]
+    )
+    assert [(t.body, t.meta) for t in turns] == [("Where is it?", None), ("Shipped.", None)]
