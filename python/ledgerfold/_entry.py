@@ -27,6 +27,8 @@ CLI_MODULES = ("click", "rich")
 _USAGE_EXIT = 2
 #: The exit status of Ctrl-C (128 + SIGINT), as the command line's own.
 _INTERRUPTED_EXIT = 130
+#: The compiled core, which a source checkout has only once built.
+_NATIVE = "ledgerfold._native"
 
 
 def missing_cli_modules() -> list[str]:
@@ -45,8 +47,19 @@ def main(args: Sequence[str] | None = None, prog_name: str = "ledgerfold") -> No
             )
             raise SystemExit(_USAGE_EXIT)
         # click, rich, the commands and the library: most of the start, where Ctrl-C lands.
-        from ledgerfold._cli import main as cli_main
-
+        try:
+            from ledgerfold._cli import main as cli_main
+        except ImportError as error:
+            if error.name != _NATIVE:  # what else is missing: the traceback tells
+                raise
+            # An installation without its compiled core (a source checkout not built, a
+            # wheel of another platform): one line that says so, not a traceback.
+            sys.stderr.write(
+                f"{prog_name}: error: the compiled core ({_NATIVE}) is missing from this "
+                "installation: install a ledgerfold wheel for this platform, or build it "
+                "from the source (make dev)\n"
+            )
+            raise SystemExit(_USAGE_EXIT) from None
         cli_main(args, prog_name=prog_name)
     except KeyboardInterrupt:
         # Ctrl-C before the command runs (or where the command line's own handling does
