@@ -14,6 +14,7 @@ import functools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -41,22 +42,31 @@ def build_shim(directory: Path) -> Path:
     return shim
 
 
-def run(shim: Path, scenario: str, directory: Path) -> list[str]:
-    """Run the scenario in a subprocess with the shim preloaded; its log's lines."""
+def run(
+    shim: Path, scenario: str, directory: Path, script: Path | None = None, *, killed: bool = False
+) -> list[str]:
+    """Run the scenario (of `script`, default this module) in a subprocess with the shim
+    preloaded; its log's lines. The flag files the shim reads are in `directory`: `fail`
+    (the WAL's syncs fail), `fail_db` (the database file's syncs fail), `full` (writes past
+    the offset it holds fail with ENOSPC), `kill` (the process kills itself at a write
+    to the WAL). `killed`: the scenario ends killed (SIGKILL), not returning."""
     env = {
         **os.environ,
         "LD_PRELOAD": str(shim),
         "WAL_SYNC_LOG": str(directory / "log"),
         "WAL_SYNC_FAIL": str(directory / "fail"),
+        "WAL_SYNC_FAIL_DB": str(directory / "fail_db"),
+        "WAL_SYNC_FULL": str(directory / "full"),
+        "WAL_SYNC_KILL": str(directory / "kill"),
     }
     done = subprocess.run(
-        [sys.executable, str(Path(__file__)), scenario, str(directory)],
+        [sys.executable, str(script or Path(__file__)), scenario, str(directory)],
         env=env,
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == (-signal.SIGKILL if killed else 0), done.stderr
     return (directory / "log").read_text().splitlines()
 
 

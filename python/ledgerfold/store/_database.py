@@ -40,6 +40,9 @@ __all__ = [
 
 _log = logging.getLogger("ledgerfold.store")
 
+#: SQLite's primary result code of an I/O error (`sqlite3.SQLITE_IOERR` from Python 3.11).
+_SQLITE_IOERR = 10
+
 
 @dataclass(slots=True)
 class BatchEnd:
@@ -222,9 +225,12 @@ class Database:
             except sqlite3.Error as err:
                 raise StoreError(f"{operation}: cannot start a transaction ({err})") from err
             self._savepoints += nested
+            committing = False
             try:
                 yield conn
+                committing = write and not nested
                 self._control(conn, "RELEASE lf_job" if nested else "COMMIT")
+                committing = False
                 if write and not nested and self.checkpoint_pending:
                     with suppress(StoreError):
                         self.checkpoint(wait_ms=0)
@@ -235,6 +241,8 @@ class Database:
                         del conn.pending[mark:]  # the job's index rows go with its changes
                 else:
                     _rollback(conn)
+                    if committing and isinstance(exc, sqlite3.Error):
+                        self._void_failed_frames(conn, exc)
                 if not isinstance(exc, sqlite3.Error):
                     raise
                 error = store_error(conn, exc, operation=operation, write=write)
@@ -298,6 +306,7 @@ class Database:
                 self._control(conn, "COMMIT")
             except sqlite3.Error as err:
                 _rollback(conn)
+                self._void_failed_frames(conn, err)
                 error = store_error(conn, err, operation="commit", write=True)
             except BaseException as exc:  # not SQLite's (the index rows' segmenting): keep nothing
                 _rollback(conn)
@@ -311,6 +320,41 @@ class Database:
         if self.checkpoint_pending:
             with suppress(StoreError):
                 self.checkpoint(wait_ms=0)
+
+    def _void_failed_frames(self, conn: sqlite3.Connection, error: sqlite3.Error) -> None:
+        """After a COMMIT that failed with an I/O error (the WAL's sync, SPEC §17.6). Such a
+        commit has written its frames, commit mark included, past the WAL's last commit:
+        SQLite ignores them (its WAL index ends before them), but its recovery, at the next
+        open of the file once no connection holds it (this process closed it while the disk
+        still failed, or died, even long after the disk came back), would read them as a
+        commit: the writes every caller heard had failed would be back. A transaction of no
+        change (the schema version written again) is written over their start, which breaks
+        their checksum chain, so recovery stops before them; its own sync may fail too (it
+        changes nothing, kept or not). A disk that takes no write at all cannot be helped:
+        logged."""
+        code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+; the message before
+        io_error = code & 0xFF == _SQLITE_IOERR if code is not None else "I/O" in str(error)
+        if not io_error or self.path == ":memory:" or conn.in_transaction:
+            return
+        try:
+            conn.execute("PRAGMA busy_timeout = 1000")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    (version,) = conn.execute("PRAGMA user_version").fetchone()
+                    conn.execute(f"PRAGMA user_version = {int(version)}")
+                    conn.execute("COMMIT")
+                finally:
+                    _rollback(conn)
+            finally:
+                conn.execute("PRAGMA busy_timeout = 30000")
+        except sqlite3.Error as err:
+            _log.warning(
+                "failed commit's frames left in the WAL: path=%s (%s); the next commit"
+                " overwrites them",
+                self.path,
+                err,
+            )
 
     def _notice_lost(self, conn: sqlite3.Connection) -> None:
         """The batch's transaction was begun and is gone (SQLite rolled it back on an error,
