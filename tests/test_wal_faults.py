@@ -137,6 +137,7 @@ def test_a_disk_filling_in_a_batch_fails_its_callers_and_keeps_nothing(
     assert len(heard) == 1  # every caller hears the same failure ...
     error = json.loads(heard[0])["error"]
     assert error.startswith("commit: ") and "job" not in error
+    assert "database or disk is full" in error  # ... and what it was
     assert notes["seen"] == [["before"]]
     assert notes["search"] == [0]
     assert notes["reopened"] == [["before", "after"]]

@@ -236,7 +236,7 @@ class Database:
                         self.checkpoint(wait_ms=0)
             except BaseException as exc:
                 if nested:
-                    self._rollback_job(conn)
+                    self._rollback_job(conn, exc if isinstance(exc, sqlite3.Error) else None)
                     if conn.pending is not None:
                         del conn.pending[mark:]  # the job's index rows go with its changes
                 else:
@@ -356,16 +356,18 @@ class Database:
                 err,
             )
 
-    def _notice_lost(self, conn: sqlite3.Connection) -> None:
+    def _notice_lost(self, conn: sqlite3.Connection, cause: sqlite3.Error | None = None) -> None:
         """The batch's transaction was begun and is gone (SQLite rolled it back on an error,
-        or a statement ended it): its jobs so far are lost, and the batch fails."""
+        `cause` when known, or a statement ended it): its jobs so far are lost, and the
+        batch fails, saying why (SQLite's message, unless it may quote stored text)."""
         if self._batch_open and not conn.in_transaction and self._batch_lost is None:
-            self._batch_lost = "the batch's transaction was rolled back"
+            why = "" if cause is None or quotes_stored_data(cause) else f" ({cause})"
+            self._batch_lost = f"the batch's transaction was rolled back{why}"
 
-    def _rollback_job(self, conn: sqlite3.Connection) -> None:
-        """A failed job of a batch: back to its savepoint (unless the whole transaction is
-        gone: `_notice_lost`)."""
-        self._notice_lost(conn)
+    def _rollback_job(self, conn: sqlite3.Connection, cause: sqlite3.Error | None) -> None:
+        """A failed job of a batch (`cause`: its SQLite error, if that is what failed it):
+        back to its savepoint (unless the whole transaction is gone: `_notice_lost`)."""
+        self._notice_lost(conn, cause)
         if not conn.in_transaction:
             return
         try:
