@@ -77,6 +77,44 @@ def test_an_erasing_call_committing_a_failing_batch_fails_the_jobs_up_to_it(
     assert notes["reopened"] == [["keep", "erase me"]]
 
 
+def test_the_jobs_after_a_failed_early_commit_keep_their_own_outcomes(
+    shim: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "variant").write_text("back")  # the disk is back after the erasure
+    notes = _run(shim, "erasing", tmp_path)
+    (heard,) = notes["heard"]
+    assert _failed(heard[0]) and _failed(heard[1])
+    assert heard[2:] == ["ok", "ok"]  # what they heard is what the file holds
+    assert notes["seen"] == [["keep", "erase me", "two"]]
+    assert notes["reopened"] == [["keep", "erase me", "two"]]
+
+
+def test_an_erasure_whose_checkpoint_fails_in_a_batch_lands_and_is_scrubbed_later(
+    shim: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "variant").write_text("checkpoint")  # the database file's syncs fail
+    notes = _run(shim, "erasing", tmp_path)
+    assert notes["heard"] == [["ok", "ok", "ok"]]
+    assert notes["seen"] == [["keep", "one", "two"]]
+    assert notes["erased"] == [[]]  # the close's checkpoint, the disk back
+    assert notes["reopened"] == [["keep", "one", "two"]]
+
+
+def test_acompact_whose_commit_fails_to_sync_raises_and_leaves_no_summary(
+    shim: Path, tmp_path: Path
+) -> None:
+    notes = _run(shim, "acompact", tmp_path)
+    # The built-in summarizer (one job) and a model of one's own (the plan's job commits,
+    # the commit's job fails): each caller hears the failure, no summary nor event is left,
+    # and the next call compacts.
+    assert len(notes["heard"]) == 2 and all(_failed(h) for h in notes["heard"])
+    assert notes["again"] == ["accepted", "accepted"]
+    assert notes["history"] == [[], ["current"], [], ["failed", "current"]]
+    assert notes["events"] == [[], ["compaction.accepted"], [], ["compaction.accepted"]]
+    # The model's plan, left without a result, was recorded abandoned by the next plan.
+    assert notes["reopened"] == [["current"], ["failed", "current"]]
+
+
 def test_a_failed_checkpoint_leaves_erased_text_until_the_next_write_or_open(
     shim: Path, tmp_path: Path
 ) -> None:

@@ -147,15 +147,20 @@ def erasing(directory: Path) -> None:
     with SQLiteStore(path) as store:
         store.append("c", "user", "keep", id="k")
         store.append("c", "user", "erase me", id="e")
-        (directory / "fail").touch()
-        futures = _queued(
-            store,
-            [
-                lambda: store.append("c", "user", "one"),
-                lambda: store.retract("c", "e", erase=True),
-                lambda: store.append("c", "user", "two"),
-            ],
-        )
+        # The variant (`variant` file): "" the WAL's sync fails throughout; "back" the disk
+        # is back after the erasure; "checkpoint" only the checkpoint fails (the database
+        # file's sync).
+        variant = (directory / "variant").read_text() if (directory / "variant").exists() else ""
+        flag = directory / ("fail_db" if variant == "checkpoint" else "fail")
+        flag.touch()
+        jobs = [
+            lambda: store.append("c", "user", "one"),
+            lambda: store.retract("c", "e", erase=True),
+            lambda: store.append("c", "user", "two"),
+        ]
+        if variant == "back":
+            jobs.insert(2, flag.unlink)
+        futures = _queued(store, jobs)
         heard = []
         for future in futures:
             try:
@@ -164,8 +169,9 @@ def erasing(directory: Path) -> None:
             except Exception as error:
                 heard.append({"error": type(error).__name__, "text": str(error)})
         _json(directory, "heard", heard)
-        (directory / "fail").unlink()
+        flag.unlink(missing_ok=True)
         _json(directory, "seen", _bodies(store, "c"))
+    _json(directory, "erased", _holds(path, "erase me"))
     with SQLiteStore(path) as reopened:
         _json(directory, "reopened", _bodies(reopened, "c"))
 
@@ -376,6 +382,65 @@ def killed_check(directory: Path) -> None:
         _json(directory, "found", found)
         _json(directory, "common", len(store.search("c", "common", limit=100, scope="all")))
         _json(directory, "index", store.check_search_index())
+
+
+@_scenario
+def acompact(directory: Path) -> None:
+    """`Compactor.acompact` whose commit's batch fails to sync: with the built-in summarizer
+    (one job) and with a model of one's own (its plan's job commits, the commit's fails)."""
+    from ledgerfold import CompactionPolicy, Compactor, ExtractiveSummarizer, SQLiteStore
+
+    path = directory / "s.db"
+    events: list[str] = []
+    extractive = ExtractiveSummarizer()
+
+    calls: list[None] = []
+
+    async def model(request: Any) -> str:
+        if not calls:
+            (directory / "fail").touch()  # the disk fails while the model writes, once
+        calls.append(None)
+        return str(extractive(request))
+
+    async def main() -> None:
+        with SQLiteStore(path) as store:
+            for conversation in ("a", "b"):
+                store.append_many(
+                    conversation, [{"role": "user", "body": f"turn {n}"} for n in range(12)]
+                )
+            policy = CompactionPolicy("p", keep_tail=2, min_new_turns=1)
+            built_in = Compactor(store, policy, on_event=lambda e: events.append(e.name))
+            own = Compactor(store, policy, model, on_event=lambda e: events.append(e.name))
+            for compactor, conversation in ((built_in, "a"), (own, "b")):
+                if compactor is built_in:
+                    (directory / "fail").touch()
+                heard = await _aoutcome(compactor.acompact(conversation))
+                _json(directory, "heard", heard)
+                (directory / "fail").unlink()
+                _json(directory, "history", [r.status for r in store.summary_history(conversation)])
+                _json(directory, "events", events)
+                events.clear()
+                again = await compactor.acompact(conversation)
+                _json(directory, "again", again.status)
+                _json(directory, "history", [r.status for r in store.summary_history(conversation)])
+                _json(directory, "events", events)
+                events.clear()
+        with SQLiteStore(path) as reopened:
+            for conversation in ("a", "b"):
+                history = [r.status for r in reopened.summary_history(conversation)]
+                _json(directory, "reopened", history)
+
+    asyncio.run(main())
+
+
+async def _aoutcome(call: Any) -> Any:
+    from ledgerfold import StoreError
+
+    try:
+        outcome = await call
+    except StoreError as error:
+        return {"error": str(error)}
+    return outcome.status
 
 
 if __name__ == "__main__":
