@@ -203,3 +203,19 @@ def test_a_process_killed_in_a_batch_keeps_whole_jobs_and_an_index_that_agrees(
     assert found == [[turn_id] if turn_id in ids else [] for turn_id in seeds + batch]
     assert checked["common"] == [len(ids)]
     assert checked["index"] == [[]]
+
+
+@pytest.mark.parametrize("late", [False, True])
+def test_wait_compaction_after_a_cancelled_add_items_whose_batch_failed(
+    shim: Path, tmp_path: Path, late: bool
+) -> None:
+    """The caller of `add_items` gives up while its job runs (its batch then fails, and
+    `wait_compaction()` says so: `StoreError`), or once that batch has ended, before it heard
+    back: the compaction its job deferred was dropped with the append, and the wait gives
+    None, not a `CancelledError` the waiting task would take for its own cancellation."""
+    if late:
+        (tmp_path / "variant").write_text("late")
+    notes = _run(shim, "cancelled", tmp_path)
+    assert notes["add"] == ["cancelled"]
+    assert notes["waited"] == (["None"] if late else ["StoreError"])
+    assert notes["seen"] == [0]

@@ -14,7 +14,8 @@ import asyncio
 import json
 import sqlite3
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -441,6 +442,74 @@ async def _aoutcome(call: Any) -> Any:
     except StoreError as error:
         return {"error": str(error)}
     return outcome.status
+
+
+@_scenario
+def cancelled(directory: Path) -> None:
+    """An `add_items` cancelled while its job runs, whose batch's sync then fails: what
+    `wait_compaction()` says of it (its items were not stored: no compaction)."""
+    import threading
+
+    from ledgerfold import CompactionPolicy, SQLiteStore
+    from ledgerfold.integrations.openai_agents import LedgerfoldSession
+
+    path = directory / "s.db"
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        with SQLiteStore(path) as store:
+            policy = CompactionPolicy("p", keep_tail=2, trigger_tokens=50, min_new_turns=1)
+            agent = LedgerfoldSession("s", store=store, policy=policy)
+            appended = agent._append
+            heard = threading.Event()
+
+            # The variant (`variant` file): "" the caller gives up while its job runs;
+            # "late" once its batch has ended, before it heard back.
+            late = (directory / "variant").exists()
+            ended = threading.Event()
+            batch = store._worker_batch
+
+            @contextmanager
+            def noted() -> Iterator[Any]:
+                try:
+                    with batch() as end:
+                        yield end
+                finally:
+                    ended.set()
+
+            def cancel() -> None:  # on the loop
+                if late:
+                    ended.wait(30)  # the loop takes the cancellation before the answer
+                task.cancel()
+
+            def append(items: Any) -> int:  # on the worker
+                (directory / "fail").touch()
+                loop.call_soon_threadsafe(cancel)
+                if not late:
+                    heard.wait(30)
+                return appended(items)
+
+            store._worker_batch = noted  # type: ignore[method-assign]
+            agent._append = append  # type: ignore[method-assign]
+            words = " ".join(f"word{n}" for n in range(200))
+            items = [_message(f"{n} {words}") for n in range(6)]
+            task = asyncio.ensure_future(agent.add_items(items))
+            task.add_done_callback(lambda _task: heard.set())
+            try:
+                await task
+                _json(directory, "add", "ok")
+            except asyncio.CancelledError:
+                _json(directory, "add", "cancelled")
+            try:
+                _json(directory, "waited", repr(await agent.wait_compaction()))
+            except asyncio.CancelledError:
+                _json(directory, "waited", "CancelledError")
+            except Exception as error:
+                _json(directory, "waited", type(error).__name__)
+            (directory / "fail").unlink()
+            _json(directory, "seen", len(_bodies(store, "s")))
+
+    asyncio.run(main())
 
 
 if __name__ == "__main__":

@@ -61,14 +61,18 @@ def _unexpected(conversation_id: str, future: Future[CompactionOutcome]) -> None
 
 def came_to(began: list[Any]) -> CompactionOutcome | Future[CompactionOutcome] | None:
     """What the planning job of a cancelled `Compactor._acompact` came to (`landed`, run as
-    the job after it): its outcome, the future of its deferred compaction or of the queued
-    one it waited behind (which covers its turns), or None when it never ran or left a
-    model's plan without a result (`abandoned`)."""
+    the job after it: in its batch, whose failure it then shares, or in a later one): its
+    outcome, the future of its deferred compaction or of the queued one it waited behind
+    (which covers its turns), or None when it never ran, left a model's plan without a
+    result (`abandoned`), or that compaction never runs: the worker cancelled it, as its
+    batch failed to commit (the append did not land)."""
     if not began:
         return None
     begun = began[0]
     if isinstance(begun, After):
-        return begun.future
-    if isinstance(begun, (CompactionOutcome, Future)):
+        begun = begun.future
+    if isinstance(begun, Future):
+        return None if begun.cancelled() else begun
+    if isinstance(begun, CompactionOutcome):
         return begun
     return None
