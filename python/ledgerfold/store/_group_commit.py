@@ -10,9 +10,10 @@ a failing job rolls back alone), committed once at the batch's end, at the store
 the batch hears back before it has. If the commit fails (a full disk, or the sync itself:
 SQLite then leaves the transaction's frames unpublished and rolls it back), every caller
 of the batch gets the `StoreError` and none of the batch's writes is kept: no other call
-sees them. If a job's checkpoint or close committed the batch early, that commit's failure
-concerns the jobs up to it (`BatchEnd`), and those after it keep their own outcomes (they
-committed on their own, each synced).
+sees them, nor does the next open of the file (the frames the failed commit left in the WAL
+are overwritten at once: `Database._void_failed_frames`). If a job's checkpoint or close
+committed the batch early, that commit's failure concerns the jobs up to it (`BatchEnd`),
+and those after it keep their own outcomes (they committed on their own, each synced).
 
 The batch holds the store's lock, so a call from another thread meanwhile waits and then
 commits on its own, as always. A read-only store needs no batch.
