@@ -88,6 +88,21 @@ def session(directory: Path) -> None:
             await agent.add_items([_message("after")])
             items = await agent.get_items()
             _json(directory, "again", [item["content"] for item in items])
+            # `clear_session` (its deletion's checkpoint commits its batch early) while the
+            # sync fails, then once the disk is back.
+            for flag in ("fail", None):
+                if flag is not None:
+                    (directory / flag).touch()
+                try:
+                    await agent.clear_session()
+                    _json(directory, "cleared", "ok")
+                except StoreError as error:
+                    _json(directory, "cleared", {"error": str(error)})
+                if flag is not None:
+                    (directory / flag).unlink()
+                items = await agent.get_items()
+                _json(directory, "left", [item["content"] for item in items])
+        _json(directory, "erased", _holds(path, "after"))
         with SQLiteStore(path) as reopened:
             _json(directory, "reopened", _bodies(reopened, "s"))
 
