@@ -225,3 +225,16 @@ def test_wait_compaction_after_a_cancelled_add_items_whose_batch_failed(
     assert notes["add"] == ["cancelled"]
     assert notes["waited"] == (["None"] if late else ["StoreError"])
     assert notes["seen"] == [0]
+
+
+def test_wait_compaction_does_not_report_a_compaction_its_failed_batch_undid(
+    shim: Path, tmp_path: Path
+) -> None:
+    """Below the trigger, the job of `add_items` compacts at once (the rest of a backlog);
+    its caller gives up once that job's batch has ended, and the batch's sync failed: the
+    summary was never kept, and `wait_compaction()` does not say it was accepted."""
+    notes = _run(shim, "cancelled_in_job", tmp_path)
+    assert notes["first"] == ["accepted"]
+    assert notes["add"] == ["cancelled"]
+    assert notes["waited"] == [None]
+    assert notes["history"] == [["current"]]  # the first compaction's only

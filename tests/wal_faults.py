@@ -527,6 +527,71 @@ def cancelled(directory: Path) -> None:
     asyncio.run(main())
 
 
+@_scenario
+def cancelled_in_job(directory: Path) -> None:
+    """An `add_items` below the trigger whose job compacts at once (the rest of a folded
+    backlog), its caller cancelled once its batch had ended, that batch's sync failed: what
+    `wait_compaction()` says (no summary was kept)."""
+    import threading
+
+    from ledgerfold import CompactionPolicy, SQLiteStore
+    from ledgerfold.integrations.openai_agents import LedgerfoldSession
+
+    path = directory / "s.db"
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        with SQLiteStore(path) as store:
+            policy = CompactionPolicy(
+                "p", keep_tail=2, trigger_tokens=100_000, min_new_turns=1, max_input_tokens=300
+            )
+            agent = LedgerfoldSession("s", store=store, policy=policy)
+            words = " ".join(f"word{n}" for n in range(60))
+            await agent.add_items([_message(f"{n} {words}") for n in range(12)])
+            first = await agent.compactor.acompact("s", force=True)  # one chunk: a backlog
+            _json(directory, "first", first.status)
+            ended = threading.Event()
+            batch = store._worker_batch
+
+            @contextmanager
+            def noted() -> Iterator[Any]:
+                try:
+                    with batch() as end:
+                        yield end
+                finally:
+                    ended.set()
+
+            def cancel() -> None:  # on the loop: before the answer, once the batch ended
+                ended.wait(30)
+                task.cancel()
+
+            appended = agent._append
+
+            def append(items: Any) -> int:  # on the worker
+                (directory / "fail").touch()
+                ended.clear()
+                loop.call_soon_threadsafe(cancel)
+                return appended(items)
+
+            store._worker_batch = noted  # type: ignore[method-assign]
+            agent._append = append  # type: ignore[method-assign]
+            task = asyncio.ensure_future(agent.add_items([_message("one more")]))
+            try:
+                await task
+                _json(directory, "add", "ok")
+            except asyncio.CancelledError:
+                _json(directory, "add", "cancelled")
+            try:
+                outcome = await agent.wait_compaction()
+                _json(directory, "waited", outcome.status if outcome else None)
+            except Exception as error:
+                _json(directory, "waited", type(error).__name__)
+            (directory / "fail").unlink()
+            _json(directory, "history", [r.status for r in store.summary_history("s")])
+
+    asyncio.run(main())
+
+
 if __name__ == "__main__":
     sys.path.insert(0, str(SCRIPT.parent))
     SCENARIOS[sys.argv[1]](Path(sys.argv[2]))

@@ -311,17 +311,19 @@ class Compactor(OutcomeRecorder):
             if pending:
                 self._emit_outcome(pending.pop(), "compaction.failed", "abandoned")
 
+        planning: Future[Any] = Future()  # the planning job's outcome, for `_came_to`
         try:
-            begun, read = await worker.run(begin)
+            begun, read = await worker.run_job(planning, begin)
             while isinstance(begun, _After):  # another call's: awaited, never cancelled here
                 await asyncio.wait([asyncio.wrap_future(begun.future)])
-                begun, read = await worker.run(begin, True)
+                planning = Future()
+                begun, read = await worker.run_job(planning, begin, True)
         except asyncio.CancelledError:  # `begin` ran whole, or never: reported accordingly
             with deciding:
                 cancelled.set()
             worker.submit(abandoned)
             if landed is not None:
-                landed(worker.submit(_came_to, began))
+                landed(worker.submit(_came_to, began, planning))
             raise
         if isinstance(begun, (CompactionOutcome, Future)):
             return begun, read

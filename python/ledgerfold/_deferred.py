@@ -59,13 +59,19 @@ def _unexpected(conversation_id: str, future: Future[CompactionOutcome]) -> None
         )
 
 
-def came_to(began: list[Any]) -> CompactionOutcome | Future[CompactionOutcome] | None:
+def came_to(
+    began: list[Any], planning: Future[Any]
+) -> CompactionOutcome | Future[CompactionOutcome] | None:
     """What the planning job of a cancelled `Compactor._acompact` came to (`landed`, run as
     the job after it: in its batch, whose failure it then shares, or in a later one): its
     outcome, the future of its deferred compaction or of the queued one it waited behind
     (which covers its turns), or None when it never ran, left a model's plan without a
-    result (`abandoned`), or that compaction never runs: the worker cancelled it, as its
-    batch failed to commit (the append did not land)."""
+    result (`abandoned`), or when nothing of it landed: `planning`, the planning job's
+    future, failed (once its batch has ended, in a batch before this job's: a failed commit
+    undid the append and any compaction the job made), or the compaction it deferred never
+    runs (the worker cancelled it with its batch)."""
+    if planning.done() and (planning.cancelled() or planning.exception() is not None):
+        return None
     if not began:
         return None
     begun = began[0]

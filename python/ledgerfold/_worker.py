@@ -150,8 +150,14 @@ class StoreWorker:
         """Run the job on the worker thread and await its result. Cancelling the awaiting
         task cancels the job if it has not started; a started job runs to its end. The
         callers of one batch on one event loop are answered with one wake-up of it."""
+        return await self.run_job(Future(), function, *args, **kwargs)
+
+    async def run_job(
+        self, future: Future[T], function: Callable[..., T], /, *args: Any, **kwargs: Any
+    ) -> T:
+        """`run`, the job's outcome also set on `future` (once its batch has ended: a failed
+        commit is the job's error), which a cancelled caller may look at later."""
         loop = asyncio.get_running_loop()
-        future: Future[T] = Future()
         waiter: asyncio.Future[T] = loop.create_future()
         self._queue(future, (loop, waiter), function, args, kwargs)
         try:
