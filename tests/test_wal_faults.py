@@ -111,14 +111,34 @@ def test_acompact_whose_commit_fails_to_sync_raises_and_leaves_no_summary(
 ) -> None:
     notes = _run(shim, "acompact", tmp_path)
     # The built-in summarizer (one job) and a model of one's own (the plan's job commits,
-    # the commit's job fails): each caller hears the failure, no summary nor event is left,
-    # and the next call compacts.
+    # the commit's job fails, and so does recording the failure: the disk still fails):
+    # each caller hears the failure, no summary is left, and the next call compacts. The
+    # model's plan is left without a result: its event says it was abandoned (the built-in
+    # one's plan went with its batch: no event).
     assert len(notes["heard"]) == 2 and all(_failed(h) for h in notes["heard"])
     assert notes["again"] == ["accepted", "accepted"]
     assert notes["history"] == [[], ["current"], [], ["failed", "current"]]
-    assert notes["events"] == [[], ["compaction.accepted"], [], ["compaction.accepted"]]
+    assert notes["events"] == [
+        [],
+        ["compaction.accepted"],
+        ["compaction.failed"],
+        ["compaction.accepted"],
+    ]
     # The model's plan, left without a result, was recorded abandoned by the next plan.
     assert notes["reopened"] == [["current"], ["failed", "current"]]
+
+
+def test_acompact_whose_end_fails_to_sync_once_fails_the_compaction_not_the_call(
+    shim: Path, tmp_path: Path
+) -> None:
+    # As a commit that fails on its own (`store-error`, recorded, its event): the caller
+    # gets an outcome, so a call that appended first (add_items) does not raise after its
+    # items were stored, and the next compaction plans afresh.
+    notes = _run(shim, "acompact_once", tmp_path)
+    assert notes["outcome"] == [["failed", "store-error"]]
+    assert notes["events"] == [[["compaction.failed", "store-error"]]]
+    assert notes["history"] == [[["failed", "store-error"]]]
+    assert notes["again"] == ["accepted"]
 
 
 def test_a_failed_checkpoint_leaves_erased_text_until_the_next_write_or_open(

@@ -449,6 +449,40 @@ def acompact(directory: Path) -> None:
     asyncio.run(main())
 
 
+@_scenario
+def acompact_once(directory: Path) -> None:
+    """`Compactor.acompact` with a model of one's own whose end's batch fails to sync once
+    (the disk comes back at once): the compaction fails, the call does not."""
+    from ledgerfold import CompactionPolicy, Compactor, ExtractiveSummarizer, SQLiteStore
+
+    events: list[tuple[str, str | None]] = []
+    extractive = ExtractiveSummarizer()
+
+    calls: list[None] = []
+
+    async def model(request: Any) -> str:
+        if not calls:
+            (directory / "fail").write_text("once")  # the end's sync fails, once
+        calls.append(None)
+        return str(extractive(request))
+
+    async def main() -> None:
+        with SQLiteStore(directory / "s.db") as store:
+            store.append_many("c", [{"role": "user", "body": f"turn {n}"} for n in range(12)])
+            policy = CompactionPolicy("p", keep_tail=2, min_new_turns=1)
+            compactor = Compactor(
+                store, policy, model, on_event=lambda e: events.append((e.name, e.reason))
+            )
+            outcome = await compactor.acompact("c")
+            _json(directory, "outcome", [outcome.status, outcome.reason])
+            _json(directory, "events", events)
+            _json(directory, "history", [(r.status, r.reason) for r in store.summary_history("c")])
+            again = await compactor.acompact("c")
+            _json(directory, "again", again.status)
+
+    asyncio.run(main())
+
+
 async def _aoutcome(call: Any) -> Any:
     from ledgerfold import StoreError
 

@@ -24,7 +24,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent import futures
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -36,7 +35,8 @@ from ledgerfold._context_tokens import ContextTokens
 from ledgerfold._deferred import After as _After
 from ledgerfold._deferred import came_to as _came_to
 from ledgerfold._deferred import defer as _defer
-from ledgerfold._errors import ContextBudgetExceeded, InvalidInput
+from ledgerfold._deferred import wait_queued as _wait_queued
+from ledgerfold._errors import ContextBudgetExceeded, InvalidInput, StoreError
 from ledgerfold._events import Event, EventHook, emit
 from ledgerfold._fold import fold_chunk
 from ledgerfold._outcome import (
@@ -46,7 +46,7 @@ from ledgerfold._outcome import (
     OutcomeRecorder,
 )
 from ledgerfold._policy import CompactionPolicy
-from ledgerfold._worker import deferred_on, pause, worker_for
+from ledgerfold._worker import pause, worker_for
 from ledgerfold.store._protocol import Store, refused_keyword, takes_keyword
 from ledgerfold.summarizers._base import (
     AwaitableInRunningLoop,
@@ -180,7 +180,7 @@ class Compactor(OutcomeRecorder):
                 field="summarizer",
                 problem="not-allowed",
             )
-        self._after_deferred(conversation_id)
+        _wait_queued(self.store, conversation_id)  # a plan now would supersede its plan
         begun = self._begin(conversation_id, force)
         if isinstance(begun, CompactionOutcome):
             return begun
@@ -204,16 +204,6 @@ class Compactor(OutcomeRecorder):
             self._emit_outcome(begun, "compaction.failed", "abandoned")
             raise
         return self._finish(begun, result)
-
-    def _after_deferred(self, conversation_id: str) -> None:
-        """A compaction of the conversation that `LedgerfoldSession.add_items` deferred, still
-        queued on the store's worker: a plan made now would supersede its plan (a `stale`
-        outcome, a failed and a rejected record). Waited for, but on that worker's thread."""
-        queued = deferred_on(self.store, conversation_id)
-        if queued is None or queued.done():
-            return
-        _log.debug("compaction waits for a deferred one conversation_id=%s", conversation_id)
-        futures.wait([queued])
 
     async def acompact(self, conversation_id: str, *, force: bool = False) -> CompactionOutcome:
         """Run one compaction without blocking the event loop: the store work runs on the
@@ -328,6 +318,8 @@ class Compactor(OutcomeRecorder):
         if isinstance(begun, (CompactionOutcome, Future)):
             return begun, read
         job = begun
+        text: object = None  # the model's, and why the compaction fails if its end fails:
+        unlanded = "store-error"
         try:
             result = await call_summarizer_async(self.summarizer, job.request, self.timeout)
         except asyncio.CancelledError:
@@ -335,10 +327,12 @@ class Compactor(OutcomeRecorder):
             raise
         except Exception as error:  # cancellation (above) propagates untouched
             reason, error_type = failure_reason(error), type(error).__name__
+            unlanded = reason
 
             def end() -> CompactionOutcome:
                 return self._fail(job, reason, error_type)
         else:
+            text = result
 
             def end() -> CompactionOutcome:
                 return self._finish(job, result)
@@ -348,11 +342,24 @@ class Compactor(OutcomeRecorder):
             outcome = end()
             return outcome, (after() if after is not None else None)
 
+        def failed_end() -> tuple[CompactionOutcome, T | None]:
+            self._record_failure(job.plan, unlanded)
+            self._emit_outcome(job, "compaction.failed", unlanded, text)
+            failed = CompactionOutcome("failed", None, unlanded)
+            return failed, (after() if after is not None else None)
+
         try:
             return await worker.run(finish)
         except asyncio.CancelledError:  # `finish` ran whole, or never: reported accordingly
             worker.submit(abandoned)
             raise
+        except StoreError:  # the end's batch failed to commit, its writes undone
+            try:  # a failed compaction, as a commit failing alone (`_finish`); the call's
+                return await worker.run(failed_end)  # own writes (an append) stay
+            except StoreError:  # still failing: the plan is left without a result
+                pending[:] = [job]
+                await worker.run(abandoned)  # its event, before the caller hears
+                raise
 
     def _in_job_summarizer(self) -> Summarizer | None:
         """The built-in summarizer this compactor made, if it is still the summarizer and

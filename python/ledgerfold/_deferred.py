@@ -9,14 +9,15 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
+from concurrent import futures
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
 from ledgerfold._outcome import CompactionOutcome
-from ledgerfold._worker import StoreWorker
+from ledgerfold._worker import StoreWorker, deferred_on
 
-__all__ = ["After", "came_to", "defer"]
+__all__ = ["After", "came_to", "defer", "wait_queued"]
 
 _log = logging.getLogger("ledgerfold.compactor")
 
@@ -82,3 +83,15 @@ def came_to(
     if isinstance(begun, CompactionOutcome):
         return begun
     return None
+
+
+def wait_queued(store: object, conversation_id: str) -> None:
+    """Wait for a compaction of the conversation that `LedgerfoldSession.add_items` deferred
+    and that is still queued on the store's worker (a sync `Compactor.compact`: a plan made
+    now would supersede its plan, a `stale` outcome, a failed and a rejected record). Not on
+    that worker's thread (`deferred_on`)."""
+    queued = deferred_on(store, conversation_id)
+    if queued is None or queued.done():
+        return
+    _log.debug("compaction waits for a deferred one conversation_id=%s", conversation_id)
+    futures.wait([queued])

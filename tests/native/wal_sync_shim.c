@@ -12,7 +12,8 @@
 /* Preloaded (LD_PRELOAD) into a test's subprocess (tests/wal_sync.py): each fsync or
  * fdatasync of a file whose name ends in "-wal" (SQLite's write-ahead log) is written as
  * a line "sync" to the file $WAL_SYNC_LOG and, while the file $WAL_SYNC_FAIL exists,
- * fails with EIO (as a failing disk does) instead of syncing. A sync of the database file
+ * fails with EIO (as a failing disk does) instead of syncing (if it holds the word "once",
+ * it is removed at that failure: one sync fails). A sync of the database file
  * itself (a name ending in ".db": what a checkpoint syncs) is a line "dbsync", failed with
  * EIO while the file $WAL_SYNC_FAIL_DB exists. While the file $WAL_SYNC_FULL exists, a
  * write (pwrite64) to either file that would end past the byte offset written in it (a
@@ -53,6 +54,19 @@ static int exists(const char *name) {
     return flag && access(flag, F_OK) == 0;
 }
 
+static int fail_wal(void) {
+    const char *flag = getenv("WAL_SYNC_FAIL");
+    if (!flag || access(flag, F_OK) != 0) return 0;
+    char word[8] = {0};
+    FILE *f = fopen(flag, "r");
+    if (f) {
+        if (!fgets(word, sizeof word, f)) word[0] = 0;
+        fclose(f);
+    }
+    if (strncmp(word, "once", 4) == 0) unlink(flag);
+    return 1;
+}
+
 static long long kill_at(void) {
     long long k = -1;
     const char *flag = getenv("WAL_SYNC_KILL");
@@ -66,7 +80,7 @@ static int hook(int fd) {
     if (k == 1) {
         note("sync\n");
         if (kill_at() == 0) raise(SIGKILL);
-        if (exists("WAL_SYNC_FAIL")) { errno = EIO; return -1; }
+        if (fail_wal()) { errno = EIO; return -1; }
     } else if (k == 2) {
         note("dbsync\n");
         if (exists("WAL_SYNC_FAIL_DB")) { errno = EIO; return -1; }
