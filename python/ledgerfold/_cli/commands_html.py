@@ -116,7 +116,7 @@ def _remove_old_pages(folder: Path, written: set[str]) -> None:
             page.unlink()
 
 
-@cli.command("report")
+@cli.command("report", short_help="Report DB's totals and what needs attention.")
 @click.argument("db")
 @click.option(
     "--html",

@@ -59,7 +59,7 @@ def conversation_row(store: SQLiteStore, conversation_id: str) -> dict[str, Any]
     }
 
 
-@cli.command("list")
+@cli.command("list", short_help="List the conversations of DB and their summary status.")
 @click.argument("db")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def list_command(db: str, as_json: bool) -> None:

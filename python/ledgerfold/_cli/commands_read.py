@@ -42,7 +42,7 @@ __all__ = ["context_command", "export_command", "inspect_command"]
 # --------------------------------------------------------------------------- context
 
 
-@cli.command("context")
+@cli.command("context", short_help="Print the model context of a conversation.")
 @click.argument("db")
 @click.argument("conversation_id", metavar="CONVERSATION")
 @click.option(
@@ -123,7 +123,7 @@ def _print_context_status(console: Console, context: AssembledContext) -> None:
 # --------------------------------------------------------------------------- inspect
 
 
-@cli.command("inspect")
+@cli.command("inspect", short_help="Show a conversation's summary versions and sources.")
 @click.argument("db")
 @click.argument("conversation_id", metavar="CONVERSATION")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
@@ -230,7 +230,7 @@ def inspect_command(db: str, conversation_id: str, as_json: bool, html_out: str 
 # --------------------------------------------------------------------------- export
 
 
-@cli.command("export")
+@cli.command("export", short_help="Export DB as Parquet (for ledgerfold.dask).")
 @click.argument("db")
 @click.option(
     "--parquet",

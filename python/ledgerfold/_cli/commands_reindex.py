@@ -25,7 +25,7 @@ def _said(problems: list[str]) -> str:
     return "; ".join(f"{code} ({PROBLEMS[code]})" for code in problems)
 
 
-@cli.command("reindex")
+@cli.command("reindex", short_help="Check DB's search index and rebuild it.")
 @click.argument("db")
 @click.option(
     "--check", "check_only", is_flag=True, help="Only check the index (exit 1 when damaged)."

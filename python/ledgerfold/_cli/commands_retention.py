@@ -29,7 +29,7 @@ from ledgerfold.store._sqlite import SQLiteStore
 __all__ = ["delete_command", "purge_command"]
 
 
-@cli.command("purge")
+@cli.command("purge", short_help="Retention: erase the raw turns through a sequence.")
 @click.argument("db")
 @click.argument("conversation_id", metavar="CONVERSATION")
 @click.option(
@@ -154,7 +154,7 @@ def _print_nothing_to_purge(
     )
 
 
-@cli.command("delete")
+@cli.command("delete", short_help="Erase a conversation for good (needs --yes).")
 @click.argument("db")
 @click.argument("conversation_id", metavar="CONVERSATION")
 @click.option("--yes", is_flag=True, help="Confirm: the conversation cannot be recovered.")

@@ -14,7 +14,7 @@ from ledgerfold.store._schema import SCHEMA_VERSION
 __all__ = ["search_command"]
 
 
-@cli.command("search")
+@cli.command("search", short_help="Search the turns of a conversation (recall).")
 @click.argument("db")
 @click.argument("conversation_id", metavar="CONVERSATION")
 @click.argument("query")

@@ -93,7 +93,7 @@ def schema_state(path: str) -> tuple[int, bool | None]:
         return version, None if row is None else bool(row[0])
 
 
-@cli.command("upgrade")
+@cli.command("upgrade", short_help="Migrate DB to the current schema; build the search index.")
 @click.argument("db")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def upgrade_command(db: str, as_json: bool) -> None:

@@ -77,7 +77,7 @@ def turn_spec(turn: Turn) -> dict[str, Any]:
     }
 
 
-@cli.command("import")
+@cli.command("import", short_help="Import JSONL transcripts into DB (created if needed).")
 @click.argument("db")
 @click.argument("files", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
@@ -255,9 +255,14 @@ def _compact_backlog(compactor: Compactor, conversation_id: str) -> CompactionOu
     return outcome
 
 
-@cli.command("compact")
+@cli.command("compact", short_help="Compact conversations now (built-in extractive summarizer).")
 @click.argument("db")
-@click.option("--conversation", "conversation_id", help="Only this conversation.")
+@click.option(
+    "--conversation",
+    "conversation_id",
+    metavar="ID",
+    help="Only this conversation (default: every one).",
+)
 @click.option(
     "--keep-tail",
     type=Count(1),
@@ -285,7 +290,10 @@ def compact_command(
     as_json: bool,
     dry_run: bool,
 ) -> None:
-    """Force-compact conversations with the built-in ExtractiveSummarizer."""
+    """Compact every conversation of DB (or only --conversation ID) now, due or not, with
+    the built-in ExtractiveSummarizer (no model is called): every turn but the newest
+    --keep-tail, the protected ones and system prompts is folded into summaries, as many as
+    the backlog needs. Turns stay in the ledger; `ledgerfold context` shows the result."""
     if conversation_id is not None and not dry_run:
         check_before_writing(db, lambda store: require_conversation(store, conversation_id))
     with open_store(db, read_only=dry_run) as store:
@@ -379,7 +387,7 @@ def _print_dry_run(
 # --------------------------------------------------------------------------- revalidate
 
 
-@cli.command("revalidate")
+@cli.command("revalidate", short_help="Re-hash every summary's sources; mark stale ones.")
 @click.argument("db")
 @click.option(
     "--workers",

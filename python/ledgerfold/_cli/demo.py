@@ -314,8 +314,13 @@ def _show_context(
     )
 
 
-@cli.command("demo")
-@click.option("--db", "db", help="Keep the demo database at this path (default: a temp file).")
+@cli.command("demo", short_help="Run the end-to-end story on a demo conversation.")
+@click.option(
+    "--db",
+    "db",
+    metavar="PATH",
+    help="Keep the demo database at this path (default: a temp file, removed).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print what happened as one JSON object.")
 def demo_command(db: str | None, as_json: bool) -> None:
     """Run an end-to-end story: compaction, a stale summary, recovery, versions."""

@@ -215,7 +215,11 @@ class _TerminalFormatter(logging.Formatter):
     "-v", "--verbose", is_flag=True, help="Log ledgerfold records (IDs, counts) to stderr."
 )
 def cli(verbose: bool) -> None:
-    """Versioned, verifiable compaction of agent conversations."""
+    """Versioned, verifiable compaction of agent conversations.
+
+    New here? `ledgerfold demo` tells the story; `ledgerfold import DB FILE.jsonl`, then
+    `ledgerfold list DB` and `ledgerfold report DB`, look at your own transcripts.
+    `ledgerfold COMMAND --help` says what each command does."""
     # Library records stay quiet unless asked for: `import ledgerfold` adds a NullHandler,
     # so there are no "last resort" stderr lines.
     if not verbose:

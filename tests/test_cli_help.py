@@ -1,0 +1,43 @@
+"""`ledgerfold --help` lists every command with a whole line of what it does (click cuts a
+long first sentence to "...", which said "Force-compact conversations with the built-in..."),
+and says where a newcomer starts."""
+
+from __future__ import annotations
+
+import re
+
+from click.testing import CliRunner
+
+from ledgerfold._cli import cli
+
+
+def _help(*args: str) -> str:
+    result = CliRunner().invoke(cli, [*args, "--help"], terminal_width=80)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_every_command_is_listed_whole_in_the_top_level_help() -> None:
+    text = _help()
+    listing = text[text.index("Commands:") :]
+    rows = dict(re.findall(r"^  (\S+) +(.+)$", listing, flags=re.M))
+    assert sorted(rows) == sorted(cli.commands)
+    for name, line in rows.items():
+        assert not line.endswith("..."), name
+        assert line.endswith("."), name
+        assert len(f"  {name:<12}{line}") <= 80, name
+
+
+def test_the_top_level_help_says_where_to_start() -> None:
+    assert "ledgerfold demo" in _help() and "ledgerfold COMMAND --help" in _help()
+
+
+def test_compact_help_says_which_conversations_and_that_no_model_is_called() -> None:
+    text = " ".join(_help("compact").split())
+    assert "every conversation of DB (or only --conversation ID)" in text
+    assert "no model is called" in text
+    assert "--conversation ID" in text
+
+
+def test_demo_db_option_takes_a_path() -> None:
+    assert "--db PATH" in _help("demo")
