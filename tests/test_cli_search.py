@@ -105,3 +105,24 @@ def test_search_of_an_older_schema_names_the_upgrade(tmp_path: Path) -> None:
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
     assert run("upgrade", str(path)).exit_code == 0
     assert run_json("search", str(path), "c", "mango", "--all", "--json")["hits"]
+
+
+def test_without_a_current_summary_the_table_says_every_turn_was_searched(tmp_path: Path) -> None:
+    """Default scope with nothing summarised searches every live turn (SPEC §16.5): the
+    table said "(covered)" over hits no summary covers."""
+    path = tmp_path / "raw.db"
+    with lf.SQLiteStore(path) as store:
+        store.append("raw", "user", "Ship parcel QZ-704 to the Lyon depot.")
+        store.append("raw", "assistant", "Done.")
+    result = run("search", str(path), "raw", "Lyon")
+    assert result.exit_code == 0, result.output
+    assert "1 hit in raw (every turn: no current summary)" in result.stdout
+    assert "(covered)" not in result.stdout
+    missing = run("search", str(path), "raw", "zeppelin")
+    assert "no turn of raw matches (every turn: no current summary)" in missing.stdout
+
+
+def test_no_covered_match_points_to_all(db: Path) -> None:
+    result = run("search", str(db), "c", "closes")  # only the raw tail says it
+    assert "no covered turn of c matches (--all also searches" in result.stdout
+    assert "1 hit in c (all)" in run("search", str(db), "c", "closes", "--all").stdout

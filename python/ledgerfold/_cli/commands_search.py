@@ -36,11 +36,13 @@ def search_command(
     db: str, conversation_id: str, query: str, search_all: bool, limit: int, as_json: bool
 ) -> None:
     """Find the turns of CONVERSATION that match QUERY (plain words, any language; never
-    query syntax). By default only turns a summary covers are searched: what the model no
-    longer sees raw."""
+    query syntax). By default only the turns its current summary covers are searched: what
+    the model no longer sees raw (every turn, when it has no current summary)."""
     scope = "all" if search_all else "covered"
     with open_store(db, read_only=True) as store:
         require_conversation(store, conversation_id)
+        # Without a current summary "covered" is every live turn (SPEC §16.5): say so.
+        summarised = search_all or store.current_summary(conversation_id) is not None
         try:
             hits = store.search(conversation_id, query, limit=limit, scope=scope)
         except StoreError:
@@ -71,13 +73,20 @@ def search_command(
         )
         return
     console = stdout_console()
+    searched = scope if summarised else "every turn: no current summary"
     if not hits:
-        console.print(
-            f"no {'' if search_all else 'covered '}turn of {esc(conversation_id)} matches"
-        )
+        if search_all:
+            console.print(f"no turn of {esc(conversation_id)} matches")
+        elif summarised:
+            console.print(
+                f"no covered turn of {esc(conversation_id)} matches"
+                " (--all also searches the turns the context shows raw)"
+            )
+        else:
+            console.print(f"no turn of {esc(conversation_id)} matches ({searched})")
         return
     table = Table(
-        title=f"{len(hits)} {plural(len(hits), 'hit')} in {esc(conversation_id)} ({scope})"
+        title=f"{len(hits)} {plural(len(hits), 'hit')} in {esc(conversation_id)} ({searched})"
     )
     for column in ("seq", "role", "turn", "summary", "passage"):
         table.add_column(column, overflow="fold")
