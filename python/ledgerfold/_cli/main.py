@@ -9,6 +9,7 @@ stdout its reader closed (`ledgerfold list DB | head -1`) stops the command quie
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 import sqlite3
@@ -327,5 +328,18 @@ def summary_policy(store: SQLiteStore, conversation_id: str) -> str:
 
 
 def require_conversation(store: SQLiteStore, conversation_id: str) -> None:
-    if conversation_id not in store.conversation_ids():
-        raise UserError(f"unknown conversation {conversation_id!r}")
+    known = store.conversation_ids()
+    if conversation_id not in known:
+        raise UserError(f"unknown conversation {conversation_id!r}{_hint(conversation_id, known)}")
+
+
+def _hint(conversation_id: str, known: list[str]) -> str:
+    """What to try instead: the ID the user most likely meant (a long imported ID typed by
+    its tail, a typo), else where the IDs are listed."""
+    if not known:
+        return "; the database holds no conversation"
+    tails = [cid for cid in known if conversation_id and cid.endswith(conversation_id)]
+    close = tails if len(tails) == 1 else difflib.get_close_matches(conversation_id, known, n=1)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    return "; `ledgerfold list DB` lists the conversations"
