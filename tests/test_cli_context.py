@@ -64,3 +64,25 @@ def test_a_blank_policy_version_names_the_option(tmp_path: Path) -> None:
         assert result.exit_code == 2
         assert result.stdout == ""
         assert result.stderr == "ledgerfold: error: --policy-version: must not be blank\n"
+
+
+def test_context_rows_after_the_summary_say_why_they_are_raw(tmp_path: Path) -> None:
+    """The raw turns after the summary had an empty "raw because" cell."""
+    db = tmp_path / "agent.db"
+    with SQLiteStore(db) as store:
+        store.append_many("c", [{"role": "user", "body": f"turn {n}"} for n in range(12)])
+    assert run("compact", str(db), "--keep-tail", "3").exit_code == 0
+    rows = [line.split("\t") for line in run("context", str(db), "c").stdout.splitlines()]
+    raw = [row for row in rows if row[0] in ("10", "11", "12")]
+    assert [row[3] for row in raw] == ["after the summary"] * 3
+
+
+def test_a_conversation_never_compacted_says_how_to_compact_it(tmp_path: Path) -> None:
+    db = tmp_path / "plain.db"
+    with SQLiteStore(db) as store:
+        store.append("task 9#1", "user", "hello")
+    last = run("context", str(db), "task 9#1").stdout.splitlines()[-1]
+    assert last == (
+        "fallback: no-summary (every turn raw: none written yet;"
+        f" `ledgerfold compact {db} --conversation 'task 9#1'` writes one)"
+    )

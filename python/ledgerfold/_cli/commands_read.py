@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 import click
 from rich.console import Console
 
@@ -85,7 +87,7 @@ def context_command(
             context, conversation, title=f"context of {conversation_id}", preview=preview
         ),
     )
-    _print_context_status(console, context)
+    _print_context_status(console, context, db, conversation_id)
 
 
 def _print_empty_context(console: Console, conversation_id: str, context: AssembledContext) -> None:
@@ -106,10 +108,19 @@ def _print_empty_context(console: Console, conversation_id: str, context: Assemb
     console.print(f"context of {esc(conversation_id)}: empty: {turns} and {summary}")
 
 
-def _print_context_status(console: Console, context: AssembledContext) -> None:
+def _print_context_status(
+    console: Console, context: AssembledContext, db: str, conversation_id: str
+) -> None:
     if context.fallback is None:
         summary = context.summary
         console.print(f"summary in use: [magenta]{esc(summary.id if summary else '-')}[/]")
+    elif context.fallback == "no-summary":  # never compacted: nothing is wrong
+        command = (
+            f"ledgerfold compact {shlex.quote(db)} --conversation {shlex.quote(conversation_id)}"
+        )
+        console.print(
+            f"fallback: no-summary (every turn raw: none written yet; `{esc(command)}` writes one)"
+        )
     else:
         console.print(f"fallback: [bold red]{esc(context.fallback)}[/] (every turn raw)")
     if context.history_boundary is not None:

@@ -267,6 +267,8 @@ def context_table(
             note = "[cyan]tail[/]"
         elif through is not None and item.sequence < through:
             note = "preserved" + (f" ({item.role} role)" if item.role == "system" else "")
+        elif through is not None:
+            note = "after the summary"
         table.add_row(
             str(item.sequence),
             item.role,
