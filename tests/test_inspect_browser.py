@@ -291,3 +291,28 @@ def _count_colour(rows: list[bytes], rgb: tuple[int, int, int], tolerance: int =
         for row in rows
         for x in range(0, len(row), 3)
     )
+
+
+def test_a_healthy_report_shows_no_red(chromium: str, tmp_path: Path) -> None:
+    """When no conversation needs attention the page says so without the attention table's
+    red edge (the "No conversation needs attention." line carried it, as an alarm)."""
+    db = tmp_path / "healthy.db"
+    with SQLiteStore(db) as store:
+        store.append_many("ok", [{"role": "user", "body": f"turn {n}"} for n in range(12)])
+        Compactor(store, CompactionPolicy("v1", min_new_turns=1, keep_tail=4)).compact("ok")
+    report = tmp_path / "healthy.html"
+    result = CliRunner().invoke(cli, ["report", str(db), "--html", str(report)])
+    assert result.exit_code == 0, result.output
+    assert "No conversation needs attention." in report.read_text(encoding="utf-8")
+    shot = tmp_path / "healthy.png"
+    shown = _run_chromium(
+        chromium,
+        tmp_path / "profile-healthy",
+        f"--screenshot={shot}",
+        "--window-size=1280,900",
+        report.as_uri(),
+    )
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    rows = _png_pixels(shot)[2]
+    assert _has_colour(rows, (0x10, 0xB9, 0x81))  # the page is drawn: a mini bar's green
+    assert not _has_colour(rows, (0xEF, 0x44, 0x44))

@@ -115,7 +115,7 @@ ul.why{margin:0;padding-left:16px;color:#991b1b;min-width:180px;max-width:260px;
 overflow-wrap:anywhere}
 #attention .bar{min-width:70px}#attention td.mono{min-width:90px}
 .stat.bad{border-color:#fca5a5;background:#fef2f2}
-#attention{border-left:4px solid #ef4444}
+table#attention{border-left:4px solid #ef4444}
 .back{font-size:13px;margin:0 0 8px;display:inline-block}
 .bar{display:flex;height:12px;min-width:160px;border-radius:3px;overflow:hidden;
 background:#f1f5f9}
