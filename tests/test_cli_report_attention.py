@@ -26,7 +26,7 @@ def _rows(page: str, table: str) -> list[str]:
     if f'<table id="{table}">' not in page:
         return []
     body = page.split(f'<table id="{table}">')[1].split("</table>")[0]
-    return body.split("<tr>")[2:]  # past the head's row
+    return body.replace("<wbr>", "").split("<tr>")[2:]  # past the head's row; IDs whole
 
 
 def _build(db: Path) -> tuple[set[str], list[Event]]:

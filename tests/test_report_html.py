@@ -42,10 +42,12 @@ class _Page(HTMLParser):
         self._table: str | None = None
         self._stat: str | None = None
         self._text: list[str] = []
+        self._glue = False  # after a <wbr>: the text goes on
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.append(tag)
         values = dict(attrs)
+        self._glue = tag == "wbr"
         if tag == "a" and values.get("href"):
             self.hrefs.append(values["href"] or "")
         if tag == "table":
@@ -65,7 +67,11 @@ class _Page(HTMLParser):
             self._stat = None
 
     def handle_data(self, data: str) -> None:
-        self._text.append(data)
+        if self._glue and self._text:
+            self._text[-1] += data
+        else:
+            self._text.append(data)
+        self._glue = False
         if self._stat is not None and self._stat not in self.stats:
             self.stats[self._stat] = data
 
@@ -238,7 +244,7 @@ def test_hostile_ids_give_safe_names_and_escaped_text(
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
     assert html._e(FAILURE) in text and "retention &lt;b&gt;" not in text  # no reason: no row
     for cid in HOSTILE:
-        assert f">{html._e(cid)}</a>" in text
+        assert f">{html._e(cid)}</a>" in text.replace("<wbr>", "")
     names = [p.name for p in (out.parent / "report.pages").iterdir()]
     assert all(NAME.match(name) for name in names)
     # No page was written outside the folder ("../x" stays inside; "a/b" made no directory).
@@ -317,6 +323,7 @@ def test_a_row_names_only_a_current_summary_as_current(
     seen = set()
     with SQLiteStore(db, read_only=True) as store:
         for shown_id, cells in rows:
+            shown_id = shown_id.replace("<wbr>", "")
             cid = next(c for c in store.conversation_ids() if html._e(c) == shown_id)
             current = store.current_summary(cid)
             (named,) = re.findall(r"<td class=mono>([^<]*)</td>", cells)
@@ -340,3 +347,18 @@ def test_the_page_claims_nothing_of_revalidation_runs(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     text = page.read_text(encoding="utf-8")
     assert "revalidation" not in text and "never recorded" not in text
+
+
+def test_a_long_id_wraps_between_its_parts(tmp_path: Path) -> None:
+    """An imported ID (`docent/intercode-ctf/gpt-4o/sample15-epoch1`) wraps after a `/`,
+    not inside a word ("sampl|e15"): each `/` is a line-break opportunity and a cell breaks
+    a word only when a part alone is wider than the column."""
+    db = tmp_path / "ids.db"
+    cid = "docent/intercode-ctf/gpt-4o/sample15-epoch1"
+    with SQLiteStore(db) as store:
+        store.append(cid, "user", "hello")
+    out = tmp_path / "r.html"
+    assert run("report", str(db), "--html", str(out)).exit_code == 0
+    text = out.read_text(encoding="utf-8")
+    assert ">docent/<wbr>intercode-ctf/<wbr>gpt-4o/<wbr>sample15-epoch1</a>" in text
+    assert "word-break:break-all" not in text and "td.mono{overflow-wrap:anywhere}" in text

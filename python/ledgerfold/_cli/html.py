@@ -95,7 +95,7 @@ margin-left:4px;text-decoration:none}.cite:hover{text-decoration:underline}
 table{border-collapse:collapse;width:100%;background:#fff;border:1px solid var(--line)}
 th,td{text-align:left;padding:6px 10px;border-bottom:1px solid var(--line);vertical-align:top}
 th{background:#f1f5f9;font-weight:600;font-size:12.5px;white-space:nowrap}
-td.mono{word-break:break-all}td.nw{white-space:nowrap}
+td.mono{overflow-wrap:anywhere}td.nw{white-space:nowrap}
 tr.is-current td{background:#ecfdf5}
 .st{padding:1px 8px;border-radius:10px;font-size:12px;font-weight:600;white-space:nowrap;
 display:inline-block;margin:1px 0}

@@ -4,6 +4,7 @@ inspector's pages, with its escaping (`_e`) and page frame."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from ledgerfold._cli.html import _LABELS, _e, _page, _pct, _status
@@ -93,10 +94,21 @@ ID_CHARS = 256
 
 
 def _short_id(conversation_id: str) -> str:
+    """The ID as a table shows it: cut at `ID_CHARS`, and free to wrap after each `/`
+    (`<wbr>`), so `tau-bench/airline/task9/trial3` breaks between its parts, not in a word."""
     if len(conversation_id) <= ID_CHARS:
-        return _e(conversation_id)
+        return _wrappable(conversation_id)
     more = counted(len(conversation_id) - ID_CHARS, "more character")
-    return f"{_e(conversation_id[:ID_CHARS])}<span class=note> … {more}</span>"
+    return f"{_wrappable(conversation_id[:ID_CHARS])}<span class=note> … {more}</span>"
+
+
+def _wrappable(text: str) -> str:
+    """A `/` that separates words (`gpt-4o/sample15`, `../x`; not the one of `</b>`) is
+    followed by a `<wbr>`."""
+    return "<wbr>".join(_e(part) for part in _PARTS.split(text))
+
+
+_PARTS = re.compile(r"(?<=[\w.-]/)")
 
 
 def _conversation_cell(row: ConversationRow, links: Mapping[str, str]) -> str:
