@@ -429,6 +429,13 @@ def revalidate_command(db: str, workers: int | None, as_json: bool) -> None:
         f" ({report.bytes_hashed:,} {plural(report.bytes_hashed, 'byte')})"
         f" in {report.seconds:.2f} s with {report.workers} {plural(report.workers, 'worker')}"
     )
+    # The other live turns are checked too: without this line a ledger never compacted
+    # read as "re-hashed 0 turns", as if nothing had been checked.
+    console.print(
+        f"checked the stored digest of {report.digests_checked:,} live"
+        f" {plural(report.digests_checked, 'turn')} no current summary cites:"
+        f" {report.digests_wrong:,} wrong"
+    )
     if report.stale_summaries:
         table = Table(title="stale summaries (now marked stale)", title_justify="left")
         for column in ("conversation", "summary", "reason", "turn"):
