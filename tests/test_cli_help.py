@@ -41,3 +41,22 @@ def test_compact_help_says_which_conversations_and_that_no_model_is_called() -> 
 
 def test_demo_db_option_takes_a_path() -> None:
     assert "--db PATH" in _help("demo")
+
+
+def test_a_missing_argument_or_unknown_option_shows_the_usage_on_its_line() -> None:
+    """ "Missing argument 'QUERY'." said nothing of where QUERY goes: the one error line now
+    carries the command's usage and where its help is; a bad value (it names its option and
+    range already) does not."""
+    runner = CliRunner()
+    for args, usage in (
+        (["search", "db", "c"], "ledgerfold search [OPTIONS] DB CONVERSATION QUERY"),
+        (["purge", "db", "c", "--through", "3"], "ledgerfold purge [OPTIONS] DB CONVERSATION"),
+        (["list", "--nope", "db"], "ledgerfold list [OPTIONS] DB"),
+    ):
+        result = runner.invoke(cli, args, prog_name="ledgerfold")
+        assert result.exit_code == 2
+        (line,) = result.stderr.splitlines()
+        command = " ".join(usage.split()[:2])
+        assert line.endswith(f" Usage: {usage} (`{command} --help` says more)"), line
+    bad = runner.invoke(cli, ["search", "db", "c", "q", "--limit", "0"], prog_name="ledgerfold")
+    assert bad.exit_code == 2 and "Usage:" not in bad.stderr

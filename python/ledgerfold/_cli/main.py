@@ -107,6 +107,19 @@ def _report_error(message: str) -> None:
         click.echo(f"ledgerfold: error: {safe_text(message.strip())}", err=True)
 
 
+def _usage_hint(error: click.ClickException) -> str:
+    """For click's own usage errors (a missing argument, an unknown option): the command's
+    usage line and where its help is, on the same line ("Missing argument 'QUERY'." said
+    nothing of what QUERY is, nor where it goes)."""
+    ctx = error.ctx if isinstance(error, click.UsageError) else None
+    if ctx is None or (
+        isinstance(error, click.BadParameter) and not isinstance(error, click.MissingParameter)
+    ):  # a bad value names its option and what it takes already
+        return ""
+    usage = " ".join([ctx.command_path, *ctx.command.collect_usage_pieces(ctx)])
+    return f" Usage: {usage} (`{ctx.command_path} --help` says more)"
+
+
 class _StdoutClosed(Exception):
     """The reader of stdout went away: the command stops, nothing more is printed."""
 
@@ -182,7 +195,7 @@ class _Group(click.Group):
                 with suppress(BrokenPipeError):  # `ledgerfold` alone: the help, as written
                     error.show()
             else:
-                _report_error(error.format_message())
+                _report_error(error.format_message() + _usage_hint(error))
             code = USAGE_EXIT
         except LedgerfoldError as error:
             # Every ledgerfold message names fields and IDs, never bodies (SPEC §10).
