@@ -184,17 +184,19 @@ def _run_demo(console: Console, db_path: Path) -> dict[str, Any]:
         ok_tail = tail <= raw_ids
         console.print(
             f"{_tick(ok_protected)} every protected turn is raw   {_tick(ok_tail)} the newest"
-            f" {_DEMO_KEEP_TAIL} turns are raw   {_tick(summary is not None)} the summary sits"
-            f" in its slot after sequence {summary.through_sequence if summary else '-'}"
+            f" {_DEMO_KEEP_TAIL} turns are raw   {_tick(summary is not None)} the summary stands"
+            f" where its last source was (sequence {summary.through_sequence if summary else '-'})"
         )
 
         rule("3. Edit a summarised turn")
         edited_id = "m11"
         old = conversation.get(edited_id)
-        store.edit(cid, edited_id, body="report.md is the Q3 report: revenue grew 15%, not 12%.")
+        edited_body = "report.md is the Q3 report: revenue grew 15%, not 12%."
+        store.edit(cid, edited_id, body=edited_body)
         console.print(
             f"edited {edited_id} (seq {old.sequence if old else '?'}), one of the summary's"
-            " sources; the summary citing it:"
+            f" sources, from {esc(repr(old.body if old else ''))} to {esc(repr(edited_body))};"
+            " the summary citing it:"
         )
         first_id = first.summary.id if first.summary is not None else None
         for record in store.summary_history(cid):
