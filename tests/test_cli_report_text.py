@@ -46,3 +46,18 @@ def test_report_alone_on_a_healthy_database_says_so(tmp_path: Path) -> None:
     assert "no conversation needs attention" in result.stdout
     assert "hello there" not in result.stdout
     assert_clean(result, "report")
+
+
+def test_conversations_never_compacted_are_not_reported_as_bare_fallbacks(tmp_path: Path) -> None:
+    """Right after `import`, every context "falls back" with `no-summary`: the report says
+    that means not compacted yet (it read as 244 contexts in trouble), in the terminal and
+    on the page's card; the stale fallbacks keep their bare reason."""
+    db = tmp_path / "agents.db"
+    _build(db)
+    text = run("report", str(db)).stdout
+    (line,) = [x for x in text.splitlines() if "contexts falling back" in x]
+    assert "no-summary" in line and ": not compacted yet" in line
+    assert "stale-summary:source-modified 2" in line
+    page = run("report", str(db), "--html", "-").stdout
+    assert "fallback: no-summary (not compacted yet)</div>" in page
+    assert "fallback: stale-summary:source-modified</div>" in page

@@ -22,7 +22,7 @@ from ledgerfold._cli.html_data import (
     gather_conversation,
     gather_database,
 )
-from ledgerfold._cli.html_report import render_database
+from ledgerfold._cli.html_report import NO_SUMMARY, render_database
 from ledgerfold._cli.main import UserError, check_db_path, cli, open_store
 from ledgerfold._cli.render import (
     counted,
@@ -194,7 +194,10 @@ def _print_report(db: str, view: DatabaseView) -> None:
     if stats is not None:
         summaries = ", ".join(f"{n:,} {status}" for status, n in stats.summaries.items())
         fallbacks = sum(stats.fallbacks.values())
-        reasons = ", ".join(f"{safe_text(r)} {n:,}" for r, n in sorted(stats.fallbacks.items()))
+        reasons = ", ".join(
+            f"{safe_text(r)} {n:,}" + (": not compacted yet" if r == NO_SUMMARY else "")
+            for r, n in sorted(stats.fallbacks.items())
+        )
         lines += [
             f"  {counted(stats.turns, 'live turn')}, {stats.turns_retracted:,} retracted,"
             f" {stats.turns_purged:,} purged",

@@ -44,6 +44,10 @@ _STAT_LABELS = {
 }
 
 
+#: A conversation never compacted falls back with `no-summary`: not trouble, and said so.
+NO_SUMMARY = "no-summary"
+NO_SUMMARY_NOTE = " (not compacted yet)"
+
 # Cards that name conversations in trouble now (stale and failed records may be history:
 # the failed summaries' card is one when a failure came after the last accepted summary).
 _TROUBLE = (
@@ -68,7 +72,10 @@ def _totals(stats: StoreStats, failed_now: int) -> str:
     ]
     cards += [(f"summaries.{s}", f"{s} summaries", n) for s, n in stats.summaries.items()]
     cards.append(("fallbacks", "contexts falling back", sum(stats.fallbacks.values())))
-    cards += [(f"fallbacks.{r}", f"fallback: {r}", n) for r, n in stats.fallbacks.items()]
+    cards += [
+        (f"fallbacks.{r}", f"fallback: {r}" + (NO_SUMMARY_NOTE if r == NO_SUMMARY else ""), n)
+        for r, n in stats.fallbacks.items()
+    ]
     cards.append(
         (
             "purged_without_summary",
