@@ -7,7 +7,16 @@ from rich.table import Table
 
 from ledgerfold._cli.commands_upgrade import schema_state
 from ledgerfold._cli.main import UserError, cli, open_store, require_conversation
-from ledgerfold._cli.render import echo_json, esc, one_line, plural, print_table, stdout_console
+from ledgerfold._cli.render import (
+    echo_json,
+    elided_caption,
+    esc,
+    one_line,
+    plural,
+    print_table,
+    stdout_console,
+    turn_id_cell,
+)
 from ledgerfold._errors import StoreError
 from ledgerfold.store._schema import SCHEMA_VERSION
 
@@ -94,8 +103,9 @@ def search_command(
         table.add_row(
             str(hit.sequence),
             hit.role,
-            esc(hit.turn_id),
+            turn_id_cell(hit.turn_id, conversation_id),
             esc(hit.summary_id or "-"),
             esc(one_line(hit.text)),
         )
+    elided_caption(table, conversation_id)
     print_table(console, table)

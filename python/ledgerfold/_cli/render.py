@@ -32,6 +32,7 @@ __all__ = [
     "context_table",
     "counted",
     "echo_json",
+    "elided_caption",
     "esc",
     "label_for",
     "one_line",
@@ -45,6 +46,7 @@ __all__ = [
     "stdout_console",
     "tail_ids",
     "text_preview",
+    "turn_id_cell",
     "versions_table",
 ]
 
@@ -181,7 +183,33 @@ def _write_lines(console: Console, lines: list[str]) -> None:
         console.file.write("".join(line + "\n" for line in lines))
 
 
+class _Elided(Text):
+    """A cell a terminal shows shortened; piped rows print `whole`, the value itself."""
+
+    whole: str = ""
+
+
+def turn_id_cell(turn_id: str, conversation_id: str) -> Text:
+    """A turn ID as a terminal table shows it: an imported ID repeats its conversation's
+    (`<conversation>:94`), which the table's title names already: `…:94`, so that the
+    column stays one line a row. Piped output prints the whole ID."""
+    if conversation_id and turn_id.startswith(f"{conversation_id}:"):
+        cell = _Elided(safe_text("…" + turn_id[len(conversation_id) :]))
+        cell.whole = turn_id
+        return cell
+    return Text(safe_text(turn_id))
+
+
+def elided_caption(table: Table, conversation_id: str) -> None:
+    """Say what `…:N` stands for under a table that has such cells (terminal only)."""
+    if any(isinstance(cell, _Elided) for column in table.columns for cell in column.cells):
+        table.caption = Text(safe_text(f"…:N is turn {conversation_id}:N"))
+        table.caption_justify = "left"
+
+
 def _plain(cell: object) -> str:
+    if isinstance(cell, _Elided):
+        return safe_text(cell.whole)
     if isinstance(cell, Text):
         return safe_text(cell.plain)
     if isinstance(cell, str):
@@ -272,10 +300,11 @@ def context_table(
         table.add_row(
             str(item.sequence),
             item.role,
-            Text(safe_text(item.id)),
+            turn_id_cell(item.id, conversation.id),
             note,
             Text(text_preview(item.text) if preview else str(len(item.text))),
         )
+    elided_caption(table, conversation.id)
     return table
 
 
