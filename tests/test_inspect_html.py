@@ -330,3 +330,17 @@ def test_a_message_that_only_calls_tools_shows_no_null(tmp_path: Path) -> None:
     text = "".join(page.text)
     assert "tool_calls" in text and "(no text)" in text
     assert "null" not in text
+
+
+def test_a_conversation_never_compacted_is_not_an_alarm(tmp_path: Path) -> None:
+    """Every imported transcript falls back with `no-summary` until it is compacted: the page
+    says so as a note, not in the red alert box a stale summary gets."""
+    db = tmp_path / "raw.db"
+    with SQLiteStore(db) as store:
+        store.append_many("c", [{"role": "user", "body": f"b{k}"} for k in range(4)])
+    page = inspect_page(db, "c", tmp_path)
+    assert (
+        '<p class="note" id="fallback">Fallback: no-summary — every turn is sent raw'
+        " (not compacted yet).</p>"
+    ) in page
+    assert 'class="alert"' not in page

@@ -294,7 +294,13 @@ def _context(view: ConversationView) -> str:
     )
     if view.fallback is not None:
         sent = "every turn is sent raw" if view.message_count else "the context is empty"
-        intro += f'<p class="alert">Fallback: {_e(view.fallback)} — {sent}.</p>'
+        if view.fallback == "no-summary" and view.message_count:  # not compacted yet: no alarm
+            intro += (
+                f'<p class="note" id="fallback">Fallback: no-summary — {sent}'
+                " (not compacted yet).</p>"
+            )
+        else:
+            intro += f'<p class="alert" id="fallback">Fallback: {_e(view.fallback)} — {sent}.</p>'
     items = [_message(m, MESSAGE_CHARS) for m in view.messages]
     if view.omitted:
         omitted = counted(view.omitted, "message")
