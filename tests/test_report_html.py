@@ -362,3 +362,15 @@ def test_a_long_id_wraps_between_its_parts(tmp_path: Path) -> None:
     text = out.read_text(encoding="utf-8")
     assert ">docent/<wbr>intercode-ctf/<wbr>gpt-4o/<wbr>sample15-epoch1</a>" in text
     assert "word-break:break-all" not in text and "td.mono{overflow-wrap:anywhere}" in text
+
+
+def test_the_mini_bars_raw_part_is_not_called_the_tail(tmp_path: Path) -> None:
+    """A conversation of 12 turns, never compacted: its bar's raw part is all 12 turns, which
+    the tooltip called "12 raw tail" (the tail is the newest few)."""
+    db = tmp_path / "raw.db"
+    with SQLiteStore(db) as store:
+        store.append_many("c", [{"role": "user", "body": f"turn {n}"} for n in range(12)])
+    out = tmp_path / "r.html"
+    assert run("report", str(db), "--html", str(out)).exit_code == 0
+    text = out.read_text(encoding="utf-8")
+    assert 'title="12 raw (not covered)"' in text and "raw tail" not in text

@@ -15,6 +15,11 @@ from ledgerfold.store._stats import StoreStats
 __all__ = ["ID_CHARS", "render_database"]
 
 
+#: The mini bar's parts: its raw part is every live turn the current summary does not cover
+#: (system prompts and protected turns too), not only the tail the inspector calls "raw tail".
+_BAR_LABELS = {**_LABELS, "raw": "raw (not covered)"}
+
+
 def _mini_bar(row: ConversationRow) -> str:
     counts = row.counts
     covered = min(counts.get("covered", 0), counts.get("live", 0) + counts.get("purged", 0))
@@ -27,7 +32,7 @@ def _mini_bar(row: ConversationRow) -> str:
     ]
     total = sum(n for _, n in parts)
     cells = "".join(
-        f'<span class="{s}" style="width:{_pct(n, total)}" title="{n} {_LABELS[s]}"></span>'
+        f'<span class="{s}" style="width:{_pct(n, total)}" title="{n} {_BAR_LABELS[s]}"></span>'
         for s, n in parts
         if n
     )
