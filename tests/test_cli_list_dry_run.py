@@ -309,3 +309,22 @@ def test_revalidate_progress_bar_on_a_terminal_only(compacted: Path) -> None:
         timeout=60,
     )
     assert (piped.returncode, piped.stderr) == (0, b"")
+
+
+def test_nothing_to_compact_still_counts_what_the_summary_covers(tmp_path: Path) -> None:
+    """Folded already, a conversation's dry run said "covered 0" beside its summary of
+    every compactable turn; the table and `--json` (`covered`) count them."""
+    db = tmp_path / "folded.db"
+    with SQLiteStore(db) as store:
+        store.append_many("c", [{"role": "user", "body": f"turn {n}"} for n in range(12)])
+    assert run("compact", str(db), "--keep-tail", "4").exit_code == 0
+    args = ("compact", str(db), "--keep-tail", "4", "--dry-run")
+    (plan,) = run_json(*args, "--json")
+    assert (plan["status"], plan["covered"], plan["new_turns"]) == ("nothing-to-compact", 8, 0)
+    rows = [line.split("\t") for line in run(*args).stdout.splitlines()]
+    (row,) = [row for row in rows if row[0] == "c"]
+    assert row[1:5] == ["nothing-to-compact", "", "8", "0"]
+    with SQLiteStore(db) as store:
+        store.append_many("c", [{"role": "user", "body": f"more {n}"} for n in range(3)])
+    (rolling,) = run_json(*args, "--json")
+    assert rolling["covered"] == rolling["requests"][0]["covered_count"] == 8

@@ -375,7 +375,7 @@ def _print_dry_run(
             Text(safe_text(plan["conversation"])),
             Text(plan["status"]),
             Text(safe_text(plan["current_summary"] or "") if plan["status"] == "rolling" else ""),
-            str(requests[0]["covered_count"] if requests else 0),
+            str(plan["covered"]),
             str(plan["new_turns"]),
             ", ".join(request["sequences"] for request in requests) or "none",
             str(plan["tokens"]),

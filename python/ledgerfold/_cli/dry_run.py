@@ -65,6 +65,9 @@ def dry_run(
         "status": status,
         "current_summary": current.id if current is not None else None,
         "compacted": len(plan.compacted_ids),
+        # The turns the extended summary covers already (its requests' first covered_count;
+        # also when there is nothing new to fold, where the table showed 0).
+        "covered": len(covered),
         "preserved": len(plan.preserved_ids),
         "through_sequence": plan.through_sequence,
         "new_turns": len(new_turns),
