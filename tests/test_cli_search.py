@@ -126,3 +126,15 @@ def test_no_covered_match_points_to_all(db: Path) -> None:
     result = run("search", str(db), "c", "closes")  # only the raw tail says it
     assert "no covered turn of c matches (--all also searches" in result.stdout
     assert "1 hit in c (all)" in run("search", str(db), "c", "closes", "--all").stdout
+
+
+@pytest.mark.parametrize("query", ["", "???", " - "])
+def test_a_query_without_a_word_is_a_user_error(db: Path, query: str) -> None:
+    """It printed "no covered turn of c matches", as if it had searched."""
+    for extra in ([], ["--json"]):
+        result = run("search", str(db), "c", query, *extra)
+        assert result.exit_code == 2 and result.stdout == ""
+        assert result.stderr == (
+            f"ledgerfold: error: QUERY {query!r} has no word to search for"
+            " (plain words, numbers or codes)\n"
+        )

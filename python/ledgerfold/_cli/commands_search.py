@@ -18,6 +18,7 @@ from ledgerfold._cli.render import (
     turn_id_cell,
 )
 from ledgerfold._errors import StoreError
+from ledgerfold._segment import query_terms
 from ledgerfold.store._schema import SCHEMA_VERSION
 
 __all__ = ["search_command"]
@@ -50,6 +51,10 @@ def search_command(
     scope = "all" if search_all else "covered"
     with open_store(db, read_only=True) as store:
         require_conversation(store, conversation_id)
+        if not query_terms(query):  # "", "???": it said no turn matched, as if it had looked
+            raise UserError(
+                f"QUERY {query!r} has no word to search for (plain words, numbers or codes)"
+            )
         # Without a current summary "covered" is every live turn (SPEC §16.5): say so.
         summarised = search_all or store.current_summary(conversation_id) is not None
         try:
