@@ -344,3 +344,6 @@ def test_a_conversation_never_compacted_is_not_an_alarm(tmp_path: Path) -> None:
         " (not compacted yet).</p>"
     ) in page
     assert 'class="alert"' not in page
+    # Nor is every turn of it a "raw tail" in the timeline's key.
+    assert "<b>raw</b> 4 <small>sent to the model as written (no summary yet)</small>" in page
+    assert "raw tail" not in page

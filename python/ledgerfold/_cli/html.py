@@ -151,23 +151,27 @@ def _pct(value: int, total: int) -> str:
     return f"{100 * value / max(total, 1):.4f}%"
 
 
-def _mark_title(mark: Mark) -> str:
+def _mark_title(mark: Mark, labels: dict[str, str] = _LABELS) -> str:
     span = f"seq {mark.first}" if mark.first == mark.last else f"seq {mark.first}–{mark.last}"
     turns = f"{mark.count} {plural(mark.count, 'turn')}"
     if mark.state == "mixed":
-        parts = ", ".join(f"{n} {_LABELS[s]}" for s, n in mark.mix)
+        parts = ", ".join(f"{n} {labels[s]}" for s, n in mark.mix)
         return f"{span} · {turns}: {parts}"
     what = f"{span} · {mark.label.strip()}" if mark.label else f"{span} · {turns}"
-    return f"{what} · {_LABELS[mark.state]}: {mark.detail}"
+    return f"{what} · {labels[mark.state]}: {mark.detail}"
 
 
-def _legend(counts: dict[str, int], mixed: bool) -> str:
+def _legend(counts: dict[str, int], mixed: bool, summarised: bool = True) -> str:
+    """The timeline's key. With no summary yet every turn is raw: not a "raw tail"."""
     items = []
     for state in STATES:
         zero = ' class="zero"' if not counts.get(state) else ""
+        label, hint = _LABELS[state], _HINTS[state]
+        if state == "raw" and not summarised:
+            label, hint = "raw", f"{hint} (no summary yet)"
         items.append(
-            f'<li{zero}><span class="sw {state}"></span><b>{_LABELS[state]}</b>'
-            f" {counts.get(state, 0)} <small>{_HINTS[state]}</small></li>"
+            f'<li{zero}><span class="sw {state}"></span><b>{label}</b>'
+            f" {counts.get(state, 0)} <small>{hint}</small></li>"
         )
     if mixed:
         items.append(
@@ -193,6 +197,8 @@ def _mix_fill(mark: Mark) -> str:
 
 def _timeline(view: ConversationView) -> str:
     total = view.total
+    # With no summary yet every turn is raw, not a "raw tail" (as the legend says).
+    labels = _LABELS if view.fallback != "no-summary" else {**_LABELS, "raw": "raw"}
     parts = []
     if view.band is not None and view.summary is not None:
         start, end, first, last = view.band
@@ -206,7 +212,7 @@ def _timeline(view: ConversationView) -> str:
         )
     marks = "".join(
         f'<div class="m {m.state}{" t" if m.label else ""}" style="left:{_pct(m.start, total)};'
-        f'width:{_pct(m.count, total)}{_mix_fill(m)}" title="{_e(_mark_title(m))}"></div>'
+        f'width:{_pct(m.count, total)}{_mix_fill(m)}" title="{_e(_mark_title(m, labels))}"></div>'
         for m in view.marks
     )
     parts.append(f'<div class="track" id="track">{marks}</div>')
@@ -376,13 +382,15 @@ def render_conversation(view: ConversationView, back: str | None = None) -> str:
     else:
         boundary_html = "<p>History boundary: none (no turn purged).</p>"
     roles = ", ".join(view.preserve_roles) or "none"
+    legend_summarised = view.fallback != "no-summary"
     back_html = f'<a class="back" id="back" href="{_e(back)}">← report</a>' if back else ""
     body = (
         f"{back_html}<h1>Conversation <code>{_e(view.conversation_id)}</code></h1>"
         f'<p class="sub">ledgerfold inspector · preserved roles: {_e(roles)}</p>'
         f'<div class="stats">{tiles}</div>'
         f'<h2>Timeline</h2><div class="card">'
-        f"{_legend(counts, any(m.state == 'mixed' for m in view.marks))}{_timeline(view)}"
+        f"{_legend(counts, any(m.state == 'mixed' for m in view.marks), legend_summarised)}"
+        f"{_timeline(view)}"
         f"{boundary_html}</div>"
         f"<h2>Summary</h2>{summary_html}"
         f"<h2>Summary versions (oldest first)</h2>{_versions(view.versions)}"
