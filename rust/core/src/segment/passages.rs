@@ -1,7 +1,7 @@
 //! The index's side of segmentation (SPEC §16.5 "Hits"): a body's passages of at most
 //! [`PASSAGE_CHARS`] characters, each with its tokens.
 
-use super::tokenise::push_tokens;
+use super::tokenise::with_tokeniser;
 
 /// A passage's window, in characters (code points).
 pub const PASSAGE_CHARS: usize = 600;
@@ -18,18 +18,22 @@ pub struct Passage {
 /// The body's passages that hold at least one token, in order (SPEC §16.5 "Hits").
 pub fn index_passages(body: &str) -> Vec<Passage> {
     let mut passages = Vec::new();
-    let mut tokens = String::new();
-    for bounds in passage_bounds(body) {
-        tokens.clear();
-        push_tokens(&body[bounds.start_byte..bounds.end_byte], &mut tokens);
-        if !tokens.is_empty() {
-            passages.push(Passage {
-                start: bounds.start_char,
-                end: bounds.end_char,
-                tokens: tokens.clone(),
-            });
+    let mut tokens = Vec::new();
+    with_tokeniser(|tokeniser| {
+        for bounds in passage_bounds(body) {
+            tokens.clear();
+            tokeniser.push_tokens(&body[bounds.start_byte..bounds.end_byte], &mut tokens);
+            if !tokens.is_empty() {
+                passages.push(Passage {
+                    start: bounds.start_char,
+                    end: bounds.end_char,
+                    tokens: std::str::from_utf8(&tokens)
+                        .expect("tokens are UTF-8")
+                        .to_owned(),
+                });
+            }
         }
-    }
+    });
     passages
 }
 
@@ -81,26 +85,30 @@ pub fn passage_bounds(body: &str) -> Vec<PassageBounds> {
 
 /// `(bytes, chars)` of the passage at the start of `rest` (see [`passage_bounds`]).
 fn passage_end(rest: &str) -> (usize, usize) {
+    let window = &rest.as_bytes()[..rest.len().min(PASSAGE_CHARS + 1)];
+    if window.is_ascii() {
+        if window.len() <= PASSAGE_CHARS {
+            // The rest of the body fits: the last passage.
+            return (rest.len(), rest.len());
+        }
+        // One byte a character: the last sentence end of the second half, else the last
+        // whitespace, found from the window's end.
+        let window = &window[..PASSAGE_CHARS];
+        let end = window[PASSAGE_CHARS / 2..]
+            .iter()
+            .rposition(|&byte| is_sentence_end(char::from(byte)))
+            .map(|at| PASSAGE_CHARS / 2 + at)
+            .or_else(|| {
+                window
+                    .iter()
+                    .rposition(|&byte| char::from(byte).is_whitespace())
+            })
+            .map_or(PASSAGE_CHARS, |at| at + 1);
+        return (end, end);
+    }
     // (byte offset after, chars after) of the candidates, relative to `rest`.
     let mut sentence_end: Option<(usize, usize)> = None;
     let mut whitespace: Option<(usize, usize)> = None;
-    let window = &rest.as_bytes()[..rest.len().min(PASSAGE_CHARS + 1)];
-    if window.is_ascii() {
-        // One byte a character: the same scan over bytes.
-        for (count, &byte) in window.iter().enumerate() {
-            if count == PASSAGE_CHARS {
-                return sentence_end.or(whitespace).unwrap_or((count, count));
-            }
-            let c = char::from(byte);
-            if count >= PASSAGE_CHARS / 2 && is_sentence_end(c) {
-                sentence_end = Some((count + 1, count + 1));
-            }
-            if c.is_whitespace() {
-                whitespace = Some((count + 1, count + 1));
-            }
-        }
-        return (rest.len(), rest.len());
-    }
     for (count, (offset, c)) in rest.char_indices().enumerate() {
         if count == PASSAGE_CHARS {
             return sentence_end.or(whitespace).unwrap_or((offset, count));

@@ -104,57 +104,127 @@ fn stem_of(word: &str) -> String {
 const CACHED_WORD_BYTES: usize = 24;
 /// The cache is emptied when it holds this many words (a bound on its memory).
 const CACHED_WORDS: usize = 32_768;
-/// Slots of the front cache (a power of two).
-const FRONT_SLOTS: usize = 4_096;
+/// Slots of the front cache: `1 << FRONT_BITS`.
+const FRONT_BITS: u32 = 12;
+const FRONT_SLOTS: usize = 1 << FRONT_BITS;
+
+/// A word of at most [`CACHED_WORD_BYTES`] ASCII letters `a-z`, padded with zero bytes, as
+/// little-endian 8-byte lanes: two keys are equal exactly when their words are (no word
+/// holds a zero byte). Built in lanes rather than bytes, the key is read whole at once.
+type Key = [u64; KEY_LANES];
+const KEY_LANES: usize = CACHED_WORD_BYTES / 8;
+
+/// The key of a word of at most [`CACHED_WORD_BYTES`] ASCII letters `a-z`.
+fn key_of(word: &[u8]) -> Key {
+    let mut key = [0; KEY_LANES];
+    for (at, &byte) in word.iter().enumerate() {
+        key[at / 8] |= u64::from(byte) << (8 * (at % 8));
+    }
+    key
+}
+
+/// One slot of the front cache: a word and its stem, held inline. The empty slot's word is
+/// all zero bytes, which no key is (a word has at least one letter).
+#[derive(Clone, Copy)]
+struct FrontSlot {
+    word: Key,
+    stem_len: u8,
+    stem: [u8; CACHED_WORD_BYTES],
+}
+
+const EMPTY_SLOT: FrontSlot = FrontSlot {
+    word: [0; KEY_LANES],
+    stem_len: 0,
+    stem: [0; CACHED_WORD_BYTES],
+};
 
 /// The remembered stems: a direct-mapped front (one word a slot, picked by a cheap hash of
 /// the word; a word that lands on another's slot replaces it) before a `HashMap` with the
 /// standard library's keyed hash. The front answers most words for one short hash and one
-/// comparison; being direct-mapped, words made to share a slot cost misses, never a longer
-/// search, and the map behind it keeps its keyed hash's guarantees.
+/// comparison of fixed size, without following a pointer; being direct-mapped, words made to
+/// share a slot cost misses, never a longer search, and the map behind it keeps its keyed
+/// hash's guarantees.
 struct StemCache {
-    front: Vec<Option<(Box<str>, Box<str>)>>,
+    front: Box<[FrontSlot]>,
     map: HashMap<Box<str>, Box<str>>,
 }
 
 impl StemCache {
     fn new() -> Self {
         Self {
-            front: vec![None; FRONT_SLOTS],
+            front: vec![EMPTY_SLOT; FRONT_SLOTS].into_boxed_slice(),
             map: HashMap::new(),
         }
     }
 
-    /// FNV-1a over the word's bytes, folded to a slot.
-    fn slot(word: &str) -> usize {
-        let mut hash: u32 = 0x811c_9dc5;
-        for &byte in word.as_bytes() {
-            hash = (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193);
-        }
-        (hash ^ (hash >> 16)) as usize & (FRONT_SLOTS - 1)
+    /// The key's three 8-byte lanes mixed, multiplied, shifted and multiplied again; the
+    /// product's top bits pick the slot.
+    fn slot(key: &Key) -> usize {
+        let mixed = key[0] ^ key[1].rotate_left(21) ^ key[2].rotate_left(42);
+        let mixed = mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let hash = (mixed ^ (mixed >> 29)).wrapping_mul(0xBF58_476D_1CE4_E5B9) >> (64 - FRONT_BITS);
+        usize::try_from(hash).expect("below FRONT_SLOTS")
     }
 
-    /// Appends the stem of `word` to `out` (as [`TokenBuilder::emit`]), remembering it.
-    fn push(&mut self, out: &mut String, word: &str) {
-        let slot = Self::slot(word);
-        if let Some((known, stem)) = &self.front[slot] {
-            if &**known == word {
-                TokenBuilder::emit(out, stem);
-                return;
+    /// Appends the stem of the word of `key` (its first `len` bytes) to `out`, as [`emit`],
+    /// remembering it.
+    // Inlined into the loops that build the key: the key stays in registers.
+    #[allow(clippy::inline_always)]
+    #[inline(always)]
+    fn push(&mut self, out: &mut Vec<u8>, key: Key, len: usize) {
+        let entry = &self.front[Self::slot(&key)];
+        let differs =
+            (entry.word[0] ^ key[0]) | (entry.word[1] ^ key[1]) | (entry.word[2] ^ key[2]);
+        if differs == 0 {
+            // A copy of fixed size, then cut to the stem: no call to copy a few bytes.
+            if !out.is_empty() {
+                out.push(b' ');
             }
+            let stem_at = out.len();
+            out.extend_from_slice(&entry.stem);
+            out.truncate(stem_at + usize::from(entry.stem_len));
+            return;
         }
-        let stem: Box<str> = if let Some(stem) = self.map.get(word) {
-            stem.clone()
-        } else {
-            let stem: Box<str> = stem_of(word).into_boxed_str();
-            if self.map.len() >= CACHED_WORDS {
-                self.map.clear();
-            }
-            self.map.insert(word.into(), stem.clone());
+        self.push_missed(out, key, len);
+    }
+
+    /// [`StemCache::push`] of a word that the front does not hold.
+    #[cold]
+    #[inline(never)]
+    fn push_missed(&mut self, out: &mut Vec<u8>, key: Key, len: usize) {
+        let mut bytes = [0; CACHED_WORD_BYTES];
+        for (lane, chunk) in key.iter().zip(bytes.chunks_exact_mut(8)) {
+            chunk.copy_from_slice(&lane.to_le_bytes());
+        }
+        let word = std::str::from_utf8(&bytes[..len]).expect("ASCII letters");
+        let map = &mut self.map;
+        let stem: &str = if let Some(stem) = map.get(word) {
             stem
+        } else {
+            if map.len() >= CACHED_WORDS {
+                map.clear();
+            }
+            map.entry(word.into())
+                .or_insert_with(|| stem_of(word).into_boxed_str())
         };
-        TokenBuilder::emit(out, &stem);
-        self.front[slot] = Some((word.into(), stem));
+        emit(out, stem.as_bytes());
+        // A stem longer than a slot holds (were there one) is left to the map.
+        if stem.len() <= CACHED_WORD_BYTES {
+            let entry = &mut self.front[Self::slot(&key)];
+            entry.word = key;
+            entry.stem_len = u8::try_from(stem.len()).expect("at most 24");
+            entry.stem[..stem.len()].copy_from_slice(stem.as_bytes());
+        }
+    }
+
+    /// Appends the stem of `word` (ASCII letters `a-z`) to `out`, as [`emit`].
+    fn push_word(&mut self, out: &mut Vec<u8>, word: &[u8]) {
+        if word.len() > CACHED_WORD_BYTES {
+            let word = std::str::from_utf8(word).expect("ASCII letters");
+            emit(out, stem_of(word).as_bytes());
+            return;
+        }
+        self.push(out, key_of(word), word.len());
     }
 }
 
@@ -162,120 +232,248 @@ thread_local! {
     static STEMS: RefCell<StemCache> = RefCell::new(StemCache::new());
 }
 
-/// Appends the stem of `word` (ASCII letters `a-z`) to `out`, as [`TokenBuilder::emit`].
-fn push_stem(out: &mut String, word: &str) {
-    if word.len() > CACHED_WORD_BYTES {
-        TokenBuilder::emit(out, &stem_of(word));
-        return;
+/// The byte `0x01` eight times: a byte times `ONES` is that byte in every place of a lane.
+const ONES: u64 = 0x0101_0101_0101_0101;
+/// The bit `0x20` in every byte: lowercases an ASCII letter.
+const LOWERCASE: u64 = 0x20 * ONES;
+/// Each byte's high bit.
+const HIGH_BITS: u64 = 0x80 * ONES;
+
+/// The eight bytes of `bytes` from `at` as a little-endian `u64`, zero bytes past the end.
+fn lane_at(bytes: &[u8], at: usize) -> u64 {
+    if let Some(chunk) = bytes.get(at..at + 8) {
+        u64::from_le_bytes(chunk.try_into().expect("8 bytes"))
+    } else {
+        let tail = &bytes[at.min(bytes.len())..];
+        let mut lane = [0; 8];
+        lane[..tail.len()].copy_from_slice(tail);
+        u64::from_le_bytes(lane)
     }
-    STEMS.with_borrow_mut(|cache| cache.push(out, word));
+}
+
+/// The high bit of each byte of `lane` (eight ASCII bytes) set where the byte is in
+/// `low..=high`: adding `0x80 - low` sets it from `low` on, and no byte carries into the
+/// next (an ASCII byte plus at most `0x80` is below `0x100`).
+fn bytes_in(lane: u64, low: u8, high: u8) -> u64 {
+    let from_low = lane + u64::from(0x80 - low) * ONES;
+    let past_high = lane + u64::from(0x7f - high) * ONES;
+    from_low & !past_high & HIGH_BITS
+}
+
+/// The ASCII letters of `lane` (eight ASCII bytes): each one's high bit.
+fn letter_bytes(lane: u64) -> u64 {
+    // Setting 0x20 maps exactly `A-Z` and `a-z` onto `a-z`.
+    bytes_in(lane | LOWERCASE, b'a', b'z')
+}
+
+/// The ASCII digits of `lane` (eight ASCII bytes): each one's high bit.
+fn digit_bytes(lane: u64) -> u64 {
+    bytes_in(lane, b'0', b'9')
+}
+
+/// How many bytes from the first on have their high bit set in `mask` (a mask of high bits
+/// such as [`letter_bytes`] gives): the length of the run at the lane's start, up to eight.
+fn run_length(mask: u64) -> usize {
+    ((!mask & HIGH_BITS).trailing_zeros() / 8) as usize
+}
+
+/// A mask of the first `count` bytes (up to eight).
+fn low_bytes(count: usize) -> u64 {
+    if count >= 8 {
+        u64::MAX
+    } else {
+        (1 << (8 * count)) - 1
+    }
+}
+
+/// Appends `token` to `out`, preceded by a space when `out` is not empty.
+fn emit(out: &mut Vec<u8>, token: &[u8]) {
+    if !out.is_empty() {
+        out.push(b' ');
+    }
+    out.extend_from_slice(token);
 }
 
 /// Appends the tokens of `text` to `out`, each preceded by a space when `out` is not empty.
 pub fn push_tokens(text: &str, out: &mut String) {
-    let mut builder = TokenBuilder {
-        out,
-        class: Class::Separator,
-        word: String::new(),
-        cjk: Vec::new(),
-    };
-    // Normalisation never crosses ASCII whitespace (a starter that composes with nothing;
-    // case folding is per character), so ASCII chunks take the fast path.
-    for chunk in text.split(|c: char| c.is_ascii_whitespace()) {
-        if chunk.is_ascii() {
-            push_ascii_tokens(chunk, builder.out, &mut builder.word);
-        } else {
-            chunk
-                .chars()
-                .nfkc()
-                .default_case_fold()
-                .nfd()
-                .filter(|&c| keeps(c))
-                .nfc()
-                .for_each(|c| builder.push(c));
-        }
-        builder.flush();
-    }
+    let mut bytes = std::mem::take(out).into_bytes();
+    with_tokeniser(|tokeniser| tokeniser.push_tokens(text, &mut bytes));
+    *out = String::from_utf8(bytes).expect("tokens are UTF-8");
 }
 
-/// The tokens of an ASCII chunk, as the general path would give them: runs of letters
-/// (lowercased, stemmed) and runs of digits; every other ASCII character separates.
-fn push_ascii_tokens(chunk: &str, out: &mut String, lower: &mut String) {
-    let bytes = chunk.as_bytes();
-    let mut at = 0;
-    while at < bytes.len() {
-        let start = at;
-        if bytes[at].is_ascii_alphabetic() {
-            while at < bytes.len() && bytes[at].is_ascii_alphabetic() {
-                at += 1;
-            }
-            lower.clear();
-            lower.push_str(&chunk[start..at]);
-            lower.make_ascii_lowercase();
-            push_stem(out, lower);
-        } else if bytes[at].is_ascii_digit() {
-            while at < bytes.len() && bytes[at].is_ascii_digit() {
-                at += 1;
-            }
-            TokenBuilder::emit(out, &chunk[start..at]);
-        } else {
-            at += 1;
-        }
-    }
-    lower.clear();
+/// Runs `work` with this thread's tokeniser (its remembered stems and its buffers).
+pub(super) fn with_tokeniser<T>(work: impl FnOnce(&mut Tokeniser<'_>) -> T) -> T {
+    STEMS.with_borrow_mut(|stems| {
+        work(&mut Tokeniser {
+            stems,
+            class: Class::Separator,
+            word: String::new(),
+            cjk: Vec::new(),
+        })
+    })
 }
 
-struct TokenBuilder<'a> {
-    out: &'a mut String,
+/// Makes tokens, with the thread's remembered stems and buffers kept from text to text.
+pub(super) struct Tokeniser<'a> {
+    stems: &'a mut StemCache,
+    /// The class of the current token of the general path.
     class: Class,
-    /// The current letter or digit token.
+    /// The current letter or digit token of the general path.
     word: String,
-    /// The current CJK run.
+    /// The current CJK run of the general path.
     cjk: Vec<char>,
 }
 
-impl TokenBuilder<'_> {
-    fn push(&mut self, c: char) {
-        let class = class_of(c);
-        if class != self.class {
-            self.flush();
-            self.class = class;
+impl Tokeniser<'_> {
+    /// Appends the tokens of `text` to `out` (UTF-8), each preceded by a space when `out`
+    /// is not empty.
+    pub(super) fn push_tokens(&mut self, text: &str, out: &mut Vec<u8>) {
+        // Normalisation never crosses ASCII whitespace (a starter that composes with
+        // nothing; case folding is per character), so the text is its chunks between ASCII
+        // whitespace, each on its own; an ASCII chunk takes the fast path, and so does a run
+        // of ASCII chunks at once (the whitespace between them separates there too).
+        let bytes = text.as_bytes();
+        if bytes.is_ascii() {
+            self.push_ascii(bytes, out);
+            return;
         }
-        match class {
-            Class::Separator => {}
-            Class::Cjk => self.cjk.push(c),
-            Class::Letter | Class::Digit => self.word.push(c),
+        let mut done = 0;
+        while let Some(offset) = bytes[done..].iter().position(|b| !b.is_ascii()) {
+            let at = done + offset;
+            // The chunk around the first non-ASCII byte.
+            let start = bytes[done..at]
+                .iter()
+                .rposition(u8::is_ascii_whitespace)
+                .map_or(done, |space| done + space + 1);
+            let end = bytes[at..]
+                .iter()
+                .position(u8::is_ascii_whitespace)
+                .map_or(bytes.len(), |space| at + space);
+            self.push_ascii(&bytes[done..start], out);
+            self.push_general(&text[start..end], out);
+            done = end;
+        }
+        self.push_ascii(&bytes[done..], out);
+    }
+
+    /// The tokens of ASCII text, as the general path would give them: runs of letters
+    /// (lowercased, stemmed) and runs of digits; every other ASCII character separates.
+    /// Read eight bytes at a time: each byte's class is found for the eight at once.
+    fn push_ascii(&mut self, bytes: &[u8], out: &mut Vec<u8>) {
+        let mut at = 0;
+        while at < bytes.len() {
+            let lane = lane_at(bytes, at);
+            let letters = letter_bytes(lane);
+            if letters & 0x80 != 0 {
+                at = self.push_ascii_word(bytes, at, lane, out);
+                continue;
+            }
+            let digits = digit_bytes(lane);
+            if digits & 0x80 != 0 {
+                let start = at;
+                let mut digits = digits;
+                loop {
+                    let run = run_length(digits);
+                    at += run;
+                    if run < 8 {
+                        break;
+                    }
+                    digits = digit_bytes(lane_at(bytes, at));
+                }
+                emit(out, &bytes[start..at]);
+                continue;
+            }
+            // Separators, up to the next letter or digit.
+            let alphanumeric = letters | digits;
+            at += if alphanumeric == 0 {
+                8
+            } else {
+                (alphanumeric.trailing_zeros() / 8) as usize
+            };
         }
     }
 
-    fn emit(out: &mut String, token: &str) {
-        if !out.is_empty() {
-            out.push(' ');
+    /// Pushes the stem of the letter run at `start` (its first eight bytes `lane`), and
+    /// returns where the run ends.
+    fn push_ascii_word(
+        &mut self,
+        bytes: &[u8],
+        start: usize,
+        lane: u64,
+        out: &mut Vec<u8>,
+    ) -> usize {
+        // Lowercased into the key, lane by lane, as it is read.
+        let mut key = [0; KEY_LANES];
+        let (mut at, mut lane) = (start, lane);
+        for slot in &mut key {
+            let run = run_length(letter_bytes(lane));
+            *slot = (lane | LOWERCASE) & low_bytes(run);
+            at += run;
+            if run < 8 {
+                self.stems.push(out, key, at - start);
+                return at;
+            }
+            lane = lane_at(bytes, at);
         }
-        out.push_str(token);
+        if letter_bytes(lane) & 0x80 == 0 {
+            // Exactly CACHED_WORD_BYTES letters.
+            self.stems.push(out, key, at - start);
+            return at;
+        }
+        while at < bytes.len() && bytes[at].is_ascii_alphabetic() {
+            at += 1;
+        }
+        self.stems
+            .push_word(out, &bytes[start..at].to_ascii_lowercase());
+        at
     }
 
-    fn flush(&mut self) {
+    /// The tokens of a chunk (no ASCII whitespace) by the rules as written: normalised,
+    /// each character classed.
+    fn push_general(&mut self, chunk: &str, out: &mut Vec<u8>) {
+        for c in chunk
+            .chars()
+            .nfkc()
+            .default_case_fold()
+            .nfd()
+            .filter(|&c| keeps(c))
+            .nfc()
+        {
+            let class = class_of(c);
+            if class != self.class {
+                self.flush(out);
+                self.class = class;
+            }
+            match class {
+                Class::Separator => {}
+                Class::Cjk => self.cjk.push(c),
+                Class::Letter | Class::Digit => self.word.push(c),
+            }
+        }
+        self.flush(out);
+    }
+
+    fn flush(&mut self, out: &mut Vec<u8>) {
         match self.class {
             Class::Separator => {}
-            Class::Digit => Self::emit(self.out, &self.word),
+            Class::Digit => emit(out, self.word.as_bytes()),
             Class::Letter => {
                 if self.word.bytes().all(|b| b.is_ascii_lowercase()) {
-                    push_stem(self.out, &self.word);
+                    self.stems.push_word(out, self.word.as_bytes());
                 } else {
-                    Self::emit(self.out, &self.word);
+                    emit(out, self.word.as_bytes());
                 }
             }
             Class::Cjk => {
                 if let [single] = self.cjk[..] {
-                    Self::emit(self.out, single.encode_utf8(&mut [0; 4]));
+                    emit(out, single.encode_utf8(&mut [0; 4]).as_bytes());
                 } else {
-                    for pair in self.cjk.windows(2) {
-                        if !self.out.is_empty() {
-                            self.out.push(' ');
-                        }
-                        self.out.push(pair[0]);
-                        self.out.push(pair[1]);
+                    let mut pair = [0; 8];
+                    for chars in self.cjk.windows(2) {
+                        let first = chars[0].len_utf8();
+                        chars[0].encode_utf8(&mut pair);
+                        let second = chars[1].encode_utf8(&mut pair[first..]).len();
+                        emit(out, &pair[..first + second]);
                     }
                 }
             }
@@ -350,27 +548,31 @@ mod tests {
     #[test]
     fn words_sharing_a_front_slot_keep_their_own_stems() {
         // Two words the front cache puts in one slot, alternating: each replaces the other.
-        let mut by_slot = HashMap::new();
-        let letters = || (b'a'..=b'z').map(char::from);
-        let pair = letters()
-            .flat_map(|a| {
-                letters().flat_map(move |b| letters().map(move |c| format!("{a}{b}{c}ing")))
-            })
-            .find_map(|word| {
-                let slot = StemCache::slot(&word);
-                by_slot
-                    .insert(slot, word.clone())
-                    .map(|other| (other, word))
-            })
-            .expect("4,096 slots, 17,576 words");
-        assert_ne!(pair.0, pair.1);
-        let text = format!("{0} {1} {0} {1} {0}", pair.0, pair.1);
-        let (first, second) = (stem_of(&pair.0), stem_of(&pair.1));
-        assert_ne!(first, second);
-        assert_eq!(
-            tokens(&text),
-            [&first, &second, &first, &second, &first].map(String::clone)
-        );
+        // The words differ in their first, second or third 8-byte lane of the key only.
+        for prefix in ["", "abcdefgh", "abcdefghijklmnop"] {
+            let mut by_slot = HashMap::new();
+            let letters = || (b'a'..=b'z').map(char::from);
+            let pair = letters()
+                .flat_map(|a| {
+                    letters()
+                        .flat_map(move |b| letters().map(move |c| format!("{prefix}{a}{b}{c}ing")))
+                })
+                .find_map(|word| {
+                    let slot = StemCache::slot(&key_of(word.as_bytes()));
+                    by_slot
+                        .insert(slot, word.clone())
+                        .map(|other| (other, word))
+                })
+                .expect("4,096 slots, 17,576 words");
+            assert_ne!(pair.0, pair.1);
+            let text = format!("{0} {1} {0} {1} {0}", pair.0, pair.1);
+            let (first, second) = (stem_of(&pair.0), stem_of(&pair.1));
+            assert_ne!(first, second);
+            assert_eq!(
+                tokens(&text),
+                [&first, &second, &first, &second, &first].map(String::clone)
+            );
+        }
     }
 
     #[test]
