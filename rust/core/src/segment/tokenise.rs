@@ -104,9 +104,9 @@ fn stem_of(word: &str) -> String {
 const CACHED_WORD_BYTES: usize = 24;
 /// The cache is emptied when it holds this many words (a bound on its memory).
 const CACHED_WORDS: usize = 32_768;
-/// Slots of the front cache: `1 << FRONT_BITS`.
-const FRONT_BITS: u32 = 12;
-const FRONT_SLOTS: usize = 1 << FRONT_BITS;
+/// Sets of the front cache, of two words each: `1 << FRONT_BITS`.
+const FRONT_BITS: u32 = 11;
+const FRONT_SETS: usize = 1 << FRONT_BITS;
 
 /// A word of at most [`CACHED_WORD_BYTES`] ASCII letters `a-z`, padded with zero bytes, as
 /// little-endian 8-byte lanes: two keys are equal exactly when their words are (no word
@@ -132,38 +132,56 @@ struct FrontSlot {
     stem: [u8; CACHED_WORD_BYTES],
 }
 
+impl FrontSlot {
+    fn holds(&self, key: &Key) -> bool {
+        (self.word[0] ^ key[0]) | (self.word[1] ^ key[1]) | (self.word[2] ^ key[2]) == 0
+    }
+
+    /// Appends the slot's stem to `out`, as [`emit`].
+    fn push_stem(&self, out: &mut Vec<u8>) {
+        if !out.is_empty() {
+            out.push(b' ');
+        }
+        // A copy of fixed size, then cut to the stem: no call to copy a few bytes.
+        let stem_at = out.len();
+        out.extend_from_slice(&self.stem);
+        out.truncate(stem_at + usize::from(self.stem_len));
+    }
+}
+
 const EMPTY_SLOT: FrontSlot = FrontSlot {
     word: [0; KEY_LANES],
     stem_len: 0,
     stem: [0; CACHED_WORD_BYTES],
 };
 
-/// The remembered stems: a direct-mapped front (one word a slot, picked by a cheap hash of
-/// the word; a word that lands on another's slot replaces it) before a `HashMap` with the
-/// standard library's keyed hash. The front answers most words for one short hash and one
-/// comparison of fixed size, without following a pointer; being direct-mapped, words made to
-/// share a slot cost misses, never a longer search, and the map behind it keeps its keyed
-/// hash's guarantees.
+/// The remembered stems: a two-way set-associative front (two words a set, the set picked
+/// by a cheap hash of the word; a word new to its set replaces the one of the two used less
+/// recently) before a `HashMap` with the standard library's keyed hash. The front answers
+/// most words for one short hash and one or two comparisons of fixed size, without following
+/// a pointer; at two words a set, words made to share a set cost misses, never a longer
+/// search, and the map behind it keeps its keyed hash's guarantees.
 struct StemCache {
-    front: Box<[FrontSlot]>,
+    /// Each set's two slots, the more recently used first.
+    front: Box<[[FrontSlot; 2]]>,
     map: HashMap<Box<str>, Box<str>>,
 }
 
 impl StemCache {
     fn new() -> Self {
         Self {
-            front: vec![EMPTY_SLOT; FRONT_SLOTS].into_boxed_slice(),
+            front: vec![[EMPTY_SLOT; 2]; FRONT_SETS].into_boxed_slice(),
             map: HashMap::new(),
         }
     }
 
     /// The key's three 8-byte lanes mixed, multiplied, shifted and multiplied again; the
-    /// product's top bits pick the slot.
-    fn slot(key: &Key) -> usize {
+    /// product's top bits pick the set.
+    fn set_of(key: &Key) -> usize {
         let mixed = key[0] ^ key[1].rotate_left(21) ^ key[2].rotate_left(42);
         let mixed = mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         let hash = (mixed ^ (mixed >> 29)).wrapping_mul(0xBF58_476D_1CE4_E5B9) >> (64 - FRONT_BITS);
-        usize::try_from(hash).expect("below FRONT_SLOTS")
+        usize::try_from(hash).expect("below FRONT_SETS")
     }
 
     /// Appends the stem of the word of `key` (its first `len` bytes) to `out`, as [`emit`],
@@ -172,20 +190,15 @@ impl StemCache {
     #[allow(clippy::inline_always)]
     #[inline(always)]
     fn push(&mut self, out: &mut Vec<u8>, key: Key, len: usize) {
-        let entry = &self.front[Self::slot(&key)];
-        let differs =
-            (entry.word[0] ^ key[0]) | (entry.word[1] ^ key[1]) | (entry.word[2] ^ key[2]);
-        if differs == 0 {
-            // A copy of fixed size, then cut to the stem: no call to copy a few bytes.
-            if !out.is_empty() {
-                out.push(b' ');
-            }
-            let stem_at = out.len();
-            out.extend_from_slice(&entry.stem);
-            out.truncate(stem_at + usize::from(entry.stem_len));
-            return;
+        let set = &mut self.front[Self::set_of(&key)];
+        if set[0].holds(&key) {
+            set[0].push_stem(out);
+        } else if set[1].holds(&key) {
+            set.swap(0, 1);
+            set[0].push_stem(out);
+        } else {
+            self.push_missed(out, key, len);
         }
-        self.push_missed(out, key, len);
     }
 
     /// [`StemCache::push`] of a word that the front does not hold.
@@ -210,10 +223,11 @@ impl StemCache {
         emit(out, stem.as_bytes());
         // A stem longer than a slot holds (were there one) is left to the map.
         if stem.len() <= CACHED_WORD_BYTES {
-            let entry = &mut self.front[Self::slot(&key)];
-            entry.word = key;
-            entry.stem_len = u8::try_from(stem.len()).expect("at most 24");
-            entry.stem[..stem.len()].copy_from_slice(stem.as_bytes());
+            let set = &mut self.front[Self::set_of(&key)];
+            set[1] = set[0];
+            set[0].word = key;
+            set[0].stem_len = u8::try_from(stem.len()).expect("at most 24");
+            set[0].stem[..stem.len()].copy_from_slice(stem.as_bytes());
         }
     }
 
@@ -546,32 +560,32 @@ mod tests {
     }
 
     #[test]
-    fn words_sharing_a_front_slot_keep_their_own_stems() {
-        // Two words the front cache puts in one slot, alternating: each replaces the other.
-        // The words differ in their first, second or third 8-byte lane of the key only.
+    fn words_sharing_a_front_set_keep_their_own_stems() {
+        // Three words the front cache puts in one set of two, in turn: each replaces the one
+        // used least recently. The words differ in their first, second or third 8-byte lane
+        // of the key only.
         for prefix in ["", "abcdefgh", "abcdefghijklmnop"] {
-            let mut by_slot = HashMap::new();
+            let mut by_set: HashMap<usize, Vec<String>> = HashMap::new();
             let letters = || (b'a'..=b'z').map(char::from);
-            let pair = letters()
+            let three = letters()
                 .flat_map(|a| {
                     letters()
                         .flat_map(move |b| letters().map(move |c| format!("{prefix}{a}{b}{c}ing")))
                 })
                 .find_map(|word| {
-                    let slot = StemCache::slot(&key_of(word.as_bytes()));
-                    by_slot
-                        .insert(slot, word.clone())
-                        .map(|other| (other, word))
+                    let set = by_set
+                        .entry(StemCache::set_of(&key_of(word.as_bytes())))
+                        .or_default();
+                    set.push(word);
+                    (set.len() == 3).then(|| set.clone())
                 })
-                .expect("4,096 slots, 17,576 words");
-            assert_ne!(pair.0, pair.1);
-            let text = format!("{0} {1} {0} {1} {0}", pair.0, pair.1);
-            let (first, second) = (stem_of(&pair.0), stem_of(&pair.1));
-            assert_ne!(first, second);
-            assert_eq!(
-                tokens(&text),
-                [&first, &second, &first, &second, &first].map(String::clone)
-            );
+                .expect("2,048 sets, 17,576 words");
+            let stems: Vec<String> = three.iter().map(|word| stem_of(word)).collect();
+            assert!(stems[0] != stems[1] && stems[1] != stems[2] && stems[0] != stems[2]);
+            let order = [0, 1, 2, 0, 1, 2, 1, 0, 0, 2, 1];
+            let text: Vec<&str> = order.iter().map(|&at| three[at].as_str()).collect();
+            let expected: Vec<String> = order.iter().map(|&at| stems[at].clone()).collect();
+            assert_eq!(tokens(&text.join(" ")), expected);
         }
     }
 
