@@ -84,7 +84,8 @@ def turn_spec(turn: Turn) -> dict[str, Any]:
 def import_command(db: str, files: tuple[str, ...], as_json: bool) -> None:
     """Import JSONL transcripts into DB, creating it if needed: one conversation a line,
     {"conversation_id", "source", "turns": [{"id", "sequence", "role", "body", "tool_call_ids"}]}
-    (described in tests/data/transcripts/README.md).
+    (sequences from 1; tool_call_ids: the IDs of the calls an assistant turn makes, or the
+    one a tool turn answers, else []).
 
     A conversation already in DB is skipped (one line counts them), so importing twice is
     harmless. FILE - reads stdin. Also reads OpenAI fine-tuning files ({"messages": [...]}
