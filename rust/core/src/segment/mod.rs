@@ -24,11 +24,13 @@
 //! Every Unicode property comes from a crate (`unicode-normalization`, `caseless`,
 //! `unicode-properties`, `unicode-script`): no hand-written tables (SPEC §17.9).
 //!
-//! The parts: `tokenise` (normalisation, classes, stems: a text's tokens), `passages` (the
-//! index's passages of a body) and `query` (a query's terms).
+//! The parts: `tokenise` (normalisation, classes: a text's tokens), `stems` (ASCII words'
+//! stems, remembered), `passages` (the index's passages of a body) and `query` (a query's
+//! terms).
 
 mod passages;
 mod query;
+mod stems;
 mod tokenise;
 
 pub use passages::{index_passages, passage_bounds, Passage, PassageBounds, PASSAGE_CHARS};
