@@ -10,6 +10,7 @@ import contextlib
 import logging
 import sqlite3
 import threading
+from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -484,31 +485,38 @@ def test_clear_session_batched_with_add_items_leaves_no_stale_compaction(
     assert stats.summaries["failed"] == stats.summaries["rejected"] == 0
 
 
+@contextlib.contextmanager
+def _held_appends(tmp_path: Path) -> Iterator[tuple[RecordingStore, threading.Event, Any]]:
+    """A session whose store holds each `append_many` at its start until the event is set
+    (the store's `started` event set meanwhile): a test cancels a call there."""
+    store = RecordingStore(tmp_path / "c.db")
+    started, release = threading.Event(), threading.Event()
+    store.gate["append_many"] = (started, release)
+    try:
+        yield store, release, LedgerfoldSession("s", store=store, policy=EVERY_CALL)
+    finally:
+        release.set()
+        store.inner.close()
+
+
 def test_wait_compaction_after_a_cancelled_add_items_gives_its_compaction(
     tmp_path: Path,
 ) -> None:
     # Cancelled while its job runs, add_items lands whole, its compaction with it:
     # wait_compaction() gives that compaction's outcome, not None.
-    store = RecordingStore(tmp_path / "c.db")
-    started, release = threading.Event(), threading.Event()
-    session = LedgerfoldSession("s", store=store, policy=EVERY_CALL)
+    with _held_appends(tmp_path) as (store, release, session):
 
-    async def scenario() -> Any:
-        store.gate["append_many"] = (started, release)
-        call = asyncio.ensure_future(session.add_items(_exchange(0) + _exchange(1)))
-        assert await asyncio.to_thread(started.wait, 60)
-        call.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await call
-        release.set()
-        return await session.wait_compaction()
+        async def scenario() -> Any:
+            call = asyncio.ensure_future(session.add_items(_exchange(0) + _exchange(1)))
+            assert await asyncio.to_thread(store.gate["append_many"][0].wait, 60)
+            call.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await call
+            release.set()
+            return await session.wait_compaction()
 
-    try:
         outcome = asyncio.run(scenario())
         summary = store.inner.current_summary("s")
-    finally:
-        release.set()
-        store.inner.close()
     assert outcome is not None and outcome.accepted
     assert summary is not None and outcome.summary is not None
     assert outcome.summary.id == summary.id
@@ -518,28 +526,21 @@ def test_wait_compaction_after_add_items_cancelled_before_its_job_gives_none(
     tmp_path: Path,
 ) -> None:
     # Cancelled while queued, add_items never runs: nothing of it landed.
-    store = RecordingStore(tmp_path / "c.db")
-    started, release = threading.Event(), threading.Event()
-    session = LedgerfoldSession("s", store=store, policy=EVERY_CALL)
+    with _held_appends(tmp_path) as (store, release, session):
 
-    async def scenario() -> Any:
-        store.gate["append_many"] = (started, release)
-        first = asyncio.ensure_future(session.add_items(_exchange(0)))
-        assert await asyncio.to_thread(started.wait, 60)
-        second = asyncio.ensure_future(session.add_items(_exchange(1)))
-        await asyncio.sleep(0)  # queued behind the held job
-        second.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await second
-        release.set()
-        await first
-        return await session.wait_compaction()
+        async def scenario() -> Any:
+            first = asyncio.ensure_future(session.add_items(_exchange(0)))
+            assert await asyncio.to_thread(store.gate["append_many"][0].wait, 60)
+            second = asyncio.ensure_future(session.add_items(_exchange(1)))
+            await asyncio.sleep(0)  # queued behind the held job
+            second.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await second
+            release.set()
+            await first
+            return await session.wait_compaction()
 
-    try:
         outcome = asyncio.run(scenario())
         turns = store.inner.load("s").turns
-    finally:
-        release.set()
-        store.inner.close()
     assert outcome is None
     assert len(turns) == 2

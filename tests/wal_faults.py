@@ -14,7 +14,7 @@ import asyncio
 import json
 import sqlite3
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -400,23 +400,32 @@ def killed_check(directory: Path) -> None:
         _json(directory, "index", store.check_search_index())
 
 
-@_scenario
-def acompact(directory: Path) -> None:
-    """`Compactor.acompact` whose commit's batch fails to sync: with the built-in summarizer
-    (one job) and with a model of one's own (its plan's job commits, the commit's fails)."""
-    from ledgerfold import CompactionPolicy, Compactor, ExtractiveSummarizer, SQLiteStore
+def _failing_model(directory: Path, flag: str) -> Callable[[Any], Awaitable[str]]:
+    """A model of one's own (the built-in summarizer's text) that, at its first call, makes
+    the WAL's syncs fail: the flag file written with `flag` (`"once"`: one sync fails)."""
+    from ledgerfold import ExtractiveSummarizer
 
-    path = directory / "s.db"
-    events: list[str] = []
     extractive = ExtractiveSummarizer()
-
     calls: list[None] = []
 
     async def model(request: Any) -> str:
         if not calls:
-            (directory / "fail").touch()  # the disk fails while the model writes, once
+            (directory / "fail").write_text(flag)
         calls.append(None)
         return str(extractive(request))
+
+    return model
+
+
+@_scenario
+def acompact(directory: Path) -> None:
+    """`Compactor.acompact` whose commit's batch fails to sync: with the built-in summarizer
+    (one job) and with a model of one's own (its plan's job commits, the commit's fails)."""
+    from ledgerfold import CompactionPolicy, Compactor, SQLiteStore
+
+    path = directory / "s.db"
+    events: list[str] = []
+    model = _failing_model(directory, "")  # the disk fails while the model writes, once
 
     async def main() -> None:
         with SQLiteStore(path) as store:
@@ -453,18 +462,10 @@ def acompact(directory: Path) -> None:
 def acompact_once(directory: Path) -> None:
     """`Compactor.acompact` with a model of one's own whose end's batch fails to sync once
     (the disk comes back at once): the compaction fails, the call does not."""
-    from ledgerfold import CompactionPolicy, Compactor, ExtractiveSummarizer, SQLiteStore
+    from ledgerfold import CompactionPolicy, Compactor, SQLiteStore
 
     events: list[tuple[str, str | None]] = []
-    extractive = ExtractiveSummarizer()
-
-    calls: list[None] = []
-
-    async def model(request: Any) -> str:
-        if not calls:
-            (directory / "fail").write_text("once")  # the end's sync fails, once
-        calls.append(None)
-        return str(extractive(request))
+    model = _failing_model(directory, "once")  # the end's sync fails, once
 
     async def main() -> None:
         with SQLiteStore(directory / "s.db") as store:
