@@ -10,7 +10,9 @@ observing the ledger must not break it.
 On the store's worker thread, a group commit's batch (SPEC §17.6) commits its jobs' changes
 together at its end: the events its jobs emit are held (`held_until_done`) and handed to
 their hooks once the batch has committed and released the lock, in the order emitted, or
-dropped with the changes when it fails.
+dropped with the changes when it fails. There a hook that raises even a `BaseException`
+(`KeyboardInterrupt`, `SystemExit`) is logged: no caller could hear of it, and the worker
+must go on answering the batch's callers and running the store's later calls.
 
 `ledgerfold.integrations.opentelemetry` turns events into spans and metrics.
 """
@@ -86,9 +88,11 @@ def emit(hook: EventHook | None, event: Event) -> None:
 def held_until_done() -> Iterator[list[tuple[EventHook, Event]] | None]:
     """Hold the events emitted on this thread inside the block; hand them to their hooks
     when it ends without an exception, drop them when it raises (the changes they report
-    did not happen). Yields the held `(hook, event)` list, in emission order, so that the
-    block can drop some itself (those of writes it learns were not kept); None when nested:
-    the outermost block decides."""
+    did not happen). A hook raising a `BaseException` then is logged like any other (the
+    block runs on a store's worker thread, whose callers must still hear back). Yields the
+    held `(hook, event)` list, in emission order, so that the block can drop some itself
+    (those of writes it learns were not kept); None when nested: the outermost block
+    decides."""
     if getattr(_held, "events", None) is not None:
         yield None
         return
@@ -99,13 +103,17 @@ def held_until_done() -> Iterator[list[tuple[EventHook, Event]] | None]:
     finally:
         _held.events = None
     for hook, event in held:
-        _call(hook, event)
+        _call(hook, event, everything=True)
 
 
-def _call(hook: EventHook, event: Event) -> None:
+def _call(hook: EventHook, event: Event, *, everything: bool = False) -> None:
+    """Call the hook, logging what it raises: an `Exception`, or with `everything` any
+    `BaseException` (on a worker thread, where it would reach no caller)."""
     try:
         hook(event)
-    except Exception as error:
+    except BaseException as error:
+        if not everything and not isinstance(error, Exception):
+            raise  # Ctrl-C in the caller's own thread stays Ctrl-C
         _log.warning(
             "event hook raised %s on %s (conversation %s); the event is dropped",
             type(error).__name__,

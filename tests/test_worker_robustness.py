@@ -1,0 +1,64 @@
+"""The store's worker thread (SPEC §17.6) keeps answering its callers whatever a hook or
+the process does: an event hook raising a `BaseException` on the worker (§17.8: a hook
+that raises is logged, never propagated), and a process forked after the store was used
+from an event loop. Every wait here is bounded: a hang fails the test instead."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import pytest
+
+import ledgerfold as lf
+
+POLICY = lf.CompactionPolicy("robust-v1", keep_tail=4, min_new_turns=1)
+
+
+def _filled(path: Path, hook: lf.EventHook) -> lf.SQLiteStore:
+    store = lf.SQLiteStore(path, on_event=hook)
+    store.append_many("c", [{"role": "user", "body": f"turn {n}"} for n in range(12)])
+    return store
+
+
+@pytest.mark.parametrize("raised", [KeyboardInterrupt, SystemExit])
+def test_a_hook_raising_a_base_exception_on_the_worker_breaks_nothing(
+    tmp_path: Path, raised: type[BaseException], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Held events are handed on the worker once its batch has committed: a hook raising
+    `KeyboardInterrupt` there used to end the worker's loop, so the call never heard back
+    and every later call of the store hung."""
+    seen: list[str] = []
+
+    def hook(event: lf.Event) -> None:
+        seen.append(event.name)
+        raise raised
+
+    store = _filled(tmp_path / "h.db", hook)
+    compactor = lf.Compactor(store, POLICY, on_event=hook)
+
+    async def scenario() -> tuple[lf.CompactionOutcome, lf.AssembledContext]:
+        outcome = await asyncio.wait_for(compactor.acompact("c"), 20)
+        context = await asyncio.wait_for(compactor.acontext("c"), 20)
+        return outcome, context
+
+    with caplog.at_level(logging.WARNING, logger="ledgerfold.events"):
+        outcome, context = asyncio.run(scenario())
+    store.close()
+    assert outcome.accepted and outcome.summary is not None
+    assert context.fallback is None
+    assert seen == ["compaction.accepted"]
+    assert any(raised.__name__ in record.getMessage() for record in caplog.records)
+
+
+def test_a_sync_callers_interrupt_in_a_hook_still_reaches_it(tmp_path: Path) -> None:
+    """On the caller's own thread Ctrl-C stays Ctrl-C (the write has committed)."""
+
+    def hook(event: lf.Event) -> None:
+        raise KeyboardInterrupt
+
+    with _filled(tmp_path / "s.db", hook) as store:
+        with pytest.raises(KeyboardInterrupt):
+            lf.Compactor(store, POLICY, on_event=hook).compact("c")
+        assert store.current_summary("c") is not None
