@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -62,3 +64,25 @@ def test_a_sync_callers_interrupt_in_a_hook_still_reaches_it(tmp_path: Path) -> 
         with pytest.raises(KeyboardInterrupt):
             lf.Compactor(store, POLICY, on_event=hook).compact("c")
         assert store.current_summary("c") is not None
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
+def test_a_store_used_from_a_loop_works_async_in_a_forked_child(tmp_path: Path) -> None:
+    """A pre-forking server opens and uses the store, then forks: the parent's worker
+    thread does not exist in the child, where an async call used to queue on it and hang."""
+    store = _filled(tmp_path / "f.db", lambda event: None)
+    compactor = lf.Compactor(store, POLICY)
+    assert asyncio.run(compactor.acontext("c")).fallback == "no-summary"  # the worker runs
+    pid = os.fork()
+    if pid == 0:  # the child: report through the exit code only
+        code = 1
+        try:
+            signal.alarm(30)  # a hang ends the child, not the test run
+            outcome = asyncio.run(asyncio.wait_for(compactor.acompact("c"), 20))
+            code = 0 if outcome.accepted else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert store.current_summary("c") is not None  # the child's summary, seen here
+    store.close()

@@ -19,7 +19,8 @@ batch in a hook (registered with `batching`; no name of any other store is looke
 The worker belongs to the store object (looked up by identity, any `Store` will do): it is
 shut down when `SQLiteStore.close()` runs or when the store is garbage-collected. A store
 used again after its worker was closed gets a fresh one (the store itself then decides
-whether the call is an error).
+whether the call is an error), and so does a store used in a child process after `fork`
+(the parent's worker threads do not exist there).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import os
 import threading
 import time
 import weakref
@@ -433,6 +435,19 @@ def _batch_hook(handle: Any) -> Callable[[], BatchHook | None] | None:
 
 def _referent(handle: Any) -> object:
     return handle() if isinstance(handle, weakref.ref) else handle
+
+
+def _forked() -> None:
+    """In a child process after `fork`: no thread of the parent's workers runs here (a job
+    queued on one would wait forever), and the workers' lock may have been held by another
+    thread at the fork. The child starts afresh: each store gets a new worker on next use."""
+    global _workers_lock
+    _workers_lock = threading.RLock()
+    _workers.clear()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows
+    os.register_at_fork(after_in_child=_forked)
 
 
 def _collected(key: int, handle: weakref.ref[Any]) -> None:
