@@ -134,3 +134,35 @@ def test_an_interrupted_compact_reports_its_abandoned_plan(tmp_path: Path) -> No
     failed = [event for event in events if event.name == "compaction.failed"]
     assert [(e.conversation_id, e.reason, e.turns) for e in failed] == [("c", "abandoned", 4)]
     assert all(SECRET not in repr(event) for event in events)
+
+
+@pytest.mark.parametrize("raised", [KeyboardInterrupt, SystemExit])
+@pytest.mark.parametrize("kind", ["async", "sync"])
+def test_an_interrupted_acompact_reports_its_abandoned_plan(
+    tmp_path: Path, raised: type[BaseException], kind: str
+) -> None:
+    """`acompact` whose summarizer is interrupted (`KeyboardInterrupt`, `SystemExit`) is
+    reported as a cancelled one and an interrupted `compact()` are: its plan's
+    `compaction.failed` (`abandoned`) event, once, matching the record the next plan
+    writes. It used to report nothing."""
+    events: list[lf.Event] = []
+
+    async def interrupted_async(request: lf.SummaryRequest) -> str:
+        raise raised
+
+    def interrupted(request: lf.SummaryRequest) -> str:
+        raise raised
+
+    summarizer = interrupted_async if kind == "async" else interrupted
+    with lf.SQLiteStore(tmp_path / "ai.db", on_event=events.append) as store:
+        store.append_many("c", [{"role": "user", "body": f"{SECRET} {n}"} for n in range(6)])
+        compactor = lf.Compactor(store, POLICY, summarizer, on_event=events.append)
+        with pytest.raises(raised):
+            asyncio.run(compactor.acompact("c"))
+        asyncio.run(compactor.acontext("c"))  # a later job of the store's worker
+        assert lf.Compactor(store, POLICY, on_event=events.append).compact("c").accepted
+        assert [(r.status, r.reason) for r in store.summary_history("c")][:1] == [
+            ("failed", "abandoned")
+        ]
+    failed = [event for event in events if event.name == "compaction.failed"]
+    assert [(e.conversation_id, e.reason, e.turns) for e in failed] == [("c", "abandoned", 4)]

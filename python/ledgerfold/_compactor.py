@@ -322,15 +322,17 @@ class Compactor(OutcomeRecorder):
         unlanded = "store-error"
         try:
             result = await call_summarizer_async(self.summarizer, job.request, self.timeout)
-        except asyncio.CancelledError:
-            worker.submit(abandoned)  # reported off the loop
-            raise
-        except Exception as error:  # cancellation (above) propagates untouched
+        except Exception as error:
             reason, error_type = failure_reason(error), type(error).__name__
             unlanded = reason
 
             def end() -> CompactionOutcome:
                 return self._fail(job, reason, error_type)
+        except BaseException:
+            # Cancelled, or interrupted (KeyboardInterrupt, SystemExit in the model's call):
+            # the plan ends without a result, reported (off the loop) as `compact()`'s is.
+            worker.submit(abandoned)
+            raise
         else:
             text = result
 
