@@ -166,3 +166,28 @@ def test_an_interrupted_acompact_reports_its_abandoned_plan(
         ]
     failed = [event for event in events if event.name == "compaction.failed"]
     assert [(e.conversation_id, e.reason, e.turns) for e in failed] == [("c", "abandoned", 4)]
+
+
+class _Hostile(str):
+    """A str whose methods raise: the text is what counts, not what the class does."""
+
+    def strip(self, chars: str | None = None) -> str:
+        raise RuntimeError("hostile strip")
+
+    def __len__(self) -> int:
+        raise RuntimeError("hostile len")
+
+
+def test_a_summary_of_a_str_subclass_is_judged_by_its_text(tmp_path: Path) -> None:
+    """A summarizer returning a `str` subclass whose methods raise made `compact()` raise
+    with no record and no event (the plan left open); its text is now taken as a plain str."""
+    events: list[lf.Event] = []
+    with lf.SQLiteStore(tmp_path / "sub.db", on_event=events.append) as store:
+        store.append_many("c", [{"role": "user", "body": f"{SECRET} {n}"} for n in range(6)])
+        outcome = lf.Compactor(
+            store, POLICY, lambda request: _Hostile(" a summary "), on_event=events.append
+        ).compact("c")
+        assert outcome.accepted and outcome.summary is not None
+        assert type(outcome.summary.text) is str and outcome.summary.text == "a summary"
+        assert store.current_summary("c") == outcome.summary
+    assert [event.name for event in events] == ["compaction.accepted"]

@@ -69,6 +69,8 @@ class OutcomeRecorder:
     def _finish(self, job: _Job, result: object) -> CompactionOutcome:
         if not isinstance(result, str):
             return self._fail(job, "summarizer-error", f"returned-{type(result).__name__}")
+        if type(result) is not str:  # a subclass: its text, not its methods (which may raise)
+            result = str.__str__(result)
         if not result.strip():
             return self._fail(job, "blank-summary", None, result)
         if too_long(result, self.policy):
