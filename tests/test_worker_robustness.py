@@ -86,3 +86,24 @@ def test_a_store_used_from_a_loop_works_async_in_a_forked_child(tmp_path: Path) 
     assert os.waitstatus_to_exitcode(status) == 0
     assert store.current_summary("c") is not None  # the child's summary, seen here
     store.close()
+
+
+def test_a_hook_on_the_worker_may_await_its_own_store(tmp_path: Path) -> None:
+    """A hook runs on the store's worker thread (after its batch has committed). One that
+    awaits an async call of that store (`asyncio.run(compactor.acontext(...))`) used to
+    queue it behind its own job and wait for it forever; the call now runs in that job, as
+    a sync call there does."""
+    seen: list[tuple[str, str | None]] = []
+    holder: list[lf.Compactor] = []
+
+    def hook(event: lf.Event) -> None:
+        if event.name == "compaction.accepted":
+            context = asyncio.run(asyncio.wait_for(holder[0].acontext("c"), 10))
+            seen.append((event.name, context.fallback))
+
+    store = _filled(tmp_path / "r.db", hook)
+    holder.append(lf.Compactor(store, POLICY, on_event=hook))
+    outcome = asyncio.run(asyncio.wait_for(holder[0].acompact("c"), 30))
+    store.close()
+    assert outcome.accepted
+    assert seen == [("compaction.accepted", None)]  # the hook saw the committed summary

@@ -159,6 +159,11 @@ class StoreWorker:
     ) -> T:
         """`run`, the job's outcome also set on `future` (once its batch has ended: a failed
         commit is the job's error), which a cancelled caller may look at later."""
+        if getattr(_thread_state, "worker", None) is self:
+            # Awaited on this worker's own thread, inside one of its jobs (an event hook
+            # running `asyncio.run` over a call of its store): queued, it would wait for the
+            # job that waits for it. It runs now, in that job, as a sync call there would.
+            return _run_inline(future, function, *args, **kwargs)
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[T] = loop.create_future()
         self._queue(future, (loop, waiter), function, args, kwargs)
@@ -308,6 +313,18 @@ def pause() -> None:
     worker = getattr(_thread_state, "worker", None)
     if worker is not None:
         worker._pause()
+
+
+def _run_inline(future: Future[T], function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """`StoreWorker.run_job` on its worker's thread: the call now, its outcome on `future`."""
+    future.set_running_or_notify_cancel()
+    try:
+        value = function(*args, **kwargs)
+    except BaseException as exc:
+        future.set_exception(exc)
+        raise
+    future.set_result(value)
+    return value
 
 
 class _BatchStart(Future[Any]):
