@@ -3,7 +3,9 @@ text in an event) and the OpenTelemetry hook, checked with the SDK's in-memory e
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
+from ledgerfold import CompactionPolicy, Compactor, SQLiteStore
 from ledgerfold._events import EVENT_NAMES, Event, emit
 from ledgerfold.integrations.opentelemetry import OpenTelemetryHook
 
@@ -161,3 +164,36 @@ def test_a_purges_own_reason_is_on_its_span_and_never_a_metric_label(otel: Any) 
     assert [dict(point.attributes) for point in points["ledgerfold.turns"]] == [
         {"ledgerfold.event": "retention.purged"}
     ]
+
+
+def test_spans_of_async_calls_are_children_of_the_callers_span(otel: Any, tmp_path: Path) -> None:
+    """A group-commit batch hands its events to their hooks on the worker thread once it has
+    committed: they used to run outside the caller's context, so the span of an `acompact`
+    (or a session's) event was a root span, where a sync `compact()`'s is a child of the
+    caller's current span. Each now runs in the context it was emitted in."""
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    hook = OpenTelemetryHook(tracer_provider=provider, meter_provider=MeterProvider())
+    tracer = provider.get_tracer("app")
+    store = SQLiteStore(tmp_path / "otel.db", on_event=hook)
+    for conversation in ("sync", "async"):
+        store.append_many(conversation, [{"role": "user", "body": f"t{n}"} for n in range(8)])
+    compactor = Compactor(
+        store, CompactionPolicy("otel-v1", keep_tail=2, min_new_turns=1), on_event=hook
+    )
+
+    async def request() -> None:
+        with tracer.start_as_current_span("async-request"):
+            assert (await compactor.acompact("async")).accepted
+
+    with tracer.start_as_current_span("sync-request"):
+        assert compactor.compact("sync").accepted
+    asyncio.run(request())
+    store.close()
+    by_name: dict[str, list[Any]] = {}
+    for span in spans.get_finished_spans():
+        by_name.setdefault(span.name, []).append(span)
+    parents = {span.parent.span_id for span in by_name["ledgerfold.compaction.accepted"]}
+    callers = {by_name[name][0].context.span_id for name in ("sync-request", "async-request")}
+    assert parents == callers

@@ -9,8 +9,10 @@ observing the ledger must not break it.
 
 On the store's worker thread, a group commit's batch (SPEC §17.6) commits its jobs' changes
 together at its end: the events its jobs emit are held (`held_until_done`) and handed to
-their hooks once the batch has committed and released the lock, in the order emitted, or
-dropped with the changes when it fails. There a hook that raises even a `BaseException`
+their hooks once the batch has committed and released the lock, in the order emitted and
+each in the context (`contextvars`) it was emitted in, the caller's (so an OpenTelemetry
+span is a child of the caller's current span, as for a sync call), or dropped with the
+changes when it fails. There a hook that raises even a `BaseException`
 (`KeyboardInterrupt`, `SystemExit`) is logged: no caller could hear of it, and the worker
 must go on answering the batch's callers and running the store's later calls.
 
@@ -19,6 +21,7 @@ must go on answering the batch's callers and running the store's later calls.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -26,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Final
 
-__all__ = ["EVENT_NAMES", "Event", "EventHook", "emit", "held_until_done", "stale_event"]
+__all__ = ["EVENT_NAMES", "Event", "EventHook", "Held", "emit", "held_until_done", "stale_event"]
 
 _log = logging.getLogger("ledgerfold.events")
 
@@ -71,39 +74,44 @@ class Event:
 
 EventHook = Callable[[Event], object]
 
+#: A held event: its hook, the event and the context it was emitted in (`held_until_done`).
+Held = tuple[EventHook, Event, contextvars.Context]
+
 
 def emit(hook: EventHook | None, event: Event) -> None:
     """Hand `event` to `hook`; a hook that raises is logged, never propagated. Inside
     `held_until_done` on this thread, it is held until the block ends."""
     if hook is None:
         return
-    held: list[tuple[EventHook, Event]] | None = getattr(_held, "events", None)
+    held: list[Held] | None = getattr(_held, "events", None)
     if held is not None:
-        held.append((hook, event))
+        # With the emitting call's context (its caller's, on a worker): a hook that reads
+        # context variables (OpenTelemetry's current span) sees them when it is handed it.
+        held.append((hook, event, contextvars.copy_context()))
         return
     _call(hook, event)
 
 
 @contextmanager
-def held_until_done() -> Iterator[list[tuple[EventHook, Event]] | None]:
+def held_until_done() -> Iterator[list[Held] | None]:
     """Hold the events emitted on this thread inside the block; hand them to their hooks
     when it ends without an exception, drop them when it raises (the changes they report
     did not happen). A hook raising a `BaseException` then is logged like any other (the
     block runs on a store's worker thread, whose callers must still hear back). Yields the
-    held `(hook, event)` list, in emission order, so that the block can drop some itself
+    held `(hook, event, context)` list, in emission order, so that the block can drop some itself
     (those of writes it learns were not kept); None when nested: the outermost block
     decides."""
     if getattr(_held, "events", None) is not None:
         yield None
         return
-    held: list[tuple[EventHook, Event]] = []
+    held: list[Held] = []
     _held.events = held
     try:
         yield held
     finally:
         _held.events = None
-    for hook, event in held:
-        _call(hook, event, everything=True)
+    for hook, event, context in held:
+        context.run(_call, hook, event, everything=True)
 
 
 def _call(hook: EventHook, event: Event, *, everything: bool = False) -> None:

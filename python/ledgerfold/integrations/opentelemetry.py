@@ -7,7 +7,9 @@
     compactor = Compactor(store, policy, summarizer, on_event=hook)
 
 Each event becomes one span named `ledgerfold.<event name>` (its duration the event's
-`seconds`, where it has one) and counts in these instruments:
+`seconds`, where it has one), a child of the span current in the call that made the change
+(also for an async call, whose events are handed over on the store's worker thread), and
+counts in these instruments:
 
 - `ledgerfold.events` (counter): every event, by `ledgerfold.event` and `ledgerfold.reason`
   (not a purge's: that is the caller's own text, `purge_through(..., reason)`, one series
