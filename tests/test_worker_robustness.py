@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import ledgerfold as lf
+from ledgerfold._worker import close_worker, worker_for
 
 POLICY = lf.CompactionPolicy("robust-v1", keep_tail=4, min_new_turns=1)
 
@@ -107,3 +108,26 @@ def test_a_hook_on_the_worker_may_await_its_own_store(tmp_path: Path) -> None:
     store.close()
     assert outcome.accepted
     assert seen == [("compaction.accepted", None)]  # the hook saw the committed summary
+
+
+def test_a_job_raising_stop_iteration_reaches_its_caller() -> None:
+    """A store of one's own whose method raises `StopIteration` (a `next()` on an empty
+    iterator): an asyncio future refuses that exception, so the caller used to wait forever.
+    It gets a `RuntimeError` from it, as from a coroutine raising it (PEP 479)."""
+
+    class Store:  # any object: the worker is looked up by identity
+        pass
+
+    store = Store()
+
+    def broken() -> None:
+        next(iter(()))
+
+    async def scenario() -> BaseException:
+        with pytest.raises(RuntimeError) as caught:
+            await asyncio.wait_for(worker_for(store).run(broken), 10)
+        return caught.value
+
+    error = asyncio.run(scenario())
+    close_worker(store)
+    assert isinstance(error.__cause__, StopIteration)

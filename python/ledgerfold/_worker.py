@@ -356,6 +356,12 @@ def _answer(answers: list[tuple[asyncio.Future[Any], bool, Any]], start: int = 0
         return
     if ok:
         waiter.set_result(value)
+    elif isinstance(value, StopIteration):
+        # An asyncio future refuses StopIteration (its caller would wait forever): it
+        # reaches the caller as a coroutine raising it would (PEP 479).
+        error = RuntimeError("a store call raised StopIteration")
+        error.__cause__ = value
+        waiter.set_exception(error)
     else:
         waiter.set_exception(value)
 
