@@ -226,3 +226,37 @@ def test_a_compaction_not_due_reports_its_seconds(tmp_path: Path, recorder: Reco
     [skipped] = recorder.named("compaction.skipped")
     assert skipped.reason == "not-due" and skipped.turns == 0
     assert skipped.seconds is not None and 0 <= skipped.seconds < 60
+
+
+def test_a_purge_reports_the_boundary_it_recorded(tmp_path: Path, recorder: Recorder) -> None:
+    """`retention.purged` carries the through_sequence the purge recorded (`sequence`), as
+    its returned boundary and `history_boundary` say: a purge asked beyond the last turn
+    stops there, and one that would split a call from its result stops before the call.
+    It used to carry the sequence asked for."""
+    with lf.SQLiteStore(tmp_path / "b.db", on_event=recorder) as store:
+        store.append_many("c", [{"role": "user", "body": f"{SECRET} {n}"} for n in range(4)])
+        beyond = store.purge_through("c", 500, "retention")
+        store.append("d", "user", SECRET)
+        store.append_chat_messages(
+            "d",
+            [
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "k1",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": "{}"},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "k1", "content": SECRET},
+            ],
+        )
+        short = store.purge_through("d", 2, "retention")  # seq 2 calls, seq 3 answers
+        boundaries = [store.history_boundary(c) for c in ("c", "d")]
+    assert (beyond.through_sequence, short.through_sequence) == (4, 1)
+    assert [b.through_sequence for b in boundaries if b is not None] == [4, 1]
+    purged = recorder.named("retention.purged")
+    assert [(e.conversation_id, e.sequence, e.turns) for e in purged] == [("c", 4, 4), ("d", 1, 1)]

@@ -111,17 +111,20 @@ class Retention:
                 conn, self._cache, conversation_id, sequence, reason, force, roles
             )
         self._db.checkpoint()
+        # The boundary recorded: below `sequence` when the purge stopped before a unit it
+        # would split, or at the last sequence written when `sequence` lies beyond it.
+        through = boundary.through_sequence
         _log.info(
             "purged: conversation=%s through_sequence=%d turns=%d force=%s revision=%d"
             " versions_erased=%d",
             conversation_id,
-            sequence,
+            through,
             purged,
             force,
             revision,
             erased,
         )
-        self._emit_purged(conversation_id, reason, purged, sequence, erased)
+        self._emit_purged(conversation_id, reason, purged, through, erased)
         return boundary
 
     def apply_retention(
