@@ -131,3 +131,33 @@ def test_a_job_raising_stop_iteration_reaches_its_caller() -> None:
     error = asyncio.run(scenario())
     close_worker(store)
     assert isinstance(error.__cause__, StopIteration)
+
+
+def test_a_hook_may_compact_while_a_deferred_compaction_is_queued(tmp_path: Path) -> None:
+    """A `get_items` batched with an `add_items` that deferred its compaction reports its
+    fallback; a hook compacting that conversation then (on the worker, once the batch has
+    committed) waited for the deferred job, which cannot start before the hook returns."""
+    from ledgerfold.integrations.openai_agents import LedgerfoldSession
+
+    policy = lf.CompactionPolicy("robust-v1", keep_tail=2, min_new_turns=1, trigger_tokens=10)
+    outcomes: list[str] = []
+    compactors: list[lf.Compactor] = []
+
+    def hook(event: lf.Event) -> None:
+        if event.name == "context.fallback" and not outcomes:
+            outcome = asyncio.run(asyncio.wait_for(compactors[0].acompact("s"), 10))
+            outcomes.append(outcome.status)
+
+    store = lf.SQLiteStore(tmp_path / "d.db")
+    compactors.append(lf.Compactor(store, policy))
+    session = LedgerfoldSession("s", store=store, policy=policy, on_event=hook)
+    words = [{"role": "user", "content": "word " * 30} for _ in range(4)]
+
+    async def scenario() -> lf.CompactionOutcome | None:
+        await asyncio.wait_for(asyncio.gather(session.add_items(words), session.get_items()), 30)
+        return await asyncio.wait_for(session.wait_compaction(), 30)
+
+    deferred = asyncio.run(scenario())
+    store.close()
+    assert outcomes == ["accepted"]  # the hook's compaction, first
+    assert deferred is not None and deferred.status == "skipped"  # nothing left for it

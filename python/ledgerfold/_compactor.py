@@ -46,7 +46,7 @@ from ledgerfold._outcome import (
     OutcomeRecorder,
 )
 from ledgerfold._policy import CompactionPolicy
-from ledgerfold._worker import pause, worker_for
+from ledgerfold._worker import pause, running_on, worker_for
 from ledgerfold.store._protocol import Store, refused_keyword, takes_keyword
 from ledgerfold.summarizers._base import (
     AwaitableInRunningLoop,
@@ -242,6 +242,8 @@ class Compactor(OutcomeRecorder):
         (on the loop, before the cancellation propagates) the future of a job queued behind
         the planning one, giving what this call's compaction check came to (`came_to`)."""
         worker = worker_for(self.store)
+        # In a job of that worker (a hook): nothing queued runs before it ends; none awaited.
+        inline = running_on(worker)
         # The plan registered and not yet ended, if any: a cancelled call leaves it without a
         # result, which the store records `failed`/`abandoned` when the next plan starts (SPEC
         # §15.5), and which is reported when that happens (§17.8), at whichever await.
@@ -267,7 +269,7 @@ class Compactor(OutcomeRecorder):
             if before is not None and not again:
                 before()
             in_job = self._in_job_summarizer()
-            queued = worker.deferred.get(conversation_id)
+            queued = None if inline else worker.deferred.get(conversation_id)
             if queued is not None and not queued.done() and not (defer and in_job is not None):
                 # An `add_items`' compaction of this conversation is queued (a call batched
                 # with it): a plan left open now (a model's call) would be superseded by it.

@@ -50,6 +50,7 @@ __all__ = [
     "deferred_on",
     "pause",
     "run_on_store",
+    "running_on",
     "worker_for",
 ]
 
@@ -303,6 +304,11 @@ class StoreWorker:
         if time.perf_counter() - self._yielded >= YIELD_EVERY_S:
             time.sleep(0)  # see `YIELD_EVERY_S`
             self._yielded = time.perf_counter()
+
+
+def running_on(worker: StoreWorker) -> bool:
+    """Whether this thread is `worker`'s own (inside one of its jobs)."""
+    return getattr(_thread_state, "worker", None) is worker
 
 
 def pause() -> None:
