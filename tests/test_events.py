@@ -260,3 +260,15 @@ def test_a_purge_reports_the_boundary_it_recorded(tmp_path: Path, recorder: Reco
     assert [b.through_sequence for b in boundaries if b is not None] == [4, 1]
     purged = recorder.named("retention.purged")
     assert [(e.conversation_id, e.sequence, e.turns) for e in purged] == [("c", 4, 4), ("d", 1, 1)]
+
+
+def test_deleting_no_conversation_reports_no_deletion(tmp_path: Path, recorder: Recorder) -> None:
+    """`delete_conversation` of an unknown ID (or a second time; a `clear_session` of a
+    session never written to) changes nothing: it reported a `conversation.deleted` of 0
+    turns, which OpenTelemetry counted as a deletion."""
+    with filled(tmp_path / "d.db", recorder, n=3) as store:
+        store.delete_conversation("nobody")
+        store.delete_conversation("c")
+        store.delete_conversation("c")
+    deleted = recorder.named("conversation.deleted")
+    assert [(e.conversation_id, e.turns) for e in deleted] == [("c", 3)]

@@ -213,4 +213,5 @@ class Retention:
             turns = retention.delete_conversation(conn, conversation_id)
         self._db.checkpoint()
         _log.info("conversation deleted: conversation=%s turns=%d", conversation_id, turns)
-        emit(self._on_event, Event("conversation.deleted", conversation_id, turns=turns))
+        if turns:  # a conversation has a turn row from its first append until this: it was one
+            emit(self._on_event, Event("conversation.deleted", conversation_id, turns=turns))
