@@ -35,6 +35,7 @@ from ledgerfold._context_tokens import ContextTokens
 from ledgerfold._deferred import After as _After
 from ledgerfold._deferred import came_to as _came_to
 from ledgerfold._deferred import defer as _defer
+from ledgerfold._deferred import not_landed as _not_landed
 from ledgerfold._deferred import wait_queued as _wait_queued
 from ledgerfold._errors import ContextBudgetExceeded, InvalidInput, StoreError
 from ledgerfold._events import Event, EventHook, emit
@@ -242,8 +243,7 @@ class Compactor(OutcomeRecorder):
         (on the loop, before the cancellation propagates) the future of a job queued behind
         the planning one, giving what this call's compaction check came to (`came_to`)."""
         worker = worker_for(self.store)
-        # In a job of that worker (a hook): nothing queued runs before it ends; none awaited.
-        inline = running_on(worker)
+        inline = running_on(worker)  # in its job (a hook): nothing queued runs meanwhile
         # The plan registered and not yet ended, if any: a cancelled call leaves it without a
         # result, which the store records `failed`/`abandoned` when the next plan starts (SPEC
         # §15.5), and which is reported when that happens (§17.8), at whichever await.
@@ -298,8 +298,12 @@ class Compactor(OutcomeRecorder):
                 pending.append(begun)
             return begun, (after() if ended and after is not None else None)
 
-        def abandoned() -> None:
-            """After the cancelled call's jobs (calls run in order): its plan's event."""
+        def abandoned(undone: Future[Any] | None = None, ending: _Job | None = None) -> None:
+            """After the cancelled call's jobs (in call order): its plan's event. `undone`: the
+            job it was cancelled in, if it did not land (its batch failed), registered no
+            plan, or (`ending`, the plan's end) left it without a result."""
+            if undone is not None and _not_landed(undone):
+                pending[:] = [] if ending is None else [ending]
             if pending:
                 self._emit_outcome(pending.pop(), "compaction.failed", "abandoned")
 
@@ -313,7 +317,7 @@ class Compactor(OutcomeRecorder):
         except asyncio.CancelledError:  # `begin` ran whole, or never: reported accordingly
             with deciding:
                 cancelled.set()
-            worker.submit(abandoned)
+            worker.submit_after_batch(abandoned, planning)  # once the planning's batch ended
             if landed is not None:
                 landed(worker.submit(_came_to, began, planning))
             raise
@@ -330,9 +334,7 @@ class Compactor(OutcomeRecorder):
 
             def end() -> CompactionOutcome:
                 return self._fail(job, reason, error_type)
-        except BaseException:
-            # Cancelled, or interrupted (KeyboardInterrupt, SystemExit in the model's call):
-            # the plan ends without a result, reported (off the loop) as `compact()`'s is.
+        except BaseException:  # cancelled or interrupted: reported as `compact()`'s is
             worker.submit(abandoned)
             raise
         else:
@@ -352,10 +354,11 @@ class Compactor(OutcomeRecorder):
             failed = CompactionOutcome("failed", None, unlanded)
             return failed, (after() if after is not None else None)
 
+        finishing: Future[Any] = Future()
         try:
-            return await worker.run(finish)
+            return await worker.run_job(finishing, finish)
         except asyncio.CancelledError:  # `finish` ran whole, or never: reported accordingly
-            worker.submit(abandoned)
+            worker.submit_after_batch(abandoned, finishing, job)  # once its batch has ended
             raise
         except StoreError:  # the end's batch failed to commit, its writes undone
             try:  # a failed compaction, as a commit failing alone (`_finish`); the call's

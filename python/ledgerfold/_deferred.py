@@ -17,7 +17,7 @@ from typing import Any
 from ledgerfold._outcome import CompactionOutcome
 from ledgerfold._worker import StoreWorker, deferred_on
 
-__all__ = ["After", "came_to", "defer", "wait_queued"]
+__all__ = ["After", "came_to", "defer", "not_landed", "wait_queued"]
 
 _log = logging.getLogger("ledgerfold.compactor")
 
@@ -71,7 +71,7 @@ def came_to(
     future, failed (once its batch has ended, in a batch before this job's: a failed commit
     undid the append and any compaction the job made), or the compaction it deferred never
     runs (the worker cancelled it with its batch)."""
-    if planning.done() and (planning.cancelled() or planning.exception() is not None):
+    if not_landed(planning):
         return None
     if not began:
         return None
@@ -83,6 +83,12 @@ def came_to(
     if isinstance(begun, CompactionOutcome):
         return begun
     return None
+
+
+def not_landed(future: Future[Any]) -> bool:
+    """Whether a job whose batch has ended did not land: it never ran, or it (or its
+    batch's commit) failed. False while it has not ended."""
+    return future.done() and (future.cancelled() or future.exception() is not None)
 
 
 def wait_queued(store: object, conversation_id: str) -> None:
