@@ -272,3 +272,25 @@ def test_deleting_no_conversation_reports_no_deletion(tmp_path: Path, recorder: 
         store.delete_conversation("c")
     deleted = recorder.named("conversation.deleted")
     assert [(e.conversation_id, e.turns) for e in deleted] == [("c", 3)]
+
+
+def test_a_lost_sealed_summary_is_reported_before_the_retention_that_follows(
+    tmp_path: Path, recorder: Recorder
+) -> None:
+    """The compaction that rebased away a purged range's summary reports that loss with its
+    own `compaction.accepted`, before the policy's retention purges after it: it used to
+    come after that `retention.purged`, as if the purge had lost it."""
+    with filled(tmp_path / "l.db", recorder) as store:
+        assert lf.Compactor(store, policy()).compact("c").accepted
+        store.purge_through("c", 5, "first")  # seals the summary; no sealed base below it
+        store.edit("c", "t8", body="changed")  # a live source: the next summary rebases
+        store.append_many("c", [{"role": "user", "body": f"{SECRET} new {n}"} for n in range(4)])
+        retaining = lf.Compactor(store, policy(retain_turns=8), on_event=recorder)
+        assert retaining.compact("c").accepted
+    names = [e.name for e in recorder.events if e.name != "summary.stale"]
+    assert names[names.index("compaction.accepted") :] == [
+        "compaction.accepted",
+        "summary.sealed-lost",
+        "retention.purged",
+    ]
+    no_text(recorder.events)

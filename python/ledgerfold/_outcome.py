@@ -117,13 +117,10 @@ class OutcomeRecorder:
                 len(accepted.source_ids),
                 job.plan.through_sequence,
             )
-            # The compaction's event first, its seconds the compaction's own: pruning and
-            # the policy's retention follow it (a purge has its own event).
+            # The compaction's events first (its seconds the compaction's own): pruning and
+            # the policy's retention follow them (a purge has its own event).
             self._emit_outcome(job, "compaction.accepted", None, result, accepted.id)
-            pause()  # on a store's worker: the loop may take the GIL (`_worker.pause`)
-            self._prune(accepted.conversation_id)
-            self._retain(accepted.conversation_id)
-            if job.sealed_lost:
+            if job.sealed_lost:  # what this commit did, reported before what follows it
                 _log.warning(
                     "purged turns' summary lost conversation_id=%s summary_id=%s",
                     accepted.conversation_id,
@@ -138,6 +135,9 @@ class OutcomeRecorder:
                         summary_ids=(accepted.id,),
                     ),
                 )
+            pause()  # on a store's worker: the loop may take the GIL (`_worker.pause`)
+            self._prune(accepted.conversation_id)
+            self._retain(accepted.conversation_id)
             return CompactionOutcome("accepted", accepted, None)
         _log.info(
             "summary rejected summary_id=%s plan_id=%s conversation_id=%s reason=%s detail=%s",
