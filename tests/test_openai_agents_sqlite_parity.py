@@ -2,8 +2,9 @@
 `add_items`, `pop_item`, `get_items` and `clear_session`, before any compaction (a policy
 whose trigger is never reached), the items seen agree — except where SPEC says otherwise:
 a call's result whose call is not sent is left out (§17.2), one that came after a user
-message is sent with its call, before the message (§17.2), and retracting a call takes its
-results along (the differential adds no result before its call). `session_settings` is
+message is sent with its call, before the message (§17.2), a reasoning item that no item the
+model wrote follows is left out (the Responses API refuses it), and retracting a call takes
+its results along (the differential adds no result before its call). `session_settings` is
 honoured as the SDK's sessions honour it: its `limit` applies to `get_items()` without one."""
 
 from __future__ import annotations
@@ -80,6 +81,18 @@ def _is_input(item: Any) -> bool:
     return item.get("type", "message") == "message" and item.get("role") != "assistant"
 
 
+def _followed(sent: list[Any], at: int) -> bool:
+    """Whether `sent[at]` is sent: any item but a reasoning one; a reasoning item when the
+    first item after it that is not one is an item the model wrote (not a message to the
+    model, not a result)."""
+    if sent[at].get("type") != "reasoning":
+        return True
+    after = [item for item in sent[at + 1 :] if item.get("type") != "reasoning"]
+    return (
+        bool(after) and not _is_input(after[0]) and after[0].get("type") != "function_call_output"
+    )
+
+
 def _sent(items: list[Any], limit: int | None = None) -> list[Any]:
     """The SDK's items as the session sends them: no result whose call is not sent, and a
     call's first result that came after a message to the model (a user interjecting) sent
@@ -103,6 +116,7 @@ def _sent(items: list[Any], limit: int | None = None) -> list[Any]:
             order.remove(result)
             order.insert(order.index(between[0]), result)
     sent = [items[at] for at in order]
+    sent = [item for at, item in enumerate(sent) if _followed(sent, at)]
     if limit is None or limit < 0:  # a negative limit is none (SQLite's LIMIT -1)
         return sent
     return sent[-limit:] if limit > 0 else []

@@ -346,7 +346,9 @@ def sendable(entries: Sequence[Linked]) -> list[Any]:
     tool returned: a user, system or developer message) is served before that message, so
     that a Chat Completions model gets every `tool_calls` message answered by the tool
     messages right after it. The items of the model's own response are not reordered. A
-    call nothing answers stays (the SDK leaves it out of the model's input)."""
+    call nothing answers stays (the SDK leaves it out of the model's input). A reasoning item
+    not followed by an item the model wrote with it (`pop_item` took its message or call) is
+    left out: the API refuses a reasoning item without its following item."""
     maker: dict[str, int] = {}
     first_result: dict[tuple[int, str], int] = {}  # (call's position, call ID) -> result's
     makers: list[int | None] = []
@@ -381,4 +383,20 @@ def sendable(entries: Sequence[Linked]) -> list[Any]:
                 continue  # its call is not served: the API refuses it
             waiting.pop((made, output), None)
         served.append(item)
-    return served
+    return _followed(served)
+
+
+def _followed(served: list[Any]) -> list[Any]:
+    """`served` without the reasoning items that no item the model wrote follows (the next
+    item served is one it reads, or none), read from the end, so a run of reasoning items
+    before such a place goes as a whole."""
+    kept: list[Any] = []
+    follows = False  # the next item kept is one the model wrote
+    for item in reversed(served):
+        mapping = isinstance(item, Mapping)
+        if mapping and kind(item) == "reasoning" and not follows:
+            continue
+        kept.append(item)
+        follows = not (mapping and _is_input(item))
+    kept.reverse()
+    return kept

@@ -11,8 +11,9 @@ item after it, and any other item type an assistant turn with no text
 (`ledgerfold.integrations._agents_items`). `get_items` returns the ledgerfold context: the
 current summary as one `system` item, then every turn it does not cover, as its item (a
 result whose call is not among them left out, as the SDK leaves out a call without its
-result). After each `add_items`, compaction runs when the policy says it is due: with the
-built-in summarizer as the store's next job, not awaited (`wait_compaction`).
+result, and so is a reasoning item whose answer or call `pop_item` took). After each
+`add_items`, compaction runs when the policy says it is due: with the built-in summarizer as
+the store's next job, not awaited (`wait_compaction`).
 
 Nothing runs on the event loop's thread but the awaiting: every method's store work (and the
 items' conversion) runs on the store's worker thread (SPEC §17.6, `ledgerfold._worker`), so
