@@ -73,7 +73,9 @@ def test_a_stored_call_langchain_cannot_parse_becomes_an_invalid_tool_call() -> 
         call("c4", {"arguments": "{}"}),  # no name
         call("c5", "not a mapping"),
     ]
-    turns = from_chat_messages([{"role": "assistant", "content": "", "tool_calls": calls}])
+    # As a store may hold them: `append` asks a call for its id only (the chat adapter
+    # refuses a `function` that is not a mapping).
+    turns = [Turn("a1", 1, "assistant", "", meta={"tool_calls": json.dumps(calls)})]
     (ai,) = to_langchain_messages(context_of(turns))
     assert isinstance(ai, AIMessage)
     assert [(c["id"], c["args"]) for c in ai.tool_calls] == [("c1", {"q": 1})]

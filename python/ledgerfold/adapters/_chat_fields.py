@@ -182,6 +182,7 @@ def tool_calls(message: Mapping[str, Any], index: int) -> list[Mapping[str, Any]
         call_id = call.get("id")
         if not isinstance(call_id, str) or not call_id:
             raise bad(index, f"{field}.id", "wrong-type", "must be a non-empty str")
+        _check_function(call.get("function"), index, f"{field}.function")
     texts = [_with_text_arguments(call, index, f"tool_calls[{n}]") for n, call in enumerate(calls)]
     for call_index, call in enumerate(texts):
         # Stored as ASCII JSON, a lone surrogate would pass and come back unsendable.
@@ -189,6 +190,20 @@ def tool_calls(message: Mapping[str, Any], index: int) -> list[Mapping[str, Any]
         if at is not None:
             raise bad(index, f"tool_calls[{call_index}]{at}", "not-utf8", "must encode as UTF-8")
     return texts
+
+
+def _check_function(function: Any, index: int, field: str) -> None:
+    """A call's `function`, when it has one, is a mapping whose `name` is a str (or None, as
+    LangChain's unparsable calls may have it): the API refuses any other, so the call would
+    come back unsendable in every later request."""
+    if function is None:
+        return
+    if not isinstance(function, Mapping):
+        detail = f"must be a mapping, got {type(function).__name__}"
+        raise bad(index, field, "wrong-type", detail)
+    name = function.get("name")
+    if name is not None and not isinstance(name, str):
+        raise bad(index, f"{field}.name", "wrong-type", f"must be str, got {type(name).__name__}")
 
 
 def _with_text_arguments(call: Mapping[str, Any], index: int, field: str) -> Mapping[str, Any]:

@@ -60,7 +60,12 @@ def stored_item(item: Mapping[str, Any], index: int) -> str:
         ) from None
 
 
-_ITEM_FIELDS = ((".tool_calls[0].id", ".call_id"), (".tool_call_id", ".call_id"))
+_ITEM_FIELDS = (
+    (".tool_calls[0].id", ".call_id"),
+    (".tool_calls[0].function.name", ".name"),
+    (".tool_calls[0].function.arguments", ".arguments"),
+    (".tool_call_id", ".call_id"),
+)
 
 
 def named_for_items(error: InvalidInput, items: list[dict[str, Any]]) -> InvalidInput:

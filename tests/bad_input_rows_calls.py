@@ -1,0 +1,75 @@
+"""Rows of the bad-input table (`bad_input_table.py`): a tool call's own fields, given to the
+chat adapter or as an Agents SDK item (named as the item's field)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import ledgerfold as lf
+from bad_input_support import INVALID, SECRET_BODY, BadInput, on_store, row
+
+
+def _call(function: Any) -> list[dict[str, Any]]:
+    return [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c", "type": "function", "function": function}],
+        }
+    ]
+
+
+def _add_items(store: lf.SQLiteStore, items: object) -> object:
+    from ledgerfold.integrations.openai_agents import LedgerfoldSession
+
+    return asyncio.run(LedgerfoldSession("c", store=store).add_items(items))  # type: ignore[arg-type]
+
+
+ROWS: tuple[BadInput, ...] = (
+    row(
+        "append_chat_messages: a tool call's function name not a str",
+        "store.append_chat_messages('c', [{'role': 'assistant', 'content': None, 'tool_calls':"
+        " [{'id': 'c', 'type': 'function', 'function': {'name': 5, 'arguments': body}}]}])",
+        on_store(
+            lambda store: store.append_chat_messages(
+                "c", _call({"name": 5, "arguments": SECRET_BODY})
+            )
+        ),
+        INVALID,
+        "messages[0].tool_calls[0].function.name",
+    ),
+    row(
+        "from_chat_messages: a tool call's function not a mapping",
+        "from_chat_messages([{'role': 'assistant', 'content': None, 'tool_calls': [{'id': 'c',"
+        " 'type': 'function', 'function': body}]}])",
+        lambda: lf.from_chat_messages(_call(SECRET_BODY)),
+        INVALID,
+        "messages[0].tool_calls[0].function",
+    ),
+    row(
+        "LedgerfoldSession.add_items: a call's name not a str",
+        "await session.add_items([{'type': 'function_call', 'call_id': 'c', 'name': 5,"
+        " 'arguments': body}])",
+        on_store(
+            lambda store: _add_items(
+                store,
+                [{"type": "function_call", "call_id": "c", "name": 5, "arguments": SECRET_BODY}],
+            )
+        ),
+        INVALID,
+        "items[0].name",
+    ),
+    row(
+        "LedgerfoldSession.add_items: a call's arguments neither JSON text nor a mapping",
+        "await session.add_items([{'type': 'function_call', 'call_id': 'c', 'name': 'f',"
+        " 'arguments': 5}])",
+        on_store(
+            lambda store: _add_items(
+                store, [{"type": "function_call", "call_id": "c", "name": "f", "arguments": 5}]
+            )
+        ),
+        INVALID,
+        "items[0].arguments",
+    ),
+)
