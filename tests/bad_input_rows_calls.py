@@ -1,5 +1,6 @@
 """Rows of the bad-input table (`bad_input_table.py`): a tool call's own fields, given to the
-chat adapter or as an Agents SDK item (named as the item's field)."""
+chat adapter or as an Agents SDK item (named as the item's field), and the integrations'
+framework hooks called with what the framework does not pass (`HOOK_ROWS`)."""
 
 from __future__ import annotations
 
@@ -71,5 +72,58 @@ ROWS: tuple[BadInput, ...] = (
         ),
         INVALID,
         "items[0].arguments",
+    ),
+)
+
+
+def _input_filter(data: object) -> object:
+    from ledgerfold.integrations.openai_agents import LedgerfoldSession
+
+    return LedgerfoldSession("c").call_model_input_filter(data)
+
+
+def _wrap_model_call(store: lf.SQLiteStore, request: object) -> object:
+    from ledgerfold.integrations.langchain import LedgerfoldMiddleware
+
+    return LedgerfoldMiddleware(store, "c").wrap_model_call(request, lambda made: made)
+
+
+def _awrap_model_call(store: lf.SQLiteStore, request: object) -> object:
+    from ledgerfold.integrations.langchain import LedgerfoldMiddleware
+
+    async def handler(made: object) -> object:
+        return made
+
+    middleware = LedgerfoldMiddleware(store, "c")
+    return asyncio.run(middleware.awrap_model_call(request, handler))
+
+
+def _model_input_data() -> object:
+    from agents.run_config import ModelInputData
+
+    return ModelInputData(input=[{"role": "user", "content": SECRET_BODY}], instructions="x")
+
+
+HOOK_ROWS: tuple[BadInput, ...] = (
+    row(
+        "LedgerfoldSession.call_model_input_filter: not the SDK's CallModelData",
+        "session.call_model_input_filter(ModelInputData(input=[...], instructions='x'))",
+        lambda: _input_filter(_model_input_data()),
+        INVALID,
+        "data",
+    ),
+    row(
+        "LedgerfoldMiddleware.wrap_model_call: a request that is not a ModelRequest",
+        "middleware.wrap_model_call({'messages': [...]}, handler)",
+        on_store(lambda store: _wrap_model_call(store, {"messages": [SECRET_BODY]})),
+        INVALID,
+        "request",
+    ),
+    row(
+        "LedgerfoldMiddleware.awrap_model_call: a request that is not a ModelRequest",
+        "await middleware.awrap_model_call(None, handler)",
+        on_store(lambda store: _awrap_model_call(store, None)),
+        INVALID,
+        "request",
     ),
 )

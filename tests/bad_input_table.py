@@ -35,6 +35,7 @@ ROWS: tuple[BadInput, ...] = (
     + bad_input_rows_loop.ROWS
     + bad_input_rows_integrations.ROWS
     + bad_input_rows_calls.ROWS
+    + bad_input_rows_calls.HOOK_ROWS
 )
 
 

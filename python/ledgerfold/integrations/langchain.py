@@ -55,7 +55,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware
+from langchain.agents.middleware import AgentMiddleware, ModelRequest
 from langchain_core.tools import BaseTool
 
 from ledgerfold import _native, _validate
@@ -437,6 +437,7 @@ class LedgerfoldMiddleware(AgentMiddleware):
         return request.override(messages=rest, system_message=system.model_copy(update=update))
 
     def _prepare(self, request: Any) -> Any:
+        _check_request(request)
         conversation_id = self.current()
         self.append_new(request.messages, conversation_id)
         self._compact(conversation_id)
@@ -471,6 +472,7 @@ class LedgerfoldMiddleware(AgentMiddleware):
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         # Store work on the store's worker thread, never on the event loop's: one job when
         # nothing is due (append, due check, context), two around a summarizer call.
+        _check_request(request)
         conversation_id = self.current()
         _, prepared = await self.compactor._acompact(
             conversation_id,
@@ -496,6 +498,17 @@ class LedgerfoldMiddleware(AgentMiddleware):
         self.append_new(messages, conversation_id)
         self._compact(conversation_id)
         return {"llm_input_messages": self.model_messages(self.system_prompt, conversation_id)}
+
+
+def _check_request(request: Any) -> None:
+    """A model call hook's `request` is `create_agent`'s `ModelRequest` (its messages, its
+    system message and `override` are what the hook reads)."""
+    if not isinstance(request, ModelRequest):
+        raise InvalidInput(
+            f"request: must be a langchain ModelRequest, got {type(request).__name__}",
+            field="request",
+            problem="wrong-type",
+        )
 
 
 def _joined(prompt: str | None, state_prompt: str) -> str:

@@ -271,8 +271,16 @@ class LedgerfoldSession:
         summary item this session served leaves the input and joins the instructions
         (`to_chat_messages(..., system_prompt=instructions)`): one system message. Before
         any summary, system items leading the input (the session's system prompt item) join
-        them the same way. Touches no store."""
-        model_data = data.model_data
+        them the same way. Touches no store. `data` is the SDK's `CallModelData` (else
+        `InvalidInput` naming `data`)."""
+        model_data: Any = getattr(data, "model_data", None)
+        if not (hasattr(model_data, "input") and hasattr(model_data, "instructions")):
+            raise InvalidInput(
+                "data: must be the Agents SDK's CallModelData (what RunConfig's"
+                f" call_model_input_filter is given), got {type(data).__name__}",
+                field="data",
+                problem="wrong-type",
+            )
         instructions = model_data.instructions
         if instructions is None:
             return model_data
