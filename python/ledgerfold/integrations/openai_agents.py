@@ -164,7 +164,9 @@ class LedgerfoldSession:
         the store's worker thread (never on the event loop's), and its result is the JSON the
         model reads (bad arguments included). From now on the summary's framing says that
         `recall_history` returns the original messages (those a purge has not deleted).
-        Raises `InvalidInput` (`field="store"`) when the store cannot search (a v1.1 `Store`)."""
+        Raises `InvalidInput` (`field="store"`) when the store cannot search (a v1.1 `Store`).
+        The tool is this session's: an agent shared by several sessions needs each run's
+        session's tool (`agent.clone(tools=[...])`), or it reads another conversation."""
         check_recall_store(self.store)
         from agents import FunctionTool  # the SDK is this module's caller's dependency
 
