@@ -10,7 +10,9 @@ for LangGraph's `create_react_agent` (it returns `llm_input_messages`).
 - "Already in the ledger" is any ID ever written to the conversation, live, retracted or
   purged (SPEC §17.6, `known_ids`): a purge or a retraction never makes a state message
   new again. A known message whose content changed in the state is ignored (the ledger is
-  the record; a state rewrite is not an edit) and logged by ID.
+  the record; a state rewrite is not an edit) and logged by ID. A message removed from the
+  state (`RemoveMessage`, a fork from an earlier checkpoint) stays in the ledger and the
+  model's input: `store.retract` takes it out.
 - With the agent's system prompt (`create_agent(system_prompt=...)`), the summary joins it
   in one leading system message (`to_chat_messages(..., system_prompt=...)`), and so does a
   `SystemMessage` leading the state (after the agent's prompt, before the summary).
