@@ -20,7 +20,8 @@ item with what it led to:
 
 A turn that no session wrote (an `append`, an import, another integration), or whose
 verbatim copy another tool damaged, reads back as items of its role and text: a tool turn
-as a `function_call_output`, an assistant turn with `tool_calls` as its text and one
+as a `function_call_output` (without `call_id` when it answers no call: left out of
+`get_items`, never a user message), an assistant turn with `tool_calls` as its text and one
 `function_call` a call.
 """
 
@@ -272,7 +273,14 @@ def _links(item: Any) -> tuple[str | None, str | None]:
         return None, None
     if is_call(item):
         return link_id(item), None
+    if kind(item) == "function_call_output" and link_id(item) is None:
+        return None, _NO_CALL  # a result answering no call: no call is ever served for it
     return None, (link_id(item) if is_output(item) else None)
+
+
+#: The call a result without `call_id` answers, for `sendable`: no call has this ID (a
+#: call's ID is a non-empty str, `link_id`).
+_NO_CALL = ""
 
 
 class RestoredTurns:
@@ -317,7 +325,9 @@ def _foreign(role: str, text: str, meta: Mapping[str, str]) -> list[Any]:
         call_id = meta.get("tool_call_id")
         if call_id:
             return [{"type": "function_call_output", "call_id": call_id, "output": text}]
-        return [{"role": "user", "content": text}]
+        # A result answering no call: still a result (never the user's message), which
+        # `sendable` leaves out, as it leaves out a result whose call is not served.
+        return [{"type": "function_call_output", "output": text}]
     if role == "system":
         return [{"role": meta.get("chat_role") or "system", "content": text}]
     items: list[Any] = [{"role": role, "content": text}] if text or role != "assistant" else []
