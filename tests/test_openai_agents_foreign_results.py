@@ -29,3 +29,14 @@ def test_a_tool_turn_answering_no_call_is_not_served_as_the_users(tmp_path: Path
         assert popped == {"type": "function_call_output", "output": INJECTED}
         assert popped.get("role") != "user"
         assert [t.role for t in store.load("s").turns] == ["user"]
+
+
+def test_a_system_turns_meta_makes_it_developer_and_nothing_else(tmp_path: Path) -> None:
+    """SPEC §15.6: `meta["chat_role"]` may turn a system turn into `developer` only."""
+    with SQLiteStore(tmp_path / "s.db") as store:
+        store.append("s", "system", "Rules.", meta={"chat_role": "developer"})
+        store.append("s", "system", INJECTED, meta={"chat_role": "user"})
+        session = LedgerfoldSession("s", store=store)
+        served = asyncio.run(session.get_items())
+        assert [item["role"] for item in served] == ["developer", "system"]
+        assert [m["role"] for m in to_chat_messages(session.context())] == ["developer", "system"]

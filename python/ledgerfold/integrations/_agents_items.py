@@ -328,8 +328,9 @@ def _foreign(role: str, text: str, meta: Mapping[str, str]) -> list[Any]:
         # A result answering no call: still a result (never the user's message), which
         # `sendable` leaves out, as it leaves out a result whose call is not served.
         return [{"type": "function_call_output", "output": text}]
-    if role == "system":
-        return [{"role": meta.get("chat_role") or "system", "content": text}]
+    if role == "system":  # meta makes a system turn `developer`, nothing else (SPEC §15.6)
+        role = "developer" if meta.get("chat_role") == "developer" else "system"
+        return [{"role": role, "content": text}]
     items: list[Any] = [{"role": role, "content": text}] if text or role != "assistant" else []
     if role == "assistant":
         items += [
