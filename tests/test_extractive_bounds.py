@@ -77,3 +77,30 @@ def _item(turn: Turn) -> Any:
     from ledgerfold import TurnItem
 
     return TurnItem(turn.id, turn.role, turn.body, turn.sequence, turn.meta)
+
+
+def test_the_default_summarizer_fits_a_counter_charging_several_tokens_per_character(
+    store: SQLiteStore,
+) -> None:
+    """§15.8, §17.4: with a counter that charges more than a token per character (a real
+    tokenizer does for many CJK characters and emoji), text cut to fit is cut by that
+    counter, not to `max_summary_tokens` characters, so the compaction is accepted instead
+    of failing `summary-too-long` on every attempt."""
+
+    def two_per_char(text: str) -> int:
+        return 2 * len(text)
+
+    transcript = next(t for t in transcripts("tau_bench.jsonl") if len(t.turns) >= 30)
+    items = tuple(_item(turn) for turn in transcript.turns if turn.role != "system")
+    summarizer = ExtractiveSummarizer(token_counter=two_per_char)
+    for budget in (40, 10, 3, 2):
+        request = SummaryRequest(CONV, "p", "v1", items, max_summary_tokens=budget)
+        text = summarizer(request)
+        assert text.strip() and two_per_char(text) <= budget, budget
+    store.append_many(CONV, [spec_of(turn) for turn in transcript.turns])
+    policy = CompactionPolicy(
+        "v1", keep_tail=2, min_new_turns=1, max_summary_tokens=40, token_counter=two_per_char
+    )
+    outcome = Compactor(store, policy).compact(CONV)
+    assert outcome.status == "accepted", outcome.reason
+    assert outcome.summary is not None and two_per_char(outcome.summary.text) <= 40

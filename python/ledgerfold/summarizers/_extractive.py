@@ -182,8 +182,20 @@ class ExtractiveSummarizer:
                 high = keep - 1
         text = _compose(notes, *_drop(omitted, turn_lines, len(turn_lines) - low))
         if self.token_counter(text) > budget:  # the notes alone are over: cut the text
-            text = text[: max(1, budget)]
+            text = self._head(text, budget)
         return text
+
+    def _head(self, text: str, budget: int) -> str:
+        """The longest head of `text` that fits `budget` by the token counter (found by
+        bisection: a counter may charge several tokens for one character), never empty."""
+        low, high = 1, len(text)  # characters kept: the largest that fits, at least one
+        while low < high:
+            keep = (low + high + 1) // 2
+            if self.token_counter(text[:keep]) <= budget:
+                low = keep
+            else:
+                high = keep - 1
+        return text[:low]
 
     def _turn_line(self, turn: Any) -> str:
         pause()  # on a store's worker (a compaction's job), the loop may take the GIL
