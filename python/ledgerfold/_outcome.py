@@ -73,9 +73,10 @@ class OutcomeRecorder:
             result = str.__str__(result)
         if not result.strip():
             return self._fail(job, "blank-summary", None, result)
-        if too_long(result, self.policy):
+        if too_long(result.strip(), self.policy):
             # SPEC §17.4: whatever the model was asked, an overlong text would ride along
-            # in every later request; the previous summary stays current.
+            # in every later request; the previous summary stays current. The text that
+            # would be stored (and ride along) is the stripped one (SPEC §5).
             return self._fail(job, "summary-too-long", None, result)
         summary_id = _validate.text("summary_id", self._summary_id_factory())
         try:
