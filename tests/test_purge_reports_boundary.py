@@ -1,0 +1,38 @@
+"""A purge on demand reports (log record and `retention.purged` event, SPEC §1.10, §17.8) the
+boundary it recorded, as `apply_retention` does: not the sequence asked for, which a purge
+lowers to stay before a call whose result it would leave raw (SPEC §17.2) or to the last
+turn written. On a real SQLite file."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+import ledgerfold as lf
+from ledgerfold._events import Event
+
+
+def test_the_purge_event_and_log_carry_the_recorded_boundary(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    events: list[Event] = []
+    with lf.SQLiteStore(tmp_path / "ledger.db", on_event=events.append) as store:
+        for n in range(5):
+            store.append("c", "user", f"turn {n}", id=f"t{n}")
+        store.append("c", "assistant", "", id="a1", meta={"tool_calls": '[{"id": "k1"}]'})
+        store.append("c", "tool", "result", id="r1", meta={"tool_call_id": "k1"})
+        for n in range(5, 8):
+            store.append("c", "user", f"turn {n}", id=f"t{n}")
+        with caplog.at_level(logging.INFO, logger="ledgerfold"):
+            # Through the call (sequence 6) but not its result: stops before the call.
+            split = store.purge_through("c", 6, "retention")
+            # Beyond the last turn written (10): recorded at the last turn.
+            beyond = store.purge_through("c", 1000, "retention")
+    assert (split.through_sequence, beyond.through_sequence) == (5, 10)
+    purged = [event.sequence for event in events if event.name == "retention.purged"]
+    assert purged == [5, 10]
+    logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("purged:")]
+    assert len(logged) == 2
+    assert "through_sequence=5 " in logged[0] and "through_sequence=10 " in logged[1]
