@@ -511,8 +511,10 @@ class LedgerWriteRules(LedgerMachineBase):
         model.erased += erased
         if model.pointed is None:
             model.pointer = None
-        model.revision += 1
         assert self.store.pruned_count(conversation) == model.erased
+        if not taken:  # nothing purged: no boundary, no new revision (SPEC §8)
+            return
+        model.revision += 1
         # The store reports the furthest boundary; a later, smaller purge does not shrink it.
         if model.boundary is None or recorded >= model.boundary[0]:
             model.boundary = (recorded, reason)

@@ -36,3 +36,29 @@ def test_the_purge_event_and_log_carry_the_recorded_boundary(
     logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("purged:")]
     assert len(logged) == 2
     assert "through_sequence=5 " in logged[0] and "through_sequence=10 " in logged[1]
+
+
+def test_a_purge_that_takes_no_turn_records_no_boundary(tmp_path: Path) -> None:
+    """SPEC §8: a context's `history_boundary` is None unless raw turns were purged. A purge
+    through turns that all stay (protected, the system prompt, none at all) cuts no history:
+    no boundary is recorded, the revision stays, and the context and the summary's framing do
+    not say history was purged."""
+    with lf.SQLiteStore(tmp_path / "ledger.db") as store:
+        store.append("c", "system", "be brief", id="s")
+        store.append("c", "user", "hold", id="p", protected=True)
+        for n in range(8):
+            store.append("c", "user", f"turn {n}", id=f"t{n}")
+        policy = lf.CompactionPolicy("v1", keep_tail=2, min_new_turns=1)
+        assert lf.Compactor(store, policy).compact("c").status == "accepted"
+        revision = store.load("c").revision
+        for through in (0, 1, 2):
+            store.purge_through("c", through, "retention")
+            assert store.history_boundary("c") is None, through
+            assert store.load("c").revision == revision
+            context = store.context("c", "v1")
+            assert context.history_boundary is None and context.summary is not None
+            assert context.summary.purged_through is None
+        # A purge that takes a turn records its boundary, as before.
+        boundary = store.purge_through("c", 3, "retention")
+        assert store.history_boundary("c") == boundary and boundary.through_sequence == 3
+        assert store.load("c").revision == revision + 1

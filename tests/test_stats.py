@@ -5,6 +5,7 @@ real transcripts; read-only, and it writes nothing."""
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -122,9 +123,10 @@ def test_layout_fallbacks_of_a_current_summary_are_counted(tmp_path: Path) -> No
 
 
 def test_a_purge_that_purged_nothing_is_no_purge(tmp_path: Path) -> None:
-    """A purge through the system prompt alone (kept: `keep_roles`) records a boundary but
-    purges no turn: `purged_without_summary` and `sealed_lost` count conversations with
-    purged turns, so neither counts it."""
+    """A purge through the system prompt alone (kept: `keep_roles`) purges no turn: it
+    records no boundary (SPEC §8), and the boundary a database written before that rule
+    holds for it does not count: `purged_without_summary` and `sealed_lost` count
+    conversations with purged turns."""
     path = tmp_path / "kept.db"
     with lf.SQLiteStore(path) as store:
         for conversation in ("plain", "compacted"):
@@ -135,8 +137,16 @@ def test_a_purge_that_purged_nothing_is_no_purge(tmp_path: Path) -> None:
         assert compactor.compact("compacted").accepted
         for conversation in ("plain", "compacted"):
             store.purge_through(conversation, 1, "retention")
-            assert store.history_boundary(conversation) is not None
+            assert store.history_boundary(conversation) is None
+    with sqlite3.connect(path) as db:  # what an earlier version recorded for such a purge
+        db.executemany(
+            "INSERT INTO history_boundaries (conversation_id, through_sequence, reason,"
+            " purged_at) VALUES (?, 1, 'retention', '2026-01-01T00:00:00+00:00')",
+            [("plain",), ("compacted",)],
+        )
+    db.close()
     with lf.SQLiteStore(path, read_only=True) as store:
+        assert store.history_boundary("plain") is not None
         stats = store.stats()
     assert stats.turns_purged == 0
     assert (stats.purged_without_summary, stats.sealed_lost) == (0, 0)

@@ -280,6 +280,10 @@ def _purge_sealed(
 ) -> tuple[HistoryBoundary, int, int, int]:
     params = (conversation_id, sequence, int(force))
     selected = _selected("id", keep_roles, kept_of)
+    if conn.execute(f"{selected} LIMIT 1", params).fetchone() is None:
+        # Nothing goes: no boundary, same revision (SPEC §8: None unless turns were purged).
+        row = ledger.conversation_row(conn, conversation_id)
+        return HistoryBoundary(sequence, reason, now()), 0, 0 if row is None else int(row[0]), 0
     base = _sealed_base(conn, cache, conversation_id, selected, params, sealed_pk)
     doomed = [
         row[0]

@@ -464,8 +464,9 @@ class SQLiteStore:
         """Retention: delete bodies (and earlier versions) of raw turns with sequence <=
         `sequence`, protected ones and those of `keep_roles` (the policy's `preserve_roles`;
         default: the system prompt) only when `force` is True; record the boundary; new
-        revision. The current summary, checked current first, is sealed: it stays in the
-        context, its purged sources checked by their stored digests (SPEC §15.5). Every other
+        revision (neither when no turn goes: SPEC §8's `history_boundary` stays None). The
+        current summary, checked current first, is sealed: it stays in the context, its
+        purged sources checked by their stored digests (SPEC §15.5). Every other
         summary version citing a purged turn is erased (counted by `pruned_count`). Erased
         bytes are overwritten in the file and the WAL is checkpointed. The boundary records
         at most the last sequence written and, without `force`, stops before a compaction
