@@ -5,7 +5,9 @@ these names delegate to it; the work inside each transaction is in `retention`."
 
 from __future__ import annotations
 
+import json
 import logging
+import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,6 +20,7 @@ from ledgerfold.store import _summaries as summaries
 from ledgerfold.store import _turn_changes as turn_changes
 from ledgerfold.store._context_cache import ContextCache
 from ledgerfold.store._database import Database, Transaction, time_ago
+from ledgerfold.store._schema import ACCEPTED, TURN_PURGED
 
 __all__ = ["Retention"]
 
@@ -64,6 +67,7 @@ class Retention:
             # Erasing a call erases the results retracted with it (SPEC §17.2's unit): a
             # result quotes what the call fetched.
             erased_ids = [turn_id, *answers]
+            lost = _sealed_loss(conn, conversation_id, erased_ids) if erase else None
             erased = retention.erase_body(conn, conversation_id, erased_ids) if erase else 0
         if erase:
             self._db.checkpoint()
@@ -91,6 +95,23 @@ class Retention:
                     turns=len(erased_ids),
                     sequence=sequence,
                     extra=(("versions_erased", erased),),
+                ),
+            )
+
+        if lost is not None:
+            # SPEC §17.5: the erasure took the summary of purged turns and no checkpoint of
+            # them is left; the next summary is a rebase of the live turns (as after an edit).
+            _log.warning(
+                "purged turns' summary erased conversation=%s summary_id=%s", conversation_id, lost
+            )
+            emit(
+                self._on_event,
+                Event(
+                    "summary.sealed-lost",
+                    conversation_id,
+                    reason="erased",
+                    summary_ids=(lost,),
+                    turn_ids=tuple(erased_ids),
                 ),
             )
 
@@ -218,3 +239,33 @@ class Retention:
         _log.info("conversation deleted: conversation=%s turns=%d", conversation_id, turns)
         if turns:  # a conversation has a turn row from its first append until this: it was one
             emit(self._on_event, Event("conversation.deleted", conversation_id, turns=turns))
+
+
+def _sealed_loss(conn: sqlite3.Connection, conversation_id: str, turn_ids: list[str]) -> str | None:
+    """The ID of the conversation's summary when erasing `turn_ids` takes it while it holds
+    purged turns (sealed, SPEC §15.5) and no other version citing a purged turn stays to be
+    rebuilt from (SPEC §17.5): what the purged turns said then leaves for good. Else None."""
+    pk = summaries.pointed_pk(conn, conversation_id)
+    if pk is None:
+        return None
+    erased = json.dumps(turn_ids, ensure_ascii=False)
+    cites_erased = (
+        "EXISTS (SELECT 1 FROM summary_sources e WHERE e.summary_pk = s.pk"
+        " AND e.turn_id IN (SELECT value FROM json_each(?)))"
+    )
+    cites_purged = (
+        "EXISTS (SELECT 1 FROM summary_sources p JOIN turns t ON t.conversation_id = ?"
+        f" AND t.id = p.turn_id WHERE p.summary_pk = s.pk AND t.state = {TURN_PURGED})"
+    )
+    row = conn.execute(
+        f"SELECT s.id FROM summaries s WHERE s.pk = ? AND {cites_erased} AND {cites_purged}",
+        (pk, erased, conversation_id),
+    ).fetchone()
+    if row is None:
+        return None
+    kept = conn.execute(
+        f"SELECT 1 FROM summaries s WHERE s.conversation_id = ? AND s.status IN {ACCEPTED}"
+        f" AND s.pk != ? AND NOT {cites_erased} AND {cites_purged} LIMIT 1",
+        (conversation_id, pk, erased, conversation_id),
+    ).fetchone()
+    return None if kept is not None else str(row[0])
