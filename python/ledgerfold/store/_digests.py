@@ -21,6 +21,7 @@ from ledgerfold.store._batch_reads import NotUtf8, lenient_text, text_read_as, u
 from ledgerfold.store._ledger import bump_revision, live_turn_row, mark_citing_stale
 from ledgerfold.store._rows import turn_from_row
 from ledgerfold.store._schema import CURRENT, TURN_LIVE
+from ledgerfold.store._search_stale import reindex_changed
 
 __all__ = [
     "RowCheck",
@@ -243,6 +244,7 @@ def repair(
     `(conversation_id, turn_id, IDs of the versions marked stale)` per repaired turn."""
     repaired: list[tuple[str, str, list[str]]] = []
     bumped: set[str] = set()
+    changed: list[int] = []
     for conversation_id, turn_id in turns:
         row = live_turn_row(conn, conversation_id, turn_id)
         if row is None:
@@ -251,6 +253,7 @@ def repair(
         if digest is None or (isinstance(row[-1], bytes) and digest == row[-1]):
             continue
         conn.execute("UPDATE turns SET digest = ? WHERE pk = ?", (digest, row[0]))
+        changed.append(int(row[0]))
         stale = mark_citing_stale(
             conn, conversation_id, "?", (turn_id,), "source-modified", unless_digest=digest
         )
@@ -258,4 +261,6 @@ def repair(
             bump_revision(conn, conversation_id)
             bumped.add(conversation_id)
         repaired.append((conversation_id, turn_id, stale))
+    # The index holds the bytes before the change: it follows the ledger (SPEC §16.1).
+    reindex_changed(conn, changed)
     return repaired

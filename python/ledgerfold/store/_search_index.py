@@ -70,6 +70,8 @@ __all__ = [
     "fts5_available",
     "has_table",
     "index_turns",
+    "indexed_through",
+    "insert_rows",
     "ready",
     "reindex_turn",
     "scrub",
@@ -540,3 +542,8 @@ def ready(conn: sqlite3.Connection) -> None:
         )
     if not row[0]:  # `build` (first build, `rebuild_search_index`) running or interrupted
         raise StoreError(BUILDING)
+
+
+#: `_indexed_through` and `_insert`, for a repair's reindex (`_search_stale`).
+indexed_through = _indexed_through
+insert_rows = _insert

@@ -1,0 +1,77 @@
+"""A body changed behind the library's back, then accepted by a deep revalidation's repair
+(`repair_digests`): the search index follows the ledger (SPEC §16.1), so the earlier words
+no longer find the turn, the new ones do, and a later erasure leaves none of the earlier
+text's terms in the file (§16.5 "Erasure"). On a real file database, the body changed with
+raw SQL as an operator's script would."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import ledgerfold as lf
+from ledgerfold.revalidate import revalidate_database
+from test_search_erasure import in_index, marker
+
+OLD_LONG = " ".join(f"Sentence {n} of the long original message." for n in range(60))
+
+
+def changed_outside(path: Path, turn_id: str, body: str) -> None:
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("UPDATE turns SET body = ? WHERE id = ?", (body, turn_id))
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def ledger(path: Path, body: str) -> None:
+    store = lf.SQLiteStore(path)
+    store.append("c", "user", "an ordinary first message", id="t0")
+    store.append("c", "user", body, id="changed")
+    store.append("c", "user", "an ordinary last message", id="t2")
+    store.close()
+
+
+def test_a_repaired_body_is_found_by_its_new_words_only(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    old, _ = marker()
+    new, _ = marker()
+    ledger(path, f"the old secret is {old}")
+    changed_outside(path, "changed", f"the new text is {new}")
+    store = lf.SQLiteStore(path)
+    assert store.repair_digests([("c", "changed")]) == 1
+    assert store.search("c", old) == []
+    (hit,) = store.search("c", new)
+    assert (hit.turn_id, hit.text) == ("changed", f"the new text is {new}")
+    assert store.check_search_index() == []
+    store.close()
+
+
+def test_revalidation_repairs_the_index_of_a_long_body_changed_to_a_short_one(
+    tmp_path: Path,
+) -> None:
+    """The old body had several passages (stored bounds); the hit is the new body's."""
+    path = tmp_path / "b.db"
+    new, _ = marker()
+    ledger(path, OLD_LONG)
+    changed_outside(path, "changed", f"short {new}")
+    report = revalidate_database(path)
+    assert report.digests_repaired == 1
+    store = lf.SQLiteStore(path)
+    assert store.search("c", "original sentence") == []
+    assert [(h.turn_id, h.text) for h in store.search("c", new)] == [("changed", f"short {new}")]
+    store.close()
+
+
+def test_an_erasure_after_the_repair_leaves_no_term_of_the_earlier_text(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    old, tail = marker()
+    ledger(path, f"the old secret is {old}")
+    changed_outside(path, "changed", "the new text")
+    store = lf.SQLiteStore(path)
+    store.repair_digests([("c", "changed")])
+    store.retract("c", "changed", erase=True)
+    assert not in_index(store, tail)
+    store.close()
+    assert not any(tail.encode() in p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
