@@ -25,7 +25,7 @@ from ledgerfold.store import _search_levels as search_levels
 from ledgerfold.store._database import Database, Transaction
 from ledgerfold.store._recall_answers import NO_BATCH, answers_recall, stored_meta
 from ledgerfold.store._schema import TURN_LIVE
-from ledgerfold.store._search_batches import decoded
+from ledgerfold.store._search_batches import readable, text_rows
 from ledgerfold.store._search_index import LAST_SLOT, SLOT_BITS
 from ledgerfold.store._sqlite_errors import quotes_stored_data
 
@@ -101,17 +101,18 @@ def check(conn: sqlite3.Connection) -> list[str]:
 def _live_turns_missing(conn: sqlite3.Connection) -> bool:
     """Whether a live turn that the write paths index (a body with a term, not a
     `recall_history` result) has no passage in the index."""
-    rows = conn.execute(
-        "SELECT conversation_id, role, CAST(body AS BLOB), grp, CAST(meta AS BLOB), sequence"
-        " FROM turns AS t"
+    rows = text_rows(
+        conn,
+        "SELECT conversation_id, role, body, grp, meta, sequence FROM turns AS t"
         " WHERE t.state = ? AND NOT EXISTS (SELECT 1 FROM search_fts_docsize AS d"
         f" WHERE d.id BETWEEN t.pk << {SLOT_BITS} AND (t.pk << {SLOT_BITS}) + {LAST_SLOT})",
         (TURN_LIVE,),
     )
-    for conversation_id, role, raw_body, group, raw_meta, sequence in rows:
-        body, meta = decoded(raw_body), decoded(raw_meta)
-        if body is None or (raw_meta is not None and meta is None):
+    for *columns, sequence in rows:
+        turn = readable(columns)
+        if turn is None:
             continue  # not UTF-8 text: the build leaves it out (`_search_batches`)
+        conversation_id, role, body, group, meta = turn
         if not index_passages(body):
             continue  # nothing to index (an empty body)
         if not answers_recall(

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from ledgerfold.store import _search_index as search_index
 from ledgerfold.store._recall_answers import NO_BATCH, answers_recall, stored_meta
 from ledgerfold.store._schema import TURN_LIVE
-from ledgerfold.store._search_batches import decoded
+from ledgerfold.store._search_batches import readable, text_rows
 from ledgerfold.store._search_index import SLOT_BITS
 
 __all__ = ["reindex_changed"]
@@ -64,15 +64,16 @@ def reindex_changed(conn: sqlite3.Connection, turn_pks: Sequence[int]) -> None:
         (json.dumps(wanted),),
     )
     fresh: list[tuple[int, str]] = []
-    for pk, conversation_id, role, raw_body, group, raw_meta, sequence in conn.execute(
-        "SELECT pk, conversation_id, role, CAST(body AS BLOB), grp, CAST(meta AS BLOB),"
-        " sequence FROM turns WHERE pk IN (SELECT value FROM json_each(?)) AND state = ?"
-        " ORDER BY pk",
+    for pk, *columns, sequence in text_rows(
+        conn,
+        "SELECT pk, conversation_id, role, body, grp, meta, sequence FROM turns"
+        " WHERE pk IN (SELECT value FROM json_each(?)) AND state = ? ORDER BY pk",
         (json.dumps(wanted), TURN_LIVE),
     ):
-        body, meta = decoded(raw_body), decoded(raw_meta)
-        if body is None or (raw_meta is not None and meta is None):
+        turn = readable(columns)
+        if turn is None:
             continue  # not UTF-8 text: left out, as the build leaves it out
+        conversation_id, role, body, group, meta = turn
         if not answers_recall(
             conn, conversation_id, role, group, stored_meta(meta), NO_BATCH, sequence
         ):
