@@ -9,6 +9,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 import ledgerfold as lf
 from ledgerfold.revalidate import revalidate_database
 from test_search_erasure import in_index, marker
@@ -75,3 +77,60 @@ def test_an_erasure_after_the_repair_leaves_no_term_of_the_earlier_text(tmp_path
     assert not in_index(store, tail)
     store.close()
     assert not any(tail.encode() in p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
+
+
+# ---------------------------------------------------------------------- not repaired yet
+
+
+@pytest.mark.parametrize("change", ["erase", "purge", "delete"])
+def test_erasing_a_body_changed_outside_leaves_no_term_of_the_earlier_text(
+    tmp_path: Path, change: str
+) -> None:
+    """No revalidation ran: the index still holds the earlier words, which the erasure
+    must remove although the body it reads no longer has them."""
+    path = tmp_path / "d.db"
+    old, tail = marker()
+    ledger(path, f"the old secret is {old}")
+    changed_outside(path, "changed", "the new text is something else")
+    store = lf.SQLiteStore(path)
+    if change == "erase":
+        store.retract("c", "changed", erase=True)
+    elif change == "purge":
+        store.purge_through("c", 2, "test")
+    else:
+        store.delete_conversation("c")
+    assert not in_index(store, tail)
+    assert store.check_search_index() == []
+    store.close()
+    assert not any(tail.encode() in p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
+
+
+def test_a_body_changed_outside_to_fewer_passages_is_still_erased(tmp_path: Path) -> None:
+    """The earlier body had several index rows; the erasure neither fails on the new one
+    nor leaves the earlier rows."""
+    path = tmp_path / "e.db"
+    old, tail = marker()
+    ledger(path, f"{OLD_LONG} {old}")
+    changed_outside(path, "changed", "short now")
+    store = lf.SQLiteStore(path)
+    store.retract("c", "changed", erase=True)
+    assert not in_index(store, tail)
+    assert store.search("c", "original sentence", scope="all") == []
+    assert store.check_search_index() == []
+    store.close()
+
+
+def test_an_edit_of_a_body_changed_outside_leaves_only_the_edit_searchable(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "f.db"
+    old, _ = marker()
+    edited, _ = marker()
+    ledger(path, f"the old secret is {old}")
+    changed_outside(path, "changed", "the new text is something else")
+    store = lf.SQLiteStore(path)
+    store.edit("c", "changed", body=f"edited to {edited}")
+    assert store.search("c", old) == []
+    assert [hit.turn_id for hit in store.search("c", edited)] == ["changed"]
+    assert store.check_search_index() == []
+    store.close()

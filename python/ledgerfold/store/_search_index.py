@@ -56,6 +56,7 @@ from ledgerfold.store._call_pairs import Answered
 from ledgerfold.store._recall_answers import NO_BATCH, BatchCalls, answers_recall, stored_meta
 from ledgerfold.store._schema import TURN_LIVE
 from ledgerfold.store._search_batches import indexable_turns
+from ledgerfold.store._search_vocab import indexed_tokens, token_counts
 
 __all__ = [
     "BUILDING",
@@ -70,8 +71,6 @@ __all__ = [
     "fts5_available",
     "has_table",
     "index_turns",
-    "indexed_through",
-    "insert_rows",
     "ready",
     "reindex_turn",
     "scrub",
@@ -427,14 +426,21 @@ def _indexed(conn: sqlite3.Connection, turn_pk: int, *, checked: bool = False) -
 
 
 def _delete(conn: sqlite3.Connection, turn_pk: int, body: str, *, checked: bool = False) -> None:
-    """Remove one turn's passages; `body` is the body they were indexed from. `checked`:
-    the caller knows none of its rows is pending."""
-    present = _indexed(conn, turn_pk, checked=checked)
-    if not present:
+    """Remove one turn's passages; `body` is the body they were indexed from, unless the
+    rows' token counts say otherwise (a body changed outside the library): their tokens
+    are then read back from the index. `checked`: no row of the turn is pending."""
+    if not checked:
+        _flushed(conn)
+    base = turn_pk << SLOT_BITS
+    counts = token_counts(conn, base, base + LAST_SLOT)
+    if not counts:
         return
-    rows, _ = _rows(turn_pk, body, bounds=stored_bounds(conn, turn_pk))
-    if len(rows) != present:  # only a damaged body or a changed segmenter gets here
-        raise StoreError(_DAMAGED)
+    try:
+        rows, _ = _rows(turn_pk, body, bounds=stored_bounds(conn, turn_pk))
+    except StoreError:  # its stored bounds are not this body's
+        rows = []
+    if {rowid: tokens.count(" ") + 1 for rowid, tokens in rows} != counts:
+        rows = sorted(indexed_tokens(conn, [turn_pk], SLOT_BITS).items())
     conn.executemany(
         "INSERT INTO search_fts (search_fts, rowid, tokens) VALUES ('delete', ?, ?)", rows
     )
@@ -542,8 +548,3 @@ def ready(conn: sqlite3.Connection) -> None:
         )
     if not row[0]:  # `build` (first build, `rebuild_search_index`) running or interrupted
         raise StoreError(BUILDING)
-
-
-#: `_indexed_through` and `_insert`, for a repair's reindex (`_search_stale`).
-indexed_through = _indexed_through
-insert_rows = _insert

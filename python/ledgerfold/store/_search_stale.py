@@ -7,7 +7,7 @@ must go: left, a search for the earlier words finds the turn (its passage cut fr
 body), the new words are not found, and a later erasure deletes the new body's tokens,
 leaving the earlier text's terms in the file. The index is contentless, so FTS5 deletes a
 row only given the tokens it was written with: they are read back from the index itself
-(`fts5vocab`'s instances, in one scan of the index: a repair is rare), the rows deleted with
+(`_search_vocab`: one scan of the index, and a repair is rare), the rows deleted with
 them, and the body as it is now indexed as the write paths would (a live turn that answers
 no `recall_history` call).
 """
@@ -22,39 +22,21 @@ from ledgerfold.store import _search_index as search_index
 from ledgerfold.store._recall_answers import NO_BATCH, answers_recall, stored_meta
 from ledgerfold.store._schema import TURN_LIVE
 from ledgerfold.store._search_batches import readable, text_rows
-from ledgerfold.store._search_index import SLOT_BITS
+from ledgerfold.store._search_index import SLOT_BITS, _indexed_through, _insert
+from ledgerfold.store._search_vocab import indexed_tokens
 
 __all__ = ["reindex_changed"]
-
-_VOCAB = "ledgerfold_search_vocab"
-
-
-def _indexed_tokens(conn: sqlite3.Connection, turn_pks: Sequence[int]) -> dict[int, str]:
-    """The token string each index row of these turns was written with, by rowid: its
-    terms in position order, joined by single spaces (as `_search_index._rows` made it)."""
-    conn.execute(f"CREATE VIRTUAL TABLE temp.{_VOCAB} USING fts5vocab(main, search_fts, instance)")
-    try:
-        terms: dict[int, list[tuple[int, str]]] = {}
-        for doc, term, offset in conn.execute(
-            f"SELECT doc, term, offset FROM temp.{_VOCAB}"
-            f" WHERE doc >> {SLOT_BITS} IN (SELECT value FROM json_each(?))",
-            (json.dumps(sorted(set(turn_pks))),),
-        ):
-            terms.setdefault(int(doc), []).append((int(offset), str(term)))
-    finally:
-        conn.execute(f"DROP TABLE temp.{_VOCAB}")
-    return {doc: " ".join(term for _, term in sorted(found)) for doc, found in terms.items()}
 
 
 def reindex_changed(conn: sqlite3.Connection, turn_pks: Sequence[int]) -> None:
     """In the caller's write transaction: replace the index rows of these turns (bodies
     changed outside the library) with those of their bodies as they are now."""
-    through = search_index.indexed_through(conn)
+    through = _indexed_through(conn)
     wanted = [pk for pk in turn_pks if pk <= through]  # later ones: the build indexes them
     if not wanted:
         return
     search_index.flush_pending(conn)
-    rows = _indexed_tokens(conn, wanted)
+    rows = indexed_tokens(conn, wanted, SLOT_BITS)
     conn.executemany(
         "INSERT INTO search_fts (search_fts, rowid, tokens) VALUES ('delete', ?, ?)",
         sorted(rows.items()),
@@ -78,4 +60,4 @@ def reindex_changed(conn: sqlite3.Connection, turn_pks: Sequence[int]) -> None:
             conn, conversation_id, role, group, stored_meta(meta), NO_BATCH, sequence
         ):
             fresh.append((int(pk), body))
-    search_index.insert_rows(conn, fresh)
+    _insert(conn, fresh)

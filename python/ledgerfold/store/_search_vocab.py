@@ -1,0 +1,56 @@
+"""What the search index holds for a turn, read from the index itself rather than made again
+from the turn's body (SPEC §16.1, §16.5).
+
+The index is contentless: FTS5 deletes a row only given the tokens it was written with, which
+the write paths make again from the body being removed. A body changed outside the library
+(raw SQL) is no longer what its rows were written from: deleting with its tokens would leave
+the earlier text's terms in the file (and write deletions of terms that were never there,
+which FTS5 may later read as a corrupt index). `token_counts` tells such a turn apart
+cheaply (FTS5's `docsize` keeps each row's token count), and `indexed_tokens` reads the rows'
+own tokens back (`fts5vocab`'s instances, one scan of the index: only for such a turn).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+
+__all__ = ["indexed_tokens", "token_counts"]
+
+_VOCAB = "ledgerfold_search_vocab"
+
+
+def token_counts(conn: sqlite3.Connection, first: int, last: int) -> dict[int, int]:
+    """The token count of each index row with a rowid in `first..last` (FTS5's `docsize`:
+    a varint a column, the index has one)."""
+    counts: dict[int, int] = {}
+    for rowid, size in conn.execute(
+        "SELECT id, sz FROM search_fts_docsize WHERE id BETWEEN ? AND ?", (first, last)
+    ):
+        value = 0
+        for byte in bytes(size or b"")[:9]:
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        counts[int(rowid)] = value
+    return counts
+
+
+def indexed_tokens(
+    conn: sqlite3.Connection, turn_pks: Sequence[int], slot_bits: int
+) -> dict[int, str]:
+    """The token string each index row of these turns was written with, by rowid: its
+    terms in position order, joined by single spaces (as the index's rows are made)."""
+    conn.execute(f"CREATE VIRTUAL TABLE temp.{_VOCAB} USING fts5vocab(main, search_fts, instance)")
+    try:
+        terms: dict[int, list[tuple[int, str]]] = {}
+        for doc, term, offset in conn.execute(
+            f"SELECT doc, term, offset FROM temp.{_VOCAB}"
+            f" WHERE doc >> {slot_bits} IN (SELECT value FROM json_each(?))",
+            (json.dumps(sorted(set(turn_pks))),),
+        ):
+            terms.setdefault(int(doc), []).append((int(offset), str(term)))
+    finally:
+        conn.execute(f"DROP TABLE temp.{_VOCAB}")
+    return {doc: " ".join(term for _, term in sorted(found)) for doc, found in terms.items()}
