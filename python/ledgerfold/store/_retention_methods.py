@@ -131,9 +131,6 @@ class Retention:
             boundary, purged, revision, erased = retention.purge(
                 conn, self._cache, conversation_id, sequence, reason, force, roles
             )
-        # The boundary recorded, not the one asked for: a purge stops before a unit it would
-        # split, and one beyond the last turn is recorded at the last turn.
-        sequence = boundary.through_sequence
         self._db.checkpoint()
         # The boundary recorded: below `sequence` when the purge stopped before a unit it
         # would split, or at the last sequence written when `sequence` lies beyond it.
