@@ -317,9 +317,9 @@ class Compactor(OutcomeRecorder):
         except asyncio.CancelledError:  # `begin` ran whole, or never: reported accordingly
             with deciding:
                 cancelled.set()
-            worker.submit_after_batch(abandoned, planning)  # once the planning's batch ended
-            if landed is not None:
+            if landed is not None:  # first: in the planning's batch if it still runs
                 landed(worker.submit(_came_to, began, planning))
+            worker.submit_after_batch(abandoned, planning)  # once the planning's batch ended
             raise
         if isinstance(begun, (CompactionOutcome, Future)):
             return begun, read

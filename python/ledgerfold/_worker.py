@@ -160,7 +160,7 @@ class StoreWorker:
     ) -> T:
         """`run`, the job's outcome also set on `future` (once its batch has ended: a failed
         commit is the job's error), which a cancelled caller may look at later."""
-        if getattr(_thread_state, "worker", None) is self:
+        if running_on(self):
             # Awaited on this worker's own thread, inside one of its jobs (an event hook
             # running `asyncio.run` over a call of its store): queued, it would wait for the
             # job that waits for it. It runs now, in that job, as a sync call there would.
