@@ -134,3 +134,30 @@ def test_an_edit_of_a_body_changed_outside_leaves_only_the_edit_searchable(
     assert [hit.turn_id for hit in store.search("c", edited)] == ["changed"]
     assert store.check_search_index() == []
     store.close()
+
+
+@pytest.mark.parametrize("change", ["purge", "delete"])
+def test_a_turn_whose_body_is_no_longer_utf8_can_still_be_erased(
+    tmp_path: Path, change: str
+) -> None:
+    """A row damaged in storage (its text's bytes are not UTF-8): the ledger's reads refuse
+    it, but a purge or a conversation's deletion, which never read it back as a turn, must
+    not fail because the index deletes its rows, nor leave its indexed words in the file."""
+    path = tmp_path / "g.db"
+    old, tail = marker()
+    ledger(path, f"the old secret is {old}")
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "UPDATE turns SET body = CAST(? AS TEXT) WHERE id = 'changed'", (b"bad \xff bytes",)
+    )
+    conn.commit()
+    conn.close()
+    store = lf.SQLiteStore(path)
+    if change == "purge":
+        store.purge_through("c", 2, "test")
+    else:
+        store.delete_conversation("c")
+    assert not in_index(store, tail)
+    assert store.check_search_index() == []
+    store.close()
+    assert not any(tail.encode() in p.read_bytes() for p in tmp_path.iterdir() if p.is_file())

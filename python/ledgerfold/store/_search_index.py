@@ -45,6 +45,7 @@ import logging
 import sqlite3
 from array import array
 from collections.abc import Iterable, Sequence
+from contextlib import suppress
 from typing import Any
 
 from ledgerfold._errors import StoreError
@@ -55,8 +56,8 @@ from ledgerfold.store import _search_levels as search_levels
 from ledgerfold.store._call_pairs import Answered
 from ledgerfold.store._recall_answers import NO_BATCH, BatchCalls, answers_recall, stored_meta
 from ledgerfold.store._schema import TURN_LIVE
-from ledgerfold.store._search_batches import indexable_turns
-from ledgerfold.store._search_vocab import indexed_tokens, token_counts
+from ledgerfold.store._search_batches import decoded, indexable_turns, text_rows
+from ledgerfold.store._search_vocab import as_indexed
 
 __all__ = [
     "BUILDING",
@@ -425,26 +426,22 @@ def _indexed(conn: sqlite3.Connection, turn_pk: int, *, checked: bool = False) -
     return count
 
 
-def _delete(conn: sqlite3.Connection, turn_pk: int, body: str, *, checked: bool = False) -> None:
-    """Remove one turn's passages; `body` is the body they were indexed from, unless the
-    rows' token counts say otherwise (a body changed outside the library): their tokens
-    are then read back from the index. `checked`: no row of the turn is pending."""
+def _delete(conn: sqlite3.Connection, pk: int, body: str | None, *, checked: bool = False) -> None:
+    """Remove one turn's passages; `body` is the body they were indexed from (None: not
+    UTF-8), unless the index says otherwise (`as_indexed`). `checked`: none is pending."""
     if not checked:
         _flushed(conn)
-    base = turn_pk << SLOT_BITS
-    counts = token_counts(conn, base, base + LAST_SLOT)
-    if not counts:
+    rows: list[tuple[int, str]] = []
+    if body is not None:
+        with suppress(StoreError):  # stored bounds that are not this body's
+            rows = _rows(pk, body, bounds=stored_bounds(conn, pk))[0]
+    rows = as_indexed(conn, pk, SLOT_BITS, rows)
+    if not rows:
         return
-    try:
-        rows, _ = _rows(turn_pk, body, bounds=stored_bounds(conn, turn_pk))
-    except StoreError:  # its stored bounds are not this body's
-        rows = []
-    if {rowid: tokens.count(" ") + 1 for rowid, tokens in rows} != counts:
-        rows = sorted(indexed_tokens(conn, [turn_pk], SLOT_BITS).items())
     conn.executemany(
         "INSERT INTO search_fts (search_fts, rowid, tokens) VALUES ('delete', ?, ?)", rows
     )
-    conn.execute("DELETE FROM search_offsets WHERE turn_pk = ?", (turn_pk,))
+    conn.execute("DELETE FROM search_offsets WHERE turn_pk = ?", (pk,))
 
 
 def unindex(conn: sqlite3.Connection, where: str, params: Iterable[Any]) -> int:
@@ -460,14 +457,15 @@ def _unindex(conn: sqlite3.Connection, where: str, params: Iterable[Any]) -> int
     first)."""
     if _indexed_through(conn) < 0:
         return 0
-    rows = conn.execute(
+    rows = text_rows(  # a body that is not UTF-8 (a damaged row) is None: still deleted
+        conn,
         f"SELECT pk, body FROM turns WHERE ({where}) AND EXISTS (SELECT 1 FROM"
         f" search_fts_docsize AS d WHERE d.id BETWEEN turns.pk << {SLOT_BITS}"
         f" AND (turns.pk << {SLOT_BITS}) + {LAST_SLOT})",
         tuple(params),
-    ).fetchall()
+    )
     for turn_pk, body in rows:
-        _delete(conn, int(turn_pk), body, checked=True)
+        _delete(conn, int(turn_pk), decoded(body), checked=True)
     return len(rows)
 
 

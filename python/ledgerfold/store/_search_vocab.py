@@ -7,7 +7,8 @@ the write paths make again from the body being removed. A body changed outside t
 the earlier text's terms in the file (and write deletions of terms that were never there,
 which FTS5 may later read as a corrupt index). `token_counts` tells such a turn apart
 cheaply (FTS5's `docsize` keeps each row's token count), and `indexed_tokens` reads the rows'
-own tokens back (`fts5vocab`'s instances, one scan of the index: only for such a turn).
+own tokens back (`fts5vocab`'s instances, one scan of the index: only for such a turn, or
+one whose body is not UTF-8 text any more); `as_indexed` chooses.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
-__all__ = ["indexed_tokens", "token_counts"]
+__all__ = ["as_indexed", "indexed_tokens", "token_counts"]
 
 _VOCAB = "ledgerfold_search_vocab"
 
@@ -54,3 +55,16 @@ def indexed_tokens(
     finally:
         conn.execute(f"DROP TABLE temp.{_VOCAB}")
     return {doc: " ".join(term for _, term in sorted(found)) for doc, found in terms.items()}
+
+
+def as_indexed(
+    conn: sqlite3.Connection, turn_pk: int, slot_bits: int, rows: list[tuple[int, str]]
+) -> list[tuple[int, str]]:
+    """The `(rowid, tokens)` to delete the turn's index rows with: `rows` (made from its
+    body) when their rowids and token counts are the index's, else the tokens the rows
+    hold, read back from the index; [] when the turn has no row."""
+    base = turn_pk << slot_bits
+    counts = token_counts(conn, base, base + (1 << slot_bits) - 1)
+    if not counts or {rowid: tokens.count(" ") + 1 for rowid, tokens in rows} == counts:
+        return rows if counts else []
+    return sorted(indexed_tokens(conn, [turn_pk], slot_bits).items())
