@@ -13,6 +13,7 @@ import pytest
 
 import ledgerfold as lf
 from ledgerfold.revalidate import revalidate_database
+from ledgerfold.store import _search_levels as search_levels
 from test_search_erasure import in_index, marker
 
 OLD_LONG = " ".join(f"Sentence {n} of the long original message." for n in range(60))
@@ -161,3 +162,24 @@ def test_a_turn_whose_body_is_no_longer_utf8_can_still_be_erased(
     assert store.check_search_index() == []
     store.close()
     assert not any(tail.encode() in p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
+
+
+def test_the_erasures_index_rebuild_skips_a_body_that_is_no_longer_utf8(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An erasure that rebuilds a deep index (`_search_levels`, forced here) re-indexes the
+    indexed turns from their bodies: one damaged in storage is left out, as the build
+    leaves it out, instead of failing the erasure."""
+    monkeypatch.setattr(search_levels, "MAX_LEVELS", 0)
+    path = tmp_path / "h.db"
+    ledger(path, "a body that will be damaged")
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "UPDATE turns SET body = CAST(? AS TEXT) WHERE id = 'changed'", (b"bad \xff bytes",)
+    )
+    conn.commit()
+    conn.close()
+    store = lf.SQLiteStore(path)
+    store.retract("c", "t0", erase=True)
+    assert [hit.turn_id for hit in store.search("c", "ordinary")] == ["t2"]
+    store.close()

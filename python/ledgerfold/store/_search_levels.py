@@ -16,6 +16,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 
+from ledgerfold.store._search_batches import decoded, text_rows
+
 __all__ = ["MAX_LEVELS", "levels", "rebuild_if_deep"]
 
 #: Levels past which the index is rebuilt: newer SQLite never goes past 64 itself; on older
@@ -71,13 +73,8 @@ def rebuild_if_deep(
     for first in range(0, len(pks), _CHUNK):
         chunk = pks[first : first + _CHUNK]
         marks = ",".join("?" * len(chunk))
-        insert(
-            conn,
-            [
-                (int(pk), body)
-                for pk, body in conn.execute(
-                    f"SELECT pk, body FROM turns WHERE pk IN ({marks}) ORDER BY pk", chunk
-                )
-            ],
-        )
+        query = f"SELECT pk, body FROM turns WHERE pk IN ({marks}) ORDER BY pk"
+        # A body that is not UTF-8 (damaged in storage) is left out, as the build leaves it.
+        bodies = [(int(pk), decoded(body)) for pk, body in text_rows(conn, query, chunk)]
+        insert(conn, [(pk, body) for pk, body in bodies if body is not None])
     return True
