@@ -183,3 +183,22 @@ def test_the_erasures_index_rebuild_skips_a_body_that_is_no_longer_utf8(
     store.retract("c", "t0", erase=True)
     assert [hit.turn_id for hit in store.search("c", "ordinary")] == ["t2"]
     store.close()
+
+
+@pytest.mark.parametrize("new_body", ["the new text is something else", "short", OLD_LONG])
+def test_the_index_check_finds_a_body_changed_outside_and_a_rebuild_mends_it(
+    tmp_path: Path, new_body: str
+) -> None:
+    path = tmp_path / "i.db"
+    old, _ = marker()
+    ledger(path, f"the old secret is {old}")
+    store = lf.SQLiteStore(path)
+    assert store.check_search_index() == []
+    store.close()
+    changed_outside(path, "changed", new_body)
+    store = lf.SQLiteStore(path)
+    assert store.check_search_index() == ["stale-turns"]
+    store.rebuild_search_index()
+    assert store.check_search_index() == []
+    assert store.search("c", old) == []
+    store.close()

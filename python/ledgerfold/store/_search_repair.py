@@ -17,16 +17,18 @@ ledger is written; the old index's pages are zeroed as they are freed (`secure_d
 from __future__ import annotations
 
 import sqlite3
+from array import array
 
 from ledgerfold._errors import StoreError
-from ledgerfold._segment import INDEX_VERSION, index_passages
+from ledgerfold._segment import INDEX_VERSION, index_passages, index_passages_many
 from ledgerfold.store import _search_index as search_index
 from ledgerfold.store import _search_levels as search_levels
 from ledgerfold.store._database import Database, Transaction
 from ledgerfold.store._recall_answers import NO_BATCH, answers_recall, stored_meta
 from ledgerfold.store._schema import TURN_LIVE
-from ledgerfold.store._search_batches import readable, text_rows
-from ledgerfold.store._search_index import LAST_SLOT, SLOT_BITS
+from ledgerfold.store._search_batches import decoded, readable, text_rows
+from ledgerfold.store._search_index import LAST_SLOT, SLOT_BITS, _rows
+from ledgerfold.store._search_vocab import token_counts
 from ledgerfold.store._sqlite_errors import quotes_stored_data
 
 __all__ = ["PROBLEMS", "check", "check_store", "indexed_turns", "rebuild_store", "reset"]
@@ -41,6 +43,8 @@ PROBLEMS = {
     "too-deep": f"the index has more than {search_levels.MAX_LEVELS} levels",
     "removed-turns-indexed": "turns retracted, purged or deleted are still in the index",
     "live-turns-missing": "live turns are missing from the index",
+    "stale-turns": "turns are indexed from a body they no longer hold (changed outside"
+    " ledgerfold: revalidation repairs them, a rebuild makes them again)",
 }
 
 #: A rebuild that failed after the old index was dropped (the ledger is not written).
@@ -95,7 +99,50 @@ def check(conn: sqlite3.Connection) -> list[str]:
         problems.append("removed-turns-indexed")
     if "not-built" not in problems and _live_turns_missing(conn):
         problems.append("live-turns-missing")
+    if "not-built" not in problems and _stale_turns(conn):
+        problems.append("stale-turns")
     return problems
+
+
+#: Indexed live turns segmented again per batch by `_stale_turns`.
+_STALE_BATCH = 1000
+
+
+def _stale_turns(conn: sqlite3.Connection) -> bool:
+    """Whether a live turn's index rows are not those its body makes now (other rowids or
+    token counts: FTS5's `docsize`): a body changed outside ledgerfold that no repair has
+    reindexed, or one no longer UTF-8 text. Every indexed body is segmented again."""
+    after = -1
+    while True:
+        rows = text_rows(
+            conn,
+            "SELECT t.pk, t.body, o.bounds FROM turns AS t LEFT JOIN search_offsets AS o"
+            " ON o.turn_pk = t.pk WHERE t.pk > ? AND t.state = ? AND EXISTS (SELECT 1 FROM"
+            f" search_fts_docsize AS d WHERE d.id BETWEEN t.pk << {SLOT_BITS}"
+            f" AND (t.pk << {SLOT_BITS}) + {LAST_SLOT}) ORDER BY t.pk LIMIT ?",
+            (after, TURN_LIVE, _STALE_BATCH),
+        )
+        if not rows:
+            return False
+        first, after = int(rows[0][0]), int(rows[-1][0])
+        indexed: dict[int, dict[int, int]] = {}
+        for rowid, count in token_counts(
+            conn, first << SLOT_BITS, (after << SLOT_BITS) + LAST_SLOT
+        ).items():
+            indexed.setdefault(rowid >> SLOT_BITS, {})[rowid] = count
+        bodies = [decoded(body) for _, body, _ in rows]
+        segmented = index_passages_many([body or "" for body in bodies])
+        for (pk, _, packed), body, passages in zip(rows, bodies, segmented, strict=True):
+            if body is None:
+                return True
+            offsets = array("q", bytes(packed or b""))
+            bounds = list(zip(offsets[0::2], offsets[1::2], strict=True)) if packed else None
+            try:
+                made, _ = _rows(int(pk), body, passages, bounds)
+            except StoreError:  # stored bounds that are not this body's
+                return True
+            if {rowid: tokens.count(" ") + 1 for rowid, tokens in made} != indexed.get(pk):
+                return True
 
 
 def _live_turns_missing(conn: sqlite3.Connection) -> bool:
