@@ -42,7 +42,15 @@ from ledgerfold.store import _summaries as summaries
 from ledgerfold.store import _unit_splits as unit_splits
 from ledgerfold.store._database import now
 from ledgerfold.store._rows import SUMMARY_COLUMNS, Version
-from ledgerfold.store._schema import CURRENT, REJECTED, STALE, SUPERSEDED, TURN_LIVE, TURN_PURGED
+from ledgerfold.store._schema import (
+    CURRENT,
+    REJECTED,
+    STALE,
+    SUPERSEDED,
+    TURN_LIVE,
+    TURN_PURGED,
+    TURN_RETRACTED,
+)
 
 __all__ = ["commit"]
 
@@ -105,26 +113,28 @@ def _record_refused(
     known: bool,
 ) -> None:
     """The `rejected` record of a refused result, unless its text may hold erased content
-    (SPEC §15.5): its conversation (or its plan, with the conversation) was deleted, or it
-    cites a purged turn its parent did not cover (a purge erases every version citing one
-    but the sealed summary, so this late one counts as erased at once; sources inherited
-    from a sealed parent are fine)."""
+    (SPEC §15.5): its conversation (or its plan, with the conversation) was deleted, it
+    cites an erased turn (retracted with its body and meta blanked: an erasure while the
+    result was being written, which erased every version citing it), or it cites a purged
+    turn its parent did not cover (a purge erases every version citing one but the sealed
+    summary, so this late one counts as erased at once; sources inherited from a sealed
+    parent are fine)."""
     _check_ids(envelope.source_ids)  # bad IDs are bad input, recorded or not
     if not known:
         return
-    purged = {
-        row[0]
-        for row in conn.execute(
-            "SELECT id FROM turns WHERE conversation_id = ? AND state = ?"
-            " AND id IN (SELECT value FROM json_each(?))",
-            (
-                envelope.conversation_id,
-                TURN_PURGED,
-                json.dumps(list(envelope.source_ids), ensure_ascii=False),
-            ),
-        )
-    }
-    if purged and envelope.parent_id is not None:
+    gone = conn.execute(
+        "SELECT id, state FROM turns WHERE conversation_id = ? AND (state = ? OR (state = ?"
+        " AND body = '' AND meta IS NULL)) AND id IN (SELECT value FROM json_each(?))",
+        (
+            envelope.conversation_id,
+            TURN_PURGED,
+            TURN_RETRACTED,
+            json.dumps(list(envelope.source_ids), ensure_ascii=False),
+        ),
+    ).fetchall()
+    erased = any(state == TURN_RETRACTED for _, state in gone)
+    purged = {turn_id for turn_id, state in gone if state == TURN_PURGED}
+    if purged and not erased and envelope.parent_id is not None:
         row = conn.execute(
             f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE id = ? AND conversation_id = ?"
             f" AND status != '{REJECTED}'",
@@ -132,7 +142,7 @@ def _record_refused(
         ).fetchone()
         if row is not None:
             purged -= set(summaries.version(conn, cache, tuple(row)).envelope.source_ids)
-    if purged:
+    if erased or purged:
         conn.execute(
             "UPDATE conversations SET pruned_count = pruned_count + 1 WHERE id = ?",
             (envelope.conversation_id,),

@@ -1,0 +1,45 @@
+"""SPEC §15.5, §16.5, §17.5: an erasure leaves nothing of the erased text, also when a
+compaction is in flight. Its late result extends a summary that quoted the erased turn; the
+commit refuses it, and must not keep it as a `rejected` record (its text may quote the turn,
+and the erasure already took every version citing it). A refused result citing a turn that
+was only retracted is still recorded. On a real SQLite file, a second store object erasing
+while the summarizer writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import ledgerfold as lf
+
+SECRET = "ZQXSECRETMARKER"
+
+
+@pytest.mark.parametrize("erase", [True, False], ids=["erased", "retracted"])
+def test_a_late_result_quoting_an_erased_turn_is_not_kept(tmp_path: Path, erase: bool) -> None:
+    path = tmp_path / "ledger.db"
+    with lf.SQLiteStore(path) as store, lf.SQLiteStore(path) as other:
+        for n in range(20):
+            store.append("c", "user", f"my code is {SECRET}" if n == 3 else f"turn {n}", id=f"t{n}")
+        policy = lf.CompactionPolicy("v1", keep_tail=2, min_new_turns=1)
+        first = lf.Compactor(store, policy).compact("c")  # the extractive text quotes t3
+        assert first.summary is not None and SECRET in first.summary.text
+        for n in range(20, 24):
+            store.append("c", "user", f"turn {n}", id=f"t{n}")
+
+        def summarizer(request: lf.SummaryRequest) -> str:
+            other.retract("c", "t3", erase=erase)  # while the model writes
+            return f"{request.previous_summary}\nand more"
+
+        outcome = lf.Compactor(store, policy, summarizer).compact("c")
+        assert outcome.status != "accepted"
+        history = store.summary_history("c")
+        if erase:
+            assert history == []  # nothing citing the erased turn, nor quoting it
+            assert store.pruned_count("c") >= 2  # the erased summary and the late result
+        else:
+            assert [record.status for record in history] == ["stale", "rejected"]
+    if erase:
+        for file in tmp_path.iterdir():
+            assert SECRET.encode() not in file.read_bytes(), file.name
