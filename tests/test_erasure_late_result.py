@@ -43,3 +43,28 @@ def test_a_late_result_quoting_an_erased_turn_is_not_kept(tmp_path: Path, erase:
     if erase:
         for file in tmp_path.iterdir():
             assert SECRET.encode() not in file.read_bytes(), file.name
+
+
+@pytest.mark.parametrize("erase", [True, False], ids=["erased", "retracted"])
+def test_an_erasure_under_a_compaction_makes_it_stale_not_failed(
+    tmp_path: Path, erase: bool
+) -> None:
+    """SPEC §13: a commit refused because the ledger moved under it is `stale` (reason: the
+    check's), as for a retraction; an erasure, which also takes the parent's record, is no
+    `failed` compaction (`plan-mismatch`) and adds nothing to the back-off."""
+    path = tmp_path / "ledger.db"
+    with lf.SQLiteStore(path) as store, lf.SQLiteStore(path) as other:
+        for n in range(20):
+            store.append("c", "user", f"turn {n}", id=f"t{n}")
+        policy = lf.CompactionPolicy("v1", keep_tail=2, min_new_turns=1)
+        assert lf.Compactor(store, policy).compact("c").status == "accepted"
+        for n in range(20, 24):
+            store.append("c", "user", f"turn {n}", id=f"t{n}")
+
+        def summarizer(request: lf.SummaryRequest) -> str:
+            other.retract("c", "t3", erase=erase)
+            return "a summary"
+
+        outcome = lf.Compactor(store, policy, summarizer).compact("c")
+        assert (outcome.status, outcome.reason) == ("stale", "source-missing")
+        assert not any(record.status == "failed" for record in store.summary_history("c"))

@@ -29,6 +29,7 @@ from ledgerfold._summary import (
     PROTECTED_SOURCE,
     SummaryEnvelope,
     SummaryWrite,
+    check_summary,
     extended_fingerprint,
     kept_raw_source,
     outside_plan,
@@ -122,16 +123,7 @@ def _record_refused(
     _check_ids(envelope.source_ids)  # bad IDs are bad input, recorded or not
     if not known:
         return
-    gone = conn.execute(
-        "SELECT id, state FROM turns WHERE conversation_id = ? AND (state = ? OR (state = ?"
-        " AND body = '' AND meta IS NULL)) AND id IN (SELECT value FROM json_each(?))",
-        (
-            envelope.conversation_id,
-            TURN_PURGED,
-            TURN_RETRACTED,
-            json.dumps(list(envelope.source_ids), ensure_ascii=False),
-        ),
-    ).fetchall()
+    gone = _gone_sources(conn, envelope)
     erased = any(state == TURN_RETRACTED for _, state in gone)
     purged = {turn_id for turn_id, state in gone if state == TURN_PURGED}
     if purged and not erased and envelope.parent_id is not None:
@@ -179,6 +171,9 @@ def _verdict(
             return _general(
                 conn, cache, envelope, checkpoint, checkpoint.envelope, planned, policy_version
             )
+        gone = _gone_parent(conn, envelope, policy_version)
+        if gone is not None:
+            return gone
     covered = parent.envelope.source_ids if parent is not None else ()
     if (
         parent is not None
@@ -196,6 +191,38 @@ def _verdict(
             if extending is not None:
                 return extending
     return _general(conn, cache, envelope, parent, current, planned, policy_version)
+
+
+def _gone_parent(
+    conn: sqlite3.Connection, envelope: SummaryEnvelope, policy_version: str
+) -> SummaryWrite | None:
+    """`stale-source` (the check's reason) for a result whose parent's record is gone and
+    which cites an erased turn: an erasure took a source of both while it was written (the
+    ledger moved under it, as an edit or retraction would have), not a result built on the
+    wrong parent (`plan-mismatch`). What only the database knows; None otherwise."""
+    if conn.execute(
+        "SELECT 1 FROM summaries WHERE id = ? AND conversation_id = ?",
+        (envelope.parent_id, envelope.conversation_id),
+    ).fetchone() or not any(state == TURN_RETRACTED for _, state in _gone_sources(conn, envelope)):
+        return None
+    conversation = ledger.load(conn, envelope.conversation_id)
+    check = check_summary(envelope, conversation, policy_version)
+    return None if check.current else _refused(envelope, "stale-source", check.reason)
+
+
+def _gone_sources(conn: sqlite3.Connection, envelope: SummaryEnvelope) -> list[tuple[str, int]]:
+    """The envelope's sources that are purged or erased (retracted, body and meta blanked),
+    with their states."""
+    return conn.execute(
+        "SELECT id, state FROM turns WHERE conversation_id = ? AND (state = ? OR (state = ?"
+        " AND body = '' AND meta IS NULL)) AND id IN (SELECT value FROM json_each(?))",
+        (
+            envelope.conversation_id,
+            TURN_PURGED,
+            TURN_RETRACTED,
+            json.dumps(list(envelope.source_ids), ensure_ascii=False),
+        ),
+    ).fetchall()
 
 
 def _checkpoint(
