@@ -68,3 +68,24 @@ def test_an_erasure_under_a_compaction_makes_it_stale_not_failed(
         outcome = lf.Compactor(store, policy, summarizer).compact("c")
         assert (outcome.status, outcome.reason) == ("stale", "source-missing")
         assert not any(record.status == "failed" for record in store.summary_history("c"))
+
+
+def test_a_purge_under_a_rebuild_makes_it_stale_not_failed(tmp_path: Path) -> None:
+    """The same for a purge: it erases the checkpoint a rebuild extends (SPEC §17.5: a purge
+    removes every version citing a purged turn but the sealed summary and its base)."""
+    path = tmp_path / "ledger.db"
+    with lf.SQLiteStore(path) as store, lf.SQLiteStore(path) as other:
+        policy = lf.CompactionPolicy("v1", keep_tail=2, min_new_turns=1, keep_versions=None)
+        for n in range(24):
+            store.append("c", "user", f"turn {n}", id=f"t{n}")
+            if n % 6 == 5:
+                assert lf.Compactor(store, policy).compact("c").status == "accepted"
+        store.edit("c", "t20", body="edited")  # stale: the next compaction rebuilds
+
+        def summarizer(request: lf.SummaryRequest) -> str:
+            assert request.previous_summary is not None  # from a checkpoint
+            other.purge_through("c", 3, "retention")
+            return "a summary"
+
+        outcome = lf.Compactor(store, policy, summarizer).compact("c")
+        assert (outcome.status, outcome.reason) == ("stale", "source-missing")

@@ -197,13 +197,14 @@ def _gone_parent(
     conn: sqlite3.Connection, envelope: SummaryEnvelope, policy_version: str
 ) -> SummaryWrite | None:
     """`stale-source` (the check's reason) for a result whose parent's record is gone and
-    which cites an erased turn: an erasure took a source of both while it was written (the
-    ledger moved under it, as an edit or retraction would have), not a result built on the
-    wrong parent (`plan-mismatch`). What only the database knows; None otherwise."""
+    which cites an erased or purged turn: an erasure or a purge took a source of both while
+    it was written (the ledger moved under it, as an edit or retraction would have), not a
+    result built on the wrong parent (`plan-mismatch`). What only the database knows; None
+    otherwise."""
     if conn.execute(
         "SELECT 1 FROM summaries WHERE id = ? AND conversation_id = ?",
         (envelope.parent_id, envelope.conversation_id),
-    ).fetchone() or not any(state == TURN_RETRACTED for _, state in _gone_sources(conn, envelope)):
+    ).fetchone() or not _gone_sources(conn, envelope):
         return None
     conversation = ledger.load(conn, envelope.conversation_id)
     check = check_summary(envelope, conversation, policy_version)
