@@ -46,7 +46,7 @@ class RetentionMethods:
     ) -> lf.HistoryBoundary:
         self._recheck_current(cid, conv)  # seal only a current summary
         if not gone:  # nothing purged: no boundary, no new revision (SPEC §8)
-            return lf.HistoryBoundary(through, reason, now())
+            return conv.boundary or lf.HistoryBoundary(through, reason, now())
         current = conv.current()
         for turn in gone:
             conv.state[turn.id] = "purged"

@@ -62,3 +62,18 @@ def test_a_purge_that_takes_no_turn_records_no_boundary(tmp_path: Path) -> None:
         boundary = store.purge_through("c", 3, "retention")
         assert store.history_boundary("c") == boundary and boundary.through_sequence == 3
         assert store.load("c").revision == revision + 1
+
+
+def test_a_purge_inside_the_boundary_returns_it_and_sends_no_event(tmp_path: Path) -> None:
+    """A purge through a sequence the history boundary already passes purges nothing: it
+    returns the boundary the conversation has (not the one asked, which was not recorded)
+    and sends no `retention.purged` event (nothing happened, as for a deletion of nothing)."""
+    events: list[Event] = []
+    with lf.SQLiteStore(tmp_path / "l.db", on_event=events.append) as store:
+        for n in range(30):
+            store.append("c", "user" if n % 2 == 0 else "assistant", f"turn {n}")
+        first = store.purge_through("c", 20, "first")
+        again = store.purge_through("c", 10, "again")
+        assert (again.through_sequence, again.reason) == (20, "first")
+        assert again == first == store.history_boundary("c")
+        assert [e.name for e in events].count("retention.purged") == 1

@@ -282,8 +282,13 @@ def _purge_sealed(
     selected = _selected("id", keep_roles, kept_of)
     if conn.execute(f"{selected} LIMIT 1", params).fetchone() is None:
         # Nothing goes: no boundary, same revision (SPEC §8: None unless turns were purged).
+        # What it returns is the history boundary the conversation has, if any: the purge
+        # asked for lies inside it (or takes only kept turns); else the one asked, unrecorded.
         row = ledger.conversation_row(conn, conversation_id)
-        return HistoryBoundary(sequence, reason, now()), 0, 0 if row is None else int(row[0]), 0
+        boundary = ledger.boundary(conn, conversation_id) or HistoryBoundary(
+            sequence, reason, now()
+        )
+        return boundary, 0, 0 if row is None else int(row[0]), 0
     base = _sealed_base(conn, cache, conversation_id, selected, params, sealed_pk)
     doomed = [
         row[0]

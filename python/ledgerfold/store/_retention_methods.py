@@ -190,7 +190,10 @@ class Retention:
     def _emit_purged(
         self, conversation_id: str, reason: str, turns: int, through: int, erased: int
     ) -> None:
-        """The `retention.purged` event of a purge on demand or by the retention policy."""
+        """The `retention.purged` event of a purge on demand or by the retention policy; none
+        for a purge that purged no turn (nothing happened, as for a deletion of nothing)."""
+        if not turns:
+            return
         emit(
             self._on_event,
             Event(
