@@ -1,5 +1,6 @@
 """The subcommands that erase (SPEC §15.5, §15.7): `purge` (retention through a sequence,
-with `--dry-run` and `--json`) and `delete` (a whole conversation)."""
+with `--dry-run` and `--json`), `delete` (a whole conversation) and `vacuum` (a rewrite of
+the file, so that nothing deleted is left anywhere in it)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from ledgerfold._cli.main import (
     Label,
     UserError,
     check_before_writing,
+    check_db_path,
     cli,
     open_store,
     require_conversation,
@@ -26,7 +28,7 @@ from ledgerfold._cli.render import (
 )
 from ledgerfold.store._sqlite import SQLiteStore
 
-__all__ = ["delete_command", "purge_command"]
+__all__ = ["delete_command", "purge_command", "vacuum_command"]
 
 
 @cli.command("purge", short_help="Retention: erase the raw turns through a sequence.")
@@ -176,4 +178,26 @@ def delete_command(db: str, conversation_id: str, yes: bool, as_json: bool) -> N
             {"conversation": conversation_id, "conversation_id": conversation_id, "deleted": True}
         )
     else:
-        stdout_console().print(f"deleted {esc(conversation_id)}")
+        stdout_console().print(
+            f"deleted {esc(conversation_id)} (`ledgerfold vacuum {esc(db)}` then leaves no"
+            " copy of its text anywhere in the file)"
+        )
+
+
+@cli.command("vacuum", short_help="Rewrite DB so nothing deleted is left in it.")
+@click.argument("db")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def vacuum_command(db: str, as_json: bool) -> None:
+    """Rewrite DB (SQLite's VACUUM, then a checkpoint) so that no byte of erased, purged or
+    deleted text is left anywhere in the file. The erasing commands overwrite what they
+    delete, but a page SQLite rebuilt earlier can keep an older copy of a row in its unused
+    space. Needs about DB's size in free disk space; a failure leaves DB as it was."""
+    path = check_db_path(db)
+    before = path.stat().st_size
+    with open_store(db) as store:
+        store.vacuum()
+    after = path.stat().st_size
+    if as_json:
+        echo_json({"database": str(path), "bytes_before": before, "bytes_after": after})
+    else:
+        stdout_console().print(f"vacuumed {esc(db)}: {before:,} bytes before, {after:,} after")

@@ -406,6 +406,25 @@ class Database:
             self._batch_lost = f"the search index could not be written ({type(exc).__name__})"
             raise
 
+    def vacuum(self) -> None:
+        """Rewrite the whole file (SQLite's `VACUUM`), then checkpoint it: no byte of deleted
+        content is left anywhere in it. `secure_delete` zeroes a deleted row and a freed
+        page, but a page SQLite rebuilt while balancing its b-tree can keep an older copy of
+        a row in its unused middle until that page is rewritten. Atomic: a failure (a full
+        disk: it needs about the file's size free) leaves the file as it was."""
+        with self.lock:
+            if self.read_only:
+                raise StoreError("vacuum: the store was opened read-only")
+            conn = self.connection()
+            if self._in_batch and conn.in_transaction:
+                self._commit_batch(early=True)  # VACUUM runs outside any transaction
+            try:
+                conn.execute("VACUUM")
+            except sqlite3.Error as err:
+                raise store_error(conn, err, operation="vacuum", write=True) from None
+            self.checkpoint()
+        _log.info("vacuumed: path=%s", self.path)
+
     def checkpoint(self, *, wait_ms: int = 1000) -> None:
         """Copy the WAL into the database file and truncate it, so pages that held erased
         content survive in neither (after a purge, an erase or a deletion). A reader that

@@ -527,6 +527,14 @@ class SQLiteStore:
         is not an error."""
         self._retention.delete_conversation(conversation_id)
 
+    def vacuum(self) -> None:
+        """Rewrite the database file so that nothing of erased or purged text is left in it
+        (SQLite's `VACUUM`, then a checkpoint). The erasing calls overwrite what they delete,
+        but a page SQLite rebuilt earlier may hold an older copy of a row in its unused
+        space; only a rewrite removes it. Takes time and free disk space in proportion to
+        the file; raises `StoreError` (nothing changed) when it cannot."""
+        self._db.vacuum()
+
     def history_boundary(self, conversation_id: str) -> HistoryBoundary | None:
         """The furthest purge boundary of the conversation (the largest purged sequence, with
         the reason and time of the purge that reached it), or None."""
