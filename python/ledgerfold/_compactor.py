@@ -1,19 +1,14 @@
-"""Compaction orchestration (SPEC §13): what an agent calls on every turn.
-
-`Compactor.compact` / `acompact` run one compaction: start a plan (registered as the
-conversation's active plan) → give the summarizer only the turns to compact plus the
-current summary's text → save through the store's atomic commit. Every exit is a
-`CompactionOutcome`; a summarizer that raises, times out or returns blank text leaves the
-ledger and the current summary exactly as they were. `Compactor.context` assembles what
-goes to the model, within a token budget or not at all — it never drops a turn to fit.
-
-How a compaction ends (its outcome, failure record, event, pruning and retention) is
-`_outcome.OutcomeRecorder`, `Compactor`'s base; the job it carries from plan to result, the
-request's budget and the result's envelope are `_compaction_job`.
-
-Logs (logger ``ledgerfold.compactor``) carry IDs, counts, sequences, fingerprints and
-exception type names only: never turn bodies, summary text or exception messages.
-"""
+"""Compaction orchestration (SPEC §13): what an agent calls on every turn. `compact` /
+`acompact` run one compaction: start a plan (the conversation's active plan) → give the
+summarizer only the turns to compact plus the current summary's text → save through the
+store's atomic commit. Every exit is a `CompactionOutcome`; a summarizer that raises, times
+out or returns blank text leaves the ledger and the current summary as they were. `context`
+assembles what goes to the model, within a token budget or not at all (never dropping a
+turn to fit). How a compaction ends (outcome, failure record, event, pruning, retention) is
+`_outcome.OutcomeRecorder`, the base; the job carried from plan to result, the request's
+budget and the result's envelope are `_compaction_job`. Logs (``ledgerfold.compactor``)
+carry IDs, counts, sequences, fingerprints and exception type names only: never turn
+bodies, summary text or exception messages."""
 
 from __future__ import annotations
 
@@ -198,10 +193,8 @@ class Compactor(OutcomeRecorder):
             ) from None
         except Exception as error:
             return self._fail(begun, failure_reason(error), type(error).__name__)
-        except BaseException:
-            # Interrupted (KeyboardInterrupt, SystemExit): the plan ends without a result,
-            # recorded `failed`/`abandoned` when the next one starts (SPEC §15.5), and
-            # reported now, as a cancelled `acompact`'s is (§17.8).
+        except BaseException:  # interrupted: the plan, without a result, is recorded
+            # `failed`/`abandoned` at the next one (§15.5), reported now as `acompact`'s (§17.8)
             self._emit_outcome(begun, "compaction.failed", "abandoned")
             raise
         return self._finish(begun, result)
@@ -299,9 +292,8 @@ class Compactor(OutcomeRecorder):
             return begun, (after() if ended and after is not None else None)
 
         def abandoned(undone: Future[Any] | None = None, ending: _Job | None = None) -> None:
-            """After the cancelled call's jobs (in call order): its plan's event. `undone`: the
-            job it was cancelled in, if it did not land (its batch failed), registered no
-            plan, or (`ending`, the plan's end) left it without a result."""
+            """After the cancelled call's jobs: its plan's event. `undone` (the job it was
+            cancelled in) not landed: no plan, or (`ending`) the plan left without a result."""
             if undone is not None and _not_landed(undone):
                 pending[:] = [] if ending is None else [ending]
             if pending:

@@ -1,12 +1,9 @@
 """Retention and erasure inside one transaction (SPEC §15.5): purge with a sealed summary,
 erasing the versions that cite purged turns, retraction with erasure, and deleting a whole
-conversation.
-
-Purge **seals** the current summary: it is checked current inside the purge transaction,
-and afterwards its purged sources are checked by the digests its source index kept
-(`sealed_digests`), which can no longer change. Every other version citing a purged turn
-is erased (text and index rows) and counted with the pruned ones.
-"""
+conversation. Purge **seals** the current summary: it is checked current inside the purge
+transaction, and afterwards its purged sources are checked by the digests its source index
+kept (`sealed_digests`), which can no longer change. Every other version citing a purged
+turn is erased (text and index rows) and counted with the pruned ones."""
 
 from __future__ import annotations
 
@@ -108,8 +105,7 @@ def _seal(
     pointed = summaries.pointed(conn, cache, conversation_id)
     if pointed is None or pointed[1] != CURRENT:
         return None, None
-    version = pointed[0]
-    envelope = version.envelope
+    version, envelope = pointed[0], pointed[0].envelope
     check = check_summary(
         envelope,
         ledger.load(conn, conversation_id),
@@ -147,12 +143,10 @@ def purge(
     keep_roles: tuple[str, ...] = (),
 ) -> tuple[HistoryBoundary, int, int, int]:
     """Retention through `sequence`: seal the current summary, erase every other version
-    citing a purged turn, blank the purged bodies and drop their earlier versions, record
-    the boundary. Returns the boundary, the purged turn count, the new revision and how many
-    versions were erased. A `sequence` beyond the last one written is recorded as the last
-    one (turns appended later are not inside the purged history). Without `force`, turns of
-    `keep_roles` stay raw and the purge stops before a compaction unit it would split or an
-    unanswered call (`_unsplit`)."""
+    citing a purged turn, blank the purged bodies and their earlier versions, record the
+    boundary; returns it, the purged turn count, the new revision and the versions erased.
+    A `sequence` beyond the last one written is recorded as the last one. Without `force`,
+    `keep_roles` turns stay raw and it stops before a unit it would split (`_unsplit`)."""
     _require(conn, conversation_id)
     last = conn.execute(
         "SELECT last_sequence FROM conversations WHERE id = ?", (conversation_id,)
@@ -281,14 +275,11 @@ def _purge_sealed(
     params = (conversation_id, sequence, int(force))
     selected = _selected("id", keep_roles, kept_of)
     if conn.execute(f"{selected} LIMIT 1", params).fetchone() is None:
-        # Nothing goes: no boundary, same revision (SPEC §8: None unless turns were purged).
-        # What it returns is the history boundary the conversation has, if any: the purge
-        # asked for lies inside it (or takes only kept turns); else the one asked, unrecorded.
+        # Nothing goes: no boundary, same revision (SPEC §8: None unless turns were purged);
+        # it returns the boundary the conversation has, else the one asked (unrecorded).
         row = ledger.conversation_row(conn, conversation_id)
-        boundary = ledger.boundary(conn, conversation_id) or HistoryBoundary(
-            sequence, reason, now()
-        )
-        return boundary, 0, 0 if row is None else int(row[0]), 0
+        found = ledger.boundary(conn, conversation_id) or HistoryBoundary(sequence, reason, now())
+        return found, 0, 0 if row is None else int(row[0]), 0
     base = _sealed_base(conn, cache, conversation_id, selected, params, sealed_pk)
     doomed = [
         row[0]
