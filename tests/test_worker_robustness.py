@@ -161,3 +161,34 @@ def test_a_hook_may_compact_while_a_deferred_compaction_is_queued(tmp_path: Path
     store.close()
     assert outcomes == ["accepted"]  # the hook's compaction, first
     assert deferred is not None and deferred.status == "skipped"  # nothing left for it
+
+
+def test_wait_compaction_on_the_worker_before_its_compaction_ran_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A hook on the store's worker awaiting `wait_compaction()` while the compaction it
+    waits for is still queued (that job cannot start before the hook's job returns) waited
+    forever: it raises `InvalidInput` naming it. The pending compaction is a real job of the
+    worker, queued behind the job the hook runs in."""
+    from concurrent.futures import Future
+
+    from ledgerfold.integrations.openai_agents import LedgerfoldSession
+
+    store = lf.SQLiteStore(tmp_path / "w.db")
+    session = LedgerfoldSession("s", store=store)
+    worker = worker_for(store)
+    queued: Future[object] = Future()
+
+    def in_a_hook() -> tuple[str | None, str | None]:
+        session._compaction = queued  # what `add_items` leaves: its deferred compaction
+        try:
+            asyncio.run(asyncio.wait_for(session.wait_compaction(), 5))
+        except lf.InvalidInput as error:
+            return error.field, error.problem
+        return None, None
+
+    job = worker.submit(in_a_hook)
+    worker.submit(lambda: queued.set_result(None))  # the compaction: after the hook's job
+    assert job.result(timeout=30) == ("wait_compaction", "not-allowed")
+    assert asyncio.run(session.wait_compaction()) is None  # off the worker: waits, then gives it
+    store.close()

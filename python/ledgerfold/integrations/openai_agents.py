@@ -47,7 +47,7 @@ from ledgerfold._errors import InvalidInput
 from ledgerfold._events import EventHook
 from ledgerfold._outcome import CompactionOutcome
 from ledgerfold._policy import CompactionPolicy
-from ledgerfold._worker import pause, worker_for
+from ledgerfold._worker import pause, running_on, worker_for
 from ledgerfold.adapters._chat import chat_turn_specs, context_messages, tool_group
 from ledgerfold.adapters._summary_contents import SummaryContents
 from ledgerfold.integrations._agents_input import named_for_items, plain_item, stored_item
@@ -242,8 +242,21 @@ class LedgerfoldSession:
         its items were stored gives the outcome of its check), and after `clear_session`
         (which erases its summary). Its events have
         been sent when it returns. Raises what an unexpected error (a closed store) raised in
-        the deferred compaction. Cancelling the wait leaves the compaction to run."""
+        the deferred compaction. Cancelling the wait leaves the compaction to run. Awaited in
+        an event hook on the store's worker, before that compaction has run, it raises
+        `InvalidInput`: the compaction cannot start before the hook returns."""
         outcome = self._compaction
+        if (
+            isinstance(outcome, Future)
+            and not outcome.done()
+            and running_on(worker_for(self.store))
+        ):
+            raise InvalidInput(
+                "wait_compaction: awaited on the store's worker (an event hook): the compaction"
+                " it waits for runs after the hook returns",
+                field="wait_compaction",
+                problem="not-allowed",
+            )
         while isinstance(outcome, Future):  # a cancelled call's check gives one more
             # Shielded: a cancelled wrapper would cancel the compaction's job if not started.
             outcome = await asyncio.shield(asyncio.wrap_future(outcome))
