@@ -199,8 +199,9 @@ def test_extractive_keeps_user_lines_ahead_of_tool_output() -> None:
     assert not tools & kept  # ... and every tool line dropped before any of them
     (marker,) = [line for line in lines if "omitted" in line]
     left_out = sorted({turn.sequence for turn in turns} - kept)
+    assert min(kept) < left_out[-1]  # kept lines lie inside the range: not "earlier"
     assert marker == (
-        f"[{len(left_out)} earlier turn lines omitted: sequences {left_out[0]}–{left_out[-1]};"
+        f"[{len(left_out)} turn lines omitted among sequences {left_out[0]}–{left_out[-1]};"
         " recall_history returns them]"
     )
     assert "[seq" not in marker
@@ -209,13 +210,21 @@ def test_extractive_keeps_user_lines_ahead_of_tool_output() -> None:
 def test_extractive_max_turns_drops_tool_lines_first() -> None:
     text = ExtractiveSummarizer(max_turns=4)(request_of(*_mixed_turns(9)))
     assert text.splitlines() == [
-        # Dropped: the tool lines 4 and 7, then the oldest others 1, 3 and 6.
-        "[5 earlier turn lines omitted: sequences 1–7; recall_history returns them]",
+        # Dropped: the tool lines 4 and 7, then the oldest others 1, 3 and 6; lines 2 and 5
+        # are kept inside that range, so the marker does not call them "earlier".
+        "[5 turn lines omitted among sequences 1–7; recall_history returns them]",
         "[seq 2 user] Please refund booking X7BYG1 to my card.",
         "[seq 5 user] user line number 5.",
         "[seq 8 user] user line number 8.",
         "[seq 9 assistant] assistant line number 9.",
     ]
+    # It reads back when the summary rolls forward: its 5, and the assistant's line 9.
+    again = ExtractiveSummarizer(max_turns=4)(
+        request_of(TurnItem("t10", "user", "ten.", 10), previous=text)
+    )
+    assert again.splitlines()[0] == (
+        "[6 turn lines omitted among sequences 1–9; recall_history returns them]"
+    )
 
 
 def test_extractive_reads_the_old_marker_of_a_stored_summary() -> None:

@@ -26,12 +26,14 @@ __all__ = ["ExtractiveSummarizer"]
 # A line this summarizer wrote for a turn: "[seq 12 user] ...".
 _TURN_LINE = re.compile(r"^\[seq (\d+) ([a-z]+)[^\]]*\]")
 # The line that counts the turn lines dropped (by `max_turns` or the token budget):
-# "[57 earlier turn lines omitted: sequences 2–58; recall_history returns them]". It holds
-# no "[seq", so it is never read as a citation (SPEC §16.5); the form without a range, which
-# summaries stored before it hold, is still read.
+# "[57 earlier turn lines omitted: sequences 2–58; recall_history returns them]" when they
+# all come before the lines kept, else "[57 turn lines omitted among sequences 2–90; ...]"
+# (tool output goes first: the range holds kept lines too). It holds no "[seq", so it is
+# never read as a citation (SPEC §16.5); the form without a range, which summaries stored
+# before it hold, is still read.
 _OMITTED_LINE = re.compile(
-    r"^\[(\d+) earlier turn lines omitted"
-    r"(?:: sequences? (\d+)(?:–(\d+))?)?(?:; recall_history returns them)?\]$"
+    r"^\[(\d+) (?:earlier )?turn lines omitted(?::| among)?"
+    r"(?: sequences? (\d+)(?:–(\d+))?)?(?:; recall_history returns them)?\]$"
 )
 # Which turn lines are dropped first when some must go: tool output, then the assistant's
 # (and system) lines, the user's last — the user's request outlives the rest.
@@ -55,14 +57,18 @@ class _Omitted:
         last = max(sequences) if self.last is None else max(self.last, *sequences)
         return _Omitted(self.count + len(sequences), first, last, self.unknown)
 
-    def marker(self) -> str:
+    def marker(self, first_kept: int | None = None) -> str:
+        """The marker line; "earlier" only when every omitted line comes before `first_kept`
+        (the first turn line kept), else the range is where they lie ("among")."""
+        among = self.last is not None and first_kept is not None and self.last > first_kept
         if self.first is None or self.last is None or self.unknown:
             where = ""
         elif self.first == self.last:
             where = f": sequence {self.first}"
         else:
-            where = f": sequences {self.first}–{self.last}"
-        return f"[{self.count} earlier turn lines omitted{where}; recall_history returns them]"
+            where = f"{' among' if among else ':'} sequences {self.first}–{self.last}"
+        what = "turn lines omitted" if among else "earlier turn lines omitted"
+        return f"[{self.count} {what}{where}; recall_history returns them]"
 
 
 def _read_marker(found: re.Match[str], omitted: _Omitted, kept_first: int | None) -> _Omitted:
@@ -250,7 +256,7 @@ def _drop(
 def _compose(notes: list[str], omitted: _Omitted, turn_lines: list[tuple[int, str, str]]) -> str:
     lines = list(notes)
     if omitted.count:
-        lines.append(omitted.marker())
+        lines.append(omitted.marker(turn_lines[0][0] if turn_lines else None))
     lines.extend(line for _, _, line in turn_lines)
     return "\n".join(lines)
 
