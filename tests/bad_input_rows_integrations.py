@@ -105,7 +105,20 @@ def _model_call(store: lf.SQLiteStore, *, asynchronous: bool) -> object:
     return asyncio.run(middleware.awrap_model_call(request, handler))
 
 
+def _item_message(item: Any) -> Any:
+    from ledgerfold.integrations.openai_agents import item_message
+
+    return item_message(item)
+
+
 ROWS: tuple[BadInput, ...] = (
+    row(
+        "item_message: item not a mapping",
+        "item_message('hello')",
+        lambda: _item_message("hello"),
+        INVALID,
+        "item",
+    ),
     row(
         "LedgerfoldSession: session_id not a str",
         "LedgerfoldSession(42, store=store)",

@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ledgerfold._errors import InvalidInput
 from ledgerfold._recall_stand_in import tool_calls_of
 from ledgerfold._validate import non_finite_at
 from ledgerfold.adapters._chat import tool_group
@@ -148,7 +149,14 @@ _TEXT_PARTS = frozenset({None, "text", "input_text", "output_text", "refusal"})
 
 
 def item_message(item: Mapping[str, Any]) -> dict[str, Any]:
-    """The chat message an item is stored as (before its verbatim copy is added)."""
+    """The chat message an item is stored as (before its verbatim copy is added). An item
+    that is not a mapping is `InvalidInput` naming `item`."""
+    if not isinstance(item, Mapping):
+        raise InvalidInput(
+            f"item: must be a mapping (a Responses input item), got {type(item).__name__}",
+            field="item",
+            problem="wrong-type",
+        )
     name = kind(item)
     if name == "message":
         role = item.get("role")
