@@ -532,7 +532,9 @@ class SQLiteStore:
         (SQLite's `VACUUM`, then a checkpoint). The erasing calls overwrite what they delete,
         but a page SQLite rebuilt earlier may hold an older copy of a row in its unused
         space; only a rewrite removes it. Takes time and free disk space in proportion to
-        the file; raises `StoreError` (nothing changed) when it cannot."""
+        the file; raises `StoreError` (nothing changed) when it cannot. A reader holding an
+        older snapshot delays the rewrite reaching the file (as after any erasure: logged,
+        retried after the next write and at `close()`)."""
         self._db.vacuum()
 
     def history_boundary(self, conversation_id: str) -> HistoryBoundary | None:
