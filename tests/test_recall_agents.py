@@ -37,6 +37,8 @@ set_tracing_disabled(True)
 SESSION = "s1"
 POLICY = lf.CompactionPolicy("recall-agents-v1", keep_tail=4, min_new_turns=1)
 FACT = "My locker code for the Geneva office is 5100."
+#: What the summary's framing says when recall is offered.
+FRAMING = "can be fetched with the recall_history tool"
 
 
 def _message(text: str) -> ResponseOutputMessage:
@@ -172,3 +174,33 @@ def test_a_store_without_search_offers_no_recall(tmp_path: Path) -> None:
         session.recall_tool()
     assert raised.value.field == "store"
     assert "search" in str(raised.value)
+
+
+class AnsweringModel(Model):
+    """Answers every call with one message (no tool call)."""
+
+    def __init__(self) -> None:
+        self.instructions: list[Any] = []
+
+    async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kw: Any):  # type: ignore[no-untyped-def]
+        self.instructions.append(system_instructions)
+        return ModelResponse(output=[_message("Noted.")], usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+
+def test_an_agent_without_the_tool_is_not_told_of_recall(tmp_path: Path) -> None:
+    """With the filter, the summary joined to the instructions says `recall_history`
+    returns the originals only to an agent that has the tool: one the run was handed to
+    without it would call a tool it does not have."""
+    session = LedgerfoldSession(SESSION, store=_compacted(tmp_path / "g.db"), policy=POLICY)
+    tool = session.recall_tool()
+    without, with_tool = AnsweringModel(), AnsweringModel()
+    config = lf_run_config(session)
+    plain = Agent(name="plain", instructions="Be brief.", model=without)
+    asyncio.run(Runner.run(plain, "Hello?", session=session, run_config=config))
+    helper = Agent(name="helper", instructions="Be brief.", model=with_tool, tools=[tool])
+    asyncio.run(Runner.run(helper, "Hello again?", session=session, run_config=config))
+    assert "Be brief." in without.instructions[0] and FRAMING not in without.instructions[0]
+    assert FRAMING in with_tool.instructions[0]

@@ -284,7 +284,9 @@ class LedgerfoldSession:
     def call_model_input_filter(self, data: Any) -> Any:
         """A `RunConfig.call_model_input_filter`: when the agent has instructions, the
         summary item this session served leaves the input and joins the instructions
-        (`to_chat_messages(..., system_prompt=instructions)`): one system message. Before
+        (`to_chat_messages(..., system_prompt=instructions)`): one system message, whose
+        framing says `recall_history` returns the originals only when the agent called has
+        that tool (a handoff's agent may not). Before
         any summary, system items leading the input (the session's system prompt item) join
         them the same way. Touches no store. `data` is the SDK's `CallModelData` (else
         `InvalidInput` naming `data`)."""
@@ -329,7 +331,7 @@ class LedgerfoldSession:
         (joined,) = context_messages(
             AssembledContext((summary,), None),
             system_prompt=prompt,
-            recall=self._recall,
+            recall=self._recall and _offers_recall(getattr(data, "agent", None)),
             content=self._contents.content,
         )
         return type(model_data)(input=kept, instructions=joined["content"])
@@ -532,3 +534,12 @@ def _plain_text(content: Any) -> str | None:
 def _digest(content: str) -> bytes:
     """What `_served` knows a served summary message by: not its text."""
     return hashlib.blake2b(content.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def _offers_recall(agent: Any) -> bool:
+    """Whether the agent a model call is for has the `recall_history` tool (True when the
+    SDK did not say which agent: the session's own setting then decides)."""
+    tools = getattr(agent, "tools", None)
+    if not isinstance(tools, list):
+        return True
+    return any(getattr(tool, "name", None) == RECALL_TOOL["function"]["name"] for tool in tools)
