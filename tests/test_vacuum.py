@@ -1,10 +1,10 @@
 """`SQLiteStore.vacuum()` and `ledgerfold vacuum`: a rewrite of the whole file, so that no
 byte of deleted text is left anywhere in it.
 
-The erasing calls run with `secure_delete`, which zeroes a deleted row and a freed page; but
-SQLite, rebuilding a page while it balances its b-tree, can leave an older copy of a row in
-the page's unused middle (seen in randomised runs of erasures: a whole `turns` row of a
-deleted conversation, between a live page's cell pointers and its cells). Such a leftover
+The erasing calls run with `secure_delete`, which zeroes a deleted row and a freed page, not
+the unused space of a page in use, where SQLite can leave an older copy of a row as it
+reorganises pages (seen in randomised runs of erasures: a whole `turns` row of a deleted
+conversation, between a live page's cell pointers and its cells). Such a leftover
 cannot be made on purpose from the public API, so these tests leave deleted bytes in the
 file the way SQLite does without `secure_delete` (a connection of their own with it off),
 then show that `vacuum()` leaves none of them and changes nothing the store answers."""
@@ -33,7 +33,7 @@ def _file_bytes(path: Path) -> bytes:
 
 def _leave_deleted_text(path: Path) -> None:
     """Rows written and deleted by a connection without `secure_delete`: their bytes stay
-    in the file's pages, as a balanced page's leftover does."""
+    in the file's pages, as such a leftover does."""
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("PRAGMA secure_delete = OFF")

@@ -190,8 +190,8 @@ def delete_command(db: str, conversation_id: str, yes: bool, as_json: bool) -> N
 def vacuum_command(db: str, as_json: bool) -> None:
     """Rewrite DB (SQLite's VACUUM, then a checkpoint) so that no byte of erased, purged or
     deleted text is left anywhere in the file. The erasing commands overwrite what they
-    delete, but a page SQLite rebuilt earlier can keep an older copy of a row in its unused
-    space. Needs about DB's size in free disk space; a failure leaves DB as it was."""
+    delete, but an older copy of a row can remain in the unused space of a page in use.
+    Needs about DB's size in free disk space; a failure leaves DB as it was."""
     path = check_db_path(db)
     before = path.stat().st_size
     with open_store(db) as store:

@@ -409,8 +409,8 @@ class Database:
     def vacuum(self) -> None:
         """Rewrite the whole file (SQLite's `VACUUM`), then checkpoint it: no byte of deleted
         content is left anywhere in it. `secure_delete` zeroes a deleted row and a freed
-        page, but a page SQLite rebuilt while balancing its b-tree can keep an older copy of
-        a row in its unused middle until that page is rewritten. Atomic: a failure (a full
+        page, not a page's unused space, where SQLite can leave an older copy of a row as
+        it reorganises pages. Atomic: a failure (a full
         disk: it needs about the file's size free) leaves the file as it was."""
         with self.lock:
             if self.read_only:

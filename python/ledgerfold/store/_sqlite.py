@@ -530,11 +530,11 @@ class SQLiteStore:
     def vacuum(self) -> None:
         """Rewrite the database file so that nothing of erased or purged text is left in it
         (SQLite's `VACUUM`, then a checkpoint). The erasing calls overwrite what they delete,
-        but a page SQLite rebuilt earlier may hold an older copy of a row in its unused
-        space; only a rewrite removes it. Takes time and free disk space in proportion to
-        the file; raises `StoreError` (nothing changed) when it cannot. A reader holding an
-        older snapshot delays the rewrite reaching the file (as after any erasure: logged,
-        retried after the next write and at `close()`)."""
+        but an older copy of a row can remain in the unused space of a page in use (which
+        `secure_delete` does not clear); only a rewrite removes it. Takes time and free disk
+        space in proportion to the file; raises `StoreError` (nothing changed) when it
+        cannot. A reader holding an older snapshot delays the rewrite reaching the file (as
+        after any erasure: logged, retried after the next write and at `close()`)."""
         self._db.vacuum()
 
     def history_boundary(self, conversation_id: str) -> HistoryBoundary | None:
