@@ -9,7 +9,6 @@ from hearing the job's answer until its batch has ended, so the cancellation com
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import pytest
 
 import ledgerfold as lf
 from ledgerfold._worker import worker_for
-from ledgerfold.store._database import Database
+from test_group_commit import failing_commits
 
 POLICY = lf.CompactionPolicy("cancel-batch-v1", keep_tail=2, min_new_turns=1)
 NET = 60  # a safety net for a failing test, never a timing the test relies on
@@ -54,24 +53,10 @@ class _Gated(lf.SQLiteStore):
         return write
 
 
-def _failing_commits(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
-    """While the event is set, the store's COMMIT fails (as on an I/O error)."""
-    real = Database._control
-
-    def control(self: Database, conn: sqlite3.Connection, statement: Any) -> None:
-        if statement == "COMMIT" and failing.is_set():
-            raise sqlite3.OperationalError("disk I/O error")
-        real(self, conn, statement)
-
-    failing = threading.Event()
-    monkeypatch.setattr(Database, "_control", control)
-    return failing
-
-
 def _cancelled_in(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gated: str
 ) -> tuple[list[tuple[str, str | None]], list[tuple[str, str | None]]]:
-    failing = _failing_commits(monkeypatch)
+    failing = failing_commits(monkeypatch)
     events: list[lf.Event] = []
     store = _Gated(tmp_path / "c.db", on_event=events.append)
     store.append_many("c", [{"role": "user", "body": f"turn {n}"} for n in range(6)])

@@ -182,7 +182,7 @@ def test_an_erasing_job_commits_the_batch_before_its_checkpoint(tmp_path: Path) 
         assert [t.body for t in store.load("c").turns] == ["one", "two"]
 
 
-def _failing_commits(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+def failing_commits(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     """While the event is set, the store's COMMIT fails (as on an I/O error)."""
     real = Database._control
 
@@ -201,7 +201,7 @@ def test_after_a_failed_commit_no_cache_serves_the_batchs_writes(
 ) -> None:
     # The batch's jobs filled the context cache from their own (uncommitted) writes; the
     # commit then fails without a row changing: the cache must not serve them.
-    failing = _failing_commits(monkeypatch)
+    failing = failing_commits(monkeypatch)
     with SQLiteStore(tmp_path / "s.db") as store:
         store.append("kept", "user", "before the batch")
         before = store.context("kept", "v1")
@@ -258,7 +258,7 @@ def test_a_batchs_events_reach_the_hook_after_its_commit(tmp_path: Path) -> None
 
 
 def test_a_failed_batch_reports_no_event(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    failing = _failing_commits(monkeypatch)
+    failing = failing_commits(monkeypatch)
     events: list[tuple[str, str]] = []
     store, covered = _covered_store(tmp_path / "s.db", events)
     with store:

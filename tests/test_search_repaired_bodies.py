@@ -19,13 +19,19 @@ from test_search_erasure import in_index, marker
 OLD_LONG = " ".join(f"Sentence {n} of the long original message." for n in range(60))
 
 
-def changed_outside(path: Path, turn_id: str, body: str) -> None:
+def changed_outside(path: Path, turn_id: str, body: str | bytes) -> None:
+    """The turn's body changed with raw SQL (bytes: stored as text as they are)."""
     conn = sqlite3.connect(path)
     try:
-        conn.execute("UPDATE turns SET body = ? WHERE id = ?", (body, turn_id))
+        conn.execute("UPDATE turns SET body = CAST(? AS TEXT) WHERE id = ?", (body, turn_id))
         conn.commit()
     finally:
         conn.close()
+
+
+def in_files(directory: Path, text: str) -> bool:
+    """Whether `text`'s bytes are in any file of `directory` (the database, its WAL)."""
+    return any(text.encode() in p.read_bytes() for p in directory.iterdir() if p.is_file())
 
 
 def ledger(path: Path, body: str) -> None:
@@ -77,7 +83,7 @@ def test_an_erasure_after_the_repair_leaves_no_term_of_the_earlier_text(tmp_path
     store.retract("c", "changed", erase=True)
     assert not in_index(store, tail)
     store.close()
-    assert not any(tail.encode() in p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
+    assert not in_files(tmp_path, tail)
 
 
 # ---------------------------------------------------------------------- not repaired yet
@@ -103,7 +109,7 @@ def test_erasing_a_body_changed_outside_leaves_no_term_of_the_earlier_text(
     assert not in_index(store, tail)
     assert store.check_search_index() == []
     store.close()
-    assert not any(tail.encode() in p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
+    assert not in_files(tmp_path, tail)
 
 
 def test_a_body_changed_outside_to_fewer_passages_is_still_erased(tmp_path: Path) -> None:
@@ -147,12 +153,7 @@ def test_a_turn_whose_body_is_no_longer_utf8_can_still_be_erased(
     path = tmp_path / "g.db"
     old, tail = marker()
     ledger(path, f"the old secret is {old}")
-    conn = sqlite3.connect(path)
-    conn.execute(
-        "UPDATE turns SET body = CAST(? AS TEXT) WHERE id = 'changed'", (b"bad \xff bytes",)
-    )
-    conn.commit()
-    conn.close()
+    changed_outside(path, "changed", b"bad \xff bytes")  # stored as text, not UTF-8
     store = lf.SQLiteStore(path)
     if change == "purge":
         store.purge_through("c", 2, "test")
@@ -161,7 +162,7 @@ def test_a_turn_whose_body_is_no_longer_utf8_can_still_be_erased(
     assert not in_index(store, tail)
     assert store.check_search_index() == []
     store.close()
-    assert not any(tail.encode() in p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
+    assert not in_files(tmp_path, tail)
 
 
 def test_the_erasures_index_rebuild_skips_a_body_that_is_no_longer_utf8(
@@ -173,12 +174,7 @@ def test_the_erasures_index_rebuild_skips_a_body_that_is_no_longer_utf8(
     monkeypatch.setattr(search_levels, "MAX_LEVELS", 0)
     path = tmp_path / "h.db"
     ledger(path, "a body that will be damaged")
-    conn = sqlite3.connect(path)
-    conn.execute(
-        "UPDATE turns SET body = CAST(? AS TEXT) WHERE id = 'changed'", (b"bad \xff bytes",)
-    )
-    conn.commit()
-    conn.close()
+    changed_outside(path, "changed", b"bad \xff bytes")  # stored as text, not UTF-8
     store = lf.SQLiteStore(path)
     store.retract("c", "t0", erase=True)
     assert [hit.turn_id for hit in store.search("c", "ordinary")] == ["t2"]

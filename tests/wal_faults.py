@@ -58,6 +58,26 @@ def _rows(path: Path, query: str) -> list[Any]:
         conn.close()
 
 
+def _noting_batch_ends(store: Any) -> Any:
+    """A `threading.Event` set each time one of the store's worker batches has ended
+    (committed or not): the store's batch hook, wrapped."""
+    import threading
+
+    ended = threading.Event()
+    batch = store._worker_batch
+
+    @contextmanager
+    def noted() -> Iterator[Any]:
+        try:
+            with batch() as end:
+                yield end
+        finally:
+            ended.set()
+
+    store._worker_batch = noted
+    return ended
+
+
 def _message(text: str) -> dict[str, Any]:
     return {"role": "user", "content": text}
 
@@ -516,16 +536,7 @@ def cancelled(directory: Path) -> None:
             # The variant (`variant` file): "" the caller gives up while its job runs;
             # "late" once its batch has ended, before it heard back.
             late = (directory / "variant").exists()
-            ended = threading.Event()
-            batch = store._worker_batch
-
-            @contextmanager
-            def noted() -> Iterator[Any]:
-                try:
-                    with batch() as end:
-                        yield end
-                finally:
-                    ended.set()
+            ended = _noting_batch_ends(store)
 
             def cancel() -> None:  # on the loop
                 if late:
@@ -539,7 +550,6 @@ def cancelled(directory: Path) -> None:
                     heard.wait(30)
                 return appended(items)
 
-            store._worker_batch = noted  # type: ignore[method-assign]
             agent._append = append  # type: ignore[method-assign]
             words = " ".join(f"word{n}" for n in range(200))
             items = [_message(f"{n} {words}") for n in range(6)]
@@ -567,7 +577,6 @@ def cancelled_in_job(directory: Path) -> None:
     """An `add_items` below the trigger whose job compacts at once (the rest of a folded
     backlog), its caller cancelled once its batch had ended, that batch's sync failed: what
     `wait_compaction()` says (no summary was kept)."""
-    import threading
 
     from ledgerfold import CompactionPolicy, SQLiteStore
     from ledgerfold.integrations.openai_agents import LedgerfoldSession
@@ -585,16 +594,7 @@ def cancelled_in_job(directory: Path) -> None:
             await agent.add_items([_message(f"{n} {words}") for n in range(12)])
             first = await agent.compactor.acompact("s", force=True)  # one chunk: a backlog
             _json(directory, "first", first.status)
-            ended = threading.Event()
-            batch = store._worker_batch
-
-            @contextmanager
-            def noted() -> Iterator[Any]:
-                try:
-                    with batch() as end:
-                        yield end
-                finally:
-                    ended.set()
+            ended = _noting_batch_ends(store)
 
             def cancel() -> None:  # on the loop: before the answer, once the batch ended
                 ended.wait(30)
@@ -608,7 +608,6 @@ def cancelled_in_job(directory: Path) -> None:
                 loop.call_soon_threadsafe(cancel)
                 return appended(items)
 
-            store._worker_batch = noted  # type: ignore[method-assign]
             agent._append = append  # type: ignore[method-assign]
             task = asyncio.ensure_future(agent.add_items([_message("one more")]))
             try:
