@@ -54,7 +54,7 @@ pub fn collect_turns(
     }
     let iterator = PyIterator::from_object(turns)
         .map_err(|_| extract::wrong_type(field, "an iterable of Turn", turns))?;
-    let mut out = Vec::with_capacity(turns.len().unwrap_or(0));
+    let mut out = Vec::with_capacity(extract::capacity_hint(turns));
     for item in iterator {
         let item = item?;
         let turn = item

@@ -23,6 +23,17 @@ pub fn wrong_type(field: &'static str, expected: &str, value: &Bound<'_, PyAny>)
     )
 }
 
+/// The most items a collection's `len()` may reserve room for before they are read.
+const MAX_RESERVED: usize = 1 << 16;
+
+/// Room to reserve for the items of `value`, from its `len()` when it has one: a hint only,
+/// never trusted beyond `MAX_RESERVED` (an object's `__len__` may say anything; reserving
+/// what it says panics with a capacity overflow, or aborts the process when the allocation
+/// fails). Vectors grow past it as the items are read.
+pub fn capacity_hint(value: &Bound<'_, PyAny>) -> usize {
+    value.len().map_or(0, |len| len.min(MAX_RESERVED))
+}
+
 /// A `str` (or subclass) that encodes as UTF-8.
 pub fn string<'a, 'py>(
     field: &'static str,
@@ -52,7 +63,7 @@ pub fn string_items<'py>(
     }
     let iterator = PyIterator::from_object(value)
         .map_err(|_| wrong_type(field, "an iterable of str", value))?;
-    let mut out = Vec::with_capacity(value.len().unwrap_or(0));
+    let mut out = Vec::with_capacity(capacity_hint(value));
     for item in iterator {
         let item = item?;
         out.push(string(field, &item)?.clone());
@@ -122,7 +133,7 @@ pub fn meta_pairs(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<(Stri
     let mapping = value
         .cast::<PyMapping>()
         .map_err(|_| wrong_type("meta", "a mapping of str to str or None", value))?;
-    let mut pairs = Vec::with_capacity(mapping.len().unwrap_or(0));
+    let mut pairs = Vec::with_capacity(capacity_hint(mapping.as_any()));
     for item in mapping.items()?.iter() {
         let (key, entry): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
         pairs.push((owned_string("meta", &key)?, owned_string("meta", &entry)?));

@@ -27,7 +27,7 @@ pub fn turns_from_rows(py: Python<'_>, rows: &Bound<'_, PyAny>) -> PyResult<Vec<
     }
     let iterator = PyIterator::from_object(rows)
         .map_err(|_| extract::wrong_type("rows", "an iterable of row tuples", rows))?;
-    let mut turns = Vec::with_capacity(rows.len().unwrap_or(0));
+    let mut turns = Vec::with_capacity(extract::capacity_hint(rows));
     for (index, row) in iterator.enumerate() {
         let turn = turn_from_row(py, &row?).map_err(|err| in_row(py, index, err))?;
         turns.push(new_untracked(py, turn)?);

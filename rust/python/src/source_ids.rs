@@ -63,7 +63,7 @@ fn strings(value: &Bound<'_, PyAny>) -> PyResult<Vec<Py<PyString>>> {
             type_name(value)
         ))
     })?;
-    let mut out = Vec::with_capacity(value.len().unwrap_or(0));
+    let mut out = Vec::with_capacity(crate::extract::capacity_hint(value));
     for item in iterator {
         let item = item?;
         let id = item.cast_into::<PyString>().map_err(|err| {
