@@ -5,6 +5,7 @@ field, or the result the real items give).
 - An iterable whose `__len__` says more than it holds (2**40, `sys.maxsize`): its length is
   a hint, never room reserved up front (a capacity overflow panics; a failed allocation
   aborts the process).
+- `_native.audit_columns` with a summary count no packed key can name.
 
 Each call runs in a child process: without the fix it aborts, which must fail the test, not
 end the test run.
@@ -112,3 +113,20 @@ def test_a_length_that_lies_is_only_a_hint(name: str, lying: str, plain: str, cl
     expected = _run(plain)
     assert "value" in expected, expected
     assert _run(lying.replace("CLAIMED", str(claimed))) == expected
+
+
+@pytest.mark.parametrize("count", [-1, 257, 2**34, 2**62, True])
+def test_an_audit_of_more_summaries_than_a_key_can_name_is_invalid_input(count: object) -> None:
+    columns = "(None,) * 10, (None,) * 3"
+    assert _run(f"_native.audit_columns({columns}, {count!r}, 1)") == {
+        "error": "InvalidInput",
+        "field": "summaries",
+    }
+
+
+def test_an_audit_of_up_to_256_summaries_still_runs() -> None:
+    columns = "(None,) * 10, (None,) * 3"
+    for count in (0, 1, 256):
+        assert _run(f"_native.audit_columns({columns}, {count}, 1)") == {
+            "value": repr(([], [], 0, 0))
+        }

@@ -6,9 +6,11 @@
 use ledgerfold_core::columns::format::TurnEntries;
 use ledgerfold_core::columns::{self, Packed, SourceColumns, TurnColumns};
 use ledgerfold_core::revalidate::{audit, revalidate_each_on, uncited_sequences, AuditRow};
+use ledgerfold_core::Problem;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use crate::errors::invalid;
 use crate::extract;
 use crate::revalidate::{
     current_summaries, flat_summaries, on_threads, thread_count, tuple_of, verdicts, Report,
@@ -143,6 +145,22 @@ fn packed_entries(list: &[u8]) -> impl Iterator<Item = &[u8]> {
     parts
 }
 
+/// The number of summary slots of an audit: at most `PACKED_MAX_SUMMARIES`, as a packed
+/// key can name no more (the audit keeps a flag and two sets per slot, so a larger count
+/// would only reserve memory, or abort the process when it cannot).
+fn summary_count(value: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let count = extract::non_negative("summaries", value)?;
+    match usize::try_from(count) {
+        Ok(count) if count <= columns::format::MAX_SUMMARIES => Ok(count),
+        _ => Err(invalid(
+            value.py(),
+            "summaries",
+            Problem::OutOfRange,
+            format!("must be at most {}", columns::format::MAX_SUMMARIES),
+        )),
+    }
+}
+
 /// `(recheck, may_split, rows, bytes)` of an audit.
 type AuditReport = (Vec<(usize, i64)>, Vec<usize>, u64, u64);
 
@@ -162,9 +180,10 @@ pub fn audit_columns(
     py: Python<'_>,
     turn_columns: &Bound<'_, PyAny>,
     audit_columns: &Bound<'_, PyAny>,
-    summaries: usize,
+    summaries: &Bound<'_, PyAny>,
     threads: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Option<AuditReport>> {
+    let summaries = summary_count(summaries)?;
     let threads = thread_count(py, threads)?;
     let turn_items = column_items("turn_columns", turn_columns, 10)?;
     let audit_items = column_items("audit_columns", audit_columns, 3)?;
