@@ -495,13 +495,20 @@ class Database:
         try:
             conn.execute("PRAGMA busy_timeout = 30000")
             # Reading the header first: a file that is not SQLite fails here, not halfway.
-            application_id = conn.execute("PRAGMA application_id").fetchone()[0]
-            foreign_tables = (
-                application_id == 0
-                and conn.execute(
-                    "SELECT 1 FROM sqlite_master WHERE type = 'table' LIMIT 1"
-                ).fetchone()
-            )
+            # One read transaction: another process creating the same new file commits its
+            # first migration (tables and application ID together) before or after both
+            # reads, never between them (it would read as another application's tables).
+            conn.execute("BEGIN")
+            try:
+                application_id = conn.execute("PRAGMA application_id").fetchone()[0]
+                foreign_tables = (
+                    application_id == 0
+                    and conn.execute(
+                        "SELECT 1 FROM sqlite_master WHERE type = 'table' LIMIT 1"
+                    ).fetchone()
+                )
+            finally:
+                _rollback(conn)
         except sqlite3.OperationalError as err:  # read-only, locked: SQLite, but not usable
             raise StoreError(f"{self.path}: cannot open the database for writing ({err})") from err
         except sqlite3.DatabaseError as err:
