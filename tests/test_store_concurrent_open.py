@@ -4,12 +4,15 @@ created; none refuses the file.
 
 The interleavings are made deterministic with a second, real connection to the same file:
 one that commits another opener's first migration between the opener's reads of the
-header.
+header, and one that reads the file (another opener reading the header) while the opener
+switches it to WAL.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -63,3 +66,29 @@ def test_a_store_created_between_the_header_reads_is_not_another_applications(
     assert done
     with lf.SQLiteStore(path) as store:
         assert [turn.body for turn in store.load("c").turns] == ["hello"]
+
+
+def test_a_new_file_another_opener_writes_while_it_opens_waits(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    writer = _CONNECT(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # another opener, in its first migration
+    opened: list[object] = []
+
+    def open_store() -> None:
+        try:
+            with lf.SQLiteStore(path) as store:
+                store.append("c", "user", "hello")
+            opened.append("ok")
+        except lf.LedgerfoldError as err:
+            opened.append(err)
+
+    opener = threading.Thread(target=open_store)
+    opener.start()
+    time.sleep(0.3)  # the opener meets the lock while switching the new file to WAL
+    writer.execute("COMMIT")
+    writer.close()
+    opener.join(timeout=60)
+    assert opened == ["ok"]
+    with lf.SQLiteStore(path) as store:
+        assert [turn.body for turn in store.load("c").turns] == ["hello"]
+        assert store._connection().execute("PRAGMA journal_mode").fetchone() == ("wal",)

@@ -520,7 +520,7 @@ class Database:
             raise StoreError(f"{self.path}: an SQLite database that is not a ledgerfold store")
         try:
             if self.path != ":memory:":
-                conn.execute("PRAGMA journal_mode = WAL").fetchone()
+                migrations.enter_wal(conn)
             # "full": every commit is fsynced (survives power loss). "normal": WAL commits are
             # fsynced at checkpoints only: durable across app crashes, never corrupt, but
             # the last commits may be lost on power loss.

@@ -1,15 +1,38 @@
-"""Bringing a ledgerfold file to the newest schema: the migrations in `_schema.MIGRATIONS`,
-each in a transaction of its own, and the indexes every writing open creates when missing."""
+"""Bringing a ledgerfold file to the newest schema: WAL mode, the migrations in
+`_schema.MIGRATIONS`, each in a transaction of its own, and the indexes every writing open
+creates when missing."""
 
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 
 from ledgerfold._errors import StoreError
 from ledgerfold.store._schema import ADDED_INDEXES, APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 
-__all__ = ["ensure_indexes", "migrate", "schema_version"]
+__all__ = ["ensure_indexes", "enter_wal", "migrate", "schema_version"]
+
+#: SQLite's primary result code of a busy database (`sqlite3.SQLITE_BUSY` from Python 3.11).
+_SQLITE_BUSY = 5
+
+
+def enter_wal(conn: sqlite3.Connection, timeout: float = 30.0) -> None:
+    """Put the file in WAL mode (a no-op once it is). Switching a new file from its rollback
+    journal needs an exclusive lock, and SQLite answers a busy file at once there, without
+    its busy handler: when several processes open the same new file together, all but one
+    would fail. A busy switch is retried for up to `timeout` seconds (the busy timeout)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            return
+        except sqlite3.OperationalError as err:
+            code = getattr(err, "sqlite_errorcode", None)  # Python 3.11+; the message before
+            busy = code & 0xFF == _SQLITE_BUSY if code is not None else "locked" in str(err)
+            if not busy or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.005)
 
 
 def migrate(conn: sqlite3.Connection, path: str, now: Callable[[], str]) -> None:
