@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ledgerfold._errors import InvalidInput
+from ledgerfold._errors import InvalidInput, StoreError
 
 __all__ = ["database_path", "reading_uri", "readonly_uri"]
 
@@ -31,14 +31,33 @@ def database_path(value: object, field: str = "path") -> str:
 
 def readonly_uri(path: str) -> str:
     """The SQLite URI that opens `path` read-only, never creating or changing a file (not
-    even a journal). In a directory this process cannot write, a WAL file without its `-shm`
-    companion is opened `immutable` (nothing can be writing it through this directory)."""
+    even a journal). In a directory this process cannot write, a file without a `-shm`
+    companion is opened `immutable` (nothing can be writing it through this directory) when
+    it has no WAL holding frames: `immutable` reads the database file alone, so the commits
+    such a WAL holds (left by a writer that died, or copied without its `-shm`) would be
+    silently missing, and SQLite cannot read them without creating the `-shm`. That is a
+    `StoreError` instead."""
     resolved = os.path.abspath(path)
     uri = Path(resolved).as_uri() + "?mode=ro"  # percent-encoded
     directory = os.path.dirname(resolved) or "."
     if not os.access(directory, os.W_OK) and not os.path.exists(resolved + "-shm"):
+        if _holds_frames(resolved + "-wal"):
+            raise StoreError(
+                f"{path}: cannot read the database here: its write-ahead log (-wal) may hold"
+                " commits, which SQLite reads only through a -shm file, missing and not"
+                " creatable in this directory; open it where its directory is writable"
+            )
         uri += "&immutable=1"
     return uri
+
+
+def _holds_frames(wal: str) -> bool:
+    """Whether a WAL file exists and is longer than its header (32 bytes): it may hold
+    frames (a WAL that holds none reads as the database file alone)."""
+    try:
+        return os.path.getsize(wal) > 32
+    except OSError:
+        return False
 
 
 def reading_uri(path: str) -> str:
