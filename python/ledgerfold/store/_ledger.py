@@ -161,7 +161,6 @@ def insert_turns(
     previous = last_sequence  # the highest sequence ever written, retracted turns included
     for index, (turn_id, spec) in enumerate(prepared):
         prefix = f"{field_prefix}[{index}]." if field_prefix else ""
-        check_meta(spec.get("meta"), f"{prefix}meta")
         previous = _sequence_of(spec, previous, f"{prefix}sequence")
         try:
             turn = Turn(
@@ -180,6 +179,9 @@ def insert_turns(
             raise InvalidInput(
                 f"{prefix}{err}", field=f"{prefix}{err.field}", problem=err.problem
             ) from None
+        # The turn's own copy of its meta, which is what is stored: a mapping read again may
+        # not give what a check of it read.
+        check_meta(turn.meta, f"{prefix}meta")
         turns.append(turn)
     check_storable(conn, noncharacter_field(conversation_id, turns, field_prefix))
     clash = _first_existing_id(conn, conversation_id, [t.id for t in turns])

@@ -55,9 +55,9 @@ def edit_turn(
     row = _live_turn_row(conn, conversation_id, turn_id)
     turn_pk, old_digest = row[0], row[-1]
     old = turn_from_row(row[1:-1])
-    if "meta" in changes:
-        check_meta(changes["meta"])
     new = old.replace(**changes)
+    if "meta" in changes:
+        check_meta(new.meta)  # the stored copy (a mapping read again may change)
     check_storable(conn, noncharacter_field(conversation_id, [new]))
     # The results paired with a call the edit changes may pair with another call after it
     # (SPEC §17.2): read before the row changes.
