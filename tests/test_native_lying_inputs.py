@@ -6,6 +6,7 @@ field, or the result the real items give).
   a hint, never room reserved up front (a capacity overflow panics; a failed allocation
   aborts the process).
 - `_native.audit_columns` with a summary count no packed key can name.
+- A `meta` mapping whose `items()` gives no pairs.
 
 Each call runs in a child process: without the fix it aborts, which must fail the test, not
 end the test run.
@@ -130,3 +131,25 @@ def test_an_audit_of_up_to_256_summaries_still_runs() -> None:
         assert _run(f"_native.audit_columns({columns}, {count}, 1)") == {
             "value": repr(([], [], 0, 0))
         }
+
+
+_BROKEN_ITEMS = {
+    "not pairs": "[1, 2]",
+    "triples": "[('name', 'n', 'x')]",
+    "not iterable": "5",
+}
+
+
+@pytest.mark.parametrize("items", list(_BROKEN_ITEMS.values()), ids=list(_BROKEN_ITEMS))
+@pytest.mark.parametrize(
+    "call",
+    [
+        "lf.Turn('a', 1, 'user', 'x', meta=meta)",
+        "lf.SQLiteStore().append('c', 'user', 'x', meta=meta)",
+        "lf.Turn('a', 1, 'user', 'x').replace(meta=meta)",
+    ],
+)
+def test_a_meta_whose_items_are_no_pairs_is_invalid_input(items: str, call: str) -> None:
+    """A `dict` subclass whose `items()` says something else than its pairs."""
+    meta = f"type('Broken', (dict,), {{'items': lambda self: {items}}})(name='n')"
+    assert _run(f"(lambda meta: {call})({meta})") == {"error": "InvalidInput", "field": "meta"}

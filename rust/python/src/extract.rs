@@ -2,6 +2,7 @@
 //! integers and lone surrogates all become `InvalidInput` naming the field.
 
 use ledgerfold_core::Problem;
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt, PyIterator, PyMapping, PyString};
 
@@ -134,8 +135,20 @@ pub fn meta_pairs(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<(Stri
         .cast::<PyMapping>()
         .map_err(|_| wrong_type("meta", "a mapping of str to str or None", value))?;
     let mut pairs = Vec::with_capacity(capacity_hint(mapping.as_any()));
-    for item in mapping.items()?.iter() {
-        let (key, entry): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
+    // A mapping whose `items()` gives no iterable of pairs (an override) is no mapping of
+    // str to str: `InvalidInput`, as any other wrong `meta`. An exception its own code
+    // raises otherwise (a `KeyError` of its `__getitem__`) is its own, and propagates.
+    let items = mapping.items().map_err(|err| {
+        if err.is_instance_of::<PyTypeError>(value.py()) {
+            wrong_type("meta", "a mapping of str to str or None", value)
+        } else {
+            err
+        }
+    })?;
+    for item in items.iter() {
+        let (key, entry): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item
+            .extract()
+            .map_err(|_| wrong_type("meta", "a mapping of str to str or None", value))?;
         pairs.push((owned_string("meta", &key)?, owned_string("meta", &entry)?));
     }
     Ok(Some(pairs))
