@@ -31,16 +31,26 @@ def database_path(value: object, field: str = "path") -> str:
 
 def readonly_uri(path: str) -> str:
     """The SQLite URI that opens `path` read-only, never creating or changing a file (not
-    even a journal). In a directory this process cannot write, a file without a `-shm`
-    companion is opened `immutable` (nothing can be writing it through this directory) when
-    it has no WAL holding frames: `immutable` reads the database file alone, so the commits
-    such a WAL holds (left by a writer that died, or copied without its `-shm`) would be
-    silently missing, and SQLite cannot read them without creating the `-shm`. That is a
-    `StoreError` instead."""
+    even a journal). A file this process cannot write, or in a directory it cannot write,
+    without a `-shm` companion is opened `immutable` when it has no WAL holding frames: in
+    such a directory nothing can be writing it through this directory; and beside a file it
+    cannot write, `mode=ro` would create a `-wal` and a `-shm` that it cannot delete at its
+    close (only a checkpoint, a write, does), owned by this user, which the file's owner
+    then cannot write: every writing open of theirs fails until they are removed.
+    `immutable` reads the database file alone, so the commits a WAL holds (left by a writer
+    that died, or copied without its `-shm`) would be silently missing, and SQLite cannot
+    read them without creating the `-shm`: in a directory this process cannot write, that
+    is a `StoreError` instead."""
     resolved = os.path.abspath(path)
     uri = Path(resolved).as_uri() + "?mode=ro"  # percent-encoded
     directory = os.path.dirname(resolved) or "."
-    if not os.access(directory, os.W_OK) and not os.path.exists(resolved + "-shm"):
+    if os.path.exists(resolved + "-shm"):
+        return uri
+    if not os.access(resolved, os.W_OK) and os.access(directory, os.W_OK):
+        if not _holds_frames(resolved + "-wal"):
+            uri += "&immutable=1"
+        return uri
+    if not os.access(directory, os.W_OK):
         if _holds_frames(resolved + "-wal"):
             raise StoreError(
                 f"{path}: cannot read the database here: its write-ahead log (-wal) may hold"
