@@ -1,6 +1,7 @@
-"""A store in a directory several users may write (a shared folder, `/tmp`), read by a user
-who may not write the file itself: the reader creates no file there (SPEC §15.7, "creates
-and changes no file"), so the owner's next writing open works.
+"""A store in a directory several users may write (a shared folder, `/tmp`), opened by a user
+who may not write the file itself: a reader creates no file there (SPEC §15.7, "creates
+and changes no file"), a writing open is refused before it creates any, so the owner's next
+writing open works.
 
 SQLite's `mode=ro` open of a WAL file beside which there is no `-wal` creates a `-wal` and
 a `-shm` in a directory it may write, owned by the reader and as unwritable for the owner
@@ -85,4 +86,20 @@ def test_reading_commands_of_another_user_create_no_file(shared: Path) -> None:
         done = _as(OTHER, "-m", "ledgerfold", command[0], str(shared), *command[1:])
         assert done.returncode == 0, (command, done.stderr)
         assert sorted(os.listdir(shared.parent)) == ["ledger.db"], command
+    assert _python(OWNER, _OWNER_APPENDS, shared) == "2\n"
+
+
+def test_a_writing_open_by_another_user_is_refused_and_creates_no_file(shared: Path) -> None:
+    code = (
+        "try:\n"
+        "    lf.SQLiteStore(sys.argv[1]).close()\n"
+        "except lf.StoreError as err:\n"
+        "    print('StoreError', err)\n"
+    )
+    out = _python(OTHER, code, shared)
+    assert out.startswith("StoreError") and "readonly database" in out and str(shared) in out
+    assert sorted(os.listdir(shared.parent)) == ["ledger.db"]
+    done = _as(OTHER, "-m", "ledgerfold", "compact", str(shared))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert sorted(os.listdir(shared.parent)) == ["ledger.db"]
     assert _python(OWNER, _OWNER_APPENDS, shared) == "2\n"

@@ -23,7 +23,7 @@ from ledgerfold import _validate
 from ledgerfold._errors import StoreError
 from ledgerfold.store import _migrations as migrations
 from ledgerfold.store import _search_index as search_index
-from ledgerfold.store._paths import reading_uri
+from ledgerfold.store._paths import reading_uri, refuse_unwritable
 from ledgerfold.store._schema import APPLICATION_ID, READABLE_VERSION
 from ledgerfold.store._sqlite_errors import quotes_stored_data, store_error
 
@@ -152,6 +152,7 @@ class Database:
                     factory=search_index.IndexConnection,
                 )
             else:
+                refuse_unwritable(path)
                 conn = sqlite3.connect(
                     path,
                     isolation_level=None,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ledgerfold._errors import InvalidInput, StoreError
 
-__all__ = ["database_path", "reading_uri", "readonly_uri"]
+__all__ = ["database_path", "reading_uri", "readonly_uri", "refuse_unwritable"]
 
 
 def database_path(value: object, field: str = "path") -> str:
@@ -27,6 +27,18 @@ def database_path(value: object, field: str = "path") -> str:
             f"{field}: must not contain a NUL character", field=field, problem="not-allowed"
         )
     return path
+
+
+def refuse_unwritable(path: str) -> None:
+    """Before a writing open: a file this process may not write is a `StoreError`. SQLite
+    would open it read-only without saying so, and in a directory it may write (a shared
+    folder) leave a `-wal` and a `-shm` of this user's beside it, which it cannot delete and
+    the file's owner cannot write: every writing open of the owner's would then fail."""
+    if path != ":memory:" and os.path.exists(path) and not os.access(path, os.W_OK):
+        raise StoreError(
+            f"{path}: cannot open the database for writing (a readonly database: this process"
+            " may not write the file); open it with read_only=True to read it"
+        )
 
 
 def readonly_uri(path: str) -> str:

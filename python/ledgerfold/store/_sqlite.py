@@ -64,7 +64,8 @@ class SQLiteStore:
     `mode=ro`): nothing is created, migrated or written, not even a journal, so it works in
     a directory the process cannot write; a missing, empty or outdated file is a
     `StoreError`, as is, in such a directory, a WAL holding frames without its `-shm` (SQLite
-    cannot read it there), and every write method raises `StoreError`.
+    cannot read it there), and every write method raises `StoreError`. Without it, a file
+    the process may not write is a `StoreError` (nothing is created beside it).
 
     `on_event` (optional) receives an `Event` after each write that an operator wants to
     know of (SPEC §17.8): summaries marked stale by an edit or retraction, purges,
