@@ -330,22 +330,33 @@ class RollingMachine(RuleBasedStateMachine):
         boundary = self.stores[at].purge_through(
             cid, max(0, model.last_sequence - back), "test", force=force
         )
+        # What went is what the store purged: a turn below the boundary may stay live (an
+        # unanswered call kept raw below an earlier retention boundary, a protected turn).
+        purged = self.purged_ids(cid)
+        went = [
+            turn for turn in model.turns.values() if turn.state != "purged" and turn.id in purged
+        ]
+        assert all(turn.sequence <= boundary.through_sequence for turn in went), boundary
         if not force:  # a purge takes no unanswered call (a protected one it never takes)
-            taken = {
-                t.id
-                for t in model.live()
-                if t.sequence <= boundary.through_sequence and not t.protected
-            }
+            taken = {turn.id for turn in went if turn.state == "live"}
             assert not taken & open_calls, (taken & open_calls, boundary)
+            assert not any(turn.protected for turn in went), boundary
             still = {turn.id for turn in self.stores[at].load(cid).turns}
             assert open_calls <= still, (open_calls - still, boundary)
-        for turn in model.turns.values():
-            if (
-                turn.state != "purged"
-                and turn.sequence <= boundary.through_sequence
-                and (force or not turn.protected)
-            ):
-                turn.state = "purged"  # its content stays what it was: the sealed digest's
+        for turn in went:
+            turn.state = "purged"  # its content stays what it was: the sealed digest's
+
+    def purged_ids(self, cid: str) -> set[str]:
+        """The IDs of the conversation's purged turns, as the file holds them."""
+        with sqlite3.connect(self.path) as conn:
+            purged = {
+                row[0]
+                for row in conn.execute(
+                    "SELECT id FROM turns WHERE conversation_id = ? AND state = 2", (cid,)
+                )
+            }
+        conn.close()
+        return purged
 
     @rule(at=instances, cid=conversations, retain=st.integers(0, 6))
     def apply_retention(self, at: int, cid: str, retain: int) -> None:
@@ -358,14 +369,7 @@ class RollingMachine(RuleBasedStateMachine):
         if boundary is None:
             return
         assert current is not None, boundary
-        with sqlite3.connect(self.path) as conn:
-            purged = {
-                row[0]
-                for row in conn.execute(
-                    "SELECT id FROM turns WHERE conversation_id = ? AND state = 2", (cid,)
-                )
-            }
-        conn.close()
+        purged = self.purged_ids(cid)
         went = [
             turn for turn in model.turns.values() if turn.state != "purged" and turn.id in purged
         ]

@@ -92,6 +92,30 @@ def test_retention_keeps_an_unanswered_call_below_the_summary(machine: RollingMa
     assert (turns["t1"].state, turns["t2"].state) == ("purged", "live")
 
 
+def test_a_purge_below_an_earlier_boundary_over_a_kept_unanswered_call(
+    machine: RollingMachine,
+) -> None:
+    # Hypothesis's shrunk sequence: retention purges the covered orphan result (t2) and
+    # keeps the unanswered call below it (t1), so the boundary (2) lies above a live turn;
+    # the purge after it takes nothing more and returns that boundary. The rule took every
+    # live turn below the boundary for purged, the call among them.
+    replay(
+        machine,
+        [
+            lambda: machine.answer_late(at=0, cid="c1"),
+            lambda: machine.append_call(at=0, calls=1, cid="c1"),
+            lambda: machine.answer_late(at=0, cid="c1"),
+            lambda: machine.answer_late(at=0, cid="c1"),
+            lambda: machine.converse(at=0, budget=1_000_000_000, cid="c1", rounds=[1, 1]),
+            lambda: machine.apply_retention(at=0, cid="c1", retain=0),
+            lambda: machine.purge(at=0, back=0, cid="c1", force=False),
+        ],
+    )
+    turns = machine.model["c1"].turns
+    assert (turns["t1"].state, turns["t2"].state) == ("live", "purged")
+    assert "t1" in {turn.id for turn in machine.stores[0].load("c1").turns}
+
+
 def test_a_turn_kept_below_a_purge_joins_the_sealed_summary_after_its_sources(
     ledger: LedgerMachine,
 ) -> None:
