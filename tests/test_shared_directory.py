@@ -103,3 +103,47 @@ def test_a_writing_open_by_another_user_is_refused_and_creates_no_file(shared: P
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert sorted(os.listdir(shared.parent)) == ["ledger.db"]
     assert _python(OWNER, _OWNER_APPENDS, shared) == "2\n"
+
+
+def _leave(path: Path, leftover: str) -> None:
+    """What a writer of the owner's left beside the file: a `-shm` without a WAL (a close
+    that died between the two deletions), or a WAL holding commits without its `-shm` (a
+    writer killed, the `-shm` then cleaned up)."""
+    if leftover == "shm":
+        path.with_name(path.name + "-shm").write_bytes(b"")
+    else:
+        code = (
+            "import os, signal\n"
+            "s = lf.SQLiteStore(sys.argv[1])\n"
+            "s._connection().execute('PRAGMA wal_autocheckpoint = 0')\n"
+            "s.append('c', 'user', 'in the WAL')\n"
+            "os.kill(os.getpid(), signal.SIGKILL)\n"
+        )
+        done = _as(OWNER, "-c", "import sys, ledgerfold as lf\n" + code, str(path))
+        assert done.returncode == -9, done.stderr
+        path.with_name(path.name + "-shm").unlink()
+        assert path.with_name(path.name + "-wal").stat().st_size > 32
+    for name in os.listdir(path.parent):
+        os.chown(path.parent / name, 1000, 1000)
+        (path.parent / name).chmod(0o644)
+
+
+@pytest.mark.parametrize("leftover", ["shm", "wal"])
+def test_a_read_beside_what_a_writer_left_creates_no_file(shared: Path, leftover: str) -> None:
+    _leave(shared, leftover)
+    before = sorted(os.listdir(shared.parent))
+    code = (
+        "try:\n"
+        "    with lf.SQLiteStore(sys.argv[1], read_only=True) as s:\n"
+        "        print(len(s.load('c').turns))\n"
+        "except lf.StoreError as err:\n"
+        "    print('StoreError', err)\n"
+    )
+    out = _python(OTHER, code, shared)
+    if leftover == "shm":
+        assert out == "1\n"
+    else:  # the WAL's commit cannot be read without a -shm the owner could not write
+        assert out.startswith("StoreError") and "-shm" in out, out
+    assert sorted(os.listdir(shared.parent)) == before
+    owner = "3\n" if leftover == "wal" else "2\n"
+    assert _python(OWNER, _OWNER_APPENDS, shared) == owner

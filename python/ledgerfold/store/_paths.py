@@ -43,33 +43,34 @@ def refuse_unwritable(path: str) -> None:
 
 def readonly_uri(path: str) -> str:
     """The SQLite URI that opens `path` read-only, never creating or changing a file (not
-    even a journal). A file this process cannot write, or in a directory it cannot write,
-    without a `-shm` companion is opened `immutable` when it has no WAL holding frames: in
-    such a directory nothing can be writing it through this directory; and beside a file it
-    cannot write, `mode=ro` would create a `-wal` and a `-shm` that it cannot delete at its
-    close (only a checkpoint, a write, does), owned by this user, which the file's owner
-    then cannot write: every writing open of theirs fails until they are removed.
-    `immutable` reads the database file alone, so the commits a WAL holds (left by a writer
-    that died, or copied without its `-shm`) would be silently missing, and SQLite cannot
-    read them without creating the `-shm`: in a directory this process cannot write, that
-    is a `StoreError` instead."""
+    even a journal). Unless a WAL and its `-shm` are both beside the file (`reading_uri`
+    then reads them), `mode=ro` would create the missing one, owned by this user and, beside
+    a file this user may not write, as unwritable for the file's owner as the file is for
+    this user: every writing open of the owner's then fails until it is removed (a
+    read-only connection cannot delete it at its close). So:
+
+    - no WAL holding frames (none, or only its header; no writer is live then, as a live
+      writer has both files): `immutable`, the database file alone, which is all there is;
+    - a WAL holding frames without its `-shm` (left by a writer that died, or copied
+      without it): SQLite reads those commits only through a `-shm`, so where this user may
+      not create one that the owner can write (a directory it cannot write, or a file it
+      cannot write) that is a `StoreError`, never a read that silently misses them; beside
+      a file it may write, `mode=ro` creates the `-shm`."""
     resolved = os.path.abspath(path)
     uri = Path(resolved).as_uri() + "?mode=ro"  # percent-encoded
     directory = os.path.dirname(resolved) or "."
-    if os.path.exists(resolved + "-shm"):
+    wal, shm = os.path.exists(resolved + "-wal"), os.path.exists(resolved + "-shm")
+    if wal and shm:
         return uri
-    if not os.access(resolved, os.W_OK) and os.access(directory, os.W_OK):
-        if not _holds_frames(resolved + "-wal"):
-            uri += "&immutable=1"
-        return uri
-    if not os.access(directory, os.W_OK):
-        if _holds_frames(resolved + "-wal"):
-            raise StoreError(
-                f"{path}: cannot read the database here: its write-ahead log (-wal) may hold"
-                " commits, which SQLite reads only through a -shm file, missing and not"
-                " creatable in this directory; open it where its directory is writable"
-            )
-        uri += "&immutable=1"
+    if not _holds_frames(resolved + "-wal"):
+        return uri + "&immutable=1"
+    if not os.access(directory, os.W_OK) or not os.access(resolved, os.W_OK):
+        raise StoreError(
+            f"{path}: cannot read the database here: its write-ahead log (-wal) may hold"
+            " commits, which SQLite reads only through a -shm file, missing and not to be"
+            " created by this user; open it once as its owner, where its directory is"
+            " writable"
+        )
     return uri
 
 
