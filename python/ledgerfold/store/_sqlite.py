@@ -63,11 +63,12 @@ class SQLiteStore:
     `read_only=True` opens an existing ledgerfold file for reading only (SQLite's
     `mode=ro`): nothing is created, migrated or written, not even a journal, so it works in
     a directory the process cannot write; a missing, empty or outdated file is a
-    `StoreError`, as is, in such a directory, a WAL holding frames without its `-shm` (SQLite
-    cannot read it there), and every write method raises `StoreError`. Without it, a file
-    the process may not write is a `StoreError` (nothing is created beside it). A file it
-    may not write, or in such a directory, with no writer live, is read as it is at the
-    open (SQLite's `immutable`): reopen it to see later commits.
+    `StoreError`, as is a WAL holding frames without its `-shm` where the process may not
+    create one (such a directory, or beside a file it may not write), and every write
+    method raises `StoreError`. Without it, a file the process may not write is a
+    `StoreError` (nothing is created beside it). A file without a WAL holding frames (no
+    writer live) is read as it is at the open (SQLite's `immutable`): reopen it to see
+    later commits.
 
     `on_event` (optional) receives an `Event` after each write that an operator wants to
     know of (SPEC §17.8): summaries marked stale by an edit or retraction, purges,
