@@ -66,9 +66,9 @@ class SQLiteStore:
     `StoreError`, as is a WAL holding frames without its `-shm` where the process may not
     create one (such a directory, or beside a file it may not write), and every write
     method raises `StoreError`. Without it, a file the process may not write is a
-    `StoreError` (nothing is created beside it). A file without a WAL holding frames (no
-    writer live) is read as it is at the open (SQLite's `immutable`): reopen it to see
-    later commits.
+    `StoreError` (nothing is created beside it). Where the process may not write the file
+    or its directory, a file without a live writer is read as it is at the open (SQLite's
+    `immutable`): reopen it to see later commits.
 
     `on_event` (optional) receives an `Event` after each write that an operator wants to
     know of (SPEC §17.8): summaries marked stale by an edit or retraction, purges,
