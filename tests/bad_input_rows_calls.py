@@ -73,6 +73,26 @@ ROWS: tuple[BadInput, ...] = (
         INVALID,
         "items[0].arguments",
     ),
+    row(
+        "append_chat_messages: lone surrogate in an image part (kept as meta)",
+        "store.append_chat_messages('c', [{'role': 'user', 'content': [{'type': 'image_url',"
+        " 'image_url': {'url': body + '\\ud800'}}]}])",
+        on_store(
+            lambda store: store.append_chat_messages(
+                "c",
+                [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "image_url", "image_url": {"url": SECRET_BODY + "\ud800"}}
+                        ],
+                    }
+                ],
+            )
+        ),
+        INVALID,
+        "messages[0].content[0].image_url.url",
+    ),
 )
 
 

@@ -79,22 +79,19 @@ def test_results_before_their_call_get_no_group() -> None:
     assert [t.group for t in turns] == [None, "tools:c1"]
 
 
-def test_non_text_parts_are_recorded_not_kept() -> None:
-    (turn,) = from_chat_messages(
-        [
-            {
-                "role": "user",
-                "content": [
-                    {"type": "text", "text": "look"},
-                    {"type": "image_url", "image_url": {"url": "data:..."}},
-                ],
-            }
-        ]
-    )
+def test_non_text_parts_are_kept_and_sent_back() -> None:
+    content = [
+        {"type": "text", "text": "look"},
+        {"type": "image_url", "image_url": {"url": "data:..."}},
+    ]
+    (turn,) = from_chat_messages([{"role": "user", "content": content}])
     assert turn.body == "look"
-    assert turn.meta == {"omitted_content_parts": '["image_url"]'}
+    assert turn.meta == {
+        "omitted_content_parts": '["image_url"]',
+        "content_parts": json.dumps(content, separators=(",", ":")),
+    }
     assert to_chat_messages(assemble_context(Conversation("c", 0, [turn]), None, POLICY)) == [
-        {"role": "user", "content": "look"}
+        {"role": "user", "content": content}
     ]
 
 

@@ -20,10 +20,12 @@ from ledgerfold import _native, _validate
 from ledgerfold._context import AssembledContext, SummaryItem, TurnItem, with_purge
 from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._model import ROLES, Turn
+from ledgerfold.adapters._chat_fields import TEXT_PART_KEYS as _TEXT_PART_KEYS
 from ledgerfold.adapters._chat_fields import annotations_json as _annotations
 from ledgerfold.adapters._chat_fields import audio_id as _audio_id
 from ledgerfold.adapters._chat_fields import bad as _bad
 from ledgerfold.adapters._chat_fields import compact_json as _compact_json
+from ledgerfold.adapters._chat_fields import content_parts_json as _content_parts
 from ledgerfold.adapters._chat_fields import content_text as _content_text
 from ledgerfold.adapters._chat_fields import explicit_id as _explicit_id
 from ledgerfold.adapters._chat_fields import optional_text as _optional_text
@@ -58,6 +60,10 @@ SUMMARY_CLOSE = "</ledgerfold-summary>"
 _ROLE_ALIASES = {"developer": "system"}
 _CHAT_ROLE_KEY = "chat_role"
 _OMITTED_PARTS_KEY = "omitted_content_parts"
+_CONTENT_PARTS_KEY = "content_parts"
+# The parts other than text that a Chat Completions user message takes (the only role whose
+# message takes any): those of a user turn's `content_parts` go back with its text.
+_USER_PART_TYPES = frozenset({"image_url", "input_audio", "file"})
 _AUDIO_ID_KEY = "audio_id"
 _ANNOTATIONS_KEY = "annotations"
 # The chat roles whose message params have `name` (Chat Completions' tool message has
@@ -143,7 +149,10 @@ def _turn_message(item: TurnItem, tool_names: bool = False) -> dict[str, Any]:
     role = item.role
     if role == "system" and meta.get(_CHAT_ROLE_KEY) == "developer":
         role = "developer"
-    message: dict[str, Any] = {"role": role, "content": item.text}
+    content: str | list[Any] = item.text
+    if role == "user" and _CONTENT_PARTS_KEY in meta:
+        content = _user_content(item.text, meta[_CONTENT_PARTS_KEY])
+    message: dict[str, Any] = {"role": role, "content": content}
     tool_calls = meta.get("tool_calls")
     if tool_calls is not None and item.role == "assistant":
         try:
@@ -166,6 +175,42 @@ def _turn_message(item: TurnItem, tool_names: bool = False) -> dict[str, Any]:
     if "name" in meta and (tool_names or role in _NAMED_ROLES):
         message["name"] = meta["name"]
     return message
+
+
+def _user_content(text: str, stored: str) -> str | list[Any]:
+    """A user turn's content from its `meta["content_parts"]`: its parts in their order, each
+    text part as a `text` part and the images, input audio and files as they were sent (parts
+    of other types, such as the Responses API's `input_image`, which Chat Completions refuses,
+    stay in meta only). A turn whose text is no longer that of its parts (an edit) sends its
+    text, then those parts; parts that are not as `from_chat_messages` writes them, or
+    none to send, give the text alone."""
+    try:
+        parts = _strict_json(stored)
+    except (ValueError, RecursionError):
+        return text
+    if not isinstance(parts, list):
+        return text
+    texts: list[str] = []
+    sent: list[Any] = []
+    media: list[Any] = []
+    for part in parts:
+        if not isinstance(part, dict):
+            return text
+        key = _TEXT_PART_KEYS.get(part.get("type"))  # type: ignore[arg-type]
+        if key is not None:
+            said = part.get(key)
+            if not isinstance(said, str):
+                return text
+            texts.append(said)
+            sent.append({"type": "text", "text": said})
+        elif part.get("type") in _USER_PART_TYPES:
+            sent.append(part)
+            media.append(part)
+    if not media:
+        return text
+    if "".join(texts) != text:
+        return [{"type": "text", "text": text}, *media] if text else media
+    return sent
 
 
 def _sendable_call(call: Any) -> Any:
@@ -319,9 +364,13 @@ class ChatTurnSpec:
     answers: str | None
 
 
-def chat_turn_specs(messages: Iterable[ChatMessage]) -> list[ChatTurnSpec]:
+def chat_turn_specs(
+    messages: Iterable[ChatMessage], *, keep_parts: bool = True
+) -> list[ChatTurnSpec]:
     """Validate and convert OpenAI-style messages (the rules of `from_chat_messages`) without
-    deciding IDs, sequences or groups; shared with `SQLiteStore.append_chat_messages`."""
+    deciding IDs, sequences or groups; shared with `SQLiteStore.append_chat_messages`.
+    `keep_parts=False` leaves `meta["content_parts"]` out (the Agents SDK session keeps each
+    item whole in meta already)."""
     items = message_list(messages)  # a message object as its `model_dump` mapping
     explicit: list[str | None] = []
     seen: dict[str, int] = {}
@@ -363,6 +412,9 @@ def chat_turn_specs(messages: Iterable[ChatMessage]) -> list[ChatTurnSpec]:
             meta[_CHAT_ROLE_KEY] = chat_role
         if omitted:
             meta[_OMITTED_PARTS_KEY] = _compact_json(omitted, index, "content")
+            parts = _content_parts(message, index) if keep_parts else None
+            if parts is not None:
+                meta[_CONTENT_PARTS_KEY] = parts
         audio_id = _audio_id(message, index)
         if audio_id is not None:
             meta[_AUDIO_ID_KEY] = audio_id
@@ -433,7 +485,10 @@ def from_chat_messages(messages: Iterable[ChatMessage], *, id_prefix: str = "m")
     IDs come from a message's `id`, else `<id_prefix><sequence>` (made unique against the
     explicit IDs). `content` may be str, None (→ "") or a list of content parts: the text
     parts (`text`, `refusal`, and the Responses API's `input_text` and `output_text`) are
-    joined; the types of other parts are recorded in `meta["omitted_content_parts"]`. An
+    joined; when another part is present (an image, input audio, a file) the parts are kept,
+    in order, as `meta["content_parts"]` (JSON text; `to_chat_messages` sends a user turn's
+    `image_url`, `input_audio` and `file` parts back) and their types are recorded in
+    `meta["omitted_content_parts"]`. An
     assistant's audio reply (`audio`, as the SDK returns it) gives its `audio.transcript` as
     text and its `audio.id` as `meta["audio_id"]` (the audio is not kept); the transcript,
     then a `refusal`, follow any text (each on a line of its own); its `annotations` (URL

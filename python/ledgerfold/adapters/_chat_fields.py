@@ -15,10 +15,12 @@ from ledgerfold._errors import InvalidInput
 from ledgerfold._validate import unencodable_at
 
 __all__ = [
+    "TEXT_PART_KEYS",
     "annotations_json",
     "audio_id",
     "bad",
     "compact_json",
+    "content_parts_json",
     "content_text",
     "explicit_id",
     "optional_text",
@@ -115,7 +117,7 @@ def audio_id(message: Mapping[str, Any], index: int) -> str | None:
 # The content parts that hold text, and its key: Chat Completions' `text` and `refusal`
 # parts, and the Responses API's `input_text` and `output_text` (its message items, and
 # LangChain blocks from it), whose text would otherwise be left out with the images.
-_TEXT_KEYS = {"text": "text", "refusal": "refusal", "input_text": "text", "output_text": "text"}
+TEXT_PART_KEYS = {"text": "text", "refusal": "refusal", "input_text": "text", "output_text": "text"}
 
 
 def annotations_json(message: Mapping[str, Any], index: int) -> str | None:
@@ -156,7 +158,7 @@ def _parts_text(message: Mapping[str, Any], index: int) -> tuple[str, list[str]]
         part_type = part.get("type")
         if not isinstance(part_type, str) or not part_type:
             raise bad(index, f"{field}.type", "wrong-type", "must be a non-empty str")
-        key = _TEXT_KEYS.get(part_type)
+        key = TEXT_PART_KEYS.get(part_type)
         if key is None:
             omitted.append(part_type)
             continue
@@ -167,6 +169,24 @@ def _parts_text(message: Mapping[str, Any], index: int) -> tuple[str, list[str]]
         texts.append(text)
     # Text parts are one message: joined as the model reads them, without separators.
     return "".join(texts), omitted
+
+
+def content_parts_json(message: Mapping[str, Any], index: int) -> str | None:
+    """The message's content parts as JSON text (text parts included, for their order) when
+    any part is not text (an image, input audio, a file): the ledger keeps them, so an
+    image-only message is not an empty turn with nothing of what was sent. None otherwise.
+    Called once `content_text` has checked the parts' types and texts."""
+    content = message.get("content")
+    if not isinstance(content, list) or all(part.get("type") in TEXT_PART_KEYS for part in content):
+        return None
+    at = unencodable_at(content)
+    if at is not None:
+        raise bad(index, f"content{at}", "not-utf8", "must encode as UTF-8")
+    try:
+        return json.dumps(content, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        compact_json(content, index, "content")  # raises, naming what is wrong
+        raise  # pragma: no cover - compact_json refuses what json.dumps refused
 
 
 def tool_calls(message: Mapping[str, Any], index: int) -> list[Mapping[str, Any]]:

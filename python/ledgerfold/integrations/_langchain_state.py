@@ -59,7 +59,16 @@ def same(seen: tuple[Any, Any], message: Any) -> bool:
 
 
 def spec_matches(spec: ChatTurnSpec, turn: Any) -> bool:
-    return (spec.role, spec.body, spec.meta or None) == (turn.role, turn.body, turn.meta)
+    meta = spec.meta
+    if turn.meta is None or _PARTS not in turn.meta:
+        # A turn written before the ledger kept a message's image and file parts: the same
+        # message, whose parts the ledger did not keep then, has not changed.
+        meta = {key: value for key, value in meta.items() if key != _PARTS}
+    return (spec.role, spec.body, meta or None) == (turn.role, turn.body, turn.meta)
+
+
+#: The meta key of a message's content parts (`chat_turn_specs`).
+_PARTS = "content_parts"
 
 
 def group_in_state(state: Sequence[Any], call_id: str) -> str | None:

@@ -393,7 +393,7 @@ class LedgerfoldSession:
         if not plain:
             return 0
         try:
-            specs = chat_turn_specs(item_message(item) for item in plain)
+            specs = chat_turn_specs((item_message(item) for item in plain), keep_parts=False)
         except InvalidInput as error:
             raise named_for_items(error, plain) from None
         ids = ["t-" + uuid.uuid4().hex for _ in specs]
