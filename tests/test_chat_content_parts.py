@@ -28,6 +28,7 @@ from pydantic import Field, TypeAdapter
 
 import ledgerfold as lf
 from ledgerfold.integrations.langchain import LedgerfoldMiddleware
+from ledgerfold.tokens import MESSAGE_OVERHEAD_TOKENS, approx_tokens, context_tokens
 
 IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/receipt.png"}}
 AUDIO = {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}
@@ -197,3 +198,19 @@ def test_a_turn_stored_before_parts_were_kept_is_not_a_changed_message(
         (sent,) = middleware.model_messages()
     assert "changed" not in caplog.text
     assert sent is photo
+
+
+def test_an_image_s_data_is_not_counted_as_text_tokens(tmp_path: Path) -> None:
+    """A screenshot sent as a data URL (300 KB of base64) is not 75,000 tokens of text: the
+    due check and the budget count the turn's text (and other meta), not its parts' data."""
+    store = _store(tmp_path)
+    data = "data:image/png;base64," + "iVBORw0KGgo" * 30_000
+    image = {"type": "image_url", "image_url": {"url": data}}
+    text = {"type": "text", "text": "What is wrong on this screen?"}
+    store.append_chat_messages("c", [{"role": "user", "content": [text, image]}])
+    context = store.context("c", "v1")
+    assert context_tokens(context.items) == MESSAGE_OVERHEAD_TOKENS + approx_tokens(
+        text["text"]
+    ) + approx_tokens('["image_url"]')
+    compactor = lf.Compactor(store, lf.CompactionPolicy("v1", keep_tail=1, trigger_tokens=1000))
+    assert not compactor.is_due("c")

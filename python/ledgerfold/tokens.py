@@ -65,7 +65,9 @@ def context_tokens(
     items: Iterable[ContextItem], token_counter: TokenCounter = approx_tokens
 ) -> int:
     """Tokens of a context's items: each item's text and meta values (tool calls are sent to
-    the model too) plus `MESSAGE_OVERHEAD_TOKENS` per item."""
+    the model too) plus `MESSAGE_OVERHEAD_TOKENS` per item. A message's `content_parts` (its
+    image, audio and file parts, kept as JSON text by the chat adapter) are not counted: their
+    text is the item's own, and an image's base64 data is not text the model reads."""
     return sum(item_tokens(item, token_counter) for item in items)
 
 
@@ -75,8 +77,14 @@ def item_tokens(item: ContextItem, token_counter: TokenCounter = approx_tokens) 
     if not isinstance(item, SummaryItem):
         meta = item.meta
         if meta:
-            total += sum(_count(token_counter, value) for value in meta.values())
+            total += sum(
+                _count(token_counter, value) for key, value in meta.items() if key != _PARTS_KEY
+            )
     return total
+
+
+#: The meta key of a chat message's content parts (`ledgerfold.adapters`), not counted.
+_PARTS_KEY = "content_parts"
 
 
 def _count(token_counter: TokenCounter, text: str) -> int:
