@@ -21,6 +21,7 @@ from typing import Any
 from ledgerfold import _validate
 from ledgerfold._errors import InvalidInput, SummarizerError, SummarizerTimeout
 from ledgerfold.summarizers._base import SummaryRequest
+from ledgerfold.summarizers._extractive import attachments
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
@@ -72,6 +73,9 @@ def _turn_record(turn: Any) -> dict[str, Any]:
         for key in ("tool_call_id", "name"):
             if key in meta:
                 record[key] = meta[key]
+    attached = attachments(meta)
+    if attached:  # an image-only message's text is "": what it sent is said here
+        record["attached"] = attached
     return record
 
 

@@ -21,7 +21,7 @@ from ledgerfold.tokens import approx_tokens
 if TYPE_CHECKING:
     from ledgerfold.summarizers._base import SummaryRequest
 
-__all__ = ["ExtractiveSummarizer"]
+__all__ = ["ExtractiveSummarizer", "attachments", "attachments_note"]
 
 # A line this summarizer wrote for a turn: "[seq 12 user] ...".
 _TURN_LINE = re.compile(r"^\[seq (\d+) ([a-z]+)[^\]]*\]")
@@ -213,9 +213,10 @@ class ExtractiveSummarizer:
             named = f" {_one_line(name, 40)}:" if name else ""
             head = _one_line(text, self.tool_head_chars) if self.tool_head_chars else ""
             shown = f" {head}" if head else ""
+            attached = attachments_note(meta)
             if _STAND_IN.fullmatch(text):  # not the output: its size would mislead
                 return f"{prefix}{named}{shown}"
-            return f"{prefix}{named}{shown} ({len(text)} chars of output)"
+            return f"{prefix}{named}{shown} ({len(text)} chars of output){attached}"
         calls = _tool_calls(meta.get("tool_calls"))
         prose_lines = []
         for line in text.splitlines():
@@ -227,13 +228,50 @@ class ExtractiveSummarizer:
         names = _once(calls)
         sentence = _first_sentence(prose_lines[0]) if prose_lines else ""
         parts = [prefix]
+        attached = attachments_note(meta)
         if sentence:
             parts.append(_one_line(sentence, self.max_chars_per_turn))
-        elif not names:
+        elif not names and not attached:
             parts.append("(empty)")
         if names:
             parts.append("calls: " + ", ".join(_one_line(name, 40) for name in names))
-        return " ".join(parts)
+        return " ".join(parts) + attached
+
+
+# A content part's type as the APIs name them (`image_url`, `input_audio`, `file`,
+# `input_image`): any other str (the caller's) is shown as "part", so that nothing else of a
+# message (no "[seq" a citation would read) reaches the summary.
+_PART_TYPE = re.compile(r"[a-z][a-z0-9_]{0,39}")
+# The parts that are the model's own reasoning, not something sent with the message.
+_NOT_ATTACHED = frozenset({"thinking", "redacted_thinking", "reasoning"})
+_ATTACHED_SHOWN = 6
+
+
+def attachments(meta: dict[str, str]) -> list[str]:
+    """The types of a turn's non-text content parts (an image, audio, a file), each once,
+    from the chat adapter's `meta["omitted_content_parts"]`: what an image-only message sent,
+    which its (empty) text does not say."""
+    try:
+        kinds = json.loads(meta.get("omitted_content_parts") or "[]")
+    except ValueError:
+        return []
+    names: list[str] = []
+    for kind in kinds if isinstance(kinds, list) else []:
+        name = kind if isinstance(kind, str) and _PART_TYPE.fullmatch(kind) else "part"
+        if name not in names and name not in _NOT_ATTACHED:
+            names.append(name)
+    return names
+
+
+def attachments_note(meta: dict[str, str]) -> str:
+    """The note a turn line ends with when the turn has such parts (`attachments`):
+    ` (attached: image_url, file)`; else the empty string."""
+    names = attachments(meta)
+    if not names:
+        return ""
+    more = len(names) - _ATTACHED_SHOWN
+    shown = ", ".join(names[:_ATTACHED_SHOWN]) + (f" and {more} more" if more > 0 else "")
+    return f" (attached: {shown})"
 
 
 def _drop(
