@@ -4,8 +4,8 @@ Every item becomes one turn holding the item verbatim in `meta["agents_item"]`. 
 turn itself says is what the ledger needs to keep a call with its result and a reasoning
 item with what it led to:
 
-- a `message` is a turn of its role, its text the body (a function result's too: its
-  image and file parts are recorded by type, as the chat adapter records them);
+- a `message` is a turn of its role, its text the body (a function result's too); its
+  image, audio and file parts are recorded by type, as the chat adapter records them;
 - an item that makes a call (the SDK's call types, `CALL_OUTPUTS`, and any other `*_call`
   item with a `call_id`) is an assistant turn whose `tool_calls` names that call, and its
   result (`*_call_output`, `program_output`, `tool_search_output`) a tool turn answering it,
@@ -159,8 +159,13 @@ def item_message(item: Mapping[str, Any]) -> dict[str, Any]:
         )
     name = kind(item)
     if name == "message":
-        role = item.get("role")
-        return {"role": role, "content": _text_of(item.get("content"))}
+        role, content = item.get("role"), item.get("content")
+        # Parts: its text, and its images, audio and files recorded by type (an image-only
+        # message is then no empty turn to the summarizer); the item keeps them whole.
+        return {
+            "role": role,
+            "content": _parts(content) if isinstance(content, list) else _text_of(content),
+        }
     if name == "function_call":
         call = {
             "id": item.get("call_id"),
