@@ -80,3 +80,43 @@ def test_a_run_s_image_reaches_the_next_run_s_model(tmp_path: Path) -> None:
     assert json.loads((store.load("s").turns[0].meta or {})["omitted_content_parts"]) == [
         "input_image"
     ]
+
+
+def test_a_chat_message_s_image_reaches_an_agents_model(tmp_path: Path) -> None:
+    """A turn no session wrote (`append_chat_messages`, an import) with an image: the session
+    serves its parts as Responses input parts, so the model gets the image, not ""."""
+    store = lf.SQLiteStore(tmp_path / "d.db")
+    url = "https://example.com/receipt.png"
+    store.append_chat_messages(
+        "s",
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "My receipt:"},
+                    {"type": "image_url", "image_url": {"url": url, "detail": "high"}},
+                    {"type": "file", "file": {"file_id": "file-1"}},
+                ],
+            },
+            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]},
+        ],
+    )
+    session = LedgerfoldSession("s", store=store)
+    model = Answering()
+    asyncio.run(Runner.run(Agent(name="a", model=model), "Total?", session=session))
+    first, second = (dict(item) for item in model.inputs[-1][:2])
+    assert first["content"] == [
+        {"type": "input_text", "text": "My receipt:"},
+        {"type": "input_image", "image_url": url, "detail": "high"},
+        {"type": "input_file", "file_id": "file-1"},
+    ]
+    assert second["content"] == [{"type": "input_image", "image_url": url, "detail": "auto"}]
+    turn = store.load("s").turns[0]
+    store.edit("s", turn.id, body="My receipt (redacted):")
+    (edited, *_) = asyncio.run(session.get_items())
+    assert edited["content"][0] == {"type": "input_text", "text": "My receipt (redacted):"}
+    assert [part["type"] for part in edited["content"]] == [
+        "input_text",
+        "input_image",
+        "input_file",
+    ]

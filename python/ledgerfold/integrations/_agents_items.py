@@ -22,7 +22,8 @@ A turn that no session wrote (an `append`, an import, another integration), or w
 verbatim copy another tool damaged, reads back as items of its role and text: a tool turn
 as a `function_call_output` (without `call_id` when it answers no call: left out of
 `get_items`, never a user message), an assistant turn with `tool_calls` as its text and one
-`function_call` a call.
+`function_call` a call, and a user turn whose image, audio and file parts the chat adapter
+kept (`meta["content_parts"]`) with them as Responses input parts.
 """
 
 from __future__ import annotations
@@ -344,7 +345,8 @@ def _foreign(role: str, text: str, meta: Mapping[str, str]) -> list[Any]:
     if role == "system":  # meta makes a system turn `developer`, nothing else (SPEC §15.6)
         role = "developer" if meta.get("chat_role") == "developer" else "system"
         return [{"role": role, "content": text}]
-    items: list[Any] = [{"role": role, "content": text}] if text or role != "assistant" else []
+    content: Any = _input_parts(text, meta.get(_PARTS_KEY)) if role == "user" else text
+    items: list[Any] = [{"role": role, "content": content}] if text or role != "assistant" else []
     if role == "assistant":
         items += [
             {
@@ -357,6 +359,68 @@ def _foreign(role: str, text: str, meta: Mapping[str, str]) -> list[Any]:
             if isinstance(call.get("id"), str) and isinstance(call.get("function", {}), Mapping)
         ]
     return items or [{"role": role, "content": text}]
+
+
+#: The meta key of a chat message's content parts (the chat adapter's `content_parts`).
+_PARTS_KEY = "content_parts"
+_DETAILS = frozenset({"low", "high", "auto", "original"})
+_FILE_KEYS = ("file_id", "file_data", "filename", "file_url")
+
+
+def _input_parts(text: str, stored: str | None) -> Any:
+    """A user turn's content as Responses input parts when the chat adapter kept its parts
+    (an image the user sent through `append_chat_messages` reaches an Agents model too): its
+    text parts as `input_text`, Chat Completions' `image_url` and `file` as `input_image` and
+    `input_file`, and parts of the Responses form as they are; a turn whose text is no longer
+    its parts' (an edit) gives its text, then those parts. Else (no parts, or none to send)
+    its text."""
+    try:
+        parts = json.loads(stored) if stored is not None else None
+    except ValueError:
+        return text
+    if not isinstance(parts, list) or not all(isinstance(part, Mapping) for part in parts):
+        return text
+    texts: list[str] = []
+    made: list[Any] = []
+    media: list[Any] = []
+    for part in parts:
+        if part.get("type") in _TEXT_PARTS:
+            said = _text_of([part])
+            texts.append(said)
+            made.append({"type": "input_text", "text": said})
+            continue
+        converted = _input_part(part)
+        if converted is not None:
+            made.append(converted)
+            media.append(converted)
+    if not media:
+        return text
+    if "".join(texts) != text:
+        return [{"type": "input_text", "text": text}, *media] if text else media
+    return made
+
+
+def _input_part(part: Mapping[str, Any]) -> dict[str, Any] | None:
+    """One chat content part that is not text as a Responses input part (None: not one)."""
+    kind = part.get("type")
+    if kind in ("input_image", "input_file", "input_audio"):
+        return dict(part)
+    if kind not in ("image_url", "file"):
+        return None
+    inner = part.get(kind)
+    if not isinstance(inner, Mapping):
+        return None
+    if kind == "file":
+        kept = {key: inner[key] for key in _FILE_KEYS if isinstance(inner.get(key), str)}
+        return {"type": "input_file", **kept} if kept else None
+    url, detail = inner.get("url"), inner.get("detail")
+    if not isinstance(url, str):
+        return None
+    return {
+        "type": "input_image",
+        "image_url": url,
+        "detail": detail if detail in _DETAILS else "auto",
+    }
 
 
 #: One served item and its links: the item, the call it makes, the call it answers.
