@@ -65,6 +65,8 @@ _CONTENT_PARTS_KEY = "content_parts"
 # message takes any): those of a user turn's `content_parts` go back with its text.
 _USER_PART_TYPES = frozenset({"image_url", "input_audio", "file"})
 _AUDIO_ID_KEY = "audio_id"
+# A failed tool call's result (LangChain's `ToolMessage(status="error")`): `meta["status"]`.
+_STATUS_KEY = "status"
 _ANNOTATIONS_KEY = "annotations"
 # The chat roles whose message params have `name` (Chat Completions' tool message has
 # only `role`, `content` and `tool_call_id`: strict providers refuse any other key).
@@ -174,6 +176,8 @@ def _turn_message(item: TurnItem, tool_names: bool = False) -> dict[str, Any]:
         message["tool_call_id"] = meta["tool_call_id"]
     if "name" in meta and (tool_names or role in _NAMED_ROLES):
         message["name"] = meta["name"]
+    if tool_names and role == "tool" and meta.get(_STATUS_KEY) == "error":
+        message[_STATUS_KEY] = "error"  # a LangChain `ToolMessage`'s (Chat Completions has none)
     return message
 
 
@@ -447,6 +451,8 @@ def chat_turn_specs(
         name = _optional_text(message, index, "name")
         if name is not None:
             meta["name"] = name
+        if role == "tool" and message.get(_STATUS_KEY) == "error":  # LangChain's ToolMessage
+            meta[_STATUS_KEY] = "error"
         specs.append(
             ChatTurnSpec(
                 explicit[index],

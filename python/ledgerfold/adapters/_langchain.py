@@ -314,6 +314,8 @@ def chat_messages(
         audio = getattr(message, "additional_kwargs", {}).get("audio")
         if isinstance(message, lc.AIMessage) and audio is not None and "audio" not in first:
             first["audio"] = audio
+        if isinstance(message, lc.ToolMessage) and message.status == "error":
+            first["status"] = "error"  # the call failed: kept, which the converter drops
         for call in getattr(message, "invalid_tool_calls", []):
             function = {"name": call["name"], "arguments": call["args"]}
             first.setdefault("tool_calls", []).append(

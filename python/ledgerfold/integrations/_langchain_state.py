@@ -59,16 +59,16 @@ def same(seen: tuple[Any, Any], message: Any) -> bool:
 
 
 def spec_matches(spec: ChatTurnSpec, turn: Any) -> bool:
-    meta = spec.meta
-    if turn.meta is None or _PARTS not in turn.meta:
-        # A turn written before the ledger kept a message's image and file parts: the same
-        # message, whose parts the ledger did not keep then, has not changed.
-        meta = {key: value for key, value in meta.items() if key != _PARTS}
+    held = turn.meta or {}
+    # A turn written before the ledger kept a message's image and file parts, or a failed
+    # call's status: the same message, whose parts or status it did not keep then, has not
+    # changed.
+    meta = {key: value for key, value in spec.meta.items() if key in held or key not in _LATER}
     return (spec.role, spec.body, meta or None) == (turn.role, turn.body, turn.meta)
 
 
-#: The meta key of a message's content parts (`chat_turn_specs`).
-_PARTS = "content_parts"
+#: The meta keys `chat_turn_specs` writes that a ledger of an earlier version lacks.
+_LATER = frozenset({"content_parts", "status"})
 
 
 def group_in_state(state: Sequence[Any], call_id: str) -> str | None:

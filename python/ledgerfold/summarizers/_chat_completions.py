@@ -70,7 +70,7 @@ def _turn_record(turn: Any) -> dict[str, Any]:
             if isinstance(call, dict)
         ]
     if turn.role == "tool":
-        for key in ("tool_call_id", "name"):
+        for key in ("tool_call_id", "name", "status"):
             if key in meta:
                 record[key] = meta[key]
     attached = attachments(meta)

@@ -216,7 +216,8 @@ class ExtractiveSummarizer:
             attached = attachments_note(meta)
             if _STAND_IN.fullmatch(text):  # not the output: its size would mislead
                 return f"{prefix}{named}{shown}"
-            return f"{prefix}{named}{shown} ({len(text)} chars of output){attached}"
+            failed = ", the call failed" if meta.get("status") == "error" else ""
+            return f"{prefix}{named}{shown} ({len(text)} chars of output{failed}){attached}"
         calls = _tool_calls(meta.get("tool_calls"))
         prose_lines = []
         for line in text.splitlines():
