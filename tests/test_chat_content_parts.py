@@ -14,7 +14,13 @@ from typing import Any
 import pytest
 from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    ToolMessage,
+)
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 from openai.types.chat import (
@@ -27,6 +33,7 @@ from openai.types.chat import (
 from pydantic import Field, TypeAdapter
 
 import ledgerfold as lf
+from ledgerfold.adapters import from_langchain_messages, to_langchain_messages
 from ledgerfold.integrations.langchain import LedgerfoldMiddleware
 from ledgerfold.tokens import MESSAGE_OVERHEAD_TOKENS, approx_tokens, context_tokens
 
@@ -214,3 +221,31 @@ def test_an_image_s_data_is_not_counted_as_text_tokens(tmp_path: Path) -> None:
     ) + approx_tokens('["image_url"]')
     compactor = lf.Compactor(store, lf.CompactionPolicy("v1", keep_tail=1, trigger_tokens=1000))
     assert not compactor.is_due("c")
+
+
+def test_a_tool_s_image_goes_back_to_langchain_not_to_chat_completions(tmp_path: Path) -> None:
+    """A screenshot a LangChain tool returned: a `ToolMessage` takes image parts (the state
+    holds them so), Chat Completions' tool message takes text only."""
+    store = _store(tmp_path)
+    call = {"name": "screenshot", "args": {}, "id": "call-1"}
+    state = [
+        AIMessage("", tool_calls=[call], id="a"),
+        ToolMessage([{"type": "image", "url": "https://example.com/s.png"}], tool_call_id="call-1"),
+    ]
+    store.append_many("c", [turn_spec(turn) for turn in from_langchain_messages(state)])
+    context = store.context("c", "v1")
+    (back,) = [m for m in to_langchain_messages(context) if isinstance(m, ToolMessage)]
+    assert back.content == [
+        {"type": "image_url", "image_url": {"url": "https://example.com/s.png"}}
+    ]
+    assert _sent(store)[1] == {"role": "tool", "content": "", "tool_call_id": "call-1"}
+
+
+def turn_spec(turn: lf.Turn) -> dict[str, Any]:
+    return {
+        "id": turn.id,
+        "role": turn.role,
+        "body": turn.body,
+        "group": turn.group,
+        "meta": turn.meta,
+    }

@@ -152,7 +152,9 @@ def _turn_message(item: TurnItem, tool_names: bool = False) -> dict[str, Any]:
     if role == "system" and meta.get(_CHAT_ROLE_KEY) == "developer":
         role = "developer"
     content: str | list[Any] = item.text
-    if role == "user" and _CONTENT_PARTS_KEY in meta:
+    # A LangChain `ToolMessage` takes them too (a screenshot a tool returned), as the state
+    # holds it; Chat Completions' tool message takes text only.
+    if (role == "user" or (tool_names and role == "tool")) and _CONTENT_PARTS_KEY in meta:
         content = _user_content(item.text, meta[_CONTENT_PARTS_KEY])
     message: dict[str, Any] = {"role": role, "content": content}
     tool_calls = meta.get("tool_calls")
