@@ -132,9 +132,11 @@ def _split_calls(lc: Any, calls: list[Any]) -> tuple[list[Any], list[Any]]:
 
 
 def _invalid_call(call: Mapping[str, Any]) -> dict[str, Any]:
-    function = call.get("function")
+    # A custom tool call (openai's `type: "custom"`) has `custom.name` and `custom.input`
+    # (free text), which LangChain's tool calls cannot hold: its name and input go as these.
+    function = call.get("function", call.get("custom"))
     function = function if isinstance(function, Mapping) else {}
-    name, arguments = function.get("name"), function.get("arguments")
+    name, arguments = function.get("name"), function.get("arguments", function.get("input"))
     return {
         "type": "invalid_tool_call",
         "id": call["id"],  # the ledger refuses calls without a string id (toolcalls.py)

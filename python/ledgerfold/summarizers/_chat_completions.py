@@ -60,15 +60,7 @@ def _turn_record(turn: Any) -> dict[str, Any]:
             calls = json.loads(meta["tool_calls"])
         except ValueError:
             calls = []
-        record["tool_calls"] = [
-            {
-                "id": call.get("id"),
-                "name": (call.get("function") or {}).get("name", call.get("name")),
-                "arguments": (call.get("function") or {}).get("arguments", call.get("arguments")),
-            }
-            for call in calls
-            if isinstance(call, dict)
-        ]
+        record["tool_calls"] = [_call_record(call) for call in calls if isinstance(call, dict)]
     if turn.role == "tool":
         for key in ("tool_call_id", "name", "status"):
             if key in meta:
@@ -77,6 +69,19 @@ def _turn_record(turn: Any) -> dict[str, Any]:
     if attached:  # an image-only message's text is "": what it sent is said here
         record["attached"] = attached
     return record
+
+
+def _call_record(call: dict[str, Any]) -> dict[str, Any]:
+    """A call's ID, name and arguments: a function call's, or a custom tool call's (openai's
+    `type: "custom"`: its `custom.name` and `custom.input`, the text the model wrote)."""
+    body = call.get("function") or call.get("custom") or {}
+    body = body if isinstance(body, dict) else {}
+    arguments = body.get("arguments", body.get("input", call.get("arguments")))
+    return {
+        "id": call.get("id"),
+        "name": body.get("name", call.get("name")),
+        "arguments": arguments,
+    }
 
 
 def frame_request(request: SummaryRequest) -> str:

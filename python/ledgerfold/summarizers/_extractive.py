@@ -348,7 +348,9 @@ def _tool_calls(tool_calls_json: str | None) -> list[tuple[str | None, str]]:
         call = call.get("tool_call", call)
         if not isinstance(call, dict):
             continue
-        function = call.get("function", call)
+        # A function call's `function`, a custom tool call's `custom` (openai's `type:
+        # "custom"`), or a flat call (`{"tool_call": ...}` lines).
+        function = call.get("function", call.get("custom", call))
         name = function.get("name") if isinstance(function, dict) else None
         call_id = call.get("id")
         if isinstance(name, str) and name.strip():
