@@ -7,8 +7,10 @@ item with what it led to:
 - a `message` is a turn of its role, its text the body (a function result's too); its
   image, audio and file parts are recorded by type, as the chat adapter records them;
 - an item that makes a call (the SDK's call types, `CALL_OUTPUTS`, and any other `*_call`
-  item with a `call_id`) is an assistant turn whose `tool_calls` names that call, and its
-  result (`*_call_output`, `program_output`, `tool_search_output`) a tool turn answering it,
+  item with a `call_id`) is an assistant turn whose `tool_calls` names that call (a custom
+  tool's by its name, with its input as the arguments), and its result (`*_call_output`,
+  `program_output`, `tool_search_output`) a tool turn answering it, whose text is the
+  result's text output (a custom tool's, a local shell's; a shell's stdout and stderr),
   so the two are one compaction unit, also across `add_items` calls (§17.2's tool-call
   link); an `mcp_approval_request` and its `mcp_approval_response` are linked the same way;
 - the items of one model response (from the first item the model wrote to the next item it
@@ -59,7 +61,14 @@ __all__ = [
 ITEM_KEY = "agents_item"
 
 # The str field of an item that the turn already holds, so the verbatim copy leaves it out.
-_MOVED = {"message": "content", "function_call_output": "output", "function_call": "arguments"}
+_MOVED = {
+    "message": "content",
+    "function_call_output": "output",
+    "function_call": "arguments",
+    "custom_tool_call": "input",
+}
+#: The moved fields the turn holds as its call's arguments (the others: as its text).
+_AS_ARGUMENTS = ("arguments", "input")
 _MOVED_KEY = "__ledgerfold_moved__"
 
 
@@ -145,6 +154,24 @@ def _parts(output: list[Any]) -> list[dict[str, Any]]:
     return parts
 
 
+def _streams(output: list[Any]) -> list[str]:
+    """The non-empty `stdout` and `stderr` texts of a `shell_call_output`'s output."""
+    return [
+        text
+        for entry in output
+        if isinstance(entry, Mapping)
+        for text in (entry.get("stdout"), entry.get("stderr"))
+        if isinstance(text, str) and text
+    ]
+
+
+def _is_part(part: Any) -> bool:
+    """A content part of a result's output (a str, or a mapping with a `type`)."""
+    return isinstance(part, str) or (
+        isinstance(part, Mapping) and isinstance(part.get("type"), str)
+    )
+
+
 #: The content parts whose text is the part's text (`_text_of`).
 _TEXT_PARTS = frozenset({None, "text", "input_text", "output_text", "refusal"})
 
@@ -180,15 +207,28 @@ def item_message(item: Mapping[str, Any]) -> dict[str, Any]:
         if not isinstance(content, (str, list)):
             content = json.dumps(content)
         return {"role": "tool", "tool_call_id": item.get("call_id"), "content": content}
-    if is_call(item):  # the link only: the item itself stays in its verbatim copy
+    if is_call(item):  # the link (a custom tool's name and input too); the rest stays in
+        # the item's verbatim copy
+        tool, written = item.get("name"), item.get("input")
+        custom = name == "custom_tool_call"
         call = {
             "id": link_id(item),
             "type": "function",
-            "function": {"name": name, "arguments": ""},
+            "function": {
+                "name": tool if custom and isinstance(tool, str) and tool else name,
+                "arguments": written if custom and isinstance(written, str) else "",
+            },
         }
         return {"role": "assistant", "content": "", "tool_calls": [call]}
     if is_output(item):
-        return {"role": "tool", "tool_call_id": link_id(item), "content": ""}
+        # Its text (a custom tool's, a shell's output) is the turn's: searched, summarised.
+        output = item.get("output")
+        said: Any = output if isinstance(output, str) else ""
+        if isinstance(output, list) and all(_is_part(part) for part in output):
+            said = _parts(output)
+        elif isinstance(output, list):  # a shell's: each command's stdout and stderr
+            said = "\n".join(_streams(output))
+        return {"role": "tool", "tool_call_id": link_id(item), "content": said}
     if name == "reasoning":
         return {"role": "assistant", "content": _text_of(item.get("summary"))}
     return {"role": "assistant", "content": ""}
@@ -228,7 +268,10 @@ def item_groups(items: Sequence[Mapping[str, Any]]) -> list[str | None]:
 
 def stored(item: Mapping[str, Any]) -> str:
     """The item's verbatim JSON, less the str field the turn holds anyway."""
-    moved = _MOVED.get(kind(item))
+    name = kind(item)
+    moved = _MOVED.get(name) if isinstance(name, str) else None
+    if moved is None and is_output(item):  # any result's text output is the turn's text
+        moved = "output"
     if moved is not None and isinstance(item.get(moved), str) and _MOVED_KEY not in item:
         item = {**{k: v for k, v in item.items() if k != moved}, _MOVED_KEY: moved}
     return json.dumps(item, ensure_ascii=False, sort_keys=True, allow_nan=False)
@@ -246,7 +289,7 @@ def restored(role: str, text: str, meta: Mapping[str, str] | None) -> list[Any]:
         if not isinstance(item, dict):
             raise ValueError("not an item")
         moved = item.pop(_MOVED_KEY, None)
-        if moved == "arguments":
+        if moved in _AS_ARGUMENTS:
             item[moved] = json.loads(meta["tool_calls"])[0]["function"]["arguments"]
         elif moved is not None:
             item[moved] = text
