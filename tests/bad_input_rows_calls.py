@@ -146,4 +146,17 @@ HOOK_ROWS: tuple[BadInput, ...] = (
         INVALID,
         "request",
     ),
+    row(
+        "LedgerfoldMiddleware.post_model_hook: a state without messages",
+        "middleware.post_model_hook({'msgs': [...]})",
+        on_store(lambda store: _middleware(store).post_model_hook({"msgs": [SECRET_BODY]})),
+        INVALID,
+        "state",
+    ),
 )
+
+
+def _middleware(store: lf.SQLiteStore) -> Any:
+    from ledgerfold.integrations.langchain import LedgerfoldMiddleware
+
+    return LedgerfoldMiddleware(store, "c")

@@ -66,9 +66,10 @@ def test_no_duplicate_id_after_a_purge_and_a_retraction(tmp_path: Path) -> None:
         assert state[-1].id in {turn.id for turn in ledger.turns} or isinstance(
             state[-1], AIMessage
         )
-    # Every state message is in the ledger exactly once, never twice.
+    # Every state message is in the ledger exactly once, never twice (the final reply too:
+    # appended at the end of the run).
     ever = store.known_ids("c", [message.id for message in state])
-    assert ever == {message.id for message in state[:-1]}
+    assert ever == {message.id for message in state}
 
 
 def test_a_rewritten_state_message_is_ignored_and_logged_by_id(
@@ -227,7 +228,7 @@ def test_any_store_through_public_methods(tmp_path: Path, known_ids: bool) -> No
         checkpointer=agent.checkpointer,
     )
     state = _ask(agent, "R9?")
-    assert store.inner.known_ids("c", [m.id for m in state]) == {m.id for m in state[:-1]}
+    assert store.inner.known_ids("c", [m.id for m in state]) == {m.id for m in state}
     assert ("known_ids" in store.names()) is known_ids
     # Tool results joined their calls' groups without the store's chat append.
     live = store.inner.load("c").turns

@@ -72,8 +72,9 @@ def test_ledgerfold_middleware_keeps_state_and_the_constraint() -> None:
     # Graph state untouched: every message is still there, the first one included.
     assert CONSTRAINT in state[0].content
     assert len(state) == 5 * 4  # user, call, result, answer per turn
-    # The ledger holds them all by message id; a summary covers the early ones.
-    assert [turn.id for turn in store.load("c").turns] == [message.id for message in state[:-1]]
+    # The ledger holds them all by message id (the final reply: at the end of the run); a
+    # summary covers the early ones.
+    assert [turn.id for turn in store.load("c").turns] == [message.id for message in state]
     assert store.current_summary("c") is not None
     last_input = model.inputs[-1]
     assert len(last_input) < len(state)  # the model got the compacted context

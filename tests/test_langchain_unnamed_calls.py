@@ -174,8 +174,8 @@ def test_a_call_with_an_empty_id_is_answered_by_its_tool_node_result() -> None:
     # Next turn: the same, and nothing is appended twice.
     agent.invoke({"messages": [{"role": "user", "content": "Thanks."}]}, CONFIG)
     assert _provider_takes(model.inputs[-1])
-    assert len(store.load("c").turns) == 5
-    assert middleware.append_new(_state(agent)) == 1  # the last reply only
+    assert len(store.load("c").turns) == 6  # each run's final reply at its end
+    assert middleware.append_new(_state(agent)) == 0  # the last reply is in already
 
 
 def test_a_result_answers_a_call_without_id_appended_in_an_earlier_call(
@@ -221,8 +221,8 @@ def test_a_result_naming_no_call_is_kept_and_left_out_of_the_input() -> None:
         ToolMessage("economy", tool_call_id="call-gone", id="t1"),
         HumanMessage(_blocks("Well?"), id="h2"),
     ]
-    agent.invoke({"messages": history}, CONFIG)
-    assert [turn.id for turn in store.load("c").turns] == ["h1", "t1", "h2"]
+    state = agent.invoke({"messages": history}, CONFIG)["messages"]
+    assert [turn.id for turn in store.load("c").turns] == ["h1", "t1", "h2", state[-1].id]
     (sent,) = model.inputs
     assert [m.id for m in sent] == ["h1", "h2"]
     assert _as_in_state(sent, _state(agent))

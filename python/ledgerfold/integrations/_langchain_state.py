@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledgerfold._errors import InvalidInput
 from ledgerfold.adapters._chat import ChatTurnSpec, tool_group
 from ledgerfold.adapters._langchain import ledger_call_ids, unnamed_results
 
@@ -21,6 +22,7 @@ __all__ = [
     "same",
     "signature",
     "spec_matches",
+    "state_messages",
     "unnamed_answers",
 ]
 
@@ -169,3 +171,17 @@ def _text_of(content: Any) -> Any:
         for part in content
         if isinstance(part, str) or (isinstance(part, dict) and part.get("type") == "text")
     )
+
+
+def state_messages(state: Any) -> Any:
+    """The messages of a LangGraph state (a dict, or an object with `messages`)."""
+    messages = (
+        state.get("messages") if isinstance(state, dict) else getattr(state, "messages", None)
+    )
+    if messages is None:
+        raise InvalidInput(
+            f"state: must be a LangGraph state with messages, got {type(state).__name__}",
+            field="state",
+            problem="wrong-type",
+        )
+    return messages

@@ -26,6 +26,8 @@ for LangGraph's `create_react_agent` (it returns `llm_input_messages`).
   LangGraph `thread_id` (`config["configurable"]["thread_id"]`), so one agent graph serves
   many users without their messages meeting; a fixed `conversation_id` is one conversation
   for every thread (logged once, by thread ID, when a second thread uses it).
+- The model's final reply is appended at the end of the run (`after_agent`; for
+  `create_react_agent`, `post_model_hook`), not left for the thread's next model call.
 - The model sees each raw turn as the state holds it (image parts, thinking blocks, a tool
   result's status and artifact), when the state's message still says what the ledger
   holds; otherwise, and for turns the state no longer has, as the ledger renders it.
@@ -66,6 +68,7 @@ from ledgerfold._context import SummaryItem, TurnItem
 from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._events import EventHook
 from ledgerfold._policy import CompactionPolicy
+from ledgerfold._worker import worker_for
 from ledgerfold.adapters._chat import chat_turn_specs, tool_group
 from ledgerfold.adapters._langchain import (
     chat_messages,
@@ -83,6 +86,7 @@ from ledgerfold.integrations._langchain_state import (
     same,
     signature,
     spec_matches,
+    state_messages,
     unnamed_answers,
 )
 from ledgerfold.integrations._turns import append_specs
@@ -484,18 +488,29 @@ class LedgerfoldMiddleware(AgentMiddleware):
         )
         return await handler(prepared)
 
+    def after_agent(self, state: Any, runtime: Any) -> None:
+        """At the end of a `create_agent` run: append its last messages (the model's final
+        reply), so the ledger holds them before the next call of the thread, which may never
+        come (a thread that ends, a state lost with its process)."""
+        self.post_model_hook(state)
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> None:
+        """`after_agent`, its store work on the store's worker thread."""
+        messages = state_messages(state)
+        conversation_id = self.current()
+        await worker_for(self.store).run(self._append_new, conversation_id, messages)
+
+    def post_model_hook(self, state: Any) -> dict[str, Any]:
+        """A LangGraph `post_model_hook` (`create_react_agent`): append the model's reply
+        now, not at the next model call (the thread's last reply would otherwise wait for a
+        call that may never come). Changes nothing in the state."""
+        self.append_new(state_messages(state), self.current())
+        return {}
+
     def pre_model_hook(self, state: Any) -> dict[str, Any]:
         """A LangGraph `pre_model_hook`: the model's input only (`llm_input_messages`),
         led by `system_prompt` (and the summary) when the middleware has one."""
-        messages = (
-            state.get("messages") if isinstance(state, dict) else getattr(state, "messages", None)
-        )
-        if messages is None:
-            raise InvalidInput(
-                f"state: must be a LangGraph state with messages, got {type(state).__name__}",
-                field="state",
-                problem="wrong-type",
-            )
+        messages = state_messages(state)
         conversation_id = self.current()
         self.append_new(messages, conversation_id)
         self._compact(conversation_id)
