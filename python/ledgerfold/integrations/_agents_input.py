@@ -28,13 +28,14 @@ def plain_item(item: Any, index: int) -> dict[str, Any]:
     return dict(item)
 
 
-def stored_item(item: Mapping[str, Any], index: int) -> str:
-    """The item's verbatim JSON (`stored`); an item JSON cannot keep is bad input, and so is
-    NaN or ±Infinity anywhere in it (Python writes them, but they are not JSON: the item
-    would come back in every request, which providers refuse)."""
+def stored_item(item: Mapping[str, Any], index: int, body: str | None = None) -> str:
+    """The item's verbatim JSON (`stored`, with the turn's text `body`); an item JSON cannot
+    keep is bad input, and so is NaN or ±Infinity anywhere in it (Python writes them, but
+    they are not JSON: the item would come back in every request, which providers
+    refuse)."""
     field = f"items[{index}]"
     try:
-        text = stored(item)
+        text = stored(item, body)
     except (TypeError, ValueError):  # not JSON: an object, a key that is not a str
         found = non_finite_at(item)
         if found is not None:

@@ -402,7 +402,10 @@ class LedgerfoldSession:
             ids,
             {},
             lambda call_id: tool_group((call_id,)),
-            [{ITEM_KEY: stored_item(item, index)} for index, item in enumerate(plain)],
+            [
+                {ITEM_KEY: stored_item(item, index, spec.body)}
+                for index, (item, spec) in enumerate(zip(plain, specs, strict=True))
+            ],
         )
         for turn, group in zip(turns, item_groups(plain), strict=True):
             if group is not None:

@@ -1,0 +1,54 @@
+"""An Agents SDK item whose turn was edited (`LedgerfoldSession`, SPEC §17.6: the ledger is
+the record). A str text field is kept once, as the turn's text, so an edit of the turn is
+what the item gives back. A message's list of content parts, or a result's list output,
+stays in the item's verbatim copy, and its turn holds their text: the copy then carries a
+digest of that text (`BODY_KEY`), and when the turn's text no longer matches it (an edit,
+e.g. a redaction) the item is served with the turn's text in place of its parts' text,
+its images and files kept. A copy stored before the digest was kept is served as stored."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["BODY_KEY", "body_digest", "with_text"]
+
+#: The key of the digest of the turn's text in an item's verbatim copy.
+BODY_KEY = "__ledgerfold_body__"
+
+# The content parts whose text the turn holds (`_agents_items._TEXT_PARTS`).
+_TEXT_PARTS = frozenset({None, "text", "input_text", "output_text", "refusal"})
+
+
+def body_digest(text: str) -> str:
+    """What the copy knows the turn's text by (not the text: it is in the turn)."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def with_text(item: dict[str, Any], field: str, text: str, role: Any) -> dict[str, Any]:
+    """`item` with `text` as the text of its `field` (`content` or `output`): a list of parts
+    keeps its other parts after one text part; a shell's output one entry with `text` as
+    its stdout; any other output becomes `text`."""
+    value = item.get(field)
+    if not isinstance(value, list):
+        return {**item, field: text}
+    if value and all(_shell_entry(entry) for entry in value):
+        first = value[0]
+        return {**item, field: [{**first, "stdout": text, "stderr": ""}]}
+    kept = [
+        part for part in value if isinstance(part, Mapping) and part.get("type") not in _TEXT_PARTS
+    ]
+    if role == "assistant" and field == "content":
+        said: dict[str, Any] = {"type": "output_text", "text": text, "annotations": []}
+    else:
+        said = {"type": "input_text", "text": text}
+    return {**item, field: [said, *kept] if text or not kept else kept}
+
+
+def _shell_entry(entry: Any) -> bool:
+    return (
+        isinstance(entry, Mapping)
+        and "type" not in entry
+        and ("stdout" in entry or "stderr" in entry)
+    )
