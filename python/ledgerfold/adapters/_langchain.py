@@ -22,6 +22,7 @@ joins text parts without LangChain's newlines). Kept by hand, as they lose it:
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -316,6 +317,9 @@ def chat_messages(
         audio = getattr(message, "additional_kwargs", {}).get("audio")
         if isinstance(message, lc.AIMessage) and audio is not None and "audio" not in first:
             first["audio"] = audio
+        cited = _annotations(message) if isinstance(message, lc.AIMessage) else None
+        if cited and "annotations" not in first:
+            first["annotations"] = cited  # a web search reply's citations (meta, not sent)
         if isinstance(message, lc.ToolMessage) and message.status == "error":
             first["status"] = "error"  # the call failed: kept, which the converter drops
         for call in getattr(message, "invalid_tool_calls", []):
@@ -330,6 +334,29 @@ def chat_messages(
         if origins is not None:
             origins += [named] * len(converted)
     return chat
+
+
+def _annotations(message: Any) -> list[Any] | None:
+    """An AI message's citations, which LangChain's converter drops: its text blocks'
+    `annotations` (a web search reply's URL citations) and `additional_kwargs`' (as
+    langchain-openai's Chat Completions replies keep them), when they are plain JSON; the
+    model's reply is never refused for them (anything else is left out)."""
+    found: list[Any] = []
+    kept = message.additional_kwargs.get("annotations")
+    if isinstance(kept, list):
+        found += kept
+    if isinstance(message.content, list):
+        for block in message.content:
+            cited = block.get("annotations") if isinstance(block, dict) else None
+            if isinstance(cited, list):
+                found += cited
+    if not found:
+        return None
+    try:
+        json.dumps(found, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return found
 
 
 def _refuse_non_finite(message: Any, name: str) -> None:
