@@ -155,7 +155,7 @@ def _turn_message(item: TurnItem, tool_names: bool = False) -> dict[str, Any]:
     # A LangChain `ToolMessage` takes them too (a screenshot a tool returned), as the state
     # holds it; Chat Completions' tool message takes text only.
     if (role == "user" or (tool_names and role == "tool")) and _CONTENT_PARTS_KEY in meta:
-        content = _user_content(item.text, meta[_CONTENT_PARTS_KEY])
+        content = _user_content(item.text, meta[_CONTENT_PARTS_KEY], every=tool_names)
     message: dict[str, Any] = {"role": role, "content": content}
     tool_calls = meta.get("tool_calls")
     if tool_calls is not None and item.role == "assistant":
@@ -183,13 +183,14 @@ def _turn_message(item: TurnItem, tool_names: bool = False) -> dict[str, Any]:
     return message
 
 
-def _user_content(text: str, stored: str) -> str | list[Any]:
+def _user_content(text: str, stored: str, *, every: bool = False) -> str | list[Any]:
     """A user turn's content from its `meta["content_parts"]`: its parts in their order, each
     text part as a `text` part and the images, input audio and files as they were sent (parts
-    of other types, such as the Responses API's `input_image`, which Chat Completions refuses,
-    stay in meta only). A turn whose text is no longer that of its parts (an edit) sends its
-    text, then those parts; parts that are not as `from_chat_messages` writes them, or
-    none to send, give the text alone."""
+    of other types, such as the Responses API's `input_image`, or not of Chat Completions'
+    shape, which it refuses, stay in meta only; with `every`, for LangChain, which takes its
+    own blocks too, every part goes). A turn whose text is no longer that of its parts (an
+    edit) sends its text, then those parts; parts that are not as `from_chat_messages` writes
+    them, or none to send, give the text alone."""
     try:
         parts = _strict_json(stored)
     except (ValueError, RecursionError):
@@ -209,7 +210,7 @@ def _user_content(text: str, stored: str) -> str | list[Any]:
                 return text
             texts.append(said)
             sent.append({"type": "text", "text": said})
-        elif part.get("type") in _USER_PART_TYPES:
+        elif every or _sendable_part(part):
             sent.append(part)
             media.append(part)
     if not media:
@@ -217,6 +218,12 @@ def _user_content(text: str, stored: str) -> str | list[Any]:
     if "".join(texts) != text:
         return [{"type": "text", "text": text}, *media] if text else media
     return sent
+
+
+def _sendable_part(part: dict[str, Any]) -> bool:
+    """A Chat Completions user content part other than text: its type, with its mapping."""
+    kind = part.get("type")
+    return kind in _USER_PART_TYPES and isinstance(part.get(kind), dict)
 
 
 def _sendable_call(call: Any) -> Any:

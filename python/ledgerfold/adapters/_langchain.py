@@ -40,6 +40,7 @@ from ledgerfold.adapters._chat import (
     from_chat_messages,
     summary_content,
 )
+from ledgerfold.adapters._chat_fields import TEXT_PART_KEYS
 
 if TYPE_CHECKING:
     # unused-ignore: the ignore is only needed where the extra is not installed.
@@ -298,13 +299,15 @@ def chat_messages(
                 [message], text_format="block", include_id=True
             )
         except _CONVERSION_ERRORS:
+            converted = _by_block(lc, message)
+        if converted is None:
             # LangChain's message quotes the content block; ours names the message only.
             raise InvalidInput(
                 f"messages[{named}]: langchain_core cannot convert this "
                 f"{type(message).__name__} to an OpenAI-style message",
                 field=f"messages[{named}]",
                 problem="wrong-type",
-            ) from None
+            )
         first = converted[0]
         if message.id and "id" not in first:
             first["id"] = message.id
@@ -336,6 +339,64 @@ def chat_messages(
     return chat
 
 
+def _by_block(lc: Any, message: Any) -> list[dict[str, Any]] | None:
+    """The message as one OpenAI-style message when LangChain's converter refuses it whole:
+    a content block it cannot express in that form (a file or audio by URL or file ID, an
+    image by file ID, a video, a `text-plain` document: what other providers take) is kept
+    as LangChain gave it (plain JSON), the others converted block by block, so the model
+    call goes on and the ledger keeps what was sent. None when that cannot be done either
+    (a block that is not plain JSON, or one that makes more than one message)."""
+    content = message.content
+    if not isinstance(content, list):
+        return None
+    parts: list[Any] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append({"type": "text", "text": block})
+            continue
+        try:
+            done = lc.convert_to_openai_messages(
+                [message.model_copy(update={"content": [block]})], text_format="block"
+            )
+        except _CONVERSION_ERRORS:
+            if not _keepable(block):
+                return None
+            parts.append(dict(block))
+            continue
+        if len(done) != 1:
+            return None
+        got = done[0].get("content")
+        parts += got if isinstance(got, list) else [{"type": "text", "text": got}] if got else []
+    try:
+        (first,) = lc.convert_to_openai_messages(
+            [message.model_copy(update={"content": ""})], text_format="block", include_id=True
+        )
+    except _CONVERSION_ERRORS:  # (a ValueError too when it makes more than one)
+        return None
+    first["content"] = parts
+    return [first]
+
+
+def _keepable(block: Any) -> bool:
+    """A block kept as LangChain gave it: plain JSON, and not a text block (one the converter
+    refuses is malformed: the message stays refused)."""
+    return (
+        isinstance(block, dict)
+        and block.get("type") not in TEXT_PART_KEYS
+        and _json_text(block) is not None
+    )
+
+
+def _json_text(value: Any) -> str | None:
+    """`value` as strict UTF-8 JSON text, or None when it is not plain JSON."""
+    try:
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
+        text.encode("utf-8")
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return text
+
+
 def _annotations(message: Any) -> list[Any] | None:
     """An AI message's citations, which LangChain's converter drops: its text blocks'
     `annotations` (a web search reply's URL citations) and `additional_kwargs`' (as
@@ -352,11 +413,7 @@ def _annotations(message: Any) -> list[Any] | None:
                 found += cited
     if not found:
         return None
-    try:
-        json.dumps(found, allow_nan=False, ensure_ascii=False).encode("utf-8")
-    except (TypeError, ValueError, RecursionError):
-        return None
-    return found
+    return found if _json_text(found) is not None else None
 
 
 def _refuse_non_finite(message: Any, name: str) -> None:

@@ -242,7 +242,7 @@ class ExtractiveSummarizer:
 # A content part's type as the APIs name them (`image_url`, `input_audio`, `file`,
 # `input_image`): any other str (the caller's) is shown as "part", so that nothing else of a
 # message (no "[seq" a citation would read) reaches the summary.
-_PART_TYPE = re.compile(r"[a-z][a-z0-9_]{0,39}")
+_PART_TYPE = re.compile(r"[a-z][a-z0-9_-]{0,39}")
 # The parts that are the model's own reasoning, not something sent with the message.
 _NOT_ATTACHED = frozenset({"thinking", "redacted_thinking", "reasoning"})
 _ATTACHED_SHOWN = 6
