@@ -113,3 +113,27 @@ def test_an_item_stored_before_keeps_coming_back(tmp_path: Path) -> None:
         ],
     )
     assert asyncio.run(LedgerfoldSession("s", store=store).get_items()) == [call, result]
+
+
+def test_a_hosted_mcp_call_s_output_is_its_turn_s_text(tmp_path: Path) -> None:
+    """A hosted MCP tool's call and output come as one `mcp_call` item: its output is the
+    turn's text (found by recall, seen by the summary), and an edit of it is served."""
+    store = lf.SQLiteStore(tmp_path / "mcp.db")
+    session = LedgerfoldSession("s", store=store)
+    mcp = {
+        "type": "mcp_call",
+        "id": "mcp_1",
+        "name": "get_order",
+        "server_label": "shop",
+        "arguments": '{"id": "PO-9302"}',
+        "output": "order PO-9302: 3 chairs, delivered to Geneva",
+        "status": "completed",
+    }
+    asyncio.run(session.add_items([{"role": "user", "content": "Where is my order?"}, mcp]))
+    turn = store.load("s").turns[1]
+    assert (turn.role, turn.body) == ("assistant", mcp["output"])
+    hits = json.loads(run_recall(store, "s", {"query": "chairs Geneva"}))["hits"]
+    assert hits[0]["text"] == mcp["output"]
+    assert asyncio.run(session.get_items())[1] == mcp
+    store.edit("s", turn.id, body="order PO-9302: [redacted]")
+    assert asyncio.run(session.get_items())[1] == {**mcp, "output": "order PO-9302: [redacted]"}

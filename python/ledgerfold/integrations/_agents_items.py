@@ -67,6 +67,7 @@ _MOVED = {
     "function_call_output": "output",
     "function_call": "arguments",
     "custom_tool_call": "input",
+    "mcp_call": "output",
 }
 #: The moved fields the turn holds as its call's arguments (the others: as its text).
 _AS_ARGUMENTS = ("arguments", "input")
@@ -232,6 +233,9 @@ def item_message(item: Mapping[str, Any]) -> dict[str, Any]:
         return {"role": "tool", "tool_call_id": link_id(item), "content": said}
     if name == "reasoning":
         return {"role": "assistant", "content": _text_of(item.get("summary"))}
+    if name == "mcp_call":  # a hosted MCP tool's call and output, one item: its output
+        output = item.get("output")
+        return {"role": "assistant", "content": output if isinstance(output, str) else ""}
     return {"role": "assistant", "content": ""}
 
 
