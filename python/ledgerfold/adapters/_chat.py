@@ -20,7 +20,6 @@ from ledgerfold import _native, _validate
 from ledgerfold._context import AssembledContext, SummaryItem, TurnItem, with_purge
 from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._model import ROLES, Turn
-from ledgerfold.adapters._chat_fields import TEXT_PART_KEYS as _TEXT_PART_KEYS
 from ledgerfold.adapters._chat_fields import annotations_json as _annotations
 from ledgerfold.adapters._chat_fields import audio_id as _audio_id
 from ledgerfold.adapters._chat_fields import bad as _bad
@@ -32,6 +31,7 @@ from ledgerfold.adapters._chat_fields import optional_text as _optional_text
 from ledgerfold.adapters._chat_fields import role_missing as _role_missing
 from ledgerfold.adapters._chat_fields import tool_calls as _tool_calls
 from ledgerfold.adapters._chat_objects import ChatMessage, message_list
+from ledgerfold.adapters._chat_parts import user_content
 from ledgerfold.adapters._summary_escape import escape_summary_text
 
 __all__ = [
@@ -61,9 +61,6 @@ _ROLE_ALIASES = {"developer": "system"}
 _CHAT_ROLE_KEY = "chat_role"
 _OMITTED_PARTS_KEY = "omitted_content_parts"
 _CONTENT_PARTS_KEY = "content_parts"
-# The parts other than text that a Chat Completions user message takes (the only role whose
-# message takes any): those of a user turn's `content_parts` go back with its text.
-_USER_PART_TYPES = frozenset({"image_url", "input_audio", "file"})
 _AUDIO_ID_KEY = "audio_id"
 # A failed tool call's result (LangChain's `ToolMessage(status="error")`): `meta["status"]`.
 _STATUS_KEY = "status"
@@ -155,7 +152,7 @@ def _turn_message(item: TurnItem, tool_names: bool = False) -> dict[str, Any]:
     # A LangChain `ToolMessage` takes them too (a screenshot a tool returned), as the state
     # holds it; Chat Completions' tool message takes text only.
     if (role == "user" or (tool_names and role == "tool")) and _CONTENT_PARTS_KEY in meta:
-        content = _user_content(item.text, meta[_CONTENT_PARTS_KEY], every=tool_names)
+        content = user_content(item.text, meta[_CONTENT_PARTS_KEY], every=tool_names)
     message: dict[str, Any] = {"role": role, "content": content}
     tool_calls = meta.get("tool_calls")
     if tool_calls is not None and item.role == "assistant":
@@ -181,49 +178,6 @@ def _turn_message(item: TurnItem, tool_names: bool = False) -> dict[str, Any]:
     if tool_names and role == "tool" and meta.get(_STATUS_KEY) == "error":
         message[_STATUS_KEY] = "error"  # a LangChain `ToolMessage`'s (Chat Completions has none)
     return message
-
-
-def _user_content(text: str, stored: str, *, every: bool = False) -> str | list[Any]:
-    """A user turn's content from its `meta["content_parts"]`: its parts in their order, each
-    text part as a `text` part and the images, input audio and files as they were sent (parts
-    of other types, such as the Responses API's `input_image`, or not of Chat Completions'
-    shape, which it refuses, stay in meta only; with `every`, for LangChain, which takes its
-    own blocks too, every part goes). A turn whose text is no longer that of its parts (an
-    edit) sends its text, then those parts; parts that are not as `from_chat_messages` writes
-    them, or none to send, give the text alone."""
-    try:
-        parts = _strict_json(stored)
-    except (ValueError, RecursionError):
-        return text
-    if not isinstance(parts, list):
-        return text
-    texts: list[str] = []
-    sent: list[Any] = []
-    media: list[Any] = []
-    for part in parts:
-        if not isinstance(part, dict):
-            return text
-        key = _TEXT_PART_KEYS.get(part.get("type"))  # type: ignore[arg-type]
-        if key is not None:
-            said = part.get(key)
-            if not isinstance(said, str):
-                return text
-            texts.append(said)
-            sent.append({"type": "text", "text": said})
-        elif every or _sendable_part(part):
-            sent.append(part)
-            media.append(part)
-    if not media:
-        return text
-    if "".join(texts) != text:
-        return [{"type": "text", "text": text}, *media] if text else media
-    return sent
-
-
-def _sendable_part(part: dict[str, Any]) -> bool:
-    """A Chat Completions user content part other than text: its type, with its mapping."""
-    kind = part.get("type")
-    return kind in _USER_PART_TYPES and isinstance(part.get(kind), dict)
 
 
 def _sendable_call(call: Any) -> Any:

@@ -1,0 +1,68 @@
+"""A turn's kept content parts (`meta["content_parts"]`, SPEC §8: what a chat message
+carried besides its text: an image, input audio, a file) as the content `to_chat_messages`
+sends: a user turn's parts of Chat Completions' shape, or, for LangChain, every part."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ledgerfold.adapters._chat_fields import TEXT_PART_KEYS
+
+__all__ = ["sendable_part", "user_content"]
+
+# The parts other than text that a Chat Completions user message takes (the only role whose
+# message takes any): those of a user turn's `content_parts` go back with its text.
+_USER_PART_TYPES = frozenset({"image_url", "input_audio", "file"})
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _strict_json(text: str) -> Any:
+    """`json.loads` that refuses NaN and ±Infinity (not JSON, though Python writes them)."""
+    return json.loads(text, parse_constant=_refuse_constant)
+
+
+def user_content(text: str, stored: str, *, every: bool = False) -> str | list[Any]:
+    """A user turn's content from its `meta["content_parts"]`: its parts in their order, each
+    text part as a `text` part and the images, input audio and files as they were sent (parts
+    of other types, such as the Responses API's `input_image`, or not of Chat Completions'
+    shape, which it refuses, stay in meta only; with `every`, for LangChain, which takes its
+    own blocks too, every part goes). A turn whose text is no longer that of its parts (an
+    edit) sends its text, then those parts; parts that are not as `from_chat_messages` writes
+    them, or none to send, give the text alone."""
+    try:
+        parts = _strict_json(stored)
+    except (ValueError, RecursionError):
+        return text
+    if not isinstance(parts, list):
+        return text
+    texts: list[str] = []
+    sent: list[Any] = []
+    media: list[Any] = []
+    for part in parts:
+        if not isinstance(part, dict):
+            return text
+        key = TEXT_PART_KEYS.get(part.get("type"))  # type: ignore[arg-type]
+        if key is not None:
+            said = part.get(key)
+            if not isinstance(said, str):
+                return text
+            texts.append(said)
+            sent.append({"type": "text", "text": said})
+        elif every or sendable_part(part):
+            sent.append(part)
+            media.append(part)
+    if not media:
+        return text
+    if "".join(texts) != text:
+        return [{"type": "text", "text": text}, *media] if text else media
+    return sent
+
+
+def sendable_part(part: dict[str, Any]) -> bool:
+    """A Chat Completions user content part other than text: its type, with its mapping."""
+    kind = part.get("type")
+    return kind in _USER_PART_TYPES and isinstance(part.get(kind), dict)
