@@ -93,6 +93,15 @@ ROWS: tuple[BadInput, ...] = (
         INVALID,
         "messages[0].content[0].image_url.url",
     ),
+    row(
+        "from_chat_messages: an assistant's reasoning_content not a str",
+        "from_chat_messages([{'role': 'assistant', 'content': body, 'reasoning_content': 5}])",
+        lambda: lf.from_chat_messages(
+            [{"role": "assistant", "content": SECRET_BODY, "reasoning_content": 5}]
+        ),
+        INVALID,
+        "messages[0].reasoning_content",
+    ),
 )
 
 

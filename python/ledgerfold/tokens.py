@@ -67,7 +67,8 @@ def context_tokens(
     """Tokens of a context's items: each item's text and meta values (tool calls are sent to
     the model too) plus `MESSAGE_OVERHEAD_TOKENS` per item. A message's `content_parts` (its
     image, audio and file parts, kept as JSON text by the chat adapter) are not counted: their
-    text is the item's own, and an image's base64 data is not text the model reads."""
+    text is the item's own, and an image's base64 data is not text the model reads; nor is a
+    reasoning model's `reasoning_content`, which is kept but not sent back."""
     return sum(item_tokens(item, token_counter) for item in items)
 
 
@@ -78,13 +79,16 @@ def item_tokens(item: ContextItem, token_counter: TokenCounter = approx_tokens) 
         meta = item.meta
         if meta:
             total += sum(
-                _count(token_counter, value) for key, value in meta.items() if key != _PARTS_KEY
+                _count(token_counter, value)
+                for key, value in meta.items()
+                if key not in _NOT_COUNTED
             )
     return total
 
 
-#: The meta key of a chat message's content parts (`ledgerfold.adapters`), not counted.
-_PARTS_KEY = "content_parts"
+#: Meta keys not counted: a chat message's content parts (their text is the turn's own) and
+#: a reasoning model's `reasoning_content` (kept, never sent back: `ledgerfold.adapters`).
+_NOT_COUNTED = frozenset({"content_parts", "reasoning_content"})
 
 
 def _count(token_counter: TokenCounter, text: str) -> int:

@@ -28,6 +28,7 @@ from ledgerfold.adapters._chat_fields import content_parts_json as _content_part
 from ledgerfold.adapters._chat_fields import content_text as _content_text
 from ledgerfold.adapters._chat_fields import explicit_id as _explicit_id
 from ledgerfold.adapters._chat_fields import optional_text as _optional_text
+from ledgerfold.adapters._chat_fields import reasoning_text as _reasoning
 from ledgerfold.adapters._chat_fields import role_missing as _role_missing
 from ledgerfold.adapters._chat_fields import tool_calls as _tool_calls
 from ledgerfold.adapters._chat_objects import ChatMessage, message_list
@@ -388,6 +389,9 @@ def chat_turn_specs(
         annotations = _annotations(message, index)
         if annotations is not None:
             meta[_ANNOTATIONS_KEY] = annotations
+        reasoning = _reasoning(message, index)
+        if reasoning is not None:
+            meta["reasoning_content"] = reasoning  # kept, never sent back
 
         calls = _tool_calls(message, index)
         if calls:

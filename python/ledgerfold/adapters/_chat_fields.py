@@ -24,6 +24,7 @@ __all__ = [
     "content_text",
     "explicit_id",
     "optional_text",
+    "reasoning_text",
     "role_missing",
     "tool_calls",
 ]
@@ -99,6 +100,21 @@ def _audio_transcript(message: Mapping[str, Any], index: int) -> object:
     if not isinstance(audio, Mapping):
         raise bad(index, "audio", "wrong-type", f"must be a mapping, got {type(audio).__name__}")
     return audio.get("transcript")
+
+
+def reasoning_text(message: Mapping[str, Any], index: int) -> str | None:
+    """An assistant's `reasoning_content` (what reasoning models served by DeepSeek, vLLM and
+    other OpenAI-compatible servers return beside the answer), kept in meta: it is not sent
+    back (those servers refuse it in a request), but it is not lost either."""
+    value = message.get("reasoning_content") if message.get("role") == "assistant" else None
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise bad(
+            index, "reasoning_content", "wrong-type", f"must be str, got {type(value).__name__}"
+        )
+    _require_utf8(value, index, "reasoning_content")
+    return value
 
 
 def audio_id(message: Mapping[str, Any], index: int) -> str | None:

@@ -320,6 +320,9 @@ def chat_messages(
         audio = getattr(message, "additional_kwargs", {}).get("audio")
         if isinstance(message, lc.AIMessage) and audio is not None and "audio" not in first:
             first["audio"] = audio
+        reasoning = getattr(message, "additional_kwargs", {}).get("reasoning_content")
+        if isinstance(message, lc.AIMessage) and isinstance(reasoning, str):
+            first.setdefault("reasoning_content", reasoning)  # langchain-deepseek's, kept
         cited = _annotations(message) if isinstance(message, lc.AIMessage) else None
         if cited and "annotations" not in first:
             first["annotations"] = cited  # a web search reply's citations (meta, not sent)

@@ -63,14 +63,14 @@ def same(seen: tuple[Any, Any], message: Any) -> bool:
 def spec_matches(spec: ChatTurnSpec, turn: Any) -> bool:
     held = turn.meta or {}
     # A turn written before the ledger kept a message's image and file parts, a failed
-    # call's status or a reply's citations: the same message, whose parts, status or
-    # citations it did not keep then, has not changed.
+    # call's status, a reply's citations or reasoning: the same message, whose extras it did
+    # not keep then, has not changed.
     meta = {key: value for key, value in spec.meta.items() if key in held or key not in _LATER}
     return (spec.role, spec.body, meta or None) == (turn.role, turn.body, turn.meta)
 
 
 #: The meta keys `chat_turn_specs` writes that a ledger of an earlier version lacks.
-_LATER = frozenset({"content_parts", "status", "annotations"})
+_LATER = frozenset({"content_parts", "status", "annotations", "reasoning_content"})
 
 
 def group_in_state(state: Sequence[Any], call_id: str) -> str | None:
