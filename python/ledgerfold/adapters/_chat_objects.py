@@ -55,7 +55,7 @@ def message_list(messages: object) -> list[Any]:
 
 def _as_mapping(message: object, index: int) -> object:
     if isinstance(message, Mapping):
-        return message
+        return _with_lists(message)
     dump = _dumper(message)
     if dump is None:
         return message
@@ -88,6 +88,20 @@ def _as_mapping(message: object, index: int) -> object:
     if isinstance(calls, list) and any(map(_parsed, calls)):
         return {**dumped, "tool_calls": [_unparsed(call) for call in calls]}
     return dumped
+
+
+def _with_lists(message: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The message with its `content` and `tool_calls` as lists when they are another
+    iterable: the OpenAI SDK's message params type them `Iterable`, so a tuple is one, and
+    pydantic's validation of those params (`TypeAdapter(ChatCompletionMessageParam)`) makes
+    them a one-pass iterator."""
+    lazy = {
+        key: list(value)
+        for key in ("content", "tool_calls")
+        if isinstance(value := message.get(key), Iterable)
+        and not isinstance(value, (str, bytes, bytearray, list, Mapping))
+    }
+    return {**message, **lazy} if lazy else message
 
 
 def _langchain_message(message: object) -> bool:
