@@ -68,7 +68,8 @@ def context_tokens(
     the model too) plus `MESSAGE_OVERHEAD_TOKENS` per item. A message's `content_parts` (its
     image, audio and file parts, kept as JSON text by the chat adapter) are not counted: their
     text is the item's own, and an image's base64 data is not text the model reads; nor is a
-    reasoning model's `reasoning_content`, which is kept but not sent back."""
+    reasoning model's `reasoning_content`, which is kept but not sent back, nor a data URL in
+    any other meta value (an image in an Agents SDK item's copy)."""
     return sum(item_tokens(item, token_counter) for item in items)
 
 
@@ -79,11 +80,21 @@ def item_tokens(item: ContextItem, token_counter: TokenCounter = approx_tokens) 
         meta = item.meta
         if meta:
             total += sum(
-                _count(token_counter, value)
+                _count(token_counter, _without_data(value))
                 for key, value in meta.items()
                 if key not in _NOT_COUNTED
             )
     return total
+
+
+def _without_data(value: str) -> str:
+    """A meta value (JSON text, such as an Agents SDK item's copy) without its data URLs: an
+    image or file sent inline as base64 is not text the model reads."""
+    return _DATA_URL.sub('""', value) if '"data:' in value else value
+
+
+# A JSON string that is a data URL (`"data:image/png;base64,..."`).
+_DATA_URL = re.compile(r'"data:[^"\\]*"')
 
 
 #: Meta keys not counted: a chat message's content parts (their text is the turn's own) and
