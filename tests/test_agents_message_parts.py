@@ -120,3 +120,34 @@ def test_a_chat_message_s_image_reaches_an_agents_model(tmp_path: Path) -> None:
         "input_image",
         "input_file",
     ]
+
+
+def test_a_chat_tool_result_s_image_reaches_an_agents_model(tmp_path: Path) -> None:
+    """A tool result written by `append_chat_messages` with an image (a screenshot) is served
+    as a `function_call_output` of input parts, not as its text alone."""
+    store = lf.SQLiteStore(tmp_path / "e.db")
+    url = "https://example.com/screen.png"
+    call = {"id": "c1", "type": "function", "function": {"name": "shot", "arguments": "{}"}}
+    store.append_chat_messages(
+        "s",
+        [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {
+                "role": "tool",
+                "tool_call_id": "c1",
+                "content": [
+                    {"type": "text", "text": "Login page:"},
+                    {"type": "image_url", "image_url": {"url": url}},
+                ],
+            },
+        ],
+    )
+    result = asyncio.run(LedgerfoldSession("s", store=store).get_items())[-1]
+    assert result == {
+        "type": "function_call_output",
+        "call_id": "c1",
+        "output": [
+            {"type": "input_text", "text": "Login page:"},
+            {"type": "input_image", "image_url": url, "detail": "auto"},
+        ],
+    }

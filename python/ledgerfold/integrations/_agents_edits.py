@@ -4,7 +4,8 @@ what the item gives back. A message's list of content parts, or a result's list 
 stays in the item's verbatim copy, and its turn holds their text: the copy then carries a
 digest of that text (`BODY_KEY`), and when the turn's text no longer matches it (an edit,
 e.g. a redaction) the item is served with the turn's text in place of its parts' text,
-its images and files kept. A copy stored before the digest was kept is served as stored."""
+its images and files kept. A copy stored before the digest was kept is served as stored.
+Also the shapes of a result's output that hold its text (`is_part`, `output_streams`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["BODY_KEY", "body_digest", "with_text"]
+__all__ = ["BODY_KEY", "body_digest", "is_part", "output_streams", "with_text"]
 
 #: The key of the digest of the turn's text in an item's verbatim copy.
 BODY_KEY = "__ledgerfold_body__"
@@ -51,4 +52,22 @@ def _shell_entry(entry: Any) -> bool:
         isinstance(entry, Mapping)
         and "type" not in entry
         and ("stdout" in entry or "stderr" in entry)
+    )
+
+
+def output_streams(output: list[Any]) -> list[str]:
+    """The non-empty `stdout` and `stderr` texts of a `shell_call_output`'s output."""
+    return [
+        text
+        for entry in output
+        if isinstance(entry, Mapping)
+        for text in (entry.get("stdout"), entry.get("stderr"))
+        if isinstance(text, str) and text
+    ]
+
+
+def is_part(part: Any) -> bool:
+    """A content part of a result's output (a str, or a mapping with a `type`)."""
+    return isinstance(part, str) or (
+        isinstance(part, Mapping) and isinstance(part.get("type"), str)
     )

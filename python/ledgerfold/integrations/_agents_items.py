@@ -39,7 +39,13 @@ from ledgerfold._errors import InvalidInput
 from ledgerfold._recall_stand_in import tool_calls_of
 from ledgerfold._validate import non_finite_at
 from ledgerfold.adapters._chat import tool_group
-from ledgerfold.integrations._agents_edits import BODY_KEY, body_digest, with_text
+from ledgerfold.integrations._agents_edits import (
+    BODY_KEY,
+    body_digest,
+    is_part,
+    output_streams,
+    with_text,
+)
 
 __all__ = [
     "CALL_OUTPUTS",
@@ -156,24 +162,6 @@ def _parts(output: list[Any]) -> list[dict[str, Any]]:
     return parts
 
 
-def _streams(output: list[Any]) -> list[str]:
-    """The non-empty `stdout` and `stderr` texts of a `shell_call_output`'s output."""
-    return [
-        text
-        for entry in output
-        if isinstance(entry, Mapping)
-        for text in (entry.get("stdout"), entry.get("stderr"))
-        if isinstance(text, str) and text
-    ]
-
-
-def _is_part(part: Any) -> bool:
-    """A content part of a result's output (a str, or a mapping with a `type`)."""
-    return isinstance(part, str) or (
-        isinstance(part, Mapping) and isinstance(part.get("type"), str)
-    )
-
-
 #: The content parts whose text is the part's text (`_text_of`).
 _TEXT_PARTS = frozenset({None, "text", "input_text", "output_text", "refusal"})
 
@@ -226,10 +214,10 @@ def item_message(item: Mapping[str, Any]) -> dict[str, Any]:
         # Its text (a custom tool's, a shell's output) is the turn's: searched, summarised.
         output = item.get("output")
         said: Any = output if isinstance(output, str) else ""
-        if isinstance(output, list) and all(_is_part(part) for part in output):
+        if isinstance(output, list) and all(is_part(part) for part in output):
             said = _parts(output)
         elif isinstance(output, list):  # a shell's: each command's stdout and stderr
-            said = "\n".join(_streams(output))
+            said = "\n".join(output_streams(output))
         return {"role": "tool", "tool_call_id": link_id(item), "content": said}
     if name == "reasoning":
         return {"role": "assistant", "content": _text_of(item.get("summary"))}
@@ -399,8 +387,9 @@ def _flat(item: Any) -> bool:
 def _foreign(role: str, text: str, meta: Mapping[str, str]) -> list[Any]:
     if role == "tool":
         call_id = meta.get("tool_call_id")
-        if call_id:
-            return [{"type": "function_call_output", "call_id": call_id, "output": text}]
+        if call_id:  # a screenshot a tool returned (kept parts) as input parts too
+            output = _input_parts(text, meta.get(_PARTS_KEY))
+            return [{"type": "function_call_output", "call_id": call_id, "output": output}]
         # A result answering no call: still a result (never the user's message), which
         # `sendable` leaves out, as it leaves out a result whose call is not served.
         return [{"type": "function_call_output", "output": text}]
