@@ -59,8 +59,14 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware, ModelRequest
-from langchain_core.tools import BaseTool
+try:
+    from langchain.agents.middleware import AgentMiddleware, ModelRequest
+    from langchain_core.tools import BaseTool
+except ImportError as error:  # `ledgerfold[langchain]` is langchain-core alone
+    raise ImportError(
+        "ledgerfold.integrations.langchain needs langchain (v1) and langgraph:"
+        " pip install 'ledgerfold[langgraph]'"
+    ) from error
 
 from ledgerfold import _native, _validate
 from ledgerfold._compactor import Compactor
