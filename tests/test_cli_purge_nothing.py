@@ -64,6 +64,8 @@ def test_a_purge_repeated_records_no_second_boundary(db: Path) -> None:
     code, out, err = _purge(db, 4)
     assert code == 0, err
     assert out.startswith("nothing to purge in c through sequence 4: ")
+    # Why: the turns are gone already (not only the system prompt and protected turn kept).
+    assert "turns through sequence 4 purged already; 1 protected turn kept" in out
     assert _state(db) == before
     with SQLiteStore(db, read_only=True) as store:
         assert store.history_boundary("c") == first

@@ -26,6 +26,7 @@ from ledgerfold._cli.render import (
     stderr_console,
     stdout_console,
 )
+from ledgerfold._context import HistoryBoundary
 from ledgerfold.store._sqlite import SQLiteStore
 
 __all__ = ["delete_command", "purge_command", "vacuum_command"]
@@ -86,11 +87,13 @@ def purge_command(
         check_before_writing(db, lambda store: decided.update(preview_or_refuse(store)))
     # Nothing would go: no boundary, no new revision; not even a writing open.
     write = not dry_run and decided.get("turns") != 0
-    boundary = None
+    boundary = earlier = None
     with open_store(db, read_only=not write) as store:
         preview = preview_or_refuse(store)
         if write and preview["turns"]:
             boundary = store.purge_through(conversation_id, through, reason, force=force)
+        elif not preview["turns"]:
+            earlier = store.history_boundary(conversation_id)  # turns purged already
     if not preview["turns"]:
         # No turn goes, so no purge runs: nothing is (or would be) sealed.
         preview = {**preview, "sealed_summary": None}
@@ -111,7 +114,7 @@ def purge_command(
         echo_json(report)
         return
     if not preview["turns"]:
-        _print_nothing_to_purge(conversation_id, through, preview, force, dry_run)
+        _print_nothing_to_purge(conversation_id, through, preview, force, dry_run, earlier)
         return
     sealed = preview["sealed_summary"]
     turns, protected, roles, erased, unsummarised = (
@@ -137,12 +140,21 @@ def purge_command(
 
 
 def _print_nothing_to_purge(
-    conversation_id: str, through: int, preview: dict[str, Any], force: bool, dry_run: bool
+    conversation_id: str,
+    through: int,
+    preview: dict[str, Any],
+    force: bool,
+    dry_run: bool,
+    earlier: HistoryBoundary | None,
 ) -> None:
-    """No turn goes: say why, and that nothing is (or would be) written."""
+    """No turn goes: say why (turns purged already, turns kept), and that nothing is (or
+    would be) written."""
     reach = min(through, preview["last_sequence"])
     stop = preview["through_sequence"]
-    why = [
+    why = []
+    if earlier is not None and reach > 0:
+        why.append(f"turns through sequence {earlier.through_sequence} purged already")
+    why += [
         f"{counted(preview[key], word)} kept without --force"
         for key, word in (("protected_kept", "protected turn"), ("roles_kept", "system turn"))
         if preview[key] and not force
