@@ -60,3 +60,25 @@ def test_a_missing_argument_or_unknown_option_shows_the_usage_on_its_line() -> N
         assert line.endswith(f" Usage: {usage} (`{command} --help` says more)"), line
     bad = runner.invoke(cli, ["search", "db", "c", "q", "--limit", "0"], prog_name="ledgerfold")
     assert bad.exit_code == 2 and "Usage:" not in bad.stderr
+
+
+def test_the_readme_lists_every_option_of_every_command() -> None:
+    """The README's command-line block is a newcomer's whole map of the commands: each has a
+    line there, and that line names each of its options (`context --preview` was missing)."""
+    from pathlib import Path
+
+    import click
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    block = readme[readme.index("## Command line") :]
+    block = block[block.index("```sh") : block.index("```", block.index("```sh") + 5)]
+    missing = []
+    for name, command in sorted(cli.commands.items()):
+        lines = [line for line in block.splitlines() if line.startswith(f"ledgerfold {name} ")]
+        assert lines, name
+        for param in command.params:
+            if isinstance(param, click.Option) and not param.hidden:
+                long = [opt for opt in param.opts if opt.startswith("--")]
+                if long and not any(long[0] in line for line in lines):
+                    missing.append(f"{name} {long[0]}")
+    assert missing == []
