@@ -92,3 +92,19 @@ def test_the_inspector_page_of_a_wholly_purged_conversation_says_the_context_is_
     text = page.read_text(encoding="utf-8")
     assert "Fallback: no-summary — the context is empty." in text
     assert "every turn is sent raw" not in text
+
+
+def test_a_partly_purged_summary_says_which_sequences_are_live(tmp_path: Path) -> None:
+    """The sequences listed are those of the live sources only: "covers 8 turns (sequences
+    6-9; 4 purged, sealed)" read as if 8 turns lay within 6-9."""
+    path = tmp_path / "agent.db"
+    with SQLiteStore(path) as store:
+        store.append_many("c", [{"role": "user", "body": f"turn {n}"} for n in range(1, 11)])
+    _ok("compact", str(path), "--conversation", "c", "--keep-tail", "2")
+    _ok("purge", str(path), "c", "--through", "4", "--reason", "gdpr")
+    covers = next(
+        line
+        for line in _ok("inspect", str(path), "c").splitlines()
+        if line.startswith("current summary ")
+    )
+    assert covers.endswith("covers 8 turns (sequences 5-8 live; 4 purged, sealed)"), covers
