@@ -300,6 +300,8 @@ def _context(view: ConversationView) -> str:
     )
     if view.fallback is not None:
         sent = "every turn is sent raw" if view.message_count else "the context is empty"
+        if view.dropped and view.message_count:
+            sent = "the turns are sent raw"
         if view.fallback == "no-summary" and view.message_count:  # not compacted yet: no alarm
             intro += (
                 f'<p class="note" id="fallback">Fallback: no-summary — {sent}'
@@ -307,6 +309,12 @@ def _context(view: ConversationView) -> str:
             )
         else:
             intro += f'<p class="alert" id="fallback">Fallback: {_e(view.fallback)} — {sent}.</p>'
+    if view.dropped:
+        intro += (
+            f'<p class="note" id="left-out">{counted(view.dropped, "raw turn")} left out of'
+            " the messages: a tool call without its results, or a result without its call,"
+            " which providers refuse (the ledger keeps them).</p>"
+        )
     items = [_message(m, MESSAGE_CHARS) for m in view.messages]
     if view.omitted:
         omitted = counted(view.omitted, "message")
@@ -356,7 +364,9 @@ def render_conversation(view: ConversationView, back: str | None = None) -> str:
         ("compacted", counts.get("compacted", 0)),
         # A current summary the context cannot use (`preserved-missing`, `duplicate-id`):
         # its sources are sent raw too.
-        ("raw in context", sum(counts.get(s, 0) for s in raw_states)),
+        # Less the turns the messages leave out (a call without its results, a result
+        # without its call): "raw in context" is what the model is sent raw.
+        ("raw in context", sum(counts.get(s, 0) for s in raw_states) - view.dropped),
         ("versions", len(view.versions)),
         ("context messages", view.message_count),
     ]

@@ -133,6 +133,7 @@ class ConversationView:
     # Each line of the current summary with the sources it cites, and those sources.
     summary_lines: tuple[tuple[str, tuple[CitedTurn, ...]], ...] = ()
     cited: tuple[CitedTurn, ...] = ()
+    dropped: int = 0  # raw turns the messages leave out (`context.dropped`, SPEC §17.2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,6 +268,7 @@ def gather_conversation(
         message_count=len(messages),
         summary_lines=summary_lines,
         cited=cited,
+        dropped=context.dropped,
     )
 
 
