@@ -28,6 +28,24 @@ def test_readme_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         exec(compile(block, str(README), "exec"), namespace)
 
 
+def test_readme_examples_run_again_in_the_same_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A newcomer runs the tour twice, or after `ledgerfold import agent.db ...` (the command
+    line section's file) in the same folder: the examples' files are their own each time."""
+    import tempfile
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # what the examples make: here
+    (tmp_path / "agent.db").write_bytes(b"")  # someone else's file of that name
+    for _ in range(2):
+        namespace: dict[str, object] = {"__name__": "readme"}
+        for block in python_blocks():
+            exec(compile(block, str(README), "exec"), namespace)
+        monkeypatch.chdir(tmp_path)
+    assert (tmp_path / "agent.db").read_bytes() == b""
+
+
 @pytest.mark.parametrize("page", EXAMPLE_PAGES, ids=lambda page: page.name)
 def test_docs_page_examples_run(
     page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
