@@ -3,13 +3,15 @@ self-contained document (inline CSS, no script, no network).
 
 Every value from the ledger goes through `_e` (IDs, reasons: HTML escaping, quotes
 included, and the terminal's spelling of control, bidirectional and separator characters)
-or `_text` (bodies and summary text: HTML escaping); a Content-Security-Policy that allows
+or `_text` (bodies and summary text: HTML escaping, and control characters spelled out);
+a Content-Security-Policy that allows
 no script at all is the second line of defence.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from html import escape
 from typing import Any
 
@@ -131,10 +133,16 @@ def _e(value: object) -> str:
     return escape(safe_text(value), quote=True)
 
 
+# C0 and C1 controls but tab, newline and carriage return: an HTML page cannot hold them (a
+# parse error; a NUL is dropped), so they are spelled out as on the terminal.
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
 def _text(value: str) -> str:
-    """A body or a summary's text: HTML-escaped only (right-to-left text needs its marks;
-    each sits in a block of its own, so its direction ends there)."""
-    return escape(value, quote=True)
+    """A body or a summary's text: HTML-escaped, its control characters spelled out
+    (`\\x00`); right-to-left text keeps its marks (each sits in a block of its own, so its
+    direction ends there)."""
+    return escape(_CONTROLS.sub(lambda match: f"\\x{ord(match.group()):02x}", value), quote=True)
 
 
 def _page(title: str, body: str) -> str:
