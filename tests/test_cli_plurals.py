@@ -96,3 +96,13 @@ def test_counts_of_a_thousand_or_more_are_grouped(tmp_path: Path) -> None:
     assert "(1,010 turns)" in shown["reindex"], shown["reindex"]
     for command, text in shown.items():
         assert re.search(r"\b\d{4,} (?:turns|conversations|summaries)", text) is None, command
+
+
+def test_one_covered_sequence_is_singular(tmp_path: Path) -> None:
+    """`inspect` of a summary of one turn said "covers 1 turn (sequences 1)"."""
+    db = tmp_path / "one.db"
+    with SQLiteStore(db) as store:
+        store.append_many("c", [{"role": "user", "body": f"turn {n}"} for n in range(2)])
+    assert run("compact", str(db), "--keep-tail", "1").exit_code == 0
+    output = run("inspect", str(db), "c").stdout
+    assert "covers 1 turn (sequence 1)" in output, output

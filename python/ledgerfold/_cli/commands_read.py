@@ -212,7 +212,8 @@ def inspect_command(db: str, conversation_id: str, as_json: bool, html_out: str 
             f"current summary [magenta]{esc(current.id)}[/] covers {covered}"
             f" {plural(covered, 'turn')}"
             + (
-                f" (sequences {ranges}" + (f" live; {sealed} purged, sealed)" if sealed else ")")
+                f" ({plural(len(sources), 'sequence')} {ranges}"
+                + (f" live; {sealed} purged, sealed)" if sealed else ")")
                 if sources
                 else (", all purged: sealed by their stored digests" if sealed else "")
             )
