@@ -106,3 +106,17 @@ def test_one_covered_sequence_is_singular(tmp_path: Path) -> None:
     assert run("compact", str(db), "--keep-tail", "1").exit_code == 0
     output = run("inspect", str(db), "c").stdout
     assert "covers 1 turn (sequence 1)" in output, output
+
+
+def test_the_inspector_page_groups_counts_as_the_report_page_does(tmp_path: Path) -> None:
+    """The inspector's cards and legend showed `1010 turns` beside the report's `1,010`."""
+    db = tmp_path / "big.db"
+    with SQLiteStore(db) as store:
+        store.append_many("c", [{"role": "user", "body": f"turn {n}"} for n in range(1010)])
+    assert run("compact", str(db), "--keep-tail", "2").exit_code == 0
+    out = tmp_path / "page.html"
+    assert run("inspect", str(db), "c", "--html", str(out)).exit_code == 0
+    page = out.read_text(encoding="utf-8")
+    assert "<b>1,010</b>turns" in page and "<b>1,008</b>compacted" in page
+    assert "<b>compacted</b> 1,008 " in page
+    assert re.search(r"\b\d{4,}</b>|</b> \d{4,} ", page) is None

@@ -210,8 +210,8 @@ def test_100k_turn_conversation_page_stays_small(tmp_path: Path) -> None:
     elements = sum(tags.tags.values())
     assert size < 2_000_000, size
     assert elements < 6 * MAX_MARKS, elements
-    assert "100000</b>turns" in page
-    assert 'title="seq 1–5000 · 5000 turns · purged: below the history boundary"' in page
+    assert "100,000</b>turns" in page
+    assert 'title="seq 1–5000 · 5,000 turns · purged: below the history boundary"' in page
     assert 'class="m mixed"' in page  # every seventh turn protected: runs merged
     assert "messages not shown" in page  # the context is cut to its head and tail
 

@@ -23,7 +23,7 @@ from ledgerfold._cli.html_data import (
     Mark,
     VersionRow,
 )
-from ledgerfold._cli.render import counted, label_for, plural, safe_text
+from ledgerfold._cli.render import counted, label_for, safe_text
 from ledgerfold.adapters._chat import SUMMARY_OPEN
 
 __all__ = ["render_conversation"]
@@ -161,9 +161,9 @@ def _pct(value: int, total: int) -> str:
 
 def _mark_title(mark: Mark, labels: dict[str, str] = _LABELS) -> str:
     span = f"seq {mark.first}" if mark.first == mark.last else f"seq {mark.first}–{mark.last}"
-    turns = f"{mark.count} {plural(mark.count, 'turn')}"
+    turns = counted(mark.count, "turn")
     if mark.state == "mixed":
-        parts = ", ".join(f"{n} {labels[s]}" for s, n in mark.mix)
+        parts = ", ".join(f"{n:,} {labels[s]}" for s, n in mark.mix)
         return f"{span} · {turns}: {parts}"
     what = f"{span} · {mark.label.strip()}" if mark.label else f"{span} · {turns}"
     return f"{what} · {labels[mark.state]}: {mark.detail}"
@@ -179,7 +179,7 @@ def _legend(counts: dict[str, int], mixed: bool, summarised: bool = True) -> str
             label, hint = "raw", f"{hint} (no summary yet)"
         items.append(
             f'<li{zero}><span class="sw {state}"></span><b>{label}</b>'
-            f" {counts.get(state, 0)} <small>{hint}</small></li>"
+            f" {counts.get(state, 0):,} <small>{hint}</small></li>"
         )
     if mixed:
         items.append(
@@ -378,7 +378,7 @@ def render_conversation(view: ConversationView, back: str | None = None) -> str:
         ("versions", len(view.versions)),
         ("context messages", view.message_count),
     ]
-    tiles = "".join(f'<div class="stat"><b>{v}</b>{_e(label_for(v, k))}</div>' for k, v in stats)
+    tiles = "".join(f'<div class="stat"><b>{v:,}</b>{_e(label_for(v, k))}</div>' for k, v in stats)
     if view.summary is not None:
         summary = view.summary
         parent = f", extends {_e(summary.parent_id)}" if summary.parent_id else ""
