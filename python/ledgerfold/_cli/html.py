@@ -302,14 +302,18 @@ def _message(message: dict[str, Any], limit: int) -> str:
 
 
 def _context(view: ConversationView) -> str:
+    call = f"<code>to_chat_messages(store.context(…, {_e(view.policy_version)}))</code>"
     intro = (
-        f'<p class="sub">{counted(view.message_count, "message")}, as <code>to_chat_messages'
-        f"(store.context(…, {_e(view.policy_version)}))</code> gives them.</p>"
+        f'<p class="sub">{counted(view.message_count, "message")}, as {call} gives them.</p>'
+        if view.unsendable is None
+        else f'<p class="sub">No messages: {call} raises <code>InvalidInput</code>.</p>'
     )
     if view.fallback is not None:
         sent = "every turn is sent raw" if view.message_count else "the context is empty"
         if view.dropped and view.message_count:
             sent = "the turns are sent raw"
+        elif view.unsendable is not None:
+            sent = "no message can be sent (below)"
         if view.fallback == "no-summary" and view.message_count:  # not compacted yet: no alarm
             intro += (
                 f'<p class="note" id="fallback">Fallback: no-summary — {sent}'
@@ -317,7 +321,12 @@ def _context(view: ConversationView) -> str:
             )
         else:
             intro += f'<p class="alert" id="fallback">Fallback: {_e(view.fallback)} — {sent}.</p>'
-    if view.dropped:
+    if view.unsendable is not None:
+        intro += (
+            '<p class="alert" id="unsendable">The context cannot be turned into chat messages:'
+            f" {_e(view.unsendable)}</p>"
+        )
+    if view.dropped and view.unsendable is None:
         intro += (
             f'<p class="note" id="left-out">{counted(view.dropped, "raw turn")} left out of'
             " the messages: a tool call without its results, or a result without its call,"
@@ -366,15 +375,15 @@ def render_conversation(view: ConversationView, back: str | None = None) -> str:
     report that links to it, if any."""
     counts = view.counts
     raw_states = ["raw", "protected", "preserved"] + (["compacted"] if view.fallback else [])
+    sent = sum(counts.get(state, 0) for state in raw_states) - view.dropped
     stats = [
         ("turns", view.total),
         ("revision", view.revision),
         ("compacted", counts.get("compacted", 0)),
-        # A current summary the context cannot use (`preserved-missing`, `duplicate-id`):
-        # its sources are sent raw too.
-        # Less the turns the messages leave out (a call without its results, a result
-        # without its call): "raw in context" is what the model is sent raw.
-        ("raw in context", sum(counts.get(s, 0) for s in raw_states) - view.dropped),
+        # What the model is sent raw: with a current summary the context cannot use
+        # (`preserved-missing`, `duplicate-id`) its sources too, less the turns the messages
+        # leave out (a call without its results, a result without its call).
+        ("raw in context", sent if view.unsendable is None else 0),
         ("versions", len(view.versions)),
         ("context messages", view.message_count),
     ]

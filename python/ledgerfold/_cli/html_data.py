@@ -19,6 +19,7 @@ from typing import Any
 
 from ledgerfold._citations import cited_sequences
 from ledgerfold._context import HistoryBoundary
+from ledgerfold._errors import InvalidInput
 from ledgerfold._model import Conversation
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._summary import SummaryEnvelope
@@ -134,6 +135,7 @@ class ConversationView:
     summary_lines: tuple[tuple[str, tuple[CitedTurn, ...]], ...] = ()
     cited: tuple[CitedTurn, ...] = ()
     dropped: int = 0  # raw turns the messages leave out (`context.dropped`, SPEC §17.2)
+    unsendable: str | None = None  # why the context gives no chat messages (a damaged row)
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,7 +245,11 @@ def gather_conversation(
     if boundary is not None:
         boundary_at = sum(1 for row in rows if row[0] <= boundary.through_sequence)
     summary_lines, cited = _cited_lines(current, conversation)
-    messages = to_chat_messages(context)
+    unsendable = None
+    try:
+        messages = to_chat_messages(context)
+    except InvalidInput as error:  # a row changed outside ledgerfold: the page still shows it
+        messages, unsendable = [], str(error)
     shown = messages
     omitted = 0
     if len(messages) > CONTEXT_HEAD + CONTEXT_TAIL:
@@ -269,6 +275,7 @@ def gather_conversation(
         summary_lines=summary_lines,
         cited=cited,
         dropped=context.dropped,
+        unsendable=unsendable,
     )
 
 
