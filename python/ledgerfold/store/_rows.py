@@ -119,9 +119,13 @@ def turn_values(conversation_id: str, turn: Turn) -> tuple[Any, ...]:
 
 
 def item_from_row(row: tuple[Any, ...]) -> TurnItem:
-    """A `TurnItem` from a row of `ITEM_COLUMNS`."""
+    """A `TurnItem` from a row of `ITEM_COLUMNS`; a row that makes none is damaged (a
+    `StoreError`, as `turn_from_row` says it), not the caller's bad input."""
     turn_id, sequence, role, body, meta = row
-    return TurnItem(turn_id, role, body, sequence, meta_dict(meta, turn_id, sequence))
+    try:
+        return TurnItem(turn_id, role, body, sequence, meta_dict(meta, turn_id, sequence))
+    except InvalidInput as err:
+        raise damaged_turn(str(err.field), turn_id, sequence) from None
 
 
 @dataclass(frozen=True, slots=True)
