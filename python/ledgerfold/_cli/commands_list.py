@@ -19,6 +19,7 @@ from ledgerfold._cli.render import (
     safe_text,
     stdout_console,
 )
+from ledgerfold._errors import StoreError
 from ledgerfold.store._sqlite import SQLiteStore
 
 __all__ = ["conversation_row", "list_command"]
@@ -59,13 +60,32 @@ def conversation_row(store: SQLiteStore, conversation_id: str) -> dict[str, Any]
     }
 
 
+def _row_or_damage(store: SQLiteStore, conversation_id: str) -> dict[str, Any]:
+    """`conversation_row`, or, for a conversation with a row changed outside ledgerfold, a
+    row of status `damaged` whose reason names the row (table, column, turn; never its
+    content), its counts unknown: the other conversations are listed all the same."""
+    try:
+        return conversation_row(store, conversation_id)
+    except StoreError as error:
+        if not str(error).startswith("damaged row in table "):
+            raise
+        unknown = dict.fromkeys(("revision", "turns", "summaries", "attempts", "summary"))
+        return {
+            "conversation": conversation_id,
+            **unknown,
+            "status": "damaged",
+            "reason": str(error),
+            "history_boundary": None,
+        }
+
+
 @cli.command("list", short_help="List the conversations of DB and their summary status.")
 @click.argument("db")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def list_command(db: str, as_json: bool) -> None:
     """List the conversations of DB: turns, summaries, status of the current summary."""
     with open_store(db, read_only=True) as store:
-        rows = [conversation_row(store, cid) for cid in store.conversation_ids()]
+        rows = [_row_or_damage(store, cid) for cid in store.conversation_ids()]
     if as_json:
         echo_json(rows)
         return
@@ -83,8 +103,8 @@ def list_command(db: str, as_json: bool) -> None:
         status = row["status"] + (f" ({row['reason']})" if row["reason"] else "")
         table.add_row(
             Text(safe_text(row["conversation"])),
-            str(row["turns"]),
-            str(row["summaries"]),
+            str(row["turns"]) if row["turns"] is not None else "-",
+            str(row["summaries"]) if row["summaries"] is not None else "-",
             Text(safe_text(row["summary"] or "-")),
             Text(safe_text(status), style=_STYLE.get(row["status"], "")),
             Text(f"through {boundary['through_sequence']}" if boundary else "-"),
@@ -92,4 +112,4 @@ def list_command(db: str, as_json: bool) -> None:
     print_table(stdout_console(), table)
 
 
-_STYLE = {"current": "green", "stale": "red", "none": "dim"}
+_STYLE = {"current": "green", "stale": "red", "none": "dim", "damaged": "red"}

@@ -1,0 +1,45 @@
+"""`ledgerfold list DB` with one row changed outside ledgerfold (a turn's meta that is not
+JSON): the listing failed as a whole, one error line and no conversation listed, while
+`report` gave the totals of the same file. The damaged conversation is now listed as
+`damaged`, the reason naming the row, and every other one as before; exit 0, as finding
+problems is not an error."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from cli_support import run
+from ledgerfold import SQLiteStore
+
+
+def _db(tmp_path: Path) -> Path:
+    db = tmp_path / "agent.db"
+    with SQLiteStore(db) as store:
+        for cid in ("a-fine", "b-damaged", "c-fine"):
+            store.append_many(
+                cid, [{"id": f"t{n}", "role": "user", "body": f"turn {n}"} for n in range(3)]
+            )
+    with sqlite3.connect(db) as conn:  # another tool's write
+        conn.execute(
+            "UPDATE turns SET meta = 'not json' WHERE conversation_id = 'b-damaged' AND id = 't1'"
+        )
+    conn.close()
+    return db
+
+
+def test_list_names_the_damaged_conversation_and_lists_the_others(tmp_path: Path) -> None:
+    db = _db(tmp_path)
+    result = run("list", str(db), "--json")
+    assert result.exit_code == 0, result.output
+    rows = {row["conversation"]: row for row in json.loads(result.stdout)}
+    assert sorted(rows) == ["a-fine", "b-damaged", "c-fine"]
+    assert rows["a-fine"]["status"] == "none" and rows["a-fine"]["turns"] == 3
+    damaged = rows["b-damaged"]
+    assert damaged["status"] == "damaged" and damaged["turns"] is None
+    assert "damaged row in table turns, column meta: turn 't1'" in damaged["reason"]
+    text = run("list", str(db))
+    assert text.exit_code == 0, text.output
+    line = next(line for line in text.stdout.splitlines() if line.startswith("b-damaged"))
+    assert "damaged (damaged row in table turns, column meta" in line
