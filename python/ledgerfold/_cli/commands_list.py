@@ -9,7 +9,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from ledgerfold._cli.main import cli, open_store
+from ledgerfold._cli.main import cli, damaged_row, open_store
 from ledgerfold._cli.render import (
     boundary_json,
     echo_json,
@@ -67,7 +67,7 @@ def _row_or_damage(store: SQLiteStore, conversation_id: str) -> dict[str, Any]:
     try:
         return conversation_row(store, conversation_id)
     except StoreError as error:
-        if not str(error).startswith("damaged row in table "):
+        if damaged_row(error) is None:
             raise
         unknown = dict.fromkeys(("revision", "turns", "summaries", "attempts", "summary"))
         return {

@@ -25,6 +25,7 @@ from ledgerfold._cli.main import (
     UserError,
     check_before_writing,
     cli,
+    damaged_row,
     open_store,
     require_conversation,
     summary_policy,
@@ -39,6 +40,7 @@ from ledgerfold._cli.render import (
     stdout_console,
 )
 from ledgerfold._compactor import CompactionOutcome, Compactor
+from ledgerfold._errors import StoreError
 from ledgerfold._model import Turn
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._transcripts import Transcript, iter_transcripts
@@ -320,15 +322,25 @@ def compact_command(
                 compactors[policy.version] = Compactor(store, policy, ExtractiveSummarizer())
             return compactors[policy.version]
 
+        def one(cid: str) -> dict[str, Any]:
+            # A conversation with a row changed outside ledgerfold is an outcome of its own
+            # (named on stderr); the others are compacted (planned) all the same.
+            try:
+                if dry_run:
+                    return _dry_run(store.load(cid), store.current_summary(cid), policy_of(cid))
+                return outcome_json("conversation", cid, _compact_backlog(compactor_of(cid), cid))
+            except StoreError as error:
+                if (message := damaged_row(error)) is None:
+                    raise
+                stderr_console().print(
+                    Text(f"warning: {safe_text(cid)} not compacted: {safe_text(message)}")
+                )
+                return _damaged(cid, dry_run)
+
         if dry_run:
-            plans = [
-                _dry_run(store.load(cid), store.current_summary(cid), policy_of(cid)) for cid in ids
-            ]
+            plans = [one(cid) for cid in ids]
         else:
-            rows = [
-                outcome_json("conversation", cid, _compact_backlog(compactor_of(cid), cid))
-                for cid in ids
-            ]
+            rows = [one(cid) for cid in ids]
     label = (
         safe_text(policy_version)
         if policy_version is not None
@@ -353,6 +365,26 @@ def compact_command(
     console.print(
         Text(", ".join(f"{status}: {n}" for status, n in sorted(counts.items())) or "none")
     )
+
+
+def _damaged(conversation_id: str, dry_run: bool) -> dict[str, Any]:
+    """The outcome (or dry-run plan) of a conversation a damaged row keeps from compacting."""
+    if not dry_run:
+        return {
+            "conversation": conversation_id,
+            "status": "failed",
+            "reason": "damaged-row",
+            "summary": None,
+            "sources": 0,
+        }
+    counts = ("compacted", "covered", "preserved", "through_sequence", "new_turns", "tokens")
+    return {
+        "conversation": conversation_id,
+        "status": "damaged",
+        "current_summary": None,
+        **dict.fromkeys(counts, 0),
+        "requests": [],
+    }
 
 
 def _print_dry_run(

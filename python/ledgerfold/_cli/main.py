@@ -39,6 +39,7 @@ __all__ = [
     "check_before_writing",
     "check_db_path",
     "cli",
+    "damaged_row",
     "main",
     "open_store",
     "require_conversation",
@@ -356,3 +357,11 @@ def _hint(conversation_id: str, known: list[str]) -> str:
     if close:
         return f"; did you mean {close[0]!r}?"
     return "; `ledgerfold list DB` lists the conversations"
+
+
+def damaged_row(error: StoreError) -> str | None:
+    """The message of a store error that names a row changed outside ledgerfold ("damaged
+    row in table turns, column meta: turn 't1' ..."; never its content), else None: a
+    command over every conversation reports that one and goes on with the others."""
+    message = str(error)
+    return message if message.startswith("damaged row in table ") else None
