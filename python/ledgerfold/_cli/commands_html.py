@@ -31,6 +31,7 @@ from ledgerfold._cli.render import (
     plural,
     print_table,
     safe_text,
+    stderr_console,
     stdout_console,
 )
 from ledgerfold._errors import StoreError
@@ -254,9 +255,16 @@ def _write_pages(
             continue
         try:
             view = gather_conversation(store, Path(db), row.conversation_id)
-        except StoreError:
-            # A record damaged outside ledgerfold the store cannot read: the row says why
-            # (`stale-summary:damaged-record`); `inspect` names the damage. No page, no link.
+        except StoreError as error:
+            # A record damaged outside ledgerfold the store cannot read: no page, no link.
+            # A summary's row says why (`stale-summary:damaged-record`), a turn's does not:
+            # the warning names the row either way.
+            stderr_console().print(
+                Text(
+                    f"warning: no inspector page for {safe_text(row.conversation_id)}:"
+                    f" {safe_text(error)}"
+                )
+            )
             continue
         page = render_conversation(view, back)
         name = names[row.conversation_id]
