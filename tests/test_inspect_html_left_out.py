@@ -56,3 +56,24 @@ def test_a_result_whose_call_was_purged_is_not_counted_as_sent(tmp_path: Path) -
     page = _page(db, tmp_path)
     assert '<div class="stat"><b>1</b>raw in context</div>' in page
     assert "1 raw turn left out of the messages" in page
+
+
+def test_context_in_the_terminal_marks_the_turns_not_sent(tmp_path: Path) -> None:
+    """`ledgerfold context` lists the context's items: the call left without its result was
+    listed like any raw turn, though `--json` (the chat messages) leaves it out."""
+    db = tmp_path / "agent.db"
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    with SQLiteStore(db) as store:
+        store.append_chat_messages(
+            "c",
+            [
+                {"role": "user", "content": "Look it up.", "id": "u1"},
+                {"role": "assistant", "content": None, "tool_calls": [call], "id": "a1"},
+                {"role": "user", "content": "Never mind.", "id": "u2"},
+            ],
+        )
+    result = run("context", str(db), "c")
+    assert result.exit_code == 0, result.output
+    rows = {line.split("\t")[2]: line for line in result.stdout.splitlines() if "\t" in line}
+    assert "not sent" in rows["a1"]
+    assert "not sent" not in rows["u1"] and "not sent" not in rows["u2"]

@@ -25,6 +25,7 @@ from ledgerfold._compactor import CompactionOutcome
 from ledgerfold._context import AssembledContext, HistoryBoundary, SummaryItem
 from ledgerfold._errors import InvalidInput
 from ledgerfold._model import Conversation
+from ledgerfold._native import unsendable
 
 __all__ = [
     "PREVIEW_CHARS",
@@ -276,7 +277,10 @@ def context_table(
     # A raw turn in the summary's span is one the summary may not take (its role, an open
     # tool call, a group held whole): say so, as the inspector page does.
     through = context.summary.through_sequence if context.summary is not None else None
-    for item in context.items:
+    # Items the chat messages leave out (a call without its results, a result without its
+    # call: SPEC §17.2), as `--json` and the inspector page show.
+    unsent = frozenset(unsendable(context.items)) if context.dropped else frozenset()
+    for at, item in enumerate(context.items):
         if isinstance(item, SummaryItem):
             table.add_row(
                 f"≤{item.through_sequence}",
@@ -297,6 +301,8 @@ def context_table(
             note = "preserved" + (f" ({item.role} role)" if item.role == "system" else "")
         elif through is not None:
             note = "after the summary"
+        if at in unsent:
+            note = "[red]not sent[/] (unpaired tool call or result)"
         table.add_row(
             str(item.sequence),
             item.role,
