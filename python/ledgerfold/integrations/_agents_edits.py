@@ -13,13 +13,35 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["BODY_KEY", "body_digest", "is_part", "output_streams", "with_text"]
+__all__ = [
+    "BODY_KEY",
+    "TEXTS_KEY",
+    "body_digest",
+    "is_part",
+    "output_streams",
+    "parts_refilled",
+    "parts_without_text",
+    "with_text",
+]
 
 #: The key of the digest of the turn's text in an item's verbatim copy.
 BODY_KEY = "__ledgerfold_body__"
 
 # The content parts whose text the turn holds (`_agents_items._TEXT_PARTS`).
 _TEXT_PARTS = frozenset({None, "text", "input_text", "output_text", "refusal"})
+
+#: The key of a text part's length in the copy, where the part's text is the turn's.
+LENGTH_KEY = "__ledgerfold_length__"
+#: The key marking a copy whose text parts hold their lengths (`parts_without_text`).
+TEXTS_KEY = "__ledgerfold_texts__"
+
+# The key of each text part's text (as the chat adapter joins them into the turn's text).
+_TEXT_KEY: dict[object, str] = {
+    "text": "text",
+    "input_text": "text",
+    "output_text": "text",
+    "refusal": "refusal",
+}
 
 
 def body_digest(text: str) -> str:
@@ -71,3 +93,49 @@ def is_part(part: Any) -> bool:
     return isinstance(part, str) or (
         isinstance(part, Mapping) and isinstance(part.get("type"), str)
     )
+
+
+def parts_without_text(parts: Any, body: str) -> list[Any] | None:
+    """A message's content parts as its copy keeps them when their texts, joined, are the
+    turn's text `body`: each text part holds its length (`LENGTH_KEY`) instead of its text,
+    which the turn holds, so the text is stored, and counted as context tokens, once. None
+    (keep the parts as they are) when they are anything else."""
+    if not isinstance(parts, list):
+        return None
+    kept: list[Any] = []
+    texts: list[str] = []
+    for part in parts:
+        key = _TEXT_KEY.get(part.get("type")) if isinstance(part, Mapping) else None
+        if key is None:
+            kept.append(part)
+            continue
+        said = part.get(key)
+        if not isinstance(said, str) or LENGTH_KEY in part:
+            return None
+        texts.append(said)
+        kept.append({**{k: v for k, v in part.items() if k != key}, LENGTH_KEY: len(said)})
+    if not texts or "".join(texts) != body:
+        return None
+    return kept
+
+
+def parts_refilled(parts: Any, text: str) -> Any:
+    """The parts `parts_without_text` kept (a copy marked `TEXTS_KEY`), each text part's text
+    cut again from the turn's `text` (unedited: its digest is the copy's). A text part
+    without its length, or lengths that do not add up to the text, are a damaged copy:
+    `ValueError`."""
+    if not isinstance(parts, list):
+        raise ValueError("not a list of parts")
+    start = 0
+    for part in parts:
+        key = _TEXT_KEY.get(part.get("type")) if isinstance(part, dict) else None
+        if key is None:
+            continue
+        length = part.pop(LENGTH_KEY, None)
+        if not isinstance(length, int) or isinstance(length, bool) or length < 0:
+            raise ValueError("not a part's length")
+        part[key] = text[start : start + length]
+        start += length
+    if start != len(text):
+        raise ValueError("the parts' lengths are not the text's")
+    return parts

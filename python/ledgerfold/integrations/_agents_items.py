@@ -41,9 +41,12 @@ from ledgerfold._validate import non_finite_at
 from ledgerfold.adapters._chat import tool_group
 from ledgerfold.integrations._agents_edits import (
     BODY_KEY,
+    TEXTS_KEY,
     body_digest,
     is_part,
     output_streams,
+    parts_refilled,
+    parts_without_text,
     with_text,
 )
 
@@ -271,6 +274,10 @@ def stored(item: Mapping[str, Any], body: str | None = None) -> str:
         item = {**{k: v for k, v in item.items() if k != moved}, _MOVED_KEY: moved}
     elif body is not None and _text_field(item) is not None and BODY_KEY not in item:
         item = {**item, BODY_KEY: body_digest(body)}
+        if _text_field(item) == "content":  # a message's text parts: their text is the turn's
+            parts = parts_without_text(item["content"], body)
+            if parts is not None and TEXTS_KEY not in item:
+                item.update(content=parts, **{TEXTS_KEY: True})
     return json.dumps(item, ensure_ascii=False, sort_keys=True, allow_nan=False)
 
 
@@ -293,6 +300,7 @@ def restored(role: str, text: str, meta: Mapping[str, str] | None) -> list[Any]:
             raise ValueError("not an item")
         moved = item.pop(_MOVED_KEY, None)
         held = item.pop(BODY_KEY, None)
+        cut = item.pop(TEXTS_KEY, None)  # its text parts' texts are the turn's text
         if moved in _AS_ARGUMENTS:
             item[moved] = json.loads(meta["tool_calls"])[0]["function"]["arguments"]
         elif moved is not None:
@@ -300,6 +308,8 @@ def restored(role: str, text: str, meta: Mapping[str, str] | None) -> list[Any]:
         field = _text_field(item)
         if held is not None and field is not None and held != body_digest(text):
             item = with_text(item, field, text, item.get("role"))  # the turn was edited
+        elif cut is not None and field == "content":
+            item["content"] = parts_refilled(item["content"], text)
     except (ValueError, LookupError, TypeError):
         # Another tool rewrote the copy: the turn reads back as one the session did not
         # write (the SDK's own sessions skip a row that is not JSON).

@@ -1,8 +1,9 @@
 """`LedgerfoldSession`: an OpenAI Agents SDK `Session` backed by the ledger (`openai-agents`).
 
 Every item the SDK adds becomes one turn, with the item kept verbatim in
-`meta["agents_item"]` (JSON) so it comes back exactly as it came (a str text field is kept
-once, as the turn body or the call's arguments, so its tokens are not counted twice): a
+`meta["agents_item"]` (JSON) so it comes back exactly as it came (a str text field, and a
+message's text parts' texts, are kept once, as the turn body or the call's arguments, so
+their tokens are not counted twice): a
 `message` is a turn of its role (`developer` → `system`), a call (`function_call` or any
 other `*_call` item) an assistant turn with `tool_calls` and its `*_call_output` a tool turn
 answering it (one compaction unit, also across `add_items` calls), parallel calls one
