@@ -376,8 +376,12 @@ def render_conversation(view: ConversationView, back: str | None = None) -> str:
     counts = view.counts
     raw_states = ["raw", "protected", "preserved"] + (["compacted"] if view.fallback else [])
     sent = sum(counts.get(state, 0) for state in raw_states) - view.dropped
+    # Live turns, as `inspect` counts them; the purged and retracted ones the timeline also
+    # shows are tiles of their own when there are any.
+    gone = [(f"{state} turns", counts.get(state, 0)) for state in ("purged", "retracted")]
     stats = [
-        ("turns", view.total),
+        ("turns", view.total - sum(count for _, count in gone)),
+        *((label, count) for label, count in gone if count),
         ("revision", view.revision),
         ("compacted", counts.get("compacted", 0)),
         # What the model is sent raw: with a current summary the context cannot use
