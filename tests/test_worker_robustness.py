@@ -9,12 +9,14 @@ import asyncio
 import logging
 import os
 import signal
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import ledgerfold as lf
-from ledgerfold._worker import close_worker, worker_for
+from ledgerfold._worker import THREAD_NAME, close_worker, worker_for
 
 POLICY = lf.CompactionPolicy("robust-v1", keep_tail=4, min_new_turns=1)
 
@@ -191,4 +193,47 @@ def test_wait_compaction_on_the_worker_before_its_compaction_ran_is_refused(
     worker.submit(lambda: queued.set_result(None))  # the compaction: after the hook's job
     assert job.result(timeout=30) == ("wait_compaction", "not-allowed")
     assert asyncio.run(session.wait_compaction()) is None  # off the worker: waits, then gives it
+    store.close()
+
+
+def _store_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith(THREAD_NAME)]
+
+
+def test_a_closed_store_used_again_keeps_no_worker_thread(tmp_path: Path) -> None:
+    """A custom summarizer's `acompact` whose store is closed while the model runs ends
+    `failed` (`store-error`), and so does any async call made after: the worker those calls
+    get does not keep a thread idling until the store object is collected."""
+    store = _filled(tmp_path / "closed.db", lambda event: None)
+
+    async def summarize(request: Any) -> str:
+        await asyncio.sleep(0.1)
+        return "a summary"
+
+    compactor = lf.Compactor(store, POLICY, summarize)
+
+    async def close_meanwhile() -> lf.CompactionOutcome:
+        running = asyncio.ensure_future(compactor.acompact("c", force=True))
+        await asyncio.sleep(0.02)
+        store.close()
+        return await running
+
+    before = set(_store_threads())
+    outcome = asyncio.run(close_meanwhile())
+    assert (outcome.status, outcome.reason) == ("failed", "store-error")
+    with pytest.raises(lf.StoreError):
+        asyncio.run(compactor.acontext("c"))
+    for thread in set(_store_threads()) - before:
+        thread.join(timeout=5)
+    assert set(_store_threads()) <= before
+
+
+def test_an_open_store_keeps_its_one_worker_thread(tmp_path: Path) -> None:
+    store = _filled(tmp_path / "open.db", lambda event: None)
+    compactor = lf.Compactor(store, POLICY)
+    before = set(_store_threads())
+    asyncio.run(compactor.acontext("c"))
+    (first,) = set(_store_threads()) - before
+    asyncio.run(compactor.acontext("c"))
+    assert first.is_alive() and set(_store_threads()) - before == {first}
     store.close()

@@ -104,6 +104,7 @@ class StoreWorker:
         "__weakref__",
         "_after",
         "_batch",
+        "_closed",
         "_draining",
         "_executor",
         "_job",
@@ -113,8 +114,15 @@ class StoreWorker:
         "deferred",
     )
 
-    def __init__(self, batch: Callable[[], BatchHook | None] | None = None) -> None:
+    def __init__(
+        self,
+        batch: Callable[[], BatchHook | None] | None = None,
+        closed: Callable[[], bool] | None = None,
+    ) -> None:
         self._lock = threading.Lock()
+        # Whether the store is closed for good (`_closed_hook`): its thread then ends once
+        # the queue is empty, instead of idling until the store is collected.
+        self._closed = closed
         # When the worker thread last let other threads take the GIL (`_run_jobs`, `pause`).
         self._yielded = 0.0
         self._executor: ThreadPoolExecutor | None = None
@@ -213,6 +221,12 @@ class StoreWorker:
             with self._lock:
                 if not self._jobs:
                     self._draining = False
+                    if self._closed is not None and self._closed():
+                        # Used after its store was closed (each job failed): no thread is
+                        # kept for it. A later job starts a new one, as on first use.
+                        executor, self._executor = self._executor, None
+                        if executor is not None:
+                            executor.shutdown(wait=False)
                     return
             self._run_batch()
 
@@ -399,7 +413,7 @@ def worker_for(store: object) -> StoreWorker:
             handle: Any = weakref.ref(store, functools.partial(_collected, key))
         except TypeError:
             handle = store
-        worker = StoreWorker(_batch_hook(handle))
+        worker = StoreWorker(_batch_hook(handle), _closed_hook(handle))
         _workers[key] = (handle, worker)
         return worker
 
@@ -460,6 +474,19 @@ def _batch_hook(handle: Any) -> Callable[[], BatchHook | None] | None:
         return None if store is None else getattr(store, "_worker_batch", None)
 
     return hook
+
+
+def _closed_hook(handle: Any) -> Callable[[], bool] | None:
+    """Whether the store is closed for good (its `_worker_closed`; a store collected is),
+    for a store registered with `batching`; None for any other store."""
+    if not issubclass(type(_referent(handle)), _BATCHING):
+        return None
+
+    def closed() -> bool:
+        store = _referent(handle)
+        return store is None or bool(getattr(store, "_worker_closed", False))
+
+    return closed
 
 
 def _referent(handle: Any) -> object:

@@ -126,12 +126,15 @@ class SQLiteStore:
         mode = ", read_only=True" if self._db.read_only else ""
         return f"SQLiteStore(path={self._path!r}{durability}{mode}, {state})"
 
+    @property
+    def _worker_closed(self) -> bool:  # for its worker: a closed store keeps no thread
+        return self._db.closed
+
     @contextmanager
     def _worker_batch(self) -> Iterator[BatchEnd | None]:
         """What the store's worker runs a batch of queued jobs in: one group commit
         (`_group_commit`). If it fails, none of the writes it covered is kept (`BatchEnd`
-        tells which, when a job committed it early): what the caches learnt goes, all of
-        it."""
+        tells which, when a job committed it early): what the caches learnt all goes."""
         try:
             with group_commit.batch(self._db) as end:
                 yield end
@@ -379,8 +382,7 @@ class SQLiteStore:
         digests and the uncovered turns. Otherwise nothing is registered (`status`
         ``not-due`` or ``nothing-to-compact``). `only_due_at_once=True` (what `Compactor`
         asks below `trigger_tokens`) registers a plan only when something is due at once,
-        whatever `min_new_turns`, and answers from the current summary alone when nothing
-        is."""
+        whatever `min_new_turns`, answering from the current summary alone when nothing is."""
         return self._loop.begin_compaction(
             conversation_id,
             keep_tail,
