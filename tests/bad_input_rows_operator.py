@@ -31,6 +31,13 @@ ROWS: tuple[BadInput, ...] = (
         "path",
     ),
     row(
+        "revalidate_database: more hashing threads than the core takes (before the file is read)",
+        "revalidate_database('missing.db', threads=5000)",
+        on_file(lambda directory: _revalidate(directory / "missing.db", threads=5000)),  # type: ignore[arg-type, return-value]
+        INVALID,
+        "threads",
+    ),
+    row(
         "revalidate_database: on_event not callable",
         "revalidate_database('agent.db', on_event='hook')",
         lambda: _revalidate("agent.db", on_event="hook"),

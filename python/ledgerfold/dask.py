@@ -29,6 +29,7 @@ from ledgerfold import _sealed as sealed
 from ledgerfold._errors import InvalidInput
 from ledgerfold._optional import require
 from ledgerfold.export import FORMAT, FORMAT_VERSION, MANIFEST, TABLES, _part_name
+from ledgerfold.revalidate import MAX_THREADS
 from ledgerfold.store._schema import TURN_LIVE, TURN_PURGED
 
 __all__ = ["RESULT_COLUMNS", "check_part", "read_manifest", "revalidate_parquet"]
@@ -331,7 +332,7 @@ def revalidate_parquet(
     on its cluster; without, on Dask's current default scheduler. `threads` is the native
     hashing threads per partition task (1: Dask's workers provide the parallelism)."""
     if threads is not None:
-        threads = _validate.integer("threads", threads, minimum=1)
+        threads = _validate.integer("threads", threads, minimum=1, maximum=MAX_THREADS)
     manifest = read_manifest(path)
     location = os.fspath(path)
     if "://" not in location:

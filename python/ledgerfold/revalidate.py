@@ -110,6 +110,11 @@ class RevalidationReport:
         }
 
 
+#: The most hashing threads a worker may use (`threads`; the native core's bound), checked
+#: before the database is read.
+MAX_THREADS = 1024
+
+
 def revalidate_database(
     path: str | os.PathLike[str],
     *,
@@ -148,7 +153,7 @@ def revalidate_database(
     workers = (
         available_cores() if workers is None else _validate.integer("workers", workers, minimum=1)
     )
-    threads = _validate.integer("threads", threads, minimum=1)
+    threads = _validate.integer("threads", threads, minimum=1, maximum=MAX_THREADS)
     batch_turns = _validate.integer("batch_turns", batch_turns, minimum=1)
     _validate.hook("on_event", on_event)
     started = time.perf_counter()
