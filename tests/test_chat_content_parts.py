@@ -35,7 +35,7 @@ from pydantic import Field, TypeAdapter
 import ledgerfold as lf
 from ledgerfold.adapters import from_langchain_messages, to_langchain_messages
 from ledgerfold.integrations.langchain import LedgerfoldMiddleware
-from ledgerfold.tokens import MESSAGE_OVERHEAD_TOKENS, approx_tokens, context_tokens
+from ledgerfold.tokens import IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, approx_tokens, context_tokens
 
 IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/receipt.png"}}
 AUDIO = {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}
@@ -209,16 +209,21 @@ def test_a_turn_stored_before_parts_were_kept_is_not_a_changed_message(
 
 def test_an_image_s_data_is_not_counted_as_text_tokens(tmp_path: Path) -> None:
     """A screenshot sent as a data URL (300 KB of base64) is not 75,000 tokens of text: the
-    due check and the budget count the turn's text (and other meta), not its parts' data."""
+    due check and the budget count the turn's text (and other meta), not its parts' data,
+    and each image as `IMAGE_TOKENS` (what LangChain's approximate counter charges)."""
     store = _store(tmp_path)
     data = "data:image/png;base64," + "iVBORw0KGgo" * 30_000
     image = {"type": "image_url", "image_url": {"url": data}}
     text = {"type": "text", "text": "What is wrong on this screen?"}
     store.append_chat_messages("c", [{"role": "user", "content": [text, image]}])
     context = store.context("c", "v1")
-    assert context_tokens(context.items) == MESSAGE_OVERHEAD_TOKENS + approx_tokens(
-        text["text"]
-    ) + approx_tokens('["image_url"]')
+    assert (
+        context_tokens(context.items)
+        == MESSAGE_OVERHEAD_TOKENS
+        + approx_tokens(text["text"])
+        + approx_tokens('["image_url"]')
+        + IMAGE_TOKENS
+    )
     compactor = lf.Compactor(store, lf.CompactionPolicy("v1", keep_tail=1, trigger_tokens=1000))
     assert not compactor.is_due("c")
 

@@ -19,6 +19,7 @@ already in tiktoken's cache (``TIKTOKEN_CACHE_DIR``, else ``DATA_GYM_CACHE_DIR``
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import tempfile
@@ -29,6 +30,7 @@ from ledgerfold._context import ContextItem, SummaryItem
 from ledgerfold._errors import InvalidInput
 
 __all__ = [
+    "IMAGE_TOKENS",
     "MESSAGE_OVERHEAD_TOKENS",
     "TokenCounter",
     "approx_tokens",
@@ -41,6 +43,10 @@ TokenCounter = Callable[[str], int]
 
 #: Framing tokens a chat template adds around every message (role markers, separators).
 MESSAGE_OVERHEAD_TOKENS = 4
+
+#: Tokens an image counts, whose data is not counted as text: what LangChain's
+#: `count_tokens_approximately` charges (`tokens_per_image`, OpenAI's low-detail cost).
+IMAGE_TOKENS = 85
 
 # Scripts where one character is about one token: hangul jamo, CJK radicals through the
 # unified ideographs (includes CJK punctuation, hiragana, katakana, bopomofo), hangul
@@ -69,7 +75,8 @@ def context_tokens(
     image, audio and file parts, kept as JSON text by the chat adapter) are not counted: their
     text is the item's own, and an image's base64 data is not text the model reads; nor is a
     reasoning model's `reasoning_content`, which is kept but not sent back, nor a data URL in
-    any other meta value (an image in an Agents SDK item's copy)."""
+    any other meta value (an image in an Agents SDK item's copy). Each image among them
+    counts `IMAGE_TOKENS` instead: a budget still sees the images it sends."""
     return sum(item_tokens(item, token_counter) for item in items)
 
 
@@ -79,12 +86,31 @@ def item_tokens(item: ContextItem, token_counter: TokenCounter = approx_tokens) 
     if not isinstance(item, SummaryItem):
         meta = item.meta
         if meta:
-            total += sum(
-                _count(token_counter, _without_data(value))
-                for key, value in meta.items()
-                if key not in _NOT_COUNTED
-            )
+            for key, value in meta.items():
+                if key == _PARTS_KEY:
+                    total += IMAGE_TOKENS * _images(value)
+                elif key not in _NOT_COUNTED:
+                    images = value.count('"data:image/')
+                    total += _count(token_counter, _without_data(value)) + IMAGE_TOKENS * images
     return total
+
+
+def _images(parts: str) -> int:
+    """The image parts among a message's kept content parts (JSON text)."""
+    if '"image' not in parts:
+        return 0
+    try:
+        decoded = json.loads(parts)
+    except (ValueError, RecursionError):
+        return 0
+    if not isinstance(decoded, list):
+        return 0
+    return sum(isinstance(p, dict) and p.get("type") in _IMAGE_TYPES for p in decoded)
+
+
+#: The content parts that are images: Chat Completions', the Responses API's, LangChain's.
+_IMAGE_TYPES = frozenset({"image_url", "input_image", "image"})
+_PARTS_KEY = "content_parts"
 
 
 def _without_data(value: str) -> str:
