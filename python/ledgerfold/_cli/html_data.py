@@ -28,21 +28,9 @@ from ledgerfold.adapters._chat import to_chat_messages
 from ledgerfold.store._batch_reads import lenient_rows
 from ledgerfold.store._paths import reading_uri
 from ledgerfold.store._rows import DAMAGED
-from ledgerfold.store._schema import (
-    ACCEPTED,
-    CURRENT,
-    FAILED,
-    STALE,
-    TURN_PURGED,
-    TURN_RETRACTED,
-)
+from ledgerfold.store._schema import ACCEPTED, CURRENT, FAILED, STALE, TURN_PURGED, TURN_RETRACTED
 from ledgerfold.store._sqlite import SQLiteStore
-from ledgerfold.store._stats import (
-    ConversationState,
-    StoreStats,
-    conversation_states,
-    read_stats,
-)
+from ledgerfold.store._stats import ConversationState, StoreStats, conversation_states, read_stats
 
 __all__ = [
     "MAX_MARKS",

@@ -17,10 +17,10 @@ __all__ = [
     "BODY_KEY",
     "TEXTS_KEY",
     "body_digest",
+    "held_text",
     "is_part",
     "output_streams",
-    "parts_refilled",
-    "parts_without_text",
+    "text_restored",
     "with_text",
 ]
 
@@ -139,3 +139,31 @@ def parts_refilled(parts: Any, text: str) -> Any:
     if start != len(text):
         raise ValueError("the parts' lengths are not the text's")
     return parts
+
+
+def held_text(item: Mapping[str, Any], field: str, body: str) -> Mapping[str, Any]:
+    """The copy of an item whose `field` (a list of parts, a result's output) the turn
+    holds the text `body` of: with the text's digest (`BODY_KEY`) and, for a message's
+    parts, each text part's length instead of its text (`parts_without_text`, `TEXTS_KEY`).
+    A copy that has the digest already is kept as it is."""
+    if BODY_KEY in item:
+        return item
+    item = {**item, BODY_KEY: body_digest(body)}
+    if field == "content" and TEXTS_KEY not in item:
+        parts = parts_without_text(item["content"], body)
+        if parts is not None:
+            item.update(content=parts, **{TEXTS_KEY: True})
+    return item
+
+
+def text_restored(item: dict[str, Any], field: str | None, text: str) -> dict[str, Any]:
+    """The item a `held_text` copy was made of, from the turn's `text`: as it came, or with
+    the turn's text in place of its parts' when the turn was edited (`with_text`). A copy
+    without the digest (stored before it was kept) is the item."""
+    held = item.pop(BODY_KEY, None)
+    cut = item.pop(TEXTS_KEY, None)
+    if held is not None and field is not None and held != body_digest(text):
+        return with_text(item, field, text, item.get("role"))  # the turn was edited
+    if cut is not None and field == "content":
+        item["content"] = parts_refilled(item["content"], text)
+    return item

@@ -39,16 +39,7 @@ from ledgerfold._errors import InvalidInput
 from ledgerfold._recall_stand_in import tool_calls_of
 from ledgerfold._validate import non_finite_at
 from ledgerfold.adapters._chat import tool_group
-from ledgerfold.integrations._agents_edits import (
-    BODY_KEY,
-    TEXTS_KEY,
-    body_digest,
-    is_part,
-    output_streams,
-    parts_refilled,
-    parts_without_text,
-    with_text,
-)
+from ledgerfold.integrations._agents_edits import held_text, is_part, output_streams, text_restored
 
 __all__ = [
     "CALL_OUTPUTS",
@@ -265,19 +256,15 @@ def item_groups(items: Sequence[Mapping[str, Any]]) -> list[str | None]:
 def stored(item: Mapping[str, Any], body: str | None = None) -> str:
     """The item's verbatim JSON, less the str field the turn holds anyway; with `body` (the
     turn's text), a field the turn holds the text of but not as it is (a list of parts) is
-    kept with the text's digest (`_agents_edits`: an edit of the turn is then seen)."""
+    kept as `_agents_edits.held_text` says (an edit of the turn is then seen)."""
     name = kind(item)
     moved = _MOVED.get(name) if isinstance(name, str) else None
     if moved is None and is_output(item):  # any result's text output is the turn's text
         moved = "output"
     if moved is not None and isinstance(item.get(moved), str) and _MOVED_KEY not in item:
         item = {**{k: v for k, v in item.items() if k != moved}, _MOVED_KEY: moved}
-    elif body is not None and _text_field(item) is not None and BODY_KEY not in item:
-        item = {**item, BODY_KEY: body_digest(body)}
-        if _text_field(item) == "content":  # a message's text parts: their text is the turn's
-            parts = parts_without_text(item["content"], body)
-            if parts is not None and TEXTS_KEY not in item:
-                item.update(content=parts, **{TEXTS_KEY: True})
+    elif body is not None and (field := _text_field(item)) is not None:
+        item = held_text(item, field, body)
     return json.dumps(item, ensure_ascii=False, sort_keys=True, allow_nan=False)
 
 
@@ -299,17 +286,11 @@ def restored(role: str, text: str, meta: Mapping[str, str] | None) -> list[Any]:
         if not isinstance(item, dict):
             raise ValueError("not an item")
         moved = item.pop(_MOVED_KEY, None)
-        held = item.pop(BODY_KEY, None)
-        cut = item.pop(TEXTS_KEY, None)  # its text parts' texts are the turn's text
         if moved in _AS_ARGUMENTS:
             item[moved] = json.loads(meta["tool_calls"])[0]["function"]["arguments"]
         elif moved is not None:
             item[moved] = text
-        field = _text_field(item)
-        if held is not None and field is not None and held != body_digest(text):
-            item = with_text(item, field, text, item.get("role"))  # the turn was edited
-        elif cut is not None and field == "content":
-            item["content"] = parts_refilled(item["content"], text)
+        item = text_restored(item, _text_field(item), text)
     except (ValueError, LookupError, TypeError):
         # Another tool rewrote the copy: the turn reads back as one the session did not
         # write (the SDK's own sessions skip a row that is not JSON).

@@ -495,9 +495,8 @@ class LedgerfoldMiddleware(AgentMiddleware):
         return await handler(prepared)
 
     def after_agent(self, state: Any, runtime: Any) -> None:
-        """At the end of a `create_agent` run: append its last messages (the model's final
-        reply), so the ledger holds them before the next call of the thread, which may never
-        come (a thread that ends, a state lost with its process)."""
+        """At the end of a `create_agent` run: append the model's final reply now (the
+        thread's next call may never come)."""
         self.post_model_hook(state)
 
     async def aafter_agent(self, state: Any, runtime: Any) -> None:
@@ -507,9 +506,8 @@ class LedgerfoldMiddleware(AgentMiddleware):
         await worker_for(self.store).run(self._append_new, conversation_id, messages)
 
     def post_model_hook(self, state: Any) -> dict[str, Any]:
-        """A LangGraph `post_model_hook` (`create_react_agent`): append the model's reply
-        now, not at the next model call (the thread's last reply would otherwise wait for a
-        call that may never come). Changes nothing in the state."""
+        """A LangGraph `post_model_hook` (`create_react_agent`): `after_agent`'s append,
+        after each model call. Changes nothing in the state."""
         self.append_new(state_messages(state), self.current())
         return {}
 
