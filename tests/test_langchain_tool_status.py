@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import ToolException, tool
-from pydantic import Field
 
 import ledgerfold as lf
+from langchain_support import Scripted
 from ledgerfold.adapters import from_langchain_messages, to_langchain_messages
 from ledgerfold.integrations.langchain import LedgerfoldMiddleware
 
@@ -34,28 +31,14 @@ def charge(amount: int) -> str:
 charge.handle_tool_error = True
 
 
-class Scripted(BaseChatModel):
-    """Calls `charge` once, then answers; records every input."""
-
-    inputs: list[list[BaseMessage]] = Field(default_factory=list)
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Scripted:  # type: ignore[override]
-        return self
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-        self.inputs.append(list(messages))
-        reply = AIMessage("", tool_calls=[CALL]) if len(self.inputs) == 1 else AIMessage("Ok.")
-        return ChatResult(generations=[ChatGeneration(message=reply)])
-
-
 def test_a_failed_call_s_status_is_kept_and_comes_back(tmp_path: Path) -> None:
     store = lf.SQLiteStore(tmp_path / "a.db")
     middleware = LedgerfoldMiddleware(store, "c", recall=False)
-    agent = create_agent(Scripted(), tools=[charge], middleware=[middleware])
+    agent = create_agent(
+        Scripted(replies=[AIMessage("", tool_calls=[CALL]), AIMessage("Ok.")]),
+        tools=[charge],
+        middleware=[middleware],
+    )
     state = agent.invoke({"messages": [{"role": "user", "content": "Pay 12."}]})
     result = state["messages"][2]
     assert isinstance(result, ToolMessage) and result.status == "error"

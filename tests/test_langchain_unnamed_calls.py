@@ -11,38 +11,17 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
-from pydantic import Field
 
+from langchain_support import Scripted
 from ledgerfold import SQLiteStore
 from ledgerfold.adapters import from_langchain_messages
 from ledgerfold.adapters._langchain import unnamed_call_id
 from ledgerfold.integrations.langchain import LedgerfoldMiddleware
 
 CONFIG = {"configurable": {"thread_id": "t1"}}
-
-
-class Scripted(BaseChatModel):
-    """Replies with `replies` in turn (then "done"); records every input."""
-
-    replies: list[AIMessage] = Field(default_factory=list)
-    inputs: list[list[BaseMessage]] = Field(default_factory=list)
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Scripted:  # type: ignore[override]
-        return self
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-        self.inputs.append(list(messages))
-        reply = self.replies.pop(0) if self.replies else AIMessage("done")
-        return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
 @tool(response_format="content_and_artifact")
