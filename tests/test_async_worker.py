@@ -363,5 +363,58 @@ def test_a_long_job_lets_the_loop_in_where_it_pauses(monkeypatch: pytest.MonkeyP
     assert yields == []
 
 
+def test_a_yield_hands_the_gil_to_the_event_loop_of_the_batchs_callers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At a yield the worker posts a callback to the event loop its async caller awaits on
+    and waits until that loop has run it, so what the loop had ready then (here a callback
+    the job posted just before) runs before the job goes on, at every yield; with
+    `time.sleep(0)` alone the worker mostly takes the GIL straight back."""
+    monkeypatch.setattr(worker_module, "YIELD_EVERY_S", 0.0)  # every pause yields
+    monkeypatch.setattr(worker_module, "HANDOVER_S", 60.0)  # no cap: the order is certain
+    order: list[str] = []
+
+    def job(loop: asyncio.AbstractEventLoop) -> None:
+        for n in range(20):
+            loop.call_soon_threadsafe(order.append, f"loop {n}")
+            worker_module.pause()
+            order.append(f"job {n}")
+
+    async def main() -> None:
+        holder = _Holder()  # kept alive: a collected store's worker is closed
+        worker = worker_for(holder)
+        await worker.run(job, asyncio.get_running_loop())
+        worker.close()
+
+    asyncio.run(main())
+    assert order == [entry for n in range(20) for entry in (f"loop {n}", f"job {n}")]
+
+
+def test_a_yield_does_not_wait_for_a_closed_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A caller whose event loop has closed while its job runs gets no hand-over: the
+    worker yields with `time.sleep(0)` instead of waiting for a loop that never runs."""
+    monkeypatch.setattr(worker_module, "YIELD_EVERY_S", 0.0)
+    monkeypatch.setattr(worker_module, "HANDOVER_S", 3600.0)  # waited for, it would hang
+    holder = _Holder()  # kept alive: a collected store's worker is closed
+    worker = worker_for(holder)
+    started, closed = threading.Event(), threading.Event()
+
+    def job() -> None:
+        started.set()
+        closed.wait(60)
+        for _ in range(3):
+            worker_module.pause()
+
+    async def caller() -> None:
+        task = asyncio.ensure_future(worker.run(job))
+        await asyncio.get_running_loop().run_in_executor(None, started.wait, 60)
+        task.cancel()  # the job has started: it runs to its end
+
+    asyncio.run(caller())  # the caller's loop is closed when this returns
+    closed.set()
+    assert worker.submit(lambda: "after").result(timeout=30) == "after"
+    worker.close()
+
+
 class _Holder:
     """A store stand-in: any object can have a worker."""

@@ -71,6 +71,12 @@ BATCH_JOBS = 64
 #: too, at the points where it calls `pause()` (a compaction between its phases).
 YIELD_EVERY_S = 0.0005
 
+#: A yield to the event loops of the batch's async callers is a hand-over: the worker posts
+#: a callback to each and waits until one has run it, at most this long. `time.sleep(0)`
+#: alone is mostly won back by the worker before the loop's thread gets the GIL, which then
+#: waits for the next one (measured in docs/performance.md).
+HANDOVER_S = 0.0003
+
 
 class BatchEnd(Protocol):
     """What a batch hook may yield: `early` once the batch's shared transaction has ended
@@ -110,6 +116,8 @@ class StoreWorker:
         "_job",
         "_jobs",
         "_lock",
+        "_loops",
+        "_seen",
         "_yielded",
         "deferred",
     )
@@ -125,6 +133,10 @@ class StoreWorker:
         self._closed = closed
         # When the worker thread last let other threads take the GIL (`_run_jobs`, `pause`).
         self._yielded = 0.0
+        # The event loops of the running batch's async callers (`_pause` yields to them),
+        # and the event set on one of them when it takes the hand-over.
+        self._loops: list[asyncio.AbstractEventLoop] = []
+        self._seen = threading.Event()
         self._executor: ThreadPoolExecutor | None = None
         self._jobs: deque[_Job] = deque()
         self._draining = False
@@ -266,6 +278,7 @@ class StoreWorker:
                         held.clear()
                     done[:covered] = [(job, False, exc) for job, _, _ in done[:covered]]
                     self._cancel_after(range(covered))
+        self._loops.clear()  # no loop is kept alive past its batch
         loops: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
         for (future, waiter, _), ok, value in done:
             if ok:
@@ -288,6 +301,7 @@ class StoreWorker:
         """Run queued jobs (at most `BATCH_JOBS` in all) into `done`, noting in `split` how
         many jobs and held events there were when the batch's transaction ended early."""
         self._yielded = time.perf_counter()
+        self._loops.clear()
         plain = False  # whether the batch has taken a job not submitted after its batch
         while len(done) < BATCH_JOBS:
             job = self._next(not plain)
@@ -298,6 +312,8 @@ class StoreWorker:
                 self._pause()
             if not job[0].set_running_or_notify_cancel():
                 continue  # cancelled before it started: never runs
+            if job[1] is not None and job[1][0] not in self._loops:
+                self._loops.append(job[1][0])
             self._job = len(done)
             try:
                 done.append((job, True, job[2]()))
@@ -314,10 +330,22 @@ class StoreWorker:
                 future.cancel()
 
     def _pause(self) -> None:
-        """Yield the GIL if `YIELD_EVERY_S` has passed since the worker last did."""
-        if time.perf_counter() - self._yielded >= YIELD_EVERY_S:
+        """Yield the GIL if `YIELD_EVERY_S` has passed since the worker last did: to the
+        event loops of the batch's async callers by a hand-over (`HANDOVER_S`), so what they
+        have due (timers, I/O, other tasks) runs now; otherwise by `time.sleep(0)`."""
+        if time.perf_counter() - self._yielded < YIELD_EVERY_S:
+            return
+        seen, posted = self._seen, False
+        seen.clear()
+        for loop in self._loops:
+            with contextlib.suppress(RuntimeError):  # closed: nobody awaits there
+                loop.call_soon_threadsafe(seen.set)
+                posted = True
+        if posted:
+            seen.wait(HANDOVER_S)  # a loop that is not running costs this much at most
+        else:
             time.sleep(0)  # see `YIELD_EVERY_S`
-            self._yielded = time.perf_counter()
+        self._yielded = time.perf_counter()
 
 
 def running_on(worker: StoreWorker) -> bool:
