@@ -130,13 +130,63 @@ def test_the_async_tool_runs_on_the_store_worker_thread(tmp_path: Path) -> None:
     assert thread.name.startswith("ledgerfold-store")
 
 
-def test_bad_model_arguments_are_an_error_result(tmp_path: Path) -> None:
+def _run(agent: Any, question: dict[str, Any], config: dict[str, Any], run: str) -> None:
+    if run == "invoke":
+        agent.invoke(question, config)
+    else:
+        asyncio.run(agent.ainvoke(question, config))
+
+
+@pytest.mark.parametrize("run", ["invoke", "ainvoke"])
+def test_bad_model_arguments_are_an_error_result(tmp_path: Path, run: str) -> None:
+    # The LangChain way: the ToolMessage says `status="error"` (a `ToolException` the tool
+    # handles), its content the `{"error": ...}` JSON run_recall gives; the run goes on.
     with lf.SQLiteStore(tmp_path / "c.db") as store:
         agent, middleware, model = _agent(store)
         model.arguments = {"query": "locker", "limit": 99}
         config = _seed(agent, middleware)
-        agent.invoke({"messages": [{"role": "user", "content": "Locker?"}]}, config)
-        assert "error" in _recall_result(agent.get_state(config).values["messages"])
+        _run(agent, {"messages": [{"role": "user", "content": "Locker?"}]}, config, run)
+        state = agent.get_state(config).values["messages"]
+        assert _recall_result(state) == {"error": "'limit' must be an integer from 1 to 20"}
+        (result,) = [m for m in state if isinstance(m, ToolMessage)]
+        assert result.status == "error"
+        assert state[-1].content == "Answered from the recalled passage."
+        # The ledger keeps the failed call's status (meta), as for any failed tool.
+        (turn,) = [t for t in store.load(CONVERSATION).turns if t.id == result.id]
+        assert (turn.meta or {}).get("status") == "error"
+
+
+class _FailingSearch(RecordingStore):
+    def __getattr__(self, name: str) -> Any:
+        if name == "search":
+
+            def search(*args: Any, **kwargs: Any) -> Any:
+                raise lf.StoreError("disk I/O error")
+
+            return search
+        return super().__getattr__(name)
+
+
+@pytest.mark.parametrize("run", ["invoke", "ainvoke"])
+def test_a_store_error_is_an_error_result(tmp_path: Path, run: str) -> None:
+    store = _FailingSearch(tmp_path / "f.db")
+    agent, middleware, _ = _agent(store)
+    config = _seed(agent, middleware)
+    _run(agent, {"messages": [{"role": "user", "content": "Locker?"}]}, config, run)
+    state = agent.get_state(config).values["messages"]
+    assert _recall_result(state) == {"error": "recall unavailable (database error)"}
+    assert [m.status for m in state if isinstance(m, ToolMessage)] == ["error"]
+
+
+def test_hits_are_a_success_and_so_is_no_hit(tmp_path: Path) -> None:
+    with lf.SQLiteStore(tmp_path / "s.db") as store:
+        tool = LedgerfoldMiddleware(store, "unknown").recall_tool
+        assert tool is not None
+        call = {"type": "tool_call", "id": "x", "name": "recall_history", "args": {"query": "a"}}
+        result = tool.invoke(call)
+        assert result.status == "success" and json.loads(result.content)["hits"] == []
+        # Called with bare arguments (not a tool call), the error is the text all the same.
+        assert json.loads(tool.invoke({"limit": 3}))["error"].startswith("'query'")
 
 
 @pytest.mark.parametrize("key", ["self", "config", "run_manager", "arguments"])
@@ -151,10 +201,7 @@ def test_unknown_keys_named_like_the_tools_own_parameters_are_ignored(
         model.arguments = {"query": "Geneva locker code", key: 1}
         config = _seed(agent, middleware)
         question = {"messages": [{"role": "user", "content": "What is my locker code?"}]}
-        if run == "invoke":
-            agent.invoke(question, config)
-        else:
-            asyncio.run(agent.ainvoke(question, config))
+        _run(agent, question, config, run)
         hits = _recall_result(agent.get_state(config).values["messages"])["hits"]
         assert hits[0]["text"] == FACT
 

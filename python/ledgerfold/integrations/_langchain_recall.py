@@ -1,5 +1,9 @@
 """`recall_history` (SPEC §16.2) as a LangChain tool, for `LedgerfoldMiddleware`: sync
-calls run `run_recall` in place, async ones on the store's worker thread."""
+calls run `run_recall` in place, async ones on the store's worker thread. A result that is
+`run_recall`'s `{"error": ...}` (bad arguments, the store failing) is raised as a
+`ToolException` that the tool handles (`handle_tool_error=True`): LangChain then gives the
+model that same JSON text in a `ToolMessage` with `status="error"`, never an exception into
+the agent loop."""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
 
 from ledgerfold._worker import worker_for
 from ledgerfold.store._protocol import Store
@@ -36,11 +40,11 @@ def recall_tool(store: Store, conversation: Callable[[], str]) -> BaseTool:
     function = RECALL_TOOL["function"]
 
     def recall(arguments: Any) -> str:
-        return run_recall(store, conversation(), arguments)
+        return _checked(run_recall(store, conversation(), arguments))
 
     async def arecall(arguments: Any) -> str:
         # Off the event loop, in call order with the store's other async work.
-        return await worker_for(store).run(run_recall, store, conversation(), arguments)
+        return _checked(await worker_for(store).run(run_recall, store, conversation(), arguments))
 
     return _RecallTool(
         func=recall,
@@ -48,4 +52,14 @@ def recall_tool(store: Store, conversation: Callable[[], str]) -> BaseTool:
         name=function["name"],
         description=function["description"],
         args_schema=json.loads(json.dumps(function["parameters"])),
+        handle_tool_error=True,  # the exception's text (the error JSON) is the content
     )
+
+
+def _checked(result: str) -> str:
+    """`run_recall`'s result, or a `ToolException` holding it when it is an error (its
+    `{"error": message}`: the only result with that key; hits are `{"note"...` or
+    `{"hits"...`)."""
+    if result.startswith('{"error"'):
+        raise ToolException(result)
+    return result
