@@ -230,7 +230,8 @@ def test_an_image_s_data_is_not_counted_as_text_tokens(tmp_path: Path) -> None:
 
 def test_a_tool_s_image_goes_back_to_langchain_not_to_chat_completions(tmp_path: Path) -> None:
     """A screenshot a LangChain tool returned: a `ToolMessage` takes image parts (the state
-    holds them so), Chat Completions' tool message takes text only."""
+    holds them so), Chat Completions' tool message takes text only: a line names the image
+    (`tests/test_chat_tool_attachments.py`)."""
     store = _store(tmp_path)
     call = {"name": "screenshot", "args": {}, "id": "call-1"}
     state = [
@@ -243,7 +244,11 @@ def test_a_tool_s_image_goes_back_to_langchain_not_to_chat_completions(tmp_path:
     assert back.content == [
         {"type": "image_url", "image_url": {"url": "https://example.com/s.png"}}
     ]
-    assert _sent(store)[1] == {"role": "tool", "content": "", "tool_call_id": "call-1"}
+    assert _sent(store)[1] == {
+        "role": "tool",
+        "content": "[image_url not shown: this tool result is sent as text only]",
+        "tool_call_id": "call-1",
+    }
 
 
 def turn_spec(turn: lf.Turn) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from ledgerfold.adapters._chat_fields import reasoning_text as _reasoning
 from ledgerfold.adapters._chat_fields import role_missing as _role_missing
 from ledgerfold.adapters._chat_fields import tool_calls as _tool_calls
 from ledgerfold.adapters._chat_objects import ChatMessage, message_list
-from ledgerfold.adapters._chat_parts import user_content
+from ledgerfold.adapters._chat_parts import tool_content, user_content
 from ledgerfold.adapters._summary_escape import escape_summary_text
 
 __all__ = [
@@ -151,9 +151,11 @@ def _turn_message(item: TurnItem, tool_names: bool = False) -> dict[str, Any]:
         role = "developer"
     content: str | list[Any] = item.text
     # A LangChain `ToolMessage` takes them too (a screenshot a tool returned), as the state
-    # holds it; Chat Completions' tool message takes text only.
+    # holds it; Chat Completions' tool message takes text only: a line names them.
     if (role == "user" or (tool_names and role == "tool")) and _CONTENT_PARTS_KEY in meta:
         content = user_content(item.text, meta[_CONTENT_PARTS_KEY], every=tool_names)
+    elif role == "tool":
+        content = tool_content(item.text, meta.get(_OMITTED_PARTS_KEY))
     message: dict[str, Any] = {"role": role, "content": content}
     tool_calls = meta.get("tool_calls")
     if tool_calls is not None and item.role == "assistant":
@@ -208,7 +210,10 @@ def to_chat_messages(
     messages, which Chat Completions gives no `name`: it stays in the turn's meta),
     `tool_calls` (parsed from its meta JSON text, a call's `function.arguments` always as a
     str; assistant turns only) and `tool_call_id` (tool turns only) when its meta holds
-    them. The summary gives one `system` message:
+    them. A tool turn whose result had image, audio or file parts (a screenshot) sends its
+    text, then a line naming their types (a tool message takes text only; never `""`):
+    `[image_url not shown: this tool result is sent as text only]`. The summary gives one
+    `system` message:
     `summary_framing`, then the escaped text between `SUMMARY_OPEN` and `SUMMARY_CLOSE` on
     lines of their own. It is never a `user` message. The result is strict JSON (no NaN or
     Infinity): `meta.tool_calls` holding them raises `InvalidInput`.

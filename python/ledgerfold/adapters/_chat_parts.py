@@ -1,15 +1,17 @@
 """A turn's kept content parts (`meta["content_parts"]`, SPEC §8: what a chat message
 carried besides its text: an image, input audio, a file) as the content `to_chat_messages`
-sends: a user turn's parts of Chat Completions' shape, or, for LangChain, every part."""
+sends: a user turn's parts of Chat Completions' shape, or, for LangChain, every part; and
+a tool turn's stand-in for its parts (`tool_content`), where only text is taken."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from ledgerfold.adapters._chat_fields import TEXT_PART_KEYS
 
-__all__ = ["sendable_part", "user_content"]
+__all__ = ["sendable_part", "tool_content", "user_content"]
 
 # The parts other than text that a Chat Completions user message takes (the only role whose
 # message takes any): those of a user turn's `content_parts` go back with its text.
@@ -66,3 +68,31 @@ def sendable_part(part: dict[str, Any]) -> bool:
     """A Chat Completions user content part other than text: its type, with its mapping."""
     kind = part.get("type")
     return kind in _USER_PART_TYPES and isinstance(part.get(kind), dict)
+
+
+# A part type as the APIs name them (anything else a caller wrote is "part": meta text is
+# not sent as it is), and the types that are no attachment (a model's thinking).
+_PART_TYPE = re.compile(r"[a-z][a-z0-9_-]{0,39}")
+_NOT_ATTACHED = frozenset({"thinking", "redacted_thinking", "reasoning"})
+
+
+def tool_content(text: str, omitted: str | None) -> str:
+    """A tool turn's content when it is sent as text (a Chat Completions tool message takes
+    text only; a turn whose parts are not kept, e.g. one the Agents SDK session wrote, goes
+    to LangChain so too): its text, then, when the result had other parts
+    (`meta["omitted_content_parts"]`: a screenshot, a file), one line naming their types, so
+    the model knows what it cannot see and an image-only result is never `""`:
+    `[image_url not shown: this tool result is sent as text only]`."""
+    try:
+        kinds = json.loads(omitted) if omitted is not None else None
+    except (ValueError, RecursionError):
+        return text
+    names: list[str] = []
+    for kind in kinds if isinstance(kinds, list) else ():
+        name = kind if isinstance(kind, str) and _PART_TYPE.fullmatch(kind) else "part"
+        if name not in names and name not in _NOT_ATTACHED:
+            names.append(name)
+    if not names:
+        return text
+    note = f"[{', '.join(names)} not shown: this tool result is sent as text only]"
+    return f"{text}\n{note}" if text else note
