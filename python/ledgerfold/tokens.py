@@ -74,9 +74,10 @@ def context_tokens(
     the model too) plus `MESSAGE_OVERHEAD_TOKENS` per item. A message's `content_parts` (its
     image, audio and file parts, kept as JSON text by the chat adapter) are not counted: their
     text is the item's own, and an image's base64 data is not text the model reads; nor is a
-    reasoning model's `reasoning_content`, which is kept but not sent back, nor a data URL in
-    any other meta value (an image in an Agents SDK item's copy). Each image among them
-    counts `IMAGE_TOKENS` instead: a budget still sees the images it sends."""
+    reasoning model's `reasoning_content` or a LangChain tool result's `artifact`, which are
+    kept but not sent back, nor a data URL in any other meta value (an image in an Agents SDK
+    item's copy). Each image among them counts `IMAGE_TOKENS` instead: a budget still sees
+    the images it sends."""
     return sum(item_tokens(item, token_counter) for item in items)
 
 
@@ -123,9 +124,10 @@ def _without_data(value: str) -> str:
 _DATA_URL = re.compile(r'"data:[^"\\]*"')
 
 
-#: Meta keys not counted: a chat message's content parts (their text is the turn's own) and
-#: a reasoning model's `reasoning_content` (kept, never sent back: `ledgerfold.adapters`).
-_NOT_COUNTED = frozenset({"content_parts", "reasoning_content"})
+#: Meta keys not counted: a chat message's content parts (their text is the turn's own), a
+#: reasoning model's `reasoning_content` (kept, never sent back: `ledgerfold.adapters`) and
+#: a LangChain `ToolMessage`'s `artifact` (kept, never sent to the model).
+_NOT_COUNTED = frozenset({"content_parts", "reasoning_content", "artifact"})
 
 
 def _count(token_counter: TokenCounter, text: str) -> int:

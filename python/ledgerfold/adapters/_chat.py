@@ -10,6 +10,7 @@ The summary's text is escaped by `summary_escape` (`escape_summary_text`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
@@ -66,6 +67,8 @@ _AUDIO_ID_KEY = "audio_id"
 # A failed tool call's result (LangChain's `ToolMessage(status="error")`): `meta["status"]`.
 _STATUS_KEY = "status"
 _ANNOTATIONS_KEY = "annotations"
+# A LangChain `ToolMessage`'s `artifact` (JSON text; not sent to the model: LangChain's).
+_ARTIFACT_KEY = "artifact"
 # The chat roles whose message params have `name` (Chat Completions' tool message has
 # only `role`, `content` and `tool_call_id`: strict providers refuse any other key).
 _NAMED_ROLES = frozenset({"system", "developer", "user", "assistant"})
@@ -180,6 +183,11 @@ def _turn_message(item: TurnItem, tool_names: bool = False) -> dict[str, Any]:
         message["name"] = meta["name"]
     if tool_names and role == "tool" and meta.get(_STATUS_KEY) == "error":
         message[_STATUS_KEY] = "error"  # a LangChain `ToolMessage`'s (Chat Completions has none)
+    if tool_names and role == "tool" and _ARTIFACT_KEY in meta:
+        # `convert_to_messages` makes it the `ToolMessage`'s artifact (none when it is not
+        # as the adapter writes it).
+        with contextlib.suppress(ValueError, RecursionError):
+            message[_ARTIFACT_KEY] = _strict_json(meta[_ARTIFACT_KEY])
     return message
 
 
@@ -425,6 +433,8 @@ def chat_turn_specs(
             meta["name"] = name
         if role == "tool" and message.get(_STATUS_KEY) == "error":  # LangChain's ToolMessage
             meta[_STATUS_KEY] = "error"
+        if role == "tool" and message.get(_ARTIFACT_KEY) is not None:  # LangChain's too
+            meta[_ARTIFACT_KEY] = _compact_json(message[_ARTIFACT_KEY], index, _ARTIFACT_KEY)
         specs.append(
             ChatTurnSpec(
                 explicit[index],
@@ -478,8 +488,10 @@ def from_chat_messages(messages: Iterable[ChatMessage], *, id_prefix: str = "m")
     message with tool calls and the tool messages answering them share the group
     `"tools:" + <first call id>` (with `"@" + <turn id>` added when that call ID was made by
     an earlier message); a tool message answers the nearest earlier message calling its
-    ID, and one answering no earlier call gets no group. The legacy `function_call` is
-    refused (as the `function` role is): use `tool_calls`. Other message keys are ignored.
+    ID, and one answering no earlier call gets no group. A tool message's `status:
+    "error"` and `artifact` (LangChain's `ToolMessage` fields, JSON) go to meta. The legacy
+    `function_call` is refused (as the `function` role is): use `tool_calls`. Other message
+    keys are ignored.
     Bad input raises `InvalidInput` naming the message index and field.
     """
     items = message_list(messages)

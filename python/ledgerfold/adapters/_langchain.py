@@ -8,6 +8,8 @@ joins text parts without LangChain's newlines). Kept by hand, as they lose it:
 - a stored call `convert_to_messages` cannot parse (it raises) goes to `invalid_tool_calls`
   with its raw text, as LangChain records a model's unparsable call; `convert_to_openai_messages`
   drops `invalid_tool_calls`, so they come back as tool calls (after the parsed ones);
+- a `ToolMessage`'s `artifact`, when it is plain JSON (`meta["artifact"]`; any other is
+  left out and logged by message ID and type);
 - a tool turn answering no call gets `tool_call_id=""` (LangChain requires one) and `""`
   comes back as none;
 - a message LangChain splits (`tool_result` blocks) keeps its `id` on its first part;
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -56,6 +59,8 @@ __all__ = [
     "unnamed_call_id",
     "unnamed_results",
 ]
+
+_log = logging.getLogger("ledgerfold.adapters")
 
 # What langchain_core raises on input it cannot convert (JSONDecodeError and pydantic's
 # ValidationError are ValueErrors).
@@ -328,6 +333,8 @@ def chat_messages(
             first["annotations"] = cited  # a web search reply's citations (meta, not sent)
         if isinstance(message, lc.ToolMessage) and message.status == "error":
             first["status"] = "error"  # the call failed: kept, which the converter drops
+        if isinstance(message, lc.ToolMessage) and message.artifact is not None:
+            _keep_artifact(first, message)
         for call in getattr(message, "invalid_tool_calls", []):
             function = {"name": call["name"], "arguments": call["args"]}
             first.setdefault("tool_calls", []).append(
@@ -417,6 +424,22 @@ def _annotations(message: Any) -> list[Any] | None:
     if not found:
         return None
     return found if _json_text(found) is not None else None
+
+
+def _keep_artifact(first: dict[str, Any], message: Any) -> None:
+    """A `ToolMessage`'s `artifact` (what the tool returned besides the model's content,
+    which the converter drops) kept in the ledger when it is plain JSON
+    (`meta["artifact"]`, given back by `to_langchain_messages`); any other (a DataFrame, an
+    object) cannot be stored: it is left out, logged with the message's ID and its type,
+    and the tool result goes on."""
+    if _json_text(message.artifact) is not None:
+        first["artifact"] = message.artifact
+        return
+    _log.warning(
+        "ToolMessage artifact not kept in the ledger (not plain JSON): message_id=%s type=%s",
+        message.id,
+        type(message.artifact).__name__,
+    )
 
 
 def _refuse_non_finite(message: Any, name: str) -> None:

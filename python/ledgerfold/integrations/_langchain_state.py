@@ -70,7 +70,7 @@ def spec_matches(spec: ChatTurnSpec, turn: Any) -> bool:
 
 
 #: The meta keys `chat_turn_specs` writes that a ledger of an earlier version lacks.
-_LATER = frozenset({"content_parts", "status", "annotations", "reasoning_content"})
+_LATER = frozenset({"content_parts", "status", "annotations", "reasoning_content", "artifact"})
 
 
 def group_in_state(state: Sequence[Any], call_id: str) -> str | None:
