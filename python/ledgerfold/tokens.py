@@ -76,8 +76,8 @@ def context_tokens(
     text is the item's own, and an image's base64 data is not text the model reads; nor is a
     reasoning model's `reasoning_content` or a LangChain tool result's `artifact`, which are
     kept but not sent back, nor a data URL in any other meta value (an image in an Agents SDK
-    item's copy). Each image among them counts `IMAGE_TOKENS` instead: a budget still sees
-    the images it sends."""
+    item's copy), nor a reasoning item's `encrypted_content` there (opaque). Each image
+    among them counts `IMAGE_TOKENS` instead: a budget still sees the images it sends."""
     return sum(item_tokens(item, token_counter) for item in items)
 
 
@@ -115,13 +115,20 @@ _PARTS_KEY = "content_parts"
 
 
 def _without_data(value: str) -> str:
-    """A meta value (JSON text, such as an Agents SDK item's copy) without its data URLs: an
-    image or file sent inline as base64 is not text the model reads."""
-    return _DATA_URL.sub('""', value) if '"data:' in value else value
+    """A meta value (JSON text, such as an Agents SDK item's copy) without its data URLs (an
+    image or file sent inline as base64 is not text the model reads) and without a reasoning
+    item's `encrypted_content` (opaque: no text the model reads as such)."""
+    if '"data:' in value:
+        value = _DATA_URL.sub('""', value)
+    if '"encrypted_content"' in value:
+        value = _ENCRYPTED.sub('"encrypted_content": ""', value)
+    return value
 
 
 # A JSON string that is a data URL (`"data:image/png;base64,..."`).
 _DATA_URL = re.compile(r'"data:[^"\\]*"')
+# A JSON object's `encrypted_content` string member (a reasoning item's, in an item's copy).
+_ENCRYPTED = re.compile(r'"encrypted_content"\s*:\s*"[^"\\]*"')
 
 
 #: Meta keys not counted: a chat message's content parts (their text is the turn's own), a

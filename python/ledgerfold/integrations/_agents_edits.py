@@ -5,7 +5,10 @@ stays in the item's verbatim copy, and its turn holds their text: the copy then 
 digest of that text (`BODY_KEY`), and when the turn's text no longer matches it (an edit,
 e.g. a redaction) the item is served with the turn's text in place of its parts' text,
 its images and files kept. A copy stored before the digest was kept is served as stored.
-Also the shapes of a result's output that hold its text (`is_part`, `output_streams`)."""
+A reasoning item's turn holds its summary's text, else (an open-weight model's, whose
+summary is empty) its `reasoning_text` content's (`reasoning_field`): that field is kept
+so too. Also the shapes of a result's output that hold its text (`is_part`,
+`output_streams`)."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ __all__ = [
     "held_text",
     "is_part",
     "output_streams",
+    "reasoning_field",
     "text_restored",
     "with_text",
 ]
@@ -41,7 +45,12 @@ _TEXT_KEY: dict[object, str] = {
     "input_text": "text",
     "output_text": "text",
     "refusal": "refusal",
+    "summary_text": "text",
+    "reasoning_text": "text",
 }
+
+#: A reasoning item's fields that may hold the turn's text, and the type of their parts.
+_REASONING_PARTS = {"summary": "summary_text", "content": "reasoning_text"}
 
 
 def body_digest(text: str) -> str:
@@ -54,6 +63,8 @@ def with_text(item: dict[str, Any], field: str, text: str, role: Any) -> dict[st
     keeps its other parts after one text part; a shell's output one entry with `text` as
     its stdout; any other output becomes `text`."""
     value = item.get(field)
+    if item.get("type") == "reasoning" and field in _REASONING_PARTS:
+        return {**item, field: [{"type": _REASONING_PARTS[field], "text": text}] if text else []}
     if not isinstance(value, list):
         return {**item, field: text}
     if value and all(_shell_entry(entry) for entry in value):
@@ -149,11 +160,26 @@ def held_text(item: Mapping[str, Any], field: str, body: str) -> Mapping[str, An
     if BODY_KEY in item:
         return item
     item = {**item, BODY_KEY: body_digest(body)}
-    if field == "content" and TEXTS_KEY not in item:
-        parts = parts_without_text(item["content"], body)
-        if parts is not None:
-            item.update(content=parts, **{TEXTS_KEY: True})
+    if field in _REASONING_PARTS and TEXTS_KEY not in item:
+        parts = parts_without_text(item[field], body)
+        if parts is not None:  # (`True`: the content's, as a message's copy says it)
+            item.update({field: parts, TEXTS_KEY: True if field == "content" else field})
     return item
+
+
+def reasoning_field(item: Mapping[str, Any]) -> str | None:
+    """The field of a reasoning item (or its copy) whose text is the turn's: the one its copy
+    cut (`TEXTS_KEY`), else `summary` when it has text, else `content` when it has text."""
+    cut = item.get(TEXTS_KEY)
+    if cut is not None:
+        return "content" if cut is True else cut if cut in _REASONING_PARTS else None
+    for field in _REASONING_PARTS:
+        parts = item.get(field)
+        if isinstance(parts, list) and any(
+            isinstance(part, Mapping) and part.get("text") for part in parts
+        ):
+            return field
+    return None
 
 
 def text_restored(item: dict[str, Any], field: str | None, text: str) -> dict[str, Any]:
@@ -164,6 +190,6 @@ def text_restored(item: dict[str, Any], field: str | None, text: str) -> dict[st
     cut = item.pop(TEXTS_KEY, None)
     if held is not None and field is not None and held != body_digest(text):
         return with_text(item, field, text, item.get("role"))  # the turn was edited
-    if cut is not None and field == "content":
-        item["content"] = parts_refilled(item["content"], text)
+    if cut is not None and field in _REASONING_PARTS:
+        item[field] = parts_refilled(item[field], text)
     return item

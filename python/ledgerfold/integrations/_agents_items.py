@@ -39,7 +39,13 @@ from ledgerfold._errors import InvalidInput
 from ledgerfold._recall_stand_in import tool_calls_of
 from ledgerfold._validate import non_finite_at
 from ledgerfold.adapters._chat import tool_group
-from ledgerfold.integrations._agents_edits import held_text, is_part, output_streams, text_restored
+from ledgerfold.integrations._agents_edits import (
+    held_text,
+    is_part,
+    output_streams,
+    reasoning_field,
+    text_restored,
+)
 
 __all__ = [
     "CALL_OUTPUTS",
@@ -213,8 +219,9 @@ def item_message(item: Mapping[str, Any]) -> dict[str, Any]:
         elif isinstance(output, list):  # a shell's: each command's stdout and stderr
             said = "\n".join(output_streams(output))
         return {"role": "tool", "tool_call_id": link_id(item), "content": said}
-    if name == "reasoning":
-        return {"role": "assistant", "content": _text_of(item.get("summary"))}
+    if name == "reasoning":  # its summary, else (an open-weight model's) its reasoning text
+        said = _text_of(item.get("summary")) or _text_of(item.get("content"))
+        return {"role": "assistant", "content": said}
     if name == "mcp_call":  # a hosted MCP tool's call and output, one item: its output
         output = item.get("output")
         return {"role": "assistant", "content": output if isinstance(output, str) else ""}
@@ -270,7 +277,10 @@ def stored(item: Mapping[str, Any], body: str | None = None) -> str:
 
 def _text_field(item: Mapping[str, Any]) -> str | None:
     """The field whose text the turn holds when it is not a str (kept in the copy)."""
-    field = "content" if kind(item) == "message" else "output" if is_output(item) else None
+    name = kind(item)
+    if name == "reasoning":
+        return reasoning_field(item)
+    field = "content" if name == "message" else "output" if is_output(item) else None
     return field if field is not None and field in item else None
 
 

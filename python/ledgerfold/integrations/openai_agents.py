@@ -7,9 +7,9 @@ their tokens are not counted twice): a
 `message` is a turn of its role (`developer` → `system`), a call (`function_call` or any
 other `*_call` item) an assistant turn with `tool_calls` and its `*_call_output` a tool turn
 answering it (one compaction unit, also across `add_items` calls), parallel calls one
-group, a `reasoning` item an assistant turn holding its summary text in the group of the
-item after it, a hosted MCP call an assistant turn holding its output, and any other item
-type an assistant turn with no text
+group, a `reasoning` item an assistant turn holding its summary text (else its reasoning
+text) in the group of the item after it, a hosted MCP call an assistant turn holding its
+output, and any other item type an assistant turn with no text
 (`ledgerfold.integrations._agents_items`). `get_items` returns the ledgerfold context: the
 current summary as one `system` item, then every turn it does not cover, as its item (a
 result whose call is not among them left out, as the SDK leaves out a call without its
