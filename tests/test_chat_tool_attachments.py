@@ -1,8 +1,8 @@
 """A tool result's image, audio or file parts where the message takes text only (SPEC §8): a
 Chat Completions tool message carries text alone, so a screenshot a tool returned went to
 the model as `""`. Its text is sent, then one line naming the parts' types; a turn whose
-parts are not kept (the Agents SDK session's: its item holds them) goes to LangChain so
-too. The parts stay in the ledger; a LangChain `ToolMessage` still gets them back."""
+parts cannot be sent goes to LangChain so too. The parts stay in the ledger; a LangChain
+`ToolMessage` still gets them back."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ import asyncio
 import json
 from pathlib import Path
 from typing import Any
-
-from langchain_core.messages import ToolMessage
 
 import ledgerfold as lf
 from ledgerfold.adapters import to_langchain_messages
@@ -96,11 +94,11 @@ def test_each_type_is_named_once_and_only_as_the_apis_name_them(tmp_path: Path) 
         )
 
 
-def test_an_agents_session_s_image_result_is_named_to_chat_and_langchain(
+def test_an_agents_session_s_image_result_is_named_to_chat_completions(
     tmp_path: Path,
 ) -> None:
-    # The session keeps the image in its item only: to_chat_messages and LangChain get the
-    # line naming it, not "".
+    # The session keeps the image in its item only: to_chat_messages gets the line naming
+    # it, not "".
     items: list[Any] = [
         {"role": "user", "content": "Take a screenshot."},
         {"type": "function_call", "call_id": "c1", "name": "shot", "arguments": "{}"},
@@ -116,5 +114,4 @@ def test_an_agents_session_s_image_result_is_named_to_chat_and_langchain(
         context = store.context("c", "v1")
         (sent,) = [m for m in lf.to_chat_messages(context) if m["role"] == "tool"]
         assert sent["content"] == NOTE.replace("image_url", "input_image")
-        (back,) = [m for m in to_langchain_messages(context) if isinstance(m, ToolMessage)]
-        assert back.content == NOTE.replace("image_url", "input_image")
+        # LangChain takes the image itself (tests/test_agents_parts_to_chat.py).

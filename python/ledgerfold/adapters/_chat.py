@@ -33,7 +33,7 @@ from ledgerfold.adapters._chat_fields import reasoning_text as _reasoning
 from ledgerfold.adapters._chat_fields import role_missing as _role_missing
 from ledgerfold.adapters._chat_fields import tool_calls as _tool_calls
 from ledgerfold.adapters._chat_objects import ChatMessage, message_list
-from ledgerfold.adapters._chat_parts import tool_content, user_content
+from ledgerfold.adapters._chat_parts import session_parts, tool_content, user_content
 from ledgerfold.adapters._summary_escape import escape_summary_text
 
 __all__ = [
@@ -154,10 +154,14 @@ def _turn_message(item: TurnItem, tool_names: bool = False) -> dict[str, Any]:
         role = "developer"
     content: str | list[Any] = item.text
     # A LangChain `ToolMessage` takes them too (a screenshot a tool returned), as the state
-    # holds it; Chat Completions' tool message takes text only: a line names them.
-    if (role == "user" or (tool_names and role == "tool")) and _CONTENT_PARTS_KEY in meta:
-        content = user_content(item.text, meta[_CONTENT_PARTS_KEY], every=tool_names)
-    elif role == "tool":
+    # holds it; Chat Completions' tool message takes text only: a line names them. A turn
+    # the Agents SDK session wrote holds its parts in its item (`session_parts`).
+    kept = None
+    if role == "user" or (tool_names and role == "tool"):
+        kept = meta.get(_CONTENT_PARTS_KEY) or session_parts(item.role, item.text, meta)
+    if kept is not None:
+        content = user_content(item.text, kept, every=tool_names)
+    if role == "tool" and isinstance(content, str):  # no part sent: a line names them
         content = tool_content(item.text, meta.get(_OMITTED_PARTS_KEY))
     message: dict[str, Any] = {"role": role, "content": content}
     tool_calls = meta.get("tool_calls")

@@ -11,7 +11,7 @@ from typing import Any
 
 from ledgerfold.adapters._chat_fields import TEXT_PART_KEYS
 
-__all__ = ["sendable_part", "tool_content", "user_content"]
+__all__ = ["sendable_part", "session_parts", "tool_content", "user_content"]
 
 # The parts other than text that a Chat Completions user message takes (the only role whose
 # message takes any): those of a user turn's `content_parts` go back with its text.
@@ -78,8 +78,8 @@ _NOT_ATTACHED = frozenset({"thinking", "redacted_thinking", "reasoning"})
 
 def tool_content(text: str, omitted: str | None) -> str:
     """A tool turn's content when it is sent as text (a Chat Completions tool message takes
-    text only; a turn whose parts are not kept, e.g. one the Agents SDK session wrote, goes
-    to LangChain so too): its text, then, when the result had other parts
+    text only; to LangChain, a turn none of whose parts can be sent, such as an image by
+    file ID only): its text, then, when the result had other parts
     (`meta["omitted_content_parts"]`: a screenshot, a file), one line naming their types, so
     the model knows what it cannot see and an image-only result is never `""`:
     `[image_url not shown: this tool result is sent as text only]`."""
@@ -96,3 +96,20 @@ def tool_content(text: str, omitted: str | None) -> str:
         return text
     note = f"[{', '.join(names)} not shown: this tool result is sent as text only]"
     return f"{text}\n{note}" if text else note
+
+
+#: The meta key of the Agents SDK session's verbatim item (`openai_agents.ITEM_KEY`).
+_ITEM_KEY = "agents_item"
+
+
+def session_parts(role: str, text: str, meta: dict[str, str]) -> str | None:
+    """A turn's content parts as `user_content` takes them (JSON text), for a turn the
+    Agents SDK session wrote with image, audio or file parts (they are in its item, not in
+    `meta["content_parts"]`); None for any other turn."""
+    if _ITEM_KEY not in meta or "omitted_content_parts" not in meta:
+        return None
+    # Imported here: the integration's modules import this package.
+    from ledgerfold.integrations._agents_parts import chat_parts
+
+    parts = chat_parts(role, text, meta)
+    return None if parts is None else json.dumps(parts, ensure_ascii=False)
