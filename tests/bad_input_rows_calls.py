@@ -102,6 +102,19 @@ ROWS: tuple[BadInput, ...] = (
         INVALID,
         "messages[0].reasoning_content",
     ),
+    row(
+        "from_chat_messages: a tool message's artifact not JSON",
+        "from_chat_messages([..., {'role': 'tool', 'tool_call_id': 'c', 'content': body,"
+        " 'artifact': object()}])",
+        lambda: lf.from_chat_messages(
+            [
+                _call({"name": "f", "arguments": "{}"})[0],
+                {"role": "tool", "tool_call_id": "c", "content": SECRET_BODY, "artifact": object()},
+            ]
+        ),
+        INVALID,
+        "messages[1].artifact",
+    ),
 )
 
 
