@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+from functools import partial
 from pathlib import Path
 from urllib.parse import quote
 
@@ -23,7 +24,7 @@ from ledgerfold._cli.html_data import (
     gather_database,
 )
 from ledgerfold._cli.html_report import NO_SUMMARY, render_database
-from ledgerfold._cli.main import UserError, check_db_path, cli, open_store
+from ledgerfold._cli.main import UserError, check_db_path, cli, damaged_turns, open_store
 from ledgerfold._cli.render import (
     counted,
     echo_json,
@@ -133,14 +134,14 @@ def _remove_old_pages(folder: Path, written: set[str]) -> None:
 )
 def report_command(db: str, html_out: str | None, as_json: bool) -> None:
     """Report on DB: the store's totals, then the conversations that need attention (stale,
-    failed, purged without a summary), each with why. Alone it prints them; --html writes
-    the page, each conversation linked to its inspector page; --json prints the totals and
-    those conversations (alone, it writes no file)."""
+    failed, purged without a summary, a row changed outside ledgerfold), each with why.
+    Alone it prints them; --html writes the page, each conversation linked to its inspector
+    page; --json prints the totals and those conversations (alone, it writes no file)."""
     out = folder = None
     if html_out == STDOUT:
         _check_stdout(as_json)
-        with open_store(db, read_only=True):  # one clear line for a missing or foreign DB
-            view = gather_database(check_db_path(db))
+        with open_store(db, read_only=True) as store:  # one clear line for a missing DB
+            view = gather_database(check_db_path(db), partial(damaged_turns, store))
         _write_stdout(render_database(view, {}))
         return
     if html_out is not None:
@@ -152,7 +153,7 @@ def report_command(db: str, html_out: str | None, as_json: bool) -> None:
             )
     links: dict[str, str] = {}
     with open_store(db, read_only=True) as store:
-        view = gather_database(check_db_path(db))
+        view = gather_database(check_db_path(db), partial(damaged_turns, store))
         if out is not None and folder is not None:
             links = _write_pages(store, db, view.conversations, out, folder)
     size = 0

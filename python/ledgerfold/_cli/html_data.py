@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -386,16 +386,17 @@ FALLING_BACK, SUMMARISED_NOWHERE, FAILED_SINCE = range(3)
 
 
 def _why(
-    state: ConversationState, failed: int, failure: str | None, accepted: bool
+    state: ConversationState, failed: int, failure: str | None, accepted: bool, damaged: str | None
 ) -> tuple[int, tuple[str, ...]]:
     """Why a conversation needs attention (empty: it does not) and its class, the first of
     its reasons': its context falls back now (`FALLING_BACK`: a stale, damaged or unusable
     summary, its `stats()` fallback), purged turns are summarised nowhere
     (`SUMMARISED_NOWHERE`), or summaries failed since the last accepted one
-    (`FAILED_SINCE`). A rejected result is no reason (a race such as `superseded-plan` is
+    (`FAILED_SINCE`); a row changed outside ledgerfold (`damaged`, as `list` names it) is
+    broken now. A rejected result is no reason (a race such as `superseded-plan` is
     normal): the conversation's summary counts show it. Reasons are data: the caller
     escapes them."""
-    why: list[tuple[int, str]] = []
+    why = [(FALLING_BACK, f"a row was changed outside ledgerfold: {damaged}")] if damaged else []
     fallback = state.fallback
     if fallback is not None and fallback.startswith("stale-summary:"):
         reason = fallback.removeprefix("stale-summary:")
@@ -438,7 +439,9 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def gather_database(path: Path) -> DatabaseView:
+def gather_database(
+    path: Path, damage: Callable[[str], str | None] = lambda _: None
+) -> DatabaseView:
     """Every conversation with its counts — those that need attention first (their context
     falls back to a stale or damaged summary or cannot use its current one, summaries
     failed since the last accepted one, purged turns without a current summary or that it
@@ -446,7 +449,8 @@ def gather_database(path: Path) -> DatabaseView:
     stale and failed versions (newest first); and the store's totals
     (`SQLiteStore.stats()`), shown above — all read in one read transaction, so a writer's
     commit shows in all of them or in none; the fallbacks and purges of the rows are the
-    very states the totals count (`conversation_states`). The store keeps no log of
+    very states the totals count (`conversation_states`). `damage` says why a conversation's
+    rows cannot be read back (`main.damaged_turns`), None when they can. The store keeps no log of
     revalidation runs, so the page says nothing of them."""
     with _read_only(path) as conn:
         conn.execute("BEGIN")  # one snapshot for every read below
@@ -496,7 +500,7 @@ def gather_database(path: Path) -> DatabaseView:
             turn_counts = dict(counts.get(cid, Counter()))
             # Only a current summary the context reads is named and counted as covering.
             turn_counts["covered"] = (covered or 0) if state.summarised else 0
-            rank, why = _why(state, failed, _text(failure), accepted is not None)
+            rank, why = _why(state, failed, _text(failure), accepted is not None, damage(cid))
             row = ConversationRow(
                 cid,
                 revision,

@@ -40,6 +40,7 @@ __all__ = [
     "check_db_path",
     "cli",
     "damaged_row",
+    "damaged_turns",
     "main",
     "open_store",
     "require_conversation",
@@ -361,7 +362,25 @@ def _hint(conversation_id: str, known: list[str]) -> str:
 
 def damaged_row(error: StoreError) -> str | None:
     """The message of a store error that names a row changed outside ledgerfold ("damaged
-    row in table turns, column meta: turn 't1' ..."; never its content), else None: a
-    command over every conversation reports that one and goes on with the others."""
+    row in table turns, column meta: turn 't1' ..."; or a column whose text is not UTF-8;
+    never its content), else None: a command over every conversation reports that one and
+    goes on with the others."""
     message = str(error)
-    return message if message.startswith("damaged row in table ") else None
+    damaged = message.startswith("damaged row in table ") or message.endswith(_NOT_UTF8)
+    return message if damaged else None
+
+
+# The end of the store's error for a text column that is not UTF-8 (read only).
+_NOT_UTF8 = "its text is not valid UTF-8 (a damaged database?)"
+
+
+def damaged_turns(store: SQLiteStore, conversation_id: str) -> str | None:
+    """Why the conversation's live turns cannot be read back (`damaged_row`: a row changed
+    outside ledgerfold), else None; the rule `list` and `compact` apply, for `report`."""
+    try:
+        store.load(conversation_id)
+    except StoreError as error:
+        if (message := damaged_row(error)) is None:
+            raise
+        return message
+    return None
