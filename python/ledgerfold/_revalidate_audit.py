@@ -50,24 +50,29 @@ _ALL = float("-inf")
 
 @dataclass(slots=True)
 class Audit:
-    """Live turns hashed outside the summary check, those too damaged to hash, and those
-    whose stored digest is wrong, as `(pk, conversation_id, turn_id)` (the table key
-    orders them as one scan of the table would)."""
+    """Live turns hashed outside the summary check, those too damaged to hash (`damaged`,
+    named in `damaged_rows`), and those whose stored digest is wrong, each named as
+    `(pk, conversation_id, turn_id)` (the table key orders them as one scan of the table
+    would)."""
 
     checked: int = 0
     damaged: int = 0
     wrong: list[tuple[int, str, str]] = field(default_factory=list)
+    damaged_rows: list[tuple[int, str, str]] = field(default_factory=list)
 
     def add(self, other: Audit) -> None:
         self.checked += other.checked
         self.damaged += other.damaged
         self.wrong.extend(other.wrong)
+        self.damaged_rows.extend(other.damaged_rows)
 
     def count(self, found: digests.RowCheck) -> None:
         pk, key, size = found
         self.checked += 1
         if size < 0:
             self.damaged += 1
+            if key is not None:
+                self.damaged_rows.append((pk, *key))
         elif key is not None:
             self.wrong.append((pk, *key))
 

@@ -73,12 +73,14 @@ class RevalidationReport:
     stale_summaries: tuple[StaleSummary, ...] = field(default=())
     #: Live turns whose stored digest was checked outside the summary check (those no
     #: current summary verified), how many did not match their bytes, how many of those
-    #: were repaired (none with `mark_stale=False`), and rows too damaged to hash.
+    #: were repaired (none with `mark_stale=False`), and rows too damaged to hash (named in
+    #: `damaged_turns`, as `(conversation_id, turn_id)`).
     digests_checked: int = 0
     digests_wrong: int = 0
     digests_repaired: int = 0
     turns_damaged: int = 0
     wrong_digests: tuple[tuple[str, str], ...] = field(default=())
+    damaged_turns: tuple[tuple[str, str], ...] = field(default=())
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -106,6 +108,10 @@ class RevalidationReport:
             "wrong_digests": [
                 {"conversation": conversation_id, "turn": turn_id}
                 for conversation_id, turn_id in self.wrong_digests
+            ],
+            "damaged_turns": [
+                {"conversation": conversation_id, "turn": turn_id}
+                for conversation_id, turn_id in self.damaged_turns
             ],
         }
 
@@ -214,6 +220,7 @@ def revalidate_database(
         digests_repaired=repaired,
         turns_damaged=audit.damaged,
         wrong_digests=tuple((_as_text(c), _as_text(t)) for c, t in wrong),
+        damaged_turns=tuple((_as_text(c), _as_text(t)) for _, c, t in sorted(audit.damaged_rows)),
     )
     _log.info(
         "revalidation: conversations=%d checked=%d stale=%d turns=%d bytes=%d workers=%d"

@@ -489,7 +489,8 @@ def revalidate_command(db: str, workers: int | None, as_json: bool) -> None:
             f" {report.turns_damaged} damaged {plural(report.turns_damaged, 'row')} could not"
             " be hashed"
         )
-        for conversation_id, turn_id in report.wrong_digests:
+        damaged = [(c, f"{t} (damaged row)") for c, t in report.damaged_turns]
+        for conversation_id, turn_id in [*report.wrong_digests, *damaged]:
             console.print(
                 Text(f"  conversation {safe_text(conversation_id)} turn {safe_text(turn_id)}")
             )

@@ -138,8 +138,9 @@ def recomputed_digest(row: tuple[Any, ...]) -> bytes | None:
 
 
 #: What the row check finds of one row: `(pk, key, n)`, `key` None for a row whose digest
-#: matches its bytes, `(conversation_id, turn_id)` for one that does not; `n` is the body's
-#: length in bytes, `-n - 1` for a damaged row that cannot be hashed.
+#: matches its bytes, `(conversation_id, turn_id)` for one that does not or that cannot be
+#: hashed; `n` is the body's length in bytes, `-n - 1` for a damaged row that cannot be
+#: hashed (its turn ID's bytes that are not UTF-8 replaced: it is named, never its body).
 RowCheck = tuple[int, "WrongDigest | None", int]
 
 
@@ -148,7 +149,8 @@ def check_row(row: tuple[Any, ...]) -> RowCheck:
     size = len(row[4]) if isinstance(row[4], bytes) else 0
     digest = recomputed_digest(row[1:9])
     if digest is None:
-        return row[10], None, -size - 1
+        turn_id = row[1].decode(errors="replace") if isinstance(row[1], bytes) else str(row[1])
+        return row[10], (row[0], turn_id), -size - 1
     if isinstance(row[9], bytes) and digest == row[9]:
         return row[10], None, size
     return row[10], (row[0], str(_text(row[1]))), size
