@@ -202,8 +202,8 @@ def test_demo_runs_to_completion(tmp_path: Path) -> None:
     ):
         assert expected in out
     assert "✗" not in out
-    # A second run in the same database uses a fresh conversation.
-    assert run("demo", "--db", str(db)).exit_code == 0
+    # A second run in the same database (asked for) uses a fresh conversation.
+    assert run("demo", "--db", str(db), "--append").exit_code == 0
     with sqlite3.connect(db) as conn:
         ids = {r[0] for r in conn.execute("SELECT id FROM conversations")}
     assert ids == {"demo", "demo-2"}

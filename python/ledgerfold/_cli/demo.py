@@ -13,9 +13,10 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from ledgerfold._cli.main import NOT_STDIO, STDIO, UserError, check_db_path, cli
+from ledgerfold._cli.main import NOT_STDIO, STDIO, UserError, check_db_path, cli, open_store
 from ledgerfold._cli.render import (
     context_table,
+    counted,
     echo_json,
     esc,
     outcome_json,
@@ -321,10 +322,16 @@ def _show_context(
     "--db",
     "db",
     metavar="PATH",
-    help="Keep the demo database at this path (default: a temp file, removed).",
+    help="Keep the demo database at this path, a new file (default: a temp file, removed).",
+)
+@click.option(
+    "--append",
+    is_flag=True,
+    help="Add the demo conversation to a --db that holds conversations already (under a"
+    " fresh name: demo-2, ...); without it, such a database is refused.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print what happened as one JSON object.")
-def demo_command(db: str | None, as_json: bool) -> None:
+def demo_command(db: str | None, append: bool, as_json: bool) -> None:
     """Run an end-to-end story: compaction, a stale summary, recovery, versions."""
     # With --json the story is told to no one; only the report is printed.
     console = Console(quiet=True) if as_json else stdout_console()
@@ -333,8 +340,16 @@ def demo_command(db: str | None, as_json: bool) -> None:
         if db == STDIO:  # the demo writes a database file: never one named `-`
             raise UserError(f"--db -: {NOT_STDIO.format(what='the demo database is a file')}")
         kept = check_db_path(db, create=True)
+        held = _conversations_in(db) if kept.exists() and kept.stat().st_size else 0
+        if held and not append:
+            raise UserError(
+                f"{db}: holds {counted(held, 'conversation')} already; the demo writes its own"
+                " database: give a new path, or --append to add the demo conversation to it"
+            )
         report = _run_demo(console, kept)
-        console.print(Text(f"database kept at {safe_text(kept)}"))
+        beside = f", beside its {counted(held, 'other conversation')}" if held else ""
+        name = report["conversation"]
+        console.print(Text(f"database kept at {safe_text(kept)} (conversation {name}{beside})"))
     else:
         directory = tempfile.mkdtemp(prefix="ledgerfold-demo-")
         temporary = Path(directory) / "demo.db"
@@ -351,3 +366,10 @@ def demo_command(db: str | None, as_json: bool) -> None:
         )
     if as_json:
         echo_json({**report, "db": str(kept) if kept is not None else None})
+
+
+def _conversations_in(db: str) -> int:
+    """How many conversations the database at `db` holds (a read-only open: a refused demo
+    writes nothing)."""
+    with open_store(db, read_only=True) as store:
+        return len(store.conversation_ids())
