@@ -7,7 +7,8 @@ into meta in OpenAI form, and each assistant turn that calls tools shares a `gro
 tool turns answering it, so they compact atomically.
 
 A line of an OpenAI fine-tuning file, ``{"messages": [...]}`` with no ``conversation_id``,
-is read with `from_chat_messages`; its conversation ID is ``<file stem>:<line number>``.
+is read with `from_chat_messages`; its conversation ID is ``<file stem>:<line number>``
+(``<name>:<line number>`` when `iter_transcripts` is given a `name`).
 """
 
 from __future__ import annotations
@@ -61,13 +62,16 @@ class _LineError(Exception):
         self.problem = problem
 
 
-def iter_transcripts(path: PathArg) -> Iterator[Transcript]:
-    """Transcripts of one JSONL file, read line by line; blank lines are skipped.
+def iter_transcripts(path: PathArg, *, name: str | None = None) -> Iterator[Transcript]:
+    """Transcripts of one JSONL file, read line by line; blank lines are skipped. A
+    fine-tuning line's conversation is `<name>:<line number>`, `name` the file's stem unless
+    given (a pipe's stem, such as `63` of `/dev/fd/63`, names nothing).
 
     A malformed line raises `InvalidInput` naming the file, the line number and the field
     (never a body).
     """
-    name = os.fspath(path)
+    file_name = os.fspath(path)
+    prefix = Path(file_name).stem if name is None else name
     # Binary lines split on b"\n" only: bodies hold U+2028 and other Unicode line breaks.
     with open(path, "rb") as handle:
         for line_number, raw in enumerate(handle, start=1):
@@ -75,16 +79,16 @@ def iter_transcripts(path: PathArg) -> Iterator[Transcript]:
                 line = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
                 if not line.strip():
                     continue
-                yield replace(
-                    _transcript(line, f"{Path(name).stem}:{line_number}"), line=line_number
-                )
+                yield replace(_transcript(line, f"{prefix}:{line_number}"), line=line_number)
             except UnicodeDecodeError:
                 raise InvalidInput(
-                    f"{name}:{line_number}: not valid UTF-8", field="line", problem="not-utf8"
+                    f"{file_name}:{line_number}: not valid UTF-8", field="line", problem="not-utf8"
                 ) from None
             except _LineError as error:
                 raise InvalidInput(
-                    f"{name}:{line_number}: {error}", field=error.field, problem=error.problem
+                    f"{file_name}:{line_number}: {error}",
+                    field=error.field,
+                    problem=error.problem,
                 ) from None
 
 

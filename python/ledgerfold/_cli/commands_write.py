@@ -82,8 +82,14 @@ def turn_spec(turn: Turn) -> dict[str, Any]:
 @cli.command("import", short_help="Import JSONL transcripts into DB (created if needed).")
 @click.argument("db")
 @click.argument("files", nargs=-1, required=True)
+@click.option(
+    "--name",
+    metavar="NAME",
+    help="Name the conversations of FILE's fine-tuning lines NAME:<line number> (default: the"
+    " file's stem; stdin for -, pipe for another pipe such as <(zcat t.jsonl.gz)).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
-def import_command(db: str, files: tuple[str, ...], as_json: bool) -> None:
+def import_command(db: str, files: tuple[str, ...], name: str | None, as_json: bool) -> None:
     """Import JSONL transcripts into DB, creating it if needed: one conversation a line,
     {"conversation_id", "source", "turns": [{"id", "sequence", "role", "body", "tool_call_ids"}]}
     (sequences from 1; tool_call_ids: the IDs of the calls an assistant turn makes, or the
@@ -91,7 +97,7 @@ def import_command(db: str, files: tuple[str, ...], as_json: bool) -> None:
 
     A conversation already in DB is skipped (one line counts them), so importing twice is
     harmless. FILE - reads stdin. Also reads OpenAI fine-tuning files ({"messages": [...]}
-    per line; the conversation ID is <file stem>:<line number>).
+    per line; the conversation ID is <file stem>:<line number>, or --name's).
     """
     if STDIO in files:
         if files.count(STDIO) > 1:
@@ -100,23 +106,37 @@ def import_command(db: str, files: tuple[str, ...], as_json: bool) -> None:
             raise UserError("-: stdin is a terminal; pipe a transcript in, or name a file")
         # `-` is stdin by convention: read once, as `/dev/stdin` is (the name in errors).
         files = tuple(_STDIN if name == STDIO else name for name in files)
-    for name in files:
-        if not name:  # an unset shell variable: `Path('')` would be the current directory
+    if name is not None and (not name.strip() or len(files) > 1):
+        raise UserError(
+            "--name: give one FILE (each file's lines would get the same IDs)"
+            if name.strip()
+            else "--name: empty; give the name of the conversations, such as --name train"
+        )
+    pipes = 0
+    names: dict[str, str | None] = {}
+    for file in files:
+        if not file:  # an unset shell variable: `Path('')` would be the current directory
             raise UserError("the transcript path is empty")
-        path = Path(name)
+        path = Path(file)
         if path.is_dir():
-            raise UserError(f"{name}: is a directory, not a transcript file")
+            raise UserError(f"{file}: is a directory, not a transcript file")
         if not path.exists():
-            raise UserError(f"{name}: no such file")
+            raise UserError(f"{file}: no such file")
         # A pipe is read once, as a file is (`/dev/stdin`, `<(zcat t.jsonl.gz)`).
         if not path.is_file() and not path.is_fifo():
-            raise UserError(f"{name}: not a regular file or a pipe")
+            raise UserError(f"{file}: not a regular file or a pipe")
+        # A pipe's stem (`63` of `/dev/fd/63`) names nothing: `pipe` (`pipe-2`, ...).
+        if name is None and path.is_fifo() and file != _STDIN:
+            pipes += 1
+            names[file] = "pipe" if pipes == 1 else f"pipe-{pipes}"
+        else:
+            names[file] = name
     # Parse everything first: a malformed line imports nothing.
     transcripts: list[Transcript] = []
     seen: dict[str, str] = {}
-    for name in files:
-        for transcript in iter_transcripts(name):
-            where = f"{name}:{transcript.line}"
+    for file in files:
+        for transcript in iter_transcripts(file, name=names[file]):
+            where = f"{file}:{transcript.line}"
             first = seen.setdefault(transcript.conversation_id, where)
             if first != where:
                 raise UserError(
