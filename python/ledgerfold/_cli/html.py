@@ -25,6 +25,7 @@ from ledgerfold._cli.html_data import (
 )
 from ledgerfold._cli.render import counted, label_for, safe_text
 from ledgerfold.adapters._chat import SUMMARY_OPEN
+from ledgerfold.summarizers._extractive import OMITTED_LINE
 
 __all__ = ["render_conversation"]
 
@@ -87,7 +88,8 @@ color:#111827;background:#f8fafc;padding:0 4px}
 .axis span:last-child{position:absolute;right:0}
 .summary-text{white-space:pre-wrap;margin:8px 0 0;max-height:320px;overflow:auto;
 background:#f0fdf4;border-left:4px solid var(--compacted);padding:10px 12px;border-radius:4px}
-.sline{min-height:1.2em}
+.sline{min-height:1.2em}.purged-note{margin-left:8px;font-size:11.5px;color:#7c2d12;
+background:#ffedd5;border-radius:8px;padding:0 6px}
 .cites{margin-left:8px;white-space:nowrap}
 .cite{font-size:11.5px;color:#065f46;background:#d1fae5;border-radius:8px;padding:0 6px;
 margin-left:4px;text-decoration:none}.cite:hover{text-decoration:underline}
@@ -350,8 +352,32 @@ def _summary_lines(view: ConversationView) -> str:
             for source in cited
         )
         sources = f'<span class="cites">{links}</span>' if links else ""
-        lines.append(f'<div class="sline">{_text(line)}{sources}</div>')
+        purged = _purged_note(line, view)
+        lines.append(f'<div class="sline">{_text(line)}{sources}{purged}</div>')
     return "".join(lines)
+
+
+def _purged_note(line: str, view: ConversationView) -> str:
+    """A note on the summary's marker of omitted turn lines (SPEC §16.5) whose turns were
+    purged, in part or all: written before the purge, its "recall_history returns them"
+    no longer holds for those (the stored text, and the context, keep it as written)."""
+    found = OMITTED_LINE.match(line)
+    if found is None or view.boundary is None:
+        return ""
+    through = view.boundary.through_sequence
+    first = int(found.group(2)) if found.group(2) is not None else None
+    last = int(found.group(3) or found.group(2)) if first is not None else None
+    if first is not None and first > through:
+        return ""
+    what = (
+        "returns none of them"
+        if last is not None and last <= through
+        else f"can return only those after sequence {through}"
+    )
+    return (
+        f'<span class="purged-note">turns through sequence {through} were purged'
+        f" ({_e(view.boundary.reason)}): recall_history {what}</span>"
+    )
 
 
 def _cited_sources(view: ConversationView) -> str:

@@ -21,7 +21,7 @@ from ledgerfold.tokens import approx_tokens
 if TYPE_CHECKING:
     from ledgerfold.summarizers._base import SummaryRequest
 
-__all__ = ["ExtractiveSummarizer", "attachments", "attachments_note"]
+__all__ = ["OMITTED_LINE", "ExtractiveSummarizer", "attachments", "attachments_note"]
 
 # A line this summarizer wrote for a turn: "[seq 12 user] ...".
 _TURN_LINE = re.compile(r"^\[seq (\d+) ([a-z]+)[^\]]*\]")
@@ -31,7 +31,7 @@ _TURN_LINE = re.compile(r"^\[seq (\d+) ([a-z]+)[^\]]*\]")
 # (tool output goes first: the range holds kept lines too). It holds no "[seq", so it is
 # never read as a citation (SPEC §16.5); the form without a range, which summaries stored
 # before it hold, is still read.
-_OMITTED_LINE = re.compile(
+OMITTED_LINE = re.compile(
     r"^\[(\d+) (?:earlier )?turn lines omitted(?::| among)?"
     r"(?: sequences? (\d+)(?:–(\d+))?)?(?:; recall_history returns them)?\]$"
 )
@@ -147,7 +147,7 @@ class ExtractiveSummarizer:
             default=None,
         )
         for line in previous:
-            omitted_match = _OMITTED_LINE.match(line)
+            omitted_match = OMITTED_LINE.match(line)
             if omitted_match:
                 omitted = _read_marker(omitted_match, omitted, kept_first)
                 continue
