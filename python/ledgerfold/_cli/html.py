@@ -172,8 +172,18 @@ def _mark_title(mark: Mark, labels: dict[str, str] = _LABELS) -> str:
 
 
 def _legend(counts: dict[str, int], mixed: bool, summarised: bool = True) -> str:
-    """The timeline's key. With no summary yet every turn is raw: not a "raw tail"."""
+    """The timeline's key. With no summary yet every turn is raw: not a "raw tail". When it
+    shows purged or retracted turns, it first says how many turns it shows, and how they
+    add up to the "turns" card's live ones."""
     items = []
+    gone = {state: counts.get(state, 0) for state in ("purged", "retracted")}
+    if any(gone.values()):
+        shown = sum(counts.get(state, 0) for state in STATES)
+        parts = "".join(f", {n:,} {state}" for state, n in gone.items() if n)
+        items.append(
+            f'<li id="legend-total"><b>{counted(shown, "turn")}</b> <small>on the timeline:'
+            f" {shown - sum(gone.values()):,} live (the turns card){parts}</small></li>"
+        )
     for state in STATES:
         zero = ' class="zero"' if not counts.get(state) else ""
         label, hint = _LABELS[state], _HINTS[state]
