@@ -2,7 +2,8 @@
 attention" of a database where a turn row was changed outside ledgerfold, which `list` and
 `compact` name as damaged: the conversation is now listed as needing attention, its reason
 the one `list` gives (the row, never its content). A body that is not UTF-8 made `list` fail
-as a whole; it is now a `damaged` row of its own, the others listed. Real transcripts."""
+as a whole, and the store's error named no row; it is now a `damaged` row of its own, named
+as any other damaged row is, the others listed. Real transcripts."""
 
 from __future__ import annotations
 
@@ -25,30 +26,30 @@ DAMAGE = {
     ),
     "body-not-utf8": (
         f"UPDATE turns SET body = CAST(x'{SECRET.encode().hex()}ff' AS TEXT) WHERE pk = ?",
-        "cannot read column 'body' of table turn_history or turns: its text is not valid UTF-8",
+        "damaged row in table turns, column body: turn ",
     ),
 }
 
 
-def _db(tmp_path: Path, damage: str) -> tuple[Path, str]:
+def _db(tmp_path: Path, damage: str) -> tuple[Path, str, str]:
     db = tmp_path / "agent.db"
     result = run("import", str(db), str(DATA))
     assert result.exit_code == 0, result.output
     result = run("compact", str(db), "--keep-tail", "4")
     assert result.exit_code == 0, result.output
     with sqlite3.connect(db) as conn:  # another tool's write
-        cid, pk = conn.execute(
-            "SELECT conversation_id, pk FROM turns ORDER BY conversation_id, sequence LIMIT 1"
+        cid, pk, turn_id = conn.execute(
+            "SELECT conversation_id, pk, id FROM turns ORDER BY conversation_id, sequence LIMIT 1"
         ).fetchone()
         conn.execute(DAMAGE[damage][0], (pk,))
     conn.close()
-    return db, cid
+    return db, cid, turn_id
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
 def test_report_lists_a_damaged_conversation_with_why(tmp_path: Path, damage: str) -> None:
-    db, cid = _db(tmp_path, damage)
-    said = DAMAGE[damage][1]
+    db, cid, turn_id = _db(tmp_path, damage)
+    said = f"{DAMAGE[damage][1]}{turn_id!r} (sequence 1)"
     listed = run("list", str(db), "--json")
     assert listed.exit_code == 0, listed.output
     rows = {row["conversation"]: row for row in json.loads(listed.stdout)}

@@ -21,6 +21,7 @@ from ledgerfold._toolcalls import check_meta
 from ledgerfold.store import _call_pairs as call_pairs
 from ledgerfold.store import _search_index as search_index
 from ledgerfold.store import _unit_splits as unit_splits
+from ledgerfold.store._batch_reads import lenient_rows
 from ledgerfold.store._database import now
 from ledgerfold.store._rows import (
     ITEM_COLUMNS,
@@ -67,11 +68,14 @@ def load(conn: sqlite3.Connection, conversation_id: str) -> Conversation:
     row = conversation_row(conn, conversation_id)
     if row is None:
         return Conversation(conversation_id, 0, ())
-    rows = conn.execute(
+    # Text that is not UTF-8 (another tool's write) is read as `NotUtf8`, which makes no
+    # turn: the row is named below, as any other damaged one, not the whole read failed.
+    rows = lenient_rows(
+        conn,
         f"SELECT {TURN_COLUMNS}, digest FROM turns"
         " WHERE conversation_id = ? AND state = ? ORDER BY sequence",
         (conversation_id, TURN_LIVE),
-    ).fetchall()
+    )
     try:
         return Conversation._from_rows(conversation_id, row[0], rows)
     except InvalidInput as err:
