@@ -78,5 +78,10 @@ def test_report_lists_a_damaged_conversation_with_why(tmp_path: Path, damage: st
     attention = page.split('<table id="attention">')[1].split("</table>")[0]
     assert cid.replace("/", "/<wbr>") in attention and "changed outside ledgerfold" in attention
     assert "Needs attention (1)" in page
+    compacted = run("compact", str(db), "--json")  # the others go on, as `list` lists them
+    assert compacted.exit_code == 0, compacted.output
+    outcomes = {row["conversation"]: row for row in json.loads(compacted.stdout)}
+    assert outcomes[cid]["reason"] == "damaged-row" and len(outcomes) == len(rows)
+    assert said in compacted.stderr
     for output in (listed.output, result.output, text.output, html.output, page):
         assert SECRET not in output
