@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ledgerfold import SQLiteStore
+from ledgerfold import Event, SQLiteStore
 from ledgerfold._compactor import CompactionOutcome, CompactionPolicy, Compactor, SummaryRequest
 
 _HERE = Path(__file__).resolve().parent
@@ -171,3 +171,32 @@ def test_acompact_failure_changes_nothing(store: SQLiteStore) -> None:
     )
     assert outcome == CompactionOutcome("failed", None, "summarizer-error")
     assert state(store) == before
+
+
+@pytest.mark.parametrize("run", ["compact", "acompact"])
+def test_database_failure_registering_the_plan_is_failed_store_error(
+    store: SQLiteStore, db_path: Path, run: str
+) -> None:
+    """SPEC §13: a compaction whose plan cannot be registered (a real SQLite error, from a
+    trigger another connection added) is a `failed`/`store-error` outcome with its event,
+    not the store's `StoreError`; nothing is written, not even a failure record (there is no
+    plan to name)."""
+    fill(store, 8)
+    before, history_before = state(store), store.summary_history(CONV)
+    with sqlite3.connect(db_path) as other:
+        other.execute(
+            "CREATE TRIGGER fail_plan BEFORE INSERT ON plans"
+            " BEGIN SELECT RAISE(ABORT, 'simulated disk failure'); END"
+        )
+    other.close()
+    events: list[Event] = []
+    compactor = Compactor(
+        store, CompactionPolicy("v1", min_new_turns=1, keep_tail=2), on_event=events.append
+    )
+    outcome = compactor.compact(CONV) if run == "compact" else asyncio.run(compactor.acompact(CONV))
+    assert outcome == CompactionOutcome("failed", None, "store-error")
+    assert [(event.name, event.reason) for event in events] == [
+        ("compaction.failed", "store-error")
+    ]
+    assert state(store) == before
+    assert store.summary_history(CONV) == history_before

@@ -362,8 +362,7 @@ class Compactor(OutcomeRecorder):
 
     def _in_job_summarizer(self) -> Summarizer | None:
         """The built-in summarizer this compactor made, if it is still the summarizer and
-        there is no deadline (see `__init__`), else None. Read once: the call is made with
-        the object checked, whatever is assigned meanwhile."""
+        there is no deadline (see `__init__`), else None (read once: the object checked)."""
         built_in, summarizer = self._built_in, self.summarizer
         if built_in is not None and summarizer is built_in and self.timeout is None:
             return built_in
@@ -423,8 +422,7 @@ class Compactor(OutcomeRecorder):
             else:
                 failures = self.store.consecutive_failures(conversation_id)
                 needed = due.needed_turns(policy.min_new_turns, failures)
-        # Below the trigger, `only_due_at_once` (protocol 2); otherwise no keyword a store of
-        # v1.1's protocol does not take.
+        # Below the trigger `only_due_at_once` (protocol 2), else what a v1.1 store takes.
         asked: dict[str, Any] = (
             {"only_due_at_once": True} if below_trigger else {"min_new_turns": needed}
         )
@@ -436,6 +434,8 @@ class Compactor(OutcomeRecorder):
                 preserve_roles=policy.preserve_roles,
                 **asked,
             )
+        except StoreError as error:  # no plan registered: nothing was written
+            return self._unstarted(conversation_id, error, started)
         except TypeError as error:
             # A `**kwargs` proxy over a store of v1.1's protocol: not asked again.
             if not below_trigger or not refused_keyword(error, "only_due_at_once"):

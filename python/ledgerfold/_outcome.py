@@ -42,7 +42,8 @@ class CompactionOutcome:
       (``superseded-plan``, ``source-modified``, ...).
     - ``failed``: `reason` ``summarizer-error``, ``summarizer-timeout``,
       ``blank-summary``, ``summary-too-long`` (over `max_summary_tokens` × 1.25) or
-      ``store-error``. Nothing but the failure record changed.
+      ``store-error`` (the store failed to register the plan, or to save the result).
+      Nothing but the failure record changed (none when no plan was registered).
     """
 
     status: CompactionStatus
@@ -216,6 +217,25 @@ class OutcomeRecorder:
                 Event("compaction.skipped", conversation_id, reason=reason, seconds=seconds),
             )
         return CompactionOutcome("skipped", None, reason)
+
+    def _unstarted(
+        self, conversation_id: str, error: StoreError, started: float
+    ) -> CompactionOutcome:
+        """A compaction whose start failed in the store (its plan not registered, so no
+        failure record can name it): ``failed``/``store-error`` and its event, as a failed
+        save is (SPEC §13: a failed compaction changed nothing), not the store's error."""
+        _log.warning(
+            "compaction not started conversation_id=%s error_type=%s",
+            conversation_id,
+            type(error).__name__,
+        )
+        if self.on_event is not None:
+            seconds = time.perf_counter() - started
+            emit(
+                self.on_event,
+                Event("compaction.failed", conversation_id, reason="store-error", seconds=seconds),
+            )
+        return CompactionOutcome("failed", None, "store-error")
 
     def _fail(
         self, job: _Job, reason: str, error_type: str | None, text: object = None
