@@ -13,6 +13,7 @@ bodies, summary text or exception messages."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import threading
@@ -33,7 +34,7 @@ from ledgerfold._deferred import defer as _defer
 from ledgerfold._deferred import not_landed as _not_landed
 from ledgerfold._deferred import wait_queued as _wait_queued
 from ledgerfold._errors import ContextBudgetExceeded, InvalidInput, StoreError
-from ledgerfold._events import Event, EventHook, emit
+from ledgerfold._events import Event, EventHook, emit, kept_whatever_commits
 from ledgerfold._fold import fold_chunk
 from ledgerfold._outcome import (
     OUTCOME_STATUSES,
@@ -296,8 +297,9 @@ class Compactor(OutcomeRecorder):
             cancelled in) not landed: no plan, or (`ending`) the plan left without a result."""
             if undone is not None and _not_landed(undone):
                 pending[:] = [] if ending is None else [ending]
-            if pending:
-                self._emit_outcome(pending.pop(), "compaction.failed", "abandoned")
+            if pending:  # no failed commit of this job's batch undoes it (SPEC §17.8)
+                with kept_whatever_commits():
+                    self._emit_outcome(pending.pop(), "compaction.failed", "abandoned")
 
         planning: Future[Any] = Future()  # the planning job's outcome, for `_came_to`
         try:
@@ -357,7 +359,8 @@ class Compactor(OutcomeRecorder):
                 return await worker.run(failed_end)  # own writes (an append) stay
             except StoreError:  # still failing: the plan is left without a result
                 pending[:] = [job]
-                await worker.run(abandoned)  # its event, before the caller hears
+                with contextlib.suppress(StoreError):  # its event comes all the same
+                    await worker.run(abandoned)  # before the caller hears
                 raise
 
     def _in_job_summarizer(self) -> Summarizer | None:

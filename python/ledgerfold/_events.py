@@ -12,9 +12,11 @@ together at its end: the events its jobs emit are held (`held_until_done`) and h
 their hooks once the batch has committed and released the lock, in the order emitted and
 each in the context (`contextvars`) it was emitted in, the caller's (so an OpenTelemetry
 span is a child of the caller's current span, as for a sync call), or dropped with the
-changes when it fails. There a hook that raises even a `BaseException`
-(`KeyboardInterrupt`, `SystemExit`) is logged: no caller could hear of it, and the worker
-must go on answering the batch's callers and running the store's later calls.
+changes when it fails; an event that reports no change of the batch (`abandoned`: a plan left
+without a result) is handed on either way (`kept_whatever_commits`). There a hook that
+raises even a `BaseException` (`KeyboardInterrupt`, `SystemExit`) is logged: no caller could
+hear of it, and the worker must go on answering the batch's callers and running the store's
+later calls.
 
 `ledgerfold.integrations.opentelemetry` turns events into spans and metrics.
 """
@@ -29,7 +31,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Final
 
-__all__ = ["EVENT_NAMES", "Event", "EventHook", "Held", "emit", "held_until_done", "stale_event"]
+__all__ = [
+    "EVENT_NAMES",
+    "Event",
+    "EventHook",
+    "Held",
+    "emit",
+    "held_until_done",
+    "kept_whatever_commits",
+    "stale_event",
+]
 
 _log = logging.getLogger("ledgerfold.events")
 
@@ -87,9 +98,26 @@ def emit(hook: EventHook | None, event: Event) -> None:
     if held is not None:
         # With the emitting call's context (its caller's, on a worker): a hook that reads
         # context variables (OpenTelemetry's current span) sees them when it is handed it.
-        held.append((hook, event, contextvars.copy_context()))
+        entry = (hook, event, contextvars.copy_context())
+        kept = bool(getattr(_held, "kept", False))
+        if not kept:
+            held.append(entry)
+        _held.emitted.append((entry, kept))
         return
     _call(hook, event)
+
+
+@contextmanager
+def kept_whatever_commits() -> Iterator[None]:
+    """Inside `held_until_done`: the events emitted in this block report nothing the held
+    block writes (a plan left without a result), so they are handed to their hooks when it
+    ends, in emission order with the others, even when its writes are not kept."""
+    previous = getattr(_held, "kept", False)
+    _held.kept = True
+    try:
+        yield
+    finally:
+        _held.kept = previous
 
 
 @contextmanager
@@ -99,19 +127,25 @@ def held_until_done() -> Iterator[list[Held] | None]:
     did not happen). A hook raising a `BaseException` then is logged like any other (the
     block runs on a store's worker thread, whose callers must still hear back). Yields the
     held `(hook, event, context)` list, in emission order, so that the block can drop some itself
-    (those of writes it learns were not kept); None when nested: the outermost block
-    decides."""
+    (those of writes it learns were not kept; not those emitted in `kept_whatever_commits`,
+    which it does not hold); None when nested: the outermost block decides."""
     if getattr(_held, "events", None) is not None:
         yield None
         return
     held: list[Held] = []
-    _held.events = held
+    # Every event emitted, in order, and whether it is kept whatever the block's writes
+    # come to (`kept_whatever_commits`): it holds them all, so their IDs stay distinct.
+    emitted: list[tuple[Held, bool]] = []
+    _held.events, _held.emitted = held, emitted
     try:
         yield held
     finally:
-        _held.events = None
-    for hook, event, context in held:
-        context.run(_call, hook, event, everything=True)
+        _held.events = _held.emitted = None
+    left = {id(entry) for entry in held}
+    for entry, kept in emitted:
+        if kept or id(entry) in left:
+            hook, event, context = entry
+            context.run(_call, hook, event, everything=True)
 
 
 def _call(hook: EventHook, event: Event, *, everything: bool = False) -> None:
