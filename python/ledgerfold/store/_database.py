@@ -21,6 +21,7 @@ from typing import Protocol
 
 from ledgerfold import _validate
 from ledgerfold._errors import StoreError
+from ledgerfold.store import _fork as fork
 from ledgerfold.store import _migrations as migrations
 from ledgerfold.store import _search_index as search_index
 from ledgerfold.store._paths import reading_uri, refuse_unwritable
@@ -64,19 +65,8 @@ DURABILITIES = ("full", "normal")
 #: raises (`_search_index._flushed`), so a missing name here is a slowdown, never a wrong
 #: answer.
 INDEX_FREE = frozenset(
-    {
-        "append",
-        "append_chat",
-        "begin_compaction",
-        "commit_summary",
-        "consecutive_failures",
-        "context",
-        "current_summary",
-        "get_turns",
-        "known_ids",
-        "load",
-        "record_failure",
-    }
+    {"append", "append_chat", "begin_compaction", "commit_summary", "consecutive_failures"}
+    | {"context", "current_summary", "get_turns", "known_ids", "load", "record_failure"}
 )
 
 
@@ -124,6 +114,8 @@ class Database:
         self.durability = durability
         self.read_only = read_only
         self.lock = threading.RLock()
+        #: What a call after `close()` is told (another reason after a fork: `_fork`).
+        self.closed_why = "the store is closed"
         #: An erasing call's checkpoint was blocked by a reader: retried after each write.
         self.checkpoint_pending = False
         #: Rows written by the transaction statements themselves (BEGIN, SAVEPOINT, RELEASE,
@@ -170,6 +162,7 @@ class Database:
             conn.close()
             raise
         self._conn = conn
+        fork.track(self)
 
     @property
     def closed(self) -> bool:
@@ -193,7 +186,7 @@ class Database:
     def connection(self) -> search_index.IndexConnection:
         """The open connection (raises `StoreError` once closed)."""
         if self._conn is None:
-            raise StoreError("the store is closed")
+            raise StoreError(self.closed_why)
         return self._conn
 
     @contextmanager

@@ -1,0 +1,95 @@
+"""A process forked while the store's worker thread is inside a store call (docs/threading.md):
+only the forking thread exists in the child, so the store's lock, held by the parent's
+worker, was never released there and the child blocked at its first call of that store or
+at its `close()`. The child's inherited store now refuses calls (`StoreError`: open it
+again), its `close()` returns, and stores the child opens work, sync and async. Real forks,
+real files; the child reports through its exit code only."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+import ledgerfold as lf
+from ledgerfold._worker import worker_for
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
+
+POLICY = lf.CompactionPolicy("fork-v1", keep_tail=2, min_new_turns=1)
+NET = 30  # a safety net for a failing test, never a timing the test relies on
+
+
+def _child(parent: lf.SQLiteStore, parent_path: Path, own_path: Path) -> int:
+    try:
+        parent.load("c")
+        return 3  # the inherited store answered from a connection caught mid-transaction
+    except lf.StoreError as error:
+        if "forked" not in str(error):
+            return 4
+    parent.close()  # returns: nothing of the parent's is waited for
+    own = lf.SQLiteStore(own_path)
+    own.append_many("c", [{"role": "user", "body": f"turn {n}"} for n in range(6)])
+    compactor = lf.Compactor(own, POLICY)
+    if not asyncio.run(asyncio.wait_for(compactor.acompact("c"), NET)).accepted:
+        return 5
+    if asyncio.run(compactor.acontext("c")).summary is None:
+        return 6
+    own.close()
+    with lf.SQLiteStore(parent_path, read_only=True) as reopened:  # its committed turns
+        return 0 if len(reopened.load("c").turns) == 1 else 7
+
+
+def test_a_child_forked_while_the_worker_holds_the_store_lock_is_not_blocked(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "parent.db"
+    store = lf.SQLiteStore(path)
+    store.append("c", "user", "before the fork")
+    inside, release = threading.Event(), threading.Event()
+
+    def held_write() -> None:  # a job in the middle of a write transaction
+        with store._db.transaction(write=True, operation="append") as conn:
+            conn.execute("UPDATE conversations SET revision = revision WHERE id = 'c'")
+            inside.set()
+            assert release.wait(NET)
+
+    job = worker_for(store).submit(held_write)
+    assert inside.wait(NET)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            signal.alarm(NET)  # a hang ends the child, not the test run
+            code = _child(store, path, tmp_path / "child.db")
+        finally:
+            os._exit(code)
+    try:
+        _, status = os.waitpid(pid, 0)
+    finally:
+        release.set()
+    job.result(timeout=NET)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert len(store.load("c").turns) == 1  # the parent's store goes on as before
+    store.close()
+
+
+def test_a_store_idle_at_the_fork_works_in_the_child(tmp_path: Path) -> None:
+    """A store no thread was using at the fork is left as it was: the child may use it."""
+    store = lf.SQLiteStore(tmp_path / "idle.db")
+    store.append("c", "user", "before the fork")
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            signal.alarm(NET)
+            code = 0 if len(store.load("c").turns) == 1 else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    store.close()
