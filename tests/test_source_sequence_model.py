@@ -17,7 +17,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from ledgerfold._native import SourceIds
 
-IDS = st.sampled_from(["a", "b", "t1", "", "é", "\ud800", "t" * 300])
+IDS = st.sampled_from(["a", "b", "t1", "", "é", "\U0001f600", "t" * 300])  # no lone surrogate
 ADDED = st.lists(IDS, max_size=12) | st.lists(IDS, min_size=60, max_size=140)
 
 

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use ledgerfold_core::fingerprint::to_fingerprint_string;
 use ledgerfold_core::{CoreError, ExtendableFingerprint, Fingerprinter};
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyTuple};
 
 use crate::conversation::{collect_turns, Conversation};
 use crate::errors::to_py_err;
@@ -119,6 +119,18 @@ pub fn fingerprint_digests(
     Ok(fingerprint.finish_hex())
 }
 
+/// The bytes of a packed-digests argument (None: none); `InvalidInput` naming `field` when
+/// it is not `bytes`.
+fn packed<'a>(field: &'static str, value: Option<&'a Bound<'_, PyAny>>) -> PyResult<&'a [u8]> {
+    match value {
+        None => Ok(&[]),
+        Some(value) => value
+            .cast::<PyBytes>()
+            .map(PyBytesMethods::as_bytes)
+            .map_err(|_| crate::extract::wrong_type(field, "bytes", value)),
+    }
+}
+
 fn check_packed(py: Python<'_>, field: &'static str, buffer: &[u8]) -> PyResult<()> {
     if buffer.len() % 32 == 0 {
         return Ok(());
@@ -145,8 +157,8 @@ impl SourceDigests {
     /// The state of digests given back to back (32 bytes each, source order).
     #[new]
     #[pyo3(signature = (digests=None))]
-    fn new(py: Python<'_>, digests: Option<&[u8]>) -> PyResult<Self> {
-        let digests = digests.unwrap_or_default();
+    fn new(py: Python<'_>, digests: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let digests = packed("digests", digests)?;
         check_packed(py, "digests", digests)?;
         let state = py.detach(|| ExtendableFingerprint::new(digests));
         Ok(SourceDigests { state })
@@ -154,14 +166,15 @@ impl SourceDigests {
 
     /// `lf1:` fingerprint of the held digests followed by `more` (32 bytes each).
     #[pyo3(signature = (more=None))]
-    fn fingerprint(&self, py: Python<'_>, more: Option<&[u8]>) -> PyResult<String> {
-        let more = more.unwrap_or_default();
+    fn fingerprint(&self, py: Python<'_>, more: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
+        let more = packed("more", more)?;
         check_packed(py, "more", more)?;
         Ok(to_fingerprint_string(&self.state.fingerprint(more)))
     }
 
     /// A new state holding these digests followed by `more` (32 bytes each).
-    fn extended(&self, py: Python<'_>, more: &[u8]) -> PyResult<Self> {
+    fn extended(&self, py: Python<'_>, more: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let more = packed("more", Some(more))?;
         check_packed(py, "more", more)?;
         let mut state = self.state.clone();
         state.extend(more);

@@ -5,7 +5,6 @@ use std::collections::HashSet;
 use ledgerfold_core::ids;
 use ledgerfold_core::plan::{plan_layout, PlanInput};
 use ledgerfold_core::Problem;
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
@@ -25,14 +24,14 @@ pub fn starts_with_ids(ids: &Bound<'_, PyAny>, prefix: &Bound<'_, PyAny>) -> PyR
     }
     let ids = ids
         .cast::<PyTuple>()
-        .map_err(|_| PyTypeError::new_err("starts_with_ids: ids must be a tuple or SourceIds"))?;
+        .map_err(|_| extract::wrong_type("ids", "a tuple or a SourceIds", ids))?;
     if let Ok(shared) = prefix.cast::<SourceIds>() {
         let prefix = shared.get().tuple(ids.py())?;
         return tuple_starts_with(ids, &prefix);
     }
-    let prefix = prefix.cast::<PyTuple>().map_err(|_| {
-        PyTypeError::new_err("starts_with_ids: prefix must be a tuple or SourceIds")
-    })?;
+    let prefix = prefix
+        .cast::<PyTuple>()
+        .map_err(|_| extract::wrong_type("prefix", "a tuple or a SourceIds", prefix))?;
     tuple_starts_with(ids, prefix)
 }
 

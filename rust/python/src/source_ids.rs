@@ -7,11 +7,15 @@
 use std::sync::OnceLock;
 
 use ledgerfold_core::shared_seq::SharedSeq;
+use ledgerfold_core::Problem;
 use pyo3::basic::CompareOp;
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyIterator, PySlice, PyString, PyTuple};
+
+use crate::errors::invalid;
+use crate::extract::wrong_type;
 
 type Ids = SharedSeq<Py<PyString>>;
 
@@ -46,32 +50,40 @@ fn type_name(value: &Bound<'_, PyAny>) -> String {
         .map_or_else(|_| "?".to_owned(), |name| name.to_string())
 }
 
-/// The `str`s of `value` (any iterable but a lone `str`); `TypeError` otherwise.
-fn strings(value: &Bound<'_, PyAny>) -> PyResult<Vec<Py<PyString>>> {
+/// The `str`s of `value` (any iterable but a lone `str`), each encoding as UTF-8;
+/// `InvalidInput` naming `field` otherwise (a wrong type, a lone surrogate).
+fn strings(field: &'static str, value: &Bound<'_, PyAny>) -> PyResult<Vec<Py<PyString>>> {
     if value.is_instance_of::<PyString>() {
-        return Err(PyTypeError::new_err(
-            "SourceIds: expected an iterable of str, got a str",
-        ));
+        return Err(wrong_type(field, "an iterable of str", value));
     }
     if let Ok(other) = value.cast::<SourceIds>() {
         let py = value.py();
         return Ok(other.get().ids.iter().map(|id| id.clone_ref(py)).collect());
     }
-    let iterator = PyIterator::from_object(value).map_err(|_| {
-        PyTypeError::new_err(format!(
-            "SourceIds: expected an iterable of str, got {}",
-            type_name(value)
-        ))
-    })?;
+    let iterator = PyIterator::from_object(value)
+        .map_err(|_| wrong_type(field, "an iterable of str", value))?;
     let mut out = Vec::with_capacity(crate::extract::capacity_hint(value));
     for item in iterator {
         let item = item?;
         let id = item.cast_into::<PyString>().map_err(|err| {
-            PyTypeError::new_err(format!(
-                "SourceIds: every ID must be a str, got {}",
-                type_name(err.into_inner().as_any())
-            ))
+            invalid(
+                value.py(),
+                field,
+                Problem::WrongType,
+                format!(
+                    "every ID must be a str, got {}",
+                    type_name(err.into_inner().as_any())
+                ),
+            )
         })?;
+        if id.to_str().is_err() {
+            return Err(invalid(
+                value.py(),
+                field,
+                Problem::NotUtf8,
+                "every ID must encode as UTF-8 (lone surrogates are invalid)",
+            ));
+        }
         out.push(held(id)?.unbind());
     }
     Ok(out)
@@ -248,7 +260,7 @@ fn position(index: isize, len: usize) -> PyResult<usize> {
 
 #[pymethods]
 impl SourceIds {
-    /// The IDs of `ids`, an iterable of `str` (`TypeError` otherwise).
+    /// The IDs of `ids`, an iterable of `str` (`InvalidInput`, field `ids`, otherwise).
     #[new]
     #[pyo3(signature = (ids=None))]
     fn new(ids: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
@@ -258,7 +270,7 @@ impl SourceIds {
                 if let Ok(same) = ids.cast::<SourceIds>() {
                     return Ok(SourceIds::of(same.get().ids.clone()));
                 }
-                Ok(SourceIds::of(Ids::from_vec(strings(ids)?)))
+                Ok(SourceIds::of(Ids::from_vec(strings("ids", ids)?)))
             }
         }
     }
@@ -266,7 +278,8 @@ impl SourceIds {
     /// These IDs followed by `ids`, sharing this sequence's storage: O(len(ids)).
     fn extended(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<Self> {
         Ok(SourceIds::of(
-            self.ids.extended_with(strings(ids)?, |id| id.clone_ref(py)),
+            self.ids
+                .extended_with(strings("ids", ids)?, |id| id.clone_ref(py)),
         ))
     }
 
@@ -275,10 +288,7 @@ impl SourceIds {
     pub fn starts_with(&self, py: Python<'_>, prefix: &Bound<'_, PyAny>) -> PyResult<bool> {
         match operand(prefix) {
             Some(prefix) => self.starts_with_operand(py, &prefix),
-            None => Err(PyTypeError::new_err(format!(
-                "SourceIds.starts_with: expected SourceIds or tuple, got {}",
-                type_name(prefix)
-            ))),
+            None => Err(wrong_type("prefix", "a SourceIds or a tuple", prefix)),
         }
     }
 
@@ -427,7 +437,7 @@ impl SourceIds {
         if operand(other).is_none() {
             return Ok(py.NotImplemented());
         }
-        let mut joined = strings(other)?;
+        let mut joined = strings("other", other)?;
         joined.extend(self.ids.iter().map(|id| id.clone_ref(py)));
         let joined = Ids::from_vec(joined);
         Ok(Bound::new(py, SourceIds::of(joined))?.into_any().unbind())
