@@ -463,14 +463,15 @@ class Database:
     # ------------------------------------------------------------------ opening
 
     def _check_readable(self, conn: sqlite3.Connection) -> None:
-        """A read-only open: the file must already be a ledgerfold store of the newest
-        schema (nothing can be created or migrated)."""
+        """A read-only open: the file must already be a readable ledgerfold store (nothing
+        can be created, migrated or indexed)."""
         try:
             conn.execute("PRAGMA busy_timeout = 30000")
             conn.execute("PRAGMA foreign_keys = ON")
             conn.execute("BEGIN")
             try:
                 version = migrations.schema_version(conn, self.path)
+                missing = migrations.missing_indexes(conn) if version else []
             finally:
                 conn.execute("COMMIT")
         except sqlite3.OperationalError as err:  # locked, unreadable: SQLite, but not usable
@@ -483,6 +484,12 @@ class Database:
         if version < READABLE_VERSION:
             raise StoreError(
                 f"{self.path}: schema version {version} needs an upgrade; open it once for writing"
+            )
+        if missing:  # reads answer the same, walking rows: said once, at the open
+            _log.info(
+                "%s: %d indexes of newer versions are missing (%s): some reads walk rows; "
+                "open it once for writing (or `ledgerfold upgrade`) to build them",
+                *(self.path, len(missing), ", ".join(missing)),
             )
 
     def _setup(self, conn: sqlite3.Connection) -> None:

@@ -80,6 +80,16 @@ def ensure_indexes(conn: sqlite3.Connection) -> None:
             raise
 
 
+def missing_indexes(conn: sqlite3.Connection) -> list[str]:
+    """The names of `_schema.ADDED_INDEXES` the file lacks (written by a ledgerfold before
+    them, and not opened for writing since): reads answer the same without them, walking
+    rows where they would probe."""
+    present = {
+        row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
+    }
+    return [name for name, _ in ADDED_INDEXES if name not in present]
+
+
 def schema_version(conn: sqlite3.Connection, path: str) -> int:
     """The file's schema version (0: a new, empty file); `StoreError` for another
     application's file, a store without its migration table, or a newer schema."""
