@@ -111,9 +111,14 @@ class LedgerMachineBase(RuleBasedStateMachine):
             else:
                 rebase_due = True
         relayout = model.missing_preserved(self.version) is not None
+        relaid = False
         if base is not None and base.envelope is not None and relayout:
             covered_set = set(base.envelope.source_ids)
-            if not [turn_id for turn_id in compacted if turn_id not in covered_set]:
+            if [turn_id for turn_id in compacted if turn_id not in covered_set]:
+                pass
+            elif model.sealed_turns(base):
+                relaid = True  # SPEC §17.3, §17.5: laid out anew by an extension adding none
+            else:
                 base = None  # SPEC §17.3: nothing to extend it with, laid out anew
         if (
             base is None
@@ -129,7 +134,7 @@ class LedgerMachineBase(RuleBasedStateMachine):
         if base is not None and base.envelope is not None:
             covered_set = set(base.envelope.source_ids)
             new = tuple(turn_id for turn_id in compacted if turn_id not in covered_set)
-        if not new:
+        if not new and not relaid:
             return compacted, base, new, "nothing-to-compact"
         needed = 1 if force else 2 ** min(model.failures(), 6)
         if len(new) < needed and not rebase_due and not relayout:

@@ -317,7 +317,11 @@ class MemoryStore(RetentionMethods):
                 if envelope.policy_version != policy_version:
                     pass  # another policy's summary: a rebase, not due at once
                 elif set(live_sources) <= set(plan.compacted_ids) and not (
-                    relayout and not set(plan.compacted_ids) - set(envelope.source_ids)
+                    # Nothing to extend it with: laid out anew (SPEC §17.3) by a rebase, or,
+                    # sealed, by an extension adding no turn (§17.5: never rebased away).
+                    relayout
+                    and not set(plan.compacted_ids) - set(envelope.source_ids)
+                    and not sealed
                 ):
                     parent = envelope
                     digests = b"".join(d for _, d in current.digests)
@@ -341,8 +345,9 @@ class MemoryStore(RetentionMethods):
             new_turns = tuple(
                 t for t in conversation.turns if t.id in compacted and t.id not in covered
             )
+            relaid = relayout and parent is not None and not new_turns
             status = compaction_status(
-                len(new_turns),
+                len(new_turns) or int(relaid),
                 min_new_turns,
                 rebase_due=rebase_due,
                 backlog_left=backlog,
@@ -425,17 +430,18 @@ class MemoryStore(RetentionMethods):
                 (i, sealed[i] if i in sealed else conversation.get(i).digest)  # type: ignore[union-attr]
                 for i in envelope.source_ids
             )
-            through = max(
-                conversation.get(i).sequence for i in envelope.source_ids if i not in sealed
-            )  # type: ignore[union-attr]
+            live = [conversation.get(i).sequence for i in envelope.source_ids if i not in sealed]  # type: ignore[union-attr]
             assert planned is not None
             kept = tuple(
                 t.id
                 for t in conversation.turns
-                if t.sequence < through
+                if live
+                and t.sequence < max(live)
                 and t.id not in set(envelope.source_ids)
                 and (t.protected or t.role in planned.roles)
             )
+            if not live and current is not None:  # every source sealed: the parent's slot
+                kept = tuple(i for i in current.kept if conversation.get(i) is not None)
             conv.history.append(
                 Record(
                     self._next_pk(),

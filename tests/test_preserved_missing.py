@@ -94,3 +94,97 @@ def test_a_retracted_turn_that_was_not_preserved_is_not_missing(tmp_path: Path) 
     assert store.context("c", PV).fallback is None
     assert _compactor(store).compact("c").status == "skipped"
     store.close()
+
+
+def _sealed_store(path: Path) -> tuple[lf.SQLiteStore, lf.SummaryEnvelope]:
+    """t0 the system prompt, t1..t15 with t9 a pending confirmation kept raw below the
+    summary of t1..t11; t1..t4 purged since, so the summary is sealed (it alone says what
+    they held)."""
+    store = lf.SQLiteStore(path)
+    store.append("c", "system", "be brief", id="t0")
+    for index in range(1, 16):
+        store.append(
+            "c",
+            "user" if index % 2 else "assistant",
+            f"turn {index}",
+            id=f"t{index}",
+            protected=index == 9,
+            protection_reason="pending-confirmation" if index == 9 else None,
+        )
+    policy = lf.CompactionPolicy(PV, keep_tail=4, min_new_turns=1)
+    summary = lf.Compactor(store, policy, neutral).compact("c").summary
+    assert summary is not None and "t9" not in summary.source_ids
+    store.purge_through("c", 4, "retention")
+    assert store.current_summary("c") == summary and store.context("c", PV).fallback is None
+    return store, summary
+
+
+@pytest.mark.parametrize("trigger", [None, 100_000], ids=["no-trigger", "below-trigger"])
+def test_a_sealed_summary_is_laid_out_anew_at_once_keeping_its_purged_turns(
+    tmp_path: Path, trigger: int | None
+) -> None:
+    """SPEC §17.3 with §17.5: the retraction makes the next compaction due at once, and a
+    sealed summary is not rebased away (its purged turns' summary would be lost): it is
+    extended by a version adding no turn, which lays the context out anew. It stayed in
+    `preserved-missing` (`nothing-to-compact`, even forced) until a new turn could be
+    compacted."""
+    store, sealed = _sealed_store(tmp_path / "a.db")
+    store.retract("c", "t9")
+    assert store.context("c", PV).fallback == "preserved-missing"
+    assert store.stats("c").fallbacks == {"preserved-missing": 1}
+    seen: list[lf.SummaryRequest] = []
+
+    def summarizer(request: lf.SummaryRequest) -> str:
+        seen.append(request)
+        return neutral(request)
+
+    policy = lf.CompactionPolicy(PV, keep_tail=4, min_new_turns=50, trigger_tokens=trigger)
+    events: list[lf.Event] = []
+    outcome = lf.Compactor(store, policy, summarizer, on_event=events.append).compact("c")
+    assert outcome.status == "accepted", outcome
+    relaid = outcome.summary
+    assert relaid is not None and relaid.parent_id == sealed.id
+    assert tuple(relaid.source_ids) == tuple(sealed.source_ids)  # the purged ones kept
+    assert relaid.source_fingerprint == sealed.source_fingerprint
+    assert [len(r.turns) for r in seen] == [0] and seen[0].covered_count == len(sealed.source_ids)
+    assert seen[0].previous_summary == sealed.text
+    assert [e.name for e in events] == ["compaction.accepted"]  # no sealed-lost
+    context = store.context("c", PV)
+    assert context.fallback is None and context.summary is not None
+    assert context.summary.id == relaid.id and context.history_boundary is not None
+    assert "t9" not in context.ids and "t0" in context.ids
+    assert store.stats("c").fallbacks == {} and store.stats("c").sealed_lost == 0
+    # Laid out: nothing is due any more.
+    assert lf.Compactor(store, policy, summarizer).compact("c", force=True).status == "skipped"
+    store.close()
+
+
+def test_an_extension_adding_nothing_is_still_refused_when_its_plan_adds_turns(
+    tmp_path: Path,
+) -> None:
+    """A same-coverage extension is a re-layout only under a plan compacting nothing new:
+    under a plan with new turns it is refused (`plan-mismatch`), as before."""
+    store, sealed = _sealed_store(tmp_path / "a.db")
+    for index in range(16, 22):
+        store.append("c", "user", f"turn {index}", id=f"t{index}")
+    plan = store.start_plan("c", 4, PV)
+    assert set(plan.compacted_ids) > set(sealed.source_ids)
+    same = lf.SummaryEnvelope(
+        id="s-same",
+        plan_id=plan.plan_id,
+        conversation_id="c",
+        source_revision=plan.source_revision,
+        source_ids=tuple(sealed.source_ids),
+        source_fingerprint=sealed.source_fingerprint,
+        policy_version=PV,
+        text="the same turns again",
+        parent_id=sealed.id,
+    )
+    write = store.commit_summary(same)
+    assert (write.accepted, write.reason, write.detail) == (
+        False,
+        "invalid-summary",
+        "plan-mismatch",
+    )
+    assert store.current_summary("c") == sealed
+    store.close()

@@ -170,6 +170,8 @@ class LedgerMachine(LedgerWriteRules):
         """SPEC §15.8, written independently of `ledgerfold._fold`: the longest prefix of the
         new turns that ends between groups and whose texts fit the budget; if none, the first
         turn with the rest of its group (cut to fit)."""
+        if not new:  # a re-layout (SPEC §17.3): the summarizer gets no turn
+            return ()
         by_id = {turn.id: turn for turn in self.model[conversation].turns}
         turns = [by_id[i] for i in new]
         unit = ref.unit_of([t.ref() for t in turns])  # the new turns' units (SPEC §17.2)

@@ -23,7 +23,10 @@ __all__ = ["cut_text", "fold_chunk"]
 def fold_chunk(
     turns: Sequence[Turn], max_input_tokens: int, counter: TokenCounter
 ) -> tuple[tuple[Turn, ...], tuple[TurnItem, ...]]:
-    """The next chunk of `turns` (sequence order) and the items a summarizer gets for it."""
+    """The next chunk of `turns` (sequence order) and the items a summarizer gets for it
+    (none of none: a re-layout, SPEC §17.3)."""
+    if not turns:
+        return (), ()
     roots = unit_roots(turns)
     last_of_unit: dict[int, int] = {}
     for index, root in enumerate(roots):

@@ -218,17 +218,24 @@ def outside_plan(source_ids: Iterable[str], allowed: Collection[str]) -> bool:
     return any(turn_id not in allowed for turn_id in source_ids)
 
 
-def breaks_lineage(candidate: SummaryEnvelope, current: SummaryEnvelope | None) -> bool:
+def breaks_lineage(
+    candidate: SummaryEnvelope,
+    current: SummaryEnvelope | None,
+    allowed: Collection[str] | None = None,
+) -> bool:
     """SPEC §15.1/§15.4: a candidate with a `parent_id` extends the current summary only,
-    keeps all of its sources (coverage never shrinks) and adds at least one. `current`:
-    the conversation's current summary, None when it has none. A rebase (`parent_id`
-    None) is allowed."""
+    keeps all of its sources (coverage never shrinks) and adds at least one, unless its
+    plan (`allowed`: its compacted IDs) compacts none that the parent does not cover (a
+    re-layout, §17.3). `current`: the conversation's current summary, None when it has
+    none. A rebase (`parent_id` None) is allowed."""
     if candidate.parent_id is None:
         return False
     if current is None or current.id != candidate.parent_id:
         return True
-    # An extension adds at least one source and drops none.
-    return not set(candidate.source_ids) > set(current.source_ids)
+    sources, covered = set(candidate.source_ids), set(current.source_ids)
+    if sources > covered:  # adds at least one source and drops none
+        return False
+    return not (sources == covered and allowed is not None and set(allowed) <= covered)
 
 
 def verdict(
@@ -261,7 +268,7 @@ def verdict(
         return SummaryWrite(False, candidate, "invalid-summary", PROTECTED_SOURCE)
     if allowed is not None and outside_plan(candidate.source_ids, allowed):
         return SummaryWrite(False, candidate, "invalid-summary", PLAN_MISMATCH)
-    if lineage and breaks_lineage(candidate, current):
+    if lineage and breaks_lineage(candidate, current, allowed):
         return SummaryWrite(False, candidate, "invalid-summary", PLAN_MISMATCH)
     return SummaryWrite(True, candidate, None, None)
 
@@ -287,7 +294,8 @@ def accept_summary_result(
     there); `invalid-summary`/`protected-source` when a source is protected or of one of
     `preserve_roles`; with `plan`, `invalid-summary`/`plan-mismatch` when a source is not
     among its compacted IDs; with `current`, the same when the parent's sources are not all
-    among the candidate's or it adds none. After the current summary went stale, a store
+    among the candidate's or it adds none while the plan compacts one it does not (without
+    `plan`, it must add one). After the current summary went stale, a store
     rebuilding from a checkpoint (SPEC §17.5) passes that checkpoint as `current`: it is the
     head the candidate may extend, and must itself still be current.
 

@@ -280,7 +280,7 @@ def _extending(
         return _refused(envelope, "invalid-summary", PROTECTED_SOURCE)
     if outside_plan(new_ids, added):
         return _refused(envelope, "invalid-summary", PLAN_MISMATCH)
-    if not new_ids:  # an extension adds a source
+    if not new_ids and added:  # an extension adds a source, but a re-layout's plan none
         return _refused(envelope, "invalid-summary", PLAN_MISMATCH)
     written = _write_extending(conn, envelope, parent, new_turns)
     cache.stage(written)
@@ -455,7 +455,7 @@ def _write_extending(
     new_turns: Sequence[Turn],
 ) -> Version:
     cid = envelope.conversation_id
-    through = new_turns[-1].sequence
+    through = new_turns[-1].sequence if new_turns else parent.through_sequence  # a re-layout
     # The parent's sources stay where they are: only the new ones are written (SPEC §15.8).
     run_pk = sources.extension_run(conn, cid, parent.pk)
     pk = _insert_version(conn, envelope, through, run_pk)

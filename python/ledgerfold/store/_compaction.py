@@ -11,6 +11,7 @@ and checks over the whole ledger.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from collections.abc import Iterator
@@ -62,6 +63,8 @@ class Planned:
     #: A rebase replaces a stale summary that held purged turns, and no checkpoint of them
     #: is left: what they said leaves the context (reported, SPEC §17.5).
     sealed_lost: bool = False
+    #: The plan re-lays a sealed summary out (SPEC §17.3) as an extension adding no turn.
+    relaid: bool = False
 
 
 def failure_streak(conn: sqlite3.Connection, conversation_id: str) -> int:
@@ -263,6 +266,12 @@ def plan_view(
             new_turns = tuple(partial.get(turn_id) for turn_id in plan.compacted_ids)
             if new_turns or not relayout:
                 return _extension(conn, base, state, plan, new_turns, revision)  # type: ignore[arg-type]
+            if _sealed_current(conn, pointed, policy_version):
+                # Nothing to extend it with, and a rebase would drop what the purged turns
+                # said (SPEC §17.5): the layout is made anew (§17.3) by an extension adding
+                # no turn, its text made again from the sealed summary's.
+                relaid = _extension(conn, base, state, plan, (), revision)
+                return dataclasses.replace(relaid, relaid=True)
             # Nothing to extend it with: a rebase lays the context out anew (SPEC §17.3).
         else:
             # The summary splits a unit (§17.2) in a database written before the store marked

@@ -118,7 +118,7 @@ class CompactionLoop:
                 relayout=relayout,
             )
             status = due.compaction_status(
-                len(planned.new_turns),
+                len(planned.new_turns) or int(planned.relaid),  # a re-layout adds none
                 min_new_turns,
                 # A rebuild from a checkpoint replaces a stale summary (SPEC §17.5): due at
                 # once, as the rebase it stands for would be with its whole backlog.
