@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ledgerfold import Event, SQLiteStore
+from ledgerfold import Event, SQLiteStore, StoreError
 from ledgerfold._compactor import CompactionOutcome, CompactionPolicy, Compactor, SummaryRequest
 
 _HERE = Path(__file__).resolve().parent
@@ -200,3 +200,26 @@ def test_database_failure_registering_the_plan_is_failed_store_error(
     ]
     assert state(store) == before
     assert store.summary_history(CONV) == history_before
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ("meta = 'not json'", "damaged row in table turns"),
+        ("body = CAST(x'6869ff' AS TEXT)", "not valid UTF-8"),
+    ],
+    ids=["meta", "body"],
+)
+def test_a_row_changed_outside_ledgerfold_is_still_raised(
+    store: SQLiteStore, db_path: Path, change: str, said: str
+) -> None:
+    """Not a database failure but a ledger that cannot be read: `compact()` raises the
+    store's `StoreError` naming the row or column, as `load()` does (the CLI reports it
+    per conversation), rather than calling it a failed compaction."""
+    fill(store, 8)
+    with sqlite3.connect(db_path) as other:
+        other.execute(f"UPDATE turns SET {change} WHERE sequence = 1")
+    other.close()
+    compactor = Compactor(store, CompactionPolicy("v1", min_new_turns=1, keep_tail=2))
+    with pytest.raises(StoreError, match=said):
+        compactor.compact(CONV)

@@ -23,6 +23,7 @@ from ledgerfold._policy import CompactionPolicy
 from ledgerfold._summary import SummaryEnvelope
 from ledgerfold._worker import pause
 from ledgerfold.store._protocol import Store, refused_keyword
+from ledgerfold.store._sqlite_errors import is_damaged_row
 
 __all__ = ["OUTCOME_STATUSES", "CompactionOutcome", "CompactionStatus", "OutcomeRecorder"]
 
@@ -223,7 +224,11 @@ class OutcomeRecorder:
     ) -> CompactionOutcome:
         """A compaction whose start failed in the store (its plan not registered, so no
         failure record can name it): ``failed``/``store-error`` and its event, as a failed
-        save is (SPEC §13: a failed compaction changed nothing), not the store's error."""
+        save is (SPEC §13: a failed compaction changed nothing), not the store's error. A
+        row changed outside ledgerfold is raised, as `load()` raises it: the ledger cannot
+        be read, which no retry mends."""
+        if is_damaged_row(error):
+            raise error
         _log.warning(
             "compaction not started conversation_id=%s error_type=%s",
             conversation_id,

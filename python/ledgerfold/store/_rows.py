@@ -12,6 +12,7 @@ from ledgerfold._errors import InvalidInput, StoreError
 from ledgerfold._model import Turn
 from ledgerfold._native import SourceIds
 from ledgerfold._summary import SummaryEnvelope
+from ledgerfold.store._sqlite_errors import damaged_row
 
 __all__ = [
     "DAMAGED",
@@ -60,7 +61,7 @@ class DamagedSummary(Exception):
 def damaged_turn(column: str, turn_id: object, sequence: object) -> StoreError:
     """A `turns` row that cannot be read back: named by table, column and row, never by
     its content."""
-    return StoreError(
+    return damaged_row(
         f"damaged row in table turns, column {column}: turn {turn_id!r} (sequence"
         f" {sequence!r}); the database was changed outside ledgerfold"
     )

@@ -18,6 +18,21 @@ def quotes_stored_data(error: sqlite3.Error) -> bool:
     return bool(_UNDECODABLE.match(str(error))) or " with text " in str(error)
 
 
+def damaged_row(message: str) -> StoreError:
+    """The `StoreError` of data changed outside ledgerfold that cannot be read back (a row
+    the store cannot take, text that is not UTF-8), marked so (`is_damaged_row`): the
+    ledger, not the database, failed, and a compaction raises it, as `load()` does, rather
+    than call it a failed compaction."""
+    error = StoreError(message)
+    setattr(error, "damaged_row", True)  # noqa: B010 (no such field on the public class)
+    return error
+
+
+def is_damaged_row(error: BaseException) -> bool:
+    """Whether `error` is `damaged_row`'s."""
+    return getattr(error, "damaged_row", False) is True
+
+
 def store_error(
     conn: sqlite3.Connection | None, error: sqlite3.Error, *, operation: str, write: bool
 ) -> StoreError:
@@ -43,7 +58,7 @@ def store_error(
                 )
             ]
             tables = " or ".join(names) or "?"
-    return StoreError(
+    return damaged_row(
         f"{operation}: cannot read column {column!r} of table {tables}: its text is not"
         " valid UTF-8 (a damaged database?)" + ("; nothing was written" if write else "")
     )

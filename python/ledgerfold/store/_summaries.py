@@ -15,7 +15,7 @@ from typing import Any
 
 from ledgerfold import _checkpoints as checkpoints
 from ledgerfold._context import ContextItem, SummaryItem
-from ledgerfold._errors import InvalidInput, StoreError
+from ledgerfold._errors import InvalidInput
 from ledgerfold._native import SourceDigests, SourceIds
 from ledgerfold.store import _ledger as ledger
 from ledgerfold.store import _sources as sources
@@ -39,7 +39,7 @@ from ledgerfold.store._schema import (
     TURN_PURGED,
     TURN_RETRACTED,
 )
-from ledgerfold.store._sqlite_errors import quotes_stored_data
+from ledgerfold.store._sqlite_errors import damaged_row, quotes_stored_data
 
 __all__ = [
     "VersionCache",
@@ -147,7 +147,7 @@ def version(conn: sqlite3.Connection, cache: VersionCache, row: tuple[Any, ...])
     try:
         return _version(conn, cache, row)
     except DamagedSummary as damage:
-        raise StoreError(str(damage)) from None
+        raise damaged_row(str(damage)) from None
 
 
 def _version(conn: sqlite3.Connection, cache: VersionCache, row: tuple[Any, ...]) -> Version:
