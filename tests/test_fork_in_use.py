@@ -2,8 +2,9 @@
 only the forking thread exists in the child, so the store's lock, held by the parent's
 worker, was never released there and the child blocked at its first call of that store or
 at its `close()`. The child's inherited store now refuses calls (`StoreError`: open it
-again), its `close()` returns, and stores the child opens work, sync and async. Real forks,
-real files; the child reports through its exit code only."""
+again), its `close()` returns, and stores the child opens work, sync and async; so does a
+compactor's due check whose count another thread held. Real forks, real files; the child
+reports through its exit code only."""
 
 from __future__ import annotations
 
@@ -92,4 +93,40 @@ def test_a_store_idle_at_the_fork_works_in_the_child(tmp_path: Path) -> None:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+    store.close()
+
+
+def test_a_compactor_whose_due_count_was_in_use_at_the_fork_works_in_the_child(
+    tmp_path: Path,
+) -> None:
+    """Another thread inside the compactor's due check at the fork (its token count's lock
+    held): the child's due check blocked on that lock, never released there."""
+    store = lf.SQLiteStore(tmp_path / "due.db")
+    store.append_many("c", [{"role": "user", "body": f"turn {n}"} for n in range(6)])
+    compactor = lf.Compactor(store, lf.CompactionPolicy("fork-v1", keep_tail=2, trigger_tokens=1))
+    inside, release = threading.Event(), threading.Event()
+
+    def counting() -> None:
+        with compactor._due_tokens._lock:
+            inside.set()
+            assert release.wait(NET)
+
+    thread = threading.Thread(target=counting)
+    thread.start()
+    assert inside.wait(NET)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            signal.alarm(NET)
+            code = 0 if compactor.is_due("c") else 2
+        finally:
+            os._exit(code)
+    try:
+        _, status = os.waitpid(pid, 0)
+    finally:
+        release.set()
+        thread.join(NET)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert compactor.is_due("c")  # the parent's goes on as before
     store.close()

@@ -14,7 +14,9 @@ write) is counted in full.
 from __future__ import annotations
 
 import operator
+import os
 import threading
+import weakref
 from collections import OrderedDict
 
 from ledgerfold._context import ContextItem
@@ -26,7 +28,7 @@ __all__ = ["ContextTokens"]
 class ContextTokens:
     """`context_tokens` with a memory of the last count per conversation (at most `size`)."""
 
-    __slots__ = ("_last", "_lock", "_size")
+    __slots__ = ("__weakref__", "_last", "_lock", "_size")
 
     def __init__(self, size: int = 64) -> None:
         self._size = size
@@ -34,6 +36,7 @@ class ContextTokens:
             OrderedDict()
         )
         self._lock = threading.Lock()
+        _counters.add(self)
 
     def count(
         self, conversation_id: str, items: tuple[ContextItem, ...], counter: TokenCounter
@@ -70,3 +73,20 @@ def _shared(items: tuple[ContextItem, ...], counted: tuple[ContextItem, ...]) ->
         if len(items) >= shared and all(map(operator.is_, items[:shared], counted)):
             return shared
     return 0
+
+
+#: Every `ContextTokens` (one per `Compactor`), for `_forked`.
+_counters: weakref.WeakSet[ContextTokens] = weakref.WeakSet()
+
+
+def _forked() -> None:
+    """In a child process after `fork`: a lock another thread held at the fork (a compaction
+    check on a store's worker) would never be released there; each counter gets a new one
+    (its memory is a cache: a count the thread was making is made again when asked)."""
+    for counter in list(_counters):
+        counter._lock = threading.Lock()
+        counter._last.clear()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows
+    os.register_at_fork(after_in_child=_forked)
