@@ -206,7 +206,7 @@ def test_database_failure_registering_the_plan_is_failed_store_error(
     ("change", "said"),
     [
         ("meta = 'not json'", "damaged row in table turns"),
-        ("body = CAST(x'6869ff' AS TEXT)", "not valid UTF-8"),
+        ("body = CAST(x'6869ff' AS TEXT)", r"damaged row in table turns, column body: turn 'm0'"),
     ],
     ids=["meta", "body"],
 )
