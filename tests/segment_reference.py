@@ -5,6 +5,9 @@ the `snowballstemmer` package's English stemmer (the Snowball 2 generation that 
 crate `rust-stemmers` implements).
 
 The rules, stated once:
+- Control sequences: each ECMA-48 control sequence (`ESC [` or U+009B, then parameter bytes
+  0x30-0x3F, intermediate bytes 0x20-0x2F and a final byte 0x40-0x7E, as many of them as
+  there are) is a space, before anything else (a query's too, before it is split).
 - Normalise: NFKC; full case folding; NFD; drop the nonspacing marks (Mn) whose
   Script_Extensions are Inherited or name Latin, Greek or Cyrillic; NFC.
 - Classify each character: ASCII `a-z` letter, ASCII `0-9` digit, other ASCII separator;
@@ -38,6 +41,12 @@ _STEMMER = snowballstemmer.stemmer("english")
 _SENTENCE_ENDS = frozenset(".!?。！？\n\r\x0b\x0c\x85\u2028\u2029")
 
 _SEPARATOR, _LETTER, _DIGIT, _CJK_CLASS = range(4)
+_CONTROL_SEQUENCE = regex.compile(r"(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?")
+
+
+def spaced(text: str) -> str:
+    """`text` with each control sequence made one space."""
+    return _CONTROL_SEQUENCE.sub(" ", text)
 
 
 def is_white_space(char: str) -> bool:
@@ -80,7 +89,7 @@ def _stem(word: str) -> str:
 
 def tokens(text: str) -> list[str]:
     out: list[str] = []
-    for kind, group in itertools.groupby(normalise(text), key=char_class):
+    for kind, group in itertools.groupby(normalise(spaced(text)), key=char_class):
         run = "".join(group)
         if kind == _SEPARATOR:
             continue
@@ -98,6 +107,7 @@ def tokens(text: str) -> list[str]:
 def query_terms(query: str) -> list[str]:
     # The Rust side reads a lone surrogate as U+FFFD, a separator.
     query = "".join("\ufffd" if "\ud800" <= char <= "\udfff" else char for char in query)
+    query = spaced(query)
     # (whitespace-separated word of the query, token): the rule looks within a word only.
     words = "".join(" " if is_white_space(char) else char for char in query).split(" ")
     every = [(word, token) for word, chunk in enumerate(words) for token in tokens(chunk)]

@@ -12,6 +12,10 @@
 //! - *letter*: ASCII `a-z` and every other `L*`, `M*`, `Nl`, `No`;
 //! - *separator*: everything else (all other ASCII: space, punctuation, `-`, `_`, `.`).
 //!
+//! Before all this, each ECMA-48 control sequence (`ESC [` or U+009B, parameter bytes
+//! `0x30..=0x3F`, intermediate bytes `0x20..=0x2F`, a final byte `0x40..=0x7E`: the colours
+//! of a command's output) is made a space, so `\x1b[31mFAILED` gives `failed`.
+//!
 //! A token is a maximal run of one class (so `PO-9302` gives `po` and `9302`, `3号` gives
 //! `3` and `号`, and `sha256` gives `sha` and `256`). A letter token of ASCII letters only is
 //! stemmed with Snowball English (Porter2); a CJK run of two or more characters becomes its
@@ -38,8 +42,9 @@ pub use query::{query_terms, MAX_QUERY_TERMS};
 pub use tokenise::{push_tokens, tokens};
 
 /// The segmenter's version, recorded with the index: any change of the tokens or passages a
-/// text gives must bump it (the index is then rebuilt).
-pub const INDEX_VERSION: u32 = 1;
+/// text gives must bump it (the index is then rebuilt). 2: control sequences separate (1
+/// read `\x1b[31mFAILED` as `31` and `mfail`).
+pub const INDEX_VERSION: u32 = 2;
 
 #[cfg(test)]
 mod tests {

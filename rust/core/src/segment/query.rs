@@ -1,7 +1,7 @@
 //! The query's side of segmentation (SPEC §16.5): a query's distinct terms, with the rule
 //! for a lone CJK character beside digits.
 
-use super::tokenise::{class_of, push_tokens, Class};
+use super::tokenise::{class_of, push_tokens, without_control_sequences, Class};
 
 /// A query uses at most this many distinct terms (the first ones).
 pub const MAX_QUERY_TERMS: usize = 64;
@@ -14,6 +14,9 @@ pub const MAX_QUERY_TERMS: usize = 64;
 /// character the query separates from the digits by whitespace (`猫 3`) is a word of its
 /// own and stays.
 pub fn query_terms(query: &str) -> Vec<String> {
+    // A control sequence may hold a space (an intermediate byte): it goes before the split.
+    let spaced = without_control_sequences(query);
+    let query = spaced.as_deref().unwrap_or(query);
     // (whitespace-separated word of the query, token): the rule looks within a word only.
     let mut all: Vec<(usize, String)> = Vec::new();
     let mut joined = String::new();

@@ -79,6 +79,42 @@ fn keeps(c: char) -> bool {
     !diacritic
 }
 
+/// `text` with each ECMA-48 control sequence (terminal colours and cursor moves in a
+/// command's output) made one space, or None when it holds none. A control sequence is
+/// `ESC [` or U+009B, then parameter bytes `0x30..=0x3F`, intermediate bytes `0x20..=0x2F`
+/// and a final byte `0x40..=0x7E` (what there is of them: a sequence cut short ends where
+/// its bytes do): `\x1b[31mFAILED\x1b[0m` is the word `failed`, not `31` and `mfail`.
+pub(super) fn without_control_sequences(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    // ESC, or the second byte of U+009B (0xC2 0x9B); a scan that costs little.
+    if !bytes.iter().any(|&b| b == 0x1b || b == 0x9b) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        // 0xC2 is only ever a lead byte, so 0xC2 0x9B is U+009B.
+        let introducer = matches!(bytes[at..], [0x1b, b'[', ..] | [0xc2, 0x9b, ..]);
+        if !introducer {
+            out.push(bytes[at]);
+            at += 1;
+            continue;
+        }
+        at += 2;
+        for range in [0x30..=0x3f, 0x20..=0x2f] {
+            while bytes.get(at).is_some_and(|b| range.contains(b)) {
+                at += 1;
+            }
+        }
+        if bytes.get(at).is_some_and(|b| (0x40..=0x7e).contains(b)) {
+            at += 1;
+        }
+        out.push(b' ');
+    }
+    // Only whole characters (ASCII ones and U+009B) were replaced.
+    Some(String::from_utf8(out).expect("still UTF-8"))
+}
+
 /// The byte `0x01` eight times: a byte times `ONES` is that byte in every place of a lane.
 const ONES: u64 = 0x0101_0101_0101_0101;
 /// The bit `0x20` in every byte: lowercases an ASCII letter.
@@ -167,6 +203,8 @@ impl Tokeniser<'_> {
     /// Appends the tokens of `text` to `out` (UTF-8), each preceded by a space when `out`
     /// is not empty.
     pub(super) fn push_tokens(&mut self, text: &str, out: &mut Vec<u8>) {
+        let spaced = without_control_sequences(text);
+        let text = spaced.as_deref().unwrap_or(text);
         // Normalisation never crosses ASCII whitespace (a starter that composes with
         // nothing; case folding is per character), so the text is its chunks between ASCII
         // whitespace, each on its own; an ASCII chunk takes the fast path, and so does a run
@@ -329,6 +367,15 @@ mod tests {
 
     fn toks(text: &str) -> Vec<String> {
         tokens(text)
+    }
+
+    #[test]
+    fn control_sequences_separate() {
+        assert_eq!(toks("\u{1b}[38;21mHEX\u{1b}[0m"), ["hex"]);
+        assert_eq!(toks("\u{1b}[31mFAILED\u{1b}[0m"), toks("failed"));
+        assert_eq!(toks("\u{9b}1mbold"), ["bold"]);
+        assert_eq!(toks("café\u{1b}[0m数据"), toks("café 数据"));
+        assert_eq!(toks("[31mFAILED"), ["31", "mfail"]);
     }
 
     #[test]
