@@ -169,3 +169,33 @@ def test_store_cited_sources_of_an_unknown_summary(tmp_path: Path) -> None:
         with pytest.raises(InvalidInput) as caught:
             store.cited_sources(3)  # type: ignore[arg-type]
         assert caught.value.field == "summary_id"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[seq 3 user] a fact. [seq " + "9" * 5000 + "] a number no sequence has",
+        "[seq 3] and [seq " + "0" * 5000 + "3]",  # leading zeros: still 3
+        "[seq 3] [seq 9223372036854775808]",  # one more than the largest sequence
+    ],
+)
+def test_a_number_no_sequence_can_have_cites_nothing(tmp_path: Path, text: str) -> None:
+    """A summarizer's text (a model's) may hold any digits after `[seq `: a number larger
+    than any sequence (one of more than 4,300 digits, which Python refuses to read as an
+    int) is no citation, never an exception from `citations` or `cited_sources`."""
+    assert citations(envelope(text), CONVERSATION) == ("t3",)
+    with SQLiteStore(tmp_path / "ledger.db") as store:
+        for n in range(1, 7):
+            store.append("c", "user", f"turn {n}", id=f"t{n}")
+        policy = CompactionPolicy("v1", keep_tail=2, min_new_turns=1, max_summary_tokens=10**5)
+        assert Compactor(store, policy, lambda request: text).compact("c").status == "accepted"
+        summary = store.current_summary("c")
+        assert summary is not None
+        assert [turn.id for turn in store.cited_sources(summary.id)] == ["t3"]
+
+
+def test_only_ascii_digits_cite() -> None:
+    """`[seq ٣]` (Arabic-Indic three) is not `[seq 3]`: a citation's number is ASCII, as
+    summarizers write it."""
+    assert citations(envelope("[seq \u0663] [seq ३]"), CONVERSATION) == ()
+    assert citations(envelope("[seq 3\u0663]"), CONVERSATION) == ("t3",)

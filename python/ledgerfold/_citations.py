@@ -1,8 +1,9 @@
 """Evidence in summaries (SPEC §16.3, §16.5): the source turns a summary's text cites.
 
-A citation is `[seq N` anywhere in the text (case-sensitive); only the first number in a
-bracket counts (`[seq 12, 15]` cites 12), since summarizers are asked for one bracket per
-turn. A cited sequence that is not one of the summary's sources is not evidence.
+A citation is `[seq N` anywhere in the text (case-sensitive, N in ASCII digits, at most
+the largest sequence); only the first number in a bracket counts (`[seq 12, 15]` cites 12),
+since summarizers are asked for one bracket per turn. A cited sequence that is not one of
+the summary's sources is not evidence.
 """
 
 from __future__ import annotations
@@ -17,12 +18,27 @@ from ledgerfold._summary import SummaryEnvelope
 
 __all__ = ["citations", "cited_sequences", "cited_turns"]
 
-_CITATION = re.compile(r"\[seq (\d+)(?!\d)")
+# ASCII digits: `[seq ٣]` is not `[seq 3]`.
+_CITATION = re.compile(r"\[seq ([0-9]+)(?![0-9])")
+#: A sequence fits in an i64 (SPEC §2): a number of more digits cites no turn.
+_SEQUENCE_DIGITS = 19
+_MAX_SEQUENCE = 2**63 - 1
+
+
+def _sequence(digits: str) -> int | None:
+    """The sequence `digits` names, or None when no sequence is that large (and Python
+    refuses to read a number of more than 4,300 digits as an int)."""
+    significant = digits.lstrip("0") or "0"
+    if len(significant) > _SEQUENCE_DIGITS:
+        return None
+    value = int(significant)
+    return value if value <= _MAX_SEQUENCE else None
 
 
 def cited_sequences(text: str) -> set[int]:
-    """The sequences `text` cites."""
-    return {int(found.group(1)) for found in _CITATION.finditer(text)}
+    """The sequences `text` cites (a summarizer's text may hold any number after `[seq `)."""
+    found = (_sequence(match.group(1)) for match in _CITATION.finditer(text))
+    return {sequence for sequence in found if sequence is not None}
 
 
 def cited_turns(text: str, source_ids: Iterable[str], turns: Iterable[Turn]) -> list[Turn]:
