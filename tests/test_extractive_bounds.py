@@ -17,6 +17,7 @@ from ledgerfold import (
     SQLiteStore,
     SummaryRequest,
     Turn,
+    TurnItem,
 )
 from ledgerfold.tokens import approx_tokens
 
@@ -104,3 +105,21 @@ def test_the_default_summarizer_fits_a_counter_charging_several_tokens_per_chara
     outcome = Compactor(store, policy).compact(CONV)
     assert outcome.status == "accepted", outcome.reason
     assert outcome.summary is not None and two_per_char(outcome.summary.text) <= 40
+
+
+def test_a_previous_summary_line_with_a_huge_number_is_a_note() -> None:
+    """A previous summary from another summarizer (a model's text) may start a line with
+    `[seq ` or `[` and more digits than any sequence has (Python refuses to read 4,300 of
+    them): such a line is no turn line nor omission marker but a note, kept as it is,
+    never a `ValueError` that would fail every later compaction of the conversation."""
+    huge = "1" * 5000
+    previous = f"[seq 1 user] a fact.\n[seq {huge} user] b\n[{huge} earlier turn lines omitted]"
+    request = SummaryRequest(
+        "c", "p", "v1", (TurnItem("t9", "user", "hello there.", 9, None),), previous
+    )
+    text = ExtractiveSummarizer()(request)
+    lines = text.splitlines()
+    assert f"[seq {huge} user] b" in lines
+    assert f"[{huge} earlier turn lines omitted]" in lines
+    assert "[seq 1 user] a fact." in lines
+    assert any(line.startswith("[seq 9 user]") for line in lines)

@@ -23,8 +23,10 @@ if TYPE_CHECKING:
 
 __all__ = ["OMITTED_LINE", "ExtractiveSummarizer", "attachments", "attachments_note"]
 
-# A line this summarizer wrote for a turn: "[seq 12 user] ...".
-_TURN_LINE = re.compile(r"^\[seq (\d+) ([a-z]+)[^\]]*\]")
+# A line this summarizer wrote for a turn: "[seq 12 user] ...". Numbers are of at most 19
+# ASCII digits (a sequence is an i64): a previous summary's line with more, from another
+# summarizer, is a note (Python refuses to read 4,300 digits as an int).
+_TURN_LINE = re.compile(r"^\[seq ([0-9]{1,19}) ([a-z]+)[^\]]*\]")
 # The line that counts the turn lines dropped (by `max_turns` or the token budget):
 # "[57 earlier turn lines omitted: sequences 2–58; recall_history returns them]" when they
 # all come before the lines kept, else "[57 turn lines omitted among sequences 2–90; ...]"
@@ -32,8 +34,8 @@ _TURN_LINE = re.compile(r"^\[seq (\d+) ([a-z]+)[^\]]*\]")
 # never read as a citation (SPEC §16.5); the form without a range, which summaries stored
 # before it hold, is still read.
 OMITTED_LINE = re.compile(
-    r"^\[(\d+) (?:earlier )?turn lines omitted(?::| among)?"
-    r"(?: sequences? (\d+)(?:–(\d+))?)?(?:; recall_history returns them)?\]$"
+    r"^\[([0-9]{1,19}) (?:earlier )?turn lines omitted(?::| among)?"
+    r"(?: sequences? ([0-9]{1,19})(?:–([0-9]{1,19}))?)?(?:; recall_history returns them)?\]$"
 )
 # Which turn lines are dropped first when some must go: tool output, then the assistant's
 # (and system) lines, the user's last — the user's request outlives the rest.
