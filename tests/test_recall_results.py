@@ -128,6 +128,19 @@ def test_the_extractive_summary_line_of_a_recall_result(tmp_path: Path) -> None:
         assert summary.text.count(word) == 1
 
 
+@pytest.mark.parametrize("tool_head_chars", [80, 0])
+def test_a_named_recall_result_line_is_the_stand_in_alone(tool_head_chars: int) -> None:
+    """A result stored with its tool's name (a LangChain `ToolMessage`, a chat message's
+    `name`) reads `[seq N tool] recall_history result: k passages` too (SPEC §17.7), not
+    `recall_history: recall_history result: ...`, and so it does without tool heads."""
+    item = lf.TurnItem(
+        "r", "tool", "recall_history result: 2 passages", 7, {"name": "recall_history"}
+    )
+    request = lf.SummaryRequest(CONVERSATION, "p", "v1", (item,), None)
+    text = lf.ExtractiveSummarizer(tool_head_chars=tool_head_chars)(request)
+    assert text == "[seq 7 tool] recall_history result: 2 passages"
+
+
 def test_recall_results_are_known_by_call_id_or_by_group() -> None:
     calls = json.dumps([_call("c1")])
     lookup = json.dumps([_call("c2", "lookup")])

@@ -211,13 +211,16 @@ class ExtractiveSummarizer:
         meta: dict[str, str] = turn.meta or {}
         text: str = turn.text
         if turn.role == "tool":
+            if _STAND_IN.fullmatch(text):
+                # A recall result's stand-in (SPEC §17.7) names its tool and counts its
+                # passages: shown whole, without the name again or the size of a text that
+                # is not the output.
+                return f"{prefix} {text}"
             name = meta.get("name")
             named = f" {_one_line(name, 40)}:" if name else ""
             head = _one_line(text, self.tool_head_chars) if self.tool_head_chars else ""
             shown = f" {head}" if head else ""
             attached = attachments_note(meta)
-            if _STAND_IN.fullmatch(text):  # not the output: its size would mislead
-                return f"{prefix}{named}{shown}"
             failed = ", the call failed" if meta.get("status") == "error" else ""
             return f"{prefix}{named}{shown} ({len(text)} chars of output{failed}){attached}"
         calls = _tool_calls(meta.get("tool_calls"))
