@@ -159,10 +159,16 @@ def has_table(conn: sqlite3.Connection, name: str) -> bool:
 
 def _indexed_through(conn: sqlite3.Connection) -> int:
     """Turns with a pk up to this are kept in the index by the write paths (the build covers
-    the rest); -1 when the index is not kept (no index yet, or no FTS5 here)."""
-    row = conn.execute("SELECT built_through, complete FROM search_state").fetchone()
+    the rest); -1 when the index is not kept (no index yet, or no FTS5 here). `StoreError`
+    when another segmenter rebuilt it since this store opened (only its tokens delete rows)."""
+    row = conn.execute("SELECT built_through, complete, index_version FROM search_state").fetchone()
     if row is None:
         return -1
+    if int(row[2]) not in (0, INDEX_VERSION):
+        raise StoreError(
+            f"search index: rebuilt by another ledgerfold (index_version {int(row[2])}, this"
+            f" one {INDEX_VERSION}) since this store opened; reopen the store to rebuild it"
+        )
     return 2**63 - 1 if row[1] else int(row[0])
 
 
