@@ -225,17 +225,16 @@ class Compactor(OutcomeRecorder):
     ) -> tuple[CompactionOutcome | Future[CompactionOutcome], T | None]:
         """`acompact` for the integrations: `before` runs in the worker job that plans (an
         append), `after` in the job that ends the compaction (a read of the context), so a
-        call costs one job of the store's worker when nothing is due: a second job would
-        queue again behind every other session's.
-
-        With `defer`, a compaction the built-in summarizer makes one job (`_in_job_summarizer`)
-        is not awaited when the trigger is reached (or there is none): the whole of it (due
-        check, plan, summary, commit) runs as the store's next job, in a batch of its own once
-        this call's batch has answered its callers (`submit_after_batch`), so every call made
-        after this one returns sees it; its future is returned. Below the trigger, what is due
-        at once (§15.8) still runs in this job. When the caller is cancelled, `landed` gets
-        (on the loop, before the cancellation propagates) the future of a job queued behind
-        the planning one, giving what this call's compaction check came to (`came_to`)."""
+        call costs one job of the store's worker when nothing is due (a second job would
+        queue again behind every other session's). With `defer`, a compaction the built-in
+        summarizer makes one job (`_in_job_summarizer`) is not awaited when the trigger is
+        reached (or there is none): the whole of it (due check, plan, summary, commit) runs
+        as the store's next job, in a batch of its own once this call's batch has answered
+        its callers (`submit_after_batch`), so every call made after this one returns sees
+        it; its future is returned. Below the trigger, what is due at once (§15.8) still
+        runs in this job. When the caller is cancelled, `landed` gets (on the loop, before
+        the cancellation propagates) the future of a job queued behind the planning one,
+        giving what this call's compaction check came to (`came_to`)."""
         worker = worker_for(self.store)
         inline = running_on(worker)  # in its job (a hook): nothing queued runs meanwhile
         # The plan registered and not yet ended, if any: a cancelled call leaves it without a
@@ -499,8 +498,7 @@ class Compactor(OutcomeRecorder):
 
         With `max_tokens`, raise `ContextBudgetExceeded(needed, budget, protected)` when the
         context costs more — nothing is ever dropped to fit, protected turns least of all.
-        Never calls the summarizer; compact and call again to make room.
-        """
+        Never calls the summarizer; compact and call again to make room."""
         conversation_id = _validate.text("conversation_id", conversation_id)
         if max_tokens is not None:
             _validate.integer("max_tokens", max_tokens, minimum=1)

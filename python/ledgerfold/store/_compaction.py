@@ -11,11 +11,10 @@ and checks over the whole ledger.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ledgerfold import _checkpoints as checkpoints
 from ledgerfold import _due as due
@@ -209,16 +208,7 @@ def _sealed_current(
     if pointed is None or pointed[1] != CURRENT:
         return False
     version = pointed[0]
-    if version.envelope.policy_version != policy_version:
-        return False
-    return (
-        conn.execute(
-            "SELECT 1 FROM summary_sources ss JOIN turns t ON t.conversation_id = ?"
-            " AND t.id = ss.turn_id WHERE ss.summary_pk = ? AND t.state = ? LIMIT 1",
-            (version.envelope.conversation_id, version.pk, TURN_PURGED),
-        ).fetchone()
-        is not None
-    )
+    return version.envelope.policy_version == policy_version and _cites_purged(conn, version)
 
 
 def _empty_plan(plan_id: str, conversation_id: str, revision: int) -> CompactionPlan:
@@ -267,11 +257,9 @@ def plan_view(
             if new_turns or not relayout:
                 return _extension(conn, base, state, plan, new_turns, revision)  # type: ignore[arg-type]
             if _sealed_current(conn, pointed, policy_version):
-                # Nothing to extend it with, and a rebase would drop what the purged turns
-                # said (SPEC §17.5): the layout is made anew (§17.3) by an extension adding
-                # no turn, its text made again from the sealed summary's.
-                relaid = _extension(conn, base, state, plan, (), revision)
-                return dataclasses.replace(relaid, relaid=True)
+                # A rebase would drop what the purged turns said (SPEC §17.5): the layout is
+                # made anew (§17.3) by an extension adding no turn.
+                return replace(_extension(conn, base, state, plan, (), revision), relaid=True)
             # Nothing to extend it with: a rebase lays the context out anew (SPEC §17.3).
         else:
             # The summary splits a unit (§17.2) in a database written before the store marked

@@ -11,11 +11,10 @@ Layout (schema v5, `_schema.py` holds the plain tables):
   `unindex` *before* it blanks or changes a body.
 - Rowids: `turn pk << 10 | slot`, slot = the row's number among the turn's rows: one row a
   passage, or, for a body of more than 1,024 passages (over ~600 KB), rows of several
-  consecutive passages each (`_rows`). The rowid
-  names the turn and the passage, so a short body (one passage, the common case) writes no
-  side row, and FTS5's rowid deltas stay small (index ~0.5x the English body bytes against
-  0.64x with `pk << 20`, measured on the real transcripts). Which turns are indexed is read
-  from FTS5's own `search_fts_docsize`.
+  consecutive passages each (`_rows`). The rowid names the turn and the passage, so a short
+  body (one passage, the common case) writes no side row, and FTS5's rowid deltas stay small
+  (index ~0.5x the English body bytes against 0.64x with `pk << 20`, measured on the real
+  transcripts). Which turns are indexed is read from FTS5's own `search_fts_docsize`.
 - `search_offsets`: the bounds of each row of a body that is not one passage from start to
   end (numbers only), so a hit's passage is cut without segmenting its body again, and a
   turn's rows are made again exactly for their deletion, whichever layout wrote them.
@@ -149,12 +148,8 @@ def fts5_available(conn: sqlite3.Connection) -> bool:
 
 
 def has_table(conn: sqlite3.Connection, name: str) -> bool:
-    return (
-        conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
-        ).fetchone()
-        is not None
-    )
+    found = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+    return conn.execute(found, (name,)).fetchone() is not None
 
 
 def _indexed_through(conn: sqlite3.Connection) -> int:
