@@ -491,11 +491,11 @@ def retention_cutoff(
 def retracted(
     conn: sqlite3.Connection, conversation_id: str, turn_id: str
 ) -> tuple[int, int] | None:
-    """The sequence of a turn retracted earlier and the conversation's revision, or None."""
+    """A turn retracted or purged earlier: its sequence, the conversation's revision; or None."""
     row = conn.execute(
-        "SELECT t.sequence, c.revision FROM turns t JOIN conversations c"
-        " ON c.id = t.conversation_id WHERE t.conversation_id = ? AND t.id = ? AND t.state = ?",
-        (conversation_id, turn_id, TURN_RETRACTED),
+        "SELECT t.sequence, c.revision FROM turns t JOIN conversations c ON c.id ="
+        " t.conversation_id WHERE t.conversation_id = ? AND t.id = ? AND t.state IN (?, ?)",
+        (conversation_id, turn_id, TURN_RETRACTED, TURN_PURGED),
     ).fetchone()
     return None if row is None else (int(row[0]), int(row[1]))
 

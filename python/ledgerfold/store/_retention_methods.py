@@ -62,7 +62,7 @@ class Retention:
                 )
                 if not stale and not erase:
                     self._contexts.retracted(conversation_id, frozenset((turn_id, *answers)))
-            else:  # retracted before: only its body goes, the ledger view is unchanged
+            else:  # retracted or purged before: what is left of it goes, the view stays
                 (sequence, revision), stale = earlier, []
             # Erasing a call erases the results retracted with it (SPEC §17.2's unit): a
             # result quotes what the call fetched.

@@ -457,7 +457,7 @@ class SQLiteStore:
         file (ID, sequence and digest stay), with every summary version citing it (its text
         may quote the turn), and so are those of the results retracted with it (a result
         quotes what its call fetched); a turn retracted earlier can be erased this way
-        later (only that turn then)."""
+        later (only that turn then), and a purged one (the versions citing it, sealed too)."""
         self._retention.retract(conversation_id, turn_id, erase=erase)
 
     def purge_through(
