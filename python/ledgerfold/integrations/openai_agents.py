@@ -264,12 +264,14 @@ class LedgerfoldSession:
             outcome = await asyncio.shield(asyncio.wrap_future(outcome))
         return outcome
 
-    async def pop_item(self) -> Any | None:
+    async def pop_item(self, *, erase: bool = False) -> Any | None:
         """Retract the newest turn and return its original item (None when empty, or when
         the summary is the last item and the turns it covers were purged: what `get_items`
         serves before it is not the newest). Reads the context (whose last item is the
-        newest turn: `keep_tail` >= 1), not the ledger."""
-        return await worker_for(self.store).run(self._pop)
+        newest turn: `keep_tail` >= 1), not the ledger. The ledger keeps a retracted turn's
+        text; `erase=True` erases it, as the SDK's own sessions delete the item."""
+        _validate.flag("erase", erase)
+        return await worker_for(self.store).run(self._pop, erase)
 
     async def clear_session(self) -> None:
         """Erase the session, in one transaction (`Store.delete_conversation`): as the SDK's
@@ -414,11 +416,10 @@ class LedgerfoldSession:
                 turn["group"] = group
         return len(self.store.append_many(self.session_id, turns))
 
-    def _pop(self) -> Any | None:
+    def _pop(self, erase: bool) -> Any | None:
         """The newest turn's item (the last, for a turn no session wrote), read before the
-        turn is retracted: a turn that cannot be read is not retracted either."""
-        # The store's read, not the compactor's: no model is served this context, so it is
-        # no `context.fallback` event.
+        turn is retracted (or erased): a turn that cannot be read is not retracted either."""
+        # The store's read: no model is served this context, so no `context.fallback` event.
         items = self.store.context(self.session_id, self.compactor.policy.version).items
         if not items:
             return None
@@ -433,10 +434,10 @@ class LedgerfoldSession:
                 return None
             newest = found[0]
             popped = restored(newest.role, newest.body, newest.meta)[-1]
-            self.store.retract(self.session_id, newest.id)
+            self.store.retract(self.session_id, newest.id, erase=erase)
             return popped
         popped = restored(last.role, last.text, last.meta)[-1]
-        self.store.retract(self.session_id, last.id)
+        self.store.retract(self.session_id, last.id, erase=erase)
         return popped
 
 
@@ -445,8 +446,7 @@ _SERVED_KEPT = 4
 
 
 def _opened(db_path: str | os.PathLike[str], on_event: EventHook | None) -> SQLiteStore:
-    """The session's own store at `db_path`, reporting to `on_event` (bad input named as the
-    session's argument)."""
+    """The session's own store at `db_path`, reporting to `on_event` (bad input: `db_path`)."""
     try:
         return SQLiteStore(db_path, on_event=on_event)
     except InvalidInput as error:
