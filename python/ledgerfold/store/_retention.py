@@ -23,6 +23,7 @@ from ledgerfold.store import _search_index as search_index
 from ledgerfold.store import _sources as sources
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store._database import now
+from ledgerfold.store._erased_rows import blank_turns
 from ledgerfold.store._recall_answers import (
     calls_and_recall_groups,
     group_results_without_id,
@@ -501,8 +502,8 @@ def retracted(
 
 
 def erase_body(conn: sqlite3.Connection, conversation_id: str, turn_ids: list[str]) -> int:
-    """Blank retracted turns' bodies and meta and drop their earlier versions (IDs,
-    sequences and digests stay), and erase every summary version (or rejected result) that
+    """Blank retracted turns' bodies, meta and digests and drop their earlier versions (IDs
+    and sequences stay), and erase every summary version (or rejected result) that
     cites one of them: their text may quote it (retraction already made them stale). Returns
     how many versions went (they count as pruned)."""
     selected = "SELECT value FROM json_each(?)"
@@ -520,10 +521,7 @@ def erase_body(conn: sqlite3.Connection, conversation_id: str, turn_ids: list[st
     search_index.unindex(
         conn, f"conversation_id = ? AND id IN ({selected})", (conversation_id, ids)
     )
-    conn.execute(
-        f"UPDATE turns SET body = '', meta = NULL WHERE conversation_id = ? AND id IN ({selected})",
-        (conversation_id, ids),
-    )
+    blank_turns(conn, conversation_id, selected, ids)  # the digest too: no guessing against it
     blank_recall_results(conn, conversation_id, selected, (ids,))  # SPEC §16.5, §17.7
     search_index.scrub(conn)
     return len(doomed)

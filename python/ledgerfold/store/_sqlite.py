@@ -453,8 +453,8 @@ class SQLiteStore:
         """Remove a live turn from the ledger view (the row stays); new revision; citing
         summaries become stale (`source-missing`). A turn that made tool calls takes the
         live tool turns answering them along, in the same revision (SPEC §17.2). With
-        `erase=True` its body, meta and earlier versions are erased too, overwritten in the
-        file (ID, sequence and digest stay), with every summary version citing it (its text
+        `erase=True` its body, meta, digest and earlier versions are erased too, overwritten
+        in the file (ID and sequence stay), with every summary version citing it (its text
         may quote the turn), and so are those of the results retracted with it (a result
         quotes what its call fetched); a turn retracted earlier can be erased this way
         later (only that turn then), and a purged one (the versions citing it, sealed too)."""
