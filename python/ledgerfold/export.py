@@ -40,6 +40,7 @@ from ledgerfold.store import _batch_reads as batch_reads
 from ledgerfold.store import _export_reads as export_reads
 from ledgerfold.store._schema import SCHEMA_VERSION
 from ledgerfold.store._sqlite import SQLiteStore
+from ledgerfold.store._sqlite_errors import damaged_row
 
 __all__ = [
     "DEFAULT_TURNS_PER_FILE",
@@ -178,11 +179,42 @@ def _part_range(parts: list[list[str]], index: int) -> tuple[str | None, str | N
     return low, high
 
 
-def _table(pa: Any, schema: Any, rows: list[tuple[Any, ...]]) -> Any:
+def _fits(pa: Any, field: Any, column: Sequence[Any]) -> bool:
+    """Whether every value of an integer or flag column is a whole number of its range (or
+    NULL where the field allows it): pyarrow would cut 2.5 to 2, and take 2 as a flag."""
+    values = [value for value in column if value is not None] if field.nullable else column
+    if not values:
+        return True
+    if not set(map(type, values)) <= {int}:
+        return False
+    if field.type == pa.bool_():
+        return set(values) <= {0, 1}
+    bound: int = 2 ** (field.type.bit_width - 1)
+    return bool(-bound <= min(values) and max(values) < bound)
+
+
+def _array(pa: Any, table: str, field: Any, column: Sequence[Any]) -> Any:
+    """One column as an Arrow array of its field's type, exactly as stored: a value that is
+    not one (a sequence of 2.5, a flag of 2, text that is not UTF-8 in a blob), written by
+    another tool, is a `StoreError` naming the table and column, never a silently changed
+    value nor pyarrow's message (which quotes the value)."""
+    integral = pa.types.is_integer(field.type) or field.type == pa.bool_()
+    try:
+        if integral and not _fits(pa, field, column):
+            raise ValueError
+        values = [bool(v) for v in column] if field.type == pa.bool_() else column
+        return pa.array(values, field.type)
+    except (ValueError, TypeError, OverflowError, pa.ArrowException):
+        raise damaged_row(
+            f"export: cannot read column {field.name!r} of table {table}: a value is not"
+            f" {field.type} (a damaged database?)"
+        ) from None
+
+
+def _table(pa: Any, table: str, schema: Any, rows: list[tuple[Any, ...]]) -> Any:
     columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
     arrays = [
-        pa.array([bool(v) for v in column] if field.type == pa.bool_() else column, field.type)
-        for column, field in zip(columns, schema, strict=True)
+        _array(pa, table, field, column) for column, field in zip(columns, schema, strict=True)
     ]
     return pa.Table.from_arrays(arrays, schema=schema)
 
@@ -303,7 +335,7 @@ def export_parquet(
                 entry: dict[str, Any] = {"index": index, "file": _part_name(index)}
                 for table in TABLES:
                     rows = export_reads.part_rows(conn, table, low, high, utf8=utf8)
-                    table_data = _table(pa, schemas[table], rows)
+                    table_data = _table(pa, table, schemas[table], rows)
                     pq.write_table(table_data, staging / table / _part_name(index))
                     entry[table] = len(rows)
                     totals[table] += len(rows)
