@@ -200,11 +200,11 @@ def revalidate_database(
     repaired = 0
     if mark_stale and (markable or repairable):
         with SQLiteStore(path, on_event=on_event) as store:
-            store.mark_stale(
-                (item.conversation_id, item.summary_id, item.reason) for item in markable
+            # One transaction: an interrupted or failed run leaves the database as it was.
+            _, repaired = store._versions.apply_revalidation(
+                ((item.conversation_id, item.summary_id, item.reason) for item in markable),
+                repairable,
             )
-            # After the verdicts, so that a current summary keeps the check's reason.
-            repaired = store.repair_digests(repairable)
     report = RevalidationReport(
         conversations=conversations,
         summaries_checked=len(verdicts),

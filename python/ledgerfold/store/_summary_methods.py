@@ -74,6 +74,17 @@ class SummaryVersions:
         return write
 
     def mark_stale(self, verdicts: Iterable[tuple[str, str, str]]) -> int:
+        return self.apply_revalidation(verdicts, ())[0]
+
+    def repair_digests(self, turns: Iterable[tuple[str, str]]) -> int:
+        return self.apply_revalidation((), turns)[1]
+
+    def apply_revalidation(
+        self, verdicts: Iterable[tuple[str, str, str]], turns: Iterable[tuple[str, str]]
+    ) -> tuple[int, int]:
+        """`mark_stale(verdicts)`, then `repair_digests(turns)`, in one transaction (so an
+        interrupted or failed revalidation leaves the database as it was); returns how many
+        versions were marked and how many turns repaired. The events follow the commit."""
         items = [
             (
                 _validate.text("reason", reason),
@@ -82,10 +93,19 @@ class SummaryVersions:
             )
             for conversation_id, summary_id, reason in summaries.verdict_triples(verdicts)
         ]
-        if not items:
-            return 0
-        with self._transaction(write=True, operation="mark_stale") as conn:
-            changed = summaries.mark_stale(conn, items)
+        pairs = digests.turn_pairs(turns)
+        if not items and not pairs:
+            return 0, 0
+        operation = "repair_digests" if not items else "mark_stale"
+        with self._transaction(write=True, operation=operation) as conn:
+            changed = summaries.mark_stale(conn, items) if items else []
+            # After the verdicts, so that a current summary keeps the check's reason.
+            repaired = digests.repair(conn, pairs) if pairs else []
+        self._marked(changed)
+        self._repaired(repaired)
+        return len(changed), len(repaired)
+
+    def _marked(self, changed: list[tuple[str, str, str]]) -> None:
         # The versions that changed, by conversation and reason, in the verdicts' order: one
         # `summary.stale` event each, as an edit's or a retraction's (SPEC §17.8).
         marked: dict[tuple[str, str], list[str]] = {}
@@ -99,14 +119,8 @@ class SummaryVersions:
             marked.setdefault((conversation_id, reason), []).append(summary_id)
         for (conversation_id, reason), summary_ids in marked.items():
             emit(self._on_event, stale_event(conversation_id, reason, summary_ids))
-        return len(changed)
 
-    def repair_digests(self, turns: Iterable[tuple[str, str]]) -> int:
-        items = digests.turn_pairs(turns)
-        if not items:
-            return 0
-        with self._transaction(write=True, operation="repair_digests") as conn:
-            repaired = digests.repair(conn, items)
+    def _repaired(self, repaired: list[tuple[str, str, list[str]]]) -> None:
         for conversation_id, turn_id, stale in repaired:
             _log.warning(
                 "turn digest repaired (changed outside ledgerfold): conversation=%s"
@@ -119,7 +133,6 @@ class SummaryVersions:
                 emit(
                     self._on_event, stale_event(conversation_id, "source-modified", stale, turn_id)
                 )
-        return len(repaired)
 
     def record_failure(self, plan_id: str, reason: str) -> None:
         plan_id = _validate.identifier("plan_id", plan_id)
