@@ -45,6 +45,27 @@ ROWS: tuple[BadInput, ...] = (
         "on_event",
     ),
     row(
+        "revalidate_database: progress not callable (before the file is read)",
+        "revalidate_database('agent.db', progress=5)",
+        lambda: _revalidate("agent.db", progress=5),
+        INVALID,
+        "progress",
+    ),
+    row(
+        "revalidate_database: on_total not callable (before the file is read)",
+        "revalidate_database('agent.db', on_total='count')",
+        lambda: _revalidate("agent.db", on_total="count"),
+        INVALID,
+        "on_total",
+    ),
+    row(
+        "revalidate_database: mark_stale not a bool",
+        "revalidate_database('agent.db', mark_stale='no')",
+        lambda: _revalidate("agent.db", mark_stale="no"),
+        INVALID,
+        "mark_stale",
+    ),
+    row(
         "mark_stale: a verdict that is not a 3-tuple",
         "store.mark_stale([('c',)])",
         on_store(lambda store: store.mark_stale([("c",)])),  # type: ignore[list-item]

@@ -161,6 +161,10 @@ def revalidate_database(
     )
     threads = _validate.integer("threads", threads, minimum=1, maximum=MAX_THREADS)
     batch_turns = _validate.integer("batch_turns", batch_turns, minimum=1)
+    mark_stale = _validate.flag("mark_stale", mark_stale)
+    # Checked before any work: they are first called from a worker, after a batch.
+    _validate.callback("progress", progress, "int -> None")
+    _validate.callback("on_total", on_total, "int -> None")
     _validate.hook("on_event", on_event)
     started = time.perf_counter()
     # Read-only: refuses a missing file or one that is not a ledgerfold store, creates nothing.
