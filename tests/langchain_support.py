@@ -11,9 +11,10 @@ from pydantic import Field
 
 
 class Scripted(BaseChatModel):
-    """Replies with `replies` in turn (then "done"); records every input."""
+    """Replies with `replies` in turn (then `default`); records every input."""
 
     replies: list[AIMessage] = Field(default_factory=list)
+    default: str = "done"
     inputs: list[list[BaseMessage]] = Field(default_factory=list)
 
     @property
@@ -25,5 +26,5 @@ class Scripted(BaseChatModel):
 
     def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
         self.inputs.append(list(messages))
-        reply = self.replies.pop(0) if self.replies else AIMessage("done")
+        reply = self.replies.pop(0) if self.replies else AIMessage(self.default)
         return ChatResult(generations=[ChatGeneration(message=reply)])

@@ -15,12 +15,10 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
-from pydantic import Field
+from langchain_core.messages import HumanMessage
 
 import ledgerfold as lf
+from langchain_support import Scripted
 from ledgerfold.adapters import from_langchain_messages, to_langchain_messages
 from ledgerfold.integrations.langchain import LedgerfoldMiddleware
 
@@ -34,29 +32,12 @@ BLOCKS = [
 ]
 
 
-class Recorder(BaseChatModel):
-    """Answers every call; records every input."""
-
-    inputs: list[list[BaseMessage]] = Field(default_factory=list)
-
-    @property
-    def _llm_type(self) -> str:
-        return "recorder"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Recorder:  # type: ignore[override]
-        return self
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-        self.inputs.append(list(messages))
-        return ChatResult(generations=[ChatGeneration(message=AIMessage("Read."))])
-
-
 @pytest.mark.parametrize("block", BLOCKS, ids=[b["type"] for b in BLOCKS])
 def test_a_run_with_the_block_goes_on_and_the_ledger_keeps_it(
     tmp_path: Path, block: dict[str, Any]
 ) -> None:
     store = lf.SQLiteStore(tmp_path / "a.db")
-    model = Recorder()
+    model = Scripted(default="Read.")
     agent = create_agent(model, tools=[], middleware=[LedgerfoldMiddleware(store, "c")])
     sent = HumanMessage([{"type": "text", "text": "Summarise this."}, block], id="u1")
     state = agent.invoke({"messages": [sent]})

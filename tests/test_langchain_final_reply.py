@@ -9,32 +9,15 @@ from __future__ import annotations
 import asyncio
 import warnings
 from pathlib import Path
-from typing import Any
 
 from langchain.agents import create_agent
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 
 import ledgerfold as lf
+from langchain_support import Scripted
 from ledgerfold.integrations.langchain import LedgerfoldMiddleware
 
 ANSWER = "Your booking code is QZ-704."
-
-
-class Answering(BaseChatModel):
-    """Answers with `ANSWER`."""
-
-    @property
-    def _llm_type(self) -> str:
-        return "answering"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Answering:  # type: ignore[override]
-        return self
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(ANSWER))])
 
 
 def _bodies(path: Path) -> list[tuple[str, str]]:
@@ -43,7 +26,9 @@ def _bodies(path: Path) -> list[tuple[str, str]]:
 
 def test_the_final_reply_is_in_the_ledger_when_invoke_returns(tmp_path: Path) -> None:
     middleware = LedgerfoldMiddleware(lf.SQLiteStore(tmp_path / "a.db"), "c")
-    agent = create_agent(Answering(), tools=[], middleware=[middleware])  # no checkpointer
+    agent = create_agent(
+        Scripted(default=ANSWER), tools=[], middleware=[middleware]
+    )  # no checkpointer
     state = agent.invoke({"messages": [{"role": "user", "content": "My code?"}]})
     assert _bodies(tmp_path / "a.db") == [("user", "My code?"), ("assistant", ANSWER)]
     ids = [turn.id for turn in lf.SQLiteStore(tmp_path / "a.db").load("c").turns]
@@ -60,7 +45,7 @@ def test_the_final_reply_is_in_the_ledger_when_invoke_returns(tmp_path: Path) ->
 def test_ainvoke_appends_it_too(tmp_path: Path) -> None:
     middleware = LedgerfoldMiddleware(lf.SQLiteStore(tmp_path / "b.db"), None)
     agent = create_agent(
-        Answering(), tools=[], middleware=[middleware], checkpointer=InMemorySaver()
+        Scripted(default=ANSWER), tools=[], middleware=[middleware], checkpointer=InMemorySaver()
     )
     config = {"configurable": {"thread_id": "c"}}
     asyncio.run(agent.ainvoke({"messages": [{"role": "user", "content": "My code?"}]}, config))
@@ -74,7 +59,7 @@ def test_create_react_agent_s_post_model_hook(tmp_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         agent = create_react_agent(
-            Answering(),
+            Scripted(default=ANSWER),
             [],
             pre_model_hook=middleware.pre_model_hook,
             post_model_hook=middleware.post_model_hook,
