@@ -1,5 +1,5 @@
 """Helpers the command-line and erasure tests share: run a subcommand in-process, read its
-JSON, copy a database consistently, look for bytes in a database file and its WAL."""
+JSON, make a database with a damaged row, copy a database consistently, look for bytes in a database file and its WAL."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 
 from click.testing import CliRunner, Result
 
+from ledgerfold import SQLiteStore
 from ledgerfold._cli import cli
 
 
@@ -21,6 +22,22 @@ def run_json(*args: str) -> Any:
     result = run(*args)
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
+
+
+def damaged_db(db: Path, conversations: tuple[str, ...], turns: int) -> Path:
+    """A database of `conversations` of `turns` user turns each, where another tool has
+    written `'not json'` into the meta of turn `t1` of the one named `b-damaged`."""
+    with SQLiteStore(db) as store:
+        for cid in conversations:
+            store.append_many(
+                cid, [{"id": f"t{n}", "role": "user", "body": f"turn {n}"} for n in range(turns)]
+            )
+    with sqlite3.connect(db) as conn:  # another tool's write
+        conn.execute(
+            "UPDATE turns SET meta = 'not json' WHERE conversation_id = 'b-damaged' AND id = 't1'"
+        )
+    conn.close()
+    return db
 
 
 def copy_db(source: Path, target: Path) -> Path:

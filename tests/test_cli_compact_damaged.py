@@ -7,27 +7,16 @@ with its row on stderr, and every other conversation is compacted (planned)."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
 
-from cli_support import run
+from cli_support import damaged_db, run
 from ledgerfold import SQLiteStore
 
 
 def _db(tmp_path: Path) -> Path:
-    db = tmp_path / "agent.db"
-    with SQLiteStore(db) as store:
-        for cid in ("a", "b-damaged", "c"):
-            turns = [{"id": f"t{n}", "role": "user", "body": f"turn {n}"} for n in range(12)]
-            store.append_many(cid, turns)
-    with sqlite3.connect(db) as conn:  # another tool's write
-        conn.execute(
-            "UPDATE turns SET meta = 'not json' WHERE conversation_id = 'b-damaged' AND id = 't1'"
-        )
-    conn.close()
-    return db
+    return damaged_db(tmp_path / "agent.db", ("a", "b-damaged", "c"), 12)
 
 
 def test_compact_goes_on_past_a_damaged_conversation(tmp_path: Path) -> None:

@@ -7,26 +7,13 @@ problems is not an error."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
-from cli_support import run
-from ledgerfold import SQLiteStore
+from cli_support import damaged_db, run
 
 
 def _db(tmp_path: Path) -> Path:
-    db = tmp_path / "agent.db"
-    with SQLiteStore(db) as store:
-        for cid in ("a-fine", "b-damaged", "c-fine"):
-            store.append_many(
-                cid, [{"id": f"t{n}", "role": "user", "body": f"turn {n}"} for n in range(3)]
-            )
-    with sqlite3.connect(db) as conn:  # another tool's write
-        conn.execute(
-            "UPDATE turns SET meta = 'not json' WHERE conversation_id = 'b-damaged' AND id = 't1'"
-        )
-    conn.close()
-    return db
+    return damaged_db(tmp_path / "agent.db", ("a-fine", "b-damaged", "c-fine"), 3)
 
 
 def test_list_names_the_damaged_conversation_and_lists_the_others(tmp_path: Path) -> None:
