@@ -1,5 +1,6 @@
 """Helpers the command-line and erasure tests share: run a subcommand in-process, read its
-JSON, make a database with a damaged row, copy a database consistently, look for bytes in a database file and its WAL."""
+JSON, make a database with a damaged row, copy a database consistently, look for bytes in a
+database file and its WAL."""
 
 from __future__ import annotations
 
