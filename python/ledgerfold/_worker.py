@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from ledgerfold._events import held_until_done
+from ledgerfold._handover import due_timer, hand_over
 
 __all__ = [
     "THREAD_NAME",
@@ -118,6 +119,7 @@ class StoreWorker:
         "_lock",
         "_loops",
         "_seen",
+        "_timer",
         "_yielded",
         "deferred",
     )
@@ -137,6 +139,7 @@ class StoreWorker:
         # and the event set on one of them when it takes the hand-over.
         self._loops: list[asyncio.AbstractEventLoop] = []
         self._seen = threading.Event()
+        self._timer: object = None  # the loop timer the last hand-over was for (`_pause`)
         self._executor: ThreadPoolExecutor | None = None
         self._jobs: deque[_Job] = deque()
         self._draining = False
@@ -330,21 +333,17 @@ class StoreWorker:
                 future.cancel()
 
     def _pause(self) -> None:
-        """Yield the GIL if `YIELD_EVERY_S` has passed since the worker last did: to the
-        event loops of the batch's async callers by a hand-over (`HANDOVER_S`), so what they
-        have due (timers, I/O, other tasks) runs now; otherwise by `time.sleep(0)`."""
+        """Yield the GIL if `YIELD_EVERY_S` has passed since the worker last did, or a timer
+        of its callers' event loops has come due (`due_timer`): to those loops by a
+        hand-over (`HANDOVER_S`), so what they have due (timers, I/O, other tasks) runs now;
+        otherwise by `time.sleep(0)`. A loop that does not take a timer's hand-over (not
+        running: blocked, or closing) gets no second one for that timer."""
+        timer = None
         if time.perf_counter() - self._yielded < YIELD_EVERY_S:
-            return
-        seen, posted = self._seen, False
-        seen.clear()
-        for loop in self._loops:
-            with contextlib.suppress(RuntimeError):  # closed: nobody awaits there
-                loop.call_soon_threadsafe(seen.set)
-                posted = True
-        if posted:
-            seen.wait(HANDOVER_S)  # a loop that is not running costs this much at most
-        else:
-            time.sleep(0)  # see `YIELD_EVERY_S`
+            timer = due_timer(self._loops)
+            if timer is None or timer is self._timer:
+                return
+        self._timer = None if hand_over(self._seen, self._loops, HANDOVER_S) else timer
         self._yielded = time.perf_counter()
 
 

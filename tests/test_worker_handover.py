@@ -1,0 +1,135 @@
+"""The store worker hands the GIL to its callers' event loop at a pause when a timer of that
+loop has come due (`_handover.due_timer`), not only every `YIELD_EVERY_S`, and gives a loop
+that does not take a timer's hand-over no second one for it. Orders and counts are
+asserted; nothing here is timed."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import ledgerfold._worker as worker_module
+from ledgerfold._handover import due_timer
+from ledgerfold._worker import worker_for
+
+
+class _Holder:
+    """A store stand-in: any object can have a worker."""
+
+
+@pytest.fixture
+def no_forced_switch() -> Iterator[None]:
+    """The interpreter never takes the GIL from the worker by force during the test: the
+    loop's thread runs only when the worker hands it over (or waits)."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(30.0)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(old)
+
+
+def _busy(seconds: float) -> None:
+    """Python work, holding the GIL, for `seconds`."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_a_due_timer_of_the_callers_loop_runs_at_the_worker_s_next_pause(
+    monkeypatch: pytest.MonkeyPatch, no_forced_switch: None
+) -> None:
+    """With no periodic yield at all, a timer the caller's loop set for 10 ms runs inside a
+    job of 400 steps of 1 ms, at the first pause after it came due, not after the job."""
+    monkeypatch.setattr(worker_module, "YIELD_EVERY_S", 60.0)
+    monkeypatch.setattr(worker_module, "HANDOVER_S", 60.0)  # no cap: the order is certain
+    order: list[str] = []
+
+    def job() -> None:
+        for n in range(400):
+            _busy(0.001)
+            worker_module.pause()
+            order.append(f"job {n}")
+            if "timer" in order:
+                return
+
+    async def main() -> None:
+        holder = _Holder()  # kept alive: a collected store's worker is closed
+        worker = worker_for(holder)
+        asyncio.get_running_loop().call_later(0.01, order.append, "timer")
+        await worker.run(job)
+        worker.close()
+
+    asyncio.run(main())
+    assert "timer" in order
+    assert order.index("timer") < 200, order.index("timer")
+
+
+def test_a_loop_that_does_not_take_a_timer_s_hand_over_gets_no_second_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The caller's loop is blocked (a synchronous wait on its thread) with a timer due: the
+    worker's first pause hands over and waits `HANDOVER_S` in vain; its 19 later pauses do
+    not wait again for that timer."""
+    monkeypatch.setattr(worker_module, "YIELD_EVERY_S", 60.0)
+    monkeypatch.setattr(worker_module, "HANDOVER_S", 0.01)
+    holder = _Holder()  # kept alive: a collected store's worker is closed
+    worker = worker_for(holder)
+    waits: list[bool] = []
+
+    class Seen(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            answered = super().wait(timeout)
+            waits.append(answered)
+            return answered
+
+    worker._seen = Seen()
+    armed, paused = threading.Event(), threading.Event()
+
+    def job() -> None:
+        assert armed.wait(60)
+        for _ in range(20):
+            worker_module.pause()
+        paused.set()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(worker.run(job))
+        await asyncio.sleep(0)  # the job is queued (its loop is this one)
+        loop.call_at(loop.time() - 1, lambda: None)  # due, never run while the loop blocks
+        armed.set()
+        assert paused.wait(60)  # the loop's thread blocks here until the job has paused
+        await task
+
+    asyncio.run(main())
+    worker.close()
+    assert waits == [False]
+
+
+def test_due_timer_reads_an_asyncio_loop_s_earliest_timer_only_once_it_is_due() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        assert due_timer([loop]) is None  # no timer
+        later = loop.call_later(3600, lambda: None)
+        assert due_timer([loop]) is None  # not due
+        now = loop.call_at(loop.time() - 1, lambda: None)
+        assert due_timer([loop]) is now
+        now.cancel()
+        later.cancel()
+    finally:
+        loop.close()
+
+
+def test_due_timer_ignores_a_loop_without_asyncio_s_timer_heap() -> None:
+    class Other:
+        _scheduled = "not a heap"
+
+        def time(self) -> float:
+            return 0.0
+
+    assert due_timer([object(), Other()]) is None  # type: ignore[list-item]
