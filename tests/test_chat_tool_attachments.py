@@ -14,6 +14,7 @@ from typing import Any
 import ledgerfold as lf
 from ledgerfold.adapters import to_langchain_messages
 from ledgerfold.integrations.openai_agents import LedgerfoldSession
+from ledgerfold.tokens import IMAGE_TOKENS, approx_tokens, context_tokens
 
 DATA = "data:image/png;base64,iVBORw0KGgo="
 IMAGE = {"type": "image_url", "image_url": {"url": DATA}}
@@ -115,3 +116,35 @@ def test_an_agents_session_s_image_result_is_named_to_chat_completions(
         (sent,) = [m for m in lf.to_chat_messages(context) if m["role"] == "tool"]
         assert sent["content"] == NOTE.replace("image_url", "input_image")
         # LangChain takes the image itself (tests/test_agents_parts_to_chat.py).
+
+
+def test_the_line_naming_a_tool_result_s_parts_counts_as_context_tokens(tmp_path: Path) -> None:
+    """The line is sent with the result, so a budget counts it (it counted the parts' types
+    in meta, not the line: a context of many screenshots was counted short of what went)."""
+
+    def lines(text: str) -> int:  # counts only the line: 100 a line
+        return 100 * text.count("not shown: this tool result")
+
+    overhead = lf.TurnItem("x", "user", "", 1, None)
+    with lf.SQLiteStore(tmp_path / "d.db") as store:
+        store.append_chat_messages(
+            "c",
+            [
+                {"role": "user", "content": [{"type": "text", "text": "Look."}, IMAGE]},
+                _call("c1"),
+                {"role": "tool", "tool_call_id": "c1", "content": [IMAGE]},
+                _call("c2"),
+                {"role": "tool", "tool_call_id": "c2", "content": "plain text"},
+            ],
+        )
+        context = store.context("c", "v1")
+        sent = lf.to_chat_messages(context)
+        user, _, tool, _, plain = context.items
+    assert sent[2]["content"] == NOTE
+    base = context_tokens([overhead], lines)
+    assert context_tokens([tool], lines) == base + IMAGE_TOKENS + 100
+    assert context_tokens([plain], lines) == base  # no line sent, none counted
+    assert context_tokens([user], lines) == base + IMAGE_TOKENS  # its image goes as an image
+    assert context_tokens(context.items, approx_tokens) >= sum(
+        approx_tokens(str(message["content"] or "")) for message in sent
+    )

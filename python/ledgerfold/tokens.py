@@ -28,6 +28,7 @@ from typing import Any
 
 from ledgerfold._context import ContextItem, SummaryItem
 from ledgerfold._errors import InvalidInput
+from ledgerfold.adapters._chat_parts import attachments_line
 
 __all__ = [
     "IMAGE_TOKENS",
@@ -77,7 +78,9 @@ def context_tokens(
     reasoning model's `reasoning_content` or a LangChain tool result's `artifact`, which are
     kept but not sent back, nor a data URL in any other meta value (an image in an Agents SDK
     item's copy), nor a reasoning item's `encrypted_content` there (opaque). Each image
-    among them counts `IMAGE_TOKENS` instead: a budget still sees the images it sends."""
+    among them counts `IMAGE_TOKENS` instead: a budget still sees the images it sends. A tool
+    turn with such parts also counts the line `to_chat_messages` sends after its text to name
+    them (`[image_url not shown: this tool result is sent as text only]`)."""
     return sum(item_tokens(item, token_counter) for item in items)
 
 
@@ -93,6 +96,12 @@ def item_tokens(item: ContextItem, token_counter: TokenCounter = approx_tokens) 
                 elif key not in _NOT_COUNTED:
                     images = value.count('"data:image/')
                     total += _count(token_counter, _without_data(value)) + IMAGE_TOKENS * images
+            if item.role == "tool" and _OMITTED_KEY in meta:
+                # The line naming a tool result's parts, sent after its text (`[image_url not
+                # shown: this tool result is sent as text only]`).
+                line = attachments_line(meta[_OMITTED_KEY])
+                if line:
+                    total += _count(token_counter, line)
     return total
 
 
@@ -112,6 +121,7 @@ def _images(parts: str) -> int:
 #: The content parts that are images: Chat Completions', the Responses API's, LangChain's.
 _IMAGE_TYPES = frozenset({"image_url", "input_image", "image"})
 _PARTS_KEY = "content_parts"
+_OMITTED_KEY = "omitted_content_parts"
 
 
 def _without_data(value: str) -> str:

@@ -11,7 +11,13 @@ from typing import Any
 
 from ledgerfold.adapters._chat_fields import TEXT_PART_KEYS
 
-__all__ = ["sendable_part", "session_parts", "tool_content", "user_content"]
+__all__ = [
+    "attachments_line",
+    "sendable_part",
+    "session_parts",
+    "tool_content",
+    "user_content",
+]
 
 # The parts other than text that a Chat Completions user message takes (the only role whose
 # message takes any): those of a user turn's `content_parts` go back with its text.
@@ -83,19 +89,28 @@ def tool_content(text: str, omitted: str | None) -> str:
     (`meta["omitted_content_parts"]`: a screenshot, a file), one line naming their types, so
     the model knows what it cannot see and an image-only result is never `""`:
     `[image_url not shown: this tool result is sent as text only]`."""
+    note = attachments_line(omitted)
+    if not note:
+        return text
+    return f"{text}\n{note}" if text else note
+
+
+def attachments_line(omitted: str | None) -> str:
+    """The line `tool_content` adds after a tool turn's text for its parts of
+    `meta["omitted_content_parts"]` (also counted as context tokens:
+    `ledgerfold.tokens.context_tokens`); "" when there is none to name."""
     try:
         kinds = json.loads(omitted) if omitted is not None else None
     except (ValueError, RecursionError):
-        return text
+        return ""
     names: list[str] = []
     for kind in kinds if isinstance(kinds, list) else ():
         name = kind if isinstance(kind, str) and _PART_TYPE.fullmatch(kind) else "part"
         if name not in names and name not in _NOT_ATTACHED:
             names.append(name)
     if not names:
-        return text
-    note = f"[{', '.join(names)} not shown: this tool result is sent as text only]"
-    return f"{text}\n{note}" if text else note
+        return ""
+    return f"[{', '.join(names)} not shown: this tool result is sent as text only]"
 
 
 #: The meta key of the Agents SDK session's verbatim item (`openai_agents.ITEM_KEY`).
