@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ledgerfold.adapters._chat_fields import TEXT_PART_KEYS
 
 __all__ = [
     "attachments_line",
+    "chat_content_parts",
     "sendable_part",
     "session_parts",
     "tool_content",
@@ -47,22 +49,10 @@ def user_content(text: str, stored: str, *, every: bool = False) -> str | list[A
         return text
     if not isinstance(parts, list):
         return text
-    texts: list[str] = []
-    sent: list[Any] = []
-    media: list[Any] = []
-    for part in parts:
-        if not isinstance(part, dict):
-            return text
-        key = TEXT_PART_KEYS.get(part.get("type"))  # type: ignore[arg-type]
-        if key is not None:
-            said = part.get(key)
-            if not isinstance(said, str):
-                return text
-            texts.append(said)
-            sent.append({"type": "text", "text": said})
-        elif every or sendable_part(part):
-            sent.append(part)
-            media.append(part)
+    converted = chat_content_parts(parts, _every if every else _sendable)
+    if converted is None:
+        return text
+    texts, sent, media = converted
     if not media:
         return text
     if "".join(texts) != text:
@@ -70,7 +60,50 @@ def user_content(text: str, stored: str, *, every: bool = False) -> str | list[A
     return sent
 
 
-def sendable_part(part: dict[str, Any]) -> bool:
+def chat_content_parts(
+    parts: Iterable[Any],
+    other: Callable[[Mapping[str, Any]], Any],
+    *,
+    strings: bool = False,
+) -> tuple[list[str], list[Any], list[Any]] | None:
+    """Content parts as chat content parts, in their order: each text part
+    (`TEXT_PART_KEYS`: `text`, `input_text`, `output_text`, `refusal`; with `strings`, a bare
+    str too) as a `text` part, each other part as `other` gives it (None: left out). Returns
+    the texts, the parts, and those of them that are not text; None when a part is not a
+    mapping (nor a str, with `strings`) or a text part's text is not a str."""
+    texts: list[str] = []
+    sent: list[Any] = []
+    media: list[Any] = []
+    for part in parts:
+        if strings and isinstance(part, str):
+            said: Any = part
+        elif not isinstance(part, Mapping):
+            return None
+        else:
+            key = TEXT_PART_KEYS.get(part.get("type"))  # type: ignore[arg-type]
+            if key is None:
+                converted = other(part)
+                if converted is not None:
+                    sent.append(converted)
+                    media.append(converted)
+                continue
+            said = part.get(key)
+            if not isinstance(said, str):
+                return None
+        texts.append(said)
+        sent.append({"type": "text", "text": said})
+    return texts, sent, media
+
+
+def _every(part: Mapping[str, Any]) -> Any:
+    return part
+
+
+def _sendable(part: Mapping[str, Any]) -> Any:
+    return part if sendable_part(part) else None
+
+
+def sendable_part(part: Mapping[str, Any]) -> bool:
     """A Chat Completions user content part other than text: its type, with its mapping."""
     kind = part.get("type")
     return kind in _USER_PART_TYPES and isinstance(part.get(kind), dict)

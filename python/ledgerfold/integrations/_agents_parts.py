@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ledgerfold.adapters._chat_parts import chat_content_parts
 from ledgerfold.integrations._agents_items import is_output, kind, restored
 
 __all__ = ["chat_parts"]
 
-_TEXT_KEYS = {"input_text": "text", "output_text": "text", "text": "text", "refusal": "refusal"}
 # Chat Completions' image details (not the Responses API's "original").
 _DETAILS = frozenset({"low", "high", "auto"})
 _FILE_KEYS = ("file_id", "file_data", "filename")
@@ -35,24 +35,8 @@ def chat_parts(role: str, text: str, meta: Mapping[str, str]) -> list[dict[str, 
     value = item.get(field) if field is not None else None
     if not isinstance(value, list):
         return None
-    parts: list[dict[str, Any]] = []
-    for part in value:
-        if isinstance(part, str):
-            parts.append({"type": "text", "text": part})
-            continue
-        if not isinstance(part, Mapping):
-            return None
-        key = _TEXT_KEYS.get(part.get("type"))  # type: ignore[arg-type]
-        if key is not None:
-            said = part.get(key)
-            if not isinstance(said, str):
-                return None
-            parts.append({"type": "text", "text": said})
-            continue
-        converted = _chat_part(part)
-        if converted is not None:
-            parts.append(converted)
-    return parts
+    converted = chat_content_parts(value, _chat_part, strings=True)
+    return None if converted is None else converted[1]
 
 
 def _chat_part(part: Mapping[str, Any]) -> dict[str, Any] | None:
