@@ -13,15 +13,12 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
-    BaseMessage,
     HumanMessage,
     RemoveMessage,
     ToolMessage,
 )
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 from openai.types.chat import (
     ChatCompletionContentPartImageParam,
@@ -30,9 +27,10 @@ from openai.types.chat import (
     ChatCompletionMessageParam,
     ChatCompletionUserMessageParam,
 )
-from pydantic import Field, TypeAdapter
+from pydantic import TypeAdapter
 
 import ledgerfold as lf
+from langchain_support import Scripted
 from ledgerfold.adapters import from_langchain_messages, to_langchain_messages
 from ledgerfold.integrations.langchain import LedgerfoldMiddleware
 from ledgerfold.tokens import IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, approx_tokens, context_tokens
@@ -138,20 +136,6 @@ def test_nan_in_a_part_is_refused(tmp_path: Path) -> None:
     assert (raised.value.field or "").startswith("messages[0].content")
 
 
-class Recorder(BaseChatModel):
-    """Answers every call; records every input."""
-
-    inputs: list[list[BaseMessage]] = Field(default_factory=list)
-
-    @property
-    def _llm_type(self) -> str:
-        return "recorder"
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-        self.inputs.append(list(messages))
-        return ChatResult(generations=[ChatGeneration(message=AIMessage("Seen."))])
-
-
 def test_langgraph_state_without_the_image_still_sends_it(tmp_path: Path) -> None:
     """The image message leaves the graph state (`RemoveMessage`), and the process restarts
     (a new middleware over the same database and checkpointer): the ledger kept the image,
@@ -160,14 +144,14 @@ def test_langgraph_state_without_the_image_still_sends_it(tmp_path: Path) -> Non
     url = IMAGE["image_url"]["url"]
     photo = HumanMessage(id="photo", content=[{"type": "image", "url": url}])
     first = create_agent(
-        Recorder(),
+        Scripted(default="Seen."),
         tools=[],
         middleware=[LedgerfoldMiddleware(_store(tmp_path), "c", recall=False)],
         checkpointer=checkpointer,
     )
     first.invoke({"messages": [photo]}, config)
     first.update_state(config, {"messages": [RemoveMessage(id="photo")]})
-    model = Recorder()
+    model = Scripted(default="Seen.")
     restarted = create_agent(
         model,
         tools=[],

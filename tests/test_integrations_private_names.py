@@ -17,9 +17,9 @@ from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
 
 import ledgerfold as lf
+from langchain_support import LookingUp as ChatModel
 from ledgerfold.integrations.langchain import LedgerfoldMiddleware
 from ledgerfold.integrations.openai_agents import LedgerfoldSession
-from test_langchain_middleware import ScriptedModel as ChatModel
 
 POLICY = lf.CompactionPolicy("v1", keep_tail=3, trigger_tokens=None, min_new_turns=2)
 

@@ -22,13 +22,13 @@ from langchain_core.messages import SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 import ledgerfold as lf
+from langchain_support import LookingUp as ChatModel
+from langchain_support import lookup as chat_lookup
 from ledgerfold import Store
 from ledgerfold.integrations.langchain import LedgerfoldMiddleware
 from ledgerfold.integrations.openai_agents import LedgerfoldSession
 from memory_store import MemoryStore
 from protocol_only import ProtocolOnly, protocol_names
-from test_langchain_middleware import ScriptedModel as ChatModel
-from test_langchain_middleware import lookup as chat_lookup
 from test_openai_agents import ScriptedModel as AgentsModel
 from test_openai_agents import lookup as agents_lookup
 from test_openai_agents_sqlite_parity import _ITEM

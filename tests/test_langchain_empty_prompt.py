@@ -12,16 +12,16 @@ import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage, SystemMessage
 
+from langchain_support import LookingUp, lookup
 from ledgerfold import SQLiteStore
 from ledgerfold.integrations.langchain import LedgerfoldMiddleware
-from test_langchain_middleware import ScriptedModel, lookup
 
 BLOCKS = [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}]
 IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
 
 
 def _first_input(agent_prompt: Any, middleware_prompt: str | None = None) -> list[Any]:
-    model = ScriptedModel()
+    model = LookingUp()
     middleware = LedgerfoldMiddleware(
         SQLiteStore(), "c", recall=False, system_prompt=middleware_prompt
     )

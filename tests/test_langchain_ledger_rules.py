@@ -16,22 +16,22 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from integration_stores import RecordingStore
+from langchain_support import LookingUp, lookup
 from ledgerfold import CompactionPolicy, SQLiteStore
 from ledgerfold._worker import THREAD_NAME
 from ledgerfold.integrations.langchain import LedgerfoldMiddleware
-from test_langchain_middleware import ScriptedModel, lookup
 
 POLICY = CompactionPolicy("v1", keep_tail=3, trigger_tokens=100, min_new_turns=2)
 CONFIG = {"configurable": {"thread_id": "t1"}}
 PROMPT = "You are a careful booking assistant."
 
 
-def _model(offset: int) -> ScriptedModel:
+def _model(offset: int) -> LookingUp:
     """A fresh scripted model whose call IDs do not repeat an earlier one's."""
-    return ScriptedModel(inputs=[[] for _ in range(offset)])
+    return LookingUp(inputs=[[] for _ in range(offset)])
 
 
-def _agent(middleware: LedgerfoldMiddleware, model: ScriptedModel, **kwargs: Any) -> Any:
+def _agent(middleware: LedgerfoldMiddleware, model: LookingUp, **kwargs: Any) -> Any:
     return create_agent(
         model, tools=[lookup], middleware=[middleware], checkpointer=InMemorySaver(), **kwargs
     )
@@ -45,7 +45,7 @@ def _ask(agent: Any, text: str) -> list[Any]:
 def test_no_duplicate_id_after_a_purge_and_a_retraction(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "p.db")
     middleware = LedgerfoldMiddleware(store, "c", policy=POLICY)
-    agent = _agent(middleware, ScriptedModel())
+    agent = _agent(middleware, LookingUp())
     for n in range(4):
         _ask(agent, f"Look up R{n}.")
     turns = store.load("c").turns
@@ -77,7 +77,7 @@ def test_a_rewritten_state_message_is_ignored_and_logged_by_id(
 ) -> None:
     store = SQLiteStore(tmp_path / "r.db")
     middleware = LedgerfoldMiddleware(store, "c", policy=POLICY)
-    agent = _agent(middleware, ScriptedModel())
+    agent = _agent(middleware, LookingUp())
     state = _ask(agent, "Look up R1.")
     first = state[0]
     secret = "REWRITTEN-SECRET-TEXT"
@@ -102,7 +102,7 @@ def test_a_rewritten_state_message_is_ignored_and_logged_by_id(
 def test_one_leading_system_message_with_the_agents_prompt(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "s.db")
     middleware = LedgerfoldMiddleware(store, "c", policy=POLICY)
-    model = ScriptedModel()
+    model = LookingUp()
     agent = _agent(middleware, model, system_prompt=PROMPT)
     for n in range(5):
         _ask(agent, "Never pay with the Visa card. Look up R1." if n == 0 else f"R{n}?")
@@ -130,7 +130,7 @@ def test_the_agents_prompt_and_a_system_message_in_the_state_are_one(
     # got both as two leading system messages (the summary before the state's one).
     store = SQLiteStore(tmp_path / "two.db")
     middleware = LedgerfoldMiddleware(store, "c", policy=POLICY)
-    model = ScriptedModel()
+    model = LookingUp()
     agent = _agent(middleware, model, system_prompt=prompt)
     state_prompt = "Answer in French."
     opening = [SystemMessage(state_prompt), HumanMessage("Never pay with the Visa card. R1?")]
@@ -158,7 +158,7 @@ def test_several_system_messages_leading_the_state_are_one_with_the_summary(
     agent's prompt, or once a summary is used, the model gets one leading system message
     holding them all in order (only the first joined it; the second led on its own)."""
     store = SQLiteStore(tmp_path / "many.db")
-    model = ScriptedModel()
+    model = LookingUp()
     agent = _agent(LedgerfoldMiddleware(store, "c", policy=POLICY), model, system_prompt=prompt)
     rules = ["Follow the airline policy.", "Answer in French."]
     opening = [SystemMessage(rules[0]), SystemMessage(rules[1]), HumanMessage("R1?")]
@@ -180,7 +180,7 @@ def test_several_system_messages_leading_the_state_are_one_with_the_summary(
 def test_the_prompt_in_content_blocks_keeps_its_blocks(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "b.db")
     middleware = LedgerfoldMiddleware(store, "c", policy=POLICY)
-    model = ScriptedModel()
+    model = LookingUp()
     block = {"type": "text", "text": PROMPT, "cache_control": {"type": "ephemeral"}}
     agent = _agent(middleware, model, system_prompt=SystemMessage(content=[block]))
     for n in range(5):
@@ -198,7 +198,7 @@ def test_pre_model_hook_with_the_middlewares_prompt() -> None:
 
     store = SQLiteStore()
     middleware = LedgerfoldMiddleware(store, "c", policy=POLICY, system_prompt=PROMPT)
-    model = ScriptedModel()
+    model = LookingUp()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         agent = create_react_agent(
@@ -215,7 +215,7 @@ def test_pre_model_hook_with_the_middlewares_prompt() -> None:
 def test_any_store_through_public_methods(tmp_path: Path, known_ids: bool) -> None:
     store = RecordingStore(tmp_path / "any.db", known_ids=known_ids)
     middleware = LedgerfoldMiddleware(store, "c", policy=POLICY)  # type: ignore[arg-type]
-    agent = _agent(middleware, ScriptedModel())
+    agent = _agent(middleware, LookingUp())
     for n in range(3):
         _ask(agent, f"R{n}?")
     turns = store.inner.load("c").turns
@@ -251,7 +251,7 @@ def test_a_result_joins_a_call_made_before_this_instance(tmp_path: Path) -> None
 def test_async_hook_runs_store_work_off_the_loop(tmp_path: Path) -> None:
     store = RecordingStore(tmp_path / "a.db")
     middleware = LedgerfoldMiddleware(store, "c", policy=POLICY)  # type: ignore[arg-type]
-    model = ScriptedModel()
+    model = LookingUp()
     agent = _agent(middleware, model, system_prompt=PROMPT)
 
     async def scenario() -> threading.Thread:
@@ -285,7 +285,7 @@ def test_sync_invoke_inside_a_running_loop_with_an_async_summarizer(
     summarizer = AsyncChatModelSummarizer(GenericFakeChatModel(messages=replies))
     store = SQLiteStore(tmp_path / "loop.db")
     middleware = LedgerfoldMiddleware(store, "c", policy=POLICY, summarizer=summarizer)
-    model = ScriptedModel()
+    model = LookingUp()
     if hook == "create_agent":
         agent = _agent(middleware, model)
     else:
@@ -314,7 +314,7 @@ def test_a_result_after_a_user_message_reaches_the_model_as_the_states_own(
     """A user spoke while the tool ran (call, user, result, SPEC §17.2): the model gets the
     call and the result right after it, then the user's message, and each is the state's
     own message (its `artifact`, its `additional_kwargs`), not a rendering of another."""
-    model = ScriptedModel()
+    model = LookingUp()
     with SQLiteStore(tmp_path / "s.db") as store:
         agent = create_agent(
             model,

@@ -8,47 +8,15 @@ from typing import Any
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import SummarizationMiddleware
-from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
-from pydantic import Field
 
+from langchain_support import LookingUp, lookup
 from ledgerfold import CompactionPolicy, SQLiteStore
 from ledgerfold.integrations.langchain import LedgerfoldMiddleware
 
 CONSTRAINT = "Never pay with the Visa card."
-
-
-class ScriptedModel(BaseChatModel):
-    """Calls `lookup` for each user message, then answers; records every input."""
-
-    inputs: list[list[BaseMessage]] = Field(default_factory=list)
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedModel:  # type: ignore[override]
-        return self
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-        self.inputs.append(list(messages))
-        count = len(self.inputs)
-        if isinstance(messages[-1], ToolMessage):
-            reply = AIMessage(content=f"Found: {messages[-1].content}")
-        else:
-            call = {"name": "lookup", "args": {"code": f"R{count}"}, "id": f"call-{count}"}
-            reply = AIMessage(content="", tool_calls=[call])
-        return ChatResult(generations=[ChatGeneration(message=reply)])
-
-
-@tool
-def lookup(code: str) -> str:
-    """Look a reservation up."""
-    return f"reservation {code}: economy"
 
 
 def _run(agent: Any, turns: int) -> list[BaseMessage]:
@@ -64,7 +32,7 @@ def test_ledgerfold_middleware_keeps_state_and_the_constraint() -> None:
     store = SQLiteStore()
     policy = CompactionPolicy("v1", keep_tail=3, trigger_tokens=100, min_new_turns=2)
     middleware = LedgerfoldMiddleware(store, "c", policy=policy)
-    model = ScriptedModel()
+    model = LookingUp()
     agent = create_agent(
         model, tools=[lookup], middleware=[middleware], checkpointer=InMemorySaver()
     )
@@ -98,7 +66,7 @@ def test_langchain_summarization_middleware_loses_the_constraint() -> None:
         summarization = SummarizationMiddleware(
             summary_model, trigger=("messages", 6), keep=("messages", 2)
         )
-    model = ScriptedModel()
+    model = LookingUp()
     agent = create_agent(
         model, tools=[lookup], middleware=[summarization], checkpointer=InMemorySaver()
     )
@@ -114,7 +82,7 @@ def test_the_same_as_a_langgraph_pre_model_hook() -> None:
     store = SQLiteStore()
     policy = CompactionPolicy("v1", keep_tail=3, trigger_tokens=100, min_new_turns=2)
     middleware = LedgerfoldMiddleware(store, "c", policy=policy)
-    model = ScriptedModel()
+    model = LookingUp()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # create_react_agent is deprecated in LangGraph v1
         agent = create_react_agent(
@@ -164,16 +132,15 @@ def test_a_system_prompt_kept_in_the_state_and_the_summary_are_one_system_messag
     assert "q0" in str(messages[0].content)  # the summary follows the prompt
 
 
-class ReusingModel(ScriptedModel):
-    """`ScriptedModel` numbering its calls per response, as some OpenAI-compatible servers
+class ReusingModel(LookingUp):
+    """`LookingUp` numbering its calls per response, as some OpenAI-compatible servers
     do: every call is `call_0`."""
 
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-        result = super()._generate(messages, *args, **kwargs)
-        reply = result.generations[0].message
-        if isinstance(reply, AIMessage) and reply.tool_calls:
+    def reply(self, messages: list[BaseMessage]) -> AIMessage:
+        reply = super().reply(messages)
+        if reply.tool_calls:
             reply.tool_calls[0]["id"] = "call_0"
-        return result
+        return reply
 
 
 def test_a_model_reusing_call_ids_gets_its_exchanges_compacted_and_valid_inputs() -> None:

@@ -12,12 +12,10 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
-from pydantic import Field
 
+from langchain_support import Scripted
 from ledgerfold import InvalidInput, SQLiteStore, to_chat_messages
 from ledgerfold.adapters import from_langchain_messages, to_langchain_messages
 from ledgerfold.integrations.langchain import LedgerfoldMiddleware
@@ -86,28 +84,6 @@ def test_append_new_refuses_and_appends_nothing_of_the_batch() -> None:
     assert json.loads(messages[2]["tool_calls"][0]["function"]["arguments"]) == {"limit": 500}
 
 
-class NanCallingModel(BaseChatModel):
-    """Calls `search` with NaN in its arguments (as a model's JSON `NaN` parses), then
-    answers; records every input."""
-
-    inputs: list[list[BaseMessage]] = Field(default_factory=list)
-
-    @property
-    def _llm_type(self) -> str:
-        return "nan-calling"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> NanCallingModel:  # type: ignore[override]
-        return self
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-        self.inputs.append(list(messages))
-        if isinstance(messages[-1], ToolMessage):
-            reply = AIMessage("Done.")
-        else:
-            reply = AIMessage("", tool_calls=[_call(json.loads('{"limit": NaN}'))])
-        return ChatResult(generations=[ChatGeneration(message=reply)])
-
-
 @tool
 def search(limit: float) -> str:
     """Search flights."""
@@ -117,7 +93,9 @@ def search(limit: float) -> str:
 @pytest.mark.parametrize("asynchronous", [False, True])
 def test_an_agent_whose_model_calls_with_nan_gets_invalid_input(asynchronous: bool) -> None:
     store = SQLiteStore()
-    model = NanCallingModel()
+    # Calls `search` with NaN in its arguments (as a model's JSON `NaN` parses), then answers.
+    nan_call = AIMessage("", tool_calls=[_call(json.loads('{"limit": NaN}'))])
+    model = Scripted(replies=[nan_call, AIMessage("Done.")])
     agent = create_agent(model, tools=[search], middleware=[LedgerfoldMiddleware(store, "c")])
     state = {"messages": [{"role": "user", "content": "Find flights."}]}
 

@@ -14,9 +14,9 @@ from typing import Any
 from langchain.agents.middleware import ModelRequest
 from langchain_core.messages import AIMessage, HumanMessage
 
+from langchain_support import LookingUp
 from ledgerfold import CompactionPolicy, Compactor, SQLiteStore
 from ledgerfold.integrations.langchain import LedgerfoldMiddleware
-from test_langchain_middleware import ScriptedModel
 
 #: A safety net for a failing (deadlocked) run, never a timing the test relies on.
 NET = 60
@@ -59,7 +59,7 @@ def test_a_sync_call_inside_the_store_does_not_deadlock_the_async_hook(tmp_path:
         store, CompactionPolicy("block", keep_tail=2, trigger_tokens=1, token_counter=counter)
     )
     store.append("other", "user", "a turn to count")
-    request = ModelRequest(model=ScriptedModel(), messages=[HumanMessage("async hello", id="a1")])
+    request = ModelRequest(model=LookingUp(), messages=[HumanMessage("async hello", id="a1")])
 
     async def handler(prepared: Any) -> AIMessage:
         return AIMessage("ok")

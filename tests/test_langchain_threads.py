@@ -11,31 +11,12 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
-from pydantic import Field
 
+from langchain_support import Scripted
 from ledgerfold import InvalidInput, SQLiteStore
 from ledgerfold.integrations.langchain import LedgerfoldMiddleware
-
-
-class Recorder(BaseChatModel):
-    """Answers "noted"; records every input."""
-
-    inputs: list[list[BaseMessage]] = Field(default_factory=list)
-
-    @property
-    def _llm_type(self) -> str:
-        return "recorder"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Recorder:
-        return self
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-        self.inputs.append(list(messages))
-        return ChatResult(generations=[ChatGeneration(message=AIMessage("noted"))])
 
 
 def _send(agent: Any, message: BaseMessage, thread: str = "t") -> None:
@@ -52,7 +33,7 @@ def _texts(messages: list[BaseMessage]) -> list[Any]:
 
 def test_without_a_conversation_id_each_thread_is_its_own_conversation() -> None:
     store = SQLiteStore()
-    model = Recorder()
+    model = Scripted(default="noted")
     middleware = LedgerfoldMiddleware(store)
     agent = create_agent(model, tools=[], middleware=[middleware], checkpointer=InMemorySaver())
     _say(agent, "alice", "Alice here, my card PIN is 4821")
@@ -72,7 +53,7 @@ def test_a_fixed_conversation_serving_two_threads_is_logged_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     agent = create_agent(
-        Recorder(),
+        Scripted(default="noted"),
         tools=[],
         middleware=[LedgerfoldMiddleware(SQLiteStore(), "shared")],
         checkpointer=InMemorySaver(),
@@ -100,7 +81,7 @@ IMAGE: dict[str, Any] = {
 
 
 def test_the_model_sees_the_image_the_user_sent() -> None:
-    model = Recorder()
+    model = Scripted(default="noted")
     agent = create_agent(
         model,
         tools=[],

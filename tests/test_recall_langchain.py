@@ -13,15 +13,14 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 from tests.integration_stores import RecordingStore
 
 import ledgerfold as lf
+from langchain_support import Scripted
 from ledgerfold.integrations.langchain import LedgerfoldMiddleware
 from ledgerfold.tools import RECALL_TOOL
 
@@ -30,32 +29,19 @@ POLICY = lf.CompactionPolicy("recall-lc-v1", keep_tail=4, min_new_turns=1)
 FACT = "My locker code for the Geneva office is 5100."
 
 
-class RecallingModel(BaseChatModel):
-    """Calls `recall_history` for the newest user message, then answers; records its inputs
-    and the names of the tools it was bound to."""
+class RecallingModel(Scripted):
+    """Calls `recall_history` for the newest user message when it was bound to it, then
+    answers; records its inputs and the names of the tools it was bound to."""
 
-    inputs: list[list[BaseMessage]] = Field(default_factory=list)
-    bound: list[list[str]] = Field(default_factory=list)
     arguments: dict[str, Any] = Field(default_factory=lambda: {"query": "Geneva locker code"})
 
-    @property
-    def _llm_type(self) -> str:
-        return "recalling"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> RecallingModel:  # type: ignore[override]
-        self.bound.append([getattr(t, "name", None) or t["function"]["name"] for t in tools])
-        return self
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-        self.inputs.append(list(messages))
+    def reply(self, messages: list[BaseMessage]) -> AIMessage:
         if isinstance(messages[-1], ToolMessage):
-            reply = AIMessage(content="Answered from the recalled passage.")
-        elif not self.bound or "recall_history" not in self.bound[-1]:
-            reply = AIMessage(content="I cannot look back.")
-        else:
-            call = {"name": "recall_history", "args": self.arguments, "id": "call-recall"}
-            reply = AIMessage(content="", tool_calls=[call])
-        return ChatResult(generations=[ChatGeneration(message=reply)])
+            return AIMessage(content="Answered from the recalled passage.")
+        if not self.bound or "recall_history" not in self.bound[-1]:
+            return AIMessage(content="I cannot look back.")
+        call = {"name": "recall_history", "args": self.arguments, "id": "call-recall"}
+        return AIMessage(content="", tool_calls=[call])
 
 
 def _history() -> list[dict[str, str]]:
