@@ -11,12 +11,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledgerfold._errors import InvalidInput
-from ledgerfold.adapters._chat import ChatTurnSpec, tool_group
-from ledgerfold.adapters._langchain import ledger_call_ids, unnamed_results
+from ledgerfold.adapters._chat import ChatTurnSpec, chat_turn_specs, tool_group
+from ledgerfold.adapters._langchain import chat_messages, ledger_call_ids, unnamed_results
+from ledgerfold.store._protocol import Store
 
 __all__ = [
     "KNOWN_CONVERSATIONS",
     "Known",
+    "agreeing",
     "as_in_state",
     "group_in_state",
     "same",
@@ -67,6 +69,31 @@ def spec_matches(spec: ChatTurnSpec, turn: Any) -> bool:
     # not keep then, has not changed.
     meta = {key: value for key, value in spec.meta.items() if key in held or key not in _LATER}
     return (spec.role, spec.body, meta or None) == (turn.role, turn.body, turn.meta)
+
+
+def agreeing(
+    store: Store, conversation_id: str, messages: list[Any], answers: dict[str, str]
+) -> dict[str, bool | None]:
+    """Whether each message (by ID) says what its live turn says (`spec_matches`); None
+    when there is nothing to compare: no live turn (retracted, purged), or a message a write
+    refuses now (NaN in its arguments, stored before they were refused). `answers`: the
+    unnamed call each `""` result answers (`unnamed_answers`)."""
+    stored = {turn.id: turn for turn in store.get_turns(conversation_id, [m.id for m in messages])}
+    agree: dict[str, bool | None] = {}
+    for message in messages:
+        turn = stored.get(message.id)
+        if turn is None:
+            agree[message.id] = None
+            continue
+        # One by one: the state may hold call IDs used twice, which a batch refuses.
+        results = {0: answers[message.id]} if message.id in answers else {}
+        try:
+            spec = chat_turn_specs(chat_messages([message], results=results))[0]
+        except InvalidInput:
+            agree[message.id] = None
+            continue
+        agree[message.id] = spec_matches(spec, turn)
+    return agree
 
 
 #: The meta keys `chat_turn_specs` writes that a ledger of an earlier version lacks.

@@ -10,7 +10,8 @@ for LangGraph's `create_react_agent` (it returns `llm_input_messages`).
 - "Already in the ledger" is any ID ever written to the conversation, live, retracted or
   purged (SPEC §17.6, `known_ids`): a purge or a retraction never makes a state message
   new again. A known message whose content changed in the state is ignored (the ledger is
-  the record; a state rewrite is not an edit) and logged by ID. A message removed from the
+  the record; a state rewrite is not an edit) and logged by ID, unless its turn was edited
+  to say the same (`store.edit`): then it is the record's. A message removed from the
   state (`RemoveMessage`, a fork from an earlier checkpoint) stays in the ledger and the
   model's input: `store.retract` takes it out.
 - With the agent's system prompt (`create_agent(system_prompt=...)`), the summary joins it
@@ -75,9 +76,8 @@ from ledgerfold._errors import DuplicateId, InvalidInput
 from ledgerfold._events import EventHook
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._worker import worker_for
-from ledgerfold.adapters._chat import chat_turn_specs, tool_group
+from ledgerfold.adapters._chat import tool_group
 from ledgerfold.adapters._langchain import (
-    chat_messages,
     langchain_context_messages,
     langchain_turn_specs,
     ledger_call_ids,
@@ -87,11 +87,11 @@ from ledgerfold.integrations._langchain_recall import recall_tool as _recall_too
 from ledgerfold.integrations._langchain_state import (
     KNOWN_CONVERSATIONS,
     Known,
+    agreeing,
     as_in_state,
     group_in_state,
     same,
     signature,
-    spec_matches,
     state_messages,
     unnamed_answers,
 )
@@ -204,7 +204,7 @@ class LedgerfoldMiddleware(AgentMiddleware):
     def append_new(self, messages: Sequence[Any], conversation_id: str | None = None) -> int:
         """Append the messages whose IDs the ledger has never held to `conversation_id`
         (default: `current()`); returns how many. A known message whose content changed in
-        `messages` is left alone and logged (by ID)."""
+        `messages` is left alone and logged (by ID), unless its turn was edited to match."""
         if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
             raise InvalidInput(
                 f"messages: must be a sequence of messages, got {type(messages).__name__}",
@@ -238,6 +238,7 @@ class LedgerfoldMiddleware(AgentMiddleware):
         self, conversation_id: str, known: Known, messages: Sequence[Any], start: int
     ) -> int:
         unseen: list[Any] = []
+        rewritten: list[Any] = []  # known messages now saying something else in the state
         position: dict[str, int] = {}  # each unseen message's place in `messages`
         seen_before = known.seen.get
         # A dict lookup and an identity (or string) comparison per message; nothing that
@@ -257,8 +258,10 @@ class LedgerfoldMiddleware(AgentMiddleware):
                 position.setdefault(message_id, index)
             elif same(seen, message):
                 known.objects[message_id] = message
-            else:
-                self._log_changed(conversation_id, known, message_id)
+            elif message_id not in known.changed:
+                rewritten.append(message)
+        if rewritten:
+            self._check_rewritten(conversation_id, known, rewritten, messages)
         if not unseen:
             return 0
         in_ledger = self._in_ledger(conversation_id, [message.id for message in unseen])
@@ -339,26 +342,26 @@ class LedgerfoldMiddleware(AgentMiddleware):
         """Log the known messages (first seen by this instance) whose content differs from
         their live turn's; retracted and purged turns have nothing to compare. `answers`:
         the unnamed call each `""` result answers (`unnamed_answers`)."""
-        stored = {
-            turn.id: turn
-            for turn in self.store.get_turns(conversation_id, [m.id for m in messages])
-        }
-        if not stored:
-            return
+        for message_id, agrees in agreeing(self.store, conversation_id, messages, answers).items():
+            if agrees is False:
+                self._log_changed(conversation_id, known, message_id)
+
+    def _check_rewritten(
+        self, conversation_id: str, known: Known, messages: list[Any], state: Sequence[Any]
+    ) -> None:
+        """Known messages that say something else in the state than when seen: an edit of
+        the ledger (`Store.edit`) that the state now says too is the record, and the state's
+        message is taken as it (the model gets it); any other change is a state rewrite,
+        ignored and logged (SPEC §17.6). Read once per message: one logged is not read
+        again."""
+        answers = unnamed_answers(state, messages)
+        agree = agreeing(self.store, conversation_id, messages, answers)
         for message in messages:
-            turn = stored.get(message.id)
-            if turn is None:
-                continue
-            # One by one: the state may hold call IDs used twice, which a batch refuses.
-            results = {0: answers[message.id]} if message.id in answers else {}
-            try:
-                spec = chat_turn_specs(chat_messages([message], results=results))[0]
-            except InvalidInput:
-                # Not one a write takes now (NaN in its arguments, stored before they were
-                # refused): nothing to compare, and the ledger is the record.
-                continue
-            if not spec_matches(spec, turn):
-                self._log_changed(conversation_id, known, turn.id)
+            if agree.get(message.id):
+                known.seen[message.id] = signature(message)
+                known.objects[message.id] = message
+            else:
+                self._log_changed(conversation_id, known, message.id)
 
     def _log_changed(self, conversation_id: str, known: Known, message_id: str) -> None:
         if message_id in known.changed:
