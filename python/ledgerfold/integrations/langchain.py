@@ -339,9 +339,8 @@ class LedgerfoldMiddleware(AgentMiddleware):
     def _check_known(
         self, conversation_id: str, known: Known, messages: list[Any], answers: dict[str, str]
     ) -> None:
-        """Log the known messages (first seen by this instance) whose content differs from
-        their live turn's; retracted and purged turns have nothing to compare. `answers`:
-        the unnamed call each `""` result answers (`unnamed_answers`)."""
+        """Log the known messages (first seen here) that differ from their live turn (none
+        retracted or purged); `answers`: each `""` result's call (`unnamed_answers`)."""
         for message_id, agrees in agreeing(self.store, conversation_id, messages, answers).items():
             if agrees is False:
                 self._log_changed(conversation_id, known, message_id)
@@ -352,8 +351,7 @@ class LedgerfoldMiddleware(AgentMiddleware):
         """Known messages that say something else in the state than when seen: an edit of
         the ledger (`Store.edit`) that the state now says too is the record, and the state's
         message is taken as it (the model gets it); any other change is a state rewrite,
-        ignored and logged (SPEC §17.6). Read once per message: one logged is not read
-        again."""
+        ignored and logged (SPEC §17.6). Read once per message (one logged is not again)."""
         answers = unnamed_answers(state, messages)
         agree = agreeing(self.store, conversation_id, messages, answers)
         for message in messages:
