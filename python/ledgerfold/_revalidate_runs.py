@@ -48,6 +48,19 @@ def sqlite_order(job: Job, encoding: str = "UTF-8") -> tuple[int, Any]:
     return (2, key)
 
 
+def _key_order(key: object, encoding: str) -> tuple[int, bytes]:
+    """`sqlite_order` of any stored key, one a damaged record may hold too: text (also text
+    that is not UTF-8) by its bytes, then blobs; a number (stored by another tool) as its
+    text."""
+    if key is None:
+        return (0, b"")
+    if isinstance(key, batch_reads.NotUtf8):
+        return (1, key.raw)
+    if isinstance(key, (bytes, bytearray, memoryview)):
+        return (2, bytes(key))
+    return (1, str(key).encode(_CODECS[encoding], "surrogatepass"))
+
+
 def current_jobs(conn: sqlite3.Connection) -> list[Job]:
     """Every current summary that can be checked (see `jobs_and_damage`)."""
     return jobs_and_damage(conn)[0]
@@ -85,28 +98,45 @@ def jobs_damage_and_keys(
     keys: list[int] = []
     encoding: str = conn.execute("PRAGMA encoding").fetchone()[0]
     for job, own, readable in current_summaries(conn, summaries.readable_record):
-        bound: object = job[5]
-        if (
-            not (isinstance(job[2], str) and isinstance(job[3], str) and isinstance(job[4], int))
-            or isinstance(bound, batch_reads.NotUtf8)
-            or not readable
-        ):
-            damaged.append((job[0], job[2] if isinstance(job[2], str) else "?", DAMAGED, None))
-        elif not own:
-            damaged.append((job[0], job[2], _CONVERSATION_MISMATCH, None))
-        elif not isinstance(job[0], str) or (
-            encoding != "UTF-8" and batch_reads.unbindable(job[0])
-        ):
-            damaged.append((job[0], job[2], DAMAGED, None))
-        else:
+        verdict = record_verdict(job, own, readable, encoding)
+        if verdict is None:
             jobs.append(job)
             continue
+        damaged.append(verdict)
         keys.append(job[1])
+    # By conversation key, as the checked ones are: the order is the table scan's otherwise.
+    damaged.sort(key=lambda verdict: _key_order(verdict[0], encoding))
     if encoding == "UTF-8" and all(type(job[0]) is str for job in jobs):
         jobs.sort()  # unique text keys: the tuples sort by them
     else:
         jobs.sort(key=lambda job: sqlite_order(job, encoding))
     return jobs, damaged, keys
+
+
+#: The reasons `record_verdict` gives: a current summary that is not checked against its
+#: sources at all (nothing is hashed for it).
+RECORD_REASONS = (DAMAGED, _CONVERSATION_MISMATCH)
+
+
+def record_verdict(job: Job, own: bool, readable: bool, encoding: str = "UTF-8") -> Verdict | None:
+    """The verdict of a current summary that cannot be checked against its sources, or None
+    when it is to be checked: the one rule of the command and of the Parquet export (which
+    records it for `ledgerfold.dask`). `job` as `current_summaries` lists it (the pointing
+    conversation's key first), `own` whether the record's own conversation is that one,
+    `readable` whether the store reads the record (`summaries.readable_record`), `encoding`
+    the database's text encoding (`PRAGMA encoding`)."""
+    bound: object = job[5]
+    if (
+        not (isinstance(job[2], str) and isinstance(job[3], str) and isinstance(job[4], int))
+        or isinstance(bound, batch_reads.NotUtf8)
+        or not readable
+    ):
+        return (job[0], job[2] if isinstance(job[2], str) else "?", DAMAGED, None)
+    if not own:
+        return (job[0], job[2], _CONVERSATION_MISMATCH, None)
+    if not isinstance(job[0], str) or (encoding != "UTF-8" and batch_reads.unbindable(job[0])):
+        return (job[0], job[2], DAMAGED, None)
+    return None
 
 
 def runs(jobs: list[Job], batch_turns: int) -> Iterator[list[Job]]:

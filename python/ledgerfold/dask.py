@@ -28,6 +28,7 @@ from ledgerfold import _native, _validate
 from ledgerfold import _sealed as sealed
 from ledgerfold._errors import InvalidInput
 from ledgerfold._optional import require
+from ledgerfold._revalidate_runs import RECORD_REASONS
 from ledgerfold.export import FORMAT, FORMAT_VERSION, MANIFEST, TABLES, _part_name
 from ledgerfold.revalidate import MAX_THREADS
 from ledgerfold.store._schema import TURN_LIVE, TURN_PURGED
@@ -39,7 +40,9 @@ RESULT_COLUMNS = (
     "conversation",
     "summary",
     "status",  # 'current' | 'stale'
-    "reason",  # None when current, else the check's reason (e.g. 'source-modified')
+    # None when current, else the check's reason (e.g. 'source-modified'), or why the summary
+    # was not checked against its sources ('damaged-record', 'conversation-mismatch')
+    "reason",
     "turn",  # the offending source where the check names one
     "turns_hashed",  # distinct cited live turns re-hashed for this summary
     "bytes_hashed",  # their body bytes
@@ -119,7 +122,7 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
     if manifest.get("format_version") != FORMAT_VERSION:
         raise InvalidInput(
             f"path: export format version {manifest.get('format_version')!r} is not supported"
-            f" (this release reads version {FORMAT_VERSION})",
+            f" (this release reads version {FORMAT_VERSION}: export the database again)",
             field="path",
             problem="unknown-value",
         )
@@ -218,6 +221,17 @@ def check_part(index: int, *, path: str, threads: int | None = 1, run: str | Non
             f"{base}/{table}/{_part_name(index)}", columns=columns, filesystem=filesystem
         )
 
+    # The current summaries the export found uncheckable, with the command's verdict
+    # (`_revalidate_runs.record_verdict`): their conversation's row says why.
+    pointers = read("conversations", ["id", "current_summary", "current_summary_verdict"])
+    unchecked = [
+        (conversation_id, summary_id if summary_id is not None else "?", reason, None, 0, 0)
+        for conversation_id, summary_id, reason in zip(
+            *(pointers.column(i).to_pylist() for i in range(pointers.num_columns)), strict=True
+        )
+        if reason is not None
+    ]
+    not_checked = {verdict[0] for verdict in unchecked}
     summaries = read(
         "summaries", ["conversation_id", "pk", "id", "status", "source_fingerprint", "current"]
     )
@@ -227,7 +241,7 @@ def check_part(index: int, *, path: str, threads: int | None = 1, run: str | Non
             *(summaries.column(i).to_pylist() for i in range(summaries.num_columns)),
             strict=True,
         )
-        if is_current and status == "current"
+        if is_current and status == "current" and conversation_id not in not_checked
     }
     pc = _require("pyarrow.compute")
     summaries_in = [
@@ -264,6 +278,8 @@ def check_part(index: int, *, path: str, threads: int | None = 1, run: str | Non
     )
     if any(verdict[2] == sealed.SOURCE_MISSING for verdict in verdicts):
         verdicts = _unseal(verdicts, summaries_in, turns, cited)
+    if unchecked:  # one row per conversation: in conversation order with the checked ones
+        verdicts = sorted([*verdicts, *unchecked], key=lambda verdict: str(verdict[0]))
     per_turns = [verdict[4] for verdict in verdicts]
     per_bytes = [verdict[5] for verdict in verdicts]
     if sum(per_turns) != turns_hashed or sum(per_bytes) != bytes_hashed:
@@ -383,6 +399,8 @@ def revalidate_parquet(
         }
         for row in stale.itertuples(index=False)
     ]
+    # As the command lists them: the summaries not checked against their sources first.
+    stale_summaries.sort(key=lambda item: item["reason"] not in RECORD_REASONS)
     checked = int(checked)
     return frame, {
         "conversations": int(manifest["counts"]["conversations"]),

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ledgerfold import _revalidate_runs as revalidate_runs
 from ledgerfold import _validate
 from ledgerfold._errors import InvalidInput
 from ledgerfold._optional import require
@@ -40,7 +41,7 @@ from ledgerfold.store import _batch_reads as batch_reads
 from ledgerfold.store import _export_reads as export_reads
 from ledgerfold.store._schema import SCHEMA_VERSION
 from ledgerfold.store._sqlite import SQLiteStore
-from ledgerfold.store._sqlite_errors import damaged_row
+from ledgerfold.store._sqlite_errors import damaged_row, quotes_stored_data, store_error
 
 __all__ = [
     "DEFAULT_TURNS_PER_FILE",
@@ -54,7 +55,7 @@ __all__ = [
 
 #: `_manifest.json` identifies a ledgerfold export by `format` and `format_version`.
 FORMAT = "ledgerfold-parquet"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MANIFEST = "_manifest.json"
 #: One directory per table, each with the same numbered parts.
 TABLES = ("conversations", "turns", "summaries", "summary_sources")
@@ -76,6 +77,10 @@ def _schemas(pa: Any) -> dict[str, Any]:
                 pa.field("last_sequence", i64, nullable=False),
                 pa.field("current_summary", text),
                 pa.field("current_summary_pk", i64),
+                # Why the current summary is not checked against its sources, as
+                # `ledgerfold revalidate` has it ('damaged-record', 'conversation-mismatch'),
+                # or null: the rule needs the database (format version 2).
+                pa.field("current_summary_verdict", text),
             ]
         ),
         "turns": pa.schema(
@@ -285,6 +290,21 @@ def _check_database(db: Path) -> None:
         pass
 
 
+def _record_verdicts(conn: sqlite3.Connection) -> dict[object, str]:
+    """The reason of each conversation whose current summary `ledgerfold revalidate` does not
+    check against its sources (a record the store cannot read, or another conversation's),
+    by the command's own rule and read (`_revalidate_runs.record_verdict`), in the export's
+    snapshot: the Parquet path gives the same verdicts (`ledgerfold.dask`)."""
+    try:
+        _, damaged, _ = revalidate_runs.jobs_damage_and_keys(conn)
+    except sqlite3.Error as error:
+        failure = store_error(conn, error, operation="export", write=False)
+        if quotes_stored_data(error):
+            raise failure from None  # SQLite's message quotes the stored bytes
+        raise failure from error
+    return {conversation_id: reason for conversation_id, _, reason, _ in damaged if reason}
+
+
 def export_parquet(
     db_path: str | os.PathLike[str],
     out_dir: str | os.PathLike[str],
@@ -326,6 +346,7 @@ def export_parquet(
         utf8 = batch_reads.is_utf8(conn)
         with batch_reads.snapshot(conn):  # one snapshot for every table
             parts = _assign_parts(export_reads.conversation_turn_counts(conn), turns_per_file)
+            verdicts = _record_verdicts(conn)
             for table in TABLES:
                 (staging / table).mkdir(parents=True)
             totals = dict.fromkeys(TABLES, 0)
@@ -335,6 +356,8 @@ def export_parquet(
                 entry: dict[str, Any] = {"index": index, "file": _part_name(index)}
                 for table in TABLES:
                     rows = export_reads.part_rows(conn, table, low, high, utf8=utf8)
+                    if table == "conversations":
+                        rows = [(*row, verdicts.get(row[0])) for row in rows]
                     table_data = _table(pa, table, schemas[table], rows)
                     pq.write_table(table_data, staging / table / _part_name(index))
                     entry[table] = len(rows)

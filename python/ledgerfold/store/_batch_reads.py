@@ -81,7 +81,11 @@ def unbindable(text: str) -> bool:
 
 @contextmanager
 def snapshot(conn: sqlite3.Connection) -> Iterator[None]:
-    """One read transaction: every read inside sees the same database."""
+    """One read transaction: every read inside sees the same database (inside one already
+    open, that one)."""
+    if conn.in_transaction:
+        yield
+        return
     conn.execute("BEGIN")
     try:
         yield

@@ -1,0 +1,153 @@
+"""Differential: `ledgerfold revalidate` and the Parquet export revalidated on Dask give the
+same verdicts on one damaged real-file ledger (the real transcripts, imported and compacted):
+a conversation pointing at another conversation's summary (in another part of the export), a
+current summary whose record names another conversation, current summaries whose records the
+store cannot read (`damaged-record`), a summarised body changed behind the store's back and
+a purged (sealed) conversation. The record verdicts are the command's own rule
+(`_revalidate_runs.record_verdict`), which the export records per conversation."""
+
+from __future__ import annotations
+
+import importlib
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledgerfold import SQLiteStore
+from ledgerfold.export import export_parquet
+from ledgerfold.revalidate import revalidate_database
+
+dask = importlib.import_module("dask")
+ldask = importlib.import_module("ledgerfold.dask")
+pq = importlib.import_module("pyarrow.parquet")
+
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
+    sys.path.insert(0, str(_HERE))
+
+from ledgers import import_and_compact  # noqa: E402
+
+SAME = (
+    "conversations",
+    "summaries_checked",
+    "current",
+    "stale",
+    "turns_hashed",
+    "bytes_hashed",
+    "stale_summaries",
+)
+_CURRENT_OF = "(SELECT current_summary FROM conversations WHERE id = ?)"
+#: Damage to a conversation's current summary record that the store cannot read past.
+RECORD_DAMAGE = (
+    "text = NULL",
+    "plan_id = char(12288)",
+    "parent_id = ' '",
+    "source_revision = -1",
+    "rejected_source_ids = 'not json'",
+    "policy_version = NULL",
+)
+
+
+@pytest.fixture(scope="module")
+def damaged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    path = tmp_path_factory.mktemp("dask-damage") / "ledger.db"
+    import_and_compact(path, "v1")
+    with SQLiteStore(path) as store:
+        summarised = [
+            cid for cid in store.conversation_ids() if store.current_summary(cid) is not None
+        ]
+        store.purge_through(summarised[1], 2, "retention")
+    assert len(summarised) > 20
+    # The first and the last conversation: in the first and the last part of the export.
+    pointing, pointed = summarised[0], summarised[-1]
+    moved = summarised[3]
+    damaged_ones = summarised[5 : 5 + len(RECORD_DAMAGE)]
+    tampered = summarised[len(summarised) // 2]
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            f"UPDATE conversations SET current_summary = {_CURRENT_OF} WHERE id = ?",
+            (pointed, pointing),
+        )
+        conn.execute(
+            f"UPDATE summaries SET conversation_id = ? WHERE pk = {_CURRENT_OF}",
+            (summarised[4], moved),
+        )
+        for change, conversation in zip(RECORD_DAMAGE, damaged_ones, strict=True):
+            conn.execute(f"UPDATE summaries SET {change} WHERE pk = {_CURRENT_OF}", (conversation,))
+        (turn_id,) = conn.execute(
+            "SELECT turn_id FROM summary_sources WHERE summary_pk = "
+            f"{_CURRENT_OF} ORDER BY position LIMIT 1",
+            (tampered,),
+        ).fetchone()
+        conn.execute(
+            "UPDATE turns SET body = body || ' (tampered)' WHERE conversation_id = ? AND id = ?",
+            (tampered, turn_id),
+        )
+    conn.close()
+    out = tmp_path_factory.mktemp("dask-damage") / "parquet"
+    report = export_parquet(path, out, turns_per_file=2_000)
+    assert report.parts >= 3
+    return {
+        "db": path,
+        "out": out,
+        "pointing": pointing,
+        "moved": moved,
+        "damaged": damaged_ones,
+        "tampered": tampered,
+        "sealed": summarised[1],
+    }
+
+
+def test_both_paths_give_the_same_verdicts(damaged: dict[str, Any]) -> None:
+    expected = revalidate_database(damaged["db"], mark_stale=False).as_json()
+    with dask.config.set(scheduler="threads"):
+        frame, aggregate = ldask.revalidate_parquet(damaged["out"])
+    assert {key: aggregate[key] for key in SAME} == {key: expected[key] for key in SAME}
+    reasons = {item["conversation"]: item["reason"] for item in expected["stale_summaries"]}
+    assert reasons == {
+        damaged["pointing"]: "conversation-mismatch",
+        damaged["moved"]: "conversation-mismatch",
+        **dict.fromkeys(damaged["damaged"], "damaged-record"),
+        damaged["tampered"]: "source-modified",
+    }
+    rows = frame.compute()
+    by_conversation = {row.conversation: row for row in rows.itertuples(index=False)}
+    assert len(by_conversation) == len(rows) == expected["summaries_checked"]
+    for conversation in (damaged["pointing"], damaged["moved"], *damaged["damaged"]):
+        row = by_conversation[conversation]
+        assert (row.status, row.turns_hashed, row.bytes_hashed) == ("stale", 0, 0)
+    assert by_conversation[damaged["sealed"]].status == "current"
+
+
+def test_the_export_records_the_commands_record_verdicts(damaged: dict[str, Any]) -> None:
+    table = pq.read_table(damaged["out"] / "conversations")
+    verdicts = {
+        conversation: reason
+        for conversation, reason in zip(
+            table.column("id").to_pylist(),
+            table.column("current_summary_verdict").to_pylist(),
+            strict=True,
+        )
+        if reason is not None
+    }
+    assert verdicts == {
+        damaged["pointing"]: "conversation-mismatch",
+        damaged["moved"]: "conversation-mismatch",
+        **dict.fromkeys(damaged["damaged"], "damaged-record"),
+    }
+
+
+def test_an_export_of_format_1_is_refused_with_a_way_out(
+    damaged: dict[str, Any], tmp_path: Path
+) -> None:
+    manifest = (damaged["out"] / "_manifest.json").read_text(encoding="utf-8")
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "_manifest.json").write_text(
+        manifest.replace('"format_version": 2', '"format_version": 1'), encoding="utf-8"
+    )
+    with pytest.raises(ValueError, match="export the database again"):
+        ldask.read_manifest(old)
