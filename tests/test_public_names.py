@@ -105,7 +105,10 @@ def test_every_exported_name_has_one_import_path() -> None:
         except ImportError:  # an extra that is not installed (its own tests cover it)
             continue
         for exported in getattr(module, "__all__", ()):
-            homes.setdefault(id(getattr(module, exported)), []).append(f"{name}.{exported}")
+            value = getattr(module, exported)
+            if type(value) is int:  # small ints are one object (two version numbers of 2)
+                continue
+            homes.setdefault(id(value), []).append(f"{name}.{exported}")
         if name != "ledgerfold" and hasattr(module, "__path__"):
             for top in ledgerfold.__all__:
                 assert getattr(module, top, None) is not getattr(ledgerfold, top), (name, top)
