@@ -472,6 +472,7 @@ class Compactor(OutcomeRecorder):
             previous_summary=previous,
             covered_count=0 if parent is None else len(parent.source_ids),
             max_summary_tokens=policy.max_summary_tokens,
+            purged_through=None if parent is None else work.purged_through,
         )
         _log.debug(
             "summarizer called plan_id=%s turns=%d backlog=%d previous_summary_id=%s",

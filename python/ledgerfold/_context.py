@@ -12,6 +12,7 @@ from ledgerfold._sized import sized
 from ledgerfold._summary import SummaryEnvelope, _sealed_arg
 
 __all__ = [
+    "RECALL_PROMISE",
     "AssembledContext",
     "ContextItem",
     "HistoryBoundary",
@@ -21,6 +22,14 @@ __all__ = [
     "with_purge",
     "with_purged_summary",
 ]
+
+
+#: How the extractive summarizer's marker of omitted turn lines says that recall returns
+#: them (`[57 earlier turn lines omitted: sequences 2–58; recall_history returns them]`,
+#: SPEC §16.5; after a purge `...; recall_history returns only those after sequence 10]`):
+#: a sealed summary keeps it as written, though a later purge may make it wrong, and the
+#: framing then says for which sequences it still holds (`adapters._chat.summary_framing`).
+RECALL_PROMISE = "recall_history returns"
 
 
 class _WeaklyReferable:

@@ -34,6 +34,7 @@ from ledgerfold.adapters._chat_fields import role_missing as _role_missing
 from ledgerfold.adapters._chat_fields import tool_calls as _tool_calls
 from ledgerfold.adapters._chat_objects import ChatMessage, message_list
 from ledgerfold.adapters._chat_parts import session_parts, tool_content, user_content
+from ledgerfold.adapters._recall_note import purged_promise_note
 from ledgerfold.adapters._summary_escape import escape_summary_text
 
 __all__ = [
@@ -78,7 +79,8 @@ def summary_framing(item: SummaryItem, *, recall: bool = False) -> str:
     """The fixed line that introduces a summary to the model: how many earlier turns, which
     sequences (SPEC §16.5), and with `recall` that `recall_history` returns the originals
     (after a purge, which sequences were deleted and which recall still returns).
-    Built from numbers only: nothing in it comes from a turn or the summary text."""
+    Built from numbers only: nothing in it comes from a turn or the summary text (whether
+    the text holds a marker promising what a purge deleted adds one fixed sentence)."""
     count = len(item.source_ids)
     turns = "turn" if count == 1 else "turns"
     through = item.through_sequence
@@ -114,13 +116,15 @@ def _recall_line(item: SummaryItem, recall: bool) -> str:
         f" The original messages through sequence {purged} were deleted from the history:"
         " only this summary remains of them"
     )
+    note = purged_promise_note(item.text, purged, item.through_sequence)
     if purged >= item.through_sequence:
-        return f"{gone}, and the recall_history tool cannot return them." if recall else f"{gone}."
+        line = f"{gone}, and the recall_history tool cannot return them." if recall else f"{gone}."
+        return line + note
     if not recall:
-        return f"{gone}."
+        return f"{gone}.{note}"
     return (
         f"{gone}. Those it summarises from sequences {purged + 1} through"
-        f" {item.through_sequence} can be fetched with the recall_history tool."
+        f" {item.through_sequence} can be fetched with the recall_history tool.{note}"
     )
 
 

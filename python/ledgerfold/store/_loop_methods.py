@@ -132,6 +132,7 @@ class CompactionLoop:
                 return CompactionWork(status, failures=failures)
             compaction.register(conn, planned, policy_version, roles)
             base = planned.base
+            purged = None if base is None else ledger.boundary(conn, conversation_id)
             if planned.extended and base is not None:
                 self._cache.stage_extension(
                     planned.plan.plan_id, planned.plan.compacted_ids, base.envelope.source_ids
@@ -146,6 +147,7 @@ class CompactionLoop:
             failures,
             extends_parent=planned.extended,
             sealed_lost=planned.sealed_lost,
+            purged_through=None if purged is None else purged.through_sequence,
         )
 
     def _log_plan(self, plan: CompactionPlan) -> None:

@@ -125,6 +125,11 @@ class CompactionWork:
     #: The plan rebases a stale summary that held purged turns with no checkpoint of them
     #: left (SPEC §17.5): once accepted, their summary is gone (the compactor reports it).
     sealed_lost: bool = False
+    #: The sequence the conversation's turns were purged through (its history boundary,
+    #: SPEC §15.5), read with the plan, or None: the `parent`'s text may describe turns whose
+    #: originals are gone, which recall cannot return (the summarizer is told,
+    #: `SummaryRequest.purged_through`). A store of your own may leave it None.
+    purged_through: int | None = None
 
 
 @runtime_checkable

@@ -42,7 +42,10 @@ class SummaryRequest:
     summary being extended, which already covers `covered_count` turns (None and 0 on a
     rebase: then `turns` start from the beginning). The reply replaces the previous text
     completely, so it should carry forward what that text says, and stay within
-    `max_summary_tokens`.
+    `max_summary_tokens`. `purged_through` is the sequence the conversation's turns were
+    purged through (SPEC §15.5) when the previous summary is extended, else None: what that
+    text says of turns up to it is all that remains of them, and `recall_history` cannot
+    return their originals (a note saying it can must not be carried forward as it stands).
     """
 
     conversation_id: str
@@ -52,6 +55,7 @@ class SummaryRequest:
     previous_summary: str | None = None
     covered_count: int = 0
     max_summary_tokens: int | None = None
+    purged_through: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.turns, tuple):
@@ -65,7 +69,8 @@ class SummaryRequest:
             f"SummaryRequest(conversation_id={self.conversation_id!r}, plan_id={self.plan_id!r}, "
             f"policy_version={self.policy_version!r}, turns={sized(len(self.turns), 'turn')}, "
             f"previous_summary={previous}, covered_count={self.covered_count}, "
-            f"max_summary_tokens={self.max_summary_tokens})"
+            f"max_summary_tokens={self.max_summary_tokens}, "
+            f"purged_through={self.purged_through})"
         )
 
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ledgerfold import _validate
+from ledgerfold._context import RECALL_PROMISE
 from ledgerfold._worker import pause
 from ledgerfold.tokens import approx_tokens
 
@@ -32,11 +33,18 @@ _TURN_LINE = re.compile(r"^\[seq ([0-9]{1,19}) ([a-z]+)[^\]]*\]")
 # all come before the lines kept, else "[57 turn lines omitted among sequences 2–90; ...]"
 # (tool output goes first: the range holds kept lines too). It holds no "[seq", so it is
 # never read as a citation (SPEC §16.5); the form without a range, which summaries stored
-# before it hold, is still read.
+# before it hold, is still read. Written after a purge (SPEC §15.5) through sequence P, it
+# does not promise what recall cannot return: "...; purged: recall_history cannot return
+# them]" when every omitted line lies at or below P, else "...; recall_history returns only
+# those after sequence P]".
 OMITTED_LINE = re.compile(
     r"^\[([0-9]{1,19}) (?:earlier )?turn lines omitted(?::| among)?"
-    r"(?: sequences? ([0-9]{1,19})(?:–([0-9]{1,19}))?)?(?:; recall_history returns them)?\]$"
+    r"(?: sequences? ([0-9]{1,19})(?:–([0-9]{1,19}))?)?"
+    r"(?:; (?:recall_history returns them|purged: recall_history cannot return them"
+    r"|recall_history returns only those after sequence [0-9]{1,19}))?\]$"
 )
+#: What the marker says of recall when no omitted line was purged (SPEC §16.5's example).
+RETURNS_THEM = f"{RECALL_PROMISE} them"
 # Which turn lines are dropped first when some must go: tool output, then the assistant's
 # (and system) lines, the user's last — the user's request outlives the rest.
 _DROP_ORDER = {"tool": 0, "user": 2}
@@ -51,13 +59,25 @@ class _Omitted:
     first: int | None = None
     last: int | None = None
     unknown: bool = False
+    #: The sequence the conversation was purged through (`SummaryRequest.purged_through`).
+    purged: int | None = None
 
     def add(self, sequences: list[int]) -> _Omitted:
         if not sequences:
             return self
         first = min(sequences) if self.first is None else min(self.first, *sequences)
         last = max(sequences) if self.last is None else max(self.last, *sequences)
-        return _Omitted(self.count + len(sequences), first, last, self.unknown)
+        return replace(self, count=self.count + len(sequences), first=first, last=last)
+
+    def recall(self) -> str:
+        """What the marker says recall returns: the omitted lines' originals, except those a
+        purge deleted (never promised)."""
+        purged, known = self.purged, not (self.unknown or self.first is None)
+        if purged is None or (known and self.first is not None and self.first > purged):
+            return RETURNS_THEM
+        if known and self.last is not None and self.last <= purged:
+            return "purged: recall_history cannot return them"
+        return f"{RECALL_PROMISE} only those after sequence {purged}"
 
     def marker(self, first_kept: int | None = None) -> str:
         """The marker line; "earlier" only when every omitted line comes before `first_kept`
@@ -70,7 +90,7 @@ class _Omitted:
         else:
             where = f"{' among' if among else ':'} sequences {self.first}–{self.last}"
         what = "turn lines omitted" if among else "earlier turn lines omitted"
-        return f"[{self.count} {what}{where}; recall_history returns them]"
+        return f"[{self.count} {what}{where}; {self.recall()}]"
 
 
 def _read_marker(found: re.Match[str], omitted: _Omitted, kept_first: int | None) -> _Omitted:
@@ -83,9 +103,9 @@ def _read_marker(found: re.Match[str], omitted: _Omitted, kept_first: int | None
     elif kept_first is not None and kept_first > 1:
         first, last = 1, kept_first - 1
     else:
-        return _Omitted(omitted.count + count, omitted.first, omitted.last, unknown=True)
+        return replace(omitted, count=omitted.count + count, unknown=True)
     merged = omitted.add([first, last])
-    return _Omitted(omitted.count + count, merged.first, merged.last, omitted.unknown)
+    return replace(merged, count=omitted.count + count)
 
 
 # The end of a first sentence: Latin punctuation before a space, or CJK full stops.
@@ -140,7 +160,7 @@ class ExtractiveSummarizer:
 
     def __call__(self, request: SummaryRequest) -> str:
         fresh_sequences = {turn.sequence for turn in request.turns}
-        omitted = _Omitted()
+        omitted = _Omitted(purged=getattr(request, "purged_through", None))
         notes: list[str] = []  # previous lines that are not about a turn
         turn_lines: list[tuple[int, str, str]] = []  # (sequence, role, line)
         previous = _previous_lines(request.previous_summary)
