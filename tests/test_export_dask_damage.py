@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from ledgerfold import SQLiteStore
+from ledgerfold import InvalidInput, SQLiteStore
 from ledgerfold.export import export_parquet
 from ledgerfold.revalidate import revalidate_database
 
@@ -151,3 +151,17 @@ def test_an_export_of_format_1_is_refused_with_a_way_out(
     )
     with pytest.raises(ValueError, match="export the database again"):
         ldask.read_manifest(old)
+
+
+def test_a_part_of_format_1_checked_on_its_own_is_invalid_input(
+    damaged: dict[str, Any], tmp_path: Path
+) -> None:
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(damaged["out"], old)
+    part = old / "conversations" / "part-00000.parquet"
+    table = pq.read_table(part)
+    pq.write_table(table.drop_columns(["current_summary_verdict"]), part)
+    with pytest.raises(InvalidInput, match="export the database again"):
+        ldask.check_part(0, path=str(old))

@@ -223,7 +223,16 @@ def check_part(index: int, *, path: str, threads: int | None = 1, run: str | Non
 
     # The current summaries the export found uncheckable, with the command's verdict
     # (`_revalidate_runs.record_verdict`): their conversation's row says why.
-    pointers = read("conversations", ["id", "current_summary", "current_summary_verdict"])
+    pa = _require("pyarrow")
+    try:
+        pointers = read("conversations", ["id", "current_summary", "current_summary_verdict"])
+    except pa.ArrowInvalid:  # no such column: an export of format 1
+        raise InvalidInput(
+            f"path: {path}: part {index} has no conversations.current_summary_verdict (an"
+            f" export older than format version {FORMAT_VERSION}: export the database again)",
+            field="path",
+            problem="unknown-value",
+        ) from None
     unchecked = [
         (conversation_id, summary_id if summary_id is not None else "?", reason, None, 0, 0)
         for conversation_id, summary_id, reason in zip(
