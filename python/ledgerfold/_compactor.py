@@ -386,8 +386,7 @@ class Compactor(OutcomeRecorder):
 
     def _summarize_and_end(self, job: _Job, summarizer: Summarizer) -> CompactionOutcome:
         """The built-in summarizer's call and the compaction's end, in the job that planned
-        (`_in_job_summarizer`). Between its steps the loop may take the GIL (`pause`):
-        not after every job's append, which would cost every `add_items` a switch."""
+        (`_in_job_summarizer`); between its steps the loop may take the GIL (`pause`)."""
         pause()
         try:
             result = summarizer(job.request)
