@@ -9,7 +9,8 @@ The rules, stated once:
   0x30-0x3F, intermediate bytes 0x20-0x2F and a final byte 0x40-0x7E, as many of them as
   there are) is a space, before anything else (a query's too, before it is split).
 - Normalise: NFKC; full case folding; NFD; drop the nonspacing marks (Mn) whose
-  Script_Extensions are Inherited or name Latin, Greek or Cyrillic; NFC.
+  Script_Extensions are Inherited or name Latin, Greek, Cyrillic, Arabic, Hebrew or Syriac;
+  NFC.
 - Classify each character: ASCII `a-z` letter, ASCII `0-9` digit, other ASCII separator;
   otherwise `Nd` digit; `L*`, `M*`, `Nl`, `No` CJK when its Script_Extensions name one of
   the four scripts, else letter; anything else separator.
@@ -34,7 +35,10 @@ PASSAGE_CHARS = 600
 MAX_QUERY_TERMS = 64
 
 _CJK = regex.compile(r"[\p{scx=Han}\p{scx=Hiragana}\p{scx=Katakana}\p{scx=Hangul}]")
-_DIACRITIC_SCRIPTS = regex.compile(r"[\p{scx=Zinh}\p{scx=Latin}\p{scx=Greek}\p{scx=Cyrillic}]")
+_DIACRITIC_SCRIPTS = regex.compile(
+    r"[\p{scx=Zinh}\p{scx=Latin}\p{scx=Greek}\p{scx=Cyrillic}"
+    r"\p{scx=Arabic}\p{scx=Hebrew}\p{scx=Syriac}]"
+)
 _STEMMER = snowballstemmer.stemmer("english")
 # The characters after which a passage may end as after a sentence: the sentence marks and
 # the line breaks.

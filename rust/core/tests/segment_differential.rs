@@ -64,9 +64,16 @@ fn class(c: char) -> Class {
 }
 
 fn is_diacritic(c: char) -> bool {
+    let scripts = [
+        Script::Latin,
+        Script::Greek,
+        Script::Cyrillic,
+        Script::Arabic,
+        Script::Hebrew,
+        Script::Syriac,
+    ];
     c.general_category() == GeneralCategory::NonspacingMark
-        && (c.script_extension().is_inherited()
-            || names_one_of(c, &[Script::Latin, Script::Greek, Script::Cyrillic]))
+        && (c.script_extension().is_inherited() || names_one_of(c, &scripts))
 }
 
 fn stem(word: &str) -> String {

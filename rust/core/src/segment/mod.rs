@@ -2,10 +2,13 @@
 //! of at most 600 characters, text into normalised search tokens.
 //!
 //! Normalisation, in this order: NFKC; full case folding; NFD, then the diacritics dropped:
-//! the nonspacing marks (`Mn`) of Latin, Greek or Cyrillic or of no script in particular
-//! (`Inherited`), not the vowel signs, viramas and points that other scripts write with
-//! (`नमस्ते` keeps its virama, `が` its voicing mark); NFC (so Hangul syllables, decomposed by NFD, are whole again). Then each character is one
-//! of four classes:
+//! the nonspacing marks (`Mn`) of Latin, Greek, Cyrillic, Arabic, Hebrew or Syriac or of no
+//! script in particular (`Inherited`): accents, and the vowel points that the abjads'
+//! ordinary writing leaves out (`كَتَبَ` is `كتب`, `שָׁלוֹם` is `שלום`, and `أ` is `ا`: NFD
+//! makes its hamza a mark); not the vowel signs and viramas that the Brahmic scripts spell
+//! with (`नमस्ते` keeps its virama, `दुनिया` its vowel sign, `が` its voicing mark: dropping
+//! them would make different words one); NFC (so Hangul syllables, decomposed by NFD, are
+//! whole again). Then each character is one of four classes:
 //! - *digit*: ASCII `0-9` and every other `Nd`;
 //! - *CJK*: a letter, mark or number (`L*`, `M*`, `Nl`, `No`) whose `Script_Extensions` name
 //!   Han, Hiragana, Katakana or Hangul (so `ー` and `々` join their words);
@@ -43,8 +46,9 @@ pub use tokenise::{push_tokens, tokens};
 
 /// The segmenter's version, recorded with the index: any change of the tokens or passages a
 /// text gives must bump it (the index is then rebuilt). 2: control sequences separate (1
-/// read `\x1b[31mFAILED` as `31` and `mfail`).
-pub const INDEX_VERSION: u32 = 2;
+/// read `\x1b[31mFAILED` as `31` and `mfail`). 3: Arabic, Hebrew and Syriac points are
+/// diacritics (2 kept them, so `كَتَبَ` did not match `كتب`).
+pub const INDEX_VERSION: u32 = 3;
 
 #[cfg(test)]
 mod tests {

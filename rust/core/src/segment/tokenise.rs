@@ -64,8 +64,22 @@ pub(super) fn class_of(c: char) -> Class {
     }
 }
 
-/// A decomposed character survives diacritic removal unless it is a nonspacing mark of
-/// Latin, Greek or Cyrillic, or of no script in particular.
+/// The scripts whose nonspacing marks are diacritics: accents and stress marks of the
+/// alphabets, and the vowel points, shadda, sukun and hamza of the abjads (Arabic harakat,
+/// Hebrew niqqud and cantillation, Syriac points), which ordinary writing leaves out. The
+/// other scripts' nonspacing marks are part of the spelling: the vowel signs and viramas of
+/// Devanagari, Thai and the other Brahmic scripts, the kana voicing marks.
+const DIACRITIC_SCRIPTS: [Script; 6] = [
+    Script::Latin,
+    Script::Greek,
+    Script::Cyrillic,
+    Script::Arabic,
+    Script::Hebrew,
+    Script::Syriac,
+];
+
+/// A decomposed character survives diacritic removal unless it is a nonspacing mark of one
+/// of [`DIACRITIC_SCRIPTS`], or of no script in particular.
 fn keeps(c: char) -> bool {
     if c.is_ascii() || c.general_category() != GeneralCategory::NonspacingMark {
         return true;
@@ -73,9 +87,9 @@ fn keeps(c: char) -> bool {
     let scripts = c.script_extension();
     let diacritic = scripts.is_inherited()
         || (!scripts.is_common()
-            && (scripts.contains_script(Script::Latin)
-                || scripts.contains_script(Script::Greek)
-                || scripts.contains_script(Script::Cyrillic)));
+            && DIACRITIC_SCRIPTS
+                .iter()
+                .any(|&script| scripts.contains_script(script)));
     !diacritic
 }
 
@@ -412,11 +426,18 @@ mod tests {
     }
 
     #[test]
-    fn only_latin_greek_cyrillic_and_shared_marks_are_diacritics() {
+    fn only_the_marks_of_alphabets_and_abjads_are_diacritics() {
         assert_eq!(toks("Σίσυφος"), toks("ΣΙΣΥΦΟΣ"));
         assert_eq!(toks("Ёлка"), ["елка"]);
         assert_eq!(toks("façade"), toks("facade"));
-        // Devanagari's virama and vowel signs, Thai's vowels and Hebrew's points are letters.
+        // Arabic harakat, shadda, sukun and hamza, Hebrew niqqud, Syriac points.
+        assert_eq!(toks("كَتَبَ"), ["كتب"]);
+        assert_eq!(toks("مُدَرِّسٌ"), toks("مدرس"));
+        assert_eq!(toks("أحمد"), toks("احمد"));
+        assert_eq!(toks("שָׁלוֹם"), ["שלום"]);
+        assert_eq!(toks("\u{FB2A}"), ["ש"]);
+        assert_eq!(toks("ܫܠܳܡܳܐ"), ["ܫܠܡܐ"]);
+        // Devanagari's virama and vowel signs and Thai's vowels are part of the word.
         assert_eq!(toks("नमस्ते"), ["नमस्ते"]);
         assert_ne!(toks("दुनिया"), toks("दनिया"));
         assert_ne!(toks("สวัสดี"), toks("สวสด"));

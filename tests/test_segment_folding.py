@@ -1,0 +1,141 @@
+"""What recall's normalisation folds away (SPEC §16.5 "Normalisation": NFKC, case-folded,
+diacritics removed): the golden cases for both segmenters (Rust and the pure-Python
+reference), the same through `SQLiteStore.search` on a file database, and the index of an
+older segmenter version rebuilt when the store opens.
+
+Diacritics are the nonspacing marks of Latin, Greek, Cyrillic, Arabic, Hebrew and Syriac
+(accents; the harakat, niqqud and points that ordinary writing leaves out), and of no script
+in particular; the vowel signs and viramas of the Brahmic scripts and the kana voicing
+marks are part of the word and stay."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+import unicodedata
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+import ledgerfold as lf
+from ledgerfold import _segment as seg
+
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
+    sys.path.insert(0, str(_HERE))
+
+import segment_reference as ref  # noqa: E402
+
+IMPLEMENTATIONS = [pytest.param(seg, id="rust"), pytest.param(ref, id="reference")]
+
+#: (pointed, as ordinary writing has it): each pair must give the same terms.
+POINTED = [
+    pytest.param("كَتَبَ", "كتب", id="arabic-harakat"),
+    pytest.param("مُدَرِّسٌ", "مدرس", id="arabic-shadda-tanwin"),
+    pytest.param("الْقُرْآن", "القران", id="arabic-sukun-madda"),
+    pytest.param("أحمد إلى", "احمد الى", id="arabic-hamza-on-alef"),
+    pytest.param("שָׁלוֹם", "שלום", id="hebrew-niqqud"),
+    pytest.param("בְּרֵאשִׁית", "בראשית", id="hebrew-dagesh-shin-dot"),
+    pytest.param("\ufb2a\ufb31", "שב", id="hebrew-presentation-forms"),
+    pytest.param("ܫܠܳܡܳܐ", "ܫܠܡܐ", id="syriac-points"),
+    pytest.param("Σίσυφος", "σισυφος", id="greek-tonos"),
+    pytest.param("Café", "cafe", id="latin-acute"),
+]
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+@pytest.mark.parametrize(("pointed", "plain"), POINTED)
+def test_points_and_accents_are_folded_away(impl: ModuleType, pointed: str, plain: str) -> None:
+    assert impl.query_terms(pointed) == impl.query_terms(plain)
+    assert not any(unicodedata.category(c) == "Mn" for t in impl.query_terms(pointed) for c in t)
+    # Whichever way the marks are ordered (NFD reorders them) and composed.
+    decomposed = unicodedata.normalize("NFD", pointed)
+    assert impl.query_terms(decomposed) == impl.query_terms(plain)
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_the_marks_a_word_is_spelt_with_stay(impl: ModuleType) -> None:
+    # Devanagari's virama and vowel signs, Thai's vowels, the kana voicing marks: dropping
+    # them would make different words one (दुनिया "world", दनिया is not a word).
+    assert impl.query_terms("नमस्ते") == ["नमस्ते"]
+    assert impl.query_terms("दुनिया") != impl.query_terms("दनिया")
+    assert impl.query_terms("स्त") != impl.query_terms("सत")
+    assert impl.query_terms("สวัสดี") != impl.query_terms("สวสด")
+    assert impl.query_terms("がき") != impl.query_terms("かき")
+
+
+# ---------------------------------------------------------------------- the store
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> lf.SQLiteStore:
+    made = lf.SQLiteStore(tmp_path / "ledger.db")
+    yield made
+    made.close()
+
+
+def ids(hits: list[lf.SearchHit]) -> list[str]:
+    return [hit.turn_id for hit in hits]
+
+
+def test_search_matches_pointed_and_unpointed_text_both_ways(store: lf.SQLiteStore) -> None:
+    store.append("c", "user", "كَتَبَ الطالبُ الدرسَ", id="arabic-pointed")
+    store.append("c", "user", "שלום לכולם", id="hebrew-plain")
+    store.append("c", "user", "أحمد في المكتبة", id="arabic-hamza")
+    store.append("c", "user", "nothing else here", id="other")
+    assert ids(store.search("c", "كتب")) == ["arabic-pointed"]
+    assert ids(store.search("c", "الدرس")) == ["arabic-pointed"]
+    assert ids(store.search("c", "שָׁלוֹם")) == ["hebrew-plain"]
+    assert ids(store.search("c", "احمد")) == ["arabic-hamza"]
+    # The passage is the body as stored, points and all.
+    assert store.search("c", "كتب")[0].text == "كَتَبَ الطالبُ الدرسَ"
+
+
+# ---------------------------------------------------------------------- index versions
+
+
+def _as_version_2_wrote_it(path: Path) -> None:
+    """Make the file's index what ledgerfold's version-2 segmenter left: each body's words
+    with their Arabic and Hebrew points kept (for these bodies, its tokens were the NFC
+    words), `index_version` 2."""
+    conn = sqlite3.connect(path)
+    with conn:
+        rows = conn.execute("SELECT pk, body FROM turns ORDER BY pk").fetchall()
+        conn.execute("INSERT INTO search_fts(search_fts) VALUES ('delete-all')")
+        conn.execute("DELETE FROM search_offsets")
+        conn.executemany(
+            "INSERT INTO search_fts (rowid, tokens) VALUES (?, ?)",
+            [(pk << 10, unicodedata.normalize("NFC", body)) for pk, body in rows],
+        )
+        conn.execute("UPDATE search_state SET index_version = 2, complete = 1")
+    conn.close()
+
+
+def test_an_index_of_segmenter_version_2_is_rebuilt_at_open(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    with lf.SQLiteStore(path) as store:
+        store.append("c", "user", "كَتَبَ الطالبُ الدرسَ", id="a")
+        store.append("c", "user", "שָׁלוֹם לכולם", id="h")
+    _as_version_2_wrote_it(path)
+    conn = sqlite3.connect(path)
+    try:
+        # The old index: the unpointed word is not in it.
+        assert conn.execute(
+            "SELECT COUNT(*) FROM search_fts WHERE search_fts MATCH ?", ('"كتب"',)
+        ).fetchone() == (0,)
+    finally:
+        conn.close()
+    with lf.SQLiteStore(path) as store:
+        assert ids(store.search("c", "كتب")) == ["a"]
+        assert ids(store.search("c", "שלום")) == ["h"]
+        state = store._connection().execute("SELECT index_version, complete FROM search_state")
+        assert tuple(state.fetchone()) == (seg.INDEX_VERSION, 1)
+        assert store.check_search_index() == []
+        # Every write path works on the rebuilt index (its rows delete with its tokens).
+        store.edit("c", "a", body="قَرَأَ الكتاب")
+        assert store.search("c", "كتب") == []
+        assert ids(store.search("c", "قرا")) == ["a"]
+        store.retract("c", "h", erase=True)
+        assert store.search("c", "שלום") == []
+        assert store.check_search_index() == []
