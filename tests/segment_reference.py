@@ -8,9 +8,9 @@ The rules, stated once:
 - Control sequences: each ECMA-48 control sequence (`ESC [` or U+009B, then parameter bytes
   0x30-0x3F, intermediate bytes 0x20-0x2F and a final byte 0x40-0x7E, as many of them as
   there are) is a space, before anything else (a query's too, before it is split).
-- Normalise: NFKC; full case folding; NFD; drop the nonspacing marks (Mn) whose
-  Script_Extensions are Inherited or name Latin, Greek, Cyrillic, Arabic, Hebrew or Syriac;
-  NFC.
+- Normalise: drop the format characters (Cf) but U+200B ZERO WIDTH SPACE; NFKC; full case
+  folding; NFD; drop the nonspacing marks (Mn) whose Script_Extensions are Inherited or name
+  Latin, Greek, Cyrillic, Arabic, Hebrew or Syriac; NFC.
 - Classify each character: ASCII `a-z` letter, ASCII `0-9` digit, other ASCII separator;
   otherwise `Nd` digit; `L*`, `M*`, `Nl`, `No` CJK when its Script_Extensions name one of
   the four scripts, else letter; anything else separator.
@@ -39,6 +39,8 @@ _DIACRITIC_SCRIPTS = regex.compile(
     r"[\p{scx=Zinh}\p{scx=Latin}\p{scx=Greek}\p{scx=Cyrillic}"
     r"\p{scx=Arabic}\p{scx=Hebrew}\p{scx=Syriac}]"
 )
+#: The one format character that is a word break, not an invisible one.
+_ZERO_WIDTH_SPACE = "\u200b"
 _STEMMER = snowballstemmer.stemmer("english")
 # The characters after which a passage may end as after a sentence: the sentence marks and
 # the line breaks.
@@ -59,7 +61,10 @@ def is_white_space(char: str) -> bool:
 
 
 def normalise(text: str) -> str:
-    folded = unicodedata.normalize("NFKC", text).casefold()
+    visible = "".join(
+        char for char in text if char == _ZERO_WIDTH_SPACE or unicodedata.category(char) != "Cf"
+    )
+    folded = unicodedata.normalize("NFKC", visible).casefold()
     decomposed = unicodedata.normalize("NFD", folded)
     kept = "".join(
         char

@@ -15,12 +15,14 @@
 
 Tokens: each ANSI (ECMA-48) control sequence first made a space (`ESC [` or U+009B,
 parameter bytes 0x30-0x3F, intermediate bytes 0x20-0x2F, a final byte 0x40-0x7E: a
-command's colours, so `FAILED` between colour codes gives `fail`); NFKC,
-case-folded, diacritics removed (the nonspacing marks of Latin, Greek, Cyrillic, Arabic,
-Hebrew and Syriac, and of no script in particular; not the vowel signs and viramas of the
-Brahmic scripts, nor the kana voicing marks); a digit run is one token; codes split at
-`-`, `_`, `.`; ASCII words Snowball-English (Porter2) stemmed; Han, Kana and Hangul runs
-become overlapping bigrams (a one-character run stays one token) that digits never join.
+command's colours, so `FAILED` between colour codes gives `fail`); the format characters
+(Cf: soft hyphen, zero-width joiners, word joiner, BOM, bidi marks) dropped, so they never
+split a word, all but U+200B ZERO WIDTH SPACE, a space; NFKC, case-folded, diacritics
+removed (the nonspacing marks of Latin, Greek, Cyrillic, Arabic, Hebrew and Syriac, and of
+no script in particular; not the vowel signs and viramas of the Brahmic scripts, nor the
+kana voicing marks); a digit run is one token; codes split at `-`, `_`, `.`; ASCII words
+Snowball-English (Porter2) stemmed; Han, Kana and Hangul runs become overlapping bigrams
+(a one-character run stays one token) that digits never join.
 A token is non-empty and its only ASCII characters are `a-z` and `0-9`.
 `INDEX_VERSION` changes whenever the tokens or passages of some text would.
 """

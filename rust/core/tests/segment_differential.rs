@@ -76,6 +76,11 @@ fn is_diacritic(c: char) -> bool {
         && (c.script_extension().is_inherited() || names_one_of(c, &scripts))
 }
 
+/// A format character other than U+200B ZERO WIDTH SPACE: dropped before anything else.
+fn is_ignorable(c: char) -> bool {
+    c.general_category() == GeneralCategory::Format && c != '\u{200b}'
+}
+
 fn stem(word: &str) -> String {
     if !word.bytes().all(|b| b.is_ascii_lowercase()) {
         return word.to_owned();
@@ -124,6 +129,8 @@ fn spaced(text: &str) -> String {
 /// The text's tokens by the rules as written.
 fn reference_tokens(text: &str) -> Vec<String> {
     let normal: Vec<char> = spaced(text)
+        .chars()
+        .filter(|&c| !is_ignorable(c))
         .nfkc()
         .default_case_fold()
         .nfd()

@@ -1,6 +1,7 @@
 //! Property tests of recall's segmentation (SPEC §16.5): no input panics, every token keeps
 //! the token alphabet, passages are consecutive, cover the body, fit the 600-character
-//! window and sit on character boundaries, and query terms are distinct and at most 64.
+//! window and sit on character boundaries, query terms are distinct and at most 64, and
+//! format characters (soft hyphens, joiners, bidi marks) change no token.
 
 use ledgerfold_core::segment::{
     index_passages, passage_bounds, query_terms, tokens, MAX_QUERY_TERMS, PASSAGE_CHARS,
@@ -50,6 +51,34 @@ fn ascii_long_text() -> impl Strategy<Value = String> {
 
 fn passage_body() -> impl Strategy<Value = String> {
     prop_oneof![long_text(), ascii_long_text()]
+}
+
+/// A format character (`Cf`) other than U+200B ZERO WIDTH SPACE: soft hyphen, joiners, word
+/// joiner, byte order mark, bidi marks, embeddings and isolates, and a few of other kinds.
+fn format_character() -> impl Strategy<Value = char> {
+    prop::sample::select(vec![
+        '\u{AD}',
+        '\u{61C}',
+        '\u{180E}',
+        '\u{200C}',
+        '\u{200D}',
+        '\u{200E}',
+        '\u{200F}',
+        '\u{202A}',
+        '\u{202B}',
+        '\u{202C}',
+        '\u{202D}',
+        '\u{202E}',
+        '\u{2060}',
+        '\u{2062}',
+        '\u{2066}',
+        '\u{2067}',
+        '\u{2068}',
+        '\u{2069}',
+        '\u{FEFF}',
+        '\u{E0001}',
+        '\u{E0041}',
+    ])
 }
 
 fn assert_alphabet(token: &str) {
@@ -167,6 +196,25 @@ proptest! {
         }
         distinct.truncate(MAX_QUERY_TERMS);
         prop_assert_eq!(terms, distinct);
+    }
+
+    #[test]
+    fn format_characters_are_invisible(
+        text in text(),
+        inserts in prop::collection::vec((any::<prop::sample::Index>(), format_character()), 1..8),
+    ) {
+        // Outside control sequences (a format character inside one ends it).
+        let text: String = text
+            .chars()
+            .map(|c| if matches!(c, '\u{1b}' | '\u{9b}') { ' ' } else { c })
+            .collect();
+        let mut chars: Vec<char> = text.chars().collect();
+        for (at, format) in inserts {
+            chars.insert(at.index(chars.len() + 1), format);
+        }
+        let marked: String = chars.into_iter().collect();
+        prop_assert_eq!(tokens(&marked), tokens(&text));
+        prop_assert_eq!(query_terms(&marked), query_terms(&text));
     }
 
     #[test]

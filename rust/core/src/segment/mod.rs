@@ -1,7 +1,11 @@
 //! Recall's text segmentation (SPEC §16.5 "Normalisation" and "Hits"): bodies into passages
 //! of at most 600 characters, text into normalised search tokens.
 //!
-//! Normalisation, in this order: NFKC; full case folding; NFD, then the diacritics dropped:
+//! Normalisation, in this order: the format characters (`Cf`: soft hyphen, zero-width
+//! joiner and non-joiner, word joiner, byte order mark, bidi marks) dropped, as invisible
+//! characters that never split a word (`co\u{AD}operate` is `cooperate`), all but U+200B
+//! ZERO WIDTH SPACE, a space (a word break in UAX #29); NFKC; full case folding; NFD, then
+//! the diacritics dropped:
 //! the nonspacing marks (`Mn`) of Latin, Greek, Cyrillic, Arabic, Hebrew or Syriac or of no
 //! script in particular (`Inherited`): accents, and the vowel points that the abjads'
 //! ordinary writing leaves out (`كَتَبَ` is `كتب`, `שָׁלוֹם` is `שלום`, and `أ` is `ا`: NFD
@@ -47,7 +51,8 @@ pub use tokenise::{push_tokens, tokens};
 /// The segmenter's version, recorded with the index: any change of the tokens or passages a
 /// text gives must bump it (the index is then rebuilt). 2: control sequences separate (1
 /// read `\x1b[31mFAILED` as `31` and `mfail`). 3: Arabic, Hebrew and Syriac points are
-/// diacritics (2 kept them, so `كَتَبَ` did not match `كتب`).
+/// diacritics (2 kept them, so `كَتَبَ` did not match `كتب`), and format characters are
+/// dropped (2 split `co\u{AD}operate` into `co` and `oper`).
 pub const INDEX_VERSION: u32 = 3;
 
 #[cfg(test)]

@@ -93,6 +93,15 @@ fn keeps(c: char) -> bool {
     !diacritic
 }
 
+/// Whether `c` is a format character (`Cf`: the soft hyphen, the zero-width joiner and
+/// non-joiner, the word joiner, the byte order mark, the bidi marks, embeddings and
+/// isolates, ...), which is invisible and never splits a word: it is dropped before
+/// anything else (`co\u{AD}operate` is `cooperate`). U+200B ZERO WIDTH SPACE is a space:
+/// a word break in Unicode's word rules (UAX #29), and it stays a separator.
+fn ignorable(c: char) -> bool {
+    !c.is_ascii() && c != '\u{200B}' && c.general_category() == GeneralCategory::Format
+}
+
 /// `text` with each ECMA-48 control sequence (terminal colours and cursor moves in a
 /// command's output) made one space, or None when it holds none. A control sequence is
 /// `ESC [` or U+009B, then parameter bytes `0x30..=0x3F`, intermediate bytes `0x20..=0x2F`
@@ -324,6 +333,7 @@ impl Tokeniser<'_> {
     fn push_general(&mut self, chunk: &str, out: &mut Vec<u8>) {
         for c in chunk
             .chars()
+            .filter(|&c| !ignorable(c))
             .nfkc()
             .default_case_fold()
             .nfd()
@@ -441,6 +451,29 @@ mod tests {
         assert_eq!(toks("नमस्ते"), ["नमस्ते"]);
         assert_ne!(toks("दुनिया"), toks("दनिया"));
         assert_ne!(toks("สวัสดี"), toks("สวสด"));
+    }
+
+    #[test]
+    fn format_characters_never_split_a_word() {
+        assert_eq!(toks("co\u{AD}operate"), toks("cooperate"));
+        assert_eq!(toks("co\u{AD}operate"), ["cooper"]);
+        for format in [
+            '\u{200C}', '\u{200D}', '\u{2060}', '\u{FEFF}', '\u{200E}', '\u{202B}',
+        ] {
+            assert_eq!(
+                toks(&format!("pass{format}word")),
+                ["password"],
+                "{format:?}"
+            );
+            assert_eq!(toks(&format!("{format}PO-9302{format}")), ["po", "9302"]);
+        }
+        assert_eq!(
+            toks("\u{2067}שלום\u{2069} 13\u{2066}号"),
+            ["שלום", "13", "号"]
+        );
+        assert_eq!(toks("می\u{200C}خواهم"), toks("میخواهم"));
+        // The zero width space is a space.
+        assert_eq!(toks("foo\u{200B}bar"), ["foo", "bar"]);
     }
 
     #[test]
