@@ -181,18 +181,26 @@ def test_search_sees_through_soft_hyphens_joiners_and_bidi_marks(store: lf.SQLit
 # ---------------------------------------------------------------------- index versions
 
 
+#: Bodies, and the tokens ledgerfold's version-2 segmenter indexed them as: points kept (the
+#: NFC words), a soft hyphen a separator.
+VERSION_2_ROWS = {
+    "a": ("كَتَبَ الطالبُ الدرسَ", unicodedata.normalize("NFC", "كَتَبَ الطالبُ الدرسَ")),
+    "h": ("שָׁלוֹם לכולם", unicodedata.normalize("NFC", "שָׁלוֹם לכולם")),
+    "e": ("we co\u00adoperate", "we co oper"),
+}
+
+
 def _as_version_2_wrote_it(path: Path) -> None:
-    """Make the file's index what ledgerfold's version-2 segmenter left: each body's words
-    with their Arabic and Hebrew points kept (for these bodies, its tokens were the NFC
-    words), `index_version` 2."""
+    """Make the file's index what ledgerfold's version-2 segmenter left: `VERSION_2_ROWS`'
+    tokens, `index_version` 2."""
     conn = sqlite3.connect(path)
     with conn:
-        rows = conn.execute("SELECT pk, body FROM turns ORDER BY pk").fetchall()
+        rows = conn.execute("SELECT pk, id FROM turns ORDER BY pk").fetchall()
         conn.execute("INSERT INTO search_fts(search_fts) VALUES ('delete-all')")
         conn.execute("DELETE FROM search_offsets")
         conn.executemany(
             "INSERT INTO search_fts (rowid, tokens) VALUES (?, ?)",
-            [(pk << 10, unicodedata.normalize("NFC", body)) for pk, body in rows],
+            [(pk << 10, VERSION_2_ROWS[turn_id][1]) for pk, turn_id in rows],
         )
         conn.execute("UPDATE search_state SET index_version = 2, complete = 1")
     conn.close()
@@ -201,20 +209,23 @@ def _as_version_2_wrote_it(path: Path) -> None:
 def test_an_index_of_segmenter_version_2_is_rebuilt_at_open(tmp_path: Path) -> None:
     path = tmp_path / "ledger.db"
     with lf.SQLiteStore(path) as store:
-        store.append("c", "user", "كَتَبَ الطالبُ الدرسَ", id="a")
-        store.append("c", "user", "שָׁלוֹם לכולם", id="h")
+        for turn_id, (body, _) in VERSION_2_ROWS.items():
+            store.append("c", "user", body, id=turn_id)
     _as_version_2_wrote_it(path)
     conn = sqlite3.connect(path)
     try:
-        # The old index: the unpointed word is not in it.
-        assert conn.execute(
-            "SELECT COUNT(*) FROM search_fts WHERE search_fts MATCH ?", ('"كتب"',)
-        ).fetchone() == (0,)
+        # The old index: the unpointed word and the whole word are not in it.
+        for word in ("كتب", "cooper"):
+            found = conn.execute(
+                "SELECT COUNT(*) FROM search_fts WHERE search_fts MATCH ?", (f'"{word}"',)
+            )
+            assert found.fetchone() == (0,)
     finally:
         conn.close()
     with lf.SQLiteStore(path) as store:
         assert ids(store.search("c", "كتب")) == ["a"]
         assert ids(store.search("c", "שלום")) == ["h"]
+        assert ids(store.search("c", "cooperation")) == ["e"]
         state = store._connection().execute("SELECT index_version, complete FROM search_state")
         assert tuple(state.fetchone()) == (seg.INDEX_VERSION, 1)
         assert store.check_search_index() == []
