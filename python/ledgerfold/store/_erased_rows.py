@@ -6,7 +6,10 @@ NNNN", a yes or a no) is found by guessing it against the digest. ID and sequenc
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
+from ledgerfold._errors import StoreError
+from ledgerfold.store._batch_reads import lenient_rows
 from ledgerfold.store._rows import TURN_COLUMNS, turn_from_row
 
 __all__ = ["blank_turns"]
@@ -17,10 +20,18 @@ def blank_turns(conn: sqlite3.Connection, conversation_id: str, selected: str, i
     `ids`) gives, digest included."""
     where = f"conversation_id = ? AND id IN ({selected})"
     conn.execute(f"UPDATE turns SET body = '', meta = NULL WHERE {where}", (conversation_id, ids))
-    rows = conn.execute(
-        f"SELECT pk, {TURN_COLUMNS} FROM turns WHERE {where}", (conversation_id, ids)
-    ).fetchall()
-    conn.executemany(
-        "UPDATE turns SET digest = ? WHERE pk = ?",
-        [(turn_from_row(tuple(row[1:])).digest, row[0]) for row in rows],
+    rows = lenient_rows(
+        conn, f"SELECT pk, {TURN_COLUMNS} FROM turns WHERE {where}", (conversation_id, ids)
     )
+    conn.executemany(
+        "UPDATE turns SET digest = ? WHERE pk = ?", [(_digest(row[1:]), row[0]) for row in rows]
+    )
+
+
+def _digest(row: tuple[Any, ...]) -> bytes:
+    """The digest of a blanked row; 32 zero bytes for one that makes no turn (a role, group
+    or protection reason damaged in storage): it gives nothing of any text either."""
+    try:
+        return turn_from_row(row).digest
+    except StoreError:
+        return bytes(32)

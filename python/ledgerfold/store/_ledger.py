@@ -37,6 +37,7 @@ __all__ = [
     "boundary",
     "bump_revision",
     "check_storable",
+    "checkable",
     "conversation_row",
     "get_turns",
     "insert_turns",
@@ -86,6 +87,46 @@ def load(conn: sqlite3.Connection, conversation_id: str) -> Conversation:
         index, column = int(found.group(1)), str(err.field)
         column = {"group": "grp", "meta_json": "meta"}.get(column, column)
         raise damaged_turn(column, rows[index][0], rows[index][1]) from None
+
+
+#: The digest a damaged row stands in with in `checkable`: it matches no turn's.
+_UNMATCHED = bytes(32)
+
+
+def checkable(conn: sqlite3.Connection, conversation_id: str) -> Conversation:
+    """The live ledger as a summary check reads it (IDs, sequences, roles, flags, groups,
+    meta and stored digests), without the bodies, which it does not read: a turn's body is
+    blank and its stored digest kept. A row damaged in storage does not stop the check (an
+    erasure or a purge must get past it, SPEC §15.5): one whose ID or sequence cannot be
+    read is left out (a summary citing it finds it missing), any other stands in with only
+    its ID and sequence and a digest that matches nothing (a summary citing it finds it
+    modified, as revalidation does; one that does not cite it is not held up by it)."""
+    row = conversation_row(conn, conversation_id)
+    if row is None:
+        return Conversation(conversation_id, 0, ())
+    rows = lenient_rows(
+        conn,
+        "SELECT id, sequence, role, '', protected, protection_reason, grp, meta, digest"
+        " FROM turns WHERE conversation_id = ? AND state = ? ORDER BY sequence",
+        (conversation_id, TURN_LIVE),
+    )
+    while True:
+        try:
+            return Conversation._from_rows(conversation_id, row[0], rows)
+        except InvalidInput as err:
+            found = re.match(r"rows\[(\d+)\]\.", str(err))  # 'rows[i].<field>: ...'
+            if found is None or int(found.group(1)) >= len(rows):
+                raise
+            index = int(found.group(1))
+            turn_id, sequence = rows[index][:2]
+            if str(err.field) in ("id", "sequence") or rows[index][2:] == _stand_in()[2:]:
+                del rows[index]
+            else:
+                rows[index] = (turn_id, sequence, *_stand_in()[2:])
+
+
+def _stand_in() -> tuple[Any, ...]:
+    return (None, None, "user", "", 0, None, None, None, _UNMATCHED)
 
 
 def raw_items(conn: sqlite3.Connection, conversation_id: str) -> tuple[TurnItem, ...]:

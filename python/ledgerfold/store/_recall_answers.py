@@ -14,6 +14,7 @@ from typing import Any
 from ledgerfold._errors import StoreError
 from ledgerfold._model import Turn
 from ledgerfold._recall_stand_in import RECALL_TOOL_NAME, call_name, tool_calls_of
+from ledgerfold.store._batch_reads import lenient_rows
 from ledgerfold.store._call_pairs import named_calls, nearest_call
 from ledgerfold.store._rows import TURN_COLUMNS, turn_from_row
 from ledgerfold.store._schema import TURN_LIVE, TURN_RETRACTED
@@ -174,7 +175,8 @@ def _stored_group_calls(
     a group."""
     calls: list[Mapping[str, Any]] = []
     states = f"({TURN_LIVE})" if live else f"({TURN_LIVE}, {TURN_RETRACTED})"
-    for row in conn.execute(
+    for row in lenient_rows(  # meta damaged in storage names no call (`stored_meta`)
+        conn,
         "SELECT meta FROM turns WHERE conversation_id = ? AND grp = ? AND role = 'assistant'"
         f" AND state IN {states}",
         (conversation_id, group),
@@ -190,7 +192,8 @@ def calls_and_recall_groups(
     where one makes a `recall_history` call: read before a write takes those calls away."""
     call_ids: set[str] = set()
     groups: set[str] = set()
-    for meta, group in conn.execute(
+    for meta, group in lenient_rows(  # damaged in storage: names no call
+        conn,
         f"SELECT meta, grp FROM turns WHERE pk IN ({turn_pks_sql}) AND role = 'assistant'"
         " AND meta IS NOT NULL",
         tuple(params),
@@ -213,7 +216,8 @@ def live_turns(
     if not turn_pks:
         return []
     return _readable(
-        conn.execute(
+        lenient_rows(
+            conn,
             f"SELECT pk, {TURN_COLUMNS} FROM turns WHERE conversation_id = ? AND state = ?"
             " AND pk IN (SELECT value FROM json_each(?)) ORDER BY sequence",
             (conversation_id, TURN_LIVE, json.dumps(sorted(set(turn_pks)))),
@@ -231,7 +235,8 @@ def group_results_without_id(
         found += [
             (turn_pk, turn)
             for turn_pk, turn in _readable(
-                conn.execute(
+                lenient_rows(
+                    conn,
                     f"SELECT pk, {TURN_COLUMNS} FROM turns WHERE conversation_id = ?"
                     " AND grp = ? AND role = 'tool' AND state = ?",
                     (conversation_id, group, TURN_LIVE),

@@ -14,7 +14,7 @@ from typing import Any
 from ledgerfold._checkpoints import lineage
 from ledgerfold._context import HistoryBoundary
 from ledgerfold._errors import InvalidInput
-from ledgerfold._model import ROLES, Turn
+from ledgerfold._model import ROLES
 from ledgerfold._summary import check_summary
 from ledgerfold._toolcalls import open_call_turns, unit_roots
 from ledgerfold.store import _call_pairs as call_pairs
@@ -22,6 +22,7 @@ from ledgerfold.store import _ledger as ledger
 from ledgerfold.store import _search_index as search_index
 from ledgerfold.store import _sources as sources
 from ledgerfold.store import _summaries as summaries
+from ledgerfold.store._batch_reads import lenient_rows
 from ledgerfold.store._database import now
 from ledgerfold.store._erased_rows import blank_turns
 from ledgerfold.store._recall_answers import (
@@ -30,6 +31,7 @@ from ledgerfold.store._recall_answers import (
     live_turns,
 )
 from ledgerfold.store._recall_results import blank_recall_results
+from ledgerfold.store._rows import unit_turn
 from ledgerfold.store._schema import CURRENT, STALE, TURN_LIVE, TURN_PURGED, TURN_RETRACTED
 
 __all__ = [
@@ -109,7 +111,7 @@ def _seal(
     version, envelope = pointed[0], pointed[0].envelope
     check = check_summary(
         envelope,
-        ledger.load(conn, conversation_id),
+        ledger.checkable(conn, conversation_id),  # no body read: a damaged one stops nothing
         envelope.policy_version,
         sealed=sealed_digests(conn, conversation_id, version.pk),
     )
@@ -182,12 +184,17 @@ def _unsplit(
             "SELECT turn_id FROM summary_sources WHERE summary_pk IS ?", (sealed_pk,)
         )
     }
-    rows = conn.execute(
+    # A row damaged in storage stops nothing (`unit_turn`); one whose ID or sequence
+    # cannot be read links to no unit.
+    read = lenient_rows(
+        conn,
         "SELECT id, sequence, role, grp, meta, protected FROM turns"
         " WHERE conversation_id = ? AND state = ? ORDER BY sequence",
         (conversation_id, TURN_LIVE),
-    ).fetchall()
-    turns = [_unit_turn(row) for row in rows]
+    )
+    units = [(row, unit_turn(*row[:5])) for row in read]
+    rows = [row for row, turn in units if turn is not None]
+    turns = [turn for _, turn in units if turn is not None]
     open_calls = open_call_turns(turns)
     members: dict[int, list[int]] = {}
     for index, root in enumerate(unit_roots(turns)):
@@ -210,23 +217,6 @@ def _unsplit(
         if stop is None:
             return sequence
         sequence = stop - 1
-
-
-def _unit_turn(row: tuple[Any, ...]) -> Turn:
-    """A bodiless turn carrying what the unit rule reads (role, group, call links)."""
-    meta: dict[str, str] | None = None
-    if row[4] is not None:
-        try:
-            loaded = json.loads(row[4])
-        except ValueError:
-            loaded = None
-        if isinstance(loaded, dict):
-            meta = {
-                key: value
-                for key, value in loaded.items()
-                if key in ("tool_calls", "tool_call_id") and isinstance(value, str) and value
-            } or None
-    return Turn(str(row[0]), int(row[1]), str(row[2]), "", group=row[3] or None, meta=meta)
 
 
 def retain(
@@ -362,7 +352,7 @@ def _sealed_base(
         if version is None:
             continue
         if conversation is None:
-            conversation = ledger.load(conn, conversation_id)
+            conversation = ledger.checkable(conn, conversation_id)
         envelope = version.envelope
         sealed = sealed_digests(conn, conversation_id, record.pk)
         if check_summary(envelope, conversation, envelope.policy_version, sealed=sealed).current:

@@ -9,7 +9,7 @@ from typing import Any
 
 from ledgerfold._context import TurnItem
 from ledgerfold._errors import InvalidInput, StoreError
-from ledgerfold._model import Turn
+from ledgerfold._model import ROLES, Turn
 from ledgerfold._native import SourceIds
 from ledgerfold._summary import SummaryEnvelope
 from ledgerfold.store._sqlite_errors import damaged_row
@@ -27,6 +27,7 @@ __all__ = [
     "meta_json",
     "turn_from_row",
     "turn_values",
+    "unit_turn",
 ]
 
 #: `turns` columns in the order `turn_from_row` reads them.
@@ -100,6 +101,40 @@ def turn_from_row(row: tuple[Any, ...]) -> Turn:
     except InvalidInput as err:
         column = {"group": "grp"}.get(str(err.field), str(err.field))
         raise damaged_turn(column, turn_id, sequence) from None
+
+
+def unit_turn(
+    turn_id: object, sequence: object, role: object, group: object, meta: object
+) -> Turn | None:
+    """A bodiless turn carrying what the unit rule reads (role, group, call links, SPEC
+    §17.2), from a row's columns as they are. A column damaged in storage links nothing: a
+    role that is not one is read as `user`, a group that is not one as none, and meta that
+    is not a JSON object as none, so that an erasure or a purge gets past the row. None
+    when the ID or sequence makes no turn."""
+    links: dict[str, str] | None = None
+    if isinstance(meta, str):
+        try:
+            loaded = json.loads(meta)
+        except (ValueError, RecursionError):
+            loaded = None
+        if isinstance(loaded, dict):
+            links = {
+                key: value
+                for key, value in loaded.items()
+                if key in ("tool_calls", "tool_call_id") and isinstance(value, str) and value
+            } or None
+    if not isinstance(turn_id, str) or type(sequence) is not int:
+        return None
+    role = role if isinstance(role, str) and role in ROLES else "user"
+    try:
+        grouped = group if isinstance(group, str) and group else None
+        return Turn(turn_id, sequence, role, "", group=grouped, meta=links)
+    except InvalidInput:
+        pass
+    try:
+        return Turn(turn_id, sequence, role, "")
+    except InvalidInput:
+        return None
 
 
 def turn_values(conversation_id: str, turn: Turn) -> tuple[Any, ...]:

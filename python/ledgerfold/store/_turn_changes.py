@@ -21,6 +21,7 @@ from ledgerfold._toolcalls import check_meta, tool_call_ids
 from ledgerfold.store import _call_pairs as call_pairs
 from ledgerfold.store import _search_index as search_index
 from ledgerfold.store import _unit_splits as unit_splits
+from ledgerfold.store._batch_reads import lenient_rows
 from ledgerfold.store._database import now
 from ledgerfold.store._ledger import (
     bump_revision,
@@ -30,7 +31,7 @@ from ledgerfold.store._ledger import (
     noncharacter_field,
 )
 from ledgerfold.store._recall_answers import group_results_without_id
-from ledgerfold.store._rows import TURN_COLUMNS, meta_json, turn_from_row
+from ledgerfold.store._rows import TURN_COLUMNS, meta_json, turn_from_row, unit_turn
 from ledgerfold.store._schema import TURN_LIVE, TURN_RETRACTED
 
 __all__ = ["edit_turn", "retract_turn"]
@@ -39,12 +40,16 @@ __all__ = ["edit_turn", "retract_turn"]
 def _live_turn_row(conn: sqlite3.Connection, conversation_id: str, turn_id: str) -> tuple[Any, ...]:
     row = live_turn_row(conn, conversation_id, turn_id)
     if row is None:
-        raise InvalidInput(
-            f"turn_id: no live turn {turn_id!r} in conversation {conversation_id!r}",
-            field="turn_id",
-            problem="unknown-value",
-        )
+        raise _no_live_turn(conversation_id, turn_id)
     return row
+
+
+def _no_live_turn(conversation_id: str, turn_id: str) -> InvalidInput:
+    return InvalidInput(
+        f"turn_id: no live turn {turn_id!r} in conversation {conversation_id!r}",
+        field="turn_id",
+        problem="unknown-value",
+    )
 
 
 def edit_turn(
@@ -160,9 +165,19 @@ def retract_turn(
     revision (SPEC §17.2): a result whose call is gone would be a tool message without its
     call. Retracting a result leaves its call (an open call again: kept raw, and left out of
     chat messages until answered)."""
-    row = _live_turn_row(conn, conversation_id, turn_id)
+    # Neither body nor anything a damaged row may hold stops it (`unit_turn`): a row damaged
+    # in storage is retracted (and erased) like any other.
+    found = lenient_rows(
+        conn,
+        "SELECT pk, sequence, role, grp, meta FROM turns"
+        " WHERE conversation_id = ? AND id = ? AND state = ?",
+        (conversation_id, turn_id, TURN_LIVE),
+    )
+    if not found:
+        raise _no_live_turn(conversation_id, turn_id)
+    row = found[0]
     search_index.unindex(conn, "pk = ?", (row[0],))
-    retracted = turn_from_row(row[1:-1])
+    retracted = unit_turn(turn_id, *row[1:]) or Turn(turn_id, 0, "user", "")
     answers = _answering(conn, conversation_id, retracted)
     for answer_pk, _ in answers:  # their bodies leave the live view too (SPEC §16.1)
         search_index.unindex(conn, "pk = ?", (answer_pk,))
@@ -188,7 +203,8 @@ def retract_turn(
             conversation_id,
             group_results_without_id(conn, conversation_id, (retracted.group,)),
         )
-    return int(row[2]), revision, stale, retracted_ids[1:]
+    sequence = row[1] if type(row[1]) is int else retracted.sequence
+    return sequence, revision, stale, retracted_ids[1:]
 
 
 def _calls_recall(turn: Turn) -> bool:
