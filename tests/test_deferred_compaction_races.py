@@ -278,7 +278,9 @@ def test_a_deferred_compaction_whose_batch_fails_to_commit_leaves_nothing_behind
     )
 
     async def scenario() -> Any:
-        commits["left"] = 1  # the append's batch commits, the compaction's fails
+        # The append's batch commits, and so does the due check's read (its failure would be
+        # a failed compaction, not a failed batch); the compaction's batch fails.
+        commits["left"] = 2
         await session.add_items(_exchange(0) + _exchange(1))
         with pytest.raises(StoreError, match="disk I/O error"):
             await session.wait_compaction()

@@ -272,7 +272,11 @@ class Compactor(OutcomeRecorder):
             # Whether the trigger is reached, once asked here: `_begin` does not ask again.
             reached = None
             if defer and in_job is not None and not force:
-                reached = self._trigger_reached(conversation_id)
+                try:
+                    reached = self._trigger_reached(conversation_id)
+                except StoreError as error:  # as in `_begin`
+                    failed = self._unstarted(conversation_id, error, time.perf_counter())
+                    return failed, (after() if after is not None else None)
             if reached and in_job is not None:
                 # The whole compaction (due check, plan, summary, commit) is the deferred
                 # job: no plan is left open between batches for another call to supersede.
@@ -412,17 +416,18 @@ class Compactor(OutcomeRecorder):
         needed = 1
         below_trigger = False
         if not force:
-            if policy.trigger_tokens is not None and not (
-                self._is_due(conversation_id) if reached is None else reached
-            ):
-                # Below the trigger only what SPEC §15.8 makes due at once: a rebase when
-                # coverage would shrink, or the rest of a backlog being folded.
-                if not self._asks_due_at_once:
-                    return self._skip(conversation_id, None, "not-due", started)
-                below_trigger = True
-            else:
-                failures = self.store.consecutive_failures(conversation_id)
-                needed = due.needed_turns(policy.min_new_turns, failures)
+            try:  # a failed read fails the compaction as the plan's registration does
+                below_trigger = policy.trigger_tokens is not None and not (
+                    self._is_due(conversation_id) if reached is None else reached
+                )
+                if not below_trigger:
+                    failures = self.store.consecutive_failures(conversation_id)
+                    needed = due.needed_turns(policy.min_new_turns, failures)
+            except StoreError as error:
+                return self._unstarted(conversation_id, error, started)
+            # Below the trigger only what SPEC §15.8 makes due at once (a rebase, a backlog).
+            if below_trigger and not self._asks_due_at_once:
+                return self._skip(conversation_id, None, "not-due", started)
         # Below the trigger `only_due_at_once` (protocol 2), else what a v1.1 store takes.
         asked: dict[str, Any] = (
             {"only_due_at_once": True} if below_trigger else {"min_new_turns": needed}

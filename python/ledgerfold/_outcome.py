@@ -222,8 +222,9 @@ class OutcomeRecorder:
     def _unstarted(
         self, conversation_id: str, error: StoreError, started: float
     ) -> CompactionOutcome:
-        """A compaction whose start failed in the store (its plan not registered, so no
-        failure record can name it): ``failed``/``store-error`` and its event, as a failed
+        """A compaction whose start failed in the store (a read of its due check, or its
+        plan's registration: no plan registered, so no failure record can name it):
+        ``failed``/``store-error`` and its event, as a failed
         save is (SPEC §13: a failed compaction changed nothing), not the store's error. A
         row changed outside ledgerfold is raised, as `load()` raises it: the ledger cannot
         be read, which no retry mends."""
