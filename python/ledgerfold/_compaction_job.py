@@ -5,6 +5,7 @@ Pure functions over the job and the policy: no store calls."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from ledgerfold import _validate
@@ -110,3 +111,8 @@ def _merged(job: _Job, covered: tuple[str, ...] | SourceIds) -> tuple[tuple[str,
     source_ids = tuple(turn_id for turn_id in job.plan.compacted_ids if turn_id in digest)
     joined = b"".join(digest[turn_id] for turn_id in source_ids)
     return source_ids, fingerprint_digests(joined)
+
+
+def _random_summary_id() -> str:
+    """A new summary's ID when the `Compactor` is given no `summary_id_factory`."""
+    return f"summary-{uuid.uuid4().hex}"

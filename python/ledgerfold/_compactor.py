@@ -1,14 +1,12 @@
 """Compaction orchestration (SPEC §13): what an agent calls on every turn. `compact` /
-`acompact` run one compaction: start a plan (the conversation's active plan) → give the
-summarizer only the turns to compact plus the current summary's text → save through the
-store's atomic commit. Every exit is a `CompactionOutcome`; a summarizer that raises, times
-out or returns blank text leaves the ledger and the current summary as they were. `context`
-assembles what goes to the model, within a token budget or not at all (never dropping a
-turn to fit). How a compaction ends (outcome, failure record, event, pruning, retention) is
-`_outcome.OutcomeRecorder`, the base; the job carried from plan to result, the request's
-budget and the result's envelope are `_compaction_job`. Logs (``ledgerfold.compactor``)
-carry IDs, counts, sequences, fingerprints and exception type names only: never turn
-bodies, summary text or exception messages."""
+`acompact` start a plan → give the summarizer only the turns to compact plus the current
+summary's text → save through the store's atomic commit; every exit is a
+`CompactionOutcome`, and a summarizer that raises, times out or returns blank text leaves
+the ledger and the current summary as they were. `context` assembles what goes to the model,
+within a token budget or not at all. How a compaction ends is `_outcome.OutcomeRecorder`
+(the base); the job from plan to result is `_compaction_job`. Logs
+(``ledgerfold.compactor``) carry IDs, counts, sequences, fingerprints and exception type
+names only: never turn bodies, summary text or exception messages."""
 
 from __future__ import annotations
 
@@ -18,14 +16,13 @@ import functools
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from ledgerfold import _due as due
 from ledgerfold import _validate
-from ledgerfold._compaction_job import _Job, _previous_and_budget
+from ledgerfold._compaction_job import _Job, _previous_and_budget, _random_summary_id
 from ledgerfold._context import AssembledContext, SummaryItem
 from ledgerfold._context_tokens import ContextTokens
 from ledgerfold._deferred import After as _After
@@ -549,7 +546,3 @@ class Compactor(OutcomeRecorder):
             len(assembled.items),
         )
         raise ContextBudgetExceeded(needed, max_tokens, protected)
-
-
-def _random_summary_id() -> str:
-    return f"summary-{uuid.uuid4().hex}"
