@@ -1,9 +1,7 @@
 """Revalidation's split check and digest audit, done by the workers run by run
 (`ledgerfold._revalidate_audit`), give the report the two whole-database passes that preceded
 them gave (kept here as the oracle: one query per current summary for its raw turns' tool-call
-links, one scan of every live turn no verified summary covers, and, since revalidation
-compares them, of the verified summaries' sources whose stored digest differs from their
-source index's), whatever the workers and
+links, one scan of every live turn no verified summary covers), whatever the workers and
 batches, on random databases with split units, wrong digests, damaged rows and records,
 conversations without a summary and rows the native pass cannot read."""
 
@@ -42,18 +40,6 @@ _OLD_UNVERIFIED = (
 )
 
 
-# The sources of the verified summaries (`?`: their IDs) whose stored digest is not the one
-# their source index recorded: hashed too since revalidation compares those digests.
-_CITED_DIFFERENT = (
-    _OLD_UNVERIFIED.split(" WHERE t.state = ?")[0]
-    + " JOIN conversations AS c ON c.id = t.conversation_id"
-    " JOIN summaries AS s ON s.pk = c.current_summary"
-    " JOIN summary_sources AS ss ON ss.summary_pk = s.pk AND ss.turn_id = t.id"
-    " WHERE t.state = ? AND s.id IN (SELECT value FROM json_each(?))"
-    " AND t.digest IS NOT ss.turn_digest"
-)
-
-
 def old_report(path: Path) -> dict[str, Any]:
     """The verdicts of the fingerprint check, then the split check per current summary, then
     the scan of every unverified live turn: what revalidation reported before the workers
@@ -75,10 +61,7 @@ def old_report(path: Path) -> dict[str, Any]:
         stale = [verdict for verdict in split if verdict[2] is not None]
         audit = revalidate_audit.Audit()
         stale_ids = json.dumps(sorted({verdict[1] for verdict in stale}))
-        verified = json.dumps(sorted({verdict[1] for verdict in split if verdict[2] is None}))
-        rows = conn.execute(_OLD_UNVERIFIED, (TURN_LIVE, stale_ids)).fetchall()
-        rows += conn.execute(_CITED_DIFFERENT, (TURN_LIVE, verified)).fetchall()
-        for row in sorted(rows, key=lambda row: int(row[10])):
+        for row in conn.execute(_OLD_UNVERIFIED, (TURN_LIVE, stale_ids)):
             audit.count(digests.check_row(row))
     finally:
         conn.close()

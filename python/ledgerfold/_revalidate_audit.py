@@ -3,8 +3,6 @@ threads: every live turn that no verified current summary covers is hashed again
 stored digest (a body changed behind the library's back leaves it wrong: the next summary
 would be fingerprinted from it), and a current summary that splits a compaction unit by a
 tool-call link (SPEC §17.2, a database written before links made units) is `group-split`.
-A verified summary's sources are not hashed again: their stored digests are compared with
-those their source index recorded (digests only), and one that differs is hashed too.
 
 Both need the same rows: the turns of the summary's conversation that it does not cite (its
 raw turns). The check of a run reads each conversation up to its summary's
@@ -201,16 +199,6 @@ def audit_run(
                 audit.count(digests.check_row(row))
     for index in by_rows:
         checked[index] = _conversation_by_rows(conn, run[index], checked[index], audit, utf8)
-    # The check re-hashed a verified summary's sources to its fingerprint, not to their
-    # stored digests, which the store's own checks trust (a wrong one made a purge's seal
-    # call the summary modified while revalidation called it current): one that differs
-    # from the digest the source index recorded is hashed and decided as a raw row's is
-    # (repaired without staling the summary, whose index recorded the bytes' digest).
-    verified = [job[1] for job, verdict in zip(run, checked, strict=True) if verdict[2] is None]
-    for pk in digests.cited_mismatches(conn, verified):
-        row = digests.row_by_key(conn, pk, utf8=utf8)
-        if row is not None:
-            audit.count(digests.check_row(row))
     return checked, audit
 
 

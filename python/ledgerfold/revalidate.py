@@ -14,9 +14,8 @@ in one transaction. The check of a run is `ledgerfold._revalidate_runs`, the wor
 
 What the fingerprints cannot show is checked by the same workers, run by run, right after
 each run's check and in its snapshot (`ledgerfold._revalidate_audit`): a current summary
-that splits a compaction unit by a tool-call link (SPEC §17.2, `group-split`), a stored
-digest that no longer matches its bytes in a live turn no verified summary covers, and one
-of a verified summary's source that differs from the digest its source index recorded. The
+that splits a compaction unit by a tool-call link (SPEC §17.2, `group-split`), and a stored
+digest that no longer matches its bytes in a live turn no verified summary covers. The
 check reads each conversation up to its summary's last source and reports the rows it read
 but found uncited; the audit reads the rest (the tail, those uncited rows, every live row of
 a conversation found stale) packed per run, and the native core hashes them and matches
@@ -152,14 +151,10 @@ def revalidate_database(
     `SQLiteStore` hook) then receives a `summary.stale` event for those marked.
 
     Every live turn the check did not verify (not a source of a current summary found
-    current) is hashed too, and so is every source of a verified one whose stored digest
-    differs from the digest its source index recorded (the check re-hashed its bytes to the
-    fingerprint, not to that digest, which the store's own checks trust): a stored digest
-    that does not match its bytes (a body or a digest changed behind the library's back) is
-    repaired — recomputed, the versions citing the turn marked stale unless their index
-    recorded the recomputed digest, a new revision — unless `mark_stale=False`; the report
-    counts them (`digests_wrong`, `digests_repaired`, with `wrong_digests` naming each
-    turn)."""
+    current) is hashed too: a stored digest that does not match its bytes (a body changed
+    behind the library's back) is repaired — recomputed, the versions citing the turn marked
+    stale, a new revision — unless `mark_stale=False`; the report counts them
+    (`digests_wrong`, `digests_repaired`, with `wrong_digests` naming each turn)."""
     path = database_path(path)
     workers = (
         available_cores() if workers is None else _validate.integer("workers", workers, minimum=1)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ledgerfold import _validate
@@ -27,7 +27,6 @@ __all__ = [
     "RowCheck",
     "WrongDigest",
     "check_row",
-    "cited_mismatches",
     "cited_rows",
     "recomputed_digest",
     "repair",
@@ -41,8 +40,7 @@ WrongDigest = tuple[str, str]
 
 # The live turns that no verified current summary cites: a current summary whose check
 # passed re-hashed its sources' bytes against the digests it was fingerprinted from, so only
-# the rest needs hashing here (its sources' stored digests are compared with its source
-# index's instead, `cited_mismatches`). `?`: the table keys (JSON array) of the summaries the check
+# the rest needs hashing here. `?`: the table keys (JSON array) of the summaries the check
 # found stale or damaged, whose sources are hashed too (by key: a damaged ID names nothing).
 # Text is read as bytes so that a row that is not valid UTF-8 is counted as unreadable
 # rather than failing the whole scan. Deep revalidation hashes
@@ -213,28 +211,6 @@ def cited_rows(
     if not utf8:
         return _text_rows(conn, _CITED, parameters)
     return conn.execute(_CITED, parameters).fetchall()
-
-
-#: The table keys of the live turns some of the summaries cite (`?`: their table keys, a
-#: JSON array) whose stored digest is not the one the source index recorded.
-_CITED_MISMATCHES = (
-    "SELECT t.pk FROM summaries AS s JOIN run_sources AS r ON r.run_pk = s.source_run"
-    " AND r.position < s.source_count JOIN turns AS t ON t.conversation_id = s.conversation_id"
-    f" AND t.id = r.turn_id AND t.state = {TURN_LIVE}"
-    " WHERE s.pk IN (SELECT value FROM json_each(?)) AND t.digest IS NOT r.turn_digest"
-)
-
-
-def cited_mismatches(conn: sqlite3.Connection, summary_pks: Sequence[int]) -> list[int]:
-    """The table keys of the live turns the summaries cite whose stored digest differs from
-    the one their source index recorded (digests only: no body is read). Of summaries whose
-    check passed (their sources' bytes re-hashed to their fingerprints, so the index's
-    digests are those bytes') these are the cited turns whose stored digest may be wrong,
-    which the store's own checks trust."""
-    if not summary_pks:
-        return []
-    found = conn.execute(_CITED_MISMATCHES, (json.dumps([int(pk) for pk in summary_pks]),))
-    return [int(row[0]) for row in found]
 
 
 def turn_pairs(turns: object) -> list[tuple[str, str]]:
