@@ -34,6 +34,7 @@ from ledgerfold.adapters._chat_fields import role_missing as _role_missing
 from ledgerfold.adapters._chat_fields import tool_calls as _tool_calls
 from ledgerfold.adapters._chat_objects import ChatMessage, message_list
 from ledgerfold.adapters._chat_parts import session_parts, tool_content, user_content
+from ledgerfold.adapters._chat_parts import strict_json as _strict_json
 from ledgerfold.adapters._recall_note import purged_promise_note
 from ledgerfold.adapters._summary_escape import escape_summary_text
 
@@ -138,15 +139,6 @@ def summary_content(item: SummaryItem, recall: bool = False) -> str:
 #: Makes a summary's message content from its item and `recall` (`summary_content`, or an
 #: integration's `SummaryContents.content`, which keeps it while the item lives).
 SummaryContent = Callable[[SummaryItem, bool], str]
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _strict_json(text: str) -> Any:
-    """`json.loads` that refuses NaN and ±Infinity (not JSON, though Python writes them)."""
-    return json.loads(text, parse_constant=_refuse_constant)
 
 
 def _turn_message(item: TurnItem, tool_names: bool = False) -> dict[str, Any]:

@@ -17,6 +17,7 @@ __all__ = [
     "chat_content_parts",
     "sendable_part",
     "session_parts",
+    "strict_json",
     "tool_content",
     "user_content",
 ]
@@ -30,7 +31,7 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _strict_json(text: str) -> Any:
+def strict_json(text: str) -> Any:
     """`json.loads` that refuses NaN and ±Infinity (not JSON, though Python writes them)."""
     return json.loads(text, parse_constant=_refuse_constant)
 
@@ -44,7 +45,7 @@ def user_content(text: str, stored: str, *, every: bool = False) -> str | list[A
     edit) sends its text, then those parts; parts that are not as `from_chat_messages` writes
     them, or none to send, give the text alone."""
     try:
-        parts = _strict_json(stored)
+        parts = strict_json(stored)
     except (ValueError, RecursionError):
         return text
     if not isinstance(parts, list):
