@@ -9,12 +9,12 @@ import asyncio
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 import ledgerfold._worker as worker_module
-from ledgerfold._handover import due_timer
+from ledgerfold._handover import HandOver, due_timer
 from ledgerfold._worker import worker_for
 
 
@@ -88,7 +88,7 @@ def test_a_loop_that_does_not_take_a_timer_s_hand_over_gets_no_second_one(
             waits.append(answered)
             return answered
 
-    worker._seen = Seen()
+    worker._handover = HandOver(Seen())
     armed, paused = threading.Event(), threading.Event()
 
     def job() -> None:
@@ -133,3 +133,32 @@ def test_due_timer_ignores_a_loop_without_asyncio_s_timer_heap() -> None:
             return 0.0
 
     assert due_timer([object(), Other()]) is None  # type: ignore[list-item]
+
+
+class _Loop:
+    """A loop stand-in that runs a posted callback at once (`answers`) or keeps it, and runs
+    the callbacks it kept when it is posted to again (a loop that ran them late)."""
+
+    def __init__(self, answers: bool) -> None:
+        self.answers = answers
+        self.kept: list[tuple[Callable[..., object], tuple[object, ...]]] = []
+
+    def call_soon_threadsafe(self, callback: Callable[..., object], *args: object) -> None:
+        late, self.kept = self.kept, []
+        for kept, kept_args in late:
+            kept(*kept_args)
+        if self.answers:
+            callback(*args)
+        else:
+            self.kept.append((callback, args))
+
+
+def test_a_hand_over_is_not_answered_by_an_earlier_one_s_late_callback() -> None:
+    """One loop takes the first hand-over while another keeps its copy of the callback and
+    runs it only during the second hand-over, which no loop takes: the second is not
+    answered (it waits its time out), though its event was set by the late copy before."""
+    handover = HandOver()
+    quick, late = _Loop(answers=True), _Loop(answers=False)
+    assert handover.hand_over([quick, late], 0.0)  # type: ignore[list-item]
+    assert late.kept  # its copy of the first round's callback, not run yet
+    assert not handover.hand_over([late], 0.0)  # type: ignore[list-item]

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Iterable
 
-__all__ = ["due_timer", "hand_over"]
+__all__ = ["HandOver", "due_timer"]
 
 
 def due_timer(loops: Iterable[asyncio.AbstractEventLoop]) -> object | None:
@@ -39,18 +39,33 @@ def due_timer(loops: Iterable[asyncio.AbstractEventLoop]) -> object | None:
     return None
 
 
-def hand_over(
-    seen: threading.Event, loops: Iterable[asyncio.AbstractEventLoop], wait_s: float
-) -> bool:
-    """Post `seen.set` to each of `loops` and wait at most `wait_s` for one to run it:
-    whether one did. With no loop to post to (none, or all closed) `time.sleep(0)`."""
-    posted = False
-    seen.clear()
-    for loop in loops:
-        with contextlib.suppress(RuntimeError):  # closed: nobody awaits there
-            loop.call_soon_threadsafe(seen.set)
-            posted = True
-    if not posted:
-        time.sleep(0)
-        return False
-    return seen.wait(wait_s)  # a loop that is not running costs this much at most
+class HandOver:
+    """A worker's hand-over: `hand_over(loops, wait_s)` posts a callback to each of `loops`
+    and waits at most `wait_s` for one to run it; whether one did. With no loop to post to
+    (none, or all closed) `time.sleep(0)`. Each hand-over is a round of its own: a callback
+    of an earlier round that a loop runs late (one loop took it, another ran its copy after)
+    does not answer the current one."""
+
+    __slots__ = ("_event", "_round")
+
+    def __init__(self, event: threading.Event | None = None) -> None:
+        self._event = threading.Event() if event is None else event
+        self._round = 0
+
+    def hand_over(self, loops: Iterable[asyncio.AbstractEventLoop], wait_s: float) -> bool:
+        self._round += 1
+        posted = False
+        self._event.clear()
+        for loop in loops:
+            with contextlib.suppress(RuntimeError):  # closed: nobody awaits there
+                loop.call_soon_threadsafe(self._took, self._round)
+                posted = True
+        if not posted:
+            time.sleep(0)
+            return False
+        return self._event.wait(wait_s)  # a loop that is not running costs this much at most
+
+    def _took(self, round_: int) -> None:
+        """On a loop's thread: the hand-over of `round_` has been taken (if it is current)."""
+        if round_ == self._round:
+            self._event.set()

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from ledgerfold._events import held_until_done
-from ledgerfold._handover import due_timer, hand_over
+from ledgerfold._handover import HandOver, due_timer
 
 __all__ = [
     "THREAD_NAME",
@@ -114,11 +114,11 @@ class StoreWorker:
         "_closed",
         "_draining",
         "_executor",
+        "_handover",
         "_job",
         "_jobs",
         "_lock",
         "_loops",
-        "_seen",
         "_timer",
         "_yielded",
         "deferred",
@@ -136,9 +136,9 @@ class StoreWorker:
         # When the worker thread last let other threads take the GIL (`_run_jobs`, `pause`).
         self._yielded = 0.0
         # The event loops of the running batch's async callers (`_pause` yields to them),
-        # and the event set on one of them when it takes the hand-over.
+        # and the hand-over to them (`HandOver`).
         self._loops: list[asyncio.AbstractEventLoop] = []
-        self._seen = threading.Event()
+        self._handover = HandOver()
         self._timer: object = None  # the loop timer the last hand-over was for (`_pause`)
         self._executor: ThreadPoolExecutor | None = None
         self._jobs: deque[_Job] = deque()
@@ -343,7 +343,7 @@ class StoreWorker:
             timer = due_timer(self._loops)
             if timer is None or timer is self._timer:
                 return
-        self._timer = None if hand_over(self._seen, self._loops, HANDOVER_S) else timer
+        self._timer = None if self._handover.hand_over(self._loops, HANDOVER_S) else timer
         self._yielded = time.perf_counter()
 
 
