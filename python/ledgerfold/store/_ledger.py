@@ -81,12 +81,18 @@ def load(conn: sqlite3.Connection, conversation_id: str) -> Conversation:
         return Conversation._from_rows(conversation_id, row[0], rows)
     except InvalidInput as err:
         # Stored rows are valid when written: one that is not was damaged in storage.
-        found = re.match(r"rows\[(\d+)\]\.", str(err))  # 'rows[i].<field>: ...'
-        if found is None or int(found.group(1)) >= len(rows):
-            raise
-        index, column = int(found.group(1)), str(err.field)
+        index, column = _refused_row(err, rows), str(err.field)
         column = {"group": "grp", "meta_json": "meta"}.get(column, column)
         raise damaged_turn(column, rows[index][0], rows[index][1]) from None
+
+
+def _refused_row(err: InvalidInput, rows: list[Any]) -> int:
+    """The index of the stored row `Conversation._from_rows` refused (its error reads
+    'rows[i].<field>: ...'); `err` itself when it names none."""
+    found = re.match(r"rows\[(\d+)\]\.", str(err))
+    if found is None or int(found.group(1)) >= len(rows):
+        raise err
+    return int(found.group(1))
 
 
 #: The digest a damaged row stands in with in `checkable`: it matches no turn's.
@@ -114,19 +120,15 @@ def checkable(conn: sqlite3.Connection, conversation_id: str) -> Conversation:
         try:
             return Conversation._from_rows(conversation_id, row[0], rows)
         except InvalidInput as err:
-            found = re.match(r"rows\[(\d+)\]\.", str(err))  # 'rows[i].<field>: ...'
-            if found is None or int(found.group(1)) >= len(rows):
-                raise
-            index = int(found.group(1))
-            turn_id, sequence = rows[index][:2]
-            if str(err.field) in ("id", "sequence") or rows[index][2:] == _stand_in()[2:]:
+            index = _refused_row(err, rows)
+            if str(err.field) in ("id", "sequence") or rows[index][2:] == _STAND_IN:
                 del rows[index]
             else:
-                rows[index] = (turn_id, sequence, *_stand_in()[2:])
+                rows[index] = (*rows[index][:2], *_STAND_IN)
 
 
-def _stand_in() -> tuple[Any, ...]:
-    return (None, None, "user", "", 0, None, None, None, _UNMATCHED)
+#: The columns after ID and sequence of a damaged row's stand-in in `checkable`.
+_STAND_IN = ("user", "", 0, None, None, None, _UNMATCHED)
 
 
 def raw_items(conn: sqlite3.Connection, conversation_id: str) -> tuple[TurnItem, ...]:
