@@ -12,6 +12,7 @@ import asyncio
 import os
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,26 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
 
 POLICY = lf.CompactionPolicy("fork-v1", keep_tail=2, min_new_turns=1)
 NET = 30  # a safety net for a failing test, never a timing the test relies on
+
+
+def _exit_code_of_child(
+    child: Callable[[], int], after_fork: Callable[[], None] = lambda: None
+) -> int:
+    """Fork; the child runs `child` (its exit code; a hang ends it after `NET` s, not the
+    test run); the parent waits for it, then runs `after_fork` whatever happened."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            signal.alarm(NET)
+            code = child()
+        finally:
+            os._exit(code)
+    try:
+        _, status = os.waitpid(pid, 0)
+    finally:
+        after_fork()
+    return os.waitstatus_to_exitcode(status)
 
 
 def _child(parent: lf.SQLiteStore, parent_path: Path, own_path: Path) -> int:
@@ -61,20 +82,9 @@ def test_a_child_forked_while_the_worker_holds_the_store_lock_is_not_blocked(
 
     job = worker_for(store).submit(held_write)
     assert inside.wait(NET)
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            signal.alarm(NET)  # a hang ends the child, not the test run
-            code = _child(store, path, tmp_path / "child.db")
-        finally:
-            os._exit(code)
-    try:
-        _, status = os.waitpid(pid, 0)
-    finally:
-        release.set()
+    code = _exit_code_of_child(lambda: _child(store, path, tmp_path / "child.db"), release.set)
     job.result(timeout=NET)
-    assert os.waitstatus_to_exitcode(status) == 0
+    assert code == 0
     assert len(store.load("c").turns) == 1  # the parent's store goes on as before
     store.close()
 
@@ -83,16 +93,7 @@ def test_a_store_idle_at_the_fork_works_in_the_child(tmp_path: Path) -> None:
     """A store no thread was using at the fork is left as it was: the child may use it."""
     store = lf.SQLiteStore(tmp_path / "idle.db")
     store.append("c", "user", "before the fork")
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            signal.alarm(NET)
-            code = 0 if len(store.load("c").turns) == 1 else 2
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+    assert _exit_code_of_child(lambda: 0 if len(store.load("c").turns) == 1 else 2) == 0
     store.close()
 
 
@@ -114,19 +115,11 @@ def test_a_compactor_whose_due_count_was_in_use_at_the_fork_works_in_the_child(
     thread = threading.Thread(target=counting)
     thread.start()
     assert inside.wait(NET)
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            signal.alarm(NET)
-            code = 0 if compactor.is_due("c") else 2
-        finally:
-            os._exit(code)
-    try:
-        _, status = os.waitpid(pid, 0)
-    finally:
+
+    def released() -> None:
         release.set()
         thread.join(NET)
-    assert os.waitstatus_to_exitcode(status) == 0
+
+    assert _exit_code_of_child(lambda: 0 if compactor.is_due("c") else 2, released) == 0
     assert compactor.is_due("c")  # the parent's goes on as before
     store.close()
