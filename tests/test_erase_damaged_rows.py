@@ -113,6 +113,9 @@ ERASURES: dict[str, Callable[[lf.SQLiteStore], object]] = {
 }
 
 
+PURGES = ("purge", "purge-forced", "retention")
+
+
 @pytest.mark.parametrize("operation", sorted(ERASURES))
 @pytest.mark.parametrize("damaged", ["t10", "t17"], ids=["cited", "raw"])
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
@@ -120,10 +123,15 @@ def test_a_damaged_turn_stops_no_erasure_of_others(
     tmp_path: Path, damage: str, damaged: str, operation: str
 ) -> None:
     path = _compacted(tmp_path / "o.db")
+    sound = _row(path, damaged)
     _sql(path, DAMAGE[damage], damaged)
     before, reported = _row(path, damaged), _report(path)
     with lf.SQLiteStore(path) as store:
         ERASURES[operation](store)
+    if (damage, damaged) == ("digest-mismatch", "t10") and operation in PURGES:
+        # A purge seals the summary that cites it: its bytes are the summary's, so the
+        # seal checks and repairs its digest (test_purge_cited_digests.py).
+        before = sound
     assert _row(path, damaged) == before  # left as it is
     if damaged == "t17":  # no summary cites it: revalidation reports it as before
         assert _report(path) == reported

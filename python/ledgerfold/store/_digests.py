@@ -17,9 +17,15 @@ from typing import Any
 
 from ledgerfold import _validate
 from ledgerfold._errors import InvalidInput, StoreError
-from ledgerfold.store._batch_reads import NotUtf8, lenient_text, text_read_as, unbindable
+from ledgerfold.store._batch_reads import (
+    NotUtf8,
+    lenient_rows,
+    lenient_text,
+    text_read_as,
+    unbindable,
+)
 from ledgerfold.store._ledger import bump_revision, live_turn_row, mark_citing_stale
-from ledgerfold.store._rows import turn_from_row
+from ledgerfold.store._rows import TURN_COLUMNS, turn_from_row
 from ledgerfold.store._schema import CURRENT, TURN_LIVE
 from ledgerfold.store._search_stale import reindex_changed
 
@@ -28,6 +34,7 @@ __all__ = [
     "WrongDigest",
     "check_row",
     "cited_rows",
+    "mended_cited",
     "recomputed_digest",
     "repair",
     "row_by_key",
@@ -211,6 +218,31 @@ def cited_rows(
     if not utf8:
         return _text_rows(conn, _CITED, parameters)
     return conn.execute(_CITED, parameters).fetchall()
+
+
+def mended_cited(
+    conn: sqlite3.Connection, conversation_id: str, summary_pk: int
+) -> dict[str, bytes]:
+    """The live turns the summary cites whose stored digest is not the one its source index
+    recorded although their bytes still give that one (the stored digest alone was changed
+    behind the library's back), by turn ID: their digest recomputed. The store's checks
+    trust stored digests, so such a summary reads `source-modified` there; what does harm
+    with that (a purge erasing the summary it should seal) asks here first. Only the turns
+    whose two digests disagree are read and hashed: none for a sound ledger."""
+    rows = lenient_rows(
+        conn,
+        f"SELECT {', '.join(f't.{c.strip()}' for c in TURN_COLUMNS.split(','))},"
+        " ss.turn_digest FROM summary_sources ss JOIN turns t"
+        " ON t.conversation_id = ? AND t.id = ss.turn_id"
+        " WHERE ss.summary_pk = ? AND t.state = ? AND t.digest IS NOT ss.turn_digest",
+        (conversation_id, summary_pk, TURN_LIVE),
+    )
+    mended: dict[str, bytes] = {}
+    for row in rows:
+        digest = recomputed_digest(tuple(row[:-1]))
+        if digest is not None and digest == row[-1] and isinstance(row[0], str):
+            mended[row[0]] = digest
+    return mended
 
 
 def turn_pairs(turns: object) -> list[tuple[str, str]]:

@@ -99,14 +99,17 @@ def _refused_row(err: InvalidInput, rows: list[Any]) -> int:
 _UNMATCHED = bytes(32)
 
 
-def checkable(conn: sqlite3.Connection, conversation_id: str) -> Conversation:
+def checkable(
+    conn: sqlite3.Connection, conversation_id: str, digests: Mapping[str, bytes] | None = None
+) -> Conversation:
     """The live ledger as a summary check reads it (IDs, sequences, roles, flags, groups,
     meta and stored digests), without the bodies, which it does not read: a turn's body is
-    blank and its stored digest kept. A row damaged in storage does not stop the check (an
-    erasure or a purge must get past it, SPEC §15.5): one whose ID or sequence cannot be
-    read is left out (a summary citing it finds it missing), any other stands in with only
-    its ID and sequence and a digest that matches nothing (a summary citing it finds it
-    modified, as revalidation does; one that does not cite it is not held up by it)."""
+    blank and its stored digest kept (for a turn ID in `digests`, that digest instead). A
+    row damaged in storage does not stop the check (an erasure or a purge must get past it,
+    SPEC §15.5): one whose ID or sequence cannot be read is left out (a summary citing it
+    finds it missing), any other stands in with only its ID and sequence and a digest that
+    matches nothing (a summary citing it finds it modified, as revalidation does; one that
+    does not cite it is not held up by it)."""
     row = conversation_row(conn, conversation_id)
     if row is None:
         return Conversation(conversation_id, 0, ())
@@ -116,6 +119,8 @@ def checkable(conn: sqlite3.Connection, conversation_id: str) -> Conversation:
         " FROM turns WHERE conversation_id = ? AND state = ? ORDER BY sequence",
         (conversation_id, TURN_LIVE),
     )
+    if digests:
+        rows = [(*row[:8], digests.get(row[0], row[8])) for row in rows]
     while True:
         try:
             return Conversation._from_rows(conversation_id, row[0], rows)

@@ -18,6 +18,7 @@ from ledgerfold._model import ROLES
 from ledgerfold._summary import check_summary
 from ledgerfold._toolcalls import open_call_turns, unit_roots
 from ledgerfold.store import _call_pairs as call_pairs
+from ledgerfold.store import _digests as digests
 from ledgerfold.store import _ledger as ledger
 from ledgerfold.store import _search_index as search_index
 from ledgerfold.store import _sources as sources
@@ -109,12 +110,20 @@ def _seal(
     if pointed is None or pointed[1] != CURRENT:
         return None, None
     version, envelope = pointed[0], pointed[0].envelope
+    sealed = sealed_digests(conn, conversation_id, version.pk)
+    # No body read: a damaged one stops nothing.
     check = check_summary(
-        envelope,
-        ledger.checkable(conn, conversation_id),  # no body read: a damaged one stops nothing
-        envelope.policy_version,
-        sealed=sealed_digests(conn, conversation_id, version.pk),
+        envelope, ledger.checkable(conn, conversation_id), envelope.policy_version, sealed=sealed
     )
+    if check.reason == "source-modified":
+        # A cited turn whose stored digest alone was changed (its bytes are the summary's)
+        # does not cost the summary: checked with its bytes' digest, which is repaired.
+        mended = digests.mended_cited(conn, conversation_id, version.pk)
+        if mended:
+            conversation = ledger.checkable(conn, conversation_id, mended)
+            check = check_summary(envelope, conversation, envelope.policy_version, sealed=sealed)
+            if check.current and mark:
+                digests.repair(conn, [(conversation_id, turn_id) for turn_id in mended])
     if check.current:
         return version.pk, envelope.id
     if mark:
