@@ -9,6 +9,7 @@ ignored and logged by ID. Real graphs, real SQLite files, a scripted model."""
 
 from __future__ import annotations
 
+import json
 import logging
 import warnings
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 import ledgerfold as lf
@@ -33,7 +35,7 @@ def _react(model: Any, middleware: LedgerfoldMiddleware, post: Any = None, **kwa
         warnings.simplefilter("ignore")  # create_react_agent is deprecated in LangGraph v1
         return create_react_agent(
             model,
-            [lookup],
+            kwargs.pop("tools", [lookup]),
             pre_model_hook=middleware.pre_model_hook,
             post_model_hook=post or middleware.post_model_hook,
             checkpointer=kwargs.pop("checkpointer", None) or InMemorySaver(),
@@ -140,3 +142,65 @@ def test_a_call_rewritten_in_the_state_alone_is_ignored_and_logged(
     turns = middleware.store.load("c").turns  # type: ignore[attr-defined]
     assert '\\"R1\\"' in _called(turns[1]) and turns[2].body == "reservation R9: economy"
     assert model.inputs[2][1].tool_calls[0]["args"] == {"code": "R1"}
+
+
+@tool
+def book(code: str, seat: str) -> str:
+    """Book a seat."""
+    return f"booked {code} seat {seat}"
+
+
+def _booking_edited_by_hand(
+    tmp_path: Path, state_args: dict[str, str]
+) -> tuple[Any, LedgerfoldMiddleware, Scripted, str]:
+    """A run stopped before the tool node; its call edited in the ledger by hand (`Store.edit`
+    with JSON text written so: indented, keys in another order, the arguments compact) to
+    book R9 seat 12A, and in the state to `state_args`."""
+    store = lf.SQLiteStore(tmp_path / "b.db")
+    middleware = LedgerfoldMiddleware(store, "c", recall=False)
+    call = {"name": "book", "args": {"code": "R1", "seat": "1A"}, "id": "call-b"}
+    model = Scripted(replies=[AIMessage("", tool_calls=[call])])
+    agent = _react(model, middleware, interrupt_before=["tools"], tools=[book])
+    agent.invoke({"messages": [{"role": "user", "content": "Book R1."}]}, CONFIG)
+    message_id = agent.get_state(CONFIG).values["messages"][-1].id
+    function = {"name": "book", "arguments": '{"seat":"12A","code":"R9"}'}
+    by_hand = [{"type": "function", "id": "call-b", "function": function}]
+    store.edit("c", message_id, body="", meta={"tool_calls": json.dumps(by_hand, indent=2)})
+    edited = AIMessage("", id=message_id, tool_calls=[{**call, "args": state_args}])
+    agent.update_state(CONFIG, {"messages": [edited]})
+    return agent, middleware, model, message_id
+
+
+def test_a_call_edited_by_hand_in_other_json_spacing_is_the_record(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The state's call says what the hand-written edit says, in LangChain's own JSON
+    (`{"code": "R9", "seat": "12A"}`): the same call, so no state rewrite is logged, and the
+    model gets the state's message. It was logged, the ledger's JSON text compared as text."""
+    agent, middleware, model, message_id = _booking_edited_by_hand(
+        tmp_path, {"code": "R9", "seat": "12A"}
+    )
+    caplog.set_level(logging.WARNING, logger="ledgerfold")
+    agent.invoke(None, CONFIG)  # the tool books the edited call; the model answers
+    assert _changed(caplog) == []
+    (turn,) = middleware.store.get_turns("c", [message_id])  # type: ignore[attr-defined]
+    assert '{\\"seat\\":\\"12A\\",\\"code\\":\\"R9\\"}' in _called(turn)  # as written
+    sent = model.inputs[-1]
+    assert sent[1].id == message_id and sent[1].tool_calls[0]["args"] == {
+        "code": "R9",
+        "seat": "12A",
+    }
+    assert sent[2].content == "booked R9 seat 12A"
+
+
+def test_a_call_the_state_changes_otherwise_is_still_a_rewrite(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The canonical comparison does not hide a real change: the state books R8, the ledger
+    (edited by hand) R9. Logged once, by ID; the model gets the ledger's call."""
+    agent, _, model, message_id = _booking_edited_by_hand(tmp_path, {"code": "R8", "seat": "12A"})
+    caplog.set_level(logging.WARNING, logger="ledgerfold")
+    agent.invoke(None, CONFIG)
+    changed = _changed(caplog)
+    assert len(changed) == 1 and message_id in changed[0]
+    assert model.inputs[-1][1].tool_calls[0]["args"] == {"seat": "12A", "code": "R9"}

@@ -6,12 +6,14 @@ model."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ledgerfold._errors import InvalidInput
 from ledgerfold.adapters._chat import ChatTurnSpec, chat_turn_specs, tool_group
+from ledgerfold.adapters._chat_parts import strict_json
 from ledgerfold.adapters._langchain import chat_messages, ledger_call_ids, unnamed_results
 from ledgerfold.store._protocol import Store
 
@@ -68,7 +70,59 @@ def spec_matches(spec: ChatTurnSpec, turn: Any) -> bool:
     # call's status, a reply's citations or reasoning: the same message, whose extras it did
     # not keep then, has not changed.
     meta = {key: value for key, value in spec.meta.items() if key in held or key not in _LATER}
-    return (spec.role, spec.body, meta or None) == (turn.role, turn.body, turn.meta)
+    if (spec.role, spec.body) != (turn.role, turn.body) or meta.keys() != held.keys():
+        return False
+    # A JSON value says the same in other spacing or key order (a turn edited by hand,
+    # `store.edit`, with its calls' arguments written `{"code":"R9"}`, where LangChain's
+    # converter writes `{"code": "R9"}`): its parsed form is compared.
+    return all(
+        value == held[key] or _same_json(key, value, held[key]) for key, value in meta.items()
+    )
+
+
+#: The meta keys `chat_turn_specs` writes as JSON text.
+_JSON_KEYS = frozenset(
+    {"tool_calls", "content_parts", "omitted_content_parts", "annotations", "artifact"}
+)
+
+
+def _same_json(key: str, value: str, held: str) -> bool:
+    """Whether two values of meta key `key` are the same JSON (never for a key that is not
+    JSON, nor when either is not JSON)."""
+    if key not in _JSON_KEYS:
+        return False
+    canonical = _canonical(key, value)
+    return canonical is not None and canonical == _canonical(key, held)
+
+
+def _canonical(key: str, text: str) -> str | None:
+    """JSON text in one form (compact, keys sorted), for `tool_calls` each call's
+    `function.arguments` text too (its spacing is not what a call says); None when it is
+    not JSON."""
+    try:
+        value = strict_json(text)
+        if key == "tool_calls" and isinstance(value, list):
+            value = [_with_canonical_arguments(call) for call in value]
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _with_canonical_arguments(call: Any) -> Any:
+    """A stored call with its arguments as `["json", <value>]` (JSON text parsed, or JSON
+    itself, as a ledger written by `append_many` may hold them) or `["text", <raw text>]`
+    (an unparsable call's)."""
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or "arguments" not in function:
+        return call
+    arguments = function["arguments"]
+    said: list[Any] = ["json", arguments]
+    if isinstance(arguments, str):
+        try:
+            said = ["json", strict_json(arguments)]
+        except (ValueError, RecursionError):
+            said = ["text", arguments]
+    return {**call, "function": {**function, "arguments": said}}
 
 
 def agreeing(
