@@ -204,3 +204,77 @@ def test_a_call_the_state_changes_otherwise_is_still_a_rewrite(
     changed = _changed(caplog)
     assert len(changed) == 1 and message_id in changed[0]
     assert model.inputs[-1][1].tool_calls[0]["args"] == {"seat": "12A", "code": "R9"}
+
+
+def test_a_message_changed_again_in_the_state_is_noticed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A message logged as changed was never looked at again: a second change went unlogged,
+    and one back to what the ledger holds stayed ignored (the model got the ledger's
+    rendering for good). Each distinct change is logged once, however many calls follow
+    it; back to the ledger's text, the state's message is the record's again."""
+    store = lf.SQLiteStore(tmp_path / "a.db")
+    middleware = LedgerfoldMiddleware(store, "c", recall=False)
+    model = Scripted(default="Hello A.")
+    agent = _react(model, middleware)
+    agent.invoke({"messages": [{"role": "user", "content": "Hi."}]}, CONFIG)
+    reply_id = agent.get_state(CONFIG).values["messages"][-1].id
+    model.default = "OK."
+    caplog.set_level(logging.WARNING, logger="ledgerfold")
+
+    def rewrite(text: str, **extra: Any) -> None:
+        agent.update_state(CONFIG, {"messages": [AIMessage(text, id=reply_id, **extra)]})
+
+    def ask(*texts: str) -> int:
+        for text in texts:
+            agent.invoke({"messages": [{"role": "user", "content": text}]}, CONFIG)
+        changed = _changed(caplog)
+        assert all(reply_id in line for line in changed)
+        return len(changed)
+
+    rewrite("Hello B.")
+    assert ask("1", "2") == 1  # once, not on every call
+    rewrite("Hello C.")
+    assert ask("3", "4") == 2  # changed again: logged again
+    assert model.inputs[-1][1].text == "Hello A."  # the ledger's
+    rewrite("Hello A.", additional_kwargs={"kept": "from the state"})
+    assert ask("5") == 2  # back to what the ledger says: no change
+    assert model.inputs[-1][1].additional_kwargs == {"kept": "from the state"}
+    rewrite("Hello B.")
+    assert ask("6") == 3  # changed once more
+    assert model.inputs[-1][1].text == "Hello A."
+    assert store.get_turns("c", [reply_id])[0].body == "Hello A."
+
+
+def test_after_a_restart_a_message_changed_back_is_noticed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A restarted process first sees the message changed (logged), then back as the ledger
+    holds it: the state's message is the record's again. A retracted turn's message (no live
+    turn to compare) changed and back is logged once, not twice."""
+    store = lf.SQLiteStore(tmp_path / "r.db")
+    saver = InMemorySaver()
+    agent = _react(
+        Scripted(default="Hello A."), LedgerfoldMiddleware(store, "c"), checkpointer=saver
+    )
+    agent.invoke({"messages": [{"role": "user", "content": "Hi."}]}, CONFIG)
+    reply_id = agent.get_state(CONFIG).values["messages"][-1].id
+
+    def rewrite(text: str, **extra: Any) -> None:
+        agent.update_state(CONFIG, {"messages": [AIMessage(text, id=reply_id, **extra)]})
+
+    rewrite("Hello B.")
+    model = Scripted(default="OK.")
+    agent = _react(model, LedgerfoldMiddleware(store, "c"), checkpointer=saver)  # restarted
+    caplog.set_level(logging.WARNING, logger="ledgerfold")
+    agent.invoke({"messages": [{"role": "user", "content": "1"}]}, CONFIG)
+    assert len(_changed(caplog)) == 1 and model.inputs[-1][1].text == "Hello A."
+    rewrite("Hello A.", additional_kwargs={"kept": "from the state"})
+    agent.invoke({"messages": [{"role": "user", "content": "2"}]}, CONFIG)
+    assert len(_changed(caplog)) == 1
+    assert model.inputs[-1][1].additional_kwargs == {"kept": "from the state"}
+    store.retract("c", reply_id)
+    for text in ("Hello C.", "Hello A."):
+        rewrite(text)
+        agent.invoke({"messages": [{"role": "user", "content": text}]}, CONFIG)
+    assert len(_changed(caplog)) == 2

@@ -7,6 +7,7 @@ model."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,8 @@ __all__ = [
     "state_messages",
     "unnamed_answers",
 ]
+
+_log = logging.getLogger("ledgerfold.integrations.langchain")  # the middleware's
 
 
 def unnamed_answers(state: Sequence[Any], messages: list[Any]) -> dict[str, str]:
@@ -173,14 +176,29 @@ KNOWN_CONVERSATIONS = 1024
 class Known:
     """What a middleware knows of one conversation, so a call's work follows its new
     messages: message ID -> (content, tool calls) as the ledger has it (or as first seen,
-    for a message written before this instance), the state's message object for it, the IDs
-    logged as changed in the state, the group of each call, and the last call's state."""
+    for a message written before this instance), the state's message object for it, those
+    logged as changed in the state (ID -> the signature logged: a further change is logged
+    too), the group of each call, and the last call's state."""
 
     seen: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     objects: dict[str, Any] = field(default_factory=dict)
-    changed: set[str] = field(default_factory=set)
+    changed: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     group_of_call: dict[str, str] = field(default_factory=dict)
     prefix: list[Any] = field(default_factory=list)
+
+    def log_changed(self, conversation_id: str, message: Any) -> None:
+        """Log `message` as changed in the state, ignored (SPEC §17.6), by ID; once per
+        change: not again while it stays as logged."""
+        logged = self.changed.get(message.id)
+        if logged is not None and same(logged, message):
+            return
+        self.changed[message.id] = signature(message)
+        _log.warning(
+            "state message changed, ignored (the ledger is the record) conversation_id=%s "
+            "message_id=%s",
+            conversation_id,
+            message.id,
+        )
 
 
 def as_in_state(message: Any, turn_id: str, known: Known) -> Any:

@@ -10,10 +10,11 @@ for LangGraph's `create_react_agent` (it returns `llm_input_messages`).
 - "Already in the ledger" is any ID ever written to the conversation, live, retracted or
   purged (SPEC §17.6, `known_ids`): a purge or a retraction never makes a state message
   new again. A known message whose content changed in the state is ignored (the ledger is
-  the record; a state rewrite is not an edit) and logged by ID, unless its turn was edited
-  to say the same (`store.edit`): then it is the record's. A message removed from the
-  state (`RemoveMessage`, a fork from an earlier checkpoint) stays in the ledger and the
-  model's input: `store.retract` takes it out.
+  the record; a state rewrite is not an edit) and logged by ID, once per change (again if
+  it changes again; back to what its turn says, it is the record's again), unless its turn
+  was edited to say the same (`store.edit`): then it is the record's. A message removed
+  from the state (`RemoveMessage`, a fork from an earlier checkpoint) stays in the ledger
+  and the model's input: `store.retract` takes it out.
 - With the agent's system prompt (`create_agent(system_prompt=...)`), the summary joins it
   in one leading system message (`to_chat_messages(..., system_prompt=...)`), and so does a
   `SystemMessage` leading the state (after the agent's prompt, before the summary).
@@ -256,9 +257,12 @@ class LedgerfoldMiddleware(AgentMiddleware):
                     )
                 unseen.append(message)
                 position.setdefault(message_id, index)
+            elif message_id in known.changed:  # logged: looked at again once it changes again
+                if not same(known.changed[message_id], message):
+                    rewritten.append(message)
             elif same(seen, message):
                 known.objects[message_id] = message
-            elif message_id not in known.changed:
+            else:
                 rewritten.append(message)
         if rewritten:
             self._check_rewritten(conversation_id, known, rewritten, messages)
@@ -341,9 +345,10 @@ class LedgerfoldMiddleware(AgentMiddleware):
     ) -> None:
         """Log the known messages (first seen here) that differ from their live turn (none
         retracted or purged); `answers`: each `""` result's call (`unnamed_answers`)."""
-        for message_id, agrees in agreeing(self.store, conversation_id, messages, answers).items():
-            if agrees is False:
-                self._log_changed(conversation_id, known, message_id)
+        agree = agreeing(self.store, conversation_id, messages, answers)
+        for message in messages:
+            if agree[message.id] is False:
+                known.log_changed(conversation_id, message)
 
     def _check_rewritten(
         self, conversation_id: str, known: Known, messages: list[Any], state: Sequence[Any]
@@ -351,26 +356,19 @@ class LedgerfoldMiddleware(AgentMiddleware):
         """Known messages that say something else in the state than when seen: an edit of
         the ledger (`Store.edit`) that the state now says too is the record, and the state's
         message is taken as it (the model gets it); any other change is a state rewrite,
-        ignored and logged (SPEC §17.6). Read once per message (one logged is not again)."""
+        ignored and logged (SPEC §17.6). Read once per change: a message logged is read again
+        when it changes again (logged again), or back to what the ledger says (no more)."""
         answers = unnamed_answers(state, messages)
         agree = agreeing(self.store, conversation_id, messages, answers)
         for message in messages:
-            if agree.get(message.id):
+            agrees = agree.get(message.id)
+            if agrees or (agrees is None and same(known.seen[message.id], message)):
+                # (None: no live turn to compare, and back to what was seen)
                 known.seen[message.id] = signature(message)
                 known.objects[message.id] = message
+                known.changed.pop(message.id, None)
             else:
-                self._log_changed(conversation_id, known, message.id)
-
-    def _log_changed(self, conversation_id: str, known: Known, message_id: str) -> None:
-        if message_id in known.changed:
-            return
-        known.changed.add(message_id)
-        _log.warning(
-            "state message changed, ignored (the ledger is the record) conversation_id=%s "
-            "message_id=%s",
-            conversation_id,
-            message_id,
-        )
+                known.log_changed(conversation_id, message)
 
     # -- the model's input ----------------------------------------------------------------
 
