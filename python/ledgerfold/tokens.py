@@ -26,9 +26,9 @@ import tempfile
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ledgerfold._context import ContextItem, SummaryItem
+from ledgerfold._context import ContextItem, SummaryItem, TurnItem
 from ledgerfold._errors import InvalidInput
-from ledgerfold.adapters._chat_parts import attachments_line
+from ledgerfold.adapters._chat_parts import attachments_line, session_parts, user_content
 
 __all__ = [
     "IMAGE_TOKENS",
@@ -80,7 +80,8 @@ def context_tokens(
     item's copy), nor a reasoning item's `encrypted_content` there (opaque). Each image
     among them counts `IMAGE_TOKENS` instead: a budget still sees the images it sends. A tool
     turn with such parts also counts the line `to_chat_messages` sends after its text to name
-    them (`[image_url not shown: this tool result is sent as text only]`)."""
+    them (`[image_url not shown: this tool result is sent as text only]`); counted for
+    LangChain (`LangChainCounter`), only when its parts cannot be sent."""
     return sum(item_tokens(item, token_counter) for item in items)
 
 
@@ -98,11 +99,39 @@ def item_tokens(item: ContextItem, token_counter: TokenCounter = approx_tokens) 
                     total += _count(token_counter, _without_data(value)) + IMAGE_TOKENS * images
             if item.role == "tool" and _OMITTED_KEY in meta:
                 # The line naming a tool result's parts, sent after its text (`[image_url not
-                # shown: this tool result is sent as text only]`).
+                # shown: this tool result is sent as text only]`); to LangChain, only for a
+                # turn whose parts cannot be sent (the `ToolMessage` takes them otherwise).
                 line = attachments_line(meta[_OMITTED_KEY])
-                if line:
+                if line and not (
+                    isinstance(token_counter, LangChainCounter) and _parts_sent(item, meta)
+                ):
                     total += _count(token_counter, line)
     return total
+
+
+class LangChainCounter:
+    """`counter` for a context sent to a LangChain model (`LedgerfoldMiddleware`'s policy):
+    the same counts, but `context_tokens` counts a tool turn as a `ToolMessage` gets it, with
+    its image parts (each `IMAGE_TOKENS`) and without the line `to_chat_messages` sends in
+    their place, which LangChain never sends for a turn whose parts go."""
+
+    __slots__ = ("counter",)
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+
+    def __call__(self, text: str) -> int:
+        return self.counter(text)
+
+    def __repr__(self) -> str:
+        return f"LangChainCounter({self.counter!r})"
+
+
+def _parts_sent(item: TurnItem, meta: dict[str, str]) -> bool:
+    """Whether a tool turn goes to LangChain with its kept parts (`to_langchain_messages`:
+    its content a list of them), not as its text and the line naming them."""
+    kept = meta.get(_PARTS_KEY) or session_parts(item.role, item.text, meta)
+    return kept is not None and not isinstance(user_content(item.text, kept, every=True), str)
 
 
 def _images(parts: str) -> int:

@@ -99,6 +99,7 @@ from ledgerfold.integrations._langchain_state import (
 from ledgerfold.integrations._turns import append_specs
 from ledgerfold.store._protocol import Store
 from ledgerfold.summarizers._base import Summarizer, in_running_loop
+from ledgerfold.tokens import LangChainCounter
 from ledgerfold.tools import check_recall_store
 
 __all__ = ["DEFAULT_POLICY", "LedgerfoldMiddleware"]
@@ -112,7 +113,8 @@ DEFAULT_POLICY = CompactionPolicy("ledgerfold-langchain-1", keep_tail=8, trigger
 class LedgerfoldMiddleware(AgentMiddleware):
     """Keep a conversation's messages in `store` (any `Store`) under `conversation_id` (None:
     each run's LangGraph `thread_id`, so one agent serves many threads apart) and send the
-    model the ledgerfold context. `policy` defaults to `DEFAULT_POLICY`,
+    model the ledgerfold context. `policy` defaults to `DEFAULT_POLICY` (its token counter
+    counts as the model gets it: a tool's image, no line naming it; `LangChainCounter`),
     `summarizer` to the `Compactor`'s default (`ExtractiveSummarizer`). Messages need an
     `id` (LangGraph's `add_messages` gives every state message one). `system_prompt` is for
     `pre_model_hook` (give LangGraph's agent no `prompt=` then) and for an agent without
@@ -155,9 +157,10 @@ class LedgerfoldMiddleware(AgentMiddleware):
         if system_prompt is not None:
             _validate.text("system_prompt", system_prompt, blank_ok=True)
         self.system_prompt = system_prompt
-        self.compactor = Compactor(
-            store, policy if policy is not None else DEFAULT_POLICY, summarizer, on_event=on_event
-        )
+        policy = policy if policy is not None else DEFAULT_POLICY
+        if not isinstance(policy.token_counter, LangChainCounter):  # counted as sent
+            policy = dataclasses.replace(policy, token_counter=LangChainCounter(policy.counter))
+        self.compactor = Compactor(store, policy, summarizer, on_event=on_event)
         self._lock = threading.Lock()
         # What this instance knows of each conversation (`Known`), the latest used last.
         self._known_of: OrderedDict[str, Known] = OrderedDict()
