@@ -278,3 +278,23 @@ def test_after_a_restart_a_message_changed_back_is_noticed(
         rewrite(text)
         agent.invoke({"messages": [{"role": "user", "content": text}]}, CONFIG)
     assert len(_changed(caplog)) == 2
+
+
+def test_a_message_flipping_between_two_changes_is_logged_once_for_each(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A state that flips a message between two rewrites (an application's hook rewriting
+    it one way or the other on each run) logs each rewrite once, not every flip: a change is
+    one the message has not been logged with."""
+    store = lf.SQLiteStore(tmp_path / "f.db")
+    model = Scripted(default="Hello A.")
+    agent = _react(model, LedgerfoldMiddleware(store, "c", recall=False))
+    agent.invoke({"messages": [{"role": "user", "content": "Hi."}]}, CONFIG)
+    reply_id = agent.get_state(CONFIG).values["messages"][-1].id
+    model.default = "OK."
+    caplog.set_level(logging.WARNING, logger="ledgerfold")
+    for n, text in enumerate(["Hello B.", "Hello C."] * 3):
+        agent.update_state(CONFIG, {"messages": [AIMessage(text, id=reply_id)]})
+        agent.invoke({"messages": [{"role": "user", "content": str(n)}]}, CONFIG)
+    assert len(_changed(caplog)) == 2
+    assert model.inputs[-1][1].text == "Hello A."

@@ -172,27 +172,37 @@ def group_in_state(state: Sequence[Any], call_id: str) -> str | None:
 KNOWN_CONVERSATIONS = 1024
 
 
+#: How many changes of one message a middleware remembers as logged (the oldest goes).
+LOGGED_CHANGES = 8
+
+
 @dataclass(slots=True)
 class Known:
     """What a middleware knows of one conversation, so a call's work follows its new
     messages: message ID -> (content, tool calls) as the ledger has it (or as first seen,
     for a message written before this instance), the state's message object for it, those
-    logged as changed in the state (ID -> the signature logged: a further change is logged
-    too), the group of each call, and the last call's state."""
+    logged as changed in the state (ID -> the signatures logged, the latest last: another
+    change is logged too), the group of each call, and the last call's state."""
 
     seen: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     objects: dict[str, Any] = field(default_factory=dict)
-    changed: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    changed: dict[str, list[tuple[Any, Any]]] = field(default_factory=dict)
     group_of_call: dict[str, str] = field(default_factory=dict)
     prefix: list[Any] = field(default_factory=list)
 
+    def logged(self, message: Any) -> bool:
+        """Whether `message` says what it said when logged as changed (any of its logged
+        changes: one flipping between two is logged twice, not on every flip)."""
+        return any(same(logged, message) for logged in self.changed.get(message.id, ()))
+
     def log_changed(self, conversation_id: str, message: Any) -> None:
         """Log `message` as changed in the state, ignored (SPEC §17.6), by ID; once per
-        change: not again while it stays as logged."""
-        logged = self.changed.get(message.id)
-        if logged is not None and same(logged, message):
+        change: not again while it says what it said when logged."""
+        if self.logged(message):
             return
-        self.changed[message.id] = signature(message)
+        logged = self.changed.setdefault(message.id, [])
+        logged.append(signature(message))
+        del logged[:-LOGGED_CHANGES]
         _log.warning(
             "state message changed, ignored (the ledger is the record) conversation_id=%s "
             "message_id=%s",

@@ -261,7 +261,7 @@ class LedgerfoldMiddleware(AgentMiddleware):
                 unseen.append(message)
                 position.setdefault(message_id, index)
             elif message_id in known.changed:  # logged: looked at again once it changes again
-                if not same(known.changed[message_id], message):
+                if not known.logged(message):
                     rewritten.append(message)
             elif same(seen, message):
                 known.objects[message_id] = message
