@@ -151,6 +151,16 @@ ROWS: tuple[BadInput, ...] = (
         None,
     ),
     row(
+        "damaged file: an edit leaving a damaged field as it is",
+        "store.edit('c', 't6', body=body)  # meta = '{not json'; edit(meta=...) repairs it",
+        on_damaged(
+            "UPDATE turns SET meta = '{not json' WHERE id = 't6' OR ? IS NULL",
+            lambda store: store.edit(CONVERSATION_ID, "t6", body=SECRET_BODY),
+        ),
+        STORE,
+        None,
+    ),
+    row(
         "damaged file: a summary without its fingerprint",
         "store.summary_history('c')  # source_fingerprint = NULL (context() falls back raw)",
         on_damaged(

@@ -59,12 +59,12 @@ class DamagedSummary(Exception):
         self.summary_id = summary_id
 
 
-def damaged_turn(column: str, turn_id: object, sequence: object) -> StoreError:
+def damaged_turn(column: str, turn_id: object, sequence: object, hint: str = "") -> StoreError:
     """A `turns` row that cannot be read back: named by table, column and row, never by
-    its content."""
+    its content; `hint` (from `; `) says what would get past it."""
     return damaged_row(
         f"damaged row in table turns, column {column}: turn {turn_id!r} (sequence"
-        f" {sequence!r}); the database was changed outside ledgerfold"
+        f" {sequence!r}); the database was changed outside ledgerfold{hint}"
     )
 
 

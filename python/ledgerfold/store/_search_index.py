@@ -471,10 +471,11 @@ def _unindex(conn: sqlite3.Connection, where: str, params: Iterable[Any]) -> int
 
 
 def reindex_turn(
-    conn: sqlite3.Connection, conversation_id: str, turn_pk: int, old_body: str, new: Turn
+    conn: sqlite3.Connection, conversation_id: str, turn_pk: int, old_body: str | None, new: Turn
 ) -> None:
-    """An edit: the old body's passages go, the new body's come (new text findable, old
-    text not), in the caller's transaction."""
+    """An edit: the old body's passages go (None: a body that is not UTF-8, its passages
+    as the index recorded them), the new body's come (new text findable, old text not), in
+    the caller's transaction."""
     if turn_pk > _indexed_through(conn):
         return
     _delete(conn, turn_pk, old_body)

@@ -10,38 +10,52 @@ arguments; `SQLiteStore` owns the transactions, validation and logging.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from ledgerfold._errors import InvalidInput
+from ledgerfold._errors import InvalidInput, StoreError
 from ledgerfold._model import Turn
 from ledgerfold._recall_stand_in import RECALL_TOOL_NAME, call_name, tool_calls_of
 from ledgerfold._toolcalls import check_meta, tool_call_ids
 from ledgerfold.store import _call_pairs as call_pairs
 from ledgerfold.store import _search_index as search_index
 from ledgerfold.store import _unit_splits as unit_splits
-from ledgerfold.store._batch_reads import lenient_rows
+from ledgerfold.store._batch_reads import NotUtf8, lenient_rows
 from ledgerfold.store._database import now
 from ledgerfold.store._ledger import (
     bump_revision,
     check_storable,
-    live_turn_row,
     mark_citing_stale,
     noncharacter_field,
 )
 from ledgerfold.store._recall_answers import group_results_without_id
-from ledgerfold.store._rows import TURN_COLUMNS, meta_json, turn_from_row, unit_turn
+from ledgerfold.store._rows import (
+    TURN_COLUMNS,
+    damaged_turn,
+    meta_dict,
+    meta_json,
+    turn_from_row,
+    unit_turn,
+)
 from ledgerfold.store._schema import TURN_LIVE, TURN_RETRACTED
 
 __all__ = ["edit_turn", "retract_turn"]
 
 
 def _live_turn_row(conn: sqlite3.Connection, conversation_id: str, turn_id: str) -> tuple[Any, ...]:
-    row = live_turn_row(conn, conversation_id, turn_id)
-    if row is None:
+    """`(pk, <turn columns>, digest)` of the live turn, text that is not UTF-8 (a row
+    damaged in storage) read as `NotUtf8`."""
+    found = lenient_rows(
+        conn,
+        f"SELECT pk, {TURN_COLUMNS}, digest FROM turns"
+        " WHERE conversation_id = ? AND id = ? AND state = ?",
+        (conversation_id, turn_id, TURN_LIVE),
+    )
+    if not found:
         raise _no_live_turn(conversation_id, turn_id)
-    return row
+    return tuple(found[0])
 
 
 def _no_live_turn(conversation_id: str, turn_id: str) -> InvalidInput:
@@ -58,9 +72,8 @@ def edit_turn(
     """Apply `changes` to a live turn, keeping the earlier version in `turn_history`;
     returns the new turn, the new revision and the IDs of the summaries that went stale."""
     row = _live_turn_row(conn, conversation_id, turn_id)
-    turn_pk, old_digest = row[0], row[-1]
-    old = turn_from_row(row[1:-1])
-    new = old.replace(**changes)
+    turn_pk, old_digest, old_body = row[0], row[-1], row[4]
+    old, new, repaired = _edited(row[1:-1], changes)
     if "meta" in changes:
         check_meta(new.meta)  # the stored copy (a mapping read again may change)
     check_storable(conn, noncharacter_field(conversation_id, [new]))
@@ -94,13 +107,21 @@ def edit_turn(
             turn_pk,
         ),
     )
-    if (new.body, new.role, new.group, new.meta) != (old.body, old.role, old.group, old.meta):
-        search_index.reindex_turn(conn, conversation_id, turn_pk, old.body, new)
+    if repaired or (new.body, new.role, new.group, new.meta) != (
+        old.body,
+        old.role,
+        old.group,
+        old.meta,
+    ):
+        # A body that is not UTF-8 (None): its passages go as the index recorded them.
+        old_text = old_body if isinstance(old_body, str) else None
+        search_index.reindex_turn(conn, conversation_id, turn_pk, old_text, new)
     stale: list[str] = []
-    if new.digest != bytes(old_digest):
+    if not isinstance(old_digest, bytes) or new.digest != old_digest:
         stale = mark_citing_stale(conn, conversation_id, "?", (turn_id,), "source-modified")
     relinked = (
-        (new.group is not None and new.group != old.group)
+        repaired
+        or (new.group is not None and new.group != old.group)
         or new.meta != old.meta
         or new.role != old.role
     )
@@ -131,6 +152,77 @@ def edit_turn(
             conn, conversation_id, group_results_without_id(conn, conversation_id, groups)
         )
     return new, revision, stale
+
+
+#: A stored meta that is not a JSON object of strings (`_stored_fields`).
+_BAD_META = object()
+
+#: The `turns` column of each edit keyword whose name differs.
+_COLUMNS = {"group": "grp"}
+
+#: The fields an edit gives.
+_EDITABLE = frozenset({"role", "body", "protected", "protection_reason", "group", "meta"})
+
+
+def _edited(columns: tuple[Any, ...], changes: Mapping[str, Any]) -> tuple[Turn, Turn, bool]:
+    """The stored turn, the edited one and whether the edit repairs a damaged row.
+
+    A row damaged in storage (text that is not UTF-8, meta that is not a JSON object of
+    strings, a value no turn holds: another tool's write) is repaired by an edit giving
+    each damaged field a new value: the edit supplies whole fields, so nothing of the
+    damaged value is read. The stored turn is then the bodiless stand-in the unit rule reads
+    (`unit_turn`: what of its role, group and call links can be read), so its calls answer
+    nothing, as everywhere else. A damaged field the edit leaves as it is raises the
+    `StoreError` naming the turn and the column (never the value), before anything is
+    written. Bad new values are `InvalidInput` as for any turn."""
+    try:
+        old = turn_from_row(columns)
+    except StoreError:  # damaged in storage
+        pass
+    else:
+        return old, old.replace(**changes), False
+    turn_id, sequence = columns[0], columns[1]
+    fields = _stored_fields(columns)
+    for name, value in fields.items():
+        if name not in changes and (isinstance(value, NotUtf8) or value is _BAD_META):
+            raise _left_damaged(name, turn_id, sequence)
+    merged = {**fields, **changes}
+    try:
+        new = Turn(turn_id, sequence, merged.pop("role"), merged.pop("body"), **merged)
+    except InvalidInput as err:
+        name = re.split(r"[.\[]", str(err.field), maxsplit=1)[0]
+        if name in changes:
+            raise
+        raise _left_damaged(name, turn_id, sequence) from None
+    stand_in = unit_turn(turn_id, sequence, columns[2], columns[6], columns[7])
+    return stand_in or Turn(turn_id, sequence, "user", ""), new, True
+
+
+def _stored_fields(columns: tuple[Any, ...]) -> dict[str, Any]:
+    """The editable fields of a stored row as `Turn` takes them; meta that is not a JSON
+    object of strings is `_BAD_META`, text that is not UTF-8 stays `NotUtf8`."""
+    _, _, role, body, protected, reason, group, meta = columns
+    try:
+        meta = meta_dict(meta) if isinstance(meta, str) else meta
+    except StoreError:
+        meta = _BAD_META
+    return {
+        "role": role,
+        "body": body,
+        "protected": bool(protected),
+        "protection_reason": reason,
+        "group": group,
+        "meta": meta,
+    }
+
+
+def _left_damaged(field: str, turn_id: object, sequence: object) -> StoreError:
+    column = _COLUMNS.get(field, field)
+    if field not in _EDITABLE:  # the sequence: nothing an edit gives
+        return damaged_turn(column, turn_id, sequence)
+    return damaged_turn(
+        column, turn_id, sequence, f"; an edit giving {field} a new value replaces it"
+    )
 
 
 def _calls_of(turn: Turn) -> set[str]:
