@@ -214,3 +214,28 @@ def test_a_repaired_call_pairs_with_its_result_again(tmp_path: Path) -> None:
         assert store.edit(CID, "a1", meta={"tool_calls": call}).meta == {"tool_calls": call}
         store.retract(CID, "a1")
         assert store.load(CID).turn_ids == ("u0", "m0")
+
+
+def test_a_repaired_result_lets_an_unforced_purge_take_its_call(tmp_path: Path) -> None:
+    """A result whose meta was damaged answers no call, so an unforced purge stops before
+    the call, as before one whose result is missing or retracted (docs/retention.md); the
+    edit repairing the result's meta lets it take both, and the damaged version with them."""
+    path = tmp_path / "p.db"
+    call = '[{"id": "k1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]'
+    with lf.SQLiteStore(path) as store:
+        store.append(CID, "user", "hello", id="u0")
+        store.append(CID, "assistant", "calling", id="a1", meta={"tool_calls": call})
+        store.append(CID, "tool", "result", id="r1", meta={"tool_call_id": "k1"})
+        for n in range(4):
+            store.append(CID, "user", f"more {n}", id=f"m{n}")
+    _sql(path, DAMAGE["meta-not-json"][1], "r1")
+    with lf.SQLiteStore(path) as store:
+        assert store.purge_through(CID, 5, "retention").through_sequence == 1
+        store.edit(CID, "r1", meta={"tool_call_id": "k1"})
+        assert store.purge_through(CID, 5, "retention").through_sequence == 5
+        assert store.load(CID).turn_ids == ("m2", "m3")
+    assert _history(path, "r1") == 0
+    data = path.read_bytes() + (
+        Path(f"{path}-wal").read_bytes() if Path(f"{path}-wal").exists() else b""
+    )
+    assert SECRET.encode() not in data
