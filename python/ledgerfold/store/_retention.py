@@ -490,14 +490,19 @@ def retention_cutoff(
 
 def retracted(
     conn: sqlite3.Connection, conversation_id: str, turn_id: str
-) -> tuple[int, int] | None:
-    """A turn retracted or purged earlier: its sequence, the conversation's revision; or None."""
-    row = conn.execute(
+) -> tuple[int | None, int] | None:
+    """A turn retracted or purged earlier: its sequence (None when the stored one is not an
+    integer: a row damaged in storage), the conversation's revision; or None."""
+    found = lenient_rows(
+        conn,
         "SELECT t.sequence, c.revision FROM turns t JOIN conversations c ON c.id ="
         " t.conversation_id WHERE t.conversation_id = ? AND t.id = ? AND t.state IN (?, ?)",
         (conversation_id, turn_id, TURN_RETRACTED, TURN_PURGED),
-    ).fetchone()
-    return None if row is None else (int(row[0]), int(row[1]))
+    )
+    if not found:
+        return None
+    sequence, revision = found[0]
+    return (sequence if type(sequence) is int else None), int(revision)
 
 
 def erase_body(conn: sqlite3.Connection, conversation_id: str, turn_ids: list[str]) -> int:

@@ -72,7 +72,7 @@ class Retention:
         if erase:
             self._db.checkpoint()
         _log.info(
-            "retracted: conversation=%s turn=%s sequence=%d revision=%d summaries_stale=%d"
+            "retracted: conversation=%s turn=%s sequence=%s revision=%d summaries_stale=%d"
             " answers_retracted=%d erased=%s versions_erased=%d",
             conversation_id,
             turn_id,

@@ -248,8 +248,9 @@ def _turns_by_id(
 
 def retract_turn(
     conn: sqlite3.Connection, conversation_id: str, turn_id: str
-) -> tuple[int, int, list[str], list[str]]:
-    """Take a live turn out of the ledger view; returns its sequence, the new revision, the
+) -> tuple[int | None, int, list[str], list[str]]:
+    """Take a live turn out of the ledger view; returns its sequence (None when the stored
+    one is not an integer: a row damaged in storage), the new revision, the
     IDs of the summaries that went stale and the IDs of the answering tool turns that went
     with it.
 
@@ -295,7 +296,9 @@ def retract_turn(
             conversation_id,
             group_results_without_id(conn, conversation_id, (retracted.group,)),
         )
-    sequence = row[1] if type(row[1]) is int else retracted.sequence
+    # The stored sequence, or none when the column holds no integer (damaged in storage):
+    # the stand-in's sequence is no turn's.
+    sequence = row[1] if type(row[1]) is int else None
     return sequence, revision, stale, retracted_ids[1:]
 
 
