@@ -111,19 +111,15 @@ def _seal(
         return None, None
     version, envelope = pointed[0], pointed[0].envelope
     sealed = sealed_digests(conn, conversation_id, version.pk)
-    # No body read: a damaged one stops nothing.
-    check = check_summary(
-        envelope, ledger.checkable(conn, conversation_id), envelope.policy_version, sealed=sealed
-    )
-    if check.reason == "source-modified":
-        # A cited turn whose stored digest alone was changed (its bytes are the summary's)
-        # does not cost the summary: checked with its bytes' digest, which is repaired.
-        mended = digests.mended_cited(conn, conversation_id, version.pk)
-        if mended:
-            conversation = ledger.checkable(conn, conversation_id, mended)
-            check = check_summary(envelope, conversation, envelope.policy_version, sealed=sealed)
-            if check.current and mark:
-                digests.repair(conn, [(conversation_id, turn_id) for turn_id in mended])
+    conversation = ledger.checkable(conn, conversation_id)  # no body read: damage stops none
+    check = check_summary(envelope, conversation, envelope.policy_version, sealed=sealed)
+    if check.reason == "source-modified" and (
+        mended := digests.mended_cited(conn, conversation_id, version.pk)
+    ):  # a cited turn's stored digest alone was changed: checked by its bytes', repaired
+        conversation = ledger.checkable(conn, conversation_id, mended)
+        check = check_summary(envelope, conversation, envelope.policy_version, sealed=sealed)
+        if check.current and mark:
+            digests.repair(conn, [(conversation_id, turn_id) for turn_id in mended])
     if check.current:
         return version.pk, envelope.id
     if mark:
