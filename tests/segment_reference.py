@@ -10,7 +10,8 @@ The rules, stated once:
   there are) is a space, before anything else (a query's too, before it is split).
 - Normalise: drop the format characters (Cf) but U+200B ZERO WIDTH SPACE; NFKC; full case
   folding; NFD; drop the nonspacing marks (Mn) whose Script_Extensions are Inherited or name
-  Latin, Greek, Cyrillic, Arabic, Hebrew or Syriac; NFC.
+  Latin, Greek, Cyrillic, Arabic, Hebrew or Syriac; drop U+0640 ARABIC TATWEEL (it only
+  stretches a word); NFC.
 - Classify each character: ASCII `a-z` letter, ASCII `0-9` digit, other ASCII separator;
   otherwise `Nd` digit; `L*`, `M*`, `Nl`, `No` CJK when its Script_Extensions name one of
   the four scripts, else letter; anything else separator.
@@ -39,6 +40,10 @@ _DIACRITIC_SCRIPTS = regex.compile(
     r"[\p{scx=Zinh}\p{scx=Latin}\p{scx=Greek}\p{scx=Cyrillic}"
     r"\p{scx=Arabic}\p{scx=Hebrew}\p{scx=Syriac}]"
 )
+#: What is folded after the diacritics (before NFC): the characters that only stretch a
+#: word, dropped: U+0640 ARABIC TATWEEL (kashida), as Apache Lucene's ArabicNormalizer
+#: deletes it.
+_FOLDS = str.maketrans({"\u0640": None})
 #: The one format character that is a word break, not an invisible one.
 _ZERO_WIDTH_SPACE = "\u200b"
 _STEMMER = snowballstemmer.stemmer("english")
@@ -71,7 +76,7 @@ def normalise(text: str) -> str:
         for char in decomposed
         if unicodedata.category(char) != "Mn" or _DIACRITIC_SCRIPTS.fullmatch(char) is None
     )
-    return unicodedata.normalize("NFC", kept)
+    return unicodedata.normalize("NFC", kept.translate(_FOLDS))
 
 
 def char_class(char: str) -> int:

@@ -1,7 +1,8 @@
 //! Property tests of recall's segmentation (SPEC §16.5): no input panics, every token keeps
 //! the token alphabet, passages are consecutive, cover the body, fit the 600-character
 //! window and sit on character boundaries, query terms are distinct and at most 64, and
-//! format characters (soft hyphens, joiners, bidi marks) change no token.
+//! format characters (soft hyphens, joiners, bidi marks) and the characters that only
+//! stretch a word (the Arabic tatweel) change no token.
 
 use ledgerfold_core::segment::{
     index_passages, passage_bounds, query_terms, tokens, MAX_QUERY_TERMS, PASSAGE_CHARS,
@@ -79,6 +80,11 @@ fn format_character() -> impl Strategy<Value = char> {
         '\u{E0001}',
         '\u{E0041}',
     ])
+}
+
+/// A character that only stretches a word, dropped: the Arabic tatweel.
+fn stretching_character() -> impl Strategy<Value = char> {
+    prop::sample::select(vec!['\u{640}'])
 }
 
 fn assert_alphabet(token: &str) {
@@ -211,6 +217,27 @@ proptest! {
         let mut chars: Vec<char> = text.chars().collect();
         for (at, format) in inserts {
             chars.insert(at.index(chars.len() + 1), format);
+        }
+        let marked: String = chars.into_iter().collect();
+        prop_assert_eq!(tokens(&marked), tokens(&text));
+        prop_assert_eq!(query_terms(&marked), query_terms(&text));
+    }
+
+    #[test]
+    fn stretching_characters_are_invisible(
+        text in text(),
+        inserts in prop::collection::vec(
+            (any::<prop::sample::Index>(), stretching_character()),
+            1..8,
+        ),
+    ) {
+        let text: String = text
+            .chars()
+            .map(|c| if matches!(c, '\u{1b}' | '\u{9b}') { ' ' } else { c })
+            .collect();
+        let mut chars: Vec<char> = text.chars().collect();
+        for (at, stretch) in inserts {
+            chars.insert(at.index(chars.len() + 1), stretch);
         }
         let marked: String = chars.into_iter().collect();
         prop_assert_eq!(tokens(&marked), tokens(&text));

@@ -11,8 +11,10 @@
 //! ordinary writing leaves out (`كَتَبَ` is `كتب`, `שָׁלוֹם` is `שלום`, and `أ` is `ا`: NFD
 //! makes its hamza a mark); not the vowel signs and viramas that the Brahmic scripts spell
 //! with (`नमस्ते` keeps its virama, `दुनिया` its vowel sign, `が` its voicing mark: dropping
-//! them would make different words one); NFC (so Hangul syllables, decomposed by NFD, are
-//! whole again). Then each character is one of four classes:
+//! them would make different words one); the characters that only stretch a word dropped
+//! (the Arabic tatweel: `كتـــاب` is `كتاب`; the `fold` module lists them); NFC (so Hangul
+//! syllables, decomposed by NFD, are whole again). Then each character is one of four
+//! classes:
 //! - *digit*: ASCII `0-9` and every other `Nd`;
 //! - *CJK*: a letter, mark or number (`L*`, `M*`, `Nl`, `No`) whose `Script_Extensions` name
 //!   Han, Hiragana, Katakana or Hangul (so `ー` and `々` join their words);
@@ -39,6 +41,7 @@
 //! stems, remembered), `passages` (the index's passages of a body) and `query` (a query's
 //! terms).
 
+mod fold;
 mod passages;
 mod query;
 mod stems;
@@ -52,8 +55,9 @@ pub use tokenise::{push_tokens, tokens};
 /// text gives must bump it (the index is then rebuilt). 2: control sequences separate (1
 /// read `\x1b[31mFAILED` as `31` and `mfail`). 3: Arabic, Hebrew and Syriac points are
 /// diacritics (2 kept them, so `كَتَبَ` did not match `كتب`), and format characters are
-/// dropped (2 split `co\u{AD}operate` into `co` and `oper`).
-pub const INDEX_VERSION: u32 = 3;
+/// dropped (2 split `co\u{AD}operate` into `co` and `oper`). 4: the Arabic tatweel is
+/// dropped (3 kept it, so `كتـــاب` did not match `كتاب`).
+pub const INDEX_VERSION: u32 = 4;
 
 #[cfg(test)]
 mod tests {

@@ -7,6 +7,7 @@ use unicode_normalization::UnicodeNormalization;
 use unicode_properties::{GeneralCategory, GeneralCategoryGroup, UnicodeGeneralCategory};
 use unicode_script::{Script, UnicodeScript};
 
+use super::fold::folded;
 use super::stems::{emit, StemCache, KEY_LANES, STEMS};
 
 /// The text's tokens in order (duplicates kept).
@@ -338,6 +339,7 @@ impl Tokeniser<'_> {
             .default_case_fold()
             .nfd()
             .filter(|&c| keeps(c))
+            .filter_map(folded)
             .nfc()
         {
             let class = class_of(c);

@@ -1,0 +1,185 @@
+"""What recall's normalisation folds beyond NFKC, case and the diacritics (SPEC §16.5
+"Normalisation"), since segmenter version 4: the characters that only stretch a word are
+dropped. The golden cases for both segmenters (Rust and the pure-Python reference), a
+differential property over the characters concerned, the same through `SQLiteStore.search`
+on a file database, and the index of segmenter version 3 rebuilt when the store opens.
+
+- U+0640 ARABIC TATWEEL (kashida) elongates the joined letters around it (justification,
+  emphasis): `كتـــاب` is `كتاب`. Apache Lucene's ArabicNormalizer deletes it too."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ledgerfold as lf
+from ledgerfold import _segment as seg
+
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
+    sys.path.insert(0, str(_HERE))
+
+import segment_reference as ref  # noqa: E402
+
+IMPLEMENTATIONS = [pytest.param(seg, id="rust"), pytest.param(ref, id="reference")]
+
+TATWEEL = "\u0640"
+
+
+def joined_tokens(impl: ModuleType, body: str) -> str:
+    """The tokens of every passage of `body`, as the index holds them."""
+    return " ".join(joined for _, _, joined in impl.index_passages(body))
+
+
+#: (as written, as searched for): each pair must give the same terms.
+FOLDED = [
+    pytest.param("كتـــاب", "كتاب", id="tatweel-inside"),
+    pytest.param("ـكتابـ", "كتاب", id="tatweel-around"),
+    pytest.param("مـحـمـد", "محمد", id="tatweel-between-each"),
+    pytest.param("كتـَـاب", "كتاب", id="tatweel-with-a-haraka"),
+    pytest.param("كت\ufe71اب", "كتاب", id="tatweel-compatibility-form"),
+]
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+@pytest.mark.parametrize(("written", "searched"), FOLDED)
+def test_the_folded_form_gives_the_same_terms(
+    impl: ModuleType, written: str, searched: str
+) -> None:
+    assert impl.query_terms(written) == impl.query_terms(searched) != []
+    assert joined_tokens(impl, f"ok {written} 3") == joined_tokens(impl, f"ok {searched} 3")
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_a_tatweel_alone_is_no_word(impl: ModuleType) -> None:
+    assert impl.query_terms(TATWEEL * 5) == []
+    assert impl.query_terms(f"كتاب {TATWEEL * 3} قلم") == impl.query_terms("كتاب قلم")
+
+
+#: The characters this file is about, for the properties below.
+FOLDING = TATWEEL + "\ufe71"
+#: Text around them: Arabic letters and harakat, other scripts' letters and marks, CJK,
+#: digits, separators.
+AROUND = "كتابمحدلةىيهأإآ\u064e\u0651ab éक\u094dがか\u3099한국가3 -.。"
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.text(st.sampled_from(FOLDING + AROUND), max_size=40)
+    | st.text(
+        st.characters(exclude_categories=("Cs", "Cn"), exclude_characters="\x1b\x9b"),
+        max_size=30,
+    )
+)
+def test_rust_and_the_reference_agree_on_the_folded_characters(text: str) -> None:
+    assert seg.query_terms(text) == ref.query_terms(text)
+    assert seg.index_passages(text) == ref.index_passages(text)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.text(st.sampled_from(AROUND), max_size=30),
+    st.lists(st.tuples(st.integers(0, 30), st.sampled_from(TATWEEL)), max_size=6),
+)
+def test_a_dropped_character_is_invisible_to_both(
+    text: str, inserts: list[tuple[int, str]]
+) -> None:
+    marked = text
+    for at, char in inserts:
+        marked = marked[:at] + char + marked[at:]
+    for impl in (seg, ref):
+        assert impl.query_terms(marked) == impl.query_terms(text)
+        assert joined_tokens(impl, marked) == joined_tokens(impl, text)
+
+
+# ---------------------------------------------------------------------- the store
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> lf.SQLiteStore:
+    made = lf.SQLiteStore(tmp_path / "ledger.db")
+    yield made
+    made.close()
+
+
+def ids(hits: list[lf.SearchHit]) -> list[str]:
+    return [hit.turn_id for hit in hits]
+
+
+def test_search_finds_a_stretched_word_and_is_found_by_one(store: lf.SQLiteStore) -> None:
+    store.append("c", "user", "اشتريت كتـــاب النحو", id="stretched")
+    store.append("c", "user", "قرأت كتابا آخر", id="other")
+    store.append("c", "user", "المكتبة مغلقة اليوم", id="plain")
+    assert ids(store.search("c", "كتاب")) == ["stretched"]
+    assert ids(store.search("c", "النـــحـو")) == ["stretched"]
+    # The passage is the body as stored, tatweel and all.
+    assert store.search("c", "كتاب")[0].text == "اشتريت كتـــاب النحو"
+    assert store.check_search_index() == []
+
+
+# ---------------------------------------------------------------------- index versions
+
+
+#: Bodies, and the tokens ledgerfold's version-3 segmenter indexed them as: tatweel kept.
+VERSION_3_ROWS = {
+    "t": ("اشتريت كتـــاب النحو", "اشتريت كتـــاب النحو"),
+    "e": ("we refused the refund", "we refus the refund"),
+}
+
+
+def _as_version_3_wrote_it(path: Path) -> None:
+    """Make the file's index what ledgerfold's version-3 segmenter left: `VERSION_3_ROWS`'
+    tokens, `index_version` 3."""
+    conn = sqlite3.connect(path)
+    with conn:
+        rows = conn.execute("SELECT pk, id FROM turns ORDER BY pk").fetchall()
+        conn.execute("INSERT INTO search_fts(search_fts) VALUES ('delete-all')")
+        conn.execute("DELETE FROM search_offsets")
+        conn.executemany(
+            "INSERT INTO search_fts (rowid, tokens) VALUES (?, ?)",
+            [(pk << 10, VERSION_3_ROWS[turn_id][1]) for pk, turn_id in rows],
+        )
+        conn.execute("UPDATE search_state SET index_version = 3, complete = 1")
+    conn.close()
+
+
+def _index_has(path: Path, word: str) -> bool:
+    conn = sqlite3.connect(path)
+    try:
+        found = conn.execute(
+            "SELECT COUNT(*) FROM search_fts WHERE search_fts MATCH ?", (f'"{word}"',)
+        )
+        return bool(found.fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_an_index_of_segmenter_version_3_is_rebuilt_at_open(tmp_path: Path) -> None:
+    assert seg.INDEX_VERSION == 4
+    path = tmp_path / "ledger.db"
+    with lf.SQLiteStore(path) as store:
+        for turn_id, (body, _) in VERSION_3_ROWS.items():
+            store.append("c", "user", body, id=turn_id)
+    _as_version_3_wrote_it(path)
+    # The old index: the word as searched for is not in it.
+    assert _index_has(path, "كتـــاب") and not _index_has(path, "كتاب")
+    with lf.SQLiteStore(path) as store:
+        assert ids(store.search("c", "كتاب")) == ["t"]
+        assert ids(store.search("c", "refunds")) == ["e"]
+        state = store._connection().execute("SELECT index_version, complete FROM search_state")
+        assert tuple(state.fetchone()) == (4, 1)
+        assert store.check_search_index() == []
+        # Every write path works on the rebuilt index (its rows delete with its tokens).
+        store.edit("c", "t", body="بعت كتـاب الصرف")
+        assert store.search("c", "النحو") == []
+        assert ids(store.search("c", "الصرف")) == ["t"]
+        store.retract("c", "t", erase=True)
+        assert store.search("c", "كتاب") == []
+        assert store.check_search_index() == []
+    assert not _index_has(path, "كتاب")
