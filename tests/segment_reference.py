@@ -11,7 +11,8 @@ The rules, stated once:
 - Normalise: drop the format characters (Cf) but U+200B ZERO WIDTH SPACE; NFKC; full case
   folding; NFD; drop the nonspacing marks (Mn) whose Script_Extensions are Inherited or name
   Latin, Greek, Cyrillic, Arabic, Hebrew or Syriac; drop U+0640 ARABIC TATWEEL (it only
-  stretches a word); NFC.
+  stretches a word), the Hangul fillers U+115F, U+1160, U+3164, U+FFA0 and the Mongolian
+  free variation selectors U+180B-U+180D, U+180F; NFC.
 - Classify each character: ASCII `a-z` letter, ASCII `0-9` digit, other ASCII separator;
   otherwise `Nd` digit; `L*`, `M*`, `Nl`, `No` CJK when its Script_Extensions name one of
   the four scripts, else letter; anything else separator.
@@ -40,10 +41,10 @@ _DIACRITIC_SCRIPTS = regex.compile(
     r"[\p{scx=Zinh}\p{scx=Latin}\p{scx=Greek}\p{scx=Cyrillic}"
     r"\p{scx=Arabic}\p{scx=Hebrew}\p{scx=Syriac}]"
 )
-#: What is folded after the diacritics (before NFC): the characters that only stretch a
-#: word, dropped: U+0640 ARABIC TATWEEL (kashida), as Apache Lucene's ArabicNormalizer
-#: deletes it.
-_FOLDS = str.maketrans({"\u0640": None})
+#: What is folded after the diacritics (before NFC): the characters that only stretch, pad
+#: or restyle a word, dropped: U+0640 ARABIC TATWEEL (kashida), as Apache Lucene's
+#: ArabicNormalizer deletes it; the Hangul fillers; the Mongolian free variation selectors.
+_FOLDS = str.maketrans(dict.fromkeys("\u0640\u115f\u1160\u3164\uffa0\u180b\u180c\u180d\u180f"))
 #: The one format character that is a word break, not an invisible one.
 _ZERO_WIDTH_SPACE = "\u200b"
 _STEMMER = snowballstemmer.stemmer("english")

@@ -1,11 +1,16 @@
 """What recall's normalisation folds beyond NFKC, case and the diacritics (SPEC §16.5
-"Normalisation"), since segmenter version 4: the characters that only stretch a word are
-dropped. The golden cases for both segmenters (Rust and the pure-Python reference), a
-differential property over the characters concerned, the same through `SQLiteStore.search`
-on a file database, and the index of segmenter version 3 rebuilt when the store opens.
+"Normalisation"), since segmenter version 4: the characters that only stretch, pad or
+restyle a word are dropped. The golden cases for both segmenters (Rust and the pure-Python
+reference), a differential property over the characters concerned, the same through
+`SQLiteStore.search` on a file database, and the index of segmenter version 3 rebuilt when
+the store opens.
 
 - U+0640 ARABIC TATWEEL (kashida) elongates the joined letters around it (justification,
-  emphasis): `كتـــاب` is `كتاب`. Apache Lucene's ArabicNormalizer deletes it too."""
+  emphasis): `كتـــاب` is `كتاب`. Apache Lucene's ArabicNormalizer deletes it too.
+- The Hangul fillers U+115F, U+1160, U+3164 and U+FFA0 stand for a missing part of a
+  syllable block and show nothing.
+- The Mongolian free variation selectors U+180B-U+180D and U+180F choose a letter's glyph.
+The fillers and the selectors are Default_Ignorable_Code_Point in Unicode."""
 
 from __future__ import annotations
 
@@ -30,6 +35,8 @@ import segment_reference as ref  # noqa: E402
 IMPLEMENTATIONS = [pytest.param(seg, id="rust"), pytest.param(ref, id="reference")]
 
 TATWEEL = "\u0640"
+HANGUL_FILLERS = "\u115f\u1160\u3164\uffa0"
+MONGOLIAN_SELECTORS = "\u180b\u180c\u180d\u180f"
 
 
 def joined_tokens(impl: ModuleType, body: str) -> str:
@@ -44,6 +51,16 @@ FOLDED = [
     pytest.param("مـحـمـد", "محمد", id="tatweel-between-each"),
     pytest.param("كتـَـاب", "كتاب", id="tatweel-with-a-haraka"),
     pytest.param("كت\ufe71اب", "كتاب", id="tatweel-compatibility-form"),
+    *(
+        pytest.param(f"회의는 한{filler}국 시간", "회의는 한국 시간", id=f"U+{ord(filler):04X}")
+        for filler in HANGUL_FILLERS
+    ),
+    pytest.param("\u3164한국어\uffa0", "한국어", id="hangul-fillers-around"),
+    pytest.param("\u1100\u1160", "\u1100", id="hangul-initial-alone"),
+    *(
+        pytest.param(f"ᠮᠣᠩᠭ{selector}ᠣᠯ", "ᠮᠣᠩᠭᠣᠯ", id=f"U+{ord(selector):04X}")
+        for selector in MONGOLIAN_SELECTORS
+    ),
 ]
 
 
@@ -57,16 +74,20 @@ def test_the_folded_form_gives_the_same_terms(
 
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)
-def test_a_tatweel_alone_is_no_word(impl: ModuleType) -> None:
-    assert impl.query_terms(TATWEEL * 5) == []
-    assert impl.query_terms(f"كتاب {TATWEEL * 3} قلم") == impl.query_terms("كتاب قلم")
+@pytest.mark.parametrize("char", TATWEEL + HANGUL_FILLERS + MONGOLIAN_SELECTORS)
+def test_a_dropped_character_alone_is_no_word(impl: ModuleType, char: str) -> None:
+    assert impl.query_terms(char * 3) == []
+    assert impl.query_terms(f"كتاب {char} 3") == impl.query_terms("كتاب 3")
 
 
 #: The characters this file is about, for the properties below.
-FOLDING = TATWEEL + "\ufe71"
+FOLDING = TATWEEL + "\ufe71" + HANGUL_FILLERS + MONGOLIAN_SELECTORS + "\u180e"
 #: Text around them: Arabic letters and harakat, other scripts' letters and marks, CJK,
-#: digits, separators.
-AROUND = "كتابمحدلةىيهأإآ\u064e\u0651ab éक\u094dがか\u3099한국가3 -.。"
+#: Hangul syllables and conjoining jamo, Mongolian, digits, separators.
+AROUND = (
+    "كتابمحدلةىيهأإآ\u064e\u0651ab e\u0301\u00e9क\u094dがか\u3099"
+    "한국\uac00\u1100\u1161\u11a8ᠮᠣᠩᠭ3 -.。"
+)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -85,7 +106,12 @@ def test_rust_and_the_reference_agree_on_the_folded_characters(text: str) -> Non
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.text(st.sampled_from(AROUND), max_size=30),
-    st.lists(st.tuples(st.integers(0, 30), st.sampled_from(TATWEEL)), max_size=6),
+    st.lists(
+        st.tuples(
+            st.integers(0, 30), st.sampled_from(TATWEEL + HANGUL_FILLERS + MONGOLIAN_SELECTORS)
+        ),
+        max_size=6,
+    ),
 )
 def test_a_dropped_character_is_invisible_to_both(
     text: str, inserts: list[tuple[int, str]]
@@ -123,12 +149,27 @@ def test_search_finds_a_stretched_word_and_is_found_by_one(store: lf.SQLiteStore
     assert store.check_search_index() == []
 
 
+def test_search_sees_through_hangul_fillers_and_mongolian_selectors(
+    store: lf.SQLiteStore,
+) -> None:
+    store.append("c", "user", "회의는 한\u3164국 시간 3시", id="filler")
+    store.append("c", "user", "ᠮᠣᠩᠭ\u180bᠣᠯ ᠬᠡᠯᠡ", id="selector")
+    store.append("c", "user", "nothing else here", id="other")
+    assert ids(store.search("c", "한국")) == ["filler"]
+    assert ids(store.search("c", "ᠮᠣᠩᠭᠣᠯ")) == ["selector"]
+    assert ids(store.search("c", "ᠮᠣᠩᠭ\u180dᠣᠯ")) == ["selector"]
+    assert store.check_search_index() == []
+
+
 # ---------------------------------------------------------------------- index versions
 
 
-#: Bodies, and the tokens ledgerfold's version-3 segmenter indexed them as: tatweel kept.
+#: Bodies, and the tokens ledgerfold's version-3 segmenter indexed them as: tatweel, Hangul
+#: fillers (NFKC made U+3164 U+1160) and Mongolian selectors kept.
 VERSION_3_ROWS = {
     "t": ("اشتريت كتـــاب النحو", "اشتريت كتـــاب النحو"),
+    "k": ("회의는 한\u3164국 시간에", "회의 의는 한\u1160 \u1160국 시간 간에"),
+    "m": ("ᠮᠣᠩᠭ\u180bᠣᠯ ᠬᠡᠯᠡ", "ᠮᠣᠩᠭ\u180bᠣᠯ ᠬᠡᠯᠡ"),
     "e": ("we refused the refund", "we refus the refund"),
 }
 
@@ -169,8 +210,11 @@ def test_an_index_of_segmenter_version_3_is_rebuilt_at_open(tmp_path: Path) -> N
     _as_version_3_wrote_it(path)
     # The old index: the word as searched for is not in it.
     assert _index_has(path, "كتـــاب") and not _index_has(path, "كتاب")
+    assert not _index_has(path, "한국") and not _index_has(path, "ᠮᠣᠩᠭᠣᠯ")
     with lf.SQLiteStore(path) as store:
         assert ids(store.search("c", "كتاب")) == ["t"]
+        assert ids(store.search("c", "한국")) == ["k"]
+        assert ids(store.search("c", "ᠮᠣᠩᠭᠣᠯ")) == ["m"]
         assert ids(store.search("c", "refunds")) == ["e"]
         state = store._connection().execute("SELECT index_version, complete FROM search_state")
         assert tuple(state.fetchone()) == (4, 1)

@@ -20,10 +20,11 @@ command's colours, so `FAILED` between colour codes gives `fail`); the format ch
 split a word, all but U+200B ZERO WIDTH SPACE, a space; NFKC, case-folded, diacritics
 removed (the nonspacing marks of Latin, Greek, Cyrillic, Arabic, Hebrew and Syriac, and of
 no script in particular; not the vowel signs and viramas of the Brahmic scripts, nor the
-kana voicing marks); the Arabic tatweel (U+0640), which only stretches a word, dropped; a
-digit run is one token; codes split at `-`, `_`, `.`; ASCII words
-Snowball-English (Porter2) stemmed; Han, Kana and Hangul runs become overlapping bigrams
-(a one-character run stays one token) that digits never join.
+kana voicing marks); the characters that only stretch, pad or restyle a word dropped (the
+Arabic tatweel U+0640, the Hangul fillers U+115F, U+1160, U+3164, U+FFA0, the Mongolian free
+variation selectors U+180B-U+180D, U+180F); a digit run is one token; codes split at `-`,
+`_`, `.`; ASCII words Snowball-English (Porter2) stemmed; Han, Kana and Hangul runs become
+overlapping bigrams (a one-character run stays one token) that digits never join.
 A token is non-empty and its only ASCII characters are `a-z` and `0-9`.
 `INDEX_VERSION` changes whenever the tokens or passages of some text would.
 """

@@ -76,10 +76,15 @@ fn is_diacritic(c: char) -> bool {
         && (c.script_extension().is_inherited() || names_one_of(c, &scripts))
 }
 
-/// A character that only stretches a word, dropped after the diacritics: U+0640 ARABIC
-/// TATWEEL (Apache Lucene's `ArabicNormalizer` deletes it).
-fn is_stretch(c: char) -> bool {
-    c == '\u{640}'
+/// A character that only stretches, pads or restyles a word, dropped after the
+/// diacritics: U+0640 ARABIC TATWEEL (Apache Lucene's `ArabicNormalizer` deletes it), the
+/// Hangul fillers and the Mongolian free variation selectors.
+fn is_dropped(c: char) -> bool {
+    matches!(
+        c,
+        '\u{640}' | '\u{115f}' | '\u{1160}' | '\u{3164}' | '\u{ffa0}' | '\u{180b}'
+            ..='\u{180d}' | '\u{180f}'
+    )
 }
 
 /// A format character other than U+200B ZERO WIDTH SPACE: dropped before anything else.
@@ -141,7 +146,7 @@ fn reference_tokens(text: &str) -> Vec<String> {
         .default_case_fold()
         .nfd()
         .filter(|&c| !is_diacritic(c))
-        .filter(|&c| !is_stretch(c))
+        .filter(|&c| !is_dropped(c))
         .nfc()
         .collect();
     let mut out = Vec::new();
@@ -230,6 +235,8 @@ fn mixed_text() -> impl Strategy<Value = String> {
         "[我的护照放在号储物柜密码是。，がかきコーヒー\u{3099}한국어]{1,6}",
         "[\u{85}\u{a0}\u{2028}\u{2029}\u{3000}]{1,2}",
         "[كتابـ\u{fe71}\u{64e}]{1,6}",
+        "[한국가\u{1100}\u{1161}\u{115f}\u{1160}\u{3164}\u{ffa0}]{1,6}",
+        "[ᠮᠣᠩᠭ\u{180b}\u{180c}\u{180d}\u{180e}\u{180f}]{1,6}",
         "\u{9b}[0-9;]{0,4}[@-~]{0,1}",
         any::<char>().prop_map(String::from),
         "\\PC{1,8}",

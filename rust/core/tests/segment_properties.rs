@@ -2,7 +2,8 @@
 //! the token alphabet, passages are consecutive, cover the body, fit the 600-character
 //! window and sit on character boundaries, query terms are distinct and at most 64, and
 //! format characters (soft hyphens, joiners, bidi marks) and the characters that only
-//! stretch a word (the Arabic tatweel) change no token.
+//! stretch, pad or restyle a word (the Arabic tatweel, the Hangul fillers, the Mongolian
+//! free variation selectors) change no token.
 
 use ledgerfold_core::segment::{
     index_passages, passage_bounds, query_terms, tokens, MAX_QUERY_TERMS, PASSAGE_CHARS,
@@ -82,9 +83,13 @@ fn format_character() -> impl Strategy<Value = char> {
     ])
 }
 
-/// A character that only stretches a word, dropped: the Arabic tatweel.
-fn stretching_character() -> impl Strategy<Value = char> {
-    prop::sample::select(vec!['\u{640}'])
+/// A character that only stretches, pads or restyles a word, dropped: the Arabic tatweel,
+/// the Hangul fillers, the Mongolian free variation selectors.
+fn dropped_character() -> impl Strategy<Value = char> {
+    prop::sample::select(vec![
+        '\u{640}', '\u{115F}', '\u{1160}', '\u{3164}', '\u{FFA0}', '\u{180B}', '\u{180C}',
+        '\u{180D}', '\u{180F}',
+    ])
 }
 
 fn assert_alphabet(token: &str) {
@@ -224,10 +229,10 @@ proptest! {
     }
 
     #[test]
-    fn stretching_characters_are_invisible(
+    fn dropped_characters_are_invisible(
         text in text(),
         inserts in prop::collection::vec(
-            (any::<prop::sample::Index>(), stretching_character()),
+            (any::<prop::sample::Index>(), dropped_character()),
             1..8,
         ),
     ) {
@@ -236,8 +241,8 @@ proptest! {
             .map(|c| if matches!(c, '\u{1b}' | '\u{9b}') { ' ' } else { c })
             .collect();
         let mut chars: Vec<char> = text.chars().collect();
-        for (at, stretch) in inserts {
-            chars.insert(at.index(chars.len() + 1), stretch);
+        for (at, dropped) in inserts {
+            chars.insert(at.index(chars.len() + 1), dropped);
         }
         let marked: String = chars.into_iter().collect();
         prop_assert_eq!(tokens(&marked), tokens(&text));

@@ -1,20 +1,35 @@
 //! What search folds beyond Unicode's normalisation and the diacritics (SPEC §16.5
-//! "Normalisation"): characters that only stretch a word, dropped. Applied to the decomposed
-//! text, after the diacritics and before NFC, so a dropped character is as if it had never
-//! been written: the characters around it compose as they would without it.
+//! "Normalisation"): characters that only stretch, pad or restyle a word, dropped. Applied
+//! to the decomposed text, after the diacritics and before NFC, so a dropped character is as
+//! if it had never been written: the characters around it compose as they would without it.
 
 /// `c` as the index spells it, or None when it is dropped.
 ///
 /// - U+0640 ARABIC TATWEEL (kashida) only elongates the joined letters around it
 ///   (justification, emphasis): `كتـــاب` is `كتاب`. Dropped, as Apache Lucene's
 ///   `ArabicNormalizer` (`org.apache.lucene.analysis.ar`) deletes it.
+/// - The Hangul fillers (U+115F CHOSEONG FILLER, U+1160 JUNGSEONG FILLER, U+3164 HANGUL
+///   FILLER, U+FFA0 HALFWIDTH HANGUL FILLER; NFKC makes the last two U+1160) stand for a
+///   missing part of a syllable block and show nothing: `한\u{3164}국` is `한국`.
+/// - The Mongolian free variation selectors (U+180B to U+180D, U+180F) choose a letter's
+///   glyph, not the word: `ᠭ\u{180B}` is `ᠭ`.
+///
+/// Each is invisible or a shape only, and (as Unicode's `Default_Ignorable_Code_Point`
+/// says of all but the tatweel) never makes one word another.
 pub(super) fn folded(c: char) -> Option<char> {
     // Below the first character this folds: the ASCII and most text's path, one comparison.
     if c < '\u{0640}' {
         return Some(c);
     }
     match c {
-        '\u{0640}' => None,
+        // The tatweel; the Hangul fillers; the Mongolian free variation selectors.
+        '\u{0640}'
+        | '\u{115F}'
+        | '\u{1160}'
+        | '\u{3164}'
+        | '\u{FFA0}'
+        | '\u{180B}'..='\u{180D}'
+        | '\u{180F}' => None,
         _ => Some(c),
     }
 }
@@ -33,5 +48,26 @@ mod tests {
         assert_eq!(tokens("كت\u{FE71}اب"), ["كتاب"]);
         // Between letters of other scripts it is invisible too.
         assert_eq!(tokens("pass\u{640}word"), ["password"]);
+    }
+
+    #[test]
+    fn hangul_fillers_are_dropped() {
+        for filler in ['\u{115F}', '\u{1160}', '\u{3164}', '\u{FFA0}'] {
+            assert_eq!(tokens(&format!("한{filler}국")), ["한국"], "{filler:?}");
+            assert_eq!(tokens(&format!("{filler}한국어{filler}")), ["한국", "국어"]);
+            assert!(tokens(&filler.to_string()).is_empty());
+        }
+        // An initial consonant alone, and a syllable without one.
+        assert_eq!(tokens("\u{1100}\u{1160}"), ["\u{1100}"]);
+        assert_eq!(tokens("\u{115F}\u{1161}"), ["\u{1161}"]);
+    }
+
+    #[test]
+    fn mongolian_free_variation_selectors_are_dropped() {
+        for selector in ['\u{180B}', '\u{180C}', '\u{180D}', '\u{180F}'] {
+            let word = format!("ᠮᠣᠩᠭ{selector}ᠣᠯ");
+            assert_eq!(tokens(&word), tokens("ᠮᠣᠩᠭᠣᠯ"), "{selector:?}");
+            assert_eq!(tokens(&word), ["ᠮᠣᠩᠭᠣᠯ"]);
+        }
     }
 }

@@ -11,8 +11,9 @@
 //! ordinary writing leaves out (`كَتَبَ` is `كتب`, `שָׁלוֹם` is `שלום`, and `أ` is `ا`: NFD
 //! makes its hamza a mark); not the vowel signs and viramas that the Brahmic scripts spell
 //! with (`नमस्ते` keeps its virama, `दुनिया` its vowel sign, `が` its voicing mark: dropping
-//! them would make different words one); the characters that only stretch a word dropped
-//! (the Arabic tatweel: `كتـــاب` is `كتاب`; the `fold` module lists them); NFC (so Hangul
+//! them would make different words one); the characters that only stretch, pad or restyle
+//! a word dropped (the Arabic tatweel: `كتـــاب` is `كتاب`; the Hangul fillers; the
+//! Mongolian free variation selectors: the `fold` module lists them); NFC (so Hangul
 //! syllables, decomposed by NFD, are whole again). Then each character is one of four
 //! classes:
 //! - *digit*: ASCII `0-9` and every other `Nd`;
@@ -56,7 +57,8 @@ pub use tokenise::{push_tokens, tokens};
 /// read `\x1b[31mFAILED` as `31` and `mfail`). 3: Arabic, Hebrew and Syriac points are
 /// diacritics (2 kept them, so `كَتَبَ` did not match `كتب`), and format characters are
 /// dropped (2 split `co\u{AD}operate` into `co` and `oper`). 4: the Arabic tatweel is
-/// dropped (3 kept it, so `كتـــاب` did not match `كتاب`).
+/// dropped (3 kept it, so `كتـــاب` did not match `كتاب`), and so are the Hangul fillers
+/// and the Mongolian free variation selectors (3 kept them inside a word).
 pub const INDEX_VERSION: u32 = 4;
 
 #[cfg(test)]
