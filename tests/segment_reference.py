@@ -12,7 +12,8 @@ The rules, stated once:
   folding; NFD; drop the nonspacing marks (Mn) whose Script_Extensions are Inherited or name
   Latin, Greek, Cyrillic, Arabic, Hebrew or Syriac; drop U+0640 ARABIC TATWEEL (it only
   stretches a word), the Hangul fillers U+115F, U+1160, U+3164, U+FFA0 and the Mongolian
-  free variation selectors U+180B-U+180D, U+180F; NFC.
+  free variation selectors U+180B-U+180D, U+180F; make U+0629 TEH MARBUTA U+0647 HEH and
+  U+0649 ALEF MAKSURA U+064A YEH; NFC.
 - Classify each character: ASCII `a-z` letter, ASCII `0-9` digit, other ASCII separator;
   otherwise `Nd` digit; `L*`, `M*`, `Nl`, `No` CJK when its Script_Extensions name one of
   the four scripts, else letter; anything else separator.
@@ -44,7 +45,14 @@ _DIACRITIC_SCRIPTS = regex.compile(
 #: What is folded after the diacritics (before NFC): the characters that only stretch, pad
 #: or restyle a word, dropped: U+0640 ARABIC TATWEEL (kashida), as Apache Lucene's
 #: ArabicNormalizer deletes it; the Hangul fillers; the Mongolian free variation selectors.
-_FOLDS = str.maketrans(dict.fromkeys("\u0640\u115f\u1160\u3164\uffa0\u180b\u180c\u180d\u180f"))
+#: And Arabic's teh marbuta is heh, its alef maksura yeh, as that normaliser folds them.
+_FOLDS = str.maketrans(
+    {
+        **dict.fromkeys("\u0640\u115f\u1160\u3164\uffa0\u180b\u180c\u180d\u180f"),
+        "\u0629": "\u0647",
+        "\u0649": "\u064a",
+    }
+)
 #: The one format character that is a word break, not an invisible one.
 _ZERO_WIDTH_SPACE = "\u200b"
 _STEMMER = snowballstemmer.stemmer("english")

@@ -1,7 +1,8 @@
 //! What search folds beyond Unicode's normalisation and the diacritics (SPEC §16.5
-//! "Normalisation"): characters that only stretch, pad or restyle a word, dropped. Applied
-//! to the decomposed text, after the diacritics and before NFC, so a dropped character is as
-//! if it had never been written: the characters around it compose as they would without it.
+//! "Normalisation"): characters that only stretch, pad or restyle a word, dropped, and two
+//! Arabic letters that writers use for one another, folded. Applied to the decomposed text,
+//! after the diacritics and before NFC, so a dropped character is as if it had never been
+//! written: the characters around it compose as they would without it.
 
 /// `c` as the index spells it, or None when it is dropped.
 ///
@@ -16,12 +17,24 @@
 ///
 /// Each is invisible or a shape only, and (as Unicode's `Default_Ignorable_Code_Point`
 /// says of all but the tatweel) never makes one word another.
+///
+/// And as Apache Lucene's `ArabicNormalizer` folds them, for the spellings Arabic writers
+/// use for one another (a final `ة` written `ه`, a final `ى` written `ي`, and back):
+/// - U+0629 TEH MARBUTA is U+0647 HEH: `مدرسة` is `مدرسه`;
+/// - U+0649 ALEF MAKSURA is U+064A YEH: `على` is `علي`.
+///
+/// Lucene's third fold, the alef with a madda or hamza (U+0622, U+0623, U+0625) to the bare
+/// alef, is the diacritics' rule already: NFD makes the madda or hamza a mark, dropped.
+/// No other letter is folded: Persian's and Urdu's own letters (`ی` U+06CC, `ہ` U+06C1,
+/// `ۃ` U+06C3, `ە` U+06D5) stay themselves, as Lucene's Arabic rule leaves them.
 pub(super) fn folded(c: char) -> Option<char> {
     // Below the first character this folds: the ASCII and most text's path, one comparison.
-    if c < '\u{0640}' {
+    if c < '\u{0629}' {
         return Some(c);
     }
     match c {
+        '\u{0629}' => Some('\u{0647}'),
+        '\u{0649}' => Some('\u{064A}'),
         // The tatweel; the Hangul fillers; the Mongolian free variation selectors.
         '\u{0640}'
         | '\u{115F}'
@@ -68,6 +81,22 @@ mod tests {
             let word = format!("ᠮᠣᠩᠭ{selector}ᠣᠯ");
             assert_eq!(tokens(&word), tokens("ᠮᠣᠩᠭᠣᠯ"), "{selector:?}");
             assert_eq!(tokens(&word), ["ᠮᠣᠩᠭᠣᠯ"]);
+        }
+    }
+
+    #[test]
+    fn teh_marbuta_is_heh_and_alef_maksura_is_yeh() {
+        assert_eq!(tokens("مدرسة"), tokens("مدرسه"));
+        assert_eq!(tokens("مدرسة"), ["مدرسه"]);
+        assert_eq!(tokens("على"), ["علي"]);
+        // And the presentation forms, which NFKC makes the letters.
+        assert_eq!(tokens("مدرس\u{FE94}"), ["مدرسه"]);
+        assert_eq!(tokens("عل\u{FEF0}"), ["علي"]);
+        // The hamza and madda alefs are the bare alef (the diacritics' rule).
+        assert_eq!(tokens("إلى آخر أحمد"), tokens("الي اخر احمد"));
+        // Persian's and Urdu's own letters are not folded.
+        for (letter, arabic) in [("ی", "ي"), ("ہ", "ه"), ("ۃ", "ه"), ("ە", "ه")] {
+            assert_ne!(tokens(letter), tokens(arabic), "{letter}");
         }
     }
 }

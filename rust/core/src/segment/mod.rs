@@ -13,9 +13,10 @@
 //! with (`नमस्ते` keeps its virama, `दुनिया` its vowel sign, `が` its voicing mark: dropping
 //! them would make different words one); the characters that only stretch, pad or restyle
 //! a word dropped (the Arabic tatweel: `كتـــاب` is `كتاب`; the Hangul fillers; the
-//! Mongolian free variation selectors: the `fold` module lists them); NFC (so Hangul
-//! syllables, decomposed by NFD, are whole again). Then each character is one of four
-//! classes:
+//! Mongolian free variation selectors), and Arabic's teh marbuta made heh and alef maksura
+//! made yeh, as Apache Lucene's `ArabicNormalizer` does (`مدرسة` is `مدرسه`, `على` is `علي`;
+//! the `fold` module says why); NFC (so Hangul syllables, decomposed by NFD, are whole
+//! again). Then each character is one of four classes:
 //! - *digit*: ASCII `0-9` and every other `Nd`;
 //! - *CJK*: a letter, mark or number (`L*`, `M*`, `Nl`, `No`) whose `Script_Extensions` name
 //!   Han, Hiragana, Katakana or Hangul (so `ー` and `々` join their words);
@@ -58,7 +59,8 @@ pub use tokenise::{push_tokens, tokens};
 /// diacritics (2 kept them, so `كَتَبَ` did not match `كتب`), and format characters are
 /// dropped (2 split `co\u{AD}operate` into `co` and `oper`). 4: the Arabic tatweel is
 /// dropped (3 kept it, so `كتـــاب` did not match `كتاب`), and so are the Hangul fillers
-/// and the Mongolian free variation selectors (3 kept them inside a word).
+/// and the Mongolian free variation selectors (3 kept them inside a word); teh marbuta is
+/// heh and alef maksura is yeh (3 told `مدرسة` from `مدرسه` and `على` from `علي`).
 pub const INDEX_VERSION: u32 = 4;
 
 #[cfg(test)]
