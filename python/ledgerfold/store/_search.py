@@ -13,8 +13,10 @@ from ledgerfold._errors import InvalidInput, StoreError
 from ledgerfold._search_hit import SearchHit
 from ledgerfold._segment import index_passages, query_terms
 from ledgerfold.store import _search_index as search_index
+from ledgerfold.store._batch_reads import lenient_text, text_read_as
 from ledgerfold.store._schema import CURRENT, TURN_LIVE
 from ledgerfold.store._search_index import LAST_SLOT, PASSAGE_MAX, SLOT_BITS
+from ledgerfold.store._sqlite_errors import quotes_stored_data
 
 __all__ = ["DF_DROP", "INDEX_DROP", "SCOPES", "check_args", "kept_terms", "search"]
 
@@ -175,52 +177,70 @@ def search(
         " ORDER BY r, t.sequence DESC, search_fts.rowid"
     )
 
-    def best_rows(chosen: list[str]) -> list[tuple[Any, ...]]:
+    def best_hits(chosen: list[str], lenient: bool) -> list[SearchHit]:
         params: list[Any] = []
         if current is not None and not covered_only:
             params.append(current[0])
         params += [" OR ".join(f'"{term}"' for term in chosen), conversation_id, TURN_LIVE]
         if covered_only:
             params.append(current[0])  # type: ignore[index]
-        best: list[tuple[Any, ...]] = []
+        hits: list[SearchHit] = []
         seen: set[int] = set()
         try:
             for row in conn.execute(sql, params):
-                if row[0] in seen:
+                turn_pk, turn_id, sequence, role, slot, rank = row[:6]
+                if turn_pk in seen or not _readable(conn, row, lenient):
                     continue
-                seen.add(row[0])
-                best.append(tuple(row))
-                if len(best) == limit:
+                seen.add(turn_pk)
+                covered = covered_only or (current is not None and bool(row[6]))
+                hits.append(
+                    SearchHit(
+                        turn_id=turn_id,
+                        sequence=int(sequence),
+                        role=role,
+                        text=_passage(conn, conversation_id, int(turn_pk), int(slot), chosen),
+                        score=-float(rank),
+                        summary_id=current[1] if covered and current is not None else None,
+                    )
+                )
+                if len(hits) == limit:
                     break
         except sqlite3.OperationalError as err:
             if "no such module" in str(err):
                 raise StoreError(search_index.NO_FTS5) from None
             raise
-        return best
+        return hits
 
-    chosen = kept
-    best = best_rows(kept)
-    if not best and len(kept) < len(terms):
-        # The kept terms are rare over the whole index, not in this conversation (or
-        # scope): the dropped ones still match here (SPEC §16.5 drops a common term only
-        # while another term remains).
-        chosen = terms
-        best = best_rows(terms)
-    hits: list[SearchHit] = []
-    for row in best:
-        turn_pk, turn_id, sequence, role, slot, rank = row[:6]
-        covered = covered_only or (current is not None and bool(row[6]))
-        hits.append(
-            SearchHit(
-                turn_id=turn_id,
-                sequence=int(sequence),
-                role=role,
-                text=_passage(conn, conversation_id, int(turn_pk), int(slot), chosen),
-                score=-float(rank),
-                summary_id=current[1] if covered and current is not None else None,
-            )
-        )
-    return hits
+    def found(lenient: bool) -> list[SearchHit]:
+        hits = best_hits(kept, lenient)
+        if not hits and len(kept) < len(terms):
+            # The kept terms are rare over the whole index, not in this conversation (or
+            # scope): the dropped ones still match here (SPEC §16.5 drops a common term
+            # only while another term remains).
+            hits = best_hits(terms, lenient)
+        return hits
+
+    try:
+        return found(False)
+    except sqlite3.OperationalError as err:
+        if not quotes_stored_data(err):
+            raise
+    # A hit's row holds text that is not UTF-8 (written by another tool): it is passed over,
+    # not the whole search failed (`revalidate` names the row).
+    with text_read_as(conn, lenient_text):
+        return found(True)
+
+
+def _readable(conn: sqlite3.Connection, row: tuple[Any, ...], lenient: bool) -> bool:
+    """Whether a hit's row makes a hit: its ID and role are text, its sequence a number and,
+    read `lenient`ly (some text of the hits is not UTF-8), its body text."""
+    fine = isinstance(row[1], str) and isinstance(row[3], str) and type(row[2]) is int
+    if fine and lenient:
+        body = conn.execute("SELECT body FROM turns WHERE pk = ?", (row[0],)).fetchone()[0]
+        fine = isinstance(body, str)
+    if not fine:
+        _log.warning("search: a hit's turn row is damaged (pk=%d), passed over", row[0])
+    return fine
 
 
 def _passage(
