@@ -10,10 +10,19 @@ really changed still stales the summary."""
 from __future__ import annotations
 
 import sqlite3
+import sys
 from pathlib import Path
+
+import pytest
 
 import ledgerfold as lf
 from ledgerfold.revalidate import revalidate_database
+
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
+    sys.path.insert(0, str(_HERE))
+
+from revalidate_support import encoded_file  # noqa: E402
 
 PV = "v1"
 
@@ -43,8 +52,11 @@ def _digest(path: Path, turn_id: str) -> bytes:
     return bytes(row[0])
 
 
-def test_a_purge_seals_the_summary_when_only_a_cited_digest_was_changed(tmp_path: Path) -> None:
-    path = tmp_path / "s.db"
+@pytest.mark.parametrize("encoding", ["UTF-8", "UTF-16le"])
+def test_a_purge_seals_the_summary_when_only_a_cited_digest_was_changed(
+    tmp_path: Path, encoding: str
+) -> None:
+    path = encoded_file(tmp_path / "s.db", encoding)
     summary = _ledger(path)
     _sql(path, "UPDATE turns SET digest = randomblob(32) WHERE id = 't5'")
     with lf.SQLiteStore(path) as store:
