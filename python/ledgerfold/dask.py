@@ -29,7 +29,7 @@ from ledgerfold import _sealed as sealed
 from ledgerfold._errors import InvalidInput
 from ledgerfold._optional import require
 from ledgerfold._revalidate_runs import RECORD_REASONS
-from ledgerfold.export import FORMAT, FORMAT_VERSION, MANIFEST, TABLES, _part_name
+from ledgerfold.export import FORMAT, FORMAT_VERSION, MANIFEST, NOT_UTF8, TABLES, _part_name
 from ledgerfold.revalidate import MAX_THREADS
 from ledgerfold.store._schema import TURN_LIVE, TURN_PURGED
 
@@ -216,28 +216,44 @@ def check_part(index: int, *, path: str, threads: int | None = 1, run: str | Non
     pd = _require("pandas")
     filesystem, base = _filesystem(path)
 
-    def read(table: str, columns: list[str] | None = None) -> Any:
-        return pq.read_table(
-            f"{base}/{table}/{_part_name(index)}", columns=columns, filesystem=filesystem
+    def read(
+        table: str, columns: list[str], prepare: Any = None, by: str | None = None
+    ) -> list[list[Any]]:
+        """The part's `columns` of `table` (its rows through `prepare`, a filter or a sort
+        by column `by`), each a list, text stored not UTF-8 (null in its column) put back as
+        the bytes the export carried (`not_utf8`), as the command reads them."""
+        data = pq.read_table(
+            f"{base}/{table}/{_part_name(index)}",
+            columns=[*columns, *([by] if by else []), NOT_UTF8],
+            filesystem=filesystem,
         )
+        if prepare is not None:
+            data = prepare(data)
+        lists = [data.column(name).to_pylist() for name in columns]
+        carried = data.column(NOT_UTF8)
+        if carried.null_count < len(carried):
+            for row, entries in enumerate(carried.to_pylist()):
+                for name, raw in entries or ():
+                    if name in columns:
+                        lists[columns.index(name)][row] = raw
+        return lists
 
     # The current summaries the export found uncheckable, with the command's verdict
     # (`_revalidate_runs.record_verdict`): their conversation's row says why.
     pa = _require("pyarrow")
     try:
         pointers = read("conversations", ["id", "current_summary", "current_summary_verdict"])
-    except pa.ArrowInvalid:  # no such column: an export of format 1
+    except pa.ArrowInvalid:  # a column missing: an export of format 1 or 2
         raise InvalidInput(
-            f"path: {path}: part {index} has no conversations.current_summary_verdict (an"
-            f" export older than format version {FORMAT_VERSION}: export the database again)",
+            f"path: {path}: part {index} lacks columns of format version {FORMAT_VERSION}"
+            " (conversations.current_summary_verdict, not_utf8: an older export; export the"
+            " database again)",
             field="path",
             problem="unknown-value",
         ) from None
     unchecked = [
-        (conversation_id, summary_id if summary_id is not None else "?", reason, None, 0, 0)
-        for conversation_id, summary_id, reason in zip(
-            *(pointers.column(i).to_pylist() for i in range(pointers.num_columns)), strict=True
-        )
+        (conversation_id, summary_id if isinstance(summary_id, str) else "?", reason, None, 0, 0)
+        for conversation_id, summary_id, reason in zip(*pointers, strict=True)
         if reason is not None
     ]
     not_checked = {verdict[0] for verdict in unchecked}
@@ -247,8 +263,7 @@ def check_part(index: int, *, path: str, threads: int | None = 1, run: str | Non
     current: dict[int, tuple[str, str, str]] = {
         pk: (conversation_id, summary_id, fingerprint)
         for conversation_id, pk, summary_id, status, fingerprint, is_current in zip(
-            *(summaries.column(i).to_pylist() for i in range(summaries.num_columns)),
-            strict=True,
+            *summaries, strict=True
         )
         if is_current and status == "current" and conversation_id not in not_checked
     }
@@ -261,34 +276,37 @@ def check_part(index: int, *, path: str, threads: int | None = 1, run: str | Non
     ]
     rows: list[tuple[Any, ...]] = []
     sources: list[tuple[Any, ...]] = []
-    turns = cited = None
+
+    def cited(columns: list[str]) -> list[list[Any]]:
+        return read(
+            "summary_sources",
+            columns,
+            lambda t: t.sort_by([("summary_pk", "ascending"), ("position", "ascending")]),
+            by="position",
+        )
+
     if summaries_in:
         # Columns to row tuples in C (`zip`), never a Python loop per turn; the native core
         # groups rows by conversation and ignores those without a summary to check.
-        turns = read("turns", _TURN_COLUMNS)
-        live = turns.filter(pc.equal(turns.column("state"), TURN_LIVE))
-        rows = list(
-            zip(*(live.column(name).to_pylist() for name in _TURN_COLUMNS[:-1]), strict=True)
+        live = read(
+            "turns",
+            _TURN_COLUMNS[:-1],
+            lambda t: t.filter(pc.equal(t["state"], TURN_LIVE)),
+            by="state",
         )
-        cited = read(
-            "summary_sources", ["summary_pk", "position", "turn_id", "turn_digest"]
-        ).sort_by([("summary_pk", "ascending"), ("position", "ascending")])
-        sources = list(
-            zip(
-                cited.column("summary_pk").to_pylist(),
-                cited.column("turn_id").to_pylist(),
-                strict=True,
-            )
-        )
+        rows = list(zip(*live, strict=True))
+        sources = list(zip(*cited(["summary_pk", "turn_id"]), strict=True))
     verdicts, turns_hashed, bytes_hashed = (
         _native.revalidate_flat(rows, sources, summaries_in, threads, per_summary=True)
         if summaries_in
         else ([], 0, 0)
     )
     if any(verdict[2] == sealed.SOURCE_MISSING for verdict in verdicts):
-        verdicts = _unseal(verdicts, summaries_in, turns, cited)
+        turns = list(zip(*read("turns", _TURN_COLUMNS), strict=True))
+        sourced = list(zip(*cited(["summary_pk", "turn_id", "turn_digest"]), strict=True))
+        verdicts = _unseal(verdicts, summaries_in, turns, sourced)
     if unchecked:  # one row per conversation: in conversation order with the checked ones
-        verdicts = sorted([*verdicts, *unchecked], key=lambda verdict: str(verdict[0]))
+        verdicts = sorted([*verdicts, *unchecked], key=lambda verdict: _key_bytes(verdict[0]))
     per_turns = [verdict[4] for verdict in verdicts]
     per_bytes = [verdict[5] for verdict in verdicts]
     if sum(per_turns) != turns_hashed or sum(per_bytes) != bytes_hashed:
@@ -299,7 +317,7 @@ def check_part(index: int, *, path: str, threads: int | None = 1, run: str | Non
     return _frame(
         pd,
         {
-            "conversation": [verdict[0] for verdict in verdicts],
+            "conversation": [_key_text(verdict[0]) for verdict in verdicts],
             "summary": [verdict[1] for verdict in verdicts],
             "status": ["current" if verdict[2] is None else "stale" for verdict in verdicts],
             "reason": [verdict[2] for verdict in verdicts],
@@ -310,18 +328,26 @@ def check_part(index: int, *, path: str, threads: int | None = 1, run: str | Non
     )
 
 
-def _unseal(verdicts: Any, summaries_in: Any, turns: Any, cited: Any) -> list[Any]:
+def _key_bytes(key: object) -> bytes:
+    """A conversation key's stored bytes (`bytes` when its text is not UTF-8): the order of
+    the command's verdicts (SQLite's, in a UTF-8 file)."""
+    return key if isinstance(key, bytes) else str(key).encode("utf-8", "surrogatepass")
+
+
+def _key_text(key: object) -> str:
+    """A conversation key as the command's report names it: text that is not UTF-8 decoded,
+    its bad bytes replaced."""
+    return key.decode("utf-8", errors="replace") if isinstance(key, bytes) else str(key)
+
+
+def _unseal(
+    verdicts: Any, summaries_in: Any, turn_rows: list[Any], source_rows: list[Any]
+) -> list[Any]:
     """`source-missing` verdicts redone with the summary's purged sources sealed (as the
-    single-machine command does)."""
+    single-machine command does): `turn_rows` every turn of the part (`_TURN_COLUMNS`),
+    `source_rows` its `(summary_pk, turn_id, turn_digest)` in position order."""
     fingerprints = {summary_id: fingerprint for _, _, summary_id, fingerprint in summaries_in}
     pks = {summary_id: pk for _, pk, summary_id, _ in summaries_in}
-    turn_rows = list(zip(*(turns.column(name).to_pylist() for name in _TURN_COLUMNS), strict=True))
-    source_rows = list(
-        zip(
-            *(cited.column(name).to_pylist() for name in ("summary_pk", "turn_id", "turn_digest")),
-            strict=True,
-        )
-    )
     out = []
     for verdict in verdicts:
         conversation_id, summary_id, reason = verdict[:3]

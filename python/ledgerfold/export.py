@@ -11,6 +11,11 @@ treat a part as an independent unit of work (see `ledgerfold.dask`)::
     DIR/summaries/part-00000.parquet       every attempt, its status, a `current` pointer flag
     DIR/summary_sources/part-00000.parquet the evidence index, with the conversation ID
 
+A text value stored as text that is not UTF-8 (another tool's write: a damaged database) is
+carried, not refused: it is null in its column and its stored bytes are in the row's
+`not_utf8` column (a map of the column's name to the bytes; null when every text of the row
+is sound), which `ledgerfold.dask` reads back (format version 3).
+
 Conversations are assigned to parts in ID order by cumulative turn count (about
 `turns_per_file` rows a part; a larger conversation is a part of its own). The whole export
 reads one consistent snapshot of the database, is written beside `out_dir` first (inside a
@@ -55,7 +60,7 @@ __all__ = [
 
 #: `_manifest.json` identifies a ledgerfold export by `format` and `format_version`.
 FORMAT = "ledgerfold-parquet"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 MANIFEST = "_manifest.json"
 #: One directory per table, each with the same numbered parts.
 TABLES = ("conversations", "turns", "summaries", "summary_sources")
@@ -67,7 +72,24 @@ def _require_pyarrow() -> Any:
     return require("pyarrow", needed_by="Parquet export", install="'ledgerfold[parquet]'")
 
 
+#: The column of each table that carries the stored bytes of its text that is not UTF-8.
+NOT_UTF8 = "not_utf8"
+
+
 def _schemas(pa: Any) -> dict[str, Any]:
+    schemas = _columns(pa)
+    # Every text column is nullable: one stored as text that is not UTF-8 is null, its bytes
+    # in `not_utf8` (format version 3).
+    return {
+        table: pa.schema(
+            [field.with_nullable(True) if field.type == pa.string() else field for field in schema]
+            + [pa.field(NOT_UTF8, pa.map_(pa.string(), pa.binary()))]
+        )
+        for table, schema in schemas.items()
+    }
+
+
+def _columns(pa: Any) -> dict[str, Any]:
     text, blob, i64 = pa.string(), pa.binary(), pa.int64()
     return {
         "conversations": pa.schema(
@@ -160,10 +182,11 @@ class ExportReport:
         }
 
 
-def _assign_parts(counts: Sequence[tuple[str, int]], turns_per_file: int) -> list[list[str]]:
-    """Conversations (in ID order) into consecutive parts of about `turns_per_file` rows."""
-    parts: list[list[str]] = []
-    current: list[str] = []
+def _assign_parts(counts: Sequence[tuple[int, int]], turns_per_file: int) -> list[list[int]]:
+    """Conversations (their rowids, in key order) into consecutive parts of about
+    `turns_per_file` rows."""
+    parts: list[list[int]] = []
+    current: list[int] = []
     rows = 0
     for conversation_id, turns in counts:
         if current and rows + turns > turns_per_file:
@@ -176,9 +199,9 @@ def _assign_parts(counts: Sequence[tuple[str, int]], turns_per_file: int) -> lis
     return parts
 
 
-def _part_range(parts: list[list[str]], index: int) -> tuple[str | None, str | None]:
-    """Part `index` as the range [its first conversation, the next part's first): `None` at
-    either end, so that every row falls into exactly one part."""
+def _part_range(parts: list[list[int]], index: int) -> tuple[int | None, int | None]:
+    """Part `index` as the range [its first conversation, the next part's first) (their
+    rowids): `None` at either end, so that every row falls into exactly one part."""
     low = parts[index][0] if index > 0 else None
     high = parts[index + 1][0] if index + 1 < len(parts) else None
     return low, high
@@ -200,9 +223,10 @@ def _fits(pa: Any, field: Any, column: Sequence[Any]) -> bool:
 
 def _array(pa: Any, table: str, field: Any, column: Sequence[Any]) -> Any:
     """One column as an Arrow array of its field's type, exactly as stored: a value that is
-    not one (a sequence of 2.5, a flag of 2, text that is not UTF-8 in a blob), written by
-    another tool, is a `StoreError` naming the table and column, never a silently changed
-    value nor pyarrow's message (which quotes the value)."""
+    not one (a sequence of 2.5, a flag of 2, a number in a text column), written by another
+    tool, is a `StoreError` naming the table and column, never a silently changed value nor
+    pyarrow's message (which quotes the value). (Text that is not UTF-8 is carried:
+    `_text_array`.)"""
     integral = pa.types.is_integer(field.type) or field.type == pa.bool_()
     try:
         if integral and not _fits(pa, field, column):
@@ -216,12 +240,47 @@ def _array(pa: Any, table: str, field: Any, column: Sequence[Any]) -> Any:
         ) from None
 
 
+def _text_array(pa: Any, field: Any, column: Sequence[Any], carried: list[Any]) -> Any:
+    """A text column as an Arrow array; a value that is not UTF-8 text (`NotUtf8`, or a blob
+    whose bytes are not UTF-8, written by another tool) is null, its bytes added to its
+    row's entry of `carried` (the rows' `not_utf8` maps) under the column's name."""
+    try:
+        return pa.array(column, field.type)
+    except (ValueError, TypeError, pa.ArrowException):
+        pass  # a value is not UTF-8 text: the column again, value by value
+    values: list[Any] = []
+    for index, value in enumerate(column):
+        raw = value.raw if isinstance(value, batch_reads.NotUtf8) else value
+        if isinstance(raw, bytes):
+            try:
+                raw = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                carried[index] = [*(carried[index] or ()), (field.name, raw)]
+                raw = None
+        values.append(raw)
+    return pa.array(values, field.type)
+
+
 def _table(pa: Any, table: str, schema: Any, rows: list[tuple[Any, ...]]) -> Any:
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
-    arrays = [
-        _array(pa, table, field, column) for column, field in zip(columns, schema, strict=True)
-    ]
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema.names[:-1]]
+    carried: list[Any] = [None] * len(rows)  # each row's `not_utf8`
+    arrays = []
+    for column, field in zip(columns, list(schema)[:-1], strict=True):
+        if field.type == pa.string():
+            try:
+                arrays.append(_text_array(pa, field, column, carried))
+                continue
+            except (ValueError, TypeError, pa.ArrowException):
+                pass  # not text at all (a number): `_array` names the column
+        arrays.append(_array(pa, table, field, column))
+    arrays.append(pa.array(carried, schema.field(NOT_UTF8).type))
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _json_key(key: object) -> object:
+    """A part's first or last conversation key for the manifest: null when there is none or
+    it is not text nor a number (text that is not UTF-8, a blob: a damaged database)."""
+    return key if isinstance(key, str | int) else None
 
 
 def _check_out_dir(out_dir: Path) -> None:
@@ -315,7 +374,8 @@ def export_parquet(
 
     Each part holds whole conversations, about `turns_per_file` turn rows. Raises
     `InvalidInput` for bad arguments, a missing database or an unusable `out_dir`, and
-    `StoreError` for a file that is not a ledgerfold database."""
+    `StoreError` for a file that is not a ledgerfold database or a number that is not its
+    column's; text that is not UTF-8 is carried (`not_utf8`)."""
     for name, value in (("db_path", db_path), ("out_dir", out_dir)):
         if isinstance(value, bool) or not isinstance(value, str | os.PathLike):
             raise InvalidInput(
@@ -345,7 +405,9 @@ def export_parquet(
         staging = holder / target.name
         utf8 = batch_reads.is_utf8(conn)
         with batch_reads.snapshot(conn):  # one snapshot for every table
-            parts = _assign_parts(export_reads.conversation_turn_counts(conn), turns_per_file)
+            counts = export_reads.conversation_turn_counts(conn)
+            keys = {rowid: key for rowid, key, _ in counts}
+            parts = _assign_parts([(rowid, turns) for rowid, _, turns in counts], turns_per_file)
             verdicts = _record_verdicts(conn)
             for table in TABLES:
                 (staging / table).mkdir(parents=True)
@@ -362,8 +424,9 @@ def export_parquet(
                     pq.write_table(table_data, staging / table / _part_name(index))
                     entry[table] = len(rows)
                     totals[table] += len(rows)
-                entry["first_conversation"] = parts[index][0] if parts[index] else None
-                entry["last_conversation"] = parts[index][-1] if parts[index] else None
+                part = [keys[rowid] for rowid in parts[index]]
+                entry["first_conversation"] = _json_key(part[0] if part else None)
+                entry["last_conversation"] = _json_key(part[-1] if part else None)
                 described.append(entry)
         manifest = {
             "format": FORMAT,
