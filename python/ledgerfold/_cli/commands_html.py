@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import sys
-from functools import partial
 from pathlib import Path
 from urllib.parse import quote
 
@@ -140,8 +139,8 @@ def report_command(db: str, html_out: str | None, as_json: bool) -> None:
     out = folder = None
     if html_out == STDOUT:
         _check_stdout(as_json)
-        with open_store(db, read_only=True) as store:  # one clear line for a missing DB
-            view = gather_database(check_db_path(db), partial(damaged_turns, store))
+        with open_store(db, read_only=True):  # one clear line for a missing DB
+            view = gather_database(check_db_path(db), damaged_turns)
         _write_stdout(render_database(view, {}))
         return
     if html_out is not None:
@@ -153,7 +152,7 @@ def report_command(db: str, html_out: str | None, as_json: bool) -> None:
             )
     links: dict[str, str] = {}
     with open_store(db, read_only=True) as store:
-        view = gather_database(check_db_path(db), partial(damaged_turns, store))
+        view = gather_database(check_db_path(db), damaged_turns)
         if out is not None and folder is not None:
             links = _write_pages(store, db, view.conversations, out, folder)
     size = 0

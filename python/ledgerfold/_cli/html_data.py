@@ -440,7 +440,7 @@ def _text(value: object) -> str | None:
 
 
 def gather_database(
-    path: Path, damage: Callable[[str], str | None] = lambda _: None
+    path: Path, damage: Callable[[sqlite3.Connection, str], str | None] = lambda _c, _i: None
 ) -> DatabaseView:
     """Every conversation with its counts — those that need attention first (their context
     falls back to a stale or damaged summary or cannot use its current one, summaries
@@ -450,7 +450,8 @@ def gather_database(
     (`SQLiteStore.stats()`), shown above — all read in one read transaction, so a writer's
     commit shows in all of them or in none; the fallbacks and purges of the rows are the
     very states the totals count (`conversation_states`). `damage` says why a conversation's
-    rows cannot be read back (`main.damaged_turns`), None when they can. The store keeps no log of
+    rows cannot be read back (`main.damaged_turns`), None when they can, read through the
+    connection it is given, in that transaction too. The store keeps no log of
     revalidation runs, so the page says nothing of them."""
     with _read_only(path) as conn:
         conn.execute("BEGIN")  # one snapshot for every read below
@@ -500,7 +501,7 @@ def gather_database(
             turn_counts = dict(counts.get(cid, Counter()))
             # Only a current summary the context reads is named and counted as covering.
             turn_counts["covered"] = (covered or 0) if state.summarised else 0
-            rank, why = _why(state, failed, _text(failure), accepted is not None, damage(cid))
+            rank, why = _why(state, failed, _text(failure), accepted is not None, damage(conn, cid))
             row = ConversationRow(
                 cid,
                 revision,

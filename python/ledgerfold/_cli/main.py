@@ -23,9 +23,11 @@ import click
 
 from ledgerfold._cli.render import safe_text
 from ledgerfold._errors import LedgerfoldError, StoreError
+from ledgerfold.store import _ledger as ledger
 from ledgerfold.store._paths import reading_uri
 from ledgerfold.store._schema import READABLE_VERSION
 from ledgerfold.store._sqlite import SQLiteStore
+from ledgerfold.store._sqlite_errors import quotes_stored_data, store_error
 
 __all__ = [
     "CLOSED_STDOUT_EXIT",
@@ -374,13 +376,22 @@ def damaged_row(error: StoreError) -> str | None:
 _NOT_UTF8 = "its text is not valid UTF-8 (a damaged database?)"
 
 
-def damaged_turns(store: SQLiteStore, conversation_id: str) -> str | None:
+def damaged_turns(conn: sqlite3.Connection, conversation_id: str) -> str | None:
     """Why the conversation's live turns cannot be read back (`damaged_row`: a row changed
-    outside ledgerfold), else None; the rule `list` and `compact` apply, for `report`."""
+    outside ledgerfold), else None; the rule `list` and `compact` apply (the store's
+    `load()`), for `report`, read through `conn` in the caller's read transaction: the
+    snapshot its totals and rows are read in, not one of the store's own connection."""
     try:
-        store.load(conversation_id)
+        ledger.load(conn, conversation_id)
     except StoreError as error:
         if (message := damaged_row(error)) is None:
             raise
         return message
+    except sqlite3.Error as error:
+        failure = store_error(conn, error, operation="load", write=False)
+        if (message := damaged_row(failure)) is not None:
+            return message
+        if quotes_stored_data(error):
+            raise failure from None  # SQLite's message quotes the stored bytes
+        raise failure from error
     return None
