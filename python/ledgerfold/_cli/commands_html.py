@@ -23,7 +23,14 @@ from ledgerfold._cli.html_data import (
     gather_database,
 )
 from ledgerfold._cli.html_report import NO_SUMMARY, render_database
-from ledgerfold._cli.main import UserError, check_db_path, cli, damaged_turns, open_store
+from ledgerfold._cli.main import (
+    UserError,
+    check_db_path,
+    cli,
+    conversation_keys,
+    damaged_turns,
+    open_store,
+)
 from ledgerfold._cli.render import (
     counted,
     echo_json,
@@ -243,15 +250,15 @@ def _write_pages(
     folder: Path,
 ) -> dict[str, str]:
     """Write the inspector page of each listed conversation into `folder` (not of one
-    deleted since, nor of one whose records the store cannot read); returns each one's
-    (URL-quoted, relative) address."""
+    deleted since, nor of one whose records the store cannot read or whose key is not
+    text); returns each one's (URL-quoted, relative) address."""
     names = page_names(row.conversation_id for row in rows)
     folder.mkdir(exist_ok=True)
     back = f"../{quote(out.name)}"
-    known = set(store.conversation_ids())
+    known = {key for key in conversation_keys(db) if isinstance(key, str)}
     links = {}
     for row in rows:
-        if row.conversation_id not in known:  # deleted since: no page, no link
+        if not row.named or row.conversation_id not in known:  # deleted since: no page
             continue
         try:
             view = gather_conversation(store, Path(db), row.conversation_id)

@@ -9,7 +9,14 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from ledgerfold._cli.main import cli, damaged_row, open_store
+from ledgerfold._cli.main import (
+    KEY_NOT_TEXT,
+    cli,
+    conversation_keys,
+    damaged_row,
+    key_text,
+    open_store,
+)
 from ledgerfold._cli.render import (
     boundary_json,
     echo_json,
@@ -79,13 +86,35 @@ def _row_or_damage(store: SQLiteStore, conversation_id: str) -> dict[str, Any]:
         }
 
 
+def _damaged_key(key: object) -> dict[str, Any]:
+    """The `damaged` row of a conversation whose key another tool stored as text that is not
+    UTF-8: named with its bad bytes replaced, nothing else read (no call can name it)."""
+    unknown = dict.fromkeys(("revision", "turns", "summaries", "attempts", "summary"))
+    return {
+        "conversation": key_text(key),
+        **unknown,
+        "status": "damaged",
+        "reason": KEY_NOT_TEXT,
+        "history_boundary": None,
+    }
+
+
 @cli.command("list", short_help="List the conversations of DB and their summary status.")
 @click.argument("db")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def list_command(db: str, as_json: bool) -> None:
     """List the conversations of DB: turns, summaries, status of the current summary."""
     with open_store(db, read_only=True) as store:
-        rows = [_row_or_damage(store, cid) for cid in store.conversation_ids()]
+        try:
+            keys: list[object] = list(store.conversation_ids())
+        except StoreError as error:  # a key that is not UTF-8 text: read the keys leniently
+            if damaged_row(error) is None:
+                raise
+            keys = conversation_keys(db)
+        rows = [
+            _row_or_damage(store, key) if isinstance(key, str) else _damaged_key(key)
+            for key in keys
+        ]
     if as_json:
         echo_json(rows)
         return

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgerfold._citations import cited_sequences
+from ledgerfold._cli.main import key_text
 from ledgerfold._context import HistoryBoundary
 from ledgerfold._errors import InvalidInput
 from ledgerfold._model import Conversation
@@ -135,6 +136,7 @@ class ConversationRow:
     current: str | None
     boundary: int | None
     why: tuple[str, ...] = ()  # why it needs attention; empty when it does not
+    named: bool = True  # False: its key is not UTF-8 text (bad bytes shown replaced): no page
 
 
 @dataclass(frozen=True, slots=True)
@@ -458,21 +460,23 @@ def gather_database(
         states = conversation_states(conn, None)
         stats = read_stats(conn, None, states)
         by_id = {state.conversation_id: state for state in states}
-        counts: dict[str, Counter[str]] = {}
+        counts: dict[object, Counter[str]] = {}
         names = {0: "live", TURN_PURGED: "purged", TURN_RETRACTED: "retracted"}
-        for cid, state, number in conn.execute(
-            "SELECT conversation_id, state, count(*) FROM turns GROUP BY 1, 2"
+        # Read leniently, as every query below: a key that is not UTF-8 text is `NotUtf8`.
+        for cid, state, number in lenient_rows(
+            conn, "SELECT conversation_id, state, count(*) FROM turns GROUP BY 1, 2"
         ):
             counts.setdefault(cid, Counter())[names.get(state, "other")] += number
-        statuses: dict[str, Counter[str]] = {}
-        for cid, status, number in conn.execute(
-            "SELECT conversation_id, status, count(*) FROM summaries GROUP BY 1, 2"
+        statuses: dict[object, Counter[str]] = {}
+        for cid, status, number in lenient_rows(
+            conn, "SELECT conversation_id, status, count(*) FROM summaries GROUP BY 1, 2"
         ):
             statuses.setdefault(cid, Counter())[status] = number
         boundaries = dict(
-            conn.execute(
-                "SELECT conversation_id, max(through_sequence) FROM history_boundaries GROUP BY 1"
-            ).fetchall()
+            lenient_rows(
+                conn,
+                "SELECT conversation_id, max(through_sequence) FROM history_boundaries GROUP BY 1",
+            )
         )
         total = conn.execute("SELECT count(*) FROM conversations").fetchone()[0]
         attention: list[tuple[int, ConversationRow]] = []
@@ -503,13 +507,14 @@ def gather_database(
             turn_counts["covered"] = (covered or 0) if state.summarised else 0
             rank, why = _why(state, failed, _text(failure), accepted is not None, damage(conn, cid))
             row = ConversationRow(
-                cid,
+                key_text(cid),
                 revision,
                 turn_counts,
                 dict(statuses.get(cid, Counter())),
                 _text(current) if state.summarised else None,
                 boundaries.get(cid),
                 why,
+                named=isinstance(cid, str),
             )
             if why:
                 attention.append((rank, row))
@@ -517,7 +522,7 @@ def gather_database(
                 rest.append(row)
         problems = [
             (
-                str(row[0]),
+                key_text(row[0]),
                 _text(row[1]),
                 _text(row[2]) or "?",
                 str(row[3]),

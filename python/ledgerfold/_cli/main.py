@@ -24,6 +24,7 @@ import click
 from ledgerfold._cli.render import safe_text
 from ledgerfold._errors import LedgerfoldError, StoreError
 from ledgerfold.store import _ledger as ledger
+from ledgerfold.store._batch_reads import NotUtf8, lenient_rows
 from ledgerfold.store._paths import reading_uri
 from ledgerfold.store._schema import READABLE_VERSION
 from ledgerfold.store._sqlite import SQLiteStore
@@ -32,6 +33,7 @@ from ledgerfold.store._sqlite_errors import quotes_stored_data, store_error
 __all__ = [
     "CLOSED_STDOUT_EXIT",
     "DEFAULT_POLICY",
+    "KEY_NOT_TEXT",
     "NOT_STDIO",
     "STDIO",
     "USAGE_EXIT",
@@ -41,8 +43,10 @@ __all__ = [
     "check_before_writing",
     "check_db_path",
     "cli",
+    "conversation_keys",
     "damaged_row",
     "damaged_turns",
+    "key_text",
     "main",
     "open_store",
     "require_conversation",
@@ -345,7 +349,19 @@ def summary_policy(store: SQLiteStore, conversation_id: str) -> str:
 
 
 def require_conversation(store: SQLiteStore, conversation_id: str) -> None:
-    known = store.conversation_ids()
+    try:
+        known = store.conversation_ids()
+    except StoreError as error:
+        # Another conversation's key is not UTF-8 text (another tool's write): the keys
+        # cannot be listed, but the one named can still be looked up.
+        if damaged_row(error) is None:
+            raise
+        if store.stats(conversation_id).conversations:
+            return
+        raise UserError(
+            f"unknown conversation {conversation_id!r}; `ledgerfold report DB` lists the"
+            " conversations"
+        ) from None
     if conversation_id not in known:
         raise UserError(f"unknown conversation {conversation_id!r}{_hint(conversation_id, known)}")
 
@@ -372,15 +388,44 @@ def damaged_row(error: StoreError) -> str | None:
     return message if damaged else None
 
 
+#: Why a conversation whose key another tool stored as text that is not UTF-8 is damaged.
+KEY_NOT_TEXT = (
+    "its conversation key is not UTF-8 text (shown with its bad bytes replaced), so no"
+    " command can name it; the database was changed outside ledgerfold"
+)
+
+
+def key_text(key: object) -> str:
+    """A stored conversation key as text: one that is not UTF-8 text (a damaged database)
+    decoded, its bad bytes replaced, as `ledgerfold revalidate` names it."""
+    if isinstance(key, NotUtf8):
+        key = key.raw
+    if isinstance(key, bytes):
+        return key.decode("utf-8", errors="replace")
+    return str(key)
+
+
+def conversation_keys(db: str | Path) -> list[object]:
+    """Every conversation key of the database at `db`, in key order, read leniently: one
+    another tool stored as text that is not UTF-8 comes as `NotUtf8`, where
+    `SQLiteStore.conversation_ids()` fails. (`db` is known to be a database.)"""
+    with closing(sqlite3.connect(reading_uri(str(Path(db).resolve())), uri=True)) as conn:
+        rows = lenient_rows(conn, "SELECT id FROM conversations ORDER BY id")
+    return [key for (key,) in rows]
+
+
 # The end of the store's error for a text column that is not UTF-8 (read only).
 _NOT_UTF8 = "its text is not valid UTF-8 (a damaged database?)"
 
 
-def damaged_turns(conn: sqlite3.Connection, conversation_id: str) -> str | None:
+def damaged_turns(conn: sqlite3.Connection, conversation_id: object) -> str | None:
     """Why the conversation's live turns cannot be read back (`damaged_row`: a row changed
     outside ledgerfold), else None; the rule `list` and `compact` apply (the store's
     `load()`), for `report`, read through `conn` in the caller's read transaction: the
-    snapshot its totals and rows are read in, not one of the store's own connection."""
+    snapshot its totals and rows are read in, not one of the store's own connection. A
+    key that is not text (read leniently: text that is not UTF-8) is itself the damage."""
+    if not isinstance(conversation_id, str):
+        return KEY_NOT_TEXT
     try:
         ledger.load(conn, conversation_id)
     except StoreError as error:
