@@ -158,18 +158,23 @@ def _read_only(path: Path) -> Iterator[sqlite3.Connection]:
 
 
 def _preserve_roles(conn: sqlite3.Connection, plan_id: str | None, conversation_id: str) -> Any:
-    """The preserve_roles of the summary's plan (else the newest plan, else the default)."""
-    row = None
+    """The preserve_roles of the summary's plan (else the newest plan, else the default, as
+    for roles another tool left unreadable: not a JSON list of strings)."""
+    rows = []
     if plan_id is not None:
-        row = conn.execute("SELECT preserve_roles FROM plans WHERE id = ?", (plan_id,)).fetchone()
-    if row is None:
-        row = conn.execute(
-            "SELECT preserve_roles FROM plans WHERE conversation_id = ? ORDER BY pk DESC LIMIT 1",
-            (conversation_id,),
-        ).fetchone()
-    if row is None:
-        return CompactionPolicy("-").preserve_roles
-    return tuple(json.loads(row[0]))
+        rows = lenient_rows(conn, "SELECT preserve_roles FROM plans WHERE id = ?", (plan_id,))
+    rows = rows or lenient_rows(
+        conn,
+        "SELECT preserve_roles FROM plans WHERE conversation_id = ? ORDER BY pk DESC LIMIT 1",
+        (conversation_id,),
+    )
+    try:
+        roles = json.loads(rows[0][0]) if rows else None
+    except (TypeError, ValueError, RecursionError):
+        roles = None
+    if isinstance(roles, list) and all(isinstance(role, str) for role in roles):
+        return tuple(roles)
+    return CompactionPolicy("-").preserve_roles
 
 
 def gather_conversation(
