@@ -32,14 +32,15 @@ def test_list_names_the_damaged_conversation_and_lists_the_others(tmp_path: Path
     assert "damaged (damaged row in table turns, column meta" in line
 
 
-def test_report_html_says_which_page_a_damaged_row_kept_it_from_writing(tmp_path: Path) -> None:
+def test_report_html_writes_the_page_of_a_conversation_with_a_damaged_row(
+    tmp_path: Path,
+) -> None:
     """`report --html` skipped that conversation's inspector page in silence ("wrote ... and
-    2 inspector pages"), its row unlinked and listed among those needing no attention."""
+    2 inspector pages"), its row unlinked and listed among those needing no attention; then
+    with a warning naming the row. Its page is now written, the damaged turn marked on it
+    (`test_inspect_html_damaged_turns.py`)."""
     db = _db(tmp_path)
     result = run("report", str(db), "--html", str(tmp_path / "report.html"))
     assert result.exit_code == 0, result.output
-    assert "2 inspector pages" in result.stdout
-    assert (
-        "warning: no inspector page for b-damaged: damaged row in table turns, column meta:"
-        " turn 't1'"
-    ) in result.stderr
+    assert "3 inspector pages" in result.stdout
+    assert "warning" not in result.stderr

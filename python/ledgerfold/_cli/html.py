@@ -36,6 +36,7 @@ _LABELS = {
     "compacted": "compacted",
     "purged": "purged",
     "retracted": "retracted",
+    "damaged": "damaged",
     "mixed": "mixed (aggregated)",
 }
 _HINTS = {
@@ -45,11 +46,13 @@ _HINTS = {
     "compacted": "covered by the current summary",
     "purged": "raw text gone (retention)",
     "retracted": "withdrawn from the ledger",
+    "damaged": "changed outside ledgerfold: cannot be read back, not shown",
 }
 
 _CSS = """
 :root{--raw:#3b82f6;--protected:#f59e0b;--preserved:#8b5cf6;--compacted:#10b981;
---purged:#9ca3af;--retracted:#ef4444;--ink:#1f2937;--muted:#6b7280;--line:#e5e7eb}
+--purged:#9ca3af;--retracted:#ef4444;--damaged:#111827;--ink:#1f2937;--muted:#6b7280;
+--line:#e5e7eb}
 *{box-sizing:border-box}
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;
 color:var(--ink);margin:0;background:#f8fafc}
@@ -79,6 +82,7 @@ border-radius:6px;overflow:hidden}
 .preserved{background:var(--preserved)}.compacted{background:var(--compacted)}
 .purged{background:repeating-linear-gradient(45deg,#9ca3af 0 4px,#d1d5db 4px 8px)}
 .retracted{background:repeating-linear-gradient(45deg,#ef4444 0 3px,#fecaca 3px 7px)}
+.damaged{background:repeating-linear-gradient(-45deg,#111827 0 3px,#fde047 3px 7px)}
 .sw.mixed{background:linear-gradient(var(--raw) 0 60%,var(--protected) 60% 100%)}
 .boundary{position:absolute;top:34px;height:48px;border-left:3px dashed #111827}
 .boundary span{position:absolute;top:48px;left:-2px;font-size:11.5px;white-space:nowrap;
@@ -185,6 +189,8 @@ def _legend(counts: dict[str, int], mixed: bool, summarised: bool = True) -> str
             f" {shown - sum(gone.values()):,} live (the turns card){parts}</small></li>"
         )
     for state in STATES:
+        if state == "damaged" and not counts.get(state):
+            continue  # named only on a page that has one
         zero = ' class="zero"' if not counts.get(state) else ""
         label, hint = _LABELS[state], _HINTS[state]
         if state == "raw" and not summarised:
@@ -318,7 +324,7 @@ def _context(view: ConversationView) -> str:
     intro = (
         f'<p class="sub">{counted(view.message_count, "message")}, as {call} gives them.</p>'
         if view.unsendable is None
-        else f'<p class="sub">No messages: {call} raises <code>InvalidInput</code>.</p>'
+        else f'<p class="sub">No messages: {call} raises <code>{view.raises}</code>.</p>'
     )
     if view.fallback is not None:
         sent = "every turn is sent raw" if view.message_count else "the context is empty"
@@ -334,8 +340,9 @@ def _context(view: ConversationView) -> str:
         else:
             intro += f'<p class="alert" id="fallback">Fallback: {_e(view.fallback)} — {sent}.</p>'
     if view.unsendable is not None:
+        what = "assembled" if view.raises == "StoreError" else "turned into chat messages"
         intro += (
-            '<p class="alert" id="unsendable">The context cannot be turned into chat messages:'
+            f'<p class="alert" id="unsendable">The context cannot be {what}:'
             f" {_e(view.unsendable)}</p>"
         )
     if view.dropped and view.unsendable is None:
@@ -406,6 +413,28 @@ def _cited_sources(view: ConversationView) -> str:
     )
 
 
+def _damaged(view: ConversationView) -> str:
+    """The live turns changed outside ledgerfold, named (ID, sequence, column), never read."""
+    if not view.damaged:
+        return ""
+    items = "".join(
+        f"<li>turn <code>{_e(turn.turn_id)}</code> (sequence {turn.sequence}): its"
+        f" <code>{_e(turn.column)}</code> cannot be read back</li>"
+        for turn in view.damaged[:_DAMAGED_SHOWN]
+    )
+    more = len(view.damaged) - _DAMAGED_SHOWN
+    rest = f"<li>… {counted(more, 'more turn')}</li>" if more > 0 else ""
+    return (
+        f'<div class="alert" id="damaged">{counted(len(view.damaged), "live turn")} changed'
+        f" outside ledgerfold (marked damaged on the timeline, not shown):<ul>{items}{rest}"
+        "</ul></div>"
+    )
+
+
+#: Damaged turns named on the page (the rest are counted).
+_DAMAGED_SHOWN = 20
+
+
 def render_conversation(view: ConversationView, back: str | None = None) -> str:
     """The inspector page of one conversation; `back` is the (URL-quoted) address of the
     report that links to it, if any."""
@@ -458,7 +487,7 @@ def render_conversation(view: ConversationView, back: str | None = None) -> str:
         f'<h2>Timeline</h2><div class="card">'
         f"{_legend(counts, any(m.state == 'mixed' for m in view.marks), legend_summarised)}"
         f"{_timeline(view)}"
-        f"{boundary_html}</div>"
+        f"{boundary_html}{_damaged(view)}</div>"
         f"<h2>Summary</h2>{summary_html}"
         f"<h2>Summary versions (oldest first)</h2>{_versions(view.versions)}"
         f"<h2>Context as the model sees it</h2>{_context(view)}"

@@ -8,26 +8,29 @@ hundred marks, never one DOM node per turn. Purged and retracted rows are not pa
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import closing, contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ledgerfold._citations import cited_sequences
+from ledgerfold._cli.html_reads import (
+    DamagedTurn,
+    context_or_damage,
+    load_marking_damage,
+    preserve_roles,
+    read_only,
+)
 from ledgerfold._cli.main import key_text
 from ledgerfold._context import HistoryBoundary
 from ledgerfold._errors import InvalidInput
 from ledgerfold._model import Conversation
-from ledgerfold._policy import CompactionPolicy
 from ledgerfold._summary import SummaryEnvelope
 from ledgerfold._toolcalls import open_call_turns
 from ledgerfold.adapters._chat import to_chat_messages
 from ledgerfold.store._batch_reads import lenient_rows
-from ledgerfold.store._paths import reading_uri
 from ledgerfold.store._rows import DAMAGED
 from ledgerfold.store._schema import ACCEPTED, CURRENT, FAILED, STALE, TURN_PURGED, TURN_RETRACTED
 from ledgerfold.store._sqlite import SQLiteStore
@@ -47,8 +50,9 @@ __all__ = [
     "gather_database",
 ]
 
-#: Turn states, in legend order.
-STATES = ("raw", "protected", "preserved", "compacted", "purged", "retracted")
+#: Turn states, in legend order; a live row changed outside ledgerfold is `DAMAGED_TURN`.
+DAMAGED_TURN = "damaged"
+STATES = ("raw", "protected", "preserved", "compacted", "purged", "retracted", DAMAGED_TURN)
 #: Above this many runs, short runs are merged into "mixed" marks.
 MAX_MARKS = 600
 #: Up to this many turns, every turn is its own mark (named in its tooltip).
@@ -125,6 +129,8 @@ class ConversationView:
     cited: tuple[CitedTurn, ...] = ()
     dropped: int = 0  # raw turns the messages leave out (`context.dropped`, SPEC §17.2)
     unsendable: str | None = None  # why the context gives no chat messages (a damaged row)
+    raises: str = "InvalidInput"  # what the call that gives them raises, then
+    damaged: tuple[DamagedTurn, ...] = ()  # live turns changed outside ledgerfold
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,33 +156,6 @@ class DatabaseView:
     failed_now: int = 0  # failed records since their conversation's last accepted summary
 
 
-@contextmanager
-def _read_only(path: Path) -> Iterator[sqlite3.Connection]:
-    # Never `mode=ro` alone: it would leave a WAL and -shm behind (SPEC §15.7).
-    with closing(sqlite3.connect(reading_uri(str(path.resolve())), uri=True)) as conn:
-        yield conn
-
-
-def _preserve_roles(conn: sqlite3.Connection, plan_id: str | None, conversation_id: str) -> Any:
-    """The preserve_roles of the summary's plan (else the newest plan, else the default, as
-    for roles another tool left unreadable: not a JSON list of strings)."""
-    rows = []
-    if plan_id is not None:
-        rows = lenient_rows(conn, "SELECT preserve_roles FROM plans WHERE id = ?", (plan_id,))
-    rows = rows or lenient_rows(
-        conn,
-        "SELECT preserve_roles FROM plans WHERE conversation_id = ? ORDER BY pk DESC LIMIT 1",
-        (conversation_id,),
-    )
-    try:
-        roles = json.loads(rows[0][0]) if rows else None
-    except (TypeError, ValueError, RecursionError):
-        roles = None
-    if isinstance(roles, list) and all(isinstance(role, str) for role in roles):
-        return tuple(roles)
-    return CompactionPolicy("-").preserve_roles
-
-
 def gather_conversation(
     store: SQLiteStore, path: Path, conversation_id: str, policy_version: str | None = None
 ) -> ConversationView:
@@ -184,7 +163,7 @@ def gather_conversation(
     `policy_version`, by default the current summary's own (so a summary in use shows), or
     the newest summary's when none is current (so a stale one gives why it went stale, as
     `stats()` does, not `policy-mismatch`)."""
-    conversation = store.load(conversation_id)
+    conversation, damaged = load_marking_damage(store, path, conversation_id)
     current = store.current_summary(conversation_id)
     boundary = store.history_boundary(conversation_id)
     history = store.summary_history(conversation_id)
@@ -194,13 +173,14 @@ def gather_conversation(
     )
     default = current or newest
     policy = policy_version or (default.policy_version if default is not None else "v1")
-    context = store.context(conversation_id, policy)
-    with _read_only(path) as conn:
-        gone = conn.execute(
+    context, unassembled = context_or_damage(store, conversation_id, policy, bool(damaged))
+    with read_only(path) as conn:
+        gone = lenient_rows(
+            conn,
             "SELECT sequence, id, state FROM turns WHERE conversation_id = ? AND state != 0",
             (conversation_id,),
-        ).fetchall()
-        roles = _preserve_roles(conn, current.plan_id if current else None, conversation_id)
+        )
+        roles = preserve_roles(conn, current.plan_id if current else None, conversation_id)
     sources = frozenset(current.source_ids) if current is not None else frozenset()
     pinned = open_call_turns(conversation.turns)
     held_groups: set[str] = set()
@@ -224,7 +204,10 @@ def gather_conversation(
         else:
             state, detail = "raw", "raw"
         rows.append((turn.sequence, turn.id, state, detail))
+    for bad in damaged:  # changed outside ledgerfold: marked, never read
+        rows.append((bad.sequence, bad.turn_id, DAMAGED_TURN, f"{bad.column} unreadable"))
     for sequence, turn_id, code in gone:
+        turn_id = key_text(turn_id)
         if code == TURN_PURGED:
             rows.append((sequence, turn_id, "purged", "below the history boundary"))
         elif code == TURN_RETRACTED:
@@ -240,11 +223,11 @@ def gather_conversation(
     if boundary is not None:
         boundary_at = sum(1 for row in rows if row[0] <= boundary.through_sequence)
     summary_lines, cited = _cited_lines(current, conversation)
-    unsendable = None
+    unsendable, messages = unassembled, []
     try:
-        messages = to_chat_messages(context)
+        messages = to_chat_messages(context) if context is not None else []
     except InvalidInput as error:  # a row changed outside ledgerfold: the page still shows it
-        messages, unsendable = [], str(error)
+        unsendable = str(error)
     shown = messages
     omitted = 0
     if len(messages) > CONTEXT_HEAD + CONTEXT_TAIL:
@@ -263,14 +246,16 @@ def gather_conversation(
         versions=tuple(_version(record) for record in history),
         policy_version=policy,
         preserve_roles=tuple(roles),
-        fallback=context.fallback,
+        fallback=context.fallback if context is not None else None,
         messages=tuple(shown),
         omitted=omitted,
         message_count=len(messages),
         summary_lines=summary_lines,
         cited=cited,
-        dropped=context.dropped,
+        dropped=context.dropped if context is not None else 0,
         unsendable=unsendable,
+        raises="StoreError" if context is None else "InvalidInput",
+        damaged=damaged,
     )
 
 
@@ -460,7 +445,7 @@ def gather_database(
     rows cannot be read back (`main.damaged_turns`), None when they can, read through the
     connection it is given, in that transaction too. The store keeps no log of
     revalidation runs, so the page says nothing of them."""
-    with _read_only(path) as conn:
+    with read_only(path) as conn:
         conn.execute("BEGIN")  # one snapshot for every read below
         states = conversation_states(conn, None)
         stats = read_stats(conn, None, states)
