@@ -165,8 +165,8 @@ def test_a_summary_damaged_outside_ledgerfold_is_listed_and_the_report_still_wri
     fingerprint) or that names another conversation: the context falls back
     (`stale-summary:damaged-record`, `stale-summary:conversation-mismatch`), so the report
     lists the conversation with why, as `stats()` counts it, and still writes its page
-    (a conversation whose records cannot be read gets no inspector page: `inspect` names
-    the damage)."""
+    (one whose record cannot be read too, the record named on it:
+    `test_inspect_html_damaged_summaries.py`)."""
     db = tmp_path / "damaged.db"
     assert run("import", str(db), str(DATA / "tau_bench.jsonl")).exit_code == 0
     with SQLiteStore(db) as store:
@@ -198,5 +198,5 @@ def test_a_summary_damaged_outside_ledgerfold_is_listed_and_the_report_still_wri
         for row in _rows(out.read_text("utf-8"), "attention")
         if "</a>" in row
     }
-    assert flagged == {elsewhere}  # linked to its page; the unreadable records get none
+    assert flagged == {text, fingerprint, elsewhere}  # each linked to its page
     assert len(_rows(out.read_text("utf-8"), "attention")) == 3

@@ -250,8 +250,8 @@ def _write_pages(
     folder: Path,
 ) -> dict[str, str]:
     """Write the inspector page of each listed conversation into `folder` (not of one
-    deleted since, nor of one whose records the store cannot read or whose key is not
-    text); returns each one's (URL-quoted, relative) address."""
+    deleted since, nor of one whose key is not text; a damaged turn or summary record is
+    marked on its page); returns each one's (URL-quoted, relative) address."""
     names = page_names(row.conversation_id for row in rows)
     folder.mkdir(exist_ok=True)
     back = f"../{quote(out.name)}"
@@ -263,9 +263,8 @@ def _write_pages(
         try:
             view = gather_conversation(store, Path(db), row.conversation_id)
         except StoreError as error:
-            # A record damaged outside ledgerfold the store cannot read: no page, no link.
-            # A summary's row says why (`stale-summary:damaged-record`), a turn's does not:
-            # the warning names the row either way.
+            # A failure the page cannot show past (its damaged turns and summary records it
+            # marks): no page, no link; the warning names it.
             stderr_console().print(
                 Text(
                     f"warning: no inspector page for {safe_text(row.conversation_id)}:"

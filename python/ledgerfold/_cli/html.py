@@ -264,6 +264,10 @@ def _status(status: str) -> str:
     return f'<span class="st st-{_e(status)}">{_e(status)}</span>'
 
 
+#: A summary record the store cannot read, in the versions table.
+_DAMAGED = ' <span class="st st-stale damaged-record">record changed outside ledgerfold</span>'
+
+
 def _versions(rows: tuple[VersionRow, ...]) -> str:
     if not rows:
         return '<p class="note">No summary versions yet.</p>'
@@ -278,7 +282,8 @@ def _versions(rows: tuple[VersionRow, ...]) -> str:
         css = ' class="is-current"' if row.status == "current" else ""
         body.append(
             f"<tr{css}><td>{number}</td><td class=mono>{_e(ident)}</td>"
-            f"<td>{_status(row.status)}</td><td>{_e(row.reason or '')}</td>"
+            f"<td>{_status(row.status)}</td><td>{_e(row.reason or '')}"
+            f"{_DAMAGED if row.damaged else ''}</td>"
             f"<td class=nw>{_e(row.created_at[:19].replace('T', ' '))}</td><td>{row.sources}</td>"
             f"<td class='mono nw'>{_e(fingerprint)}</td>"
             f"<td class=mono>{_e(row.parent_id or '')}</td></tr>"
@@ -431,6 +436,15 @@ def _damaged(view: ConversationView) -> str:
     )
 
 
+def _summary_damage(view: ConversationView) -> str:
+    if view.summary_damage is None:
+        return ""
+    return (
+        '<p class="alert" id="summary-damage">A summary record cannot be read back (the'
+        f" store's error; the records are listed as stored): {_e(view.summary_damage)}</p>"
+    )
+
+
 #: Damaged turns named on the page (the rest are counted).
 _DAMAGED_SHOWN = 20
 
@@ -467,6 +481,11 @@ def render_conversation(view: ConversationView, back: str | None = None) -> str:
             f'{parent}<div class="summary-text" id="summary-text">{_summary_lines(view)}</div>'
             f"{_cited_sources(view)}</div>"
         )
+    elif view.summary_damage is not None:
+        summary_html = (
+            '<p class="alert" id="summary">No current summary the store can read (see the'
+            " summary versions below).</p>"
+        )
     else:
         summary_html = '<p class="note" id="summary">No current summary.</p>'
     if view.boundary is not None:
@@ -489,7 +508,7 @@ def render_conversation(view: ConversationView, back: str | None = None) -> str:
         f"{_timeline(view)}"
         f"{boundary_html}{_damaged(view)}</div>"
         f"<h2>Summary</h2>{summary_html}"
-        f"<h2>Summary versions (oldest first)</h2>{_versions(view.versions)}"
+        f"<h2>Summary versions (oldest first)</h2>{_summary_damage(view)}{_versions(view.versions)}"
         f"<h2>Context as the model sees it</h2>{_context(view)}"
     )
     return _page(f"ledgerfold · {view.conversation_id}", body)

@@ -22,6 +22,8 @@ from ledgerfold._cli.html_reads import (
     load_marking_damage,
     preserve_roles,
     read_only,
+    stored_versions,
+    summaries_marking_damage,
 )
 from ledgerfold._cli.main import key_text
 from ledgerfold._context import HistoryBoundary
@@ -93,6 +95,7 @@ class VersionRow:
     fingerprint: str | None
     parent_id: str | None
     policy_version: str | None
+    damaged: bool = False  # the store cannot read the record (changed outside ledgerfold)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +134,7 @@ class ConversationView:
     unsendable: str | None = None  # why the context gives no chat messages (a damaged row)
     raises: str = "InvalidInput"  # what the call that gives them raises, then
     damaged: tuple[DamagedTurn, ...] = ()  # live turns changed outside ledgerfold
+    summary_damage: str | None = None  # why a summary record cannot be read back
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,16 +168,20 @@ def gather_conversation(
     the newest summary's when none is current (so a stale one gives why it went stale, as
     `stats()` does, not `policy-mismatch`)."""
     conversation, damaged = load_marking_damage(store, path, conversation_id)
-    current = store.current_summary(conversation_id)
+    current, history, summary_damage = summaries_marking_damage(store, conversation_id)
     boundary = store.history_boundary(conversation_id)
-    history = store.summary_history(conversation_id)
+    if history is not None:
+        versions = tuple(_version(record) for record in history)
+    else:  # a record the store cannot read: the records as stored, that one marked
+        versions = tuple(VersionRow(*row) for row in stored_versions(path, conversation_id))
     newest = next(
-        (r.envelope for r in reversed(history) if r.envelope and r.status in (CURRENT, STALE)),
-        None,
+        (v.policy_version for v in reversed(versions) if v.status in (CURRENT, STALE)), None
     )
-    default = current or newest
-    policy = policy_version or (default.policy_version if default is not None else "v1")
-    context, unassembled = context_or_damage(store, conversation_id, policy, bool(damaged))
+    default = current.policy_version if current is not None else newest
+    policy = policy_version or default or "v1"
+    context, unassembled = context_or_damage(
+        store, conversation_id, policy, bool(damaged) or summary_damage is not None
+    )
     with read_only(path) as conn:
         gone = lenient_rows(
             conn,
@@ -243,7 +251,7 @@ def gather_conversation(
         band=band,
         boundary=boundary,
         boundary_at=boundary_at,
-        versions=tuple(_version(record) for record in history),
+        versions=versions,
         policy_version=policy,
         preserve_roles=tuple(roles),
         fallback=context.fallback if context is not None else None,
@@ -256,6 +264,7 @@ def gather_conversation(
         unsendable=unsendable,
         raises="StoreError" if context is None else "InvalidInput",
         damaged=damaged,
+        summary_damage=summary_damage,
     )
 
 

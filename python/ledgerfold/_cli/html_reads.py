@@ -20,11 +20,14 @@ from ledgerfold._context import AssembledContext
 from ledgerfold._errors import InvalidInput, StoreError
 from ledgerfold._model import Conversation
 from ledgerfold._policy import CompactionPolicy
+from ledgerfold._summary import SummaryEnvelope
 from ledgerfold.store._batch_reads import lenient_rows
 from ledgerfold.store._paths import reading_uri
-from ledgerfold.store._rows import TURN_COLUMNS
+from ledgerfold.store._protocol import SummaryRecord
+from ledgerfold.store._rows import SUMMARY_COLUMNS, TURN_COLUMNS
 from ledgerfold.store._schema import TURN_LIVE
 from ledgerfold.store._sqlite import SQLiteStore
+from ledgerfold.store._summaries import readable_record
 
 __all__ = [
     "DamagedTurn",
@@ -32,6 +35,8 @@ __all__ = [
     "load_marking_damage",
     "preserve_roles",
     "read_only",
+    "stored_versions",
+    "summaries_marking_damage",
 ]
 
 
@@ -127,3 +132,57 @@ def preserve_roles(conn: sqlite3.Connection, plan_id: str | None, conversation_i
     if isinstance(roles, list) and all(isinstance(role, str) for role in roles):
         return tuple(roles)
     return CompactionPolicy("-").preserve_roles
+
+
+def summaries_marking_damage(
+    store: SQLiteStore, conversation_id: str
+) -> tuple[SummaryEnvelope | None, list[SummaryRecord] | None, str | None]:
+    """The current summary and the summary history as the store reads them; when a record
+    or its sources cannot be read back (changed outside ledgerfold), None for what failed
+    and the store's error naming the record (`stored_versions` lists them as stored)."""
+    damage = None
+    try:
+        current = store.current_summary(conversation_id)
+    except StoreError as error:
+        if damaged_row(error) is None:
+            raise
+        current, damage = None, str(error)
+    try:
+        return current, store.summary_history(conversation_id), damage
+    except StoreError as error:
+        if damaged_row(error) is None:
+            raise
+        return current, None, damage or str(error)
+
+
+def stored_versions(path: Path, conversation_id: str) -> list[tuple[Any, ...]]:
+    """Each summary record of the conversation as stored, oldest first: `(id, plan_id,
+    status, reason, created_at, sources, fingerprint, parent_id, policy_version, damaged)`,
+    text that is not UTF-8 as `?` (an ID, reason, fingerprint or version as None), and
+    whether the store cannot read the record (`readable_record`, its sources aside)."""
+    with read_only(path) as conn:
+        rows = lenient_rows(
+            conn,
+            f"SELECT {SUMMARY_COLUMNS}, source_count FROM summaries"
+            " WHERE conversation_id = ? ORDER BY pk",
+            (conversation_id,),
+        )
+
+    def text(value: object, default: str | None = None) -> Any:
+        return value if isinstance(value, str) else default
+
+    return [
+        (
+            text(row[1]),
+            text(row[3], "?"),
+            text(row[4], "?"),
+            text(row[5]),
+            text(row[6], "?"),
+            row[14] if type(row[14]) is int else 0,
+            text(row[8]),
+            text(row[13]),
+            text(row[9]),
+            not readable_record(row[:14]),
+        )
+        for row in rows
+    ]
