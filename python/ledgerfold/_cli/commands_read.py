@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 import click
 from rich.console import Console
 
 from ledgerfold._cli.commands_html import write_inspect_html  # also registers `report`
 from ledgerfold._cli.commands_upgrade import schema_state
+from ledgerfold._cli.html_reads import (
+    load_marking_damage,
+    stored_versions,
+    summaries_marking_damage,
+)
 from ledgerfold._cli.main import (
     DEFAULT_POLICY,
     NOT_STDIO,
@@ -152,14 +158,24 @@ def inspect_command(db: str, conversation_id: str, as_json: bool, html_out: str 
             write_inspect_html(store, db, conversation_id, html_out, announce=not as_json)
             if not as_json:
                 return
-        conversation = store.load(conversation_id)
-        history = store.summary_history(conversation_id)
-        current = store.current_summary(conversation_id)
-        sources = store.sources_of(current.id) if current is not None else []
+        # Rows changed outside ledgerfold are named, not a failed command (`html_reads`).
+        conversation, damaged = load_marking_damage(store, Path(db), conversation_id)
+        current, history, summary_damage = summaries_marking_damage(store, conversation_id)
+        readable = {turn.id: turn for turn in conversation.turns}
+        if current is None:
+            sources = []
+        elif damaged:  # the readable cited turns; `sources_of` reads the damaged one too
+            sources = [readable[i] for i in current.source_ids if i in readable]
+        else:
+            sources = store.sources_of(current.id)
         boundary = store.history_boundary(conversation_id)
         pruned = store.pruned_count(conversation_id)
+        stored = stored_versions(Path(db), conversation_id) if history is None else []
     # Sources purged since (SPEC §15.5): the summary keeps them sealed, by their digests.
-    sealed = 0 if current is None else len(current.source_ids) - len(sources)
+    unreadable = {turn.turn_id for turn in damaged}
+    sealed = 0
+    if current is not None:
+        sealed = len(current.source_ids) - len(sources) - len(unreadable & set(current.source_ids))
     versions = [
         {
             "id": record.envelope.id if record.envelope is not None else None,
@@ -171,7 +187,19 @@ def inspect_command(db: str, conversation_id: str, as_json: bool, html_out: str 
             "sources": len(record.envelope.source_ids) if record.envelope else 0,
             "fingerprint": record.envelope.source_fingerprint if record.envelope else None,
         }
-        for record in history
+        for record in history or ()
+    ] + [  # a record the store cannot read: the records as stored
+        {
+            "id": row[0],
+            "plan_id": row[1],
+            "status": row[2],
+            "reason": row[3],
+            "created_at": row[4],
+            "policy_version": row[8],
+            "sources": row[5],
+            "fingerprint": row[6],
+        }
+        for row in stored
     ]
     report = {
         "conversation": conversation_id,
@@ -183,6 +211,11 @@ def inspect_command(db: str, conversation_id: str, as_json: bool, html_out: str 
         "sealed_sources": sealed,
         "pruned_versions": pruned,
         "history_boundary": boundary_json(boundary),
+        "damaged_turns": [
+            {"turn": turn.turn_id, "sequence": turn.sequence, "column": turn.column}
+            for turn in damaged
+        ],
+        "summary_damage": summary_damage,
     }
     if html_out is not None:
         report["html"] = html_out
@@ -201,6 +234,13 @@ def inspect_command(db: str, conversation_id: str, as_json: bool, html_out: str 
             else f" {live} {plural(live, 'turn')}"
         )
     )
+    for turn in damaged:
+        console.print(
+            f"[red]damaged[/]: turn {esc(repr(turn.turn_id))} (sequence {turn.sequence}): its"
+            f" {esc(turn.column)} cannot be read back (changed outside ledgerfold)"
+        )
+    if summary_damage is not None:
+        console.print(f"[red]damaged summary record[/]: {esc(summary_damage)}")
     if versions:
         print_table(console, versions_table(versions))
     else:
