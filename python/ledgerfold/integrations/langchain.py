@@ -547,5 +547,4 @@ def _thread_id() -> Any:
         config = get_config()
     except (ImportError, RuntimeError):  # not inside a LangGraph run
         return None
-    configurable = config.get("configurable") or {}
-    return configurable.get("thread_id")
+    return (config.get("configurable") or {}).get("thread_id")
