@@ -37,6 +37,7 @@ from ledgerfold._summary import (
 )
 from ledgerfold.store import _compaction as compaction
 from ledgerfold.store import _ledger as ledger
+from ledgerfold.store import _plan_roles as plan_roles
 from ledgerfold.store import _retention as retention
 from ledgerfold.store import _sources as sources
 from ledgerfold.store import _summaries as summaries
@@ -150,6 +151,10 @@ def _verdict(
     policy_version: str,
 ) -> SummaryWrite:
     cid = envelope.conversation_id
+    if plan_roles.plan_roles(conn, envelope.plan_id) is None:
+        # The roles its plan kept raw were left unreadable by another tool: whether a
+        # source is of one of them (SPEC §17.1) cannot be checked.
+        return _refused(envelope, "invalid-summary", PLAN_MISMATCH)
     pointed = summaries.pointed(conn, cache, cid)
     parent: Version | None = None
     if pointed is not None and pointed[0].envelope.id == envelope.parent_id:

@@ -24,11 +24,12 @@ from ledgerfold._native import SourceDigests, SourceIds
 from ledgerfold._plan import CompactionPlan, extend_ids, plan_unchecked
 from ledgerfold._summary import check_summary
 from ledgerfold.store import _ledger as ledger
+from ledgerfold.store import _plan_roles as plan_roles
 from ledgerfold.store import _retention as retention
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store import _unit_splits as unit_splits
 from ledgerfold.store._database import now
-from ledgerfold.store._rows import TURN_COLUMNS, Version, turn_from_row
+from ledgerfold.store._rows import TURN_COLUMNS, DamagedSummary, Version, turn_from_row
 from ledgerfold.store._schema import ACCEPTED, CURRENT, FAILED, STALE, TURN_LIVE, TURN_PURGED
 
 __all__ = [
@@ -109,7 +110,10 @@ def preserved_gone(
         return False
     if pointed[0].envelope.policy_version != policy_version:
         return False
-    return summaries.missing_preserved(conn, pointed[0]) is not None
+    try:
+        return plan_roles.missing_preserved(conn, pointed[0]) is not None
+    except DamagedSummary:  # its plan's roles are unreadable: the context is raw too
+        return True
 
 
 def left_a_backlog(conn: sqlite3.Connection, base: Version | None) -> bool:
@@ -179,12 +183,10 @@ def _base(
     ).fetchone()[0]
     if after < keep_tail:  # the tail reaches back into the summary's sources
         return None, None, True
-    planned_roles = conn.execute(
-        "SELECT preserve_roles FROM plans WHERE id = ?", (envelope.plan_id,)
-    ).fetchone()
-    if preserve_roles and (
-        planned_roles is None or json.loads(planned_roles[0]) != list(preserve_roles)
-    ):
+    planned_roles = plan_roles.plan_roles(conn, envelope.plan_id)
+    if planned_roles is None:  # unreadable (another tool's write): the context is raw
+        return None, None, True
+    if preserve_roles and list(planned_roles) != list(preserve_roles):
         marks = ",".join("?" * len(preserve_roles))
         if conn.execute(
             "SELECT 1 FROM summary_sources ss JOIN turns t ON t.conversation_id = ?"
@@ -537,11 +539,11 @@ def planned_ids(
     """A registered plan's base summary pk, the IDs it adds to the base's sources and the
     roles it kept raw."""
     row = conn.execute(
-        "SELECT base_summary_pk, compacted_ids, preserve_roles FROM plans WHERE id = ?",
+        "SELECT base_summary_pk, compacted_ids FROM plans WHERE id = ?",
         (plan_id,),
     ).fetchone()
     # No IDs: a plan from before v1.1, or one that ended (never active, so never asked).
     if row is None or row[1] is None:
         return None
-    roles = () if row[2] is None else tuple(json.loads(row[2]))
-    return row[0], set(json.loads(row[1])), roles
+    roles = plan_roles.plan_roles(conn, plan_id)  # None: refused by the commit first
+    return row[0], set(json.loads(row[1])), roles or ()

@@ -8,6 +8,7 @@ import logging
 
 from ledgerfold._context import AssembledContext, assemble_context, with_purged_summary
 from ledgerfold.store import _ledger as ledger
+from ledgerfold.store import _plan_roles as plan_roles
 from ledgerfold.store import _retention as retention
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store import _unit_splits as unit_splits
@@ -49,8 +50,15 @@ def assemble(
             ):
                 items = summaries.summarised_items(conn, conversation_id, version)
                 split = unit_splits.split_unit(conn, conversation_id, version.pk, items)
-                missing = None if split is not None else summaries.missing_preserved(conn, version)
-                if split is None and missing is None:
+                missing = None
+                try:
+                    if split is None:
+                        missing = plan_roles.missing_preserved(conn, version)
+                except DamagedSummary as damage:
+                    # Its plan's roles cannot be read (another tool's write): the layout
+                    # cannot be checked, so raw as for a damaged record (a rebase is due).
+                    damaged = damage
+                if split is None and missing is None and damaged is None:
                     return AssembledContext(with_purged_summary(items, boundary), None, boundary)
                 pointed = None
                 if split is not None:
@@ -62,7 +70,7 @@ def assemble(
                         None,
                         split,
                     )
-                else:
+                elif missing is not None:
                     # SPEC §17.3: raw until the next compaction (due at once) lays it
                     # out anew.
                     assembled = AssembledContext(

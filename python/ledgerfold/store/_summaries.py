@@ -37,7 +37,6 @@ from ledgerfold.store._schema import (
     STALE,
     TURN_LIVE,
     TURN_PURGED,
-    TURN_RETRACTED,
 )
 from ledgerfold.store._sqlite_errors import damaged_row, quotes_stored_data
 
@@ -335,24 +334,6 @@ def summarised_items(
     )
     items.extend(item_from_row(row) for row in tail)
     return tuple(items)
-
-
-def missing_preserved(conn: sqlite3.Connection, used: Version) -> str | None:
-    """SPEC §17.3: the ID of a turn kept raw below the summary's slot because it was
-    protected or of a role its plan preserved, and retracted since; None when there is none.
-    (A purged one is not missing: its boundary is disclosed.)"""
-    row = conn.execute(
-        "SELECT preserve_roles FROM plans WHERE id = ?", (used.envelope.plan_id,)
-    ).fetchone()
-    roles = "[]" if row is None or row[0] is None else row[0]
-    hit = conn.execute(
-        "SELECT t.id FROM summary_kept k JOIN turns t ON t.pk = k.turn_pk"
-        " WHERE k.summary_pk = ? AND t.state = ?"
-        " AND (t.protected OR t.role IN (SELECT value FROM json_each(?)))"
-        " ORDER BY t.sequence LIMIT 1",
-        (used.pk, TURN_RETRACTED, roles),
-    ).fetchone()
-    return None if hit is None else str(hit[0])
 
 
 def cached_source_ids(conn: sqlite3.Connection, cache: VersionCache, pk: int) -> _Ids | None:
