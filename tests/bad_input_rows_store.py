@@ -122,7 +122,7 @@ ROWS: tuple[BadInput, ...] = (
     ),
     row(
         "damaged file: a turn body that is not valid UTF-8",
-        "store.context('c', policy)  # body bytes + 0xFF written by another tool",
+        "store.context('c', policy)  # body + 0xFF by another tool: error names turn, seq, column",
         on_damaged(
             "UPDATE turns SET body = CAST(? AS TEXT) WHERE id = 't5'",
             lambda store: store.context(CONVERSATION_ID, POLICY),

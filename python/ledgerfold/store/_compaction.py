@@ -28,6 +28,7 @@ from ledgerfold.store import _plan_roles as plan_roles
 from ledgerfold.store import _retention as retention
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store import _unit_splits as unit_splits
+from ledgerfold.store._batch_reads import lenient_rows
 from ledgerfold.store._database import now
 from ledgerfold.store._rows import TURN_COLUMNS, DamagedSummary, Version, turn_from_row
 from ledgerfold.store._schema import ACCEPTED, CURRENT, FAILED, STALE, TURN_LIVE, TURN_PURGED
@@ -243,14 +244,16 @@ def plan_view(
     row = ledger.conversation_row(conn, conversation_id)
     revision = 0 if row is None else int(row[0])
     if base is not None:
-        rows = conn.execute(
+        # Text that is not UTF-8 reads as `NotUtf8`: a damaged turn is named, as by load().
+        rows = lenient_rows(
+            conn,
             f"SELECT {', '.join('t.' + c.strip() for c in TURN_COLUMNS.split(','))}"
             " FROM summary_kept k JOIN turns t ON t.pk = k.turn_pk"
             " WHERE k.summary_pk = ? AND t.state = ?"
             f" UNION ALL SELECT {TURN_COLUMNS} FROM turns"
             " WHERE conversation_id = ? AND state = ? AND sequence > ?",
             (base.pk, TURN_LIVE, conversation_id, TURN_LIVE, base.through_sequence),
-        ).fetchall()
+        )
         partial = Conversation(conversation_id, revision, [turn_from_row(r) for r in rows])
         raw = ((t.id, t.sequence, t.role, t.meta) for t in partial.turns)
         if unit_splits.split_by_links(conn, conversation_id, base.pk, raw) is None:

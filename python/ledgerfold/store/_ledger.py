@@ -138,14 +138,21 @@ _STAND_IN = ("user", "", 0, None, None, None, _UNMATCHED)
 
 def raw_items(conn: sqlite3.Connection, conversation_id: str) -> tuple[TurnItem, ...]:
     """Every live turn as a context item, in sequence order (no `Turn` is built)."""
-    return tuple(
-        item_from_row(row)
-        for row in conn.execute(
-            f"SELECT {ITEM_COLUMNS} FROM turns"
-            " WHERE conversation_id = ? AND state = ? ORDER BY sequence",
-            (conversation_id, TURN_LIVE),
-        )
+    return item_rows(
+        conn,
+        f"SELECT {ITEM_COLUMNS} FROM turns"
+        " WHERE conversation_id = ? AND state = ? ORDER BY sequence",
+        (conversation_id, TURN_LIVE),
     )
+
+
+def item_rows(
+    conn: sqlite3.Connection, query: str, parameters: Sequence[object]
+) -> tuple[TurnItem, ...]:
+    """The context items of `query`'s rows (of `ITEM_COLUMNS`). Text that is not UTF-8
+    (another tool's write) is read as `NotUtf8`, so the damaged row is named (turn ID,
+    sequence, column) as `load()` names it, rather than the read failing unnamed."""
+    return tuple(item_from_row(row) for row in lenient_rows(conn, query, parameters))
 
 
 def get_turns(

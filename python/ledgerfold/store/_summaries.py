@@ -28,7 +28,6 @@ from ledgerfold.store._rows import (
     Version,
     damaged_summary,
     envelope_from_row,
-    item_from_row,
 )
 from ledgerfold.store._schema import (
     ACCEPTED,
@@ -301,13 +300,15 @@ def summarised_items(
     """The context with a current summary, read without its sources: the kept turns below
     its slot, the summary, then every live turn after its last source."""
     envelope = used.envelope
-    kept = conn.execute(
-        f"SELECT {', '.join('t.' + c.strip() for c in ITEM_COLUMNS.split(','))}"
-        " FROM summary_kept k JOIN turns t ON t.pk = k.turn_pk"
-        " WHERE k.summary_pk = ? AND t.state = ? ORDER BY t.sequence",
-        (used.pk, TURN_LIVE),
+    items: list[ContextItem] = list(
+        ledger.item_rows(
+            conn,
+            f"SELECT {', '.join('t.' + c.strip() for c in ITEM_COLUMNS.split(','))}"
+            " FROM summary_kept k JOIN turns t ON t.pk = k.turn_pk"
+            " WHERE k.summary_pk = ? AND t.state = ? ORDER BY t.sequence",
+            (used.pk, TURN_LIVE),
+        )
     )
-    items: list[ContextItem] = [item_from_row(row) for row in kept]
     # Sources are in ledger order (sealed ones first): the first one's row, purged or not,
     # gives the slot's first sequence (SPEC §16.5) in one indexed lookup.
     first = (
@@ -327,12 +328,14 @@ def summarised_items(
             None if first is None else int(first[0]),
         )
     )
-    tail = conn.execute(
-        f"SELECT {ITEM_COLUMNS} FROM turns"
-        " WHERE conversation_id = ? AND sequence > ? AND state = ? ORDER BY sequence",
-        (conversation_id, used.through_sequence, TURN_LIVE),
+    items.extend(
+        ledger.item_rows(
+            conn,
+            f"SELECT {ITEM_COLUMNS} FROM turns"
+            " WHERE conversation_id = ? AND sequence > ? AND state = ? ORDER BY sequence",
+            (conversation_id, used.through_sequence, TURN_LIVE),
+        )
     )
-    items.extend(item_from_row(row) for row in tail)
     return tuple(items)
 
 
