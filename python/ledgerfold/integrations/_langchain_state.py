@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledgerfold._context import TurnItem
 from ledgerfold._errors import InvalidInput
 from ledgerfold.adapters._chat import ChatTurnSpec, chat_turn_specs, tool_group
 from ledgerfold.adapters._chat_parts import strict_json
@@ -24,6 +25,7 @@ __all__ = [
     "agreeing",
     "as_in_state",
     "group_in_state",
+    "notice_edits",
     "same",
     "signature",
     "spec_matches",
@@ -189,6 +191,17 @@ class Known:
     changed: dict[str, list[tuple[Any, Any]]] = field(default_factory=dict)
     group_of_call: dict[str, str] = field(default_factory=dict)
     prefix: list[Any] = field(default_factory=list)
+    #: The state's message last seen for each one logged as changed, and the ledger's
+    #: (role, text, meta) of its turn last compared with it (`notice_edits`).
+    latest: dict[str, Any] = field(default_factory=dict)
+    compared: dict[str, Any] = field(default_factory=dict)
+
+    def settle(self, message: Any) -> None:
+        """`message` says what its turn says: the state's message is the record's."""
+        self.seen[message.id] = signature(message)
+        self.objects[message.id] = message
+        for logged in (self.changed, self.latest, self.compared):
+            logged.pop(message.id, None)
 
     def logged(self, message: Any) -> bool:
         """Whether `message` says what it said when logged as changed (any of its logged
@@ -198,6 +211,7 @@ class Known:
     def log_changed(self, conversation_id: str, message: Any) -> None:
         """Log `message` as changed in the state, ignored (SPEC §17.6), by ID; once per
         change: not again while it says what it said when logged."""
+        self.latest[message.id] = message
         if self.logged(message):
             return
         logged = self.changed.setdefault(message.id, [])
@@ -209,6 +223,37 @@ class Known:
             conversation_id,
             message.id,
         )
+
+
+def notice_edits(known: Known, items: Sequence[Any]) -> None:
+    """Settle each message logged as changed whose turn was edited since to say what the
+    state's message says (`Store.edit` after the rewrite was logged), seen in the context
+    items just read (`TurnItem`s): no read of the turns, and each turn is compared once per
+    change of its text or meta."""
+    if not known.latest:
+        return
+    for item in items:
+        message = known.latest.get(item.id) if isinstance(item, TurnItem) else None
+        if message is None or known.compared.get(item.id) == (item.role, item.text, item.meta):
+            continue
+        known.compared[item.id] = (item.role, item.text, item.meta)
+        if message.type == "tool" and message.tool_call_id == "":
+            continue  # the call it answers is the state's to say: left to `agreeing`
+        try:
+            spec = chat_turn_specs(chat_messages([message]))[0]
+        except InvalidInput:
+            continue
+        if spec_matches(spec, _Held(item.role, item.text, item.meta)):
+            known.settle(message)
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """A context item as the turn `spec_matches` compares."""
+
+    role: str
+    body: str
+    meta: Any
 
 
 def as_in_state(message: Any, turn_id: str, known: Known) -> Any:

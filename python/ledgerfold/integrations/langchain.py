@@ -91,6 +91,7 @@ from ledgerfold.integrations._langchain_state import (
     agreeing,
     as_in_state,
     group_in_state,
+    notice_edits,
     same,
     signature,
     state_messages,
@@ -263,6 +264,7 @@ class LedgerfoldMiddleware(AgentMiddleware):
             elif message_id in known.changed:  # logged: looked at again once it changes again
                 if not known.logged(message):
                     rewritten.append(message)
+                known.latest[message_id] = message
             elif same(seen, message):
                 known.objects[message_id] = message
             else:
@@ -366,10 +368,7 @@ class LedgerfoldMiddleware(AgentMiddleware):
         for message in messages:
             agrees = agree.get(message.id)
             if agrees or (agrees is None and same(known.seen[message.id], message)):
-                # (None: no live turn to compare, and back to what was seen)
-                known.seen[message.id] = signature(message)
-                known.objects[message.id] = message
-                known.changed.pop(message.id, None)
+                known.settle(message)  # (None: no live turn to compare, back to as seen)
             else:
                 known.log_changed(conversation_id, message)
 
@@ -407,6 +406,7 @@ class LedgerfoldMiddleware(AgentMiddleware):
         known = self._known_of.get(conversation_id)
         if known is None or not known.objects:
             return messages
+        notice_edits(known, context.items)  # a logged rewrite the ledger now says too
         # The turn each message renders, as `to_chat_messages` emits them: a leading system
         # message with the prompt, the summary (in place without one), the sendable turns
         # in the order they are sent (a tool result with its call).
