@@ -6,8 +6,7 @@ and the turns after it, and a commit extending it reads the new sources plus the
 stored source digests. Eager invalidation keeps those digests honest: an edit, retraction
 or group-split of any source marks the summary stale in the same transaction, and a stale
 summary is never extended. Everything else (no summary, a policy change, a rebase) plans
-and checks over the whole ledger.
-"""
+and checks over the whole ledger."""
 
 from __future__ import annotations
 
@@ -542,8 +541,7 @@ def planned_ids(
     """A registered plan's base summary pk, the IDs it adds to the base's sources and the
     roles it kept raw."""
     row = conn.execute(
-        "SELECT base_summary_pk, compacted_ids FROM plans WHERE id = ?",
-        (plan_id,),
+        "SELECT base_summary_pk, compacted_ids FROM plans WHERE id = ?", (plan_id,)
     ).fetchone()
     # No IDs: a plan from before v1.1, or one that ended (never active, so never asked).
     if row is None or row[1] is None:
