@@ -64,3 +64,31 @@ def test_a_sound_ledger_searches_as_before(
     with caplog.at_level(logging.WARNING, logger="ledgerfold"), lf.SQLiteStore(path) as store:
         assert [hit.turn_id for hit in store.search("c", "alpha", limit=2)] == ["t2", "t5"]
     assert not caplog.records
+
+
+#: Damage the UTF-8 read takes without an error, which `load()` still refuses: a body that
+#: is a blob (it came back as the hit's `text`, bytes), a role that is no role.
+READABLE_DAMAGE = {
+    "body-a-blob": f"UPDATE turns SET body = CAST('alpha alpha {SECRET}' AS BLOB) WHERE id = 't2'",
+    "role-not-a-role": "UPDATE turns SET role = 'narrator' WHERE id = 't2'",
+}
+
+
+@pytest.mark.parametrize("damage", sorted(READABLE_DAMAGE))
+def test_a_damaged_hit_read_without_error_is_passed_over(
+    tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "s.db"
+    _ledger(path)
+    with sqlite3.connect(path) as conn:
+        conn.execute(READABLE_DAMAGE[damage])
+    conn.close()
+    with caplog.at_level(logging.WARNING, logger="ledgerfold"), lf.SQLiteStore(path) as store:
+        with pytest.raises(lf.StoreError, match="damaged row in table turns"):
+            store.load("c")
+        hits = store.search("c", "alpha", limit=3)
+        assert [hit.turn_id for hit in hits] == ["t5", "t4", "t3"]
+        assert all(isinstance(hit.text, str) and hit.role == "user" for hit in hits)
+    warned = [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]
+    assert warned and all("pk=" in message for message in warned)
+    assert not any(SECRET in r.getMessage() for r in caplog.records)

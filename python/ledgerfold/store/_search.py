@@ -10,6 +10,7 @@ from typing import Any
 
 from ledgerfold import _validate
 from ledgerfold._errors import InvalidInput, StoreError
+from ledgerfold._model import ROLES
 from ledgerfold._search_hit import SearchHit
 from ledgerfold._segment import index_passages, query_terms
 from ledgerfold.store import _search_index as search_index
@@ -169,7 +170,7 @@ def search(
     )
     sql = (
         f"SELECT t.pk, t.id, t.sequence, t.role, search_fts.rowid & {LAST_SLOT},"
-        " bm25(search_fts) AS r"
+        " bm25(search_fts) AS r, typeof(t.body) = 'text'"
         f"{', ' + source_test if current is not None and not covered_only else ''}"
         f" FROM search_fts JOIN turns AS t ON t.pk = search_fts.rowid >> {SLOT_BITS}"
         " WHERE search_fts MATCH ? AND t.conversation_id = ? AND t.state = ?"
@@ -192,7 +193,7 @@ def search(
                 if turn_pk in seen or not _readable(conn, row, lenient):
                     continue
                 seen.add(turn_pk)
-                covered = covered_only or (current is not None and bool(row[6]))
+                covered = covered_only or (current is not None and bool(row[7]))
                 hits.append(
                     SearchHit(
                         turn_id=turn_id,
@@ -232,9 +233,16 @@ def search(
 
 
 def _readable(conn: sqlite3.Connection, row: tuple[Any, ...], lenient: bool) -> bool:
-    """Whether a hit's row makes a hit: its ID and role are text, its sequence a number and,
-    read `lenient`ly (some text of the hits is not UTF-8), its body text."""
-    fine = isinstance(row[1], str) and isinstance(row[3], str) and type(row[2]) is int
+    """Whether a hit's row makes a hit: its ID text, its role one (`ROLES`), its sequence a
+    number and its body text (`row[6]`; not a blob) that, read `lenient`ly (some text of the
+    hits is not UTF-8), is UTF-8."""
+    fine = (
+        isinstance(row[1], str)
+        and isinstance(row[3], str)
+        and row[3] in ROLES
+        and type(row[2]) is int
+        and bool(row[6])
+    )
     if fine and lenient:
         body = conn.execute("SELECT body FROM turns WHERE pk = ?", (row[0],)).fetchone()[0]
         fine = isinstance(body, str)
