@@ -151,6 +151,16 @@ ROWS: tuple[BadInput, ...] = (
         None,
     ),
     row(
+        "damaged file: a conversation revision that is not a count",
+        "store.load('c')  # conversations.revision = 'three'",
+        on_damaged(
+            "UPDATE conversations SET revision = 'three' WHERE id = 'c' OR ? IS NULL",
+            lambda store: store.load(CONVERSATION_ID),
+        ),
+        STORE,
+        None,
+    ),
+    row(
         "damaged file: an edit leaving a damaged field as it is",
         "store.edit('c', 't6', body=body)  # meta = '{not json'; edit(meta=...) repairs it",
         on_damaged(

@@ -32,6 +32,7 @@ from ledgerfold.store._rows import (
     turn_values,
 )
 from ledgerfold.store._schema import LIVE_ACCEPTED, STALE, TURN_LIVE
+from ledgerfold.store._sqlite_errors import damaged_row
 
 __all__ = [
     "boundary",
@@ -81,14 +82,21 @@ def load(conn: sqlite3.Connection, conversation_id: str) -> Conversation:
         return Conversation._from_rows(conversation_id, row[0], rows)
     except InvalidInput as err:
         # Stored rows are valid when written: one that is not was damaged in storage.
-        index, column = _refused_row(err, rows), str(err.field)
+        index, column = _refused_row(err, rows, conversation_id), str(err.field)
         column = {"group": "grp", "meta_json": "meta"}.get(column, column)
         raise damaged_turn(column, rows[index][0], rows[index][1]) from None
 
 
-def _refused_row(err: InvalidInput, rows: list[Any]) -> int:
+def _refused_row(err: InvalidInput, rows: list[Any], conversation_id: str) -> int:
     """The index of the stored row `Conversation._from_rows` refused (its error reads
-    'rows[i].<field>: ...'); `err` itself when it names none."""
+    'rows[i].<field>: ...'); the damaged-row `StoreError` of the conversation's row when it
+    refused its stored revision (not a count, another tool's write); `err` itself when it
+    names neither."""
+    if str(err.field) == "revision":
+        raise damaged_row(
+            f"damaged row in table conversations, column revision: conversation"
+            f" {conversation_id!r}; the database was changed outside ledgerfold"
+        ) from None
     found = re.match(r"rows\[(\d+)\]\.", str(err))
     if found is None or int(found.group(1)) >= len(rows):
         raise err
@@ -125,7 +133,7 @@ def checkable(
         try:
             return Conversation._from_rows(conversation_id, row[0], rows)
         except InvalidInput as err:
-            index = _refused_row(err, rows)
+            index = _refused_row(err, rows, conversation_id)
             if str(err.field) in ("id", "sequence") or rows[index][2:] == _STAND_IN:
                 del rows[index]
             else:
