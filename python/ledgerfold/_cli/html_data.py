@@ -502,8 +502,9 @@ def gather_database(
             state = by_id[cid]
             failed_now += failed
             turn_counts = dict(counts.get(cid, Counter()))
-            # Only a current summary the context reads is named and counted as covering.
-            turn_counts["covered"] = (covered or 0) if state.summarised else 0
+            # Only a current summary the context reads is named and counted as covering (by
+            # its stored count: one that is no count, another tool's write, covers none).
+            turn_counts["covered"] = covered if state.summarised and type(covered) is int else 0
             rank, why = _why(state, failed, _text(failure), accepted is not None, damage(conn, cid))
             row = ConversationRow(
                 key_text(cid),
