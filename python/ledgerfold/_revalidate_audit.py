@@ -104,7 +104,7 @@ def _link(
 ) -> tuple[str, int, str, dict[str, Any] | None]:
     try:
         loaded = json.loads(meta)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
         loaded = None
     number = sequence if isinstance(sequence, int) else -1  # a damaged one sorts first
     role_text = role.decode(errors="replace")
