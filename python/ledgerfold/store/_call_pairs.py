@@ -442,7 +442,7 @@ def named_calls(meta_text: str) -> set[str]:
     """The call IDs a stored meta's `tool_calls` names (none when either is malformed)."""
     try:
         meta = json.loads(meta_text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
         return set()
     return calls_in(meta.get("tool_calls") if isinstance(meta, dict) else None)
 

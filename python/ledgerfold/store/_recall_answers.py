@@ -36,7 +36,7 @@ def stored_meta(raw: object) -> Mapping[str, Any]:
         return {}
     try:
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
         return {}
     return value if isinstance(value, dict) else {}
 
