@@ -65,3 +65,17 @@ def test_list_names_the_conversation_damaged_and_goes_on(tmp_path: Path) -> None
     assert rows["c"]["status"] == "damaged" and rows["c"]["reason"] == MESSAGE
     assert rows["o"]["turns"] == 6
     assert run("inspect", str(path), "o").exit_code == 0
+
+
+def test_inspect_names_it_and_report_html_writes_the_others(tmp_path: Path) -> None:
+    """`inspect` and the inspector page read the ledger leniently to mark damaged turns; a
+    damaged revision makes no ledger there: the store's error is named (it said 'revision:
+    must be int'), and `report --html` writes its page and the others'."""
+    path = _damaged(tmp_path / "i.db", "'three'")
+    result = run("inspect", str(path), "c")
+    assert MESSAGE in result.output, result.output
+    out = tmp_path / "report.html"
+    result = run("report", "--html", str(out), str(path))
+    assert result.exit_code == 0, result.output
+    assert f"no inspector page for c: {MESSAGE}" in result.output
+    assert (tmp_path / "report.pages").is_dir() and out.is_file()

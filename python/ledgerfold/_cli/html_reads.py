@@ -62,6 +62,10 @@ class DamagedTurn:
 _COLUMNS = {"group": "grp", "meta_json": "meta"}
 
 
+#: How the store's error for a damaged `conversations` row begins.
+_CONVERSATION_ROW = "damaged row in table conversations,"
+
+
 def load_marking_damage(
     store: SQLiteStore, path: Path, conversation_id: str
 ) -> tuple[Conversation, tuple[DamagedTurn, ...]]:
@@ -71,7 +75,8 @@ def load_marking_damage(
     try:
         return store.load(conversation_id), ()
     except StoreError as error:
-        if damaged_row(error) is None:
+        # A damaged conversations row (its revision) makes no ledger to mark turns on.
+        if damaged_row(error) is None or str(error).startswith(_CONVERSATION_ROW):
             raise
     with read_only(path) as conn:
         found = conn.execute(
