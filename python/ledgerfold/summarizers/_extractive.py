@@ -279,7 +279,7 @@ def attachments(meta: dict[str, str]) -> list[str]:
     which its (empty) text does not say."""
     try:
         kinds = json.loads(meta.get("omitted_content_parts") or "[]")
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
         return []
     names: list[str] = []
     for kind in kinds if isinstance(kinds, list) else []:
