@@ -38,6 +38,7 @@ from ledgerfold.store._schema import (
     TURN_PURGED,
 )
 from ledgerfold.store._sqlite_errors import damaged_row, quotes_stored_data
+from ledgerfold.store._summary_slot import check_slot
 
 __all__ = [
     "VersionCache",
@@ -170,6 +171,8 @@ def _version(conn: sqlite3.Connection, cache: VersionCache, row: tuple[Any, ...]
         except (ValueError, TypeError):  # UnicodeDecodeError is a ValueError
             raise damaged_summary(row, "summary_sources.turn_id") from None
     read = envelope_from_row(row, source_ids)
+    if row[12] is None:
+        check_slot(conn, read)  # once per version read, as its source IDs are
     cache.stage(read)
     return read
 
