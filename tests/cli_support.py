@@ -1,6 +1,6 @@
 """Helpers the command-line and erasure tests share: run a subcommand in-process, read its
 JSON, make a database with a damaged row, copy a database consistently, look for bytes in a
-database file and its WAL."""
+database file and its WAL, read every table's rows."""
 
 from __future__ import annotations
 
@@ -55,3 +55,20 @@ def file_has(path: Path, marker: str) -> bool:
     if wal.exists():
         data += wal.read_bytes()
     return marker.encode() in data
+
+
+def table_contents(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table, text as bytes (damaged text included)."""
+    conn = sqlite3.connect(path)
+    conn.text_factory = bytes
+    try:
+        tables = [
+            name.decode()
+            for (name,) in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'"
+                " AND sql NOT LIKE 'CREATE VIRTUAL%'"
+            )
+        ]
+        return {t: conn.execute(f'SELECT * FROM "{t}" ORDER BY 1').fetchall() for t in tables}
+    finally:
+        conn.close()

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import ledgerfold as lf
+from cli_support import table_contents
 from ledgerfold.revalidate import revalidate_database
 
 CID = "c"
@@ -67,23 +68,6 @@ def _compacted(path: Path) -> Path:
     return path
 
 
-def _contents(path: Path) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of every table, text as bytes (damaged text included)."""
-    conn = sqlite3.connect(path)
-    conn.text_factory = bytes
-    try:
-        tables = [
-            name.decode()
-            for (name,) in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table'"
-                " AND sql NOT LIKE 'CREATE VIRTUAL%'"
-            )
-        ]
-        return {t: conn.execute(f'SELECT * FROM "{t}" ORDER BY 1').fetchall() for t in tables}
-    finally:
-        conn.close()
-
-
 def _history(path: Path, turn_id: str) -> int:
     with sqlite3.connect(path) as conn:
         (count,) = conn.execute(
@@ -133,7 +117,7 @@ def test_an_edit_leaving_the_damaged_field_names_it_and_writes_nothing(
     _sql(path, statement, "t5")
     other = "protected" if field == "body" else "body"
     changes: dict[str, Any] = {"protected": True} if other == "protected" else {"body": "x"}
-    before = _contents(path)
+    before = table_contents(path)
     with lf.SQLiteStore(path) as store, pytest.raises(lf.StoreError) as caught:
         store.edit(CID, "t5", **changes)
     message = str(caught.value)
@@ -143,25 +127,25 @@ def test_an_edit_leaving_the_damaged_field_names_it_and_writes_nothing(
     ), message
     assert message.endswith(f"; an edit giving {field} a new value replaces it"), message
     assert SECRET not in message and SECRET not in repr(caught.value)
-    assert _contents(path) == before
+    assert table_contents(path) == before
 
 
 def test_a_damaged_sequence_is_named_and_nothing_written(tmp_path: Path) -> None:
     """No edit gives a sequence: the row cannot be repaired by one."""
     path = _compacted(tmp_path / "s.db")
     _sql(path, "UPDATE turns SET sequence = 'six' WHERE id = ?", "t5")
-    before = _contents(path)
+    before = table_contents(path)
     with lf.SQLiteStore(path) as store, pytest.raises(lf.StoreError) as caught:
         store.edit(CID, "t5", body="x")
     assert str(caught.value).startswith("damaged row in table turns, column sequence: turn 't5'")
     assert "replaces it" not in str(caught.value)
-    assert _contents(path) == before
+    assert table_contents(path) == before
 
 
 def test_bad_new_values_are_still_invalid_input(tmp_path: Path) -> None:
     path = _compacted(tmp_path / "b.db")
     _sql(path, DAMAGE["meta-not-json"][1], "t5")
-    before = _contents(path)
+    before = table_contents(path)
     with lf.SQLiteStore(path) as store:
         with pytest.raises(lf.InvalidInput) as caught:
             store.edit(CID, "t5", meta={"k": 1})
@@ -169,7 +153,7 @@ def test_bad_new_values_are_still_invalid_input(tmp_path: Path) -> None:
         with pytest.raises(lf.InvalidInput) as caught:
             store.edit(CID, "t5", meta={}, body="\ud800")
         assert caught.value.field == "body"
-    assert _contents(path) == before
+    assert table_contents(path) == before
 
 
 def test_a_failed_repair_leaves_the_database_as_it_was(tmp_path: Path) -> None:
@@ -180,10 +164,10 @@ def test_a_failed_repair_leaves_the_database_as_it_was(tmp_path: Path) -> None:
         "CREATE TRIGGER fail BEFORE UPDATE OF digest ON turns"
         " BEGIN SELECT RAISE(ABORT, 'disk says no'); END",
     )
-    before = _contents(path)
+    before = table_contents(path)
     with lf.SQLiteStore(path) as store, pytest.raises(lf.StoreError, match="disk says no"):
         store.edit(CID, "t5", body="mended")
-    assert _contents(path) == before
+    assert table_contents(path) == before
 
 
 def test_a_repaired_row_is_erased_whole(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import ledgerfold as lf
-from cli_support import damaged_db, file_has
+from cli_support import damaged_db, file_has, table_contents
 from ledgerfold.revalidate import revalidate_database
 
 CID = "c"
@@ -191,23 +191,6 @@ def test_a_damaged_call_or_result_is_erased_and_purged(
     assert not file_has(erased, SECRET) and not file_has(purged, SECRET)
 
 
-def _contents(path: Path) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of every table, text as bytes (damaged text included)."""
-    conn = sqlite3.connect(path)
-    conn.text_factory = bytes
-    try:
-        tables = [
-            name.decode()
-            for (name,) in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table'"
-                " AND sql NOT LIKE 'CREATE VIRTUAL%'"
-            )
-        ]
-        return {t: conn.execute(f'SELECT * FROM "{t}" ORDER BY 1').fetchall() for t in tables}
-    finally:
-        conn.close()
-
-
 FAILING_LAST = {  # a trigger failing the operation's last write, after the damaged row's
     "erase": "CREATE TRIGGER fail BEFORE UPDATE OF digest ON turns"
     " BEGIN SELECT RAISE(ABORT, 'disk says no'); END",
@@ -230,9 +213,9 @@ def test_a_failed_erasure_of_a_damaged_turn_leaves_the_database_as_it_was(
     _sql(path, DAMAGE["body-not-utf8"], "t5")
     _sql(path, DAMAGE["meta-not-utf8"], "t6")
     _sql(path, FAILING_LAST[operation])
-    before = _contents(path)
+    before = table_contents(path)
     with lf.SQLiteStore(path) as store:
         erasure = FAILING_CALLS[operation]
         with pytest.raises(lf.StoreError, match="disk says no"):
             erasure(store)
-    assert _contents(path) == before
+    assert table_contents(path) == before
