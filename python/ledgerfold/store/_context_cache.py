@@ -23,6 +23,15 @@ adds raw turns at its end, and the retraction of its newest raw turns (a session
 
 Any other write empties the cache (so an erased turn's text does not stay in memory). The
 cache is small, in memory only, and is read and filled under the store's lock.
+
+A context's entry also keeps what `begin_compaction` found when asked only for what is due
+at once (SPEC §15.8) and nothing was (`not_due_at_once`), with the failure streak it read,
+so that the check each `add_items` makes below the trigger is not a transaction of queries
+each time. That answer reads the current summary, its plan and sources, the failure streak
+and how many live turns follow the summary's slot; an append that marks nothing stale
+changes none of these but the last, which only grows (a summary the tail no longer reaches
+into stays so). So the answer is kept exactly when the context is extended by an append,
+and goes with it otherwise (a retraction shortens the tail: it is asked again).
 """
 
 from __future__ import annotations
@@ -36,6 +45,8 @@ from ledgerfold.store._call_pairs import calls_in
 __all__ = ["ContextCache"]
 
 Stamp = tuple[int, int]
+#: What a `not_due_at_once` answer was asked with: `keep_tail` and the preserved roles.
+DueAsk = tuple[int, tuple[str, ...]]
 
 
 class ContextCache:
@@ -44,7 +55,11 @@ class ContextCache:
     __slots__ = ("_appended", "_entries", "_retracted", "_scoped_changes", "_size")
 
     def __init__(self, size: int = 64) -> None:
-        self._entries: OrderedDict[tuple[str, str], tuple[Stamp, AssembledContext]] = OrderedDict()
+        # Each context with its stamp and the failure streaks of the `not_due_at_once`
+        # answers given at that stamp (kept while appends extend the context).
+        self._entries: OrderedDict[
+            tuple[str, str], tuple[Stamp, AssembledContext, dict[DueAsk, int]]
+        ] = OrderedDict()
         self._scoped_changes = 0
         self._size = size
         # Turns a scoped write appended (and marked nothing stale), by conversation: its
@@ -78,10 +93,30 @@ class ContextCache:
         self, stamp: Stamp, conversation_id: str, policy_version: str, context: AssembledContext
     ) -> None:
         key = (conversation_id, policy_version)
-        self._entries[key] = (stamp, context)
+        self._entries[key] = (stamp, context, {})
         self._entries.move_to_end(key)
         while len(self._entries) > self._size:
             self._entries.popitem(last=False)
+
+    def not_due_at_once(
+        self, stamp: Stamp, conversation_id: str, policy_version: str, asked: DueAsk
+    ) -> int | None:
+        """The failure streak read when nothing was due at once for this context at this
+        stamp (see the module), or None (not known: ask the database)."""
+        entry = self._entries.get((conversation_id, policy_version))
+        if entry is None or entry[0] != stamp:
+            return None
+        return entry[2].get(asked)
+
+    def note_not_due_at_once(
+        self, stamp: Stamp, conversation_id: str, policy_version: str, asked: DueAsk, failures: int
+    ) -> None:
+        """Nothing is due at once for this context at `stamp` (read inside the transaction
+        that found it, before it wrote anything): kept with its entry, if it has one read at
+        that same stamp."""
+        entry = self._entries.get((conversation_id, policy_version))
+        if entry is not None and entry[0] == stamp:
+            entry[2][asked] = failures
 
     def appended(self, conversation_id: str, items: tuple[TurnItem, ...]) -> None:
         """Inside a scoped write: it appends these turns, the newest of the conversation,
@@ -116,13 +151,14 @@ class ContextCache:
         self._scoped_changes += changes
         stamp = (stamp[0], stamp[1] - changes)  # the scoped rows are not the stamp's
         for key in [key for key in self._entries if key[0] == conversation_id]:
-            entry_stamp, context = self._entries[key]
+            entry_stamp, context, quiet = self._entries[key]
             items: tuple[ContextItem, ...] | None = None
             if committed and entry_stamp == stamp:
                 if appended and not retracted and _extends(context, appended):
                     items = context.items + appended
                 elif retracted and not appended:
                     items = _without_newest(context, retracted)
+                    quiet = {}  # fewer turns after the summary's slot: asked again
             if items is None:
                 del self._entries[key]
                 continue
@@ -131,6 +167,7 @@ class ContextCache:
                 AssembledContext(
                     items, context.fallback, context.history_boundary, context.fallback_id
                 ),
+                quiet,
             )
 
     def clear(self) -> None:

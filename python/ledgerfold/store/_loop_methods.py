@@ -14,7 +14,8 @@ from ledgerfold._plan import CompactionPlan, preserve_roles_arg
 from ledgerfold.store import _compaction as compaction
 from ledgerfold.store import _ledger as ledger
 from ledgerfold.store import _summaries as summaries
-from ledgerfold.store._database import Transaction, time_ago
+from ledgerfold.store._context_cache import ContextCache
+from ledgerfold.store._database import Database, Transaction, time_ago
 from ledgerfold.store._protocol import CompactionWork
 
 __all__ = ["CompactionLoop"]
@@ -23,11 +24,20 @@ _log = logging.getLogger("ledgerfold.store")
 
 
 class CompactionLoop:
-    """The loop's methods over the store's transaction and version cache."""
+    """The loop's methods over the store's transaction and version cache; `contexts`
+    keeps, with a context, that nothing was due at once for it (`_context_cache`)."""
 
-    def __init__(self, transaction: Transaction, cache: summaries.VersionCache) -> None:
+    def __init__(
+        self,
+        transaction: Transaction,
+        cache: summaries.VersionCache,
+        db: Database,
+        contexts: ContextCache,
+    ) -> None:
         self._transaction = transaction
         self._cache = cache
+        self._db = db
+        self._contexts = contexts
 
     def start_plan(
         self,
@@ -92,10 +102,20 @@ class CompactionLoop:
         policy_version = _validate.text("policy_version", policy_version)
         _validate.integer("min_new_turns", min_new_turns, minimum=1)
         _validate.flag("only_due_at_once", only_due_at_once)
-        plan_id = (
-            "plan-" + uuid.uuid4().hex if plan_id is None else _validate.text("plan_id", plan_id)
-        )
+        if plan_id is not None:
+            plan_id = _validate.text("plan_id", plan_id)
         roles = preserve_roles_arg(preserve_roles)
+        asked = (keep_tail, roles)
+        if only_due_at_once:  # answered before, and nothing but appends since: no queries
+            with self._db.lock:
+                stamp = self._contexts.stamp(self._db.connection(), self._db.control_changes)
+                known = self._contexts.not_due_at_once(
+                    stamp, conversation_id, policy_version, asked
+                )
+            if known is not None:
+                return CompactionWork("not-due", failures=known)
+        if plan_id is None:
+            plan_id = "plan-" + uuid.uuid4().hex
         with self._transaction(
             write=True, operation="begin_compaction", scope=conversation_id
         ) as conn:
@@ -104,6 +124,11 @@ class CompactionLoop:
             if only_due_at_once and not compaction.due_at_once(
                 conn, self._cache, pointed, policy_version, keep_tail, roles, failures
             ):
+                # Read before this transaction writes anything (it writes nothing here).
+                stamp = self._contexts.stamp(conn, self._db.control_changes)
+                self._contexts.note_not_due_at_once(
+                    stamp, conversation_id, policy_version, asked, failures
+                )
                 return CompactionWork("not-due", failures=failures)
             relayout = compaction.preserved_gone(conn, pointed, policy_version)
             planned = compaction.plan_view(

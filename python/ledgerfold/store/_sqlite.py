@@ -91,7 +91,7 @@ class SQLiteStore:
         self._contexts = ContextCache()
         self._db = Database(self._path, durability_arg(durability), read_only=read_only)
         wal_recovery.checkpoint_leftover(self._db)  # a killed erasure's old pages
-        self._loop = CompactionLoop(self._transaction, self._cache)
+        self._loop = CompactionLoop(self._transaction, self._cache, self._db, self._contexts)
         self._writes = TurnWrites(self._transaction, on_event, self._contexts)
         self._retention = Retention(
             self._transaction, self._db, self._cache, on_event, self._contexts
