@@ -301,9 +301,10 @@ def restored(role: str, text: str, meta: Mapping[str, str] | None) -> list[Any]:
         elif moved is not None:
             item[moved] = text
         item = text_restored(item, _text_field(item), text)
-    except (ValueError, LookupError, TypeError):
-        # Another tool rewrote the copy: the turn reads back as one the session did not
-        # write (the SDK's own sessions skip a row that is not JSON).
+    except (ValueError, LookupError, TypeError, RecursionError):
+        # Another tool rewrote the copy (not JSON, or nested deeper than the parser goes):
+        # the turn reads back as one the session did not write (the SDK's own sessions skip
+        # a row that is not JSON).
         return _foreign(role, text, meta)
     return [item]
 
@@ -428,7 +429,7 @@ def _input_parts(text: str, stored: str | None) -> Any:
     its text."""
     try:
         parts = json.loads(stored) if stored is not None else None
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
         return text
     if not isinstance(parts, list) or not all(isinstance(part, Mapping) for part in parts):
         return text
