@@ -58,7 +58,7 @@ def _turn_record(turn: Any) -> dict[str, Any]:
     if turn.role == "assistant" and "tool_calls" in meta:
         try:
             calls = json.loads(meta["tool_calls"])
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
             calls = []
         record["tool_calls"] = [_call_record(call) for call in calls if isinstance(call, dict)]
     if turn.role == "tool":
