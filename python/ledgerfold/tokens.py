@@ -74,7 +74,8 @@ def context_tokens(
     """Tokens of a context's items: each item's text and meta values (tool calls are sent to
     the model too) plus `MESSAGE_OVERHEAD_TOKENS` per item. A message's `content_parts` (its
     image, audio and file parts, kept as JSON text by the chat adapter) are not counted: their
-    text is the item's own, and an image's base64 data is not text the model reads; nor is a
+    text is the item's own, and an image's base64 data is not text the model reads; nor is
+    the list of their types (`omitted_content_parts`), which is never sent; nor is a
     reasoning model's `reasoning_content` or a LangChain tool result's `artifact`, which are
     kept but not sent back, nor a data URL in any other meta value (an image in an Agents SDK
     item's copy), nor a reasoning item's `encrypted_content` there (opaque). Each image
@@ -170,10 +171,14 @@ _DATA_URL = re.compile(r'"data:[^"\\]*"')
 _ENCRYPTED = re.compile(r'"encrypted_content"\s*:\s*"[^"\\]*"')
 
 
-#: Meta keys not counted: a chat message's content parts (their text is the turn's own), a
-#: reasoning model's `reasoning_content` (kept, never sent back: `ledgerfold.adapters`) and
-#: a LangChain `ToolMessage`'s `artifact` (kept, never sent to the model).
-_NOT_COUNTED = frozenset({"content_parts", "reasoning_content", "artifact"})
+#: Meta keys not counted as text: a chat message's content parts (their text is the turn's
+#: own; their images count `IMAGE_TOKENS`) and their types (`omitted_content_parts`: never
+#: sent; a tool turn's line naming them is counted instead), a reasoning model's
+#: `reasoning_content` (kept, never sent back: `ledgerfold.adapters`) and a LangChain
+#: `ToolMessage`'s `artifact` (kept, never sent to the model).
+_NOT_COUNTED = frozenset(
+    {"content_parts", "omitted_content_parts", "reasoning_content", "artifact"}
+)
 
 
 def _count(token_counter: TokenCounter, text: str) -> int:
