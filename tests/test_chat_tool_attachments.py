@@ -142,7 +142,7 @@ def test_the_line_naming_a_tool_result_s_parts_counts_as_context_tokens(tmp_path
         user, _, tool, _, plain = context.items
     assert sent[2]["content"] == NOTE
     base = context_tokens([overhead], lines)
-    assert context_tokens([tool], lines) == base + IMAGE_TOKENS + 100
+    assert context_tokens([tool], lines) == base + 100  # the line, not the image: not sent
     assert context_tokens([plain], lines) == base  # no line sent, none counted
     assert context_tokens([user], lines) == base + IMAGE_TOKENS  # its image goes as an image
     assert context_tokens(context.items, approx_tokens) >= sum(

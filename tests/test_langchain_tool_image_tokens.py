@@ -25,7 +25,7 @@ import ledgerfold as lf
 from langchain_support import Scripted
 from ledgerfold.adapters import to_langchain_messages
 from ledgerfold.integrations.langchain import LedgerfoldMiddleware
-from ledgerfold.tokens import IMAGE_TOKENS, approx_tokens, context_tokens
+from ledgerfold.tokens import IMAGE_TOKENS, context_tokens
 
 IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
 NOTE = "[image_url not shown: this tool result is sent as text only]"
@@ -60,13 +60,19 @@ def test_a_tool_s_image_counts_as_the_model_gets_it(
     assert "not shown" not in str(sent) and "not shown" not in str(converted)
     items = middleware.compactor.context("c").items[:3]  # as at the second model call
     assert [item.role for item in items] == ["user", "assistant", "tool"]
-    as_sent = context_tokens(items) - approx_tokens(NOTE)  # its image counted, not the line
+    tool = items[2]
+    assert tool.meta is not None
+    other = {
+        k: v for k, v in tool.meta.items() if k not in ("content_parts", "omitted_content_parts")
+    }
+    text_only = lf.TurnItem(tool.id, "tool", tool.text, 3, other)
+    # Its text, other meta and image counted, not the line.
+    as_sent = context_tokens(items[:2]) + context_tokens([text_only]) + IMAGE_TOKENS
     assert _due_checks(caplog)[-1] == as_sent
     assert context_tokens(items, middleware.compactor.policy.counter) == as_sent
-    without_image = lf.TurnItem(items[2].id, "tool", items[2].text, 3, {"tool_call_id": "c1"})
-    assert context_tokens([items[2]], middleware.compactor.policy.counter) >= (
-        context_tokens([without_image]) + IMAGE_TOKENS
-    )
+    # To Chat Completions: the text and the line, not the image.
+    with_line = lf.TurnItem(tool.id, "tool", f"{tool.text}\n{NOTE}", 3, other)
+    assert context_tokens([tool]) == context_tokens([with_line])
 
 
 def test_a_tool_turn_without_parts_to_send_still_counts_its_line(tmp_path: Path) -> None:

@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import ledgerfold as lf
+from ledgerfold.adapters import to_langchain_messages
 from ledgerfold.tokens import (
     IMAGE_TOKENS,
     MESSAGE_OVERHEAD_TOKENS,
+    LangChainCounter,
     TokenCounter,
     approx_tokens,
     item_tokens,
@@ -54,3 +56,62 @@ def test_a_user_turn_with_parts_counts_as_sent(tmp_path: Path) -> None:
         assert item.meta is not None and "omitted_content_parts" in item.meta
         for counter in (approx_tokens, len):
             assert item_tokens(item, counter) == sent_tokens(message, counter)
+
+
+def _call(call_id: str) -> dict[str, Any]:
+    function = {"name": "screenshot", "arguments": "{}"}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": call_id, "type": "function", "function": function}],
+    }
+
+
+def _tool_context(tmp_path: Path) -> lf.AssembledContext:
+    with lf.SQLiteStore(tmp_path / "t.db") as store:
+        store.append_chat_messages(
+            "c",
+            [
+                {"role": "user", "content": "Take screenshots."},
+                _call("c1"),
+                {"role": "tool", "tool_call_id": "c1", "content": [IMAGE]},
+                _call("c2"),
+                {"role": "tool", "tool_call_id": "c2", "content": [TEXT, IMAGE, IMAGE]},
+                _call("c3"),
+                {"role": "tool", "tool_call_id": "c3", "content": "plain text"},
+            ],
+        )
+        return store.context("c", "v1")
+
+
+def test_a_tool_turn_s_images_are_not_counted_where_only_text_is_sent(tmp_path: Path) -> None:
+    """A Chat Completions tool message takes text only: a tool's screenshot goes as the
+    turn's text and a line naming it, and counted 85 tokens an image as well."""
+    context = _tool_context(tmp_path)
+    sent = lf.to_chat_messages(context)
+    tools = [(item, m) for item, m in zip(context.items, sent, strict=True) if item.role == "tool"]
+    assert [m["content"] for _, m in tools] == [
+        "[image_url not shown: this tool result is sent as text only]",
+        f"{TEXT['text']}\n[image_url not shown: this tool result is sent as text only]",
+        "plain text",
+    ]
+    for item, message in tools:
+        for counter in (approx_tokens, len):
+            assert item_tokens(item, counter) == sent_tokens(message, counter)
+
+
+def test_to_langchain_a_tool_turn_counts_with_its_images(tmp_path: Path) -> None:
+    """A LangChain `ToolMessage` takes the images (`LangChainCounter`, the middleware's)."""
+    context = _tool_context(tmp_path)
+    sent = to_langchain_messages(context)
+    for item, message in zip(context.items, sent, strict=True):
+        if item.role != "tool":
+            continue
+        assert item.meta is not None
+        as_dict = {
+            "role": "tool",
+            "content": message.content,
+            "tool_call_id": item.meta["tool_call_id"],
+        }
+        for counter in (approx_tokens, len):
+            assert item_tokens(item, LangChainCounter(counter)) == sent_tokens(as_dict, counter)

@@ -28,7 +28,7 @@ from typing import Any
 
 from ledgerfold._context import ContextItem, SummaryItem, TurnItem
 from ledgerfold._errors import InvalidInput
-from ledgerfold.adapters._chat_parts import attachments_line, session_parts, user_content
+from ledgerfold.adapters._chat_parts import session_parts, tool_content, user_content
 
 __all__ = [
     "IMAGE_TOKENS",
@@ -80,34 +80,37 @@ def context_tokens(
     kept but not sent back, nor a data URL in any other meta value (an image in an Agents SDK
     item's copy), nor a reasoning item's `encrypted_content` there (opaque). Each image
     among them counts `IMAGE_TOKENS` instead: a budget still sees the images it sends. A tool
-    turn with such parts also counts the line `to_chat_messages` sends after its text to name
-    them (`[image_url not shown: this tool result is sent as text only]`); counted for
-    LangChain (`LangChainCounter`), only when its parts cannot be sent."""
+    turn with such parts counts as `to_chat_messages` sends it: its text, then the line naming
+    them (`[image_url not shown: this tool result is sent as text only]`), not its images (a
+    Chat Completions tool message takes text only); counted for LangChain
+    (`LangChainCounter`), with its images and without the line, unless its parts cannot be
+    sent."""
     return sum(item_tokens(item, token_counter) for item in items)
 
 
 def item_tokens(item: ContextItem, token_counter: TokenCounter = approx_tokens) -> int:
     """Tokens of one context item, as `context_tokens` counts them."""
-    total = MESSAGE_OVERHEAD_TOKENS + _count(token_counter, item.text)
-    if not isinstance(item, SummaryItem):
-        meta = item.meta
-        if meta:
-            for key, value in meta.items():
-                if key == _PARTS_KEY:
-                    total += IMAGE_TOKENS * _images(value)
-                elif key not in _NOT_COUNTED:
-                    images = value.count('"data:image/')
-                    total += _count(token_counter, _without_data(value)) + IMAGE_TOKENS * images
-            if item.role == "tool" and _OMITTED_KEY in meta:
-                # The line naming a tool result's parts, sent after its text (`[image_url not
-                # shown: this tool result is sent as text only]`); to LangChain, only for a
-                # turn whose parts cannot be sent (the `ToolMessage` takes them otherwise).
-                line = attachments_line(meta[_OMITTED_KEY])
-                if line and not (
-                    isinstance(token_counter, LangChainCounter) and _parts_sent(item, meta)
-                ):
-                    total += _count(token_counter, line)
-    return total
+    if isinstance(item, SummaryItem) or not item.meta:
+        return MESSAGE_OVERHEAD_TOKENS + _count(token_counter, item.text)
+    meta = item.meta
+    total = MESSAGE_OVERHEAD_TOKENS
+    for key, value in meta.items():
+        if key not in _NOT_COUNTED:
+            images = value.count('"data:image/')
+            total += _count(token_counter, _without_data(value)) + IMAGE_TOKENS * images
+    parts = meta.get(_PARTS_KEY)
+    text = item.text
+    if item.role != "tool":  # a user turn's images go with its text
+        total += IMAGE_TOKENS * _images(parts) if parts is not None else 0
+    elif parts is not None or _OMITTED_KEY in meta:
+        # A tool turn goes as its text, then the line naming its parts (`tool_content`: a
+        # Chat Completions tool message takes text only), its images unsent; to LangChain
+        # with its parts instead (a `ToolMessage` takes them), when they can be sent.
+        if isinstance(token_counter, LangChainCounter) and _parts_sent(item, meta):
+            total += IMAGE_TOKENS * _images(parts) if parts is not None else 0
+        else:
+            text = tool_content(text, meta.get(_OMITTED_KEY))
+    return total + _count(token_counter, text)
 
 
 class LangChainCounter:
