@@ -14,6 +14,8 @@ chat template also wraps every message in a few tokens of framing; `context_toke
 tiktoken's count when the `tiktoken` package is installed and the encoding's file is
 already in tiktoken's cache (``TIKTOKEN_CACHE_DIR``, else ``DATA_GYM_CACHE_DIR``, else
 ``<tmp>/data-gym-cache``), and `approx_tokens` otherwise: it never downloads anything.
+A context sent with `to_langchain_messages` is counted as sent with `LangChainCounter`
+around the counter (a tool's images go to LangChain, not the line naming them).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from ledgerfold.adapters._chat_parts import session_parts, tool_content, user_co
 __all__ = [
     "IMAGE_TOKENS",
     "MESSAGE_OVERHEAD_TOKENS",
+    "LangChainCounter",
     "TokenCounter",
     "approx_tokens",
     "context_tokens",
@@ -114,14 +117,24 @@ def item_tokens(item: ContextItem, token_counter: TokenCounter = approx_tokens) 
 
 
 class LangChainCounter:
-    """`counter` for a context sent to a LangChain model (`LedgerfoldMiddleware`'s policy):
-    the same counts, but `context_tokens` counts a tool turn as a `ToolMessage` gets it, with
-    its image parts (each `IMAGE_TOKENS`) and without the line `to_chat_messages` sends in
-    their place, which LangChain never sends for a turn whose parts go."""
+    """A token counter for a context sent to a LangChain model (`to_langchain_messages`):
+    `counter`'s counts (default `approx_tokens`), but `context_tokens` counts a tool turn as a
+    `ToolMessage` gets it, with its image parts (each `IMAGE_TOKENS`) and without the line
+    `to_chat_messages` sends in their place, which LangChain never sends for a turn whose parts
+    go. `LedgerfoldMiddleware` wraps its policy's counter in one; give a `Compactor` of your
+    own whose context goes through `to_langchain_messages` one too:
+    `CompactionPolicy(..., token_counter=LangChainCounter(tiktoken_counter()))`. A `counter`
+    that is not callable raises `InvalidInput` naming `counter`."""
 
     __slots__ = ("counter",)
 
-    def __init__(self, counter: TokenCounter) -> None:
+    def __init__(self, counter: TokenCounter = approx_tokens) -> None:
+        if not callable(counter):
+            raise InvalidInput(
+                f"counter: must be a callable str -> int, got {type(counter).__name__}",
+                field="counter",
+                problem="wrong-type",
+            )
         self.counter = counter
 
     def __call__(self, text: str) -> int:
