@@ -6,6 +6,7 @@ model."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Sequence
@@ -56,6 +57,21 @@ def unnamed_answers(state: Sequence[Any], messages: list[Any]) -> dict[str, str]
 def signature(message: Any) -> tuple[Any, Any]:
     calls = message.tool_calls or None if message.type == "ai" else None
     return (message.content, calls)
+
+
+def _digest(message: Any) -> bytes | None:
+    """A digest of what `message` says (its `signature`: content and tool calls), kept for a
+    change logged instead of the message's own content list and calls, which the caller may
+    change in place afterwards; None when they cannot be written out (never equal)."""
+    said = signature(message)
+    try:
+        text = json.dumps(said, sort_keys=True, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError, RecursionError):  # keys not all str, a cycle, too deep
+        try:
+            text = repr(said)
+        except RecursionError:
+            return None
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def same(seen: tuple[Any, Any], message: Any) -> bool:
@@ -183,12 +199,14 @@ class Known:
     """What a middleware knows of one conversation, so a call's work follows its new
     messages: message ID -> (content, tool calls) as the ledger has it (or as first seen,
     for a message written before this instance), the state's message object for it, those
-    logged as changed in the state (ID -> the signatures logged, the latest last: another
-    change is logged too), the group of each call, and the last call's state."""
+    logged as changed in the state (ID -> a `_digest` of what each said when logged, the
+    latest last: another change is logged too; a digest, not the message's content list,
+    which its caller may change in place), the group of each call, and the last call's
+    state."""
 
     seen: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     objects: dict[str, Any] = field(default_factory=dict)
-    changed: dict[str, list[tuple[Any, Any]]] = field(default_factory=dict)
+    changed: dict[str, list[bytes | None]] = field(default_factory=dict)
     group_of_call: dict[str, str] = field(default_factory=dict)
     prefix: list[Any] = field(default_factory=list)
     #: The state's message last seen for each one logged as changed, and the ledger's
@@ -206,16 +224,21 @@ class Known:
     def logged(self, message: Any) -> bool:
         """Whether `message` says what it said when logged as changed (any of its logged
         changes: one flipping between two is logged twice, not on every flip)."""
-        return any(same(logged, message) for logged in self.changed.get(message.id, ()))
+        logged = self.changed.get(message.id)
+        if not logged:
+            return False
+        said = _digest(message)
+        return said is not None and said in logged
 
     def log_changed(self, conversation_id: str, message: Any) -> None:
         """Log `message` as changed in the state, ignored (SPEC §17.6), by ID; once per
         change: not again while it says what it said when logged."""
         self.latest[message.id] = message
-        if self.logged(message):
-            return
+        said = _digest(message)
         logged = self.changed.setdefault(message.id, [])
-        logged.append(signature(message))
+        if said is not None and said in logged:
+            return
+        logged.append(said)
         del logged[:-LOGGED_CHANGES]
         _log.warning(
             "state message changed, ignored (the ledger is the record) conversation_id=%s "
