@@ -16,6 +16,7 @@ from bad_input_support import (
     on_store,
     row,
 )
+from ledgerfold.tokens import LangChainCounter
 
 ROWS: tuple[BadInput, ...] = (
     # ---- orchestration (SPEC §13)
@@ -53,6 +54,13 @@ ROWS: tuple[BadInput, ...] = (
         lambda: lf.CompactionPolicy(POLICY, token_counter=5),  # type: ignore[arg-type]
         INVALID,
         "token_counter",
+    ),
+    row(
+        "LangChainCounter: counter not callable",
+        "LangChainCounter(5)",
+        lambda: LangChainCounter(5),  # type: ignore[arg-type]
+        INVALID,
+        "counter",
     ),
     row(
         "CompactionPolicy: keep_checkpoints negative",
