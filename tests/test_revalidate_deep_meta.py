@@ -32,3 +32,27 @@ def test_revalidation_completes_past_deeply_nested_meta(tmp_path: Path) -> None:
     result = run("revalidate", str(path))
     assert result.exit_code in (0, 1), result.output
     assert "Traceback" not in result.output
+
+
+def test_a_sealed_summary_citing_a_turn_with_deeply_nested_meta_is_stale(tmp_path: Path) -> None:
+    """A summary whose covered turns were partly purged (sealed) is checked by reading its
+    live sources back as turns (`_sealed.recheck`): a cited turn whose meta is JSON nested
+    deeper than the parser follows raised RecursionError out of the run; it is a damaged
+    turn, and the summary citing it stale, as meta that is not JSON makes them."""
+    path = tmp_path / "d.db"
+    with SQLiteStore(path) as store:
+        store.append_many(
+            "c", [{"id": f"t{n}", "role": "user", "body": f"turn {n}"} for n in range(8)]
+        )
+        policy = CompactionPolicy("v1", keep_tail=2, min_new_turns=1)
+        assert Compactor(store, policy).compact("c").accepted
+        store.purge_through("c", 3, "retention")
+    with sqlite3.connect(path) as conn:  # another tool's write, on a turn the summary cites
+        conn.execute("UPDATE turns SET meta = ? WHERE id = 't5'", (DEEP,))
+    conn.close()
+    for workers in (1, 2):
+        report = revalidate_database(path, workers=workers, mark_stale=False)
+        assert report.damaged_turns == (("c", "t5"),)
+        assert [(s.reason, s.turn_id) for s in report.stale_summaries] == [
+            ("source-modified", "t5")
+        ]

@@ -24,7 +24,7 @@ _SOURCE_MODIFIED = "source-modified"
 
 
 #: What a damaged row or source (one that is no valid turn, or not text) cannot be read as.
-_DAMAGE = (ValueError, TypeError, UnicodeDecodeError, OverflowError)
+_DAMAGE = (ValueError, TypeError, UnicodeDecodeError, OverflowError, RecursionError)
 
 
 def _text(value: Any) -> Any:
