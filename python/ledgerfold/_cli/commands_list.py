@@ -10,10 +10,11 @@ from rich.table import Table
 from rich.text import Text
 
 from ledgerfold._cli.main import (
-    KEY_NOT_TEXT,
     cli,
     conversation_keys,
     damaged_row,
+    key_damage,
+    key_sql,
     key_text,
     open_store,
 )
@@ -64,6 +65,7 @@ def conversation_row(store: SQLiteStore, conversation_id: str) -> dict[str, Any]
         "status": status,
         "reason": reason,
         "history_boundary": boundary_json(store.history_boundary(conversation_id)),
+        "key_sql": None,
     }
 
 
@@ -83,19 +85,23 @@ def _row_or_damage(store: SQLiteStore, conversation_id: str) -> dict[str, Any]:
             "status": "damaged",
             "reason": str(error),
             "history_boundary": None,
+            "key_sql": None,
         }
 
 
 def _damaged_key(key: object) -> dict[str, Any]:
     """The `damaged` row of a conversation whose key another tool stored as text that is not
-    UTF-8: named with its bad bytes replaced, nothing else read (no call can name it)."""
+    UTF-8, as a blob or as a number (`key_damage`): named as text (bad bytes replaced; a
+    number by its digits, which a text key may share), nothing else read (no call can name
+    it), and `key_sql`, the SQL literal that selects that key and no other."""
     unknown = dict.fromkeys(("revision", "turns", "summaries", "attempts", "summary"))
     return {
         "conversation": key_text(key),
         **unknown,
         "status": "damaged",
-        "reason": KEY_NOT_TEXT,
+        "reason": key_damage(key),
         "history_boundary": None,
+        "key_sql": key_sql(key),
     }
 
 
@@ -130,6 +136,8 @@ def list_command(db: str, as_json: bool) -> None:
     for row in rows:
         boundary = row["history_boundary"]
         status = row["status"] + (f" ({row['reason']})" if row["reason"] else "")
+        if row["key_sql"] is not None:
+            status += f"; in SQL: id = {row['key_sql']}"
         table.add_row(
             Text(safe_text(row["conversation"])),
             str(row["turns"]) if row["turns"] is not None else "-",

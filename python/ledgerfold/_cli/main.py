@@ -33,7 +33,9 @@ from ledgerfold.store._sqlite_errors import quotes_stored_data, store_error
 __all__ = [
     "CLOSED_STDOUT_EXIT",
     "DEFAULT_POLICY",
+    "KEY_BLOB",
     "KEY_NOT_TEXT",
+    "KEY_NUMBER",
     "NOT_STDIO",
     "STDIO",
     "USAGE_EXIT",
@@ -46,6 +48,8 @@ __all__ = [
     "conversation_keys",
     "damaged_row",
     "damaged_turns",
+    "key_damage",
+    "key_sql",
     "key_text",
     "main",
     "open_store",
@@ -363,7 +367,10 @@ def require_conversation(store: SQLiteStore, conversation_id: str) -> None:
             " conversations"
         ) from None
     if conversation_id not in known:
-        raise UserError(f"unknown conversation {conversation_id!r}{_hint(conversation_id, known)}")
+        # A key another tool stored as a number or a blob is no name to suggest (`list`
+        # flags it as damaged, with the SQL that selects it: `key_sql`).
+        named = [key for key in known if isinstance(key, str)]
+        raise UserError(f"unknown conversation {conversation_id!r}{_hint(conversation_id, named)}")
 
 
 def _hint(conversation_id: str, known: list[str]) -> str:
@@ -393,6 +400,43 @@ KEY_NOT_TEXT = (
     "its conversation key is not UTF-8 text (shown with its bad bytes replaced), so no"
     " command can name it; the database was changed outside ledgerfold"
 )
+#: ... stored as a blob, or as a number: SQLite keeps them apart from text of the same
+#: characters (a column without text affinity: the table was made again by another tool).
+KEY_BLOB = (
+    "its conversation key is stored as a blob, not text (shown as its bytes decoded, bad"
+    " ones replaced), so no command can name it; the database was changed outside ledgerfold"
+)
+KEY_NUMBER = (
+    "its conversation key is stored as an SQLite {kind}, not text (shown as its digits), so"
+    " no command can name it; the database was changed outside ledgerfold"
+)
+
+
+def key_damage(key: object) -> str | None:
+    """Why a stored conversation key is no name a command takes (`KEY_NOT_TEXT`, `KEY_BLOB`,
+    `KEY_NUMBER`), or None for text. The row `list` and `report` show for it says so, with
+    `key_sql` to select it."""
+    if isinstance(key, str):
+        return None
+    if isinstance(key, bytes):
+        return KEY_BLOB
+    if isinstance(key, int | float):
+        return KEY_NUMBER.format(kind="integer" if isinstance(key, int) else "real")
+    return KEY_NOT_TEXT
+
+
+def key_sql(key: object) -> str | None:
+    """The SQL literal that selects a stored conversation key that is not text exactly (an
+    operator's way to address the row another tool left: `WHERE id = X'6332'`), or None for
+    text, which commands name. Its storage class is kept: `42` is not `'42'`, `X'6332'` not
+    `'c2'`, and text that is not UTF-8 is `CAST(X'..' AS TEXT)`."""
+    if isinstance(key, str):
+        return None
+    if isinstance(key, NotUtf8):
+        return f"CAST(X'{key.raw.hex().upper()}' AS TEXT)"
+    if isinstance(key, bytes):
+        return f"X'{key.hex().upper()}'"
+    return repr(key)
 
 
 def key_text(key: object) -> str:
@@ -425,7 +469,7 @@ def damaged_turns(conn: sqlite3.Connection, conversation_id: object) -> str | No
     snapshot its totals and rows are read in, not one of the store's own connection. A
     key that is not text (read leniently: text that is not UTF-8) is itself the damage."""
     if not isinstance(conversation_id, str):
-        return KEY_NOT_TEXT
+        return key_damage(conversation_id) or KEY_NOT_TEXT
     try:
         ledger.load(conn, conversation_id)
     except StoreError as error:
