@@ -278,7 +278,7 @@ def on_manifest(text: str) -> Callable[[], object]:
 
 
 _COUNTS = '{"conversations": 0, "turns": 0, "summaries": 0, "summary_sources": 0}'
-_MANIFEST_HEAD = '{"format": "ledgerfold-parquet", "format_version": 3, '
+_MANIFEST_HEAD = '{"format": "ledgerfold-parquet", "format_version": 4, '
 _COUNTS_8_TURNS = _COUNTS.replace('"turns": 0', '"turns": 8')
 _PART = '{"index": 0, "file": "part-00000.parquet", ' + _COUNTS[1:]
 

@@ -29,7 +29,15 @@ from ledgerfold import _sealed as sealed
 from ledgerfold._errors import InvalidInput
 from ledgerfold._optional import require
 from ledgerfold._revalidate_runs import RECORD_REASONS
-from ledgerfold.export import FORMAT, FORMAT_VERSION, MANIFEST, NOT_UTF8, TABLES, _part_name
+from ledgerfold.export import (
+    FORMAT,
+    FORMAT_VERSION,
+    MANIFEST,
+    NOT_UTF8,
+    STORED_AS,
+    TABLES,
+    _part_name,
+)
 from ledgerfold.revalidate import MAX_THREADS
 from ledgerfold.store._schema import TURN_LIVE, TURN_PURGED
 
@@ -220,11 +228,12 @@ def check_part(index: int, *, path: str, threads: int | None = 1, run: str | Non
         table: str, columns: list[str], prepare: Any = None, by: str | None = None
     ) -> list[list[Any]]:
         """The part's `columns` of `table` (its rows through `prepare`, a filter or a sort
-        by column `by`), each a list, text stored not UTF-8 (null in its column) put back as
-        the bytes the export carried (`not_utf8`), as the command reads them."""
+        by column `by`), each a list, a value that is not UTF-8 text (null in its column)
+        put back from the bytes the export carried (`not_utf8`) as the command reads it:
+        text stored not UTF-8 and a blob as the bytes, a number (`stored_as`) as itself."""
         data = pq.read_table(
             f"{base}/{table}/{_part_name(index)}",
-            columns=[*columns, *([by] if by else []), NOT_UTF8],
+            columns=[*columns, *([by] if by else []), NOT_UTF8, STORED_AS],
             filesystem=filesystem,
         )
         if prepare is not None:
@@ -232,10 +241,12 @@ def check_part(index: int, *, path: str, threads: int | None = 1, run: str | Non
         lists = [data.column(name).to_pylist() for name in columns]
         carried = data.column(NOT_UTF8)
         if carried.null_count < len(carried):
+            kinds = data.column(STORED_AS).to_pylist()
             for row, entries in enumerate(carried.to_pylist()):
+                storage = dict(kinds[row] or ())
                 for name, raw in entries or ():
                     if name in columns:
-                        lists[columns.index(name)][row] = raw
+                        lists[columns.index(name)][row] = _stored(raw, storage.get(name))
         return lists
 
     # The current summaries the export found uncheckable, with the command's verdict
@@ -246,8 +257,8 @@ def check_part(index: int, *, path: str, threads: int | None = 1, run: str | Non
     except pa.ArrowInvalid:  # a column missing: an export of format 1 or 2
         raise InvalidInput(
             f"path: {path}: part {index} lacks columns of format version {FORMAT_VERSION}"
-            " (conversations.current_summary_verdict, not_utf8: an older export; export the"
-            " database again)",
+            " (conversations.current_summary_verdict, not_utf8, stored_as: an older export;"
+            " export the database again)",
             field="path",
             problem="unknown-value",
         ) from None
@@ -326,6 +337,16 @@ def check_part(index: int, *, path: str, threads: int | None = 1, run: str | Non
             "bytes_hashed": per_bytes,
         },
     )
+
+
+def _stored(raw: bytes, storage: str | None) -> Any:
+    """A carried value as the command reads it from the database: a number (`stored_as`)
+    as itself, text that is not UTF-8 and a blob as its bytes."""
+    if storage == "integer":
+        return int(raw)
+    if storage == "real":
+        return float(raw)
+    return raw
 
 
 def _key_bytes(key: object) -> bytes:

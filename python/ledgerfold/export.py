@@ -11,10 +11,14 @@ treat a part as an independent unit of work (see `ledgerfold.dask`)::
     DIR/summaries/part-00000.parquet       every attempt, its status, a `current` pointer flag
     DIR/summary_sources/part-00000.parquet the evidence index, with the conversation ID
 
-A text value stored as text that is not UTF-8 (another tool's write: a damaged database) is
-carried, not refused: it is null in its column and its stored bytes are in the row's
+A value of a text column that is not UTF-8 text (another tool's write: a damaged database)
+is carried, not refused: it is null in its column and its stored bytes are in the row's
 `not_utf8` column (a map of the column's name to the bytes; null when every text of the row
-is sound), which `ledgerfold.dask` reads back (format version 3).
+is sound), which `ledgerfold.dask` reads back. One stored as a blob, an integer or a real
+(in a table another tool made again without text affinity) is carried so too, its storage
+class in the row's `stored_as` map (`blob`, `integer`, `real`; a number's bytes are its
+digits, exact), so that a blob or the number 42 is never the text of the same characters,
+another key (format version 4).
 
 Conversations are assigned to parts in ID order by cumulative turn count (about
 `turns_per_file` rows a part; a larger conversation is a part of its own). The whole export
@@ -60,7 +64,7 @@ __all__ = [
 
 #: `_manifest.json` identifies a ledgerfold export by `format` and `format_version`.
 FORMAT = "ledgerfold-parquet"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 MANIFEST = "_manifest.json"
 #: One directory per table, each with the same numbered parts.
 TABLES = ("conversations", "turns", "summaries", "summary_sources")
@@ -74,16 +78,23 @@ def _require_pyarrow() -> Any:
 
 #: The column of each table that carries the stored bytes of its text that is not UTF-8.
 NOT_UTF8 = "not_utf8"
+#: ... and the one that names the storage class of such a value stored as no text at all.
+STORED_AS = "stored_as"
+#: The storage classes `stored_as` names (SQLite's `typeof`).
+STORAGE = ("blob", "integer", "real")
 
 
 def _schemas(pa: Any) -> dict[str, Any]:
     schemas = _columns(pa)
-    # Every text column is nullable: one stored as text that is not UTF-8 is null, its bytes
-    # in `not_utf8` (format version 3).
+    # Every text column is nullable: a value that is not UTF-8 text is null, its bytes in
+    # `not_utf8` and, for a blob or a number, its storage class in `stored_as` (format 4).
     return {
         table: pa.schema(
             [field.with_nullable(True) if field.type == pa.string() else field for field in schema]
-            + [pa.field(NOT_UTF8, pa.map_(pa.string(), pa.binary()))]
+            + [
+                pa.field(NOT_UTF8, pa.map_(pa.string(), pa.binary())),
+                pa.field(STORED_AS, pa.map_(pa.string(), pa.string())),
+            ]
         )
         for table, schema in schemas.items()
     }
@@ -240,40 +251,64 @@ def _array(pa: Any, table: str, field: Any, column: Sequence[Any]) -> Any:
         ) from None
 
 
-def _text_array(pa: Any, field: Any, column: Sequence[Any], carried: list[Any]) -> Any:
-    """A text column as an Arrow array; a value that is not UTF-8 text (`NotUtf8`, or a blob
-    whose bytes are not UTF-8, written by another tool) is null, its bytes added to its
-    row's entry of `carried` (the rows' `not_utf8` maps) under the column's name."""
-    try:
+#: What a sound text column holds (a blob is `bytes`, a number `int` or `float`).
+_TEXT = frozenset({str, type(None)})
+
+
+def _not_text(value: object) -> tuple[bytes, str | None] | None:
+    """The stored bytes of a value of a text column that is not UTF-8 text, and its storage
+    class when it is not text at all (`STORAGE`); None for text (or NULL). A number's bytes
+    are its digits as Python writes them (exact; SQLite's own text of a real is not)."""
+    if isinstance(value, batch_reads.NotUtf8):
+        return value.raw, None
+    if isinstance(value, bytes):
+        return value, "blob"
+    if isinstance(value, int):
+        return str(value).encode("ascii"), "integer"
+    if isinstance(value, float):
+        return repr(value).encode("ascii"), "real"
+    return None
+
+
+def _text_array(
+    pa: Any, field: Any, column: Sequence[Any], carried: list[Any], stored_as: list[Any]
+) -> Any:
+    """A text column as an Arrow array; a value that is not UTF-8 text (`NotUtf8`, a blob,
+    a number, written by another tool) is null, its bytes added to its row's entry of
+    `carried` (the rows' `not_utf8` maps) under the column's name, and the storage class of
+    a blob or number to its entry of `stored_as`: a blob of UTF-8 bytes, or the integer 42,
+    is never taken for text of the same characters (another conversation's key)."""
+    if set(map(type, column)) <= _TEXT:
         return pa.array(column, field.type)
-    except (ValueError, TypeError, pa.ArrowException):
-        pass  # a value is not UTF-8 text: the column again, value by value
     values: list[Any] = []
     for index, value in enumerate(column):
-        raw = value.raw if isinstance(value, batch_reads.NotUtf8) else value
-        if isinstance(raw, bytes):
-            try:
-                raw = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                carried[index] = [*(carried[index] or ()), (field.name, raw)]
-                raw = None
-        values.append(raw)
+        found = _not_text(value)
+        if found is None:
+            values.append(value)
+            continue
+        raw, storage = found
+        carried[index] = [*(carried[index] or ()), (field.name, raw)]
+        if storage is not None:
+            stored_as[index] = [*(stored_as[index] or ()), (field.name, storage)]
+        values.append(None)
     return pa.array(values, field.type)
 
 
 def _table(pa: Any, table: str, schema: Any, rows: list[tuple[Any, ...]]) -> Any:
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema.names[:-1]]
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema.names[:-2]]
     carried: list[Any] = [None] * len(rows)  # each row's `not_utf8`
+    stored_as: list[Any] = [None] * len(rows)  # ... and `stored_as`
     arrays = []
-    for column, field in zip(columns, list(schema)[:-1], strict=True):
+    for column, field in zip(columns, list(schema)[:-2], strict=True):
         if field.type == pa.string():
             try:
-                arrays.append(_text_array(pa, field, column, carried))
+                arrays.append(_text_array(pa, field, column, carried, stored_as))
                 continue
             except (ValueError, TypeError, pa.ArrowException):
-                pass  # not text at all (a number): `_array` names the column
+                pass  # a value pyarrow refuses: `_array` names the column
         arrays.append(_array(pa, table, field, column))
     arrays.append(pa.array(carried, schema.field(NOT_UTF8).type))
+    arrays.append(pa.array(stored_as, schema.field(STORED_AS).type))
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
@@ -375,7 +410,7 @@ def export_parquet(
     Each part holds whole conversations, about `turns_per_file` turn rows. Raises
     `InvalidInput` for bad arguments, a missing database or an unusable `out_dir`, and
     `StoreError` for a file that is not a ledgerfold database or a number that is not its
-    column's; text that is not UTF-8 is carried (`not_utf8`)."""
+    column's; a text value that is not UTF-8 text is carried (`not_utf8`, `stored_as`)."""
     for name, value in (("db_path", db_path), ("out_dir", out_dir)):
         if isinstance(value, bool) or not isinstance(value, str | os.PathLike):
             raise InvalidInput(
