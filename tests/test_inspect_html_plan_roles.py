@@ -1,7 +1,11 @@
 """`inspect --html` and `report --html` over a plan whose `preserve_roles` another tool
 changed into something that is not a JSON list of roles (not JSON, a list of numbers): both
-crashed with a traceback (`JSONDecodeError`). The page now shows the conversation, its turns
-kept raw by role judged by the default roles, as for a conversation with no plan."""
+crashed with a traceback (`JSONDecodeError`). The page now shows the conversation. Its
+current summary is a damaged record, as the context has it (`_plan_roles`: the context falls
+back, `stale-summary:damaged-record`): the page judged its layout by the default roles (the
+system prompt "preserved", the sources "compacted" into a summary the context does not use);
+it now names the damaged plan, marks the record, shows no summary in use and the roles as
+unreadable, every live turn raw as the context sends it."""
 
 from __future__ import annotations
 
@@ -43,9 +47,17 @@ def test_pages_render_over_a_plan_whose_roles_cannot_be_read(tmp_path: Path, dam
     assert done.exit_code == 0, done.output
     fine = tmp_path / "fine.html"
     assert run("inspect", str(db), "fine", "--html", str(fine)).exit_code == 0
-    # The system prompt is kept raw as the default roles say, as under the sound plan.
     html, sound = page.read_text(encoding="utf-8"), fine.read_text(encoding="utf-8")
-    assert html.count("preserved") == sound.count("preserved") > 0
+    # The sound plan's page: its summary in use, the system prompt preserved by role.
+    assert 'id="summary-damage"' not in sound and 'class="card" id="summary"' in sound
+    assert "preserved roles: system" in sound and "· preserved: system role" in sound
+    # The damaged one: the record named and marked, no summary in use, no role known.
+    assert 'id="summary-damage"' in html and "column preserve_roles: plan" in html
+    assert "damaged-record" in html  # the context's fallback and the record's mark
+    assert "record changed outside ledgerfold" in html
+    assert 'class="card" id="summary"' not in html
+    assert "preserved roles: unreadable" in html
+    assert "· preserved:" not in html and "· compacted:" not in html
     report = tmp_path / "report.html"
     done = run("report", str(db), "--html", str(report))
     assert done.exit_code == 0, done.output

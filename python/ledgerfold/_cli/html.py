@@ -496,7 +496,11 @@ def render_conversation(view: ConversationView, back: str | None = None) -> str:
         )
     else:
         boundary_html = "<p>History boundary: none (no turn purged).</p>"
-    roles = ", ".join(view.preserve_roles) or "none"
+    roles = (
+        "unreadable (its plan was changed outside ledgerfold)"
+        if view.preserve_roles is None
+        else ", ".join(view.preserve_roles) or "none"
+    )
     legend_summarised = view.fallback != "no-summary"
     back_html = f'<a class="back" id="back" href="{_e(back)}">← report</a>' if back else ""
     body = (

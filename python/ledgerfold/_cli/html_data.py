@@ -24,6 +24,7 @@ from ledgerfold._cli.html_reads import (
     read_only,
     stored_versions,
     summaries_marking_damage,
+    unreadable_plan,
 )
 from ledgerfold._cli.main import key_text
 from ledgerfold._context import HistoryBoundary
@@ -122,7 +123,7 @@ class ConversationView:
     boundary_at: int | None  # axis position just after the last purged sequence
     versions: tuple[VersionRow, ...]
     policy_version: str
-    preserve_roles: tuple[str, ...]
+    preserve_roles: tuple[str, ...] | None  # None: its plan's roles cannot be read back
     fallback: str | None
     messages: tuple[dict[str, Any], ...]  # head of the context, then tail
     omitted: int  # context messages between head and tail not shown
@@ -169,9 +170,10 @@ def gather_conversation(
     `stats()` does, not `policy-mismatch`)."""
     conversation, damaged = load_marking_damage(store, path, conversation_id)
     current, history, summary_damage = summaries_marking_damage(store, conversation_id)
+    current, bad_id, summary_damage = unreadable_plan(path, current, summary_damage)
     boundary = store.history_boundary(conversation_id)
     if history is not None:
-        versions = tuple(_version(record) for record in history)
+        versions = tuple(_version(record, bad_id) for record in history)
     else:  # a record the store cannot read: the records as stored, that one marked
         versions = tuple(VersionRow(*row) for row in stored_versions(path, conversation_id))
     newest = next(
@@ -189,6 +191,7 @@ def gather_conversation(
             (conversation_id,),
         )
         roles = preserve_roles(conn, current.plan_id if current else None, conversation_id)
+    roles = () if bad_id is not None else roles  # unknown: no turn is judged preserved by role
     sources = frozenset(current.source_ids) if current is not None else frozenset()
     pinned = open_call_turns(conversation.turns)
     held_groups: set[str] = set()
@@ -253,7 +256,7 @@ def gather_conversation(
         boundary_at=boundary_at,
         versions=versions,
         policy_version=policy,
-        preserve_roles=tuple(roles),
+        preserve_roles=None if bad_id is not None else tuple(roles),
         fallback=context.fallback if context is not None else None,
         messages=tuple(shown),
         omitted=omitted,
@@ -306,7 +309,7 @@ def _marks(rows: list[tuple[int, str, str, str]], roles: dict[str, str]) -> tupl
     )
 
 
-def _version(record: Any) -> VersionRow:
+def _version(record: Any, damaged_id: str | None = None) -> VersionRow:
     envelope: SummaryEnvelope | None = record.envelope
     return VersionRow(
         id=envelope.id if envelope else None,
@@ -318,6 +321,7 @@ def _version(record: Any) -> VersionRow:
         fingerprint=envelope.source_fingerprint if envelope else None,
         parent_id=envelope.parent_id if envelope else None,
         policy_version=envelope.policy_version if envelope else None,
+        damaged=envelope is not None and envelope.id == damaged_id,
     )
 
 

@@ -23,6 +23,7 @@ from ledgerfold._policy import CompactionPolicy
 from ledgerfold._summary import SummaryEnvelope
 from ledgerfold.store._batch_reads import lenient_rows
 from ledgerfold.store._paths import reading_uri
+from ledgerfold.store._plan_roles import damaged_roles, plan_roles
 from ledgerfold.store._protocol import SummaryRecord
 from ledgerfold.store._rows import SUMMARY_COLUMNS, TURN_COLUMNS
 from ledgerfold.store._schema import TURN_LIVE
@@ -37,6 +38,7 @@ __all__ = [
     "read_only",
     "stored_versions",
     "summaries_marking_damage",
+    "unreadable_plan",
 ]
 
 
@@ -191,3 +193,20 @@ def stored_versions(path: Path, conversation_id: str) -> list[tuple[Any, ...]]:
         )
         for row in rows
     ]
+
+
+def unreadable_plan(
+    path: Path, current: SummaryEnvelope | None, damage: str | None
+) -> tuple[SummaryEnvelope | None, str | None, str | None]:
+    """The current summary, the ID of the one whose plan's `preserve_roles` cannot be read
+    back (another tool's write, `_plan_roles`) and the summary damage to show, `damage`
+    else the store's error naming that plan. The context then falls back
+    (`stale-summary:damaged-record`): the page shows the record as damaged and no summary
+    in use, as the context has it, never its layout judged by roles it does not know."""
+    if current is None:
+        return None, None, damage
+    with read_only(path) as conn:
+        roles = plan_roles(conn, current.plan_id)
+    if roles is not None:
+        return current, None, damage
+    return None, current.id, damage or str(damaged_roles(current.plan_id, current.id))
