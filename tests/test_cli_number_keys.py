@@ -10,7 +10,9 @@ key "42" is another conversation), and an unknown name is the usual one-line err
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -117,3 +119,21 @@ def test_an_unknown_name_is_the_usual_error(
     assert "unknown conversation 'no-such-conversation'" in result.stderr
     typo = run(command[0], str(path), others[0][:-1] + "9", *command[1:])
     assert typo.exit_code == 2 and "unknown conversation" in typo.stderr
+
+
+def test_the_report_page_links_only_the_text_key(
+    db: tuple[Path, str, list[str]], tmp_path: Path
+) -> None:
+    """The damaged row linked to the page of the text key of the same characters (its shown
+    name): another conversation's page. It has none now, and its why gives `key_sql`."""
+    path, kind, others = db
+    _, shown, literal = KEYS[kind]
+    out = tmp_path / "report.html"
+    done = run("report", str(path), "--html", str(out))
+    assert done.exit_code == 0, done.output
+    page = out.read_text(encoding="utf-8")
+    cell = rf"<td class=mono>(<a href=\"[^\"]*\">)?{re.escape(shown)}(</a>)?</td>"
+    cells = re.findall(cell, page)
+    assert sorted(bool(link) for link, _ in cells) == [False, True]
+    assert escape(f"(in SQL: id = {literal})") in page
+    assert len(list((tmp_path / "report.pages").iterdir())) == len(others)

@@ -124,7 +124,9 @@ _PARTS = re.compile(r"(?<=[\w.-]/)")
 
 
 def _conversation_cell(row: ConversationRow, links: Mapping[str, str]) -> str:
-    href = links.get(row.conversation_id)
+    # A key no command can name has no page: the one its shown text links to is another
+    # conversation's (the text key "42" beside a key another tool stored as the number 42).
+    href = links.get(row.conversation_id) if row.named else None
     if href is None:
         return f"<td class=mono>{_short_id(row.conversation_id)}</td>"
     return f'<td class=mono><a href="{_e(href)}">{_short_id(row.conversation_id)}</a></td>'

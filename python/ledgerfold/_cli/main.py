@@ -469,7 +469,8 @@ def damaged_turns(conn: sqlite3.Connection, conversation_id: object) -> str | No
     snapshot its totals and rows are read in, not one of the store's own connection. A
     key that is not text (read leniently: text that is not UTF-8) is itself the damage."""
     if not isinstance(conversation_id, str):
-        return key_damage(conversation_id) or KEY_NOT_TEXT
+        damage = key_damage(conversation_id) or KEY_NOT_TEXT
+        return f"{damage} (in SQL: id = {key_sql(conversation_id)})"
     try:
         ledger.load(conn, conversation_id)
     except StoreError as error:
