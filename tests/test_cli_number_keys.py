@@ -76,6 +76,10 @@ def test_list_flags_the_key_and_gives_the_sql_that_selects_it(
     path, kind, others = db
     _, shown, literal = KEYS[kind]
     rows = run_json("list", str(path), "--json")
+    # A number in `conversations` alone leaves the turns of the old key behind: listed too.
+    orphans = [row for row in rows if "no row in table conversations" in (row["reason"] or "")]
+    assert len(orphans) == (kind != "blob")
+    rows = [row for row in rows if row not in orphans]
     assert len(rows) == len(others) + 1
     named = [row for row in rows if row["conversation"] == shown]
     assert sorted(row["status"] for row in named) == ["damaged", "none"]

@@ -3,6 +3,9 @@ of its current summary and its history boundary (SPEC §15.7). It only reads."""
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
+from pathlib import Path
 from typing import Any
 
 import click
@@ -28,6 +31,8 @@ from ledgerfold._cli.render import (
     stdout_console,
 )
 from ledgerfold._errors import StoreError
+from ledgerfold.store._batch_reads import lenient_rows
+from ledgerfold.store._paths import reading_uri
 from ledgerfold.store._sqlite import SQLiteStore
 
 __all__ = ["conversation_row", "list_command"]
@@ -55,6 +60,13 @@ def conversation_row(store: SQLiteStore, conversation_id: str) -> dict[str, Any]
         )
     elif newest is not None and newest.status == "stale":
         status, reason = "stale", newest.reason
+    elif newest is None and (pointed := store.current_summary(conversation_id)) is not None:
+        # No version of its own, yet a current summary: its row points at another
+        # conversation's (its key changed outside ledgerfold: `SET id = 42` leaves the rows
+        # of the old key behind). The context falls back, as `report` says; never `none`.
+        context = store.context(conversation_id, pointed.policy_version)
+        if context.fallback is not None:
+            status, reason = "stale", context.fallback
     return {
         "conversation": conversation_id,
         "revision": conversation.revision,
@@ -105,6 +117,34 @@ def _damaged_key(key: object) -> dict[str, Any]:
     }
 
 
+#: Why the turns of a key with no `conversations` row are listed as damaged.
+ORPHANED = (
+    "its turns have no row in table conversations (their conversation's key there was"
+    " changed, or its row deleted, outside ledgerfold), so no command can name it; the"
+    " database was changed outside ledgerfold"
+)
+
+
+def _orphan_keys(db: str) -> list[object]:
+    """The conversation keys of turn rows that no `conversations` row has (another tool's
+    `UPDATE conversations SET id = ...` leaves them behind, its summaries too), in key
+    order, read leniently: no command lists or names them."""
+    with closing(sqlite3.connect(reading_uri(str(Path(db).resolve())), uri=True)) as conn:
+        rows = lenient_rows(
+            conn,
+            "SELECT DISTINCT conversation_id FROM turns AS t WHERE NOT EXISTS"
+            " (SELECT 1 FROM conversations AS c WHERE c.id = t.conversation_id) ORDER BY 1",
+        )
+    return [key for (key,) in rows]
+
+
+def _orphaned(key: object) -> dict[str, Any]:
+    """The `damaged` row of turns whose key has no `conversations` row, with `key_sql`
+    (the key as an SQL literal: text quoted) to find them by."""
+    literal = "'" + key.replace("'", "''") + "'" if isinstance(key, str) else key_sql(key)
+    return {**_damaged_key(key), "reason": ORPHANED, "key_sql": literal}
+
+
 @cli.command("list", short_help="List the conversations of DB and their summary status.")
 @click.argument("db")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
@@ -121,6 +161,7 @@ def list_command(db: str, as_json: bool) -> None:
             _row_or_damage(store, key) if isinstance(key, str) else _damaged_key(key)
             for key in keys
         ]
+    rows += [_orphaned(key) for key in _orphan_keys(db)]  # after the conversations
     if as_json:
         echo_json(rows)
         return
@@ -137,7 +178,8 @@ def list_command(db: str, as_json: bool) -> None:
         boundary = row["history_boundary"]
         status = row["status"] + (f" ({row['reason']})" if row["reason"] else "")
         if row["key_sql"] is not None:
-            status += f"; in SQL: id = {row['key_sql']}"
+            column = "conversation_id" if row["reason"] == ORPHANED else "id"
+            status += f"; in SQL: {column} = {row['key_sql']}"
         table.add_row(
             Text(safe_text(row["conversation"])),
             str(row["turns"]) if row["turns"] is not None else "-",
