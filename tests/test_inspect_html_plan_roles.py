@@ -9,6 +9,7 @@ unreadable, every live turn raw as the context sends it."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -62,3 +63,21 @@ def test_pages_render_over_a_plan_whose_roles_cannot_be_read(tmp_path: Path, dam
     done = run("report", str(db), "--html", str(report))
     assert done.exit_code == 0, done.output
     assert len(list((tmp_path / "report.pages").iterdir())) == 2
+
+
+def test_inspect_says_what_the_page_says(tmp_path: Path) -> None:
+    """`inspect` (its `--json`, printed with the page too) named the summary as current, its
+    sources and no damage, where the page and the context treat it as a damaged record."""
+    db = tmp_path / "agent.db"
+    _ledger(db, "not-json")
+    page = tmp_path / "damaged.html"
+    done = run("inspect", str(db), "damaged", "--json", "--html", str(page))
+    assert done.exit_code == 0, done.output
+    found = json.loads(done.stdout)
+    assert found["current_summary"] is None and found["sources"] == []
+    assert "column preserve_roles: plan" in found["summary_damage"]
+    assert [version["status"] for version in found["versions"]] == ["current"]
+    text = run("inspect", str(db), "damaged")
+    assert text.exit_code == 0 and "damaged summary record" in text.stdout
+    sound = json.loads(run("inspect", str(db), "fine", "--json").stdout)
+    assert sound["current_summary"] is not None and sound["summary_damage"] is None

@@ -14,6 +14,7 @@ from ledgerfold._cli.html_reads import (
     load_marking_damage,
     stored_versions,
     summaries_marking_damage,
+    unreadable_plan,
 )
 from ledgerfold._cli.main import (
     DEFAULT_POLICY,
@@ -161,6 +162,9 @@ def inspect_command(db: str, conversation_id: str, as_json: bool, html_out: str 
         # Rows changed outside ledgerfold are named, not a failed command (`html_reads`).
         conversation, damaged = load_marking_damage(store, Path(db), conversation_id)
         current, history, summary_damage = summaries_marking_damage(store, conversation_id)
+        # A plan whose roles are unreadable makes its summary a damaged record (the context
+        # falls back), as the page shows it: named, no summary in use.
+        current, _, summary_damage = unreadable_plan(Path(db), current, summary_damage)
         readable = {turn.id: turn for turn in conversation.turns}
         if current is None:
             sources = []
