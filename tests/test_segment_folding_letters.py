@@ -14,7 +14,9 @@ The fillers and the selectors are Default_Ignorable_Code_Point in Unicode.
 - As Apache Lucene's ArabicNormalizer folds them: U+0629 TEH MARBUTA is U+0647 HEH (`مدرسة`
   is `مدرسه`) and U+0649 ALEF MAKSURA is U+064A YEH (`على` is `علي`). Its third fold, the
   madda and hamza alefs (U+0622, U+0623, U+0625) to the bare alef, is the diacritics' rule:
-  NFD makes the madda or hamza a mark. Persian's and Urdu's own letters are not folded."""
+  NFD makes the madda or hamza a mark. Urdu's and Kurdish letters of their own are not
+  folded; Persian's letters that an Arabic keyboard types otherwise are, since version 5
+  (test_segment_folding_scripts.py)."""
 
 from __future__ import annotations
 
@@ -78,14 +80,14 @@ FOLDED = [
 ]
 
 #: Letters of the languages that write Arabic script with letters of their own, beside the
-#: Arabic letter that looks alike: Lucene's Arabic rule leaves them apart, and so does this.
+#: Arabic letter that looks alike: Lucene's Arabic rule leaves them apart, and so does this
+#: (Persian's farsi yeh, keheh and heh goal are folded since version 5).
 NOT_FOLDED = [
-    pytest.param("\u06cc", "\u064a", id="farsi-yeh"),
-    pytest.param("\u06c1", "\u0647", id="heh-goal"),
     pytest.param("\u06c3", "\u0647", id="teh-marbuta-goal"),
     pytest.param("\u06d5", "\u0647", id="ae"),
     pytest.param("\u0671", "\u0627", id="alef-wasla"),
-    pytest.param("\u06a9", "\u0643", id="keheh"),
+    pytest.param("\u06d2", "\u064a", id="yeh-barree"),
+    pytest.param("\u06be", "\u0647", id="heh-doachashmee"),
 ]
 
 
@@ -255,7 +257,7 @@ def _index_has(path: Path, word: str) -> bool:
 
 
 def test_an_index_of_segmenter_version_3_is_rebuilt_at_open(tmp_path: Path) -> None:
-    assert seg.INDEX_VERSION == 4
+    assert seg.INDEX_VERSION >= 4
     path = tmp_path / "ledger.db"
     with lf.SQLiteStore(path) as store:
         for turn_id, (body, _) in VERSION_3_ROWS.items():
@@ -272,7 +274,7 @@ def test_an_index_of_segmenter_version_3_is_rebuilt_at_open(tmp_path: Path) -> N
         assert ids(store.search("c", "المدرسه الي")) == ["a"]
         assert ids(store.search("c", "refunds")) == ["e"]
         state = store._connection().execute("SELECT index_version, complete FROM search_state")
-        assert tuple(state.fetchone()) == (4, 1)
+        assert tuple(state.fetchone()) == (seg.INDEX_VERSION, 1)
         assert store.check_search_index() == []
         # Every write path works on the rebuilt index (its rows delete with its tokens).
         store.edit("c", "t", body="بعت كتـاب الصرف")

@@ -88,12 +88,23 @@ fn is_dropped(c: char) -> bool {
 }
 
 /// Arabic's teh marbuta is heh and its alef maksura is yeh (Apache Lucene's
-/// `ArabicNormalizer`), with the dropped characters.
+/// `ArabicNormalizer`); Persian's farsi yeh is yeh, its keheh kaf, and Urdu's heh goal heh
+/// (Lucene's `PersianNormalizer`, but for yeh barree); with the dropped characters.
 fn arabic_letter(c: char) -> char {
     match c {
-        '\u{629}' => '\u{647}',
-        '\u{649}' => '\u{64a}',
+        '\u{629}' | '\u{6c1}' => '\u{647}',
+        '\u{649}' | '\u{6cc}' => '\u{64a}',
+        '\u{6a9}' => '\u{643}',
         _ => c,
+    }
+}
+
+/// Persian's heh with yeh above is heh, before NFD (which would make it AE and a hamza).
+fn persian_heh(c: char) -> char {
+    if c == '\u{6c0}' {
+        '\u{647}'
+    } else {
+        c
     }
 }
 
@@ -154,6 +165,7 @@ fn reference_tokens(text: &str) -> Vec<String> {
         .filter(|&c| !is_ignorable(c))
         .nfkc()
         .default_case_fold()
+        .map(persian_heh)
         .nfd()
         .filter(|&c| !is_diacritic(c))
         .filter(|&c| !is_dropped(c))
@@ -248,6 +260,7 @@ fn mixed_text() -> impl Strategy<Value = String> {
         "[كتابـ\u{fe71}\u{64e}ةىيهی\u{654}\u{670}\u{fe94}\u{fef0}\u{fc5d}]{1,6}",
         "[한국가\u{1100}\u{1161}\u{115f}\u{1160}\u{3164}\u{ffa0}]{1,6}",
         "[ᠮᠣᠩᠭ\u{180b}\u{180c}\u{180d}\u{180e}\u{180f}]{1,6}",
+        "[یکہۀۂھےەكيه\u{654}\u{200c}\u{fbfc}\u{fb8e}\u{fba4}\u{6d5}]{1,6}",
         "\u{9b}[0-9;]{0,4}[@-~]{0,1}",
         any::<char>().prop_map(String::from),
         "\\PC{1,8}",

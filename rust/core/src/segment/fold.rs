@@ -1,8 +1,22 @@
 //! What search folds beyond Unicode's normalisation and the diacritics (SPEC §16.5
-//! "Normalisation"): characters that only stretch, pad or restyle a word, dropped, and two
-//! Arabic letters that writers use for one another, folded. Applied to the decomposed text,
-//! after the diacritics and before NFC, so a dropped character is as if it had never been
-//! written: the characters around it compose as they would without it.
+//! "Normalisation"): characters that only stretch, pad or restyle a word, dropped, and the
+//! Arabic-script letters that writers use for one another, folded. Applied to the decomposed
+//! text, after the diacritics and before NFC, so a dropped character is as if it had never
+//! been written: the characters around it compose as they would without it; and one
+//! Persian letter, which NFD would decompose into another language's letter, folded before.
+
+/// `c` as the index spells it before the text is decomposed (after NFKC and case folding):
+/// U+06C0 ARABIC LETTER HEH WITH YEH ABOVE (Persian's `ۀ`, a heh carrying the ezafe) is
+/// U+0647 HEH, as Apache Lucene's `PersianNormalizer` folds it. It must be folded here: NFD
+/// makes it U+06D5 AE (Kurdish's and Uyghur's vowel letter, not folded) and a hamza, so
+/// `خانۀ` would not be `خانهٔ` (a heh and the hamza, which the diacritics' rule drops).
+pub(super) fn composed_folded(c: char) -> char {
+    if c == '\u{06C0}' {
+        '\u{0647}'
+    } else {
+        c
+    }
+}
 
 /// `c` as the index spells it, or None when it is dropped.
 ///
@@ -25,16 +39,29 @@
 ///
 /// Lucene's third fold, the alef with a madda or hamza (U+0622, U+0623, U+0625) to the bare
 /// alef, is the diacritics' rule already: NFD makes the madda or hamza a mark, dropped.
-/// No other letter is folded: Persian's and Urdu's own letters (`ی` U+06CC, `ہ` U+06C1,
-/// `ۃ` U+06C3, `ە` U+06D5) stay themselves, as Lucene's Arabic rule leaves them.
+///
+/// As Apache Lucene's `PersianNormalizer` (`org.apache.lucene.analysis.fa`) folds them, for
+/// the Persian letters that an Arabic keyboard types as Arabic's (and Urdu's heh, which it
+/// types as heh), so a Persian or Urdu word matches however it was typed:
+/// - U+06CC FARSI YEH is U+064A YEH: `ایران` is `ايران`;
+/// - U+06A9 KEHEH is U+0643 KAF: `کتاب` is `كتاب`;
+/// - U+06C1 HEH GOAL (Urdu's `ہ`) is U+0647 HEH: `کہ` is `كه`; and U+06C0 HEH WITH YEH
+///   ABOVE too ([`composed_folded`]). Lucene's last fold, the hamza above dropped, is the
+///   diacritics' rule.
+///
+/// Not folded, although Lucene's Persian rule folds the first: U+06D2 YEH BARREE (Urdu's
+/// `ے`, a letter apart from `ی` there: `کے` and `کی` are two words), and, as Lucene leaves
+/// them, U+06BE HEH DOACHASHMEE (Urdu's aspiration letter: `کھ` is not `کہ`), U+06C3 TEH
+/// MARBUTA GOAL, U+06D5 AE, U+0671 ALEF WASLA and the other languages' letters.
 pub(super) fn folded(c: char) -> Option<char> {
     // Below the first character this folds: the ASCII and most text's path, one comparison.
     if c < '\u{0629}' {
         return Some(c);
     }
     match c {
-        '\u{0629}' => Some('\u{0647}'),
-        '\u{0649}' => Some('\u{064A}'),
+        '\u{0629}' | '\u{06C1}' => Some('\u{0647}'),
+        '\u{0649}' | '\u{06CC}' => Some('\u{064A}'),
+        '\u{06A9}' => Some('\u{0643}'),
         // The tatweel; the Hangul fillers; the Mongolian free variation selectors.
         '\u{0640}'
         | '\u{115F}'
@@ -94,9 +121,32 @@ mod tests {
         assert_eq!(tokens("عل\u{FEF0}"), ["علي"]);
         // The hamza and madda alefs are the bare alef (the diacritics' rule).
         assert_eq!(tokens("إلى آخر أحمد"), tokens("الي اخر احمد"));
-        // Persian's and Urdu's own letters are not folded.
-        for (letter, arabic) in [("ی", "ي"), ("ہ", "ه"), ("ۃ", "ه"), ("ە", "ه")] {
+        // Urdu's and Kurdish letters of their own are not folded.
+        for (letter, arabic) in [("ۃ", "ه"), ("ە", "ه"), ("ے", "ي"), ("ھ", "ه")] {
             assert_ne!(tokens(letter), tokens(arabic), "{letter}");
         }
+    }
+
+    #[test]
+    fn persian_letters_are_the_arabic_keyboards() {
+        // Farsi yeh and keheh, as a Persian and an Arabic keyboard type them.
+        assert_eq!(tokens("ایران"), tokens("ايران"));
+        assert_eq!(tokens("ایران"), ["ايران"]);
+        assert_eq!(tokens("کتاب"), tokens("كتاب"));
+        assert_eq!(tokens("یک کار کوچک"), tokens("يك كار كوچك"));
+        // Urdu's heh goal, with a hamza above (U+06C2) too.
+        assert_eq!(tokens("کہ"), tokens("كه"));
+        assert_eq!(tokens("\u{06C2}"), ["\u{0647}"]);
+        // The heh with yeh above (ezafe), composed or as heh and hamza, is heh.
+        assert_eq!(tokens("خانۀ"), tokens("خانه"));
+        assert_eq!(tokens("خانهٔ"), tokens("خانه"));
+        assert_eq!(tokens("\u{06D5}\u{0654}"), ["\u{0647}"]);
+        // Presentation forms, which NFKC makes the letters.
+        assert_eq!(
+            tokens("\u{FBFC}\u{FB8E}\u{FBA6}\u{FBA4}"),
+            ["\u{064A}\u{0643}\u{0647}\u{0647}"]
+        );
+        // The zero width non-joiner inside a Persian word is dropped (a format character).
+        assert_eq!(tokens("می\u{200C}خواهم"), tokens("ميخواهم"));
     }
 }

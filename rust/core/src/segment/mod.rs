@@ -14,8 +14,11 @@
 //! them would make different words one); the characters that only stretch, pad or restyle
 //! a word dropped (the Arabic tatweel: `كتـــاب` is `كتاب`; the Hangul fillers; the
 //! Mongolian free variation selectors), and Arabic's teh marbuta made heh and alef maksura
-//! made yeh, as Apache Lucene's `ArabicNormalizer` does (`مدرسة` is `مدرسه`, `على` is `علي`;
-//! the `fold` module says why); NFC (so Hangul syllables, decomposed by NFD, are whole
+//! made yeh, as Apache Lucene's `ArabicNormalizer` does (`مدرسة` is `مدرسه`, `على` is `علي`),
+//! and the Persian letters that an Arabic keyboard types otherwise made Arabic's, as Lucene's
+//! `PersianNormalizer` does (farsi yeh, keheh and the heh variants: `کتاب` is `كتاب`, `ایران`
+//! is `ايران`; the heh with yeh above is made heh before NFD; the `fold` module says why and
+//! which letters stay apart); NFC (so Hangul syllables, decomposed by NFD, are whole
 //! again). Then each character is one of four classes:
 //! - *digit*: ASCII `0-9` and every other `Nd`;
 //! - *CJK*: a letter, mark or number (`L*`, `M*`, `Nl`, `No`) whose `Script_Extensions` name
@@ -60,8 +63,10 @@ pub use tokenise::{push_tokens, tokens};
 /// dropped (2 split `co\u{AD}operate` into `co` and `oper`). 4: the Arabic tatweel is
 /// dropped (3 kept it, so `كتـــاب` did not match `كتاب`), and so are the Hangul fillers
 /// and the Mongolian free variation selectors (3 kept them inside a word); teh marbuta is
-/// heh and alef maksura is yeh (3 told `مدرسة` from `مدرسه` and `على` from `علي`).
-pub const INDEX_VERSION: u32 = 4;
+/// heh and alef maksura is yeh (3 told `مدرسة` from `مدرسه` and `على` from `علي`). 5: farsi
+/// yeh is yeh, keheh is kaf, heh goal and heh with yeh above are heh (4 told `کتاب` from
+/// `كتاب` and `ایران` from `ايران`, and made `ۀ` the Kurdish `ە`).
+pub const INDEX_VERSION: u32 = 5;
 
 #[cfg(test)]
 mod tests {

@@ -7,7 +7,7 @@ use unicode_normalization::UnicodeNormalization;
 use unicode_properties::{GeneralCategory, GeneralCategoryGroup, UnicodeGeneralCategory};
 use unicode_script::{Script, UnicodeScript};
 
-use super::fold::folded;
+use super::fold::{composed_folded, folded};
 use super::stems::{emit, StemCache, KEY_LANES, STEMS};
 
 /// The text's tokens in order (duplicates kept).
@@ -337,6 +337,7 @@ impl Tokeniser<'_> {
             .filter(|&c| !ignorable(c))
             .nfkc()
             .default_case_fold()
+            .map(composed_folded)
             .nfd()
             .filter(|&c| keeps(c))
             .filter_map(folded)

@@ -1,0 +1,194 @@
+"""What recall's normalisation folds since segmenter version 5 (SPEC §16.5
+"Normalisation"): the golden cases for both segmenters (Rust and the pure-Python
+reference), a differential property over the characters concerned, the same through
+`SQLiteStore.search` on a file database both ways (the query typed one way, the body the
+other), and the index of segmenter version 4 rebuilt when the store opens.
+
+- Persian typed on an Arabic keyboard, as Apache Lucene's PersianNormalizer folds it: U+06CC
+  FARSI YEH is U+064A YEH (`ایران` is `ايران`), U+06A9 KEHEH is U+0643 KAF (`کتاب` is
+  `كتاب`), U+06C1 HEH GOAL (Urdu's `ہ`) and U+06C0 HEH WITH YEH ABOVE (`ۀ`, composed or as
+  heh and hamza) are U+0647 HEH. Not folded: U+06D2 YEH BARREE (Urdu's `ے`, which Lucene's
+  Persian rule folds, is a letter apart from `ی` in Urdu), U+06BE HEH DOACHASHMEE, U+06D5 AE.
+  The zero width non-joiner inside a Persian word is dropped (a format character, since
+  version 3): `می‌خواهم` is `میخواهم`; Lucene's PersianCharFilter makes it a space instead.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ledgerfold as lf
+from ledgerfold import _segment as seg
+
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
+    sys.path.insert(0, str(_HERE))
+
+import segment_reference as ref  # noqa: E402
+
+IMPLEMENTATIONS = [pytest.param(seg, id="rust"), pytest.param(ref, id="reference")]
+
+
+def joined_tokens(impl: ModuleType, body: str) -> str:
+    """The tokens of every passage of `body`, as the index holds them."""
+    return " ".join(joined for _, _, joined in impl.index_passages(body))
+
+
+#: (as a Persian keyboard types it, as an Arabic keyboard does): the same terms.
+FOLDED = [
+    pytest.param("ایران", "ايران", id="farsi-yeh"),
+    pytest.param("کتاب", "كتاب", id="keheh"),
+    pytest.param("یک کار کوچک", "يك كار كوچك", id="farsi-yeh-and-keheh"),
+    pytest.param("کہ", "كه", id="heh-goal"),
+    pytest.param("\u06c2", "\u0647", id="heh-goal-with-hamza"),
+    pytest.param("خانۀ", "خانه", id="heh-with-yeh-above"),
+    pytest.param("خانۀ", "خانهٔ", id="heh-with-yeh-above-as-heh-and-hamza"),
+    pytest.param("خانه\u06d5\u0654", "خانهه", id="ae-and-hamza-is-heh-with-yeh-above"),
+    pytest.param("\ufbfc\ufb8e\ufba6\ufba4", "يكهه", id="presentation-forms"),
+    pytest.param("می\u200cخواهم", "ميخواهم", id="zwnj-inside-a-word"),
+    pytest.param("کتاب\u200cها", "كتابها", id="zwnj-before-a-suffix"),
+]
+
+#: Letters that stay apart from the Arabic letter they look like.
+NOT_FOLDED = [
+    pytest.param("\u06d2", "\u064a", id="yeh-barree"),
+    pytest.param("\u06be", "\u0647", id="heh-doachashmee"),
+    pytest.param("\u06d5", "\u0647", id="ae"),
+    pytest.param("\u06ce", "\u064a", id="yeh-with-small-v"),
+]
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+@pytest.mark.parametrize(("persian", "arabic"), FOLDED)
+def test_persian_and_arabic_keyboards_give_the_same_terms(
+    impl: ModuleType, persian: str, arabic: str
+) -> None:
+    assert impl.query_terms(persian) == impl.query_terms(arabic) != []
+    assert joined_tokens(impl, f"ok {persian} 3") == joined_tokens(impl, f"ok {arabic} 3")
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+@pytest.mark.parametrize(("letter", "arabic"), NOT_FOLDED)
+def test_urdu_and_kurdish_letters_of_their_own_stay_apart(
+    impl: ModuleType, letter: str, arabic: str
+) -> None:
+    assert impl.query_terms(f"ک{letter}") != impl.query_terms(f"ک{arabic}")
+    # Urdu's کے ("of", plural) is not کی ("of", feminine).
+    assert impl.query_terms("کے") != impl.query_terms("کی")
+
+
+#: The letters concerned and text around them (Arabic, Persian, Urdu, Kurdish letters,
+#: hamza, ZWNJ, harakat, presentation forms, Latin, digits, separators).
+PERSIAN = (
+    "یکہۀۂھےەۃۓكيهةىکتابخانمو\u0654\u064e\u200c\ufbfc\ufb8e\ufba4\ufba6\u06d5\u06ce"
+    "ab e\u0301 3٣۳ -."
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(st.sampled_from(PERSIAN), max_size=40))
+def test_rust_and_the_reference_agree_on_persian(text: str) -> None:
+    assert seg.query_terms(text) == ref.query_terms(text)
+    assert seg.index_passages(text) == ref.index_passages(text)
+
+
+# ---------------------------------------------------------------------- the store
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> lf.SQLiteStore:
+    made = lf.SQLiteStore(tmp_path / "ledger.db")
+    yield made
+    made.close()
+
+
+def ids(hits: list[lf.SearchHit]) -> list[str]:
+    return [hit.turn_id for hit in hits]
+
+
+def test_search_finds_persian_typed_either_way(store: lf.SQLiteStore) -> None:
+    store.append("c", "user", "کتاب را در خانۀ دوستم در ایران گذاشتم", id="persian")
+    store.append("c", "user", "كتبت رسالة في مكتب الشركة", id="arabic")
+    store.append("c", "user", "nothing else here", id="other")
+    # An Arabic keyboard's spelling finds the Persian body...
+    assert ids(store.search("c", "كتاب")) == ["persian"]
+    assert ids(store.search("c", "ايران")) == ["persian"]
+    assert ids(store.search("c", "خانهٔ")) == ["persian"]
+    # ... and a Persian keyboard's spelling finds the Arabic body.
+    assert ids(store.search("c", "مکتب")) == ["arabic"]
+    assert ids(store.search("c", "رسالۀ")) == ["arabic"]
+    # The passage is the body as stored.
+    assert store.search("c", "كتاب")[0].text == "کتاب را در خانۀ دوستم در ایران گذاشتم"
+    assert store.check_search_index() == []
+
+
+# ---------------------------------------------------------------------- index versions
+
+
+#: Bodies, and the tokens ledgerfold's version-4 segmenter indexed them as: Persian's
+#: letters kept, its heh with yeh above made U+06D5 AE.
+VERSION_4_ROWS = {
+    "p": ("کتاب در خانۀ ایران", "کتاب در خانە ایران"),
+    "e": ("we refused the refund", "we refus the refund"),
+}
+
+
+def _as_version_4_wrote_it(path: Path) -> None:
+    """Make the file's index what ledgerfold's version-4 segmenter left: `VERSION_4_ROWS`'
+    tokens, `index_version` 4."""
+    conn = sqlite3.connect(path)
+    with conn:
+        rows = conn.execute("SELECT pk, id FROM turns ORDER BY pk").fetchall()
+        conn.execute("INSERT INTO search_fts(search_fts) VALUES ('delete-all')")
+        conn.execute("DELETE FROM search_offsets")
+        conn.executemany(
+            "INSERT INTO search_fts (rowid, tokens) VALUES (?, ?)",
+            [(pk << 10, VERSION_4_ROWS[turn_id][1]) for pk, turn_id in rows],
+        )
+        conn.execute("UPDATE search_state SET index_version = 4, complete = 1")
+    conn.close()
+
+
+def _index_has(path: Path, word: str) -> bool:
+    conn = sqlite3.connect(path)
+    try:
+        found = conn.execute(
+            "SELECT COUNT(*) FROM search_fts WHERE search_fts MATCH ?", (f'"{word}"',)
+        )
+        return bool(found.fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_an_index_of_segmenter_version_4_is_rebuilt_at_open(tmp_path: Path) -> None:
+    assert seg.INDEX_VERSION == 5
+    path = tmp_path / "ledger.db"
+    with lf.SQLiteStore(path) as store:
+        for turn_id, (body, _) in VERSION_4_ROWS.items():
+            store.append("c", "user", body, id=turn_id)
+    _as_version_4_wrote_it(path)
+    # The old index: the words as an Arabic keyboard types them are not in it.
+    assert _index_has(path, "کتاب") and not _index_has(path, "كتاب")
+    assert not _index_has(path, "خانه") and not _index_has(path, "ايران")
+    with lf.SQLiteStore(path) as store:
+        assert ids(store.search("c", "كتاب")) == ["p"]
+        assert ids(store.search("c", "خانهٔ ايران")) == ["p"]
+        assert ids(store.search("c", "refunds")) == ["e"]
+        state = store._connection().execute("SELECT index_version, complete FROM search_state")
+        assert tuple(state.fetchone()) == (5, 1)
+        assert store.check_search_index() == []
+        # Every write path works on the rebuilt index (its rows delete with its tokens).
+        store.edit("c", "p", body="کاغذ در خانه")
+        assert store.search("c", "كتاب") == []
+        assert ids(store.search("c", "كاغذ")) == ["p"]
+        store.retract("c", "p", erase=True)
+        assert store.search("c", "خانه") == []
+        assert store.check_search_index() == []
+    assert not _index_has(path, "خانه")
