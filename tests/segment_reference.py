@@ -12,10 +12,10 @@ The rules, stated once:
   folding; NFD; drop the nonspacing marks (Mn) whose Script_Extensions are Inherited or name
   Latin, Greek, Cyrillic, Arabic, Hebrew or Syriac; drop U+0640 ARABIC TATWEEL (it only
   stretches a word), the Hangul fillers U+115F, U+1160, U+3164, U+FFA0 and the Mongolian
-  free variation selectors U+180B-U+180D, U+180F; make U+0629 TEH MARBUTA and U+06C1 HEH
-  GOAL U+0647 HEH, U+0649 ALEF MAKSURA and U+06CC FARSI YEH U+064A YEH, U+06A9 KEHEH U+0643
-  KAF; NFC. (U+06C0 HEH WITH YEH ABOVE is made U+0647 HEH after the case folding, before
-  NFD.)
+  free variation selectors U+180B-U+180D, U+180F, the Khmer inherent vowels U+17B4,
+  U+17B5; make U+0629 TEH MARBUTA and U+06C1 HEH GOAL U+0647 HEH, U+0649 ALEF MAKSURA and
+  U+06CC FARSI YEH U+064A YEH, U+06A9 KEHEH U+0643 KAF; NFC. (U+06C0 HEH WITH YEH ABOVE is
+  made U+0647 HEH after the case folding, before NFD.)
 - Classify each character: ASCII `a-z` letter, ASCII `0-9` digit, other ASCII separator;
   otherwise `Nd` digit; `L*`, `M*`, `Nl`, `No` CJK when its Script_Extensions name one of
   the four scripts, else letter; anything else separator.
@@ -46,13 +46,14 @@ _DIACRITIC_SCRIPTS = regex.compile(
 )
 #: What is folded after the diacritics (before NFC): the characters that only stretch, pad
 #: or restyle a word, dropped: U+0640 ARABIC TATWEEL (kashida), as Apache Lucene's
-#: ArabicNormalizer deletes it; the Hangul fillers; the Mongolian free variation selectors.
+#: ArabicNormalizer deletes it; the Hangul fillers; the Mongolian free variation selectors;
+#: the Khmer inherent vowels (deprecated, invisible; ICU's folding ignores them).
 #: And Arabic's teh marbuta is heh, its alef maksura yeh, as that normaliser folds them;
 #: Persian's farsi yeh is yeh, its keheh kaf and Urdu's heh goal heh, as Lucene's
 #: PersianNormalizer folds them (not its yeh barree: Urdu's ے is a letter of its own).
 _FOLDS = str.maketrans(
     {
-        **dict.fromkeys("\u0640\u115f\u1160\u3164\uffa0\u180b\u180c\u180d\u180f"),
+        **dict.fromkeys("\u0640\u115f\u1160\u3164\uffa0\u180b\u180c\u180d\u180f\u17b4\u17b5"),
         "\u0629": "\u0647",
         "\u06c1": "\u0647",
         "\u0649": "\u064a",

@@ -11,6 +11,8 @@ other), and the index of segmenter version 4 rebuilt when the store opens.
   Persian rule folds, is a letter apart from `ی` in Urdu), U+06BE HEH DOACHASHMEE, U+06D5 AE.
   The zero width non-joiner inside a Persian word is dropped (a format character, since
   version 3): `می‌خواهم` is `میخواهم`; Lucene's PersianCharFilter makes it a space instead.
+- The Khmer inherent vowels U+17B4 and U+17B5 (deprecated, invisible, Default_Ignorable) are
+  dropped, as ICU's and Lucene's folding ignore them.
 """
 
 from __future__ import annotations
@@ -136,6 +138,7 @@ def test_search_finds_persian_typed_either_way(store: lf.SQLiteStore) -> None:
 #: letters kept, its heh with yeh above made U+06D5 AE.
 VERSION_4_ROWS = {
     "p": ("کتاب در خانۀ ایران", "کتاب در خانە ایران"),
+    "k": ("ក\u17b4ម្ពុជា", "ក\u17b4ម្ពុជា"),
     "e": ("we refused the refund", "we refus the refund"),
 }
 
@@ -177,10 +180,12 @@ def test_an_index_of_segmenter_version_4_is_rebuilt_at_open(tmp_path: Path) -> N
     # The old index: the words as an Arabic keyboard types them are not in it.
     assert _index_has(path, "کتاب") and not _index_has(path, "كتاب")
     assert not _index_has(path, "خانه") and not _index_has(path, "ايران")
+    assert not _index_has(path, "កម្ពុជា")
     with lf.SQLiteStore(path) as store:
         assert ids(store.search("c", "كتاب")) == ["p"]
         assert ids(store.search("c", "خانهٔ ايران")) == ["p"]
         assert ids(store.search("c", "refunds")) == ["e"]
+        assert ids(store.search("c", "កម្ពុជា")) == ["k"]
         state = store._connection().execute("SELECT index_version, complete FROM search_state")
         assert tuple(state.fetchone()) == (5, 1)
         assert store.check_search_index() == []
@@ -192,3 +197,36 @@ def test_an_index_of_segmenter_version_4_is_rebuilt_at_open(tmp_path: Path) -> N
         assert store.search("c", "خانه") == []
         assert store.check_search_index() == []
     assert not _index_has(path, "خانه")
+
+
+# ---------------------------------------------------------------------- Khmer
+
+
+KHMER_INHERENT_VOWELS = "\u17b4\u17b5"
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+@pytest.mark.parametrize("vowel", KHMER_INHERENT_VOWELS)
+def test_khmer_inherent_vowels_are_dropped(impl: ModuleType, vowel: str) -> None:
+    # Deprecated, invisible, in no word's spelling: ICU's and Lucene's folding ignore them.
+    assert impl.query_terms(f"ខ្មែរ{vowel}") == impl.query_terms("ខ្មែរ") == ["ខ្មែរ"]
+    assert impl.query_terms(f"ក{vowel}ម្ពុជា") == ["កម្ពុជា"]
+    assert joined_tokens(impl, f"ok ក{vowel}ម្ពុជា 3") == joined_tokens(impl, "ok កម្ពុជា 3")
+    assert impl.query_terms(vowel * 2) == []
+    # The vowel signs are the spelling: kept.
+    assert impl.query_terms("កា") != impl.query_terms("ក")
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(st.sampled_from("ខ្មែរកម្ពុជា\u17b4\u17b5\u17b6 3-"), max_size=30))
+def test_rust_and_the_reference_agree_on_khmer(text: str) -> None:
+    assert seg.query_terms(text) == ref.query_terms(text)
+    assert seg.index_passages(text) == ref.index_passages(text)
+
+
+def test_search_finds_khmer_without_its_inherent_vowels(store: lf.SQLiteStore) -> None:
+    store.append("c", "user", "ប្រទេសក\u17b4ម្ពុជា ស្អាត", id="marked")
+    store.append("c", "user", "nothing else here", id="other")
+    assert ids(store.search("c", "ប្រទេសកម្ពុជា")) == ["marked"]
+    assert ids(store.search("c", "ប្រទេសក\u17b5ម្ពុជា")) == ["marked"]
+    assert store.check_search_index() == []

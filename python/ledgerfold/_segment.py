@@ -22,13 +22,13 @@ removed (the nonspacing marks of Latin, Greek, Cyrillic, Arabic, Hebrew and Syri
 no script in particular; not the vowel signs and viramas of the Brahmic scripts, nor the
 kana voicing marks); the characters that only stretch, pad or restyle a word dropped (the
 Arabic tatweel U+0640, the Hangul fillers U+115F, U+1160, U+3164, U+FFA0, the Mongolian free
-variation selectors U+180B-U+180D, U+180F); Arabic's teh marbuta (U+0629) made heh and its
-alef maksura (U+0649) made yeh, as Apache Lucene's ArabicNormalizer does, and Persian's farsi
-yeh (U+06CC) made yeh, keheh (U+06A9) kaf, heh goal (U+06C1) and heh with yeh above (U+06C0)
-heh, as its PersianNormalizer does (not Urdu's yeh barree); a digit run is one
-token; codes split at `-`, `_`, `.`; ASCII words Snowball-English (Porter2) stemmed; Han,
-Kana and Hangul runs become overlapping bigrams (a one-character run stays one token) that
-digits never join.
+variation selectors U+180B-U+180D, U+180F, the Khmer inherent vowels U+17B4, U+17B5);
+Arabic's teh marbuta (U+0629) made heh and its alef maksura (U+0649) made yeh, as Apache
+Lucene's ArabicNormalizer does, and Persian's farsi yeh (U+06CC) made yeh, keheh (U+06A9)
+kaf, heh goal (U+06C1) and heh with yeh above (U+06C0) heh, as its PersianNormalizer does
+(not Urdu's yeh barree); a digit run is one token; codes split at `-`, `_`, `.`; ASCII words
+Snowball-English (Porter2) stemmed; Han, Kana and Hangul runs become overlapping bigrams (a
+one-character run stays one token) that digits never join.
 A token is non-empty and its only ASCII characters are `a-z` and `0-9`.
 `INDEX_VERSION` changes whenever the tokens or passages of some text would.
 """

@@ -78,12 +78,12 @@ fn is_diacritic(c: char) -> bool {
 
 /// A character that only stretches, pads or restyles a word, dropped after the
 /// diacritics: U+0640 ARABIC TATWEEL (Apache Lucene's `ArabicNormalizer` deletes it), the
-/// Hangul fillers and the Mongolian free variation selectors.
+/// Hangul fillers, the Mongolian free variation selectors and the Khmer inherent vowels.
 fn is_dropped(c: char) -> bool {
     matches!(
         c,
         '\u{640}' | '\u{115f}' | '\u{1160}' | '\u{3164}' | '\u{ffa0}' | '\u{180b}'
-            ..='\u{180d}' | '\u{180f}'
+            ..='\u{180d}' | '\u{180f}' | '\u{17b4}' | '\u{17b5}'
     )
 }
 
@@ -261,6 +261,7 @@ fn mixed_text() -> impl Strategy<Value = String> {
         "[한국가\u{1100}\u{1161}\u{115f}\u{1160}\u{3164}\u{ffa0}]{1,6}",
         "[ᠮᠣᠩᠭ\u{180b}\u{180c}\u{180d}\u{180e}\u{180f}]{1,6}",
         "[یکہۀۂھےەكيه\u{654}\u{200c}\u{fbfc}\u{fb8e}\u{fba4}\u{6d5}]{1,6}",
+        "[ខ្មែរកម្ពុជា\u{17b4}\u{17b5}]{1,6}",
         "\u{9b}[0-9;]{0,4}[@-~]{0,1}",
         any::<char>().prop_map(String::from),
         "\\PC{1,8}",

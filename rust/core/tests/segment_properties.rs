@@ -3,7 +3,7 @@
 //! window and sit on character boundaries, query terms are distinct and at most 64, and
 //! format characters (soft hyphens, joiners, bidi marks) and the characters that only
 //! stretch, pad or restyle a word (the Arabic tatweel, the Hangul fillers, the Mongolian
-//! free variation selectors) change no token.
+//! free variation selectors, the Khmer inherent vowels) change no token.
 
 use ledgerfold_core::segment::{
     index_passages, passage_bounds, query_terms, tokens, MAX_QUERY_TERMS, PASSAGE_CHARS,
@@ -84,11 +84,11 @@ fn format_character() -> impl Strategy<Value = char> {
 }
 
 /// A character that only stretches, pads or restyles a word, dropped: the Arabic tatweel,
-/// the Hangul fillers, the Mongolian free variation selectors.
+/// the Hangul fillers, the Mongolian free variation selectors, the Khmer inherent vowels.
 fn dropped_character() -> impl Strategy<Value = char> {
     prop::sample::select(vec![
         '\u{640}', '\u{115F}', '\u{1160}', '\u{3164}', '\u{FFA0}', '\u{180B}', '\u{180C}',
-        '\u{180D}', '\u{180F}',
+        '\u{180D}', '\u{180F}', '\u{17B4}', '\u{17B5}',
     ])
 }
 

@@ -28,6 +28,9 @@ pub(super) fn composed_folded(c: char) -> char {
 ///   missing part of a syllable block and show nothing: `한\u{3164}국` is `한국`.
 /// - The Mongolian free variation selectors (U+180B to U+180D, U+180F) choose a letter's
 ///   glyph, not the word: `ᠭ\u{180B}` is `ᠭ`.
+/// - The Khmer inherent vowels (U+17B4 KHMER VOWEL INHERENT AQ, U+17B5 KHMER VOWEL
+///   INHERENT AA), deprecated, which show nothing and are in no word's spelling: `ខ្មែរ` is
+///   `ខ្មែរ\u{17B4}`. Ignored, as ICU's and Apache Lucene's folding ignore them.
 ///
 /// Each is invisible or a shape only, and (as Unicode's `Default_Ignorable_Code_Point`
 /// says of all but the tatweel) never makes one word another.
@@ -62,14 +65,17 @@ pub(super) fn folded(c: char) -> Option<char> {
         '\u{0629}' | '\u{06C1}' => Some('\u{0647}'),
         '\u{0649}' | '\u{06CC}' => Some('\u{064A}'),
         '\u{06A9}' => Some('\u{0643}'),
-        // The tatweel; the Hangul fillers; the Mongolian free variation selectors.
+        // The tatweel; the Hangul fillers; the Mongolian free variation selectors; the Khmer
+        // inherent vowels.
         '\u{0640}'
         | '\u{115F}'
         | '\u{1160}'
         | '\u{3164}'
         | '\u{FFA0}'
         | '\u{180B}'..='\u{180D}'
-        | '\u{180F}' => None,
+        | '\u{180F}'
+        | '\u{17B4}'
+        | '\u{17B5}' => None,
         _ => Some(c),
     }
 }
@@ -109,6 +115,17 @@ mod tests {
             assert_eq!(tokens(&word), tokens("ᠮᠣᠩᠭᠣᠯ"), "{selector:?}");
             assert_eq!(tokens(&word), ["ᠮᠣᠩᠭᠣᠯ"]);
         }
+    }
+
+    #[test]
+    fn khmer_inherent_vowels_are_dropped() {
+        for vowel in ['\u{17B4}', '\u{17B5}'] {
+            assert_eq!(tokens(&format!("ខ្មែរ{vowel}")), tokens("ខ្មែរ"), "{vowel:?}");
+            assert_eq!(tokens(&format!("ក{vowel}ម្ពុជា")), ["កម្ពុជា"]);
+            assert!(tokens(&vowel.to_string()).is_empty());
+        }
+        // The Khmer vowel signs are the spelling: kept.
+        assert_ne!(tokens("កា"), tokens("ក"));
     }
 
     #[test]
