@@ -13,9 +13,11 @@ The rules, stated once:
   Latin, Greek, Cyrillic, Arabic, Hebrew or Syriac; drop U+0640 ARABIC TATWEEL (it only
   stretches a word), the Hangul fillers U+115F, U+1160, U+3164, U+FFA0 and the Mongolian
   free variation selectors U+180B-U+180D, U+180F, the Khmer inherent vowels U+17B4,
-  U+17B5; make U+0629 TEH MARBUTA and U+06C1 HEH GOAL U+0647 HEH, U+0649 ALEF MAKSURA and
-  U+06CC FARSI YEH U+064A YEH, U+06A9 KEHEH U+0643 KAF; NFC. (U+06C0 HEH WITH YEH ABOVE is
-  made U+0647 HEH after the case folding, before NFD.)
+  U+17B5, each where the character before it (the last one kept) is a letter or mark (L*,
+  M*) of a script its Script_Extensions name, else make it a space; make U+0629 TEH
+  MARBUTA and U+06C1 HEH GOAL U+0647 HEH, U+0649 ALEF MAKSURA and U+06CC FARSI YEH U+064A
+  YEH, U+06A9 KEHEH U+0643 KAF; NFC. (U+06C0 HEH WITH YEH ABOVE is made U+0647 HEH after
+  the case folding, before NFD.)
 - Classify each character: ASCII `a-z` letter, ASCII `0-9` digit, other ASCII separator;
   otherwise `Nd` digit; `L*`, `M*`, `Nl`, `No` CJK when its Script_Extensions name one of
   the four scripts, else letter; anything else separator.
@@ -51,9 +53,9 @@ _DIACRITIC_SCRIPTS = regex.compile(
 #: And Arabic's teh marbuta is heh, its alef maksura yeh, as that normaliser folds them;
 #: Persian's farsi yeh is yeh, its keheh kaf and Urdu's heh goal heh, as Lucene's
 #: PersianNormalizer folds them (not its yeh barree: Urdu's ے is a letter of its own).
+_DROPPED = "\u0640\u115f\u1160\u3164\uffa0\u180b\u180c\u180d\u180f\u17b4\u17b5"
 _FOLDS = str.maketrans(
     {
-        **dict.fromkeys("\u0640\u115f\u1160\u3164\uffa0\u180b\u180c\u180d\u180f\u17b4\u17b5"),
         "\u0629": "\u0647",
         "\u06c1": "\u0647",
         "\u0649": "\u064a",
@@ -64,6 +66,22 @@ _FOLDS = str.maketrans(
 #: Before NFD: Persian's heh with yeh above is heh (NFD would make it U+06D5 AE, Kurdish's
 #: vowel letter, and a hamza).
 _COMPOSED_FOLDS = str.maketrans({"\u06c0": "\u0647"})
+#: `regex`'s Script_Extensions values by name (its own Unicode data); 0, 1 and 4 are
+#: Unknown, Common and Inherited, which name no script.
+_SCRIPT_VALUES: dict[str, int] = regex._regex_core.PROPERTIES["SCRIPTEXTENSIONS"][1]
+#: Each dropped character's scripts: a pattern of the characters of any of them.
+_OWN_SCRIPTS = {
+    char: regex.compile(
+        "["
+        + "".join(
+            rf"\p{{scx={name}}}"
+            for name, value in _SCRIPT_VALUES.items()
+            if value not in (0, 1, 4) and regex.fullmatch(rf"\p{{scx={name}}}", char)
+        )
+        + "]"
+    )
+    for char in _DROPPED
+}
 #: The one format character that is a word break, not an invisible one.
 _ZERO_WIDTH_SPACE = "\u200b"
 _STEMMER = snowballstemmer.stemmer("english")
@@ -96,7 +114,25 @@ def normalise(text: str) -> str:
         for char in decomposed
         if unicodedata.category(char) != "Mn" or _DIACRITIC_SCRIPTS.fullmatch(char) is None
     )
-    return unicodedata.normalize("NFC", kept.translate(_FOLDS))
+    return unicodedata.normalize("NFC", _drop_and_fold(kept))
+
+
+def _drop_and_fold(decomposed: str) -> str:
+    """The dropped characters dropped inside a word of their script (after a letter or mark
+    of one of them), spaces elsewhere; the letters folded."""
+    out: list[str] = []
+    for char in decomposed:
+        if char not in _DROPPED:
+            out.append(char.translate(_FOLDS))
+            continue
+        previous = out[-1] if out else " "
+        inside = (
+            unicodedata.category(previous)[0] in "LM"
+            and _OWN_SCRIPTS[char].fullmatch(previous) is not None
+        )
+        if not inside:
+            out.append(" ")
+    return "".join(out)
 
 
 def char_class(char: str) -> int:

@@ -13,6 +13,10 @@ other), and the index of segmenter version 4 rebuilt when the store opens.
   version 3): `می‌خواهم` is `میخواهم`; Lucene's PersianCharFilter makes it a space instead.
 - The Khmer inherent vowels U+17B4 and U+17B5 (deprecated, invisible, Default_Ignorable) are
   dropped, as ICU's and Lucene's folding ignore them.
+- A dropped character (the tatweel, a Hangul filler, a Mongolian free variation selector, a
+  Khmer inherent vowel) is dropped only inside a word of its own script: after a letter or
+  mark of a script its Script_Extensions name. Anywhere else it separates, as a character
+  that is no letter does: `foo\u0640bar` is `foo` and `bar` (version 4 made it `foobar`).
 """
 
 from __future__ import annotations
@@ -139,6 +143,7 @@ def test_search_finds_persian_typed_either_way(store: lf.SQLiteStore) -> None:
 VERSION_4_ROWS = {
     "p": ("کتاب در خانۀ ایران", "کتاب در خانە ایران"),
     "k": ("ក\u17b4ម្ពុជា", "ក\u17b4ម្ពុជា"),
+    "s": ("deploy\u0640staging", "deploystag"),
     "e": ("we refused the refund", "we refus the refund"),
 }
 
@@ -181,11 +186,13 @@ def test_an_index_of_segmenter_version_4_is_rebuilt_at_open(tmp_path: Path) -> N
     assert _index_has(path, "کتاب") and not _index_has(path, "كتاب")
     assert not _index_has(path, "خانه") and not _index_has(path, "ايران")
     assert not _index_has(path, "កម្ពុជា")
+    assert not _index_has(path, "stage") and _index_has(path, "deploystag")
     with lf.SQLiteStore(path) as store:
         assert ids(store.search("c", "كتاب")) == ["p"]
         assert ids(store.search("c", "خانهٔ ايران")) == ["p"]
         assert ids(store.search("c", "refunds")) == ["e"]
         assert ids(store.search("c", "កម្ពុជា")) == ["k"]
+        assert ids(store.search("c", "staging")) == ["s"]
         state = store._connection().execute("SELECT index_version, complete FROM search_state")
         assert tuple(state.fetchone()) == (5, 1)
         assert store.check_search_index() == []
@@ -229,4 +236,70 @@ def test_search_finds_khmer_without_its_inherent_vowels(store: lf.SQLiteStore) -
     store.append("c", "user", "nothing else here", id="other")
     assert ids(store.search("c", "ប្រទេសកម្ពុជា")) == ["marked"]
     assert ids(store.search("c", "ប្រទេសក\u17b5ម្ពុជា")) == ["marked"]
+    assert store.check_search_index() == []
+
+
+# ---------------------------------------------------------------------- outside its script
+
+
+DROPPED = "\u0640\u115f\u1160\u3164\uffa0\u180b\u180c\u180d\u180f" + KHMER_INHERENT_VOWELS
+
+#: (text, its tokens): a dropped character is dropped only after a letter or mark of its
+#: own script; anywhere else it separates, as a character that is no letter does.
+SEPARATES = [
+    pytest.param("foo\u0640bar", ["foo", "bar"], id="tatweel-between-latin"),
+    pytest.param("pass\u3164word", ["pass", "word"], id="hangul-filler-between-latin"),
+    pytest.param("foo\u180bbar", ["foo", "bar"], id="mongolian-selector-between-latin"),
+    pytest.param("foo\u17b4bar", ["foo", "bar"], id="khmer-vowel-between-latin"),
+    pytest.param("12\u064034", ["12", "34"], id="tatweel-between-digits"),
+    pytest.param("Café\u0640x", ["cafe", "x"], id="after-a-latin-letter-and-its-accent"),
+    pytest.param("abc\u0640كتاب", ["abc", "كتاب"], id="latin-then-arabic"),
+    pytest.param("한\u0640국", ["한", "국"], id="tatweel-between-hangul"),
+    pytest.param("ក\u3164ខ", ["ក", "ខ"], id="hangul-filler-between-khmer"),
+    pytest.param("\u0640كتاب", ["كتاب"], id="tatweel-first"),
+    # After a letter of its script it is dropped, whatever follows.
+    pytest.param("كتـــاب", ["كتاب"], id="tatweel-inside-arabic"),
+    pytest.param("كَـتَب", ["كتب"], id="tatweel-after-a-haraka"),
+    pytest.param("كتاب\u06403", ["كتاب", "3"], id="arabic-then-digit"),
+    pytest.param("ܫܠ\u0640ܡܐ", ["ܫܠܡܐ"], id="tatweel-inside-syriac"),
+    pytest.param("한\u3164국", ["한국"], id="hangul-filler-inside-hangul"),
+]
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+@pytest.mark.parametrize(("text", "expected"), SEPARATES)
+def test_a_dropped_character_outside_its_script_separates(
+    impl: ModuleType, text: str, expected: list[str]
+) -> None:
+    assert impl.query_terms(text) == expected
+    assert joined_tokens(impl, text) == " ".join(expected)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.from_regex(r"[a-zA-Z0-9]{1,12}", fullmatch=True), min_size=1, max_size=6),
+    st.sampled_from(DROPPED),
+)
+def test_between_ascii_words_a_dropped_character_is_a_space(words: list[str], dropped: str) -> None:
+    for impl in (seg, ref):
+        assert impl.query_terms(dropped.join(words)) == impl.query_terms(" ".join(words))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(st.sampled_from(DROPPED + "abc1 -كتاب한국ᠮកܫ\u064e\u0301\u0654ꦲ"), max_size=40))
+def test_rust_and_the_reference_agree_on_where_a_character_is_dropped(text: str) -> None:
+    assert seg.query_terms(text) == ref.query_terms(text)
+    assert seg.index_passages(text) == ref.index_passages(text)
+
+
+def test_search_keeps_words_apart_across_a_stray_dropped_character(
+    store: lf.SQLiteStore,
+) -> None:
+    store.append("c", "user", "deploy\u0640staging failed", id="stray")
+    store.append("c", "user", "اشتريت كتـــاب النحو", id="arabic")
+    store.append("c", "user", "nothing else here", id="other")
+    assert ids(store.search("c", "staging")) == ["stray"]
+    assert ids(store.search("c", "deploy")) == ["stray"]
+    assert store.search("c", "deploystaging") == []
+    assert ids(store.search("c", "كتاب")) == ["arabic"]
     assert store.check_search_index() == []

@@ -22,7 +22,8 @@ removed (the nonspacing marks of Latin, Greek, Cyrillic, Arabic, Hebrew and Syri
 no script in particular; not the vowel signs and viramas of the Brahmic scripts, nor the
 kana voicing marks); the characters that only stretch, pad or restyle a word dropped (the
 Arabic tatweel U+0640, the Hangul fillers U+115F, U+1160, U+3164, U+FFA0, the Mongolian free
-variation selectors U+180B-U+180D, U+180F, the Khmer inherent vowels U+17B4, U+17B5);
+variation selectors U+180B-U+180D, U+180F, the Khmer inherent vowels U+17B4, U+17B5; each
+inside a word of its own script only, a separator elsewhere: `foo\u0640bar` is two words);
 Arabic's teh marbuta (U+0629) made heh and its alef maksura (U+0649) made yeh, as Apache
 Lucene's ArabicNormalizer does, and Persian's farsi yeh (U+06CC) made yeh, keheh (U+06A9)
 kaf, heh goal (U+06C1) and heh with yeh above (U+06C0) heh, as its PersianNormalizer does

@@ -3,7 +3,8 @@
 //! window and sit on character boundaries, query terms are distinct and at most 64, and
 //! format characters (soft hyphens, joiners, bidi marks) and the characters that only
 //! stretch, pad or restyle a word (the Arabic tatweel, the Hangul fillers, the Mongolian
-//! free variation selectors, the Khmer inherent vowels) change no token.
+//! free variation selectors, the Khmer inherent vowels) change no token inside a word of
+//! their script, and separate words of another.
 
 use ledgerfold_core::segment::{
     index_passages, passage_bounds, query_terms, tokens, MAX_QUERY_TERMS, PASSAGE_CHARS,
@@ -83,12 +84,30 @@ fn format_character() -> impl Strategy<Value = char> {
     ])
 }
 
-/// A character that only stretches, pads or restyles a word, dropped: the Arabic tatweel,
-/// the Hangul fillers, the Mongolian free variation selectors, the Khmer inherent vowels.
-fn dropped_character() -> impl Strategy<Value = char> {
+/// The characters that only stretch, pad or restyle a word, dropped inside a word of their
+/// script: the Arabic tatweel, the Hangul fillers, the Mongolian free variation selectors,
+/// the Khmer inherent vowels.
+const DROPPED: [char; 11] = [
+    '\u{640}', '\u{115F}', '\u{1160}', '\u{3164}', '\u{FFA0}', '\u{180B}', '\u{180C}', '\u{180D}',
+    '\u{180F}', '\u{17B4}', '\u{17B5}',
+];
+
+/// A dropped character after a letter of its script: (the letter, the character).
+fn dropped_in_its_script() -> impl Strategy<Value = (char, char)> {
     prop::sample::select(vec![
-        '\u{640}', '\u{115F}', '\u{1160}', '\u{3164}', '\u{FFA0}', '\u{180B}', '\u{180C}',
-        '\u{180D}', '\u{180F}', '\u{17B4}', '\u{17B5}',
+        ('ك', '\u{640}'),
+        ('ت', '\u{640}'),
+        ('ܫ', '\u{640}'),
+        ('한', '\u{115F}'),
+        ('ᄀ', '\u{1160}'),
+        ('국', '\u{3164}'),
+        ('한', '\u{FFA0}'),
+        ('ᠮ', '\u{180B}'),
+        ('ᠭ', '\u{180C}'),
+        ('ᠭ', '\u{180D}'),
+        ('ᠣ', '\u{180F}'),
+        ('ក', '\u{17B4}'),
+        ('ម', '\u{17B5}'),
     ])
 }
 
@@ -229,24 +248,43 @@ proptest! {
     }
 
     #[test]
-    fn dropped_characters_are_invisible(
+    fn dropped_characters_are_invisible_in_their_script(
         text in text(),
         inserts in prop::collection::vec(
-            (any::<prop::sample::Index>(), dropped_character()),
+            (any::<prop::sample::Index>(), dropped_in_its_script()),
             1..8,
         ),
     ) {
-        let text: String = text
+        let text: Vec<char> = text
             .chars()
             .map(|c| if matches!(c, '\u{1b}' | '\u{9b}') { ' ' } else { c })
             .collect();
-        let mut chars: Vec<char> = text.chars().collect();
-        for (at, dropped) in inserts {
-            chars.insert(at.index(chars.len() + 1), dropped);
+        // The same letters inserted in both at the same places (the last place first, so
+        // that the earlier ones stay where they are); the dropped characters after them in
+        // one.
+        let mut places: Vec<(usize, (char, char))> = inserts
+            .into_iter()
+            .map(|(at, pair)| (at.index(text.len() + 1), pair))
+            .collect();
+        places.sort_by_key(|place| std::cmp::Reverse(place.0));
+        let (mut plain, mut marked) = (text.clone(), text);
+        for (at, (letter, dropped)) in places {
+            plain.insert(at, letter);
+            marked.splice(at..at, [letter, dropped]);
         }
-        let marked: String = chars.into_iter().collect();
-        prop_assert_eq!(tokens(&marked), tokens(&text));
-        prop_assert_eq!(query_terms(&marked), query_terms(&text));
+        let plain: String = plain.into_iter().collect();
+        let marked: String = marked.into_iter().collect();
+        prop_assert_eq!(tokens(&marked), tokens(&plain));
+        prop_assert_eq!(query_terms(&marked), query_terms(&plain));
+    }
+
+    #[test]
+    fn dropped_characters_between_ascii_letters_separate(
+        words in prop::collection::vec("[a-zA-Z0-9]{1,12}", 1..8),
+        dropped in prop::sample::select(DROPPED.to_vec()),
+    ) {
+        let marked = words.join(&dropped.to_string());
+        prop_assert_eq!(tokens(&marked), tokens(&words.join(" ")));
     }
 
     #[test]

@@ -5,6 +5,9 @@
 //! been written: the characters around it compose as they would without it; and one
 //! Persian letter, which NFD would decompose into another language's letter, folded before.
 
+use unicode_properties::{GeneralCategoryGroup, UnicodeGeneralCategory};
+use unicode_script::UnicodeScript;
+
 /// `c` as the index spells it before the text is decomposed (after NFKC and case folding):
 /// U+06C0 ARABIC LETTER HEH WITH YEH ABOVE (Persian's `ۀ`, a heh carrying the ezafe) is
 /// U+0647 HEH, as Apache Lucene's `PersianNormalizer` folds it. It must be folded here: NFD
@@ -18,7 +21,8 @@ pub(super) fn composed_folded(c: char) -> char {
     }
 }
 
-/// `c` as the index spells it, or None when it is dropped.
+/// `c` as the index spells it, or None when it is dropped; `previous` is the last character
+/// this gave for the text (a space at its start), and becomes the one it gives now.
 ///
 /// - U+0640 ARABIC TATWEEL (kashida) only elongates the joined letters around it
 ///   (justification, emphasis): `كتـــاب` is `كتاب`. Dropped, as Apache Lucene's
@@ -33,7 +37,14 @@ pub(super) fn composed_folded(c: char) -> char {
 ///   `ខ្មែរ\u{17B4}`. Ignored, as ICU's and Apache Lucene's folding ignore them.
 ///
 /// Each is invisible or a shape only, and (as Unicode's `Default_Ignorable_Code_Point`
-/// says of all but the tatweel) never makes one word another.
+/// says of all but the tatweel) never makes one word another. Each belongs to its scripts
+/// (its `Script_Extensions`: the tatweel to Arabic, Syriac and the other scripts that join
+/// letters with it, a filler to Hangul, a selector to Mongolian, an inherent vowel to
+/// Khmer), and is dropped only inside a word of one of them: after a letter or mark of one
+/// of its scripts ([`continues_word`]). Anywhere else (at the start of the text, after a
+/// separator, a digit or another script's letter) it is a separator, as any other
+/// character that is no letter: `foo\u{640}bar` is `foo` and `bar`, not `foobar`, and
+/// `كتاب\u{640}3` keeps its digit apart.
 ///
 /// And as Apache Lucene's `ArabicNormalizer` folds them, for the spellings Arabic writers
 /// use for one another (a final `ة` written `ه`, a final `ى` written `ي`, and back):
@@ -56,15 +67,16 @@ pub(super) fn composed_folded(c: char) -> char {
 /// `ے`, a letter apart from `ی` there: `کے` and `کی` are two words), and, as Lucene leaves
 /// them, U+06BE HEH DOACHASHMEE (Urdu's aspiration letter: `کھ` is not `کہ`), U+06C3 TEH
 /// MARBUTA GOAL, U+06D5 AE, U+0671 ALEF WASLA and the other languages' letters.
-pub(super) fn folded(c: char) -> Option<char> {
+pub(super) fn folded(c: char, previous: &mut char) -> Option<char> {
     // Below the first character this folds: the ASCII and most text's path, one comparison.
     if c < '\u{0629}' {
+        *previous = c;
         return Some(c);
     }
-    match c {
-        '\u{0629}' | '\u{06C1}' => Some('\u{0647}'),
-        '\u{0649}' | '\u{06CC}' => Some('\u{064A}'),
-        '\u{06A9}' => Some('\u{0643}'),
+    let spelt = match c {
+        '\u{0629}' | '\u{06C1}' => '\u{0647}',
+        '\u{0649}' | '\u{06CC}' => '\u{064A}',
+        '\u{06A9}' => '\u{0643}',
         // The tatweel; the Hangul fillers; the Mongolian free variation selectors; the Khmer
         // inherent vowels.
         '\u{0640}'
@@ -75,9 +87,29 @@ pub(super) fn folded(c: char) -> Option<char> {
         | '\u{180B}'..='\u{180D}'
         | '\u{180F}'
         | '\u{17B4}'
-        | '\u{17B5}' => None,
-        _ => Some(c),
-    }
+        | '\u{17B5}' => {
+            if continues_word(*previous, c) {
+                return None;
+            }
+            ' '
+        }
+        _ => c,
+    };
+    *previous = spelt;
+    Some(spelt)
+}
+
+/// Whether a dropped character `c` after `previous` is inside a word of its own script:
+/// `previous` is a letter or mark (`L*`, `M*`) whose `Script_Extensions` share a script
+/// with `c`'s (Common and Inherited share none).
+fn continues_word(previous: char, c: char) -> bool {
+    let scripts = previous.script_extension();
+    matches!(
+        previous.general_category_group(),
+        GeneralCategoryGroup::Letter | GeneralCategoryGroup::Mark
+    ) && !scripts.is_common()
+        && !scripts.is_inherited()
+        && !scripts.intersection(c.script_extension()).is_empty()
 }
 
 #[cfg(test)]
@@ -92,8 +124,37 @@ mod tests {
         // Alone, or in a compatibility form with a haraka (U+FE71: tatweel and fathatan).
         assert!(tokens("ـــ \u{FE71}").is_empty());
         assert_eq!(tokens("كت\u{FE71}اب"), ["كتاب"]);
-        // Between letters of other scripts it is invisible too.
-        assert_eq!(tokens("pass\u{640}word"), ["password"]);
+        // Syriac joins its letters with it too.
+        assert_eq!(tokens("ܫܠ\u{640}ܡܐ"), ["ܫܠܡܐ"]);
+    }
+
+    #[test]
+    fn a_dropped_character_outside_its_script_separates() {
+        for dropped in [
+            '\u{640}', '\u{115F}', '\u{1160}', '\u{3164}', '\u{FFA0}', '\u{180B}', '\u{180F}',
+            '\u{17B4}', '\u{17B5}',
+        ] {
+            assert_eq!(
+                tokens(&format!("foo{dropped}bar")),
+                ["foo", "bar"],
+                "{dropped:?}"
+            );
+            assert_eq!(
+                tokens(&format!("pass{dropped}{dropped}word")),
+                ["pass", "word"]
+            );
+            assert_eq!(tokens(&format!("12{dropped}34")), ["12", "34"]);
+            assert_eq!(tokens(&format!("Café{dropped}x")), ["cafe", "x"]);
+        }
+        // After a letter of its script it is dropped, whatever follows.
+        assert_eq!(tokens("كتاب\u{640}3"), ["كتاب", "3"]);
+        assert_eq!(tokens("كتاب\u{640}abc"), tokens("كتابabc"));
+        // After another script's letter it separates, even from a letter of its own.
+        assert_eq!(tokens("abc\u{640}كتاب"), ["abc", "كتاب"]);
+        assert_eq!(tokens("한\u{640}국"), ["한", "국"]);
+        assert_eq!(tokens("ក\u{3164}ខ"), ["ក", "ខ"]);
+        // A haraka between the letter and the tatweel is gone by then.
+        assert_eq!(tokens("كَـتَب"), ["كتب"]);
     }
 
     #[test]

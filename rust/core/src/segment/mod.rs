@@ -13,7 +13,8 @@
 //! with (`नमस्ते` keeps its virama, `दुनिया` its vowel sign, `が` its voicing mark: dropping
 //! them would make different words one); the characters that only stretch, pad or restyle
 //! a word dropped (the Arabic tatweel: `كتـــاب` is `كتاب`; the Hangul fillers; the
-//! Mongolian free variation selectors; the Khmer inherent vowels), and Arabic's teh marbuta made heh and alef maksura
+//! Mongolian free variation selectors; the Khmer inherent vowels: each inside a word of its
+//! script only, after a letter or mark of it, and a separator elsewhere), and Arabic's teh marbuta made heh and alef maksura
 //! made yeh, as Apache Lucene's `ArabicNormalizer` does (`مدرسة` is `مدرسه`, `على` is `علي`),
 //! and the Persian letters that an Arabic keyboard types otherwise made Arabic's, as Lucene's
 //! `PersianNormalizer` does (farsi yeh, keheh and the heh variants: `کتاب` is `كتاب`, `ایران`
@@ -66,7 +67,8 @@ pub use tokenise::{push_tokens, tokens};
 /// heh and alef maksura is yeh (3 told `مدرسة` from `مدرسه` and `على` from `علي`). 5: farsi
 /// yeh is yeh, keheh is kaf, heh goal and heh with yeh above are heh (4 told `کتاب` from
 /// `كتاب` and `ایران` from `ايران`, and made `ۀ` the Kurdish `ە`); the Khmer inherent
-/// vowels are dropped (4 kept them inside a word).
+/// vowels are dropped (4 kept them inside a word); the dropped characters separate outside
+/// a word of their script (4 made `foo\u{640}bar` one word).
 pub const INDEX_VERSION: u32 = 5;
 
 #[cfg(test)]

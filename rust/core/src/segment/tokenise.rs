@@ -332,6 +332,8 @@ impl Tokeniser<'_> {
     /// The tokens of a chunk (no ASCII whitespace) by the rules as written: normalised,
     /// each character classed.
     fn push_general(&mut self, chunk: &str, out: &mut Vec<u8>) {
+        // The last character the folds gave: a dropped character after a separator separates.
+        let mut previous = ' ';
         for c in chunk
             .chars()
             .filter(|&c| !ignorable(c))
@@ -340,7 +342,7 @@ impl Tokeniser<'_> {
             .map(composed_folded)
             .nfd()
             .filter(|&c| keeps(c))
-            .filter_map(folded)
+            .filter_map(|c| folded(c, &mut previous))
             .nfc()
         {
             let class = class_of(c);
