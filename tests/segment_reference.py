@@ -120,6 +120,8 @@ def normalise(text: str) -> str:
 def _drop_and_fold(decomposed: str) -> str:
     """The dropped characters dropped inside a word of their script (after a letter or mark
     of one of them), spaces elsewhere; the letters folded."""
+    if not any(char in decomposed for char in _DROPPED):
+        return decomposed.translate(_FOLDS)
     out: list[str] = []
     for char in decomposed:
         if char not in _DROPPED:
