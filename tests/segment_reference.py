@@ -21,8 +21,9 @@ The rules, stated once:
 - Classify each character: ASCII `a-z` letter, ASCII `0-9` digit, other ASCII separator;
   otherwise `Nd` digit; `L*`, `M*`, `Nl`, `No` CJK when its Script_Extensions name one of
   the four scripts, else letter; anything else separator.
-- Tokens: maximal runs of one class. Letter runs of ASCII letters only are stemmed. CJK runs
-  of two or more characters become their overlapping bigrams.
+- Tokens: maximal runs of one class. A digit run is the ASCII digits of its digits' decimal
+  values (`٣` and `۳` are `3`). Letter runs of ASCII letters only are stemmed. CJK runs of
+  two or more characters become their overlapping bigrams.
 - Query terms: the tokens, distinct, in first-occurrence order, at most 64; a one-character
   CJK token next to a digit-run token is left out while another term remains.
 - Passages: from `start`, the next 600 characters; the rest of the body when it fits; else
@@ -166,7 +167,7 @@ def tokens(text: str) -> list[str]:
         if kind == _SEPARATOR:
             continue
         if kind == _DIGIT:
-            out.append(run)
+            out.append("".join(str(unicodedata.decimal(char)) for char in run))
         elif kind == _LETTER:
             out.append(_stem(run))
         elif len(run) == 1:

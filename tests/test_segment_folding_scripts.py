@@ -13,6 +13,9 @@ other), and the index of segmenter version 4 rebuilt when the store opens.
   version 3): `می‌خواهم` is `میخواهم`; Lucene's PersianCharFilter makes it a space instead.
 - The Khmer inherent vowels U+17B4 and U+17B5 (deprecated, invisible, Default_Ignorable) are
   dropped, as ICU's and Lucene's folding ignore them.
+- The decimal digits of every script are ASCII digits, as Lucene's DecimalDigitFilter (in
+  its Persian and Arabic analysers) and ICU's native digit folding make them: `۱۴۰۲`
+  (Persian), `١٤٠٢` (Arabic-Indic), `१४०२` (Devanagari) are `1402`.
 - A dropped character (the tatweel, a Hangul filler, a Mongolian free variation selector, a
   Khmer inherent vowel) is dropped only inside a word of its own script: after a letter or
   mark of a script its Script_Extensions name. Anywhere else it separates, as a character
@@ -144,6 +147,7 @@ VERSION_4_ROWS = {
     "p": ("کتاب در خانۀ ایران", "کتاب در خانە ایران"),
     "k": ("ក\u17b4ម្ពុជា", "ក\u17b4ម្ពុជា"),
     "s": ("deploy\u0640staging", "deploystag"),
+    "d": ("سال ۱۴۰۲", "سال ۱۴۰۲"),
     "e": ("we refused the refund", "we refus the refund"),
 }
 
@@ -187,12 +191,14 @@ def test_an_index_of_segmenter_version_4_is_rebuilt_at_open(tmp_path: Path) -> N
     assert not _index_has(path, "خانه") and not _index_has(path, "ايران")
     assert not _index_has(path, "កម្ពុជា")
     assert not _index_has(path, "stage") and _index_has(path, "deploystag")
+    assert not _index_has(path, "1402")
     with lf.SQLiteStore(path) as store:
         assert ids(store.search("c", "كتاب")) == ["p"]
         assert ids(store.search("c", "خانهٔ ايران")) == ["p"]
         assert ids(store.search("c", "refunds")) == ["e"]
         assert ids(store.search("c", "កម្ពុជា")) == ["k"]
         assert ids(store.search("c", "staging")) == ["s"]
+        assert ids(store.search("c", "1402")) == ["d"]
         state = store._connection().execute("SELECT index_version, complete FROM search_state")
         assert tuple(state.fetchone()) == (5, 1)
         assert store.check_search_index() == []
@@ -302,4 +308,53 @@ def test_search_keeps_words_apart_across_a_stray_dropped_character(
     assert ids(store.search("c", "deploy")) == ["stray"]
     assert store.search("c", "deploystaging") == []
     assert ids(store.search("c", "كتاب")) == ["arabic"]
+    assert store.check_search_index() == []
+
+
+# ---------------------------------------------------------------------- digits
+
+
+DIGITS = [
+    pytest.param("۱۴۰۲", "1402", id="persian"),
+    pytest.param("١٤٠٢", "1402", id="arabic-indic"),
+    pytest.param("१४०२", "1402", id="devanagari"),
+    pytest.param("๑๔๐๒", "1402", id="thai"),
+    pytest.param("১৪০২", "1402", id="bengali"),
+    pytest.param("\U0001e951\U0001e954\U0001e950\U0001e952", "1402", id="adlam"),
+    pytest.param("۱4٠2", "1402", id="mixed"),
+    pytest.param("PO-۹۳۰۲", "PO-9302", id="in-a-code"),
+    pytest.param("٣号", "3号", id="beside-cjk"),
+]
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+@pytest.mark.parametrize(("written", "ascii"), DIGITS)
+def test_every_scripts_digits_are_ascii_digits(impl: ModuleType, written: str, ascii: str) -> None:
+    assert impl.query_terms(written) == impl.query_terms(ascii) != []
+    assert joined_tokens(impl, f"ok {written} x") == joined_tokens(impl, f"ok {ascii} x")
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_a_digit_run_stays_whole_and_exact(impl: ModuleType) -> None:
+    assert impl.query_terms("۳") != impl.query_terms("۱۳")
+    assert impl.query_terms("كتاب٣") == ["كتاب", "3"]
+    # Only decimal digits: other numbers (Nl, No) stay what they were.
+    assert impl.query_terms("Ⅻ ½") == impl.query_terms("xii 1⁄2")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(st.characters(categories=("Nd",)) | st.sampled_from("a号ك -"), max_size=30))
+def test_rust_and_the_reference_agree_on_digits(text: str) -> None:
+    assert seg.query_terms(text) == ref.query_terms(text)
+    assert seg.index_passages(text) == ref.index_passages(text)
+
+
+def test_search_finds_a_number_typed_on_any_keyboard(store: lf.SQLiteStore) -> None:
+    store.append("c", "user", "رمز کمد شماره ۳ برابر ۵۱۰۰ است", id="persian")
+    store.append("c", "user", "the code is 7734", id="latin")
+    store.append("c", "user", "nothing else here", id="other")
+    assert ids(store.search("c", "5100")) == ["persian"]
+    assert ids(store.search("c", "٥١٠٠")) == ["persian"]
+    assert ids(store.search("c", "۷۷۳۴")) == ["latin"]
+    assert store.search("c", "51") == []
     assert store.check_search_index() == []

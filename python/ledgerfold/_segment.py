@@ -27,9 +27,10 @@ inside a word of its own script only, a separator elsewhere: `foo\u0640bar` is t
 Arabic's teh marbuta (U+0629) made heh and its alef maksura (U+0649) made yeh, as Apache
 Lucene's ArabicNormalizer does, and Persian's farsi yeh (U+06CC) made yeh, keheh (U+06A9)
 kaf, heh goal (U+06C1) and heh with yeh above (U+06C0) heh, as its PersianNormalizer does
-(not Urdu's yeh barree); a digit run is one token; codes split at `-`, `_`, `.`; ASCII words
-Snowball-English (Porter2) stemmed; Han, Kana and Hangul runs become overlapping bigrams (a
-one-character run stays one token) that digits never join.
+(not Urdu's yeh barree); every script's decimal digits made ASCII digits (`۳` is `3`); a
+digit run is one token; codes split at `-`, `_`, `.`; ASCII words Snowball-English
+(Porter2) stemmed; Han, Kana and Hangul runs become overlapping bigrams (a one-character
+run stays one token) that digits never join.
 A token is non-empty and its only ASCII characters are `a-z` and `0-9`.
 `INDEX_VERSION` changes whenever the tokens or passages of some text would.
 """

@@ -213,13 +213,27 @@ fn reference_tokens(text: &str) -> Vec<String> {
         let run = &normal[start..at];
         match kind {
             Class::Separator => {}
-            Class::Digit => out.push(run.iter().collect()),
+            Class::Digit => out.push(run.iter().copied().map(digit_value).collect()),
             Class::Letter => out.push(stem(&run.iter().collect::<String>())),
             Class::Cjk if run.len() == 1 => out.push(run[0].to_string()),
             Class::Cjk => out.extend(run.windows(2).map(|pair| pair.iter().collect())),
         }
     }
     out
+}
+
+/// A decimal digit's ASCII digit: Unicode encodes each script's ten digits as one run of
+/// code points from zero, so its value is how many `Nd` code points stand just before it,
+/// modulo ten.
+fn digit_value(c: char) -> char {
+    let before = (0..u32::from(c))
+        .rev()
+        .take_while(|&code| {
+            char::from_u32(code)
+                .is_some_and(|d| d.general_category() == GeneralCategory::DecimalNumber)
+        })
+        .count();
+    char::from_digit(u32::try_from(before % 10).expect("below ten"), 10).expect("a digit")
 }
 
 fn is_sentence_end(c: char) -> bool {
@@ -292,6 +306,7 @@ fn mixed_text() -> impl Strategy<Value = String> {
         "[ᠮᠣᠩᠭ\u{180b}\u{180c}\u{180d}\u{180e}\u{180f}]{1,6}",
         "[یکہۀۂھےەكيه\u{654}\u{200c}\u{fbfc}\u{fb8e}\u{fba4}\u{6d5}]{1,6}",
         "[ខ្មែរកម្ពុជា\u{17b4}\u{17b5}]{1,6}",
+        "[٠-٩۰-۹०-९๐-๙0-9号كa]{1,6}",
         "[abc1كت한ᠮកܫ\u{640}\u{3164}\u{1160}\u{180b}\u{17b4}\u{64e}\u{301}]{1,8}",
         "\u{9b}[0-9;]{0,4}[@-~]{0,1}",
         any::<char>().prop_map(String::from),

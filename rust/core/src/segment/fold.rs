@@ -5,7 +5,7 @@
 //! been written: the characters around it compose as they would without it; and one
 //! Persian letter, which NFD would decompose into another language's letter, folded before.
 
-use unicode_properties::{GeneralCategoryGroup, UnicodeGeneralCategory};
+use unicode_properties::{GeneralCategory, GeneralCategoryGroup, UnicodeGeneralCategory};
 use unicode_script::UnicodeScript;
 
 /// `c` as the index spells it before the text is decomposed (after NFKC and case folding):
@@ -99,6 +99,27 @@ pub(super) fn folded(c: char, previous: &mut char) -> Option<char> {
     Some(spelt)
 }
 
+/// The ASCII digit of a decimal digit (`Nd`) of any script: `٣` (Arabic-Indic), `۳`
+/// (Persian), `३` (Devanagari) and `๓` (Thai) are `3`, as Apache Lucene's
+/// `DecimalDigitFilter` (in its Persian, Arabic and Hindi analysers) and ICU's native digit
+/// folding make them, so a number typed on a Persian keyboard is the number typed on an
+/// Arabic or a Latin one. Unicode encodes each script's ten digits as one run of code
+/// points, zero to nine, so a digit's value is its distance from the start of the stretch
+/// of `Nd` it stands in, modulo ten (runs side by side are whole runs): no table.
+pub(super) fn ascii_digit(c: char) -> char {
+    if c.is_ascii_digit() {
+        return c;
+    }
+    let code = u32::from(c);
+    let mut first = code;
+    while char::from_u32(first.wrapping_sub(1))
+        .is_some_and(|before| before.general_category() == GeneralCategory::DecimalNumber)
+    {
+        first -= 1;
+    }
+    char::from_digit((code - first) % 10, 10).expect("a value below ten")
+}
+
 /// Whether a dropped character `c` after `previous` is inside a word of its own script:
 /// `previous` is a letter or mark (`L*`, `M*`) whose `Script_Extensions` share a script
 /// with `c`'s (Common and Inherited share none).
@@ -176,6 +197,20 @@ mod tests {
             assert_eq!(tokens(&word), tokens("ᠮᠣᠩᠭᠣᠯ"), "{selector:?}");
             assert_eq!(tokens(&word), ["ᠮᠣᠩᠭᠣᠯ"]);
         }
+    }
+
+    #[test]
+    fn every_scripts_decimal_digits_are_ascii_digits() {
+        assert_eq!(tokens("٣٠ ۳۰ ३० ๓๐ ౩౦ 30"), ["30"; 6]);
+        assert_eq!(tokens("۱۴۰۲"), ["1402"]);
+        assert_eq!(tokens("١٢٣٤٥٦٧٨٩٠"), ["1234567890"]);
+        // Still a digit run: never a CJK bigram's, never a letter's.
+        assert_eq!(tokens("٣号"), ["3", "号"]);
+        assert_eq!(tokens("كتاب٣"), ["كتاب", "3"]);
+        // The mathematical digits (five runs side by side) NFKC makes ASCII already.
+        assert_eq!(tokens("\u{1D7D7}\u{1D7E1}\u{1D7EB}"), ["999"]);
+        // Adlam's, beyond the first plane.
+        assert_eq!(tokens("\u{1E953}"), ["3"]);
     }
 
     #[test]

@@ -21,7 +21,7 @@
 //! is `ايران`; the heh with yeh above is made heh before NFD; the `fold` module says why and
 //! which letters stay apart); NFC (so Hangul syllables, decomposed by NFD, are whole
 //! again). Then each character is one of four classes:
-//! - *digit*: ASCII `0-9` and every other `Nd`;
+//! - *digit*: ASCII `0-9` and every other `Nd`, made its ASCII digit (`۳` and `٣` are `3`);
 //! - *CJK*: a letter, mark or number (`L*`, `M*`, `Nl`, `No`) whose `Script_Extensions` name
 //!   Han, Hiragana, Katakana or Hangul (so `ー` and `々` join their words);
 //! - *letter*: ASCII `a-z` and every other `L*`, `M*`, `Nl`, `No`;
@@ -68,7 +68,8 @@ pub use tokenise::{push_tokens, tokens};
 /// yeh is yeh, keheh is kaf, heh goal and heh with yeh above are heh (4 told `کتاب` from
 /// `كتاب` and `ایران` from `ايران`, and made `ۀ` the Kurdish `ە`); the Khmer inherent
 /// vowels are dropped (4 kept them inside a word); the dropped characters separate outside
-/// a word of their script (4 made `foo\u{640}bar` one word).
+/// a word of their script (4 made `foo\u{640}bar` one word); every script's decimal digits
+/// are ASCII digits (4 told `۱۴۰۲` from `1402`).
 pub const INDEX_VERSION: u32 = 5;
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use unicode_normalization::UnicodeNormalization;
 use unicode_properties::{GeneralCategory, GeneralCategoryGroup, UnicodeGeneralCategory};
 use unicode_script::{Script, UnicodeScript};
 
-use super::fold::{composed_folded, folded};
+use super::fold::{ascii_digit, composed_folded, folded};
 use super::stems::{emit, StemCache, KEY_LANES, STEMS};
 
 /// The text's tokens in order (duplicates kept).
@@ -353,7 +353,8 @@ impl Tokeniser<'_> {
             match class {
                 Class::Separator => {}
                 Class::Cjk => self.cjk.push(c),
-                Class::Letter | Class::Digit => self.word.push(c),
+                Class::Letter => self.word.push(c),
+                Class::Digit => self.word.push(ascii_digit(c)),
             }
         }
         self.flush(out);
