@@ -2,8 +2,9 @@
 //! "Normalisation"): characters that only stretch, pad or restyle a word, dropped, and the
 //! Arabic-script letters that writers use for one another, folded. Applied to the decomposed
 //! text, after the diacritics and before NFC, so a dropped character is as if it had never
-//! been written: the characters around it compose as they would without it; and one
-//! Persian letter, which NFD would decompose into another language's letter, folded before.
+//! been written: the characters around it compose as they would without it; one Persian
+//! letter, which NFD would decompose into another language's letter, folded before; and
+//! every script's decimal digits made ASCII digits, in the digit class.
 
 use unicode_properties::{GeneralCategory, GeneralCategoryGroup, UnicodeGeneralCategory};
 use unicode_script::UnicodeScript;
