@@ -101,15 +101,20 @@ def oracle_ids(path: Path) -> Iterator[str]:
                 yield summary.id
 
 
-def cited_rows(path: Path, count: int, seed: int) -> list[tuple[int, str, str]]:
-    """(turn pk, conversation id, summary id) of `count` random summarised turns."""
+def cited_rows(
+    path: Path, count: int, seed: int, *, below_slot: bool = False
+) -> list[tuple[int, str, str]]:
+    """(turn pk, conversation id, summary id) of `count` random summarised turns; with
+    `below_slot`, none at its summary's slot (a damaged sequence there makes the summary's
+    slot no source's: a damaged record, not a damaged source)."""
     conn = sqlite3.connect(path)
     try:
         rows = conn.execute(
             "SELECT t.pk, t.conversation_id, s.id FROM summary_sources AS ss"
             " JOIN summaries AS s ON s.pk = ss.summary_pk AND s.status = 'current'"
             " JOIN turns AS t ON t.conversation_id = s.conversation_id AND t.id = ss.turn_id"
-            " ORDER BY t.pk"
+            + (" WHERE t.sequence IS NOT s.through_sequence" if below_slot else "")
+            + " ORDER BY t.pk"
         ).fetchall()
     finally:
         conn.close()

@@ -4,7 +4,10 @@ points at it and whether the store reads its record (SPEC §6, the store's `dama
 
 A record is judged as the store reads it, by the store's rule (`summaries.readable_record`),
 without keeping its text: in a UTF-8 file the SQL vouches for the usual record and the read
-decodes its text columns, so the rule runs in Python only on the others.
+decodes its text columns, so the rule runs in Python only on the others. A record whose slot
+(`through_sequence`) is not its sources' last sequence is damaged too, as the store's read of
+the version finds it (`_summary_slot.check_slot`): judged in the same SQL, by the same rule
+(`SLOT_SOUND_SQL`), with indexed lookups of each summary.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from ledgerfold.store._batch_reads import (
 from ledgerfold.store._rows import SUMMARY_COLUMNS
 from ledgerfold.store._schema import CURRENT
 from ledgerfold.store._sqlite_errors import quotes_stored_data
+from ledgerfold.store._summary_slot import SLOT_SOUND_SQL
 
 __all__ = ["READ_SURELY", "current_summaries"]
 
@@ -31,11 +35,14 @@ _FROM_CURRENT = (
     " FROM conversations AS c JOIN summaries AS s ON s.pk = c.current_summary"
     f" WHERE s.status = '{CURRENT}'"
 )
+#: SQL: whether the store lays out current summary row `s` as its record says (else the
+#: store's read finds it damaged, as a record it cannot read): its slot is its sources'.
+LAYOUT_SOUND = f"IFNULL({SLOT_SOUND_SQL}, 0)"
 # In table order (ORDER BY c.id would walk the ID index and look each row up, twice the
 # time); the caller sorts them.
 _JOB = (
     "SELECT c.id, s.pk, s.id, s.source_fingerprint, s.source_count, s.through_sequence,"
-    " s.conversation_id IS c.id"
+    f" s.conversation_id IS c.id, {LAYOUT_SOUND}"
 )
 _RECORD = ", ".join(f"s.{column.strip()}" for column in SUMMARY_COLUMNS.split(","))
 
@@ -76,7 +83,8 @@ def current_summaries(
     """Every current summary to check, as a `Job`, with whether the summary's own
     conversation is the one pointing at it (SPEC §6 `conversation-mismatch`) and whether
     the store reads its record: `readable` (the store's rule) of its `SUMMARY_COLUMNS` read
-    as the store reads them, any text that is not UTF-8 as `NotUtf8`; in table order. A key
+    as the store reads them, any text that is not UTF-8 as `NotUtf8`, and its layout sound
+    (`LAYOUT_SOUND`: else it is not read either); in table order. A key
     or fingerprint stored as text that is not UTF-8 comes back as `NotUtf8`.
 
     The records are read one row at a time and let go: no summary text is kept. In a UTF-8
@@ -93,7 +101,8 @@ def current_summaries(
                 raise
     with snapshot(conn), text_read_as(conn, lenient_text):
         return [
-            (row[:6], bool(row[6]), readable(row[7:])) for row in conn.execute(_CURRENT_RECORDS)
+            (row[:6], bool(row[6]), bool(row[7]) and readable(row[8:]))
+            for row in conn.execute(_CURRENT_RECORDS)
         ]
 
 
@@ -103,9 +112,9 @@ def _current_utf8(
     found: list[tuple[Job, bool, bool]] = []
     unsure: list[int] = []
     for row in conn.execute(_CURRENT_UTF8):
-        if not (row[7] and row[6]):
+        if row[7] and not (row[8] and row[6]):
             unsure.append(len(found))
-        found.append((row[:6], bool(row[6]), True))
+        found.append((row[:6], bool(row[6]), bool(row[7])))
     for at in unsure:  # in the same snapshot: the record is there
         job, own, _ = found[at]
         (record,) = lenient_rows(conn, _RECORD_AT, (job[1],))

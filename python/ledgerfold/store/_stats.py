@@ -21,6 +21,7 @@ from ledgerfold.store._schema import (
     TURN_PURGED,
     TURN_RETRACTED,
 )
+from ledgerfold.store._summary_slot import SLOT_SOUND_SQL
 
 __all__ = [
     "LAYOUT_FALLBACK_SQL",
@@ -129,12 +130,13 @@ _SOURCES_TEXT = (
 )
 _RECORD = ", ".join(f"s.{column.strip()}" for column in SUMMARY_COLUMNS.split(","))
 # Per conversation: the record its pointer designates (the one `context()` reads), whether
-# the store surely reads it (as revalidation's SQL vouches; else `summaries.pointed`
-# decides), purges, the sealed test and the layout fallback. The record's text columns are
-# decoded by the read, as the store's read decodes them (then dropped: nothing is kept).
+# the store surely reads it (as revalidation's SQL vouches, its slot included; else
+# `summaries.pointed` decides: a slot that is not its sources' is damage there), purges,
+# the sealed test and the layout fallback. The record's text columns are decoded by the
+# read, as the store's read decodes them (then dropped: nothing is kept).
 _CONVERSATIONS = (
     "SELECT c.id, s.status, s.reason, s.conversation_id IS c.id,"
-    f" IFNULL({READ_SURELY} AND {_SOURCES_TEXT}, 0),"
+    f" IFNULL({READ_SURELY} AND {_SOURCES_TEXT} AND {SLOT_SOUND_SQL}, 0),"
     f" {PURGED_SQL},"
     # The current summary cites a purged turn (sealed): read only where turns were purged.
     " CASE WHEN EXISTS (SELECT 1 FROM history_boundaries b WHERE b.conversation_id = c.id)"

@@ -1,0 +1,99 @@
+"""Deep revalidation and `stats()` agree with the store's context on a summary whose layout
+another tool damaged. The context already read such a summary as a damaged record
+(`stale-summary:damaged-record`): a slot (`summaries.through_sequence`) that is not its
+sources' last sequence. Revalidation checked its sources only and called it current (in
+process and on worker threads alike), and `stats()` counted no fallback for it. Each
+database here is a real file, damaged with raw SQL."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import ledgerfold as lf
+from ledgerfold.revalidate import revalidate_database
+
+PV = "v1"
+POLICY = lf.CompactionPolicy(PV, keep_tail=4)
+DAMAGED = "damaged-record"
+#: Slots another tool may write: no integer, below the last source, no source's, past it.
+SLOTS = ["'x'", "2.5", "-3", "NULL", "X'00'", "10", "15", "17", "999"]
+
+
+def _ledger(path: Path) -> dict[str, str]:
+    """Conversations `c` (damaged below) and `d` (sound): 20 turns each, the summary
+    covering t0..t15 (slot 16), t16..t19 the tail. Returns each one's summary ID."""
+    ids = {}
+    with lf.SQLiteStore(path) as store:
+        for cid in ("c", "d"):
+            store.append_many(
+                cid, [{"id": f"t{n}", "role": "user", "body": f"m {n}"} for n in range(20)]
+            )
+            outcome = lf.Compactor(store, POLICY).compact(cid)
+            assert outcome.accepted and outcome.summary is not None
+            ids[cid] = outcome.summary.id
+    return ids
+
+
+def _damage(path: Path, sql: str) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.execute(sql)
+    conn.close()
+
+
+def _statuses(path: Path) -> list[tuple[str, str, str | None]]:
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT conversation_id, status, reason FROM summaries ORDER BY conversation_id"
+        ).fetchall()
+    conn.close()
+    return rows
+
+
+def _verdicts(
+    path: Path, *, workers: int, mark_stale: bool = False, checked: int = 2
+) -> dict[str, str]:
+    report = revalidate_database(path, workers=workers, mark_stale=mark_stale)
+    assert report.summaries_checked == checked
+    assert report.current + report.stale == checked
+    return {item.conversation_id: item.reason for item in report.stale_summaries}
+
+
+def _agree(path: Path, summary_id: str) -> None:
+    """The context, the Compactor's context and stats() say the same of conversation c."""
+    with lf.SQLiteStore(path) as store:
+        context = store.context("c", PV)
+        assert (context.fallback, context.fallback_id) == (f"stale-summary:{DAMAGED}", summary_id)
+        assert lf.Compactor(store, POLICY).context("c").fallback == context.fallback
+        assert store.stats().fallbacks == {f"stale-summary:{DAMAGED}": 1}
+        assert store.stats("c").fallbacks == {f"stale-summary:{DAMAGED}": 1}
+        assert store.stats("d").fallbacks == {}
+        assert store.context("d", PV).fallback is None
+
+
+@pytest.mark.parametrize("slot", SLOTS)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_damaged_slot_is_a_damaged_record(tmp_path: Path, slot: str, workers: int) -> None:
+    path = tmp_path / "slot.db"
+    ids = _ledger(path)
+    _damage(path, f"UPDATE summaries SET through_sequence = {slot} WHERE conversation_id = 'c'")
+    _agree(path, ids["c"])
+    assert _verdicts(path, workers=workers) == {"c": DAMAGED}
+    # Marked stale with that reason: the context and stats still say the same.
+    assert _verdicts(path, workers=workers, mark_stale=True) == {"c": DAMAGED}
+    assert _statuses(path) == [("c", "stale", DAMAGED), ("d", "current", None)]
+    _agree(path, ids["c"])
+    assert _verdicts(path, workers=workers, checked=1) == {}  # only d is current now
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_sound_slot_written_again_is_current(tmp_path: Path, workers: int) -> None:
+    path = tmp_path / "sound.db"
+    _ledger(path)
+    _damage(path, "UPDATE summaries SET through_sequence = 16")  # the value it holds
+    assert _verdicts(path, workers=workers) == {}
+    with lf.SQLiteStore(path) as store:
+        assert store.context("c", PV).fallback is None
+        assert store.stats().fallbacks == {}
