@@ -61,11 +61,13 @@ def _verdicts(
     return {item.conversation_id: item.reason for item in report.stale_summaries}
 
 
-def _agree(path: Path, summary_id: str) -> None:
-    """The context, the Compactor's context and stats() say the same of conversation c."""
+def _agree(path: Path, summary_id: str | None) -> None:
+    """The context, the Compactor's context and stats() say the same of conversation c (a
+    summary marked stale is named by its record's reason only)."""
     with lf.SQLiteStore(path) as store:
         context = store.context("c", PV)
-        assert (context.fallback, context.fallback_id) == (f"stale-summary:{DAMAGED}", summary_id)
+        assert context.fallback == f"stale-summary:{DAMAGED}"
+        assert context.fallback_id in {summary_id, None}
         assert lf.Compactor(store, POLICY).context("c").fallback == context.fallback
         assert store.stats().fallbacks == {f"stale-summary:{DAMAGED}": 1}
         assert store.stats("c").fallbacks == {f"stale-summary:{DAMAGED}": 1}
@@ -94,6 +96,46 @@ def test_a_sound_slot_written_again_is_current(tmp_path: Path, workers: int) -> 
     _ledger(path)
     _damage(path, "UPDATE summaries SET through_sequence = 16")  # the value it holds
     assert _verdicts(path, workers=workers) == {}
+    with lf.SQLiteStore(path) as store:
+        assert store.context("c", PV).fallback is None
+        assert store.stats().fallbacks == {}
+
+
+#: `plans.preserve_roles` as another tool may leave it: not UTF-8, not JSON, not a list of
+#: role names, not text at all.
+ROLES = {
+    "not-utf8": "CAST(X'5b2273797374656dff225d' AS TEXT)",
+    "not-json": "'not json'",
+    "not-a-list": "'{\"system\": 1}'",
+    "not-roles": "'[1, 2]'",
+    "unknown-role": "'[\"admin\"]'",
+    "a-blob": "X'5b5d'",
+    "a-number": "7",
+}
+
+
+@pytest.mark.parametrize("roles", sorted(ROLES))
+@pytest.mark.parametrize("workers", [1, 2])
+def test_unreadable_plan_roles_are_a_damaged_record(
+    tmp_path: Path, roles: str, workers: int
+) -> None:
+    path = tmp_path / "roles.db"
+    ids = _ledger(path)
+    _damage(path, f"UPDATE plans SET preserve_roles = {ROLES[roles]} WHERE conversation_id = 'c'")
+    _agree(path, ids["c"])
+    assert _verdicts(path, workers=workers) == {"c": DAMAGED}
+    assert _verdicts(path, workers=workers, mark_stale=True) == {"c": DAMAGED}
+    assert _statuses(path) == [("c", "stale", DAMAGED), ("d", "current", None)]
+    _agree(path, None)
+    assert _verdicts(path, workers=workers, checked=1) == {}
+
+
+@pytest.mark.parametrize("roles", ["'[]'", '\'["system", "tool"]\''])
+def test_readable_plan_roles_keep_the_summary_current(tmp_path: Path, roles: str) -> None:
+    path = tmp_path / "kept.db"
+    _ledger(path)
+    _damage(path, f"UPDATE plans SET preserve_roles = {roles}")
+    assert _verdicts(path, workers=1) == {}
     with lf.SQLiteStore(path) as store:
         assert store.context("c", PV).fallback is None
         assert store.stats().fallbacks == {}

@@ -6,8 +6,10 @@ A record is judged as the store reads it, by the store's rule (`summaries.readab
 without keeping its text: in a UTF-8 file the SQL vouches for the usual record and the read
 decodes its text columns, so the rule runs in Python only on the others. A record whose slot
 (`through_sequence`) is not its sources' last sequence is damaged too, as the store's read of
-the version finds it (`_summary_slot.check_slot`): judged in the same SQL, by the same rule
-(`SLOT_SOUND_SQL`), with indexed lookups of each summary.
+the version finds it (`_summary_slot.check_slot`), and so is one whose plan's preserved
+roles cannot be read back (`_plan_roles.plan_roles`), as the store's context finds it: both
+judged in the same SQL, by the same rules (`SLOT_SOUND_SQL`, `ROLES_DAMAGED_SQL`), with
+indexed lookups of each summary.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ledgerfold.store._batch_reads import (
     snapshot,
     text_read_as,
 )
+from ledgerfold.store._plan_roles import ROLES_DAMAGED_SQL
 from ledgerfold.store._rows import SUMMARY_COLUMNS
 from ledgerfold.store._schema import CURRENT
 from ledgerfold.store._sqlite_errors import quotes_stored_data
@@ -35,9 +38,14 @@ _FROM_CURRENT = (
     " FROM conversations AS c JOIN summaries AS s ON s.pk = c.current_summary"
     f" WHERE s.status = '{CURRENT}'"
 )
-#: SQL: whether the store lays out current summary row `s` as its record says (else the
-#: store's read finds it damaged, as a record it cannot read): its slot is its sources'.
-LAYOUT_SOUND = f"IFNULL({SLOT_SOUND_SQL}, 0)"
+#: SQL: whether the store lays out current summary row `s` as its record says (else its
+#: context finds it damaged, as a record it cannot read): its slot is its sources', and the
+#: roles its plan kept raw can be read back (`_plan_roles.plan_roles`; SPEC §17.3's check
+#: needs them).
+LAYOUT_SOUND = (
+    f"(IFNULL({SLOT_SOUND_SQL}, 0) AND NOT EXISTS (SELECT 1 FROM plans l"
+    f" WHERE l.id = s.plan_id AND IFNULL({ROLES_DAMAGED_SQL}, 1)))"
+)
 # In table order (ORDER BY c.id would walk the ID index and look each row up, twice the
 # time); the caller sorts them.
 _JOB = (

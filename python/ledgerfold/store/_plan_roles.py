@@ -15,7 +15,20 @@ from ledgerfold.store._rows import DamagedSummary, Version
 from ledgerfold.store._schema import TURN_RETRACTED
 from ledgerfold.store._sqlite_errors import quotes_stored_data
 
-__all__ = ["damaged_roles", "missing_preserved", "plan_roles"]
+__all__ = ["ROLES_DAMAGED_SQL", "damaged_roles", "missing_preserved", "plan_roles"]
+
+#: SQL: whether the roles plan row `l` kept raw cannot be read back (`plan_roles` gives
+#: None): not text (a blob, a number; NULL is no role), not JSON, not a JSON list, or holding
+#: what is not a role name (text that is not UTF-8 names no role). For the callers that
+#: list records without reading each (`stats()`, deep revalidation's listing).
+ROLES_DAMAGED_SQL = (
+    "CASE WHEN l.preserve_roles IS NULL THEN 0"
+    " WHEN typeof(l.preserve_roles) <> 'text' THEN 1"
+    " WHEN NOT json_valid(l.preserve_roles) THEN 1"
+    " WHEN json_type(l.preserve_roles) != 'array' THEN 1"
+    " ELSE EXISTS (SELECT 1 FROM json_each(l.preserve_roles) r WHERE r.type != 'text'"
+    f" OR r.value NOT IN ({', '.join(repr(role) for role in ROLES)})) END"
+)
 
 
 class _Damaged(Exception):

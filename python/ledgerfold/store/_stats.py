@@ -8,10 +8,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledgerfold._model import ROLES
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store._batch_reads import NotUtf8, is_utf8, lenient_rows
 from ledgerfold.store._current_summaries import READ_SURELY
+from ledgerfold.store._plan_roles import ROLES_DAMAGED_SQL
 from ledgerfold.store._rows import DAMAGED, SUMMARY_COLUMNS, DamagedSummary
 from ledgerfold.store._schema import (
     CURRENT,
@@ -43,14 +43,6 @@ PURGED_SQL = (
     f" WHERE b.conversation_id = c.id) AND u.state = {TURN_PURGED})"
 )
 
-#: Whether the roles plan `l` kept raw are not a JSON list of role names (another tool's
-#: write; text that is not UTF-8 names no role): `context()` cannot check the layout then.
-_ROLES_DAMAGED = (
-    "CASE WHEN NOT json_valid(l.preserve_roles) THEN 1"
-    " WHEN json_type(l.preserve_roles) != 'array' THEN 1"
-    " ELSE EXISTS (SELECT 1 FROM json_each(l.preserve_roles) r WHERE r.type != 'text'"
-    f" OR r.value NOT IN ({', '.join(repr(role) for role in ROLES)})) END"
-)
 
 #: SQL for the fallback of the context of conversation `c` (a row of `conversations`) laid
 #: out with its current summary, or NULL when the summary is used — the checks `context()`
@@ -63,7 +55,7 @@ LAYOUT_FALLBACK_SQL = (
     "(SELECT CASE"
     " WHEN EXISTS (SELECT 1 FROM turns d WHERE d.conversation_id = c.id AND d.id = p.id"
     f"  AND d.state = {TURN_LIVE}) THEN 'duplicate-id'"
-    f" WHEN EXISTS (SELECT 1 FROM plans l WHERE l.id = p.plan_id AND {_ROLES_DAMAGED})"
+    f" WHEN EXISTS (SELECT 1 FROM plans l WHERE l.id = p.plan_id AND {ROLES_DAMAGED_SQL})"
     f"  THEN 'stale-summary:{DAMAGED}'"
     " WHEN EXISTS (SELECT 1 FROM summary_kept k JOIN turns t ON t.pk = k.turn_pk"
     f"  WHERE k.summary_pk = p.pk AND t.state = {TURN_RETRACTED} AND (t.protected"
