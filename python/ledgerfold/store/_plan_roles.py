@@ -22,7 +22,7 @@ __all__ = ["ROLES_DAMAGED_SQL", "damaged_roles", "missing_preserved", "plan_role
 #: what is not a role name (text that is not UTF-8 names no role). For the callers that
 #: list records without reading each (`stats()`, deep revalidation's listing).
 ROLES_DAMAGED_SQL = (
-    "CASE WHEN l.preserve_roles IS NULL THEN 0"
+    "CASE WHEN l.preserve_roles IS NULL OR l.preserve_roles = '[]' THEN 0"
     " WHEN typeof(l.preserve_roles) <> 'text' THEN 1"
     " WHEN NOT json_valid(l.preserve_roles) THEN 1"
     " WHEN json_type(l.preserve_roles) != 'array' THEN 1"

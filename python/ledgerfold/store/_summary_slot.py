@@ -13,17 +13,23 @@ __all__ = ["SLOT_SOUND_SQL", "check_slot"]
 # The sources of summary row `s` (the `summary_sources` view's rows of it), by position.
 _SOURCES = "run_sources r WHERE r.run_pk = s.source_run AND r.position < s.source_count"
 
+_LAST_ID = f"(SELECT r.turn_id FROM {_SOURCES} ORDER BY r.position DESC LIMIT 1)"
+
 #: SQL: 1 when the slot of summary row `s` is sound by `check_slot`'s rule, else 0 — the
 #: same tests in the same order, for the callers that list records without reading each
 #: (deep revalidation's listing, `stats()`): no source: sound; a slot that is no integer:
 #: damaged; its last source (by position) not a turn of its conversation: sound (the full
 #: check judges it); else sound when that turn's sequence is not above the slot and the turn
 #: at the slot is one of its sources — the last one, or else any (its sources scanned).
-#: Indexed lookups of the one summary: its last source (a range of `run_sources`' key) and
-#: two turns by their conversation's unique keys; the sources are scanned only for a slot
-#: that is not the last source's.
+#: The usual case first, from the turns' two unique indexes alone (no row read): the turn at
+#: the slot is the last source. Otherwise indexed lookups of the one summary; its sources
+#: are scanned only for a slot that is not its last source's.
 SLOT_SOUND_SQL = (
     "(CASE"
+    " WHEN typeof(s.through_sequence) = 'integer' AND (SELECT a.pk FROM turns a"
+    "  WHERE a.conversation_id = s.conversation_id AND a.sequence = s.through_sequence)"
+    "  = (SELECT l.pk FROM turns l WHERE l.conversation_id = s.conversation_id"
+    f"  AND l.id = {_LAST_ID}) THEN 1"
     f" WHEN NOT EXISTS (SELECT 1 FROM {_SOURCES}) THEN 1"
     " WHEN typeof(s.through_sequence) <> 'integer' THEN 0"
     " ELSE IFNULL((SELECT NOT (typeof(l.sequence) = 'integer' AND l.sequence > s.through_sequence)"
@@ -31,8 +37,7 @@ SLOT_SOUND_SQL = (
     f"   ELSE EXISTS (SELECT 1 FROM {_SOURCES} AND r.turn_id = a.id) END"
     "   FROM turns a WHERE a.conversation_id = s.conversation_id"
     "   AND a.sequence = s.through_sequence), 0)"
-    "  FROM turns l WHERE l.conversation_id = s.conversation_id"
-    f"  AND l.id = (SELECT r.turn_id FROM {_SOURCES} ORDER BY r.position DESC LIMIT 1)), 1)"
+    f"  FROM turns l WHERE l.conversation_id = s.conversation_id AND l.id = {_LAST_ID}), 1)"
     " END)"
 )
 
