@@ -178,6 +178,10 @@ def search(
         " ORDER BY r, t.sequence DESC, search_fts.rowid"
     )
 
+    # Hit rows found damaged, by table key: passed over and warned about once per search,
+    # whatever attempt meets them again (the dropped terms' retry, the lenient read).
+    damaged: set[int] = set()
+
     def best_hits(chosen: list[str], lenient: bool) -> list[SearchHit]:
         params: list[Any] = []
         if current is not None and not covered_only:
@@ -190,7 +194,13 @@ def search(
         try:
             for row in conn.execute(sql, params):
                 turn_pk, turn_id, sequence, role, slot, rank = row[:6]
-                if turn_pk in seen or not _readable(conn, row, lenient):
+                if turn_pk in seen or turn_pk in damaged:
+                    continue
+                if not _readable(conn, row, lenient):
+                    damaged.add(turn_pk)
+                    _log.warning(
+                        "search: a hit's turn row is damaged (pk=%d), passed over", turn_pk
+                    )
                     continue
                 seen.add(turn_pk)
                 covered = covered_only or (current is not None and bool(row[7]))
@@ -246,8 +256,6 @@ def _readable(conn: sqlite3.Connection, row: tuple[Any, ...], lenient: bool) -> 
     if fine and lenient:
         body = conn.execute("SELECT body FROM turns WHERE pk = ?", (row[0],)).fetchone()[0]
         fine = isinstance(body, str)
-    if not fine:
-        _log.warning("search: a hit's turn row is damaged (pk=%d), passed over", row[0])
     return fine
 
 
