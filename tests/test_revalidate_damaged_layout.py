@@ -139,3 +139,24 @@ def test_readable_plan_roles_keep_the_summary_current(tmp_path: Path, roles: str
     with lf.SQLiteStore(path) as store:
         assert store.context("c", PV).fallback is None
         assert store.stats().fallbacks == {}
+
+
+def test_the_parquet_export_on_dask_gives_the_same_verdicts(tmp_path: Path) -> None:
+    dask = pytest.importorskip("dask")
+    ldask = pytest.importorskip("ledgerfold.dask")
+    from ledgerfold.export import export_parquet
+
+    path = tmp_path / "both.db"
+    _ledger(path)
+    _damage(path, "UPDATE summaries SET through_sequence = 999 WHERE conversation_id = 'c'")
+    _damage(path, "UPDATE plans SET preserve_roles = 'not json' WHERE conversation_id = 'd'")
+    expected = revalidate_database(path, mark_stale=False).as_json()
+    assert {item["conversation"]: item["reason"] for item in expected["stale_summaries"]} == {
+        "c": DAMAGED,
+        "d": DAMAGED,
+    }
+    export_parquet(path, tmp_path / "parquet")
+    with dask.config.set(scheduler="threads"):
+        _, aggregate = ldask.revalidate_parquet(tmp_path / "parquet")
+    same = ("conversations", "summaries_checked", "current", "stale", "stale_summaries")
+    assert {key: aggregate[key] for key in same} == {key: expected[key] for key in same}
