@@ -21,15 +21,16 @@ _LAST_ID = f"(SELECT r.turn_id FROM {_SOURCES} ORDER BY r.position DESC LIMIT 1)
 #: damaged; its last source (by position) not a turn of its conversation: sound (the full
 #: check judges it); else sound when that turn's sequence is not above the slot and the turn
 #: at the slot is one of its sources — the last one, or else any (its sources scanned).
-#: The usual case first, from the turns' two unique indexes alone (no row read): the turn at
-#: the slot is the last source. Otherwise indexed lookups of the one summary; its sources
-#: are scanned only for a slot that is not its last source's.
+#: The usual case first, from indexes alone (no turn row read): the turn at the slot is the
+#: source at position `source_count - 1` (three key probes). Otherwise indexed lookups of
+#: the one summary; its sources are scanned only for a slot that is not its last source's.
 SLOT_SOUND_SQL = (
     "(CASE"
     " WHEN typeof(s.through_sequence) = 'integer' AND (SELECT a.pk FROM turns a"
     "  WHERE a.conversation_id = s.conversation_id AND a.sequence = s.through_sequence)"
-    "  = (SELECT l.pk FROM turns l WHERE l.conversation_id = s.conversation_id"
-    f"  AND l.id = {_LAST_ID}) THEN 1"
+    "  = (SELECT l.pk FROM run_sources r JOIN turns l ON l.conversation_id = s.conversation_id"
+    "  AND l.id = r.turn_id WHERE r.run_pk = s.source_run AND r.position = s.source_count - 1)"
+    "  THEN 1"
     f" WHEN NOT EXISTS (SELECT 1 FROM {_SOURCES}) THEN 1"
     " WHEN typeof(s.through_sequence) <> 'integer' THEN 0"
     " ELSE IFNULL((SELECT NOT (typeof(l.sequence) = 'integer' AND l.sequence > s.through_sequence)"
