@@ -17,7 +17,8 @@ import ledgerfold as lf
 SECRET = "zebra-secret-7"
 DAMAGE = {
     "role-not-a-role": "UPDATE turns SET role = 'narrator' WHERE id = 'rare'",
-    "body-a-blob": f"UPDATE turns SET body = CAST('quokka common {SECRET}' AS BLOB) WHERE id = 'rare'",
+    "body-a-blob": f"UPDATE turns SET body = CAST('quokka common {SECRET}' AS BLOB)"
+    " WHERE id = 'rare'",
     "body-not-utf8": f"UPDATE turns SET body = CAST(X'ff' AS TEXT) || 'quokka common {SECRET}'"
     " WHERE id = 'rare'",
 }
