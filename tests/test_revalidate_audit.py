@@ -40,14 +40,6 @@ _OLD_UNVERIFIED = (
 )
 
 
-_CHANGED_CITED = (
-    "SELECT t.pk FROM summaries AS s JOIN summary_sources AS ss ON ss.summary_pk = s.pk"
-    " JOIN turns AS t ON t.conversation_id = s.conversation_id AND t.id = ss.turn_id"
-    " WHERE s.id IN (SELECT value FROM json_each(?)) AND t.state = ?"
-    " AND t.digest IS NOT ss.turn_digest ORDER BY t.pk"
-)
-
-
 def old_report(path: Path) -> dict[str, Any]:
     """The verdicts of the fingerprint check, then the split check per current summary, then
     the scan of every unverified live turn: what revalidation reported before the workers
@@ -71,13 +63,6 @@ def old_report(path: Path) -> dict[str, Any]:
         stale_ids = json.dumps(sorted({verdict[1] for verdict in stale}))
         for row in conn.execute(_OLD_UNVERIFIED, (TURN_LIVE, stale_ids)):
             audit.count(digests.check_row(row))
-        # The cited turns of the verified summaries whose stored digest is not the recorded
-        # one (changed alone: their bytes gave the recorded one), hashed too.
-        verified = json.dumps(sorted(verdict[1] for verdict in split if verdict[2] is None))
-        for (pk,) in conn.execute(_CHANGED_CITED, (verified, TURN_LIVE)):
-            row = digests.row_by_key(conn, pk, utf8=utf8)
-            assert row is not None
-            audit.count(digests.check_row(row))
     finally:
         conn.close()
     return {
@@ -85,7 +70,7 @@ def old_report(path: Path) -> dict[str, Any]:
         "checked": len(split),
         "digests_checked": audit.checked,
         "turns_damaged": audit.damaged,
-        "wrong_digests": [(conversation, turn) for _, conversation, turn in sorted(audit.wrong)],
+        "wrong_digests": [(conversation, turn) for _, conversation, turn in audit.wrong],
     }
 
 

@@ -19,12 +19,8 @@ that is not a valid turn, is decided here row by row with the store's own readin
 without its call (or whose rows it cannot read) gets the full split check (`split_in`,
 which reads its sources too). Conversations without a current summary to check (none, or a
 damaged record) and anything the packed reads cannot decide are audited row by row, per
-conversation (`_digests.wrong_digests`). The cited turns of a verified summary were hashed
-by the check, but their stored digests were not read: the check's packed reads also carry
-those digests and the ones the source indexes recorded, and where they differ (a digest
-changed alone, a turn kept raw below a slot, a run read by rows) the cited turns whose two
-digests differ are found by indexed lookups and hashed here (`_digests.unrecorded_cited`).
-No body or summary text is decoded into an error or a log."""
+conversation (`_digests.wrong_digests`). No body or summary text is decoded into an error or
+a log."""
 
 from __future__ import annotations
 
@@ -144,7 +140,6 @@ def audit_run(
     threads: int,
     *,
     utf8: bool = True,
-    recorded: bool = False,
 ) -> tuple[list[Verdict], Audit]:
     """The split check and the digest audit of a checked run (inside the caller's snapshot):
     the run's verdicts, `group-split` where a current summary splits a unit, and what the
@@ -153,11 +148,7 @@ def audit_run(
     rows); `bounded`: the check read each conversation up to its summary's
     `through_sequence` only. `utf8`: the database stores text as UTF-8; a packed read
     counts and carries the bytes of the stored text, so a database that does not (UTF-16)
-    is audited row by row, its text read as text. `recorded`: the check's rows held exactly
-    the digests its summaries' source indexes recorded; else the cited turns of the
-    summaries found current whose stored digest is not their recorded one (a digest changed
-    alone: their bytes gave the recorded one) are hashed again here, and such a stored digest
-    is reported wrong, as one outside the summaries is."""
+    is audited row by row, its text read as text."""
     audit = Audit()
     slots: list[tuple[object, float | int | None]] = []
     kept: list[tuple[int, int]] = []
@@ -208,12 +199,6 @@ def audit_run(
                 audit.count(digests.check_row(row))
     for index in by_rows:
         checked[index] = _conversation_by_rows(conn, run[index], checked[index], audit, utf8)
-    if not recorded:
-        current = [(job[0], job[1]) for job, v in zip(run, checked, strict=True) if v[2] is None]
-        for pk in digests.unrecorded_cited(conn, current):
-            row = digests.row_by_key(conn, pk, utf8=utf8)
-            if row is not None:
-                audit.count(digests.check_row(row))
     return checked, audit
 
 

@@ -174,14 +174,11 @@ def _check(
     utf8: bool,
     packed: bool = True,
     uncited: bool,
-) -> tuple[Any, bool | None, bool]:
+) -> tuple[Any, bool | None]:
     """`check_run` inside the caller's snapshot, with how it read the run: True when each
     conversation up to its summary's `through_sequence`, False when whole, None when by
     rows. With `uncited` (packed reads), each verdict carries the sequences of the rows it
-    read and found uncited (see `_native.revalidate_columns`), and the third value says
-    whether the rows read hold, in order, exactly the digests the run's source indexes
-    recorded (the check hashed their bytes, never their stored digests: when they are not
-    these, `_revalidate_audit.audit_run` looks for a stored digest changed alone)."""
+    read and found uncited (see `_native.revalidate_columns`)."""
     summaries = [(job[0], job[1], job[2], job[3]) for job in run]
     if utf8 and packed:
         checked = _check_packed(conn, run, summaries, threads, uncited=uncited)
@@ -190,7 +187,7 @@ def _check(
         _log.debug("revalidation: packed rows did not line up; reading by rows")
     rows = batch_reads.turn_rows(conn, run, utf8=utf8)
     sources = batch_reads.source_rows(conn, run, utf8=utf8)
-    return _native.revalidate_flat(rows, sources, summaries, threads), None, False
+    return _native.revalidate_flat(rows, sources, summaries, threads), None
 
 
 _SOURCE_MISSING = "source-missing"
@@ -203,38 +200,30 @@ def _check_packed(
     threads: int,
     *,
     uncited: bool,
-) -> tuple[Any, bool, bool] | None:
-    """The packed check of a run (inside the caller's snapshot), whether it was read up
-    to each summary's `through_sequence` and whether the rows read hold the recorded digests
-    (see `_check`; asked with `uncited` only), or None when the packing does not line up.
-    Turns are read up to that bound; should a cited turn be missing there (retracted, or its
+) -> tuple[Any, bool] | None:
+    """The packed check of a run (inside the caller's snapshot) and whether it was read up
+    to each summary's `through_sequence`, or None when the packing does not line up. Turns
+    are read up to that bound; should a cited turn be missing there (retracted, or its
     sequence no longer what it was), the run is read again whole, so that the verdict is
-    the one every live turn gives. The digests ride on the same reads (one more aggregate
-    column each): no row is read again for them."""
+    the one every live turn gives."""
     try:
-        source_columns = batch_reads.packed_sources(conn, run, digests=uncited)
-        recorded = source_columns[-1] if uncited else None
-        if uncited:
-            source_columns = source_columns[:-1]
+        source_columns = batch_reads.packed_sources(conn, run)
         for bounded in (True, False):
-            turn_columns = batch_reads.packed_turns(conn, run, bounded=bounded, digests=uncited)
-            stored = turn_columns[-1] if uncited else None
-            if uncited:
-                turn_columns = turn_columns[:-1]
+            turn_columns = batch_reads.packed_turns(conn, run, bounded=bounded)
             checked = _native.revalidate_columns(
                 turn_columns, source_columns, summaries, threads, uncited=uncited
             )
             if checked is None:
                 return None
             if not any(verdict[2] == _SOURCE_MISSING for verdict in checked[0]):
-                return checked, bounded, uncited and bounded and stored == recorded
+                return checked, bounded
     except sqlite3.DataError:  # a run over SQLite's length limit: read it by rows
         return None
     except sqlite3.OperationalError as error:
         if not quotes_stored_data(error):
             raise
         return None  # a number stored as text that is not UTF-8: read by rows
-    return checked, False, False
+    return checked, False
 
 
 def _unseal(conn: sqlite3.Connection, verdict: Any) -> Verdict:
@@ -319,20 +308,11 @@ def check_jobs(
             if stop is not None and stop.is_set():
                 break
             with batch_reads.snapshot(conn):
-                (found, turns, size), bounded, recorded = _check(
-                    conn, run, threads, utf8=utf8, uncited=True
-                )
+                (found, turns, size), bounded = _check(conn, run, threads, utf8=utf8, uncited=True)
                 uncited = None if bounded is None else [verdict[4] for verdict in found]
                 unsealed = [_unseal(conn, verdict) for verdict in found]
                 checked, run_audit = audit_run(
-                    conn,
-                    run,
-                    unsealed,
-                    uncited,
-                    bool(bounded),
-                    threads,
-                    utf8=utf8,
-                    recorded=recorded,
+                    conn, run, unsealed, uncited, bool(bounded), threads, utf8=utf8
                 )
                 there = _still_there(conn, run, checked)
             verdicts.extend(verdict for verdict, kept in zip(checked, there, strict=True) if kept)

@@ -154,9 +154,7 @@ def revalidate_database(
     current) is hashed too: a stored digest that does not match its bytes (a body changed
     behind the library's back) is repaired — recomputed, the versions citing the turn marked
     stale, a new revision — unless `mark_stale=False`; the report counts them
-    (`digests_wrong`, `digests_repaired`, with `wrong_digests` naming each turn). So is a
-    cited turn's stored digest that is not the one its source index recorded (changed
-    alone: the summary, verified from the bytes, stays current)."""
+    (`digests_wrong`, `digests_repaired`, with `wrong_digests` naming each turn)."""
     path = database_path(path)
     workers = (
         available_cores() if workers is None else _validate.integer("workers", workers, minimum=1)

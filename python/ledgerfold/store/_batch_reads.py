@@ -229,20 +229,13 @@ def _turn_key(fmt: PackedFormat) -> str:
     )
 
 
-#: The stored digests of the rows an aggregate packs, back to back in the same order (a
-#: digest that is NULL or not 32 bytes misaligns them: they then match nothing).
-_DIGESTS = "CAST(group_concat({}, '') AS BLOB)"
-
-
 @functools.cache
-def _packed_turns_query(
-    fmt: PackedFormat, slots: int, *, bounded: bool, digests: bool = False
-) -> str:
+def _packed_turns_query(fmt: PackedFormat, slots: int, *, bounded: bool) -> str:
     """Each summary `k` of a run reads the live turns of its conversation up to its
     `through_sequence` (the largest sequence it cites): the newest turns, which no summary
     covers, are never read. The unbounded form reads all of them, for a run where a cited
     turn was not found below that bound."""
-    columns = ", ".join(_turn_columns(fmt) + ([_DIGESTS.format("t.digest")] if digests else []))
+    columns = ", ".join(_turn_columns(fmt))
     rows = ", ".join(["(?, ?, ?)"] * slots)
     below = " AND t.sequence <= run.bound" if bounded else ""
     return (
@@ -268,14 +261,13 @@ def _source_key(fmt: PackedFormat) -> str:
 
 
 @functools.cache
-def _packed_sources_query(fmt: PackedFormat, slots: int, *, digests: bool = False) -> str:
+def _packed_sources_query(fmt: PackedFormat, slots: int) -> str:
     """The sources of exactly the summaries a run names (by key), not whatever is current
     by the time the run is read: a summary superseded meanwhile is checked as itself."""
     rows = ", ".join(["(?, ?)"] * slots)
-    recorded = f", {_DIGESTS.format('ss.turn_digest')}" if digests else ""
     return (
         f"WITH run(k, pk) AS (VALUES {rows}) SELECT group_concat({_source_key(fmt)},"
-        f" '{fmt.separator}'), CAST(group_concat(ss.turn_id, '') AS BLOB){recorded}"
+        f" '{fmt.separator}'), CAST(group_concat(ss.turn_id, '') AS BLOB)"
         " FROM run CROSS JOIN summary_sources AS ss ON ss.summary_pk = run.pk"
     )
 
@@ -311,25 +303,18 @@ def _source_parameters(run: Sequence[Job]) -> list[object]:
 # drifted copy and show that the drift is caught.
 
 
-def packed_turns(
-    conn: sqlite3.Connection, run: Sequence[Job], *, bounded: bool, digests: bool = False
-) -> tuple[Any, ...]:
+def packed_turns(conn: sqlite3.Connection, run: Sequence[Job], *, bounded: bool) -> tuple[Any, ...]:
     """The run's live turns as the 10 packed columns `_native.revalidate_columns` takes, up
-    to each summary's `through_sequence` when `bounded`; with `digests`, then their stored
-    digests back to back in the same order (one more column, the caller's). Raises
-    `sqlite3.DataError` when a column outgrows SQLite's length limit."""
-    query = _packed_turns_query(NATIVE_FORMAT, _slots(run), bounded=bounded, digests=digests)
+    to each summary's `through_sequence` when `bounded`. Raises `sqlite3.DataError` when a
+    column outgrows SQLite's length limit."""
+    query = _packed_turns_query(NATIVE_FORMAT, _slots(run), bounded=bounded)
     columns: tuple[Any, ...] = conn.execute(query, _turn_parameters(run)).fetchone()
     return columns
 
 
-def packed_sources(
-    conn: sqlite3.Connection, run: Sequence[Job], *, digests: bool = False
-) -> tuple[Any, ...]:
-    """The run's sources as the 2 packed columns `_native.revalidate_columns` takes; with
-    `digests`, then the digests their source index recorded, back to back in the same order
-    (one more column, the caller's)."""
-    query = _packed_sources_query(NATIVE_FORMAT, _slots(run), digests=digests)
+def packed_sources(conn: sqlite3.Connection, run: Sequence[Job]) -> tuple[Any, ...]:
+    """The run's sources as the 2 packed columns `_native.revalidate_columns` takes."""
+    query = _packed_sources_query(NATIVE_FORMAT, _slots(run))
     columns: tuple[Any, ...] = conn.execute(query, _source_parameters(run)).fetchone()
     return columns
 

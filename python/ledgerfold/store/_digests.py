@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ledgerfold import _validate
@@ -39,7 +39,6 @@ __all__ = [
     "repair",
     "row_by_key",
     "turn_pairs",
-    "unrecorded_cited",
     "wrong_digests",
 ]
 
@@ -219,29 +218,6 @@ def cited_rows(
     if not utf8:
         return _text_rows(conn, _CITED, parameters)
     return conn.execute(_CITED, parameters).fetchall()
-
-
-def unrecorded_cited(conn: sqlite3.Connection, summaries: Sequence[tuple[str, int]]) -> list[int]:
-    """The table keys of the live turns cited by these `(conversation_id, summary_pk)` whose
-    stored digest is not the one their source index recorded, in table order: for a summary
-    whose check re-hashed its sources' bytes to the recorded digests (found current), a
-    stored digest changed alone, which the check cannot see (deep revalidation hashes these
-    rows again, `check_row`). Indexed lookups of each source; no body is read."""
-    found: list[int] = []
-    for start in range(0, len(summaries), 256):  # 2 parameters each, under SQLite's 999
-        chunk = summaries[start : start + 256]
-        rows = ", ".join(["(?, ?)"] * len(chunk))
-        found += (
-            row[0]
-            for row in conn.execute(
-                f"WITH run(conversation, pk) AS (VALUES {rows}) SELECT t.pk FROM run"
-                " CROSS JOIN summary_sources AS ss ON ss.summary_pk = run.pk"
-                " CROSS JOIN turns AS t ON t.conversation_id = run.conversation"
-                " AND t.id = ss.turn_id WHERE t.state = ? AND t.digest IS NOT ss.turn_digest",
-                [*(value for pair in chunk for value in pair), TURN_LIVE],
-            )
-        )
-    return sorted(found)
 
 
 def mended_cited(
