@@ -156,7 +156,17 @@ def test_a_hook_may_compact_while_a_deferred_compaction_is_queued(tmp_path: Path
     words = [{"role": "user", "content": "word " * 30} for _ in range(4)]
 
     async def scenario() -> lf.CompactionOutcome | None:
-        await asyncio.wait_for(asyncio.gather(session.add_items(words), session.get_items()), 30)
+        # The two calls queue behind a job holding the worker, so they share its batch
+        # (else, on a loaded host, the worker may take the append alone before the read).
+        gate = threading.Event()
+        held = asyncio.ensure_future(worker_for(store).run(gate.wait, 10))
+        await asyncio.sleep(0)
+        both = asyncio.gather(session.add_items(words), session.get_items())
+        for _ in range(3):
+            await asyncio.sleep(0)
+        gate.set()
+        await asyncio.wait_for(both, 30)
+        assert await held
         return await asyncio.wait_for(session.wait_compaction(), 30)
 
     deferred = asyncio.run(scenario())
