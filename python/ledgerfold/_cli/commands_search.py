@@ -6,7 +6,7 @@ import click
 from rich.table import Table
 
 from ledgerfold._cli.commands_upgrade import schema_state
-from ledgerfold._cli.main import UserError, cli, open_store, require_conversation
+from ledgerfold._cli.main import Count, UserError, cli, open_store, require_conversation
 from ledgerfold._cli.render import (
     echo_json,
     elided_caption,
@@ -36,7 +36,7 @@ __all__ = ["search_command"]
 )
 @click.option(
     "--limit",
-    type=click.IntRange(1, 100),
+    type=Count(1, 100),
     default=5,
     show_default=True,
     help="At most this many turns.",

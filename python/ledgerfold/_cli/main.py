@@ -82,14 +82,19 @@ class UserError(click.ClickException):
 
 
 class Count(click.IntRange):
-    """An integer option from `min` up to SQLite's largest integer: past it, the error names
-    the option the user typed, not the library's parameter (`sequence`, `keep_tail`)."""
+    """An integer option from `min` up to `max` (default: SQLite's largest integer): past
+    it, the error names the option the user typed, not the library's parameter (`sequence`,
+    `keep_tail`). A value that is no integer at all is "not a valid integer" (click's own
+    range type said "not a valid integer range", as if a range were expected)."""
 
-    def __init__(self, min: int) -> None:
-        super().__init__(min=min, max=2**63 - 1)
+    name = "integer"
+
+    def __init__(self, min: int, max: int = 2**63 - 1) -> None:
+        super().__init__(min=min, max=max)
 
     def _describe_range(self) -> str:
-        return f"{self.min}<=x<2**63"
+        top = "<2**63" if self.max == 2**63 - 1 else f"<={self.max}"
+        return f"{self.min}<=x{top}"
 
 
 class Label(click.types.StringParamType):
