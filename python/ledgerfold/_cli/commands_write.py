@@ -361,6 +361,9 @@ def compact_command(
             plans = [one(cid) for cid in ids]
         else:
             rows = [one(cid) for cid in ids]
+    if not ids and not as_json:  # as `list` says it: one line, not a table of no rows
+        stdout_console().print(Text(f"no conversation in {safe_text(db)}: nothing to compact"))
+        return
     label = (
         safe_text(policy_version)
         if policy_version is not None
