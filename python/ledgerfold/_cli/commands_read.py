@@ -305,6 +305,8 @@ def inspect_command(db: str, conversation_id: str, as_json: bool, html_out: str 
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 def export_command(db: str, out_dir: str, turns_per_file: int, as_json: bool) -> None:
     """Export DB as Parquet, partitioned by conversation (for `ledgerfold.dask`)."""
+    if not out_dir:  # an unset shell variable: `Path('')` would be the current directory
+        raise UserError("--parquet: the directory path is empty")
     if out_dir == STDIO:  # Parquet parts go to a directory, never one named `-`
         raise UserError(f"--parquet -: {NOT_STDIO.format(what='Parquet goes to a directory')}")
     with open_store(
