@@ -134,7 +134,10 @@ def _usage_hint(error: click.ClickException) -> str:
     ):  # a bad value names its option and what it takes already
         return ""
     usage = " ".join([ctx.command_path, *ctx.command.collect_usage_pieces(ctx)])
-    return f" Usage: {usage} (`{ctx.command_path} --help` says more)"
+    # click ends most messages with a stop, not "Got unexpected extra argument (x)": the
+    # usage would run on as if it were part of the argument list.
+    stop = "" if error.format_message().rstrip().endswith((".", "?", "!")) else "."
+    return f"{stop} Usage: {usage} (`{ctx.command_path} --help` says more)"
 
 
 class _StdoutClosed(Exception):
