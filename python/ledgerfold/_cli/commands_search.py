@@ -57,6 +57,10 @@ def search_command(
             )
         # Without a current summary "covered" is every live turn (SPEC §16.5): say so.
         summarised = search_all or store.current_summary(conversation_id) is not None
+        # Purged turns are found by no search: a miss says so rather than suggest `--all`
+        # when no live turn is left to search.
+        boundary = store.history_boundary(conversation_id)
+        live = store.stats(conversation_id).turns
         try:
             hits = store.search(conversation_id, query, limit=limit, scope=scope)
         except StoreError:
@@ -89,7 +93,12 @@ def search_command(
     console = stdout_console()
     searched = scope if summarised else "every turn: no current summary"
     if not hits:
-        if search_all:
+        if boundary is not None and not live:
+            console.print(
+                f"no turn of {esc(conversation_id)} matches: every turn through sequence"
+                f" {boundary.through_sequence} was purged, and search finds only live turns"
+            )
+        elif search_all:
             console.print(f"no turn of {esc(conversation_id)} matches")
         elif summarised:
             console.print(
