@@ -69,6 +69,17 @@ def _write_stdout(page: str) -> None:
     sys.stdout.buffer.flush()
 
 
+def _write_page(path: Path, page: str) -> None:
+    """Write `page` to `path`; a failure that comes from the write itself (a full disk:
+    `ENOSPC`, which names no file) names `path` in its error line, not "file"."""
+    try:
+        path.write_text(page, encoding="utf-8")
+    except OSError as error:
+        if error.filename is not None:
+            raise
+        raise OSError(error.errno, error.strerror, str(path)) from None
+
+
 def _check_out(out: str, db: str) -> Path:
     """`out` as a page's path: in a directory that exists, and never the database `db` the
     page is read from, nor a file SQLite keeps beside it (a typo such as `report agent.db
@@ -104,7 +115,7 @@ def write_inspect_html(
     _check_out(out, db)  # before the work: a wrong path is one error line at once
     view = gather_conversation(store, Path(db), conversation_id)
     page = render_conversation(view)
-    _check_out(out, db).write_text(page, encoding="utf-8")
+    _write_page(_check_out(out, db), page)
     if announce:
         stdout_console().print(f"wrote {esc(out)} ({len(page.encode('utf-8')):,} bytes)")
 
@@ -165,7 +176,7 @@ def report_command(db: str, html_out: str | None, as_json: bool) -> None:
     size = 0
     if out is not None:
         report = render_database(view, links)
-        out.write_text(report, encoding="utf-8")
+        _write_page(out, report)
         size = len(report.encode("utf-8"))
     if as_json:
         echo_json(
@@ -274,7 +285,7 @@ def _write_pages(
             continue
         page = render_conversation(view, back)
         name = names[row.conversation_id]
-        (folder / name).write_text(page, encoding="utf-8")
+        _write_page(folder / name, page)
         links[row.conversation_id] = f"{quote(folder.name)}/{quote(name)}"
     _remove_old_pages(folder, {names[c] for c in links})
     return links
