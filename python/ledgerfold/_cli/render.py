@@ -301,6 +301,8 @@ def context_table(
             note = "preserved" + (f" ({item.role} role)" if item.role == "system" else "")
         elif through is not None:
             note = "after the summary"
+        elif context.fallback is not None:  # no summary in use: every turn raw, say why
+            note = "no summary yet" if context.fallback == "no-summary" else "fallback"
         if at in unsent:
             note = "[red]not sent[/] (unpaired tool call or result)"
         table.add_row(
