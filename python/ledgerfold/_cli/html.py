@@ -175,8 +175,9 @@ def _mark_title(mark: Mark, labels: dict[str, str] = _LABELS) -> str:
     return f"{what} · {labels[mark.state]}: {mark.detail}"
 
 
-def _legend(counts: dict[str, int], mixed: bool, summarised: bool = True) -> str:
-    """The timeline's key. With no summary yet every turn is raw: not a "raw tail". When it
+def _legend(counts: dict[str, int], mixed: bool, unsummarised: str | None = None) -> str:
+    """The timeline's key. With no summary in use (`unsummarised` says why: none yet, or the
+    context falls back) every turn is raw: not a "raw tail". When it
     shows purged or retracted turns, it first says how many turns it shows, and how they
     add up to the "turns" card's live ones."""
     items = []
@@ -193,8 +194,8 @@ def _legend(counts: dict[str, int], mixed: bool, summarised: bool = True) -> str
             continue  # named only on a page that has one
         zero = ' class="zero"' if not counts.get(state) else ""
         label, hint = _LABELS[state], _HINTS[state]
-        if state == "raw" and not summarised:
-            label, hint = "raw", f"{hint} (no summary yet)"
+        if state == "raw" and unsummarised is not None:
+            label, hint = "raw", f"{hint} ({unsummarised})"
         items.append(
             f'<li{zero}><span class="sw {state}"></span><b>{label}</b>'
             f" {counts.get(state, 0):,} <small>{hint}</small></li>"
@@ -223,8 +224,8 @@ def _mix_fill(mark: Mark) -> str:
 
 def _timeline(view: ConversationView) -> str:
     total = view.total
-    # With no summary yet every turn is raw, not a "raw tail" (as the legend says).
-    labels = _LABELS if view.fallback != "no-summary" else {**_LABELS, "raw": "raw"}
+    # With no summary in use every turn is raw, not a "raw tail" (as the legend says).
+    labels = _LABELS if view.fallback is None else {**_LABELS, "raw": "raw"}
     parts = []
     if view.band is not None and view.summary is not None:
         start, end, first, last = view.band
@@ -501,14 +502,21 @@ def render_conversation(view: ConversationView, back: str | None = None) -> str:
         if view.preserve_roles is None
         else ", ".join(view.preserve_roles) or "none"
     )
-    legend_summarised = view.fallback != "no-summary"
+    # No summary in use: none yet, or one the context does not use (stale, ...).
+    legend_unsummarised = (
+        None
+        if view.fallback is None
+        else "no summary yet"
+        if view.fallback == "no-summary"
+        else "no summary in use: the context falls back"
+    )
     back_html = f'<a class="back" id="back" href="{_e(back)}">← report</a>' if back else ""
     body = (
         f"{back_html}<h1>Conversation <code>{_e(view.conversation_id)}</code></h1>"
         f'<p class="sub">ledgerfold inspector · preserved roles: {_e(roles)}</p>'
         f'<div class="stats">{tiles}</div>'
         f'<h2>Timeline</h2><div class="card">'
-        f"{_legend(counts, any(m.state == 'mixed' for m in view.marks), legend_summarised)}"
+        f"{_legend(counts, any(m.state == 'mixed' for m in view.marks), legend_unsummarised)}"
         f"{_timeline(view)}"
         f"{boundary_html}{_damaged(view)}</div>"
         f"<h2>Summary</h2>{summary_html}"
