@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgerfold._citations import cited_sequences
+from ledgerfold._cli.html_attention import attention as needs_attention
 from ledgerfold._cli.html_reads import (
     DamagedTurn,
     context_or_damage,
@@ -34,10 +35,9 @@ from ledgerfold._summary import SummaryEnvelope
 from ledgerfold._toolcalls import open_call_turns
 from ledgerfold.adapters._chat import to_chat_messages
 from ledgerfold.store._batch_reads import lenient_rows
-from ledgerfold.store._rows import DAMAGED
 from ledgerfold.store._schema import ACCEPTED, CURRENT, FAILED, STALE, TURN_PURGED, TURN_RETRACTED
 from ledgerfold.store._sqlite import SQLiteStore
-from ledgerfold.store._stats import ConversationState, StoreStats, conversation_states, read_stats
+from ledgerfold.store._stats import StoreStats, conversation_states, read_stats
 
 __all__ = [
     "MAX_MARKS",
@@ -378,67 +378,6 @@ def aggregate(
     return tuple(marks)
 
 
-_FALLBACK_WHY = {
-    "preserved-missing": "a protected or preserved turn below the summary was retracted",
-    "duplicate-id": "a live turn holds the current summary's ID",
-    DAMAGED: "its record was changed outside ledgerfold; the next compaction replaces it",
-    "conversation-mismatch": "its record names another conversation",
-}
-
-
-#: The classes of attention, in the report's order: what is broken now first.
-FALLING_BACK, SUMMARISED_NOWHERE, FAILED_SINCE = range(3)
-
-
-def _why(
-    state: ConversationState, failed: int, failure: str | None, accepted: bool, damaged: str | None
-) -> tuple[int, tuple[str, ...]]:
-    """Why a conversation needs attention (empty: it does not) and its class, the first of
-    its reasons': its context falls back now (`FALLING_BACK`: a stale, damaged or unusable
-    summary, its `stats()` fallback), purged turns are summarised nowhere
-    (`SUMMARISED_NOWHERE`), or summaries failed since the last accepted one
-    (`FAILED_SINCE`); a row changed outside ledgerfold (`damaged`, as `list` names it) is
-    broken now. A rejected result is no reason (a race such as `superseded-plan` is
-    normal): the conversation's summary counts show it. Reasons are data: the caller
-    escapes them."""
-    why = [(FALLING_BACK, f"a row was changed outside ledgerfold: {damaged}")] if damaged else []
-    fallback = state.fallback
-    if fallback is not None and fallback.startswith("stale-summary:"):
-        reason = fallback.removeprefix("stale-summary:")
-        told = f"{reason}: {_FALLBACK_WHY[reason]}" if reason in _FALLBACK_WHY else reason
-        why.append(
-            (
-                FALLING_BACK,
-                f"context falls back to raw turns: stale summary ({told or 'no reason'})",
-            )
-        )
-    elif fallback is not None and fallback != "no-summary":
-        told = f" ({_FALLBACK_WHY[fallback]})" if fallback in _FALLBACK_WHY else ""
-        why.append((FALLING_BACK, f"context falls back to raw turns: {fallback}{told}"))
-    if failed:
-        newest = f" (newest: {failure})" if failure else ""
-        since = " since the last accepted summary" if accepted else ", no summary accepted yet"
-        why.append((FAILED_SINCE, f"{failed} failed{since}{newest}"))
-    if state.purged and not state.summarised:
-        why.append(
-            (
-                SUMMARISED_NOWHERE,
-                "purged turns but no current summary: what was purged is summarised nowhere",
-            )
-        )
-    elif state.purged and not state.covers_purged:
-        # `stats().sealed_lost`: rebuilt from the live turns after an edit with no sealed
-        # checkpoint left (SPEC §17.5), or compacted only after the purge.
-        why.append(
-            (
-                SUMMARISED_NOWHERE,
-                "purged turns the current summary does not cover: what was purged is"
-                " summarised nowhere",
-            )
-        )
-    return min((rank for rank, _ in why), default=FAILED_SINCE), tuple(text for _, text in why)
-
-
 def _text(value: object) -> str | None:
     """A stored text as read leniently: text that is not UTF-8 (a damaged record) is None."""
     return value if isinstance(value, str) else None
@@ -509,7 +448,9 @@ def gather_database(
             # Only a current summary the context reads is named and counted as covering (by
             # its stored count: one that is no count, another tool's write, covers none).
             turn_counts["covered"] = covered if state.summarised and type(covered) is int else 0
-            rank, why = _why(state, failed, _text(failure), accepted is not None, damage(conn, cid))
+            rank, why = needs_attention(
+                state, failed, _text(failure), accepted is not None, damage(conn, cid)
+            )
             row = ConversationRow(
                 key_text(cid),
                 revision,
