@@ -13,17 +13,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cache_support import OPS, Writes, compacted, ops, turns
 from ledgerfold import CompactionPolicy, Compactor, DuplicateId, SQLiteStore
 from ledgerfold.store import _context_read as context_read
 
 POLICY = CompactionPolicy("cache-v1", min_new_turns=1, keep_tail=2)
 
 
-def _turns(prefix: str, count: int) -> list[dict[str, str]]:
-    return [
-        {"role": "user" if n % 2 == 0 else "assistant", "body": f"{prefix} message {n}"}
-        for n in range(count)
-    ]
+_turns = turns
 
 
 def _uncached(store: SQLiteStore, conversation_id: str) -> object:
@@ -31,12 +28,7 @@ def _uncached(store: SQLiteStore, conversation_id: str) -> object:
 
 
 def _compacted(path: Path) -> tuple[SQLiteStore, Compactor]:
-    store = SQLiteStore(path)
-    compactor = Compactor(store, POLICY)
-    for conversation in ("a", "b"):
-        store.append_many(conversation, _turns(conversation, 8))
-        assert compactor.compact(conversation, force=True).status == "accepted"
-    return store, compactor
+    return compacted(path, POLICY)
 
 
 def test_a_context_read_twice_is_served_again(tmp_path: Path) -> None:
@@ -331,28 +323,7 @@ def test_a_failed_write_leaves_what_it_read_right(tmp_path: Path) -> None:
         assert store.context("a", POLICY.version) == a == _uncached(store, "a")
 
 
-_OPS = st.lists(
-    st.tuples(
-        st.sampled_from(
-            [
-                "append",
-                "edit",
-                "retract",
-                "retract-newest",
-                "erase-newest",
-                "compact",
-                "tamper",
-                "other-append",
-                "tool-call",
-                "tool-result",
-                "prune",
-            ]
-        ),
-        st.sampled_from(["a", "b"]),
-        st.integers(min_value=0, max_value=50),
-    ),
-    max_size=12,
-)
+_OPS = ops(tuple(op for op in OPS if op != "fail"))
 
 
 @settings(
@@ -363,48 +334,11 @@ def test_every_read_equals_the_uncached_read(tmp_path_factory: object, ops: list
     path = tmp_path_factory.mktemp("cache") / "s.db"  # type: ignore[attr-defined]
     store, compactor = _compacted(path)
     with store, SQLiteStore(path) as other:
-        calls: dict[str, list[str]] = {"a": [], "b": []}
+        writes = Writes(store, other, compactor)
         for step, (op, conversation, pick) in enumerate(ops):
             for name in ("a", "b"):
                 store.context(name, POLICY.version)  # fill the cache before each change
-            live = store.load(conversation).turns
-            if op == "append":
-                store.append_many(conversation, _turns(f"{conversation}{pick}", 1 + pick % 3))
-            elif op == "edit" and live:
-                store.edit(conversation, live[pick % len(live)].id, body=f"edit {pick}")
-            elif op == "retract" and len(live) > 1:
-                store.retract(conversation, live[pick % len(live)].id)
-            elif op in ("retract-newest", "erase-newest") and len(live) > 1:
-                store.retract(conversation, live[-1].id, erase=op == "erase-newest")
-            elif op == "compact":
-                compactor.compact(conversation, force=True)
-            elif op == "prune":
-                store.prune_versions(conversation, keep=pick % 2, keep_checkpoints=pick % 3)
-            elif op == "tamper":
-                store._connection().execute(
-                    "UPDATE summaries SET status = 'stale', reason = 'source-modified'"
-                    " WHERE conversation_id = ? AND status = 'current'",
-                    (conversation,),
-                )
-            elif op == "other-append":
-                other.append_many(conversation, _turns(f"other{pick}", 1))
-            elif op == "tool-call":
-                calls[conversation].append(f"call-{step}")
-                call = {
-                    "id": f"call-{step}",
-                    "type": "function",
-                    "function": {"name": "lookup", "arguments": "{}"},
-                }
-                store.append_chat_messages(
-                    conversation, [{"role": "assistant", "content": None, "tool_calls": [call]}]
-                )
-            elif op == "tool-result" and calls[conversation]:
-                # A result of a call made earlier (perhaps summarised: its unit splits).
-                call_id = calls[conversation][pick % len(calls[conversation])]
-                store.append_chat_messages(
-                    conversation,
-                    [{"role": "tool", "tool_call_id": call_id, "content": f"r{pick}"}],
-                )
+            writes.apply(step, op, conversation, pick)
             for name in ("a", "b"):
                 assert store.context(name, POLICY.version) == _uncached(store, name)
 

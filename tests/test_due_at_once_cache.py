@@ -9,27 +9,18 @@ import sqlite3
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
+from cache_support import OPS, Writes, compacted, ops, turns
 from ledgerfold import CompactionPolicy, Compactor, SQLiteStore
 
 POLICY = CompactionPolicy("due-cache-v1", min_new_turns=1, keep_tail=2)
 
 
-def _turns(prefix: str, count: int) -> list[dict[str, str]]:
-    return [
-        {"role": "user" if n % 2 == 0 else "assistant", "body": f"{prefix} message {n}"}
-        for n in range(count)
-    ]
+_turns = turns
 
 
 def _compacted(path: Path) -> tuple[SQLiteStore, Compactor]:
-    store = SQLiteStore(path)
-    compactor = Compactor(store, POLICY)
-    for conversation in ("a", "b"):
-        store.append_many(conversation, _turns(conversation, 8))
-        assert compactor.compact(conversation, force=True).status == "accepted"
-    return store, compactor
+    return compacted(path, POLICY)
 
 
 def _ask(store: SQLiteStore, conversation: str, keep_tail: int = 2) -> tuple[str, int]:
@@ -113,30 +104,6 @@ def test_an_answer_is_kept_per_keep_tail(tmp_path: Path) -> None:
         assert _ask(store, "a", keep_tail=4)[0] == "ready" == _uncached(path, "a", 4)[0]
 
 
-_OPS = st.lists(
-    st.tuples(
-        st.sampled_from(
-            [
-                "append",
-                "edit",
-                "retract-newest",
-                "erase-newest",
-                "compact",
-                "fail",
-                "tamper",
-                "other-append",
-                "tool-call",
-                "tool-result",
-                "prune",
-            ]
-        ),
-        st.sampled_from(["a", "b"]),
-        st.integers(min_value=0, max_value=50),
-    ),
-    max_size=12,
-)
-
-
 def _failing(request: object) -> str:
     raise RuntimeError("model down")
 
@@ -144,13 +111,13 @@ def _failing(request: object) -> str:
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(ops=_OPS)
+@given(ops=ops(tuple(op for op in OPS if op != "retract")))
 def test_every_answer_equals_an_uncached_stores(tmp_path_factory: object, ops: list) -> None:
     path = tmp_path_factory.mktemp("due") / "s.db"  # type: ignore[attr-defined]
     store, compactor = _compacted(path)
     failing = Compactor(store, POLICY, summarizer=_failing)
     with store, SQLiteStore(path) as other:
-        calls: dict[str, list[str]] = {"a": [], "b": []}
+        writes = Writes(store, other, compactor, failing)
         for step, (op, conversation, pick) in enumerate(ops):
             for name in ("a", "b"):  # fill the cache before each change, as a session does
                 store.context(name, POLICY.version)
@@ -158,43 +125,7 @@ def test_every_answer_equals_an_uncached_stores(tmp_path_factory: object, ops: l
                     compactor.compact(name, force=True)
                     store.context(name, POLICY.version)
                     _ask(store, name)
-            live = store.load(conversation).turns
-            if op == "append":
-                store.append_many(conversation, _turns(f"{conversation}{pick}", 1 + pick % 3))
-            elif op == "edit" and live:
-                store.edit(conversation, live[pick % len(live)].id, body=f"edit {pick}")
-            elif op in ("retract-newest", "erase-newest") and len(live) > 1:
-                store.retract(conversation, live[-1].id, erase=op == "erase-newest")
-            elif op == "compact":
-                compactor.compact(conversation, force=True)
-            elif op == "fail":
-                failing.compact(conversation, force=True)
-            elif op == "prune":
-                store.prune_versions(conversation, keep=pick % 2, keep_checkpoints=pick % 3)
-            elif op == "tamper":
-                store._connection().execute(
-                    "UPDATE summaries SET status = 'stale', reason = 'source-modified'"
-                    " WHERE conversation_id = ? AND status = 'current'",
-                    (conversation,),
-                )
-            elif op == "other-append":
-                other.append_many(conversation, _turns(f"other{pick}", 1))
-            elif op == "tool-call":
-                calls[conversation].append(f"call-{step}")
-                call = {
-                    "id": f"call-{step}",
-                    "type": "function",
-                    "function": {"name": "lookup", "arguments": "{}"},
-                }
-                store.append_chat_messages(
-                    conversation, [{"role": "assistant", "content": None, "tool_calls": [call]}]
-                )
-            elif op == "tool-result" and calls[conversation]:
-                call_id = calls[conversation][pick % len(calls[conversation])]
-                store.append_chat_messages(
-                    conversation,
-                    [{"role": "tool", "tool_call_id": call_id, "content": f"r{pick}"}],
-                )
+            writes.apply(step, op, conversation, pick)
             for name in ("a", "b"):
                 store.context(name, POLICY.version)
                 expected = _uncached(path, name)
