@@ -2,11 +2,12 @@
 
 A yield by `time.sleep(0)` alone is mostly won back by the worker before a loop's thread
 gets the GIL: a *hand-over* posts a callback to each loop and waits until one has run it.
-And a loop waiting for a timer sleeps in its selector, which rounds the wait up to a whole
-millisecond, then needs the GIL, which a worker running Python keeps until its next yield
-(`_worker.YIELD_EVERY_S`): told that a timer of its callers' loops is due (`due_timer`),
-the worker hands over at its next pause instead, and the timer runs then
-(docs/performance.md, "Timers due during a job").
+A loop with work to run now needs the GIL, which a worker running Python keeps until its
+next yield (`_worker.YIELD_EVERY_S`): a loop woken for a timer (its selector rounds the
+wait up to a whole millisecond), or by a callback another thread posted (a socket's data,
+another thread's result), or with tasks woken and ready to run. Told of such work
+(`due_work`), the worker hands over at its next pause instead, and the work runs then
+(docs/performance.md, "Timers due during a job" and "Callbacks ready during a job").
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import threading
 import time
 from collections.abc import Iterable
 
-__all__ = ["HandOver", "due_timer"]
+__all__ = ["HandOver", "due_timer", "due_work"]
 
 
 def due_timer(loops: Iterable[asyncio.AbstractEventLoop]) -> object | None:
@@ -35,6 +36,27 @@ def due_timer(loops: Iterable[asyncio.AbstractEventLoop]) -> object | None:
             if loop.time() >= timer.when():
                 return timer  # type: ignore[no-any-return]
         except (IndexError, AttributeError, TypeError):  # emptied meanwhile, or not a heap
+            continue
+    return None
+
+
+def due_work(loops: Iterable[asyncio.AbstractEventLoop]) -> object | None:
+    """What one of `loops` has to run now, or None: its earliest timer whose time has come
+    (`due_timer`), else the first callback of its ready queue (asyncio's own loops'
+    `_ready`, read from another thread): posted by another thread, or a task woken. The
+    same object is returned while that work waits, so a loop that does not take a
+    hand-over (blocked) is not handed over to again for it. A loop of another kind (uvloop)
+    shows neither: its work waits for the periodic yield."""
+    timer = due_timer(loops)
+    if timer is not None:
+        return timer  # first: a hand-over's own callback, left in a blocked loop, is not new
+    for loop in loops:
+        ready = getattr(loop, "_ready", None)
+        if not ready:
+            continue
+        try:
+            return ready[0]  # type: ignore[no-any-return]
+        except (IndexError, TypeError, KeyError):  # emptied meanwhile, or not a deque
             continue
     return None
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from ledgerfold._events import held_until_done
-from ledgerfold._handover import HandOver, due_timer
+from ledgerfold._handover import HandOver, due_work
 
 __all__ = [
     "THREAD_NAME",
@@ -139,7 +139,7 @@ class StoreWorker:
         # and the hand-over to them (`HandOver`).
         self._loops: list[asyncio.AbstractEventLoop] = []
         self._handover = HandOver()
-        self._timer: object = None  # the loop timer the last hand-over was for (`_pause`)
+        self._timer: object = None  # the loop work the last hand-over was for (`_pause`)
         self._executor: ThreadPoolExecutor | None = None
         self._jobs: deque[_Job] = deque()
         self._draining = False
@@ -333,14 +333,15 @@ class StoreWorker:
                 future.cancel()
 
     def _pause(self) -> None:
-        """Yield the GIL if `YIELD_EVERY_S` has passed since the worker last did, or a timer
-        of its callers' event loops has come due (`due_timer`): to those loops by a
-        hand-over (`HANDOVER_S`), so what they have due (timers, I/O, other tasks) runs now;
-        otherwise by `time.sleep(0)`. A loop that does not take a timer's hand-over (not
-        running: blocked, or closing) gets no second one for that timer."""
+        """Yield the GIL if `YIELD_EVERY_S` has passed since the worker last did, or one of
+        its callers' event loops has work to run now (`due_work`: a timer come due, a
+        callback ready): to those loops by a hand-over (`HANDOVER_S`), so what they have due
+        (timers, I/O, other tasks) runs now; otherwise by `time.sleep(0)`. A loop that does
+        not take the hand-over for a piece of work (not running: blocked, or closing) gets
+        no second one for it."""
         timer = None
         if time.perf_counter() - self._yielded < YIELD_EVERY_S:
-            timer = due_timer(self._loops)
+            timer = due_work(self._loops)
             if timer is None or timer is self._timer:
                 return
         self._timer = None if self._handover.hand_over(self._loops, HANDOVER_S) else timer
