@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -165,23 +166,42 @@ def test_recall_history_called_with_bad_arguments_answers_the_model(tmp_path: Pa
     store.close()
 
 
-def test_an_add_items_cancelled_mid_way_lands_whole_or_not_at_all(tmp_path: Path) -> None:
+def test_an_add_items_cancelled_mid_way_lands_whole_or_not_at_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelled before its job starts, an `add_items` stores nothing; cancelled while its
+    job runs (held there until the cancellation is made, so no timing decides which), it
+    stores all its items."""
     store = SQLiteStore(tmp_path / "agent.db")
     body = " ".join(_conversation("tau_bench.jsonl", 0)["turns"][1]["body"].split()[:60])
     items = [{"role": "user", "content": f"{n} {body}"} for n in range(200)]
+    started, release = threading.Event(), threading.Event()
+    append = LedgerfoldSession._append
 
-    async def cancelled(delay: float) -> int:
-        session = LedgerfoldSession(f"c{delay}", store=store)
+    def held(self: LedgerfoldSession, batch: list[Any]) -> int:
+        started.set()
+        assert release.wait(60)
+        return append(self, batch)
+
+    monkeypatch.setattr(LedgerfoldSession, "_append", held)
+
+    async def cancelled(mid_way: bool) -> int:
+        session = LedgerfoldSession(f"c{mid_way}", store=store)
+        started.clear()
+        release.clear()
         task = asyncio.ensure_future(session.add_items(items))
-        await asyncio.sleep(delay)
+        if mid_way:
+            assert await asyncio.to_thread(started.wait, 60)
         task.cancel()
+        release.set()
         with pytest.raises(asyncio.CancelledError):
             await task
         await session.wait_compaction()
         return len(store.load(session.session_id).turns)
 
-    for delay in (0, 0.001, 0.005):
-        assert asyncio.run(cancelled(delay)) in (0, len(items))
+    assert asyncio.run(cancelled(mid_way=False)) == 0
+    assert not started.is_set()  # its job never ran
+    assert asyncio.run(cancelled(mid_way=True)) == len(items)
     store.close()
 
 
