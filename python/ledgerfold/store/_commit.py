@@ -155,6 +155,12 @@ def _verdict(
         # The roles its plan kept raw were left unreadable by another tool: whether a
         # source is of one of them (SPEC §17.1) cannot be checked.
         return _refused(envelope, "invalid-summary", PLAN_MISMATCH)
+    try:
+        planned = plan_roles.planned_ids(conn, envelope.plan_id)
+    except plan_roles.DamagedPlan:
+        # Its added IDs were left unreadable too: whether every source is the plan's (SPEC
+        # §15.4) cannot be checked either.
+        return _refused(envelope, "invalid-summary", PLAN_MISMATCH)
     pointed = summaries.pointed(conn, cache, cid)
     parent: Version | None = None
     if pointed is not None and pointed[0].envelope.id == envelope.parent_id:
@@ -166,7 +172,6 @@ def _verdict(
             return _refused(envelope, "invalid-summary", PLAN_MISMATCH)
         parent = pointed[0]
     current = pointed[0].envelope if pointed is not None and pointed[1] == CURRENT else None
-    planned = compaction.planned_ids(conn, envelope.plan_id)
     if parent is None and envelope.parent_id is not None:
         checkpoint = _checkpoint(conn, cache, envelope, pointed, planned)
         if checkpoint is not None:

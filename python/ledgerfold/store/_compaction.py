@@ -520,8 +520,8 @@ def register(
 
 def mark_ended(conn: sqlite3.Connection, conversation_id: str, plan_id: str) -> None:
     """The conversation's plan has a record (accepted, rejected, failed or abandoned). Its
-    added IDs were read by the commit only (`planned_ids`, for the active plan) and are
-    dropped once it is no longer the active plan: the row stays small, and a context read
+    added IDs were read by the commit only (`_plan_roles.planned_ids`, for the active plan)
+    and are dropped once it is no longer the active plan: the row stays small, and a context read
     of its `preserve_roles` no longer walks a list as long as the plan (3 MB of overflow
     pages, 0.5 ms, for a first summary of 300k turns). A plan still active after a refused
     result keeps them: a second commit under it is held to them as the first was (SPEC
@@ -533,18 +533,3 @@ def mark_ended(conn: sqlite3.Connection, conversation_id: str, plan_id: str) -> 
         " THEN compacted_ids END WHERE id = ? AND conversation_id = ?",
         (conversation_id, plan_id, conversation_id),
     )
-
-
-def planned_ids(
-    conn: sqlite3.Connection, plan_id: str
-) -> tuple[int | None, set[str], tuple[str, ...]] | None:
-    """A registered plan's base summary pk, the IDs it adds to the base's sources and the
-    roles it kept raw."""
-    row = conn.execute(
-        "SELECT base_summary_pk, compacted_ids FROM plans WHERE id = ?", (plan_id,)
-    ).fetchone()
-    # No IDs: a plan from before v1.1, or one that ended (never active, so never asked).
-    if row is None or row[1] is None:
-        return None
-    roles = plan_roles.plan_roles(conn, plan_id)  # None: refused by the commit first
-    return row[0], set(json.loads(row[1])), roles or ()

@@ -3,7 +3,10 @@ read leniently: text another tool left unreadable (not UTF-8, not JSON, not a li
 names) is damage, as a damaged summary record is. The store's context then falls back
 (`stale-summary:damaged-record`): the layout of a summary whose plan's roles are unknown
 cannot be checked; a compaction treats the summary as one it cannot extend (a rebase, due at
-once) and a commit under such a plan is refused (`plan-mismatch`)."""
+once) and a commit under such a plan is refused (`plan-mismatch`). The IDs an active plan
+adds (`plans.compacted_ids`, `planned_ids`) are read so too: left unreadable between the
+plan and its commit, the commit is refused alike (whether its sources are the plan's
+cannot be checked, SPEC §15.4)."""
 
 from __future__ import annotations
 
@@ -15,7 +18,14 @@ from ledgerfold.store._rows import DamagedSummary, Version
 from ledgerfold.store._schema import TURN_RETRACTED
 from ledgerfold.store._sqlite_errors import quotes_stored_data
 
-__all__ = ["ROLES_DAMAGED_SQL", "damaged_roles", "missing_preserved", "plan_roles"]
+__all__ = [
+    "ROLES_DAMAGED_SQL",
+    "DamagedPlan",
+    "damaged_roles",
+    "missing_preserved",
+    "plan_roles",
+    "planned_ids",
+]
 
 #: SQL: whether the roles plan row `l` kept raw cannot be read back (`plan_roles` gives
 #: None): not text (a blob, a number; NULL is no role), not JSON, not a JSON list, or holding
@@ -33,6 +43,10 @@ ROLES_DAMAGED_SQL = (
 
 class _Damaged(Exception):
     pass
+
+
+class DamagedPlan(Exception):
+    """An active plan whose added IDs (or base) another tool left unreadable (`planned_ids`)."""
 
 
 def _parse(text: object) -> tuple[str, ...]:
@@ -66,6 +80,37 @@ def plan_roles(conn: sqlite3.Connection, plan_id: str) -> tuple[str, ...] | None
         return _parse(row[0])
     except _Damaged:
         return None
+
+
+def planned_ids(
+    conn: sqlite3.Connection, plan_id: str
+) -> tuple[int | None, set[str], tuple[str, ...]] | None:
+    """A registered plan's base summary pk, the IDs it adds to the base's sources and the
+    roles it kept raw; None for a plan without IDs (from before v1.1, or one that ended:
+    never active, so never asked). `DamagedPlan` when they cannot be read back: IDs that
+    are not UTF-8 text, not JSON, not a JSON list of IDs (a blob, a number), or a base that
+    is no row number."""
+    try:
+        row = conn.execute(
+            "SELECT base_summary_pk, compacted_ids FROM plans WHERE id = ?", (plan_id,)
+        ).fetchone()
+    except sqlite3.OperationalError as error:
+        if not quotes_stored_data(error):
+            raise
+        raise DamagedPlan from None  # text that is not UTF-8
+    if row is None or row[1] is None:
+        return None
+    base, text = row
+    if not isinstance(text, str) or (base is not None and type(base) is not int):
+        raise DamagedPlan
+    try:
+        ids = json.loads(text)
+    except (ValueError, RecursionError):
+        raise DamagedPlan from None
+    if not isinstance(ids, list) or not all(isinstance(turn_id, str) for turn_id in ids):
+        raise DamagedPlan
+    roles = plan_roles(conn, plan_id)  # None: refused by the commit first
+    return base, set(ids), roles or ()
 
 
 def damaged_roles(plan_id: str, summary_id: str) -> DamagedSummary:
