@@ -45,7 +45,8 @@ def test_list_says_what_report_says_and_lists_the_turns_left_behind(tmp_path: Pa
     assert renamed["status"] == "stale"
     assert renamed["reason"] == "stale-summary:conversation-mismatch"
     report = json.loads(run("report", str(db), "--json").stdout)
-    assert [row["conversation"] for row in report["attention"]] == ["42"]
+    # The turns left behind need attention too: `report` lists what its totals count.
+    assert [row["conversation"] for row in report["attention"]] == ["42", OLD]
     left = by_name[OLD]
     assert left["status"] == "damaged" and "no row in table conversations" in left["reason"]
     assert left["key_sql"] == "'o''brien/run 1'"

@@ -22,7 +22,7 @@ from ledgerfold._cli.html_data import (
     gather_conversation,
     gather_database,
 )
-from ledgerfold._cli.html_report import NO_SUMMARY, render_database
+from ledgerfold._cli.html_report import NO_SUMMARY, orphaned_note, render_database
 from ledgerfold._cli.main import (
     UserError,
     check_db_path,
@@ -208,7 +208,10 @@ def _print_report(db: str, view: DatabaseView) -> None:
     each with why (IDs, counts and reasons only)."""
     console = stdout_console()
     total = view.total_conversations
-    lines = [f"ledgerfold report of {safe_text(db)}: {counted(total, 'conversation')}"]
+    lines = [
+        f"ledgerfold report of {safe_text(db)}: {counted(total, 'conversation')}"
+        + orphaned_note(view.orphaned)
+    ]
     stats = view.stats
     if stats is not None:
         summaries = ", ".join(f"{n:,} {status}" for status, n in stats.summaries.items())

@@ -21,6 +21,7 @@ from ledgerfold._cli.main import (
     key_text,
     open_store,
 )
+from ledgerfold._cli.orphans import ORPHANED, orphan_keys, orphan_sql
 from ledgerfold._cli.render import (
     boundary_json,
     echo_json,
@@ -31,7 +32,6 @@ from ledgerfold._cli.render import (
     stdout_console,
 )
 from ledgerfold._errors import StoreError
-from ledgerfold.store._batch_reads import lenient_rows
 from ledgerfold.store._paths import reading_uri
 from ledgerfold.store._sqlite import SQLiteStore
 
@@ -117,32 +117,17 @@ def _damaged_key(key: object) -> dict[str, Any]:
     }
 
 
-#: Why the turns of a key with no `conversations` row are listed as damaged.
-ORPHANED = (
-    "its turns have no row in table conversations (their conversation's key there was"
-    " changed, or its row deleted, outside ledgerfold), so no command can name it; the"
-    " database was changed outside ledgerfold"
-)
-
-
 def _orphan_keys(db: str) -> list[object]:
-    """The conversation keys of turn rows that no `conversations` row has (another tool's
-    `UPDATE conversations SET id = ...` leaves them behind, its summaries too), in key
-    order, read leniently: no command lists or names them."""
+    """The conversation keys of turn rows that no `conversations` row has (`orphan_keys`),
+    in key order: no command lists or names them."""
     with closing(sqlite3.connect(reading_uri(str(Path(db).resolve())), uri=True)) as conn:
-        rows = lenient_rows(
-            conn,
-            "SELECT DISTINCT conversation_id FROM turns AS t WHERE NOT EXISTS"
-            " (SELECT 1 FROM conversations AS c WHERE c.id = t.conversation_id) ORDER BY 1",
-        )
-    return [key for (key,) in rows]
+        return orphan_keys(conn)
 
 
 def _orphaned(key: object) -> dict[str, Any]:
     """The `damaged` row of turns whose key has no `conversations` row, with `key_sql`
     (the key as an SQL literal: text quoted) to find them by."""
-    literal = "'" + key.replace("'", "''") + "'" if isinstance(key, str) else key_sql(key)
-    return {**_damaged_key(key), "reason": ORPHANED, "key_sql": literal}
+    return {**_damaged_key(key), "reason": ORPHANED, "key_sql": orphan_sql(key)}
 
 
 @cli.command("list", short_help="List the conversations of DB and their summary status.")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ledgerfold.store._rows import DAMAGED
 from ledgerfold.store._stats import ConversationState
 
-__all__ = ["FAILED_SINCE", "FALLING_BACK", "SUMMARISED_NOWHERE", "attention"]
+__all__ = ["FAILED_SINCE", "FALLING_BACK", "SUMMARISED_NOWHERE", "attention", "damaged_why"]
 
 _FALLBACK_WHY = {
     "preserved-missing": "a protected or preserved turn below the summary was retracted",
@@ -20,6 +20,12 @@ _FALLBACK_WHY = {
 FALLING_BACK, SUMMARISED_NOWHERE, FAILED_SINCE = range(3)
 
 
+def damaged_why(damage: str) -> str:
+    """The reason of a row changed outside ledgerfold, `damage` saying which (as `list`
+    names it)."""
+    return f"a row was changed outside ledgerfold: {damage}"
+
+
 def attention(
     state: ConversationState, failed: int, failure: str | None, accepted: bool, damaged: str | None
 ) -> tuple[int, tuple[str, ...]]:
@@ -31,7 +37,7 @@ def attention(
     broken now. A rejected result is no reason (a race such as `superseded-plan` is
     normal): the conversation's summary counts show it. Reasons are data: the caller
     escapes them."""
-    why = [(FALLING_BACK, f"a row was changed outside ledgerfold: {damaged}")] if damaged else []
+    why = [(FALLING_BACK, damaged_why(damaged))] if damaged else []
     fallback = state.fallback
     if fallback is not None and fallback.startswith("stale-summary:"):
         reason = fallback.removeprefix("stale-summary:")

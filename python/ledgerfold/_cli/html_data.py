@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgerfold._citations import cited_sequences
+from ledgerfold._cli.html_attention import FALLING_BACK, damaged_why
 from ledgerfold._cli.html_attention import attention as needs_attention
 from ledgerfold._cli.html_reads import (
     DamagedTurn,
@@ -28,6 +29,7 @@ from ledgerfold._cli.html_reads import (
     unreadable_plan,
 )
 from ledgerfold._cli.main import key_text
+from ledgerfold._cli.orphans import orphan_damage, orphan_keys
 from ledgerfold._context import HistoryBoundary
 from ledgerfold._errors import InvalidInput
 from ledgerfold._model import Conversation
@@ -159,6 +161,7 @@ class DatabaseView:
     stats: StoreStats | None = None
     attention_total: int = 0  # conversations that need attention, listed or not
     failed_now: int = 0  # failed records since their conversation's last accepted summary
+    orphaned: int = 0  # of them, keys of turns with no `conversations` row (`orphans`)
 
 
 def gather_conversation(
@@ -389,7 +392,8 @@ def gather_database(
     """Every conversation with its counts — those that need attention first (their context
     falls back to a stale or damaged summary or cannot use its current one, summaries
     failed since the last accepted one, purged turns without a current summary or that it
-    does not cover), each with why, then the rest by ID — capped at REPORT_ROWS; and the
+    does not cover; turns whose key has no `conversations` row, as damage, counted among
+    the conversations), each with why, then the rest by ID — capped at REPORT_ROWS; and the
     stale and failed versions (newest first); and the store's totals
     (`SQLiteStore.stats()`), shown above — all read in one read transaction, so a writer's
     commit shows in all of them or in none; the fallbacks and purges of the rows are the
@@ -465,6 +469,22 @@ def gather_database(
                 attention.append((rank, row))
             else:
                 rest.append(row)
+        # Turns whose key has no `conversations` row (another tool changed its key there, or
+        # deleted the row): the totals count them (live turns), so they are listed too, as
+        # damage that no command can name (no page), with the SQL that selects them.
+        orphans = orphan_keys(conn)
+        for key in orphans:
+            orphan = ConversationRow(
+                key_text(key),
+                0,
+                {**counts.get(key, Counter()), "covered": 0},
+                dict(statuses.get(key, Counter())),
+                None,
+                boundaries.get(key),
+                (damaged_why(orphan_damage(key)),),
+                named=False,
+            )
+            attention.append((FALLING_BACK, orphan))
         problems = [
             (
                 key_text(row[0]),
@@ -487,9 +507,10 @@ def gather_database(
     return DatabaseView(
         str(path),
         tuple(rows),
-        total,
+        total + len(orphans),
         tuple(problems),
         stats=stats,
         attention_total=len(attention),
         failed_now=failed_now,
+        orphaned=len(orphans),
     )

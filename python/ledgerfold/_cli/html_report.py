@@ -12,7 +12,7 @@ from ledgerfold._cli.html_data import REPORT_ROWS, ConversationRow, DatabaseView
 from ledgerfold._cli.render import counted, label_for
 from ledgerfold.store._stats import StoreStats
 
-__all__ = ["ID_CHARS", "render_database"]
+__all__ = ["ID_CHARS", "orphaned_note", "render_database"]
 
 
 #: The mini bar's parts: its raw part is every live turn the current summary does not cover
@@ -161,6 +161,15 @@ def _head(why: bool) -> str:
     return "".join(f"<th>{c}</th>" for c in [*columns, "boundary ≤"])
 
 
+def orphaned_note(orphaned: int) -> str:
+    """What the count of conversations holds besides the `conversations` rows: the keys of
+    turns left with no row there (listed as damage)."""
+    if not orphaned:
+        return ""
+    keys = counted(orphaned, "key")
+    return f" (of them {keys} whose turns have no row in table conversations)"
+
+
 def render_database(view: DatabaseView, links: Mapping[str, str] | None = None) -> str:
     """The report page of a whole database: the store's totals, the conversations that need
     attention (each with why), then the rest; `links` maps a conversation ID to the
@@ -205,7 +214,7 @@ def render_database(view: DatabaseView, links: Mapping[str, str] | None = None) 
     body = (
         f"<h1>Database <code>{_e(view.path)}</code></h1>"
         f'<p class="sub">ledgerfold report · {counted(view.total_conversations, "conversation")}'
-        f"</p>{totals}"
+        f"{_e(orphaned_note(view.orphaned))}</p>{totals}"
         f"<h2>Needs attention ({view.attention_total:,})</h2>{attention_html}"
         f"<h2>Other conversations ({view.total_conversations - view.attention_total:,})</h2>"
         f"{others_html}{note}"
