@@ -75,12 +75,13 @@ def check_all(
     batch_turns: int,
     progress: Callable[[int], None] | None,
     on_total: Callable[[int], None] | None = None,
-) -> tuple[int, list[Verdict], int, int, Audit]:
+) -> tuple[int, list[Verdict], int, int, Audit, int]:
     """How many conversations the database records, then every current summary's verdict
     (damaged records first), with the turns and bytes hashed and what the audit of the
     turns no verified summary covers found: one worker thread per shard, each through its
     own read-only connection, auditing its shard's range of conversation keys
-    (`ledgerfold._revalidate_audit`).
+    (`ledgerfold._revalidate_audit`); last, how many workers ran (at most `workers`: no
+    more than there are shards, and one, the caller's thread, for one shard or none).
 
     The first connection stays open until every worker's has closed and they all share its
     URI (`batch_reads.open_readonly`)."""
@@ -103,7 +104,7 @@ def _check_shards(
     batch_turns: int,
     progress: Callable[[int], None] | None,
     on_total: Callable[[int], None] | None,
-) -> tuple[list[Verdict], int, int, Audit]:
+) -> tuple[list[Verdict], int, int, Audit, int]:
     jobs, verdicts, damaged = revalidate_runs.jobs_damage_and_keys(conn)
     if on_total is not None:
         on_total(len(jobs))
@@ -112,7 +113,7 @@ def _check_shards(
         found, turns_hashed, bytes_hashed, audit = revalidate_runs.check_jobs(
             path, jobs, batch_turns, threads, progress, uri=uri, keys=(None, None), damaged=damaged
         )
-        return verdicts + found, turns_hashed, bytes_hashed, audit
+        return verdicts + found, turns_hashed, bytes_hashed, audit, 1
     # Shard i audits the conversation keys from its first job's up to the next shard's.
     keys: list[KeyRange] = [
         (
@@ -179,4 +180,4 @@ def _check_shards(
         turns_hashed += turns
         bytes_hashed += size
         audit.add(shard_audit)
-    return verdicts, turns_hashed, bytes_hashed, audit
+    return verdicts, turns_hashed, bytes_hashed, audit, len(shards)

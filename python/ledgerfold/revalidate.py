@@ -69,6 +69,8 @@ class RevalidationReport:
     turns_hashed: int
     bytes_hashed: int
     seconds: float
+    #: The worker threads that ran: at most the `workers` asked for, no more than the
+    #: shards the current summaries made (one for one shard or none: the caller's thread).
     workers: int
     stale_summaries: tuple[StaleSummary, ...] = field(default=())
     #: Live turns whose stored digest was checked outside the summary check (those no
@@ -176,7 +178,7 @@ def revalidate_database(
     finally:
         conn.close()
     try:
-        conversations, verdicts, turns_hashed, bytes_hashed, audit = check_all(
+        conversations, verdicts, turns_hashed, bytes_hashed, audit, ran = check_all(
             path, workers, threads, batch_turns, progress, on_total
         )
     except sqlite3.Error as error:
@@ -217,7 +219,7 @@ def revalidate_database(
         turns_hashed=turns_hashed,
         bytes_hashed=bytes_hashed,
         seconds=time.perf_counter() - started,
-        workers=workers,
+        workers=ran,  # what ran, not what was asked (`--workers 100000000`)
         stale_summaries=tuple(stale),
         digests_checked=audit.checked,
         digests_wrong=len(wrong),
@@ -234,7 +236,7 @@ def revalidate_database(
         report.stale,
         report.turns_hashed,
         report.bytes_hashed,
-        workers,
+        report.workers,
         report.digests_wrong,
         report.digests_repaired,
         report.turns_damaged,
