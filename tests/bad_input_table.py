@@ -17,6 +17,7 @@ if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
     sys.path.insert(0, str(_HERE))
 
 import bad_input_rows_calls  # noqa: E402
+import bad_input_rows_chat  # noqa: E402
 import bad_input_rows_export  # noqa: E402
 import bad_input_rows_integrations  # noqa: E402
 import bad_input_rows_loop  # noqa: E402
@@ -29,6 +30,7 @@ __all__ = ["ROWS", "SECRET_BODY", "SECRET_SUMMARY", "BadInput", "markdown"]
 
 ROWS: tuple[BadInput, ...] = (
     bad_input_rows_model.ROWS
+    + bad_input_rows_chat.ROWS
     + bad_input_rows_export.ROWS
     + bad_input_rows_store.ROWS
     + bad_input_rows_operator.ROWS

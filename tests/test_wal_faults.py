@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import wal_faults
+import wal_faults_async
 import wal_sync
 
 
@@ -24,7 +25,10 @@ def shim(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _run(shim: Path, scenario: str, directory: Path, *, killed: bool = False) -> dict[str, Any]:
     """The scenario's notes: each word's JSON values, in order."""
-    log = wal_sync.run(shim, scenario, directory, wal_faults.SCRIPT, killed=killed)
+    script = (
+        wal_faults_async.SCRIPT if scenario in wal_faults_async.SCENARIOS else wal_faults.SCRIPT
+    )
+    log = wal_sync.run(shim, scenario, directory, script, killed=killed)
     notes: dict[str, Any] = {}
     for line in log:
         word, _, rest = line.partition(" ")
