@@ -98,6 +98,16 @@ ROWS: tuple[BadInput, ...] = (
         "line",
     ),
     row(
+        "load_transcripts: a body that does not encode as UTF-8",
+        "load_transcripts('t.jsonl')  # a turn's body '...\\ud800'",
+        on_transcript(
+            '{"conversation_id": "c", "source": "s", "turns": [{"id": "t1", "sequence": 1,'
+            ' "role": "user", "body": "' + SECRET_BODY + '\\ud800"}]}'
+        ),
+        INVALID,
+        "body",
+    ),
+    row(
         "load_transcripts: NaN or Infinity in a line",
         "load_transcripts('t.jsonl')  # {..., 'x': NaN}",
         on_transcript('{"conversation_id": "c", "source": "s", "turns": [], "x": NaN}'),

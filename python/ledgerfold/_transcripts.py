@@ -120,6 +120,21 @@ def _field(record: dict[str, Any], key: str, kind: type, where: str) -> Any:
     return value
 
 
+def _text(record: dict[str, Any], key: str, where: str) -> str:
+    """A text field (`_field`) that encodes as UTF-8 (`_utf8`)."""
+    return _utf8(f"{where}{key}", key, _field(record, key, str, where))
+
+
+def _utf8(name: str, key: str, value: str) -> str:
+    """`value`, refused unless it encodes as UTF-8 with `_validate.text`'s message naming
+    `name`, as the conversation ID and every text of a fine-tuning line are (a body, a turn
+    or call ID, the source: one message whatever the field)."""
+    try:
+        return _validate.text(name, value, blank_ok=True)
+    except InvalidInput as error:
+        raise _LineError(str(error), key, error.problem or "invalid") from None
+
+
 def _compact_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
@@ -169,7 +184,7 @@ def _transcript(line: str, chat_id: str) -> Transcript:
         _validate.identifier("conversation_id", conversation_id)
     except InvalidInput as error:
         raise _LineError(str(error), "conversation_id", error.problem or "invalid") from None
-    source = _field(record, "source", str, "")
+    source = _text(record, "source", "")
     raw_turns = _field(record, "turns", list, "")
 
     turns: list[Turn] = []
@@ -179,10 +194,10 @@ def _transcript(line: str, chat_id: str) -> Transcript:
     for index in _sequence_order(raw_turns):
         raw_turn = raw_turns[index]
         where = f"turns[{index}]."
-        turn_id = _field(raw_turn, "id", str, where)
+        turn_id = _text(raw_turn, "id", where)
         sequence = raw_turn["sequence"]
         role = _field(raw_turn, "role", str, where)
-        body = _field(raw_turn, "body", str, where)
+        body = _text(raw_turn, "body", where)
         call_ids = raw_turn.get("tool_call_ids", [])
         if not isinstance(call_ids, list) or not all(
             isinstance(call_id, str) and call_id for call_id in call_ids
@@ -192,6 +207,8 @@ def _transcript(line: str, chat_id: str) -> Transcript:
                 "tool_call_ids",
                 "wrong-type",
             )
+        for call_index, call_id in enumerate(call_ids):
+            _utf8(f"{where}tool_call_ids[{call_index}]", "tool_call_ids", call_id)
         if role not in ROLES:
             raise _LineError(
                 f"{where}role: must be one of {', '.join(ROLES)}", "role", "unknown-value"

@@ -16,6 +16,9 @@ from typing import Any
 from ledgerfold._errors import InvalidInput
 from ledgerfold._native import Conversation
 
+#: Why a text that does not encode as UTF-8 is refused: every field's message ends so.
+NOT_UTF8 = "must encode as UTF-8 (lone surrogates are invalid)"
+
 
 def text(field: str, value: object, *, blank_ok: bool = False, empty_ok: bool = True) -> str:
     """A `str` that encodes as UTF-8; unless `blank_ok` not blank; unless `empty_ok` not ''."""
@@ -26,11 +29,7 @@ def text(field: str, value: object, *, blank_ok: bool = False, empty_ok: bool = 
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise InvalidInput(
-            f"{field}: must encode as UTF-8 (lone surrogates are invalid)",
-            field=field,
-            problem="not-utf8",
-        ) from None
+        raise InvalidInput(f"{field}: {NOT_UTF8}", field=field, problem="not-utf8") from None
     if not empty_ok and not value:
         raise InvalidInput(f"{field}: must be a non-empty string", field=field, problem="empty")
     if not blank_ok and not value.strip():

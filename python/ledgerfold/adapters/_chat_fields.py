@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ledgerfold._errors import InvalidInput
-from ledgerfold._validate import unencodable_at
+from ledgerfold._validate import NOT_UTF8, unencodable_at
 
 __all__ = [
     "TEXT_PART_KEYS",
@@ -72,7 +72,7 @@ def _require_utf8(value: str, index: int, field: str) -> None:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise bad(index, field, "not-utf8", "must encode as UTF-8") from None
+        raise bad(index, field, "not-utf8", NOT_UTF8) from None
 
 
 def content_text(message: Mapping[str, Any], index: int) -> tuple[str, list[str]]:
@@ -147,7 +147,7 @@ def annotations_json(message: Mapping[str, Any], index: int) -> str | None:
         raise bad(index, "annotations", "wrong-type", f"must be a list, got {type(value).__name__}")
     at = unencodable_at(value)
     if at is not None:
-        raise bad(index, f"annotations{at}", "not-utf8", "must encode as UTF-8")
+        raise bad(index, f"annotations{at}", "not-utf8", NOT_UTF8)
     return compact_json(value, index, "annotations")
 
 
@@ -197,7 +197,7 @@ def content_parts_json(message: Mapping[str, Any], index: int) -> str | None:
         return None
     at = unencodable_at(content)
     if at is not None:
-        raise bad(index, f"content{at}", "not-utf8", "must encode as UTF-8")
+        raise bad(index, f"content{at}", "not-utf8", NOT_UTF8)
     try:
         return json.dumps(content, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError, RecursionError):
@@ -224,7 +224,7 @@ def tool_calls(message: Mapping[str, Any], index: int) -> list[Mapping[str, Any]
         # Stored as ASCII JSON, a lone surrogate would pass and come back unsendable.
         at = unencodable_at(call)
         if at is not None:
-            raise bad(index, f"tool_calls[{call_index}]{at}", "not-utf8", "must encode as UTF-8")
+            raise bad(index, f"tool_calls[{call_index}]{at}", "not-utf8", NOT_UTF8)
     return texts
 
 
