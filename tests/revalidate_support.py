@@ -22,6 +22,17 @@ from ledgerfold.store import _batch_reads as batch_reads
 from ledgerfold.store._rows import turn_from_row
 
 POLICY = "v1"
+#: The fields of `ledgerfold.dask`'s aggregate that equal the command's report on the same
+#: database (every one but `seconds`, `workers` and `partitions`).
+DASK_SAME = (
+    "conversations",
+    "summaries_checked",
+    "current",
+    "stale",
+    "turns_hashed",
+    "bytes_hashed",
+    "stale_summaries",
+)
 
 
 def encoded_file(path: Path, encoding: str) -> Path:

@@ -31,16 +31,8 @@ if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
     sys.path.insert(0, str(_HERE))
 
 from ledgers import import_and_compact  # noqa: E402
+from revalidate_support import DASK_SAME as SAME  # noqa: E402
 
-SAME = (
-    "conversations",
-    "summaries_checked",
-    "current",
-    "stale",
-    "turns_hashed",
-    "bytes_hashed",
-    "stale_summaries",
-)
 _CURRENT_OF = "(SELECT current_summary FROM conversations WHERE id = ?)"
 #: Damage to a conversation's current summary record that the store cannot read past.
 RECORD_DAMAGE = (

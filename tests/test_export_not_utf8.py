@@ -30,17 +30,9 @@ _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
     sys.path.insert(0, str(_HERE))
 
+from revalidate_support import DASK_SAME as SAME  # noqa: E402
 from revalidate_support import encoded_file  # noqa: E402
 
-SAME = (
-    "conversations",
-    "summaries_checked",
-    "current",
-    "stale",
-    "turns_hashed",
-    "bytes_hashed",
-    "stale_summaries",
-)
 POLICY = CompactionPolicy("v1", keep_tail=2, min_new_turns=1)
 #: Stored text that is not valid in the file's encoding: a byte that is not UTF-8, a lone
 #: surrogate in UTF-16 (SQLite converts it to bytes that are not UTF-8 either).

@@ -31,9 +31,12 @@ _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
     sys.path.insert(0, str(_HERE))
 
-import segment_reference as ref  # noqa: E402
-
-IMPLEMENTATIONS = [pytest.param(seg, id="rust"), pytest.param(ref, id="reference")]
+from segment_folding_support import (  # noqa: E402
+    IMPLEMENTATIONS,
+    as_version_wrote_it,
+    ids,
+    ref,
+)
 
 #: (pointed, as ordinary writing has it): each pair must give the same terms.
 POINTED = [
@@ -140,17 +143,6 @@ def test_format_characters_are_invisible_to_both(text: str, inserts: list[tuple[
 # ---------------------------------------------------------------------- the store
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> lf.SQLiteStore:
-    made = lf.SQLiteStore(tmp_path / "ledger.db")
-    yield made
-    made.close()
-
-
-def ids(hits: list[lf.SearchHit]) -> list[str]:
-    return [hit.turn_id for hit in hits]
-
-
 def test_search_matches_pointed_and_unpointed_text_both_ways(store: lf.SQLiteStore) -> None:
     store.append("c", "user", "كَتَبَ الطالبُ الدرسَ", id="arabic-pointed")
     store.append("c", "user", "שלום לכולם", id="hebrew-plain")
@@ -190,28 +182,12 @@ VERSION_2_ROWS = {
 }
 
 
-def _as_version_2_wrote_it(path: Path) -> None:
-    """Make the file's index what ledgerfold's version-2 segmenter left: `VERSION_2_ROWS`'
-    tokens, `index_version` 2."""
-    conn = sqlite3.connect(path)
-    with conn:
-        rows = conn.execute("SELECT pk, id FROM turns ORDER BY pk").fetchall()
-        conn.execute("INSERT INTO search_fts(search_fts) VALUES ('delete-all')")
-        conn.execute("DELETE FROM search_offsets")
-        conn.executemany(
-            "INSERT INTO search_fts (rowid, tokens) VALUES (?, ?)",
-            [(pk << 10, VERSION_2_ROWS[turn_id][1]) for pk, turn_id in rows],
-        )
-        conn.execute("UPDATE search_state SET index_version = 2, complete = 1")
-    conn.close()
-
-
 def test_an_index_of_segmenter_version_2_is_rebuilt_at_open(tmp_path: Path) -> None:
     path = tmp_path / "ledger.db"
     with lf.SQLiteStore(path) as store:
         for turn_id, (body, _) in VERSION_2_ROWS.items():
             store.append("c", "user", body, id=turn_id)
-    _as_version_2_wrote_it(path)
+    as_version_wrote_it(path, VERSION_2_ROWS, 2)
     conn = sqlite3.connect(path)
     try:
         # The old index: the unpointed word and the whole word are not in it.

@@ -22,7 +22,6 @@ each is dropped inside a word of its own script only, and separates elsewhere
 
 from __future__ import annotations
 
-import sqlite3
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -38,18 +37,18 @@ _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
     sys.path.insert(0, str(_HERE))
 
-import segment_reference as ref  # noqa: E402
-
-IMPLEMENTATIONS = [pytest.param(seg, id="rust"), pytest.param(ref, id="reference")]
+from segment_folding_support import (  # noqa: E402
+    IMPLEMENTATIONS,
+    as_version_wrote_it,
+    ids,
+    index_has,
+    joined_tokens,
+    ref,
+)
 
 TATWEEL = "\u0640"
 HANGUL_FILLERS = "\u115f\u1160\u3164\uffa0"
 MONGOLIAN_SELECTORS = "\u180b\u180c\u180d\u180f"
-
-
-def joined_tokens(impl: ModuleType, body: str) -> str:
-    """The tokens of every passage of `body`, as the index holds them."""
-    return " ".join(joined for _, _, joined in impl.index_passages(body))
 
 
 #: (as written, as searched for): each pair must give the same terms.
@@ -184,17 +183,6 @@ def test_a_dropped_character_is_invisible_to_both_in_its_script(
 # ---------------------------------------------------------------------- the store
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> lf.SQLiteStore:
-    made = lf.SQLiteStore(tmp_path / "ledger.db")
-    yield made
-    made.close()
-
-
-def ids(hits: list[lf.SearchHit]) -> list[str]:
-    return [hit.turn_id for hit in hits]
-
-
 def test_search_finds_a_stretched_word_and_is_found_by_one(store: lf.SQLiteStore) -> None:
     store.append("c", "user", "اشتريت كتـــاب النحو", id="stretched")
     store.append("c", "user", "قرأت كتابا آخر", id="other")
@@ -244,44 +232,17 @@ VERSION_3_ROWS = {
 }
 
 
-def _as_version_3_wrote_it(path: Path) -> None:
-    """Make the file's index what ledgerfold's version-3 segmenter left: `VERSION_3_ROWS`'
-    tokens, `index_version` 3."""
-    conn = sqlite3.connect(path)
-    with conn:
-        rows = conn.execute("SELECT pk, id FROM turns ORDER BY pk").fetchall()
-        conn.execute("INSERT INTO search_fts(search_fts) VALUES ('delete-all')")
-        conn.execute("DELETE FROM search_offsets")
-        conn.executemany(
-            "INSERT INTO search_fts (rowid, tokens) VALUES (?, ?)",
-            [(pk << 10, VERSION_3_ROWS[turn_id][1]) for pk, turn_id in rows],
-        )
-        conn.execute("UPDATE search_state SET index_version = 3, complete = 1")
-    conn.close()
-
-
-def _index_has(path: Path, word: str) -> bool:
-    conn = sqlite3.connect(path)
-    try:
-        found = conn.execute(
-            "SELECT COUNT(*) FROM search_fts WHERE search_fts MATCH ?", (f'"{word}"',)
-        )
-        return bool(found.fetchone()[0])
-    finally:
-        conn.close()
-
-
 def test_an_index_of_segmenter_version_3_is_rebuilt_at_open(tmp_path: Path) -> None:
     assert seg.INDEX_VERSION >= 4
     path = tmp_path / "ledger.db"
     with lf.SQLiteStore(path) as store:
         for turn_id, (body, _) in VERSION_3_ROWS.items():
             store.append("c", "user", body, id=turn_id)
-    _as_version_3_wrote_it(path)
+    as_version_wrote_it(path, VERSION_3_ROWS, 3)
     # The old index: the word as searched for is not in it.
-    assert _index_has(path, "كتـــاب") and not _index_has(path, "كتاب")
-    assert not _index_has(path, "한국") and not _index_has(path, "ᠮᠣᠩᠭᠣᠯ")
-    assert not _index_has(path, "المدرسه") and not _index_has(path, "الي")
+    assert index_has(path, "كتـــاب") and not index_has(path, "كتاب")
+    assert not index_has(path, "한국") and not index_has(path, "ᠮᠣᠩᠭᠣᠯ")
+    assert not index_has(path, "المدرسه") and not index_has(path, "الي")
     with lf.SQLiteStore(path) as store:
         assert ids(store.search("c", "كتاب")) == ["t"]
         assert ids(store.search("c", "한국")) == ["k"]
@@ -298,4 +259,4 @@ def test_an_index_of_segmenter_version_3_is_rebuilt_at_open(tmp_path: Path) -> N
         store.retract("c", "t", erase=True)
         assert store.search("c", "كتاب") == []
         assert store.check_search_index() == []
-    assert not _index_has(path, "كتاب")
+    assert not index_has(path, "كتاب")

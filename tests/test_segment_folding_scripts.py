@@ -24,7 +24,6 @@ other), and the index of segmenter version 4 rebuilt when the store opens.
 
 from __future__ import annotations
 
-import sqlite3
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -40,15 +39,14 @@ _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
     sys.path.insert(0, str(_HERE))
 
-import segment_reference as ref  # noqa: E402
-
-IMPLEMENTATIONS = [pytest.param(seg, id="rust"), pytest.param(ref, id="reference")]
-
-
-def joined_tokens(impl: ModuleType, body: str) -> str:
-    """The tokens of every passage of `body`, as the index holds them."""
-    return " ".join(joined for _, _, joined in impl.index_passages(body))
-
+from segment_folding_support import (  # noqa: E402
+    IMPLEMENTATIONS,
+    as_version_wrote_it,
+    ids,
+    index_has,
+    joined_tokens,
+    ref,
+)
 
 #: (as a Persian keyboard types it, as an Arabic keyboard does): the same terms.
 FOLDED = [
@@ -111,17 +109,6 @@ def test_rust_and_the_reference_agree_on_persian(text: str) -> None:
 # ---------------------------------------------------------------------- the store
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> lf.SQLiteStore:
-    made = lf.SQLiteStore(tmp_path / "ledger.db")
-    yield made
-    made.close()
-
-
-def ids(hits: list[lf.SearchHit]) -> list[str]:
-    return [hit.turn_id for hit in hits]
-
-
 def test_search_finds_persian_typed_either_way(store: lf.SQLiteStore) -> None:
     store.append("c", "user", "کتاب را در خانۀ دوستم در ایران گذاشتم", id="persian")
     store.append("c", "user", "كتبت رسالة في مكتب الشركة", id="arabic")
@@ -152,46 +139,19 @@ VERSION_4_ROWS = {
 }
 
 
-def _as_version_4_wrote_it(path: Path) -> None:
-    """Make the file's index what ledgerfold's version-4 segmenter left: `VERSION_4_ROWS`'
-    tokens, `index_version` 4."""
-    conn = sqlite3.connect(path)
-    with conn:
-        rows = conn.execute("SELECT pk, id FROM turns ORDER BY pk").fetchall()
-        conn.execute("INSERT INTO search_fts(search_fts) VALUES ('delete-all')")
-        conn.execute("DELETE FROM search_offsets")
-        conn.executemany(
-            "INSERT INTO search_fts (rowid, tokens) VALUES (?, ?)",
-            [(pk << 10, VERSION_4_ROWS[turn_id][1]) for pk, turn_id in rows],
-        )
-        conn.execute("UPDATE search_state SET index_version = 4, complete = 1")
-    conn.close()
-
-
-def _index_has(path: Path, word: str) -> bool:
-    conn = sqlite3.connect(path)
-    try:
-        found = conn.execute(
-            "SELECT COUNT(*) FROM search_fts WHERE search_fts MATCH ?", (f'"{word}"',)
-        )
-        return bool(found.fetchone()[0])
-    finally:
-        conn.close()
-
-
 def test_an_index_of_segmenter_version_4_is_rebuilt_at_open(tmp_path: Path) -> None:
     assert seg.INDEX_VERSION == 5
     path = tmp_path / "ledger.db"
     with lf.SQLiteStore(path) as store:
         for turn_id, (body, _) in VERSION_4_ROWS.items():
             store.append("c", "user", body, id=turn_id)
-    _as_version_4_wrote_it(path)
+    as_version_wrote_it(path, VERSION_4_ROWS, 4)
     # The old index: the words as an Arabic keyboard types them are not in it.
-    assert _index_has(path, "کتاب") and not _index_has(path, "كتاب")
-    assert not _index_has(path, "خانه") and not _index_has(path, "ايران")
-    assert not _index_has(path, "កម្ពុជា")
-    assert not _index_has(path, "stage") and _index_has(path, "deploystag")
-    assert not _index_has(path, "1402")
+    assert index_has(path, "کتاب") and not index_has(path, "كتاب")
+    assert not index_has(path, "خانه") and not index_has(path, "ايران")
+    assert not index_has(path, "កម្ពុជា")
+    assert not index_has(path, "stage") and index_has(path, "deploystag")
+    assert not index_has(path, "1402")
     with lf.SQLiteStore(path) as store:
         assert ids(store.search("c", "كتاب")) == ["p"]
         assert ids(store.search("c", "خانهٔ ايران")) == ["p"]
@@ -209,7 +169,7 @@ def test_an_index_of_segmenter_version_4_is_rebuilt_at_open(tmp_path: Path) -> N
         store.retract("c", "p", erase=True)
         assert store.search("c", "خانه") == []
         assert store.check_search_index() == []
-    assert not _index_has(path, "خانه")
+    assert not index_has(path, "خانه")
 
 
 # ---------------------------------------------------------------------- Khmer
