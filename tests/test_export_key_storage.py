@@ -120,3 +120,49 @@ def test_dask_gives_the_commands_verdicts(tmp_path: Path, kind: str) -> None:
     reasons = sorted(row["reason"] for row in expected["stale_summaries"])
     assert reasons == sorted([unchecked, "source-modified"])
     assert len(frame.compute()) == expected["summaries_checked"] == 3
+
+
+#: Conversation keys another tool stored as no text: text that is not UTF-8, a blob of the
+#: same bytes, and a blob that sorts before every text key by its bytes (`a0`).
+_RAW_KEYS = {"c2": "CAST(X'6332FF' AS TEXT)", "c3": "X'6332FF'", "c4": "X'6130'"}
+
+
+@pytest.mark.parametrize("turns_per_file", [1, 1000])
+def test_dask_keeps_text_that_is_not_utf8_apart_from_a_blob(
+    tmp_path: Path, turns_per_file: int
+) -> None:
+    """The command orders text keys (those that are not UTF-8 too) before every blob, as
+    SQLite does; `ledgerfold.dask` read text that is not UTF-8 and a blob alike, as bytes,
+    and put the blob `a0` first, its verdicts in another order than the command's."""
+    db = tmp_path / "ledger.db"
+    with SQLiteStore(db) as store:
+        for c in ("c1", *_RAW_KEYS):
+            store.append(c, "system", "sys prompt")
+            for n in range(5):
+                store.append(c, "user", f"turn {n} of {c}", id=f"t{n}")
+            assert Compactor(store, POLICY).compact(c, force=True).accepted
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute("PRAGMA foreign_keys = OFF")
+        conn.execute("UPDATE turns SET body = 'changed' WHERE conversation_id = 'c1' AND id = 't1'")
+        for old, stored in _RAW_KEYS.items():
+            for table in ("conversations", "turns", "source_runs", "summaries"):
+                column = "id" if table == "conversations" else "conversation_id"
+                conn.execute(f"UPDATE {table} SET {column} = {stored} WHERE {column} = '{old}'")
+        conn.commit()
+        kinds = conn.execute("SELECT typeof(id), hex(id) FROM conversations ORDER BY id").fetchall()
+        assert kinds == [("text", "6331"), ("text", "6332FF"), ("blob", "6130"), ("blob", "6332FF")]
+    finally:
+        conn.close()
+    out = tmp_path / "parquet"
+    export_parquet(db, out, turns_per_file=turns_per_file)
+    expected = revalidate_database(db, mark_stale=False).as_json()
+    names = ["c2\ufffd", "a0", "c2\ufffd"]
+    assert [row["conversation"] for row in expected["stale_summaries"]][:3] == names
+    with dask.config.set(scheduler="sync"):
+        frame, aggregate = ldask.revalidate_parquet(out)
+    assert aggregate["stale_summaries"] == expected["stale_summaries"]
+    assert {key: aggregate[key] for key in SAME} == {key: expected[key] for key in SAME}
+    if turns_per_file > 5:  # one part: its rows in the command's order
+        rows = frame.compute()
+        assert list(rows["conversation"]) == ["c1", *names]

@@ -48,7 +48,7 @@ def sqlite_order(job: Job, encoding: str = "UTF-8") -> tuple[int, Any]:
     return (2, key)
 
 
-def _key_order(key: object, encoding: str) -> tuple[int, bytes]:
+def key_order(key: object, encoding: str) -> tuple[int, bytes]:
     """`sqlite_order` of any stored key, one a damaged record may hold too: text (also text
     that is not UTF-8) by its bytes, then blobs; a number (stored by another tool) as its
     text."""
@@ -105,7 +105,7 @@ def jobs_damage_and_keys(
         damaged.append(verdict)
         keys.append(job[1])
     # By conversation key, as the checked ones are: the order is the table scan's otherwise.
-    damaged.sort(key=lambda verdict: _key_order(verdict[0], encoding))
+    damaged.sort(key=lambda verdict: key_order(verdict[0], encoding))
     if encoding == "UTF-8" and all(type(job[0]) is str for job in jobs):
         jobs.sort()  # unique text keys: the tuples sort by them
     else:

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ledgerfold import _native, _validate
+from ledgerfold import _revalidate_runs as revalidate_runs
 from ledgerfold import _sealed as sealed
 from ledgerfold._errors import InvalidInput
 from ledgerfold._optional import require
@@ -39,6 +40,7 @@ from ledgerfold.export import (
     _part_name,
 )
 from ledgerfold.revalidate import MAX_THREADS
+from ledgerfold.store._batch_reads import NotUtf8
 from ledgerfold.store._schema import TURN_LIVE, TURN_PURGED
 
 __all__ = ["RESULT_COLUMNS", "check_part", "read_manifest", "revalidate_parquet"]
@@ -225,12 +227,19 @@ def check_part(index: int, *, path: str, threads: int | None = 1, run: str | Non
     filesystem, base = _filesystem(path)
 
     def read(
-        table: str, columns: list[str], prepare: Any = None, by: str | None = None
+        table: str,
+        columns: list[str],
+        prepare: Any = None,
+        by: str | None = None,
+        key: str | None = None,
     ) -> list[list[Any]]:
         """The part's `columns` of `table` (its rows through `prepare`, a filter or a sort
         by column `by`), each a list, a value that is not UTF-8 text (null in its column)
         put back from the bytes the export carried (`not_utf8`) as the command reads it:
-        text stored not UTF-8 and a blob as the bytes, a number (`stored_as`) as itself."""
+        text stored not UTF-8 and a blob as the bytes (what the native check takes as
+        damage), a number (`stored_as`) as itself; in column `key`, a conversation key,
+        text stored not UTF-8 is `NotUtf8`, never the blob of the same bytes (another key,
+        ordered after every text one)."""
         data = pq.read_table(
             f"{base}/{table}/{_part_name(index)}",
             columns=[*columns, *([by] if by else []), NOT_UTF8, STORED_AS],
@@ -246,14 +255,19 @@ def check_part(index: int, *, path: str, threads: int | None = 1, run: str | Non
                 storage = dict(kinds[row] or ())
                 for name, raw in entries or ():
                     if name in columns:
-                        lists[columns.index(name)][row] = _stored(raw, storage.get(name))
+                        kind = storage.get(name)
+                        lists[columns.index(name)][row] = (
+                            NotUtf8(raw) if name == key and kind is None else _stored(raw, kind)
+                        )
         return lists
 
     # The current summaries the export found uncheckable, with the command's verdict
     # (`_revalidate_runs.record_verdict`): their conversation's row says why.
     pa = _require("pyarrow")
     try:
-        pointers = read("conversations", ["id", "current_summary", "current_summary_verdict"])
+        pointers = read(
+            "conversations", ["id", "current_summary", "current_summary_verdict"], key="id"
+        )
     except pa.ArrowInvalid:  # a column missing: an export of format 1 or 2
         raise InvalidInput(
             f"path: {path}: part {index} lacks columns of format version {FORMAT_VERSION}"
@@ -269,7 +283,9 @@ def check_part(index: int, *, path: str, threads: int | None = 1, run: str | Non
     ]
     not_checked = {verdict[0] for verdict in unchecked}
     summaries = read(
-        "summaries", ["conversation_id", "pk", "id", "status", "source_fingerprint", "current"]
+        "summaries",
+        ["conversation_id", "pk", "id", "status", "source_fingerprint", "current"],
+        key="conversation_id",
     )
     current: dict[int, tuple[str, str, str]] = {
         pk: (conversation_id, summary_id, fingerprint)
@@ -317,7 +333,7 @@ def check_part(index: int, *, path: str, threads: int | None = 1, run: str | Non
         sourced = list(zip(*cited(["summary_pk", "turn_id", "turn_digest"]), strict=True))
         verdicts = _unseal(verdicts, summaries_in, turns, sourced)
     if unchecked:  # one row per conversation: in conversation order with the checked ones
-        verdicts = sorted([*verdicts, *unchecked], key=lambda verdict: _key_bytes(verdict[0]))
+        verdicts = sorted([*verdicts, *unchecked], key=lambda verdict: _key_order(verdict[0]))
     per_turns = [verdict[4] for verdict in verdicts]
     per_bytes = [verdict[5] for verdict in verdicts]
     if sum(per_turns) != turns_hashed or sum(per_bytes) != bytes_hashed:
@@ -349,15 +365,17 @@ def _stored(raw: bytes, storage: str | None) -> Any:
     return raw
 
 
-def _key_bytes(key: object) -> bytes:
-    """A conversation key's stored bytes (`bytes` when its text is not UTF-8): the order of
-    the command's verdicts (SQLite's, in a UTF-8 file)."""
-    return key if isinstance(key, bytes) else str(key).encode("utf-8", "surrogatepass")
+def _key_order(key: object) -> tuple[int, bytes]:
+    """A conversation key's place in the command's verdicts (SQLite's order, in a UTF-8
+    file): text, also text that is not UTF-8 (`NotUtf8`), by its bytes, then blobs."""
+    return revalidate_runs.key_order(key, "UTF-8")
 
 
 def _key_text(key: object) -> str:
-    """A conversation key as the command's report names it: text that is not UTF-8 decoded,
-    its bad bytes replaced."""
+    """A conversation key as the command's report names it: text that is not UTF-8, or a
+    blob, decoded, its bad bytes replaced."""
+    if isinstance(key, NotUtf8):
+        key = key.raw
     return key.decode("utf-8", errors="replace") if isinstance(key, bytes) else str(key)
 
 
