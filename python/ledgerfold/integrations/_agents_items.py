@@ -53,6 +53,7 @@ __all__ = [
     "RestoredTurn",
     "RestoredTurns",
     "is_call",
+    "is_input",
     "is_output",
     "item_groups",
     "item_message",
@@ -60,7 +61,6 @@ __all__ = [
     "link_id",
     "non_finite_at",
     "restored",
-    "sendable",
     "stored",
 ]
 
@@ -125,7 +125,7 @@ def is_output(item: Mapping[str, Any]) -> bool:
     return name == "mcp_approval_response" or name in _OUTPUTS or name.endswith("_call_output")
 
 
-def _is_input(item: Mapping[str, Any]) -> bool:
+def is_input(item: Mapping[str, Any]) -> bool:
     """An item the model reads rather than writes: a message not the assistant's, a result."""
     if kind(item) == "message":
         return item.get("role") != "assistant"
@@ -237,14 +237,14 @@ def item_groups(items: Sequence[Mapping[str, Any]]) -> list[str | None]:
     of_call: dict[str, str] = {}
     at = 0
     while at < len(items):
-        if _is_input(items[at]):
+        if is_input(items[at]):
             linked = link_id(items[at])
             if linked is not None:
                 groups[at] = of_call.get(linked)
             at += 1
             continue
         end = at
-        while end < len(items) and not _is_input(items[end]):
+        while end < len(items) and not is_input(items[end]):
             end += 1
         response = items[at:end]
         calls = [call for call in map(link_id, filter(is_call, response)) if call is not None]
@@ -344,8 +344,8 @@ def _links(item: Any) -> tuple[str | None, str | None]:
     return None, (link_id(item) if is_output(item) else None)
 
 
-#: The call a result without `call_id` answers, for `sendable`: no call has this ID (a
-#: call's ID is a non-empty str, `link_id`).
+#: The call a result without `call_id` answers, for `_agents_served.sendable`: no call has
+#: this ID (a call's ID is a non-empty str, `link_id`).
 _NO_CALL = ""
 
 
@@ -474,70 +474,3 @@ def _input_part(part: Mapping[str, Any]) -> dict[str, Any] | None:
         "image_url": url,
         "detail": detail if detail in _DETAILS else "auto",
     }
-
-
-#: One served item and its links: the item, the call it makes, the call it answers.
-Linked = tuple[Any, str | None, str | None]
-
-
-def sendable(entries: Sequence[Linked]) -> list[Any]:
-    """The items to serve, in context order but for results (SPEC §17.2): a result answers
-    the nearest call of its ID before it and is left out when there is none (the API refuses
-    it); a result that came after a message to the model (a user interjecting before the
-    tool returned: a user, system or developer message) is served before that message, so
-    that a Chat Completions model gets every `tool_calls` message answered by the tool
-    messages right after it. The items of the model's own response are not reordered. A
-    call nothing answers stays (the SDK leaves it out of the model's input). A reasoning item
-    not followed by an item the model wrote with it (`pop_item` took its message or call) is
-    left out: the API refuses a reasoning item without its following item."""
-    maker: dict[str, int] = {}
-    first_result: dict[tuple[int, str], int] = {}  # (call's position, call ID) -> result's
-    makers: list[int | None] = []
-    for at, (_, call, output) in enumerate(entries):
-        made = None
-        if call is not None:
-            maker[call] = at
-        elif output is not None:
-            made = maker.get(output)
-            if made is not None:
-                first_result.setdefault((made, output), at)
-        makers.append(made)
-    served: list[Any] = []
-    moved: set[int] = set()
-    waiting: dict[tuple[int, str], None] = {}  # calls served whose result has not been
-    for at, (item, call, output) in enumerate(entries):
-        if at in moved:
-            continue
-        if waiting and output is None and isinstance(item, Mapping) and _is_input(item):
-            # A message to the model while calls wait: their later results go first.
-            for key in waiting:
-                later = first_result.get(key)
-                if later is not None and later > at:
-                    served.append(entries[later][0])
-                    moved.add(later)
-            waiting.clear()
-        if call is not None:
-            waiting[(at, call)] = None
-        elif output is not None:
-            made = makers[at]
-            if made is None:
-                continue  # its call is not served: the API refuses it
-            waiting.pop((made, output), None)
-        served.append(item)
-    return _followed(served)
-
-
-def _followed(served: list[Any]) -> list[Any]:
-    """`served` without the reasoning items that no item the model wrote follows (the next
-    item served is one it reads, or none), read from the end, so a run of reasoning items
-    before such a place goes as a whole."""
-    kept: list[Any] = []
-    follows = False  # the next item kept is one the model wrote
-    for item in reversed(served):
-        mapping = isinstance(item, Mapping)
-        if mapping and kind(item) == "reasoning" and not follows:
-            continue
-        kept.append(item)
-        follows = not (mapping and _is_input(item))
-    kept.reverse()
-    return kept

@@ -55,14 +55,13 @@ from ledgerfold.adapters._summary_contents import SummaryContents
 from ledgerfold.integrations._agents_input import named_for_items, plain_item, stored_item
 from ledgerfold.integrations._agents_items import (
     ITEM_KEY,
-    Linked,
     RestoredTurn,
     RestoredTurns,
     item_groups,
     item_message,
     restored,
-    sendable,
 )
+from ledgerfold.integrations._agents_served import Linked, popped, sendable
 from ledgerfold.integrations._turns import append_specs
 from ledgerfold.store._protocol import Store
 from ledgerfold.store._sqlite import SQLiteStore
@@ -265,10 +264,11 @@ class LedgerfoldSession:
         return outcome
 
     async def pop_item(self, *, erase: bool = False) -> Any | None:
-        """Retract the newest turn and return its original item (None when empty, or when
-        the summary is the last item and the turns it covers were purged: what `get_items`
-        serves before it is not the newest). Reads the context (whose last item is the
-        newest turn: `keep_tail` >= 1), not the ledger. The ledger keeps a retracted turn's
+        """Retract the turn of the item `get_items()` serves last and return that item (None
+        when it serves none, or when it is the summary and the turns it covers were purged),
+        so `get_items(limit=n)` is what the next `n` pops give, as the SDK's rewind expects;
+        the turns after it that `get_items` leaves out (a reasoning item a run stopped after)
+        go with it. Reads the context, not the ledger. The ledger keeps a retracted turn's
         text; `erase=True` erases it, as the SDK's own sessions delete the item."""
         _validate.flag("erase", erase)
         return await worker_for(self.store).run(self._pop, erase)
@@ -417,28 +417,30 @@ class LedgerfoldSession:
         return len(self.store.append_many(self.session_id, turns))
 
     def _pop(self, erase: bool) -> Any | None:
-        """The newest turn's item (the last, for a turn no session wrote), read before the
-        turn is retracted (or erased): a turn that cannot be read is not retracted either."""
+        """The item `get_items` serves last (`_agents_served.popped`), read before its turn is
+        retracted (or erased): a turn that cannot be read is not retracted either."""
         # The store's read: no model is served this context, so no `context.fallback` event.
         items = self.store.context(self.session_id, self.compactor.policy.version).items
-        if not items:
+        taken = popped(items, self._restored)
+        if taken is None:
             return None
-        last = items[-1]
+        at, item, left_out = taken
+        last = items[at]
         if isinstance(last, SummaryItem):  # every turn after the summary's slot popped
-            # The newest turn the summary covers (its last source, read alone: no load of
-            # the ledger), if live; a turn below it (a preserved system prompt, served before
-            # the summary) is not the session's newest item, and once the covered turns are
-            # purged nothing is left to pop.
+            # The newest turn the summary covers (its last source, read alone), if live; a
+            # prompt served before the summary is not the newest; purged: nothing to pop.
             found = self.store.get_turns(self.session_id, last.source_ids[-1:])
             if not found:
                 return None
             newest = found[0]
-            popped = restored(newest.role, newest.body, newest.meta)[-1]
-            self.store.retract(self.session_id, newest.id, erase=erase)
-            return popped
-        popped = restored(last.role, last.text, last.meta)[-1]
-        self.store.retract(self.session_id, last.id, erase=erase)
-        return popped
+            item = restored(newest.role, newest.body, newest.meta)[-1]
+            turn_id = newest.id
+        else:
+            turn_id = last.id
+        for gone in reversed(left_out):  # newest first: none of them is served
+            self.store.retract(self.session_id, items[gone].id, erase=erase)
+        self.store.retract(self.session_id, turn_id, erase=erase)
+        return item
 
 
 #: How many served summary items `call_model_input_filter` recognises (concurrent runs).
@@ -456,7 +458,6 @@ def _opened(db_path: str | os.PathLike[str], on_event: EventHook | None) -> SQLi
         raise InvalidInput(message, field="db_path", problem=error.problem) from None
 
 
-#: What a message field made from an item is called in the item (`item_message`).
 def _settings(session_settings: Any) -> Any:
     """`session_settings` as the SDK's sessions keep it: the SDK's `SessionSettings`, from a
     mapping too (`Runner.run` reads `session.session_settings.limit` and `.resolve`)."""
