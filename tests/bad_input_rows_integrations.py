@@ -222,6 +222,17 @@ ROWS: tuple[BadInput, ...] = (
         "items[0].call_id",
     ),
     row(
+        "LedgerfoldSession.add_items: a result without call_id",
+        "await session.add_items([{'type': 'function_call_output', 'output': body}])",
+        on_store(
+            lambda store: _add_items(
+                store, [{"type": "function_call_output", "output": SECRET_BODY}]
+            )
+        ),
+        INVALID,
+        "items[0].call_id",
+    ),
+    row(
         "LedgerfoldSession.add_items: an item that is not JSON",
         "await session.add_items([{'role': 'user', 'content': body, 'at': object()}])",
         on_store(

@@ -25,7 +25,45 @@ def plain_item(item: Any, index: int) -> dict[str, Any]:
             field=f"items[{index}]",
             problem="wrong-type",
         )
+    if item.get("type") in _CALL_ID_REQUIRED:
+        _check_call_id(item.get("call_id"), f"items[{index}].call_id")
     return dict(item)
+
+
+#: The calls and results that name their call by `call_id`, which the SDK writes on every
+#: one (its Responses types require it; `function_call`'s is checked as its chat message's
+#: call ID): without one, a result would be stored and never sent (no call is paired with
+#: it), and a call would lose its input.
+_CALL_ID_REQUIRED = frozenset(
+    {
+        "function_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "computer_call",
+        "computer_call_output",
+        "shell_call",
+        "shell_call_output",
+        "apply_patch_call",
+        "apply_patch_call_output",
+        "local_shell_call",
+        "program",
+        "program_output",
+    }
+)
+
+
+def _check_call_id(call_id: Any, field: str) -> None:
+    """`InvalidInput` naming `field` unless `call_id` is a non-empty str (the messages the
+    chat adapter gives a tool message's `tool_call_id`)."""
+    if isinstance(call_id, str) and call_id:
+        return
+    if call_id is None:
+        message, problem = "must be a non-empty str", "wrong-type"
+    elif isinstance(call_id, str):
+        message, problem = "must not be empty", "empty"
+    else:
+        message, problem = f"must be str, got {type(call_id).__name__}", "wrong-type"
+    raise InvalidInput(f"{field}: {message}", field=field, problem=problem)
 
 
 def stored_item(item: Mapping[str, Any], index: int, body: str | None = None) -> str:
