@@ -16,6 +16,7 @@ _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:  # importable whatever pytest's import mode is
     sys.path.insert(0, str(_HERE))
 
+import bad_input_rows_agents  # noqa: E402
 import bad_input_rows_calls  # noqa: E402
 import bad_input_rows_chat  # noqa: E402
 import bad_input_rows_export  # noqa: E402
@@ -36,6 +37,7 @@ ROWS: tuple[BadInput, ...] = (
     + bad_input_rows_operator.ROWS
     + bad_input_rows_loop.ROWS
     + bad_input_rows_integrations.ROWS
+    + bad_input_rows_agents.ROWS
     + bad_input_rows_calls.ROWS
     + bad_input_rows_calls.HOOK_ROWS
 )

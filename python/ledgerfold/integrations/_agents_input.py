@@ -1,5 +1,6 @@
 """The Agents SDK items `LedgerfoldSession.add_items` takes, checked: each a mapping, kept
-as JSON (no NaN or ±Infinity, no lone surrogate), and errors of the chat messages made from
+as JSON (no NaN or ±Infinity, no lone surrogate), a call or result with its `call_id`, an
+`input_audio` part with its audio, and errors of the chat messages made from
 them named by the item's own field (`items[i]...`)."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from typing import Any
 
 from ledgerfold import _validate
 from ledgerfold._errors import InvalidInput
-from ledgerfold.integrations._agents_items import non_finite_at, stored
+from ledgerfold.integrations._agents_items import audio_of, kind, non_finite_at, stored
 
 __all__ = ["named_for_items", "plain_item", "stored_item"]
 
@@ -27,7 +28,29 @@ def plain_item(item: Any, index: int) -> dict[str, Any]:
         )
     if item.get("type") in _CALL_ID_REQUIRED:
         _check_call_id(item.get("call_id"), f"items[{index}].call_id")
+    _check_audio(item, index)
     return dict(item)
+
+
+def _check_audio(item: Mapping[str, Any], index: int) -> None:
+    """`InvalidInput` naming the part's `input_audio` when a message's content part (or a
+    function result's output part) of type `input_audio` holds no audio data and format
+    (`audio_of`): the SDK's Chat Completions converter raises at every run served it, and
+    the Responses API takes no such part either."""
+    name = kind(item)
+    field = "content" if name == "message" else "output" if name == "function_call_output" else ""
+    parts = item.get(field) if field else None
+    if not isinstance(parts, list):
+        return
+    for at, part in enumerate(parts):
+        if isinstance(part, Mapping) and part.get("type") == "input_audio" and not audio_of(part):
+            named = f"items[{index}].{field}[{at}].input_audio"
+            raise InvalidInput(
+                f"{named}: must hold the audio's data and format (non-empty str), as the"
+                " Agents SDK's input_audio part does",
+                field=named,
+                problem="wrong-type",
+            )
 
 
 #: The calls and results that name their call by `call_id`, which the SDK writes on every

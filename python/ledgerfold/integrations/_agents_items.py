@@ -52,6 +52,7 @@ __all__ = [
     "ITEM_KEY",
     "RestoredTurn",
     "RestoredTurns",
+    "audio_of",
     "is_call",
     "is_input",
     "is_output",
@@ -420,6 +421,19 @@ _DETAILS = frozenset({"low", "high", "auto", "original"})
 _FILE_KEYS = ("file_id", "file_data", "filename", "file_url")
 
 
+def audio_of(part: Mapping[str, Any]) -> dict[str, str] | None:
+    """An `input_audio` part's audio, `{"data", "format"}` (both non-empty str), as the Agents
+    SDK's Chat Completions converter needs it (it raises `UserError` at every run served any
+    other); None when the part holds no such audio (a URL, a bare part)."""
+    audio = part.get("input_audio")
+    if not isinstance(audio, Mapping):
+        return None
+    data, form = audio.get("data"), audio.get("format")
+    if not (isinstance(data, str) and data and isinstance(form, str) and form):
+        return None
+    return {"data": data, "format": form}
+
+
 def _input_parts(text: str, stored: str | None) -> Any:
     """A user turn's content as Responses input parts when the chat adapter kept its parts
     (an image the user sent through `append_chat_messages` reaches an Agents model too): its
@@ -454,9 +468,14 @@ def _input_parts(text: str, stored: str | None) -> Any:
 
 
 def _input_part(part: Mapping[str, Any]) -> dict[str, Any] | None:
-    """One chat content part that is not text as a Responses input part (None: not one)."""
+    """One chat content part that is not text as a Responses input part (None: not one). An
+    `input_audio` part goes as the SDK's `ResponseInputAudioParam` (its data and format, as
+    the SDK's Chat Completions converter takes it), or not at all (`audio_of`)."""
     kind = part.get("type")
-    if kind in ("input_image", "input_file", "input_audio"):
+    if kind == "input_audio":
+        audio = audio_of(part)
+        return None if audio is None else {"type": "input_audio", "input_audio": audio}
+    if kind in ("input_image", "input_file"):
         return dict(part)
     if kind not in ("image_url", "file"):
         return None

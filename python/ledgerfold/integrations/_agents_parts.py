@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ledgerfold.adapters._chat_parts import chat_content_parts
-from ledgerfold.integrations._agents_items import is_output, kind, restored
+from ledgerfold.integrations._agents_items import audio_of, is_output, kind, restored
 
 __all__ = ["chat_parts"]
 
@@ -25,8 +25,9 @@ def chat_parts(role: str, text: str, meta: Mapping[str, str]) -> list[dict[str, 
     result's `output`), from the item as `get_items` serves it (its text parts' text
     refilled; an edited turn's text in place of theirs): text parts as `text`, an
     `input_image` with a URL as `image_url`, an `input_file` with an ID or data as `file`,
-    `input_audio` as it is; a part Chat Completions cannot express (an image by file ID, a
-    file by URL) is left out (it stays in the item). None when the item holds no such list."""
+    `input_audio` with its data and format; a part Chat Completions cannot express (an image
+    by file ID, a file by URL, audio without data) is left out (it stays in the item). None
+    when the item holds no such list."""
     items = restored(role, text, meta)
     item = items[0] if len(items) == 1 else None
     if not isinstance(item, Mapping):
@@ -51,6 +52,5 @@ def _chat_part(part: Mapping[str, Any]) -> dict[str, Any] | None:
     if name == "input_file":
         kept = {key: part[key] for key in _FILE_KEYS if isinstance(part.get(key), str)}
         return {"type": "file", "file": kept} if "file_id" in kept or "file_data" in kept else None
-    if name == "input_audio" and isinstance(part.get("input_audio"), Mapping):
-        return {"type": "input_audio", "input_audio": dict(part["input_audio"])}
-    return None
+    audio = audio_of(part) if name == "input_audio" else None
+    return None if audio is None else {"type": "input_audio", "input_audio": audio}
