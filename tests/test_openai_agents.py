@@ -101,13 +101,13 @@ def test_runner_over_a_compacting_session() -> None:
         for item in items:
             if item.get("type") == "function_call_output":
                 assert item["call_id"] in seen
-    # Calls and outputs share a group in the ledger.
+    # Calls and outputs share a group in the ledger, named after the call and its turn.
     turns = store.load("s1").turns
     groups = {turn.meta["tool_call_id"]: turn.group for turn in turns if turn.role == "tool"}
     for turn in turns:
         if turn.meta and "tool_calls" in turn.meta:
             (call,) = json.loads(turn.meta["tool_calls"])
-            assert groups[call["id"]] == turn.group == "tools:" + call["id"]
+            assert groups[call["id"]] == turn.group == f"tools:{call['id']}@{turn.id}"
     # get_items(limit) is the tail of the context, items as they came.
     tail = asyncio.run(session.get_items(2))
     assert tail == asyncio.run(session.get_items())[-2:]
@@ -134,7 +134,7 @@ def test_items_come_back_as_they_came_and_pop_and_clear() -> None:
         ]
         turns = store.load("s").turns
         assert turns[0].role == "system" and turns[1].body == "hi" and turns[2].body == "t"
-        assert turns[5].group == turns[3].group == "tools:c1"  # joined across add_items
+        assert turns[5].group == turns[3].group == f"tools:c1@{turns[3].id}"  # a later add
         popped = await session.pop_item()
         assert popped == {"type": "function_call_output", "call_id": "c1", "output": "ok"}
         assert await session.pop_item() == items[-1]

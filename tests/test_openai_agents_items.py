@@ -64,12 +64,12 @@ def test_a_call_its_result_parallel_calls_and_reasoning_share_a_group() -> None:
     other_output = {**output, "call_id": "k2"}
     preamble = {"role": "assistant", "content": "Let me check."}
     items = [_user(0), _reasoning(0), preamble, call, other, output, other_output, _user(1)]
-    groups = item_groups(items)
+    groups = item_groups(items, [f"t{n}" for n in range(len(items))])
     assert groups[0] is None and groups[-1] is None
     assert len(set(groups[1:7])) == 1 and groups[1] is not None  # one response, its results
     # A reasoning item and the answer it led to; an answer alone needs no group.
     answer = {"role": "assistant", "content": "Done."}
-    paired = item_groups([_user(0), _reasoning(1), answer, _user(1), answer])
+    paired = item_groups([_user(0), _reasoning(1), answer, _user(1), answer], list("abcde"))
     assert paired[1] == paired[2] is not None and paired[4] is None
 
 
@@ -90,7 +90,7 @@ def test_a_call_its_result_parallel_calls_and_reasoning_share_a_group() -> None:
 def test_the_sdks_other_pairs_are_linked(call: dict[str, Any], result: dict[str, Any]) -> None:
     made, answered = item_message(call), item_message(result)
     assert made["tool_calls"][0]["id"] == answered["tool_call_id"] == link_id(call)
-    assert item_groups([call])[0] == item_groups([call, result])[1] is not None
+    assert item_groups([call], ["a"])[0] == item_groups([call, result], ["a", "b"])[1] is not None
 
 
 def _served(session: LedgerfoldSession) -> list[Any]:

@@ -60,6 +60,7 @@ __all__ = [
     "item_message",
     "kind",
     "link_id",
+    "newest_calls",
     "non_finite_at",
     "restored",
     "stored",
@@ -229,11 +230,13 @@ def item_message(item: Mapping[str, Any]) -> dict[str, Any]:
     return {"role": "assistant", "content": ""}
 
 
-def item_groups(items: Sequence[Mapping[str, Any]]) -> list[str | None]:
+def item_groups(items: Sequence[Mapping[str, Any]], ids: Sequence[str]) -> list[str | None]:
     """The group of each item's turn (None: no group), as the module says: one group for the
-    items of a response holding a call or a reasoning item (`tool_group` of its first call,
-    else a fresh name), and a result in the same `add_items` in its call's group (a result
-    arriving later joins its call through the tool-call link)."""
+    items of a response holding a call or a reasoning item (`tool_group` of its first call
+    with that call's turn ID `ids[i]`, else a fresh name: never a group of an earlier
+    response, also when a model numbers its calls `call_0` in every response), and a result
+    in the same `add_items` in its call's group (the nearest call of its ID before it); a
+    result whose call came earlier gets None here (`newest_calls`)."""
     groups: list[str | None] = [None] * len(items)
     of_call: dict[str, str] = {}
     at = 0
@@ -248,17 +251,40 @@ def item_groups(items: Sequence[Mapping[str, Any]]) -> list[str | None]:
         while end < len(items) and not is_input(items[end]):
             end += 1
         response = items[at:end]
-        calls = [call for call in map(link_id, filter(is_call, response)) if call is not None]
+        calls = [
+            (n, call)
+            for n, item in enumerate(response, at)
+            if is_call(item) and (call := link_id(item)) is not None
+        ]
         group: str | None = None
         if calls:
-            group = tool_group((calls[0],))
+            first, call = calls[0]
+            group = tool_group((call,), ids[first], (call,))
         elif len(response) > 1 and any(kind(item) == "reasoning" for item in response):
             group = f"agents-response:{uuid.uuid4().hex}"
         if group is not None:
             groups[at:end] = [group] * len(response)
-            of_call.update(dict.fromkeys(calls, group))
+            of_call.update(dict.fromkeys((call for _, call in calls), group))
         at = end
     return groups
+
+
+def newest_calls(context_items: Sequence[Any], call_ids: set[str]) -> dict[str, str]:
+    """The turn ID of the newest turn among `context_items` (a context's `TurnItem`s, and
+    its summaries, skipped) that makes each of `call_ids` (its `meta["tool_calls"]`): the
+    call a result appended now answers (SPEC §17.2: the nearest call of its ID before it)."""
+    found: dict[str, str] = {}
+    for item in reversed(context_items):
+        meta = getattr(item, "meta", None)
+        if not meta or "tool_calls" not in meta:
+            continue
+        for call in tool_calls_of(meta):
+            made = call.get("id")
+            if made in call_ids and made not in found:
+                found[made] = item.id
+        if len(found) == len(call_ids):
+            break
+    return found
 
 
 def stored(item: Mapping[str, Any], body: str | None = None) -> str:

@@ -35,7 +35,6 @@ import asyncio
 import hashlib
 import json
 import os
-import uuid
 import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -50,19 +49,17 @@ from ledgerfold._events import EventHook
 from ledgerfold._outcome import CompactionOutcome
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._worker import pause, running_on, worker_for
-from ledgerfold.adapters._chat import chat_turn_specs, context_messages, tool_group
+from ledgerfold.adapters._chat import context_messages
 from ledgerfold.adapters._summary_contents import SummaryContents
-from ledgerfold.integrations._agents_input import named_for_items, plain_item, stored_item
+from ledgerfold.integrations._agents_append import item_turns
 from ledgerfold.integrations._agents_items import (
     ITEM_KEY,
     RestoredTurn,
     RestoredTurns,
-    item_groups,
     item_message,
     restored,
 )
 from ledgerfold.integrations._agents_served import Linked, popped, sendable
-from ledgerfold.integrations._turns import append_specs
 from ledgerfold.store._protocol import Store
 from ledgerfold.store._sqlite import SQLiteStore
 from ledgerfold.summarizers._base import Summarizer
@@ -393,28 +390,9 @@ class LedgerfoldSession:
             self._served.popitem(last=False)
 
     def _append(self, items: list[Any]) -> int:
-        plain = [plain_item(item, index) for index, item in enumerate(items)]
-        if not plain:
-            return 0
-        try:
-            specs = chat_turn_specs((item_message(item) for item in plain), keep_parts=False)
-        except InvalidInput as error:
-            raise named_for_items(error, plain) from None
-        ids = ["t-" + uuid.uuid4().hex for _ in specs]
-        turns = append_specs(
-            specs,
-            ids,
-            {},
-            lambda call_id: tool_group((call_id,)),
-            [
-                {ITEM_KEY: stored_item(item, index, spec.body)}
-                for index, (item, spec) in enumerate(zip(plain, specs, strict=True))
-            ],
-        )
-        for turn, group in zip(turns, item_groups(plain), strict=True):
-            if group is not None:
-                turn["group"] = group
-        return len(self.store.append_many(self.session_id, turns))
+        version = self.compactor.policy.version
+        turns = item_turns(self.store, self.session_id, version, items)
+        return len(self.store.append_many(self.session_id, turns)) if turns else 0
 
     def _pop(self, erase: bool) -> Any | None:
         """The item `get_items` serves last (`_agents_served.popped`), read before its turn is
