@@ -265,16 +265,28 @@ def _passage(
     """The text of a hit's passage: the whole body, or the slice its stored bounds give. A
     row of several passages (a body of more than 1,024): the passage among them holding the
     rarest of the query's `terms` (then the next rarest, …; then the most occurrences; ties:
-    the earlier passage), cut by the segmenter."""
-    bounds = search_index.stored_bounds(conn, turn_pk)
-    if bounds is None:
-        text: str = conn.execute("SELECT body FROM turns WHERE pk = ?", (turn_pk,)).fetchone()[0]
-        return text
-    start, end = bounds[slot]
-    if end - start <= PASSAGE_MAX:
-        return _slice(conn, turn_pk, start, end)
+    the earlier passage), cut by the segmenter. Bounds that are damaged, gone (a body longer
+    than a passage without them) or past the body's end: that passage chosen among all the
+    body's, never the whole body nor an exception."""
+    try:
+        bounds = search_index.stored_bounds(conn, turn_pk)
+    except StoreError:
+        bounds = []
+    if bounds and slot < len(bounds):
+        start, end = bounds[slot]
+        if end - start <= PASSAGE_MAX:
+            text = _slice(conn, turn_pk, start, end)
+            if text is not None:
+                return text
     body: str = conn.execute("SELECT body FROM turns WHERE pk = ?", (turn_pk,)).fetchone()[0]
+    if bounds is None and len(body) <= PASSAGE_MAX:
+        return body  # one passage, the whole body
+    if not bounds or slot >= len(bounds) or bounds[slot][1] > len(body):
+        _log.warning("search: a hit's passage bounds are damaged (pk=%d); cut again", turn_pk)
+        start, end = 0, len(body)
     passages = [p for p in index_passages(body) if start <= p[0] and p[1] <= end]
+    if not passages:
+        return body[start : start + PASSAGE_MAX]
     span = _span(conn, conversation_id)
     counts = {term: _frequency(conn, conversation_id, span, term) for term in terms}
     rarest = sorted(terms, key=lambda term: counts[term])  # stable: query order for ties
@@ -289,7 +301,8 @@ def _passage(
     return body[chosen[0] : chosen[1]]
 
 
-def _slice(conn: sqlite3.Connection, turn_pk: int, start: int, end: int) -> str:
+def _slice(conn: sqlite3.Connection, turn_pk: int, start: int, end: int) -> str | None:
+    """`body[start:end]`; None when the body ends before `end` (damaged bounds)."""
     # SQLite's substr counts characters as Python counts code points, but stops at a NUL:
     # then the body is read and cut here.
     text: str = conn.execute(
@@ -297,5 +310,5 @@ def _slice(conn: sqlite3.Connection, turn_pk: int, start: int, end: int) -> str:
     ).fetchone()[0]
     if len(text) != end - start:
         body: str = conn.execute("SELECT body FROM turns WHERE pk = ?", (turn_pk,)).fetchone()[0]
-        return body[start:end]
+        return body[start:end] if end <= len(body) else None
     return text

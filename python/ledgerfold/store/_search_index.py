@@ -42,7 +42,6 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from array import array
 from collections.abc import Iterable, Sequence
 from contextlib import suppress
 from typing import Any
@@ -56,6 +55,7 @@ from ledgerfold.store._call_pairs import Answered
 from ledgerfold.store._recall_answers import NO_BATCH, BatchCalls, answers_recall, stored_meta
 from ledgerfold.store._schema import TURN_LIVE
 from ledgerfold.store._search_batches import decoded, indexable_turns, text_rows
+from ledgerfold.store._search_bounds import DAMAGED, packed, unpacked
 from ledgerfold.store._search_vocab import as_indexed
 
 __all__ = [
@@ -261,8 +261,6 @@ LAST_SLOT = (1 << SLOT_BITS) - 1
 #: A passage is at most this many characters (SPEC §16.5 "Hits").
 PASSAGE_MAX = 600
 
-_DAMAGED = "search index: a turn's passages do not match its body (a damaged database?)"
-
 
 def _rows(
     turn_pk: int,
@@ -295,24 +293,20 @@ def _rows(
                 at += 1
             groups.append(passages[first:at])
         if at != len(passages) or not all(groups):
-            raise StoreError(_DAMAGED)
+            raise StoreError(DAMAGED)
     rows = [(base + slot, " ".join(p[2] for p in group)) for slot, group in enumerate(groups)]
     return rows, [(group[0][0], group[-1][1]) for group in groups]
 
 
 def stored_bounds(conn: sqlite3.Connection, turn_pk: int) -> list[tuple[int, int]] | None:
     """The `(start, end)` of each of a turn's index rows, as stored; None when it has one
-    row holding the whole body (nothing stored)."""
-    row = conn.execute("SELECT bounds FROM search_offsets WHERE turn_pk = ?", (turn_pk,)).fetchone()
-    if row is None:
-        return None
-    offsets = array("q")
-    offsets.frombytes(bytes(row[0]))
-    return list(zip(offsets[0::2], offsets[1::2], strict=True))
-
-
-def _packed(bounds: list[tuple[int, int]]) -> bytes:
-    return array("q", [offset for pair in bounds for offset in pair]).tobytes()
+    row holding the whole body (nothing stored). `StoreError` when the stored row is
+    damaged (`_search_bounds.unpacked`)."""
+    # As a blob: text written over it (not UTF-8, maybe) is damage, not a failed read.
+    row = conn.execute(
+        "SELECT CAST(bounds AS BLOB) FROM search_offsets WHERE turn_pk = ?", (turn_pk,)
+    ).fetchone()
+    return None if row is None else unpacked(row[0])
 
 
 def _insert(conn: sqlite3.Connection, turns: Sequence[tuple[int, str]]) -> None:
@@ -327,7 +321,7 @@ def _insert(conn: sqlite3.Connection, turns: Sequence[tuple[int, str]]) -> None:
         made, bounds = _rows(turn_pk, body, passages)
         rows += made
         if bounds and (len(bounds) > 1 or bounds[0] != (0, len(body))):
-            offsets.append((turn_pk, _packed(bounds)))
+            offsets.append((turn_pk, packed(bounds)))
     if rows:
         conn.executemany("INSERT INTO search_fts (rowid, tokens) VALUES (?, ?)", rows)
     if offsets:
@@ -434,7 +428,7 @@ def _delete(conn: sqlite3.Connection, pk: int, body: str | None, *, checked: boo
         _flushed(conn)
     rows: list[tuple[int, str]] = []
     if body is not None:
-        with suppress(StoreError):  # stored bounds that are not this body's
+        with suppress(StoreError):  # stored bounds damaged or not this body's
             rows = _rows(pk, body, bounds=stored_bounds(conn, pk))[0]
     rows = as_indexed(conn, pk, SLOT_BITS, rows)
     if not rows:

@@ -17,7 +17,6 @@ ledger is written; the old index's pages are zeroed as they are freed (`secure_d
 from __future__ import annotations
 
 import sqlite3
-from array import array
 
 from ledgerfold._errors import StoreError
 from ledgerfold._segment import INDEX_VERSION, index_passages, index_passages_many
@@ -27,6 +26,7 @@ from ledgerfold.store._database import Database, Transaction
 from ledgerfold.store._recall_answers import NO_BATCH, answers_recall, stored_meta
 from ledgerfold.store._schema import TURN_LIVE
 from ledgerfold.store._search_batches import decoded, readable, text_rows
+from ledgerfold.store._search_bounds import unpacked
 from ledgerfold.store._search_index import LAST_SLOT, SLOT_BITS, _rows
 from ledgerfold.store._search_vocab import token_counts
 from ledgerfold.store._sqlite_errors import quotes_stored_data
@@ -43,8 +43,9 @@ PROBLEMS = {
     "too-deep": f"the index has more than {search_levels.MAX_LEVELS} levels",
     "removed-turns-indexed": "turns retracted, purged or deleted are still in the index",
     "live-turns-missing": "live turns are missing from the index",
-    "stale-turns": "turns are indexed from a body they no longer hold (changed outside"
-    " ledgerfold: revalidation repairs them, a rebuild makes them again)",
+    "stale-turns": "turns are indexed from a body they no longer hold, or their passage"
+    " bounds are damaged (changed outside ledgerfold: revalidation repairs a changed body,"
+    " a rebuild makes them again)",
 }
 
 #: A rebuild that failed after the old index was dropped (the ledger is not written).
@@ -135,11 +136,12 @@ def _stale_turns(conn: sqlite3.Connection) -> bool:
         for (pk, _, packed), body, passages in zip(rows, bodies, segmented, strict=True):
             if body is None:
                 return True
-            offsets = array("q", bytes(packed or b""))
-            bounds = list(zip(offsets[0::2], offsets[1::2], strict=True)) if packed else None
             try:
+                bounds = None if packed is None else unpacked(packed)
                 made, _ = _rows(int(pk), body, passages, bounds)
-            except StoreError:  # stored bounds that are not this body's
+            except StoreError:  # stored bounds damaged or not this body's
+                return True
+            if bounds and bounds[-1][1] > len(body):
                 return True
             if {rowid: tokens.count(" ") + 1 for rowid, tokens in made} != indexed.get(pk):
                 return True
