@@ -28,7 +28,7 @@ from ledgerfold.store._schema import TURN_LIVE
 from ledgerfold.store._search_batches import decoded, readable, text_rows
 from ledgerfold.store._search_bounds import unpacked
 from ledgerfold.store._search_index import LAST_SLOT, SLOT_BITS, _rows
-from ledgerfold.store._search_vocab import token_counts
+from ledgerfold.store._search_vocab import token_counts, unfindable
 from ledgerfold.store._sqlite_errors import quotes_stored_data
 
 __all__ = ["PROBLEMS", "check", "check_store", "indexed_turns", "rebuild_store", "reset"]
@@ -39,7 +39,8 @@ PROBLEMS = {
     "missing": "the index table is missing",
     "not-built": "the index is not built: a build or rebuild is running or was interrupted,"
     " or it is of another ledgerfold (a rebuild, or the next open for writing, builds it)",
-    "corrupt": "FTS5's integrity-check fails: the index is damaged",
+    "corrupt": "FTS5's integrity-check fails, or a search does not find what the index"
+    " holds: the index is damaged",
     "too-deep": f"the index has more than {search_levels.MAX_LEVELS} levels",
     "removed-turns-indexed": "turns retracted, purged or deleted are still in the index",
     "live-turns-missing": "live turns are missing from the index",
@@ -82,6 +83,8 @@ def check(conn: sqlite3.Connection) -> list[str]:
         problems.append("not-built")
     try:
         conn.execute("INSERT INTO search_fts(search_fts, rank) VALUES ('integrity-check', 0)")
+        if unfindable(conn):
+            problems.append("corrupt")
     except sqlite3.DatabaseError:
         problems.append("corrupt")
     try:

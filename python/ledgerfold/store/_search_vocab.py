@@ -17,7 +17,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
-__all__ = ["as_indexed", "indexed_tokens", "token_counts"]
+__all__ = ["as_indexed", "indexed_tokens", "token_counts", "unfindable"]
 
 _VOCAB = "ledgerfold_search_vocab"
 
@@ -25,17 +25,46 @@ _VOCAB = "ledgerfold_search_vocab"
 def token_counts(conn: sqlite3.Connection, first: int, last: int) -> dict[int, int]:
     """The token count of each index row with a rowid in `first..last` (FTS5's `docsize`:
     a varint a column, the index has one)."""
-    counts: dict[int, int] = {}
-    for rowid, size in conn.execute(
-        "SELECT id, sz FROM search_fts_docsize WHERE id BETWEEN ? AND ?", (first, last)
-    ):
-        value = 0
-        for byte in bytes(size or b"")[:9]:
-            value = (value << 7) | (byte & 0x7F)
-            if not byte & 0x80:
-                break
-        counts[int(rowid)] = value
-    return counts
+    return {
+        int(rowid): _varint(size)
+        for rowid, size in conn.execute(
+            "SELECT id, sz FROM search_fts_docsize WHERE id BETWEEN ? AND ?", (first, last)
+        )
+    }
+
+
+def _varint(size: bytes | None) -> int:
+    """The first varint of a `docsize` row (the row's token count)."""
+    value = 0
+    for byte in bytes(size or b"")[:9]:
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            break
+    return value
+
+
+def unfindable(conn: sqlite3.Connection) -> bool:
+    """Whether a search misses what the index holds: a term a MATCH of it finds in fewer
+    (or more) rows than hold it (FTS5's `_idx` b-tree damaged: a lookup lands on the wrong
+    leaf page), or the index's terms fewer than its rows' token counts (its structure
+    record damaged: segments no read reaches). FTS5's integrity-check of a contentless
+    table checks neither, and both leave every search empty or partial (the first also
+    fails every write). One scan of the index and one lookup a distinct term; a damaged
+    page is `sqlite3.DatabaseError`."""
+    conn.execute(f"CREATE VIRTUAL TABLE temp.{_VOCAB} USING fts5vocab(main, search_fts, row)")
+    try:
+        held = 0
+        for term, rows, count in conn.execute(f"SELECT term, doc, cnt FROM temp.{_VOCAB}"):
+            held += int(count)
+            found = conn.execute(
+                "SELECT COUNT(*) FROM search_fts WHERE search_fts MATCH ?", (f'"{term}"',)
+            ).fetchone()[0]
+            if found != rows:
+                return True
+    finally:
+        conn.execute(f"DROP TABLE temp.{_VOCAB}")
+    sizes = conn.execute("SELECT sz FROM search_fts_docsize")
+    return held != sum(_varint(size) for (size,) in sizes)
 
 
 def indexed_tokens(

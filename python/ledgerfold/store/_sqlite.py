@@ -284,10 +284,10 @@ class SQLiteStore:
 
     def check_search_index(self) -> list[str]:
         """The search index's problems, as codes (none when it is sound): `corrupt` (FTS5's
-        integrity-check fails), `too-deep`, `not-built`, `missing`, `removed-turns-indexed`,
-        `live-turns-missing`, `stale-turns` (indexed from a body it no longer holds),
-        `no-fts5`. Writes nothing, but needs a store open for
-        writing (FTS5 runs its check as a write)."""
+        integrity-check fails, or a search misses what it holds), `too-deep`, `not-built`,
+        `missing`, `removed-turns-indexed`, `live-turns-missing`, `stale-turns` (indexed from
+        a body it no longer holds, or damaged bounds), `no-fts5`. Writes nothing, but needs a
+        store open for writing (FTS5 runs its check as a write)."""
         return search_repair.check_store(self._transaction)
 
     def rebuild_search_index(self) -> int:
