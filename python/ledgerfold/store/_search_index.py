@@ -56,6 +56,7 @@ from ledgerfold.store._recall_answers import NO_BATCH, BatchCalls, answers_recal
 from ledgerfold.store._schema import TURN_LIVE
 from ledgerfold.store._search_batches import decoded, indexable_turns, text_rows
 from ledgerfold.store._search_bounds import DAMAGED, packed, unpacked
+from ledgerfold.store._search_state import read_state
 from ledgerfold.store._search_vocab import as_indexed
 
 __all__ = [
@@ -156,15 +157,16 @@ def _indexed_through(conn: sqlite3.Connection) -> int:
     """Turns with a pk up to this are kept in the index by the write paths (the build covers
     the rest); -1 when the index is not kept (no index yet, or no FTS5 here). `StoreError`
     when another segmenter rebuilt it since this store opened (only its tokens delete rows)."""
-    row = conn.execute("SELECT built_through, complete, index_version FROM search_state").fetchone()
-    if row is None:
+    state = read_state(conn)
+    if state is None:
         return -1
-    if int(row[2]) not in (0, INDEX_VERSION):
+    if state.version not in (0, INDEX_VERSION) or not state.known:
         raise StoreError(
-            f"search index: rebuilt by another ledgerfold (index_version {int(row[2])}, this"
-            f" one {INDEX_VERSION}) since this store opened; reopen the store to rebuild it"
+            f"search index: rebuilt by another ledgerfold or damaged (index_version"
+            f" {state.version}, this one {INDEX_VERSION}) since this store opened;"
+            " reopen the store to rebuild it"
         )
-    return 2**63 - 1 if row[1] else int(row[0])
+    return 2**63 - 1 if state.complete else state.through or 0
 
 
 # ---------------------------------------------------------------------- building
@@ -185,9 +187,10 @@ def build(conn: sqlite3.Connection, path: str, *, available: bool | None = None)
             return
         if not has_table(conn, "search_fts"):
             conn.execute(FTS_DDL)
-        version = conn.execute("SELECT index_version FROM search_state").fetchone()
-        if version is None or int(version[0]) != INDEX_VERSION:
-            # A new segmenter: the old rows cannot be deleted with the new tokens; start over.
+        state = read_state(conn)
+        if state is None or state.version != INDEX_VERSION or not state.known:
+            # A new segmenter: the old rows cannot be deleted with the new tokens; start over
+            # (also over a state row another tool damaged: how far it got is not known).
             conn.execute("INSERT INTO search_fts(search_fts) VALUES ('delete-all')")
             conn.execute("DELETE FROM search_offsets")
             conn.execute("DELETE FROM search_state")
@@ -206,11 +209,11 @@ def build(conn: sqlite3.Connection, path: str, *, available: bool | None = None)
     while True:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            row = conn.execute("SELECT built_through, complete FROM search_state").fetchone()
-            if row[1]:
+            now = read_state(conn)
+            if now is None or now.complete:
                 conn.execute("COMMIT")
                 break
-            through = int(row[0])
+            through = now.through or 0
             if total is None:
                 total = conn.execute(
                     "SELECT COUNT(*) FROM turns WHERE pk > ?", (through,)
@@ -532,13 +535,13 @@ def ready(conn: sqlite3.Connection) -> None:
             "search: this database has no search index yet (an older schema);"
             " open it once for writing to upgrade it"
         )
-    row = conn.execute("SELECT complete, index_version FROM search_state").fetchone()
-    if row is not None and int(row[1]) == 0:  # `_disable`: opened where FTS5 was missing
+    state = read_state(conn)
+    if state is not None and state.version == 0:  # `_disable`: opened where FTS5 was missing
         raise StoreError(NO_FTS5)
-    if row is None or int(row[1]) != INDEX_VERSION:
+    if state is None or state.version != INDEX_VERSION:
         raise StoreError(
             "search: the search index is not built for this ledgerfold;"
             " open the database once for writing to build it"
         )
-    if not row[0]:  # `build` (first build, `rebuild_search_index`) running or interrupted
+    if not state.complete:  # `build` (first build, `rebuild_search_index`) running or stopped
         raise StoreError(BUILDING)

@@ -28,6 +28,7 @@ from ledgerfold.store._schema import TURN_LIVE
 from ledgerfold.store._search_batches import decoded, readable, text_rows
 from ledgerfold.store._search_bounds import unpacked
 from ledgerfold.store._search_index import LAST_SLOT, SLOT_BITS, _rows
+from ledgerfold.store._search_state import read_state
 from ledgerfold.store._search_vocab import token_counts, unfindable
 from ledgerfold.store._sqlite_errors import quotes_stored_data
 
@@ -78,8 +79,8 @@ def check(conn: sqlite3.Connection) -> list[str]:
     if not search_index.has_table(conn, "search_fts"):
         return ["missing"]
     problems: list[str] = []
-    state = conn.execute("SELECT complete, index_version FROM search_state").fetchone()
-    if state is None or not state[0] or int(state[1]) != INDEX_VERSION:
+    state = read_state(conn)
+    if state is None or not state.complete or state.version != INDEX_VERSION:
         problems.append("not-built")
     try:
         conn.execute("INSERT INTO search_fts(search_fts, rank) VALUES ('integrity-check', 0)")
