@@ -56,7 +56,7 @@ from ledgerfold.store._recall_answers import NO_BATCH, BatchCalls, answers_recal
 from ledgerfold.store._schema import TURN_LIVE
 from ledgerfold.store._search_batches import decoded, indexable_turns, text_rows
 from ledgerfold.store._search_bounds import DAMAGED, packed, unpacked
-from ledgerfold.store._search_state import read_state
+from ledgerfold.store._search_state import read_state, restore_tables
 from ledgerfold.store._search_vocab import as_indexed
 
 __all__ = [
@@ -174,21 +174,24 @@ def _indexed_through(conn: sqlite3.Connection) -> int:
 
 def build(conn: sqlite3.Connection, path: str, *, available: bool | None = None) -> None:
     """At a writing open, after the migrations: create the index, rebuild it when the
-    segmenter's version changed, and index the turns not yet indexed in batches that each
-    commit (resumable after a crash; progress logged). Without FTS5 the index is emptied
-    and marked for a rebuild, so no write path needs FTS5 (and nothing stale lingers)."""
+    segmenter's version changed (or a table of it was dropped), and index the turns not yet
+    indexed in batches that each commit (resumable after a crash; progress logged). Without
+    FTS5 the index is emptied and marked for a rebuild, so no write path needs FTS5."""
     if available is None:
         available = fts5_available(conn)
     conn.execute("BEGIN IMMEDIATE")
     try:
+        # A table another tool dropped is made again, and the index with it.
+        fresh = restore_tables(conn)
         if not available:
             _disable(conn)
             conn.execute("COMMIT")
             return
         if not has_table(conn, "search_fts"):
             conn.execute(FTS_DDL)
+            fresh = True
         state = read_state(conn)
-        if state is None or state.version != INDEX_VERSION or not state.known:
+        if fresh or state is None or state.version != INDEX_VERSION or not state.known:
             # A new segmenter: the old rows cannot be deleted with the new tokens; start over
             # (also over a state row another tool damaged: how far it got is not known).
             conn.execute("INSERT INTO search_fts(search_fts) VALUES ('delete-all')")

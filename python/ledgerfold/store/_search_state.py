@@ -10,10 +10,22 @@ a search says the index is not built for this ledgerfold, and `check_search_inde
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from dataclasses import dataclass
 
-__all__ = ["IndexState", "read_state"]
+from ledgerfold.store._schema import MIGRATIONS
+
+#: The index's plain tables, as schema v5 made them, by name: `{table: CREATE TABLE ...}`.
+_TABLES = {
+    statement.split("CREATE TABLE ", 1)[1].split()[0]: statement.strip()
+    for version, _, ddl in MIGRATIONS
+    if version == 5
+    for statement in re.sub(r"--[^\n]*", "", ddl).split(";")  # comments hold ";"
+    if "CREATE TABLE " in statement
+}
+
+__all__ = ["IndexState", "read_state", "restore_tables"]
 
 
 @dataclass(frozen=True)
@@ -42,3 +54,16 @@ def read_state(conn: sqlite3.Connection) -> IndexState | None:
     if row is None:
         return None
     return IndexState(version=_integer(row[0]), through=_integer(row[1]), complete=row[2] == 1)
+
+
+def restore_tables(conn: sqlite3.Connection) -> bool:
+    """Make again, empty, the index's plain tables (`search_state`, `search_offsets`) that
+    another tool dropped; returns whether it made one (the index must then be built again:
+    what it held is not known)."""
+    made = False
+    for table, ddl in _TABLES.items():
+        found = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+        if conn.execute(found, (table,)).fetchone() is None:
+            conn.execute(ddl)
+            made = True
+    return made
