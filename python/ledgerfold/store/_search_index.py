@@ -57,7 +57,7 @@ from ledgerfold.store._schema import TURN_LIVE
 from ledgerfold.store._search_batches import decoded, indexable_turns, text_rows
 from ledgerfold.store._search_bounds import DAMAGED, packed, unpacked
 from ledgerfold.store._search_state import read_state, restore_tables
-from ledgerfold.store._search_vocab import as_indexed
+from ledgerfold.store._search_vocab import as_indexed, uncounted_rows
 
 __all__ = [
     "BUILDING",
@@ -85,8 +85,8 @@ _log = logging.getLogger("ledgerfold.store")
 #: write lock is held for long (SPEC §17.9).
 BUILD_BATCH = 1000
 
-#: IDs per `IN (...)` list: under SQLite's host-parameter limit.
-_CHUNK = 500
+#: FTS5's delete of a contentless row: its rowid and the tokens it was written with.
+DELETE_ROW = "INSERT INTO search_fts (search_fts, rowid, tokens) VALUES ('delete', ?, ?)"
 
 FTS_DDL = (
     "CREATE VIRTUAL TABLE search_fts USING fts5(tokens, content='', tokenize='ascii', detail=full)"
@@ -439,9 +439,7 @@ def _delete(conn: sqlite3.Connection, pk: int, body: str | None, *, checked: boo
     rows = as_indexed(conn, pk, SLOT_BITS, rows)
     if not rows:
         return
-    conn.executemany(
-        "INSERT INTO search_fts (search_fts, rowid, tokens) VALUES ('delete', ?, ?)", rows
-    )
+    conn.executemany(DELETE_ROW, rows)
     conn.execute("DELETE FROM search_offsets WHERE turn_pk = ?", (pk,))
 
 
@@ -458,16 +456,18 @@ def _unindex(conn: sqlite3.Connection, where: str, params: Iterable[Any]) -> int
     first)."""
     if _indexed_through(conn) < 0:
         return 0
-    rows = text_rows(  # a body that is not UTF-8 (a damaged row) is None: still deleted
-        conn,
-        f"SELECT pk, body FROM turns WHERE ({where}) AND EXISTS (SELECT 1 FROM"
-        f" search_fts_docsize AS d WHERE d.id BETWEEN turns.pk << {SLOT_BITS}"
-        f" AND (turns.pk << {SLOT_BITS}) + {LAST_SLOT})",
-        tuple(params),
-    )
+    counted = "EXISTS (SELECT 1 FROM search_fts_docsize AS d WHERE d.id BETWEEN turns.pk"
+    counted += f" << {SLOT_BITS} AND (turns.pk << {SLOT_BITS}) + {LAST_SLOT})"
+    selected = f"FROM turns WHERE ({where}) AND"
+    # A body that is not UTF-8 (a damaged row) is None: still deleted.
+    rows = text_rows(conn, f"SELECT pk, body {selected} {counted}", params := tuple(params))
     for turn_pk, body in rows:
         _delete(conn, int(turn_pk), decoded(body), checked=True)
-    return len(rows)
+    # Rows whose `docsize` rows another tool deleted: their terms still go.
+    others = [int(row[0]) for row in conn.execute(f"SELECT pk {selected} NOT {counted}", params)]
+    lost = uncounted_rows(conn, others, SLOT_BITS)
+    conn.executemany(DELETE_ROW, lost)
+    return len(rows) + len({rowid >> SLOT_BITS for rowid, _ in lost})
 
 
 def reindex_turn(

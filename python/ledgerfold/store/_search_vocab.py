@@ -17,7 +17,14 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
-__all__ = ["as_indexed", "indexed_tokens", "token_counts", "unfindable"]
+__all__ = [
+    "as_indexed",
+    "indexed_tokens",
+    "rows_uncounted",
+    "token_counts",
+    "uncounted_rows",
+    "unfindable",
+]
 
 _VOCAB = "ledgerfold_search_vocab"
 
@@ -94,6 +101,31 @@ def as_indexed(
     hold, read back from the index; [] when the turn has no row."""
     base = turn_pk << slot_bits
     counts = token_counts(conn, base, base + (1 << slot_bits) - 1)
-    if not counts or {rowid: tokens.count(" ") + 1 for rowid, tokens in rows} == counts:
-        return rows if counts else []
+    if not counts:  # no row, unless another tool deleted its `docsize` rows
+        return uncounted_rows(conn, [turn_pk], slot_bits) if rows else []
+    if {rowid: tokens.count(" ") + 1 for rowid, tokens in rows} == counts:
+        return rows
     return sorted(indexed_tokens(conn, [turn_pk], slot_bits).items())
+
+
+def rows_uncounted(conn: sqlite3.Connection) -> bool:
+    """Whether FTS5's own count of the index's rows (the first varint of its averages
+    record, `search_fts_data` row 1) is not the number of its `docsize` rows: a `docsize`
+    row deleted by another tool, whose row's terms the index still holds although nothing
+    says so (every write path finds a turn's rows by `docsize`). One count of `docsize`."""
+    record = conn.execute("SELECT block FROM search_fts_data WHERE id = 1").fetchone()
+    if record is None or not isinstance(record[0], bytes):
+        return False
+    counted: int = conn.execute("SELECT COUNT(*) FROM search_fts_docsize").fetchone()[0]
+    return _varint(record[0]) != counted
+
+
+def uncounted_rows(
+    conn: sqlite3.Connection, turn_pks: Sequence[int], slot_bits: int
+) -> list[tuple[int, str]]:
+    """The `(rowid, tokens)` the index holds for these turns, read back from the index (one
+    scan of it), when its rows are not all counted in `docsize` (`rows_uncounted`); []
+    otherwise, and always for a sound index (a turn without `docsize` rows has none)."""
+    if not turn_pks or not rows_uncounted(conn):
+        return []
+    return sorted(indexed_tokens(conn, turn_pks, slot_bits).items())

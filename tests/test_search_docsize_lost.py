@@ -1,0 +1,77 @@
+"""A turn's `search_fts_docsize` row deleted by another tool: the index still holds the
+turn's terms, but every write path finds a turn's index rows by `docsize`, so an erasure
+(`retract(..., erase=True)`, `purge_through`, `delete_conversation`) left the erased text's
+terms in the database file, and an edit left the old text findable (SPEC §16.1, §16.5
+"Erasure"). When FTS5's own row count says a `docsize` row is missing, the rows of a turn
+without one are now read back from the index and deleted with the tokens it holds."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import string
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import ledgerfold as lf
+from cli_support import file_has
+from ledgerfold import _segment
+
+
+def _marker() -> tuple[str, str]:
+    """A one-word marker the segmenter keeps whole, and its tail to grep the file for."""
+    while True:
+        tail = "".join(random.choices(string.ascii_lowercase, k=14))
+        if _segment.query_terms(f"qjx{tail}") == [f"qjx{tail}"]:
+            return f"qjx{tail}", tail
+
+
+def _ledger(path: Path, word: str) -> None:
+    """`secret` holds `word`; its `docsize` row is then deleted behind the store's back."""
+    with lf.SQLiteStore(path) as store:
+        for n in range(30):
+            store.append("c", "user", f"ordinary words number {n} about apples", id=f"t{n}")
+        store.append("c", "user", f"the vault word is {word} remember it", id="secret")
+        for n in range(30, 35):
+            store.append("c", "user", f"more ordinary words {n}", id=f"t{n}")
+    with sqlite3.connect(path) as conn:
+        (pk,) = conn.execute("SELECT pk FROM turns WHERE id = 'secret'").fetchone()
+        conn.execute("DELETE FROM search_fts_docsize WHERE id >> 10 = ?", (pk,))
+    conn.close()
+
+
+ERASING: dict[str, Callable[[lf.SQLiteStore], object]] = {
+    "retract-erase": lambda store: store.retract("c", "secret", erase=True),
+    "purge": lambda store: store.purge_through("c", 31, "retention", force=True),
+    "delete-conversation": lambda store: store.delete_conversation("c"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(ERASING))
+def test_an_erasure_leaves_no_term_of_a_turn_whose_docsize_row_is_gone(
+    tmp_path: Path, how: str
+) -> None:
+    word, tail = _marker()
+    path = tmp_path / "a.db"
+    _ledger(path, word)
+    assert file_has(path, tail)
+    with lf.SQLiteStore(path) as store:
+        ERASING[how](store)
+    assert not file_has(path, tail)
+    with lf.SQLiteStore(path) as store:
+        assert store.check_search_index() == []
+
+
+def test_an_edit_of_a_turn_whose_docsize_row_is_gone_leaves_its_old_text_unfound(
+    tmp_path: Path,
+) -> None:
+    word, _ = _marker()
+    path = tmp_path / "a.db"
+    _ledger(path, word)
+    with lf.SQLiteStore(path) as store:
+        store.edit("c", "secret", body="now the vault word is wombat")
+        assert store.search("c", word, scope="all") == []
+        assert [hit.turn_id for hit in store.search("c", "wombat")] == ["secret"]
+        assert store.check_search_index() == []
