@@ -18,6 +18,7 @@ import pytest
 import ledgerfold as lf
 from cli_support import file_has
 from ledgerfold import _segment
+from ledgerfold.store import _search_vocab as search_vocab
 
 
 def _marker() -> tuple[str, str]:
@@ -74,4 +75,29 @@ def test_an_edit_of_a_turn_whose_docsize_row_is_gone_leaves_its_old_text_unfound
         store.edit("c", "secret", body="now the vault word is wombat")
         assert store.search("c", word, scope="all") == []
         assert [hit.turn_id for hit in store.search("c", "wombat")] == ["secret"]
+        assert store.check_search_index() == []
+
+
+@pytest.mark.parametrize("how", sorted(ERASING))
+def test_a_sound_index_is_not_read_back_when_unindexed_turns_are_erased(
+    tmp_path: Path, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading a turn's rows back scans the whole index: on a sound index it never happens,
+    also when the erased turns include turns that have no row (an empty body, a body of
+    punctuation) beside turns that have, deleted first in the same transaction (FTS5's row
+    count lags until a savepoint)."""
+    path = tmp_path / "a.db"
+    with lf.SQLiteStore(path) as store:
+        for n in range(30):
+            store.append("c", "user", "" if n % 3 else f"words {n}", id=f"t{n}")
+        store.append("c", "user", "[] ...", id="secret")
+        for n in range(30, 35):
+            store.append("c", "user", f"more words {n}", id=f"t{n}")
+        read_back: list[object] = []
+        monkeypatch.setattr(
+            search_vocab, "indexed_tokens", lambda *args: read_back.append(args) or {}
+        )
+        ERASING[how](store)
+        assert read_back == []
+        monkeypatch.undo()
         assert store.check_search_index() == []

@@ -112,11 +112,17 @@ def rows_uncounted(conn: sqlite3.Connection) -> bool:
     """Whether FTS5's own count of the index's rows (the first varint of its averages
     record, `search_fts_data` row 1) is not the number of its `docsize` rows: a `docsize`
     row deleted by another tool, whose row's terms the index still holds although nothing
-    says so (every write path finds a turn's rows by `docsize`). One count of `docsize`."""
-    record = conn.execute("SELECT block FROM search_fts_data WHERE id = 1").fetchone()
+    says so (every write path finds a turn's rows by `docsize`). One count of `docsize`.
+    FTS5 writes its count when a transaction or savepoint ends, so after a write in this
+    transaction the record lags: a savepoint opened here makes FTS5 write it first."""
+    conn.execute("SAVEPOINT ledgerfold_index_count")
+    try:
+        record = conn.execute("SELECT block FROM search_fts_data WHERE id = 1").fetchone()
+        counted: int = conn.execute("SELECT COUNT(*) FROM search_fts_docsize").fetchone()[0]
+    finally:
+        conn.execute("RELEASE ledgerfold_index_count")
     if record is None or not isinstance(record[0], bytes):
         return False
-    counted: int = conn.execute("SELECT COUNT(*) FROM search_fts_docsize").fetchone()[0]
     return _varint(record[0]) != counted
 
 
