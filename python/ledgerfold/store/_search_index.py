@@ -57,7 +57,7 @@ from ledgerfold.store._schema import TURN_LIVE
 from ledgerfold.store._search_batches import decoded, indexable_turns, text_rows
 from ledgerfold.store._search_bounds import DAMAGED, packed, unpacked
 from ledgerfold.store._search_state import read_state, restore_tables
-from ledgerfold.store._search_vocab import as_indexed, uncounted_rows
+from ledgerfold.store._search_vocab import as_indexed, uncounted_bodies
 
 __all__ = [
     "BUILDING",
@@ -464,8 +464,8 @@ def _unindex(conn: sqlite3.Connection, where: str, params: Iterable[Any]) -> int
     for turn_pk, body in rows:
         _delete(conn, int(turn_pk), decoded(body), checked=True)
     # Rows whose `docsize` rows another tool deleted: their terms still go.
-    others = [int(row[0]) for row in conn.execute(f"SELECT pk {selected} NOT {counted}", params)]
-    lost = uncounted_rows(conn, others, SLOT_BITS)
+    others = text_rows(conn, f"SELECT pk, body {selected} NOT {counted}", params)
+    lost = uncounted_bodies(conn, [(int(pk), decoded(body)) for pk, body in others], SLOT_BITS)
     conn.executemany(DELETE_ROW, lost)
     return len(rows) + len({rowid >> SLOT_BITS for rowid, _ in lost})
 

@@ -17,11 +17,13 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
+from ledgerfold._segment import query_terms
+
 __all__ = [
     "as_indexed",
     "indexed_tokens",
-    "rows_uncounted",
     "token_counts",
+    "uncounted_bodies",
     "uncounted_rows",
     "unfindable",
 ]
@@ -102,36 +104,36 @@ def as_indexed(
     base = turn_pk << slot_bits
     counts = token_counts(conn, base, base + (1 << slot_bits) - 1)
     if not counts:  # no row, unless another tool deleted its `docsize` rows
-        return uncounted_rows(conn, [turn_pk], slot_bits) if rows else []
+        return uncounted_rows(conn, [(turn_pk, rows[0][1].split()[0])], slot_bits) if rows else []
     if {rowid: tokens.count(" ") + 1 for rowid, tokens in rows} == counts:
         return rows
     return sorted(indexed_tokens(conn, [turn_pk], slot_bits).items())
 
 
-def rows_uncounted(conn: sqlite3.Connection) -> bool:
-    """Whether FTS5's own count of the index's rows (the first varint of its averages
-    record, `search_fts_data` row 1) is not the number of its `docsize` rows: a `docsize`
-    row deleted by another tool, whose row's terms the index still holds although nothing
-    says so (every write path finds a turn's rows by `docsize`). One count of `docsize`.
-    FTS5 writes its count when a transaction or savepoint ends, so after a write in this
-    transaction the record lags: a savepoint opened here makes FTS5 write it first."""
-    conn.execute("SAVEPOINT ledgerfold_index_count")
-    try:
-        record = conn.execute("SELECT block FROM search_fts_data WHERE id = 1").fetchone()
-        counted: int = conn.execute("SELECT COUNT(*) FROM search_fts_docsize").fetchone()[0]
-    finally:
-        conn.execute("RELEASE ledgerfold_index_count")
-    if record is None or not isinstance(record[0], bytes):
-        return False
-    return _varint(record[0]) != counted
-
-
 def uncounted_rows(
-    conn: sqlite3.Connection, turn_pks: Sequence[int], slot_bits: int
+    conn: sqlite3.Connection, turns: Sequence[tuple[int, str]], slot_bits: int
 ) -> list[tuple[int, str]]:
-    """The `(rowid, tokens)` the index holds for these turns, read back from the index (one
-    scan of it), when its rows are not all counted in `docsize` (`rows_uncounted`); []
-    otherwise, and always for a sound index (a turn without `docsize` rows has none)."""
-    if not turn_pks or not rows_uncounted(conn):
-        return []
-    return sorted(indexed_tokens(conn, turn_pks, slot_bits).items())
+    """The `(rowid, tokens)` the index holds for turns without a `docsize` row, read back
+    from the index: `turns` are `(pk, a token of the body)` pairs. Another tool may have
+    deleted a turn's `docsize` rows, leaving its terms in the index though every write path
+    finds a turn's rows by `docsize`. The token is looked up among the turn's rowids (one
+    indexed lookup a turn; a sound index holds nothing there); only a turn found there
+    costs the scan of the index that reads its rows back."""
+    held = [
+        turn_pk
+        for turn_pk, token in turns
+        if conn.execute(
+            "SELECT 1 FROM search_fts WHERE search_fts MATCH ? AND rowid BETWEEN ? AND ? LIMIT 1",
+            (f'"{token}"', turn_pk << slot_bits, ((turn_pk + 1) << slot_bits) - 1),
+        ).fetchone()
+    ]
+    return sorted(indexed_tokens(conn, held, slot_bits).items()) if held else []
+
+
+def uncounted_bodies(
+    conn: sqlite3.Connection, turns: Sequence[tuple[int, str | None]], slot_bits: int
+) -> list[tuple[int, str]]:
+    """`uncounted_rows` of `(pk, body)` pairs, each looked up by its body's first term (a
+    body without a term, or None for one that is not UTF-8, has no row to look up)."""
+    firsts = [(pk, words[0]) for pk, body in turns if body and (words := query_terms(body))]
+    return uncounted_rows(conn, firsts, slot_bits)
