@@ -2,8 +2,8 @@
 turn's terms, but every write path finds a turn's index rows by `docsize`, so an erasure
 (`retract(..., erase=True)`, `purge_through`, `delete_conversation`) left the erased text's
 terms in the database file, and an edit left the old text findable (SPEC §16.1, §16.5
-"Erasure"). When FTS5's own row count says a `docsize` row is missing, the rows of a turn
-without one are now read back from the index and deleted with the tokens it holds."""
+"Erasure"). A turn without a `docsize` row is now looked up in the index by one of its
+terms, and rows found there are read back and deleted with the tokens the index holds."""
 
 from __future__ import annotations
 
@@ -84,8 +84,7 @@ def test_a_sound_index_is_not_read_back_when_unindexed_turns_are_erased(
 ) -> None:
     """Reading a turn's rows back scans the whole index: on a sound index it never happens,
     also when the erased turns include turns that have no row (an empty body, a body of
-    punctuation) beside turns that have, deleted first in the same transaction (FTS5's row
-    count lags until a savepoint)."""
+    punctuation) beside turns that have, deleted first in the same transaction."""
     path = tmp_path / "a.db"
     with lf.SQLiteStore(path) as store:
         for n in range(30):
