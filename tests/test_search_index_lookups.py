@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 import ledgerfold as lf
-from conftest import iter_raw_transcripts
 
 WORDS = ("flight", "reservation", "cancel", "baggage", "payment", "error", "file", "test")
 
@@ -28,9 +27,9 @@ DAMAGE = {
 }
 
 
-def _write(path: Path) -> list[str]:
+def _write(path: Path, transcripts: list[dict[str, Any]]) -> list[str]:
     with lf.SQLiteStore(path) as store:
-        for conversation in islice(iter_raw_transcripts(), 40):
+        for conversation in islice(transcripts, 40):
             store.append_many(
                 conversation["conversation_id"],
                 [{"role": turn["role"], "body": turn["body"]} for turn in conversation["turns"]],
@@ -47,9 +46,11 @@ def _found(store: lf.SQLiteStore, conversations: list[str]) -> dict[tuple[str, s
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
-def test_an_index_whose_search_misses_its_terms_is_corrupt(tmp_path: Path, damage: str) -> None:
+def test_an_index_whose_search_misses_its_terms_is_corrupt(
+    tmp_path: Path, damage: str, raw_transcripts: list[dict[str, Any]]
+) -> None:
     path = tmp_path / "ledger.db"
-    conversations = _write(path)
+    conversations = _write(path, raw_transcripts)
     with lf.SQLiteStore(path) as store:
         assert store.check_search_index() == []
         expected = _found(store, conversations)
@@ -67,12 +68,12 @@ def test_an_index_whose_search_misses_its_terms_is_corrupt(tmp_path: Path, damag
 
 
 def test_a_sound_index_after_edits_retractions_and_erasures_is_not_corrupt(
-    tmp_path: Path,
+    tmp_path: Path, raw_transcripts: list[dict[str, Any]]
 ) -> None:
     """The lookups the check makes agree with an index holding FTS5 delete markers (edits
     and plain retractions leave them unmerged) and one an erasure's merge rewrote."""
     path = tmp_path / "ledger.db"
-    conversations = _write(path)
+    conversations = _write(path, raw_transcripts)
     with lf.SQLiteStore(path) as store:
         for cid in conversations[:10]:
             turns = store.load(cid).turns
