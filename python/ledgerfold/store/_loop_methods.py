@@ -205,7 +205,8 @@ class CompactionLoop:
         index; the `failed` records since the newest accepted summary are kept too (the
         back-off counts them), and so are up to `keep_checkpoints` ancestors of the current
         summary spaced so their coverage ends lie about 1/2, 1/4, 1/8 … of its covered turns
-        back, and the sealed base after a purge (SPEC §17.5); with `older_than` (seconds),
+        back, and the sealed base after a purge (SPEC §17.5; when an erasure took the current
+        summary, the newest version left stands for it); with `older_than` (seconds),
         only records older than that. Returns how many records were deleted;
         `pruned_count` keeps the tally."""
         if conversation_id is not None:

@@ -441,14 +441,21 @@ def sealed_base(
 
 def kept_checkpoints(conn: sqlite3.Connection, conversation_id: str, keep: int) -> set[int]:
     """The records pruning keeps beyond the newest ones (SPEC §17.5): up to `keep` spaced
-    ancestors of the version the pointer designates, and the sealed base."""
-    head = pointed_pk(conn, conversation_id)
-    if head is None:
-        return set()
+    ancestors of the version the pointer designates, and the sealed base. With no pointer
+    (an erasure took the current summary with its source, SPEC §15.5) the next compaction
+    rebuilds from the newest version left (`_compaction._rebuild`): that one is kept with
+    its lineage's checkpoints and sealed base, as the current summary's would be."""
     records = accepted_records(conn, conversation_id)
+    head = pointed_pk(conn, conversation_id)
+    newest: set[int] = set()
+    if head is None:
+        if not records:
+            return set()
+        head = max(record.pk for record in records)
+        newest = {head} if keep else set()
     ancestors = checkpoints.lineage(records, head)
     counts = {record.pk: record.count for record in records}
-    kept = checkpoints.spaced_checkpoints(counts.get(head, 0), ancestors, keep)
+    kept = checkpoints.spaced_checkpoints(counts.get(head, 0), ancestors, keep) | newest
     base = sealed_base(conn, conversation_id, head, records)
     if base is not None:
         kept.add(base)
