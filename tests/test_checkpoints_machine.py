@@ -1,0 +1,392 @@
+"""SPEC §17.5 under §15.1, §15.4 and §15.5, as a state machine on a real SQLite file: appends,
+edits of covered turns (recent and old), protection, retractions, erasures, purges,
+retention, pruning, bodies changed outside ledgerfold then revalidated, compactions that
+fail (the summarizer raises, returns a blank or an overlong text) and compactions on two
+connections, one of them changing the ledger while the other's summarizer is writing.
+
+After every step: no summarizer request held text the ledger no longer says (its turns, and
+every text its previous summary was built from), the context uses no stale summary, every
+accepted version covers exactly the turns its text was built from, and no erased body (nor
+a purged turn's earlier version) is anywhere in the file."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import sys
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+import ledgerfold as lf
+from ledgerfold.revalidate import revalidate_database
+
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:
+    sys.path.insert(0, str(_HERE))
+
+from checkpoint_machine import CONV, PV, Model, ModelTurn, Recorder, body, file_texts  # noqa: E402
+
+picks = st.integers(0, 10_000)
+MODES = st.sampled_from(["ok", "ok", "ok", "ok", "raise", "blank", "long"])
+
+
+class CheckpointMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.directory = Path(tempfile.mkdtemp(prefix="ledgerfold-checkpoints-"))
+        self.path = self.directory / "ledger.db"
+        self.stores = [lf.SQLiteStore(self.path), lf.SQLiteStore(self.path)]
+        self.model = Model()
+        self.recorder = Recorder(self.model)
+        self.policy = lf.CompactionPolicy(
+            PV,
+            keep_tail=2,
+            min_new_turns=2,
+            keep_versions=1,
+            keep_checkpoints=3,
+            max_summary_tokens=3_000,
+        )
+
+    def teardown(self) -> None:
+        for store in self.stores:
+            store.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _pick(self, turns: list[ModelTurn], pick: int) -> ModelTurn | None:
+        return turns[pick % len(turns)] if turns else None
+
+    def _covered(self) -> list[ModelTurn]:
+        summary = self.stores[0].current_summary(CONV)
+        if summary is None:
+            return []
+        live = {t.id: t for t in self.model.live()}
+        return [live[i] for i in summary.source_ids if i in live]
+
+    def _edit(self, turn: ModelTurn, store: int = 0) -> None:
+        token = self.model.new_token(turn.id)
+        self.stores[store].edit(CONV, turn.id, body=body(token))
+        turn.tokens.append(token)
+
+    def _settle(self, pick: int, expected: str | None = None) -> None:
+        """The agent loop: a compaction after each change, on either connection. When the
+        summary went stale and a version it was built on is kept with its sources all
+        unchanged and compactable, the compaction extends the newest such one (SPEC §17.5)."""
+        expected = expected or self._checkpoint()
+        outcome = lf.Compactor(self.stores[pick % 2], self.policy, self.recorder).compact(
+            CONV, force=pick % 3 == 0
+        )
+        if expected is not None:
+            assert outcome.accepted and outcome.summary is not None, outcome
+            assert outcome.summary.parent_id == expected, outcome.summary.parent_id
+
+    def _checkpoint(self) -> str | None:
+        """The ID of the checkpoint the next compaction must extend, or None when the
+        summary is not stale or no kept ancestor is usable."""
+        context = self.stores[0].context(CONV, PV)
+        if context.fallback is None or context.fallback == "preserved-missing":
+            return None
+        history = self.stores[0].summary_history(CONV)
+        accepted = [r for r in history if r.status in ("current", "superseded", "stale")]
+        if context.fallback == "no-summary":  # an erasure took it: every version left
+            lineage = [r.envelope.text for r in reversed(accepted) if r.envelope is not None]
+        else:
+            head = accepted[-1] if accepted else None  # the version the pointer designates
+            if head is None or head.envelope is None or head.status != "stale":
+                return None
+            lineage = self.recorder.ancestors(head.envelope.text)
+        live = self.model.live()
+        tail = {t.id for t in live[-self.policy.keep_tail :]}
+        kept = {
+            r.envelope.text: r.envelope for r in history if r.envelope and r.status != "rejected"
+        }
+        for text in lineage:  # newest first
+            version = kept.get(text)
+            if version is None:
+                continue
+            derived = self.recorder.derived[text]
+            if not all(self.model.sound(i, token) for i, token in derived.items()):
+                continue
+            if any(i in tail for i in version.source_ids):
+                continue
+            sources = set(version.source_ids)
+            if any(t.id not in sources and t.id not in tail and not t.protected for t in live):
+                return version.id
+        return None
+
+    # ------------------------------------------------------------------ rules
+
+    @initialize(rounds=st.integers(1, 6))
+    def history(self, rounds: int) -> None:
+        for round_ in range(rounds):
+            self.append(3, False)
+            self._settle(round_)
+
+    @rule(count=st.integers(1, 4), protected=st.booleans())
+    def append(self, count: int, protected: bool) -> None:
+        for k in range(count):
+            turn_id = f"t{self.model.written}"
+            self.model.written += 1
+            token = self.model.new_token(turn_id)
+            guarded = protected and k == 0
+            turn = self.stores[0].append(
+                CONV,
+                "user" if self.model.written % 2 else "assistant",
+                body(token),
+                id=turn_id,
+                protected=guarded,
+                protection_reason="pending-confirmation" if guarded else None,
+            )
+            self.model.turns[turn_id] = ModelTurn(
+                turn_id, turn.sequence, turn.role, [token], protected=guarded
+            )
+
+    @rule(pick=picks, recent=st.booleans(), store=st.integers(0, 1))
+    def edit_covered(self, pick: int, recent: bool, store: int) -> None:
+        covered = [t for t in self._covered() if not t.protected]
+        if covered:
+            # A recent one (the newest few) or any.
+            back = pick % min(3, len(covered)) if recent else pick % len(covered)
+            self._edit(covered[-1 - back], store)
+        self._settle(pick)
+
+    @rule(pick=picks)
+    def edit_any(self, pick: int) -> None:
+        turn = self._pick(self.model.live(), pick)
+        if turn is not None:
+            self._edit(turn)
+        self._settle(pick)
+
+    @rule(pick=picks)
+    def edit_back(self, pick: int) -> None:
+        """A turn given an earlier body again: a text built from that body is sound again."""
+        turn = self._pick([t for t in self.model.live() if len(t.tokens) > 1], pick)
+        if turn is not None:
+            token = turn.tokens[-2]
+            self.stores[0].edit(CONV, turn.id, body=body(token))
+            turn.tokens.append(token)
+        self._settle(pick)
+
+    @rule(pick=picks)
+    def toggle_protection(self, pick: int) -> None:
+        turn = self._pick(self.model.live(), pick)
+        if turn is None:
+            return
+        turn.protected = not turn.protected
+        self.stores[0].edit(
+            CONV,
+            turn.id,
+            protected=turn.protected,
+            protection_reason="active-constraint" if turn.protected else None,
+        )
+        self._settle(pick)
+
+    @rule(pick=picks, erase=st.booleans())
+    def retract(self, pick: int, erase: bool) -> None:
+        live = self.model.live()
+        if len(live) <= 3:
+            return
+        turn = self._pick(live, pick)
+        assert turn is not None
+        self.stores[0].retract(CONV, turn.id, erase=erase)
+        turn.state = "erased" if erase else "retracted"
+        self._settle(pick)
+
+    @rule(pick=picks)
+    def erase_gone(self, pick: int) -> None:
+        """Erase a turn retracted or purged earlier."""
+        gone = [t for t in self.model.turns.values() if t.state in ("retracted", "purged")]
+        turn = self._pick(sorted(gone, key=lambda t: t.sequence), pick)
+        if turn is not None:
+            self.stores[0].retract(CONV, turn.id, erase=True)
+            turn.state = "erased"
+        self._settle(pick)
+
+    @rule(pick=picks)
+    def purge(self, pick: int) -> None:
+        live = self.model.live()
+        if len(live) <= 4:
+            return
+        through = live[pick % (len(live) // 2)].sequence
+        self.stores[0].purge_through(CONV, through, "retention")
+        self._note_purged()
+        self._settle(pick)
+
+    @rule(retain=st.integers(2, 6))
+    def retention(self, retain: int) -> None:
+        self.stores[0].apply_retention(CONV, retain_turns=retain)
+        self._note_purged()
+
+    def _note_purged(self) -> None:
+        states = {
+            row[0]: row[1]
+            for row in sqlite3.connect(self.path).execute(
+                "SELECT id, state FROM turns WHERE conversation_id = ?", (CONV,)
+            )
+        }
+        for turn in self.model.turns.values():
+            if turn.state in ("live", "retracted") and states.get(turn.id) == 2:
+                turn.state = "purged"
+
+    @rule(keep=st.integers(0, 2), keep_checkpoints=st.integers(1, 8), settle=st.booleans())
+    def prune(self, keep: int, keep_checkpoints: int, settle: bool) -> None:
+        """A prune on the other connection, also while no summary is current."""
+        self.stores[1].prune_versions(CONV, keep=keep, keep_checkpoints=keep_checkpoints)
+        if settle:
+            self._settle(keep)
+
+    @rule(pick=picks, keep=st.integers(0, 2))
+    def erase_then_prune(self, pick: int, keep: int) -> None:
+        covered = self._covered()
+        if len(self.model.live()) <= 3 or not covered:
+            return
+        turn = covered[-1 - pick % len(covered)]
+        self.stores[0].retract(CONV, turn.id, erase=True)
+        turn.state = "erased"
+        expected = self._checkpoint()  # pruning keeps it (SPEC §17.5)
+        self.stores[1].prune_versions(CONV, keep=keep)
+        self._settle(pick, expected)
+
+    @rule(keep_tail=st.integers(1, 4))
+    def change_keep_tail(self, keep_tail: int) -> None:
+        """Coverage may shrink: a rebase, leaving the old lineage's versions behind."""
+        self.policy = lf.CompactionPolicy(
+            PV,
+            keep_tail=keep_tail,
+            min_new_turns=2,
+            keep_versions=1,
+            keep_checkpoints=3,
+            max_summary_tokens=3_000,
+        )
+
+    @rule(pick=picks)
+    def tamper_then_revalidate(self, pick: int) -> None:
+        """A body changed outside ledgerfold, then revalidation (which repairs its digest as
+        an edit would and marks the summaries citing it stale)."""
+        turn = self._pick([t for t in self._covered() if not t.protected], pick)
+        if turn is None:
+            return
+        token = self.model.new_token(turn.id)
+        with sqlite3.connect(self.path) as db:
+            db.execute(
+                "UPDATE turns SET body = ? WHERE conversation_id = ? AND id = ?",
+                (body(token), CONV, turn.id),
+            )
+        turn.tokens.append(token)
+        revalidate_database(self.path, workers=1)
+        self._settle(pick)
+
+    @rule(store=st.integers(0, 1), force=st.booleans(), mode=MODES)
+    def compact(self, store: int, force: bool, mode: str) -> None:
+        self.recorder.mode = mode
+        try:
+            outcome = lf.Compactor(self.stores[store], self.policy, self.recorder).compact(
+                CONV, force=force
+            )
+        finally:
+            self.recorder.mode = "ok"
+        if mode != "ok":
+            assert not outcome.accepted
+
+    @rule(store=st.integers(0, 1), pick=picks, what=st.sampled_from(["edit", "erase", "compact"]))
+    def compact_while_other_writes(self, store: int, pick: int, what: str) -> None:
+        """The other connection edits or erases a source of the request, or compacts,
+        while this one's summarizer is writing."""
+        other = self.stores[1 - store]
+
+        def meddle() -> None:
+            if what == "compact":
+                lf.Compactor(other, self.policy, self.recorder).compact(CONV, force=True)
+                return
+            covered = [t for t in self._covered() if not t.protected] or [
+                t for t in self.model.live() if not t.protected
+            ]
+            turn = self._pick(covered, pick)
+            if turn is None or len(self.model.live()) <= 3:
+                return
+            if what == "edit":
+                self._edit(turn, 1 - store)
+            else:
+                other.retract(CONV, turn.id, erase=True)
+                turn.state = "erased"
+
+        self.recorder.meddle = meddle
+        lf.Compactor(self.stores[store], self.policy, self.recorder).compact(CONV, force=True)
+        self.recorder.meddle = None
+
+    # ------------------------------------------------------------------ invariants
+
+    @invariant()
+    def summarizer_saw_only_current_text(self) -> None:
+        assert self.recorder.violations == []
+
+    @invariant()
+    def context_uses_no_stale_summary(self) -> None:
+        for store in self.stores:
+            context = store.context(CONV, PV)
+            raw = {item.id for item in context.items if item.kind != "summary"}
+            protected = {t.id for t in self.model.live() if t.protected}
+            assert protected <= raw
+            if context.summary is None or context.fallback is not None:
+                continue
+            assert not raw & set(context.summary.source_ids)
+            derived = self.recorder.derived.get(context.summary.text)
+            assert derived is not None
+            for turn_id, token in derived.items():
+                assert self.model.sound(turn_id, token), (turn_id, token)
+            assert set(derived) == set(context.summary.source_ids)
+
+    @invariant()
+    def every_version_covers_what_its_text_was_built_from(self) -> None:
+        for record in self.stores[0].summary_history(CONV):
+            if record.status not in ("current", "superseded", "stale"):
+                continue
+            envelope = record.envelope
+            assert envelope is not None
+            derived = self.recorder.derived.get(envelope.text)
+            assert derived is not None, record.status
+            assert set(derived) == set(envelope.source_ids), record.status
+            if envelope.parent_id is not None:
+                parent = next(
+                    (
+                        r.envelope
+                        for r in self.stores[0].summary_history(CONV)
+                        if r.envelope is not None and r.envelope.id == envelope.parent_id
+                    ),
+                    None,
+                )
+                if parent is not None and parent.text in self.recorder.derived:
+                    assert set(parent.source_ids) <= set(envelope.source_ids)
+
+    @invariant()
+    def no_erased_text_is_in_the_file(self) -> None:
+        forbidden: dict[str, str] = {}
+        purged_ok: set[str] = set()
+        for turn in self.model.turns.values():
+            if turn.state == "erased":
+                forbidden.update((token, turn.id) for token in turn.tokens)
+            elif turn.state == "purged":
+                forbidden.update((token, turn.id) for token in turn.tokens if token != turn.token)
+                purged_ok.add(turn.token)
+        if not forbidden and not purged_ok:
+            return
+        for table, text in file_texts(self.path):
+            for token in forbidden:
+                assert token not in text, (table, forbidden[token], token)
+            if table != "summaries":
+                for token in purged_ok:
+                    assert token not in text, (table, token)
+
+
+CheckpointMachine.TestCase.settings = settings(
+    max_examples=60,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+test_checkpoint_rules_hold_under_edits = CheckpointMachine.TestCase
