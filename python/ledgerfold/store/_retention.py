@@ -328,11 +328,14 @@ def _sealed_base(
     sealed_pk: int | None,
 ) -> int | None:
     """The checkpoint a purge keeps besides the sealed summary (SPEC §17.5): the newest of
-    its ancestors whose sources are all purged once this purge is done and that is current
-    on the ledger now (their digests are then final); None when the sealed summary is itself
-    wholly purged, or there is no such ancestor. An edit of a live source of the sealed
-    summary is later rebuilt from it instead of losing the purged turns' summary."""
-    if sealed_pk is None:
+    its ancestors (with none to seal, of `summaries.lineage_head` and its ancestors) whose
+    sources are all purged once this purge is done and that is current on the ledger now
+    (their digests are then final); None when the sealed summary is itself wholly purged,
+    or there is none. An edit of a live source of the sealed summary, or one made before
+    the purge, is later rebuilt from it instead of losing the purged turns' summary."""
+    records = summaries.accepted_records(conn, conversation_id)
+    head = summaries.lineage_head(conn, conversation_id, records)
+    if head is None:
         return None
     going = {row[0] for row in conn.execute(selected, params)}
 
@@ -346,11 +349,11 @@ def _sealed_base(
                 return False
         return True
 
-    if wholly_purged(sealed_pk):
+    if sealed_pk is not None and wholly_purged(sealed_pk):
         return None
-    records = summaries.accepted_records(conn, conversation_id)
     conversation = None
-    for record in lineage(records, sealed_pk):
+    stale_head = [r for r in records if r.pk == head and sealed_pk is None]  # checked too
+    for record in (*stale_head, *lineage(records, head)):
         if not wholly_purged(record.pk):
             continue
         version = summaries.version_at(conn, cache, record.pk)
@@ -417,13 +420,13 @@ def preview(
         f"SELECT COUNT(*) FROM ({_citing(selected, sealed_pk)}) WHERE pk IS NOT ?",
         (conversation_id, *params, *params, sealed_pk, base),
     ).fetchone()[0]
-    # Live turns that go without being a source of the sealed summary: what they said
-    # leaves the agent's context for good (the system prompt, a tail kept raw...).
+    # Live turns that go without being a source of the sealed summary (or, with none, of the
+    # base kept): what they said leaves the agent's context for good.
     unsummarised = conn.execute(
         f"SELECT COUNT(*) FROM turns WHERE id IN ({selected}) AND conversation_id = ?"
         " AND state = ? AND id NOT IN (SELECT turn_id FROM summary_sources"
         " WHERE summary_pk IS ?)",
-        (*params, conversation_id, TURN_LIVE, sealed_pk),
+        (*params, conversation_id, TURN_LIVE, base if sealed_pk is None else sealed_pk),
     ).fetchone()[0]
     return PurgePreview(
         conversation_id=conversation_id,

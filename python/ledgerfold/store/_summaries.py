@@ -439,6 +439,18 @@ def sealed_base(
     return None
 
 
+def lineage_head(
+    conn: sqlite3.Connection, conversation_id: str, records: list[checkpoints.Record]
+) -> int | None:
+    """The version whose ancestors are the checkpoints (SPEC §17.5): the one the pointer
+    designates; with none (an erasure took it, SPEC §15.5), the newest version left, which
+    the next compaction tries first (`_compaction._rebuild`)."""
+    head = pointed_pk(conn, conversation_id)
+    if head is None and records:
+        head = max(record.pk for record in records)
+    return head
+
+
 def kept_checkpoints(conn: sqlite3.Connection, conversation_id: str, keep: int) -> set[int]:
     """The records pruning keeps beyond the newest ones (SPEC §17.5): up to `keep` spaced
     ancestors of the version the pointer designates, and the sealed base. With no pointer
@@ -446,13 +458,10 @@ def kept_checkpoints(conn: sqlite3.Connection, conversation_id: str, keep: int) 
     rebuilds from the newest version left (`_compaction._rebuild`): that one is kept with
     its lineage's checkpoints and sealed base, as the current summary's would be."""
     records = accepted_records(conn, conversation_id)
-    head = pointed_pk(conn, conversation_id)
-    newest: set[int] = set()
+    head = lineage_head(conn, conversation_id, records)
     if head is None:
-        if not records:
-            return set()
-        head = max(record.pk for record in records)
-        newest = {head} if keep else set()
+        return set()
+    newest = {head} if keep and head != pointed_pk(conn, conversation_id) else set()
     ancestors = checkpoints.lineage(records, head)
     counts = {record.pk: record.count for record in records}
     kept = checkpoints.spaced_checkpoints(counts.get(head, 0), ancestors, keep) | newest
