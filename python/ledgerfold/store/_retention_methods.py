@@ -13,14 +13,17 @@ from typing import Any
 
 from ledgerfold import _validate
 from ledgerfold._context import HistoryBoundary
+from ledgerfold._errors import InvalidInput
 from ledgerfold._events import Event, EventHook, emit, stale_event
 from ledgerfold._plan import preserve_roles_arg
+from ledgerfold._toolcalls import tool_call_ids
 from ledgerfold.store import _retention as retention
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store import _turn_changes as turn_changes
+from ledgerfold.store._batch_reads import lenient_rows
 from ledgerfold.store._context_cache import ContextCache
 from ledgerfold.store._database import Database, Transaction, time_ago
-from ledgerfold.store._schema import ACCEPTED, TURN_PURGED
+from ledgerfold.store._schema import ACCEPTED, TURN_PURGED, TURN_RETRACTED
 
 __all__ = ["Retention"]
 
@@ -56,6 +59,7 @@ class Retention:
         with self._transaction(write=True, operation="retract", scope=scope) as conn:
             earlier = retention.retracted(conn, conversation_id, turn_id) if erase else None
             answers: list[str] = []
+            along: list[str] = []
             if earlier is None:
                 sequence, revision, stale, answers = turn_changes.retract_turn(
                     conn, conversation_id, turn_id
@@ -64,9 +68,10 @@ class Retention:
                     self._contexts.retracted(conversation_id, frozenset((turn_id, *answers)))
             else:  # retracted or purged before: what is left of it goes, the view stays
                 (sequence, revision), stale = earlier, []
+                along = _retracted_answers(conn, conversation_id, turn_id)  # (an erasure)
             # Erasing a call erases the results retracted with it (SPEC §17.2's unit): a
             # result quotes what the call fetched.
-            erased_ids = [turn_id, *answers]
+            erased_ids = [turn_id, *answers, *along]
             lost = _sealed_loss(conn, conversation_id, erased_ids) if erase else None
             erased = retention.erase_body(conn, conversation_id, erased_ids) if erase else 0
         if erase:
@@ -239,6 +244,45 @@ class Retention:
         _log.info("conversation deleted: conversation=%s turns=%d", conversation_id, turns)
         if turns:  # a conversation has a turn row from its first append until this: it was one
             emit(self._on_event, Event("conversation.deleted", conversation_id, turns=turns))
+
+
+def _retracted_answers(conn: sqlite3.Connection, conversation_id: str, turn_id: str) -> list[str]:
+    """The retracted tool turns answering a call that a retracted assistant turn made (those
+    `retract` took along, SPEC §17.2): a result quotes what its call fetched, so erasing the
+    call later erases them, as erasing it at once does. A result answers the call when it
+    comes after it with no other turn making a call of its ID in between."""
+    found = lenient_rows(
+        conn,
+        "SELECT sequence, meta FROM turns WHERE conversation_id = ? AND id = ? AND state = ?"
+        " AND role = 'assistant'",
+        (conversation_id, turn_id, TURN_RETRACTED),
+    )
+    if not found or not isinstance(found[0][1], str) or type(found[0][0]) is not int:
+        return []
+    try:
+        call_ids = set(tool_call_ids(json.loads(found[0][1]).get("tool_calls") or "[]"))
+    except (InvalidInput, ValueError, AttributeError, TypeError, RecursionError):
+        return []  # damaged in storage: it names no call
+    later = lenient_rows(
+        conn,
+        "SELECT id, role, meta, state FROM turns WHERE conversation_id = ? AND sequence > ?"
+        " AND role IN ('assistant', 'tool') AND meta IS NOT NULL ORDER BY sequence",
+        (conversation_id, found[0][0]),
+    )
+    answers: list[str] = []
+    for other, role, meta, state in later:
+        try:
+            fields = json.loads(meta) if isinstance(meta, str) else {}
+            made = set(tool_call_ids(fields["tool_calls"])) if role == "assistant" else set()
+        except (InvalidInput, ValueError, KeyError, TypeError, RecursionError):
+            fields, made = {}, set()
+        call_ids -= made  # a later call of the ID: its results are that call's
+        if not call_ids:
+            break
+        answered = fields.get("tool_call_id") if role == "tool" else None
+        if answered in call_ids and state == TURN_RETRACTED and isinstance(other, str):
+            answers.append(other)
+    return answers
 
 
 def _sealed_loss(conn: sqlite3.Connection, conversation_id: str, turn_ids: list[str]) -> str | None:
