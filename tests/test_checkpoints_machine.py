@@ -11,6 +11,7 @@ a purged turn's earlier version) is anywhere in the file."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import sys
@@ -41,6 +42,8 @@ class CheckpointMachine(RuleBasedStateMachine):
         self.path = self.directory / "ledger.db"
         self.stores = [lf.SQLiteStore(self.path), lf.SQLiteStore(self.path)]
         self.model = Model()
+        self.pending: list[str] = []  # calls awaiting their result
+        self.answers: dict[str, list[str]] = {}  # call turn -> its results
         self.recorder = Recorder(self.model)
         self.policy = lf.CompactionPolicy(
             PV,
@@ -73,6 +76,12 @@ class CheckpointMachine(RuleBasedStateMachine):
         self.stores[store].edit(CONV, turn.id, body=body(token))
         turn.tokens.append(token)
 
+    def _gone(self, turn: ModelTurn, state: str) -> None:
+        """A retraction: of a call, its results too (SPEC §17.2), erased with it."""
+        for result in [turn, *(self.model.turns[i] for i in self.answers.get(turn.id, ()))]:
+            if result.state == "live" or state == "erased":
+                result.state = state
+
     def _settle(self, pick: int, expected: str | None = None) -> None:
         """The agent loop: a compaction after each change, on either connection. When the
         summary went stale and a version it was built on is kept with its sources all
@@ -100,8 +109,10 @@ class CheckpointMachine(RuleBasedStateMachine):
             if head is None or head.envelope is None or head.status != "stale":
                 return None
             lineage = self.recorder.ancestors(head.envelope.text)
-        live = self.model.live()
-        tail = {t.id for t in live[-self.policy.keep_tail :]}
+        plan = lf.plan_compaction(
+            self.stores[0].load(CONV), self.policy.keep_tail, "oracle", preserve_roles=("system",)
+        )
+        compacted = set(plan.compacted_ids)
         kept = {
             r.envelope.text: r.envelope for r in history if r.envelope and r.status != "rejected"
         }
@@ -112,10 +123,10 @@ class CheckpointMachine(RuleBasedStateMachine):
             derived = self.recorder.derived[text]
             if not all(self.model.sound(i, token) for i, token in derived.items()):
                 continue
-            if any(i in tail for i in version.source_ids):
+            live = [i for i in version.source_ids if self.model.turns[i].state == "live"]
+            if not set(live) <= compacted:  # coverage never shrinks
                 continue
-            sources = set(version.source_ids)
-            if any(t.id not in sources and t.id not in tail and not t.protected for t in live):
+            if compacted - set(live):  # something to extend it with
                 return version.id
         return None
 
@@ -145,6 +156,39 @@ class CheckpointMachine(RuleBasedStateMachine):
             self.model.turns[turn_id] = ModelTurn(
                 turn_id, turn.sequence, turn.role, [token], protected=guarded
             )
+
+    @rule(answer_now=st.booleans())
+    def call(self, answer_now: bool) -> None:
+        """An assistant turn calling a tool; its result now or later (`answer`): a call
+        without its result stays raw, and folds into a later extension below its slot."""
+        turn_id = f"t{self.model.written}"
+        self.model.written += 1
+        token = self.model.new_token(turn_id)
+        calls = json.dumps([{"id": f"call-{turn_id}", "type": "function"}])
+        turn = self.stores[0].append(
+            CONV, "assistant", body(token), id=turn_id, meta={"tool_calls": calls}
+        )
+        self.model.turns[turn_id] = ModelTurn(turn_id, turn.sequence, turn.role, [token])
+        self.pending.append(turn_id)
+        if answer_now:
+            self.answer(len(self.pending) - 1)
+
+    @rule(pick=picks)
+    def answer(self, pick: int) -> None:
+        if not self.pending:
+            return
+        call = self.pending.pop(pick % len(self.pending))
+        if self.model.turns[call].state != "live":
+            return
+        turn_id = f"t{self.model.written}"
+        self.model.written += 1
+        token = self.model.new_token(turn_id)
+        turn = self.stores[0].append(
+            CONV, "tool", body(token), id=turn_id, meta={"tool_call_id": f"call-{call}"}
+        )
+        self.model.turns[turn_id] = ModelTurn(turn_id, turn.sequence, turn.role, [token])
+        self.answers.setdefault(call, []).append(turn_id)
+        self._settle(pick)
 
     @rule(pick=picks, recent=st.booleans(), store=st.integers(0, 1))
     def edit_covered(self, pick: int, recent: bool, store: int) -> None:
@@ -194,7 +238,7 @@ class CheckpointMachine(RuleBasedStateMachine):
         turn = self._pick(live, pick)
         assert turn is not None
         self.stores[0].retract(CONV, turn.id, erase=erase)
-        turn.state = "erased" if erase else "retracted"
+        self._gone(turn, "erased" if erase else "retracted")
         self._settle(pick)
 
     @rule(pick=picks)
@@ -204,7 +248,7 @@ class CheckpointMachine(RuleBasedStateMachine):
         turn = self._pick(sorted(gone, key=lambda t: t.sequence), pick)
         if turn is not None:
             self.stores[0].retract(CONV, turn.id, erase=True)
-            turn.state = "erased"
+            self._gone(turn, "erased")
         self._settle(pick)
 
     @rule(pick=picks)
@@ -231,7 +275,8 @@ class CheckpointMachine(RuleBasedStateMachine):
         }
         for turn in self.model.turns.values():
             if turn.state in ("live", "retracted") and states.get(turn.id) == 2:
-                turn.state = "purged"
+                # A retracted turn's text is no summary's to keep: it goes with the purge.
+                turn.state = "purged" if turn.state == "live" else "erased"
 
     @rule(keep=st.integers(0, 2), keep_checkpoints=st.integers(1, 8), settle=st.booleans())
     def prune(self, keep: int, keep_checkpoints: int, settle: bool) -> None:
@@ -247,7 +292,7 @@ class CheckpointMachine(RuleBasedStateMachine):
             return
         turn = covered[-1 - pick % len(covered)]
         self.stores[0].retract(CONV, turn.id, erase=True)
-        turn.state = "erased"
+        self._gone(turn, "erased")
         expected = self._checkpoint()  # pruning keeps it (SPEC §17.5)
         self.stores[1].prune_versions(CONV, keep=keep)
         self._settle(pick, expected)
@@ -313,7 +358,7 @@ class CheckpointMachine(RuleBasedStateMachine):
                 self._edit(turn, 1 - store)
             else:
                 other.retract(CONV, turn.id, erase=True)
-                turn.state = "erased"
+                self._gone(turn, "erased")
 
         self.recorder.meddle = meddle
         lf.Compactor(self.stores[store], self.policy, self.recorder).compact(CONV, force=True)
