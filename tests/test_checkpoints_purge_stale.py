@@ -61,3 +61,24 @@ def test_a_purge_after_an_erasure_keeps_the_checkpoint_of_the_purged_turns(
         base, through = purged_base(store)
         store.purge_through(CONV, through, "retention")
         rebuilt_from(store, recorder, base)
+
+
+def test_a_stale_summary_whose_sources_are_all_purged_is_not_the_base(tmp_path: Path) -> None:
+    """Edited and edited back, the summary is still stale (its record says so, and a result
+    extending it is refused): a purge of all its sources keeps the newest unchanged
+    checkpoint instead, which the next compaction can extend."""
+    with SQLiteStore(tmp_path / "ledger.db") as store:
+        recorder = Recorder()
+        session(store, compactor(store, recorder), 20)
+        head = store.current_summary(CONV)
+        assert head is not None
+        victim = head.source_ids[-1]
+        body = store.load(CONV).get(victim).body
+        store.edit(CONV, victim, body="corrected")
+        store.edit(CONV, victim, body=body)
+        base = accepted(store)[-2]
+        assert victim not in base.source_ids
+        store.purge_through(CONV, max(int(i[1:]) for i in head.source_ids) + 1, "retention")
+        for n in range(100, 104):
+            store.append(CONV, "user", f"turn {n}", id=f"t{n}")
+        rebuilt_from(store, recorder, base)

@@ -352,12 +352,12 @@ def _sealed_base(
     if sealed_pk is not None and wholly_purged(sealed_pk):
         return None
     conversation = None
-    stale_head = [r for r in records if r.pk == head and sealed_pk is None]  # checked too
-    for record in (*stale_head, *lineage(records, head)):
+    # The newest version left stands for an erased head: a candidate (a stale one is not).
+    left = [r for r in records if r.pk == head != summaries.pointed_pk(conn, conversation_id)]
+    for record in (*left, *lineage(records, head)):
         if not wholly_purged(record.pk):
             continue
-        version = summaries.version_at(conn, cache, record.pk)
-        if version is None:
+        if (version := summaries.version_at(conn, cache, record.pk)) is None:
             continue
         if conversation is None:
             conversation = ledger.checkable(conn, conversation_id)
