@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import ledgerfold as lf
 from ledgerfold import SQLiteStore
 from test_checkpoints import CONV, PV, accepted, session
 from test_checkpoints_erasure import Recorder, compactor
@@ -63,3 +64,37 @@ def test_a_prune_after_an_erasure_keeps_the_sealed_base(tmp_path: Path) -> None:
         assert store.stats(CONV).sealed_lost == 0
         context = store.context(CONV, PV)
         assert context.fallback is None and context.summary is not None
+
+
+def rebuilt_after_erasure(path: Path, *, prune: bool) -> int:
+    """How many turns the previous text covers in the compaction after an erasure of a
+    turn that the stale summary before it does not cite (the newest version left is that
+    stale one, whose ancestors moved into the rebuilt version's source run)."""
+    with SQLiteStore(path) as store:
+        recorder = Recorder()
+        policy = lf.CompactionPolicy(
+            PV, keep_tail=2, min_new_turns=4, keep_versions=1, keep_checkpoints=3
+        )
+        compacting = lf.Compactor(store, policy, recorder)
+        session(store, compacting, 30)
+        head = store.current_summary(CONV)
+        assert head is not None
+        store.edit(CONV, head.source_ids[-1], body="corrected")  # `head` is stale
+        for n in range(200, 204):
+            store.append(CONV, "user", f"turn {n}", id=f"t{n}")
+        rebuilt = compacting.compact(CONV).summary
+        assert rebuilt is not None and rebuilt.parent_id is not None
+        store.retract(CONV, rebuilt.source_ids[-1], erase=True)  # `head` does not cite it
+        if prune:
+            store.prune_versions(CONV, keep=0)
+        outcome = compacting.compact(CONV)
+        assert outcome.accepted and outcome.summary is not None
+        return recorder.requests[-1].covered_count
+
+
+def test_a_prune_after_an_erasure_keeps_every_version_the_rebuild_may_extend(
+    tmp_path: Path,
+) -> None:
+    unpruned = rebuilt_after_erasure(tmp_path / "a.db", prune=False)
+    assert unpruned > 0  # rebuilt from a checkpoint
+    assert rebuilt_after_erasure(tmp_path / "b.db", prune=True) == unpruned

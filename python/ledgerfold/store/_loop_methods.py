@@ -206,7 +206,7 @@ class CompactionLoop:
         back-off counts them), and so are up to `keep_checkpoints` ancestors of the current
         summary spaced so their coverage ends lie about 1/2, 1/4, 1/8 … of its covered turns
         back, and the sealed base after a purge (SPEC §17.5; when an erasure took the current
-        summary, the newest version left stands for it); with `older_than` (seconds),
+        summary, the newest `keep_checkpoints` versions left); with `older_than` (seconds),
         only records older than that. Returns how many records were deleted;
         `pruned_count` keeps the tally."""
         if conversation_id is not None:

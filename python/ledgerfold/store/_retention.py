@@ -11,7 +11,6 @@ import json
 import sqlite3
 from typing import Any
 
-from ledgerfold._checkpoints import lineage
 from ledgerfold._context import HistoryBoundary
 from ledgerfold._errors import InvalidInput
 from ledgerfold._model import ROLES
@@ -328,15 +327,12 @@ def _sealed_base(
     sealed_pk: int | None,
 ) -> int | None:
     """The checkpoint a purge keeps besides the sealed summary (SPEC §17.5): the newest of
-    its ancestors (with none to seal, of `summaries.lineage_head` and its ancestors) whose
+    its ancestors (with none to seal, of `summaries.rebuild_order`: a stale one's) whose
     sources are all purged once this purge is done and that is current on the ledger now
     (their digests are then final); None when the sealed summary is itself wholly purged,
     or there is none. An edit of a live source of the sealed summary, or one made before
     the purge, is later rebuilt from it instead of losing the purged turns' summary."""
     records = summaries.accepted_records(conn, conversation_id)
-    head = summaries.lineage_head(conn, conversation_id, records)
-    if head is None:
-        return None
     going = {row[0] for row in conn.execute(selected, params)}
 
     def wholly_purged(pk: int) -> bool:
@@ -352,9 +348,7 @@ def _sealed_base(
     if sealed_pk is not None and wholly_purged(sealed_pk):
         return None
     conversation = None
-    # The newest version left stands for an erased head: a candidate (a stale one is not).
-    left = [r for r in records if r.pk == head != summaries.pointed_pk(conn, conversation_id)]
-    for record in (*left, *lineage(records, head)):
+    for record in summaries.rebuild_order(conn, conversation_id, records):
         if not wholly_purged(record.pk):
             continue
         if (version := summaries.version_at(conn, cache, record.pk)) is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ledgerfold import _checkpoints as checkpoints
@@ -408,15 +408,10 @@ def all_purged(conn: sqlite3.Connection, conversation_id: str, summary_pk: int) 
 
 
 def sealed_base(
-    conn: sqlite3.Connection,
-    conversation_id: str,
-    head_pk: int | None,
-    records: list[checkpoints.Record],
+    conn: sqlite3.Connection, conversation_id: str, order: Sequence[checkpoints.Record]
 ) -> int | None:
-    """The sealed base (SPEC §17.5): the newest of the head and its ancestors whose sources
-    are all purged; None when there is none (or nothing was ever purged)."""
-    if head_pk is None:
-        return None
+    """The sealed base (SPEC §17.5): the first of `order` (a head and its ancestors, newest
+    first) whose sources are all purged; None when there is none (or nothing was purged)."""
     # Only a version whose last source lies within the purged history can be wholly purged:
     # the O(covered) check runs on those alone (usually one), not on every checkpoint.
     within = {
@@ -428,47 +423,42 @@ def sealed_base(
             (conversation_id, conversation_id),
         )
     }
-    if not within:
-        return None
-    for record in (
-        *(r for r in records if r.pk == head_pk),
-        *checkpoints.lineage(records, head_pk),
-    ):
+    for record in order if within else ():
         if record.pk in within and all_purged(conn, conversation_id, record.pk):
             return record.pk
     return None
 
 
-def lineage_head(
+def rebuild_order(
     conn: sqlite3.Connection, conversation_id: str, records: list[checkpoints.Record]
-) -> int | None:
-    """The version whose ancestors are the checkpoints (SPEC §17.5): the one the pointer
-    designates; with none (an erasure took it, SPEC §15.5), the newest version left, which
-    the next compaction tries first (`_compaction._rebuild`)."""
+) -> list[checkpoints.Record]:
+    """The versions a compaction tries to rebuild from once the current summary went stale,
+    newest first (`_compaction._rebuild`): the ancestors of the version the pointer
+    designates; with none (an erasure took it with a source, SPEC §15.5), every one left."""
     head = pointed_pk(conn, conversation_id)
-    if head is None and records:
-        head = max(record.pk for record in records)
-    return head
+    if head is None:
+        return sorted(records, key=lambda record: record.pk, reverse=True)
+    return list(checkpoints.lineage(records, head))
 
 
 def kept_checkpoints(conn: sqlite3.Connection, conversation_id: str, keep: int) -> set[int]:
     """The records pruning keeps beyond the newest ones (SPEC §17.5): up to `keep` spaced
     ancestors of the version the pointer designates, and the sealed base. With no pointer
-    (an erasure took the current summary with its source, SPEC §15.5) the next compaction
-    rebuilds from the newest version left (`_compaction._rebuild`): that one is kept with
-    its lineage's checkpoints and sealed base, as the current summary's would be."""
+    (an erasure took the current summary) the next compaction tries every version left
+    (`rebuild_order`): the newest `keep` of them are kept, and the sealed base."""
     records = accepted_records(conn, conversation_id)
-    head = lineage_head(conn, conversation_id, records)
+    order = rebuild_order(conn, conversation_id, records)
+    head = pointed_pk(conn, conversation_id)
     if head is None:
-        return set()
-    newest = {head} if keep and head != pointed_pk(conn, conversation_id) else set()
-    ancestors = checkpoints.lineage(records, head)
-    counts = {record.pk: record.count for record in records}
-    kept = checkpoints.spaced_checkpoints(counts.get(head, 0), ancestors, keep) | newest
-    base = sealed_base(conn, conversation_id, head, records)
+        kept = {record.pk for record in order[:keep]}
+    else:
+        counts = {record.pk: record.count for record in records}
+        kept = checkpoints.spaced_checkpoints(counts.get(head, 0), order, keep)
+        order = [*(r for r in records if r.pk == head), *order]
+    base = sealed_base(conn, conversation_id, order)
     if base is not None:
         kept.add(base)
-    return kept | checkpoints.links(records, head, kept)
+    return kept if head is None else kept | checkpoints.links(records, head, kept)
 
 
 def prune(
