@@ -42,3 +42,16 @@ def test_erasing_a_retracted_call_erases_the_results_retracted_with_it(tmp_path:
     assert bodies["r3"] == "sentinelresultlater"  # the later call's result stays
     data = file_bytes(path)
     assert b"sentinelresultone" not in data and b"sentinelresulttwo" not in data
+
+
+def test_erasing_a_call_erases_a_result_retracted_on_its_own(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    with SQLiteStore(path) as store:
+        store.append(CONV, "assistant", "calling", id="a1", meta=calls("k1"))
+        store.append(CONV, "tool", "sentinelresultold", id="r1", meta={"tool_call_id": "k1"})
+        store.retract(CONV, "r1")  # the call is open again
+        store.append(CONV, "tool", "sentinelresultnew", id="r2", meta={"tool_call_id": "k1"})
+        store.retract(CONV, "a1", erase=True)  # takes r2 along, and r1 retracted before
+        assert store.load(CONV).turns == ()
+    data = file_bytes(path)
+    assert b"sentinelresultold" not in data and b"sentinelresultnew" not in data

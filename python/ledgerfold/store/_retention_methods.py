@@ -68,9 +68,14 @@ class Retention:
                     self._contexts.retracted(conversation_id, frozenset((turn_id, *answers)))
             else:  # retracted or purged before: what is left of it goes, the view stays
                 (sequence, revision), stale = earlier, []
-                along = _retracted_answers(conn, conversation_id, turn_id)  # (an erasure)
-            # Erasing a call erases the results retracted with it (SPEC §17.2's unit): a
-            # result quotes what the call fetched.
+            # Erasing a call erases the results retracted with it (SPEC §17.2's unit), now or
+            # before, and those retracted on their own: a result quotes what the call fetched.
+            if erase:
+                along = [
+                    i
+                    for i in _retracted_answers(conn, conversation_id, turn_id)
+                    if i not in answers
+                ]
             erased_ids = [turn_id, *answers, *along]
             lost = _sealed_loss(conn, conversation_id, erased_ids) if erase else None
             erased = retention.erase_body(conn, conversation_id, erased_ids) if erase else 0
@@ -248,9 +253,9 @@ class Retention:
 
 def _retracted_answers(conn: sqlite3.Connection, conversation_id: str, turn_id: str) -> list[str]:
     """The retracted tool turns answering a call that a retracted assistant turn made (those
-    `retract` took along, SPEC §17.2): a result quotes what its call fetched, so erasing the
-    call later erases them, as erasing it at once does. A result answers the call when it
-    comes after it with no other turn making a call of its ID in between."""
+    `retract` took along, SPEC §17.2, or retracted on their own): a result quotes what its
+    call fetched, so erasing the call erases them. A result answers the call when it comes
+    after it with no other turn making a call of its ID in between."""
     found = lenient_rows(
         conn,
         "SELECT sequence, meta FROM turns WHERE conversation_id = ? AND id = ? AND state = ?"
