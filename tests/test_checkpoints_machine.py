@@ -297,15 +297,17 @@ class CheckpointMachine(RuleBasedStateMachine):
         self.stores[1].prune_versions(CONV, keep=keep)
         self._settle(pick, expected)
 
-    @rule(keep_tail=st.integers(1, 4))
-    def change_keep_tail(self, keep_tail: int) -> None:
-        """Coverage may shrink: a rebase, leaving the old lineage's versions behind."""
+    @rule(keep_tail=st.integers(1, 4), chunked=st.booleans())
+    def change_policy(self, keep_tail: int, chunked: bool) -> None:
+        """Coverage may shrink: a rebase, leaving the old lineage's versions behind. A
+        small `max_input_tokens` folds a rebuild's backlog in chunks (SPEC §15.8)."""
         self.policy = lf.CompactionPolicy(
             PV,
             keep_tail=keep_tail,
             min_new_turns=2,
             keep_versions=1,
             keep_checkpoints=3,
+            max_input_tokens=20 if chunked else 8_000,
             max_summary_tokens=3_000,
         )
 
