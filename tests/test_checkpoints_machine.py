@@ -77,9 +77,14 @@ class CheckpointMachine(RuleBasedStateMachine):
         turn.tokens.append(token)
 
     def _gone(self, turn: ModelTurn, state: str) -> None:
-        """A retraction: of a call, its results too (SPEC §17.2), erased with it."""
-        for result in [turn, *(self.model.turns[i] for i in self.answers.get(turn.id, ()))]:
-            if result.state == "live" or state == "erased":
+        """A retraction: of a live call, its live results too (SPEC §17.2); an erasure of
+        a call, its retracted results too. A purged call's live result stays."""
+        was_live = turn.state == "live"
+        turn.state = state
+        for result in (self.model.turns[i] for i in self.answers.get(turn.id, ())):
+            if result.state == "live" and was_live:
+                result.state = state
+            elif result.state == "retracted" and state == "erased":
                 result.state = state
 
     def _settle(self, pick: int, expected: str | None = None) -> None:
