@@ -21,9 +21,10 @@ from ledgerfold.store import _retention as retention
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store import _turn_changes as turn_changes
 from ledgerfold.store._batch_reads import lenient_rows
+from ledgerfold.store._call_index import nearest_call
 from ledgerfold.store._context_cache import ContextCache
 from ledgerfold.store._database import Database, Transaction, time_ago
-from ledgerfold.store._schema import ACCEPTED, TURN_PURGED, TURN_RETRACTED
+from ledgerfold.store._schema import ACCEPTED, TURN_LIVE, TURN_PURGED, TURN_RETRACTED
 
 __all__ = ["Retention"]
 
@@ -254,8 +255,7 @@ class Retention:
 def _retracted_answers(conn: sqlite3.Connection, conversation_id: str, turn_id: str) -> list[str]:
     """The retracted tool turns answering a call that a retracted assistant turn made (those
     `retract` took along, SPEC §17.2, or retracted on their own): a result quotes what its
-    call fetched, so erasing the call erases them. A result answers the call when it comes
-    after it with no other turn making a call of its ID in between."""
+    call fetched, so erasing the call erases them."""
     found = lenient_rows(
         conn,
         "SELECT sequence, meta FROM turns WHERE conversation_id = ? AND id = ? AND state = ?"
@@ -268,25 +268,24 @@ def _retracted_answers(conn: sqlite3.Connection, conversation_id: str, turn_id: 
         call_ids = set(tool_call_ids(json.loads(found[0][1]).get("tool_calls") or "[]"))
     except (InvalidInput, ValueError, AttributeError, TypeError, RecursionError):
         return []  # damaged in storage: it names no call
-    later = lenient_rows(
-        conn,
-        "SELECT id, role, meta, state FROM turns WHERE conversation_id = ? AND sequence > ?"
-        " AND role IN ('assistant', 'tool') AND meta IS NOT NULL ORDER BY sequence",
-        (conversation_id, found[0][0]),
-    )
+    # By the answers index, as `call_pairs.results_of` pairs live ones: a result with a call
+    # of its ID (in any state) between it and this call answers that one, as do later ones.
     answers: list[str] = []
-    for other, role, meta, state in later:
-        try:
-            fields = json.loads(meta) if isinstance(meta, str) else {}
-            made = set(tool_call_ids(fields["tool_calls"])) if role == "assistant" else set()
-        except (InvalidInput, ValueError, KeyError, TypeError, RecursionError):
-            fields, made = {}, set()
-        call_ids -= made  # a later call of the ID: its results are that call's
-        if not call_ids:
-            break
-        answered = fields.get("tool_call_id") if role == "tool" else None
-        if answered in call_ids and state == TURN_RETRACTED and isinstance(other, str):
-            answers.append(other)
+    states = (TURN_LIVE, TURN_RETRACTED, TURN_PURGED)
+    for call_id in sorted(call_ids):
+        checked = int(found[0][0])
+        for result_id, at in conn.execute(
+            "SELECT id, sequence FROM turns WHERE conversation_id = ? AND role = 'tool'"
+            " AND json_valid(meta) AND json_extract(meta, '$.tool_call_id') = ?"
+            " AND sequence > ? AND state = ? ORDER BY sequence",
+            (conversation_id, call_id, checked, TURN_RETRACTED),
+        ):
+            if nearest_call(
+                conn, conversation_id, call_id, int(at), before=True, states=states, above=checked
+            ):
+                break
+            answers.append(str(result_id))
+            checked = int(at)
     return answers
 
 
