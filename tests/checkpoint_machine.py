@@ -6,6 +6,7 @@ the body tokens it was built from, so an erased body is found in the file by its
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +61,19 @@ class Model:
         return turn.state == "purged" and turn.token == token
 
 
+def shown(text: str, said: str) -> bool:
+    """Whether a request's text of a turn is what it says now: all of it, or its head and
+    tail around the cut a turn over the budget gets (SPEC §15.8), or a head alone."""
+    if said in text:
+        return True
+    pieces = re.split(r"\n\[\.\.\. \d+ characters cut \.\.\.\]\n", text)
+    return (
+        len(pieces) <= 2
+        and said.startswith(pieces[0])
+        and said.endswith(pieces[-1] if len(pieces) == 2 else "")
+    )
+
+
 class Recorder:
     """A summarizer recording what it was given. Each text it returns names its own
     derivation: `S<k>:` then every `turn=token` it was built from, so the file can be
@@ -86,7 +100,7 @@ class Recorder:
             derived.update(previous)
         for item in request.turns:
             turn = self.model.turns.get(item.id)
-            if turn is None or turn.state != "live" or turn.token not in item.text:
+            if turn is None or turn.state != "live" or not shown(item.text, body(turn.token)):
                 self.violations.append(f"request turn {item.id} is not its current text")
                 continue
             if turn.protected:
