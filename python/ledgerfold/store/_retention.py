@@ -285,6 +285,10 @@ def _purge_sealed(
     ]
     if doomed:
         summaries.delete_records(conn, conversation_id, doomed)
+    # The versions between the base and the sealed summary went: one source run again, so
+    # the base stays its ancestor (`_checkpoints.lineage`) when the sealed one's run differs.
+    if base is not None and (run := summaries.run_of(conn, sealed_pk)) is not None:
+        sources.adopt(conn, base, run)
     pks = _selected("pk", keep_roles, kept_of)
     # SPEC §17.7: the recall results quoting a purged turn lose the quote (before the
     # purge changes the states the selection reads); those purged with it are blanked below.

@@ -387,6 +387,11 @@ def accepted_records(conn: sqlite3.Connection, conversation_id: str) -> list[che
     ]
 
 
+def run_of(conn: sqlite3.Connection, summary_pk: int | None) -> int | None:
+    row = conn.execute("SELECT source_run FROM summaries WHERE pk = ?", (summary_pk,)).fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
 def pointed_pk(conn: sqlite3.Connection, conversation_id: str) -> int | None:
     row = conn.execute(
         "SELECT current_summary FROM conversations WHERE id = ?", (conversation_id,)
