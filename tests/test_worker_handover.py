@@ -135,9 +135,54 @@ def test_due_timer_ignores_a_loop_without_asyncio_s_timer_heap() -> None:
     assert due_timer([object(), Other()]) is None  # type: ignore[list-item]
 
 
+def test_a_hand_over_is_answered_once_the_loop_has_run_what_it_had_ready_with_it() -> None:
+    """The loop runs the hand-over's callback, then the others of that turn (there: timers
+    come due, the read of its self-pipe, which releases the GIL): the hand-over is answered
+    after them, not at its callback, where the worker would take the GIL back at that
+    release and the timers would wait for its next yield. Orders only, nothing timed."""
+    order: list[str] = []
+    posted, started, go = threading.Event(), threading.Event(), threading.Event()
+
+    class Seen(threading.Event):
+        def set(self) -> None:
+            order.append("answered")
+            super().set()
+
+        def wait(self, timeout: float | None = None) -> bool:
+            posted.set()  # hand_over waits once it has posted its callback
+            return super().wait(timeout)
+
+    def blocker() -> None:
+        started.set()
+        assert go.wait(60)
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever)
+    thread.start()
+    try:
+        loop.call_soon_threadsafe(blocker)
+        assert started.wait(60)
+        handover = HandOver(Seen())
+        answers: list[bool] = []
+        caller = threading.Thread(target=lambda: answers.append(handover.hand_over([loop], 60)))
+        caller.start()
+        assert posted.wait(60)  # its callback is ready for the loop's next turn
+        loop.call_soon_threadsafe(order.append, "ready with it")  # the same turn, after it
+        go.set()
+        caller.join(60)
+        assert answers == [True]
+        assert order == ["ready with it", "answered"]
+    finally:
+        go.set()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(60)
+        loop.close()
+
+
 class _Loop:
     """A loop stand-in that runs a posted callback at once (`answers`) or keeps it, and runs
-    the callbacks it kept when it is posted to again (a loop that ran them late)."""
+    the callbacks it kept when it is posted to again (a loop that ran them late). A callback
+    that a callback asks for at the loop's next turn (`call_soon`) runs at once."""
 
     def __init__(self, answers: bool) -> None:
         self.answers = answers
@@ -151,6 +196,9 @@ class _Loop:
             callback(*args)
         else:
             self.kept.append((callback, args))
+
+    def call_soon(self, callback: Callable[..., object], *args: object) -> None:
+        callback(*args)
 
 
 def test_a_hand_over_is_not_answered_by_an_earlier_one_s_late_callback() -> None:

@@ -63,10 +63,11 @@ def due_work(loops: Iterable[asyncio.AbstractEventLoop]) -> object | None:
 
 class HandOver:
     """A worker's hand-over: `hand_over(loops, wait_s)` posts a callback to each of `loops`
-    and waits at most `wait_s` for one to run it; whether one did. With no loop to post to
-    (none, or all closed) `time.sleep(0)`. Each hand-over is a round of its own: a callback
-    of an earlier round that a loop runs late (one loop took it, another ran its copy after)
-    does not answer the current one."""
+    and waits at most `wait_s` for one to have run it and the callbacks it had ready with it
+    (`_took`); whether one did. With no loop to post to (none, or all closed)
+    `time.sleep(0)`. Each hand-over is a round of its own: a callback of an earlier round
+    that a loop runs late (one loop took it, another ran its copy after) does not answer the
+    current one."""
 
     __slots__ = ("_event", "_round")
 
@@ -80,14 +81,25 @@ class HandOver:
         self._event.clear()
         for loop in loops:
             with contextlib.suppress(RuntimeError):  # closed: nobody awaits there
-                loop.call_soon_threadsafe(self._took, self._round)
+                loop.call_soon_threadsafe(self._took, loop, self._round)
                 posted = True
         if not posted:
             time.sleep(0)
             return False
         return self._event.wait(wait_s)  # a loop that is not running costs this much at most
 
-    def _took(self, round_: int) -> None:
-        """On a loop's thread: the hand-over of `round_` has been taken (if it is current)."""
+    def _took(self, loop: asyncio.AbstractEventLoop, round_: int) -> None:
+        """On a loop's thread: the hand-over of `round_` has reached the loop. It is answered
+        at the loop's next turn (`_ran`), once the loop has run every callback it had ready
+        with this one: the timers come due at this turn and the I/O it read. Answered here,
+        the worker would take the GIL back at the first release of it in one of those (the
+        read of the loop's self-pipe, which comes before the timers), and they would wait
+        for its next yield."""
+        if round_ == self._round:
+            loop.call_soon(self._ran, round_)
+
+    def _ran(self, round_: int) -> None:
+        """On a loop's thread, a turn after `_took`: the hand-over of `round_` has been taken
+        (if it is current)."""
         if round_ == self._round:
             self._event.set()
