@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 import ledgerfold as lf
+from ledgerfold.store import _migrations as migrations
 from ledgerfold.store._schema import APPLICATION_ID
 
 _CONNECT = sqlite3.connect
@@ -68,11 +69,26 @@ def test_a_store_created_between_the_header_reads_is_not_another_applications(
         assert [turn.body for turn in store.load("c").turns] == ["hello"]
 
 
-def test_a_new_file_another_opener_writes_while_it_opens_waits(tmp_path: Path) -> None:
+def test_a_new_file_another_opener_writes_while_it_opens_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "new.db"
     writer = _CONNECT(path, isolation_level=None)
     writer.execute("BEGIN IMMEDIATE")  # another opener, in its first migration
     opened: list[object] = []
+    met = threading.Event()  # the opener met the lock (or gave up on it)
+
+    class Clock:
+        """`time` for the WAL switch's retries: its first wait says it met the lock."""
+
+        monotonic = staticmethod(time.monotonic)
+
+        @staticmethod
+        def sleep(seconds: float) -> None:
+            met.set()
+            time.sleep(seconds)
+
+    monkeypatch.setattr(migrations, "time", Clock)
 
     def open_store() -> None:
         try:
@@ -81,10 +97,12 @@ def test_a_new_file_another_opener_writes_while_it_opens_waits(tmp_path: Path) -
             opened.append("ok")
         except lf.LedgerfoldError as err:
             opened.append(err)
+        finally:
+            met.set()
 
     opener = threading.Thread(target=open_store)
     opener.start()
-    time.sleep(0.3)  # the opener meets the lock while switching the new file to WAL
+    assert met.wait(60)  # the opener meets the lock while switching the new file to WAL
     writer.execute("COMMIT")
     writer.close()
     opener.join(timeout=60)
