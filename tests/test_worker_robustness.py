@@ -216,16 +216,20 @@ def test_a_closed_store_used_again_keeps_no_worker_thread(tmp_path: Path) -> Non
     get does not keep a thread idling until the store object is collected."""
     store = _filled(tmp_path / "closed.db", lambda event: None)
 
+    asked, closed = asyncio.Event(), asyncio.Event()
+
     async def summarize(request: Any) -> str:
-        await asyncio.sleep(0.1)
+        asked.set()
+        await closed.wait()  # the model runs while the store is closed
         return "a summary"
 
     compactor = lf.Compactor(store, POLICY, summarize)
 
     async def close_meanwhile() -> lf.CompactionOutcome:
         running = asyncio.ensure_future(compactor.acompact("c", force=True))
-        await asyncio.sleep(0.02)
+        await asyncio.wait_for(asked.wait(), 60)  # a safety net, not a timing
         store.close()
+        closed.set()
         return await running
 
     before = set(_store_threads())
