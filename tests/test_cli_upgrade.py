@@ -58,8 +58,12 @@ def test_the_progress_bar_follows_the_builds_batches(
     with Progress(console=Console(file=io.StringIO())) as progress:
         handler = _ProgressHandler(progress)
         logger = logging.getLogger("ledgerfold.store")
+        level = logger.level
         logger.addHandler(handler)
-        monkeypatch.setattr(logger, "level", logging.INFO)
+        # What an earlier INFO record of this logger leaves (below its default WARNING): its
+        # cache of enabled levels says INFO is not. Only setLevel empties that cache.
+        logger.isEnabledFor(logging.INFO)
+        logger.setLevel(logging.INFO)
         real_update = progress.update
 
         def update(task: TaskID, **fields: float) -> None:
@@ -71,6 +75,7 @@ def test_the_progress_bar_follows_the_builds_batches(
             lf.SQLiteStore(path).close()
         finally:
             logger.removeHandler(handler)
+            logger.setLevel(level)
         assert handler.task is not None
         assert progress.tasks[0].total == 25
     assert seen == [10, 20, 25]
