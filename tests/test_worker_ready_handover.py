@@ -141,3 +141,48 @@ def test_due_work_ignores_a_loop_without_asyncio_s_queues() -> None:
             return 0.0
 
     assert due_work([object(), Other()]) is None  # type: ignore[list-item]
+
+
+def test_due_work_leaves_the_worker_s_own_answers_to_the_loop() -> None:
+    """The worker's answers to its callers at the head of a loop's queue are not work to
+    hand over for (the loop runs them one a turn while the next batch runs); anything else
+    ready is."""
+    loop = asyncio.new_event_loop()
+
+    def answer() -> None:
+        pass
+
+    try:
+        own = loop.call_soon(answer)
+        assert due_work([loop], answer) is None
+        assert due_work([loop]) is own
+        own.cancel()
+        loop.run_until_complete(asyncio.sleep(0))  # the cancelled handle leaves the queue
+        other = loop.call_soon(lambda: None)
+        assert due_work([loop], answer) is other
+        other.cancel()
+    finally:
+        loop.close()
+
+
+def test_a_hand_over_to_a_loop_with_nothing_else_to_run_is_answered_at_its_callback() -> None:
+    """With only the hand-over's own wake-up to run, the loop answers it at once; with
+    another callback ready at that turn, a turn later, once that has run."""
+    loop = asyncio.new_event_loop()
+    try:
+        handover = HandOver()
+        handover._round = 1
+        handover._took(loop, 1)
+        assert handover._event.is_set()
+
+        handover = HandOver()
+        handover._round = 1
+        ran: list[str] = []
+        loop.call_soon(ran.append, "ready")
+        handover._took(loop, 1)
+        assert not handover._event.is_set()
+        loop.run_until_complete(asyncio.sleep(0))
+        assert ran == ["ready"]
+        assert handover._event.is_set()
+    finally:
+        loop.close()

@@ -40,13 +40,17 @@ def due_timer(loops: Iterable[asyncio.AbstractEventLoop]) -> object | None:
     return None
 
 
-def due_work(loops: Iterable[asyncio.AbstractEventLoop]) -> object | None:
+def due_work(loops: Iterable[asyncio.AbstractEventLoop], answering: object = None) -> object | None:
     """What one of `loops` has to run now, or None: its earliest timer whose time has come
     (`due_timer`), else the first callback of its ready queue (asyncio's own loops'
-    `_ready`, read from another thread): posted by another thread, or a task woken. The
-    same object is returned while that work waits, so a loop that does not take a
-    hand-over (blocked) is not handed over to again for it. A loop of another kind (uvloop)
-    shows neither: its work waits for the periodic yield."""
+    `_ready`, read from another thread): posted by another thread, or a task woken; but not
+    when that callback is `answering`, the worker's own answers to its callers (`_answer`),
+    which the loop runs one a turn while the worker runs the batch their next calls will
+    wait for (handing the GIL over for them too made each batch, and `add_items`, about 7%
+    slower: docs/performance.md, "Callbacks ready during a job"). The same object is
+    returned while that work waits, so a loop that does not take a hand-over (blocked) is
+    not handed over to again for it. A loop of another kind (uvloop) shows neither: its
+    work waits for the periodic yield."""
     timer = due_timer(loops)
     if timer is not None:
         return timer  # first: a hand-over's own callback, left in a blocked loop, is not new
@@ -55,9 +59,11 @@ def due_work(loops: Iterable[asyncio.AbstractEventLoop]) -> object | None:
         if not ready:
             continue
         try:
-            return ready[0]  # type: ignore[no-any-return]
+            first = ready[0]
         except (IndexError, TypeError, KeyError):  # emptied meanwhile, or not a deque
             continue
+        if answering is None or getattr(first, "_callback", None) is not answering:
+            return first  # type: ignore[no-any-return]
     return None
 
 
@@ -89,17 +95,33 @@ class HandOver:
         return self._event.wait(wait_s)  # a loop that is not running costs this much at most
 
     def _took(self, loop: asyncio.AbstractEventLoop, round_: int) -> None:
-        """On a loop's thread: the hand-over of `round_` has reached the loop. It is answered
-        at the loop's next turn (`_ran`), once the loop has run every callback it had ready
-        with this one: the timers come due at this turn and the I/O it read. Answered here,
-        the worker would take the GIL back at the first release of it in one of those (the
-        read of the loop's self-pipe, which comes before the timers), and they would wait
-        for its next yield."""
-        if round_ == self._round:
+        """On a loop's thread: the hand-over of `round_` has reached the loop. When the loop
+        has more to run at this turn than the read of its self-pipe (timers come due, I/O
+        it read, tasks), it is answered at the loop's next turn (`_ran`), once the loop has
+        run them: answered here, the worker would take the GIL back at the first release of
+        it in one of those (the self-pipe's read, which comes before the timers), and they
+        would wait for its next yield. Otherwise it is answered here: a turn more would keep
+        the worker waiting for nothing (`add_items` p50 +5%, docs/performance.md)."""
+        if round_ != self._round:
+            return
+        if _more_than_the_wake_up(loop):
             loop.call_soon(self._ran, round_)
+        else:  # nothing else to run at this turn: answered now, the worker waits no turn
+            self._event.set()
 
     def _ran(self, round_: int) -> None:
         """On a loop's thread, a turn after `_took`: the hand-over of `round_` has been taken
         (if it is current)."""
         if round_ == self._round:
             self._event.set()
+
+
+def _more_than_the_wake_up(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether the loop has callbacks to run at this turn besides the read of its self-pipe
+    (the wake-up `call_soon_threadsafe` made): asyncio's own loops' `_ready` (a loop of
+    another kind: assumed so)."""
+    ready = getattr(loop, "_ready", None)
+    if ready is None:
+        return True
+    wake_up = getattr(loop, "_read_from_self", None)
+    return any(getattr(handle, "_callback", None) != wake_up for handle in ready)

@@ -341,7 +341,7 @@ class StoreWorker:
         no second one for it."""
         timer = None
         if time.perf_counter() - self._yielded < YIELD_EVERY_S:
-            timer = due_work(self._loops)
+            timer = due_work(self._loops, _answer)
             if timer is None or timer is self._timer:
                 return
         self._timer = None if self._handover.hand_over(self._loops, HANDOVER_S) else timer
