@@ -138,3 +138,14 @@ def test_a_query_without_a_word_is_a_user_error(db: Path, query: str) -> None:
             f"ledgerfold: error: QUERY {query!r} has no word to search for"
             " (plain words, numbers or codes)\n"
         )
+
+
+def test_a_long_query_without_a_word_is_not_echoed_whole(db: Path) -> None:
+    """A pasted 120,000 characters of punctuation were echoed whole in the error."""
+    query = "!?" * 60_000
+    result = run("search", str(db), "c", query)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == (
+        f"ledgerfold: error: QUERY {query[:79]!r}… (120,000 characters) has no word to search"
+        " for (plain words, numbers or codes)\n"
+    )

@@ -53,7 +53,7 @@ def search_command(
         require_conversation(store, conversation_id)
         if not query_terms(query):  # "", "???": it said no turn matched, as if it had looked
             raise UserError(
-                f"QUERY {query!r} has no word to search for (plain words, numbers or codes)"
+                f"QUERY {_quoted(query)} has no word to search for (plain words, numbers or codes)"
             )
         # Without a current summary "covered" is every live turn (SPEC §16.5): say so.
         summarised = search_all or store.current_summary(conversation_id) is not None
@@ -123,3 +123,14 @@ def search_command(
         )
     elided_caption(table, conversation_id)
     print_table(console, table)
+
+
+#: A refused query longer than this is cut in the message (a pasted file is not echoed).
+QUOTED_CHARS = 80
+
+
+def _quoted(query: str) -> str:
+    """The query as the message shows it: whole when short, else its start and its length."""
+    if len(query) <= QUOTED_CHARS:
+        return repr(query)
+    return f"{query[: QUOTED_CHARS - 1]!r}… ({len(query):,} characters)"
