@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import ledgerfold._worker as worker_module
+from handover_support import Holder, busy
 from integration_stores import RecordingStore
 from ledgerfold import CompactionPolicy, Compactor, SQLiteStore
 from ledgerfold._worker import THREAD_NAME, close_worker, worker_for
@@ -256,7 +257,7 @@ def test_the_callers_of_one_batch_are_answered_with_one_wake_up(
     batch's callers hear back at its end, all at once."""
     # No yield to the loop either (a hand-over is a wake-up too), however slow the machine.
     monkeypatch.setattr(worker_module, "YIELD_EVERY_S", 60.0)
-    holder = _Holder()  # kept alive: a collected store's worker is closed
+    holder = Holder()  # kept alive: a collected store's worker is closed
     worker = worker_for(holder)
     gate = threading.Event()
 
@@ -277,7 +278,7 @@ def test_the_callers_of_one_batch_are_answered_with_one_wake_up(
 
 
 def test_a_job_failing_in_a_batch_fails_its_caller_alone() -> None:
-    holder = _Holder()  # kept alive: a collected store's worker is closed
+    holder = Holder()  # kept alive: a collected store's worker is closed
     worker = worker_for(holder)
     gate = threading.Event()
 
@@ -312,13 +313,6 @@ def _recorded_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return yields
 
 
-def _busy(seconds: float) -> None:
-    """Python work, holding the GIL, for `seconds`."""
-    end = worker_module.time.perf_counter() + seconds
-    while worker_module.time.perf_counter() < end:
-        pass
-
-
 def test_the_worker_lets_the_loop_in_between_long_jobs_not_after_every_job(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -327,11 +321,11 @@ def test_the_worker_lets_the_loop_in_between_long_jobs_not_after_every_job(
     yields = _recorded_sleeps(monkeypatch)
 
     def batch(job_seconds: float, jobs: int) -> int:
-        holder = _Holder()  # kept alive: a collected store's worker is closed
+        holder = Holder()  # kept alive: a collected store's worker is closed
         worker = worker_for(holder)
         gate = threading.Event()
         worker.submit(gate.wait, 60)
-        futures = [worker.submit(_busy, job_seconds) for _ in range(jobs)]
+        futures = [worker.submit(busy, job_seconds) for _ in range(jobs)]
         yields.clear()
         gate.set()
         for future in futures:
@@ -352,10 +346,10 @@ def test_a_long_job_lets_the_loop_in_where_it_pauses(monkeypatch: pytest.MonkeyP
 
     def steps(step_seconds: float, count: int) -> None:
         for _ in range(count):
-            _busy(step_seconds)
+            busy(step_seconds)
             worker_module.pause()
 
-    holder = _Holder()  # kept alive: a collected store's worker is closed
+    holder = Holder()  # kept alive: a collected store's worker is closed
     worker = worker_for(holder)
     worker.submit(steps, 2 * worker_module.YIELD_EVERY_S, 4).result(timeout=60)
     assert len([s for s in yields if s == 0]) == 4
@@ -385,7 +379,7 @@ def test_a_yield_hands_the_gil_to_the_event_loop_of_the_batchs_callers(
             order.append(f"job {n}")
 
     async def main() -> None:
-        holder = _Holder()  # kept alive: a collected store's worker is closed
+        holder = Holder()  # kept alive: a collected store's worker is closed
         worker = worker_for(holder)
         await worker.run(job, asyncio.get_running_loop())
         worker.close()
@@ -399,7 +393,7 @@ def test_a_yield_does_not_wait_for_a_closed_event_loop(monkeypatch: pytest.Monke
     worker yields with `time.sleep(0)` instead of waiting for a loop that never runs."""
     monkeypatch.setattr(worker_module, "YIELD_EVERY_S", 0.0)
     monkeypatch.setattr(worker_module, "HANDOVER_S", 3600.0)  # waited for, it would hang
-    holder = _Holder()  # kept alive: a collected store's worker is closed
+    holder = Holder()  # kept alive: a collected store's worker is closed
     worker = worker_for(holder)
     started, closed = threading.Event(), threading.Event()
 
@@ -418,7 +412,3 @@ def test_a_yield_does_not_wait_for_a_closed_event_loop(monkeypatch: pytest.Monke
     closed.set()
     assert worker.submit(lambda: "after").result(timeout=30) == "after"
     worker.close()
-
-
-class _Holder:
-    """A store stand-in: any object can have a worker."""

@@ -6,43 +6,19 @@ asserted; nothing here is timed."""
 from __future__ import annotations
 
 import asyncio
-import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
 import ledgerfold._worker as worker_module
+from handover_support import Holder, busy, no_forced_switch
 from ledgerfold._handover import HandOver, due_timer
 from ledgerfold._worker import worker_for
 
 
-class _Holder:
-    """A store stand-in: any object can have a worker."""
-
-
-@pytest.fixture
-def no_forced_switch() -> Iterator[None]:
-    """The interpreter never takes the GIL from the worker by force during the test: the
-    loop's thread runs only when the worker hands it over (or waits)."""
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(30.0)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(old)
-
-
-def _busy(seconds: float) -> None:
-    """Python work, holding the GIL, for `seconds`."""
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
-
-
 def test_a_due_timer_of_the_callers_loop_runs_at_the_worker_s_next_pause(
-    monkeypatch: pytest.MonkeyPatch, no_forced_switch: None
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """With no periodic yield at all, a timer the caller's loop set for 10 ms runs inside a
     job of 400 steps of 1 ms, at the first pause after it came due, not after the job."""
@@ -52,20 +28,21 @@ def test_a_due_timer_of_the_callers_loop_runs_at_the_worker_s_next_pause(
 
     def job() -> None:
         for n in range(400):
-            _busy(0.001)
+            busy(0.001)
             worker_module.pause()
             order.append(f"job {n}")
             if "timer" in order:
                 return
 
     async def main() -> None:
-        holder = _Holder()  # kept alive: a collected store's worker is closed
+        holder = Holder()  # kept alive: a collected store's worker is closed
         worker = worker_for(holder)
         asyncio.get_running_loop().call_later(0.01, order.append, "timer")
         await worker.run(job)
         worker.close()
 
-    asyncio.run(main())
+    with no_forced_switch():
+        asyncio.run(main())
     assert "timer" in order
     assert order.index("timer") < 200, order.index("timer")
 
@@ -78,7 +55,7 @@ def test_a_loop_that_does_not_take_a_timer_s_hand_over_gets_no_second_one(
     not wait again for that timer."""
     monkeypatch.setattr(worker_module, "YIELD_EVERY_S", 60.0)
     monkeypatch.setattr(worker_module, "HANDOVER_S", 0.01)
-    holder = _Holder()  # kept alive: a collected store's worker is closed
+    holder = Holder()  # kept alive: a collected store's worker is closed
     worker = worker_for(holder)
     waits: list[bool] = []
 

@@ -7,43 +7,18 @@ asserted; nothing here is timed."""
 from __future__ import annotations
 
 import asyncio
-import sys
 import threading
-import time
-from collections.abc import Iterator
 
 import pytest
 
 import ledgerfold._worker as worker_module
+from handover_support import Holder, busy, no_forced_switch
 from ledgerfold._handover import HandOver, due_work
 from ledgerfold._worker import worker_for
 
 
-class _Holder:
-    """A store stand-in: any object can have a worker."""
-
-
-@pytest.fixture
-def no_forced_switch() -> Iterator[None]:
-    """The interpreter never takes the GIL from the worker by force during the test: the
-    loop's thread runs only when the worker hands it over (or waits)."""
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(30.0)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(old)
-
-
-def _busy(seconds: float) -> None:
-    """Python work, holding the GIL, for `seconds`."""
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
-
-
 def test_a_callback_ready_in_the_callers_loop_runs_at_the_worker_s_next_pause(
-    monkeypatch: pytest.MonkeyPatch, no_forced_switch: None
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """With no periodic yield at all, a callback ready in the caller's loop runs at the
     job's next pause, not after the job's 400 steps of 1 ms. The job itself queues it,
@@ -56,7 +31,7 @@ def test_a_callback_ready_in_the_callers_loop_runs_at_the_worker_s_next_pause(
 
     def job(loop: asyncio.AbstractEventLoop) -> None:
         for n in range(400):
-            _busy(0.001)
+            busy(0.001)
             if n == 5:
                 loop.call_soon(order.append, "posted")
             worker_module.pause()
@@ -65,12 +40,13 @@ def test_a_callback_ready_in_the_callers_loop_runs_at_the_worker_s_next_pause(
                 return
 
     async def main() -> None:
-        holder = _Holder()  # kept alive: a collected store's worker is closed
+        holder = Holder()  # kept alive: a collected store's worker is closed
         worker = worker_for(holder)
         await worker.run(job, asyncio.get_running_loop())
         worker.close()
 
-    asyncio.run(main())
+    with no_forced_switch():
+        asyncio.run(main())
     assert order[:7] == [f"job {n}" for n in range(5)] + ["posted", "job 5"], order[:10]
 
 
@@ -82,7 +58,7 @@ def test_a_loop_that_does_not_take_a_callback_s_hand_over_gets_no_second_one(
     later pauses do not wait again for that callback."""
     monkeypatch.setattr(worker_module, "YIELD_EVERY_S", 60.0)
     monkeypatch.setattr(worker_module, "HANDOVER_S", 0.01)
-    holder = _Holder()  # kept alive: a collected store's worker is closed
+    holder = Holder()  # kept alive: a collected store's worker is closed
     worker = worker_for(holder)
     waits: list[bool] = []
 
