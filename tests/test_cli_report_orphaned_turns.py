@@ -9,6 +9,7 @@ inspector page (no command can name it)."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -67,6 +68,12 @@ def test_the_report_lists_the_turns_its_totals_count(tmp_path: Path) -> None:
     attention = page[page.index('<table id="attention">') : page.index("</table>")]
     assert "o&#x27;brien/<wbr>run 1" in attention or "o&#39;brien/<wbr>run 1" in attention
     assert "Needs attention (2)" in page and "Other conversations (2)" in page
+    # The totals' cards add up to the heading's 4: 3 conversation rows and 1 orphaned key,
+    # whose card is in trouble.
+    assert re.search(r'<div class="stat" data-stat="conversations"><b>3</b>', page)
+    assert re.search(
+        r'<div class="stat bad" data-stat="orphaned_keys"><b>1</b>orphaned turn key</div>', page
+    )
     # Its row counts the turns the totals count, and links to no page.
     row = attention[attention.index("brien") :]
     row = row[: row.index("</tr>")]
@@ -83,3 +90,6 @@ def test_a_sound_database_lists_no_such_key(tmp_path: Path) -> None:
     assert report["attention_total"] == 0
     text = run("report", str(db)).stdout
     assert "1 conversation\n" in text and "no row in table conversations" not in text
+    out = tmp_path / "report.html"
+    assert run("report", str(db), "--html", str(out)).exit_code == 0
+    assert "orphaned_keys" not in out.read_text(encoding="utf-8")

@@ -49,6 +49,9 @@ _STAT_LABELS = {
 }
 
 
+#: The card of the keys of turns with no `conversations` row (`_totals`).
+ORPHANED_CARD = "orphaned_keys"
+
 #: A conversation never compacted falls back with `no-summary`: not trouble, and said so.
 NO_SUMMARY = "no-summary"
 NO_SUMMARY_NOTE = " (not compacted yet)"
@@ -64,17 +67,22 @@ _TROUBLE = (
 )
 
 
-def _totals(stats: StoreStats, failed_now: int) -> str:
+def _totals(stats: StoreStats, failed_now: int, orphaned: int = 0) -> str:
     """`SQLiteStore.stats()` as cards: each carries its key (`data-stat`) and value; the
     fallbacks also as one total (`fallbacks`), shown when there are none by reason too.
     Trouble now is highlighted (`bad`): `failed_now` failures since a conversation's last
-    accepted summary make the failed summaries' card so."""
+    accepted summary make the failed summaries' card so. `orphaned` keys of turns with no
+    `conversations` row (which `stats()` does not count as conversations, and the page's
+    heading does) get a card of their own after the conversations', in trouble."""
     trouble = (*_TROUBLE, "summaries.failed") if failed_now else _TROUBLE
     cards = [
         (key, label, getattr(stats, key))
         for key, label in _STAT_LABELS.items()
         if key not in ("purged_without_summary", "sealed_lost")
     ]
+    if orphaned:
+        cards.insert(1, (ORPHANED_CARD, "orphaned turn keys", orphaned))
+        trouble = (*trouble, ORPHANED_CARD)
     cards += [(f"summaries.{s}", f"{s} summaries", n) for s, n in stats.summaries.items()]
     cards.append(("fallbacks", "contexts falling back", sum(stats.fallbacks.values())))
     cards += [
@@ -210,7 +218,7 @@ def render_database(view: DatabaseView, links: Mapping[str, str] | None = None) 
         if problems
         else '<p class="note" id="problems">No stale or failed summaries.</p>'
     )
-    totals = _totals(view.stats, view.failed_now) if view.stats is not None else ""
+    totals = _totals(view.stats, view.failed_now, view.orphaned) if view.stats is not None else ""
     body = (
         f"<h1>Database <code>{_e(view.path)}</code></h1>"
         f'<p class="sub">ledgerfold report · {counted(view.total_conversations, "conversation")}'

@@ -132,6 +132,7 @@ _ONE = {
     "contexts": "context",
     "versions": "version",
     "messages": "message",
+    "keys": "key",
 }
 
 
