@@ -1,13 +1,20 @@
 """Shared by the worker hand-over tests (`test_worker_handover.py`,
 `test_worker_ready_handover.py`): a store stand-in, a GIL held by Python work, and no
-forced switch of the GIL, so the loop's thread runs only when the worker hands it over."""
+forced switch of the GIL, so the loop's thread runs only when the worker hands it over;
+and a loop that blocks with work due while a job pauses (`hand_overs_to_a_blocked_loop`)."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+
+import ledgerfold._worker as worker_module
+from ledgerfold._handover import HandOver
+from ledgerfold._worker import worker_for
 
 
 class Holder:
@@ -31,3 +38,43 @@ def busy(seconds: float) -> None:
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         pass
+
+
+def hand_overs_to_a_blocked_loop(
+    due: Callable[[asyncio.AbstractEventLoop], object], pauses: int = 20
+) -> list[bool]:
+    """Whether each hand-over of a job's `pauses` pauses was taken, while the caller's loop
+    is blocked (a synchronous wait on its thread) with the work `due(loop)` schedules (a due
+    timer, a ready callback), which it never runs meanwhile. The caller sets `YIELD_EVERY_S`
+    (no periodic yield) and `HANDOVER_S` (the wait in vain)."""
+    holder = Holder()  # kept alive: a collected store's worker is closed
+    worker = worker_for(holder)
+    waits: list[bool] = []
+
+    class Seen(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            answered = super().wait(timeout)
+            waits.append(answered)
+            return answered
+
+    worker._handover = HandOver(Seen())
+    armed, paused = threading.Event(), threading.Event()
+
+    def job() -> None:
+        assert armed.wait(60)
+        for _ in range(pauses):
+            worker_module.pause()
+        paused.set()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(worker.run(job))
+        await asyncio.sleep(0)  # the job is queued (its loop is this one)
+        due(loop)
+        armed.set()
+        assert paused.wait(60)  # the loop's thread blocks here until the job has paused
+        await task
+
+    asyncio.run(main())
+    worker.close()
+    return waits

@@ -7,12 +7,11 @@ asserted; nothing here is timed."""
 from __future__ import annotations
 
 import asyncio
-import threading
 
 import pytest
 
 import ledgerfold._worker as worker_module
-from handover_support import Holder, busy, no_forced_switch
+from handover_support import Holder, busy, hand_overs_to_a_blocked_loop, no_forced_switch
 from ledgerfold._handover import HandOver, due_work
 from ledgerfold._worker import worker_for
 
@@ -58,36 +57,9 @@ def test_a_loop_that_does_not_take_a_callback_s_hand_over_gets_no_second_one(
     later pauses do not wait again for that callback."""
     monkeypatch.setattr(worker_module, "YIELD_EVERY_S", 60.0)
     monkeypatch.setattr(worker_module, "HANDOVER_S", 0.01)
-    holder = Holder()  # kept alive: a collected store's worker is closed
-    worker = worker_for(holder)
-    waits: list[bool] = []
-
-    class Seen(threading.Event):
-        def wait(self, timeout: float | None = None) -> bool:
-            answered = super().wait(timeout)
-            waits.append(answered)
-            return answered
-
-    worker._handover = HandOver(Seen())
-    armed, paused = threading.Event(), threading.Event()
-
-    def job() -> None:
-        assert armed.wait(60)
-        for _ in range(20):
-            worker_module.pause()
-        paused.set()
-
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        task = asyncio.ensure_future(worker.run(job))
-        await asyncio.sleep(0)  # the job is queued (its loop is this one)
-        loop.call_soon(lambda: None)  # ready, never run while the loop blocks
-        armed.set()
-        assert paused.wait(60)  # the loop's thread blocks here until the job has paused
-        await task
-
-    asyncio.run(main())
-    worker.close()
+    waits = hand_overs_to_a_blocked_loop(
+        lambda loop: loop.call_soon(lambda: None)  # ready, never run
+    )
     assert waits == [False]
 
 
