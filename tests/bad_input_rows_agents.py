@@ -18,7 +18,7 @@ def _add_items(store: lf.SQLiteStore, items: object) -> object:
 
 ROWS: tuple[BadInput, ...] = (
     row(
-        "LedgerfoldSession.add_items: an input_audio part without data and format",
+        "LedgerfoldSession.add_items: an input_audio part without its format",
         "await session.add_items([{'role': 'user', 'content': [{'type': 'input_audio',"
         " 'input_audio': {'data': body}}]}])",
         on_store(
@@ -33,6 +33,6 @@ ROWS: tuple[BadInput, ...] = (
             )
         ),
         INVALID,
-        "items[0].content[0].input_audio",
+        "items[0].content[0].input_audio.format",
     ),
 )

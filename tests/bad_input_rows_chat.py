@@ -13,6 +13,7 @@ from bad_input_support import (
     BadInput,
     _deep_list,
     _tool_calls_with,
+    on_store,
     on_transcript,
     row,
 )
@@ -46,6 +47,39 @@ ROWS: tuple[BadInput, ...] = (
         lambda: lf.from_chat_messages([{"role": "user", "content": 5}]),
         INVALID,
         "messages[0].content",
+    ),
+    row(
+        "from_chat_messages: an input_audio part without its format",
+        "from_chat_messages([{'role': 'user', 'content': [{'type': 'input_audio',"
+        " 'input_audio': {'data': body}}]}])",
+        lambda: lf.from_chat_messages(
+            [
+                {
+                    "role": "user",
+                    "content": [{"type": "input_audio", "input_audio": {"data": SECRET_BODY}}],
+                }
+            ]
+        ),
+        INVALID,
+        "messages[0].content[0].input_audio.format",
+    ),
+    row(
+        "append_chat_messages: an input_audio part whose audio is not a mapping",
+        "store.append_chat_messages('c', [{'role': 'user', 'content': [{'type':"
+        " 'input_audio', 'input_audio': body}]}])",
+        on_store(
+            lambda store: store.append_chat_messages(
+                "c",
+                [
+                    {
+                        "role": "user",
+                        "content": [{"type": "input_audio", "input_audio": SECRET_BODY}],
+                    }
+                ],
+            )
+        ),
+        INVALID,
+        "messages[0].content[0].input_audio",
     ),
     row(
         "from_chat_messages: lone surrogate in content",

@@ -13,6 +13,7 @@ from typing import Any
 
 from ledgerfold._errors import InvalidInput
 from ledgerfold._validate import NOT_UTF8, unencodable_at
+from ledgerfold.adapters._input_audio import check_audio
 
 __all__ = [
     "TEXT_PART_KEYS",
@@ -176,6 +177,8 @@ def _parts_text(message: Mapping[str, Any], index: int) -> tuple[str, list[str]]
             raise bad(index, f"{field}.type", "wrong-type", "must be a non-empty str")
         key = TEXT_PART_KEYS.get(part_type)
         if key is None:
+            if part_type == "input_audio":  # never sendable without its audio
+                check_audio(part, f"messages[{index}].{field}")
             omitted.append(part_type)
             continue
         text = part.get(key)

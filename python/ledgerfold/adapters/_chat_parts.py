@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ledgerfold.adapters._chat_fields import TEXT_PART_KEYS
+from ledgerfold.adapters._input_audio import audio_of
 
 __all__ = [
     "attachments_line",
@@ -105,8 +106,12 @@ def _sendable(part: Mapping[str, Any]) -> Any:
 
 
 def sendable_part(part: Mapping[str, Any]) -> bool:
-    """A Chat Completions user content part other than text: its type, with its mapping."""
+    """A Chat Completions user content part other than text: its type, with its mapping (an
+    `input_audio` part with its audio's data and format, `audio_of`: a part stored before
+    the chat adapter refused one without them is not sent)."""
     kind = part.get("type")
+    if kind == "input_audio":
+        return audio_of(part) is not None
     return kind in _USER_PART_TYPES and isinstance(part.get(kind), dict)
 
 

@@ -10,7 +10,8 @@ from typing import Any
 
 from ledgerfold import _validate
 from ledgerfold._errors import InvalidInput
-from ledgerfold.integrations._agents_items import audio_of, kind, non_finite_at, stored
+from ledgerfold.adapters._input_audio import check_audio
+from ledgerfold.integrations._agents_items import kind, non_finite_at, stored
 
 __all__ = ["named_for_items", "plain_item", "stored_item"]
 
@@ -33,24 +34,18 @@ def plain_item(item: Any, index: int) -> dict[str, Any]:
 
 
 def _check_audio(item: Mapping[str, Any], index: int) -> None:
-    """`InvalidInput` naming the part's `input_audio` when a message's content part (or a
-    function result's output part) of type `input_audio` holds no audio data and format
-    (`audio_of`): the SDK's Chat Completions converter raises at every run served it, and
-    the Responses API takes no such part either."""
-    name = kind(item)
-    field = "content" if name == "message" else "output" if name == "function_call_output" else ""
-    parts = item.get(field) if field else None
+    """`InvalidInput` naming the wrong key of a message's content part (or a result's
+    output part) of type `input_audio` that holds no audio data and format, as the
+    chat adapter refuses it (`check_audio`, one check for both): the SDK's Chat Completions
+    converter raises at every run served it, and the Responses API takes no such part
+    either."""
+    field = "content" if kind(item) == "message" else "output"  # any result's output parts
+    parts = item.get(field)
     if not isinstance(parts, list):
         return
     for at, part in enumerate(parts):
-        if isinstance(part, Mapping) and part.get("type") == "input_audio" and not audio_of(part):
-            named = f"items[{index}].{field}[{at}].input_audio"
-            raise InvalidInput(
-                f"{named}: must hold the audio's data and format (non-empty str), as the"
-                " Agents SDK's input_audio part does",
-                field=named,
-                problem="wrong-type",
-            )
+        if isinstance(part, Mapping) and part.get("type") == "input_audio":
+            check_audio(part, f"items[{index}].{field}[{at}]")
 
 
 #: The calls and results that name their call by `call_id`, which the SDK writes on every

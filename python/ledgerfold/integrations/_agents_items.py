@@ -39,6 +39,7 @@ from ledgerfold._errors import InvalidInput
 from ledgerfold._recall_stand_in import tool_calls_of
 from ledgerfold._validate import non_finite_at
 from ledgerfold.adapters._chat import tool_group
+from ledgerfold.adapters._input_audio import audio_of
 from ledgerfold.integrations._agents_edits import (
     held_text,
     is_part,
@@ -156,6 +157,8 @@ def _parts(output: list[Any]) -> list[dict[str, Any]]:
     for part in output:
         if isinstance(part, str):
             parts.append({"type": "text", "text": part})
+        elif isinstance(part, Mapping) and part.get("type") == "input_audio":
+            parts.append(dict(part))  # checked whole (`check_audio`), as the chat adapter does
         elif isinstance(part, Mapping) and part.get("type") not in _TEXT_PARTS:
             kind_of = part.get("type")
             parts.append({"type": kind_of if isinstance(kind_of, str) and kind_of else "part"})
@@ -445,19 +448,6 @@ def _foreign(role: str, text: str, meta: Mapping[str, str]) -> list[Any]:
 _PARTS_KEY = "content_parts"
 _DETAILS = frozenset({"low", "high", "auto", "original"})
 _FILE_KEYS = ("file_id", "file_data", "filename", "file_url")
-
-
-def audio_of(part: Mapping[str, Any]) -> dict[str, str] | None:
-    """An `input_audio` part's audio, `{"data", "format"}` (both non-empty str), as the Agents
-    SDK's Chat Completions converter needs it (it raises `UserError` at every run served any
-    other); None when the part holds no such audio (a URL, a bare part)."""
-    audio = part.get("input_audio")
-    if not isinstance(audio, Mapping):
-        return None
-    data, form = audio.get("data"), audio.get("format")
-    if not (isinstance(data, str) and data and isinstance(form, str) and form):
-        return None
-    return {"data": data, "format": form}
 
 
 def _input_parts(text: str, stored: str | None) -> Any:
