@@ -1,7 +1,7 @@
 """The Agents SDK items `LedgerfoldSession.add_items` takes, checked: each a mapping, kept
-as JSON (no NaN or ±Infinity, no lone surrogate), a call or result with its `call_id`, an
-`input_audio` part with its audio, and errors of the chat messages made from
-them named by the item's own field (`items[i]...`)."""
+as JSON (no NaN or ±Infinity, no lone surrogate), a call or result with its link
+(`_agents_links`: a `call_id`, …), an `input_audio` part with its audio, and errors of the
+chat messages made from them named by the item's own field (`items[i]...`)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from ledgerfold import _validate
 from ledgerfold._errors import InvalidInput
 from ledgerfold.adapters._input_audio import check_audio
 from ledgerfold.integrations._agents_items import kind, non_finite_at, stored
+from ledgerfold.integrations._agents_links import link_of, link_value
 
 __all__ = ["named_for_items", "plain_item", "stored_item"]
 
@@ -27,8 +28,7 @@ def plain_item(item: Any, index: int) -> dict[str, Any]:
             field=f"items[{index}]",
             problem="wrong-type",
         )
-    if item.get("type") in _CALL_ID_REQUIRED:
-        _check_call_id(item.get("call_id"), f"items[{index}].call_id")
+    _check_link(item, index)
     _check_audio(item, index)
     return dict(item)
 
@@ -48,31 +48,23 @@ def _check_audio(item: Mapping[str, Any], index: int) -> None:
             check_audio(part, f"items[{index}].{field}[{at}]")
 
 
-#: The calls and results that name their call by `call_id`, which the SDK writes on every
-#: one (its Responses types require it; `function_call`'s is checked as its chat message's
-#: call ID): without one, a result would be stored and never sent (no call is paired with
-#: it), and a call would lose its input.
-_CALL_ID_REQUIRED = frozenset(
-    {
-        "function_call_output",
-        "custom_tool_call",
-        "custom_tool_call_output",
-        "computer_call",
-        "computer_call_output",
-        "shell_call",
-        "shell_call_output",
-        "apply_patch_call",
-        "apply_patch_call_output",
-        "local_shell_call",
-        "program",
-        "program_output",
-    }
-)
+def _check_link(item: Mapping[str, Any], index: int) -> None:
+    """`InvalidInput` naming `items[i].<key>` when a call or a call's output (`LINKS`, and an
+    unknown `*_call` or `*_call_output`) has no link where it needs one, or one that is not a
+    non-empty str: a result would be stored and never served (no call is paired with it), a
+    call would lose its input, and the API refuses both."""
+    link = link_of(kind(item))
+    if link is None:
+        return
+    key, value = link_value(item, link)
+    if value is None and link.optional:
+        return
+    _check_call_id(value, f"items[{index}].{key}")
 
 
 def _check_call_id(call_id: Any, field: str) -> None:
-    """`InvalidInput` naming `field` unless `call_id` is a non-empty str (the messages the
-    chat adapter gives a tool message's `tool_call_id`)."""
+    """`InvalidInput` naming `field` unless `call_id` is a non-empty str (what the chat
+    adapter takes as a call's `id` and a tool message's `tool_call_id`)."""
     if isinstance(call_id, str) and call_id:
         return
     if call_id is None:

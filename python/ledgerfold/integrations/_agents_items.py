@@ -6,8 +6,9 @@ item with what it led to:
 
 - a `message` is a turn of its role, its text the body (a function result's too); its
   image, audio and file parts are recorded by type, as the chat adapter records them;
-- an item that makes a call (the SDK's call types, `CALL_OUTPUTS`, and any other `*_call`
-  item with a `call_id`) is an assistant turn whose `tool_calls` names that call (a custom
+- an item that makes a call (`_agents_links.LINKS` says which and by what key: the SDK's
+  call types, and any other `*_call` item with a `call_id`, but a hosted tool's, which
+  nothing answers) is an assistant turn whose `tool_calls` names that call (a custom
   tool's by its name, with its input as the arguments), and its result (`*_call_output`,
   `program_output`, `tool_search_output`) a tool turn answering it, whose text is the
   result's text output (a custom tool's, a local shell's; a shell's stdout and stderr),
@@ -47,6 +48,7 @@ from ledgerfold.integrations._agents_edits import (
     reasoning_field,
     text_restored,
 )
+from ledgerfold.integrations._agents_links import Link, link_of, link_value
 
 __all__ = [
     "CALL_OUTPUTS",
@@ -85,7 +87,7 @@ _MOVED_KEY = "__ledgerfold_moved__"
 
 #: The Agents SDK's call item types and their results' (the SDK's own table,
 #: `agents.run_internal.items._TOOL_CALL_TO_OUTPUT_TYPE` in 0.24, copied: it is private);
-#: other `*_call` and `*_call_output` types pair by their names.
+#: what links each call and output is `_agents_links.LINKS`.
 CALL_OUTPUTS = {
     "program": "program_output",
     "function_call": "function_call_output",
@@ -96,8 +98,6 @@ CALL_OUTPUTS = {
     "local_shell_call": "local_shell_call_output",
     "tool_search_call": "tool_search_output",
 }
-_OUTPUTS = frozenset(CALL_OUTPUTS.values())
-_LINK_KEYS = {"mcp_approval_request": "id", "mcp_approval_response": "approval_request_id"}
 
 
 def kind(item: Mapping[str, Any]) -> Any:
@@ -105,27 +105,27 @@ def kind(item: Mapping[str, Any]) -> Any:
 
 
 def link_id(item: Mapping[str, Any]) -> str | None:
-    """The ID that links a call and its result: `call_id`, or an approval request's `id`
-    and its response's `approval_request_id`."""
-    name = kind(item)
-    value = item.get(_LINK_KEYS.get(name, "call_id") if isinstance(name, str) else "call_id")
+    """The ID that links a call and its result (`_agents_links.LINKS`: `call_id`, a local
+    shell output's `id` when it has no `call_id`, an approval request's `id` and its
+    response's `approval_request_id`); None when it has none (a non-empty str)."""
+    _, value = link_value(item, link_of(kind(item)) or _BY_CALL_ID)
     return value if isinstance(value, str) and value else None
+
+
+#: What `link_id` reads of an item no link names (a message: no call it makes or answers).
+_BY_CALL_ID = Link(("call_id",), output=False, optional=True)
 
 
 def is_call(item: Mapping[str, Any]) -> bool:
     """The item makes a call (or asks an approval) that another item answers."""
-    name = kind(item)
-    if not isinstance(name, str) or link_id(item) is None:
-        return False
-    return name == "mcp_approval_request" or name in CALL_OUTPUTS or name.endswith("_call")
+    link = link_of(kind(item))
+    return link is not None and not link.output and link_id(item) is not None
 
 
 def is_output(item: Mapping[str, Any]) -> bool:
     """The item answers a call (or an approval request)."""
-    name = kind(item)
-    if not isinstance(name, str) or link_id(item) is None:
-        return False
-    return name == "mcp_approval_response" or name in _OUTPUTS or name.endswith("_call_output")
+    link = link_of(kind(item))
+    return link is not None and link.output and link_id(item) is not None
 
 
 def is_input(item: Mapping[str, Any]) -> bool:
