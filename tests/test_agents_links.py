@@ -10,6 +10,7 @@ search with none, an unknown `*_call` type as it came."""
 from __future__ import annotations
 
 import asyncio
+import json
 import typing
 from pathlib import Path
 from typing import Any, get_args, get_origin
@@ -228,3 +229,30 @@ def test_an_unknown_call_type_is_kept_as_it_came_and_linked_by_its_call_id(
     assert (error.field, error.problem) == ("items[1].call_id", "wrong-type")
     error = _refused(tmp_path, {**output, "call_id": ""})
     assert (error.field, error.problem) == ("items[1].call_id", "empty")
+
+
+def test_a_server_run_tool_search_is_one_unit_with_its_output(tmp_path: Path) -> None:
+    """Paired by order, not by a link: the response holding them is one compaction unit, so
+    a summary never serves the output without its call (the SDK pairs a call with the
+    anonymous output after it)."""
+    eager = lf.CompactionPolicy("v1", keep_tail=1, trigger_tokens=None, min_new_turns=1)
+    with lf.SQLiteStore(tmp_path / "search.db") as store:
+        session = LedgerfoldSession("s", store=store, policy=eager)
+        for n in range(4):
+            call = {"type": "tool_search_call", "id": f"ts_{n}", "call_id": None, "arguments": {}}
+            output = {"type": "tool_search_output", "id": f"to_{n}", "call_id": None, "tools": []}
+            answer = {"role": "assistant", "content": f"found {n}"}
+            asyncio.run(session.add_items([{"role": "user", "content": f"q{n}"}, call, output]))
+            asyncio.run(session.add_items([answer]))
+            served = [item.get("type") for item in asyncio.run(session.get_items())]
+            for at, kind in enumerate(served):
+                if kind == "tool_search_output":
+                    assert served[at - 1] == "tool_search_call", served
+        assert store.current_summary("s") is not None  # compaction did run
+        turns = store.load("s").turns
+        groups: dict[str, list[str | None]] = {"tool_search_call": [], "tool_search_output": []}
+        for turn in turns:
+            kind = json.loads((turn.meta or {})["agents_item"]).get("type")
+            groups.get(kind, []).append(turn.group)
+        calls, outputs = groups["tool_search_call"], groups["tool_search_output"]
+        assert calls == outputs and None not in calls and len(set(calls)) == 4

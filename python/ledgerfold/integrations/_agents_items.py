@@ -15,11 +15,11 @@ item with what it led to:
   so the two are one compaction unit, also across `add_items` calls (§17.2's tool-call
   link); an `mcp_approval_request` and its `mcp_approval_response` are linked the same way;
 - the items of one model response (from the first item the model wrote to the next item it
-  reads: a user message, a result) share a group when they hold a call or a reasoning item,
-  so its reasoning, its preamble, its parallel calls and (in the same `add_items`) their
-  results are compacted together or not at all: a summary never sits between a call and
-  its result, nor leaves a call without its reasoning item (the Responses API refuses
-  both).
+  reads: a user message, a result) share a group when they hold a call, a reasoning item
+  or a server-run tool search (its call and output, paired by order: no `call_id`), so its
+  reasoning, its preamble, its parallel calls and (in the same `add_items`) their results
+  are compacted together or not at all: a summary never sits between a call and its
+  result, nor leaves a call without its reasoning item (the Responses API refuses both).
 
 A turn that no session wrote (an `append`, an import, another integration), or whose
 verbatim copy another tool damaged, reads back as items of its role and text: a tool turn
@@ -233,9 +233,15 @@ def item_message(item: Mapping[str, Any]) -> dict[str, Any]:
     return {"role": "assistant", "content": ""}
 
 
+#: The items that make their response one unit though no link names it: a reasoning item (the
+#: API refuses one without the item after it), a server-run tool search's call and output.
+_ONE_UNIT = frozenset({"reasoning", "tool_search_call", "tool_search_output"})
+
+
 def item_groups(items: Sequence[Mapping[str, Any]], ids: Sequence[str]) -> list[str | None]:
     """The group of each item's turn (None: no group), as the module says: one group for the
-    items of a response holding a call or a reasoning item (`tool_group` of its first call
+    items of a response holding a call, a reasoning item or a server-run tool search (its
+    call and output paired by order, not by a link) (`tool_group` of its first call
     with that call's turn ID `ids[i]`, else a fresh name: never a group of an earlier
     response, also when a model numbers its calls `call_0` in every response), and a result
     in the same `add_items` in its call's group (the nearest call of its ID before it); a
@@ -263,7 +269,7 @@ def item_groups(items: Sequence[Mapping[str, Any]], ids: Sequence[str]) -> list[
         if calls:
             first, call = calls[0]
             group = tool_group((call,), ids[first], (call,))
-        elif len(response) > 1 and any(kind(item) == "reasoning" for item in response):
+        elif len(response) > 1 and any(kind(item) in _ONE_UNIT for item in response):
             group = f"agents-response:{uuid.uuid4().hex}"
         if group is not None:
             groups[at:end] = [group] * len(response)
