@@ -4,7 +4,8 @@ same key under each path's own name for the part (`messages[i].content[j]...`,
 `items[i].content[j]...`); a part of Chat Completions' shape
 (`ChatCompletionContentPartInputAudioParam`, the installed `openai` package's type) goes
 in and back out as it came. A part an older ledgerfold stored without its audio is not sent
-by `to_chat_messages` (Chat Completions refuses it at every request)."""
+by `to_chat_messages` (Chat Completions refuses it at every request), nor by
+`to_langchain_messages`."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from openai.types.chat import ChatCompletionContentPartInputAudioParam, ChatComp
 from pydantic import TypeAdapter, ValidationError
 
 import ledgerfold as lf
+from ledgerfold.adapters import to_langchain_messages
 from ledgerfold.integrations.openai_agents import LedgerfoldSession
 
 DATA = "UklGRg=="
@@ -191,3 +193,14 @@ def test_a_stored_part_without_its_audio_is_not_sent(tmp_path: Path) -> None:
             messages = lf.to_chat_messages(store.context(f"c{n}", "v1"))
             SENDABLE.validate_python(messages)
             assert messages == [{"role": "user", "content": [TEXT, AUDIO]}], part
+
+
+def test_nor_to_langchain(tmp_path: Path) -> None:
+    """LangChain's converters take every part of a turn, but not that one: its OpenAI
+    integration would send it, and the provider refuse it."""
+    with lf.SQLiteStore(tmp_path / "c.db") as store:
+        part = MALFORMED[4][0]
+        meta = {"content_parts": json.dumps([TEXT, part, AUDIO])}
+        store.append("c", "user", "hear", meta={**meta, "omitted_content_parts": "[]"})
+        (message,) = to_langchain_messages(store.context("c", "v1"))
+    assert message.content == [TEXT, AUDIO]

@@ -98,7 +98,8 @@ def chat_content_parts(
 
 
 def _every(part: Mapping[str, Any]) -> Any:
-    return part
+    # Every part but an `input_audio` without its audio, which no provider takes.
+    return None if part.get("type") == "input_audio" and audio_of(part) is None else part
 
 
 def _sendable(part: Mapping[str, Any]) -> Any:
