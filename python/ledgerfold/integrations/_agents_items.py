@@ -151,7 +151,8 @@ def _text_of(content: Any) -> str:
 
 def _parts(output: list[Any]) -> list[dict[str, Any]]:
     """A result's content parts as chat content parts: its text (and refusal) parts as text,
-    the others by type only (an image, a file: their data is not text; the chat adapter
+    an `input_audio` part whole (which the chat adapter checks as it checks its own), the
+    others by type only (an image, a file: their data is not text; the chat adapter
     records the types in `meta["omitted_content_parts"]`)."""
     parts: list[dict[str, Any]] = []
     for part in output:
