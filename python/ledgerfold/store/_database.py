@@ -26,6 +26,7 @@ from ledgerfold.store import _migrations as migrations
 from ledgerfold.store import _search_index as search_index
 from ledgerfold.store._paths import reading_uri, refuse_unwritable
 from ledgerfold.store._schema import APPLICATION_ID, READABLE_VERSION
+from ledgerfold.store._search_damage import write_error
 from ledgerfold.store._sqlite_errors import quotes_stored_data, store_error
 
 __all__ = [
@@ -105,8 +106,7 @@ class Database:
     """One connection to a ledgerfold file (or `":memory:"`), migrated to the newest schema.
 
     Every use goes through `transaction()`, which holds the instance's lock: one instance may
-    be shared by threads.
-    """
+    be shared by threads."""
 
     def __init__(self, path: str, durability: str = "full", *, read_only: bool = False) -> None:
         _validate.flag("read_only", read_only)
@@ -192,7 +192,7 @@ class Database:
     @contextmanager
     def transaction(self, *, write: bool, operation: str = "store") -> Iterator[sqlite3.Connection]:
         """One transaction; any failure rolls it back. sqlite errors become `StoreError`
-        naming `operation` (see `store_error`). Inside a batch (`batch()`), a write, and
+        naming `operation` (see `write_error`). Inside a batch (`batch()`), a write, and
         any use after one, is a savepoint of the batch's transaction instead: its failure
         rolls back its own changes only, and what it did is committed at the batch's end."""
         with self.lock:
@@ -239,7 +239,7 @@ class Database:
                         self._void_failed_frames(conn, exc)
                 if not isinstance(exc, sqlite3.Error):
                     raise
-                error = store_error(conn, exc, operation=operation, write=write)
+                error = write_error(conn, exc, operation=operation, write=write, path=self.path)
                 if quotes_stored_data(exc):
                     raise error from None  # SQLite's message quotes the stored bytes
                 raise error from exc
@@ -301,7 +301,7 @@ class Database:
             except sqlite3.Error as err:
                 _rollback(conn)
                 self._void_failed_frames(conn, err)
-                error = store_error(conn, err, operation="commit", write=True)
+                error = write_error(conn, err, operation="commit", write=True, path=self.path)
             except BaseException as exc:  # not SQLite's (the index rows' segmenting): keep nothing
                 _rollback(conn)
                 conn.pending = None
@@ -394,7 +394,7 @@ class Database:
         except sqlite3.Error as err:
             _rollback(conn)
             self._batch_lost = f"the search index could not be written ({err})"
-            raise store_error(conn, err, operation=operation, write=True) from None
+            raise write_error(conn, err, operation=operation, write=True, path=self.path) from None
         except BaseException as exc:
             _rollback(conn)
             self._batch_lost = f"the search index could not be written ({type(exc).__name__})"
