@@ -24,7 +24,7 @@ from ledgerfold._errors import StoreError
 from ledgerfold.store import _fork as fork
 from ledgerfold.store import _migrations as migrations
 from ledgerfold.store import _search_index as search_index
-from ledgerfold.store._paths import reading_uri, refuse_unwritable
+from ledgerfold.store._paths import connect_reading, refuse_unwritable
 from ledgerfold.store._schema import APPLICATION_ID, READABLE_VERSION
 from ledgerfold.store._search_damage import write_error
 from ledgerfold.store._sqlite_errors import quotes_stored_data, store_error
@@ -136,9 +136,8 @@ class Database:
         self._conn: search_index.IndexConnection | None = None
         try:
             if read_only:
-                conn = sqlite3.connect(
-                    reading_uri(path),
-                    uri=True,
+                conn = connect_reading(
+                    path,
                     isolation_level=None,
                     check_same_thread=False,
                     factory=search_index.IndexConnection,

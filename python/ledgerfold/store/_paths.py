@@ -4,11 +4,14 @@ or changing any file (SPEC §15.7): used by the store, batch revalidation and th
 from __future__ import annotations
 
 import os
+import sqlite3
+import time
 from pathlib import Path
+from typing import Any, TypeVar
 
 from ledgerfold._errors import InvalidInput, StoreError
 
-__all__ = ["database_path", "reading_uri", "readonly_uri", "refuse_unwritable"]
+__all__ = ["connect_reading", "database_path", "reading_uri", "readonly_uri", "refuse_unwritable"]
 
 
 def database_path(value: object, field: str = "path") -> str:
@@ -106,3 +109,54 @@ def reading_uri(path: str) -> str:
     ):
         return Path(resolved).as_uri() + "?mode=rw"
     return readonly_uri(path)
+
+
+#: Opens `connect_reading` tries before it lets SQLite's failure through.
+_ATTEMPTS = 8
+
+#: Primary result codes of a first read whose URI the files no longer fit: CANTOPEN (a
+#: `readonly_shm` open whose `-shm` a closing writer deleted), READONLY (`-shm` not
+#: initialised yet, or to be recovered, which a read-only open cannot do).
+_RACED = frozenset({8, 14})
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return status.st_dev, status.st_ino
+
+
+_Connection = TypeVar("_Connection", bound=sqlite3.Connection)
+
+
+def connect_reading(path: str, *, factory: type[_Connection], **connect: Any) -> _Connection:
+    """A connection of `reading_uri` that has read the database once: from then on it holds
+    the database's shared lock, and no writer's close deletes the WAL or `-shm` under it.
+
+    `reading_uri` looks at those files, and the last writer's close may delete them between
+    that look and SQLite's first read, which then fails ("unable to open database file",
+    "attempt to write a readonly database"), or, when the `-shm` was opened just before its
+    writer deleted it, succeeds on a file no writer will use again (its next reads would
+    fail). Both are retried with the URI the files fit now. Any other failure of the first
+    read is left for the caller's own first query, which meets it again. `factory`: the
+    connection's class (`sqlite3.Connection`, or the store's)."""
+    resolved = os.path.abspath(path)
+    for attempt in range(1, _ATTEMPTS + 1):
+        shm = _identity(resolved + "-shm")
+        uri = reading_uri(path)
+        conn = sqlite3.connect(uri, uri=True, factory=factory, **connect)
+        try:
+            conn.execute("PRAGMA schema_version").fetchone()
+            raced = "readonly_shm" in uri and _identity(resolved + "-shm") != shm
+        except sqlite3.OperationalError as err:
+            code = getattr(err, "sqlite_errorcode", None)
+            raced = code is not None and code & 0xFF in _RACED
+        except sqlite3.DatabaseError:
+            raced = False
+        if not raced or attempt == _ATTEMPTS:
+            return conn
+        conn.close()
+        time.sleep(0.001 * attempt)
+    raise AssertionError("unreachable")  # pragma: no cover
