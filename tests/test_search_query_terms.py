@@ -61,3 +61,31 @@ def test_a_lone_cjk_word_beside_digits_across_a_space_is_a_term(store: lf.SQLite
         assert _ids(store.search("c", "猫 7", scope="all")) == ["cat"]
         assert _ids(store.search("c", "7 猫", scope="all")) == ["cat"]
         assert store.search("c", "3号", scope="all") == []  # not 13号
+
+
+def test_when_every_term_is_common_the_rarest_is_kept_past_5000_passages(
+    store: lf.SQLiteStore,
+) -> None:
+    """Both terms in more passages than the old count's cap (5,001): it found them equally
+    common and kept the first term of the query, the commoner one here. The rarest is
+    kept (`_search_terms.rarest`), so every hit holds it, whichever term comes first."""
+    with store:
+        store.append_many("c", [{"role": "user", "body": f"alpha {n}"} for n in range(5200)])
+        store.append_many("c", [{"role": "user", "body": f"beta {n}"} for n in range(5100)])
+        for query in ("alpha beta", "beta alpha"):
+            hits = store.search("c", query, limit=20)
+            assert len(hits) == 20 and all(hit.text.startswith("beta ") for hit in hits)
+
+
+def test_when_every_term_is_common_and_as_common_the_first_is_kept(
+    store: lf.SQLiteStore,
+) -> None:
+    with store:
+        words = ("alpha", "beta")
+        store.append_many(
+            "c", [{"role": "user", "body": f"{word} {n}"} for n in range(300) for word in words]
+        )
+        for first in ("alpha", "beta"):
+            other = "beta" if first == "alpha" else "alpha"
+            hits = store.search("c", f"{first} {other}", limit=10)
+            assert len(hits) == 10 and all(hit.text.startswith(f"{first} ") for hit in hits)

@@ -17,6 +17,7 @@ from ledgerfold.store import _search_index as search_index
 from ledgerfold.store._batch_reads import lenient_text, text_read_as
 from ledgerfold.store._schema import CURRENT, TURN_LIVE
 from ledgerfold.store._search_index import LAST_SLOT, PASSAGE_MAX, SLOT_BITS
+from ledgerfold.store._search_terms import rarest
 from ledgerfold.store._sqlite_errors import quotes_stored_data
 
 __all__ = ["DF_DROP", "INDEX_DROP", "SCOPES", "check_args", "kept_terms", "search"]
@@ -83,17 +84,6 @@ _HERE = (
 )
 
 
-def _here(
-    conn: sqlite3.Connection, conversation_id: str, span: tuple[int, int], term: str, stop: int
-) -> int:
-    """Passages of the conversation holding `term`, counted up to `stop`, among the first
-    `INDEX_DROP + 1` of its span holding it (cheap: no scoring)."""
-    count: int = conn.execute(
-        _HERE, (f'"{term}"', *span, INDEX_DROP + 1, stop, conversation_id)
-    ).fetchone()[0]
-    return count
-
-
 def _frequency(
     conn: sqlite3.Connection, conversation_id: str, span: tuple[int, int], term: str
 ) -> tuple[int, int]:
@@ -130,11 +120,7 @@ def kept_terms(
     kept = [term for term in present if not _common(counts[term])]
     if kept:
         return kept
-    exact = {
-        term: (_here(conn, conversation_id, span, term, INDEX_DROP + 1), counts[term][1])
-        for term in present
-    }
-    return [min(present, key=lambda term: exact[term])]  # min keeps the first of equals
+    return [rarest(conn, present, span)]  # the first of equals
 
 
 def _current(conn: sqlite3.Connection, conversation_id: str) -> tuple[int, str] | None:
