@@ -11,14 +11,12 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from types import FrameType
 
 from ledgerfold import _revalidate_runs as revalidate_runs
 from ledgerfold._revalidate_audit import Audit
 from ledgerfold._revalidate_runs import Job, KeyRange, Verdict
 from ledgerfold.store import _batch_reads as batch_reads
-from ledgerfold.store._paths import reading_uri
 
 #: How often the caller's thread wakes while workers run (to handle signals).
 _POLL_S = 0.05
@@ -85,8 +83,7 @@ def check_all(
 
     The first connection stays open until every worker's has closed and they all share its
     URI (`batch_reads.open_readonly`)."""
-    uri = reading_uri(str(Path(path).resolve()))
-    conn = batch_reads.open_readonly(path, uri)
+    conn, uri = batch_reads.open_readonly_first(path)
     try:
         conversations = batch_reads.conversation_count(conn)
         checked = _check_shards(conn, path, uri, workers, threads, batch_turns, progress, on_total)

@@ -32,7 +32,7 @@ from ledgerfold._cli.render import (
     stdout_console,
 )
 from ledgerfold._errors import StoreError
-from ledgerfold.store._paths import reading_uri
+from ledgerfold.store._paths import connect_reading
 from ledgerfold.store._sqlite import SQLiteStore
 
 __all__ = ["conversation_row", "list_command"]
@@ -120,7 +120,7 @@ def _damaged_key(key: object) -> dict[str, Any]:
 def _orphan_keys(db: str) -> list[object]:
     """The conversation keys of turn rows that no `conversations` row has (`orphan_keys`),
     in key order: no command lists or names them."""
-    with closing(sqlite3.connect(reading_uri(str(Path(db).resolve())), uri=True)) as conn:
+    with closing(connect_reading(str(Path(db).resolve()), factory=sqlite3.Connection)) as conn:
         return orphan_keys(conn)
 
 

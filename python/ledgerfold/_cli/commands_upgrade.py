@@ -23,7 +23,7 @@ from rich.progress import (
 
 from ledgerfold._cli.main import UserError, check_db_path, cli
 from ledgerfold._cli.render import echo_json, esc, stdout_console
-from ledgerfold.store._paths import reading_uri
+from ledgerfold.store._paths import connect_reading
 from ledgerfold.store._schema import SCHEMA_VERSION
 from ledgerfold.store._sqlite import SQLiteStore
 
@@ -78,7 +78,7 @@ def index_progress(console: Console, *, disable: bool) -> Iterator[None]:
 def schema_state(path: str) -> tuple[int, bool | None]:
     """(schema version, index complete or None when there is no index yet), read without
     changing the file. A file SQLite cannot read is one error line (UserError)."""
-    with closing(sqlite3.connect(reading_uri(path), uri=True)) as conn:
+    with closing(connect_reading(path, factory=sqlite3.Connection)) as conn:
         try:
             conn.execute("PRAGMA busy_timeout = 30000")  # as the store waits for a writer
             version = int(conn.execute("PRAGMA user_version").fetchone()[0])

@@ -22,7 +22,7 @@ from ledgerfold._model import Conversation
 from ledgerfold._policy import CompactionPolicy
 from ledgerfold._summary import SummaryEnvelope
 from ledgerfold.store._batch_reads import lenient_rows
-from ledgerfold.store._paths import reading_uri
+from ledgerfold.store._paths import connect_reading
 from ledgerfold.store._plan_roles import damaged_roles, plan_roles
 from ledgerfold.store._protocol import SummaryRecord
 from ledgerfold.store._rows import SUMMARY_COLUMNS, TURN_COLUMNS
@@ -45,7 +45,7 @@ __all__ = [
 @contextmanager
 def read_only(path: Path) -> Iterator[sqlite3.Connection]:
     # Never `mode=ro` alone: it would leave a WAL and -shm behind (SPEC §15.7).
-    with closing(sqlite3.connect(reading_uri(str(path.resolve())), uri=True)) as conn:
+    with closing(connect_reading(str(path.resolve()), factory=sqlite3.Connection)) as conn:
         yield conn
 
 

@@ -25,7 +25,7 @@ from ledgerfold._cli.render import safe_text
 from ledgerfold._errors import LedgerfoldError, StoreError
 from ledgerfold.store import _ledger as ledger
 from ledgerfold.store._batch_reads import NotUtf8, lenient_rows
-from ledgerfold.store._paths import reading_uri
+from ledgerfold.store._paths import connect_reading
 from ledgerfold.store._schema import READABLE_VERSION
 from ledgerfold.store._sqlite import SQLiteStore
 from ledgerfold.store._sqlite_errors import quotes_stored_data, store_error
@@ -335,7 +335,7 @@ def _too_old_to_read(path: Path) -> int | None:
     """The schema version of `path` when it is a ledgerfold schema too old to be read
     without migrating it (which `ledgerfold upgrade` does), else None."""
     try:
-        with closing(sqlite3.connect(reading_uri(str(path)), uri=True)) as conn:
+        with closing(connect_reading(str(path), factory=sqlite3.Connection)) as conn:
             version = int(conn.execute("PRAGMA user_version").fetchone()[0])
     except sqlite3.Error:
         return None
@@ -461,7 +461,7 @@ def conversation_keys(db: str | Path) -> list[object]:
     """Every conversation key of the database at `db`, in key order, read leniently: one
     another tool stored as text that is not UTF-8 comes as `NotUtf8`, where
     `SQLiteStore.conversation_ids()` fails. (`db` is known to be a database.)"""
-    with closing(sqlite3.connect(reading_uri(str(Path(db).resolve())), uri=True)) as conn:
+    with closing(connect_reading(str(Path(db).resolve()), factory=sqlite3.Connection)) as conn:
         rows = lenient_rows(conn, "SELECT id FROM conversations ORDER BY id")
     return [key for (key,) in rows]
 

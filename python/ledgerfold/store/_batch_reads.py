@@ -24,7 +24,7 @@ from typing import Any
 
 from ledgerfold import _native
 from ledgerfold._sized import sized
-from ledgerfold.store._paths import reading_uri
+from ledgerfold.store._paths import connect_reading_uri
 from ledgerfold.store._schema import TURN_LIVE, TURN_PURGED
 from ledgerfold.store._sqlite_errors import quotes_stored_data
 
@@ -39,6 +39,7 @@ __all__ = [
     "lenient_rows",
     "lenient_text",
     "open_readonly",
+    "open_readonly_first",
     "packed_audit",
     "packed_sources",
     "packed_turns",
@@ -60,10 +61,24 @@ def open_readonly(path: str | os.PathLike[str], uri: str | None = None) -> sqlit
     (a WAL opened without its `-shm` failed with "unable to open database file", and a
     `mode=ro` sibling left both files behind)."""
     if uri is None:
-        uri = reading_uri(str(Path(path).resolve()))
+        return open_readonly_first(path)[0]
     conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA busy_timeout = 30000")
     return conn
+
+
+def open_readonly_first(path: str | os.PathLike[str]) -> tuple[sqlite3.Connection, str]:
+    """`open_readonly`'s first connection, and the URI the ones opened beside it while it
+    stays open share: it has read the database once (`connect_reading_uri`), so the last
+    writer's close cannot delete the WAL files it chose its URI by under it."""
+    conn, uri = connect_reading_uri(
+        str(Path(path).resolve()),
+        factory=sqlite3.Connection,
+        isolation_level=None,
+        check_same_thread=False,
+    )
+    conn.execute("PRAGMA busy_timeout = 30000")
+    return conn, uri
 
 
 def is_utf8(conn: sqlite3.Connection) -> bool:

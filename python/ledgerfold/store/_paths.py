@@ -11,7 +11,14 @@ from typing import Any, TypeVar
 
 from ledgerfold._errors import InvalidInput, StoreError
 
-__all__ = ["connect_reading", "database_path", "reading_uri", "readonly_uri", "refuse_unwritable"]
+__all__ = [
+    "connect_reading",
+    "connect_reading_uri",
+    "database_path",
+    "reading_uri",
+    "readonly_uri",
+    "refuse_unwritable",
+]
 
 
 def database_path(value: object, field: str = "path") -> str:
@@ -132,6 +139,13 @@ _Connection = TypeVar("_Connection", bound=sqlite3.Connection)
 
 
 def connect_reading(path: str, *, factory: type[_Connection], **connect: Any) -> _Connection:
+    """`connect_reading_uri`'s connection."""
+    return connect_reading_uri(path, factory=factory, **connect)[0]
+
+
+def connect_reading_uri(
+    path: str, *, factory: type[_Connection], **connect: Any
+) -> tuple[_Connection, str]:
     """A connection of `reading_uri` that has read the database once: from then on it holds
     the database's shared lock, and no writer's close deletes the WAL or `-shm` under it.
 
@@ -141,7 +155,8 @@ def connect_reading(path: str, *, factory: type[_Connection], **connect: Any) ->
     writer deleted it, succeeds on a file no writer will use again (its next reads would
     fail). Both are retried with the URI the files fit now. Any other failure of the first
     read is left for the caller's own first query, which meets it again. `factory`: the
-    connection's class (`sqlite3.Connection`, or the store's)."""
+    connection's class (`sqlite3.Connection`, or the store's). Also the URI it opened with,
+    for connections opened beside it while it stays open (`batch_reads.open_readonly`)."""
     resolved = os.path.abspath(path)
     for attempt in range(1, _ATTEMPTS + 1):
         shm = _identity(resolved + "-shm")
@@ -156,7 +171,7 @@ def connect_reading(path: str, *, factory: type[_Connection], **connect: Any) ->
         except sqlite3.DatabaseError:
             raced = False
         if not raced or attempt == _ATTEMPTS:
-            return conn
+            return conn, uri
         conn.close()
         time.sleep(0.001 * attempt)
     raise AssertionError("unreachable")  # pragma: no cover
