@@ -1,13 +1,12 @@
-"""Retention and erasure inside one transaction (SPEC §15.5): purge with a sealed summary,
-erasing the versions that cite purged turns, retraction with erasure, and deleting a whole
-conversation. Purge **seals** the current summary: it is checked current inside the purge
-transaction, and afterwards its purged sources are checked by the digests its source index
-kept (`sealed_digests`), which can no longer change. Every other version citing a purged
-turn is erased (text and index rows) and counted with the pruned ones."""
+"""Retention inside one transaction (SPEC §15.5): purge with a sealed summary, erasing the
+versions that cite purged turns. Purge **seals** the current summary: it is checked current
+inside the purge transaction, and afterwards its purged sources are checked by the digests
+its source index kept (`sealed_digests`), which can no longer change. Every other version
+citing a purged turn is erased (text and index rows) and counted with the pruned ones.
+Erasing a turn and deleting a conversation are `_erasure`'s."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from typing import Any
 
@@ -24,7 +23,6 @@ from ledgerfold.store import _sources as sources
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store._batch_reads import lenient_rows
 from ledgerfold.store._database import now
-from ledgerfold.store._erased_rows import blank_turns
 from ledgerfold.store._recall_answers import (
     calls_and_recall_groups,
     group_results_without_id,
@@ -36,13 +34,11 @@ from ledgerfold.store._schema import CURRENT, STALE, TURN_LIVE, TURN_PURGED, TUR
 
 __all__ = [
     "PurgePreview",
-    "delete_conversation",
-    "erase_body",
+    "citing",
     "preview",
     "purge",
     "retain",
     "retention_cutoff",
-    "retracted",
     "sealed_digests",
 ]
 
@@ -129,7 +125,7 @@ def _seal(
     return None, None
 
 
-def _citing(selected: str, sealed_pk: int | None) -> str:
+def citing(selected: str, sealed_pk: int | None) -> str:
     """Versions (other than the sealed one) whose index or rejected sources name a selected
     turn. Parameters: conversation_id, then the selection's, twice, then sealed_pk."""
     return (
@@ -279,7 +275,7 @@ def _purge_sealed(
     doomed = [
         row[0]
         for row in conn.execute(
-            _citing(selected, sealed_pk), (conversation_id, *params, *params, sealed_pk)
+            citing(selected, sealed_pk), (conversation_id, *params, *params, sealed_pk)
         )
         if row[0] != base
     ]
@@ -415,7 +411,7 @@ def preview(
     )
     base = _sealed_base(conn, cache, conversation_id, selected, params, sealed_pk)
     erased = conn.execute(
-        f"SELECT COUNT(*) FROM ({_citing(selected, sealed_pk)}) WHERE pk IS NOT ?",
+        f"SELECT COUNT(*) FROM ({citing(selected, sealed_pk)}) WHERE pk IS NOT ?",
         (conversation_id, *params, *params, sealed_pk, base),
     ).fetchone()[0]
     # Live turns that go without being a source of the sealed summary (or, with none, of the
@@ -483,67 +479,3 @@ def retention_cutoff(
         f"SELECT 1 FROM ({_selected('pk', keep_roles)}) LIMIT 1", (conversation_id, through, 0)
     ).fetchone()
     return through if purged else None
-
-
-def retracted(
-    conn: sqlite3.Connection, conversation_id: str, turn_id: str
-) -> tuple[int | None, int] | None:
-    """A turn retracted or purged earlier: its sequence (None when the stored one is not an
-    integer: a row damaged in storage), the conversation's revision; or None."""
-    found = lenient_rows(
-        conn,
-        "SELECT t.sequence, c.revision FROM turns t JOIN conversations c ON c.id ="
-        " t.conversation_id WHERE t.conversation_id = ? AND t.id = ? AND t.state IN (?, ?)",
-        (conversation_id, turn_id, TURN_RETRACTED, TURN_PURGED),
-    )
-    if not found:
-        return None
-    sequence, revision = found[0]
-    return (sequence if type(sequence) is int else None), int(revision)
-
-
-def erase_body(conn: sqlite3.Connection, conversation_id: str, turn_ids: list[str]) -> int:
-    """Blank retracted turns' bodies, meta and digests and drop their earlier versions (IDs
-    and sequences stay), and erase every summary version (or rejected result) that
-    cites one of them: their text may quote it (retraction already made them stale). Returns
-    how many versions went (they count as pruned)."""
-    selected = "SELECT value FROM json_each(?)"
-    ids = json.dumps(turn_ids, ensure_ascii=False)
-    doomed = [
-        row[0] for row in conn.execute(_citing(selected, None), (conversation_id, ids, ids, None))
-    ]
-    if doomed:
-        summaries.delete_records(conn, conversation_id, doomed)
-    conn.execute(
-        "DELETE FROM turn_history WHERE turn_pk IN (SELECT pk FROM turns"
-        f" WHERE conversation_id = ? AND id IN ({selected}))",
-        (conversation_id, ids),
-    )
-    search_index.unindex(
-        conn, f"conversation_id = ? AND id IN ({selected})", (conversation_id, ids)
-    )
-    blank_turns(conn, conversation_id, selected, ids)  # the digest too: no guessing against it
-    blank_recall_results(conn, conversation_id, selected, (ids,))  # SPEC §16.5, §17.7
-    search_index.scrub(conn)
-    return len(doomed)
-
-
-def delete_conversation(conn: sqlite3.Connection, conversation_id: str) -> int:
-    """Erase a conversation's turns, turn history, summaries, plans, index rows and
-    boundaries. Returns how many turn rows went (0 for an unknown conversation)."""
-    summary_pks = "SELECT pk FROM summaries WHERE conversation_id = ?"
-    turn_pks = "SELECT pk FROM turns WHERE conversation_id = ?"
-    key = (conversation_id,)
-    conn.execute(f"DELETE FROM summary_kept WHERE summary_pk IN ({summary_pks})", key)
-    conn.execute("DELETE FROM active_plans WHERE conversation_id = ?", key)
-    conn.execute("UPDATE conversations SET current_summary = NULL WHERE id = ?", key)
-    conn.execute("DELETE FROM summaries WHERE conversation_id = ?", key)
-    sources.delete_conversation_runs(conn, conversation_id)
-    conn.execute("DELETE FROM plans WHERE conversation_id = ?", key)
-    conn.execute(f"DELETE FROM turn_history WHERE turn_pk IN ({turn_pks})", key)
-    search_index.unindex(conn, "conversation_id = ?", key)
-    turns = conn.execute("DELETE FROM turns WHERE conversation_id = ?", key).rowcount
-    conn.execute("DELETE FROM history_boundaries WHERE conversation_id = ?", key)
-    conn.execute("DELETE FROM conversations WHERE id = ?", key)
-    search_index.scrub(conn)
-    return turns

@@ -17,6 +17,7 @@ from ledgerfold._errors import InvalidInput
 from ledgerfold._events import Event, EventHook, emit, stale_event
 from ledgerfold._plan import preserve_roles_arg
 from ledgerfold._toolcalls import tool_call_ids
+from ledgerfold.store import _erasure as erasure
 from ledgerfold.store import _retention as retention
 from ledgerfold.store import _summaries as summaries
 from ledgerfold.store import _turn_changes as turn_changes
@@ -58,7 +59,7 @@ class Retention:
         # text stays in memory.
         scope = None if erase else conversation_id
         with self._transaction(write=True, operation="retract", scope=scope) as conn:
-            earlier = retention.retracted(conn, conversation_id, turn_id) if erase else None
+            earlier = erasure.retracted(conn, conversation_id, turn_id) if erase else None
             answers: list[str] = []
             along: list[str] = []
             if earlier is None:
@@ -79,7 +80,7 @@ class Retention:
                 ]
             erased_ids = [turn_id, *answers, *along]
             lost = _sealed_loss(conn, conversation_id, erased_ids) if erase else None
-            erased = retention.erase_body(conn, conversation_id, erased_ids) if erase else 0
+            erased = erasure.erase_body(conn, conversation_id, erased_ids) if erase else 0
         if erase:
             self._db.checkpoint()
         _log.info(
@@ -245,7 +246,7 @@ class Retention:
     def delete_conversation(self, conversation_id: str) -> None:
         conversation_id = _validate.identifier("conversation_id", conversation_id)
         with self._transaction(write=True, operation="delete_conversation") as conn:
-            turns = retention.delete_conversation(conn, conversation_id)
+            turns = erasure.delete_conversation(conn, conversation_id)
         self._db.checkpoint()
         _log.info("conversation deleted: conversation=%s turns=%d", conversation_id, turns)
         if turns:  # a conversation has a turn row from its first append until this: it was one
