@@ -45,9 +45,14 @@ def test_the_marker_says_what_the_purge_took(tmp_path: Path) -> None:
     db, first, last = _compacted(tmp_path)
     summary, _ = _page(db, tmp_path)
     assert "purged-note" not in summary  # nothing purged: the marker holds
-    through = (first + last) // 2
-    result = run("purge", str(db), CONVERSATION, "--through", str(through), "--reason", "gdpr")
+    result = run(
+        "purge", str(db), CONVERSATION, "--through", str((first + last) // 2), "--reason", "gdpr"
+    )
     assert result.exit_code == 0, result.output
+    # The purge stops before a tool call whose result it would leave (SPEC §17.2, §17.7).
+    boundary = json.loads(run("inspect", str(db), CONVERSATION, "--json").stdout)
+    through = boundary["history_boundary"]["through_sequence"]
+    assert first < through <= (first + last) // 2
     summary, context = _page(db, tmp_path)
     marker = next(line for line in summary.split('<div class="sline">') if "omitted" in line)
     assert "recall_history returns them]" in marker  # the stored text, as written

@@ -42,18 +42,20 @@ def test_a_forced_purge_of_a_call_leaves_its_result_answering_a_later_recall_cal
         assert hits(store) == set()
 
 
-def test_a_purge_under_the_summary_leaves_the_result_answering_a_later_recall_call(
+def test_a_purge_under_the_summary_stops_before_the_call_and_its_result(
     tmp_path: Path,
 ) -> None:
+    """Without `force` a purge splits no unit, even one the sealed summary covers whole
+    (SPEC §17.2, §17.7): r2 keeps answering a1 and stays indexed."""
     with SQLiteStore(tmp_path / "l.db") as store:
         reused_id_ledger(store)
         lf.Compactor(store, lf.CompactionPolicy("v1", keep_tail=1, min_new_turns=1)).compact(
             C, force=True
         )
-        store.purge_through(C, 3, "r")
-        assert [t.id for t in store.load(C).turns] == ["s", "r2", "a3"]
-        assert lf._recall_stand_in.recall_result_ids(store.load(C).turns) == {"r2"}
-        assert hits(store) == set()
+        assert store.purge_through(C, 3, "r").through_sequence == 2
+        assert [t.id for t in store.load(C).turns] == ["s", "a1", "r2", "a3"]
+        assert lf._recall_stand_in.recall_result_ids(store.load(C).turns) == set()
+        assert hits(store) == {"r2"}
 
 
 def test_an_edit_that_makes_a_grouped_call_recall_history_unindexes_its_group_results(

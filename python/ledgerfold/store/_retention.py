@@ -171,13 +171,16 @@ def _unsplit(
     sequence: int,
     sealed_pk: int | None,
     keep_roles: tuple[str, ...] = (),
+    covered_only: bool = False,
 ) -> int:
     """The largest purge sequence <= `sequence` that takes no unanswered tool call and splits
     no compaction unit (SPEC §17.2): a purge must not take a call and leave a result of it
-    raw (providers refuse a tool message without its call), nor take a call whose result is
+    live, raw (providers refuse a tool message without its call) or covered by the sealed
+    summary (the purged call's meta goes, so a later erasure of the call could no longer
+    find the result quoting what it fetched, SPEC §17.7), nor take a call whose result is
     still to come. A kept turn of `keep_roles` that the sealed summary covers stops it too,
-    so every sealed source still precedes the live ones. Members the sealed summary covers
-    are not raw, so they split nothing."""
+    so every sealed source still precedes the live ones. `covered_only`: the purge takes
+    only the sealed summary's sources (retention): a unit it keeps raw stays whole."""
     covered = {
         row[0]
         for row in conn.execute(
@@ -206,12 +209,14 @@ def _unsplit(
             taken = [
                 at
                 for at in unit
-                if rows[at][1] <= sequence and not rows[at][5] and rows[at][2] not in keep_roles
+                if rows[at][1] <= sequence
+                and not rows[at][5]
+                and rows[at][2] not in keep_roles
+                and (rows[at][0] in covered or not covered_only)
             ]
             if not taken:
                 continue
-            left_raw = any(at not in taken and rows[at][0] not in covered for at in unit)
-            if left_raw or any(rows[at][0] in open_calls for at in taken):
+            if len(taken) < len(unit) or any(rows[at][0] in open_calls for at in taken):
                 first = int(rows[taken[0]][1])
                 stop = first if stop is None else min(stop, first)
         if stop is None:
@@ -244,6 +249,7 @@ def retain(
         ).fetchone()[0]
         if first is not None:
             sequence = int(first) - 1
+    sequence = _unsplit(conn, conversation_id, sequence, sealed_pk, keep_roles, True)
     selected = _selected("pk", keep_roles, sealed_pk)
     if not conn.execute(f"{selected} LIMIT 1", (conversation_id, sequence, 0)).fetchone():
         return None
