@@ -184,6 +184,11 @@ def _verdict(
         gone = _gone_parent(conn, envelope, policy_version)
         if gone is not None:
             return gone
+        if _base_pruned(conn, envelope, planned):
+            # A prune (another connection's) took the checkpoint the plan rebuilds from
+            # while the summarizer wrote: the plan was overtaken, as by another plan (SPEC
+            # §15.4, §15.8), not a result built on the wrong parent; no failure to count.
+            return _refused(envelope, "stale-source", "superseded-plan")
     covered = parent.envelope.source_ids if parent is not None else ()
     if (
         parent is not None
@@ -219,6 +224,31 @@ def _gone_parent(
     conversation = ledger.load(conn, envelope.conversation_id)
     check = check_summary(envelope, conversation, policy_version)
     return None if check.current else _refused(envelope, "stale-source", check.reason)
+
+
+def _base_pruned(
+    conn: sqlite3.Connection,
+    envelope: SummaryEnvelope,
+    planned: tuple[int | None, set[str], tuple[str, ...]] | None,
+) -> bool:
+    """Whether the plan was registered to extend a version (its compacted turns are more
+    than those it adds: the base's sources and the new ones) that is gone since, and the
+    envelope names a parent no record of this conversation holds: it was pruned."""
+    if planned is None or planned[0] is not None or envelope.parent_id is None:
+        return False
+    row = conn.execute(
+        "SELECT compacted_count FROM plans WHERE id = ? AND conversation_id = ?",
+        (envelope.plan_id, envelope.conversation_id),
+    ).fetchone()
+    if row is None or type(row[0]) is not int or row[0] <= len(planned[1]):
+        return False
+    return (
+        conn.execute(
+            "SELECT 1 FROM summaries WHERE id = ? AND conversation_id = ?",
+            (envelope.parent_id, envelope.conversation_id),
+        ).fetchone()
+        is None
+    )
 
 
 def _gone_sources(conn: sqlite3.Connection, envelope: SummaryEnvelope) -> list[tuple[str, int]]:

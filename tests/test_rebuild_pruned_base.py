@@ -1,0 +1,73 @@
+"""A rebuild whose checkpoint another connection prunes while the summarizer writes (SPEC
+§15.4, §15.8, §17.5), on one real SQLite file through two `SQLiteStore` objects: the plan
+was overtaken, as by another connection's plan, so the result is refused as `stale-source`
+/ `superseded-plan` (outcome `stale`), which is no failure of the summarizer and leaves the
+back-off's count alone. It used to end `failed` with `invalid-summary`/`plan-mismatch`, the
+verdict of a result built on the wrong parent."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import ledgerfold as lf
+from ledgerfold import SQLiteStore
+
+CONV = "c"
+PV = "v1"
+
+
+def test_a_prune_during_a_rebuild_supersedes_its_plan(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    events: list[lf.Event] = []
+    meddle: list[Callable[[], object]] = []
+
+    def summarizer(request: lf.SummaryRequest) -> str:
+        while meddle:
+            meddle.pop()()
+        return f"{request.plan_id}: " + " ".join(item.id for item in request.turns)
+
+    policy = lf.CompactionPolicy(PV, keep_tail=2, min_new_turns=2, keep_versions=8)
+    with SQLiteStore(path) as mine, SQLiteStore(path) as other:
+        compactor = lf.Compactor(mine, policy, summarizer, on_event=events.append)
+        for n in range(16):
+            mine.append(CONV, "user" if n % 2 else "assistant", f"turn {n}", id=f"t{n}")
+            if n % 4 == 3:
+                assert compactor.compact(CONV).accepted
+        head = mine.current_summary(CONV)
+        assert head is not None and head.parent_id is not None
+        mine.edit(CONV, head.source_ids[-1], body="corrected")  # stale: rebuilt from a checkpoint
+        meddle.append(lambda: other.prune_versions(CONV, keep=0, keep_checkpoints=0))
+        outcome = compactor.compact(CONV)
+        assert (outcome.status, outcome.reason) == ("stale", "superseded-plan")
+        assert events[-1].name == "compaction.stale" and events[-1].reason == "superseded-plan"
+        assert mine.consecutive_failures(CONV) == 0
+        assert [r.status for r in mine.summary_history(CONV)][-1] == "rejected"
+        retried = compactor.compact(CONV)  # due at once still: a rebase of the live turns
+        assert retried.accepted and retried.summary is not None
+
+
+def test_a_rebuild_whose_checkpoint_stays_is_accepted(tmp_path: Path) -> None:
+    """The same prune keeping the checkpoint (keep_checkpoints): the rebuild lands."""
+    path = tmp_path / "ledger.db"
+    meddle: list[Callable[[], object]] = []
+
+    def summarizer(request: lf.SummaryRequest) -> str:
+        while meddle:
+            meddle.pop()()
+        return f"{request.plan_id}: " + " ".join(item.id for item in request.turns)
+
+    policy = lf.CompactionPolicy(PV, keep_tail=2, min_new_turns=2, keep_versions=8)
+    with SQLiteStore(path) as mine, SQLiteStore(path) as other:
+        compactor = lf.Compactor(mine, policy, summarizer)
+        for n in range(16):
+            mine.append(CONV, "user" if n % 2 else "assistant", f"turn {n}", id=f"t{n}")
+            if n % 4 == 3:
+                assert compactor.compact(CONV).accepted
+        head = mine.current_summary(CONV)
+        assert head is not None and head.parent_id is not None
+        mine.edit(CONV, head.source_ids[-1], body="corrected")
+        meddle.append(lambda: other.prune_versions(CONV, keep=8))
+        outcome = compactor.compact(CONV)
+        assert outcome.accepted and outcome.summary is not None
+        assert outcome.summary.parent_id == head.parent_id
