@@ -45,6 +45,7 @@ class CheckpointMachine(RuleBasedStateMachine):
         self.pending: list[str] = []  # calls awaiting their result
         self.answers: dict[str, list[str]] = {}  # call turn -> its results
         self.recorder = Recorder(self.model)
+        self.sealed: set[str] = set()  # the sources of the newest version wholly purged
         self.policy = lf.CompactionPolicy(
             PV,
             keep_tail=2,
@@ -78,7 +79,8 @@ class CheckpointMachine(RuleBasedStateMachine):
 
     def _gone(self, turn: ModelTurn, state: str) -> None:
         """A retraction: of a live call, its live results too (SPEC §17.2); an erasure of
-        a call, its retracted results too. A purged call's live result stays."""
+        a call, its retracted results too. A purged call has no live result (a purge
+        splits no unit: `no_purge_leaves_a_result_of_a_call_it_took`)."""
         was_live = turn.state == "live"
         turn.state = state
         for result in (self.model.turns[i] for i in self.answers.get(turn.id, ())):
@@ -344,15 +346,23 @@ class CheckpointMachine(RuleBasedStateMachine):
         if mode != "ok":
             assert not outcome.accepted
 
-    @rule(store=st.integers(0, 1), pick=picks, what=st.sampled_from(["edit", "erase", "compact"]))
+    @rule(
+        store=st.integers(0, 1),
+        pick=picks,
+        what=st.sampled_from(["edit", "erase", "compact", "prune"]),
+    )
     def compact_while_other_writes(self, store: int, pick: int, what: str) -> None:
-        """The other connection edits or erases a source of the request, or compacts,
-        while this one's summarizer is writing."""
+        """The other connection edits or erases a source of the request, compacts, or
+        prunes every version it may (a rebuild's checkpoint too), while this one's
+        summarizer is writing: the plan is overtaken (`stale`), never a `failed` one."""
         other = self.stores[1 - store]
 
         def meddle() -> None:
             if what == "compact":
                 lf.Compactor(other, self.policy, self.recorder).compact(CONV, force=True)
+                return
+            if what == "prune":
+                other.prune_versions(CONV, keep=0, keep_checkpoints=0)
                 return
             covered = [t for t in self._covered() if not t.protected] or [
                 t for t in self.model.live() if not t.protected
@@ -367,8 +377,11 @@ class CheckpointMachine(RuleBasedStateMachine):
                 self._gone(turn, "erased")
 
         self.recorder.meddle = meddle
-        lf.Compactor(self.stores[store], self.policy, self.recorder).compact(CONV, force=True)
+        outcome = lf.Compactor(self.stores[store], self.policy, self.recorder).compact(
+            CONV, force=True
+        )
         self.recorder.meddle = None
+        assert outcome.status != "failed", outcome.reason
 
     # ------------------------------------------------------------------ invariants
 
@@ -413,6 +426,37 @@ class CheckpointMachine(RuleBasedStateMachine):
                 )
                 if parent is not None and parent.text in self.recorder.derived:
                     assert set(parent.source_ids) <= set(envelope.source_ids)
+
+    @invariant()
+    def no_purge_leaves_a_result_of_a_call_it_took(self) -> None:
+        """A purge without `force` splits no unit (SPEC §17.2), even one the sealed summary
+        covers: a live result of a purged call could no longer be found by the call's
+        erasure (its meta went with the purge), and would keep what the call fetched."""
+        for call, results in self.answers.items():
+            if self.model.turns[call].state == "purged":
+                assert all(self.model.turns[i].state != "live" for i in results), call
+
+    @invariant()
+    def the_sealed_base_survives(self) -> None:
+        """SPEC §17.5, §15.5: once a version covers only purged turns (a purge's sealed
+        base, or a sealed summary purged whole), a version not stale covers them all until
+        an erasure takes one of them (reported as `summary.sealed-lost`): merged turns,
+        edits made and undone, pruning and compactions on either connection keep it."""
+        if any(self.model.turns[i].state == "erased" for i in self.sealed):
+            self.sealed = set()
+        kept = [
+            set(r.envelope.source_ids)
+            for r in self.stores[0].summary_history(CONV)
+            if r.status in ("current", "superseded") and r.envelope is not None
+        ]
+        assert not self.sealed or any(self.sealed <= sources for sources in kept), sorted(
+            self.sealed
+        )
+        for sources in kept:
+            if self.sealed < sources and all(
+                self.model.turns[i].state == "purged" for i in sources
+            ):
+                self.sealed = sources
 
     @invariant()
     def no_erased_text_is_in_the_file(self) -> None:
