@@ -324,7 +324,7 @@ def _rebuild(
     ordered = (
         sorted(records, key=lambda record: record.pk, reverse=True)
         if stale is None
-        else checkpoints.lineage(records, stale.pk)
+        else summaries.rebuild_order(conn, cid, records)  # its lineage, and the sealed base
     )
 
     def candidates() -> Iterator[tuple[int, bool]]:

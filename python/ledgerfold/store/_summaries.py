@@ -443,7 +443,14 @@ def rebuild_order(
     head = pointed_pk(conn, conversation_id)
     if head is None:
         return sorted(records, key=lambda record: record.pk, reverse=True)
-    return list(checkpoints.lineage(records, head))
+    order = list(checkpoints.lineage(records, head))
+    # The sealed base a purge kept stays a candidate (last) when the lineage no longer
+    # reaches it: the sealed summary merged a turn inside its range (an extension below
+    # the slot, so no shared source run) and the purge erased the versions linking them.
+    seen = {head, *(record.pk for record in order)}
+    rest = sorted((r for r in records if r.pk not in seen), key=lambda r: r.pk, reverse=True)
+    base = sealed_base(conn, conversation_id, rest)
+    return order + [r for r in rest if r.pk == base]
 
 
 def kept_checkpoints(conn: sqlite3.Connection, conversation_id: str, keep: int) -> set[int]:
