@@ -115,6 +115,9 @@ class CheckpointMachine(RuleBasedStateMachine):
             if head is None or head.envelope is None or head.status != "stale":
                 return None
             lineage = self.recorder.ancestors(head.envelope.text)
+            if any(self.model.turns[i].state == "purged" for i in head.envelope.source_ids):
+                # Sealed: itself first, when its sources were edited back (SPEC §17.5).
+                lineage = [head.envelope.text, *lineage]
         plan = lf.plan_compaction(
             self.stores[0].load(CONV), self.policy.keep_tail, "oracle", preserve_roles=("system",)
         )
@@ -218,6 +221,19 @@ class CheckpointMachine(RuleBasedStateMachine):
         turn = self._pick([t for t in self.model.live() if len(t.tokens) > 1], pick)
         if turn is not None:
             token = turn.tokens[-2]
+            self.stores[0].edit(CONV, turn.id, body=body(token))
+            turn.tokens.append(token)
+        self._settle(pick)
+
+    @rule(pick=picks)
+    def edit_undone(self, pick: int) -> None:
+        """A covered turn edited, then given its body back before the next compaction: a
+        sealed summary whose sources are unchanged again is extended, not rebased (SPEC
+        §17.5; `_checkpoint` expects it)."""
+        turn = self._pick([t for t in self._covered() if not t.protected], pick)
+        if turn is not None:
+            token = turn.token
+            self._edit(turn)
             self.stores[0].edit(CONV, turn.id, body=body(token))
             turn.tokens.append(token)
         self._settle(pick)

@@ -67,6 +67,34 @@ def test_a_merged_turn_inside_the_bases_range_keeps_the_base(tmp_path: Path) -> 
         assert not [e for e in events if e.name == "summary.sealed-lost"]
 
 
+def test_a_sealed_summary_edited_back_is_extended_not_rebased(tmp_path: Path) -> None:
+    policy = lf.CompactionPolicy(PV, keep_tail=2, min_new_turns=2, keep_versions=1)
+    events: list[lf.Event] = []
+    with SQLiteStore(tmp_path / "ledger.db") as store:
+        compactor = lf.Compactor(store, policy, text, on_event=events.append)
+        talk(store, 0, 10)
+        sealed = compactor.compact(CONV).summary  # t0..t7, no version before it
+        assert sealed is not None
+        store.purge_through(CONV, 4, "retention")
+        assert store.current_summary(CONV) == sealed
+        store.edit(CONV, "t6", body="corrected")
+        store.edit(CONV, "t6", body="turn 6")  # undone: the fingerprinted content again
+        assert store.context(CONV, PV).fallback == "stale-summary:source-modified"
+        talk(store, 10, 3)
+        outcome = compactor.compact(CONV)
+        assert outcome.accepted and outcome.summary is not None
+        assert outcome.summary.parent_id == sealed.id
+        assert set(sealed.source_ids) <= set(outcome.summary.source_ids)
+        assert store.stats(CONV).sealed_lost == 0
+        assert not [e for e in events if e.name == "summary.sealed-lost"]
+        context = store.context(CONV, PV)
+        assert context.fallback is None and context.summary is not None
+        assert context.summary.id == outcome.summary.id
+        # The stale record stays stale; its text reached the new summary through the check.
+        statuses = {r.envelope.id: r.status for r in store.summary_history(CONV) if r.envelope}
+        assert statuses[sealed.id] == "stale"
+
+
 def test_a_sealed_summary_still_edited_is_not_extended(tmp_path: Path) -> None:
     """Edited and not undone, it is no base: with no other checkpoint, a rebase (SPEC
     §17.5), and the loss reported."""

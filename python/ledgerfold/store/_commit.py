@@ -2,9 +2,9 @@
 
 The store adds to the one acceptance rule (`ledgerfold._summary.verdict`, which
 `accept_summary_result` applies too) only what needs the database: the plan is still the
-active one (`superseded-plan`), and the parent's record is current (a record that says
-`stale` stays stale). Then the version, its source index, its kept turns and the current
-pointer are written together, or only a `rejected` record.
+active one (`superseded-plan`), and the parent's record is current (a `stale` one stays
+stale; only a sealed one edited back is rebuilt from, SPEC §17.5). Then the version, its
+source index, its kept turns and the pointer are written together, or a `rejected` record.
 
 An envelope extending the current summary is checked from the new sources plus the
 summary's stored source digests (kept honest by eager invalidation, and used only when they
@@ -167,6 +167,11 @@ def _verdict(
         # What only the database knows: the parent's record says stale (even when its
         # sources were edited back since), or it is no longer the current version.
         if pointed[1] == STALE:
+            # SPEC §17.5: a sealed summary whose sources were edited back is rebuilt from,
+            # checked on the ledger as a checkpoint is (its record stays stale).
+            head = pointed[0]
+            if planned and planned[0] == head.pk and compaction.cites_purged(conn, head):
+                return _general(conn, cache, envelope, head, head.envelope, planned, policy_version)
             return _refused(envelope, "stale-source", pointed[2])
         if pointed[1] != CURRENT:
             return _refused(envelope, "invalid-summary", PLAN_MISMATCH)

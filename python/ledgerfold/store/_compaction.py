@@ -32,6 +32,7 @@ from ledgerfold.store._schema import ACCEPTED, CURRENT, FAILED, STALE, TURN_LIVE
 
 __all__ = [
     "Planned",
+    "cites_purged",
     "failure_streak",
     "mark_ended",
     "plan_view",
@@ -209,7 +210,7 @@ def _sealed_current(
     if pointed is None or pointed[1] != CURRENT:
         return False
     version = pointed[0]
-    return version.envelope.policy_version == policy_version and _cites_purged(conn, version)
+    return version.envelope.policy_version == policy_version and cites_purged(conn, version)
 
 
 def _empty_plan(plan_id: str, conversation_id: str, revision: int) -> CompactionPlan:
@@ -284,11 +285,11 @@ def plan_view(
         if rebuilt is not None:
             return rebuilt
     new_turns = tuple(conversation.get(turn_id) for turn_id in plan.compacted_ids)
-    lost = stale and pointed is not None and _cites_purged(conn, pointed[0])
+    lost = stale and pointed is not None and cites_purged(conn, pointed[0])
     return Planned(plan, None, new_turns, rebase_due, sealed_lost=lost)  # type: ignore[arg-type]
 
 
-def _cites_purged(conn: sqlite3.Connection, version: Version) -> bool:
+def cites_purged(conn: sqlite3.Connection, version: Version) -> bool:
     return (
         conn.execute(
             "SELECT 1 FROM summary_sources ss JOIN turns t ON t.conversation_id = ?"
@@ -326,6 +327,10 @@ def _rebuild(
         if stale is None
         else summaries.rebuild_order(conn, cid, records)  # its lineage, and the sealed base
     )
+    if stale is not None and cites_purged(conn, stale):
+        # A sealed summary whose edited sources were edited back is the newest version whose
+        # sources are all unchanged: extended, what the purged turns said stays (SPEC §17.5).
+        ordered = [*(r for r in records if r.pk == stale.pk), *ordered]
 
     def candidates() -> Iterator[tuple[int, bool]]:
         for record in ordered:
