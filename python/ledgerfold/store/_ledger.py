@@ -8,6 +8,7 @@ arguments; `SQLiteStore` owns the transactions, validation and logging.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sqlite3
@@ -40,6 +41,7 @@ __all__ = [
     "check_storable",
     "checkable",
     "conversation_row",
+    "field_of",
     "get_turns",
     "insert_turns",
     "known_ids",
@@ -227,8 +229,10 @@ def insert_turns(
     turns: list[Turn] = []
     previous = last_sequence  # the highest sequence ever written, retracted turns included
     for index, (turn_id, spec) in enumerate(prepared):
-        prefix = f"{field_prefix}[{index}]." if field_prefix else ""
-        previous = _sequence_of(spec, previous, f"{prefix}sequence")
+        if "sequence" in spec:
+            previous = _sequence_of(spec, previous, field_of(field_prefix, index, "sequence"))
+        else:
+            previous += 1
         try:
             turn = Turn(
                 turn_id,
@@ -241,31 +245,40 @@ def insert_turns(
                 meta=spec.get("meta"),
             )
         except InvalidInput as err:
-            if not prefix:
+            if not field_prefix:
                 raise
+            prefix = field_of(field_prefix, index, "")
             raise InvalidInput(
                 f"{prefix}{err}", field=f"{prefix}{err.field}", problem=err.problem
             ) from None
         # The turn's own copy of its meta, which is what is stored: a mapping read again may
-        # not give what a check of it read.
-        check_meta(turn.meta, f"{prefix}meta")
+        # not give what a check of it read. (`check_meta` passes a turn without meta.)
+        if turn.meta:
+            check_meta(turn.meta, field_of(field_prefix, index, "meta"))
         turns.append(turn)
     check_storable(conn, noncharacter_field(conversation_id, turns, field_prefix))
-    clash = _first_existing_id(conn, conversation_id, [t.id for t in turns])
-    if clash is not None:
-        raise DuplicateId(f"id: turn id {clash!r} already exists", id=clash)
+    if len(turns) > _ONE_INSERT:
+        _refuse_existing(conn, conversation_id, turns)
     written_at = now()
     if row is None:
         conn.execute(
             "INSERT INTO conversations (id, revision, last_sequence) VALUES (?, 0, 0)",
             (conversation_id,),
         )
-    conn.executemany(
-        "INSERT INTO turns (conversation_id, id, sequence, role, body, protected,"
-        " protection_reason, grp, meta, digest, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [(*turn_values(conversation_id, turn), written_at) for turn in turns],
-    )
+    rows = [(*turn_values(conversation_id, turn), written_at) for turn in turns]
+    if len(turns) > _ONE_INSERT:
+        conn.executemany(f"{_INSERT_TURNS} {_ROW_MARKS}", rows)
+    else:
+        failed: sqlite3.IntegrityError | None = None
+        try:
+            conn.execute(_insert_sql(len(rows)), [value for row in rows for value in row])
+        except sqlite3.IntegrityError as err:
+            failed = err
+        if failed is not None:
+            # One statement: its failure left no row of it. An ID the conversation has
+            # (the UNIQUE constraint) is looked up only now, named as it always was.
+            _refuse_existing(conn, conversation_id, turns)
+            raise failed
     conn.execute(
         "UPDATE conversations SET revision = ?, last_sequence = ? WHERE id = ?",
         (revision + 1, turns[-1].sequence, conversation_id),
@@ -289,7 +302,6 @@ def noncharacter_field(
     if _has_noncharacter(conversation_id):
         return "conversation_id"
     for index, turn in enumerate(turns):
-        prefix = f"{field_prefix}[{index}]." if field_prefix else ""
         for field, value in (
             ("id", turn.id),
             ("role", turn.role),
@@ -298,12 +310,18 @@ def noncharacter_field(
             ("group", turn.group),
         ):
             if _has_noncharacter(value):
-                return f"{prefix}{field}"
+                return field_of(field_prefix, index, field)
         if turn.meta and any(
             _has_noncharacter(key) or _has_noncharacter(value) for key, value in turn.meta.items()
         ):
-            return f"{prefix}meta"
+            return field_of(field_prefix, index, "meta")
     return None
+
+
+def field_of(field_prefix: str, index: int, name: str) -> str:
+    """Field `name` of spec `index` as the appends name it: `{field_prefix}[i].name`, or
+    `name` alone without a prefix (`append`'s one turn). Built only when it is used."""
+    return f"{field_prefix}[{index}].{name}" if field_prefix else name
 
 
 def check_storable(conn: sqlite3.Connection, field: str | None) -> None:
@@ -340,6 +358,28 @@ def _sequence_of(spec: Mapping[str, Any], previous: int, field: str) -> int:
             problem="out-of-range",
         )
     return sequence
+
+
+#: Turns written by one multi-row INSERT (11 values a row: under SQLite's oldest default
+#: host-parameter limit, 999); more are checked for existing IDs first, then inserted.
+_ONE_INSERT = 90
+_INSERT_TURNS = (
+    "INSERT INTO turns (conversation_id, id, sequence, role, body, protected,"
+    " protection_reason, grp, meta, digest, created_at) VALUES"
+)
+_ROW_MARKS = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+@functools.lru_cache(maxsize=_ONE_INSERT)
+def _insert_sql(rows: int) -> str:
+    return f"{_INSERT_TURNS} {', '.join([_ROW_MARKS] * rows)}"
+
+
+def _refuse_existing(conn: sqlite3.Connection, conversation_id: str, turns: list[Turn]) -> None:
+    """`DuplicateId` for the first of the turns' IDs the conversation already has, if any."""
+    clash = _first_existing_id(conn, conversation_id, [t.id for t in turns])
+    if clash is not None:
+        raise DuplicateId(f"id: turn id {clash!r} already exists", id=clash)
 
 
 def _first_existing_id(
@@ -442,9 +482,10 @@ def mappings(
                 field=field,
                 problem="wrong-type",
             )
-        unknown = sorted(str(key) for key in item if key not in allowed)
-        if unknown:
-            raise InvalidInput(
-                f"{field}: unknown keys {unknown}", field=field, problem="not-allowed"
-            )
+        for key in item:
+            if key not in allowed:  # the keys named only then
+                unknown = sorted(str(key) for key in item if key not in allowed)
+                raise InvalidInput(
+                    f"{field}: unknown keys {unknown}", field=field, problem="not-allowed"
+                )
         yield field, item

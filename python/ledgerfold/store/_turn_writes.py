@@ -55,18 +55,20 @@ class TurnWrites:
         prepared: list[tuple[str, Mapping[str, Any]]] = []
         seen: set[str] = set()
         for index, spec in enumerate(specs):
-            prefix = f"{field_prefix}[{index}]." if field_prefix else ""
             turn_id = spec.get("id")
             if turn_id is None:
                 turn_id = "t-" + uuid.uuid4().hex
             else:
-                turn_id = _validate.identifier(f"{prefix}id", turn_id)
+                turn_id = _validate.identifier(ledger.field_of(field_prefix, index, "id"), turn_id)
             if turn_id in seen:
+                field = ledger.field_of(field_prefix, index, "id")
                 raise DuplicateId(
-                    f"{prefix}id: duplicate turn id {turn_id!r}", id=turn_id, field=f"{prefix}id"
+                    f"{field}: duplicate turn id {turn_id!r}", id=turn_id, field=field
                 )
             seen.add(turn_id)
-            _validate.flag(f"{prefix}protected", spec.get("protected", False))
+            protected = spec.get("protected", False)
+            if protected is not False and protected is not True:  # the field named only then
+                _validate.flag(ledger.field_of(field_prefix, index, "protected"), protected)
             prepared.append((turn_id, spec))
         if not prepared:
             return []
