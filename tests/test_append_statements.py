@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import ledgerfold as lf
+from ledgerfold.integrations import _agents_append
 from ledgerfold.store._rows import meta_json
 
 
@@ -107,3 +109,9 @@ def test_a_retracted_id_is_still_refused_in_one_insert(
 def test_the_meta_column_is_the_json_dumps_text(meta: dict[str, str]) -> None:
     assert meta_json(meta) == json.dumps(meta, sort_keys=True, ensure_ascii=False)
     assert meta_json(None) is None
+
+
+def test_agents_turn_ids_are_uuid4_hex(monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = bytes(range(16))
+    monkeypatch.setattr(_agents_append.os, "urandom", lambda n: raw[:n])
+    assert _agents_append._new_turn_id() == "t-" + uuid.UUID(bytes=raw, version=4).hex

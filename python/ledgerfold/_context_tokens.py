@@ -70,7 +70,11 @@ def _shared(items: tuple[ContextItem, ...], counted: tuple[ContextItem, ...]) ->
     `counted`, or all but up to `DROPPED_KEPT` of its last; else 0 (counted again)."""
     known = len(counted)
     for shared in range(known, max(known - DROPPED_KEPT, 0), -1):
-        if len(items) >= shared and all(map(operator.is_, items[:shared], counted)):
+        # `map` stops at the shorter: `counted` first, the leading `shared` of each (no
+        # copy of `items`, the whole context, made for the comparison).
+        if len(items) >= shared and all(
+            map(operator.is_, counted if shared == known else counted[:shared], items)
+        ):
             return shared
     return 0
 

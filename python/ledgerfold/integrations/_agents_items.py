@@ -309,7 +309,12 @@ def stored(item: Mapping[str, Any], body: str | None = None) -> str:
         item = {**{k: v for k, v in item.items() if k != moved}, _MOVED_KEY: moved}
     elif body is not None and (field := _text_field(item)) is not None:
         item = held_text(item, field, body)
-    return json.dumps(item, ensure_ascii=False, sort_keys=True, allow_nan=False)
+    return _ITEM_ENCODER.encode(item)
+
+
+#: `json.dumps(..., ensure_ascii=False, sort_keys=True, allow_nan=False)`, made once (`dumps`
+#: with options builds a new encoder per call, a cost every appended item paid).
+_ITEM_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, allow_nan=False)
 
 
 def _text_field(item: Mapping[str, Any]) -> str | None:
