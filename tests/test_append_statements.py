@@ -112,6 +112,9 @@ def test_the_meta_column_is_the_json_dumps_text(meta: dict[str, str]) -> None:
 
 
 def test_agents_turn_ids_are_uuid4_hex(monkeypatch: pytest.MonkeyPatch) -> None:
-    raw = bytes(range(16))
+    raw = bytes(range(48))
     monkeypatch.setattr(_agents_append.os, "urandom", lambda n: raw[:n])
-    assert _agents_append._new_turn_id() == "t-" + uuid.UUID(bytes=raw, version=4).hex
+    assert _agents_append._new_turn_ids(3) == [
+        "t-" + uuid.UUID(bytes=raw[at : at + 16], version=4).hex for at in (0, 16, 32)
+    ]
+    assert _agents_append._new_turn_ids(0) == []

@@ -35,7 +35,7 @@ def item_turns(store: Store, session_id: str, version: str, items: list[Any]) ->
         specs = chat_turn_specs((item_message(item) for item in plain), keep_parts=False)
     except InvalidInput as error:
         raise named_for_items(error, plain) from None
-    ids = [_new_turn_id() for _ in specs]
+    ids = _new_turn_ids(len(specs))
     groups = item_groups(plain, ids)
     metas = [
         {ITEM_KEY: stored_item(item, index, spec.body)}
@@ -54,11 +54,14 @@ _UUID4_CLEARED = ~((0xC000 << 48) | (0xF000 << 64))
 _UUID4_SET = (0x8000 << 48) | (4 << 76)
 
 
-def _new_turn_id() -> str:
-    """`"t-" + uuid.uuid4().hex`, the same random bits and text, without building a `UUID`
-    (a cost per appended item)."""
-    value = int.from_bytes(os.urandom(16), "big")
-    return "t-%032x" % ((value & _UUID4_CLEARED) | _UUID4_SET)
+def _new_turn_ids(count: int) -> list[str]:
+    """`count` times `"t-" + uuid.uuid4().hex`: the same random bits and text, read in one
+    `os.urandom` call, without building a `UUID` (costs per appended item)."""
+    raw = os.urandom(16 * count)
+    return [
+        "t-%032x" % ((int.from_bytes(raw[at : at + 16], "big") & _UUID4_CLEARED) | _UUID4_SET)
+        for at in range(0, 16 * count, 16)
+    ]
 
 
 def _call_groups(

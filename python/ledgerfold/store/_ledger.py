@@ -470,13 +470,16 @@ def mappings(
 ) -> Iterator[tuple[str, Mapping[str, Any]]]:
     """`(field, mapping)` for each item of an iterable of mappings with only `allowed` keys;
     anything else is `InvalidInput` naming `name[index]`."""
-    if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
+    # `type(...) is list` / `dict`: the ABC checks' answer known without asking them.
+    if type(items) is not list and (
+        isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable)
+    ):
         raise InvalidInput(
             f"{name}: must be an iterable of mappings", field=name, problem="wrong-type"
         )
     for index, item in enumerate(items):
         field = f"{name}[{index}]"
-        if not isinstance(item, Mapping):
+        if type(item) is not dict and not isinstance(item, Mapping):
             raise InvalidInput(
                 f"{field}: must be a mapping, got {type(item).__name__}",
                 field=field,

@@ -91,7 +91,9 @@ class TurnWrites:
         return turns
 
     def append_many(self, conversation_id: str, turns: Iterable[Mapping[str, Any]]) -> list[Turn]:
-        if isinstance(turns, Iterable) and not isinstance(turns, (str, bytes, Mapping)):
+        if type(turns) is list or (  # a list: the ABC checks answered without asking them
+            isinstance(turns, Iterable) and not isinstance(turns, (str, bytes, Mapping))
+        ):
             turns = [chat_append.turn_spec(turn) for turn in turns]  # type: ignore[misc]
         specs: list[Mapping[str, Any]] = []
         for field, spec in ledger.mappings("turns", turns, _APPEND_KEYS):
