@@ -54,7 +54,7 @@ def message_list(messages: object) -> list[Any]:
 
 
 def _as_mapping(message: object, index: int) -> object:
-    if isinstance(message, Mapping):
+    if type(message) is dict or isinstance(message, Mapping):  # a dict: no ABC check asked
         return _with_lists(message)
     dump = _dumper(message)
     if dump is None:
@@ -98,7 +98,11 @@ def _with_lists(message: Mapping[str, Any]) -> Mapping[str, Any]:
     lazy = {
         key: list(value)
         for key in ("content", "tool_calls")
-        if isinstance(value := message.get(key), Iterable)
+        # None, a str or a list (the usual) is answered without asking the ABC checks.
+        if (value := message.get(key)) is not None
+        and type(value) is not str
+        and type(value) is not list
+        and isinstance(value, Iterable)
         and not isinstance(value, (str, bytes, bytearray, list, Mapping))
     }
     return {**message, **lazy} if lazy else message

@@ -20,9 +20,10 @@ __all__ = ["named_for_items", "plain_item", "stored_item"]
 def plain_item(item: Any, index: int) -> dict[str, Any]:
     """The item as a dict (an SDK model dumped as JSON); `InvalidInput` naming `items[i]`
     when it is no mapping."""
-    if hasattr(item, "model_dump"):  # an SDK/pydantic item rather than a dict
+    # A dict (the usual): neither question below needs asking.
+    if type(item) is not dict and hasattr(item, "model_dump"):  # an SDK/pydantic item
         item = item.model_dump(exclude_unset=True, mode="json")
-    if not isinstance(item, Mapping):
+    if type(item) is not dict and not isinstance(item, Mapping):
         raise InvalidInput(
             f"items[{index}]: must be a mapping, got {type(item).__name__}",
             field=f"items[{index}]",

@@ -175,7 +175,7 @@ _TEXT_PARTS = frozenset({None, "text", "input_text", "output_text", "refusal"})
 def item_message(item: Mapping[str, Any]) -> dict[str, Any]:
     """The chat message an item is stored as (before its verbatim copy is added). An item
     that is not a mapping is `InvalidInput` naming `item`."""
-    if not isinstance(item, Mapping):
+    if type(item) is not dict and not isinstance(item, Mapping):  # a dict: no ABC check
         raise InvalidInput(
             f"item: must be a mapping (a Responses input item), got {type(item).__name__}",
             field="item",
