@@ -17,6 +17,7 @@ import pytest
 
 import ledgerfold as lf
 from ledgerfold.integrations import _agents_append
+from ledgerfold.store._ledger import noncharacter_field
 from ledgerfold.store._rows import meta_json
 
 
@@ -118,3 +119,24 @@ def test_agents_turn_ids_are_uuid4_hex(monkeypatch: pytest.MonkeyPatch) -> None:
         "t-" + uuid.UUID(bytes=raw[at : at + 16], version=4).hex for at in (0, 16, 32)
     ]
     assert _agents_append._new_turn_ids(0) == []
+
+
+def _turn(turn_id: str = "t", body: str = "b", group: str = "g", meta: object = None) -> lf.Turn:
+    meta = {"k": "v"} if meta is None else meta
+    return lf.Turn(turn_id, 1, "user", body, group=group, meta=meta)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mark", ["\ufffe", "\uffff"])
+def test_the_noncharacter_check_names_the_field_it_always_named(mark: str) -> None:
+    clean = _turn()
+    assert noncharacter_field("c", [clean, clean], "turns") is None
+    assert noncharacter_field("c" + mark, [clean]) == "conversation_id"
+    for marked, field in [
+        (_turn(turn_id="t" + mark), "id"),
+        (_turn(body=mark), "body"),
+        (_turn(group=mark), "group"),
+        (_turn(meta={mark: "v"}), "meta"),
+        (_turn(meta={"k": "v" + mark}), "meta"),
+    ]:
+        assert noncharacter_field("c", [clean, marked], "turns") == f"turns[1].{field}"
+        assert noncharacter_field("c", [marked]) == field

@@ -301,6 +301,8 @@ def noncharacter_field(
     text (named as `insert_turns` names fields), or None."""
     if _has_noncharacter(conversation_id):
         return "conversation_id"
+    if not any(map(_has_noncharacter, _turn_texts(turns))):  # the usual: none anywhere
+        return None
     for index, turn in enumerate(turns):
         for field, value in (
             ("id", turn.id),
@@ -316,6 +318,23 @@ def noncharacter_field(
         ):
             return field_of(field_prefix, index, "meta")
     return None
+
+
+def _turn_texts(turns: Sequence[Turn]) -> Iterator[str]:
+    """Every text of the turns `noncharacter_field` looks at, as one run (searched in C)."""
+    for turn in turns:
+        meta = turn.meta
+        yield "\x00".join(
+            [
+                turn.id,
+                turn.role,
+                turn.body,
+                turn.protection_reason or "",
+                turn.group or "",
+                *(meta.keys() if meta else ()),
+                *(meta.values() if meta else ()),
+            ]
+        )
 
 
 def field_of(field_prefix: str, index: int, name: str) -> str:
