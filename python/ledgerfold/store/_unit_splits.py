@@ -191,13 +191,11 @@ def mark_group_split(
     turns); `known_results`, when the caller has them, are those of the one joining call.
     An append passes instead the stored results its calls answer (`answered`, from
     `results_before`: results stored before their call, which the call joins)."""
-    joined_ids = json.dumps([turn.id for turn in joined], ensure_ascii=False)
-    stale = _mark_call_split(
-        conn, conversation_id, joined, joined_ids, answers_too, known_results, answered
-    )
+    stale = _mark_call_split(conn, conversation_id, joined, answers_too, known_results, answered)
     groups = sorted({turn.group for turn in joined if turn.group is not None})
     if not groups:
         return stale
+    joined_ids = _ids_json(joined)
     marks = ",".join("?" * len(groups))
     # Versions citing a member of the group, but not the joining turn itself.
     return stale + [
@@ -219,7 +217,6 @@ def _mark_call_split(
     conn: sqlite3.Connection,
     conversation_id: str,
     joined: Sequence[Turn],
-    joined_ids: str,
     answers_too: bool = False,
     known_results: set[str] | None = None,
     answered: Sequence[Answered] = (),
@@ -267,9 +264,15 @@ def _mark_call_split(
             " WHERE turn_id IN (SELECT value FROM json_each(?)))"
             " AND pk NOT IN (SELECT summary_pk FROM summary_sources"
             " WHERE turn_id IN (SELECT value FROM json_each(?))) RETURNING id",
-            (conversation_id, json.dumps(callers, ensure_ascii=False), joined_ids),
+            (conversation_id, json.dumps(callers, ensure_ascii=False), _ids_json(joined)),
         ).fetchall()
     ]
+
+
+def _ids_json(turns: Sequence[Turn]) -> str:
+    """The turns' IDs as a JSON array (for `json_each`): made only when a statement uses
+    it, not for every append."""
+    return json.dumps([turn.id for turn in turns], ensure_ascii=False)
 
 
 def calls_split(
