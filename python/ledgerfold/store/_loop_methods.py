@@ -143,11 +143,14 @@ class CompactionLoop:
                 relayout=relayout,
             )
             status = due.compaction_status(
-                len(planned.new_turns) or int(planned.relaid),  # a re-layout adds none
+                # A rebuild from a checkpoint replaces a stale summary (SPEC §17.5) and is
+                # due when the rebase it stands for would be: with all the compacted turns
+                # new (the back-off counts them, §15.8), not only those after the checkpoint.
+                len(planned.plan.compacted_ids)
+                if planned.rebuild
+                else len(planned.new_turns) or int(planned.relaid),  # a re-layout adds none
                 min_new_turns,
-                # A rebuild from a checkpoint replaces a stale summary (SPEC §17.5): due at
-                # once, as the rebase it stands for would be with its whole backlog.
-                rebase_due=planned.rebase_due or planned.rebuild,
+                rebase_due=planned.rebase_due,
                 backlog_left=compaction.left_a_backlog(conn, planned.base),
                 relayout=relayout,
                 failures=failures,
