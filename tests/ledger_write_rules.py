@@ -258,10 +258,11 @@ class LedgerWriteRules(LedgerMachineBase):
     def expected_purge_stop(
         self, conversation: str, recorded: int, sealed_id: str | None, keep: tuple[str, ...]
     ) -> int:
-        """Where a purge without force stops (SPEC §17.2): before
-        any compaction unit (of the reference) it would take part of while another member
-        stays raw, before an unanswered call, and before a kept-role turn the sealed summary
-        covers. Members the sealed summary covers are not raw."""
+        """Where a purge without force stops (SPEC §17.2, §17.7): before any compaction unit
+        (of the reference) it would take part of while another member stays live, raw or
+        covered by the sealed summary (a purged call's meta goes, so a later erasure of the
+        call could not find a result left live), before an unanswered call, and before a
+        kept-role turn the sealed summary covers."""
         model = self.model[conversation]
         current = model.current
         covered = (
@@ -287,8 +288,7 @@ class LedgerWriteRules(LedgerMachineBase):
                 ]
                 if not taken:
                     continue
-                left_raw = any(t not in taken and t.id not in covered for t in members)
-                if left_raw or any(t.id in open_calls for t in taken):
+                if len(taken) < len(members) or any(t.id in open_calls for t in taken):
                     stops.append(min(t.sequence for t in taken))
             if not stops:
                 return recorded
