@@ -137,10 +137,16 @@ class LedgerMachine(LedgerWriteRules):
             or (pointed is not None and pointed.status != "stale")
         ):
             return None
+        # The stale head itself is the first candidate when it is sealed (h48, §17.5: a
+        # sealed summary is never replaced by a rebase while an extension can cover the work).
         found = [
             record
             for record in model.history
-            if record.summary_id == summary.parent_id and record.status == "superseded"
+            if record.summary_id == summary.parent_id
+            and (
+                record.status == "superseded"
+                or (record is pointed and record.status == "stale" and model.sealed_turns(record))
+            )
         ]
         assert len(found) == 1, summary.parent_id
         checkpoint = found[0]
