@@ -12,12 +12,13 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from ledgerfold import _validate
 from ledgerfold._context import RECALL_PROMISE
 from ledgerfold._worker import pause
-from ledgerfold.tokens import approx_tokens
+from ledgerfold.tokens import approx_tokens, wide_chars
 
 if TYPE_CHECKING:
     from ledgerfold.summarizers._base import SummaryRequest
@@ -111,8 +112,12 @@ def _read_marker(found: re.Match[str], omitted: _Omitted, kept_first: int | None
 # The end of a first sentence: Latin punctuation before a space, or CJK full stops.
 #: What a recall result reads as in a summarizer's request (`ledgerfold._recall_stand_in`).
 _STAND_IN = re.compile(r"recall_history result: \d+ passages")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s|(?<=[。！？])")
-_WHITESPACE = re.compile(r"\s+")
+# Matched at the sentence's last character (a search that starts at a character class).
+_SENTENCE_END = re.compile(r"[.!?。！？](?:(?<=[。！？])|(?=\s))")
+# What a transcript's tool call line starts with; and the characters `str.splitlines` ends
+# a line at (all of them whitespace).
+_CALL_LINE = '{"tool_call":'
+_LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 class ExtractiveSummarizer:
@@ -163,25 +168,28 @@ class ExtractiveSummarizer:
         omitted = _Omitted(purged=getattr(request, "purged_through", None))
         notes: list[str] = []  # previous lines that are not about a turn
         turn_lines: list[tuple[int, str, str]] = []  # (sequence, role, line)
-        previous = _previous_lines(request.previous_summary)
-        kept_first = min(
-            (int(found.group(1)) for found in map(_TURN_LINE.match, previous) if found),
-            default=None,
-        )
-        for line in previous:
-            omitted_match = OMITTED_LINE.match(line)
-            if omitted_match:
-                omitted = _read_marker(omitted_match, omitted, kept_first)
-                continue
+        markers: list[re.Match[str]] = []  # the previous omitted markers (no turn line is)
+        kept_first: int | None = None  # the previous summary's first turn line's sequence
+        for line in _previous_lines(request.previous_summary):
             turn_match = _TURN_LINE.match(line)
             if turn_match is None:
-                notes.append(line)
-            elif int(turn_match.group(1)) not in fresh_sequences:
-                turn_lines.append((int(turn_match.group(1)), turn_match.group(2), line))
+                marker = OMITTED_LINE.match(line)
+                if marker is None:
+                    notes.append(line)
+                else:
+                    markers.append(marker)
+                continue
+            sequence = int(turn_match.group(1))
+            if kept_first is None or sequence < kept_first:
+                kept_first = sequence
+            if sequence not in fresh_sequences:
+                turn_lines.append((sequence, turn_match.group(2), line))
+        for marker in markers:
+            omitted = _read_marker(marker, omitted, kept_first)
         turn_lines.extend(
-            (turn.sequence, turn.role, self._turn_line(turn)) for turn in request.turns
+            [(turn.sequence, turn.role, self._turn_line(turn)) for turn in request.turns]
         )
-        turn_lines.sort(key=lambda entry: entry[0])  # stable: ties keep their order
+        turn_lines.sort(key=itemgetter(0))  # stable: ties keep their order
         if self.max_turns is not None and len(turn_lines) > self.max_turns:
             omitted, turn_lines = _drop(omitted, turn_lines, len(turn_lines) - self.max_turns)
         text = _compose(notes, omitted, turn_lines)
@@ -200,18 +208,64 @@ class ExtractiveSummarizer:
         """Drop turn lines (tool output first, the user's last, oldest first within each;
         counted) until the text fits `budget` tokens; the largest number kept that fits is
         found by bisection."""
+        order = _drop_order(turn_lines)
+        fits = self._fits(notes, omitted, turn_lines, order, budget)
         low, high = 0, len(turn_lines)  # turn lines kept
         while low < high:
             keep = (low + high + 1) // 2
-            candidate = _compose(notes, *_drop(omitted, turn_lines, len(turn_lines) - keep))
-            if self.token_counter(candidate) <= budget:
+            if fits(keep):
                 low = keep
             else:
                 high = keep - 1
-        text = _compose(notes, *_drop(omitted, turn_lines, len(turn_lines) - low))
+        text = _compose(notes, *_drop(omitted, turn_lines, len(turn_lines) - low, order))
         if self.token_counter(text) > budget:  # the notes alone are over: cut the text
             text = self._head(text, budget)
         return text
+
+    def _fits(
+        self,
+        notes: list[str],
+        omitted: _Omitted,
+        turn_lines: list[tuple[int, str, str]],
+        order: list[int],
+        budget: int,
+    ) -> Callable[[int], bool]:
+        """Whether the text that keeps `keep` turn lines (`_drop` in `order`) fits `budget`.
+        With the default counter, `approx_tokens`, it is counted from each line's characters
+        (wide ones, all), which the text's count is the sum of, without composing it."""
+        total = len(turn_lines)
+        if self.token_counter is not approx_tokens:
+            counter = self.token_counter
+
+            def composed(keep: int) -> bool:
+                kept = _drop(omitted, turn_lines, total - keep, order)
+                return counter(_compose(notes, *kept)) <= budget
+
+            return composed
+        wide = [wide_chars(line) for _, _, line in turn_lines]
+        chars = [len(line) for _, _, line in turn_lines]
+        all_wide = sum(wide) + sum(map(wide_chars, notes))
+        all_chars = sum(chars) + sum(map(len, notes))
+
+        def counted(keep: int) -> bool:
+            dropped = order[: total - keep]
+            text_wide = all_wide - sum(wide[index] for index in dropped)
+            text_chars = all_chars - sum(chars[index] for index in dropped)
+            lines = len(notes) + keep
+            left_out = omitted.add([turn_lines[index][0] for index in dropped])
+            if left_out.count:
+                out = set(dropped)
+                first = next((index for index in range(total) if index not in out), None)
+                marker = left_out.marker(None if first is None else turn_lines[first][0])
+                text_wide += wide_chars(marker)
+                text_chars += len(marker)
+                lines += 1
+            if not lines:
+                return budget >= 0  # the empty text: no tokens
+            text_chars += lines - 1  # the line breaks
+            return text_wide + (text_chars - text_wide + 3) // 4 <= budget
+
+        return counted
 
     def _head(self, text: str, budget: int) -> str:
         """The longest head of `text` that fits `budget` by the token counter (found by
@@ -244,15 +298,17 @@ class ExtractiveSummarizer:
             failed = ", the call failed" if meta.get("status") == "error" else ""
             return f"{prefix}{named}{shown} ({len(text)} chars of output{failed}){attached}"
         calls = _tool_calls(meta.get("tool_calls"))
-        prose_lines = []
-        for line in text.splitlines():
+        if _CALL_LINE in text:
             # The transcript format appends one {"tool_call": ...} JSON line per call.
-            if line.startswith('{"tool_call":'):
-                calls.extend(_tool_calls(f"[{line}]"))
-            elif line.strip():
-                prose_lines.append(line)
+            lines = text.splitlines()
+            for line in lines:
+                if line.startswith(_CALL_LINE):
+                    calls.extend(_tool_calls(f"[{line}]"))
+            prose = next((ln for ln in lines if not ln.startswith(_CALL_LINE) and ln.strip()), "")
+        else:
+            prose = _first_line(text)
         names = _once(calls)
-        sentence = _first_sentence(prose_lines[0]) if prose_lines else ""
+        sentence = _first_sentence(prose) if prose else ""
         parts = [prefix]
         attached = attachments_note(meta)
         if sentence:
@@ -277,8 +333,11 @@ def attachments(meta: dict[str, str]) -> list[str]:
     """The types of a turn's non-text content parts (an image, audio, a file), each once,
     from the chat adapter's `meta["omitted_content_parts"]`: what an image-only message sent,
     which its (empty) text does not say."""
+    parts = meta.get("omitted_content_parts")
+    if not parts:
+        return []
     try:
-        kinds = json.loads(meta.get("omitted_content_parts") or "[]")
+        kinds = json.loads(parts)
     except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
         return []
     names: list[str] = []
@@ -300,17 +359,27 @@ def attachments_note(meta: dict[str, str]) -> str:
     return f" (attached: {shown})"
 
 
-def _drop(
-    omitted: _Omitted, turn_lines: list[tuple[int, str, str]], count: int
-) -> tuple[_Omitted, list[tuple[int, str, str]]]:
-    """Leave out `count` turn lines: tool output first, then the assistant's and system
-    lines, the user's last; the oldest first within each. The rest keep their order."""
-    if count <= 0:
-        return omitted, turn_lines
-    order = sorted(
+def _drop_order(turn_lines: list[tuple[int, str, str]]) -> list[int]:
+    """The indexes of `turn_lines` in the order `_drop` leaves them out."""
+    return sorted(
         range(len(turn_lines)),
         key=lambda index: (_DROP_ORDER.get(turn_lines[index][1], 1), turn_lines[index][0]),
     )
+
+
+def _drop(
+    omitted: _Omitted,
+    turn_lines: list[tuple[int, str, str]],
+    count: int,
+    order: list[int] | None = None,
+) -> tuple[_Omitted, list[tuple[int, str, str]]]:
+    """Leave out `count` turn lines: tool output first, then the assistant's and system
+    lines, the user's last; the oldest first within each (`order`, `_drop_order`'s when
+    known). The rest keep their order."""
+    if count <= 0:
+        return omitted, turn_lines
+    if order is None:
+        order = _drop_order(turn_lines)
     dropped = set(order[:count])
     left_out = [turn_lines[index][0] for index in sorted(dropped)]
     kept = [entry for index, entry in enumerate(turn_lines) if index not in dropped]
@@ -321,7 +390,7 @@ def _compose(notes: list[str], omitted: _Omitted, turn_lines: list[tuple[int, st
     lines = list(notes)
     if omitted.count:
         lines.append(omitted.marker(turn_lines[0][0] if turn_lines else None))
-    lines.extend(line for _, _, line in turn_lines)
+    lines.extend([line for _, _, line in turn_lines])
     return "\n".join(lines)
 
 
@@ -341,15 +410,33 @@ def _once(calls: list[tuple[str | None, str]]) -> list[str]:
 def _previous_lines(previous_summary: str | None) -> list[str]:
     if not previous_summary:
         return []
-    return [line.strip() for line in previous_summary.splitlines() if line.strip()]
+    return [line for line in map(str.strip, previous_summary.splitlines()) if line]
+
+
+def _first_line(text: str) -> str:
+    """The first line of `text` that is not blank, as `str.splitlines` cuts it, without its
+    leading whitespace (every line break is whitespace); "" when there is none. Only that
+    line is scanned, not the whole text."""
+    text = text.lstrip()
+    found = _LINE_BREAK.search(text)
+    return text if found is None else text[: found.start()]
 
 
 def _first_sentence(line: str) -> str:
-    return _SENTENCE_END.split(line.strip(), maxsplit=1)[0]
+    line = line.strip()
+    found = _SENTENCE_END.search(line)
+    return line if found is None else line[: found.start() + 1]
 
 
 def _one_line(text: str, limit: int) -> str:
-    text = _WHITESPACE.sub(" ", text).strip()
+    """`text` with its whitespace runs made one space, stripped, cut to `limit` characters
+    (the last one "…" when cut). Only a head of a long text is read: a head's words are a
+    head of the text's, so when they are over `limit` so is the text, with the same cut."""
+    if len(text) > 2 * limit:
+        head = " ".join(text[: 2 * limit].split())
+        if len(head) > limit:
+            return head[: limit - 1].rstrip() + "…"
+    text = " ".join(text.split())
     if len(text) > limit:
         return text[: limit - 1].rstrip() + "…"
     return text
