@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ledgerfold import (
     CompactionPolicy,
     Compactor,
@@ -123,3 +125,25 @@ def test_a_previous_summary_line_with_a_huge_number_is_a_note() -> None:
     assert f"[{huge} earlier turn lines omitted]" in lines
     assert "[seq 1 user] a fact." in lines
     assert any(line.startswith("[seq 9 user]") for line in lines)
+
+
+def test_a_long_request_pauses_every_few_turn_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a store's worker the summarizer lets the event loop take the GIL between turn
+    lines (`pause`): a request of many turns never writes more than 4 lines without one."""
+    from ledgerfold.summarizers import _extractive
+
+    events: list[str] = []
+    write = ExtractiveSummarizer._turn_line
+
+    def counted(self: ExtractiveSummarizer, turn: Any) -> str:
+        events.append("line")
+        return write(self, turn)
+
+    monkeypatch.setattr(_extractive, "pause", lambda: events.append("pause"))
+    monkeypatch.setattr(ExtractiveSummarizer, "_turn_line", counted)
+    transcript = next(t for t in transcripts("tau_bench.jsonl") if len(t.turns) >= 30)
+    items = tuple(_item(turn) for turn in transcript.turns)
+    ExtractiveSummarizer()(SummaryRequest(CONV, "p", "v1", items))
+    assert events.count("line") == len(items) and events[0] == "pause"
+    runs = "".join("p" if event == "pause" else "l" for event in events).split("p")
+    assert max(map(len, runs)) <= 4

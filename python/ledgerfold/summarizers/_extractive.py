@@ -49,6 +49,9 @@ RETURNS_THEM = f"{RECALL_PROMISE} them"
 # Which turn lines are dropped first when some must go: tool output, then the assistant's
 # (and system) lines, the user's last — the user's request outlives the rest.
 _DROP_ORDER = {"tool": 0, "user": 2}
+# Turn lines written between two pauses (`pause`): a few microseconds each (one tool call
+# line's JSON, a first line and its sentence), far below the worker's `YIELD_EVERY_S`.
+_PAUSE_EVERY = 4
 
 
 @dataclass
@@ -186,9 +189,10 @@ class ExtractiveSummarizer:
                 turn_lines.append((sequence, turn_match.group(2), line))
         for marker in markers:
             omitted = _read_marker(marker, omitted, kept_first)
-        turn_lines.extend(
-            [(turn.sequence, turn.role, self._turn_line(turn)) for turn in request.turns]
-        )
+        for index, turn in enumerate(request.turns):
+            if not index % _PAUSE_EVERY:
+                pause()  # on a store's worker (a compaction's job), the loop may take the GIL
+            turn_lines.append((turn.sequence, turn.role, self._turn_line(turn)))
         turn_lines.sort(key=itemgetter(0))  # stable: ties keep their order
         if self.max_turns is not None and len(turn_lines) > self.max_turns:
             omitted, turn_lines = _drop(omitted, turn_lines, len(turn_lines) - self.max_turns)
@@ -280,7 +284,6 @@ class ExtractiveSummarizer:
         return text[:low]
 
     def _turn_line(self, turn: Any) -> str:
-        pause()  # on a store's worker (a compaction's job), the loop may take the GIL
         prefix = f"[seq {turn.sequence} {turn.role}]"
         meta: dict[str, str] = turn.meta or {}
         text: str = turn.text
@@ -297,7 +300,8 @@ class ExtractiveSummarizer:
             attached = attachments_note(meta)
             failed = ", the call failed" if meta.get("status") == "error" else ""
             return f"{prefix}{named}{shown} ({len(text)} chars of output{failed}){attached}"
-        calls = _tool_calls(meta.get("tool_calls"))
+        listed = meta.get("tool_calls")
+        calls = _tool_calls(listed) if listed else []
         if _CALL_LINE in text:
             # The transcript format appends one {"tool_call": ...} JSON line per call.
             lines = text.splitlines()
@@ -307,10 +311,10 @@ class ExtractiveSummarizer:
             prose = next((ln for ln in lines if not ln.startswith(_CALL_LINE) and ln.strip()), "")
         else:
             prose = _first_line(text)
-        names = _once(calls)
+        names = _once(calls) if calls else []
         sentence = _first_sentence(prose) if prose else ""
         parts = [prefix]
-        attached = attachments_note(meta)
+        attached = attachments_note(meta) if meta.get("omitted_content_parts") else ""
         if sentence:
             parts.append(_one_line(sentence, self.max_chars_per_turn))
         elif not names and not attached:
