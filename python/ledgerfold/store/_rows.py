@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -83,20 +84,50 @@ def damaged_turn(column: str, turn_id: object, sequence: object, hint: str = "")
     )
 
 
+#: Meta texts up to this long are decoded once and kept (`_short_meta`): a conversation's
+#: turns share a few (an agents item's marker of its moved content), which every turn read
+#: decoded again. Longer ones (an item kept verbatim) are decoded each time, not kept.
+SHORT_META = 256
+
+
 def meta_dict(
     text: str | None, turn_id: object = None, sequence: object = None
 ) -> dict[str, str] | None:
+    """The meta column as a `Turn` takes it: a JSON object of str values (a new dict each
+    call); anything else is damage, named by the row (`damaged_turn`)."""
     if text is None:
         return None
-    try:
-        meta = json.loads(text)
-    except (ValueError, TypeError, RecursionError):
+    if type(text) is str and len(text) <= SHORT_META:
+        items = _short_meta(text)
+        if items is not None:
+            return dict(items)
         meta = None
+    else:
+        meta = _decoded_meta(text)
+    if meta is None:
+        raise damaged_turn("meta", turn_id, sequence) from None
+    return meta
+
+
+def _decoded_meta(text: object) -> dict[str, str] | None:
+    """`text` decoded as a meta object, or None when it does not make one."""
+    try:
+        meta = json.loads(text)  # type: ignore[arg-type]  # a damaged column: any value
+    except (ValueError, TypeError, RecursionError):
+        return None
     if not isinstance(meta, dict) or not all(
         isinstance(key, str) and isinstance(value, str) for key, value in meta.items()
     ):
-        raise damaged_turn("meta", turn_id, sequence) from None
+        return None
     return meta
+
+
+@functools.lru_cache(maxsize=512)
+def _short_meta(text: str) -> tuple[tuple[str, str], ...] | None:
+    """`_decoded_meta` of a short text, kept as its items (immutable: each caller gets a
+    dict of its own)."""
+    meta = _decoded_meta(text)
+    return None if meta is None else tuple(meta.items())
 
 
 def turn_from_row(row: tuple[Any, ...]) -> Turn:
