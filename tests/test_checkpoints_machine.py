@@ -92,9 +92,12 @@ class CheckpointMachine(RuleBasedStateMachine):
         """The agent loop: a compaction after each change, on either connection. When the
         summary went stale and a version it was built on is kept with its sources all
         unchanged and compactable, the compaction extends the newest such one (SPEC §17.5)."""
+        force = pick % 3 == 0
         expected = expected or self._checkpoint()
+        if expected is not None and not force and self._backed_off():
+            expected = None  # a rebuild waits out the back-off as a rebase would (§15.8)
         outcome = lf.Compactor(self.stores[pick % 2], self.policy, self.recorder).compact(
-            CONV, force=pick % 3 == 0
+            CONV, force=force
         )
         if expected is not None:
             assert outcome.accepted and outcome.summary is not None, outcome
@@ -128,7 +131,14 @@ class CheckpointMachine(RuleBasedStateMachine):
         for text in lineage:  # newest first
             version = kept.get(text)
             if version is None:
-                continue
+                if any(
+                    self.model.turns[i].state in ("purged", "erased")
+                    for i in self.recorder.derived[text]
+                ):
+                    # Erased with a turn it was built on: the link through it is gone, and
+                    # the store may no longer know the older ones for ancestors (a rebase).
+                    break
+                continue  # pruned: the store keeps the links to what pruning kept
             derived = self.recorder.derived[text]
             if not all(self.model.sound(i, token) for i, token in derived.items()):
                 continue
@@ -138,6 +148,18 @@ class CheckpointMachine(RuleBasedStateMachine):
             if compacted - set(live):  # something to extend it with
                 return version.id
         return None
+
+    def _backed_off(self) -> bool:
+        """Whether the back-off keeps an unforced rebuild waiting: after k consecutive
+        failures it is due, as the rebase it stands for, once the plan compacts
+        `min_new_turns × 2^k` turns (SPEC §15.8, `tests/test_rebuild_backoff.py`)."""
+        failures = self.stores[0].consecutive_failures(CONV)
+        if not failures:
+            return False
+        plan = lf.plan_compaction(
+            self.stores[0].load(CONV), self.policy.keep_tail, "oracle", preserve_roles=("system",)
+        )
+        return len(plan.compacted_ids) < self.policy.min_new_turns << min(failures, 6)
 
     # ------------------------------------------------------------------ rules
 
