@@ -9,7 +9,8 @@ bodies, one session a round; after each batch of appends, the compactions made d
 worker runs them. Prints the median thread CPU (µs) of `_begin` (due check and plan), the
 built-in summarizer, `_finish` (the end: commit, pruning), the commit itself and its two
 paths (`_extending`: a rolling extension; `_general`: checked on the whole ledger) over
-RUNS (6) runs after a warm-up run. Alternate old and new code in separate processes: the machine drifts."""
+RUNS (6) runs after a warm-up run. Alternate old and new code in separate processes: the
+machine drifts."""
 
 from __future__ import annotations
 
