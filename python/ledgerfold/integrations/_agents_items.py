@@ -354,9 +354,10 @@ def restored(role: str, text: str, meta: Mapping[str, str] | None) -> list[Any]:
 class RestoredTurn:
     """One turn's items as `restored` made them, with what `get_items` asks of each: the
     call it makes and the call it answers (`link_id`, or None). Made once per context item
-    and kept while the context serves that same (immutable) item (`RestoredTurns`)."""
+    and kept while the context serves that turn with the same role, text and meta
+    (`RestoredTurns`)."""
 
-    __slots__ = ("flat", "links", "meta", "role", "source", "templates", "text")
+    __slots__ = ("flat", "links", "meta", "plain", "role", "source", "templates", "text")
 
     def __init__(self, source: Any) -> None:
         #: The context's `TurnItem` this was made from.
@@ -370,6 +371,11 @@ class RestoredTurn:
         self.templates: tuple[Any, ...] = tuple(items) if self.flat else ()
         #: Per item: the call it makes and the call it answers (`link_id`, or None).
         self.links = tuple(_links(item) for item in items)
+        #: No item makes or answers a call, none is a reasoning item: `sendable` serves a
+        #: context of such turns (and summary messages) as it is (`_agents_served.served`).
+        self.plain = all(link == (None, None) for link in self.links) and not any(
+            isinstance(item, Mapping) and kind(item) == "reasoning" for item in items
+        )
 
     def decoded(self) -> list[Any]:
         """The items decoded anew (for a turn that is not `flat`: fresh nested objects)."""
@@ -394,7 +400,8 @@ _NO_CALL = ""
 class RestoredTurns:
     """One session's memo of its context's turns, restored (`RestoredTurn`): `get_items`
     reads every turn of the context at every call, and a turn the context serves unchanged
-    (the same `TurnItem` object: the store's context cache) is not restored again.
+    (the same `TurnItem` object: the store's context cache; or one with the same role, text
+    and meta: the context read anew after a compaction) is not restored again.
     `keep_only` drops the turns the context no longer shows, so the memo holds no more than
     the context does, and nothing of a turn erased since; `clear_session` empties it."""
 
@@ -406,8 +413,14 @@ class RestoredTurns:
     def get(self, item: Any) -> RestoredTurn:
         """The context item `item` (a `TurnItem`), restored."""
         entry = self._turns.get(item.id)
-        if entry is None or entry.source is not item:
-            entry = RestoredTurn(item)
+        if entry is None:
+            return RestoredTurn(item)
+        if entry.source is not item:
+            # Another object for the turn (the context read anew, after a compaction): the
+            # same items when its role, text and meta are (all `restored` reads).
+            if (entry.role, entry.text, entry.meta) != (item.role, item.text, item.meta):
+                return RestoredTurn(item)
+            entry.source = item
         return entry
 
     def keep_only(self, turns: dict[str, RestoredTurn]) -> None:

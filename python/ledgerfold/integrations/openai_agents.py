@@ -341,7 +341,9 @@ class LedgerfoldSession:
 
     def _items(self, limit: int | None) -> list[Any]:
         context = self.compactor.context(self.session_id)
-        items: list[Linked] = []
+        made: list[Any] = []  # the items, and per item the call it makes and answers
+        links: list[tuple[str | None, str | None]] = []
+        plain = True  # no turn has a call, a result or a reasoning item (`RestoredTurn.plain`)
         memo = self._restored
         shown: dict[str, RestoredTurn] = {}
         for item in context.items:
@@ -351,24 +353,27 @@ class LedgerfoldSession:
                 # a second leading system message is refused by some providers.
                 item = with_purge(item, context.history_boundary)  # the store's, for most
                 content = self._framed(item)
-                lead = _leading_system_text([made for made, _, _ in items])
+                lead = _leading_system_text(made)
                 # The leading items' role (`developer` when the first is one) is the message's.
-                role = items[0][0]["role"] if lead is not None else "system"
+                role = made[0]["role"] if lead is not None else "system"
                 if lead is not None:
-                    items.clear()
+                    made.clear()
+                    links.clear()
                     content = f"{lead}\n\n{content}"
-                items.append(({"role": role, "content": content}, None, None))
+                made.append({"role": role, "content": content})
+                links.append((None, None))
                 self._remember(content, item, 0 if lead is None else len(lead))
                 continue
             turn = shown[item.id] = memo.get(item)
             # Fresh objects each call (a caller may change them): flat ones are copied.
-            made = turn.templates if turn.flat else turn.decoded()
-            for made_item, (call, output) in zip(made, turn.links, strict=True):
-                items.append((dict(made_item) if turn.flat else made_item, call, output))
+            made += map(dict, turn.templates) if turn.flat else turn.decoded()
+            links += turn.links
+            plain = plain and turn.plain
         memo.keep_only(shown)
         # A result whose call is not sent is left out, and one after other items (a user
-        # interjecting) goes with its call (SPEC §17.2).
-        served = sendable(items)
+        # interjecting) goes with its call (SPEC §17.2); with none of those, nor a reasoning
+        # item, every item is served as it is.
+        served = made if plain else sendable(_linked(made, links))
         if limit is not None and limit >= 0:  # a negative limit is none (SQLite's LIMIT -1)
             served = served[-limit:] if limit > 0 else []
         return served
@@ -478,6 +483,11 @@ def _leading_system_count(items: list[Any]) -> int:
             break
         count += 1
     return count
+
+
+def _linked(made: list[Any], links: list[tuple[str | None, str | None]]) -> list[Linked]:
+    """The items with their links, as `sendable` takes them."""
+    return [(item, call, output) for item, (call, output) in zip(made, links, strict=True)]
 
 
 def _leading_system_text(items: list[Any]) -> str | None:
