@@ -18,7 +18,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agents_get_items_reference import reference_items
-from conftest import iter_raw_transcripts
 from ledgerfold import CompactionPolicy, SQLiteStore
 from ledgerfold._worker import worker_for
 from ledgerfold.integrations.openai_agents import LedgerfoldSession
@@ -67,8 +66,10 @@ def _agents_items(turns: list[dict[str, Any]]) -> list[Any]:
     return items
 
 
-def test_real_transcripts_are_served_as_by_the_reference(tmp_path: Path) -> None:
-    conversations = [c for c in iter_raw_transcripts() if len(c["turns"]) >= 6][:12]
+def test_real_transcripts_are_served_as_by_the_reference(
+    tmp_path: Path, raw_transcripts: list[dict[str, Any]]
+) -> None:
+    conversations = [c for c in raw_transcripts if len(c["turns"]) >= 6][:12]
     assert len(conversations) == 12
 
     async def run() -> None:
