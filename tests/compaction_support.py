@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledgerfold import Conversation, SQLiteStore, SummaryItem
+from ledgerfold import Compactor, Conversation, SQLiteStore, SummaryEnvelope, SummaryItem
 from ledgerfold._compactor import CompactionPolicy, SummaryRequest
 
 CONV = "conv-1"
@@ -38,6 +38,22 @@ class Recorder:
     def __call__(self, request: SummaryRequest) -> str:
         self.requests.append(request)
         return f"{self.text} #{len(self.requests)}"
+
+
+def stale_with_checkpoints(
+    store: SQLiteStore, compactor: Compactor, conversation_id: str
+) -> SummaryEnvelope:
+    """16 turns t0..t15 compacted four at a time, then the newest summary's last source
+    edited: stale, with unchanged ancestors to rebuild from (SPEC §17.5). The summary made
+    stale."""
+    for n in range(16):
+        store.append(conversation_id, "user" if n % 2 else "assistant", f"turn {n}", id=f"t{n}")
+        if n % 4 == 3:
+            assert compactor.compact(conversation_id).accepted
+    head = store.current_summary(conversation_id)
+    assert head is not None and head.parent_id is not None
+    store.edit(conversation_id, head.source_ids[-1], body="corrected")
+    return head
 
 
 def state(store: SQLiteStore, conversation_id: str = CONV) -> tuple[Conversation, Any]:

@@ -11,22 +11,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import ledgerfold as lf
+from compaction_support import stale_with_checkpoints
 from ledgerfold import SQLiteStore
 
 CONV = "c"
 
 
 def _stale_with_checkpoints(store: SQLiteStore, policy: lf.CompactionPolicy) -> int:
-    """16 turns compacted four at a time, then the newest summary's last source edited:
-    stale, with unchanged ancestors to rebuild from. The compacted turns' count."""
-    compactor = lf.Compactor(store, policy, lambda request: "ok: " + request.plan_id)
-    for n in range(16):
-        store.append(CONV, "user" if n % 2 else "assistant", f"turn {n}", id=f"t{n}")
-        if n % 4 == 3:
-            assert compactor.compact(CONV).accepted
-    head = store.current_summary(CONV)
-    assert head is not None and head.parent_id is not None
-    store.edit(CONV, head.source_ids[-1], body="corrected")
+    """`stale_with_checkpoints` (summaries by a summarizer that works); the compacted turns'
+    count of the plan made now."""
+    stale_with_checkpoints(store, lf.Compactor(store, policy, lambda r: "ok: " + r.plan_id), CONV)
     return len(lf.plan_compaction(store.load(CONV), policy.keep_tail, "p").compacted_ids)
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import ledgerfold as lf
+from compaction_support import stale_with_checkpoints
 from ledgerfold import SQLiteStore
 
 CONV = "c"
@@ -28,19 +29,6 @@ def _meddling(meddle: list[Callable[[], object]]) -> Callable[[lf.SummaryRequest
     return summarizer
 
 
-def _stale_with_checkpoints(mine: SQLiteStore, compactor: lf.Compactor) -> lf.SummaryEnvelope:
-    """16 turns compacted four at a time, then the newest summary's last source edited:
-    stale, to be rebuilt from a checkpoint. The summary made stale."""
-    for n in range(16):
-        mine.append(CONV, "user" if n % 2 else "assistant", f"turn {n}", id=f"t{n}")
-        if n % 4 == 3:
-            assert compactor.compact(CONV).accepted
-    head = mine.current_summary(CONV)
-    assert head is not None and head.parent_id is not None
-    mine.edit(CONV, head.source_ids[-1], body="corrected")
-    return head
-
-
 def test_a_prune_during_a_rebuild_supersedes_its_plan(tmp_path: Path) -> None:
     path = tmp_path / "ledger.db"
     events: list[lf.Event] = []
@@ -50,7 +38,7 @@ def test_a_prune_during_a_rebuild_supersedes_its_plan(tmp_path: Path) -> None:
     policy = lf.CompactionPolicy(PV, keep_tail=2, min_new_turns=2, keep_versions=8)
     with SQLiteStore(path) as mine, SQLiteStore(path) as other:
         compactor = lf.Compactor(mine, policy, summarizer, on_event=events.append)
-        _stale_with_checkpoints(mine, compactor)  # stale: rebuilt from a checkpoint
+        stale_with_checkpoints(mine, compactor, CONV)  # stale: rebuilt from a checkpoint
         meddle.append(lambda: other.prune_versions(CONV, keep=0, keep_checkpoints=0))
         outcome = compactor.compact(CONV)
         assert (outcome.status, outcome.reason) == ("stale", "superseded-plan")
@@ -70,7 +58,7 @@ def test_a_rebuild_whose_checkpoint_stays_is_accepted(tmp_path: Path) -> None:
     policy = lf.CompactionPolicy(PV, keep_tail=2, min_new_turns=2, keep_versions=8)
     with SQLiteStore(path) as mine, SQLiteStore(path) as other:
         compactor = lf.Compactor(mine, policy, summarizer)
-        head = _stale_with_checkpoints(mine, compactor)
+        head = stale_with_checkpoints(mine, compactor, CONV)
         meddle.append(lambda: other.prune_versions(CONV, keep=8))
         outcome = compactor.compact(CONV)
         assert outcome.accepted and outcome.summary is not None
