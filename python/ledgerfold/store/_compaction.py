@@ -67,10 +67,6 @@ class Planned:
     relaid: bool = False
 
 
-#: The roles of the plans a transaction read (`_plan_roles.roles_read`), by plan ID.
-RolesRead = dict[str, tuple[str, ...] | None]
-
-
 def failure_streak(conn: sqlite3.Connection, conversation_id: str) -> int:
     """`failed` records since the conversation's newest accepted version."""
     row = conn.execute(
@@ -94,14 +90,11 @@ def due_at_once(
     """Whether a compaction is due whatever the number of new turns (SPEC §15.8): coverage
     would shrink (a rebase), or the current summary is a chunk of a backlog still being
     folded and no attempt has failed since. Cheap: no planning."""
-    read: RolesRead = {}  # the summary's plan's roles, read once (this writes nothing)
-    base, _, rebase_due = _base(
-        conn, cache, pointed, policy_version, keep_tail, preserve_roles, read
-    )
+    base, _, rebase_due = _base(conn, cache, pointed, policy_version, keep_tail, preserve_roles)
     return due.due_at_once(
         rebase_due=rebase_due,
         backlog_left=left_a_backlog(conn, base),
-        relayout=preserved_gone(conn, pointed, policy_version, read),
+        relayout=preserved_gone(conn, pointed, policy_version),
         failures=failures,
     )
 
@@ -110,17 +103,15 @@ def preserved_gone(
     conn: sqlite3.Connection,
     pointed: tuple[Version, str, str | None] | None,
     policy_version: str,
-    read: RolesRead | None = None,
 ) -> bool:
     """Whether the current summary's layout lost a preserved turn below its slot (SPEC
-    §17.3): the store's context falls back, so compaction is due at once. `read`: the
-    plans' roles read so far in this transaction."""
+    §17.3): the store's context falls back, so compaction is due at once."""
     if pointed is None or pointed[1] != CURRENT:
         return False
     if pointed[0].envelope.policy_version != policy_version:
         return False
     try:
-        return plan_roles.missing_preserved(conn, pointed[0], read) is not None
+        return plan_roles.missing_preserved(conn, pointed[0]) is not None
     except DamagedSummary:  # its plan's roles are unreadable: the context is raw too
         return True
 
@@ -176,10 +167,9 @@ def _base(
     policy_version: str,
     keep_tail: int,
     preserve_roles: tuple[str, ...],
-    read: RolesRead | None = None,
 ) -> tuple[Version | None, SourceDigests | None, bool]:
     """The current summary a plan may extend with its fingerprint state, and whether one
-    exists that cannot be extended (`read`: the plans' roles read in this transaction)."""
+    exists that cannot be extended."""
     if pointed is None:
         return None, None, False
     version, status, _ = pointed
@@ -193,7 +183,7 @@ def _base(
     ).fetchone()[0]
     if after < keep_tail:  # the tail reaches back into the summary's sources
         return None, None, True
-    planned_roles = plan_roles.roles_read(conn, envelope.plan_id, read)
+    planned_roles = plan_roles.plan_roles(conn, envelope.plan_id)
     if planned_roles is None:  # unreadable (another tool's write): the context is raw
         return None, None, True
     if preserve_roles and list(planned_roles) != list(preserve_roles):
@@ -245,15 +235,11 @@ def plan_view(
     plan_id: str,
     *,
     relayout: bool = False,
-    read: RolesRead | None = None,
 ) -> Planned:
     """Plan on the current ledger, reading only what the current summary does not cover
     when the plan can extend it. `relayout`: the current summary's layout must be made
-    anew (SPEC §17.3) even when no new turn extends it, by a rebase unless it is sealed.
-    `read`: the plans' roles read so far in this transaction (read once)."""
-    base, state, rebase_due = _base(
-        conn, cache, pointed, policy_version, keep_tail, preserve_roles, read
-    )
+    anew (SPEC §17.3) even when no new turn extends it, by a rebase unless it is sealed."""
+    base, state, rebase_due = _base(conn, cache, pointed, policy_version, keep_tail, preserve_roles)
     row = ledger.conversation_row(conn, conversation_id)
     revision = 0 if row is None else int(row[0])
     if base is not None:

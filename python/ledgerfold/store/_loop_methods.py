@@ -130,8 +130,7 @@ class CompactionLoop:
                     stamp, conversation_id, policy_version, asked, failures
                 )
                 return CompactionWork("not-due", failures=failures)
-            read: compaction.RolesRead = {}  # the plan's roles, read once (none written)
-            relayout = compaction.preserved_gone(conn, pointed, policy_version, read)
+            relayout = compaction.preserved_gone(conn, pointed, policy_version)
             planned = compaction.plan_view(
                 conn,
                 self._cache,
@@ -142,7 +141,6 @@ class CompactionLoop:
                 roles,
                 plan_id,
                 relayout=relayout,
-                read=read,
             )
             status = due.compaction_status(
                 # A rebuild from a checkpoint replaces a stale summary (SPEC §17.5) and is

@@ -25,7 +25,6 @@ __all__ = [
     "missing_preserved",
     "plan_roles",
     "planned_ids",
-    "roles_read",
 ]
 
 #: SQL: whether the roles plan row `l` kept raw cannot be read back (`plan_roles` gives
@@ -123,30 +122,13 @@ def damaged_roles(plan_id: str, summary_id: str) -> DamagedSummary:
     )
 
 
-def roles_read(
-    conn: sqlite3.Connection, plan_id: str, read: dict[str, tuple[str, ...] | None] | None
-) -> tuple[str, ...] | None:
-    """`plan_roles`, read once per plan into `read` (the ones a transaction has read, which
-    it does not write; None: read each time)."""
-    if read is None:
-        return plan_roles(conn, plan_id)
-    if plan_id not in read:
-        read[plan_id] = plan_roles(conn, plan_id)
-    return read[plan_id]
-
-
-def missing_preserved(
-    conn: sqlite3.Connection,
-    used: Version,
-    read: dict[str, tuple[str, ...] | None] | None = None,
-) -> str | None:
+def missing_preserved(conn: sqlite3.Connection, used: Version) -> str | None:
     """SPEC §17.3: the ID of a turn kept raw below the summary's slot because it was
     protected or of a role its plan preserved, and retracted since; None when there is none.
     (A purged one is not missing: its boundary is disclosed.) Its plan's roles unreadable:
-    `DamagedSummary` (whether a retracted turn was preserved cannot be told). `read`: the
-    plans' roles read so far in this transaction (`roles_read`)."""
+    `DamagedSummary` (whether a retracted turn was preserved cannot be told)."""
     envelope = used.envelope
-    roles = roles_read(conn, envelope.plan_id, read)
+    roles = plan_roles(conn, envelope.plan_id)
     if roles is None:
         raise damaged_roles(envelope.plan_id, envelope.id)
     hit = conn.execute(
