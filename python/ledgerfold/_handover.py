@@ -70,7 +70,7 @@ def due_work(loops: Iterable[asyncio.AbstractEventLoop], answering: object = Non
 class HandOver:
     """A worker's hand-over: `hand_over(loops, wait_s)` posts a callback to each of `loops`
     and waits at most `wait_s` for one to have run it and the callbacks it had ready with it
-    (`_took`); whether one did. With no loop to post to (none, or all closed)
+    (`_took`); whether one did. With no loop to post to (none, or all closed or stopped)
     `time.sleep(0)`. Each hand-over is a round of its own: a callback of an earlier round
     that a loop runs late (one loop took it, another ran its copy after) does not answer the
     current one."""
@@ -86,13 +86,15 @@ class HandOver:
         posted = False
         self._event.clear()
         for loop in loops:
+            if not getattr(loop, "is_running", _yes)():
+                continue  # stopped (`run_until_complete` returned): it would not run it
             with contextlib.suppress(RuntimeError):  # closed: nobody awaits there
                 loop.call_soon_threadsafe(self._took, loop, self._round)
                 posted = True
         if not posted:
             time.sleep(0)
             return False
-        return self._event.wait(wait_s)  # a loop that is not running costs this much at most
+        return self._event.wait(wait_s)  # a loop that is blocked costs this much at most
 
     def _took(self, loop: asyncio.AbstractEventLoop, round_: int) -> None:
         """On a loop's thread: the hand-over of `round_` has reached the loop. When the loop
@@ -114,6 +116,10 @@ class HandOver:
         (if it is current)."""
         if round_ == self._round:
             self._event.set()
+
+
+def _yes() -> bool:
+    return True
 
 
 def _more_than_the_wake_up(loop: asyncio.AbstractEventLoop) -> bool:

@@ -50,7 +50,6 @@ __all__ = [
     "close_worker",
     "deferred_on",
     "pause",
-    "run_on_store",
     "running_on",
     "worker_for",
 ]
@@ -118,6 +117,7 @@ class StoreWorker:
         "_job",
         "_jobs",
         "_lock",
+        "_loop_now",
         "_loops",
         "_timer",
         "_yielded",
@@ -148,6 +148,8 @@ class StoreWorker:
         # the batch of the job that did, and the future (on the worker thread only).
         self._after: list[tuple[int, Future[Any]]] = []
         self._job = 0  # the index in its batch of the job running now
+        #: The running job's event loop: its caller's, or its submitter's (`_BatchStart.loop`).
+        self._loop_now: asyncio.AbstractEventLoop | None = None
         #: What jobs submitted with `submit_after_batch`, by a key of their own (the futures
         #: of those not run yet, `_compactor`): read and written by jobs only.
         self.deferred: dict[Any, Future[Any]] = {}
@@ -166,9 +168,10 @@ class StoreWorker:
         the batch running now has ended and answered its callers (still before every job
         submitted after it). It never runs if the job that submitted it does not land: the
         job raises, or its batch's commit fails (it would act on writes that were undone)."""
-        future: Future[T] = _BatchStart()
+        future = _BatchStart()
         if getattr(_thread_state, "worker", None) is self:
             self._after.append((self._job, future))
+            future.loop = self._loop_now  # the worker hands over to it as it runs (`_pause`)
         self._queue(future, None, function, args, kwargs)
         return future
 
@@ -282,6 +285,7 @@ class StoreWorker:
                     done[:covered] = [(job, False, exc) for job, _, _ in done[:covered]]
                     self._cancel_after(range(covered))
         self._loops.clear()  # no loop is kept alive past its batch
+        self._loop_now = None
         loops: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
         for (future, waiter, _), ok, value in done:
             if ok:
@@ -315,8 +319,10 @@ class StoreWorker:
                 self._pause()
             if not job[0].set_running_or_notify_cancel():
                 continue  # cancelled before it started: never runs
-            if job[1] is not None and job[1][0] not in self._loops:
-                self._loops.append(job[1][0])
+            loop = job[1][0] if job[1] is not None else getattr(job[0], "loop", None)
+            if loop is not None and loop not in self._loops:
+                self._loops.append(loop)
+            self._loop_now = loop
             self._job = len(done)
             try:
                 done.append((job, True, job[2]()))
@@ -325,6 +331,8 @@ class StoreWorker:
                 self._cancel_after((self._job,))  # its writes were rolled back
             if split is not None and split.jobs is None and end is not None and end.early:
                 split.jobs, split.events = len(done), 0 if held is None else len(held)
+        if done:
+            self._pause(due_only=True)  # before the batch's commit, which no pause breaks
 
     def _cancel_after(self, jobs: range | tuple[int, ...]) -> None:
         """Cancel the jobs that these jobs of the batch submitted after it (not started)."""
@@ -332,15 +340,15 @@ class StoreWorker:
             if job in jobs:
                 future.cancel()
 
-    def _pause(self) -> None:
+    def _pause(self, due_only: bool = False) -> None:
         """Yield the GIL if `YIELD_EVERY_S` has passed since the worker last did, or one of
         its callers' event loops has work to run now (`due_work`: a timer come due, a
         callback ready): to those loops by a hand-over (`HANDOVER_S`), so what they have due
         (timers, I/O, other tasks) runs now; otherwise by `time.sleep(0)`. A loop that does
         not take the hand-over for a piece of work (not running: blocked, or closing) gets
-        no second one for it."""
+        no second one for it. With `due_only` (before a batch's commit), only for due work."""
         timer = None
-        if time.perf_counter() - self._yielded < YIELD_EVERY_S:
+        if due_only or time.perf_counter() - self._yielded < YIELD_EVERY_S:
             timer = due_work(self._loops, _answer)
             if timer is None or timer is self._timer:
                 return
@@ -376,7 +384,11 @@ def _run_inline(future: Future[T], function: Callable[..., T], /, *args: Any, **
 
 
 class _BatchStart(Future[Any]):
-    """The future of a job that starts a batch (`StoreWorker.submit_after_batch`)."""
+    """The future of a job that starts a batch (`StoreWorker.submit_after_batch`), and the
+    event loop of the job that submitted it, the worker's to hand over to as it runs (a
+    compaction `add_items` deferred is its caller's work; docs/performance.md)."""
+
+    loop: asyncio.AbstractEventLoop | None = None
 
 
 @dataclass(slots=True)
@@ -444,13 +456,6 @@ def worker_for(store: object) -> StoreWorker:
         worker = StoreWorker(_batch_hook(handle), _closed_hook(handle))
         _workers[key] = (handle, worker)
         return worker
-
-
-async def run_on_store(
-    store: object, function: Callable[..., T], /, *args: Any, **kwargs: Any
-) -> T:
-    """`worker_for(store).run(function, *args, **kwargs)`."""
-    return await worker_for(store).run(function, *args, **kwargs)
 
 
 def deferred_on(store: object, key: object) -> Future[Any] | None:
