@@ -97,7 +97,9 @@ def test_a_timer_due_during_a_batch_s_last_job_runs_before_the_batch_s_commit() 
     with no_forced_switch():
         asyncio.run(main())
     worker.close()
-    assert order == ["job", "timer", "commit"]
+    # (On a host too busy to start the job within 10 ms the timer runs before it: still
+    # before the commit.)
+    assert order.index("timer") < order.index("commit"), order
 
 
 def test_no_hand_over_before_a_commit_without_due_work(monkeypatch: pytest.MonkeyPatch) -> None:
