@@ -40,6 +40,31 @@ def busy(seconds: float) -> None:
         pass
 
 
+class RecordedWaits(threading.Event):
+    """A hand-over's event (`HandOver(event)`) that records whether each wait was answered
+    (`waits`): how many hand-overs the worker waited for, and how they ended."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[bool] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        answered = super().wait(timeout)
+        self.waits.append(answered)
+        return answered
+
+
+def steps_until(order: list[str], seen: str, steps: int = 400) -> None:
+    """A job of `steps` steps of 1 ms of Python work, each followed by a pause and noted in
+    `order` ("step N"), that ends once `seen` is in `order` (the loop ran it at a pause)."""
+    for n in range(steps):
+        busy(0.001)
+        worker_module.pause()
+        order.append(f"step {n}")
+        if seen in order:
+            return
+
+
 def hand_overs_to_a_blocked_loop(
     due: Callable[[asyncio.AbstractEventLoop], object], pauses: int = 20
 ) -> list[bool]:
@@ -49,15 +74,8 @@ def hand_overs_to_a_blocked_loop(
     (no periodic yield) and `HANDOVER_S` (the wait in vain)."""
     holder = Holder()  # kept alive: a collected store's worker is closed
     worker = worker_for(holder)
-    waits: list[bool] = []
-
-    class Seen(threading.Event):
-        def wait(self, timeout: float | None = None) -> bool:
-            answered = super().wait(timeout)
-            waits.append(answered)
-            return answered
-
-    worker._handover = HandOver(Seen())
+    seen = RecordedWaits()
+    worker._handover = HandOver(seen)
     armed, paused = threading.Event(), threading.Event()
 
     def job() -> None:
@@ -77,4 +95,4 @@ def hand_overs_to_a_blocked_loop(
 
     asyncio.run(main())
     worker.close()
-    return waits
+    return seen.waits

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 import pytest
 
 import ledgerfold._worker as worker_module
-from handover_support import Holder, busy, no_forced_switch
+from handover_support import Holder, RecordedWaits, busy, no_forced_switch, steps_until
 from ledgerfold._handover import HandOver
 from ledgerfold._worker import StoreWorker, worker_for
 
@@ -33,19 +33,11 @@ def test_a_job_submitted_after_its_batch_hands_over_to_the_submitting_caller_s_l
     over to, and the timer waits for the job's end)."""
     order: list[str] = []
 
-    def deferred() -> None:
-        for n in range(400):
-            busy(0.001)
-            worker_module.pause()
-            order.append(f"step {n}")
-            if "timer" in order:
-                return
-
     async def main() -> None:
         holder = Holder()  # kept alive: a collected store's worker is closed
         worker = worker_for(holder)
         asyncio.get_running_loop().call_later(0.01, order.append, "timer")
-        later = await worker.run(worker.submit_after_batch, deferred)
+        later = await worker.run(worker.submit_after_batch, steps_until, order, "timer")
         await asyncio.wrap_future(later)
         worker.close()
 
@@ -139,17 +131,10 @@ def test_a_job_submitted_after_its_batch_does_not_wait_for_a_stopped_loop(
     none (each would cost `HANDOVER_S`)."""
     monkeypatch.setattr(worker_module, "YIELD_EVERY_S", 0.0)  # every pause yields
     monkeypatch.setattr(worker_module, "HANDOVER_S", 0.05)
-    waits: list[bool] = []
-
-    class Seen(threading.Event):
-        def wait(self, timeout: float | None = None) -> bool:
-            answered = super().wait(timeout)
-            waits.append(answered)
-            return answered
-
+    seen = RecordedWaits()
     holder = Holder()  # kept alive: a collected store's worker is closed
     worker = worker_for(holder)
-    worker._handover = HandOver(Seen())
+    worker._handover = HandOver(seen)
     stopped = threading.Event()
 
     def deferred() -> None:
@@ -165,4 +150,4 @@ def test_a_job_submitted_after_its_batch_does_not_wait_for_a_stopped_loop(
     finally:
         loop.close()
     worker.close()
-    assert waits == []
+    assert seen.waits == []

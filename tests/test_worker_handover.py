@@ -12,7 +12,12 @@ from collections.abc import Callable
 import pytest
 
 import ledgerfold._worker as worker_module
-from handover_support import Holder, busy, hand_overs_to_a_blocked_loop, no_forced_switch
+from handover_support import (
+    Holder,
+    hand_overs_to_a_blocked_loop,
+    no_forced_switch,
+    steps_until,
+)
 from ledgerfold._handover import HandOver, due_timer
 from ledgerfold._worker import worker_for
 
@@ -26,19 +31,11 @@ def test_a_due_timer_of_the_callers_loop_runs_at_the_worker_s_next_pause(
     monkeypatch.setattr(worker_module, "HANDOVER_S", 60.0)  # no cap: the order is certain
     order: list[str] = []
 
-    def job() -> None:
-        for n in range(400):
-            busy(0.001)
-            worker_module.pause()
-            order.append(f"job {n}")
-            if "timer" in order:
-                return
-
     async def main() -> None:
         holder = Holder()  # kept alive: a collected store's worker is closed
         worker = worker_for(holder)
         asyncio.get_running_loop().call_later(0.01, order.append, "timer")
-        await worker.run(job)
+        await worker.run(steps_until, order, "timer")
         worker.close()
 
     with no_forced_switch():
