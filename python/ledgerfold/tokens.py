@@ -77,11 +77,13 @@ def wide_chars(text: str) -> int:
 
 def approx_tokens(text: str) -> int:
     """About one token per 4 characters, one per CJK/kana/hangul character (module doc)."""
-    if text.isascii():
-        return (len(text) + 3) // 4
-    wide = wide_chars(text)
-    narrow = len(text) - wide
-    return wide + (narrow + 3) // 4
+    return approx_of_counts(len(text), wide_chars(text))
+
+
+def approx_of_counts(chars: int, wide: int) -> int:
+    """`approx_tokens` of a text of `chars` characters, `wide` of them wide: so a text's
+    count can be made from its parts' counts without the text (`ExtractiveSummarizer`)."""
+    return wide + (chars - wide + 3) // 4
 
 
 def context_tokens(

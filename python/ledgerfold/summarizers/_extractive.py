@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ledgerfold import _validate
 from ledgerfold._context import RECALL_PROMISE
 from ledgerfold._worker import pause
-from ledgerfold.tokens import approx_tokens, wide_chars
+from ledgerfold.tokens import approx_of_counts, approx_tokens, wide_chars
 
 if TYPE_CHECKING:
     from ledgerfold.summarizers._base import SummaryRequest
@@ -267,7 +267,7 @@ class ExtractiveSummarizer:
             if not lines:
                 return budget >= 0  # the empty text: no tokens
             text_chars += lines - 1  # the line breaks
-            return text_wide + (text_chars - text_wide + 3) // 4 <= budget
+            return approx_of_counts(text_chars, text_wide) <= budget
 
         return counted
 
