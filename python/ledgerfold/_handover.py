@@ -86,7 +86,8 @@ class HandOver:
         posted = False
         self._event.clear()
         for loop in loops:
-            if not getattr(loop, "is_running", _yes)():
+            running = getattr(loop, "is_running", None)  # every AbstractEventLoop has it
+            if running is not None and not running():
                 continue  # stopped (`run_until_complete` returned): it would not run it
             with contextlib.suppress(RuntimeError):  # closed: nobody awaits there
                 loop.call_soon_threadsafe(self._took, loop, self._round)
@@ -116,10 +117,6 @@ class HandOver:
         (if it is current)."""
         if round_ == self._round:
             self._event.set()
-
-
-def _yes() -> bool:
-    return True
 
 
 def _more_than_the_wake_up(loop: asyncio.AbstractEventLoop) -> bool:
