@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import ledgerfold._handover as handover_module
 import ledgerfold._worker as worker_module
 from handover_support import Holder, busy
 from integration_stores import RecordingStore
@@ -300,16 +301,18 @@ def test_a_job_failing_in_a_batch_fails_its_caller_alone() -> None:
     assert (first, third) == (1, 3) and isinstance(failed, ValueError)
 
 
-def _recorded_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The seconds of every `time.sleep` the worker module calls (a yield is `sleep(0)`)."""
-    yields: list[float] = []
-    real_sleep = worker_module.time.sleep
+def _recorded_yields(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every bare yield of the GIL the worker makes (`release_gil`, where no loop is handed
+    over to: these jobs have no async caller), in order."""
+    yields: list[str] = []
+    real = handover_module.release_gil
 
-    def sleep(seconds: float) -> None:
-        yields.append(seconds)
-        real_sleep(seconds)
+    def release_gil() -> None:
+        yields.append("yield")
+        real()
 
-    monkeypatch.setattr(worker_module.time, "sleep", sleep)
+    monkeypatch.setattr(worker_module, "release_gil", release_gil)
+    monkeypatch.setattr(handover_module, "release_gil", release_gil)
     return yields
 
 
@@ -318,7 +321,7 @@ def test_the_worker_lets_the_loop_in_between_long_jobs_not_after_every_job(
 ) -> None:
     """Between jobs the worker yields the GIL once `YIELD_EVERY_S` has passed since it last
     did: after every job of 2 ms of work, never within a run of quick ones."""
-    yields = _recorded_sleeps(monkeypatch)
+    yields = _recorded_yields(monkeypatch)
 
     def batch(job_seconds: float, jobs: int) -> int:
         holder = Holder()  # kept alive: a collected store's worker is closed
@@ -331,7 +334,7 @@ def test_the_worker_lets_the_loop_in_between_long_jobs_not_after_every_job(
         for future in futures:
             future.result(timeout=60)
         worker.close()
-        return len([s for s in yields if s == 0])
+        return len(yields)
 
     assert batch(2 * worker_module.YIELD_EVERY_S, 6) >= 5  # after each job (the last aside)
     monkeypatch.setattr(worker_module, "YIELD_EVERY_S", 60.0)
@@ -342,7 +345,7 @@ def test_a_long_job_lets_the_loop_in_where_it_pauses(monkeypatch: pytest.MonkeyP
     """`pause()` inside a job yields the GIL once `YIELD_EVERY_S` has passed since the
     worker last did (between jobs or at an earlier pause); off a worker thread it does
     nothing."""
-    yields = _recorded_sleeps(monkeypatch)
+    yields = _recorded_yields(monkeypatch)
 
     def steps(step_seconds: float, count: int) -> None:
         for _ in range(count):
@@ -352,7 +355,7 @@ def test_a_long_job_lets_the_loop_in_where_it_pauses(monkeypatch: pytest.MonkeyP
     holder = Holder()  # kept alive: a collected store's worker is closed
     worker = worker_for(holder)
     worker.submit(steps, 2 * worker_module.YIELD_EVERY_S, 4).result(timeout=60)
-    assert len([s for s in yields if s == 0]) == 4
+    assert len(yields) == 4
     yields.clear()
     worker.submit(steps, 0.0, 50).result(timeout=60)  # quick steps: no yield
     assert yields == []
@@ -366,8 +369,8 @@ def test_a_yield_hands_the_gil_to_the_event_loop_of_the_batchs_callers(
 ) -> None:
     """At a yield the worker posts a callback to the event loop its async caller awaits on
     and waits until that loop has run it, so what the loop had ready then (here a callback
-    the job posted just before) runs before the job goes on, at every yield; with
-    `time.sleep(0)` alone the worker mostly takes the GIL straight back."""
+    the job posted just before) runs before the job goes on, at every yield; with a bare
+    release of the GIL alone the worker mostly takes it straight back."""
     monkeypatch.setattr(worker_module, "YIELD_EVERY_S", 0.0)  # every pause yields
     monkeypatch.setattr(worker_module, "HANDOVER_S", 60.0)  # no cap: the order is certain
     order: list[str] = []
@@ -390,7 +393,7 @@ def test_a_yield_hands_the_gil_to_the_event_loop_of_the_batchs_callers(
 
 def test_a_yield_does_not_wait_for_a_closed_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     """A caller whose event loop has closed while its job runs gets no hand-over: the
-    worker yields with `time.sleep(0)` instead of waiting for a loop that never runs."""
+    worker yields with `release_gil` instead of waiting for a loop that never runs."""
     monkeypatch.setattr(worker_module, "YIELD_EVERY_S", 0.0)
     monkeypatch.setattr(worker_module, "HANDOVER_S", 3600.0)  # waited for, it would hang
     holder = Holder()  # kept alive: a collected store's worker is closed

@@ -1,24 +1,28 @@
 """How the store worker lets the event loops it works for take the GIL (`_worker._pause`).
 
-A yield by `time.sleep(0)` alone is mostly won back by the worker before a loop's thread
-gets the GIL: a *hand-over* posts a callback to each loop and waits until one has run it.
+A bare release of the GIL (`release_gil`) is mostly won back by the worker before a loop's
+thread takes it: a *hand-over* posts a callback to each loop and waits until one has run it.
 A loop with work to run now needs the GIL, which a worker running Python keeps until its
 next yield (`_worker.YIELD_EVERY_S`): a loop woken for a timer (its selector rounds the
 wait up to a whole millisecond), or by a callback another thread posted (a socket's data,
 another thread's result), or with tasks woken and ready to run. Told of such work
 (`due_work`), the worker hands over at its next pause instead, and the work runs then
 (docs/performance.md, "Timers due during a job" and "Callbacks ready during a job").
+The periodic yield (`_worker.YIELD_EVERY_S`) is for the work the worker cannot be told of,
+I/O the loop's thread was woken for; when it can see that a loop has none (`idle`), there is
+no hand-over: it would only wake the loop, and keep the worker waiting for it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Iterable
 
-__all__ = ["HandOver", "due_timer", "due_work"]
+__all__ = ["HandOver", "due_timer", "due_work", "idle", "release_gil"]
 
 
 def due_timer(loops: Iterable[asyncio.AbstractEventLoop]) -> object | None:
@@ -67,11 +71,49 @@ def due_work(loops: Iterable[asyncio.AbstractEventLoop], answering: object = Non
     return None
 
 
+def release_gil() -> None:
+    """Let a thread waiting for the GIL take it, without sleeping: `os.sched_yield()`
+    releases it for a few microseconds. (`time.sleep(0)` sleeps the kernel's timer slack:
+    about 80 µs a call on the Linux machine of docs/performance.md.)"""
+    if _sched_yield is not None:
+        _sched_yield()
+    else:  # no sched_yield (Windows)
+        time.sleep(0)
+
+
+_sched_yield = getattr(os, "sched_yield", None)
+
+
+def idle(loops: Iterable[asyncio.AbstractEventLoop], answering: object = None) -> bool:
+    """Whether each of `loops` is seen to have nothing to run now: no `due_work` (but
+    `answering`), and no I/O ready (`_io_ready`). A loop that cannot be seen whole (not one
+    of asyncio's selector loops: uvloop, Windows' proactor loop) is never idle."""
+    loops = list(loops)
+    return due_work(loops, answering) is None and not any(_io_ready(loop) for loop in loops)
+
+
+def _io_ready(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether the loop's selector has a file ready besides the loop's own wake-up socket
+    (which `call_soon_threadsafe` writes to: what it wakes the loop for is in its ready
+    queue, seen by `due_work`). The selector is asked from the worker's thread with no
+    wait: asyncio registers its files level-triggered, so asking takes nothing from the
+    loop. True when it cannot be asked (another kind of loop, or closed)."""
+    select = getattr(getattr(loop, "_selector", None), "select", None)
+    wake_up = getattr(loop, "_ssock", None)
+    if select is None or wake_up is None:
+        return True
+    try:
+        own = wake_up.fileno()
+        return any(key.fd != own for key, _ in select(0))
+    except (OSError, ValueError, AttributeError, TypeError, RuntimeError):  # closed meanwhile
+        return True
+
+
 class HandOver:
     """A worker's hand-over: `hand_over(loops, wait_s)` posts a callback to each of `loops`
     and waits at most `wait_s` for one to have run it and the callbacks it had ready with it
     (`_took`); whether one did. With no loop to post to (none, or all closed or stopped)
-    `time.sleep(0)`. Each hand-over is a round of its own: a callback of an earlier round
+    `release_gil`. Each hand-over is a round of its own: a callback of an earlier round
     that a loop runs late (one loop took it, another ran its copy after) does not answer the
     current one."""
 
@@ -93,7 +135,7 @@ class HandOver:
                 loop.call_soon_threadsafe(self._took, loop, self._round)
                 posted = True
         if not posted:
-            time.sleep(0)
+            release_gil()
             return False
         return self._event.wait(wait_s)  # a loop that is blocked costs this much at most
 

@@ -16,11 +16,10 @@ batch in a hook (registered with `batching`; no name of any other store is looke
 `SQLiteStore` with `durability="full"` commits the batch's writes with one fsync at its end
 (group commit), answering no caller before its commit is durable.
 
-The worker belongs to the store object (looked up by identity, any `Store` will do): it is
-shut down when `SQLiteStore.close()` runs or when the store is garbage-collected. A store
-used again after its worker was closed gets a fresh one (the store itself then decides
-whether the call is an error), and so does a store used in a child process after `fork`
-(the parent's worker threads do not exist there).
+The worker belongs to the store object (by identity, any `Store` will do): it is shut down
+when `SQLiteStore.close()` runs or the store is garbage-collected. A store used again after
+that gets a fresh one (the store then decides whether the call is an error), and so does a
+store used in a child process after `fork` (the parent's worker threads are not there).
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from ledgerfold._events import held_until_done
-from ledgerfold._handover import HandOver, due_work
+from ledgerfold._handover import HandOver, due_work, idle, release_gil
 
 __all__ = [
     "THREAD_NAME",
@@ -63,18 +62,16 @@ THREAD_NAME = "ledgerfold-store"
 #: At most this many jobs share one batch (one flush, see `StoreWorker`).
 BATCH_JOBS = 64
 
-#: Between jobs of a batch the worker lets other threads (the event loop's) take the GIL
-#: once this long has passed since it last did: a batch is many jobs of Python work back
-#: to back, and without it the loop would wait up to the interpreter's 5 ms switch
-#: interval. Not after every job: each yield can cost the worker a whole switch interval
-#: when another thread is busy (measured in docs/performance.md). A long job yields inside
-#: too, at the points where it calls `pause()` (a compaction between its phases).
+#: Between jobs the worker lets the event loops take the GIL once this long has passed
+#: since it last did (`_pause`): else a loop woken for I/O would wait up to the 5 ms switch
+#: interval. Not after every job: a yield can cost the worker a switch interval when another
+#: thread is busy (docs/performance.md). A long job yields inside, where it calls `pause()`.
 YIELD_EVERY_S = 0.0005
 
 #: A yield to the event loops of the batch's async callers is a hand-over: the worker posts
-#: a callback to each and waits until one has run it, at most this long. `time.sleep(0)`
-#: alone is mostly won back by the worker before the loop's thread gets the GIL, which then
-#: waits for the next one (measured in docs/performance.md).
+#: a callback to each and waits until one has run it, at most this long (a bare release of
+#: the GIL is mostly won back by the worker first: docs/performance.md). None when the
+#: loops are seen to have nothing to run (`_handover.idle`): it would only wake them.
 HANDOVER_S = 0.0003
 
 
@@ -341,17 +338,21 @@ class StoreWorker:
                 future.cancel()
 
     def _pause(self, due_only: bool = False) -> None:
-        """Yield the GIL if `YIELD_EVERY_S` has passed since the worker last did, or one of
-        its callers' event loops has work to run now (`due_work`: a timer come due, a
-        callback ready): to those loops by a hand-over (`HANDOVER_S`), so what they have due
-        (timers, I/O, other tasks) runs now; otherwise by `time.sleep(0)`. A loop that does
-        not take the hand-over for a piece of work (not running: blocked, or closing) gets
-        no second one for it. With `due_only` (before a batch's commit), only for due work."""
+        """Yield the GIL when its callers' event loops have work to run now (`due_work`: a
+        timer come due, a callback ready) or, once `YIELD_EVERY_S` has passed since the
+        worker last did, unless they are seen to have nothing to run (`idle`): to them by a
+        hand-over (`HANDOVER_S`). A loop that does not take one for a piece of work (not
+        running: blocked, or closing) gets no second one for it. With `due_only` (before a
+        batch's commit), only for due work."""
         timer = None
         if due_only or time.perf_counter() - self._yielded < YIELD_EVERY_S:
             timer = due_work(self._loops, _answer)
             if timer is None or timer is self._timer:
                 return
+        elif idle(self._loops, _answer):  # nothing to hand over for
+            release_gil()  # to any other thread
+            self._yielded = time.perf_counter()
+            return
         self._timer = None if self._handover.hand_over(self._loops, HANDOVER_S) else timer
         self._yielded = time.perf_counter()
 
