@@ -8,13 +8,21 @@ here is timed."""
 from __future__ import annotations
 
 import asyncio
+import selectors
 import socket
 from collections.abc import Iterator
 
 import pytest
 
 import ledgerfold._worker as worker_module
-from handover_support import Holder, RecordedWaits, busy, no_forced_switch, steps_until
+from handover_support import (
+    Holder,
+    RecordedWaits,
+    busy,
+    hand_overs_to_a_blocked_loop,
+    no_forced_switch,
+    steps_until,
+)
 from ledgerfold._handover import HandOver, idle
 from ledgerfold._worker import worker_for
 
@@ -100,12 +108,22 @@ def test_a_loop_that_cannot_be_seen_whole_is_never_idle(loop: asyncio.AbstractEv
     assert not idle([closed])
 
 
+class _WrappedSelector(selectors.DefaultSelector):
+    """A selector whose `select` wraps its class's (as instrumentation would)."""
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        return super().select(timeout)
+
+
+@pytest.mark.parametrize("selector", [None, _WrappedSelector], ids=["default", "wrapped"])
 def test_the_periodic_yield_does_not_hand_over_to_an_idle_loop(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, selector: type[selectors.BaseSelector] | None
 ) -> None:
     """A job of 40 steps of 1 ms, a pause after each, for a caller whose loop has nothing
     else to run: every pause is a periodic yield (0.5 ms apart), and none is a hand-over
-    (before: one at each pause, each waiting for a turn of the loop)."""
+    (before: one at each pause, each waiting for a turn of the loop). The same with a
+    selector whose `select` wraps its class's: the loop's thread is still seen waiting in
+    its selector (`_handover._parked`)."""
     monkeypatch.setattr(worker_module, "HANDOVER_S", 60.0)
     seen = RecordedWaits()
     released: list[int] = []
@@ -123,7 +141,9 @@ def test_the_periodic_yield_does_not_hand_over_to_an_idle_loop(
         await worker.run(job)
         worker.close()
 
-    asyncio.run(main())
+    factory = None if selector is None else lambda: asyncio.SelectorEventLoop(selector())
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(main())
     assert seen.waits == []
     assert len(released) == 40  # each pause still lets any other thread have the GIL
 
@@ -175,3 +195,18 @@ def test_the_periodic_yield_hands_over_to_a_loop_with_a_file_ready(
     # At the first pause after the write (or at the write itself, if the loop's thread took
     # the GIL while `send` released it), not after the job's 400 steps.
     assert order.index("read") - order.index("sent") <= 2, order
+
+
+def test_the_periodic_yield_hands_over_to_a_loop_whose_thread_is_not_in_its_selector(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The caller's loop runs a callback (here one that waits on its thread) with nothing
+    else due: it is not seen idle, since a loop running a callback may be waiting for the
+    GIL the worker holds. Each of the job's 20 pauses, all periodic, hands over (and waits
+    `HANDOVER_S` in vain: the callback does not end before the job's pauses do)."""
+    monkeypatch.setattr(worker_module, "YIELD_EVERY_S", 0.0)  # every pause is periodic
+    monkeypatch.setattr(worker_module, "HANDOVER_S", 0.001)
+    waits = hand_overs_to_a_blocked_loop(lambda loop: None)
+    # (Then one more, before the batch's commit: the loop, free again, has the hand-overs'
+    # own callbacks ready, which is due work.)
+    assert waits[:20] == [False] * 20

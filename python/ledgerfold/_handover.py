@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterable
@@ -85,11 +86,34 @@ _sched_yield = getattr(os, "sched_yield", None)
 
 
 def idle(loops: Iterable[asyncio.AbstractEventLoop], answering: object = None) -> bool:
-    """Whether each of `loops` is seen to have nothing to run now: no `due_work` (but
-    `answering`), and no I/O ready (`_io_ready`). A loop that cannot be seen whole (not one
-    of asyncio's selector loops: uvloop, Windows' proactor loop) is never idle."""
+    """Whether each of `loops` is seen to have nothing to run now: its thread waits in its
+    selector (`_parked`), with no `due_work` (but `answering`) and no I/O ready
+    (`_io_ready`). A loop that cannot be seen whole (not one of asyncio's selector loops:
+    uvloop, Windows' proactor loop) is never idle."""
     loops = list(loops)
-    return due_work(loops, answering) is None and not any(_io_ready(loop) for loop in loops)
+    if due_work(loops, answering) is not None:
+        return False
+    return all(_parked(loop) and not _io_ready(loop) for loop in loops)
+
+
+def _parked(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether the loop's thread is in its selector's wait, or the loop is not running. A
+    loop running a callback may be waiting for the GIL (its callback released it for a
+    system call, and the worker took it): only a hand-over gives it back in time. Read from
+    the thread's frames: from the top down to the loop's `_run_once`, each a `select` (the
+    selector's, and any wrapper or subclass of it on the way)."""
+    ident = getattr(loop, "_thread_id", None)
+    if ident is None:
+        return True  # not running: no hand-over reaches it (`HandOver.hand_over`)
+    frame = sys._current_frames().get(ident)
+    depth = 0
+    while frame is not None and frame.f_code.co_name == "select" and depth < _SELECT_DEPTH:
+        frame, depth = frame.f_back, depth + 1
+    return depth > 0 and frame is not None and frame.f_code.co_name == "_run_once"
+
+
+#: At most this many `select` frames between a loop's `_run_once` and its thread's top frame.
+_SELECT_DEPTH = 8
 
 
 def _io_ready(loop: asyncio.AbstractEventLoop) -> bool:
