@@ -18,7 +18,6 @@ import ledgerfold._worker as worker_module
 from handover_support import (
     Holder,
     RecordedWaits,
-    busy,
     hand_overs_to_a_blocked_loop,
     no_forced_switch,
     steps_until,
@@ -129,16 +128,11 @@ def test_the_periodic_yield_does_not_hand_over_to_an_idle_loop(
     released: list[int] = []
     monkeypatch.setattr(worker_module, "release_gil", lambda: released.append(1))
 
-    def job() -> None:
-        for _ in range(40):
-            busy(0.001)
-            worker_module.pause()
-
     async def main() -> None:
         holder = Holder()  # kept alive: a collected store's worker is closed
         worker = worker_for(holder)
         worker._handover = HandOver(seen)
-        await worker.run(job)
+        await worker.run(steps_until, [], "never seen", 40)
         worker.close()
 
     factory = None if selector is None else lambda: asyncio.SelectorEventLoop(selector())
@@ -162,10 +156,7 @@ def test_the_periodic_yield_hands_over_to_a_loop_with_a_file_ready(
     reader, writer = socket.socketpair()
 
     def job() -> None:
-        for n in range(3):
-            busy(0.001)
-            worker_module.pause()
-            order.append(f"before {n}")
+        steps_until(order, "sent", 3)  # not sent yet: three steps
         writer.send(b"x")
         order.append("sent")
         steps_until(order, "read")

@@ -72,6 +72,9 @@ def due_work(loops: Iterable[asyncio.AbstractEventLoop], answering: object = Non
     return None
 
 
+_sched_yield = getattr(os, "sched_yield", None)
+
+
 def release_gil() -> None:
     """Let a thread waiting for the GIL take it, without sleeping: `os.sched_yield()`
     releases it for a few microseconds. (`time.sleep(0)` sleeps the kernel's timer slack:
@@ -80,9 +83,6 @@ def release_gil() -> None:
         _sched_yield()
     else:  # no sched_yield (Windows)
         time.sleep(0)
-
-
-_sched_yield = getattr(os, "sched_yield", None)
 
 
 def idle(loops: Iterable[asyncio.AbstractEventLoop], answering: object = None) -> bool:
@@ -94,6 +94,10 @@ def idle(loops: Iterable[asyncio.AbstractEventLoop], answering: object = None) -
     if due_work(loops, answering) is not None:
         return False
     return all(_parked(loop) and not _io_ready(loop) for loop in loops)
+
+
+#: At most this many `select` frames between a loop's `_run_once` and its thread's top frame.
+_SELECT_DEPTH = 8
 
 
 def _parked(loop: asyncio.AbstractEventLoop) -> bool:
@@ -110,10 +114,6 @@ def _parked(loop: asyncio.AbstractEventLoop) -> bool:
     while frame is not None and frame.f_code.co_name == "select" and depth < _SELECT_DEPTH:
         frame, depth = frame.f_back, depth + 1
     return depth > 0 and frame is not None and frame.f_code.co_name == "_run_once"
-
-
-#: At most this many `select` frames between a loop's `_run_once` and its thread's top frame.
-_SELECT_DEPTH = 8
 
 
 def _io_ready(loop: asyncio.AbstractEventLoop) -> bool:
